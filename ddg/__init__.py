@@ -1,0 +1,80 @@
+"""ddg: a data-parallel eager deep-learning runtime on numpy/cupy and MPI, with the
+PaddlePaddle 2.x dygraph API (``import ddg as paddle``)."""
+__version__ = "0.1.0"
+
+import importlib as _importlib
+
+from . import _malloc  # noqa: F401  (allocator tuning at import, see the module)
+from .tensor import backend as _backend
+from .tensor.tensor import Tensor
+from .tensor.dtypes import (float16, float32, float64, int8, uint8, int16, int32, int64,  # noqa: F401
+                            bool_ as bool, set_default_dtype, get_default_dtype)
+from .tensor.place import (CPUPlace, CUDAPlace, Place, set_device, get_device,  # noqa: F401
+                           is_compiled_with_cuda)
+from .tensor.creation import (to_tensor, zeros, ones, full, zeros_like, ones_like, full_like,  # noqa: F401
+                              empty, empty_like, arange, linspace, eye, rand, randn, randint, randperm,
+                              uniform, normal, seed, bernoulli, from_dlpack)
+from .tensor.printing import set_printoptions  # noqa: F401
+from .autograd import methods as _methods
+from .autograd.engine import grad  # noqa: F401
+from .autograd.grad_mode import no_grad, enable_grad, set_grad_enabled, is_grad_enabled  # noqa: F401
+from .autograd.ops.elementwise import (add, subtract, multiply, divide, pow, maximum, minimum,  # noqa: F401
+                                       floor_divide, remainder, mod, floor_mod, neg, abs, exp, log, log1p,
+                                       sqrt, rsqrt, square, sin, cos, tanh, sigmoid, erf, clip, clamp, sign,
+                                       floor, ceil, round, cast, where, equal, not_equal, less_than,
+                                       less_equal, greater_than, greater_equal, logical_and, logical_or,
+                                       logical_xor, logical_not, bitwise_and, bitwise_or, bitwise_xor,
+                                       bitwise_not, isnan, isinf, isfinite, equal_all, allclose, isclose)
+from .autograd.ops.reduce import (sum, mean, max, min, amax, amin, prod, argmax, argmin, var, std,  # noqa: F401
+                                  logsumexp, all, any, cumsum, count_nonzero)
+from .autograd.ops.linalg import matmul, mm, bmm, dot, t, outer  # noqa: F401
+from .autograd.ops.movement import (reshape, transpose, flatten, squeeze, unsqueeze, broadcast_to,  # noqa: F401
+                                    expand, expand_as, broadcast_tensors, concat, cat, stack, split, chunk,
+                                    unbind, tile, gather, index_select, take_along_axis, flip, roll,
+                                    nonzero, masked_select, masked_fill, moveaxis, numel, shape)
+from .autograd.methods import clone, detach, scale  # noqa: F401
+from . import device  # noqa: F401  (callable: ddg.device('cpu'))
+
+_methods.install()
+
+_LAZY = {
+    "autograd": ".autograd", "nn": ".nn", "optimizer": ".optimizer", "io": ".io", "vision": ".vision",
+    "jit": ".jit", "static": ".static", "distributed": ".distributed", "parallel": ".parallel",
+    "utils": ".utils", "metric": ".metric", "amp": ".amp",
+}
+_LAZY_ATTRS = {
+    "save": (".io.serialization", "save"), "load": (".io.serialization", "load"),
+    "DataParallel": (".parallel.data_parallel", "DataParallel"),
+    "ParamAttr": (".nn.param_attr", "ParamAttr"),
+    "Model": (".hapi", "Model"),
+}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        return _importlib.import_module(_LAZY[name], __name__)
+    if name in _LAZY_ATTRS:
+        mod, attr = _LAZY_ATTRS[name]
+        return getattr(_importlib.import_module(mod, __name__), attr)
+    raise AttributeError(f"module 'ddg' has no attribute {name!r}")
+
+
+def get_rng_state():
+    return _backend.get_rng_state()
+
+
+def set_rng_state(state):
+    _backend.set_rng_state(state)
+
+
+def in_dynamic_mode():
+    return True
+
+
+def disable_static(place=None):
+    if place is not None:
+        set_device(place)
+
+
+def enable_static():
+    raise RuntimeError("ddg runs eagerly; use ddg.jit.to_static to record and replay a function")

@@ -1,0 +1,277 @@
+"""The backward engine: iterative, dependency-counted, hook-aware.
+
+1. Walk the graph from the roots (an explicit stack, so a 10,000-op chain is fine)
+   and count, for every node and every leaf, how many consumers will send it a
+   gradient.
+2. Run nodes whose count reached zero (a LIFO of ready nodes: roughly the reverse of
+   the forward order). Each node's output gradients are summed as they arrive; a node
+   runs once all have arrived, then its saved arrays are released.
+3. A leaf's gradient is final when its count reaches zero: its tensor hooks run, the
+   gradient is accumulated into ``.grad``, and its grad-ready hooks fire (exactly once
+   per backward). DataParallel starts its all-reduces from those hooks.
+
+Observers: ``register_backward_begin_callback(fn)`` calls ``fn(leaves)`` with the
+leaves this backward will reach (before any gradient is computed), and
+``register_backward_complete_callback(fn)`` calls ``fn()`` when a backward pass has
+finished. ``queue_callback(fn)`` runs ``fn`` once, at the end of the current pass.
+"""
+from ..tensor import backend
+from ..tensor.tensor import Tensor, _HookHandle
+
+_begin_callbacks = []
+_complete_callbacks = []
+_queued = []
+
+
+def register_backward_begin_callback(fn):
+    _begin_callbacks.append(fn)
+    return _HookHandle(_begin_callbacks, fn)
+
+
+def register_backward_complete_callback(fn):
+    _complete_callbacks.append(fn)
+    return _HookHandle(_complete_callbacks, fn)
+
+
+def queue_callback(fn):
+    """Run ``fn()`` once when the backward pass now running completes."""
+    _queued.append(fn)
+
+
+def _freed_error(node):
+    return RuntimeError(
+        f"ddg: trying to backward through the graph a second time (op {node.name}): the arrays saved for "
+        f"backward were released after the first backward. Pass retain_graph=True to the first backward "
+        f"if you need to backward twice.")
+
+
+def _root_grad(t, g):
+    if t.stop_gradient:
+        raise RuntimeError(f"ddg: backward() of a tensor that does not require grad (shape {t.shape}, "
+                           f"dtype {t.dtype}); did you forget stop_gradient=False?")
+    if g is None:
+        if t._data.size != 1:
+            raise RuntimeError(f"ddg: backward() of a non-scalar tensor (shape {t.shape}) needs grad_tensor "
+                               f"of the same shape")
+        xp = backend.get_array_module(t._data)
+        return xp.ones(t._data.shape, dtype=t._data.dtype)
+    arr = g._data if isinstance(g, Tensor) else g
+    xp = backend.get_array_module(t._data)
+    arr = xp.asarray(arr, dtype=t._data.dtype)
+    if arr.shape != t._data.shape:
+        raise ValueError(f"ddg: grad_tensor has shape {list(arr.shape)} but the tensor has shape {t.shape}")
+    return arr
+
+
+def _apply_hooks(hooks, g):
+    for h in list(hooks):
+        r = h(Tensor._wrap(g))
+        if r is not None:
+            g = r._data if isinstance(r, Tensor) else r
+    return g
+
+
+def run_backward(roots, root_grads, retain_graph=False, targets=None):
+    """Core loop. Without ``targets`` gradients accumulate into leaves' ``.grad``; with
+    ``targets`` (a list of tensors) nothing is accumulated and their gradients are
+    returned in a list (None where unreached)."""
+    accumulate = targets is None
+    leaf_targets = {}
+    node_targets = {}
+    if targets is not None:
+        for i, t in enumerate(targets):
+            if t._node is None:
+                leaf_targets[t] = i
+            else:
+                node_targets.setdefault((t._node, t._idx), []).append(i)
+        captured = [None] * len(targets)
+
+    # -- 1. count dependencies ------------------------------------------------------
+    deps = {}
+    leaf_deps = {}
+    buffers = {}
+    leaf_acc = {}
+    start = []
+    for t, g in zip(roots, root_grads):
+        if t._node is None:
+            leaf_deps.setdefault(t, 0)
+            prev = leaf_acc.get(t)
+            leaf_acc[t] = g if prev is None else prev + g
+            continue
+        node = t._node
+        if node.edges is None:
+            raise _freed_error(node)
+        buf = buffers.get(node)
+        if buf is None:
+            buf = buffers[node] = [None] * node.n_out
+            start.append(node)
+        buf[t._idx] = g if buf[t._idx] is None else buf[t._idx] + g
+    stack = list(start)
+    seen = set(start)
+    while stack:
+        node = stack.pop()
+        for e in node.edges:
+            if e is None:
+                continue
+            p, idx = e
+            if idx is None:
+                leaf_deps[p] = leaf_deps.get(p, 0) + 1
+            else:
+                if p.edges is None:
+                    raise _freed_error(p)
+                deps[p] = deps.get(p, 0) + 1
+                if p not in seen:
+                    seen.add(p)
+                    stack.append(p)
+
+    if accumulate:
+        for cb in list(_begin_callbacks):
+            cb(leaf_deps.keys())
+
+    def finish_leaf(leaf):
+        g = leaf_acc.pop(leaf, None)
+        if g is not None and leaf._hooks:
+            g = _apply_hooks(leaf._hooks, g)
+        if not accumulate:
+            i = leaf_targets.get(leaf)
+            if i is not None:
+                captured[i] = g
+            return
+        if g is not None:
+            if g.dtype != leaf._data.dtype:
+                g = g.astype(leaf._data.dtype)
+            if leaf._grad is None:
+                # copy: the array may be shared with other consumers of the same gradient
+                leaf._grad = Tensor._wrap(g.copy() if g.shape == leaf._data.shape else
+                                          backend.get_array_module(g).broadcast_to(g, leaf._data.shape).copy())
+            else:
+                leaf._grad._data += g
+        if leaf._ready_hooks:
+            for h in list(leaf._ready_hooks):
+                h(leaf)
+
+    # leaves that are roots and nothing else
+    for leaf in [lf for lf, n in leaf_deps.items() if n == 0]:
+        finish_leaf(leaf)
+
+    # -- 2. run ready nodes ------------------------------------------------------------
+    ready = [n for n in start if n not in deps]
+    while ready:
+        node = ready.pop()
+        grads = buffers.pop(node)
+        if node._hooks:
+            for i, hooks in node._hooks.items():
+                if grads[i] is not None:
+                    grads[i] = _apply_hooks(hooks, grads[i])
+        if node_targets:
+            for i in range(node.n_out):
+                for j in node_targets.get((node, i), ()):
+                    captured[j] = grads[i]
+        edges = node.edges
+        if all(g is None for g in grads):
+            results = (None,) * len(edges)
+        else:
+            if node._vin is not None:
+                for vc, v in node._vin:
+                    if vc[0] != v:
+                        raise RuntimeError(
+                            f"ddg: an input of op {node.name} was modified in place (version {vc[0]}, "
+                            f"expected {v}) after it was saved for backward; its gradient would be wrong. "
+                            f"Clone the tensor before writing to it.")
+            if node._vout is not None and node._vout[0][0] != node._vout[1]:
+                raise RuntimeError(
+                    f"ddg: the output of op {node.name} was modified in place after it was saved for backward; "
+                    f"its gradient would be wrong. Clone the tensor before writing to it.")
+            if node.n_out == 1:
+                results = node.backward(grads[0])
+            else:
+                results = node.backward(_fill_missing(node, grads))
+            if type(results) is not tuple:
+                results = (results,)
+        if not retain_graph:
+            node._release()
+        for e, g in zip(edges, results):
+            if e is None:
+                continue
+            p, idx = e
+            if idx is None:
+                if g is not None:
+                    prev = leaf_acc.get(p)
+                    leaf_acc[p] = g if prev is None else prev + g
+                n = leaf_deps[p] - 1
+                leaf_deps[p] = n
+                if n == 0:
+                    finish_leaf(p)
+            else:
+                if g is not None:
+                    buf = buffers.get(p)
+                    if buf is None:
+                        buf = buffers[p] = [None] * p.n_out
+                    buf[idx] = g if buf[idx] is None else buf[idx] + g
+                else:
+                    buffers.setdefault(p, [None] * p.n_out)
+                n = deps[p] - 1
+                deps[p] = n
+                if n == 0:
+                    ready.append(p)
+
+    if accumulate:
+        for cb in list(_complete_callbacks):
+            cb()
+        while _queued:
+            _queued.pop(0)()
+        return None
+    return captured
+
+
+def _fill_missing(node, grads):
+    """Zeros for the outputs of a multi-output node that received no gradient."""
+    xp = backend.get_array_module(next(g for g in grads if g is not None))
+    return tuple(xp.zeros(*node._out_shapes[i]) if g is None else g for i, g in enumerate(grads))
+
+
+def backward(tensors, grad_tensors=None, retain_graph=False):
+    """Accumulate gradients of ``tensors`` into the ``.grad`` of the leaves they depend on."""
+    if isinstance(tensors, Tensor):
+        tensors = [tensors]
+    if grad_tensors is None:
+        grad_tensors = [None] * len(tensors)
+    elif isinstance(grad_tensors, Tensor):
+        grad_tensors = [grad_tensors]
+    if len(grad_tensors) != len(tensors):
+        raise ValueError(f"ddg.backward: {len(tensors)} tensors but {len(grad_tensors)} grad_tensors")
+    grads = [_root_grad(t, g) for t, g in zip(tensors, grad_tensors)]
+    run_backward(list(tensors), grads, retain_graph)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, only_inputs=True,
+         allow_unused=False, no_grad_vars=None):
+    """Gradients of ``outputs`` with respect to ``inputs``, returned (not accumulated)."""
+    if create_graph:
+        raise NotImplementedError("ddg.grad(create_graph=True): higher-order gradients are not supported; "
+                                  "backward functions run on raw arrays and are not themselves recorded")
+    single = isinstance(inputs, Tensor)
+    outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
+    inputs = [inputs] if single else list(inputs)
+    if grad_outputs is None:
+        grad_outputs = [None] * len(outputs)
+    elif isinstance(grad_outputs, Tensor):
+        grad_outputs = [grad_outputs]
+    for i, t in enumerate(inputs):
+        if t.stop_gradient:
+            raise RuntimeError(f"ddg.grad: input {i} (shape {t.shape}) does not require grad")
+    grads = [_root_grad(t, g) for t, g in zip(outputs, grad_outputs)]
+    retain = bool(retain_graph)
+    captured = run_backward(outputs, grads, retain, targets=inputs)
+    result = []
+    for i, (t, g) in enumerate(zip(inputs, captured)):
+        if g is None:
+            if not allow_unused:
+                raise RuntimeError(f"ddg.grad: input {i} (shape {t.shape}) is not reachable from the outputs; "
+                                   f"pass allow_unused=True to get None for it")
+            result.append(None)
+        else:
+            if g.shape != t._data.shape:
+                g = backend.get_array_module(g).broadcast_to(g, t._data.shape)
+            result.append(Tensor._wrap(g.astype(t._data.dtype, copy=True)))
+    return result

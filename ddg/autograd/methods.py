@@ -1,0 +1,167 @@
+"""Attach ops to Tensor as methods and operators (Paddle names plus the PyTorch
+spellings seed 002 uses)."""
+import numpy as np
+
+from ..tensor.tensor import Tensor
+from . import grad_mode
+from .function import Function
+from .ops import elementwise as E
+from .ops import linalg as L
+from .ops import movement as M
+from .ops import reduce as R
+
+
+class Clone(Function):
+    save_inputs = False
+
+    def forward(self, a):
+        return a.copy()
+
+    def backward(self, g):
+        return g
+
+
+def clone(x, name=None):
+    return Clone()(x)
+
+
+def detach(x):
+    """A tensor sharing ``x``'s memory (and version counter) with no gradient history."""
+    t = Tensor._wrap(x._data, True)
+    t._vc = x._vc
+    return t
+
+
+def scale(x, scale=1.0, bias=0.0, bias_after_scale=True, act=None, name=None):
+    s = scale.item() if isinstance(scale, Tensor) else scale
+    out = (x * s + bias) if bias_after_scale else ((x + bias) * s)
+    if act is not None:
+        out = getattr(E, act)(out)
+    return out
+
+
+def _rev(fn):
+    return lambda self, other: fn(other, self)
+
+
+_UFUNC = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply, "divide": np.true_divide}
+
+
+def _inplace(name):
+    op = getattr(E, name)
+    ufunc = _UFUNC[name]
+
+    def method(self, other):
+        recording = grad_mode._enabled[0] and (
+            not self.stop_gradient or (isinstance(other, Tensor) and not other.stop_gradient))
+        if recording:
+            if self._node is None and not self.stop_gradient:
+                raise RuntimeError(f"ddg: in-place {name} on a leaf tensor that requires grad (shape {self.shape}); "
+                                   f"update parameters inside ddg.no_grad()")
+            # record out of place and give this Python object the result's identity: nodes that
+            # saved the old array keep it untouched, so their gradients stay right
+            res = op(self, other)
+            self._data, self._node, self._idx = res._data, res._node, res._idx
+            self.stop_gradient, self._vc = res.stop_gradient, res._vc
+            return self
+        o = other._data if isinstance(other, Tensor) else other
+        if self._data.dtype.kind in "iub" and name == "divide":
+            raise TypeError(f"ddg: in-place true division of an integer tensor ({self.dtype})")
+        try:
+            ufunc(self._data, o, out=self._data, casting="unsafe")
+        except ValueError as exc:
+            oshape = other.shape if isinstance(other, Tensor) else list(np.shape(other))
+            raise ValueError(f"ddg.{name}_: cannot update a tensor of shape {self.shape} in place with shape "
+                             f"{oshape}: {exc}") from None
+        self._vc[0] += 1
+        return self
+    method.__name__ = name + "_"
+    return method
+
+
+def _clip_(self, min=None, max=None):  # noqa: A002
+    with grad_mode.no_grad():
+        self.set_value(E.clip(self, min, max))
+    return self
+
+
+def _uniform_(self, min=-1.0, max=1.0, seed=0):  # noqa: A002
+    from ..tensor import backend
+    self._data[...] = backend.rng().uniform(min, max, self._data.shape)
+    self._vc[0] += 1
+    return self
+
+
+def _size_method(self, dim=None):
+    return self.shape if dim is None else self.shape[dim]
+
+
+def install():
+    T = Tensor
+    # operators
+    T.__add__ = E.add
+    T.__radd__ = _rev(E.add)
+    T.__sub__ = E.subtract
+    T.__rsub__ = _rev(E.subtract)
+    T.__mul__ = E.multiply
+    T.__rmul__ = _rev(E.multiply)
+    T.__truediv__ = E.divide
+    T.__rtruediv__ = _rev(E.divide)
+    T.__floordiv__ = E.floor_divide
+    T.__rfloordiv__ = _rev(E.floor_divide)
+    T.__mod__ = E.remainder
+    T.__rmod__ = _rev(E.remainder)
+    T.__pow__ = E.pow
+    T.__rpow__ = _rev(E.pow)
+    T.__matmul__ = L.matmul
+    T.__rmatmul__ = _rev(L.matmul)
+    T.__neg__ = E.neg
+    T.__pos__ = lambda self: self
+    T.__abs__ = E.abs
+    T.__eq__ = E.equal
+    T.__ne__ = E.not_equal
+    T.__lt__ = E.less_than
+    T.__le__ = E.less_equal
+    T.__gt__ = E.greater_than
+    T.__ge__ = E.greater_equal
+    T.__and__ = E.logical_and
+    T.__or__ = E.logical_or
+    T.__xor__ = E.logical_xor
+    T.__invert__ = E.logical_not
+    T.__getitem__ = M.getitem
+    T.__setitem__ = M.setitem
+    T.__hash__ = object.__hash__
+    for name in ("add", "subtract", "multiply", "divide"):
+        setattr(T, name + "_", _inplace(name))
+    T.__iadd__ = T.add_
+    T.__isub__ = T.subtract_
+    T.__imul__ = T.multiply_
+    T.__itruediv__ = T.divide_
+    T.clip_ = _clip_
+    T.clamp_ = _clip_
+    T.uniform_ = _uniform_
+    T.scale_ = lambda self, scale=1.0, bias=0.0: self.multiply_(scale).add_(bias)
+
+    methods = {
+        E: "add subtract multiply divide pow maximum minimum floor_divide remainder mod exp log log1p sqrt "
+           "rsqrt square sin cos tanh sigmoid erf relu abs neg sign floor ceil round clip clamp equal "
+           "not_equal less_than less_equal greater_than greater_equal logical_and logical_or logical_xor "
+           "logical_not isnan isinf isfinite equal_all allclose isclose where",
+        L: "matmul mm bmm dot t outer",
+        R: "sum mean max min amax amin prod argmax argmin var std logsumexp all any cumsum",
+        M: "reshape transpose flatten squeeze unsqueeze expand expand_as broadcast_to tile flip split "
+           "chunk unbind gather index_select roll nonzero masked_select masked_fill moveaxis",
+    }
+    for mod, names in methods.items():
+        for n in names.split():
+            setattr(T, n, getattr(mod, n))
+    T.clone = clone
+    T.detach = detach
+    T.scale = scale
+    T.view = M.reshape
+    T.pow_ = lambda self, y: self.set_value(E.pow(self, y))
+    T.T = property(lambda self: M.transpose(self, list(range(self.ndim))[::-1]))
+    T.mT = property(lambda self: M.transpose(self, list(range(self.ndim - 2)) + [self.ndim - 1, self.ndim - 2]))
+    T.size_ = _size_method
+    T.is_floating_point = lambda self: self._data.dtype.kind == "f"
+    T.element_size = lambda self: self._data.dtype.itemsize

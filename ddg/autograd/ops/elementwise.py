@@ -1,0 +1,715 @@
+"""Elementwise primitives: arithmetic (tensor-tensor and tensor-scalar), unary math,
+comparisons and logic. Gradients undo broadcasting with ``sum_to`` and come back in
+each input's own dtype."""
+import numpy as np
+
+from ...tensor import backend
+from ...tensor.dtypes import convert_dtype, default_float
+from ...tensor.tensor import Tensor
+from ..function import Function, sum_to
+
+_SCALARS = (int, float, bool, np.number, np.bool_)
+
+
+def _fit(g, x):
+    """``g`` reduced to the shape and dtype of array ``x``."""
+    g = sum_to(g, x.shape)
+    return g if g.dtype == x.dtype else g.astype(x.dtype)
+
+
+# -- tensor (op) tensor ------------------------------------------------------------
+class Add(Function):
+    save_inputs = False
+
+    def forward(self, a, b):
+        self.a_meta = (a.shape, a.dtype)
+        self.b_meta = (b.shape, b.dtype)
+        return a + b
+
+    def backward(self, g):
+        na, nb = self.needs
+        return (_fit_meta(g, self.a_meta) if na else None, _fit_meta(g, self.b_meta) if nb else None)
+
+
+class Sub(Function):
+    save_inputs = False
+
+    def forward(self, a, b):
+        self.a_meta = (a.shape, a.dtype)
+        self.b_meta = (b.shape, b.dtype)
+        return a - b
+
+    def backward(self, g):
+        na, nb = self.needs
+        return (_fit_meta(g, self.a_meta) if na else None, _fit_meta(-g, self.b_meta) if nb else None)
+
+
+def _fit_meta(g, meta):
+    shape, dtype = meta
+    g = sum_to(g, shape)
+    return g if g.dtype == dtype else g.astype(dtype)
+
+
+class Mul(Function):
+    def forward(self, a, b):
+        self.a, self.b = a, b
+        return a * b
+
+    def backward(self, g):
+        na, nb = self.needs
+        return (_fit(g * self.b, self.a) if na else None, _fit(g * self.a, self.b) if nb else None)
+
+
+class Div(Function):
+    def forward(self, a, b):
+        self.a, self.b = a, b
+        return a / b
+
+    def backward(self, g):
+        na, nb = self.needs
+        gb = None
+        ga = g / self.b
+        if nb:
+            gb = _fit(-ga * self.a / self.b, self.b)
+        return (_fit(ga, self.a) if na else None, gb)
+
+
+class Pow(Function):
+    save_output = True
+
+    def forward(self, a, b):
+        self.a, self.b = a, b
+        self.out = a ** b
+        return self.out
+
+    def backward(self, g):
+        na, nb = self.needs
+        xp = backend.get_array_module(g)
+        a, b = self.a, self.b
+        ga = _fit(g * b * a ** (b - 1), a) if na else None
+        gb = None
+        if nb:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                log_a = xp.where(a > 0, xp.log(xp.where(a > 0, a, 1)), 0)
+            gb = _fit(g * self.out * log_a, b)
+        return ga, gb
+
+
+class Maximum(Function):
+    def forward(self, a, b):
+        self.a, self.b = a, b
+        return self._pick(a, b)
+
+    @staticmethod
+    def _pick(a, b):
+        return backend.get_array_module(a, b).maximum(a, b)
+
+    def _mask(self):
+        return self.a > self.b
+
+    def backward(self, g):
+        # ties send half the gradient each way
+        xp = backend.get_array_module(g)
+        a, b = self.a, self.b
+        win = self._mask()
+        tie = a == b
+        wa = xp.where(tie, 0.5, win.astype(g.dtype)).astype(g.dtype)
+        na, nb = self.needs
+        return (_fit(g * wa, a) if na else None, _fit(g * (1 - wa), b) if nb else None)
+
+
+class Minimum(Maximum):
+    @staticmethod
+    def _pick(a, b):
+        return backend.get_array_module(a, b).minimum(a, b)
+
+    def _mask(self):
+        return self.a < self.b
+
+
+class FloorDiv(Function):
+    differentiable = False
+
+    def forward(self, a, b):
+        return backend.get_array_module(a, b).floor_divide(a, b)
+
+
+class Mod(Function):
+    def forward(self, a, b):
+        self.a, self.b = a, b
+        return backend.get_array_module(a, b).mod(a, b)
+
+    def backward(self, g):
+        xp = backend.get_array_module(g)
+        na, nb = self.needs
+        return (_fit(g, self.a) if na else None,
+                _fit(-g * xp.floor_divide(self.a, self.b), self.b) if nb else None)
+
+
+# -- tensor (op) python scalar ----------------------------------------------------
+class AddScalar(Function):
+    save_inputs = False
+
+    def __init__(self, s):
+        self.s = s
+
+    def forward(self, a):
+        return a + self.s
+
+    def backward(self, g):
+        return g
+
+
+class MulScalar(Function):
+    save_inputs = False
+
+    def __init__(self, s):
+        self.s = s
+
+    def forward(self, a):
+        return a * self.s
+
+    def backward(self, g):
+        return g * self.s
+
+
+class RSubScalar(Function):  # s - a
+    save_inputs = False
+
+    def __init__(self, s):
+        self.s = s
+
+    def forward(self, a):
+        return self.s - a
+
+    def backward(self, g):
+        return -g
+
+
+class DivScalar(Function):  # a / s
+    save_inputs = False
+
+    def __init__(self, s):
+        self.s = s
+
+    def forward(self, a):
+        return a / self.s
+
+    def backward(self, g):
+        return g / self.s
+
+
+class RDivScalar(Function):  # s / a
+    save_output = True
+
+    def __init__(self, s):
+        self.s = s
+
+    def forward(self, a):
+        self.a = a
+        self.out = self.s / a
+        return self.out
+
+    def backward(self, g):
+        return -g * self.out / self.a
+
+
+class PowScalar(Function):  # a ** s
+    def __init__(self, s):
+        self.s = s
+
+    def forward(self, a):
+        self.a = a
+        return a ** self.s
+
+    def backward(self, g):
+        s = self.s
+        if s == 2:
+            return g * (2 * self.a)
+        return g * (s * self.a ** (s - 1))
+
+
+class RPowScalar(Function):  # s ** a
+    save_inputs = False
+    save_output = True
+
+    def __init__(self, s):
+        self.s = s
+
+    def forward(self, a):
+        self.out = self.s ** a
+        return self.out
+
+    def backward(self, g):
+        return g * self.out * np.log(self.s)
+
+
+# -- unary math ----------------------------------------------------------------------
+class Neg(Function):
+    save_inputs = False
+
+    def forward(self, a):
+        return -a
+
+    def backward(self, g):
+        return -g
+
+
+class Abs(Function):
+    def forward(self, a):
+        self.a = a
+        return abs(a)
+
+    def backward(self, g):
+        return g * backend.get_array_module(g).sign(self.a)
+
+
+class Exp(Function):
+    save_inputs = False
+    save_output = True
+
+    def forward(self, a):
+        self.out = backend.get_array_module(a).exp(a)
+        return self.out
+
+    def backward(self, g):
+        return g * self.out
+
+
+class Log(Function):
+    def forward(self, a):
+        self.a = a
+        return backend.get_array_module(a).log(a)
+
+    def backward(self, g):
+        return g / self.a
+
+
+class Log1p(Function):
+    def forward(self, a):
+        self.a = a
+        return backend.get_array_module(a).log1p(a)
+
+    def backward(self, g):
+        return g / (1 + self.a)
+
+
+class Sqrt(Function):
+    save_inputs = False
+    save_output = True
+
+    def forward(self, a):
+        self.out = backend.get_array_module(a).sqrt(a)
+        return self.out
+
+    def backward(self, g):
+        return g / (2 * self.out)
+
+
+class Rsqrt(Function):
+    save_inputs = False
+    save_output = True
+
+    def forward(self, a):
+        self.out = 1 / backend.get_array_module(a).sqrt(a)
+        return self.out
+
+    def backward(self, g):
+        return g * (-0.5 * self.out ** 3)
+
+
+class Square(Function):
+    def forward(self, a):
+        self.a = a
+        return a * a
+
+    def backward(self, g):
+        return g * (2 * self.a)
+
+
+class Sin(Function):
+    def forward(self, a):
+        self.a = a
+        return backend.get_array_module(a).sin(a)
+
+    def backward(self, g):
+        return g * backend.get_array_module(g).cos(self.a)
+
+
+class Cos(Function):
+    def forward(self, a):
+        self.a = a
+        return backend.get_array_module(a).cos(a)
+
+    def backward(self, g):
+        return -g * backend.get_array_module(g).sin(self.a)
+
+
+class Tanh(Function):
+    save_inputs = False
+    save_output = True
+
+    def forward(self, a):
+        self.out = backend.get_array_module(a).tanh(a)
+        return self.out
+
+    def backward(self, g):
+        return g * (1 - self.out * self.out)
+
+
+class Sigmoid(Function):
+    save_inputs = False
+    save_output = True
+
+    def forward(self, a):
+        xp = backend.get_array_module(a)
+        # stable for large |a|: exp of a non-positive number only
+        e = xp.exp(-abs(a))
+        self.out = xp.where(a >= 0, 1 / (1 + e), e / (1 + e)).astype(a.dtype, copy=False)
+        return self.out
+
+    def backward(self, g):
+        return g * self.out * (1 - self.out)
+
+
+class Erf(Function):
+    def forward(self, a):
+        self.a = a
+        return backend.erf(backend.get_array_module(a), a).astype(a.dtype, copy=False)
+
+    def backward(self, g):
+        xp = backend.get_array_module(g)
+        return g * (2 / np.sqrt(np.pi)) * xp.exp(-self.a * self.a)
+
+
+class Relu(Function):
+    save_inputs = False
+    save_output = True
+
+    def forward(self, a):
+        self.out = backend.get_array_module(a).maximum(a, 0)
+        return self.out
+
+    def backward(self, g):
+        return g * (self.out > 0)
+
+
+class Clip(Function):
+    def __init__(self, lo, hi):
+        self.lo, self.hi = lo, hi
+
+    def forward(self, a):
+        xp = backend.get_array_module(a)
+        self.a = a
+        out = a
+        if self.lo is not None:
+            out = xp.maximum(out, xp.asarray(self.lo, dtype=a.dtype))
+        if self.hi is not None:
+            out = xp.minimum(out, xp.asarray(self.hi, dtype=a.dtype))
+        return out if out is not a else a.copy()
+
+    def backward(self, g):
+        mask = True
+        if self.lo is not None:
+            mask = self.a >= self.lo
+        if self.hi is not None:
+            mask = mask & (self.a <= self.hi)
+        return g * mask
+
+
+class ZeroGrad(Function):
+    """sign, floor, ceil, round: piecewise constant, so the gradient is zero."""
+    save_inputs = False
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    @property
+    def name(self):
+        return self.fn
+
+    def forward(self, a):
+        self.meta = (a.shape, a.dtype)
+        return getattr(backend.get_array_module(a), self.fn)(a)
+
+    def backward(self, g):
+        return backend.get_array_module(g).zeros(*self.meta)
+
+
+class Cast(Function):
+    save_inputs = False
+
+    def __init__(self, dtype):
+        self.dtype = dtype
+
+    def forward(self, a):
+        self.src = a.dtype
+        return a.astype(self.dtype)
+
+    def backward(self, g):
+        return g.astype(self.src) if self.src.kind in "fc" else None
+
+
+class Where(Function):
+    def forward(self, cond, a, b):
+        self.cond = cond
+        self.a_meta = (a.shape, a.dtype)
+        self.b_meta = (b.shape, b.dtype)
+        return backend.get_array_module(a, b).where(cond, a, b)
+
+    def backward(self, g):
+        _, na, nb = self.needs
+        zero = g.dtype.type(0)
+        xp = backend.get_array_module(g)
+        return (None,
+                _fit_meta(xp.where(self.cond, g, zero), self.a_meta) if na else None,
+                _fit_meta(xp.where(self.cond, zero, g), self.b_meta) if nb else None)
+
+
+# -- public functions -------------------------------------------------------------------
+def _const(x, like):
+    """A Tensor (no grad) from a scalar/array/list, on the place of tensor ``like``."""
+    xp = backend.get_array_module(like._data)
+    if isinstance(x, _SCALARS):
+        return Tensor._wrap(xp.asarray(x, dtype=like._data.dtype if not isinstance(x, float) or
+                                       like._data.dtype.kind == "f" else default_float()))
+    arr = np.asarray(x)
+    if arr.dtype == np.float64 and not isinstance(x, np.ndarray):
+        arr = arr.astype(default_float())
+    return Tensor._wrap(xp.asarray(arr))
+
+
+def _as_tensor(x, like):
+    return x if isinstance(x, Tensor) else _const(x, like)
+
+
+def _int_to_float(x):
+    """Paddle promotes an integer tensor to float when combined with a float scalar."""
+    return cast(x, default_float()) if x._data.dtype.kind in "iub" else x
+
+
+def add(x, y, name=None):
+    if isinstance(y, _SCALARS) and isinstance(x, Tensor):
+        if isinstance(y, float):
+            x = _int_to_float(x)
+        return AddScalar(y)(x)
+    if isinstance(x, _SCALARS):
+        return add(y, x)
+    return Add()(_as_tensor(x, y), _as_tensor(y, x))
+
+
+def subtract(x, y, name=None):
+    if isinstance(y, _SCALARS) and isinstance(x, Tensor):
+        if isinstance(y, float):
+            x = _int_to_float(x)
+        return AddScalar(-y)(x)
+    if isinstance(x, _SCALARS):
+        if isinstance(x, float):
+            y = _int_to_float(y)
+        return RSubScalar(x)(y)
+    return Sub()(_as_tensor(x, y), _as_tensor(y, x))
+
+
+def multiply(x, y, name=None):
+    if isinstance(y, _SCALARS) and isinstance(x, Tensor):
+        if isinstance(y, float):
+            x = _int_to_float(x)
+        return MulScalar(y)(x)
+    if isinstance(x, _SCALARS):
+        return multiply(y, x)
+    return Mul()(_as_tensor(x, y), _as_tensor(y, x))
+
+
+def divide(x, y, name=None):
+    """True division; integer inputs give the default float dtype."""
+    if isinstance(y, _SCALARS) and isinstance(x, Tensor):
+        return DivScalar(y)(_int_to_float(x))
+    if isinstance(x, _SCALARS):
+        return RDivScalar(x)(_int_to_float(y))
+    x, y = _as_tensor(x, y), _as_tensor(y, x)
+    if x._data.dtype.kind in "iub" and y._data.dtype.kind in "iub":
+        x, y = _int_to_float(x), _int_to_float(y)
+    return Div()(x, y)
+
+
+def pow(x, y, name=None):
+    if isinstance(y, _SCALARS) and isinstance(x, Tensor):
+        if isinstance(y, float):
+            x = _int_to_float(x)
+        return PowScalar(y)(x)
+    if isinstance(x, _SCALARS):
+        return RPowScalar(x)(_int_to_float(y) if isinstance(x, float) else y)
+    return Pow()(_as_tensor(x, y), _as_tensor(y, x))
+
+
+def floor_divide(x, y, name=None):
+    return FloorDiv()(_as_tensor(x, y), _as_tensor(y, x))
+
+
+def remainder(x, y, name=None):
+    return Mod()(_as_tensor(x, y), _as_tensor(y, x))
+
+
+mod = remainder
+floor_mod = remainder
+
+
+def maximum(x, y, name=None):
+    return Maximum()(_as_tensor(x, y), _as_tensor(y, x))
+
+
+def minimum(x, y, name=None):
+    return Minimum()(_as_tensor(x, y), _as_tensor(y, x))
+
+
+def neg(x, name=None):
+    return Neg()(x)
+
+
+def abs(x, name=None):  # noqa: A001 - Paddle's name
+    return Abs()(x)
+
+
+def exp(x, name=None):
+    return Exp()(_int_to_float(x))
+
+
+def log(x, name=None):
+    return Log()(_int_to_float(x))
+
+
+def log1p(x, name=None):
+    return Log1p()(_int_to_float(x))
+
+
+def sqrt(x, name=None):
+    return Sqrt()(_int_to_float(x))
+
+
+def rsqrt(x, name=None):
+    return Rsqrt()(_int_to_float(x))
+
+
+def square(x, name=None):
+    return Square()(x)
+
+
+def sin(x, name=None):
+    return Sin()(_int_to_float(x))
+
+
+def cos(x, name=None):
+    return Cos()(_int_to_float(x))
+
+
+def tanh(x, name=None):
+    return Tanh()(_int_to_float(x))
+
+
+def sigmoid(x, name=None):
+    return Sigmoid()(_int_to_float(x))
+
+
+def erf(x, name=None):
+    return Erf()(_int_to_float(x))
+
+
+def relu(x, name=None):
+    return Relu()(x)
+
+
+def clip(x, min=None, max=None, name=None):  # noqa: A002 - Paddle's names
+    lo = min.item() if isinstance(min, Tensor) else min
+    hi = max.item() if isinstance(max, Tensor) else max
+    return Clip(lo, hi)(x)
+
+
+def clamp(x, min=None, max=None):  # noqa: A002 - PyTorch's names
+    return clip(x, min, max)
+
+
+def sign(x, name=None):
+    return ZeroGrad("sign")(x)
+
+
+def floor(x, name=None):
+    return ZeroGrad("floor")(x)
+
+
+def ceil(x, name=None):
+    return ZeroGrad("ceil")(x)
+
+
+def round(x, name=None):  # noqa: A001
+    return ZeroGrad("round")(x)
+
+
+def cast(x, dtype):
+    d = convert_dtype(dtype)
+    if x._data.dtype == d:
+        return x
+    return Cast(d)(x)
+
+
+def where(condition, x=None, y=None, name=None):
+    if x is None and y is None:
+        from .movement import nonzero
+        return nonzero(condition, as_tuple=True)
+    like = condition if not isinstance(x, Tensor) and not isinstance(y, Tensor) else (
+        x if isinstance(x, Tensor) else y)
+    x = _as_tensor(x, like)
+    y = _as_tensor(y, like)
+    cond = condition if isinstance(condition, Tensor) else _const(condition, like)
+    return Where()(cond, x, y)
+
+
+# -- comparisons and logic: no gradient ------------------------------------------------
+def _nograd(op):
+    def fn(x, y=None, name=None):
+        if y is None:
+            return Tensor._wrap(op(x._data))
+        if isinstance(y, Tensor) and isinstance(x, Tensor):
+            try:
+                return Tensor._wrap(backend.get_array_module(x._data).asarray(op(x._data, y._data)))
+            except ValueError as exc:
+                raise ValueError(f"ddg.{op.__name__}: {exc} (shapes {x.shape} and {y.shape})") from None
+        if not isinstance(x, Tensor):
+            x = _const(x, y)
+        ya = y._data if isinstance(y, Tensor) else y
+        return Tensor._wrap(backend.get_array_module(x._data).asarray(op(x._data, ya)))
+    fn.__name__ = op.__name__
+    return fn
+
+
+equal = _nograd(np.equal)
+not_equal = _nograd(np.not_equal)
+less_than = _nograd(np.less)
+less_equal = _nograd(np.less_equal)
+greater_than = _nograd(np.greater)
+greater_equal = _nograd(np.greater_equal)
+logical_and = _nograd(np.logical_and)
+logical_or = _nograd(np.logical_or)
+logical_xor = _nograd(np.logical_xor)
+logical_not = _nograd(np.logical_not)
+bitwise_and = _nograd(np.bitwise_and)
+bitwise_or = _nograd(np.bitwise_or)
+bitwise_xor = _nograd(np.bitwise_xor)
+bitwise_not = _nograd(np.invert)
+isnan = _nograd(np.isnan)
+isinf = _nograd(np.isinf)
+isfinite = _nograd(np.isfinite)
+
+
+def equal_all(x, y, name=None):
+    return Tensor._wrap(backend.get_array_module(x._data).asarray(
+        x._data.shape == y._data.shape and bool((x._data == y._data).all())))
+
+
+def allclose(x, y, rtol=1e-05, atol=1e-08, equal_nan=False, name=None):
+    xp = backend.get_array_module(x._data)
+    return Tensor._wrap(xp.asarray(bool(xp.allclose(x._data, y._data, rtol, atol, equal_nan))))
+
+
+def isclose(x, y, rtol=1e-05, atol=1e-08, equal_nan=False, name=None):
+    xp = backend.get_array_module(x._data)
+    return Tensor._wrap(xp.isclose(x._data, y._data, rtol, atol, equal_nan))

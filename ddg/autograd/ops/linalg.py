@@ -1,0 +1,105 @@
+"""Matrix products: matmul (vectors, matrices, broadcast batches), mm, bmm, dot, t."""
+from ...tensor import backend
+from ..function import Function, sum_to
+
+
+def _swap(a):
+    return a.swapaxes(-1, -2) if a.ndim >= 2 else a
+
+
+class MatMul(Function):
+    def __init__(self, tx=False, ty=False):
+        self.tx, self.ty = tx, ty
+
+    def forward(self, a, b):
+        self.a, self.b = a, b
+        A = _swap(a) if self.tx else a
+        B = _swap(b) if self.ty else b
+        if A.shape[-1] != B.shape[-2 if B.ndim > 1 else 0]:
+            raise ValueError(f"matmul inner dimensions differ: x{' (transposed)' if self.tx else ''} is "
+                             f"{list(a.shape)}, y{' (transposed)' if self.ty else ''} is {list(b.shape)}")
+        return A @ B
+
+    def backward(self, g):
+        a, b = self.a, self.b
+        na, nb = self.needs
+        if a.ndim == 2 and b.ndim == 2:  # the common case, no reshaping
+            tx, ty = self.tx, self.ty
+            ga = gb = None
+            if na:
+                if tx:
+                    ga = (b.T @ g.T) if ty else (b @ g.T)
+                else:
+                    ga = (g @ b) if ty else (g @ b.T)
+            if nb:
+                if ty:
+                    gb = (g.T @ a.T) if tx else (g.T @ a)
+                else:
+                    gb = (a @ g) if tx else (a.T @ g)
+            return ga, gb
+        # general case: promote vectors to matrices, then undo
+        A = a[None, :] if a.ndim == 1 else (_swap(a) if self.tx else a)
+        B = b[:, None] if b.ndim == 1 else (_swap(b) if self.ty else b)
+        G = g
+        if b.ndim == 1:
+            G = G[..., None]
+        if a.ndim == 1:
+            G = G[..., None, :]
+        ga = gb = None
+        if na:
+            gA = G @ _swap(B)
+            if a.ndim == 1:
+                ga = sum_to(gA, A.shape).reshape(a.shape)
+            else:
+                gA = sum_to(gA, A.shape)
+                ga = _swap(gA) if self.tx else gA
+        if nb:
+            gB = _swap(A) @ G
+            if b.ndim == 1:
+                gb = sum_to(gB, B.shape).reshape(b.shape)
+            else:
+                gB = sum_to(gB, B.shape)
+                gb = _swap(gB) if self.ty else gB
+        return ga, gb
+
+
+def matmul(x, y, transpose_x=False, transpose_y=False, name=None):
+    return MatMul(bool(transpose_x), bool(transpose_y))(x, y)
+
+
+def mm(input, mat2, name=None):  # noqa: A002
+    if input.ndim != 2 or mat2.ndim != 2:
+        raise ValueError(f"ddg.mm: needs two matrices, got shapes {input.shape} and {mat2.shape}")
+    return MatMul()(input, mat2)
+
+
+def bmm(x, y, name=None):
+    if x.ndim != 3 or y.ndim != 3 or x.shape[0] != y.shape[0]:
+        raise ValueError(f"ddg.bmm: needs two batches of matrices [B, N, K] and [B, K, M], got shapes "
+                         f"{x.shape} and {y.shape}")
+    return MatMul()(x, y)
+
+
+def dot(x, y, name=None):
+    """Inner product of vectors (row-wise for 2-D inputs, as in Paddle)."""
+    if x.ndim == 1 and y.ndim == 1:
+        return MatMul()(x, y)
+    from .reduce import sum as _sum
+    return _sum(x * y, axis=-1)
+
+
+def t(input, name=None):  # noqa: A002
+    if input.ndim > 2:
+        raise ValueError(f"ddg.t: needs a tensor with at most 2 dimensions, got shape {input.shape}")
+    if input.ndim < 2:
+        return input
+    from .movement import transpose
+    return transpose(input, [1, 0])
+
+
+def outer(x, y, name=None):
+    from .movement import reshape
+    return MatMul()(reshape(x, [-1, 1]), reshape(y, [1, -1]))
+
+
+__all__ = ["matmul", "mm", "bmm", "dot", "t", "outer", "MatMul", "backend"]

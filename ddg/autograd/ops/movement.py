@@ -1,0 +1,513 @@
+"""Shape and indexing primitives: reshape, transpose, expand, concat/stack/split,
+tile, gather/index_select, flip, device transfer, and ``x[...]`` read and write."""
+import numpy as np
+
+from ...tensor import backend
+from ...tensor.place import move_array
+from ...tensor.tensor import Tensor
+from ..function import Function, sum_to
+from ..grad_mode import _enabled
+
+
+class Reshape(Function):
+    save_inputs = False
+    view = True
+
+    def __init__(self, shape):
+        self.shape = shape
+
+    def forward(self, a):
+        self.in_shape = a.shape
+        return a.reshape(self.shape)
+
+    def backward(self, g):
+        return g.reshape(self.in_shape)
+
+
+class Transpose(Function):
+    save_inputs = False
+    view = True
+
+    def __init__(self, perm):
+        self.perm = perm
+
+    def forward(self, a):
+        return a.transpose(self.perm)
+
+    def backward(self, g):
+        return g.transpose(np.argsort(self.perm))
+
+
+class BroadcastTo(Function):
+    save_inputs = False
+    view = True
+
+    def __init__(self, shape):
+        self.shape = shape
+
+    def forward(self, a):
+        self.in_shape = a.shape
+        return backend.get_array_module(a).broadcast_to(a, self.shape)
+
+    def backward(self, g):
+        return sum_to(g, self.in_shape)
+
+
+class Concat(Function):
+    save_inputs = False
+
+    def __init__(self, axis):
+        self.axis = axis
+
+    def forward(self, *arrays):
+        self.sizes = [a.shape[self.axis] for a in arrays]
+        return backend.get_array_module(*arrays).concatenate(arrays, axis=self.axis)
+
+    def backward(self, g):
+        xp = backend.get_array_module(g)
+        cuts = np.cumsum(self.sizes)[:-1]
+        return tuple(p if need else None for p, need in zip(xp.split(g, cuts, axis=self.axis), self.needs))
+
+
+class Stack(Function):
+    save_inputs = False
+
+    def __init__(self, axis):
+        self.axis = axis
+
+    def forward(self, *arrays):
+        return backend.get_array_module(*arrays).stack(arrays, axis=self.axis)
+
+    def backward(self, g):
+        xp = backend.get_array_module(g)
+        n = g.shape[self.axis]
+        return tuple(xp.take(g, i, axis=self.axis) if need else None for i, need in zip(range(n), self.needs))
+
+
+class Split(Function):
+    save_inputs = False
+    view = True
+
+    def __init__(self, sections, axis):
+        self.sections, self.axis = sections, axis
+
+    def forward(self, a):
+        cuts = np.cumsum(self.sections)[:-1]
+        return tuple(backend.get_array_module(a).split(a, cuts, axis=self.axis))
+
+    def backward(self, grads):
+        return backend.get_array_module(grads[0]).concatenate(grads, axis=self.axis)
+
+
+class Tile(Function):
+    save_inputs = False
+
+    def __init__(self, reps):
+        self.reps = reps
+
+    def forward(self, a):
+        self.in_shape = a.shape
+        return backend.get_array_module(a).tile(a, self.reps)
+
+    def backward(self, g):
+        shape = (1,) * (g.ndim - len(self.in_shape)) + tuple(self.in_shape)
+        reps = (1,) * (g.ndim - len(self.reps)) + tuple(self.reps)
+        split = []
+        for r, s in zip(reps, shape):
+            split += [r, s]
+        g = g.reshape(split).sum(axis=tuple(range(0, 2 * g.ndim, 2)))
+        return g.reshape(self.in_shape)
+
+
+class IndexSelect(Function):
+    save_inputs = False
+
+    def __init__(self, axis):
+        self.axis = axis
+
+    def forward(self, a, index):
+        self.meta = (a.shape, a.dtype)
+        self.index = index
+        return backend.get_array_module(a).take(a, index, axis=self.axis)
+
+    def backward(self, g):
+        shape, dtype = self.meta
+        xp = backend.get_array_module(g)
+        moved = xp.moveaxis(g, self.axis, 0) if self.axis else g
+        out = xp.zeros((shape[self.axis],) + tuple(s for i, s in enumerate(shape) if i != self.axis), dtype)
+        scatter_add(xp, out, self.index.reshape(-1), moved.reshape((-1,) + out.shape[1:]))
+        return (xp.moveaxis(out, 0, self.axis) if self.axis else out), None
+
+
+class Flip(Function):
+    save_inputs = False
+    view = True
+
+    def __init__(self, axes):
+        self.axes = axes
+
+    def forward(self, a):
+        return backend.get_array_module(a).flip(a, self.axes)
+
+    def backward(self, g):
+        return backend.get_array_module(g).flip(g, self.axes)
+
+
+class ToPlace(Function):
+    save_inputs = False
+
+    def __init__(self, place):
+        self.place = place
+
+    def forward(self, a):
+        from ...tensor.place import place_of
+        self.src = place_of(a)
+        return move_array(a, self.place)
+
+    def backward(self, g):
+        return move_array(g, self.src)
+
+
+def scatter_add(xp, out, index, values):
+    """``out[index] += values`` with repeated indices accumulating."""
+    if xp is np:
+        np.add.at(out, index, values)
+    else:  # pragma: no cover - GPU
+        import cupyx
+        cupyx.scatter_add(out, index, values)
+
+
+# -- indexing ---------------------------------------------------------------------------
+def _norm_index(index, xp):
+    """The index with tensors/lists turned into arrays on the right device; whether it is
+    basic (ints, slices, None, Ellipsis only: the result is a view)."""
+    if not isinstance(index, tuple):
+        index = (index,)
+    out = []
+    basic = True
+    for i in index:
+        if isinstance(i, Tensor):
+            i = i._data
+            basic = False
+            if xp is not np and not backend.is_gpu_array(i):
+                i = xp.asarray(i)
+            elif xp is np and backend.is_gpu_array(i):
+                i = backend.to_host(i)
+        elif isinstance(i, (list, np.ndarray)) or backend.is_gpu_array(i):
+            i = xp.asarray(i)
+            basic = False
+        elif isinstance(i, (bool, np.bool_)):
+            basic = False
+        elif not (i is None or i is Ellipsis or isinstance(i, (int, np.integer, slice))):
+            raise TypeError(f"ddg: cannot index a tensor with {type(i).__name__}")
+        out.append(i)
+    return tuple(out), basic
+
+
+class GetItem(Function):
+    save_inputs = False
+
+    def __init__(self, index, basic):
+        self.index, self.basic = index, basic
+        self.view = basic
+
+    def forward(self, a):
+        self.meta = (a.shape, a.dtype)
+        return a[self.index]
+
+    def backward(self, g):
+        shape, dtype = self.meta
+        xp = backend.get_array_module(g)
+        out = xp.zeros(shape, dtype)
+        only_masks = all(not hasattr(i, "dtype") or i.dtype == bool for i in self.index)
+        if self.basic or only_masks:
+            out[self.index] = g
+        else:
+            scatter_add(xp, out, self.index, g)
+        return out
+
+
+class SetItem(Function):
+    """The write ``x[index] = value`` as a graph node: the old ``x`` gets the gradient
+    outside the written region, ``value`` the (summed) gradient inside it."""
+    save_inputs = False
+
+    def __init__(self, index, v_meta):
+        self.index, self.v_meta = index, v_meta
+
+    def backward(self, g):
+        nx, nv = self.needs
+        gx = gv = None
+        if nx:
+            gx = g.copy()
+            gx[self.index] = 0
+        if nv:
+            shape, dtype = self.v_meta
+            gv = sum_to(g[self.index], shape).astype(dtype, copy=False)
+        return gx, gv
+
+
+def getitem(x, index):
+    xp = backend.get_array_module(x._data)
+    idx, basic = _norm_index(index, xp)
+    return GetItem(idx, basic)(x)
+
+
+def setitem(x, index, value):
+    xp = backend.get_array_module(x._data)
+    idx, _ = _norm_index(index, xp)
+    grad_on = _enabled[0]
+    if grad_on and x._node is None and not x.stop_gradient:
+        raise RuntimeError(f"ddg: in-place write into a leaf tensor that requires grad (shape {x.shape}); "
+                           f"do it inside ddg.no_grad(), or write into a copy")
+    v_tensor = isinstance(value, Tensor)
+    varr = value._data if v_tensor else value
+    try:
+        if v_tensor and backend.is_gpu_array(varr) != backend.is_gpu_array(x._data):
+            raise ValueError(f"value is on {value.place} but the tensor is on {x.place}")
+        x._data[idx] = varr
+    except (ValueError, IndexError, TypeError) as exc:
+        vshape = value.shape if v_tensor else list(np.shape(value))
+        raise ValueError(f"ddg.setitem: cannot assign a value of shape {vshape} into a tensor of shape "
+                         f"{x.shape} at {index!r}: {exc}") from None
+    x._vc[0] += 1
+    needs_v = v_tensor and not value.stop_gradient
+    if grad_on and x._data.dtype.kind in "fc" and (not x.stop_gradient or needs_v):
+        node = SetItem(idx, (tuple(value._data.shape), value._data.dtype) if v_tensor else None)
+        node.needs = (not x.stop_gradient, needs_v)
+        node.edges = (
+            None if x.stop_gradient else ((x, None) if x._node is None else (x._node, x._idx)),
+            ((value, None) if value._node is None else (value._node, value._idx)) if needs_v else None)
+        x._node = node
+        x._idx = 0
+        x.stop_gradient = False
+
+
+# -- public functions ------------------------------------------------------------------
+def _ax(axis, ndim, op):
+    a = int(axis)
+    if not -max(ndim, 1) <= a < max(ndim, 1):
+        raise ValueError(f"ddg.{op}: axis {a} out of range for {ndim} dimensions")
+    return a % max(ndim, 1)
+
+
+def reshape(x, shape, name=None):
+    if isinstance(shape, Tensor):
+        shape = shape.tolist()
+    shape = [int(s.item()) if isinstance(s, Tensor) else int(s) for s in shape]
+    # Paddle: 0 copies the input's size at that position
+    shape = [x._data.shape[i] if s == 0 and i < x._data.ndim else s for i, s in enumerate(shape)]
+    known = 1
+    for s in shape:
+        if s != -1:
+            known *= s
+    if shape.count(-1) > 1 or (shape.count(-1) == 0 and known != x._data.size) or \
+            (shape.count(-1) == 1 and (known == 0 or x._data.size % known)):
+        raise ValueError(f"ddg.reshape: cannot reshape a tensor of shape {x.shape} ({x.size} elements) "
+                         f"into {shape}")
+    if tuple(shape) == x._data.shape:
+        return x if x.stop_gradient else Reshape(tuple(shape))(x)
+    return Reshape(tuple(shape))(x)
+
+
+def transpose(x, perm, name=None):
+    perm = [int(p) % max(x._data.ndim, 1) for p in perm]
+    if sorted(perm) != list(range(x._data.ndim)):
+        raise ValueError(f"ddg.transpose: perm {perm} is not a permutation of the {x.ndim} axes of shape {x.shape}")
+    return Transpose(tuple(perm))(x)
+
+
+def moveaxis(x, source, destination, name=None):
+    perm = list(np.moveaxis(np.arange(x.ndim), source, destination))
+    return transpose(x, perm)
+
+
+def flatten(x, start_axis=0, stop_axis=-1, name=None):
+    nd = x._data.ndim
+    if nd == 0:
+        return reshape(x, [1])
+    s, e = start_axis % nd, stop_axis % nd
+    if s > e:
+        raise ValueError(f"ddg.flatten: start_axis {start_axis} is after stop_axis {stop_axis} for shape {x.shape}")
+    shape = list(x._data.shape)
+    n = 1
+    for d in shape[s:e + 1]:
+        n *= d
+    return reshape(x, shape[:s] + [n] + shape[e + 1:])
+
+
+def squeeze(x, axis=None, name=None):
+    shape = list(x._data.shape)
+    if axis is None:
+        axes = [i for i, n in enumerate(shape) if n == 1]
+    else:
+        axes = [axis] if isinstance(axis, int) else list(axis)
+        axes = [_ax(a, len(shape), "squeeze") for a in axes]
+        axes = [a for a in axes if shape[a] == 1]  # Paddle ignores axes whose size is not 1
+    return reshape(x, [n for i, n in enumerate(shape) if i not in axes])
+
+
+def unsqueeze(x, axis, name=None):
+    axes = [axis] if isinstance(axis, int) else list(axis)
+    shape = list(x._data.shape)
+    for a in axes:
+        a = int(a)
+        a = a + len(shape) + 1 if a < 0 else a
+        shape.insert(a, 1)
+    return reshape(x, shape)
+
+
+def broadcast_to(x, shape, name=None):
+    shape = tuple(int(s) for s in shape)
+    try:
+        np.broadcast_shapes(x._data.shape, shape)
+    except ValueError:
+        raise ValueError(f"ddg.broadcast_to: cannot broadcast shape {x.shape} to {list(shape)}") from None
+    if shape == x._data.shape:
+        return x
+    return BroadcastTo(shape)(x)
+
+
+def expand(x, shape, name=None):
+    lead = len(shape) - x._data.ndim
+    if lead < 0:
+        raise ValueError(f"ddg.expand: target shape {list(shape)} has fewer dimensions than {x.shape}")
+    shape = [x._data.shape[i - lead] if int(s) == -1 else int(s) for i, s in enumerate(shape)]
+    return broadcast_to(x, shape)
+
+
+def expand_as(x, y, name=None):
+    return broadcast_to(x, y.shape)
+
+
+def broadcast_tensors(input, name=None):  # noqa: A002
+    shape = np.broadcast_shapes(*[t._data.shape for t in input])
+    return [broadcast_to(t, shape) for t in input]
+
+
+def concat(x, axis=0, name=None):
+    x = list(x)
+    if not x:
+        raise ValueError("ddg.concat: needs at least one tensor")
+    axis = _ax(axis.item() if isinstance(axis, Tensor) else axis, x[0].ndim, "concat")
+    return Concat(axis)(*x)
+
+
+cat = concat
+
+
+def stack(x, axis=0, name=None):
+    x = list(x)
+    if not x:
+        raise ValueError("ddg.stack: needs at least one tensor")
+    shapes = {tuple(t._data.shape) for t in x}
+    if len(shapes) > 1:
+        raise ValueError(f"ddg.stack: all tensors need the same shape, got {[t.shape for t in x]}")
+    axis = int(axis)
+    if axis < 0:
+        axis += x[0].ndim + 1
+    return Stack(axis)(*x)
+
+
+def split(x, num_or_sections, axis=0, name=None):
+    axis = _ax(axis.item() if isinstance(axis, Tensor) else axis, x._data.ndim, "split")
+    n = x._data.shape[axis]
+    if isinstance(num_or_sections, int):
+        if n % num_or_sections:
+            raise ValueError(f"ddg.split: axis {axis} of size {n} (shape {x.shape}) does not divide into "
+                             f"{num_or_sections} equal parts")
+        sections = [n // num_or_sections] * num_or_sections
+    else:
+        sections = [int(s) for s in num_or_sections]
+        if sections.count(-1) == 1:
+            sections[sections.index(-1)] = n - (sum(sections) + 1)
+        if sum(sections) != n or any(s < 0 for s in sections):
+            raise ValueError(f"ddg.split: sections {list(num_or_sections)} do not add up to the size {n} of "
+                             f"axis {axis} (shape {x.shape})")
+    return list(Split(sections, axis)(x))
+
+
+def chunk(x, chunks, axis=0, name=None):
+    return split(x, chunks, axis)
+
+
+def unbind(input, axis=0):  # noqa: A002
+    axis = _ax(axis, input.ndim, "unbind")
+    return [squeeze(p, axis) for p in split(input, input.shape[axis], axis)]
+
+
+def tile(x, repeat_times, name=None):
+    reps = tuple(int(r) for r in (repeat_times.tolist() if isinstance(repeat_times, Tensor) else repeat_times))
+    return Tile(reps)(x)
+
+
+def index_select(x, index, axis=0, name=None):
+    idx = index if isinstance(index, Tensor) else Tensor._wrap(np.asarray(index, dtype=np.int64))
+    if idx._data.dtype.kind not in "iu":
+        raise TypeError(f"ddg.index_select: index must be an integer tensor, got {idx.dtype}")
+    axis = _ax(axis, x._data.ndim, "index_select")
+    if idx._data.size and (int(idx._data.max()) >= x._data.shape[axis] or int(idx._data.min()) < -x._data.shape[axis]):
+        raise IndexError(f"ddg.index_select: index out of range for axis {axis} of size {x._data.shape[axis]}")
+    return IndexSelect(axis)(x, idx)
+
+
+def gather(x, index, axis=None, name=None):
+    """Paddle's gather: pick entries of ``x`` along ``axis`` (default 0) by a 1-D index."""
+    axis = 0 if axis is None else (axis.item() if isinstance(axis, Tensor) else axis)
+    idx = index if isinstance(index, Tensor) else Tensor._wrap(np.asarray(index, dtype=np.int64))
+    if idx._data.ndim > 1:
+        idx = reshape(idx, [-1])
+    return index_select(x, idx, axis)
+
+
+def take_along_axis(arr, indices, axis):
+    xp = backend.get_array_module(arr._data)
+    full = tuple(xp.arange(n).reshape([-1 if i == j else 1 for j in range(arr.ndim)])
+                 for i, n in enumerate(indices._data.shape))
+    idx = list(full)
+    idx[axis % arr.ndim] = indices._data
+    return getitem(arr, tuple(idx))
+
+
+def flip(x, axis, name=None):
+    axes = [axis] if isinstance(axis, int) else list(axis)
+    return Flip(tuple(_ax(a, x._data.ndim, "flip") for a in axes))(x)
+
+
+def roll(x, shifts, axis=None, name=None):
+    xp = backend.get_array_module(x._data)
+    n = x._data.size
+    idx = xp.roll(xp.arange(n).reshape(x._data.shape), shifts, axis)
+    return reshape(gather(reshape(x, [-1]), Tensor._wrap(idx.reshape(-1))), x.shape)
+
+
+def to_place(x, place):
+    from ...tensor.place import place_of
+    if place_of(x._data) == place:
+        return x
+    return ToPlace(place)(x)
+
+
+def nonzero(x, as_tuple=False):
+    xp = backend.get_array_module(x._data)
+    nz = xp.nonzero(x._data)
+    if as_tuple:
+        return tuple(Tensor._wrap(i.astype(np.int64).reshape(-1, 1)) for i in nz)
+    return Tensor._wrap(xp.stack(nz, axis=1).astype(np.int64) if nz else xp.zeros((0, 0), np.int64))
+
+
+def masked_select(x, mask, name=None):
+    return getitem(x, mask)
+
+
+def masked_fill(x, mask, value, name=None):
+    from .elementwise import where
+    return where(mask, value, x)
+
+
+def numel(x, name=None):
+    return Tensor._wrap(np.asarray(x.size, dtype=np.int64))
+
+
+def shape(x):
+    return Tensor._wrap(np.asarray(x.shape, dtype=np.int64))

@@ -1,0 +1,112 @@
+"""Neural-network primitives that are primitives for numerical stability or speed
+(each says which). Everything else in ddg.nn.functional is a composite."""
+from ...tensor import backend
+from ..function import Function
+
+
+class Softmax(Function):
+    """Primitive for stability: subtracts the row max before exponentiating."""
+    save_inputs = False
+    save_output = True
+
+    def __init__(self, axis):
+        self.axis = axis
+
+    def forward(self, a):
+        xp = backend.get_array_module(a)
+        e = xp.exp(a - a.max(axis=self.axis, keepdims=True))
+        e /= e.sum(axis=self.axis, keepdims=True)
+        self.out = e
+        return e
+
+    def backward(self, g):
+        y = self.out
+        return y * (g - (g * y).sum(axis=self.axis, keepdims=True))
+
+
+class LogSoftmax(Function):
+    """Primitive for stability (log of a sum of exponentials, max subtracted)."""
+    save_inputs = False
+    save_output = True
+
+    def __init__(self, axis):
+        self.axis = axis
+
+    def forward(self, a):
+        xp = backend.get_array_module(a)
+        shifted = a - a.max(axis=self.axis, keepdims=True)
+        self.out = shifted - xp.log(xp.exp(shifted).sum(axis=self.axis, keepdims=True))
+        return self.out
+
+    def backward(self, g):
+        xp = backend.get_array_module(g)
+        return g - xp.exp(self.out) * g.sum(axis=self.axis, keepdims=True)
+
+
+class SoftmaxCrossEntropy(Function):
+    """Per-sample ``-w[y] * log_softmax(x)[y]`` over the last axis, for integer labels.
+
+    Primitive for stability and speed: the gradient ``w[y] * (softmax(x) - onehot(y))``
+    is exact and needs no log of a small probability. Samples whose label equals
+    ``ignore_index`` get loss 0 and gradient 0."""
+    save_inputs = False
+
+    def __init__(self, ignore_index):
+        self.ignore_index = ignore_index
+
+    def forward(self, x, label, *weight):
+        xp = backend.get_array_module(x)
+        n_cls = x.shape[-1]
+        flat = x.reshape(-1, n_cls)
+        lab = label.reshape(-1)
+        valid = lab != self.ignore_index
+        safe = xp.where(valid, lab, 0)
+        if lab.size and (int(safe.min()) < 0 or int(safe.max()) >= n_cls):
+            raise ValueError(f"labels must lie in [0, {n_cls}) (or equal ignore_index={self.ignore_index}); "
+                             f"got values from {int(lab.min())} to {int(lab.max())}")
+        shifted = flat - flat.max(axis=1, keepdims=True)
+        e = xp.exp(shifted)
+        s = e.sum(axis=1, keepdims=True)
+        rows = xp.arange(flat.shape[0])
+        loss = xp.log(s[:, 0]) - shifted[rows, safe]
+        w = valid.astype(x.dtype)
+        if weight:
+            w = w * weight[0][safe].astype(x.dtype)
+        loss = loss * w
+        e /= s
+        self.p, self.safe, self.w, self.rows, self.shape = e, safe, w, rows, x.shape
+        return loss.reshape(label.shape)
+
+    def backward(self, g):
+        dx = self.p
+        dx[self.rows, self.safe] -= 1
+        dx *= (self.w * g.reshape(-1))[:, None]
+        return (dx.reshape(self.shape), None) + ((None,) if len(self.needs) == 3 else ())
+
+
+class Linear(Function):
+    """``x @ w + b``: one node instead of two (a speed primitive: the per-op cost
+    dominates small models)."""
+
+    def forward(self, x, w, *b):
+        self.x, self.w = x, w
+        out = x @ w
+        if b:
+            out += b[0]
+        return out
+
+    def backward(self, g):
+        x, w = self.x, self.w
+        needs = self.needs
+        gx = gw = gb = None
+        g2 = g.reshape(-1, g.shape[-1]) if g.ndim != 2 else g
+        if needs[0]:
+            gx = g @ w.T
+        if needs[1]:
+            x2 = x.reshape(-1, x.shape[-1]) if x.ndim != 2 else x
+            gw = x2.T @ g2
+        if len(needs) == 3:
+            if needs[2]:
+                gb = g2.sum(axis=0)
+            return gx, gw, gb
+        return gx, gw

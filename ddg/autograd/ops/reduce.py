@@ -1,0 +1,265 @@
+"""Reductions over an ``axis`` (int, list or None) with ``keepdim``."""
+import numpy as np
+
+from ...tensor import backend
+from ...tensor.dtypes import convert_dtype, default_float
+from ...tensor.tensor import Tensor
+from ..function import Function
+
+
+def _axes(axis, ndim, op):
+    """Normalized tuple of axes (all of them for None or an empty list)."""
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, Tensor):
+        axis = axis.tolist()
+    if isinstance(axis, (int, np.integer)):
+        axis = [axis]
+    if len(axis) == 0:
+        return tuple(range(ndim))
+    out = []
+    for a in axis:
+        a = int(a)
+        if not -max(ndim, 1) <= a < max(ndim, 1):
+            raise ValueError(f"ddg.{op}: axis {a} is out of range for a tensor with {ndim} dimensions")
+        out.append(a % ndim if ndim else 0)
+    return tuple(sorted(set(out))) if ndim else ()
+
+
+def _expand_back(g, in_shape, axes, keepdim):
+    """Reshape a reduced gradient so it broadcasts against the input."""
+    if not keepdim and axes:
+        shape = list(in_shape)
+        for a in axes:
+            shape[a] = 1
+        g = g.reshape(shape)
+    return g
+
+
+class Sum(Function):
+    save_inputs = False
+
+    def __init__(self, axes, keepdim, dtype=None):
+        self.axes, self.keepdim, self.dtype = axes, keepdim, dtype
+
+    def forward(self, a):
+        self.meta = (a.shape, a.dtype)
+        return a.sum(axis=self.axes, keepdims=self.keepdim, dtype=self.dtype)
+
+    def backward(self, g):
+        shape, dtype = self.meta
+        g = _expand_back(g, shape, self.axes, self.keepdim)
+        return backend.get_array_module(g).broadcast_to(g, shape).astype(dtype, copy=False)
+
+
+class Mean(Function):
+    save_inputs = False
+
+    def __init__(self, axes, keepdim):
+        self.axes, self.keepdim = axes, keepdim
+
+    def forward(self, a):
+        self.meta = (a.shape, a.dtype)
+        return a.mean(axis=self.axes, keepdims=self.keepdim)
+
+    def backward(self, g):
+        shape, dtype = self.meta
+        n = 1
+        for ax in self.axes:
+            n *= shape[ax]
+        g = _expand_back(g, shape, self.axes, self.keepdim) * (1.0 / max(n, 1))
+        return backend.get_array_module(g).broadcast_to(g.astype(dtype, copy=False), shape)
+
+
+class MaxMin(Function):
+    """max / min; ties share the gradient equally."""
+
+    def __init__(self, axes, keepdim, fn):
+        self.axes, self.keepdim, self.fn = axes, keepdim, fn
+
+    @property
+    def name(self):
+        return self.fn
+
+    def forward(self, a):
+        self.a = a
+        xp = backend.get_array_module(a)
+        if a.size == 0:
+            raise ValueError(f"zero-size tensor of shape {list(a.shape)} has no {self.fn}")
+        self.out = getattr(xp, self.fn)(a, axis=self.axes, keepdims=True)
+        return self.out if self.keepdim else self.out.reshape(
+            [n for i, n in enumerate(a.shape) if i not in self.axes])
+
+    def backward(self, g):
+        mask = (self.a == self.out).astype(g.dtype)
+        mask /= mask.sum(axis=self.axes, keepdims=True)
+        return _expand_back(g, self.a.shape, self.axes, self.keepdim) * mask
+
+
+class Prod(Function):
+    def __init__(self, axes, keepdim):
+        self.axes, self.keepdim = axes, keepdim
+
+    def forward(self, a):
+        self.a = a
+        self.out = a.prod(axis=self.axes, keepdims=True)
+        return self.out if self.keepdim else self.out.reshape(
+            [n for i, n in enumerate(a.shape) if i not in self.axes])
+
+    def backward(self, g):
+        xp = backend.get_array_module(g)
+        g = _expand_back(g, self.a.shape, self.axes, self.keepdim)
+        a = self.a
+        if not (a == 0).any():
+            return g * self.out / a
+        # exact product of the other elements where zeros occur: move reduced axes last,
+        # flatten them, and take exclusive cumulative products from both sides
+        keep = [i for i in range(a.ndim) if i not in self.axes]
+        perm = keep + list(self.axes)
+        moved = xp.transpose(a, perm)
+        flat = moved.reshape(moved.shape[:len(keep)] + (-1,))
+        ones = xp.ones(flat.shape[:-1] + (1,), dtype=a.dtype)
+        left = xp.cumprod(xp.concatenate([ones, flat[..., :-1]], axis=-1), axis=-1)
+        right = xp.flip(xp.cumprod(xp.flip(xp.concatenate([flat[..., 1:], ones], axis=-1), -1), axis=-1), -1)
+        others = (left * right).reshape(moved.shape)
+        inv = np.argsort(perm)
+        return g * xp.transpose(others, inv)
+
+
+class LogSumExp(Function):
+    """A primitive for numerical stability: subtracts the max before exponentiating."""
+
+    def __init__(self, axes, keepdim):
+        self.axes, self.keepdim = axes, keepdim
+
+    def forward(self, a):
+        xp = backend.get_array_module(a)
+        m = a.max(axis=self.axes, keepdims=True)
+        m = xp.where(xp.isfinite(m), m, 0)
+        self.e = xp.exp(a - m)
+        s = self.e.sum(axis=self.axes, keepdims=True)
+        self.s = s
+        out = xp.log(s) + m
+        return out if self.keepdim else out.reshape([n for i, n in enumerate(a.shape) if i not in self.axes])
+
+    def backward(self, g):
+        return _expand_back(g, self.e.shape, self.axes, self.keepdim) * (self.e / self.s)
+
+
+class CumSum(Function):
+    save_inputs = False
+
+    def __init__(self, axis):
+        self.axis = axis
+
+    def forward(self, a):
+        return backend.get_array_module(a).cumsum(a, axis=self.axis)
+
+    def backward(self, g):
+        xp = backend.get_array_module(g)
+        return xp.flip(xp.cumsum(xp.flip(g, self.axis), axis=self.axis), self.axis)
+
+
+# -- public functions ----------------------------------------------------------------------
+def sum(x, axis=None, dtype=None, keepdim=False, name=None):  # noqa: A001
+    d = convert_dtype(dtype)
+    if d is None and x._data.dtype.kind == "b":
+        d = np.dtype("int64")
+    return Sum(_axes(axis, x._data.ndim, "sum"), keepdim, d)(x)
+
+
+def mean(x, axis=None, keepdim=False, name=None):
+    if x._data.dtype.kind not in "fc":
+        x = x.astype(default_float())
+    return Mean(_axes(axis, x._data.ndim, "mean"), keepdim)(x)
+
+
+def max(x, axis=None, keepdim=False, name=None):  # noqa: A001
+    return MaxMin(_axes(axis, x._data.ndim, "max"), keepdim, "amax")(x)
+
+
+def min(x, axis=None, keepdim=False, name=None):  # noqa: A001
+    return MaxMin(_axes(axis, x._data.ndim, "min"), keepdim, "amin")(x)
+
+
+amax = max
+amin = min
+
+
+def prod(x, axis=None, keepdim=False, dtype=None, name=None):
+    if dtype is not None:
+        x = x.astype(dtype)
+    return Prod(_axes(axis, x._data.ndim, "prod"), keepdim)(x)
+
+
+def logsumexp(x, axis=None, keepdim=False, name=None):
+    return LogSumExp(_axes(axis, x._data.ndim, "logsumexp"), keepdim)(x)
+
+
+def var(x, axis=None, unbiased=True, keepdim=False, name=None):
+    """Composite: mean of squared deviations, times n/(n-1) when unbiased."""
+    axes = _axes(axis, x._data.ndim, "var")
+    n = 1
+    for a in axes:
+        n *= x._data.shape[a]
+    from .elementwise import square
+    d = x - mean(x, axis=list(axes), keepdim=True)
+    v = mean(square(d), axis=list(axes), keepdim=keepdim)
+    if unbiased:
+        v = v * (n / builtins_max(n - 1, 1))
+    return v
+
+
+def std(x, axis=None, unbiased=True, keepdim=False, name=None):
+    from .elementwise import sqrt
+    return sqrt(var(x, axis, unbiased, keepdim))
+
+
+def cumsum(x, axis=None, dtype=None, name=None):
+    if dtype is not None:
+        x = x.astype(dtype)
+    if axis is None:
+        from .movement import reshape
+        x, axis = reshape(x, [-1]), 0
+    return CumSum(int(axis) % builtins_max(x._data.ndim, 1))(x)
+
+
+def _arg(fn):
+    def f(x, axis=None, keepdim=False, dtype="int64", name=None):
+        a = x._data
+        xp = backend.get_array_module(a)
+        if axis is None:
+            out = getattr(xp, fn)(a.reshape(-1))
+            out = xp.asarray(out)
+            if keepdim:
+                out = out.reshape([1] * a.ndim)
+        else:
+            out = getattr(xp, fn)(a, axis=int(axis), keepdims=keepdim)
+        return Tensor._wrap(xp.asarray(out).astype(convert_dtype(dtype)))
+    f.__name__ = fn
+    return f
+
+
+argmax = _arg("argmax")
+argmin = _arg("argmin")
+
+
+def all(x, axis=None, keepdim=False, name=None):  # noqa: A001
+    axes = None if axis is None else _axes(axis, x._data.ndim, "all")
+    xp = backend.get_array_module(x._data)
+    return Tensor._wrap(xp.asarray(x._data.all(axis=axes, keepdims=keepdim)))
+
+
+def any(x, axis=None, keepdim=False, name=None):  # noqa: A001
+    axes = None if axis is None else _axes(axis, x._data.ndim, "any")
+    xp = backend.get_array_module(x._data)
+    return Tensor._wrap(xp.asarray(x._data.any(axis=axes, keepdims=keepdim)))
+
+
+def count_nonzero(x, axis=None, keepdim=False, name=None):
+    return sum(x != 0, axis=axis, keepdim=keepdim)
+
+
+import builtins as _builtins  # noqa: E402
+
+builtins_max = _builtins.max

@@ -1,0 +1,90 @@
+"""Activations (composites, except the stable softmax family)."""
+import math
+
+from ...autograd.ops import elementwise as E
+from ...autograd.ops import nn_ops
+from ...autograd.ops.elementwise import relu, sigmoid, tanh  # noqa: F401
+from ...autograd.ops.movement import _ax
+
+
+def relu6(x, name=None):
+    return E.clip(x, 0.0, 6.0)
+
+
+def leaky_relu(x, negative_slope=0.01, name=None):
+    return E.where(x > 0, x, x * negative_slope)
+
+
+def elu(x, alpha=1.0, name=None):
+    return E.where(x > 0, x, (E.exp(E.minimum(x, 0.0)) - 1) * alpha)
+
+
+def gelu(x, approximate=False, name=None):
+    if approximate:
+        return 0.5 * x * (1 + E.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+    return 0.5 * x * (1 + E.erf(x * (1 / math.sqrt(2))))
+
+
+def silu(x, name=None):
+    return x * E.sigmoid(x)
+
+
+swish = silu
+
+
+def hardtanh(x, min=-1.0, max=1.0, name=None):  # noqa: A002
+    return E.clip(x, min, max)
+
+
+def hardsigmoid(x, slope=0.1666667, offset=0.5, name=None):
+    return E.clip(x * slope + offset, 0.0, 1.0)
+
+
+def hardswish(x, name=None):
+    return x * E.clip(x + 3, 0.0, 6.0) / 6
+
+
+def softplus(x, beta=1, threshold=20, name=None):
+    bx = x * beta
+    return E.where(bx > threshold, x, E.log1p(E.exp(E.minimum(bx, float(threshold)))) / beta)
+
+
+def mish(x, name=None):
+    return x * E.tanh(softplus(x))
+
+
+def log_sigmoid(x, name=None):
+    return -softplus(-x)
+
+
+def softsign(x, name=None):
+    return x / (1 + E.abs(x))
+
+
+def tanhshrink(x, name=None):
+    return x - E.tanh(x)
+
+
+def prelu(x, weight, data_format="NCHW", name=None):
+    w = weight
+    if x.ndim > 1 and weight.size > 1:
+        shape = [1] * x.ndim
+        shape[1 if data_format.startswith("NC") else -1] = weight.size
+        w = weight.reshape(shape)
+    return E.where(x > 0, x, x * w)
+
+
+def softmax(x, axis=-1, dtype=None, name=None):
+    if dtype is not None:
+        x = x.astype(dtype)
+    elif x.dtype.kind not in "fc":
+        x = x.astype("float32")
+    return nn_ops.Softmax(_ax(axis, x.ndim, "softmax"))(x)
+
+
+def log_softmax(x, axis=-1, dtype=None, name=None):
+    if dtype is not None:
+        x = x.astype(dtype)
+    elif x.dtype.kind not in "fc":
+        x = x.astype("float32")
+    return nn_ops.LogSoftmax(_ax(axis, x.ndim, "log_softmax"))(x)

@@ -1,0 +1,25 @@
+"""linear and small helpers."""
+import numpy as np
+
+from ...autograd.ops import nn_ops
+from ...tensor import backend
+from ...tensor.tensor import Tensor
+
+
+def linear(x, weight, bias=None, name=None):
+    """``x @ weight + bias`` with Paddle's weight layout ``[in_features, out_features]``."""
+    if x.shape[-1] != weight.shape[0]:
+        raise ValueError(f"ddg.nn.functional.linear: input has {x.shape[-1]} features (shape {x.shape}) but "
+                         f"the weight expects {weight.shape[0]} (weight shape {weight.shape})")
+    if bias is None:
+        return nn_ops.Linear()(x, weight)
+    return nn_ops.Linear()(x, weight, bias)
+
+
+def one_hot(x, num_classes, name=None):
+    xp = backend.get_array_module(x._data)
+    lab = x._data
+    if lab.size and (int(lab.min()) < 0 or int(lab.max()) >= num_classes):
+        raise ValueError(f"ddg.nn.functional.one_hot: labels must lie in [0, {num_classes})")
+    out = (lab[..., None] == xp.arange(num_classes)).astype(np.float32)
+    return Tensor._wrap(out)

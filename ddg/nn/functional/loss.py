@@ -1,0 +1,181 @@
+"""Losses with ``reduction='mean'|'sum'|'none'``. Composites, except softmax
+cross-entropy with integer labels (a primitive, see nn_ops)."""
+import numpy as np
+
+from ...autograd.ops import elementwise as E
+from ...autograd.ops import nn_ops
+from ...autograd.ops import reduce as R
+from ...autograd.ops.movement import _ax, squeeze, transpose, moveaxis
+from ...tensor.tensor import Tensor
+from .activation import log_softmax
+
+
+def _reduce(loss, reduction, op):
+    if reduction == "mean":
+        return R.mean(loss)
+    if reduction == "sum":
+        return R.sum(loss)
+    if reduction == "none":
+        return loss
+    raise ValueError(f"ddg.nn.functional.{op}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+
+
+def _check_same_shape(a, b, op):
+    if a.shape != b.shape:
+        raise ValueError(f"ddg.nn.functional.{op}: input shape {a.shape} and label shape {b.shape} differ")
+
+
+def cross_entropy(input, label, weight=None, ignore_index=-100, reduction="mean", soft_label=False,  # noqa: A002
+                  axis=-1, use_softmax=True, label_smoothing=0.0, name=None):
+    """Softmax cross-entropy of logits ``input`` against integer labels of shape ``[N]``
+    or ``[N, 1]`` (or soft labels of the input's shape with ``soft_label=True``).
+    With class ``weight`` and ``reduction='mean'`` the sum is divided by the total weight
+    of the non-ignored samples, as in Paddle."""
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"ddg.nn.functional.cross_entropy: reduction must be 'mean', 'sum' or 'none', "
+                         f"got {reduction!r}")
+    axis = _ax(axis, input.ndim, "cross_entropy")
+    n_cls = input.shape[axis]
+    if label_smoothing and not soft_label:
+        from .common import one_hot
+        lab = label if label.ndim < input.ndim else squeeze(label, axis)
+        soft = one_hot(lab, n_cls)
+        if axis != input.ndim - 1:
+            soft = moveaxis(soft, -1, axis)
+        label, soft_label = soft, True
+    if soft_label:
+        if label_smoothing:
+            label = label * (1 - label_smoothing) + label_smoothing / n_cls
+        logp = log_softmax(input, axis=axis) if use_softmax else E.log(input)
+        per = -R.sum(label * logp, axis=axis)
+        if weight is not None:
+            w = R.sum(label * weight.reshape([n_cls if i == axis else 1 for i in range(input.ndim)]), axis=axis)
+            per = per * w
+        return _reduce(per, reduction, "cross_entropy")
+    if label.dtype.kind not in "iu":
+        raise TypeError(f"ddg.nn.functional.cross_entropy: hard labels must be integers, got {label.dtype} "
+                        f"(pass soft_label=True for probabilities)")
+    if label.ndim == input.ndim:
+        if label.shape[axis] != 1:
+            raise ValueError(f"ddg.nn.functional.cross_entropy: label shape {label.shape} does not fit input "
+                             f"shape {input.shape}")
+        label = squeeze(label, axis)
+    expect = input.shape[:axis] + input.shape[axis + 1:]
+    if label.shape != expect:
+        raise ValueError(f"ddg.nn.functional.cross_entropy: label shape {label.shape} does not fit input shape "
+                         f"{input.shape} (expected {expect} or with a trailing 1)")
+    x = input if axis == input.ndim - 1 else moveaxis(input, axis, -1)
+    if not use_softmax:
+        per = nll_loss(E.log(x.reshape([-1, n_cls])), label.reshape([-1]), weight, ignore_index, "none")
+        per = per.reshape(label.shape)
+    else:
+        args = (x, label) if weight is None else (x, label, weight)
+        per = nn_ops.SoftmaxCrossEntropy(ignore_index)(*args)
+    if reduction == "mean":
+        lab = label._data
+        valid = lab != ignore_index
+        if weight is not None:
+            xp = type(lab).__module__.startswith("cupy") and __import__("cupy") or np
+            denom = float(xp.where(valid, weight._data[xp.where(valid, lab, 0)], 0).sum())
+        else:
+            denom = float(valid.sum())
+        return R.sum(per) / max(denom, 1e-12) if denom else R.sum(per) * 0.0
+    return _reduce(per, reduction, "cross_entropy")
+
+
+def softmax_with_cross_entropy(logits, label, soft_label=False, ignore_index=-100, numeric_stable_mode=True,
+                               return_softmax=False, axis=-1):
+    loss = cross_entropy(logits, label, ignore_index=ignore_index, reduction="none", soft_label=soft_label,
+                         axis=axis)
+    from ...autograd.ops.movement import unsqueeze
+    loss = unsqueeze(loss, axis)
+    if return_softmax:
+        from .activation import softmax
+        return loss, softmax(logits, axis)
+    return loss
+
+
+def nll_loss(input, label, weight=None, ignore_index=-100, reduction="mean", name=None):  # noqa: A002
+    """Negative log-likelihood of log-probabilities ``input`` ``[N, C, ...]`` at integer labels."""
+    if input.ndim > 2:  # [N, C, d1...] -> [N*d1..., C]
+        perm = [0] + list(range(2, input.ndim)) + [1]
+        input = transpose(input, perm).reshape([-1, input.shape[1]])
+        label = label.reshape([-1])
+    lab = label._data
+    from ...tensor import backend
+    xp = backend.get_array_module(lab)
+    valid = lab != ignore_index
+    safe = xp.where(valid, lab, 0)
+    rows = xp.arange(lab.shape[0])
+    picked = input[Tensor._wrap(rows), Tensor._wrap(safe)]
+    w = valid.astype(input.dtype)
+    if weight is not None:
+        w = w * weight._data[safe].astype(input.dtype)
+    per = -picked * Tensor._wrap(w)
+    if reduction == "mean":
+        return R.sum(per) / max(float(w.sum()), 1e-12)
+    return _reduce(per, reduction, "nll_loss")
+
+
+def mse_loss(input, label, reduction="mean", name=None):  # noqa: A002
+    _check_same_shape(input, label, "mse_loss")
+    return _reduce(E.square(input - label), reduction, "mse_loss")
+
+
+def l1_loss(input, label, reduction="mean", name=None):  # noqa: A002
+    _check_same_shape(input, label, "l1_loss")
+    return _reduce(E.abs(input - label), reduction, "l1_loss")
+
+
+def smooth_l1_loss(input, label, reduction="mean", delta=1.0, name=None):  # noqa: A002
+    """Huber loss as Paddle defines it: 0.5 d^2 where |d| < delta, else delta(|d| - 0.5 delta)."""
+    _check_same_shape(input, label, "smooth_l1_loss")
+    d = input - label
+    ad = E.abs(d)
+    per = E.where(ad < delta, 0.5 * d * d, delta * (ad - 0.5 * delta))
+    return _reduce(per, reduction, "smooth_l1_loss")
+
+
+def binary_cross_entropy(input, label, weight=None, reduction="mean", name=None):  # noqa: A002
+    _check_same_shape(input, label, "binary_cross_entropy")
+    eps = 1e-12
+    per = -(label * E.log(E.clip(input, eps, None)) + (1 - label) * E.log(E.clip(1 - input, eps, None)))
+    if weight is not None:
+        per = per * weight
+    return _reduce(per, reduction, "binary_cross_entropy")
+
+
+def binary_cross_entropy_with_logits(logit, label, weight=None, reduction="mean", pos_weight=None, name=None):
+    """Stable form: max(x, 0) - x*y + log(1 + exp(-|x|)), with optional pos_weight."""
+    _check_same_shape(logit, label, "binary_cross_entropy_with_logits")
+    log1pexp = E.log1p(E.exp(-E.abs(logit)))
+    if pos_weight is None:
+        per = E.relu(logit) - logit * label + log1pexp
+    else:
+        lw = 1 + (pos_weight - 1) * label
+        per = (1 - label) * logit + lw * (log1pexp + E.relu(-logit))
+    if weight is not None:
+        per = per * weight
+    return _reduce(per, reduction, "binary_cross_entropy_with_logits")
+
+
+def kl_div(input, label, reduction="mean", log_target=False, name=None):  # noqa: A002
+    """KL(label || exp(input)) pointwise: label * (log(label) - input). 'batchmean' divides by N."""
+    if log_target:
+        per = E.exp(label) * (label - input)
+    else:
+        safe = E.where(label > 0, label, 1.0)
+        per = label * (E.log(safe) - input)
+    if reduction == "batchmean":
+        return R.sum(per) / input.shape[0]
+    return _reduce(per, reduction, "kl_div")
+
+
+def margin_ranking_loss(input, other, label, margin=0.0, reduction="mean", name=None):  # noqa: A002
+    return _reduce(E.relu(-label * (input - other) + margin), reduction, "margin_ranking_loss")
+
+
+def cosine_similarity(x1, x2, axis=1, eps=1e-8):
+    num = R.sum(x1 * x2, axis=axis)
+    den = E.sqrt(R.sum(x1 * x1, axis=axis)) * E.sqrt(R.sum(x2 * x2, axis=axis))
+    return num / E.maximum(den, Tensor._wrap(np.asarray(eps, dtype=x1.dtype)))

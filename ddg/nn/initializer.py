@@ -1,0 +1,145 @@
+"""Parameter initializers (Paddle names). Each is a callable that fills a tensor in place
+from the global generator (so ``ddg.seed`` makes initialization reproducible)."""
+import math
+
+import numpy as np
+
+from ..tensor import backend
+from ..tensor.tensor import Tensor
+
+
+def _fans(shape):
+    """Paddle's convention: [in, out] for 2-D weights; [out, in, *kernel] for convolutions."""
+    if len(shape) == 0:
+        return 1, 1
+    if len(shape) == 1:
+        return shape[0], shape[0]
+    if len(shape) == 2:
+        return shape[0], shape[1]
+    rf = int(np.prod(shape[2:]))
+    return shape[1] * rf, shape[0] * rf
+
+
+class Initializer:
+    def __call__(self, param, block=None):
+        arr = self._sample(tuple(param._data.shape))
+        with_no_grad_set(param, arr)
+        return param
+
+    def _sample(self, shape):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+def with_no_grad_set(param, arr):
+    xp = backend.get_array_module(param._data)
+    param._data[...] = xp.asarray(arr, dtype=param._data.dtype)
+    param._vc[0] += 1
+
+
+class Constant(Initializer):
+    def __init__(self, value=0.0):
+        self.value = value
+
+    def _sample(self, shape):
+        return np.full(shape, self.value)
+
+
+class Normal(Initializer):
+    def __init__(self, mean=0.0, std=1.0, name=None):
+        self.mean, self.std = mean, std
+
+    def _sample(self, shape):
+        return backend.rng().normal(self.mean, self.std, shape)
+
+
+class TruncatedNormal(Initializer):
+    """Normal(mean, std) redrawn outside [mean + a*std, mean + b*std] (a=-2, b=2 by default)."""
+
+    def __init__(self, mean=0.0, std=1.0, a=-2.0, b=2.0, name=None):
+        self.mean, self.std, self.a, self.b = mean, std, a, b
+
+    def _sample(self, shape):
+        g = backend.rng()
+        out = g.standard_normal(shape)
+        bad = (out < self.a) | (out > self.b)
+        while bad.any():
+            out[bad] = g.standard_normal(int(bad.sum()))
+            bad = (out < self.a) | (out > self.b)
+        return self.mean + self.std * out
+
+
+class Uniform(Initializer):
+    def __init__(self, low=-1.0, high=1.0, name=None):
+        self.low, self.high = low, high
+
+    def _sample(self, shape):
+        return backend.rng().uniform(self.low, self.high, shape)
+
+
+class XavierUniform(Initializer):
+    def __init__(self, fan_in=None, fan_out=None, gain=1.0, name=None):
+        self.fan_in, self.fan_out, self.gain = fan_in, fan_out, gain
+
+    def _sample(self, shape):
+        fi, fo = _fans(shape)
+        fi, fo = self.fan_in or fi, self.fan_out or fo
+        limit = self.gain * math.sqrt(6.0 / (fi + fo))
+        return backend.rng().uniform(-limit, limit, shape)
+
+
+class XavierNormal(XavierUniform):
+    def _sample(self, shape):
+        fi, fo = _fans(shape)
+        fi, fo = self.fan_in or fi, self.fan_out or fo
+        return backend.rng().normal(0.0, self.gain * math.sqrt(2.0 / (fi + fo)), shape)
+
+
+def calculate_gain(nonlinearity, param=None):
+    table = {"sigmoid": 1.0, "linear": 1.0, "conv1d": 1.0, "conv2d": 1.0, "conv3d": 1.0, "tanh": 5.0 / 3,
+             "relu": math.sqrt(2.0), "selu": 3.0 / 4}
+    if nonlinearity == "leaky_relu":
+        slope = 0.01 if param is None else param
+        return math.sqrt(2.0 / (1 + slope ** 2))
+    if nonlinearity not in table:
+        raise ValueError(f"ddg.nn.initializer.calculate_gain: unknown nonlinearity {nonlinearity!r}")
+    return table[nonlinearity]
+
+
+class KaimingUniform(Initializer):
+    def __init__(self, fan_in=None, negative_slope=0.0, nonlinearity="relu", name=None):
+        self.fan_in, self.slope, self.nonlinearity = fan_in, negative_slope, nonlinearity
+
+    def _gain(self):
+        return calculate_gain(self.nonlinearity, self.slope) if self.nonlinearity in ("relu", "leaky_relu") \
+            else calculate_gain(self.nonlinearity)
+
+    def _sample(self, shape):
+        fi = self.fan_in or _fans(shape)[0]
+        limit = self._gain() * math.sqrt(3.0 / fi)
+        return backend.rng().uniform(-limit, limit, shape)
+
+
+class KaimingNormal(KaimingUniform):
+    def _sample(self, shape):
+        fi = self.fan_in or _fans(shape)[0]
+        return backend.rng().normal(0.0, self._gain() / math.sqrt(fi), shape)
+
+
+class Assign(Initializer):
+    def __init__(self, value, name=None):
+        self.value = value._data if isinstance(value, Tensor) else np.asarray(value)
+
+    def _sample(self, shape):
+        v = backend.to_host(self.value)
+        if tuple(v.shape) != tuple(shape):
+            raise ValueError(f"ddg.nn.initializer.Assign: value has shape {list(v.shape)}, parameter has "
+                             f"{list(shape)}")
+        return v
+
+
+# Paddle 1.x / fluid-era aliases
+ConstantInitializer = Constant
+NormalInitializer = Normal
+UniformInitializer = Uniform
+XavierInitializer = XavierUniform
+MSRAInitializer = KaimingNormal

@@ -1,0 +1,41 @@
+"""Linear, Identity, Flatten."""
+from ...autograd.ops import movement as M
+from .. import functional as F
+from .layers import Layer
+
+
+class Linear(Layer):
+    """``y = x @ weight + bias`` with ``weight`` of shape ``[in_features, out_features]``
+    (Paddle's layout); Xavier-uniform weight and zero bias by default."""
+
+    def __init__(self, in_features, out_features, weight_attr=None, bias_attr=None, name=None):
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        self.weight = self.create_parameter([in_features, out_features], attr=weight_attr)
+        self.bias = self.create_parameter([out_features], attr=bias_attr, is_bias=True)
+
+    def forward(self, x):
+        return F.linear(x, self.weight, self.bias)
+
+    def extra_repr(self):
+        return f"in_features={self.in_features}, out_features={self.out_features}, dtype={self._dtype}"
+
+
+class Identity(Layer):
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+
+    def forward(self, x):
+        return x
+
+
+class Flatten(Layer):
+    def __init__(self, start_axis=1, stop_axis=-1):
+        super().__init__()
+        self.start_axis, self.stop_axis = start_axis, stop_axis
+
+    def forward(self, x):
+        return M.flatten(x, self.start_axis, self.stop_axis)
+
+    def extra_repr(self):
+        return f"start_axis={self.start_axis}, stop_axis={self.stop_axis}"

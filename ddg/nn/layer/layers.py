@@ -1,0 +1,364 @@
+"""``ddg.nn.Layer``: the base class of every model and layer.
+
+Assigning a Parameter, a Layer or a registered buffer to an attribute registers it,
+in insertion order. That order is the order of ``parameters()``, and so the order in
+which DataParallel packs gradients: it is deterministic and the same on every rank.
+"""
+import collections
+import itertools
+import warnings
+
+import numpy as np
+
+from ...tensor import backend
+from ...tensor.dtypes import convert_dtype
+from ...tensor.tensor import Tensor
+from ..parameter import Parameter, create_parameter
+
+_name_counts = collections.defaultdict(itertools.count)
+
+
+def _unique_name(prefix):
+    return f"{prefix}_{next(_name_counts[prefix])}"
+
+
+def _camel_to_snake(name):
+    out = []
+    for i, c in enumerate(name):
+        if c.isupper() and i and (not name[i - 1].isupper() or (i + 1 < len(name) and name[i + 1].islower())):
+            out.append("_")
+        out.append(c.lower())
+    return "".join(out)
+
+
+class _Handle:
+    _ids = itertools.count()
+
+    def __init__(self, hooks):
+        self._hooks = hooks
+        self._id = next(self._ids)
+
+    def remove(self):
+        self._hooks.pop(self._id, None)
+
+
+class Layer:
+    """Base class of layers. Subclasses build sublayers and parameters in ``__init__``
+    and compute in ``forward``."""
+
+    def __init__(self, name_scope=None, dtype="float32"):
+        d = self.__dict__
+        d["_parameters"] = collections.OrderedDict()
+        d["_sub_layers"] = collections.OrderedDict()
+        d["_buffers"] = collections.OrderedDict()
+        d["_non_persistable_buffer_names"] = set()
+        d["_forward_pre_hooks"] = collections.OrderedDict()
+        d["_forward_post_hooks"] = collections.OrderedDict()
+        d["training"] = True
+        d["_dtype"] = convert_dtype(dtype)
+        d["_full_name"] = _unique_name(name_scope or _camel_to_snake(type(self).__name__))
+        d["_param_count"] = itertools.count()
+
+    # -- registration through attributes -------------------------------------------------
+    def _check_init(self):
+        if "_parameters" not in self.__dict__:
+            raise RuntimeError(f"ddg: {type(self).__name__}.__init__ must call super().__init__() before "
+                               f"assigning parameters or sublayers")
+
+    def __setattr__(self, name, value):
+        d = self.__dict__
+        if isinstance(value, Parameter):
+            self._check_init()
+            self._drop(name)
+            d["_parameters"][name] = value
+        elif isinstance(value, Layer):
+            self._check_init()
+            self._drop(name)
+            d["_sub_layers"][name] = value
+        elif "_buffers" in d and name in d["_buffers"]:
+            if value is not None and not isinstance(value, Tensor):
+                raise TypeError(f"ddg: buffer {name!r} must be a Tensor or None, got {type(value).__name__}")
+            d["_buffers"][name] = value
+        elif "_parameters" in d and name in d["_parameters"]:
+            if value is not None:
+                raise TypeError(f"ddg: attribute {name!r} is a parameter; assign a Parameter or None")
+            d["_parameters"][name] = None
+        else:
+            if "_sub_layers" in d and name in d["_sub_layers"]:
+                del d["_sub_layers"][name]
+            object.__setattr__(self, name, value)
+
+    def _drop(self, name):
+        d = self.__dict__
+        d.pop(name, None)
+        for key in ("_parameters", "_sub_layers", "_buffers"):
+            d[key].pop(name, None)
+
+    def __getattr__(self, name):
+        d = self.__dict__
+        for key in ("_parameters", "_sub_layers", "_buffers"):
+            table = d.get(key)
+            if table is not None and name in table:
+                return table[name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __delattr__(self, name):
+        d = self.__dict__
+        for key in ("_parameters", "_sub_layers", "_buffers"):
+            if name in d.get(key, ()):
+                del d[key][name]
+                return
+        object.__delattr__(self, name)
+
+    def __dir__(self):
+        return sorted(set(super().__dir__()) | set(self._parameters) | set(self._sub_layers) | set(self._buffers))
+
+    # -- calling ---------------------------------------------------------------------------
+    def forward(self, *inputs, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__} does not define forward()")
+
+    def __call__(self, *inputs, **kwargs):
+        for hook in list(self._forward_pre_hooks.values()):
+            r = hook(self, inputs)
+            if r is not None:
+                inputs = r if isinstance(r, tuple) else (r,)
+        out = self.forward(*inputs, **kwargs)
+        for hook in list(self._forward_post_hooks.values()):
+            r = hook(self, inputs, out)
+            if r is not None:
+                out = r
+        return out
+
+    def register_forward_pre_hook(self, hook):
+        h = _Handle(self._forward_pre_hooks)
+        self._forward_pre_hooks[h._id] = hook
+        return h
+
+    def register_forward_post_hook(self, hook):
+        h = _Handle(self._forward_post_hooks)
+        self._forward_post_hooks[h._id] = hook
+        return h
+
+    # -- building ----------------------------------------------------------------------------
+    def full_name(self):
+        return self._full_name
+
+    def create_parameter(self, shape, attr=None, dtype=None, is_bias=False, default_initializer=None):
+        kind = "b" if is_bias else "w"
+        name = f"{self._full_name}.{kind}_{next(self._param_count)}"
+        return create_parameter(shape, dtype or self._dtype, attr, is_bias, default_initializer, name=name)
+
+    def create_tensor(self, name=None, persistable=None, dtype=None):
+        return Tensor(np.zeros([0], dtype=convert_dtype(dtype) or self._dtype))
+
+    def add_parameter(self, name, parameter):
+        if parameter is not None and not isinstance(parameter, Parameter):
+            raise TypeError(f"ddg: add_parameter({name!r}) needs a Parameter, got {type(parameter).__name__}")
+        if "." in name:
+            raise KeyError(f"ddg: parameter name {name!r} cannot contain '.'")
+        self._check_init()
+        self._drop(name)
+        self._parameters[name] = parameter
+        return parameter
+
+    def add_sublayer(self, name, sublayer):
+        if not isinstance(sublayer, Layer) and sublayer is not None:
+            raise TypeError(f"ddg: add_sublayer({name!r}) needs a Layer, got {type(sublayer).__name__}")
+        self._check_init()
+        self._drop(name)
+        self._sub_layers[str(name)] = sublayer
+        return sublayer
+
+    def register_buffer(self, name, tensor, persistable=True):
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(f"ddg: register_buffer({name!r}) needs a Tensor or None, got {type(tensor).__name__}")
+        self._check_init()
+        self._drop(name)
+        self._buffers[name] = tensor
+        if persistable:
+            self._non_persistable_buffer_names.discard(name)
+        else:
+            self._non_persistable_buffer_names.add(name)
+        if tensor is not None:
+            tensor.persistable = persistable
+
+    # -- traversal -------------------------------------------------------------------------------
+    def named_sublayers(self, prefix="", include_self=False, layers_set=None):
+        if layers_set is None:
+            layers_set = set()
+        if include_self and id(self) not in layers_set:
+            layers_set.add(id(self))
+            yield prefix, self
+        for name, layer in self._sub_layers.items():
+            if layer is None or id(layer) in layers_set:
+                continue
+            p = f"{prefix}.{name}" if prefix else name
+            layers_set.add(id(layer))
+            yield p, layer
+            yield from layer.named_sublayers(p, False, layers_set)
+
+    def sublayers(self, include_self=False):
+        return [layer for _, layer in self.named_sublayers(include_self=include_self)]
+
+    def named_children(self):
+        seen = set()
+        for name, layer in self._sub_layers.items():
+            if layer is not None and id(layer) not in seen:
+                seen.add(id(layer))
+                yield name, layer
+
+    def children(self):
+        return [layer for _, layer in self.named_children()]
+
+    def named_parameters(self, prefix="", include_sublayers=True):
+        seen = set()
+        layers = self.named_sublayers(prefix, include_self=True) if include_sublayers else [(prefix, self)]
+        for lp, layer in layers:
+            for name, p in layer._parameters.items():
+                if p is None or id(p) in seen:
+                    continue
+                seen.add(id(p))
+                yield (f"{lp}.{name}" if lp else name), p
+
+    def parameters(self, include_sublayers=True):
+        return [p for _, p in self.named_parameters(include_sublayers=include_sublayers)]
+
+    def named_buffers(self, prefix="", include_sublayers=True):
+        seen = set()
+        layers = self.named_sublayers(prefix, include_self=True) if include_sublayers else [(prefix, self)]
+        for lp, layer in layers:
+            for name, b in layer._buffers.items():
+                if b is None or id(b) in seen:
+                    continue
+                seen.add(id(b))
+                yield (f"{lp}.{name}" if lp else name), b
+
+    def buffers(self, include_sublayers=True):
+        return [b for _, b in self.named_buffers(include_sublayers=include_sublayers)]
+
+    # -- modes --------------------------------------------------------------------------------------
+    def train(self):
+        for layer in self.sublayers(include_self=True):
+            layer.__dict__["training"] = True
+        return self
+
+    def eval(self):
+        for layer in self.sublayers(include_self=True):
+            layer.__dict__["training"] = False
+        return self
+
+    def apply(self, fn):
+        for layer in self.children():
+            layer.apply(fn)
+        fn(self)
+        return self
+
+    def clear_gradients(self, set_to_zero=True):
+        for p in self.parameters():
+            p.clear_grad(set_to_zero)
+
+    clear_grad = clear_gradients
+
+    def to(self, device=None, dtype=None, blocking=None):
+        """Move parameters and buffers to ``device`` and/or cast floating ones to ``dtype``, in place
+        (the Parameter objects stay the same, so optimizers built earlier keep working)."""
+        from ...tensor.place import move_array, parse_place
+        place = parse_place(device) if device is not None else None
+        dt = convert_dtype(dtype)
+        for t in list(self.parameters()) + list(self.buffers()):
+            arr = t._data
+            if place is not None:
+                arr = move_array(arr, place)
+            if dt is not None and arr.dtype.kind == "f":
+                arr = arr.astype(dt)
+            if arr is not t._data:
+                t._data = arr
+                t._vc = [0]
+                if t._grad is not None:
+                    g = t._grad._data
+                    if place is not None:
+                        g = move_array(g, place)
+                    t._grad = Tensor._wrap(g.astype(arr.dtype, copy=False))
+        if dt is not None:
+            for layer in self.sublayers(include_self=True):
+                layer.__dict__["_dtype"] = dt
+        return self
+
+    def float(self):
+        return self.to(dtype="float32")
+
+    def double(self):
+        return self.to(dtype="float64")
+
+    def half(self):
+        return self.to(dtype="float16")
+
+    def astype(self, dtype):
+        return self.to(dtype=dtype)
+
+    # -- state ----------------------------------------------------------------------------------------
+    def state_dict(self, destination=None, include_sublayers=True, structured_name_prefix="", use_hook=True):
+        """Parameters and persistable buffers by dotted name, in registration order."""
+        out = collections.OrderedDict() if destination is None else destination
+        layers = self.named_sublayers(include_self=True) if include_sublayers else [("", self)]
+        for lp, layer in layers:
+            for name, p in layer._parameters.items():
+                if p is not None:
+                    out[structured_name_prefix + (f"{lp}.{name}" if lp else name)] = p
+            for name, b in layer._buffers.items():
+                if b is not None and name not in layer._non_persistable_buffer_names:
+                    out[structured_name_prefix + (f"{lp}.{name}" if lp else name)] = b
+        return out
+
+    def set_state_dict(self, state_dict, use_structured_name=True):
+        """Copy values from ``state_dict`` into this layer's parameters and buffers.
+
+        A value whose shape differs raises ValueError naming the key and both shapes
+        (before anything is copied). Missing and unexpected keys are reported in a
+        warning by name, and returned as ``(missing_keys, unexpected_keys)``."""
+        own = self.state_dict()
+        missing = [k for k in own if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in own]
+        bad = []
+        for k, t in own.items():
+            if k in state_dict:
+                v = state_dict[k]
+                shape = list(v.shape) if hasattr(v, "shape") else list(np.shape(v))
+                if shape != t.shape:
+                    bad.append(f"{k}: checkpoint has shape {shape}, layer has {t.shape}")
+        if bad:
+            raise ValueError("ddg: set_state_dict shape mismatch:\n  " + "\n  ".join(bad))
+        for k, t in own.items():
+            if k in state_dict:
+                v = state_dict[k]
+                arr = v._data if isinstance(v, Tensor) else np.asarray(v)
+                xp = backend.get_array_module(t._data)
+                if xp is np:
+                    arr = backend.to_host(arr)
+                t._data[...] = xp.asarray(arr).astype(t._data.dtype, copy=False)
+                t._vc[0] += 1
+        if missing or unexpected:
+            parts = []
+            if missing:
+                parts.append(f"missing keys (left unchanged): {missing}")
+            if unexpected:
+                parts.append(f"unexpected keys (ignored): {unexpected}")
+            warnings.warn("ddg: set_state_dict: " + "; ".join(parts), stacklevel=2)
+        return missing, unexpected
+
+    set_dict = set_state_dict
+    load_dict = set_state_dict
+
+    # -- printing ---------------------------------------------------------------------------------------
+    def extra_repr(self):
+        return ""
+
+    def __repr__(self):
+        lines = []
+        for name, layer in self._sub_layers.items():
+            sub = repr(layer).split("\n")
+            lines.append(f"({name}): " + "\n  ".join(sub))
+        head = f"{type(self).__name__}({self.extra_repr()}"
+        if not lines:
+            return head + ")"
+        return head + "\n  " + "\n  ".join(lines) + "\n)"

@@ -1,0 +1,80 @@
+"""Loss layers: thin wrappers over ddg.nn.functional."""
+from .. import functional as F
+from .layers import Layer
+
+
+class CrossEntropyLoss(Layer):
+    def __init__(self, weight=None, ignore_index=-100, reduction="mean", soft_label=False, axis=-1,
+                 use_softmax=True, label_smoothing=0.0, name=None):
+        super().__init__()
+        self.weight, self.ignore_index, self.reduction = weight, ignore_index, reduction
+        self.soft_label, self.axis, self.use_softmax = soft_label, axis, use_softmax
+        self.label_smoothing = label_smoothing
+
+    def forward(self, input, label):  # noqa: A002
+        return F.cross_entropy(input, label, self.weight, self.ignore_index, self.reduction, self.soft_label,
+                               self.axis, self.use_softmax, self.label_smoothing)
+
+
+class NLLLoss(Layer):
+    def __init__(self, weight=None, ignore_index=-100, reduction="mean", name=None):
+        super().__init__()
+        self.weight, self.ignore_index, self.reduction = weight, ignore_index, reduction
+
+    def forward(self, input, label):  # noqa: A002
+        return F.nll_loss(input, label, self.weight, self.ignore_index, self.reduction)
+
+
+class _Reduced(Layer):
+    def __init__(self, reduction="mean", name=None):
+        super().__init__()
+        if reduction not in ("mean", "sum", "none", "batchmean"):
+            raise ValueError(f"ddg.nn.{type(self).__name__}: reduction must be 'mean', 'sum' or 'none', "
+                             f"got {reduction!r}")
+        self.reduction = reduction
+
+
+class MSELoss(_Reduced):
+    def forward(self, input, label):  # noqa: A002
+        return F.mse_loss(input, label, self.reduction)
+
+
+class L1Loss(_Reduced):
+    def forward(self, input, label):  # noqa: A002
+        return F.l1_loss(input, label, self.reduction)
+
+
+class SmoothL1Loss(_Reduced):
+    def __init__(self, reduction="mean", delta=1.0, name=None):
+        super().__init__(reduction)
+        self.delta = delta
+
+    def forward(self, input, label):  # noqa: A002
+        return F.smooth_l1_loss(input, label, self.reduction, self.delta)
+
+
+class BCELoss(_Reduced):
+    def __init__(self, weight=None, reduction="mean", name=None):
+        super().__init__(reduction)
+        self.weight = weight
+
+    def forward(self, input, label):  # noqa: A002
+        return F.binary_cross_entropy(input, label, self.weight, self.reduction)
+
+
+class BCEWithLogitsLoss(_Reduced):
+    def __init__(self, weight=None, reduction="mean", pos_weight=None, name=None):
+        super().__init__(reduction)
+        self.weight, self.pos_weight = weight, pos_weight
+
+    def forward(self, logit, label):
+        return F.binary_cross_entropy_with_logits(logit, label, self.weight, self.reduction, self.pos_weight)
+
+
+class KLDivLoss(_Reduced):
+    def __init__(self, reduction="mean", log_target=False, name=None):
+        super().__init__(reduction)
+        self.log_target = log_target
+
+    def forward(self, input, label):  # noqa: A002
+        return F.kl_div(input, label, self.reduction, self.log_target)

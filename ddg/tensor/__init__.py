@@ -1,0 +1,2 @@
+"""Tensor, dtypes, places, creation and printing."""
+from .tensor import Tensor  # noqa: F401

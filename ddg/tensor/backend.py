@@ -1,0 +1,136 @@
+"""The array backends: numpy on the CPU, cupy on NVIDIA GPUs.
+
+This is the only module in ddg that imports cupy. Everything else asks it for the
+array module of an array (``get_array_module``) and writes one code path against
+``xp``. cupy is optional: without it (or without a GPU) every function here still
+works and reports that CUDA is unavailable.
+"""
+import numpy as np
+
+try:  # pragma: no cover - exercised only where cupy is installed
+    import cupy as _cupy
+    try:
+        _cuda_devices = _cupy.cuda.runtime.getDeviceCount()
+    except Exception:  # cupy installed but no driver/GPU
+        _cuda_devices = 0
+except Exception:  # ImportError, or a broken CUDA install
+    _cupy = None
+    _cuda_devices = 0
+
+#: The array classes a Tensor may hold.
+if _cupy is not None:
+    ARRAY_TYPES = (np.ndarray, _cupy.ndarray)
+else:
+    ARRAY_TYPES = (np.ndarray,)
+
+
+def cupy_available():
+    """True when cupy imports and sees at least one GPU."""
+    return _cupy is not None and _cuda_devices > 0
+
+
+def cuda_device_count():
+    return _cuda_devices
+
+
+def cupy_module():
+    """The cupy module; a clear error when it cannot be used."""
+    if not cupy_available():
+        raise RuntimeError("ddg: CUDA is not available here (cupy is not installed or sees no GPU); "
+                           "install ddg[gpu] on a machine with an NVIDIA GPU, or use the CPU place")
+    return _cupy
+
+
+def get_array_module(*arrays):
+    """numpy or cupy, whichever owns the first cupy array among ``arrays``."""
+    if _cupy is not None:
+        for a in arrays:
+            if isinstance(a, _cupy.ndarray):
+                return _cupy
+    return np
+
+
+def is_gpu_array(a):
+    return _cupy is not None and isinstance(a, _cupy.ndarray)
+
+
+def device_id_of(a):
+    """-1 for host arrays, the CUDA device ordinal for cupy arrays."""
+    if _cupy is not None and isinstance(a, _cupy.ndarray):
+        return a.device.id
+    return -1
+
+
+def to_host(a):
+    """A numpy array with the values of ``a`` (a device-to-host copy for cupy arrays)."""
+    if _cupy is not None and isinstance(a, _cupy.ndarray):
+        return _cupy.asnumpy(a)
+    return np.asarray(a)
+
+
+def to_device(a, device_id):
+    """``a`` as a cupy array on GPU ``device_id`` (a copy unless it is already there)."""
+    cp = cupy_module()
+    with cp.cuda.Device(device_id):
+        return cp.asarray(a)
+
+
+def synchronize(device_id=None):
+    """Wait for the GPU's current stream; no-op on the CPU."""
+    if cupy_available():
+        if device_id is None:
+            _cupy.cuda.get_current_stream().synchronize()
+        else:
+            with _cupy.cuda.Device(device_id):
+                _cupy.cuda.get_current_stream().synchronize()
+
+
+def from_dlpack_any(obj):
+    """Import a DLPack producer (an object with ``__dlpack__``) onto its own device."""
+    dev_type = obj.__dlpack_device__()[0] if hasattr(obj, "__dlpack_device__") else 1
+    if dev_type in (2, 3, 13):  # kDLCUDA, kDLCUDAHost, kDLCUDAManaged
+        return cupy_module().from_dlpack(obj)
+    return np.from_dlpack(obj)
+
+
+def erf(xp, a):
+    """The error function on either backend (scipy where available)."""
+    if xp is np:
+        try:
+            from scipy.special import erf as _erf
+            return _erf(a)
+        except ImportError:
+            import math
+            return np.vectorize(math.erf, otypes=[a.dtype])(a)
+    import cupyx.scipy.special  # pragma: no cover
+    return cupyx.scipy.special.erf(a)
+
+
+# ---------------------------------------------------------------------------
+# Random numbers: one global generator per backend, reseeded by ddg.seed().
+_np_rng = np.random.default_rng(0)
+_seed_value = [0]
+
+
+def seed(n):
+    global _np_rng
+    _seed_value[0] = int(n)
+    _np_rng = np.random.default_rng(int(n))
+    if cupy_available():
+        _cupy.random.seed(int(n))
+
+
+def rng(xp=np):
+    """The global generator for ``xp``: numpy.random.Generator or cupy's RandomState."""
+    if xp is np:
+        return _np_rng
+    return xp.random.get_random_state()  # pragma: no cover
+
+
+def get_rng_state():
+    return {"numpy": _np_rng.bit_generator.state, "seed": _seed_value[0]}
+
+
+def set_rng_state(state):
+    _np_rng.bit_generator.state = state["numpy"]
+    _seed_value[0] = state.get("seed", 0)

@@ -1,0 +1,233 @@
+"""Creating tensors: from data, filled, ranges and random numbers.
+
+Python floats become the default float dtype (float32) and Python ints int64, as in
+Paddle; numpy arrays keep their dtype. Random numbers come from one global generator
+per backend, reseeded by ``ddg.seed``. The PyTorch spellings that seed 002 uses
+(shape as varargs, ``device=``, ``requires_grad=``) are accepted too.
+"""
+import numpy as np
+
+from . import backend
+from .dtypes import convert_dtype, default_float
+from .place import current_place, move_array, parse_place
+from .tensor import Tensor
+
+
+def _infer_dtype(data):
+    """Paddle's dtype for Python data: floats -> default float, ints -> int64, bools -> bool."""
+    a = np.asarray(data)
+    if a.dtype.kind == "f":
+        return default_float()
+    if a.dtype.kind in "iu":
+        return np.dtype("int64")
+    return a.dtype
+
+
+def _as_array(data, dtype=None, place=None):
+    dtype = convert_dtype(dtype)
+    if isinstance(data, Tensor):
+        arr = data._data
+        if dtype is not None and arr.dtype != dtype:
+            arr = arr.astype(dtype)
+        else:
+            arr = arr.copy()
+    elif isinstance(data, backend.ARRAY_TYPES):
+        arr = data.astype(dtype) if dtype is not None and data.dtype != dtype else data.copy()
+    elif hasattr(data, "__dlpack__") and not isinstance(data, (list, tuple)):
+        arr = backend.from_dlpack_any(data)
+        if dtype is not None:
+            arr = arr.astype(dtype)
+    else:
+        if isinstance(data, (list, tuple)) and any(isinstance(d, Tensor) for d in data):
+            data = [d.numpy() if isinstance(d, Tensor) else d for d in data]
+        if dtype is None:
+            if isinstance(data, np.generic):
+                dtype = data.dtype
+            else:
+                dtype = _infer_dtype(data)
+        arr = np.array(data, dtype=dtype)
+    if place is not None or backend.is_gpu_array(arr) or current_place().kind != "cpu":
+        arr = move_array(arr, parse_place(place))
+    return arr
+
+
+def _place_arg(place, device):
+    return parse_place(device if place is None else place)
+
+
+def _make(arr, place=None, device=None, stop_gradient=True, requires_grad=None):
+    pl = _place_arg(place, device)
+    arr = move_array(arr, pl)
+    t = Tensor._wrap(arr, True)
+    sg = stop_gradient if requires_grad is None else not requires_grad
+    if not sg:
+        t._set_stop_gradient(False)
+    return t
+
+
+def to_tensor(data, dtype=None, place=None, stop_gradient=True):
+    """A new Tensor holding a copy of ``data`` (list, number, numpy/cupy array, Tensor,
+    or any DLPack producer)."""
+    t = Tensor._wrap(_as_array(data, dtype, place), True)
+    if not stop_gradient:
+        t._set_stop_gradient(False)
+    return t
+
+
+def from_dlpack(obj):
+    """A Tensor sharing memory with a DLPack producer or capsule (numpy, cupy, torch...)."""
+    from ..utils.dlpack import from_dlpack as _f
+    return _f(obj)
+
+
+def _shape(shape, more=()):
+    if more:  # torch style: zeros(2, 3)
+        shape = (shape,) + tuple(more)
+    if isinstance(shape, Tensor):
+        shape = shape.tolist()
+    if isinstance(shape, (int, np.integer)):
+        shape = (shape,)
+    return tuple(int(s.item()) if isinstance(s, Tensor) else int(s) for s in shape)
+
+
+def _float_dtype(dtype):
+    d = convert_dtype(dtype)
+    return default_float() if d is None else d
+
+
+def _xp_for(place, device):
+    pl = _place_arg(place, device)
+    return (backend.cupy_module() if pl.kind == "gpu" else np), pl
+
+
+def _filled(shape, value, dtype, place, device, stop_gradient, requires_grad):
+    xp, pl = _xp_for(place, device)
+    if pl.kind == "gpu":
+        with xp.cuda.Device(pl.index):
+            arr = xp.full(shape, value, dtype=dtype)
+    else:
+        arr = np.full(shape, value, dtype=dtype)
+    return _make(arr, pl, None, stop_gradient, requires_grad)
+
+
+def zeros(shape, *more, dtype=None, name=None, place=None, device=None, requires_grad=None, stop_gradient=True):
+    return _filled(_shape(shape, more), 0, _float_dtype(dtype), place, device, stop_gradient, requires_grad)
+
+
+def ones(shape, *more, dtype=None, name=None, place=None, device=None, requires_grad=None, stop_gradient=True):
+    return _filled(_shape(shape, more), 1, _float_dtype(dtype), place, device, stop_gradient, requires_grad)
+
+
+def full(shape, fill_value, dtype=None, name=None, place=None, device=None, requires_grad=None,
+         stop_gradient=True):
+    if isinstance(fill_value, Tensor):
+        fill_value = fill_value.item()
+    if dtype is None:
+        dtype = np.dtype("bool") if isinstance(fill_value, bool) else (
+            np.dtype("int64") if isinstance(fill_value, (int, np.integer)) else default_float())
+    return _filled(_shape(shape), fill_value, convert_dtype(dtype), place, device, stop_gradient, requires_grad)
+
+
+def _like(x, value, dtype):
+    d = x.dtype if dtype is None else convert_dtype(dtype)
+    xp = backend.get_array_module(x._data)
+    return Tensor._wrap(xp.full(x._data.shape, value, dtype=d))
+
+
+def zeros_like(x, dtype=None, name=None):
+    return _like(x, 0, dtype)
+
+
+def ones_like(x, dtype=None, name=None):
+    return _like(x, 1, dtype)
+
+
+def full_like(x, fill_value, dtype=None, name=None):
+    return _like(x, fill_value, dtype)
+
+
+def empty(shape, *more, dtype=None, name=None):
+    return zeros(shape, *more, dtype=dtype)
+
+
+def empty_like(x, dtype=None, name=None):
+    return _like(x, 0, dtype)
+
+
+def arange(start=0, end=None, step=1, dtype=None, name=None, place=None, device=None):
+    if end is None:
+        start, end = 0, start
+    vals = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
+    if dtype is None:
+        dtype = "int64" if all(isinstance(v, (int, np.integer)) for v in vals) else default_float()
+    return _make(np.arange(*vals, dtype=convert_dtype(dtype)), place, device)
+
+
+def linspace(start, stop, num, dtype=None, name=None, place=None, device=None):
+    return _make(np.linspace(start, stop, int(num), dtype=_float_dtype(dtype)), place, device)
+
+
+def eye(num_rows, num_columns=None, dtype=None, name=None, place=None, device=None):
+    return _make(np.eye(num_rows, num_columns, dtype=_float_dtype(dtype)), place, device)
+
+
+# -- random -------------------------------------------------------------------------
+def seed(n):
+    """Seed the global generators: the same seed gives the same numbers."""
+    backend.seed(n)
+    return n
+
+
+def _random(shape, dtype, place, device, stop_gradient, requires_grad, draw):
+    xp, pl = _xp_for(place, device)
+    dtype = _float_dtype(dtype)
+    if pl.kind == "gpu":
+        with xp.cuda.Device(pl.index):
+            arr = draw(backend.rng(xp), shape).astype(dtype, copy=False)
+    else:
+        arr = draw(backend.rng(np), shape).astype(dtype, copy=False)
+    return _make(arr, pl, None, stop_gradient, requires_grad)
+
+
+def rand(shape, *more, dtype=None, name=None, place=None, device=None, requires_grad=None, stop_gradient=True):
+    """Uniform numbers in [0, 1)."""
+    return _random(_shape(shape, more), dtype, place, device, stop_gradient, requires_grad,
+                   lambda g, s: g.random(s))
+
+
+def randn(shape, *more, dtype=None, name=None, place=None, device=None, requires_grad=None, stop_gradient=True):
+    """Standard normal numbers."""
+    return _random(_shape(shape, more), dtype, place, device, stop_gradient, requires_grad,
+                   lambda g, s: g.standard_normal(s))
+
+
+def uniform(shape, dtype=None, min=-1.0, max=1.0, seed=0, name=None, place=None, device=None):
+    return _random(_shape(shape), dtype, place, device, True, None,
+                   lambda g, s: g.uniform(min, max, s))
+
+
+def normal(mean=0.0, std=1.0, shape=None, name=None, place=None, device=None):
+    if isinstance(mean, Tensor) or isinstance(std, Tensor):
+        m = mean.numpy() if isinstance(mean, Tensor) else mean
+        s = std.numpy() if isinstance(std, Tensor) else std
+        shape = np.broadcast(np.asarray(m), np.asarray(s)).shape
+        return _random(shape, None, place, device, True, None, lambda g, sh: g.normal(m, s, sh))
+    return _random(_shape([1] if shape is None else shape), None, place, device, True, None,
+                   lambda g, sh: g.normal(mean, std, sh))
+
+
+def randint(low=0, high=None, shape=(1,), dtype=None, name=None, place=None, device=None):
+    if high is None:
+        low, high = 0, low
+    xp, pl = _xp_for(place, device)
+    arr = backend.rng(np).integers(low, high, size=_shape(shape)).astype(convert_dtype(dtype) or np.int64)
+    return _make(arr, pl)
+
+
+def randperm(n, dtype="int64", name=None):
+    return _make(backend.rng(np).permutation(int(n)).astype(convert_dtype(dtype)))
+
+
+def bernoulli(x, name=None):
+    xp = backend.get_array_module(x._data)
+    return Tensor._wrap((backend.rng(xp).random(x._data.shape) < x._data).astype(x.dtype))

@@ -1,0 +1,119 @@
+"""Places (devices). A Tensor's place follows from its array: numpy arrays live on
+the CPU, cupy arrays on the GPU they were allocated on."""
+import types
+
+from . import backend
+
+
+class Place:
+    __slots__ = ("kind", "index")
+
+    def __init__(self, kind, index=0):
+        self.kind = kind
+        self.index = index
+
+    def is_cpu_place(self):
+        return self.kind == "cpu"
+
+    def is_gpu_place(self):
+        return self.kind == "gpu"
+
+    def gpu_device_id(self):
+        return self.index
+
+    def __eq__(self, other):
+        if isinstance(other, str):
+            other = parse_place(other)
+        return isinstance(other, Place) and (self.kind, self.index if self.kind == "gpu" else 0) == \
+            (other.kind, other.index if other.kind == "gpu" else 0)
+
+    def __hash__(self):
+        return hash((self.kind, self.index if self.kind == "gpu" else 0))
+
+    def __str__(self):
+        return "cpu" if self.kind == "cpu" else f"gpu:{self.index}"
+
+    def __repr__(self):
+        return f"Place({self})"
+
+    # PyTorch spelling used by seed 002 (torch.device('cpu').type)
+    @property
+    def type(self):
+        return "cpu" if self.kind == "cpu" else "cuda"
+
+
+def CPUPlace():
+    return Place("cpu", 0)
+
+
+def CUDAPlace(index=0):
+    return Place("gpu", int(index))
+
+
+_CPU = CPUPlace()
+_current = [_CPU]
+
+
+def parse_place(p):
+    """A Place from a Place, 'cpu', 'gpu', 'gpu:1', 'cuda', 'cuda:0' or None (current)."""
+    if p is None:
+        return _current[0]
+    if isinstance(p, Place):
+        return p
+    if isinstance(p, str):
+        s = p.strip().lower()
+        if s == "cpu":
+            return _CPU
+        kind, _, idx = s.partition(":")
+        if kind in ("gpu", "cuda"):
+            return CUDAPlace(int(idx) if idx else 0)
+    raise ValueError(f"ddg: cannot understand place {p!r}; use 'cpu', 'gpu', 'gpu:N', CPUPlace() or CUDAPlace(N)")
+
+
+def set_device(device):
+    place = parse_place(device)
+    if place.kind == "gpu":
+        if not backend.cupy_available():
+            raise ValueError(f"ddg.set_device({device!r}): CUDA is not available here (cupy missing or no GPU)")
+        if place.index >= backend.cuda_device_count():
+            raise ValueError(f"ddg.set_device({device!r}): only {backend.cuda_device_count()} GPU(s) visible")
+        backend.cupy_module().cuda.Device(place.index).use()
+    _current[0] = place
+    return place
+
+
+def get_device():
+    return str(_current[0])
+
+
+def current_place():
+    return _current[0]
+
+
+def is_compiled_with_cuda():
+    return backend.cupy_available()
+
+
+def place_of(array):
+    dev = backend.device_id_of(array)
+    return _CPU if dev < 0 else CUDAPlace(dev)
+
+
+def move_array(array, place):
+    """``array`` on ``place`` (returned as is when already there)."""
+    if place.kind == "cpu":
+        return backend.to_host(array) if backend.is_gpu_array(array) else array
+    if backend.device_id_of(array) == place.index:
+        return array
+    return backend.to_device(array, place.index)
+
+
+class _DeviceModule(types.ModuleType):
+    """``ddg.device`` is Paddle's module (set_device, get_device, ...) and also callable as
+    PyTorch's ``torch.device('cpu')``, which seed 002 uses."""
+
+    def __call__(self, spec="cpu", index=None):
+        place = parse_place(spec)
+        if index is not None and place.kind == "gpu":
+            place = CUDAPlace(index)
+        return place

@@ -1,0 +1,1 @@
+from . import dlpack  # noqa: F401
