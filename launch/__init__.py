@@ -1,0 +1,1 @@
+"""Launching ddg jobs: ``ddgrun`` (see launch/ddgrun.py and launch/README.md)."""

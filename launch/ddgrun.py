@@ -1,0 +1,224 @@
+"""ddgrun: start N ranks of a ddg training script.
+
+    ddgrun -n N [mpiexec options...] script.py [args...]
+    ddgrun -n N [mpiexec options...] python [python options] script.py [args...]
+    ddgrun -n N [mpiexec options...] -m package.module [args...]
+
+With ``-n 1`` the script simply runs in this Python, without MPI. Otherwise the job
+is ``mpiexec -n N [options] <this python> script.py args``, where mpiexec is
+``$DDG_MPIEXEC``, else the one installed next to this Python (the ``mpich`` wheel
+of ``ddg[mpi]`` puts it there), else ``mpiexec``/``mpirun`` on PATH. Options between
+``-n N`` and the program are passed to mpiexec unchanged (``--hostfile F``,
+``-f F``, ``-hosts a,b``, ``-ppn 4``, ``-genv K V``...); end them with ``--`` when
+an option ddgrun does not know takes a separate value. ``--dry-run`` prints the
+command instead of running it.
+
+Unless already set, OMP_NUM_THREADS, OPENBLAS_NUM_THREADS and MKL_NUM_THREADS are
+set to (cores on this machine) // (ranks per node), at least 1, so that the ranks
+do not oversubscribe the cores with BLAS threads.
+
+The exit status is the job's (128 + signal number when it died of a signal).
+"""
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+
+USAGE = "usage: ddgrun -n N [mpiexec options...] (script.py | python script.py | -m module) [args...]"
+
+# mpiexec options (MPICH/hydra, Intel MPI, Open MPI) that take one separate value.
+_ONE_VALUE = {
+    "-f", "-hostfile", "--hostfile", "-machinefile", "--machinefile", "-hosts", "-host", "--host",
+    "-H", "-ppn", "-perhost", "--npernode", "-npernode", "-wdir", "--wdir", "-dir", "-bind-to",
+    "--bind-to", "-map-by", "--map-by", "-launcher", "-launcher-exec", "-rmk", "-iface",
+    "-configfile", "-x", "--mca-param-file", "-rankfile", "--rankfile", "-genvlist", "-envlist",
+    "-profile", "-outfile-pattern", "-errfile-pattern", "--prefix", "-prefix", "-tag-output-pattern",
+}
+# ... and those taking two ("-genv NAME VALUE"; "-genv NAME=VALUE" takes one).
+_TWO_VALUES = {"-genv", "-env", "--mca", "-mca", "-gmca"}
+_PER_NODE = {"-ppn", "-perhost", "--npernode", "-npernode"}
+_NPROC = {"-n", "-np", "--np", "--nproc", "--nprocs", "-c"}
+
+
+class UsageError(Exception):
+    pass
+
+
+def parse_args(argv):
+    """Split ddgrun's arguments into (nprocs, mpiexec_options, program, per_node, dry_run).
+
+    ``program`` is the argv of one rank, starting with this Python unless the
+    program is not a Python script.
+    """
+    nprocs, per_node, dry_run = 1, None, False
+    opts = []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a in ("-h", "--help"):
+            raise UsageError(None)
+        if a == "--dry-run":
+            dry_run = True
+            i += 1
+            continue
+        if a == "--":
+            i += 1
+            break
+        if a == "-m":
+            break
+        if not a.startswith("-"):
+            break
+        name, eq, value = a.partition("=")
+        if name in _NPROC:
+            if not eq:
+                if i + 1 >= len(argv):
+                    raise UsageError(f"ddgrun: {a} needs a number of ranks")
+                value = argv[i + 1]
+                i += 1
+            try:
+                nprocs = int(value)
+            except ValueError:
+                raise UsageError(f"ddgrun: {name} needs a number of ranks, got {value!r}") from None
+            if nprocs < 1:
+                raise UsageError(f"ddgrun: the number of ranks must be at least 1, got {nprocs}")
+            i += 1
+            continue
+        # Any other option belongs to mpiexec, with the values it takes.
+        take = 0
+        if not eq:
+            if name in _ONE_VALUE:
+                take = 1
+            elif name in _TWO_VALUES:
+                take = 1 if (i + 1 < len(argv) and "=" in argv[i + 1]) else 2
+        if i + take >= len(argv):
+            raise UsageError(f"ddgrun: option {a} needs {take} value(s)")
+        opts.extend(argv[i:i + 1 + take])
+        if name in _PER_NODE:
+            try:
+                per_node = int(value if eq else argv[i + 1])
+            except ValueError:
+                pass
+        i += 1 + take
+    rest = argv[i:]
+    if not rest:
+        raise UsageError("ddgrun: no program given")
+    return nprocs, opts, _program(rest), per_node, dry_run
+
+
+def _is_python(token):
+    base = os.path.basename(token)
+    if not base.startswith("python"):
+        return False
+    suffix = base[len("python"):]
+    return suffix == "" or all(c.isdigit() or c == "." for c in suffix)
+
+
+def _program(rest):
+    """The per-rank command line: this interpreter for Python programs."""
+    first = rest[0]
+    if first == "-m":
+        if len(rest) < 2:
+            raise UsageError("ddgrun: -m needs a module name")
+        return [sys.executable] + rest
+    if _is_python(first):
+        if len(rest) < 2:
+            raise UsageError("ddgrun: python needs a script or -m module")
+        return [sys.executable] + rest[1:]
+    if first.endswith(".py") or not (os.path.isfile(first) and os.access(first, os.X_OK)):
+        if first.endswith(".py") and not os.path.exists(first):
+            raise UsageError(f"ddgrun: no such script: {first}")
+        return [sys.executable] + rest
+    return list(rest)  # some other executable (a shell script, hostname, ...)
+
+
+def find_mpiexec():
+    """The mpiexec to use, or raise FileNotFoundError with a clear message."""
+    forced = os.environ.get("DDG_MPIEXEC")
+    if forced:
+        path = forced if os.sep in forced else shutil.which(forced)
+        if path and os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+        raise FileNotFoundError(f"ddgrun: DDG_MPIEXEC={forced} is not an executable mpiexec; "
+                                f"install ddg[mpi] (pip install 'ddg[mpi]') or point DDG_MPIEXEC at one")
+    here = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    if os.path.isfile(here) and os.access(here, os.X_OK):
+        return here
+    for name in ("mpiexec", "mpirun"):
+        path = shutil.which(name)
+        if path:
+            return path
+    raise FileNotFoundError("ddgrun: no mpiexec found (not in DDG_MPIEXEC, next to "
+                            f"{sys.executable}, or on PATH); install ddg[mpi] (pip install 'ddg[mpi]')")
+
+
+def _cores():
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def thread_env(ranks_per_node, environ=None):
+    """A copy of the environment with BLAS/OpenMP thread counts set (when unset)."""
+    env = dict(os.environ if environ is None else environ)
+    threads = str(max(1, _cores() // max(1, ranks_per_node)))
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        env.setdefault(var, threads)
+    return env
+
+
+def build_command(nprocs, opts, program):
+    if nprocs == 1 and not opts:
+        return list(program)
+    return [find_mpiexec(), "-n", str(nprocs)] + list(opts) + list(program)
+
+
+def _run(cmd, env):
+    proc = subprocess.Popen(cmd, env=env)
+
+    # Pass SIGTERM/SIGINT on to the child (mpiexec then stops every rank) and keep
+    # waiting for it, so that our exit status is the job's.
+    def forward(signum, frame):
+        try:
+            proc.send_signal(signum)
+        except ProcessLookupError:
+            pass
+
+    old = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        rc = proc.wait()
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    return 128 - rc if rc < 0 else rc
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        nprocs, opts, program, per_node, dry_run = parse_args(argv)
+        cmd = build_command(nprocs, opts, program)
+    except UsageError as e:
+        print(e.args[0] if e.args[0] else __doc__.strip() + "\n\n" + USAGE,
+              file=sys.stderr if e.args[0] else sys.stdout)
+        if e.args[0]:
+            print(USAGE, file=sys.stderr)
+        return 2 if e.args[0] else 0
+    except FileNotFoundError as e:
+        print(str(e), file=sys.stderr)
+        return 2
+    env = thread_env(per_node or nprocs)
+    if dry_run:
+        print(shlex.join(cmd))
+        return 0
+    try:
+        return _run(cmd, env)
+    except OSError as e:
+        print(f"ddgrun: cannot start {cmd[0]}: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,239 @@
+"""The single-process communicator and environment: no MPI launcher, no mpi4py.
+
+Also the parts of ddg.parallel that need no second rank: the host buffer pool,
+staging with numpy stand-ins for device copies, the stall watchdog's report, and
+the world-detection logic.
+"""
+import io
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from ddg.parallel import comm as C
+from ddg.parallel import env as E
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DTYPES = ["float16", "float32", "float64", "int8", "uint8", "int32", "int64", "bool"]
+
+_LAUNCH_VARS = C._LAUNCHER_ENV_VARS + ("DDG_FORCE_MPI",)
+
+
+def _clean_env(**extra):
+    env = {k: v for k, v in os.environ.items() if k not in _LAUNCH_VARS}
+    env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(extra)
+    return env
+
+
+def _data(dtype, shape=(3, 4)):
+    a = np.arange(int(np.prod(shape))).reshape(shape) % 5
+    return a.astype(dtype)
+
+
+def test_no_mpi4py_imported_in_a_single_process():
+    code = textwrap.dedent("""
+        import sys
+        import numpy as np
+        import ddg.parallel as P
+        import ddg.distributed as dist
+        env = P.init_parallel_env()
+        c = P.get_world_communicator()
+        assert type(c).__name__ == "SingleProcessCommunicator", c
+        assert (P.get_rank(), P.get_world_size()) == (0, 1)
+        assert (env.rank, env.world_size, env.local_rank, env.nranks, env.device_id) == (0, 1, 0, 1, 0)
+        a = np.arange(4.0)
+        c.allreduce(a, "avg"); c.iallreduce(a).wait(); c.broadcast(a, 0); c.barrier()
+        assert dist.is_initialized()
+        assert 'mpi4py' not in sys.modules, "mpi4py was imported"
+        print("ok")
+    """)
+    r = subprocess.run([sys.executable, "-c", code], env=_clean_env(), capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "ok"
+
+
+def test_force_mpi_off_wins_over_launcher_variables():
+    assert C.launched_under_mpi({"PMI_RANK": "0", "DDG_FORCE_MPI": "0"}) is False
+    assert C.launched_under_mpi({"DDG_FORCE_MPI": "1"}) is True
+    assert C.launched_under_mpi({"OMPI_COMM_WORLD_SIZE": "4"}) is True
+    assert C.launched_under_mpi({"HOME": "/"}) is False
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("op", C.REDUCE_OPS)
+def test_single_allreduce_is_identity(dtype, op):
+    c = C.SingleProcessCommunicator()
+    a = _data(dtype)
+    ref = a.copy()
+    if op == "avg" and np.dtype(dtype).kind not in "fc":
+        with pytest.raises(TypeError, match="allreduce.*avg"):
+            c.allreduce(a, op)
+        return
+    assert c.allreduce(a, op) is a
+    np.testing.assert_array_equal(a, ref)
+    req = c.iallreduce(a, op)
+    assert req.test()
+    assert req.wait() is a
+    np.testing.assert_array_equal(a, ref)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_single_data_movement(dtype):
+    c = C.SingleProcessCommunicator()
+    a = _data(dtype)
+    assert c.broadcast(a, 0) is a
+    g = c.allgather(a)
+    assert g.shape == (1, 3, 4) and g.dtype == a.dtype
+    np.testing.assert_array_equal(g[0], a)
+    np.testing.assert_array_equal(c.reduce_scatter(a, "sum"), a)
+    np.testing.assert_array_equal(c.reduce(a.copy(), 0, "max"), a)
+    s = c.scatter([a], 0)
+    np.testing.assert_array_equal(s, a)
+    out = np.zeros_like(a)
+    assert c.scatter([a], 0, out=out) is out
+    np.testing.assert_array_equal(out, a)
+
+
+def test_single_objects_and_errors():
+    c = C.SingleProcessCommunicator()
+    assert c.allgather_object({"a": 1}) == [{"a": 1}]
+    assert c.bcast_object([1, 2], 0) == [1, 2]
+    assert c.gather_object("x", 0) == ["x"]
+    c.barrier()
+    with pytest.raises(ValueError, match="unknown reduce op"):
+        c.allreduce(np.ones(2), "mean")
+    with pytest.raises(ValueError, match="broadcast.*root"):
+        c.broadcast(np.ones(2), 1)
+    with pytest.raises(TypeError, match="allreduce.*array"):
+        c.allreduce([1.0, 2.0])
+    with pytest.raises(TypeError, match="allreduce.*float64"):
+        c.allreduce(np.float64(1.0))
+    with pytest.raises(ValueError, match="scatter"):
+        c.scatter([np.ones(2), np.ones(2)], 0)
+
+
+def test_op_names_are_case_insensitive():
+    c = C.SingleProcessCommunicator()
+    c.allreduce(np.ones(2), "SUM")
+    from ddg.distributed import ReduceOp
+    for op in (ReduceOp.SUM, ReduceOp.MAX, ReduceOp.MIN, ReduceOp.PROD, ReduceOp.AVG):
+        c.allreduce(np.ones(2), op)
+
+
+def test_host_buffer_pool_reuses_and_never_double_hands_out():
+    pool = C.HostBufferPool()
+    a = pool.acquire(64)
+    b = pool.acquire(64)
+    assert a is not b and pool.allocations == 2
+    pool.release(a)
+    assert pool.acquire(64) is a and pool.allocations == 2
+    v = pool.view(b, np.float32, (4, 4))
+    assert v.shape == (4, 4) and v.dtype == np.float32 and v.flags.c_contiguous
+
+
+class _FakeDevice:
+    """Counts the copies StagedCommunicator makes. numpy arrays stand in for device
+    arrays here; only the staging logic is under test, not any GPU."""
+
+    def __init__(self):
+        self.to_host = self.to_device = self.new = 0
+
+    def comm(self, inner):
+        def to_host(dev, host):
+            self.to_host += 1
+            assert host.flags.c_contiguous and host.shape == dev.shape and host.dtype == dev.dtype
+            host[...] = dev
+
+        def to_device(host, dev):
+            self.to_device += 1
+            dev[...] = host
+
+        def new_device(host):
+            self.new += 1
+            return np.array(host)
+
+        return C.StagedCommunicator(inner, to_host, to_device, new_device)
+
+
+def test_staged_single_process_round_trips():
+    dev = _FakeDevice()
+    s = dev.comm(C.SingleProcessCommunicator())
+    a = np.arange(12.0).reshape(3, 4)[:, ::2]        # non-contiguous "device" array
+    ref = a.copy()
+    assert s.allreduce(a, "avg") is a
+    np.testing.assert_array_equal(a, ref)
+    assert (dev.to_host, dev.to_device) == (1, 1)
+    r = s.iallreduce(a, "sum")
+    assert r.test() and r.wait() is a
+    assert s.pool.allocations == 1                   # same nbytes: buffer reused
+    np.testing.assert_array_equal(s.allgather(a)[0], ref)
+    np.testing.assert_array_equal(s.reduce_scatter(a), ref)
+    out = np.zeros_like(ref)
+    s.scatter([ref], 0, out=out)
+    np.testing.assert_array_equal(out, ref)
+
+
+def test_stall_watchdog_reports_once():
+    c = C.SingleProcessCommunicator()
+    buf = io.StringIO()
+    w = E.StallWatchdog(c, timeout=5, stream=buf)
+    assert w.check(now=100.0) is None                # nothing running
+    c._begin(("allreduce", np.zeros((4, 2), np.float32), "sum"))
+    start = c._busy_since
+    assert w.check(now=start + 1) is None            # not yet stalled
+    msg = w.check(now=start + 7)
+    assert msg == "[rank 0] stalled for 7 s in allreduce (float32[4, 2], op=sum)\n"
+    assert w.check(now=start + 20) is None           # reported once per stall
+    c._end()
+    assert w.check(now=start + 30) is None
+    assert buf.getvalue() == msg
+
+
+def test_stall_watchdog_thread_prints(capfd):
+    import time
+    c = C.SingleProcessCommunicator()
+    w = E.StallWatchdog(c, timeout=0.1, period=0.02).start()
+    try:
+        c._begin(("barrier", None, ""))
+        time.sleep(0.4)
+        c._end()
+    finally:
+        w.stop()
+    err = capfd.readouterr().err
+    assert err.count("stalled for") == 1 and "in barrier" in err and err.startswith("[rank 0] ")
+
+
+def test_distributed_face_single_process():
+    T = pytest.importorskip("ddg.tensor.tensor")
+    ddg = pytest.importorskip("ddg")
+    if not hasattr(ddg, "to_tensor"):
+        pytest.skip("ddg.to_tensor is not wired up yet")
+    import ddg.distributed as dist
+    t = ddg.to_tensor(np.arange(4, dtype=np.float32))
+    assert dist.all_reduce(t) is None
+    np.testing.assert_array_equal(t.numpy(), np.arange(4, dtype=np.float32))
+    task = dist.all_reduce(t, op=dist.ReduceOp.AVG, sync_op=False)
+    task.wait()
+    out = []
+    dist.all_gather(out, t)
+    assert len(out) == 1 and isinstance(out[0], T.Tensor)
+    np.testing.assert_array_equal(out[0].numpy(), t.numpy())
+    objs = []
+    dist.all_gather_object(objs, {"r": 0})
+    assert objs == [{"r": 0}]
+    lst = ["a", 1]
+    dist.broadcast_object_list(lst, src=0)
+    assert lst == ["a", 1]
+    dist.broadcast(t, src=0)
+    dist.reduce(t, dst=0)
+    recv = ddg.to_tensor(np.zeros(4, dtype=np.float32))
+    dist.scatter(recv, [t], src=0)
+    np.testing.assert_array_equal(recv.numpy(), t.numpy())
+    dist.barrier()
+    with pytest.raises(TypeError, match="all_reduce"):
+        dist.all_reduce(np.ones(3))

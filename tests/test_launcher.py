@@ -1,0 +1,203 @@
+"""ddgrun, run as a user would (not under MPI itself): ranks, abort on error, -n 1, errors."""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from launch import ddgrun
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WRAPPER = os.path.join(REPO, "launch", "ddgrun")
+
+_LAUNCH_VARS = ("PMI_RANK", "PMI_SIZE", "PMI_FD", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE",
+                "OMPI_COMM_WORLD_RANK", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "HYDRA_CONTROL_FD",
+                "PMI_HOSTNAME", "DDG_FORCE_MPI", "DDG_MPIEXEC")
+
+
+def _env(**extra):
+    env = {k: v for k, v in os.environ.items() if k not in _LAUNCH_VARS}
+    env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
+    env["DDG_PYTHON"] = sys.executable
+    env.update(extra)
+    return env
+
+
+def _mpiexec_available():
+    try:
+        ddgrun.find_mpiexec()
+        return True
+    except FileNotFoundError:
+        return False
+
+
+needs_mpi = pytest.mark.skipif(not _mpiexec_available(), reason="no mpiexec installed")
+
+
+def _script(tmp_path, body):
+    p = tmp_path / "prog.py"
+    p.write_text(textwrap.dedent(body))
+    return str(p)
+
+
+def _ranks_seen(stdout):
+    """(rank, size, mpi imported, argv) per rank. mpiexec may interleave the ranks'
+    output within a line, so parse by pattern rather than by line."""
+    return sorted(re.findall(r"rank (\d+) size (\d+) mpi (\w+) omp \S+ args (\[[^\]]*\])", stdout))
+
+
+def _ddgrun(args, timeout=60, **env):
+    return subprocess.run([sys.executable, "-m", "launch.ddgrun"] + args, env=_env(**env),
+                          capture_output=True, text=True, timeout=timeout, cwd=REPO)
+
+
+HELLO = """
+    import os, sys
+    import ddg.distributed as dist
+    env = dist.init_parallel_env()
+    print(f"rank {dist.get_rank()} size {dist.get_world_size()} "
+          f"mpi {'mpi4py' in sys.modules} omp {os.environ.get('OMP_NUM_THREADS')} "
+          f"args {sys.argv[1:]}", flush=True)
+"""
+
+
+@needs_mpi
+def test_two_ranks_print_rank_and_size(tmp_path):
+    prog = _script(tmp_path, HELLO)
+    r = _ddgrun(["-n", "2", prog, "a", "--b"])
+    assert r.returncode == 0, r.stderr
+    assert _ranks_seen(r.stdout) == [("0", "2", "True", "['a', '--b']"), ("1", "2", "True", "['a', '--b']")]
+
+
+@needs_mpi
+def test_wrapper_and_leading_python(tmp_path):
+    prog = _script(tmp_path, HELLO)
+    r = subprocess.run([WRAPPER, "-n", "2", "python", prog], env=_env(), capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert [x[:2] for x in _ranks_seen(r.stdout)] == [("0", "2"), ("1", "2")]
+
+
+@needs_mpi
+def test_module_mode(tmp_path):
+    pkg = tmp_path / "mymod.py"
+    pkg.write_text(textwrap.dedent(HELLO))
+    r = _ddgrun(["-n", "2", "-m", "mymod", "x"], PYTHONPATH=f"{REPO}{os.pathsep}{tmp_path}")
+    assert r.returncode == 0, r.stderr
+    assert _ranks_seen(r.stdout) == [("0", "2", "True", "['x']"), ("1", "2", "True", "['x']")]
+
+
+@needs_mpi
+def test_exception_on_one_rank_ends_the_job(tmp_path):
+    prog = _script(tmp_path, """
+        import time
+        import ddg.distributed as dist
+        import numpy as np
+        dist.init_parallel_env()
+        if dist.get_rank() == 1:
+            time.sleep(0.5)
+            raise RuntimeError("boom on purpose")
+        from ddg.parallel import get_world_communicator
+        get_world_communicator().allreduce(np.ones(4))   # would wait forever for rank 1
+        time.sleep(60)
+    """)
+    t0 = time.monotonic()
+    r = _ddgrun(["-n", "2", prog], timeout=40)
+    elapsed = time.monotonic() - t0
+    assert r.returncode != 0
+    assert elapsed < 20, f"job took {elapsed:.1f} s to end"
+    assert "[rank 1] Traceback (most recent call last):" in r.stderr
+    assert "[rank 1] RuntimeError: boom on purpose" in r.stderr
+
+
+@needs_mpi
+def test_stall_watchdog_reports(tmp_path):
+    prog = _script(tmp_path, """
+        import time
+        import ddg.distributed as dist
+        import numpy as np
+        dist.init_parallel_env()
+        if dist.get_rank() == 0:
+            time.sleep(2.5)                    # rank 1 waits in the barrier meanwhile
+        dist.barrier()
+    """)
+    r = _ddgrun(["-n", "2", prog], DDG_STALL_TIMEOUT="1")
+    assert r.returncode == 0, r.stderr
+    assert "[rank 1] stalled for" in r.stderr and "in barrier" in r.stderr
+    assert r.stderr.count("[rank 1] stalled") == 1
+    assert "[rank 0] stalled" not in r.stderr
+
+
+def test_one_rank_runs_without_mpi(tmp_path):
+    prog = _script(tmp_path, textwrap.dedent(HELLO) + "sys.exit(3)\n")
+    # Even a broken DDG_MPIEXEC does not matter: -n 1 does not use MPI.
+    r = _ddgrun(["-n", "1", prog], DDG_MPIEXEC="/nonexistent/mpiexec")
+    assert r.returncode == 3, r.stderr
+    assert _ranks_seen(r.stdout) == [("0", "1", "False", "[]")]
+
+
+def test_missing_mpiexec_is_a_clear_error(tmp_path):
+    prog = _script(tmp_path, HELLO)
+    r = _ddgrun(["-n", "2", prog], DDG_MPIEXEC="/nonexistent/mpiexec")
+    assert r.returncode == 2
+    err = r.stderr.strip().splitlines()
+    assert len(err) == 1 and "mpiexec" in err[0] and "install ddg[mpi]" in err[0]
+
+
+def test_exit_status_is_the_jobs(tmp_path):
+    prog = _script(tmp_path, "import sys; sys.exit(5)\n")
+    assert _ddgrun(["-n", "1", prog]).returncode == 5
+    if _mpiexec_available():
+        assert _ddgrun(["-n", "2", prog]).returncode != 0
+
+
+def test_argument_parsing(tmp_path):
+    prog = _script(tmp_path, "pass\n")
+    n, opts, program, ppn, dry = ddgrun.parse_args(
+        ["-n", "4", "-f", "hosts", "-ppn", "2", "-genv", "A", "1", "--bind-to=core", "python3", "-u", prog, "x"])
+    assert (n, ppn, dry) == (4, 2, False)
+    assert opts == ["-f", "hosts", "-ppn", "2", "-genv", "A", "1", "--bind-to=core"]
+    assert program == [sys.executable, "-u", prog, "x"]
+    n, opts, program, _, dry = ddgrun.parse_args(["--dry-run", "-np=3", "--hostfile", "h", "-m", "pkg.mod", "-n", "9"])
+    assert (n, opts, dry) == (3, ["--hostfile", "h"], True)
+    assert program == [sys.executable, "-m", "pkg.mod", "-n", "9"]
+    assert ddgrun.parse_args(["--", prog])[2] == [sys.executable, prog]
+    for bad in ([], ["-n"], ["-n", "zero", prog], ["-n", "0", prog], ["-n", "2"], ["-n", "2", "missing.py"]):
+        with pytest.raises(ddgrun.UsageError):
+            ddgrun.parse_args(bad)
+
+
+def test_thread_env_defaults():
+    env = ddgrun.thread_env(2, {"MKL_NUM_THREADS": "7"})
+    expect = str(max(1, ddgrun._cores() // 2))
+    assert env["OMP_NUM_THREADS"] == expect and env["OPENBLAS_NUM_THREADS"] == expect
+    assert env["MKL_NUM_THREADS"] == "7"
+    assert ddgrun.thread_env(10 ** 6, {})["OMP_NUM_THREADS"] == "1"
+
+
+@needs_mpi
+def test_dry_run_prints_the_command(tmp_path):
+    prog = _script(tmp_path, "pass\n")
+    r = _ddgrun(["--dry-run", "-n", "3", "-hosts", "a,b", prog])
+    assert r.returncode == 0
+    cmd = r.stdout.split()
+    assert os.path.basename(cmd[0]) in ("mpiexec", "mpirun") and cmd[1:5] == ["-n", "3", "-hosts", "a,b"]
+    assert cmd[5:] == [sys.executable, prog]
+
+
+def test_mpiexec_search_order(tmp_path, monkeypatch):
+    fake = tmp_path / "my-mpiexec"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("DDG_MPIEXEC", str(fake))
+    assert ddgrun.find_mpiexec() == str(fake)
+    monkeypatch.delenv("DDG_MPIEXEC")
+    here = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    if os.path.exists(here):
+        assert ddgrun.find_mpiexec() == here
+    elif shutil.which("mpiexec"):
+        assert ddgrun.find_mpiexec() == shutil.which("mpiexec")
