@@ -168,7 +168,7 @@ def run_backward(roots, root_grads, retain_graph=False, targets=None):
                 for j in node_targets.get((node, i), ()):
                     captured[j] = grads[i]
         edges = node.edges
-        if all(g is None for g in grads):
+        if not any(g is not None for g in grads) if len(grads) > 1 else grads[0] is None:
             results = (None,) * len(edges)
         else:
             if node._vin is not None:

@@ -20,7 +20,14 @@ from ..tensor.tensor import Tensor
 from .grad_mode import _enabled
 
 _ARRAY_TYPES = backend.ARRAY_TYPES
+_wrap = Tensor._wrap
 _FLOAT_KINDS = "fc"
+
+#: ddg.jit's recording slot: while ``to_static`` records a trace it holds a callable
+#: ``hook(fn, tensors)`` that every op call is routed through (the hook clears the slot
+#: while it runs the op, so the call takes the ordinary path). None otherwise: one list
+#: read per op when not recording.
+_recorder = [None]
 
 
 def sum_to(g, shape):
@@ -60,35 +67,43 @@ class Function:
         raise NotImplementedError
 
     def __call__(self, *tensors):
-        rec = False
+        if _recorder[0] is not None:
+            return _recorder[0](self, tensors)
+        # hot path: written for speed (every op of every step comes through here)
         if _enabled[0] and self.differentiable:
-            for t in tensors:
-                if not t.stop_gradient:
-                    rec = True
-                    break
-        if rec:
-            self.needs = tuple(not t.stop_gradient for t in tensors)
+            needs = tuple([not t.stop_gradient for t in tensors])
+            rec = True in needs
+            if rec:
+                self.needs = needs
+        else:
+            rec = False
         try:
             out = self.forward(*[t._data for t in tensors])
         except (ValueError, TypeError, IndexError, RuntimeError, AttributeError) as exc:
             raise _op_error(self, tensors, exc) from exc
-        if type(out) is tuple:
-            return self._wrap_many(out, tensors, rec)
         if type(out) not in _ARRAY_TYPES:
+            if type(out) is tuple:
+                return self._wrap_many(out, tensors, rec)
             out = backend.get_array_module(tensors[0]._data if tensors else out).asarray(out)
         if rec and out.dtype.kind in _FLOAT_KINDS:
-            o = Tensor._wrap(out, False)
+            o = _wrap(out, False)
             o._node = self
-            self.edges = tuple(None if t.stop_gradient else ((t, None) if t._node is None else (t._node, t._idx))
-                               for t in tensors)
+            edges = []
+            for t in tensors:
+                if t.stop_gradient:
+                    edges.append(None)
+                else:
+                    n = t._node
+                    edges.append((t, None) if n is None else (n, t._idx))
+            self.edges = tuple(edges)
             if self.save_inputs:
-                self._vin = tuple((t._vc, t._vc[0]) for t in tensors)
+                self._vin = tuple([(t._vc, t._vc[0]) for t in tensors])
             if self.view:
                 o._vc = tensors[0]._vc
             if self.save_output:
                 self._vout = (o._vc, o._vc[0])
             return o
-        o = Tensor._wrap(out, True)
+        o = _wrap(out, True)
         if self.view:
             o._vc = tensors[0]._vc
         return o
@@ -141,7 +156,7 @@ def _op_error(fn, tensors, exc):
     if len(places) > 1:
         return ValueError(f"ddg.{fn.name}: inputs are on different places ({', '.join(sorted(places))}); "
                           f"move them with .to(place) first. Inputs: {_describe(tensors)}")
-    cls = TypeError if isinstance(exc, TypeError) else ValueError
+    cls = type(exc) if isinstance(exc, (TypeError, IndexError, RuntimeError)) else ValueError
     return cls(f"ddg.{fn.name}: {exc} (inputs: {_describe(tensors)})")
 
 

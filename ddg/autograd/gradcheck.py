@@ -14,17 +14,15 @@ def numeric_grad(fn, inputs, v, eps=1e-6):
             continue
         a = x._data
         g = np.zeros(a.shape, dtype=np.float64)
-        flat = a.reshape(-1)
-        gflat = g.reshape(-1)
-        for i in range(flat.size):
-            old = flat[i]
+        for i in np.ndindex(*a.shape):  # index in place: works for non-contiguous views too
+            old = a[i]
             with grad_mode.no_grad():
-                flat[i] = old + eps
+                a[i] = old + eps
                 hi = float((np.asarray(_out(fn, inputs)) * v).sum())
-                flat[i] = old - eps
+                a[i] = old - eps
                 lo = float((np.asarray(_out(fn, inputs)) * v).sum())
-            flat[i] = old
-            gflat[i] = (hi - lo) / (2 * eps)
+            a[i] = old
+            g[i] = (hi - lo) / (2 * eps)
         grads.append(g)
     return grads
 

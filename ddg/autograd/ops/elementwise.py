@@ -22,26 +22,26 @@ class Add(Function):
     save_inputs = False
 
     def forward(self, a, b):
-        self.a_meta = (a.shape, a.dtype)
-        self.b_meta = (b.shape, b.dtype)
+        self.meta = (a.shape, a.dtype, b.shape, b.dtype)
         return a + b
 
     def backward(self, g):
         na, nb = self.needs
-        return (_fit_meta(g, self.a_meta) if na else None, _fit_meta(g, self.b_meta) if nb else None)
+        sa, da, sb, db = self.meta
+        return (_fit_meta(g, (sa, da)) if na else None, _fit_meta(g, (sb, db)) if nb else None)
 
 
 class Sub(Function):
     save_inputs = False
 
     def forward(self, a, b):
-        self.a_meta = (a.shape, a.dtype)
-        self.b_meta = (b.shape, b.dtype)
+        self.meta = (a.shape, a.dtype, b.shape, b.dtype)
         return a - b
 
     def backward(self, g):
         na, nb = self.needs
-        return (_fit_meta(g, self.a_meta) if na else None, _fit_meta(-g, self.b_meta) if nb else None)
+        sa, da, sb, db = self.meta
+        return (_fit_meta(g, (sa, da)) if na else None, _fit_meta(-g, (sb, db)) if nb else None)
 
 
 def _fit_meta(g, meta):
@@ -258,7 +258,7 @@ class Neg(Function):
 class Abs(Function):
     def forward(self, a):
         self.a = a
-        return abs(a)
+        return backend.get_array_module(a).abs(a)
 
     def backward(self, g):
         return g * backend.get_array_module(g).sign(self.a)
@@ -364,7 +364,7 @@ class Sigmoid(Function):
     def forward(self, a):
         xp = backend.get_array_module(a)
         # stable for large |a|: exp of a non-positive number only
-        e = xp.exp(-abs(a))
+        e = xp.exp(-xp.abs(a))
         self.out = xp.where(a >= 0, 1 / (1 + e), e / (1 + e)).astype(a.dtype, copy=False)
         return self.out
 
@@ -489,6 +489,8 @@ def _int_to_float(x):
 
 
 def add(x, y, name=None):
+    if isinstance(y, Tensor) and isinstance(x, Tensor):
+        return Add()(x, y)
     if isinstance(y, _SCALARS) and isinstance(x, Tensor):
         if isinstance(y, float):
             x = _int_to_float(x)
@@ -499,6 +501,8 @@ def add(x, y, name=None):
 
 
 def subtract(x, y, name=None):
+    if isinstance(y, Tensor) and isinstance(x, Tensor):
+        return Sub()(x, y)
     if isinstance(y, _SCALARS) and isinstance(x, Tensor):
         if isinstance(y, float):
             x = _int_to_float(x)
@@ -511,6 +515,8 @@ def subtract(x, y, name=None):
 
 
 def multiply(x, y, name=None):
+    if isinstance(y, Tensor) and isinstance(x, Tensor):
+        return Mul()(x, y)
     if isinstance(y, _SCALARS) and isinstance(x, Tensor):
         if isinstance(y, float):
             x = _int_to_float(x)

@@ -1,4 +1,6 @@
 """Reductions over an ``axis`` (int, list or None) with ``keepdim``."""
+import builtins as _b
+
 import numpy as np
 
 from ...tensor import backend
@@ -20,7 +22,7 @@ def _axes(axis, ndim, op):
     out = []
     for a in axis:
         a = int(a)
-        if not -max(ndim, 1) <= a < max(ndim, 1):
+        if not -_b.max(ndim, 1) <= a < _b.max(ndim, 1):
             raise ValueError(f"ddg.{op}: axis {a} is out of range for a tensor with {ndim} dimensions")
         out.append(a % ndim if ndim else 0)
     return tuple(sorted(set(out))) if ndim else ()
@@ -67,7 +69,7 @@ class Mean(Function):
         n = 1
         for ax in self.axes:
             n *= shape[ax]
-        g = _expand_back(g, shape, self.axes, self.keepdim) * (1.0 / max(n, 1))
+        g = _expand_back(g, shape, self.axes, self.keepdim) * (1.0 / _b.max(n, 1))
         return backend.get_array_module(g).broadcast_to(g.astype(dtype, copy=False), shape)
 
 
@@ -206,7 +208,7 @@ def var(x, axis=None, unbiased=True, keepdim=False, name=None):
     d = x - mean(x, axis=list(axes), keepdim=True)
     v = mean(square(d), axis=list(axes), keepdim=keepdim)
     if unbiased:
-        v = v * (n / builtins_max(n - 1, 1))
+        v = v * (n / _b.max(n - 1, 1))
     return v
 
 
@@ -221,7 +223,7 @@ def cumsum(x, axis=None, dtype=None, name=None):
     if axis is None:
         from .movement import reshape
         x, axis = reshape(x, [-1]), 0
-    return CumSum(int(axis) % builtins_max(x._data.ndim, 1))(x)
+    return CumSum(int(axis) % _b.max(x._data.ndim, 1))(x)
 
 
 def _arg(fn):
@@ -260,6 +262,3 @@ def count_nonzero(x, axis=None, keepdim=False, name=None):
     return sum(x != 0, axis=axis, keepdim=keepdim)
 
 
-import builtins as _builtins  # noqa: E402
-
-builtins_max = _builtins.max

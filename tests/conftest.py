@@ -1,0 +1,23 @@
+import os
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+SHARED = os.environ.get("DDG_SHARED_DIR", os.path.join(ROOT, "..", "shared"))
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(0)
+
+
+@pytest.fixture
+def shared_dir():
+    if not os.path.isdir(SHARED):
+        pytest.skip(f"shared folder not found at {SHARED}")
+    return SHARED

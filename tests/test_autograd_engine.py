@@ -1,0 +1,304 @@
+"""Engine behaviour: deep graphs, accumulation, graph freeing, hooks, grad modes,
+ddg.grad, PyLayer, in-place safety and memory."""
+import gc
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import ddg
+from ddg.autograd import engine
+
+
+def leaf(a):
+    return ddg.to_tensor(np.asarray(a, dtype=np.float64), stop_gradient=False)
+
+
+def test_ten_thousand_op_chain_does_not_hit_recursion_limit():
+    x = leaf([1.0])
+    y = x
+    for _ in range(10_000):
+        y = y * 1.0001
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [1.0001 ** 10_000], rtol=1e-9)
+
+
+def test_shared_tensor_gradients_accumulate():
+    w = leaf([[1.0, 2.0], [3.0, 4.0]])
+    x = leaf([[0.5, -1.0]])
+    h = ddg.matmul(x, w)
+    out = ddg.matmul(h, w, transpose_y=True)  # w used twice, as in seed 000's weight sharing
+    out.sum().backward()
+    # d/dw sum(x w w^T) = x^T (1 w) ... check against central differences
+    assert ddg.autograd.gradcheck(lambda x_, w_: ddg.matmul(ddg.matmul(x_, w_), w_, transpose_y=True), [x, w])
+
+
+def test_second_backward_after_free_raises_clearly():
+    x = leaf([1.0, 2.0])
+    y = (x * x).sum()
+    y.backward()
+    with pytest.raises(RuntimeError, match="second time"):
+        y.backward()
+
+
+def test_retain_graph_allows_second_backward_and_accumulates():
+    x = leaf([1.0, 2.0])
+    y = (x * x).sum()
+    y.backward(retain_graph=True)
+    y.backward()
+    np.testing.assert_allclose(x.grad.numpy(), [4.0, 8.0])
+
+
+def test_non_scalar_root_needs_grad_tensor():
+    x = leaf([1.0, 2.0])
+    y = x * 2
+    with pytest.raises(RuntimeError, match="grad_tensor"):
+        y.backward()
+    y.backward(ddg.to_tensor([1.0, 10.0], dtype="float64"))
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 20.0])
+
+
+def test_backward_of_tensor_without_grad_raises():
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        ddg.to_tensor([1.0]).sum().backward()
+
+
+def test_saved_arrays_released_after_backward():
+    x = leaf(np.ones(4))
+    y = ddg.exp(x)
+    node = y._node
+    assert hasattr(node, "out")
+    y.sum().backward()
+    assert not hasattr(node, "out") or node.__dict__.get("out") is None
+
+
+def test_register_hook_replaces_gradient_on_leaf_and_intermediate():
+    x = leaf([1.0, 2.0])
+    x.register_hook(lambda g: g * 10)
+    h = x * 3
+    seen = []
+    h.register_hook(lambda g: seen.append(g.numpy().copy()))
+    handle = h.register_hook(lambda g: g + 1)
+    h.sum().backward()
+    np.testing.assert_allclose(seen[0], [1.0, 1.0])
+    np.testing.assert_allclose(x.grad.numpy(), [(1 + 1) * 3 * 10] * 2)
+    handle.remove()
+
+
+def test_grad_ready_hook_fires_once_after_final_accumulation_for_shared_weight():
+    w = leaf([2.0])
+    calls = []
+    w.register_grad_ready_hook(lambda t: calls.append(t.grad.numpy().copy()))
+    y = w * 3 + w * w + ddg.exp(w)  # three paths into w
+    y.sum().backward()
+    assert len(calls) == 1
+    np.testing.assert_allclose(calls[0], [3 + 4 + np.exp(2.0)])
+
+
+def test_grad_ready_hooks_fire_as_soon_as_final_in_reverse_order():
+    """Leaves closer to the loss become final earlier: layer 2's weight before layer 1's."""
+    order = []
+    w1, w2 = leaf(np.ones((3, 3))), leaf(np.ones((3, 3)))
+    w1.register_grad_ready_hook(lambda t: order.append("w1"))
+    w2.register_grad_ready_hook(lambda t: order.append("w2"))
+    x = ddg.to_tensor(np.ones((2, 3)))
+    out = ddg.matmul(ddg.tanh(ddg.matmul(x, w1)), w2)
+    out.sum().backward()
+    assert order == ["w2", "w1"]
+
+
+def test_backward_begin_and_complete_callbacks():
+    seen = {}
+    a, b, unused = leaf([1.0]), leaf([2.0]), leaf([3.0])
+    h1 = engine.register_backward_begin_callback(lambda leaves: seen.setdefault("leaves", set(map(id, leaves))))
+    h2 = engine.register_backward_complete_callback(lambda: seen.setdefault("done", a.grad is not None))
+    try:
+        (a * b).sum().backward()
+    finally:
+        h1.remove()
+        h2.remove()
+    assert seen["leaves"] == {id(a), id(b)} and id(unused) not in seen["leaves"]
+    assert seen["done"] is True
+
+
+def test_queue_callback_runs_once_at_end():
+    ran = []
+    x = leaf([1.0])
+    x.register_grad_ready_hook(lambda t: engine.queue_callback(lambda: ran.append(1)))
+    (x * 2).sum().backward()
+    (x * 2).sum().backward()
+    assert ran == [1, 1]
+
+
+def test_no_grad_enable_grad_set_grad_enabled():
+    x = leaf([1.0])
+    with ddg.no_grad():
+        assert (x * 2).stop_gradient
+        with ddg.enable_grad():
+            assert not (x * 2).stop_gradient
+    assert not (x * 2).stop_gradient
+
+    @ddg.no_grad()
+    def f(t):
+        return t * 2
+
+    @ddg.no_grad
+    def g(t):
+        return t * 2
+
+    assert f(x).stop_gradient and g(x).stop_gradient
+    with ddg.set_grad_enabled(False):
+        assert (x * 2).stop_gradient
+    assert ddg.is_grad_enabled()
+
+
+def test_integer_outputs_never_require_grad():
+    x = leaf([1.5, 2.5])
+    assert ddg.argmax(x).stop_gradient
+    assert (x > 1).stop_gradient
+    assert ddg.cast(x, "int64").stop_gradient
+    with pytest.raises(TypeError, match="floating"):
+        ddg.to_tensor([1, 2]).stop_gradient = False or ddg.to_tensor([1, 2]).requires_grad_()
+
+
+def test_ddg_grad_returns_without_accumulating():
+    x = leaf([1.0, 2.0])
+    h = x * x
+    y = (h * 3).sum()
+    gx, gh = ddg.grad([y], [x, h], retain_graph=True)
+    np.testing.assert_allclose(gx.numpy(), [6.0, 12.0])
+    np.testing.assert_allclose(gh.numpy(), [3.0, 3.0])
+    assert x.grad is None
+    z = leaf([5.0])
+    with pytest.raises(RuntimeError, match="not reachable"):
+        ddg.grad(y, [z], retain_graph=True)
+    assert ddg.grad(y, [z], allow_unused=True) == [None]
+    with pytest.raises(NotImplementedError):
+        ddg.grad(y, [x], create_graph=True)
+
+
+def test_pylayer_custom_forward_backward():
+    class CusTanh(ddg.autograd.PyLayer):
+        @staticmethod
+        def forward(ctx, x, func1, func2=ddg.square):
+            ctx.func = func2
+            y = func1(x)
+            ctx.save_for_backward(y)
+            return y
+
+        @staticmethod
+        def backward(ctx, dy):
+            y, = ctx.saved_tensor()
+            return dy * (1 - ctx.func(y))
+
+    x = leaf([0.3, -1.2])
+    out = CusTanh.apply(x, ddg.tanh)
+    out.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), 1 - np.tanh([0.3, -1.2]) ** 2)
+
+
+def test_inplace_update_of_leaf_requires_no_grad():
+    w = leaf([1.0, 2.0])
+    with pytest.raises(RuntimeError, match="leaf"):
+        w -= 1.0
+    with ddg.no_grad():
+        w -= 0.5 * ddg.to_tensor([2.0, 2.0], dtype="float64")
+    np.testing.assert_allclose(w.numpy(), [0.0, 1.0])
+    assert not w.stop_gradient and w.is_leaf
+
+
+def test_inplace_arithmetic_on_intermediate_keeps_gradients_right():
+    x = leaf([1.0, 2.0])
+    h = x * x
+    h *= 3  # recorded out of place; h now carries the product's history
+    h.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [6.0, 12.0])
+
+
+def test_setitem_gradients():
+    x = leaf([1.0, 2.0, 3.0])
+    v = leaf([10.0])
+    h = x * 2
+    h[1:2] = v * v
+    h.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 0.0, 2.0])
+    np.testing.assert_allclose(v.grad.numpy(), [20.0])
+
+
+def test_setitem_on_tensor_saved_for_backward_raises():
+    x = leaf([1.0, 2.0])
+    h = ddg.exp(x)  # exp saves its output
+    y = h * 1.0
+    h[0] = 5.0
+    with pytest.raises(RuntimeError, match="modified in place"):
+        y.sum().backward()
+    a = leaf([1.0, 2.0])
+    b = a * 1.0
+    c = b * b  # mul saves its inputs
+    b[0] = 0.0
+    with pytest.raises(RuntimeError, match="modified in place"):
+        c.sum().backward()
+
+
+def test_setitem_through_a_view_is_detected():
+    a = leaf(np.ones((2, 3)))
+    b = a * 1.0
+    c = (b * b).sum()
+    view = b[0]
+    with ddg.no_grad():
+        view[...] = 7.0
+    with pytest.raises(RuntimeError, match="modified in place"):
+        c.backward()
+
+
+def test_repeated_index_gradients_accumulate():
+    x = leaf([1.0, 2.0, 3.0])
+    y = x[ddg.to_tensor([0, 0, 2, 0])]
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [3.0, 0.0, 1.0])
+
+
+def test_clear_grad_and_accumulation_across_backwards():
+    x = leaf([1.0])
+    (x * 2).sum().backward()
+    (x * 3).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [5.0])
+    x.clear_grad()
+    np.testing.assert_allclose(x.grad.numpy(), [0.0])
+    x.clear_grad(set_to_zero=False)
+    assert x.grad is None
+
+
+def test_leaf_gradient_not_aliased_between_leaves():
+    a, b = leaf([1.0]), leaf([2.0])
+    (a + b).sum().backward()
+    a.grad._data += 100
+    np.testing.assert_allclose(b.grad.numpy(), [1.0])
+
+
+def test_training_loop_memory_stays_flat():
+    rng = np.random.default_rng(0)
+    w1 = ddg.to_tensor(rng.standard_normal((64, 32)).astype(np.float32), stop_gradient=False)
+    w2 = ddg.to_tensor(rng.standard_normal((32, 4)).astype(np.float32), stop_gradient=False)
+    x = ddg.to_tensor(rng.standard_normal((16, 64)).astype(np.float32))
+
+    def step():
+        loss = ddg.matmul(ddg.tanh(ddg.matmul(x, w1)), w2).pow(2).mean()
+        loss.backward()
+        with ddg.no_grad():
+            w1.subtract_(1e-3 * w1.grad)
+            w2.subtract_(1e-3 * w2.grad)
+            w1.grad.zero_()
+            w2.grad.zero_()
+
+    for _ in range(50):
+        step()
+    gc.collect()
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    for _ in range(1000):
+        step()
+    gc.collect()
+    grown = tracemalloc.get_traced_memory()[0] - base
+    tracemalloc.stop()
+    assert grown < 200_000, f"memory grew by {grown} bytes over 1000 steps"

@@ -1,0 +1,201 @@
+"""nn.Layer registration, traversal, state dicts, hooks, containers, ParamAttr and initializers."""
+import warnings
+
+import numpy as np
+import pytest
+
+import ddg
+from ddg import nn
+from ddg.nn import initializer as I
+
+
+class Block(nn.Layer):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(4, 3)
+        self.scale = self.create_parameter([3], default_initializer=I.Constant(2.0))
+        self.register_buffer("count", ddg.zeros([1]))
+        self.register_buffer("scratch", ddg.zeros([2]), persistable=False)
+        self.fc2 = nn.Linear(3, 2, bias_attr=False)
+
+    def forward(self, x):
+        return self.fc2(self.fc1(x) * self.scale)
+
+
+def test_registration_order_and_names():
+    b = Block()
+    names = [n for n, _ in b.named_parameters()]
+    assert names == ["scale", "fc1.weight", "fc1.bias", "fc2.weight"]  # own params first, then sublayers
+    assert list(b.state_dict().keys()) == ["scale", "count", "fc1.weight", "fc1.bias", "fc2.weight"]
+    assert [n for n, _ in b.named_sublayers()] == ["fc1", "fc2"]
+    assert len(b.children()) == 2 and len(b.sublayers(include_self=True)) == 3
+    assert [n for n, _ in b.named_buffers()] == ["count", "scratch"]
+    assert b.fc2.bias is None
+
+
+def test_shared_parameter_listed_once():
+    a = nn.Linear(2, 2)
+    s = nn.Sequential(a, nn.ReLU(), a)
+    assert len(s.parameters()) == 2
+
+
+def test_state_dict_round_trip_and_errors():
+    ddg.seed(1)
+    src, dst = Block(), Block()
+    x = ddg.randn([5, 4])
+    dst.set_state_dict(src.state_dict())
+    np.testing.assert_array_equal(dst(x).numpy(), src(x).numpy())
+    bad = dict(src.state_dict())
+    bad["fc1.weight"] = ddg.zeros([9, 9])
+    with pytest.raises(ValueError, match=r"fc1\.weight.*\[9, 9\].*\[4, 3\]"):
+        dst.set_state_dict(bad)
+    partial = {k: v for k, v in src.state_dict().items() if k != "scale"}
+    partial["extra.thing"] = ddg.zeros([1])
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        missing, unexpected = dst.set_state_dict(partial)
+    assert missing == ["scale"] and unexpected == ["extra.thing"]
+    assert "scale" in str(w[0].message) and "extra.thing" in str(w[0].message)
+
+
+def test_train_eval_apply_hooks_and_clear_gradients():
+    b = Block()
+    b.eval()
+    assert not b.training and not b.fc1.training
+    b.train()
+    assert b.fc2.training
+    seen = []
+    b.apply(lambda layer: seen.append(type(layer).__name__))
+    assert seen == ["Linear", "Linear", "Block"]
+    calls = []
+    h1 = b.register_forward_pre_hook(lambda layer, inp: calls.append("pre"))
+    h2 = b.register_forward_post_hook(lambda layer, inp, out: out * 0)
+    out = b(ddg.ones([1, 4]))
+    assert calls == ["pre"] and float(out.abs().sum()) == 0.0
+    h1.remove()
+    h2.remove()
+    out = b(ddg.ones([1, 4]))
+    out.sum().backward()
+    assert b.fc1.weight.grad is not None
+    b.clear_gradients()
+    assert float(b.fc1.weight.grad.abs().sum()) == 0.0
+
+
+def test_to_dtype_keeps_parameter_objects():
+    b = Block()
+    p = b.fc1.weight
+    b.to(dtype="float64")
+    assert b.fc1.weight is p and p.dtype == ddg.float64
+    assert b(ddg.ones([1, 4], dtype="float64")).dtype == ddg.float64
+
+
+def test_repr_tree():
+    text = repr(Block())
+    assert text.startswith("Block(\n  (fc1): Linear(in_features=4, out_features=3")
+
+
+def test_containers():
+    seq = nn.Sequential(("a", nn.Linear(2, 3)), ("b", nn.ReLU()))
+    assert isinstance(seq["a"], nn.Linear) and len(seq) == 2 and isinstance(seq[1], nn.ReLU)
+    ll = nn.LayerList([nn.Linear(2, 2) for _ in range(3)])
+    ll.append(nn.Linear(2, 2))
+    assert len(ll) == 4 and len(ll.parameters()) == 8
+    ld = nn.LayerDict({"x": nn.Linear(1, 1)})
+    ld["y"] = nn.Linear(1, 1)
+    assert list(ld.keys()) == ["x", "y"] and "y" in ld
+    pl = nn.ParameterList([ddg.nn.Layer().create_parameter([2]) for _ in range(2)])
+    assert len(pl.parameters()) == 2
+
+
+def test_param_attr_and_trainable():
+    lin = nn.Linear(3, 2, weight_attr=ddg.ParamAttr(name="w", initializer=I.Constant(0.5), learning_rate=0.1,
+                                                     trainable=False))
+    assert lin.weight.name == "w" and lin.weight.stop_gradient and not lin.weight.trainable
+    assert lin.weight.optimize_attr["learning_rate"] == 0.1
+    np.testing.assert_array_equal(lin.weight.numpy(), np.full((3, 2), 0.5))
+    assert float(lin.bias.abs().sum()) == 0
+
+
+@pytest.mark.parametrize("init,check", [
+    (I.Constant(3.0), lambda a: np.all(a == 3.0)),
+    (I.Normal(1.0, 0.5), lambda a: abs(a.mean() - 1) < 0.05 and abs(a.std() - 0.5) < 0.05),
+    (I.TruncatedNormal(0.0, 1.0), lambda a: np.abs(a).max() <= 2.0 and abs(a.std() - 0.88) < 0.05),
+    (I.Uniform(-2, 2), lambda a: a.min() >= -2 and a.max() <= 2 and abs(a.std() - 4 / np.sqrt(12)) < 0.05),
+    (I.XavierUniform(), lambda a: np.abs(a).max() <= np.sqrt(6 / (200 + 300))),
+    (I.XavierNormal(), lambda a: abs(a.std() - np.sqrt(2 / 500)) < 0.005),
+    (I.KaimingUniform(), lambda a: np.abs(a).max() <= np.sqrt(6 / 200)),
+    (I.KaimingNormal(), lambda a: abs(a.std() - np.sqrt(2 / 200)) < 0.01),
+])
+def test_initializers_statistics(init, check):
+    p = nn.Layer().create_parameter([200, 300], default_initializer=init)
+    assert check(p.numpy())
+
+
+def test_assign_initializer_and_seeded_reproducibility():
+    p = nn.Layer().create_parameter([2, 2], default_initializer=I.Assign(np.eye(2)))
+    np.testing.assert_array_equal(p.numpy(), np.eye(2))
+    ddg.seed(7)
+    a = nn.Linear(5, 5).weight.numpy()
+    ddg.seed(7)
+    np.testing.assert_array_equal(nn.Linear(5, 5).weight.numpy(), a)
+
+
+def test_losses_match_numpy():
+    F = nn.functional
+    rng = np.random.default_rng(0)
+    logits = rng.standard_normal((6, 4))
+    labels = np.array([0, 3, 1, 1, 2, 0])
+    logp = logits - np.log(np.exp(logits).sum(1, keepdims=True))
+    x = ddg.to_tensor(logits, stop_gradient=False)
+    y = ddg.to_tensor(labels)
+    np.testing.assert_allclose(F.cross_entropy(x, y).numpy(), -logp[np.arange(6), labels].mean())
+    np.testing.assert_allclose(F.cross_entropy(x, y.reshape([6, 1]), reduction="sum").numpy(),
+                               -logp[np.arange(6), labels].sum())
+    w = np.array([1.0, 2.0, 0.5, 3.0])
+    got = F.cross_entropy(x, y, weight=ddg.to_tensor(w)).numpy()
+    np.testing.assert_allclose(got, -(w[labels] * logp[np.arange(6), labels]).sum() / w[labels].sum())
+    y_ign = ddg.to_tensor(np.array([0, -100, 1, 1, -100, 0]))
+    keep = np.array([0, 2, 3, 5])
+    np.testing.assert_allclose(F.cross_entropy(x, y_ign).numpy(), -logp[keep, labels[keep]].mean())
+    soft = np.exp(rng.standard_normal((6, 4)))
+    soft /= soft.sum(1, keepdims=True)
+    np.testing.assert_allclose(F.cross_entropy(x, ddg.to_tensor(soft), soft_label=True).numpy(),
+                               -(soft * logp).sum(1).mean())
+    np.testing.assert_allclose(F.nll_loss(ddg.to_tensor(logp), y).numpy(), -logp[np.arange(6), labels].mean())
+    a, b = rng.standard_normal((3, 2)), rng.standard_normal((3, 2))
+    ta, tb = ddg.to_tensor(a), ddg.to_tensor(b)
+    np.testing.assert_allclose(F.mse_loss(ta, tb).numpy(), ((a - b) ** 2).mean())
+    np.testing.assert_allclose(F.l1_loss(ta, tb, reduction="none").numpy(), np.abs(a - b))
+    d = np.abs(a - b)
+    np.testing.assert_allclose(F.smooth_l1_loss(ta, tb).numpy(), np.where(d < 1, 0.5 * d * d, d - 0.5).mean())
+    p = 1 / (1 + np.exp(-a))
+    t = (b > 0).astype(np.float64)
+    bce = -(t * np.log(p) + (1 - t) * np.log(1 - p))
+    np.testing.assert_allclose(F.binary_cross_entropy(ddg.to_tensor(p), ddg.to_tensor(t)).numpy(), bce.mean())
+    np.testing.assert_allclose(F.binary_cross_entropy_with_logits(ta, ddg.to_tensor(t)).numpy(), bce.mean())
+    q = np.abs(b) / np.abs(b).sum()
+    np.testing.assert_allclose(F.kl_div(ta, ddg.to_tensor(q), reduction="sum").numpy(), (q * (np.log(q) - a)).sum())
+
+
+@pytest.mark.parametrize("loss", [
+    lambda x, y: nn.functional.cross_entropy(x, y),
+    lambda x, y: nn.functional.cross_entropy(x, y, weight=ddg.to_tensor([1.0, 2.0, 0.5, 3.0], dtype="float64")),
+    lambda x, y: nn.functional.cross_entropy(x, y, label_smoothing=0.1),
+    lambda x, y: nn.functional.nll_loss(nn.functional.log_softmax(x), y),
+])
+def test_loss_gradients(loss):
+    x = ddg.to_tensor(np.random.default_rng(3).standard_normal((5, 4)), stop_gradient=False)
+    y = ddg.to_tensor(np.array([0, 3, 1, 2, 2]))
+    assert ddg.autograd.gradcheck(lambda t: loss(t, y), [x])
+
+
+def test_loss_errors():
+    F = nn.functional
+    with pytest.raises(ValueError, match="reduction"):
+        F.mse_loss(ddg.ones([2]), ddg.ones([2]), reduction="avg")
+    with pytest.raises(ValueError, match="label shape"):
+        F.cross_entropy(ddg.ones([4, 3]), ddg.to_tensor([0, 1]))
+    with pytest.raises(ValueError, match=r"labels must lie in \[0, 3\)"):
+        F.cross_entropy(ddg.ones([2, 3]), ddg.to_tensor([0, 5]))
+    with pytest.raises(ValueError, match="linear"):
+        nn.Linear(3, 2)(ddg.ones([2, 4]))

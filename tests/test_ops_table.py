@@ -1,0 +1,178 @@
+"""One row per primitive: forward against a numpy reference, backward against float64
+central differences, on broadcasting shapes, 0-d tensors and non-contiguous inputs."""
+import numpy as np
+import pytest
+from scipy import special
+
+import ddg
+from ddg.autograd import gradcheck
+
+# name, ddg function, numpy reference, input shapes, input domain
+# domain: "any" (standard normal), "pos" (0.5..2), "away" (|x| in 0.3..2, avoids kinks)
+ROWS = [
+    ("add", lambda a, b: a + b, np.add, [(3, 4), (4,)], "any"),
+    ("add_fn", ddg.add, np.add, [(2, 1, 3), (4, 1)], "any"),
+    ("sub", lambda a, b: a - b, np.subtract, [(3, 1), (1, 4)], "any"),
+    ("mul", lambda a, b: a * b, np.multiply, [(2, 3, 4), (3, 1)], "any"),
+    ("div", lambda a, b: a / b, np.divide, [(3, 4), (4,)], "pos"),
+    ("pow", ddg.pow, np.power, [(3, 4), (3, 4)], "pos"),
+    ("maximum", ddg.maximum, np.maximum, [(3, 4), (4,)], "any"),
+    ("minimum", ddg.minimum, np.minimum, [(3, 4), (3, 1)], "any"),
+    ("mod", ddg.remainder, np.mod, [(3, 4), (4,)], "pos"),
+    ("add_scalar", lambda a: a + 2.5, lambda a: a + 2.5, [(3, 4)], "any"),
+    ("rsub_scalar", lambda a: 2.5 - a, lambda a: 2.5 - a, [(3, 4)], "any"),
+    ("mul_scalar", lambda a: a * -1.5, lambda a: a * -1.5, [(3, 4)], "any"),
+    ("div_scalar", lambda a: a / 4.0, lambda a: a / 4.0, [(3, 4)], "any"),
+    ("rdiv_scalar", lambda a: 3.0 / a, lambda a: 3.0 / a, [(3, 4)], "pos"),
+    ("pow_scalar", lambda a: a ** 3, lambda a: a ** 3, [(3, 4)], "any"),
+    ("pow_scalar_half", lambda a: a ** 0.5, np.sqrt, [(3, 4)], "pos"),
+    ("rpow_scalar", lambda a: 2.0 ** a, lambda a: 2.0 ** a, [(3, 4)], "any"),
+    ("neg", lambda a: -a, np.negative, [(3, 4)], "any"),
+    ("abs", ddg.abs, np.abs, [(3, 4)], "away"),
+    ("exp", ddg.exp, np.exp, [(3, 4)], "any"),
+    ("log", ddg.log, np.log, [(3, 4)], "pos"),
+    ("log1p", ddg.log1p, np.log1p, [(3, 4)], "pos"),
+    ("sqrt", ddg.sqrt, np.sqrt, [(3, 4)], "pos"),
+    ("rsqrt", ddg.rsqrt, lambda a: 1 / np.sqrt(a), [(3, 4)], "pos"),
+    ("square", ddg.square, np.square, [(3, 4)], "any"),
+    ("sin", ddg.sin, np.sin, [(3, 4)], "any"),
+    ("cos", ddg.cos, np.cos, [(3, 4)], "any"),
+    ("tanh", ddg.tanh, np.tanh, [(3, 4)], "any"),
+    ("sigmoid", ddg.sigmoid, lambda a: 1 / (1 + np.exp(-a)), [(3, 4)], "any"),
+    ("erf", ddg.erf, special.erf, [(3, 4)], "any"),
+    ("relu", ddg.nn.functional.relu, lambda a: np.maximum(a, 0), [(3, 4)], "away"),
+    ("clip", lambda a: ddg.clip(a, -0.5, 0.7), lambda a: np.clip(a, -0.5, 0.7), [(3, 4)], "any"),
+    ("where", lambda a, b: ddg.where(a > 0, a, b), lambda a, b: np.where(a > 0, a, b), [(3, 4), (4,)], "any"),
+    ("sum_all", lambda a: ddg.sum(a), np.sum, [(3, 4)], "any"),
+    ("sum_axis", lambda a: ddg.sum(a, axis=1, keepdim=True), lambda a: a.sum(1, keepdims=True), [(3, 4, 2)], "any"),
+    ("sum_axes", lambda a: a.sum(axis=[0, 2]), lambda a: a.sum((0, 2)), [(3, 4, 2)], "any"),
+    ("mean", lambda a: ddg.mean(a, axis=-1), lambda a: a.mean(-1), [(3, 4)], "any"),
+    ("max", lambda a: ddg.max(a, axis=1), lambda a: a.max(1), [(3, 4)], "any"),
+    ("min_all", lambda a: ddg.min(a), np.min, [(3, 4)], "any"),
+    ("prod", lambda a: ddg.prod(a, axis=0), lambda a: a.prod(0), [(3, 4)], "any"),
+    ("var", lambda a: ddg.var(a, axis=1), lambda a: a.var(1, ddof=1), [(3, 4)], "any"),
+    ("std", lambda a: ddg.std(a, axis=0, unbiased=False), lambda a: a.std(0), [(3, 4)], "any"),
+    ("logsumexp", lambda a: ddg.logsumexp(a, axis=1), lambda a: np.log(np.exp(a).sum(1)), [(3, 4)], "any"),
+    ("cumsum", lambda a: ddg.cumsum(a, axis=1), lambda a: np.cumsum(a, 1), [(3, 4)], "any"),
+    ("matmul", ddg.matmul, np.matmul, [(3, 4), (4, 5)], "any"),
+    ("matmul_tx", lambda a, b: ddg.matmul(a, b, transpose_x=True), lambda a, b: a.T @ b, [(4, 3), (4, 5)], "any"),
+    ("matmul_ty", lambda a, b: ddg.matmul(a, b, transpose_y=True), lambda a, b: a @ b.T, [(3, 4), (5, 4)], "any"),
+    ("matmul_txy", lambda a, b: ddg.matmul(a, b, True, True), lambda a, b: a.T @ b.T, [(4, 3), (5, 4)], "any"),
+    ("matmul_vec_mat", ddg.matmul, np.matmul, [(4,), (4, 5)], "any"),
+    ("matmul_mat_vec", ddg.matmul, np.matmul, [(3, 4), (4,)], "any"),
+    ("matmul_vec_vec", ddg.matmul, np.matmul, [(4,), (4,)], "any"),
+    ("matmul_batch_bcast", ddg.matmul, np.matmul, [(2, 3, 4), (4, 5)], "any"),
+    ("matmul_batch_bcast2", ddg.matmul, np.matmul, [(2, 1, 3, 4), (3, 4, 2)], "any"),
+    ("matmul_batch_ty", lambda a, b: ddg.matmul(a, b, transpose_y=True), lambda a, b: a @ np.swapaxes(b, -1, -2),
+     [(2, 3, 4), (2, 5, 4)], "any"),
+    ("bmm", ddg.bmm, np.matmul, [(2, 3, 4), (2, 4, 5)], "any"),
+    ("dot", ddg.dot, np.dot, [(4,), (4,)], "any"),
+    ("reshape", lambda a: ddg.reshape(a, [4, -1]), lambda a: a.reshape(4, -1), [(2, 3, 4)], "any"),
+    ("reshape_zero", lambda a: ddg.reshape(a, [0, -1]), lambda a: a.reshape(2, -1), [(2, 3, 4)], "any"),
+    ("transpose", lambda a: ddg.transpose(a, [2, 0, 1]), lambda a: a.transpose(2, 0, 1), [(2, 3, 4)], "any"),
+    ("T", lambda a: a.T, lambda a: a.T, [(2, 3)], "any"),
+    ("flatten", lambda a: ddg.flatten(a, 1, 2), lambda a: a.reshape(2, 12), [(2, 3, 4)], "any"),
+    ("squeeze", lambda a: ddg.squeeze(a, 1), lambda a: a.squeeze(1), [(3, 1, 4)], "any"),
+    ("unsqueeze", lambda a: ddg.unsqueeze(a, [0, 2]), lambda a: a[None, :, None], [(3, 4)], "any"),
+    ("expand", lambda a: ddg.expand(a, [2, 3, 4]), lambda a: np.broadcast_to(a, (2, 3, 4)), [(3, 1)], "any"),
+    ("broadcast_to", lambda a: ddg.broadcast_to(a, [3, 4]), lambda a: np.broadcast_to(a, (3, 4)), [(4,)], "any"),
+    ("tile", lambda a: ddg.tile(a, [2, 3]), lambda a: np.tile(a, (2, 3)), [(2, 3)], "any"),
+    ("concat", lambda a, b: ddg.concat([a, b], axis=1), lambda a, b: np.concatenate([a, b], 1), [(2, 3), (2, 4)], "any"),
+    ("stack", lambda a, b: ddg.stack([a, b], axis=1), lambda a, b: np.stack([a, b], 1), [(2, 3), (2, 3)], "any"),
+    ("split", lambda a: ddg.split(a, [1, 3], axis=1)[1], lambda a: a[:, 1:], [(2, 4)], "any"),
+    ("split_neg", lambda a: ddg.split(a, [2, -1], axis=0)[1] * 2, lambda a: a[2:] * 2, [(5, 2)], "any"),
+    ("chunk", lambda a: ddg.chunk(a, 2, axis=1)[0], lambda a: a[:, :2], [(3, 4)], "any"),
+    ("gather", lambda a: ddg.gather(a, ddg.to_tensor([2, 0, 2])), lambda a: a[[2, 0, 2]], [(3, 4)], "any"),
+    ("index_select", lambda a: ddg.index_select(a, ddg.to_tensor([1, 1, 3]), axis=1), lambda a: a[:, [1, 1, 3]],
+     [(3, 4)], "any"),
+    ("flip", lambda a: ddg.flip(a, [0, 1]), lambda a: a[::-1, ::-1], [(3, 4)], "any"),
+    ("getitem_basic", lambda a: a[1:, ::2, None, ...], lambda a: a[1:, ::2, None, ...], [(3, 4, 2)], "any"),
+    ("getitem_int", lambda a: a[-1, 2], lambda a: a[-1, 2], [(3, 4)], "any"),
+    ("getitem_adv_repeat", lambda a: a[ddg.to_tensor([0, 2, 0, 0])], lambda a: a[[0, 2, 0, 0]], [(3, 4)], "any"),
+    ("getitem_mask", lambda a: a[a > 0], lambda a: a[a > 0], [(3, 4)], "any"),
+    ("getitem_mixed", lambda a: a[[0, 1], 1:], lambda a: a[[0, 1], 1:], [(3, 4)], "any"),
+    ("softmax", lambda a: ddg.nn.functional.softmax(a, axis=1), lambda a: np.exp(a) / np.exp(a).sum(1, keepdims=True),
+     [(3, 4)], "any"),
+    ("log_softmax", lambda a: ddg.nn.functional.log_softmax(a),
+     lambda a: a - np.log(np.exp(a).sum(-1, keepdims=True)), [(3, 4)], "any"),
+    ("linear", lambda x, w, b: ddg.nn.functional.linear(x, w, b), lambda x, w, b: x @ w + b, [(3, 4), (4, 5), (5,)],
+     "any"),
+    ("linear_3d", lambda x, w, b: ddg.nn.functional.linear(x, w, b), lambda x, w, b: x @ w + b,
+     [(2, 3, 4), (4, 5), (5,)], "any"),
+]
+
+
+def _data(shape, domain, rng):
+    if domain == "pos":
+        return rng.uniform(0.5, 2.0, shape)
+    if domain == "away":
+        return rng.uniform(0.3, 2.0, shape) * rng.choice([-1, 1], shape)
+    return rng.standard_normal(shape)
+
+
+@pytest.mark.parametrize("name,fn,ref,shapes,domain", ROWS, ids=[r[0] for r in ROWS])
+def test_forward_matches_numpy(name, fn, ref, shapes, domain, rng):
+    arrays = [_data(s, domain, rng).astype(np.float32) for s in shapes]
+    out = fn(*[ddg.to_tensor(a) for a in arrays])
+    want = ref(*arrays)
+    assert out.shape == list(np.shape(want)), name
+    np.testing.assert_allclose(out.numpy(), want, rtol=2e-5, atol=2e-6)
+    assert out.dtype == np.float32, f"{name} changed float32 to {out.dtype}"
+
+
+@pytest.mark.parametrize("name,fn,ref,shapes,domain", ROWS, ids=[r[0] for r in ROWS])
+def test_backward_matches_central_differences(name, fn, ref, shapes, domain, rng):
+    inputs = [ddg.to_tensor(_data(s, domain, rng), stop_gradient=False) for s in shapes]
+    assert gradcheck(fn, inputs, eps=1e-6, atol=1e-6, rtol=1e-4)
+
+
+@pytest.mark.parametrize("name,fn,ref,shapes,domain", [r for r in ROWS if len(r[3][0]) >= 2],
+                         ids=[r[0] for r in ROWS if len(r[3][0]) >= 2])
+def test_backward_on_non_contiguous_inputs(name, fn, ref, shapes, domain, rng):
+    """Inputs that are transposed views (not C-contiguous) give the same gradients."""
+    def make(s):
+        s = tuple(s)
+        # every other element of an array twice as large in each dimension: strided, not contiguous
+        base = _data(tuple(2 * n for n in s), domain, rng)
+        return base[tuple(slice(None, None, 2) for _ in s)]
+    arrays = [make(s) for s in shapes]
+    inputs = [ddg.to_tensor(a, stop_gradient=False) for a in arrays]
+    inputs[0]._data = arrays[0]  # keep the view itself, not a contiguous copy
+    assert not inputs[0]._data.flags.c_contiguous
+    assert gradcheck(fn, inputs, eps=1e-6, atol=1e-6, rtol=1e-4)
+
+
+ZERO_D = [
+    ("add", lambda a, b: a + b), ("mul", lambda a, b: a * b), ("div", lambda a, b: a / b),
+    ("pow", lambda a, b: a ** b), ("max", lambda a, b: ddg.maximum(a, b)),
+]
+
+
+@pytest.mark.parametrize("name,fn", ZERO_D, ids=[z[0] for z in ZERO_D])
+def test_zero_d_tensors(name, fn):
+    a = ddg.to_tensor(np.float64(1.3), stop_gradient=False)
+    b = ddg.to_tensor(np.float64(0.7), stop_gradient=False)
+    out = fn(a, b)
+    assert out.shape == []
+    assert gradcheck(fn, [a, b])
+    # 0-d with a matrix: broadcasting both ways
+    m = ddg.to_tensor(np.random.default_rng(1).uniform(0.5, 2, (2, 3)), stop_gradient=False)
+    assert gradcheck(fn, [a, m])
+    assert gradcheck(fn, [m, b])
+
+
+def test_unary_on_zero_d():
+    for f in (ddg.exp, ddg.tanh, ddg.sigmoid, lambda t: t.sum(), lambda t: t.mean(), lambda t: t.reshape([1])):
+        x = ddg.to_tensor(np.float64(0.4), stop_gradient=False)
+        assert gradcheck(f, [x])
+
+
+def test_cast_gradient_comes_back_in_input_dtype():
+    x = ddg.to_tensor(np.array([1.5, -2.0]), stop_gradient=False)  # float64
+    y = ddg.cast(x, "float32")
+    assert y.dtype == np.float32 and not y.stop_gradient
+    (y * 3).sum().backward()
+    assert x.grad.dtype == np.float64
+    np.testing.assert_array_equal(x.grad.numpy(), [3.0, 3.0])
+    # integer casts cut the graph: integers never require grad
+    assert ddg.cast(x, "int64").stop_gradient
