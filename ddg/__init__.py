@@ -40,7 +40,7 @@ _methods.install()
 _LAZY = {
     "autograd": ".autograd", "nn": ".nn", "optimizer": ".optimizer", "io": ".io", "vision": ".vision",
     "jit": ".jit", "static": ".static", "distributed": ".distributed", "parallel": ".parallel",
-    "utils": ".utils", "metric": ".metric", "amp": ".amp",
+    "utils": ".utils", "metric": ".metric", "amp": ".amp", "regularizer": ".regularizer",
 }
 _LAZY_ATTRS = {
     "save": (".io.serialization", "save"), "load": (".io.serialization", "load"),

@@ -1,0 +1,121 @@
+"""Adam and AdamW, with Paddle's formulation of the bias correction.
+
+At step t (``beta1_pow = beta1^t``, ``beta2_pow = beta2^t``, kept per parameter):
+
+    m     = beta1 * m + (1 - beta1) * g
+    v     = beta2 * v + (1 - beta2) * g^2
+    lr_t  = lr * sqrt(1 - beta2_pow) / (1 - beta1_pow)
+    param -= lr_t * m / (sqrt(v) + epsilon * sqrt(1 - beta2_pow))
+
+which equals the textbook ``lr * m_hat / (sqrt(v_hat) + epsilon)`` exactly (epsilon is
+scaled by sqrt(1 - beta2^t) so that it applies to the bias-corrected v). With
+``amsgrad`` the denominator uses ``v_max = max(v_max, v)``.
+
+AdamW decouples the weight decay (as Paddle's kernel): with ``lr' = lr * lr_ratio(param)``,
+``param *= 1 - lr' * coeff`` and then the Adam update with ``lr'``; parameters for
+which ``apply_decay_param_fun(param.name)`` is False are not decayed.
+"""
+import math
+
+from ..tensor import backend
+from ..tensor.tensor import Tensor
+from .optimizer import Optimizer, _scalar
+
+__all__ = ["Adam", "AdamW"]
+
+
+def _check_betas(owner, beta1, beta2, epsilon):
+    beta1 = _scalar(beta1, "beta1", owner)
+    beta2 = _scalar(beta2, "beta2", owner)
+    epsilon = _scalar(epsilon, "epsilon", owner)
+    if not 0 <= beta1 < 1:
+        raise ValueError(f"ddg.optimizer.{owner}: beta1 must be in [0, 1), got {beta1}")
+    if not 0 <= beta2 < 1:
+        raise ValueError(f"ddg.optimizer.{owner}: beta2 must be in [0, 1), got {beta2}")
+    if epsilon < 0:
+        raise ValueError(f"ddg.optimizer.{owner}: epsilon must be >= 0, got {epsilon}")
+    return beta1, beta2, epsilon
+
+
+class Adam(Optimizer):
+    _acc_names = ("moment1", "moment2")
+    _scalar_accs = ("beta1_pow_acc", "beta2_pow_acc")
+
+    def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8, parameters=None,
+                 weight_decay=None, grad_clip=None, lazy_mode=False, multi_precision=False, use_multi_tensor=False,
+                 amsgrad=False, name=None):
+        beta1, beta2, epsilon = _check_betas(type(self).__name__, beta1, beta2, epsilon)
+        # lazy_mode only changes sparse (row-wise) updates, which ddg does not have.
+        defaults = getattr(self, "_default_dict", {})
+        defaults.update(beta1=beta1, beta2=beta2, epsilon=epsilon, lazy_mode=bool(lazy_mode))
+        self._default_dict = defaults
+        self._beta1, self._beta2, self._epsilon = beta1, beta2, epsilon
+        self._amsgrad = bool(amsgrad)
+        if self._amsgrad:
+            self._acc_names = self._acc_names + ("moment2_max",)
+        super().__init__(learning_rate, parameters, weight_decay, grad_clip, name)
+
+    def _init_scalars(self, group):
+        return {"beta1_pow_acc": group["beta1"], "beta2_pow_acc": group["beta2"]}
+
+    def _adam(self, p, g, lr, state, group):
+        xp = backend.get_array_module(p)
+        b1, b2 = group["beta1"], group["beta2"]
+        b1p, b2p = state["beta1_pow_acc"], state["beta2_pow_acc"]
+        m, v = state["moment1"], state["moment2"]
+        s = self._scratch(p, 0)
+        m *= b1
+        xp.multiply(g, 1.0 - b1, out=s)
+        m += s
+        v *= b2
+        xp.multiply(g, g, out=s)
+        s *= 1.0 - b2
+        v += s
+        if self._amsgrad:
+            vmax = state["moment2_max"]
+            xp.maximum(vmax, v, out=vmax)
+            v = vmax
+        corr2 = math.sqrt(1.0 - b2p)
+        lr_t = lr * corr2 / (1.0 - b1p)
+        xp.sqrt(v, out=s)
+        s += group["epsilon"] * corr2
+        xp.divide(m, s, out=s)
+        s *= lr_t
+        p -= s
+        state["beta1_pow_acc"] = b1p * b1
+        state["beta2_pow_acc"] = b2p * b2
+
+    def _update(self, param, p, g, lr, state, group):
+        self._adam(p, g, lr, state, group)
+
+
+class AdamW(Adam):
+    _decoupled_weight_decay = True
+
+    def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8, parameters=None, weight_decay=0.01,
+                 lr_ratio=None, apply_decay_param_fun=None, grad_clip=None, lazy_mode=False, multi_precision=False,
+                 amsgrad=False, name=None):
+        if isinstance(weight_decay, Tensor):
+            weight_decay = _scalar(weight_decay, "weight_decay", "AdamW")
+        if weight_decay is None:
+            weight_decay = 0.0
+        if isinstance(weight_decay, bool) or not isinstance(weight_decay, (int, float)):
+            raise TypeError(f"ddg.optimizer.AdamW: weight_decay (the decoupled coefficient) must be a float, "
+                            f"got {type(weight_decay).__name__}")
+        if lr_ratio is not None and not callable(lr_ratio):
+            raise TypeError("ddg.optimizer.AdamW: lr_ratio must be a callable(param) -> float")
+        if apply_decay_param_fun is not None and not callable(apply_decay_param_fun):
+            raise TypeError("ddg.optimizer.AdamW: apply_decay_param_fun must be a callable(name) -> bool")
+        self._coeff = float(weight_decay)
+        self._lr_ratio = lr_ratio
+        self._apply_decay_param_fun = apply_decay_param_fun
+        super().__init__(learning_rate, beta1, beta2, epsilon, parameters, float(weight_decay), grad_clip, lazy_mode,
+                         multi_precision, False, amsgrad, name)
+
+    def _update(self, param, p, g, lr, state, group):
+        if self._lr_ratio is not None:
+            lr = lr * float(self._lr_ratio(param))
+        coeff = float(group["weight_decay"] or 0.0)
+        if coeff and (self._apply_decay_param_fun is None or self._apply_decay_param_fun(param.name)):
+            p *= 1.0 - lr * coeff
+        self._adam(p, g, lr, state, group)

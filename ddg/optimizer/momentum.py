@@ -1,0 +1,42 @@
+"""Momentum (Paddle's formulation, the learning rate outside the velocity):
+
+    velocity = momentum * velocity + grad
+    param   -= lr * velocity                          (use_nesterov=False)
+    param   -= lr * (grad + momentum * velocity)      (use_nesterov=True)
+
+``grad`` is ``rescale_grad * grad + weight-decay term``.
+"""
+from ..tensor import backend
+from .optimizer import Optimizer, _scalar
+
+__all__ = ["Momentum"]
+
+
+class Momentum(Optimizer):
+    _acc_names = ("velocity",)
+
+    def __init__(self, learning_rate=0.001, momentum=0.9, parameters=None, use_nesterov=False, weight_decay=None,
+                 grad_clip=None, multi_precision=False, rescale_grad=1.0, use_multi_tensor=False, name=None):
+        if learning_rate is None:
+            raise ValueError("ddg.optimizer.Momentum: learning_rate is not set")
+        momentum = _scalar(momentum, "momentum", "Momentum")
+        self._default_dict = {"momentum": momentum, "use_nesterov": bool(use_nesterov)}
+        self._momentum = momentum
+        self._use_nesterov = bool(use_nesterov)
+        self._rescale_grad = _scalar(rescale_grad, "rescale_grad", "Momentum")
+        super().__init__(learning_rate, parameters, weight_decay, grad_clip, name)
+
+    def _update(self, param, p, g, lr, state, group):
+        xp = backend.get_array_module(p)
+        mu = group["momentum"]
+        v = state["velocity"]
+        s = self._scratch(p, 0)
+        v *= mu
+        v += g
+        if group["use_nesterov"]:
+            xp.multiply(v, mu, out=s)
+            s += g
+            s *= lr
+        else:
+            xp.multiply(v, lr, out=s)
+        p -= s
