@@ -1,0 +1,74 @@
+"""Scaled dot-product attention, as a composite of matmul, softmax and (optional) dropout."""
+import math
+
+import numpy as np
+
+from ...autograd.ops import elementwise as E
+from ...autograd.ops import movement as M
+from ...autograd.ops.linalg import matmul
+from ...tensor import backend
+from ...tensor.tensor import Tensor
+from .activation import softmax
+
+__all__ = ["scaled_dot_product_attention"]
+
+
+def _convert_attention_mask(attn_mask, dtype):
+    """Paddle's mask convention, as an additive float mask of ``dtype``: a bool (or integer)
+    mask keeps positions that are True (non-zero) and gets -1e9 where it is False (zero);
+    a float mask is added to the scores as it is."""
+    if attn_mask is None:
+        return None
+    if not isinstance(attn_mask, Tensor):
+        raise TypeError(f"ddg.nn.functional: attn_mask must be a Tensor, got {type(attn_mask).__name__}")
+    kind = attn_mask._data.dtype.kind
+    if kind in "biu":
+        return (E.cast(attn_mask, dtype) - 1.0) * 1e9
+    if attn_mask.dtype != np.dtype(dtype):
+        return E.cast(attn_mask, dtype)
+    return attn_mask
+
+
+def _attend(q, k, v, mask=None, dropout_p=0.0, training=True, scale=None):
+    """``softmax(q k^T * scale + mask) v`` on ``[..., L, d]`` tensors; returns ``(out, weights)``."""
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scores = matmul(q * scale, k, transpose_y=True)
+    if mask is not None:
+        scores = scores + mask
+    weights = softmax(scores, axis=-1)
+    if dropout_p and training:
+        from .. import functional as F
+        weights = F.dropout(weights, dropout_p, training=True, mode="upscale_in_train")
+    return matmul(weights, v), weights
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
+                                 training=True, name=None):
+    """Paddle's ``F.scaled_dot_product_attention``: inputs ``[batch, seq_len, num_heads,
+    head_dim]`` (the flash-attention layout), output the same layout as ``query``.
+
+    ``attn_mask`` broadcasts to ``[batch, num_heads, seq_q, seq_k]``: bool (True = attend)
+    or float (added to the scores). ``is_causal=True`` masks keys after each query
+    (aligned to the end when ``seq_k > seq_q``)."""
+    for t, n in ((query, "query"), (key, "key"), (value, "value")):
+        if not isinstance(t, Tensor) or t.ndim != 4:
+            raise ValueError(f"ddg.nn.functional.scaled_dot_product_attention: {n} must be a 4-D Tensor "
+                             f"[batch, seq_len, num_heads, head_dim], got "
+                             f"{t.shape if isinstance(t, Tensor) else type(t).__name__}")
+    if query.shape[-1] != key.shape[-1] or key.shape[1] != value.shape[1] or \
+            query.shape[0] != key.shape[0] or key.shape[2] != value.shape[2]:
+        raise ValueError(f"ddg.nn.functional.scaled_dot_product_attention: incompatible shapes query "
+                         f"{query.shape}, key {key.shape}, value {value.shape}")
+    if query.shape[2] != key.shape[2]:
+        raise ValueError(f"ddg.nn.functional.scaled_dot_product_attention: query has {query.shape[2]} heads, "
+                         f"key/value have {key.shape[2]}")
+    q, k, v = (M.transpose(t, [0, 2, 1, 3]) for t in (query, key, value))
+    mask = _convert_attention_mask(attn_mask, q.dtype)
+    if is_causal:
+        lq, lk = q.shape[2], k.shape[2]
+        xp = backend.get_array_module(q._data)
+        allowed = xp.tril(xp.ones((lq, lk), dtype=bool), k=lk - lq)
+        causal = Tensor._wrap(xp.where(allowed, 0.0, -1e9).astype(q._data.dtype))
+        mask = causal if mask is None else mask + causal
+    out, _ = _attend(q, k, v, mask, dropout_p, training)
+    return M.transpose(out, [0, 2, 1, 3])

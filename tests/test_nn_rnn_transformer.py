@@ -1,0 +1,420 @@
+"""Recurrent layers (SimpleRNN / LSTM / GRU and their cells) and attention / transformer
+layers: forward against numpy step-by-step references (and torch when installed),
+gradients against central differences, shapes, masks, caches, a small training loop."""
+import numpy as np
+import pytest
+
+import ddg
+from ddg import nn
+from ddg.autograd import gradcheck
+
+
+def _sig(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def _t(a, grad=False):
+    t = ddg.to_tensor(np.asarray(a))
+    t.stop_gradient = not grad
+    return t
+
+
+def _np(t):
+    return t.numpy().astype(np.float64)
+
+
+# -- numpy references (Paddle's formulas, one direction, batch-major) -------------------------------------
+def ref_lstm(x, h, c, wih, whh, bih, bhh):
+    outs = []
+    for t in range(x.shape[1]):
+        g = x[:, t] @ wih.T + bih + h @ whh.T + bhh
+        i, f, gg, o = np.split(g, 4, axis=-1)
+        c = _sig(f) * c + _sig(i) * np.tanh(gg)
+        h = _sig(o) * np.tanh(c)
+        outs.append(h)
+    return np.stack(outs, 1), h, c
+
+
+def ref_gru(x, h, wih, whh, bih, bhh):
+    outs = []
+    for t in range(x.shape[1]):
+        xr, xz, xc = np.split(x[:, t] @ wih.T + bih, 3, axis=-1)
+        hr, hz, hc = np.split(h @ whh.T + bhh, 3, axis=-1)
+        r, z = _sig(xr + hr), _sig(xz + hz)
+        cand = np.tanh(xc + r * hc)
+        h = z * h + (1 - z) * cand
+        outs.append(h)
+    return np.stack(outs, 1), h
+
+
+def ref_rnn(x, h, wih, whh, bih, bhh, act):
+    outs = []
+    for t in range(x.shape[1]):
+        h = act(x[:, t] @ wih.T + bih + h @ whh.T + bhh)
+        outs.append(h)
+    return np.stack(outs, 1), h
+
+
+def _cell_w(cell):
+    return [_np(p) for p in (cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh)]
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    ddg.seed(7)
+    yield
+
+
+RNG = np.random.default_rng(0)
+
+
+# -- recurrent layers --------------------------------------------------------------------------------------
+def test_lstm_matches_numpy_reference_with_initial_states():
+    m = nn.LSTM(3, 5)
+    x = RNG.standard_normal((2, 4, 3)).astype("float32")
+    h0 = RNG.standard_normal((1, 2, 5)).astype("float32")
+    c0 = RNG.standard_normal((1, 2, 5)).astype("float32")
+    out, (h, c) = m(_t(x), (_t(h0), _t(c0)))
+    ro, rh, rc = ref_lstm(x, h0[0], c0[0], *_cell_w(m[0].cell))
+    assert out.shape == [2, 4, 5] and h.shape == [1, 2, 5] and c.shape == [1, 2, 5]
+    np.testing.assert_allclose(out.numpy(), ro, atol=1e-5)
+    np.testing.assert_allclose(h.numpy()[0], rh, atol=1e-5)
+    np.testing.assert_allclose(c.numpy()[0], rc, atol=1e-5)
+
+
+def test_gru_and_simple_rnn_match_numpy_reference():
+    x = RNG.standard_normal((3, 5, 4)).astype("float32")
+    h0 = RNG.standard_normal((1, 3, 6)).astype("float32")
+    g = nn.GRU(4, 6)
+    out, h = g(_t(x), _t(h0))
+    ro, rh = ref_gru(x, h0[0], *_cell_w(g[0].cell))
+    np.testing.assert_allclose(out.numpy(), ro, atol=1e-5)
+    np.testing.assert_allclose(h.numpy()[0], rh, atol=1e-5)
+    for act, fn in (("tanh", np.tanh), ("relu", lambda v: np.maximum(v, 0))):
+        r = nn.SimpleRNN(4, 6, activation=act)
+        out, h = r(_t(x), _t(h0))
+        ro, rh = ref_rnn(x, h0[0], *_cell_w(r[0].cell), fn)
+        np.testing.assert_allclose(out.numpy(), ro, atol=1e-5)
+        np.testing.assert_allclose(h.numpy()[0], rh, atol=1e-5)
+
+
+def test_bidirectional_two_layer_shapes_and_reference():
+    x = RNG.standard_normal((2, 5, 3)).astype("float32")
+    m = nn.LSTM(3, 4, num_layers=2, direction="bidirect")
+    out, (h, c) = m(_t(x))
+    assert out.shape == [2, 5, 8] and h.shape == [4, 2, 4] and c.shape == [4, 2, 4]
+    # layer 0 by hand: forward direction, and backward direction on the time-reversed input
+    z = np.zeros((2, 4))
+    of, hf, cf = ref_lstm(x, z, z, *_cell_w(m[0].cell_fw))
+    ob, hb, cb = ref_lstm(x[:, ::-1], z, z, *_cell_w(m[0].cell_bw))
+    l0 = np.concatenate([of, ob[:, ::-1]], -1)
+    of1, hf1, _ = ref_lstm(l0, z, z, *_cell_w(m[1].cell_fw))
+    ob1, hb1, _ = ref_lstm(l0[:, ::-1], z, z, *_cell_w(m[1].cell_bw))
+    np.testing.assert_allclose(out.numpy(), np.concatenate([of1, ob1[:, ::-1]], -1), atol=1e-5)
+    np.testing.assert_allclose(h.numpy(), np.stack([hf, hb, hf1, hb1]), atol=1e-5)
+    g = nn.GRU(3, 4, num_layers=2, direction="bidirectional", time_major=True)
+    out, h = g(_t(x.transpose(1, 0, 2)))
+    assert out.shape == [5, 2, 8] and h.shape == [4, 2, 4]
+
+
+def test_parameter_names_layouts_and_cells():
+    m = nn.LSTM(3, 4, num_layers=2, direction="bidirect")
+    keys = list(m.state_dict().keys())
+    assert keys[:4] == ["weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"]
+    assert "weight_ih_l1_reverse" in keys and "0.cell_fw.weight_ih" in keys and "1.cell_bw.bias_hh" in keys
+    assert m.state_dict()["weight_ih_l1"].shape == [16, 8] and m.state_dict()["weight_hh_l0"].shape == [16, 4]
+    assert len(m.parameters()) == 16  # the flat names alias the cells' parameters
+    assert "0.cell.weight_ih" in nn.GRU(3, 4).state_dict()
+    bound = 1 / np.sqrt(4)
+    assert all(np.abs(p.numpy()).max() <= bound for p in m.parameters())
+    # cells called directly agree with one step of the network
+    x = RNG.standard_normal((2, 3)).astype("float32")
+    cell = nn.LSTMCell(3, 4)
+    h, (h2, c2) = cell(_t(x))
+    rh = ref_lstm(x[:, None], np.zeros((2, 4)), np.zeros((2, 4)), *_cell_w(cell))[1]
+    np.testing.assert_allclose(h.numpy(), rh, atol=1e-5)
+    assert h2 is h and c2.shape == [2, 4]
+    gcell = nn.GRUCell(3, 4)
+    h0 = RNG.standard_normal((2, 4)).astype("float32")
+    out, st = gcell(_t(x), _t(h0))
+    np.testing.assert_allclose(out.numpy(), ref_gru(x[:, None], h0, *_cell_w(gcell))[1], atol=1e-5)
+    # a custom cell through the generic RNN wrapper
+    out, st = nn.RNN(nn.SimpleRNNCell(3, 4), is_reverse=True)(_t(RNG.standard_normal((2, 5, 3))))
+    assert out.shape == [2, 5, 4] and st.shape == [2, 4]
+
+
+def test_bias_attr_false_and_bad_inputs():
+    m = nn.GRU(3, 4, bias_ih_attr=False, bias_hh_attr=False)
+    assert "bias_ih_l0" not in m.state_dict() and m[0].cell.bias_ih.stop_gradient
+    assert np.all(m[0].cell.bias_hh.numpy() == 0)
+    with pytest.raises(ValueError, match="direction"):
+        nn.LSTM(3, 4, direction="sideways")
+    with pytest.raises(ValueError, match=r"LSTM.*\[batch, time, 3\]"):
+        nn.LSTM(3, 4)(_t(np.zeros((2, 5, 7), "float32")))
+    with pytest.raises(ValueError, match="initial state has shape"):
+        nn.GRU(3, 4)(_t(np.zeros((2, 5, 3), "float32")), _t(np.zeros((2, 2, 4), "float32")))
+
+
+@pytest.mark.parametrize("direction", ["forward", "bidirect"])
+def test_sequence_length_masking(direction):
+    m = nn.LSTM(3, 4, direction=direction)
+    x = RNG.standard_normal((3, 6, 3)).astype("float32")
+    lens = np.array([6, 2, 4])
+    out, (h, c) = m(_t(x), sequence_length=_t(lens))
+    for b, n in enumerate(lens):  # each sample as if run alone on its valid prefix
+        ob, (hb, cb) = m(_t(x[b:b + 1, :n]))
+        np.testing.assert_allclose(out.numpy()[b, :n], ob.numpy()[0], atol=1e-5)
+        assert np.all(out.numpy()[b, n:] == 0)
+        np.testing.assert_allclose(h.numpy()[:, b], hb.numpy()[:, 0], atol=1e-5)
+        np.testing.assert_allclose(c.numpy()[:, b], cb.numpy()[:, 0], atol=1e-5)
+
+
+def _copy_to_torch(m, t):
+    import torch
+    sd = m.state_dict()
+    with torch.no_grad():
+        for n, p in t.named_parameters():
+            p.copy_(torch.tensor(sd[n].numpy()))
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_against_torch(kind):
+    torch = pytest.importorskip("torch")
+    m = getattr(nn, kind)(3, 5, num_layers=2, direction="bidirect")
+    t = getattr(torch.nn, kind)(3, 5, num_layers=2, bidirectional=True, batch_first=True)
+    _copy_to_torch(m, t)
+    x = RNG.standard_normal((2, 4, 3)).astype("float32")
+    h0 = RNG.standard_normal((4, 2, 5)).astype("float32")
+    c0 = RNG.standard_normal((4, 2, 5)).astype("float32")
+    if kind == "LSTM":
+        out, (h, c) = m(_t(x), (_t(h0), _t(c0)))
+        to, (th, tc) = t(torch.tensor(x), (torch.tensor(h0), torch.tensor(c0)))
+        np.testing.assert_allclose(c.numpy(), tc.detach().numpy(), atol=1e-5)
+    else:
+        out, h = m(_t(x), _t(h0))
+        to, th = t(torch.tensor(x), torch.tensor(h0))
+    np.testing.assert_allclose(out.numpy(), to.detach().numpy(), atol=1e-5)
+    np.testing.assert_allclose(h.numpy(), th.detach().numpy(), atol=1e-5)
+
+
+@pytest.mark.filterwarnings("ignore:LSTM with projections")
+def test_lstm_proj_size_against_torch():
+    torch = pytest.importorskip("torch")
+    m = nn.LSTM(3, 5, proj_size=2)
+    t = torch.nn.LSTM(3, 5, proj_size=2, batch_first=True)
+    cell = m[0].cell
+    with torch.no_grad():
+        for name, w in (("weight_ih_l0", cell.weight_ih), ("weight_hh_l0", cell.weight_hh),
+                        ("bias_ih_l0", cell.bias_ih), ("bias_hh_l0", cell.bias_hh)):
+            getattr(t, name).copy_(torch.tensor(w.numpy()))
+        t.weight_hr_l0.copy_(torch.tensor(cell.weight_ho.numpy().T))  # Paddle: h @ weight_ho
+    x = RNG.standard_normal((2, 4, 3)).astype("float32")
+    out, (h, c) = m(_t(x))
+    to, (th, tc) = t(torch.tensor(x))
+    assert out.shape == [2, 4, 2] and h.shape == [1, 2, 2] and c.shape == [1, 2, 5]
+    np.testing.assert_allclose(out.numpy(), to.detach().numpy(), atol=1e-5)
+    np.testing.assert_allclose(c.numpy(), tc.detach().numpy(), atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "SimpleRNN"])
+def test_gradcheck_tiny_rnn(kind):
+    m = getattr(nn, kind)(2, 3, direction="bidirect").to(dtype="float64")
+    x = _t(RNG.standard_normal((2, 3, 2)), grad=True)
+    lens = _t(np.array([3, 2]))
+
+    def f(x, *params):
+        out, st = m(x, sequence_length=lens)
+        last = st[0] if kind == "LSTM" else st
+        return ddg.concat([out.reshape([-1]), last.reshape([-1])])
+
+    assert gradcheck(f, [x] + m.parameters())
+
+
+def test_lstm_trains_on_tiny_sequence_task():
+    # predict the sum of a sequence's values: loss falls within 3 SGD steps
+    rng = np.random.default_rng(1)
+    x = rng.uniform(-1, 1, (16, 5, 1)).astype("float32")
+    y = x.sum(1)
+    rnn, head = nn.LSTM(1, 8), nn.Linear(8, 1)
+    params = rnn.parameters() + head.parameters()
+    losses = []
+    for _ in range(3):
+        out, (h, c) = rnn(_t(x))
+        loss = ((head(h[0]) - _t(y)) ** 2).mean()
+        loss.backward()
+        losses.append(float(loss.numpy()))
+        for p in params:
+            assert p.grad is not None
+            p._data -= 0.3 * p.grad._data
+            p.clear_grad()
+    assert losses[-1] < losses[0]
+
+
+# -- attention ---------------------------------------------------------------------------------------------
+def ref_mha(m, q, k, v, mask_add=None):
+    W = {n: (_np(getattr(m, n).weight), _np(getattr(m, n).bias)) for n in ("q_proj", "k_proj", "v_proj", "out_proj")}
+    H, d = m.num_heads, m.head_dim
+
+    def heads(a, n):
+        p = a @ W[n][0] + W[n][1]
+        return p.reshape(a.shape[0], a.shape[1], H, d).transpose(0, 2, 1, 3)
+
+    Q, K, V = heads(q, "q_proj"), heads(k, "k_proj"), heads(v, "v_proj")
+    s = Q @ K.transpose(0, 1, 3, 2) / np.sqrt(d)
+    if mask_add is not None:
+        s = s + mask_add
+    w = np.exp(s - s.max(-1, keepdims=True))
+    w /= w.sum(-1, keepdims=True)
+    o = (w @ V).transpose(0, 2, 1, 3).reshape(q.shape[0], q.shape[1], H * d)
+    return o @ W["out_proj"][0] + W["out_proj"][1], w
+
+
+def test_mha_matches_numpy_with_masks():
+    m = nn.MultiHeadAttention(8, 2, kdim=5, vdim=3, need_weights=True)
+    q = RNG.standard_normal((2, 4, 8)).astype("float32")
+    k = RNG.standard_normal((2, 6, 5)).astype("float32")
+    v = RNG.standard_normal((2, 6, 3)).astype("float32")
+    out, w = m(_t(q), _t(k), _t(v))
+    ro, rw = ref_mha(m, q, k, v)
+    assert out.shape == [2, 4, 8] and w.shape == [2, 2, 4, 6]
+    np.testing.assert_allclose(out.numpy(), ro, atol=1e-5)
+    np.testing.assert_allclose(w.numpy(), rw, atol=1e-5)
+    # bool mask: True = attend; broadcast over batch and heads
+    keep = RNG.random((4, 6)) > 0.4
+    keep[:, 0] = True
+    out, w = m(_t(q), _t(k), _t(v), attn_mask=_t(keep))
+    ro, rw = ref_mha(m, q, k, v, np.where(keep, 0.0, -1e9))
+    np.testing.assert_allclose(out.numpy(), ro, atol=1e-5)
+    assert np.all(w.numpy()[..., ~keep] < 1e-6)
+    # float mask: added to the scores; int mask behaves like bool
+    fmask = RNG.standard_normal((2, 1, 4, 6)).astype("float32")
+    out, _ = m(_t(q), _t(k), _t(v), attn_mask=_t(fmask))
+    np.testing.assert_allclose(out.numpy(), ref_mha(m, q, k, v, fmask)[0], atol=1e-5)
+    out_i, _ = m(_t(q), _t(k), _t(v), attn_mask=_t(keep.astype("int64")))
+    out_b, _ = m(_t(q), _t(k), _t(v), attn_mask=_t(keep))
+    np.testing.assert_allclose(out_i.numpy(), out_b.numpy(), atol=1e-6)
+    assert [n for n, _ in m.named_sublayers()] == ["q_proj", "k_proj", "v_proj", "out_proj"]
+    with pytest.raises(ValueError, match="divisible"):
+        nn.MultiHeadAttention(6, 4)
+
+
+def test_mha_gradcheck_and_self_attention_default():
+    m = nn.MultiHeadAttention(4, 2).to(dtype="float64")
+    x = _t(RNG.standard_normal((2, 3, 4)), grad=True)
+    mask = _t(np.tril(np.ones((3, 3), bool)))
+    assert gradcheck(lambda x, *p: m(x, attn_mask=mask), [x] + m.parameters())
+    np.testing.assert_allclose(m(x).numpy(), m(x, x, x).numpy())
+
+
+def test_mha_incremental_cache_matches_causal_full_pass():
+    m = nn.MultiHeadAttention(8, 2)
+    x = RNG.standard_normal((2, 5, 8)).astype("float32")
+    full = m(_t(x), attn_mask=_t(np.tril(np.ones((5, 5), bool)))).numpy()
+    cache = m.gen_cache(_t(x))
+    assert cache.k.shape == [2, 2, 0, 4]
+    steps = []
+    for t in range(5):
+        o, cache = m(_t(x[:, t:t + 1]), cache=cache)
+        steps.append(o.numpy())
+    np.testing.assert_allclose(np.concatenate(steps, 1), full, atol=1e-5)
+    mem = RNG.standard_normal((2, 7, 8)).astype("float32")
+    static = m.gen_cache(_t(mem), type=nn.MultiHeadAttention.StaticCache)
+    o, same = m(_t(x), cache=static)
+    assert same is static
+    np.testing.assert_allclose(o.numpy(), m(_t(x), _t(mem), _t(mem)).numpy(), atol=1e-5)
+
+
+def test_scaled_dot_product_attention():
+    F = nn.functional
+    q = RNG.standard_normal((2, 4, 3, 5))  # [batch, seq, heads, head_dim]
+    k = RNG.standard_normal((2, 6, 3, 5))
+    v = RNG.standard_normal((2, 6, 3, 5))
+    out = F.scaled_dot_product_attention(_t(q), _t(k), _t(v), is_causal=True)
+    Q, K, V = (a.transpose(0, 2, 1, 3) for a in (q, k, v))
+    s = Q @ K.transpose(0, 1, 3, 2) / np.sqrt(5) + np.where(np.tril(np.ones((4, 6)), 2) > 0, 0, -1e9)
+    w = np.exp(s - s.max(-1, keepdims=True))
+    w /= w.sum(-1, keepdims=True)
+    np.testing.assert_allclose(out.numpy(), (w @ V).transpose(0, 2, 1, 3), atol=1e-10)
+    qt = _t(q, grad=True)
+    assert gradcheck(lambda a: F.scaled_dot_product_attention(a, _t(k), _t(v)), [qt])
+
+
+# -- transformer layers (need LayerNorm and Dropout from ddg.nn) -------------------------------------------
+needs_norm = pytest.mark.skipif(
+    not (hasattr(nn, "LayerNorm") and hasattr(nn, "Dropout") and hasattr(nn.functional, "dropout")),
+    reason="ddg.nn.LayerNorm / ddg.nn.Dropout / ddg.nn.functional.dropout not available")
+
+
+@needs_norm
+@pytest.mark.parametrize("normalize_before", [False, True])
+def test_transformer_encoder_shapes_and_grads(normalize_before):
+    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.1, normalize_before=normalize_before)
+    enc = nn.TransformerEncoder(layer, 2, norm=nn.LayerNorm(8) if normalize_before else None)
+    names = [n for n, _ in layer.named_children()]
+    for n in ("self_attn", "linear1", "dropout", "linear2", "norm1", "norm2", "dropout1", "dropout2"):
+        assert n in names
+    assert enc.layers[0] is layer and len(enc.layers) == 2
+    assert "layers.1.self_attn.q_proj.weight" in enc.state_dict()
+    x = _t(RNG.standard_normal((2, 5, 8)).astype("float32"), grad=True)
+    mask = _t(RNG.random((2, 1, 5, 5)) > 0.2)
+    out = enc(x, src_mask=mask)
+    assert out.shape == [2, 5, 8]
+    (out * out).sum().backward()
+    for name, p in enc.named_parameters():
+        assert p.grad is not None and np.isfinite(p.grad.numpy()).all(), name
+    assert x.grad is not None
+    enc.eval()
+    a, b = enc(x).numpy(), enc(x).numpy()
+    np.testing.assert_allclose(a, b)  # no dropout in eval mode
+
+
+@needs_norm
+def test_transformer_decoder_and_full_model():
+    model = nn.Transformer(d_model=8, nhead=2, num_encoder_layers=1, num_decoder_layers=2, dim_feedforward=16,
+                           dropout=0.0)
+    src = _t(RNG.standard_normal((2, 6, 8)).astype("float32"))
+    tgt = _t(RNG.standard_normal((2, 4, 8)).astype("float32"))
+    tgt_mask = model.generate_square_subsequent_mask(4)
+    assert tgt_mask.shape == [4, 4] and np.isneginf(tgt_mask.numpy()[0, 1])
+    out = model(src, tgt, tgt_mask=tgt_mask)
+    assert out.shape == [2, 4, 8]
+    out.mean().backward()
+    assert all(p.grad is not None for p in model.parameters())
+    # incremental decoding with caches reproduces the masked full pass
+    model.eval()
+    memory = model.encoder(src)
+    full = model.decoder(tgt, memory, tgt_mask=tgt_mask).numpy()
+    cache = model.decoder.gen_cache(memory)
+    steps = []
+    for t in range(4):
+        o, cache = model.decoder(tgt[:, t:t + 1], memory, cache=cache)
+        steps.append(o.numpy())
+    np.testing.assert_allclose(np.concatenate(steps, 1), full, atol=1e-5)
+
+
+@needs_norm
+def test_rnn_dropout_between_layers():
+    m = nn.GRU(3, 4, num_layers=2, dropout=0.5)
+    x = _t(RNG.standard_normal((2, 5, 3)).astype("float32"))
+    m.eval()
+    a, b = m(x)[0].numpy(), m(x)[0].numpy()
+    np.testing.assert_allclose(a, b)
+    m.train()
+    assert not np.allclose(m(x)[0].numpy(), a)
+
+
+@needs_norm
+def test_transformer_encoder_trains():
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((8, 4, 8)).astype("float32")
+    y = x[:, ::-1].copy()
+    enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0), 1)
+    losses = []
+    for _ in range(3):
+        loss = ((enc(_t(x)) - _t(y)) ** 2).mean()
+        loss.backward()
+        losses.append(float(loss.numpy()))
+        for p in enc.parameters():
+            p._data -= 0.05 * p.grad._data
+            p.clear_grad()
+    assert losses[-1] < losses[0]
