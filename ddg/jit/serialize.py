@@ -1,0 +1,446 @@
+"""``ddg.jit.save`` / ``ddg.jit.load``: a recorded inference graph on disk.
+
+``save(layer, path, input_spec)`` writes two files in ddg's safe checkpoint format
+(``ddg.io.serialization``: JSON header + raw arrays + SHA-256; nothing is unpickled):
+
+* ``path + '.pdmodel'``: ``{"format", "version", "graph": <JSON text>, "arrays": [...]}``;
+  the graph lists the ops by name (``module:Class``) with their constructor attributes
+  (tagged JSON) and their wiring over numbered slots;
+* ``path + '.pdiparams'``: the layer's parameters and buffers by state_dict name.
+
+Dimensions given as ``None`` in the input spec are recorded twice with different
+sizes; an attribute that differs between the two recordings must be a multiple of
+one dynamic dimension (reshape/flatten targets: ``[batch, 800]``) and is stored as
+``{"sym": [dim, k]}``, resolved from the actual input shapes at each call.
+
+``load(path)`` returns a ``TranslatedLayer`` that replays the graph with the same
+machinery as ``to_static``, without the Python class of the model. Only Function
+subclasses defined in ddg's own op modules (``ddg.autograd.ops.*``,
+``ddg.autograd.methods``, ``ddg.nn.functional.*``) can be named by a file; anything
+else, and any inconsistent or truncated file, is refused with a ValueError naming the
+path.
+"""
+import importlib
+import json
+import re
+
+import numpy as np
+
+from ..autograd import grad_mode
+from ..autograd.function import Function
+from ..io import serialization as _ser
+from ..nn.layer.layers import Layer
+from ..nn.parameter import Parameter
+from ..tensor.tensor import Tensor
+from . import trace as T
+
+FORMAT = "ddg.jit.program"
+VERSION = 1
+_DYN_SIZES = ((2, 3), (5, 7), (11, 13), (17, 19))  # dummy sizes of None dims in the two recordings
+_OP_MODULE = re.compile(r"^ddg\.(autograd\.ops\.[a-z_0-9]+|autograd\.methods|nn\.functional\.[a-z_0-9]+)$")
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z_0-9]*$")
+
+
+class _Bad(Exception):
+    pass
+
+
+# -- attributes as tagged JSON --------------------------------------------------------------------
+class _Enc:
+    def __init__(self, arrays):
+        self.arrays = arrays
+
+    def __call__(self, v, where):
+        if v is None or isinstance(v, (bool, str)):
+            return v
+        if isinstance(v, int) and not isinstance(v, bool):
+            return v
+        if isinstance(v, float):
+            return {"f": float.hex(v)}
+        if isinstance(v, _Sym):
+            return {"sym": [v.dim, v.k]}
+        if isinstance(v, (np.bool_, np.integer, np.floating)):
+            return {"np": v.dtype.str, "v": v.item() if v.dtype.kind != "f" else float.hex(float(v))}
+        if isinstance(v, np.dtype):
+            return {"dtype": v.str}
+        if isinstance(v, tuple):
+            return {"tuple": [self(x, where) for x in v]}
+        if isinstance(v, list):
+            return {"list": [self(x, where) for x in v]}
+        if isinstance(v, dict) and all(isinstance(k, str) for k in v):
+            return {"dict": [[k, self(x, where)] for k, x in v.items()]}
+        if isinstance(v, slice):
+            return {"slice": [self(v.start, where), self(v.stop, where), self(v.step, where)]}
+        if v is Ellipsis:
+            return {"ellipsis": True}
+        if isinstance(v, T._ARRAY_TYPES):
+            self.arrays.append(np.asarray(v) if isinstance(v, np.ndarray) else v.get())
+            return {"array": len(self.arrays) - 1}
+        raise ValueError(f"ddg.jit.save: {where}: cannot store a value of type {type(v).__name__}")
+
+
+def _dec(v, arrays, dyn):
+    if v is None or isinstance(v, (bool, str, int)):
+        return v
+    if isinstance(v, dict) and len(v) in (1, 2):
+        if "f" in v:
+            return float.fromhex(v["f"])
+        if "sym" in v:
+            d, k = v["sym"]
+            return int(k) * int(dyn[int(d)])
+        if "np" in v:
+            dt = np.dtype(v["np"])
+            if dt.kind not in "biuf":
+                raise _Bad(f"bad scalar dtype {dt}")
+            return dt.type(float.fromhex(v["v"]) if dt.kind == "f" else v["v"])
+        if "dtype" in v:
+            dt = np.dtype(v["dtype"])
+            if dt.kind not in "biufc":
+                raise _Bad(f"bad dtype {dt}")
+            return dt
+        if "tuple" in v:
+            return tuple(_dec(x, arrays, dyn) for x in v["tuple"])
+        if "list" in v:
+            return [_dec(x, arrays, dyn) for x in v["list"]]
+        if "dict" in v:
+            return {str(k): _dec(x, arrays, dyn) for k, x in v["dict"]}
+        if "slice" in v:
+            return slice(*[_dec(x, arrays, dyn) for x in v["slice"]])
+        if "ellipsis" in v:
+            return Ellipsis
+        if "array" in v:
+            return arrays[int(v["array"])]
+    raise _Bad(f"unknown attribute encoding {str(v)[:80]}")
+
+
+class _Sym:
+    def __init__(self, dim, k):
+        self.dim, self.k = dim, k
+
+
+def _merge(a, b, dyn1, dyn2, where):
+    """One attribute from the two recordings: equal values, or a multiple of a dynamic dim."""
+    if isinstance(a, int) and isinstance(b, int) and not isinstance(a, bool) and not isinstance(b, bool):
+        if a == b:
+            return a
+        for d, (s1, s2) in enumerate(zip(dyn1, dyn2)):
+            if a % s1 == 0 and b % s2 == 0 and a // s1 == b // s2:
+                return _Sym(d, a // s1)
+        raise ValueError(f"ddg.jit.save: {where}: the value {a} depends on a None dimension of the input spec "
+                         f"in a way ddg cannot store; give that dimension a fixed size")
+    if isinstance(a, (tuple, list)) and type(a) is type(b) and len(a) == len(b):
+        return type(a)(_merge(x, y, dyn1, dyn2, where) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict) and a.keys() == b.keys():
+        return {k: _merge(a[k], b[k], dyn1, dyn2, where) for k in a}
+    if T._same(a, b):
+        return a
+    raise ValueError(f"ddg.jit.save: {where}: the recording depends on the size of a None dimension of the input "
+                     f"spec in a way ddg cannot store; give that dimension a fixed size")
+
+
+# -- save -------------------------------------------------------------------------------------------
+def _dummy(spec, dyn_sizes, dyn_dims):
+    from ..tensor.creation import _as_array
+    shape = [dyn_sizes[dyn_dims.index((spec._i, j))] if d is None else d for j, d in enumerate(spec.shape)]
+    if spec.dtype.kind == "f":
+        arr = np.random.default_rng(0).standard_normal(shape).astype(spec.dtype)
+    else:
+        arr = np.zeros(shape, spec.dtype)
+    return Tensor._wrap(_as_array(arr))
+
+
+def save(layer, path, input_spec=None, **configs):
+    """Record ``layer`` (a Layer, or a to_static function of one) in inference mode on
+    inputs described by ``input_spec`` and write ``path.pdmodel`` and ``path.pdiparams``."""
+    from ..static import InputSpec
+    fn = layer
+    if isinstance(layer, T.StaticFunction):
+        owner = layer._layer
+        fn = layer._fn
+        if input_spec is None:
+            input_spec = layer._input_spec
+    elif isinstance(layer, Layer):
+        owner = layer
+        fwd = layer.forward
+        fn = fwd._fn if isinstance(fwd, T.StaticFunction) else fwd
+        if input_spec is None and isinstance(fwd, T.StaticFunction):
+            input_spec = fwd._input_spec
+    else:
+        raise TypeError(f"ddg.jit.save: needs a Layer or a to_static function, got {type(layer).__name__}")
+    if owner is None:
+        raise TypeError("ddg.jit.save: the function is not a method of a Layer (nothing holds its parameters)")
+    if not input_spec:
+        raise ValueError("ddg.jit.save: input_spec is required (a list of ddg.static.InputSpec)")
+    specs = []
+    for i, s in enumerate(input_spec):
+        if isinstance(s, Tensor):
+            s = InputSpec(s.shape, s.dtype)
+        if not isinstance(s, InputSpec):
+            raise TypeError(f"ddg.jit.save: input_spec[{i}] must be an InputSpec or a Tensor, got {type(s).__name__}")
+        s = InputSpec(s.shape, s.dtype, s.name)
+        s._i = i
+        specs.append(s)
+    dyn_dims = [(i, j) for i, s in enumerate(specs) for j, d in enumerate(s.shape) if d is None]
+    if len(dyn_dims) > len(_DYN_SIZES):
+        raise ValueError(f"ddg.jit.save: at most {len(_DYN_SIZES)} None dimensions are supported")
+    sizes1 = [_DYN_SIZES[k][0] for k in range(len(dyn_dims))]
+    sizes2 = [_DYN_SIZES[k][1] for k in range(len(dyn_dims))]
+    progs = []
+    for sizes in (sizes1, sizes2) if dyn_dims else (sizes1,):
+        ins = [_dummy(s, sizes, dyn_dims) for s in specs]
+        sf = T.StaticFunction(fn, owner)
+        with grad_mode.no_grad():
+            try:
+                progs.append(sf.concrete_program(*ins))
+            except T.DataDependent as exc:
+                raise ValueError(f"ddg.jit.save: the model cannot be saved as a graph: {exc}") from None
+    graph, arrays = _to_json(progs, owner, sizes1, sizes2 if dyn_dims else sizes1)
+    graph["inputs"] = [{"shape": list(s.shape), "dtype": s.dtype.str, "name": s.name} for s in specs]
+    graph["dyn"] = [list(d) for d in dyn_dims]
+    graph["params"] = [n for n, _ in owner.named_parameters()]
+    params = {}
+    for name, t in owner.state_dict().items():
+        params[name] = t.numpy()
+    _ser.save({"format": FORMAT, "version": VERSION, "graph": json.dumps(graph), "arrays": arrays},
+              path + ".pdmodel")
+    _ser.save(params, path + ".pdiparams")
+
+
+def _to_json(progs, owner, dyn1, dyn2):
+    p1, p2 = progs[0], progs[-1]
+    if not (len(p1.steps) == len(p2.steps) and p1.nslots == p2.nslots and p1.out_slots == p2.out_slots
+            and len(p1.consts) == len(p2.consts) and len(p1.externals) == len(p2.externals)):
+        raise ValueError("ddg.jit.save: the recorded graph changes with the size of a None dimension of the input "
+                         "spec; give that dimension a fixed size")
+    names = {id(t): n for n, t in owner.state_dict().items()}
+    arrays = []
+    enc = _Enc(arrays)
+    ext = []
+    consts = []
+    for (s, t, _), (_, t2, _) in zip(p1.externals, p2.externals):
+        if id(t) in names and t is t2:
+            ext.append([s, names[id(t)]])
+        else:  # a tensor from outside the layer: frozen as a constant
+            consts.append([s, enc(t.numpy(), "a captured tensor")])
+    for (s, a), (_, b) in zip(p1.consts, p2.consts):
+        if a.shape == b.shape:
+            if not T._same(a, b):
+                raise ValueError("ddg.jit.save: a constant differs between two recordings (random numbers or data "
+                                 "outside ddg ops)")
+            consts.append([s, enc(a, "a constant")])
+        else:
+            flat = np.asarray(a).reshape(-1)
+            if flat.size and (flat == flat[0]).all() and (np.asarray(b) == flat[0]).all():
+                shape = _merge(tuple(a.shape), tuple(b.shape), dyn1, dyn2, "a constant's shape")
+                consts.append([s, {"fill": enc(flat[0], "fill"), "shape": enc(shape, "shape"),
+                                   "dtype": a.dtype.str}])
+            else:
+                raise ValueError("ddg.jit.save: a constant's shape depends on a None dimension of the input spec; "
+                                 "give that dimension a fixed size")
+    steps = []
+    for k, (a, b) in enumerate(zip(p1.steps, p2.steps)):
+        if a[0] != b[0]:
+            raise ValueError("ddg.jit.save: the recorded graph changes with the size of a None dimension")
+        if a[0] == T.OP:
+            cls = a[1]
+            if cls is not b[1] or a[3] != b[3] or a[4] != b[4]:
+                raise ValueError("ddg.jit.save: the recorded graph changes with the size of a None dimension")
+            where = f"op {k} ({cls.__name__})"
+            attrs = _merge(a[2], b[2], dyn1, dyn2, where)
+            steps.append({"op": f"{cls.__module__}:{cls.__qualname__}", "attrs": enc(attrs, where),
+                          "ins": list(a[3]), "outs": list(a[4]), "multi": a[5]})
+        elif a[0] == T.RAW:
+            steps.append({"raw": a[1], "args": [[k2, v if k2 == "s" else enc(v, "raw op")] for k2, v in a[2]],
+                          "out": a[3]})
+        elif a[0] == T.DRAW:
+            steps.append({"draw": a[1], "args": enc(_merge(a[2], b[2], dyn1, dyn2, "random draw"), "draw"),
+                          "kwargs": enc(dict(a[3]), "draw"), "dtype": a[4].str, "out": a[5]})
+        else:
+            if id(a[1]) not in names:
+                raise ValueError("ddg.jit.save: the model writes into a tensor that is not one of its buffers")
+            steps.append({"write": names[id(a[1])], "slot": a[2]})
+    graph = {"nslots": p1.nslots, "input_slots": p1.input_slots, "externals": ext, "consts": consts,
+             "steps": steps, "outputs": p1.out_slots, "out_spec": _spec_json(p1.out_spec)}
+    return graph, arrays
+
+
+def _spec_json(spec):
+    kind = spec[0]
+    if kind == "T":
+        return "T"
+    if kind in ("list", "tuple"):
+        return {kind: [_spec_json(s) for s in spec[1]]}
+    if kind == "dict" and all(isinstance(k, str) for k, _ in spec[1]):
+        return {"dict": [[k, _spec_json(s)] for k, s in spec[1]]}
+    if kind == "v" and (spec[2] is None or isinstance(spec[2], (bool, int, float, str))):
+        return {"v": spec[2]}
+    raise ValueError("ddg.jit.save: the model returns something other than tensors, lists, tuples and dicts")
+
+
+def _spec_build(j, it):
+    if j == "T":
+        return next(it)
+    if "list" in j:
+        return [_spec_build(s, it) for s in j["list"]]
+    if "tuple" in j:
+        return tuple(_spec_build(s, it) for s in j["tuple"])
+    if "dict" in j:
+        return {k: _spec_build(s, it) for k, s in j["dict"]}
+    return j["v"]
+
+
+# -- load -------------------------------------------------------------------------------------------
+def _op_class(name):
+    """The Function class a file names, if it is one of ddg's own ops; else _Bad."""
+    if not isinstance(name, str) or name.count(":") != 1:
+        raise _Bad(f"bad op name {str(name)[:80]!r}")
+    mod, cls = name.split(":")
+    if not _OP_MODULE.match(mod) or not _NAME.match(cls):
+        raise _Bad(f"op {name!r} is not one of ddg's ops")
+    try:
+        module = importlib.import_module(mod)
+    except ImportError:
+        raise _Bad(f"op module {mod!r} does not exist in this ddg") from None
+    c = module.__dict__.get(cls)
+    if not (isinstance(c, type) and issubclass(c, Function) and c is not Function and c.__module__ == mod):
+        raise _Bad(f"op {name!r} is not a ddg Function class")
+    return c
+
+
+class TranslatedLayer(Layer):
+    """A graph loaded by ``ddg.jit.load``: call it like the original layer."""
+
+    def __init__(self, graph, arrays, params, path):
+        super().__init__()
+        self._graph, self._arrays, self._path = graph, arrays, path
+        self._named = {}
+        for name, arr in params.items():
+            key = name.replace(".", "__")
+            if arr.dtype.kind == "f" and name in graph["_param_names"]:
+                t = Parameter(arr)
+                self.add_parameter(key, t)
+            else:
+                t = Tensor._wrap(arr)
+                self.register_buffer(key, t)
+            self._named[name] = t
+        self._programs = {}
+        self._specs = graph["inputs"]
+        self.eval()
+
+    def _program(self, dyn):
+        prog = self._programs.get(dyn)
+        if prog is not None:
+            return prog
+        g, arrays = self._graph, self._arrays
+        try:
+            prog = T.Program()
+            prog.nslots = int(g["nslots"])
+            prog.input_slots = [int(s) for s in g["input_slots"]]
+            prog.requires = [False] * prog.nslots
+            for s, name in g["externals"]:
+                t = self._named[name]
+                prog.externals.append((int(s), t, t.stop_gradient))
+                prog.requires[int(s)] = not t.stop_gradient
+            for s, c in g["consts"]:
+                if isinstance(c, dict) and "fill" in c:
+                    shape = tuple(_dec(c["shape"], arrays, dyn))
+                    prog.consts.append((int(s), np.full(shape, _dec(c["fill"], arrays, dyn), np.dtype(c["dtype"]))))
+                else:
+                    prog.consts.append((int(s), _dec(c, arrays, dyn)))
+            for st in g["steps"]:
+                if "op" in st:
+                    cls = _op_class(st["op"])
+                    attrs = _dec(st["attrs"], arrays, dyn)
+                    if not isinstance(attrs, dict):
+                        raise _Bad("op attributes are not a dict")
+                    ins = tuple(int(i) for i in st["ins"])
+                    outs = tuple(int(i) for i in st["outs"])
+                    needs = tuple(prog.requires[i] for i in ins)
+                    grad = any(needs) and cls.differentiable
+                    for o in outs:
+                        prog.requires[o] = grad
+                    prog.steps.append((T.OP, cls, attrs, ins, outs, bool(st["multi"]), needs, grad))
+                elif "raw" in st:
+                    if st["raw"] not in T.RAW_FUNCS:
+                        raise _Bad(f"raw op {st['raw']!r} is not allowed")
+                    args = tuple((k, int(v)) if k == "s" else (k, _dec(v, arrays, dyn)) for k, v in st["args"])
+                    prog.steps.append((T.RAW, st["raw"], args, int(st["out"])))
+                elif "draw" in st:
+                    if st["draw"] not in T.DRAW_METHODS:
+                        raise _Bad(f"random draw {st['draw']!r} is not allowed")
+                    prog.steps.append((T.DRAW, st["draw"], tuple(_dec(st["args"], arrays, dyn)),
+                                       _dec(st["kwargs"], arrays, dyn), np.dtype(st["dtype"]), int(st["out"])))
+                elif "write" in st:
+                    prog.steps.append((T.WRITE, self._named[st["write"]], int(st["slot"])))
+                else:
+                    raise _Bad("unknown step")
+            prog.out_slots = [int(s) for s in g["outputs"]]
+            slots = [s for s, *_ in prog.externals] + [s for s, _ in prog.consts] + prog.input_slots
+            for st in prog.steps:
+                slots += list(st[3]) + list(st[4]) if st[0] == T.OP else [st[-1]] if st[0] != T.WRITE else [st[2]]
+            if any(not 0 <= s < prog.nslots for s in slots + prog.out_slots):
+                raise _Bad("slot index out of range")
+        except _Bad as exc:
+            raise ValueError(f"ddg.jit.load: {self._path}.pdmodel: {exc}") from None
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            raise ValueError(f"ddg.jit.load: {self._path}.pdmodel: malformed graph ({type(exc).__name__}: "
+                             f"{exc})") from None
+        prog.finalize()
+        self._programs[dyn] = prog
+        return prog
+
+    def forward(self, *inputs):
+        specs = self._specs
+        if len(inputs) != len(specs):
+            raise ValueError(f"ddg.jit.load: the model takes {len(specs)} inputs, got {len(inputs)}")
+        tensors = []
+        for i, (x, s) in enumerate(zip(inputs, specs)):
+            if not isinstance(x, Tensor):
+                from ..tensor.creation import to_tensor
+                x = to_tensor(x)
+            shape = x.shape
+            want = s["shape"]
+            if len(shape) != len(want) or any(w is not None and w != n for w, n in zip(want, shape)) \
+                    or x.dtype != np.dtype(s["dtype"]):
+                raise ValueError(f"ddg.jit.load: input {i} has shape {shape} and dtype {x.dtype}; the model expects "
+                                 f"shape {want} and dtype {np.dtype(s['dtype'])}")
+            tensors.append(x)
+        dyn = tuple(tensors[i].shape[j] for i, j in self._graph["dyn"])
+        prog = self._program(dyn)
+        outs = T.replay(prog, tensors)
+        return _spec_build(self._graph["out_spec"], iter(outs))
+
+
+def load(path, **configs):
+    """Load a graph written by ``ddg.jit.save``; returns a callable ``TranslatedLayer``."""
+    try:
+        blob = _ser.load(path + ".pdmodel", return_numpy=True)
+        params = _ser.load(path + ".pdiparams", return_numpy=True)
+    except ValueError as exc:
+        raise ValueError(f"ddg.jit.load: {path}: {exc}") from None
+    try:
+        if not isinstance(blob, dict) or blob.get("format") != FORMAT:
+            raise _Bad("not a ddg.jit model file")
+        if blob.get("version") != VERSION:
+            raise _Bad(f"model format version {blob.get('version')!r}, this ddg reads {VERSION}")
+        graph = json.loads(blob["graph"])
+        arrays = list(blob["arrays"])
+        if not isinstance(graph, dict) or not isinstance(params, dict):
+            raise _Bad("malformed graph")
+        names = set(n for _, n in graph["externals"])
+        missing = names - set(params)
+        if missing:
+            raise _Bad(f"parameters missing from {path}.pdiparams: {sorted(missing)}")
+        graph["_param_names"] = set(graph["params"])
+    except _Bad as exc:
+        raise ValueError(f"ddg.jit.load: {path}.pdmodel: {exc}") from None
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"ddg.jit.load: {path}.pdmodel: malformed file ({type(exc).__name__}: {exc})") from None
+    layer = TranslatedLayer(graph, arrays, params, path)
+    # decode once now so that a bad file fails at load, not at the first call
+    if not graph["dyn"]:
+        layer._program(())
+    else:
+        layer._program(tuple(1 for _ in graph["dyn"]))
+        layer._programs.clear()
+    return layer

@@ -1,0 +1,387 @@
+"""ddg.jit.to_static (record once per signature, replay), ddg.static.InputSpec,
+ddg.jit.save / load."""
+import os
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+import ddg
+import ddg.nn.functional as F
+from ddg import nn
+from ddg.jit import trace as T
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _fresh_copy(make, layer):
+    other = make()
+    other.set_state_dict(layer.state_dict())
+    return other
+
+
+def _run(model, x, steps=4):
+    """Outputs and parameter gradients of ``steps`` calls (same inputs)."""
+    outs, grads = [], []
+    for _ in range(steps):
+        y = model(x)
+        y = y[0] if isinstance(y, (tuple, list)) else y
+        (y * y).sum().backward()
+        outs.append(y.numpy().copy())
+        grads.append([p.grad.numpy().copy() for p in model.parameters() if p.grad is not None])
+        model.clear_gradients()
+    return outs, grads
+
+
+def _is_replaying(fn):
+    return any(isinstance(v, T.Program) for v in fn._cache.values())
+
+
+class _Seq(nn.Layer):
+    def __init__(self, *layers):
+        super().__init__()
+        self.body = nn.Sequential(*layers)
+
+    def forward(self, x):
+        return self.body(x)
+
+
+LAYERS = {
+    "linear": (lambda: _Seq(nn.Linear(6, 5), nn.ReLU(), nn.Linear(5, 3)), [4, 6], "float32"),
+    "conv_pool": (lambda: _Seq(nn.Conv2D(2, 3, 3, padding=1), nn.MaxPool2D(2, 2), nn.Conv2D(3, 2, 3),
+                               nn.AvgPool2D(1), nn.Flatten(), nn.Linear(2, 2)), [2, 2, 6, 6], "float32"),
+    "batchnorm_eval": (lambda: _Seq(nn.Conv2D(2, 3, 3), nn.BatchNorm2D(3)).eval(), [2, 2, 5, 5], "float32"),
+    "layernorm": (lambda: _Seq(nn.Linear(4, 6), nn.LayerNorm(6), nn.GELU()), [3, 4], "float32"),
+    "dropout_eval": (lambda: _Seq(nn.Linear(4, 6), nn.Dropout(0.5), nn.Tanh()).eval(), [3, 4], "float32"),
+    "activations": (lambda: _Seq(nn.Linear(4, 6), nn.LeakyReLU(), nn.ELU(), nn.Softplus(), nn.Sigmoid()),
+                    [3, 4], "float32"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LAYERS))
+def test_layers_static_equals_eager(name):
+    make, shape, dtype = LAYERS[name]
+    ddg.seed(1)
+    eager = make()
+    static = ddg.jit.to_static(_fresh_copy(make, eager))
+    assert list(static.state_dict()) == list(eager.state_dict())
+    x = ddg.randn(shape)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        e_out, e_grad = _run(eager, x)
+        s_out, s_grad = _run(static, x)
+    assert _is_replaying(static.forward), name
+    for a, b in zip(e_out, s_out):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    for ga, gb in zip(e_grad, s_grad):
+        assert len(ga) == len(gb)
+        for a, b in zip(ga, gb):
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_embedding_and_lstm():
+    class M(nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(10, 4)
+            self.lstm = nn.LSTM(4, 5)
+
+        def forward(self, ids):
+            out, _ = self.lstm(self.emb(ids))
+            return out
+
+    ddg.seed(2)
+    eager = M()
+    static = ddg.jit.to_static(_fresh_copy(M, eager))
+    ids = ddg.to_tensor(np.array([[1, 2, 3], [4, 5, 9]], dtype=np.int64))
+    e_out, e_grad = _run(eager, ids, 3)
+    s_out, s_grad = _run(static, ids, 3)
+    for a, b in zip(e_out, s_out):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    for ga, gb in zip(e_grad, s_grad):
+        for a, b in zip(ga, gb):
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_replay_is_one_node_and_sees_parameter_updates():
+    ddg.seed(3)
+    lin = nn.Linear(3, 2)
+    f = ddg.jit.to_static(lambda x: F.relu(lin(x)) * 2.0)
+    x = ddg.randn([4, 3])
+    for _ in range(3):
+        y = f(x)
+    assert type(y._node).__name__ == "_Replay"
+    with ddg.no_grad():
+        lin.weight.set_value(lin.weight.numpy() + 1.0)
+    want = F.relu(lin(x)) * 2.0
+    np.testing.assert_allclose(f(x).numpy(), want.numpy(), rtol=1e-6)
+    # gradients reach the live parameters through the single node
+    f(x).sum().backward()
+    assert lin.weight.grad is not None and lin.bias.grad is not None
+
+
+def test_grad_ready_hooks_fire_during_replayed_backward():
+    ddg.seed(4)
+    lin = nn.Linear(3, 2)
+    f = ddg.jit.to_static(lambda x: lin(x).sum())
+    x = ddg.randn([4, 3])
+    f(x), f(x)
+    fired = []
+    for p in lin.parameters():
+        p.register_grad_ready_hook(lambda t: fired.append(t.name))
+    f(x).backward()
+    assert sorted(fired) == sorted(p.name for p in lin.parameters())
+
+
+def test_no_grad_replay():
+    ddg.seed(5)
+    lin = nn.Linear(3, 2)
+    f = ddg.jit.to_static(lambda x: lin(x))
+    x = ddg.randn([4, 3])
+    with ddg.no_grad():
+        outs = [f(x) for _ in range(3)]
+    assert outs[-1].stop_gradient and outs[-1]._node is None
+    np.testing.assert_allclose(outs[-1].numpy(), lin(x).numpy(), rtol=1e-6)
+
+
+def test_dropout_differs_across_calls_in_training():
+    ddg.seed(6)
+    layer = ddg.jit.to_static(_Seq(nn.Dropout(0.5)))
+    x = ddg.ones([64])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        masks = [layer(x).numpy() for _ in range(4)]
+    assert not all((m == masks[0]).all() for m in masks[1:])
+    for m in masks:
+        assert set(np.unique(m)) <= {0.0, 2.0}
+
+
+def test_rand_as_data_redraws():
+    ddg.seed(7)
+    f = ddg.jit.to_static(lambda x: x + ddg.rand(x.shape))
+    x = ddg.zeros([5])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        vals = [f(x).numpy() for _ in range(4)]
+    assert _is_replaying(f)
+    assert len({v.tobytes() for v in vals}) == 4
+    # the same numbers as eager mode from the same seed
+    ddg.seed(7)
+    g = ddg.jit.to_static(lambda x: x + ddg.rand(x.shape))
+    ddg.seed(7)
+    eager = [(x + ddg.rand(x.shape)).numpy() for _ in range(4)]
+    ddg.seed(7)
+    static = [g(x).numpy() for _ in range(4)]
+    np.testing.assert_array_equal(np.array(eager), np.array(static))
+
+
+def test_coin_flip_control_flow_falls_back_with_one_warning():
+    class Coin(nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(4, 4)
+            self.b = nn.Linear(4, 4)
+
+        def forward(self, x):
+            x = self.a(x)
+            if ddg.rand([1]) > 0.5:
+                x = self.b(x)
+            return x
+
+    ddg.seed(8)
+    eager = Coin()
+    static = ddg.jit.to_static(_fresh_copy(Coin, eager))
+    x = ddg.randn([2, 4])
+    ddg.seed(9)
+    e = [eager(x).numpy() for _ in range(12)]
+    ddg.seed(9)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        s = [static(x).numpy() for _ in range(12)]
+    np.testing.assert_array_equal(np.array(e), np.array(s))
+    msgs = [str(m.message) for m in w if "to_static" in str(m.message)]
+    assert len(msgs) == 1 and "test_jit.py" in msgs[0], msgs
+
+
+def test_data_dependent_bool_falls_back():
+    calls = []
+
+    def f(x):
+        calls.append(1)
+        if x.sum() > 0:
+            return x * 2.0
+        return x * -1.0
+
+    g = ddg.jit.to_static(f)
+    pos, neg = ddg.ones([3]), -ddg.ones([3])
+    with pytest.warns(UserWarning, match="test_jit.py"):
+        g(pos)
+    np.testing.assert_allclose(g(neg).numpy(), [1, 1, 1])
+    np.testing.assert_allclose(g(pos).numpy(), [2, 2, 2])
+
+
+def test_item_falls_back():
+    g = ddg.jit.to_static(lambda x: x * float(x.max().item()))
+    with pytest.warns(UserWarning, match="item"):
+        g(ddg.ones([2]))
+    np.testing.assert_allclose(g(ddg.full([2], 3.0)).numpy(), [9, 9])
+
+
+def test_where_mask_is_recomputed():
+    g = ddg.jit.to_static(lambda x: ddg.where(x > 0, x, x * 0.1))
+    for _ in range(3):
+        g(ddg.ones([4]))
+    x = ddg.to_tensor([-1.0, 2.0, -3.0, 4.0])
+    np.testing.assert_allclose(g(x).numpy(), [-0.1, 2.0, -0.3, 4.0], rtol=1e-6)
+    assert _is_replaying(g)
+
+
+def test_signature_change_rerecords():
+    lin = nn.Linear(3, 2)
+    f = ddg.jit.to_static(lambda x, scale: lin(x) * scale)
+    for _ in range(3):
+        f(ddg.randn([4, 3]), 2.0)
+    y = f(ddg.randn([7, 3]), 2.0)
+    assert y.shape == [7, 2]
+    x = ddg.randn([4, 3])
+    np.testing.assert_allclose(f(x, 3.0).numpy(), (lin(x) * 3.0).numpy(), rtol=1e-6)
+    assert len(f._cache) == 3
+
+
+def test_training_flag_in_signature_and_batchnorm_stats():
+    ddg.seed(10)
+    make = lambda: _Seq(nn.Linear(3, 4), nn.BatchNorm1D(4))  # noqa: E731
+    eager = make()
+    static = ddg.jit.to_static(_fresh_copy(make, eager))
+    x = ddg.randn([8, 3])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(4):
+            eager(x).sum().backward()
+            static(x).sum().backward()
+    for (k, a), (_, b) in zip(eager.state_dict().items(), static.state_dict().items()):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6, err_msg=k)
+    eager.eval()
+    static.eval()
+    for _ in range(3):
+        np.testing.assert_allclose(static(x).numpy(), eager(x).numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_decorator_on_forward_method():
+    class M(nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 2)
+
+        @ddg.jit.to_static
+        def forward(self, x):
+            return F.relu(self.lin(x))
+
+    m1, m2 = M(), M()
+    x = ddg.randn([2, 3])
+    for _ in range(3):
+        y1, y2 = m1(x), m2(x)
+    np.testing.assert_allclose(y1.numpy(), F.relu(m1.lin(x)).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(y2.numpy(), F.relu(m2.lin(x)).numpy(), rtol=1e-6)
+
+
+def test_input_spec():
+    spec = ddg.static.InputSpec([None, 3], "float32", "x")
+    assert spec.shape == (None, 3) and spec.dtype == np.float32
+    assert ddg.static.InputSpec([-1, 3]).shape == (None, 3)
+    lin = nn.Linear(3, 2)
+    f = ddg.jit.to_static(lambda x: lin(x), input_spec=[spec])
+    f(ddg.randn([5, 3]))
+    with pytest.raises(ValueError, match="does not match"):
+        f(ddg.randn([5, 4]))
+
+
+class _Net(nn.Layer):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2D(1, 2, 3)
+        self.bn = nn.BatchNorm2D(2)
+        self.fc = nn.Linear(2 * 3 * 3, 4)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.bn(self.conv(x))), 2)
+        return F.softmax(self.fc(ddg.flatten(x, 1)))
+
+
+_LOAD_SCRIPT = r"""
+import sys, numpy as np
+import ddg
+m = ddg.jit.load(sys.argv[1])
+assert type(m).__name__ == "TranslatedLayer"
+for n in (2, 5):
+    x = ddg.to_tensor(np.load(sys.argv[2])[:n])
+    with ddg.no_grad():
+        np.save(sys.argv[3] + str(n) + ".npy", m(x).numpy())
+print("loaded-ok")
+"""
+
+
+def test_save_load_roundtrip_in_subprocess(tmp_path):
+    ddg.seed(11)
+    net = _Net()
+    net.train()
+    net(ddg.randn([4, 1, 8, 8]))  # move BN statistics away from their initial values
+    net.eval()
+    path = str(tmp_path / "net")
+    ddg.jit.save(net, path, input_spec=[ddg.static.InputSpec([None, 1, 8, 8], "float32")])
+    assert os.path.exists(path + ".pdmodel") and os.path.exists(path + ".pdiparams")
+    x = np.random.default_rng(0).standard_normal((5, 1, 8, 8)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    script = tmp_path / "load.py"
+    script.write_text(_LOAD_SCRIPT)
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    r = subprocess.run([sys.executable, str(script), path, str(tmp_path / "x.npy"), str(tmp_path / "y")],
+                       capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=120)
+    assert r.returncode == 0 and "loaded-ok" in r.stdout, r.stderr
+    with ddg.no_grad():
+        for n in (2, 5):
+            want = net(ddg.to_tensor(x[:n])).numpy()
+            np.testing.assert_allclose(np.load(tmp_path / f"y{n}.npy"), want, rtol=1e-5, atol=1e-6)
+    # in this process too, with gradients reaching the loaded parameters
+    loaded = ddg.jit.load(path)
+    out = loaded(ddg.to_tensor(x[:3]))
+    out.sum().backward()
+    assert any(p.grad is not None for p in loaded.parameters())
+
+
+def test_load_refuses_tampered_and_truncated(tmp_path):
+    net = nn.Linear(3, 2)
+    path = str(tmp_path / "lin")
+    ddg.jit.save(net, path, input_spec=[ddg.static.InputSpec([None, 3])])
+    ddg.jit.load(path)
+    data = open(path + ".pdmodel", "rb").read()
+    bad = bytearray(data)
+    bad[len(bad) // 2] ^= 0xFF
+    open(path + ".pdmodel", "wb").write(bytes(bad))
+    with pytest.raises(ValueError, match="lin"):
+        ddg.jit.load(path)
+    open(path + ".pdmodel", "wb").write(data[:-10])
+    with pytest.raises(ValueError, match="truncated"):
+        ddg.jit.load(path)
+    open(path + ".pdmodel", "wb").write(data)
+    params = open(path + ".pdiparams", "rb").read()
+    open(path + ".pdiparams", "wb").write(params[: len(params) // 2])
+    with pytest.raises(ValueError, match="pdiparams"):
+        ddg.jit.load(path)
+
+
+def test_load_refuses_foreign_op(tmp_path):
+    import json
+    from ddg.io import serialization as S
+    net = nn.Linear(3, 2)
+    path = str(tmp_path / "lin")
+    ddg.jit.save(net, path, input_spec=[ddg.static.InputSpec([None, 3])])
+    blob = S.load(path + ".pdmodel", return_numpy=True)
+    graph = json.loads(blob["graph"])
+    graph["steps"][0]["op"] = "os:system"
+    blob["graph"] = json.dumps(graph)
+    S.save(blob, path + ".pdmodel")
+    with pytest.raises(ValueError, match="not one of ddg's ops"):
+        ddg.jit.load(path)
