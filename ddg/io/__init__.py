@@ -1,0 +1,14 @@
+"""ddg.io: datasets, samplers, the DataLoader, and save/load (Paddle's ``paddle.io``)."""
+from .dataset import (Dataset, IterableDataset, TensorDataset, Subset, random_split,
+                      ComposeDataset, ChainDataset, ConcatDataset)
+from .sampler import (Sampler, SequenceSampler, RandomSampler, WeightedRandomSampler,
+                      SubsetRandomSampler, BatchSampler, DistributedBatchSampler)
+from .dataloader import DataLoader, default_collate_fn, default_convert_fn, get_worker_info
+from .serialization import save, load
+
+__all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "random_split",
+           "ComposeDataset", "ChainDataset", "ConcatDataset",
+           "Sampler", "SequenceSampler", "RandomSampler", "WeightedRandomSampler",
+           "SubsetRandomSampler", "BatchSampler", "DistributedBatchSampler",
+           "DataLoader", "default_collate_fn", "default_convert_fn", "get_worker_info",
+           "save", "load"]

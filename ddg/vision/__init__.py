@@ -1,0 +1,5 @@
+"""ddg.vision: datasets and transforms for images (Paddle's ``paddle.vision``)."""
+from . import datasets, transforms
+from .datasets import MNIST
+
+__all__ = ["datasets", "transforms", "MNIST"]

@@ -1,0 +1,4 @@
+"""Image datasets."""
+from .mnist import MNIST
+
+__all__ = ["MNIST"]

@@ -1,0 +1,139 @@
+"""A few image transforms (``paddle.vision.transforms``): Compose, ToTensor, Normalize,
+Transpose. They take numpy arrays (HW or HWC, as OpenCV gives them), PIL images, or
+ddg Tensors (CHW)."""
+import numbers
+
+import numpy as np
+
+__all__ = ["BaseTransform", "Compose", "ToTensor", "Normalize", "Transpose",
+           "to_tensor", "normalize"]
+
+
+def _is_pil(img):
+    try:
+        from PIL import Image
+    except ImportError:
+        return False
+    return isinstance(img, Image.Image)
+
+
+def _tensor_class():
+    from ..tensor.tensor import Tensor
+    return Tensor
+
+
+def to_tensor(pic, data_format="CHW"):
+    """A float32 ddg Tensor from a PIL image or an HW/HWC numpy array; uint8 values are
+    scaled to [0, 1]; ``data_format='CHW'`` moves channels first."""
+    from ..tensor.creation import to_tensor as _make
+    if data_format not in ("CHW", "HWC"):
+        raise ValueError("to_tensor: data_format must be 'CHW' or 'HWC', got {!r}".format(data_format))
+    arr = np.asarray(pic)
+    if arr.ndim == 2:
+        arr = arr[:, :, None]
+    if arr.ndim != 3:
+        raise ValueError("to_tensor: expected an image of 2 or 3 dimensions, got shape {}".format(arr.shape))
+    if arr.dtype == np.uint8:
+        arr = arr.astype(np.float32) / 255.0
+    else:
+        arr = arr.astype(np.float32)
+    if data_format == "CHW":
+        arr = np.ascontiguousarray(arr.transpose(2, 0, 1))
+    return _make(arr)
+
+
+def normalize(img, mean, std, data_format="CHW", to_rgb=False):
+    """``(img - mean) / std`` per channel, for numpy arrays or ddg Tensors."""
+    Tensor = _tensor_class()
+    is_tensor = isinstance(img, Tensor)
+    arr = img._data if is_tensor else np.asarray(img, dtype=np.float32)
+    if to_rgb and not is_tensor:
+        arr = arr[::-1] if data_format == "CHW" else arr[..., ::-1]
+    if isinstance(mean, numbers.Number):
+        mean = [mean]
+    if isinstance(std, numbers.Number):
+        std = [std]
+    xp = np
+    if is_tensor:
+        from ..tensor import backend
+        xp = backend.get_array_module(arr)
+    mean = xp.asarray(mean, dtype=arr.dtype if arr.dtype.kind == "f" else np.float32)
+    std = xp.asarray(std, dtype=mean.dtype)
+    shape = (-1, 1, 1) if data_format == "CHW" else (1, 1, -1)
+    out = (arr - mean.reshape(shape)) / std.reshape(shape)
+    if is_tensor:
+        return Tensor._wrap(out, True)
+    return out.astype(np.float32, copy=False)
+
+
+class BaseTransform:
+    """A transform: ``__call__(img)`` -> img."""
+
+    def __init__(self, keys=None):
+        self.keys = keys
+
+    def _apply_image(self, img):
+        raise NotImplementedError
+
+    def __call__(self, img):
+        return self._apply_image(img)
+
+
+class Compose:
+    """Applies the transforms in order."""
+
+    def __init__(self, transforms):
+        self.transforms = list(transforms)
+
+    def __call__(self, data):
+        for t in self.transforms:
+            data = t(data)
+        return data
+
+    def __repr__(self):
+        return "Compose({})".format(", ".join(repr(t) for t in self.transforms))
+
+
+class ToTensor(BaseTransform):
+    """PIL image or HW(C) numpy array -> float32 Tensor (CHW by default), uint8 scaled to [0, 1]."""
+
+    def __init__(self, data_format="CHW", keys=None):
+        super().__init__(keys)
+        self.data_format = data_format
+
+    def _apply_image(self, img):
+        return to_tensor(img, self.data_format)
+
+
+class Normalize(BaseTransform):
+    """``(img - mean) / std`` per channel; a 2-D (HW) numpy image gains a channel axis
+    under ``data_format='CHW'``, as in Paddle."""
+
+    def __init__(self, mean=0.0, std=1.0, data_format="CHW", to_rgb=False, keys=None):
+        super().__init__(keys)
+        if data_format not in ("CHW", "HWC"):
+            raise ValueError("Normalize: data_format must be 'CHW' or 'HWC', got {!r}".format(data_format))
+        self.mean = mean
+        self.std = std
+        self.data_format = data_format
+        self.to_rgb = to_rgb
+
+    def _apply_image(self, img):
+        if _is_pil(img):
+            img = np.asarray(img)
+        return normalize(img, self.mean, self.std, self.data_format, self.to_rgb)
+
+
+class Transpose(BaseTransform):
+    """Permute the axes of a numpy image (HWC -> CHW by default); HW gains a channel axis."""
+
+    def __init__(self, order=(2, 0, 1), keys=None):
+        super().__init__(keys)
+        self.order = order
+
+    def _apply_image(self, img):
+        if _is_pil(img):
+            img = np.asarray(img)
+        if img.ndim == 2:
+            img = img[..., None]
+        return np.ascontiguousarray(img.transpose(self.order))
