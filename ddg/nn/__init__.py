@@ -1,9 +1,30 @@
 """``ddg.nn``: layers, parameters, initializers, losses, gradient clipping."""
 from . import functional, initializer  # noqa: F401
+from .clip import ClipGradByGlobalNorm, ClipGradByNorm, ClipGradByValue  # noqa: F401
 from .layer.activation import *  # noqa: F401,F403
 from .layer.common import Flatten, Identity, Linear  # noqa: F401
+from .layer.common_ext import (Dropout, Dropout2D, Embedding, Pad1D, Pad2D, Pad3D, Unfold,  # noqa: F401
+                               Upsample, UpsamplingBilinear2D, UpsamplingNearest2D)
+from .layer.conv import Conv1D, Conv1DTranspose, Conv2D, Conv2DTranspose  # noqa: F401
+from .layer.norm import (BatchNorm, BatchNorm1D, BatchNorm2D, BatchNorm3D, GroupNorm,  # noqa: F401
+                         InstanceNorm1D, InstanceNorm2D, LayerNorm)
+from .layer.pooling import (AdaptiveAvgPool1D, AdaptiveAvgPool2D, AdaptiveMaxPool1D,  # noqa: F401
+                            AdaptiveMaxPool2D, AvgPool1D, AvgPool2D, MaxPool1D, MaxPool2D)
 from .layer.container import LayerDict, LayerList, ParameterList, Sequential  # noqa: F401
 from .layer.layers import Layer  # noqa: F401
 from .layer.loss import *  # noqa: F401,F403
+from .layer.rnn import (RNN, GRU, LSTM, BiRNN, GRUCell, LSTMCell, RNNCellBase,  # noqa: F401
+                        SimpleRNN, SimpleRNNCell)
+from .layer.transformer import (MultiHeadAttention, Transformer, TransformerDecoder,  # noqa: F401
+                                TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer)
 from .param_attr import ParamAttr  # noqa: F401
 from .parameter import Parameter  # noqa: F401
+
+
+def __getattr__(name):
+    # SyncBatchNorm talks to the communicator, so it lives in ddg.parallel; it is
+    # imported on first use so that importing ddg.nn never imports ddg.parallel.
+    if name == "SyncBatchNorm":
+        from ..parallel.sync_batch_norm import SyncBatchNorm
+        return SyncBatchNorm
+    raise AttributeError(f"module 'ddg.nn' has no attribute {name!r}")

@@ -1,14 +1,16 @@
 """Convolution and pooling primitives (primitives for speed: a composite im2col would
 record dozens of nodes and copies per layer).
 
-Memory layout. im2col builds the column matrix as one contiguous array of shape
-``[C, kh, kw, N, OH, OW]`` straight from a strided view of the (padded) input, so
-that the convolution is ONE matrix product ``W[O, C*kh*kw] @ cols[C*kh*kw, N*OH*OW]``
-(a batched product over groups when ``groups > 1``). Its result ``[O, N*OH*OW]`` is
-returned as the transposed view ``[N, O, OH, OW]`` -- no output copy. The elementwise
-ops and pools that follow keep that channel-major memory order, and the next im2col
-reads it through ``as_strided`` whatever the strides are, so a conv stack never pays
-for NCHW <-> CNHW transposes. Backward reuses the saved ``cols`` for the weight
+Memory layout. Tensors stay logically NCHW, but the arrays convolutions and pools
+allocate are laid out "CHWN" in memory (batch innermost) and handed out as transposed
+views. im2col builds the column matrix as one contiguous array of shape
+``[C, kh, kw, OH, OW, N]`` straight from a strided view of the (padded) input, so the
+convolution is ONE matrix product ``W[O, C*kh*kw] @ cols[C*kh*kw, OH*OW*N]`` (a
+batched product over groups when ``groups > 1``), whose result ``[O, OH*OW*N]`` is
+returned as a view ``[N, O, OH, OW]`` -- no output copy. With the batch innermost,
+every strided copy/add moves contiguous runs of ``OW*N`` elements (not ``OW``), which
+is what makes im2col/col2im cheap for small images. Elementwise ops keep the layout
+(numpy's order='K'), so a conv stack never pays for NCHW <-> CHWN transposes. Backward reuses the saved ``cols`` for the weight
 gradient, and scatters the column gradient back (col2im) with one strided slice-add
 per kernel offset (kh*kw vectorized adds; no ``add.at``, no loop over pixels).
 
@@ -45,55 +47,69 @@ def _strided(xp):
     return xp.lib.stride_tricks.as_strided
 
 
-def _pad_input(x, pads, fill=0.0, extra=(0, 0)):
+def _alloc(xp, n, c, h, w, dtype, fill=None):
+    """A logical [N, C, H, W] array stored CHWN (batch innermost)."""
+    buf = xp.zeros((c, h, w, n), dtype=dtype) if fill is None else xp.full((c, h, w, n), fill, dtype=dtype)
+    return buf.transpose(3, 0, 1, 2)
+
+
+def _is_chwn(a):
+    """Whether [N, C, H, W] array ``a`` is laid out with the batch axis innermost."""
+    s = a.strides
+    return s[0] == a.itemsize and s[3] >= s[0] * a.shape[0] and s[2] >= s[3] and s[1] >= s[2]
+
+
+def _pad_input(x, pads, fill=0.0, extra=(0, 0), to_chwn=True):
     """``x`` [N, C, H, W] padded per side (``extra`` adds rows/cols at the bottom/right,
-    for ceil mode). Returns ``x`` itself when nothing is padded."""
+    for ceil mode), in a CHWN buffer. Without padding ``x`` itself is returned, copied
+    to CHWN first when ``to_chwn`` and it is laid out otherwise (a copy of the input,
+    kh*kw times smaller than the columns it makes contiguous)."""
     top, bottom, left, right = pads
     bottom += extra[0]
     right += extra[1]
     if not (top or bottom or left or right):
-        return x
+        if not to_chwn or _is_chwn(x):
+            return x
     xp = backend.get_array_module(x)
     n, c, h, w = x.shape
-    # channel-major allocation: matches the layout convolutions produce
-    buf = xp.full((c, n, h + top + bottom, w + left + right), fill, dtype=x.dtype).transpose(1, 0, 2, 3)
+    buf = _alloc(xp, n, c, h + top + bottom, w + left + right, x.dtype, None if fill == 0 else fill)
     buf[:, :, top:top + h, left:left + w] = x
     return buf
 
 
 def im2col(xpad, kh, kw, sh, sw, dh, dw, oh, ow):
-    """Contiguous columns ``[C, kh, kw, N, OH, OW]`` of the padded input ``[N, C, Hp, Wp]``
-    (any strides) -- one strided gather."""
+    """Contiguous columns ``[C, kh, kw, OH, OW, N]`` of the padded input ``[N, C, Hp, Wp]``
+    (any strides; fastest when CHWN) -- one strided gather."""
     xp = backend.get_array_module(xpad)
     n, c = xpad.shape[:2]
     s_n, s_c, s_h, s_w = xpad.strides
-    view = _strided(xp)(xpad, shape=(c, kh, kw, n, oh, ow),
-                        strides=(s_c, dh * s_h, dw * s_w, s_n, sh * s_h, sw * s_w))
+    view = _strided(xp)(xpad, shape=(c, kh, kw, oh, ow, n),
+                        strides=(s_c, dh * s_h, dw * s_w, sh * s_h, sw * s_w, s_n))
     return xp.ascontiguousarray(view)
 
 
 def col2im(cols, hp, wp, sh, sw, dh, dw):
-    """Adjoint of ``im2col``: sum columns ``[C, kh, kw, N, OH, OW]`` into a padded image,
-    returned as ``[N, C, Hp, Wp]`` (a channel-major view). One strided add per kernel offset."""
+    """Adjoint of ``im2col``: sum columns ``[C, kh, kw, OH, OW, N]`` into a padded image,
+    returned as ``[N, C, Hp, Wp]`` (a CHWN view). One strided add per kernel offset."""
     xp = backend.get_array_module(cols)
-    c, kh, kw, n, oh, ow = cols.shape
-    out = xp.zeros((c, n, hp, wp), dtype=cols.dtype)
+    c, kh, kw, oh, ow, n = cols.shape
+    out = xp.zeros((c, hp, wp, n), dtype=cols.dtype)
     he, we = sh * (oh - 1) + 1, sw * (ow - 1) + 1
     disjoint = sh >= dh * (kh - 1) + 1 and sw >= dw * (kw - 1) + 1
     for i in range(kh):
         for j in range(kw):
-            dst = out[:, :, i * dh:i * dh + he:sh, j * dw:j * dw + we:sw]
+            dst = out[:, i * dh:i * dh + he:sh, j * dw:j * dw + we:sw]
             if disjoint:
                 dst[...] = cols[:, i, j]
             else:
                 dst += cols[:, i, j]
-    return out.transpose(1, 0, 2, 3)
+    return out.transpose(3, 0, 1, 2)
 
 
 def _cn_matrix(a):
-    """``a`` [N, C, H, W] as the matrix [C, N*H*W] (a free view when ``a`` is channel-major)."""
+    """``a`` [N, C, H, W] as the matrix [C, H*W*N] (a free view when ``a`` is CHWN)."""
     n, c, h, w = a.shape
-    return a.transpose(1, 0, 2, 3).reshape(c, n * h * w)
+    return a.transpose(1, 2, 3, 0).reshape(c, h * w * n)
 
 
 def _gmm(a, b):
@@ -101,6 +117,24 @@ def _gmm(a, b):
     if a.ndim == 2:
         return a @ b
     return backend.get_array_module(a).matmul(a, b)
+
+
+def _wgrad(g, cols, chunks):
+    """``g @ cols.T`` ([O, K] x [CKK, K] -> [O, CKK], batched over groups when 3-D).
+    K = OH*OW*N is often far larger than O and CKK (first layers), a shape for which
+    BLAS runs poorly; then K is cut into ``chunks`` slabs, multiplied as one batched
+    product and summed (measured 3x faster for LeNet's first conv). Otherwise it is
+    computed as ``(cols @ g.T).T``, which OpenBLAS runs faster than the transposed form."""
+    xp = backend.get_array_module(g)
+    if g.ndim == 2:
+        m, k = g.shape
+        n = cols.shape[0]
+        if chunks > 1 and k % chunks == 0 and k >= 16 * max(m, n):
+            gs = g.reshape(m, chunks, -1).transpose(1, 0, 2)
+            cs = cols.reshape(n, chunks, -1).transpose(1, 2, 0)
+            return xp.matmul(gs, cs).sum(axis=0)
+        return (cols @ g.T).T
+    return xp.matmul(g, cols.transpose(0, 2, 1))
 
 
 def _swap(a):
@@ -141,7 +175,7 @@ class Conv2d(Function):
             out += b[0].reshape(o, 1)
         self.cols, self.w = cols, w
         self.geom = (n, c, h, wd, xpad.shape[2], xpad.shape[3], oh, ow)
-        return out.reshape(o, n, oh, ow).transpose(1, 0, 2, 3)
+        return out.reshape(o, oh, ow, n).transpose(3, 0, 1, 2)
 
     def backward(self, gy):
         needs = self.needs
@@ -157,11 +191,11 @@ class Conv2d(Function):
             cm = cols.reshape(gr, cg * kh * kw, -1)
             gm = g2.reshape(gr, o // gr, -1)
         if needs[1]:
-            gw = _gmm(gm, _swap(cm)).reshape(w.shape)
+            gw = _wgrad(gm, cm, oh).reshape(w.shape)
         if len(needs) == 3 and needs[2]:
             gb = g2.sum(axis=1)
         if needs[0]:
-            gcols = _gmm(_swap(wm), gm).reshape(c, kh, kw, n, oh, ow)
+            gcols = _gmm(_swap(wm), gm).reshape(c, kh, kw, oh, ow, n)
             (sh, sw), (dh, dw), (pt, _, pl, _) = self.stride, self.dilation, self.pads
             gx = col2im(gcols, hp, wp, sh, sw, dh, dw)[:, :, pt:pt + h, pl:pl + wd]
         return (gx, gw, gb) if len(needs) == 3 else (gx, gw)
@@ -195,7 +229,7 @@ class Conv2dTranspose(Function):
             cols = w.reshape(cin, -1).T @ xm
         else:
             cols = _gmm(_swap(w.reshape(g, cin // g, -1)), xm.reshape(g, cin // g, -1))
-        cols = cols.reshape(og * g, kh, kw, n, h, wd)
+        cols = cols.reshape(og * g, kh, kw, h, wd, n)
         out = col2im(cols, hp, wp, sh, sw, dh, dw)[:, :, pt:pt + oh, pl:pl + ow]
         if b:
             out = out + b[0].reshape(1, -1, 1, 1)
@@ -212,9 +246,9 @@ class Conv2dTranspose(Function):
         (sh, sw), (dh, dw), (pt, _, pl, _) = self.stride, self.dilation, self.pads
         oh, ow = self.out_hw
         xp = backend.get_array_module(gy)
-        gpad = xp.zeros((og * g, n, hp, wp), dtype=gy.dtype).transpose(1, 0, 2, 3)
+        gpad = _alloc(xp, n, og * g, hp, wp, gy.dtype)
         gpad[:, :, pt:pt + oh, pl:pl + ow] = gy
-        gcols = im2col(gpad, kh, kw, sh, sw, dh, dw, h, wd)  # [Cout, kh, kw, N, H, W]
+        gcols = im2col(gpad, kh, kw, sh, sw, dh, dw, h, wd)  # [Cout, kh, kw, H, W, N]
         gx = gw = gb = None
         xm = _cn_matrix(x)
         if g == 1:
@@ -224,7 +258,7 @@ class Conv2dTranspose(Function):
             cm = gcols.reshape(g, og * kh * kw, -1)
             xmm = xm.reshape(g, cin // g, -1)
         if needs[0]:
-            gx = _gmm(wm, cm).reshape(cin, n, h, wd).transpose(1, 0, 2, 3)
+            gx = _gmm(wm, cm).reshape(cin, h, wd, n).transpose(3, 0, 1, 2)
         if needs[1]:
             gw = _gmm(xmm, _swap(cm)).reshape(w.shape)
         if len(needs) == 3 and needs[2]:
@@ -250,13 +284,13 @@ class Unfold(Function):
         xpad = _pad_input(x, self.pads)
         cols = im2col(xpad, kh, kw, sh, sw, dh, dw, oh, ow)
         self.geom = (h, w, xpad.shape[2], xpad.shape[3], oh, ow)
-        return cols.reshape(c * kh * kw, n, oh * ow).transpose(1, 0, 2)
+        return cols.reshape(c * kh * kw, oh * ow, n).transpose(2, 0, 1)
 
     def backward(self, g):
         h, w, hp, wp, oh, ow = self.geom
         n, ckk, _ = g.shape
         (kh, kw), (sh, sw), (dh, dw), (pt, _, pl, _) = self.kernel, self.stride, self.dilation, self.pads
-        cols = g.transpose(1, 0, 2).reshape(ckk // (kh * kw), kh, kw, n, oh, ow)
+        cols = g.transpose(1, 2, 0).reshape(ckk // (kh * kw), kh, kw, oh, ow, n)
         return col2im(cols, hp, wp, sh, sw, dh, dw)[:, :, pt:pt + h, pl:pl + w]
 
 
@@ -276,12 +310,23 @@ def _pool_geometry(shape, kernel, stride, pads, ceil_mode):
 
 
 class MaxPool2d(Function):
-    """Max over each window; ties go to the first offset in row-major kernel order
-    (as Paddle/PyTorch). Keeps the winning kernel offset per output for backward."""
-    save_inputs = False
+    """Max over each window; in backward each output's gradient goes to the FIRST
+    maximal element of its window in row-major kernel order (as Paddle/PyTorch).
+
+    Forward is kh*kw ``maximum`` passes over strided slices. Backward re-finds the
+    winners by comparing each slice with the saved output (no index array is kept),
+    with a boolean "already claimed" mask so that ties route to the first offset."""
+    save_output = True
 
     def __init__(self, kernel, stride, pads, ceil_mode):
         self.kernel, self.stride, self.pads, self.ceil_mode = kernel, stride, pads, ceil_mode
+
+    def _slices(self, xpad, oh, ow):
+        (kh, kw), (sh, sw) = self.kernel, self.stride
+        he, we = sh * (oh - 1) + 1, sw * (ow - 1) + 1
+        for i in range(kh):
+            for j in range(kw):
+                yield (slice(None), slice(None), slice(i, i + he, sh), slice(j, j + we, sw))
 
     def forward(self, x):
         if x.ndim != 4:
@@ -289,43 +334,49 @@ class MaxPool2d(Function):
         if x.dtype.kind != "f":
             raise TypeError(f"max_pool2d expects a floating-point input, got {x.dtype}")
         xp = backend.get_array_module(x)
-        (kh, kw), (sh, sw) = self.kernel, self.stride
         oh, ow, extra = _pool_geometry(x.shape, self.kernel, self.stride, self.pads, self.ceil_mode)
-        xpad = _pad_input(x, self.pads, -np.inf, extra)
-        he, we = sh * (oh - 1) + 1, sw * (ow - 1) + 1
-        best = idx = None
-        for k in range(kh * kw):
-            i, j = divmod(k, kw)
-            v = xpad[:, :, i:i + he:sh, j:j + we:sw]
+        xpad = _pad_input(x, self.pads, -np.inf, extra, to_chwn=False)
+        best = None
+        for sl in self._slices(xpad, oh, ow):
             if best is None:
-                best = v.copy(order="K")
-                idx = xp.zeros(best.shape, dtype=np.int8 if kh * kw < 128 else np.int32)
+                best = xpad[sl].copy(order="K")
             else:
-                win = v > best
-                xp.copyto(best, v, where=win)
-                xp.copyto(idx, k, where=win)
-        self.idx = idx
-        self.geom = (x.shape, xpad.shape, x.dtype)
+                xp.maximum(best, xpad[sl], out=best)
+        self.xpad, self.out = xpad, best
+        self.geom = (x.shape, oh, ow)
         return best
+
+    def winner_index(self):
+        """Per output, the kernel offset (row-major) of its first maximal element."""
+        xp = backend.get_array_module(self.out)
+        (x_shape, oh, ow), best = self.geom, self.out
+        idx = xp.full(best.shape, -1, dtype=np.int32)
+        for k, sl in enumerate(self._slices(self.xpad, oh, ow)):
+            hit = (self.xpad[sl] == best) & (idx < 0)
+            idx[hit] = k
+        return idx
 
     def backward(self, g):
         xp = backend.get_array_module(g)
         (kh, kw), (sh, sw), (pt, _, pl, _) = self.kernel, self.stride, self.pads
-        shape, pshape, dtype = self.geom
-        n, c, h, w = shape
-        oh, ow = g.shape[2:]
-        he, we = sh * (oh - 1) + 1, sw * (ow - 1) + 1
-        gx = xp.zeros((c, n) + tuple(pshape[2:]), dtype=dtype).transpose(1, 0, 2, 3)
+        (n, c, h, w), oh, ow = self.geom
+        xpad, best = self.xpad, self.out
+        gx = _alloc(xp, n, c, xpad.shape[2], xpad.shape[3], g.dtype)
         disjoint = sh >= kh and sw >= kw
-        idx = self.idx
-        for k in range(kh * kw):
-            i, j = divmod(k, kw)
-            dst = gx[:, :, i:i + he:sh, j:j + we:sw]
-            hit = idx == k
-            if disjoint:
-                xp.multiply(g, hit, out=dst)
+        claimed = None  # outputs whose gradient an earlier (tied) offset already took
+        last = kh * kw - 1
+        for k, sl in enumerate(self._slices(xpad, oh, ow)):
+            hit = xpad[sl] == best
+            if claimed is None:
+                claimed = hit.copy() if k < last else hit
             else:
-                dst += g * hit
+                xp.greater(hit, claimed, out=hit)  # hit and not claimed (bool arrays)
+                if k < last:
+                    xp.logical_or(claimed, hit, out=claimed)
+            if disjoint:
+                xp.multiply(g, hit, out=gx[sl])
+            else:
+                gx[sl] += g * hit
         return gx[:, :, pt:pt + h, pl:pl + w]
 
 
@@ -373,7 +424,7 @@ class AvgPool2d(Function):
         (kh, kw), (sh, sw) = self.kernel, self.stride
         n, c, h, w = x.shape
         oh, ow, extra = _pool_geometry(x.shape, self.kernel, self.stride, self.pads, self.ceil_mode)
-        xpad = _pad_input(x, self.pads, 0.0, extra)
+        xpad = _pad_input(x, self.pads, 0.0, extra, to_chwn=False)
         he, we = sh * (oh - 1) + 1, sw * (ow - 1) + 1
         acc = None
         for i in range(kh):
@@ -396,7 +447,7 @@ class AvgPool2d(Function):
         oh, ow = g.shape[2:]
         he, we = sh * (oh - 1) + 1, sw * (ow - 1) + 1
         gd = g / self.div
-        gx = xp.zeros((c, n) + tuple(pshape[2:]), dtype=dtype).transpose(1, 0, 2, 3)
+        gx = _alloc(xp, n, c, pshape[2], pshape[3], dtype)
         for i in range(kh):
             for j in range(kw):
                 gx[:, :, i:i + he:sh, j:j + we:sw] += gd

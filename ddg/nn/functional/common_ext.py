@@ -1,0 +1,306 @@
+"""dropout, pad, normalize, interpolate/upsample, embedding, unfold.
+
+All composites except ``unfold`` (the im2col primitive of ``ops.conv``): dropout is a
+product with a random mask, pad and interpolate gather along one axis at a time
+(``index_select``, whose backward scatter-adds), embedding is an integer-array index.
+"""
+import math
+import numbers
+
+import numpy as np
+
+from ...autograd.ops import conv as C
+from ...autograd.ops import elementwise as E
+from ...autograd.ops import movement as M
+from ...autograd.ops import reduce as R
+from ...tensor import backend
+from ...tensor.tensor import Tensor
+from .conv import _ntuple
+
+
+def _const_like(arr, x):
+    """A constant (no-grad) Tensor on the device of ``x`` from host array ``arr``."""
+    xp = backend.get_array_module(x._data)
+    return Tensor._wrap(xp.asarray(arr))
+
+
+# -- dropout -------------------------------------------------------------------------------------
+def _uniform(xp, shape):
+    """Uniform [0, 1) float32 draws from ddg's global generator (``ddg.seed`` reproduces them)."""
+    g = backend.rng(xp)
+    if hasattr(g, "random"):  # numpy.random.Generator
+        return g.random(shape, dtype=np.float32)
+    return g.random_sample(shape, dtype=np.float32)  # cupy RandomState
+
+
+def dropout(x, p=0.5, axis=None, training=True, mode="upscale_in_train", name=None):
+    """Zero each element (or each slice along ``axis``) with probability ``p``.
+
+    ``upscale_in_train``: training output ``x * mask / (1 - p)``, inference output ``x``.
+    ``downscale_in_infer``: training output ``x * mask``, inference output ``x * (1 - p)``."""
+    if isinstance(p, Tensor):
+        p = float(p)
+    if not isinstance(p, numbers.Number) or not 0 <= p <= 1:
+        raise ValueError(f"ddg.nn.functional.dropout: p must be a number in [0, 1], got {p!r}")
+    if mode not in ("upscale_in_train", "downscale_in_infer"):
+        raise ValueError(f"ddg.nn.functional.dropout: mode must be 'upscale_in_train' or 'downscale_in_infer', "
+                         f"got {mode!r}")
+    if not training:
+        return x if mode == "upscale_in_train" or p == 0 else x * (1.0 - p)
+    if p == 0:
+        return x
+    if axis is None:
+        shape = x.shape
+    else:
+        axes = [axis] if isinstance(axis, int) else list(axis)
+        axes = [a % x.ndim for a in axes]
+        if any(a >= x.ndim for a in axes) or len(set(axes)) != len(axes):
+            raise ValueError(f"ddg.nn.functional.dropout: bad axis {axis!r} for an input of shape {x.shape}")
+        shape = [s if i in axes else 1 for i, s in enumerate(x.shape)]
+    xp = backend.get_array_module(x._data)
+    keep = _uniform(xp, tuple(shape)) >= p
+    if mode == "upscale_in_train":
+        scale = 0.0 if p == 1 else 1.0 / (1.0 - p)
+        mask = keep.astype(x.dtype) * x.dtype.type(scale)
+    else:
+        mask = keep.astype(x.dtype)
+    return x * Tensor._wrap(mask)
+
+
+def dropout2d(x, p=0.5, training=True, data_format="NCHW", name=None):
+    """Drop whole channels of an NCHW/NHWC input."""
+    if x.ndim != 4:
+        raise ValueError(f"ddg.nn.functional.dropout2d: expected a 4-D input, got shape {x.shape}")
+    return dropout(x, p, [0, 1] if data_format == "NCHW" else [0, 3], training)
+
+
+def dropout3d(x, p=0.5, training=True, data_format="NCDHW", name=None):
+    if x.ndim != 5:
+        raise ValueError(f"ddg.nn.functional.dropout3d: expected a 5-D input, got shape {x.shape}")
+    return dropout(x, p, [0, 1] if data_format == "NCDHW" else [0, 4], training)
+
+
+# -- pad -------------------------------------------------------------------------------------------------
+_PAD_MODES = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}
+
+
+def _pad_axis(x, axis, before, after, mode, value):
+    if before == 0 and after == 0:
+        return x
+    n = x.shape[axis]
+    if mode == "constant":
+        parts = []
+        xp = backend.get_array_module(x._data)
+        for k in (before, after):
+            shape = list(x.shape)
+            shape[axis] = k
+            parts.append(Tensor._wrap(xp.full(shape, value, dtype=x.dtype)) if k else None)
+        seq = [t for t in (parts[0], x, parts[1]) if t is not None]
+        return M.concat(seq, axis=axis)
+    if mode == "reflect" and (before >= n or after >= n):
+        raise ValueError(f"ddg.nn.functional.pad: reflect padding ({before}, {after}) must be smaller than the "
+                         f"padded dimension ({n})")
+    if mode == "circular" and (before > n or after > n):
+        raise ValueError(f"ddg.nn.functional.pad: circular padding ({before}, {after}) must not exceed the padded "
+                         f"dimension ({n})")
+    idx = np.pad(np.arange(n), (before, after), mode=_PAD_MODES[mode])
+    return M.index_select(x, _const_like(idx.astype(np.int64), x), axis)
+
+
+def pad(x, pad, mode="constant", value=0.0, data_format="NCHW", name=None):  # noqa: A002
+    """Pad ``x``. With ``len(pad) == 2 * x.ndim`` (constant mode) ``pad`` lists
+    ``[before, after]`` for every dim from the first; otherwise it pads the spatial dims
+    starting from the LAST one: ``[left, right]`` (3-D), ``[left, right, top, bottom]``
+    (4-D), ``[left, right, top, bottom, front, back]`` (5-D)."""
+    if mode not in ("constant", "reflect", "replicate", "circular"):
+        raise ValueError(f"ddg.nn.functional.pad: mode must be constant, reflect, replicate or circular, "
+                         f"got {mode!r}")
+    if isinstance(pad, Tensor):
+        pad = pad.tolist()
+    pad = [int(p) for p in ([pad] if isinstance(pad, int) else pad)]
+    if any(p < 0 for p in pad):
+        raise ValueError(f"ddg.nn.functional.pad: pads must be non-negative, got {pad}")
+    nd = x.ndim
+    if len(pad) == 2 * nd and (mode == "constant" or nd < 3):
+        pairs = {ax: (pad[2 * ax], pad[2 * ax + 1]) for ax in range(nd)}
+    else:
+        if nd < 3:
+            raise ValueError(f"ddg.nn.functional.pad: {mode} padding needs a 3-D to 5-D input, got shape {x.shape}")
+        channel_last = data_format.upper()[-1] == "C" and data_format.upper() not in ("NC",)
+        spatial = list(range(1, nd - 1)) if channel_last else list(range(2, nd))
+        if len(pad) == 1:
+            pad = pad * (2 * len(spatial))
+        if len(pad) != 2 * len(spatial):
+            raise ValueError(f"ddg.nn.functional.pad: expected {2 * len(spatial)} pads for a {nd}-D {data_format} "
+                             f"input (or {2 * nd} in constant mode), got {pad}")
+        pairs = {}
+        for k, ax in enumerate(reversed(spatial)):  # pad[0:2] is the last spatial dim
+            pairs[ax] = (pad[2 * k], pad[2 * k + 1])
+    out = x
+    for ax, (b, a) in pairs.items():
+        out = _pad_axis(out, ax, b, a, mode, value)
+    return out
+
+
+# -- normalize ----------------------------------------------------------------------------------------
+def normalize(x, p=2, axis=1, epsilon=1e-12, name=None):
+    """``x / max(||x||_p, epsilon)`` along ``axis``. The clamp is applied to the p-th power of
+    the norm, so an all-zero slice gets a zero (not NaN) gradient."""
+    if p == 2:
+        s = R.sum(x * x, axis=axis, keepdim=True)
+        return x * E.rsqrt(E.maximum(s, _const_like(np.asarray(epsilon * epsilon, dtype=x.dtype), x)))
+    if p == float("inf"):
+        nrm = R.max(E.abs(x), axis=axis, keepdim=True)
+        return x / E.maximum(nrm, _const_like(np.asarray(epsilon, dtype=x.dtype), x))
+    p = float(p)
+    if p <= 0:
+        raise ValueError(f"ddg.nn.functional.normalize: p must be positive, got {p}")
+    s = R.sum(E.abs(x) ** p, axis=axis, keepdim=True)
+    return x / E.maximum(s, _const_like(np.asarray(epsilon ** p, dtype=x.dtype), x)) ** (1.0 / p)
+
+
+# -- interpolate ---------------------------------------------------------------------------------------
+_MODES = {"nearest": None, "linear": 3, "bilinear": 4, "trilinear": 5, "area": None}
+
+
+def _along(w, ndim, axis, x):
+    shape = [1] * ndim
+    shape[axis] = -1
+    return _const_like(w.astype(x.dtype).reshape(shape), x)
+
+
+def _resample_axis(x, axis, n_out, mode, align_corners, align_mode, scale):
+    n_in = x.shape[axis]
+    if n_out == n_in and (mode == "nearest" or align_corners or align_mode == 0):
+        return x
+    k = np.arange(n_out, dtype=np.float64)
+    if align_corners:
+        ratio = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+    else:
+        ratio = 1.0 / scale if scale else n_in / n_out
+    if mode == "nearest":
+        src = np.floor(ratio * k + 0.5) if align_corners else np.floor(ratio * k)
+        idx = np.clip(src, 0, n_in - 1).astype(np.int64)
+        return M.index_select(x, _const_like(idx, x), axis)
+    if align_corners or align_mode == 1:
+        src = ratio * k
+    else:
+        src = np.maximum(ratio * (k + 0.5) - 0.5, 0.0)
+    i0 = np.minimum(np.floor(src).astype(np.int64), n_in - 1)
+    i1 = np.minimum(i0 + 1, n_in - 1)
+    w1 = src - i0
+    lo = M.index_select(x, _const_like(i0, x), axis)
+    hi = M.index_select(x, _const_like(i1, x), axis)
+    return lo * _along(1.0 - w1, x.ndim, axis, x) + hi * _along(w1, x.ndim, axis, x)
+
+
+def interpolate(x, size=None, scale_factor=None, mode="nearest", align_corners=False, align_mode=0,
+                data_format="NCHW", name=None):
+    """Resize the spatial dims: ``nearest``, ``linear`` (3-D), ``bilinear`` (4-D),
+    ``trilinear`` (5-D) or ``area`` (adaptive average pooling). Index conventions follow
+    Paddle: ``align_corners`` maps corner to corner; otherwise ``align_mode=0`` uses
+    half-pixel centers and ``align_mode=1`` the ratio ``in/out`` from 0."""
+    mode = mode.lower()
+    if mode not in _MODES:
+        raise ValueError(f"ddg.nn.functional.interpolate: mode must be one of {sorted(_MODES)}, got {mode!r}")
+    if _MODES[mode] is not None and x.ndim != _MODES[mode]:
+        raise ValueError(f"ddg.nn.functional.interpolate: mode {mode!r} needs a {_MODES[mode]}-D input, "
+                         f"got shape {x.shape}")
+    if x.ndim not in (3, 4, 5):
+        raise ValueError(f"ddg.nn.functional.interpolate: expected a 3-D to 5-D input, got shape {x.shape}")
+    if mode == "nearest" and align_corners:
+        raise ValueError("ddg.nn.functional.interpolate: align_corners=True is not allowed with mode 'nearest'")
+    nd = x.ndim - 2
+    channel_last = data_format.upper()[-1] == "C"
+    axes = list(range(1, 1 + nd)) if channel_last else list(range(2, 2 + nd))
+    in_sizes = [x.shape[a] for a in axes]
+    if (size is None) == (scale_factor is None):
+        raise ValueError("ddg.nn.functional.interpolate: give exactly one of size and scale_factor")
+    scales = [None] * nd
+    if size is not None:
+        if isinstance(size, Tensor):
+            size = size.tolist()
+        sizes = [int(s) for s in size] if isinstance(size, (list, tuple)) else [int(size)] * nd
+        if len(sizes) != nd:
+            raise ValueError(f"ddg.nn.functional.interpolate: size must have {nd} entries, got {size!r}")
+    else:
+        if isinstance(scale_factor, Tensor):
+            scale_factor = scale_factor.tolist()
+        scales = [float(s) for s in scale_factor] if isinstance(scale_factor, (list, tuple)) \
+            else [float(scale_factor)] * nd
+        if len(scales) != nd or any(s <= 0 for s in scales):
+            raise ValueError(f"ddg.nn.functional.interpolate: scale_factor must be positive with {nd} entries, "
+                             f"got {scale_factor!r}")
+        sizes = [int(math.floor(n * s)) for n, s in zip(in_sizes, scales)]
+    if any(s <= 0 for s in sizes):
+        raise ValueError(f"ddg.nn.functional.interpolate: output size {sizes} must be positive")
+    if mode == "area":
+        from .pooling import adaptive_avg_pool1d, adaptive_avg_pool2d
+        if nd == 3:
+            raise NotImplementedError("ddg.nn.functional.interpolate: 'area' mode supports 3-D and 4-D inputs")
+        xc = M.moveaxis(x, -1, 1) if channel_last else x
+        y = adaptive_avg_pool2d(xc, sizes) if nd == 2 else adaptive_avg_pool1d(xc, sizes[0])
+        return M.moveaxis(y, 1, -1) if channel_last else y
+    kind = "nearest" if mode == "nearest" else "linear"
+    out = x
+    for ax, n_out, s in zip(axes, sizes, scales):
+        out = _resample_axis(out, ax, n_out, kind, align_corners, align_mode, s)
+    return out
+
+
+def upsample(x, size=None, scale_factor=None, mode="nearest", align_corners=False, align_mode=0,
+             data_format="NCHW", name=None):
+    return interpolate(x, size, scale_factor, mode, align_corners, align_mode, data_format)
+
+
+# -- embedding ---------------------------------------------------------------------------------------
+def embedding(x, weight, padding_idx=None, sparse=False, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+              name=None):
+    """Rows of ``weight`` ([num_embeddings, dim]) picked by the integer ids ``x``. Where
+    ``x == padding_idx`` the output is zero and that row receives no gradient (Paddle).
+    ``sparse`` is accepted and ignored (gradients are dense)."""
+    if max_norm is not None or scale_grad_by_freq:
+        raise NotImplementedError("ddg.nn.functional.embedding: max_norm and scale_grad_by_freq are not supported")
+    if x.dtype.kind not in "iu":
+        raise TypeError(f"ddg.nn.functional.embedding: ids must be an integer tensor, got {x.dtype}")
+    if weight.ndim != 2:
+        raise ValueError(f"ddg.nn.functional.embedding: weight must be 2-D [num_embeddings, dim], got {weight.shape}")
+    n = weight.shape[0]
+    ids = x._data
+    if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= n):
+        raise ValueError(f"ddg.nn.functional.embedding: ids must lie in [0, {n}), got values from {int(ids.min())} "
+                         f"to {int(ids.max())}")
+    out = M.getitem(weight, x)
+    if padding_idx is not None:
+        pidx = int(padding_idx)
+        if not -n <= pidx < n:
+            raise ValueError(f"ddg.nn.functional.embedding: padding_idx {padding_idx} out of range [-{n}, {n})")
+        pidx %= n
+        keep = (ids != pidx).astype(weight.dtype)[..., None]
+        out = out * Tensor._wrap(keep)
+    return out
+
+
+# -- unfold -------------------------------------------------------------------------------------------
+def unfold(x, kernel_sizes, strides=1, paddings=0, dilations=1, name=None):
+    """im2col: ``[N, C, H, W]`` -> ``[N, C*kh*kw, L]`` (L sliding positions). ``paddings``
+    is an int, ``[ph, pw]`` or ``[top, left, bottom, right]`` (Paddle's order)."""
+    op = "unfold"
+    if x.ndim != 4:
+        raise ValueError(f"ddg.nn.functional.{op}: expected a 4-D input, got shape {x.shape}")
+    k = _ntuple(kernel_sizes, 2, "kernel_sizes", op)
+    s = _ntuple(strides, 2, "strides", op)
+    d = _ntuple(dilations, 2, "dilations", op)
+    if isinstance(paddings, int):
+        pads = (paddings,) * 4
+    else:
+        pl = [int(v) for v in paddings]
+        if len(pl) == 2:
+            pads = (pl[0], pl[0], pl[1], pl[1])
+        elif len(pl) == 4:
+            pads = (pl[0], pl[2], pl[1], pl[3])
+        else:
+            raise ValueError(f"ddg.nn.functional.{op}: paddings must be an int, 2 or 4 ints, got {paddings!r}")
+    if any(p < 0 for p in pads):
+        raise ValueError(f"ddg.nn.functional.{op}: paddings must be non-negative, got {paddings!r}")
+    return C.Unfold(k, s, pads, d)(x)

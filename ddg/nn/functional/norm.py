@@ -1,0 +1,147 @@
+"""Normalization: batch_norm, layer_norm, group_norm, instance_norm.
+
+All of them standardize with the one primitive ``ops.norm.Standardize`` (mean and
+biased variance over some axes) and apply the affine part with broadcasting ops.
+
+Batch norm follows Paddle: ``momentum`` weighs the OLD running value,
+
+    running_mean = momentum * running_mean + (1 - momentum) * batch_mean
+    running_var  = momentum * running_var  + (1 - momentum) * batch_var
+
+and ``batch_var`` is the biased variance (divided by the number of elements per
+channel, as in Paddle's kernels and documentation; PyTorch uses the unbiased one
+here). ``use_global_stats=None`` means "running statistics unless training".
+"""
+from ...autograd.grad_mode import no_grad
+from ...autograd.ops import elementwise as E
+from ...autograd.ops import movement as M
+from ...autograd.ops.norm import Standardize
+
+
+def _channel_axis(x, data_format, op):
+    fmt = data_format.upper()
+    if fmt not in ("NC", "NCL", "NCHW", "NCDHW", "NLC", "NHWC", "NDHWC"):
+        raise ValueError(f"ddg.nn.functional.{op}: unknown data_format {data_format!r}")
+    if x.ndim < 2:
+        raise ValueError(f"ddg.nn.functional.{op}: expected at least a 2-D input [N, C, ...], got shape {x.shape}")
+    return x.ndim - 1 if (fmt[-1] == "C" and fmt != "NC") else 1
+
+
+def _per_channel(t, ndim, axis):
+    """A [C] tensor reshaped to broadcast along ``axis`` of an ``ndim``-D input."""
+    shape = [1] * ndim
+    shape[axis] = -1
+    return M.reshape(t, shape)
+
+
+def _affine(y, weight, bias, ndim, axis):
+    if weight is not None:
+        y = y * _per_channel(weight, ndim, axis)
+    if bias is not None:
+        y = y + _per_channel(bias, ndim, axis)
+    return y
+
+
+def _check_channels(t, c, what, op):
+    if t is not None and t.size != c:
+        raise ValueError(f"ddg.nn.functional.{op}: {what} has {t.size} entries (shape {t.shape}) but the input has "
+                         f"{c} channels")
+
+
+def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.9, epsilon=1e-05,
+               data_format="NCHW", use_global_stats=None, name=None):
+    op = "batch_norm"
+    axis = _channel_axis(x, data_format, op)
+    c = x.shape[axis]
+    for t, what in ((running_mean, "running_mean"), (running_var, "running_var"), (weight, "weight"),
+                    (bias, "bias")):
+        _check_channels(t, c, what, op)
+    if use_global_stats is None:
+        use_global_stats = not training
+    if use_global_stats:
+        # y = x * (w / sqrt(var + eps)) + (b - mean * w / sqrt(var + eps)), with per-channel factors
+        scale = E.rsqrt(running_var + epsilon)
+        if weight is not None:
+            scale = scale * weight
+        shift = -running_mean * scale
+        if bias is not None:
+            shift = shift + bias
+        return x * _per_channel(scale, x.ndim, axis) + _per_channel(shift, x.ndim, axis)
+    axes = tuple(i for i in range(x.ndim) if i != axis)
+    n = x.size // c
+    if n <= 1:
+        raise ValueError(f"ddg.nn.functional.{op}: training needs more than one value per channel, got input "
+                         f"shape {x.shape}")
+    fn = Standardize(axes, epsilon)
+    y = fn(x)
+    if running_mean is not None and running_var is not None:
+        with no_grad():
+            _update(running_mean, fn.mean, momentum)
+            _update(running_var, fn.var, momentum)
+    return _affine(y, weight, bias, x.ndim, axis)
+
+
+def _update(running, batch_stat, momentum):
+    arr = running._data
+    stat = batch_stat.reshape(arr.shape).astype(arr.dtype, copy=False)
+    arr *= momentum
+    arr += (1.0 - momentum) * stat
+    running._vc[0] += 1
+
+
+def layer_norm(x, normalized_shape, weight=None, bias=None, epsilon=1e-05, name=None):
+    """Standardize over the trailing ``normalized_shape`` dims; ``weight``/``bias`` have
+    ``prod(normalized_shape)`` entries (Paddle stores them flat)."""
+    op = "layer_norm"
+    if isinstance(normalized_shape, int):
+        normalized_shape = [normalized_shape]
+    normalized_shape = [int(s) for s in normalized_shape]
+    k = len(normalized_shape)
+    if k == 0 or k > x.ndim or x.shape[x.ndim - k:] != normalized_shape:
+        raise ValueError(f"ddg.nn.functional.{op}: normalized_shape {normalized_shape} does not match the trailing "
+                         f"dims of the input shape {x.shape}")
+    size = 1
+    for s in normalized_shape:
+        size *= s
+    for t, what in ((weight, "weight"), (bias, "bias")):
+        if t is not None and t.size != size:
+            raise ValueError(f"ddg.nn.functional.{op}: {what} has shape {t.shape}, expected {size} entries")
+    y = Standardize(tuple(range(x.ndim - k, x.ndim)), epsilon)(x)
+    if weight is not None:
+        y = y * (weight if weight.shape == normalized_shape else M.reshape(weight, normalized_shape))
+    if bias is not None:
+        y = y + (bias if bias.shape == normalized_shape else M.reshape(bias, normalized_shape))
+    return y
+
+
+def group_norm(x, num_groups, epsilon=1e-05, weight=None, bias=None, data_format="NCHW", name=None):
+    op = "group_norm"
+    axis = _channel_axis(x, data_format, op)
+    if axis != 1:
+        x = M.moveaxis(x, axis, 1)
+    n, c = x.shape[:2]
+    g = int(num_groups)
+    if g <= 0 or c % g:
+        raise ValueError(f"ddg.nn.functional.{op}: num_groups={num_groups} must divide the {c} channels "
+                         f"(input shape {x.shape})")
+    _check_channels(weight, c, "weight", op)
+    _check_channels(bias, c, "bias", op)
+    y = Standardize((2,), epsilon)(M.reshape(x, [n, g, -1]))
+    y = _affine(M.reshape(y, x.shape), weight, bias, x.ndim, 1)
+    return M.moveaxis(y, 1, axis) if axis != 1 else y
+
+
+def instance_norm(x, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True,
+                  momentum=0.9, eps=1e-05, data_format="NCHW", name=None):
+    """Standardize each (sample, channel) over its spatial positions."""
+    op = "instance_norm"
+    axis = _channel_axis(x, data_format, op)
+    if x.ndim < 3:
+        raise ValueError(f"ddg.nn.functional.{op}: expected an input [N, C, spatial...], got shape {x.shape}")
+    c = x.shape[axis]
+    _check_channels(weight, c, "weight", op)
+    _check_channels(bias, c, "bias", op)
+    if not use_input_stats and running_mean is not None and running_var is not None:
+        return batch_norm(x, running_mean, running_var, weight, bias, False, momentum, eps, data_format, True)
+    axes = tuple(i for i in range(1, x.ndim) if i != axis)
+    return _affine(Standardize(axes, eps)(x), weight, bias, x.ndim, axis)

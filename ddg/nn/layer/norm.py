@@ -1,0 +1,176 @@
+"""BatchNorm (BatchNorm1D/2D/3D and the fluid-style BatchNorm), LayerNorm, GroupNorm,
+InstanceNorm1D/2D (Paddle signatures).
+
+Batch norm keeps its running statistics in the persistable buffers ``_mean`` (zeros)
+and ``_variance`` (ones), Paddle's names, and updates them in training mode as
+``running = momentum * running + (1 - momentum) * batch_stat`` with the biased batch
+variance (see ddg.nn.functional.norm). Eval mode normalizes with them.
+"""
+import numpy as np
+
+from ...tensor.place import current_place, move_array
+from ...tensor.tensor import Tensor
+from .. import functional as F
+from ..initializer import Constant
+from .layers import Layer
+
+
+def _buffer(shape, value, dtype):
+    return Tensor._wrap(move_array(np.full(shape, value, dtype=dtype), current_place()))
+
+
+class _BatchNormBase(Layer):
+    _formats = ("NCHW", "NHWC")
+
+    def __init__(self, num_features, momentum=0.9, epsilon=1e-05, weight_attr=None, bias_attr=None,
+                 data_format="NCHW", use_global_stats=None, name=None):
+        super().__init__()
+        if data_format not in self._formats:
+            raise ValueError(f"ddg.nn.{type(self).__name__}: data_format must be one of {self._formats}, "
+                             f"got {data_format!r}")
+        self._num_features = num_features
+        self._momentum, self._epsilon = momentum, epsilon
+        self._data_format, self._use_global_stats = data_format, use_global_stats
+        # weight_attr/bias_attr False: a fixed scale 1 / shift 0 that is not trained (Paddle)
+        self.weight = self.create_parameter([num_features], attr=None if weight_attr is False else weight_attr,
+                                            default_initializer=Constant(1.0))
+        self.bias = self.create_parameter([num_features], attr=None if bias_attr is False else bias_attr,
+                                          is_bias=True)
+        if weight_attr is False:
+            self.weight.stop_gradient = True
+        if bias_attr is False:
+            self.bias.stop_gradient = True
+        self.register_buffer("_mean", _buffer([num_features], 0.0, self._dtype))
+        self.register_buffer("_variance", _buffer([num_features], 1.0, self._dtype))
+
+    def _check_input(self, x):
+        pass
+
+    def forward(self, x):
+        self._check_input(x)
+        return F.batch_norm(x, self._mean, self._variance, self.weight, self.bias, self.training, self._momentum,
+                            self._epsilon, self._data_format, self._use_global_stats)
+
+    def extra_repr(self):
+        return f"num_features={self._num_features}, momentum={self._momentum}, epsilon={self._epsilon}"
+
+
+class BatchNorm1D(_BatchNormBase):
+    _formats = ("NC", "NCL", "NLC")
+
+    def __init__(self, num_features, momentum=0.9, epsilon=1e-05, weight_attr=None, bias_attr=None,
+                 data_format="NCL", use_global_stats=None, name=None):
+        super().__init__(num_features, momentum, epsilon, weight_attr, bias_attr, data_format, use_global_stats)
+
+    def _check_input(self, x):
+        if x.ndim not in (2, 3):
+            raise ValueError(f"ddg.nn.BatchNorm1D: expected a 2-D or 3-D input, got shape {x.shape}")
+
+
+class BatchNorm2D(_BatchNormBase):
+    def _check_input(self, x):
+        if x.ndim != 4:
+            raise ValueError(f"ddg.nn.BatchNorm2D: expected a 4-D input, got shape {x.shape}")
+
+
+class BatchNorm3D(_BatchNormBase):
+    _formats = ("NCDHW", "NDHWC")
+
+    def __init__(self, num_features, momentum=0.9, epsilon=1e-05, weight_attr=None, bias_attr=None,
+                 data_format="NCDHW", use_global_stats=None, name=None):
+        super().__init__(num_features, momentum, epsilon, weight_attr, bias_attr, data_format, use_global_stats)
+
+    def _check_input(self, x):
+        if x.ndim != 5:
+            raise ValueError(f"ddg.nn.BatchNorm3D: expected a 5-D input, got shape {x.shape}")
+
+
+class BatchNorm(_BatchNormBase):
+    """The fluid-era ``paddle.nn.BatchNorm(num_channels, act=None, is_test=False, momentum=0.9,
+    epsilon=1e-05, param_attr=None, bias_attr=None, dtype='float32', data_layout='NCHW', ...)``:
+    any input rank, channels on axis 1 (or last with data_layout='NHWC')."""
+    _formats = ("NCHW", "NHWC")
+
+    def __init__(self, num_channels, act=None, is_test=False, momentum=0.9, epsilon=1e-05, param_attr=None,
+                 bias_attr=None, dtype="float32", data_layout="NCHW", in_place=False, moving_mean_name=None,
+                 moving_variance_name=None, do_model_average_for_mean_and_var=True, use_global_stats=False,
+                 trainable_statistics=False):
+        super().__init__(num_channels, momentum, epsilon, param_attr, bias_attr, data_layout,
+                         True if use_global_stats else None)
+        self._act, self._is_test = act, is_test
+
+    def forward(self, x):
+        fmt = self._data_format
+        if x.ndim != 4:
+            fmt = "NC" if x.ndim == 2 else ("NCL" if fmt == "NCHW" else "NLC") if x.ndim == 3 else \
+                ("NCDHW" if fmt == "NCHW" else "NDHWC")
+        y = F.batch_norm(x, self._mean, self._variance, self.weight, self.bias, self.training and not self._is_test,
+                         self._momentum, self._epsilon, fmt, self._use_global_stats)
+        if self._act:
+            y = getattr(F, self._act)(y)
+        return y
+
+
+class LayerNorm(Layer):
+    """Normalize over the trailing ``normalized_shape`` dims; weight (ones) and bias (zeros)
+    are flat vectors of ``prod(normalized_shape)`` entries, as in Paddle."""
+
+    def __init__(self, normalized_shape, epsilon=1e-05, weight_attr=None, bias_attr=None, name=None):
+        super().__init__()
+        if isinstance(normalized_shape, int):
+            normalized_shape = [normalized_shape]
+        self._normalized_shape = [int(s) for s in normalized_shape]
+        self._epsilon = epsilon
+        size = int(np.prod(self._normalized_shape))
+        self.weight = self.create_parameter([size], attr=weight_attr, default_initializer=Constant(1.0))
+        self.bias = self.create_parameter([size], attr=bias_attr, is_bias=True)
+
+    def forward(self, x):
+        return F.layer_norm(x, self._normalized_shape, self.weight, self.bias, self._epsilon)
+
+    def extra_repr(self):
+        return f"normalized_shape={self._normalized_shape}, epsilon={self._epsilon}"
+
+
+class GroupNorm(Layer):
+    def __init__(self, num_groups, num_channels, epsilon=1e-05, weight_attr=None, bias_attr=None,
+                 data_format="NCHW", name=None):
+        super().__init__()
+        if num_groups <= 0 or num_channels % num_groups:
+            raise ValueError(f"ddg.nn.GroupNorm: num_groups={num_groups} must divide num_channels={num_channels}")
+        self._num_groups, self._num_channels = num_groups, num_channels
+        self._epsilon, self._data_format = epsilon, data_format
+        self.weight = self.create_parameter([num_channels], attr=weight_attr, default_initializer=Constant(1.0))
+        self.bias = self.create_parameter([num_channels], attr=bias_attr, is_bias=True)
+
+    def forward(self, x):
+        return F.group_norm(x, self._num_groups, self._epsilon, self.weight, self.bias, self._data_format)
+
+    def extra_repr(self):
+        return f"num_groups={self._num_groups}, num_channels={self._num_channels}, epsilon={self._epsilon}"
+
+
+class _InstanceNormBase(Layer):
+    def __init__(self, num_features, epsilon=1e-05, momentum=0.9, weight_attr=None, bias_attr=None,
+                 data_format="NCHW", name=None):
+        super().__init__()
+        self._epsilon, self._data_format, self._num_features = epsilon, data_format, num_features
+        # Paddle names the affine parameters ``scale`` and ``bias``; False disables them
+        self.scale = self.create_parameter([num_features], attr=weight_attr, default_initializer=Constant(1.0))
+        self.bias = self.create_parameter([num_features], attr=bias_attr, is_bias=True)
+
+    def forward(self, x):
+        return F.instance_norm(x, weight=self.scale, bias=self.bias, eps=self._epsilon, data_format=self._data_format)
+
+    def extra_repr(self):
+        return f"num_features={self._num_features}, epsilon={self._epsilon}"
+
+
+class InstanceNorm1D(_InstanceNormBase):
+    def __init__(self, num_features, epsilon=1e-05, momentum=0.9, weight_attr=None, bias_attr=None,
+                 data_format="NCL", name=None):
+        super().__init__(num_features, epsilon, momentum, weight_attr, bias_attr, data_format)
+
+
+class InstanceNorm2D(_InstanceNormBase):
+    pass
