@@ -9,3 +9,4 @@ from .env import (init_parallel_env, get_rank, get_world_size, ParallelEnv,  # n
                   is_initialized)
 
 # DataParallel is added here by its author (from .data_parallel import DataParallel).
+from .data_parallel import DataParallel  # noqa: F401,E402

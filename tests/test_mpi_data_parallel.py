@@ -1,0 +1,349 @@
+"""DataParallel across real MPI ranks. Must pass with any world size >= 2:
+
+    PYTHONPATH=. mpiexec -n 2 python -m pytest --with-mpi tests/test_mpi_data_parallel.py
+    PYTHONPATH=. mpiexec -n 3 python -m pytest --with-mpi tests/test_mpi_data_parallel.py
+
+Every rank builds the whole global batch deterministically and computes the
+single-process reference locally, so each rank can check its own replica.
+Assertions come after each test's last collective (or results are gathered first),
+so a failing rank does not leave the others waiting.
+"""
+import numpy as np
+import pytest
+
+import ddg
+import ddg.nn.functional as F
+from ddg import nn
+from ddg.parallel import comm as C
+
+pytestmark = pytest.mark.mpi(min_size=2)
+
+
+@pytest.fixture(scope="module")
+def comm():
+    c = C.get_world_communicator()
+    assert isinstance(c, C.MPICommunicator), "tests must run under mpiexec with --with-mpi"
+    return c
+
+
+# ---------------------------------------------------------------------- helpers
+def mlp():
+    return nn.Sequential(nn.Linear(12, 24), nn.Tanh(), nn.Linear(24, 24), nn.ReLU(), nn.Linear(24, 5))
+
+
+class Reversed(nn.Layer):
+    """Layers registered in the opposite order of use: backward finishes the
+    parameters out of bucket order, so buckets complete out of order."""
+
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Linear(24, 5)
+        self.b = nn.Linear(24, 24)
+        self.a = nn.Linear(12, 24)
+
+    def forward(self, x):
+        return self.c(F.relu(self.b(ddg.tanh(self.a(x)))))
+
+
+def build(factory, seed=11):
+    ddg.seed(seed)
+    return factory()
+
+
+class SGD:
+    def __init__(self, params, lr=0.1):
+        self.params, self.lr = list(params), lr
+
+    def step(self):
+        for p in self.params:
+            if p.grad is not None:
+                p._data -= self.lr * p.grad._data
+
+    def clear_grad(self):
+        for p in self.params:
+            p.clear_grad()
+
+
+class Adam:
+    """A reference Adam on raw arrays (the library's optimizer is tested elsewhere)."""
+
+    def __init__(self, params, lr=0.01, b1=0.9, b2=0.999, eps=1e-8):
+        self.params, self.lr, self.b1, self.b2, self.eps = list(params), lr, b1, b2, eps
+        self.m = [np.zeros_like(p._data) for p in self.params]
+        self.v = [np.zeros_like(p._data) for p in self.params]
+        self.t = 0
+
+    def step(self):
+        self.t += 1
+        for p, m, v in zip(self.params, self.m, self.v):
+            if p.grad is None:
+                continue
+            g = p.grad._data
+            m *= self.b1
+            m += (1 - self.b1) * g
+            v *= self.b2
+            v += (1 - self.b2) * g * g
+            mh = m / (1 - self.b1 ** self.t)
+            vh = v / (1 - self.b2 ** self.t)
+            p._data -= self.lr * mh / (np.sqrt(vh) + self.eps)
+
+    def clear_grad(self):
+        for p in self.params:
+            p.clear_grad()
+
+
+def data(steps, batch, seed=3):
+    rng = np.random.default_rng(seed)
+    xs = rng.standard_normal((steps, batch, 12)).astype(np.float32)
+    ys = rng.integers(0, 5, size=(steps, batch))
+    return xs, ys
+
+
+def local_slice(comm, n):
+    return slice(comm.rank * n // comm.size, (comm.rank + 1) * n // comm.size)
+
+
+def loss_of(model, x, y):
+    return F.cross_entropy(model(ddg.to_tensor(x)), ddg.to_tensor(y))
+
+
+def all_same(comm, arrays):
+    blob = np.concatenate([a.ravel() for a in arrays]).tobytes()
+    return all(b == blob for b in comm.allgather_object(blob))
+
+
+def gather_ok(comm, ok, msg=""):
+    """Every rank learns whether every rank passed (so all ranks fail together)."""
+    oks = comm.allgather_object((bool(ok), msg))
+    bad = [(r, m) for r, (o, m) in enumerate(oks) if not o]
+    assert not bad, f"failed on ranks {bad}"
+
+
+def compare(comm, replica, reference, rtol=1e-4, atol=1e-5, grads=False):
+    msg = ""
+    for (name, p), q in zip(replica.named_parameters(), reference.parameters()):
+        a, b = (p.grad, q.grad) if grads else (p, q)
+        if (a is None) != (b is None):
+            msg = f"{name}: one grad is None"
+            break
+        if a is not None and not np.allclose(a.numpy(), b.numpy(), rtol=rtol, atol=atol):
+            msg = f"{name}: max diff {np.abs(a.numpy() - b.numpy()).max():.3g}"
+            break
+    gather_ok(comm, not msg, msg)
+
+
+# ---------------------------------------------------------------------- equivalence
+@pytest.mark.parametrize("opt_cls", [SGD, Adam])
+def test_equals_single_process(comm, opt_cls):
+    steps, batch = 6, 24
+    xs, ys = data(steps, batch)
+    ref = build(mlp)
+    dp = ddg.DataParallel(build(mlp, seed=11 if comm.rank == 0 else 100 + comm.rank))  # rank 0 wins
+    ropt, opt = opt_cls(ref.parameters()), opt_cls(dp.parameters())
+    sl = local_slice(comm, batch)
+    for s in range(steps):
+        loss_of(ref, xs[s], ys[s]).backward()
+        loss_of(dp, xs[s, sl], ys[s, sl]).backward()
+        compare(comm, dp, ref, grads=True)
+        ropt.step(), opt.step()
+        ropt.clear_grad(), opt.clear_grad()
+    compare(comm, dp, ref)
+
+
+def test_uneven_slices_weighted_by_batch(comm):
+    # 13 samples: the ranks get different batch sizes; the result is still the
+    # gradient of the mean loss over the whole batch.
+    xs, ys = data(1, 13)
+    ref, dp = build(mlp), ddg.DataParallel(build(mlp))
+    sl = local_slice(comm, 13)
+    loss_of(ref, xs[0], ys[0]).backward()
+    loss_of(dp, xs[0, sl], ys[0, sl]).backward()
+    compare(comm, dp, ref, grads=True)
+
+
+@pytest.mark.parametrize("factory", [mlp, Reversed])
+def test_many_small_buckets_in_order(comm, factory):
+    xs, ys = data(4, 16)
+    ref = build(factory)
+    dp = ddg.DataParallel(build(factory), comm_buffer_size=0.0005, last_comm_buffer_size=0.0001)
+    assert len(dp._buckets) >= 4
+    launched = []
+    orig = dp._launch
+    dp.__dict__["_launch"] = lambda b: (launched.append(b.index), orig(b))
+    ropt, opt = SGD(ref.parameters()), SGD(dp.parameters())
+    sl = local_slice(comm, 16)
+    for s in range(4):
+        launched.clear()
+        loss_of(ref, xs[s], ys[s]).backward()
+        loss_of(dp, xs[s, sl], ys[s, sl]).backward()
+        order_ok = launched == list(range(len(dp._buckets)))
+        compare(comm, dp, ref, grads=True)
+        gather_ok(comm, order_ok, f"launch order {launched}")
+        ropt.step(), opt.step()
+        ropt.clear_grad(), opt.clear_grad()
+
+
+def test_no_sync_accumulation(comm):
+    # Three micro-batches: two under no_sync, the last synchronized, then a second
+    # synced backward without clear_grad: the gradients must equal one process's
+    # accumulated gradients on the same global micro-batches.
+    xs, ys = data(4, 12)
+    ref, dp = build(mlp), ddg.DataParallel(build(mlp))
+    sl = local_slice(comm, 12)
+    for s in range(4):
+        loss_of(ref, xs[s], ys[s]).backward()
+    with dp.no_sync():
+        loss_of(dp, xs[0, sl], ys[0, sl]).backward()
+        loss_of(dp, xs[1, sl], ys[1, sl]).backward()
+    differ = not all_same(comm, [p.grad.numpy() for p in dp.parameters()])   # local only
+    loss_of(dp, xs[2, sl], ys[2, sl]).backward()
+    loss_of(dp, xs[3, sl], ys[3, sl]).backward()
+    gather_ok(comm, differ, "no_sync communicated")
+    compare(comm, dp, ref, grads=True)
+
+
+def test_broadcast_initial_state_and_buffers(comm):
+    class WithBuffer(nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 3)
+            self.register_buffer("stat", ddg.to_tensor(np.full(3, float(comm.rank), np.float32)))
+
+        def forward(self, x):
+            return self.fc(x) + self.stat
+
+    ddg.seed(comm.rank)
+    dp = ddg.DataParallel(WithBuffer())
+    same_init = all_same(comm, [p.numpy() for p in dp.parameters()] + [dp.stat.numpy()])
+    dp._layers.stat._data[...] = 10.0 + comm.rank    # diverge, as local BN statistics do
+    out = dp(ddg.ones([2, 4]))
+    buffer_ok = np.all(dp.stat.numpy() == 10.0)         # rank 0's buffer after the forward
+    out.sum().backward()
+    gather_ok(comm, same_init and buffer_ok)
+
+
+# ---------------------------------------------------------------------- control flow
+class CoinModel(nn.Layer):
+    def __init__(self):
+        super().__init__()
+        self.linear1 = nn.Linear(12, 16)
+        self.linear2 = nn.Linear(16, 16)
+        self.never = nn.Linear(16, 16)       # unused on every rank
+        self.linear3 = nn.Linear(16, 1)
+
+    def forward(self, x, use_middle):
+        x = F.relu(self.linear1(x))
+        if use_middle:
+            x = F.relu(self.linear2(x))
+        return self.linear3(x)
+
+
+def test_control_flow_no_hang_no_drift(comm):
+    ddg.seed(5 + comm.rank)
+    dp = ddg.DataParallel(CoinModel())
+    opt = SGD(dp.parameters(), lr=0.05)
+    rng = np.random.default_rng(comm.rank)
+    ok, msg = True, ""
+    for step in range(8):
+        use = bool(rng.random() < 0.5) if step > 1 else bool(comm.rank == step)  # step 0/1: rank-dependent
+        x = ddg.to_tensor(rng.standard_normal((8, 12)).astype(np.float32))
+        y = ddg.to_tensor(rng.standard_normal((8, 1)).astype(np.float32))
+        F.mse_loss(dp(x, use), y).backward()
+        if dp.never.weight.grad is not None or dp.never.bias.grad is not None:
+            ok, msg = False, f"step {step}: globally unused parameter got a gradient"
+        if step == 0 and dp.linear2.weight.grad is None:
+            ok, msg = False, "step 0: linear2 used on rank 0 only must have a gradient everywhere"
+        opt.step()
+        opt.clear_grad()
+        if not all_same(comm, [p.numpy() for p in dp.parameters()]):
+            ok, msg = False, f"step {step}: parameters differ across ranks"
+    gather_ok(comm, ok, msg)
+
+
+def test_unused_everywhere_keeps_none_then_used(comm):
+    ddg.seed(0)
+    dp = ddg.DataParallel(CoinModel())
+    x = ddg.ones([4, 12])
+    dp(x, False).sum().backward()
+    none_first = dp.linear2.weight.grad is None and dp.never.weight.grad is None
+    dp.clear_gradients()
+    dp(x, True).sum().backward()                   # now used everywhere: bound lazily again
+    g = dp.linear2.weight.grad
+    later = g is not None and np.abs(g.numpy()).sum() > 0
+    same = all_same(comm, [g.numpy()]) if g is not None else False
+    gather_ok(comm, none_first and later and same)
+
+
+# ---------------------------------------------------------------------- errors / fp16
+def test_model_mismatch_raises_on_every_rank(comm):
+    ddg.seed(0)
+    hidden = 8 if comm.rank != 1 else 9
+    with pytest.raises(ValueError, match=r"rank 1 has param '0.weight' float32\[12, 9\]"):
+        ddg.DataParallel(nn.Sequential(nn.Linear(12, hidden), nn.Linear(hidden, 2)))
+    extra = [nn.Linear(2, 2)] if comm.rank == comm.size - 1 else []
+    with pytest.raises(ValueError, match=f"rank {comm.size - 1}"):
+        ddg.DataParallel(nn.Sequential(nn.Linear(3, 2), *extra))
+
+
+def test_fp16_allreduce_close_to_fp32(comm):
+    xs, ys = data(1, 16)
+    sl = local_slice(comm, 16)
+    d32 = ddg.DataParallel(build(mlp))
+    d16 = ddg.DataParallel(build(mlp), fp16_allreduce=True)
+    loss_of(d32, xs[0, sl], ys[0, sl]).backward()
+    loss_of(d16, xs[0, sl], ys[0, sl]).backward()
+    worst = 0.0
+    for p, q in zip(d32.parameters(), d16.parameters()):
+        a, b = p.grad.numpy(), q.grad.numpy()
+        worst = max(worst, float(np.abs(a - b).max() / (np.abs(a).max() + 1e-12)))
+    same = all_same(comm, [q.grad.numpy() for q in d16.parameters()])
+    gather_ok(comm, worst < 4e-3 and same, f"relative error {worst:.3g}")
+
+
+def test_state_dict_keys_match_single_process(comm):
+    ref = build(mlp)
+    dp = ddg.DataParallel(build(mlp))
+    assert list(dp.state_dict().keys()) == list(ref.state_dict().keys())
+    assert [n for n, _ in dp.named_parameters()] == [n for n, _ in ref.named_parameters()]
+    dp.set_state_dict(ref.state_dict())
+
+
+# ---------------------------------------------------------------------- SyncBatchNorm
+class ConvBN(nn.Layer):
+    def __init__(self, group=None):
+        super().__init__()
+        self.fc = nn.Linear(12, 6 * 4)
+        self.bn = nn.SyncBatchNorm(6, group=group)
+        self.out = nn.Linear(6 * 4, 5)
+
+    def forward(self, x):
+        h = self.fc(x).reshape([-1, 6, 2, 2])
+        h = F.relu(self.bn(h))
+        return self.out(h.reshape([-1, 24]))
+
+
+@pytest.mark.parametrize("opt_cls", [SGD, Adam])
+def test_sync_batch_norm_equals_single_process(comm, opt_cls):
+    # The reference runs the same layer on a one-process communicator over the
+    # whole batch, i.e. ordinary batch norm.
+    steps, batch = 4, 12
+    xs, ys = data(steps, batch)
+    ref = build(lambda: ConvBN(group=C.SingleProcessCommunicator()))
+    dp = ddg.DataParallel(build(ConvBN))
+    ropt, opt = opt_cls(ref.parameters()), opt_cls(dp.parameters())
+    sl = local_slice(comm, batch)
+    for s in range(steps):
+        loss_of(ref, xs[s], ys[s]).backward()
+        loss_of(dp, xs[s, sl], ys[s, sl]).backward()
+        compare(comm, dp, ref, grads=True)
+        ropt.step(), opt.step()
+        ropt.clear_grad(), opt.clear_grad()
+    compare(comm, dp, ref)
+    stats_ok = all(np.allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
+                   for a, b in zip(dp.buffers(), ref.buffers()))
+    same = all_same(comm, [b.numpy() for b in dp.buffers()])
+    dp.eval(), ref.eval()
+    with ddg.no_grad():
+        out_ok = np.allclose(dp(ddg.to_tensor(xs[0])).numpy(), ref(ddg.to_tensor(xs[0])).numpy(),
+                             rtol=1e-4, atol=1e-5)
+    gather_ok(comm, stats_ok and same and out_ok, f"stats {stats_ok} same {same} eval {out_ok}")
