@@ -21,3 +21,21 @@ def shared_dir():
     if not os.path.isdir(SHARED):
         pytest.skip(f"shared folder not found at {SHARED}")
     return SHARED
+
+
+def _gpu_ready():
+    from ddg.tensor import backend
+    return backend.cupy_available()
+
+
+BACKENDS = [
+    pytest.param("cpu", id="cpu"),
+    pytest.param("gpu", id="gpu", marks=pytest.mark.skipif(not _gpu_ready(),
+                                                            reason="no cupy or no NVIDIA GPU here")),
+]
+
+
+@pytest.fixture(params=BACKENDS)
+def place(request):
+    """Run a test once per available backend: 'cpu' always, 'gpu' where cupy sees a GPU."""
+    return request.param

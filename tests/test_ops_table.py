@@ -176,3 +176,22 @@ def test_cast_gradient_comes_back_in_input_dtype():
     np.testing.assert_array_equal(x.grad.numpy(), [3.0, 3.0])
     # integer casts cut the graph: integers never require grad
     assert ddg.cast(x, "int64").stop_gradient
+
+
+@pytest.mark.parametrize("name,fn,ref,shapes,domain", ROWS, ids=[r[0] for r in ROWS])
+def test_same_results_on_every_backend(name, fn, ref, shapes, domain, place, rng):
+    """Forward and backward on each backend equal the CPU results (which the tests above
+    check against numpy and central differences). On a GPU place the arrays are cupy
+    arrays and the op must not fall back to the host."""
+    arrays = [_data(s, domain, rng) for s in shapes]
+    cpu = [ddg.to_tensor(a, stop_gradient=False) for a in arrays]
+    dev = [ddg.to_tensor(a, place=place, stop_gradient=False) for a in arrays]
+    out_cpu, out_dev = fn(*cpu), fn(*dev)
+    assert out_dev.place == ddg.tensor.place.parse_place(place)
+    np.testing.assert_allclose(out_dev.numpy(), out_cpu.numpy(), rtol=1e-10, atol=1e-12)
+    v = np.random.default_rng(1).standard_normal(out_cpu.shape)
+    out_cpu.backward(ddg.to_tensor(v))
+    out_dev.backward(ddg.to_tensor(v, place=place))
+    for c, d in zip(cpu, dev):
+        assert d.grad.place == d.place
+        np.testing.assert_allclose(d.grad.numpy(), c.grad.numpy(), rtol=1e-9, atol=1e-12)
