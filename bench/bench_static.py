@@ -7,7 +7,9 @@ Models (single-threaded BLAS, CPU):
 
 A step is forward + backward + optimizer step + clear_grad. Eager and static models
 start from the same weights; the ratio static/eager is what matters (target <= 0.7
-for the two small nets, never above 1.0).
+for the two small nets, never above 1.0). The last two columns time the same step
+hand-written in numpy (two small nets only): the floor for any replay of the same
+kernels, which shows how much of a step is framework overhead at all.
 
     python bench/bench_static.py
 """
@@ -67,6 +69,45 @@ def _data(name):
     return rng.standard_normal((64, 1, 28, 28)).astype(np.float32), rng.integers(0, 10, (64,)).astype(np.int64)
 
 
+def _numpy_step(name, model, xa, ya, lr):
+    """The same training step hand-written in numpy (no framework at all): the floor that
+    any replay of the recorded ops can approach but not beat, since the matmuls dominate.
+    None for LeNet (its convolutions would need an im2col of their own)."""
+    if name == "lenet":
+        return None
+    ws = [p.numpy().copy() for p in model.parameters()]
+
+    def step():
+        acts, h = [], xa
+        if name == "two-layer":
+            w1, w2 = ws
+            a = xa @ w1
+            r = np.maximum(a, 0)
+            d = r @ w2 - ya
+            loss = (d * d).sum()  # noqa: F841
+            g = 2 * d
+            gw2 = r.T @ g
+            g = (g @ w2.T) * (a > 0)
+            grads = [xa.T @ g, gw2]
+        else:  # MLP: parameters are w0, b0, w1, b1, w2, b2
+            for i in range(3):
+                acts.append(h)
+                h = h @ ws[2 * i] + ws[2 * i + 1]
+                if i < 2:
+                    h = np.maximum(h, 0)
+            d = h - ya
+            loss = (d * d).mean()  # noqa: F841
+            g = d * (2.0 / d.size)
+            grads = [None] * 6
+            for i in (2, 1, 0):
+                grads[2 * i], grads[2 * i + 1] = acts[i].T @ g, g.sum(0)
+                if i:
+                    g = (g @ ws[2 * i].T) * (acts[i] > 0)
+        for w, gr in zip(ws, grads):
+            w -= lr * gr
+    return step
+
+
 def _step_fn(model, forward, x, y, lr):
     opt = ddg.optimizer.SGD(learning_rate=lr, parameters=model.parameters())
 
@@ -80,7 +121,7 @@ def _step_fn(model, forward, x, y, lr):
 
 def main():
     cases = [("two-layer", TwoLayer, 1e-6), ("mlp", MLP, 1e-3), ("lenet", LeNet, 1e-3)]
-    print(f"{'model':10s} {'eager ms':>9s} {'static ms':>10s} {'ratio':>6s}")
+    print(f"{'model':10s} {'eager ms':>9s} {'static ms':>10s} {'ratio':>6s} {'numpy ms':>9s} {'numpy/eager':>11s}")
     for name, cls, lr in cases:
         ddg.seed(0)
         eager = cls()
@@ -91,16 +132,20 @@ def main():
         x, y = ddg.to_tensor(xa), ddg.to_tensor(ya)
         e_step = _step_fn(eager, eager, x, y, lr)
         s_step = _step_fn(static, static, x, y, lr)
+        n_step = _numpy_step(name, eager, xa, ya, lr)
         for _ in range(3):
             e_step()
             s_step()
-        # interleave the two measurements so drifts of the machine hit both alike
-        te, ts = [], []
+        # interleave the measurements so drifts of the machine hit all alike
+        te, ts, tn = [], [], []
         for _ in range(3):
             te.append(bench(e_step, repeats=3)[0])
             ts.append(bench(s_step, repeats=3)[0])
+            if n_step is not None:
+                tn.append(bench(n_step, repeats=3)[0])
         e, s = min(te), min(ts)
-        print(f"{name:10s} {e * 1e3:9.3f} {s * 1e3:10.3f} {s / e:6.2f}")
+        floor = f"{min(tn) * 1e3:9.3f} {min(tn) / e:11.2f}" if tn else f"{'-':>9s} {'-':>11s}"
+        print(f"{name:10s} {e * 1e3:9.3f} {s * 1e3:10.3f} {s / e:6.2f} {floor}")
 
 
 if __name__ == "__main__":

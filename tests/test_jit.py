@@ -151,11 +151,59 @@ def test_dropout_differs_across_calls_in_training():
     layer = ddg.jit.to_static(_Seq(nn.Dropout(0.5)))
     x = ddg.ones([64])
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+        warnings.simplefilter("error")  # dropout in training replays: no eager fallback
         masks = [layer(x).numpy() for _ in range(4)]
+    assert _is_replaying(layer.forward)
     assert not all((m == masks[0]).all() for m in masks[1:])
     for m in masks:
         assert set(np.unique(m)) <= {0.0, 2.0}
+
+
+def _dropout_reference(x, p, shape, mode):
+    """Eager dropout as it has always been computed: float32 uniforms of the mask shape
+    from ddg's generator, kept where >= p (call right after the same seed)."""
+    keep = ddg.tensor.backend.rng().random(tuple(shape), dtype=np.float32) >= p
+    mask = keep.astype(x.dtype)
+    if mode == "upscale_in_train":
+        mask = mask * x.dtype.type(1.0 / (1.0 - p))
+    return x * mask
+
+
+@pytest.mark.parametrize("p,axis,mode", [(0.5, None, "upscale_in_train"), (0.3, 1, "upscale_in_train"),
+                                         (0.25, [0, 2], "downscale_in_infer")])
+def test_dropout_train_replay_fresh_masks_same_as_eager(p, axis, mode):
+    make = lambda: _Seq(nn.Linear(6, 6), nn.Dropout(p, axis, mode), nn.Tanh())  # noqa: E731
+    ddg.seed(20)
+    eager = make()
+    static = ddg.jit.to_static(_fresh_copy(make, eager))
+    xa = np.random.default_rng(0).standard_normal((4, 16, 6)).astype(np.float32)
+    x = ddg.to_tensor(xa)
+    ddg.seed(21)
+    e_out, e_grad = _run(eager, x, 6)
+    ddg.seed(21)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        s_out, s_grad = _run(static, x, 6)
+    assert _is_replaying(static.forward)
+    assert len({o.tobytes() for o in s_out}) == 6  # a fresh mask at every replay
+    for a, b in zip(e_out, s_out):
+        np.testing.assert_array_equal(a, b)
+    for ga, gb in zip(e_grad, s_grad):
+        for a, b in zip(ga, gb):
+            np.testing.assert_array_equal(a, b)
+    # eager numerics are those of the reference draw, and the gradient is the mask
+    h = ddg.to_tensor(xa, stop_gradient=False)
+    ddg.seed(22)
+    y = F.dropout(h, p, axis, True, mode)
+    shape = list(xa.shape) if axis is None else [
+        n if i in ([axis] if isinstance(axis, int) else axis) else 1 for i, n in enumerate(xa.shape)]
+    ddg.seed(22)
+    want = _dropout_reference(xa, p, shape, mode)
+    np.testing.assert_array_equal(y.numpy(), want)
+    y.sum().backward()
+    ddg.seed(22)
+    mask = _dropout_reference(np.ones_like(xa), p, shape, mode)  # the mask, broadcast to x's shape
+    np.testing.assert_array_equal(h.grad.numpy(), mask)
 
 
 def test_rand_as_data_redraws():
@@ -257,16 +305,83 @@ def test_training_flag_in_signature_and_batchnorm_stats():
     static = ddg.jit.to_static(_fresh_copy(make, eager))
     x = ddg.randn([8, 3])
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+        warnings.simplefilter("error")  # BatchNorm in training replays: no eager fallback
         for _ in range(4):
             eager(x).sum().backward()
             static(x).sum().backward()
+    assert _is_replaying(static.forward)
     for (k, a), (_, b) in zip(eager.state_dict().items(), static.state_dict().items()):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6, err_msg=k)
     eager.eval()
     static.eval()
     for _ in range(3):
         np.testing.assert_allclose(static(x).numpy(), eager(x).numpy(), rtol=1e-5, atol=1e-6)
+
+
+def _train_steps(model, x, steps, lr=0.1):
+    opt = ddg.optimizer.SGD(learning_rate=lr, parameters=model.parameters())
+    losses = []
+    for _ in range(steps):
+        loss = (model(x) ** 2).mean()
+        loss.backward()
+        opt.step()
+        opt.clear_grad()
+        losses.append(loss.numpy().copy())
+    return losses
+
+
+@pytest.mark.parametrize("kind", ["bn1d", "bn2d_dropout"])
+def test_batchnorm_train_replay_running_stats_equal_eager(kind):
+    if kind == "bn1d":
+        make = lambda: _Seq(nn.Linear(3, 5), nn.BatchNorm1D(5, momentum=0.8), nn.ReLU(), nn.Linear(5, 2))  # noqa
+        shape = [8, 3]
+    else:
+        make = lambda: _Seq(nn.Conv2D(2, 3, 3), nn.BatchNorm2D(3), nn.ReLU(), nn.Dropout2D(0.5),  # noqa: E731
+                            nn.Flatten(), nn.Linear(27, 2))
+        shape = [4, 2, 5, 5]
+    ddg.seed(30)
+    eager = make()
+    static = ddg.jit.to_static(_fresh_copy(make, eager))
+    x = ddg.randn(shape)
+    ddg.seed(31)
+    e_loss = _train_steps(eager, x, 6)
+    ddg.seed(31)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        s_loss = _train_steps(static, x, 6)
+    assert _is_replaying(static.forward)
+    # replay runs the very same kernels on the same arrays: bit-identical to eager
+    np.testing.assert_array_equal(np.array(e_loss), np.array(s_loss))
+    e_state, s_state = eager.state_dict(), static.state_dict()
+    assert e_state.keys() == s_state.keys()
+    for k in e_state:
+        np.testing.assert_array_equal(e_state[k].numpy(), s_state[k].numpy(), err_msg=k)
+    bn = [m for m in static.sublayers() if isinstance(m, nn.layer.norm._BatchNormBase)][0]
+    assert not np.allclose(bn._mean.numpy(), 0.0)  # the running statistics did move
+    # the Paddle momentum convention, computed by hand from one eager step
+    ddg.seed(32)
+    m = make()
+    before_mean, before_var = m.body[1]._mean.numpy().copy(), m.body[1]._variance.numpy().copy()
+    h = m.body[0](x).numpy()
+    axes = (0,) if h.ndim == 2 else (0, 2, 3)
+    m.body[1](ddg.to_tensor(h))
+    mom = m.body[1]._momentum
+    want_mean = mom * before_mean + (1.0 - mom) * h.mean(axis=axes)
+    want_var = mom * before_var + (1.0 - mom) * h.var(axis=axes)
+    np.testing.assert_allclose(m.body[1]._mean.numpy(), want_mean, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(m.body[1]._variance.numpy(), want_var, rtol=1e-5, atol=1e-6)
+
+
+def test_standardize_statistics_outputs_have_exact_gradients():
+    from ddg.autograd.ops.norm import Standardize
+    x = ddg.to_tensor(np.random.default_rng(1).standard_normal((4, 3, 2)), stop_gradient=False)
+    w = [ddg.to_tensor(np.random.default_rng(k).standard_normal(s)) for k, s in
+         ((2, (4, 3, 2)), (3, (1, 3, 1)), (4, (1, 3, 1)))]
+
+    def f(x):
+        y, mean, var = Standardize((0, 2), 1e-5, stats=True)(x)
+        return (y * w[0]).sum() + (mean * w[1]).sum() + (var * w[2]).sum()
+    assert ddg.autograd.gradcheck(f, [x])
 
 
 def test_decorator_on_forward_method():

@@ -8,9 +8,13 @@ output and the per-group ``1/std``:
 
     dx = rstd * (g - mean(g) - xhat * mean(g * xhat))      (means over ``axes``)
 
-The affine part (``* weight + bias``) is left to ordinary broadcasting ops. The batch
-statistics stay on the instance (``self.mean``, ``self.var``) after forward so that
-batch norm can update its running estimates without computing them twice.
+The affine part (``* weight + bias``) is left to ordinary broadcasting ops. With
+``stats=True`` (batch norm in training) forward also returns the batch mean and
+variance (keepdims shape) as extra outputs, so that the running estimates are updated
+from them with ordinary ops, which ``ddg.jit.to_static`` records and replays, without
+computing the statistics twice. Their gradients are exact too:
+
+    dx += g_mean / n + g_var * 2 * (x - mean) / n,    x - mean = xhat / rstd
 """
 from ...tensor import backend
 from ..function import Function
@@ -20,8 +24,8 @@ class Standardize(Function):
     save_inputs = False
     save_output = True
 
-    def __init__(self, axes, eps):
-        self.axes, self.eps = tuple(axes), float(eps)
+    def __init__(self, axes, eps, stats=False):
+        self.axes, self.eps, self.stats = tuple(axes), float(eps), stats
 
     def forward(self, x):
         if x.dtype.kind != "f":
@@ -32,9 +36,19 @@ class Standardize(Function):
         var = xp.mean(xc * xc, axis=self.axes, keepdims=True)
         rstd = 1.0 / xp.sqrt(var + x.dtype.type(self.eps))
         xc *= rstd
-        self.mean, self.var, self.rstd, self.out = mean, var, rstd, xc
+        self.rstd, self.out = rstd, xc
+        if self.stats:
+            return xc, mean, var
         return xc
 
     def backward(self, g):
         y, axes = self.out, self.axes
-        return self.rstd * (g - g.mean(axis=axes, keepdims=True) - y * (g * y).mean(axis=axes, keepdims=True))
+        if self.stats:
+            g, g_mean, g_var = g
+        dx = self.rstd * (g - g.mean(axis=axes, keepdims=True) - y * (g * y).mean(axis=axes, keepdims=True))
+        # g_mean and g_var are zeros unless the statistics were differentiated: skip them
+        # then (checked on the host only; on a GPU the check would cost a device sync)
+        if self.stats and (backend.is_gpu_array(y) or g_mean.any() or g_var.any()):
+            n = y.size // self.rstd.size
+            dx += (g_mean + g_var * (2.0 * y / self.rstd)) / y.dtype.type(n)
+        return dx

@@ -1,7 +1,8 @@
 """dropout, pad, normalize, interpolate/upsample, embedding, unfold.
 
-All composites except ``unfold`` (the im2col primitive of ``ops.conv``): dropout is a
-product with a random mask, pad and interpolate gather along one axis at a time
+All composites except ``unfold`` (the im2col primitive of ``ops.conv``) and dropout's
+``_Dropout`` (a product with a random mask drawn inside the op, so that ``to_static``
+replays draw fresh masks), pad and interpolate gather along one axis at a time
 (``index_select``, whose backward scatter-adds), embedding is an integer-array index.
 """
 import math
@@ -9,6 +10,7 @@ import numbers
 
 import numpy as np
 
+from ...autograd.function import Function
 from ...autograd.ops import conv as C
 from ...autograd.ops import elementwise as E
 from ...autograd.ops import movement as M
@@ -31,6 +33,35 @@ def _uniform(xp, shape):
     if hasattr(g, "random"):  # numpy.random.Generator
         return g.random(shape, dtype=np.float32)
     return g.random_sample(shape, dtype=np.float32)  # cupy RandomState
+
+
+class _Dropout(Function):
+    """``x * mask`` with a fresh random mask drawn INSIDE forward.
+
+    A primitive so that the draw belongs to the op: ``ddg.jit.to_static`` replays an
+    op by calling its ``forward`` again, so every replayed step draws a new mask (a
+    mask drawn outside ops would be frozen into the recording). The draw is the one
+    eager dropout has always made (float32 uniforms of ``mask_shape`` from ddg's global
+    generator, kept where ``>= p``), so results from a given seed do not change.
+    ``mask_shape`` has 1s along the dims that share a mask (``axis``); ``scale`` is
+    ``1 / (1 - p)`` for upscale_in_train and None for downscale_in_infer."""
+    save_inputs = False
+
+    def __init__(self, p, mask_shape, scale):
+        self.p, self.mask_shape, self.scale = p, mask_shape, scale
+
+    def forward(self, x):
+        xp = backend.get_array_module(x)
+        keep = _uniform(xp, self.mask_shape) >= self.p
+        mask = keep.astype(x.dtype)
+        if self.scale is not None:
+            mask = mask * x.dtype.type(self.scale)
+        self.mask = mask
+        return x * mask
+
+    def backward(self, g):
+        # the mask broadcasts up to x's shape and the output has x's shape: no sum_to
+        return (g * self.mask,)
 
 
 def dropout(x, p=0.5, axis=None, training=True, mode="upscale_in_train", name=None):
@@ -57,14 +88,8 @@ def dropout(x, p=0.5, axis=None, training=True, mode="upscale_in_train", name=No
         if any(a >= x.ndim for a in axes) or len(set(axes)) != len(axes):
             raise ValueError(f"ddg.nn.functional.dropout: bad axis {axis!r} for an input of shape {x.shape}")
         shape = [s if i in axes else 1 for i, s in enumerate(x.shape)]
-    xp = backend.get_array_module(x._data)
-    keep = _uniform(xp, tuple(shape)) >= p
-    if mode == "upscale_in_train":
-        scale = 0.0 if p == 1 else 1.0 / (1.0 - p)
-        mask = keep.astype(x.dtype) * x.dtype.type(scale)
-    else:
-        mask = keep.astype(x.dtype)
-    return x * Tensor._wrap(mask)
+    scale = (0.0 if p == 1 else 1.0 / (1.0 - p)) if mode == "upscale_in_train" else None
+    return _Dropout(p, tuple(shape), scale)(x)
 
 
 def dropout2d(x, p=0.5, training=True, data_format="NCHW", name=None):
@@ -267,7 +292,9 @@ def embedding(x, weight, padding_idx=None, sparse=False, max_norm=None, norm_typ
         raise ValueError(f"ddg.nn.functional.embedding: weight must be 2-D [num_embeddings, dim], got {weight.shape}")
     n = weight.shape[0]
     ids = x._data
-    if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= n):
+    # Range check on the host only: on a GPU it would cost a synchronizing device-to-host
+    # copy per step, so out-of-range ids are not checked there (as in other frameworks).
+    if not backend.is_gpu_array(ids) and ids.size and (int(ids.min()) < 0 or int(ids.max()) >= n):
         raise ValueError(f"ddg.nn.functional.embedding: ids must lie in [0, {n}), got values from {int(ids.min())} "
                          f"to {int(ids.max())}")
     out = M.getitem(weight, x)

@@ -72,21 +72,23 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
     if n <= 1:
         raise ValueError(f"ddg.nn.functional.{op}: training needs more than one value per channel, got input "
                          f"shape {x.shape}")
-    fn = Standardize(axes, epsilon)
-    y = fn(x)
-    if running_mean is not None and running_var is not None:
+    if running_mean is None or running_var is None:
+        y = Standardize(axes, epsilon)(x)
+    else:
+        y, mean, var = Standardize(axes, epsilon, stats=True)(x)
         with no_grad():
-            _update(running_mean, fn.mean, momentum)
-            _update(running_var, fn.var, momentum)
+            _update(running_mean, mean, momentum)
+            _update(running_var, var, momentum)
     return _affine(y, weight, bias, x.ndim, axis)
 
 
 def _update(running, batch_stat, momentum):
-    arr = running._data
-    stat = batch_stat.reshape(arr.shape).astype(arr.dtype, copy=False)
-    arr *= momentum
-    arr += (1.0 - momentum) * stat
-    running._vc[0] += 1
+    """``running = momentum * running + (1 - momentum) * batch_stat``, written with ops and
+    ``set_value`` (not on raw arrays) so that ``ddg.jit.to_static`` records the update."""
+    stat = M.reshape(batch_stat, running.shape)
+    if stat.dtype != running.dtype:
+        stat = E.cast(stat, running.dtype)
+    running.set_value(running * momentum + stat * (1.0 - momentum))
 
 
 def layer_norm(x, normalized_shape, weight=None, bias=None, epsilon=1e-05, name=None):
