@@ -99,6 +99,14 @@ def _xp(array):
     return np if type(array) is np.ndarray else _backend().get_array_module(array)
 
 
+def _sync_gpu(*arrays):
+    """Wait for the GPU stream when any of ``arrays`` lives on the device: called right
+    before MPI reads/writes device memory (CUDA-aware path), after the last kernel that
+    produced the buffer (a contiguous copy, a float32 cast, a stack) has been queued."""
+    if any(a is not None and _is_gpu(a) for a in arrays):
+        _backend().synchronize()
+
+
 # ---------------------------------------------------------------------------
 # Requests
 
@@ -560,6 +568,7 @@ class MPICommunicator(Communicator):
         if staged is not None:
             return staged.allreduce(array, op)
         work, mtype, mop, finish = self._reduction_buffer(array, op, "allreduce")
+        _sync_gpu(work)
         self._begin(("allreduce", array, op))
         try:
             self.comm.Allreduce(self._MPI.IN_PLACE, [work, mtype], mop)
@@ -581,6 +590,7 @@ class MPICommunicator(Communicator):
         if staged is not None:
             return staged.iallreduce(array, op)
         work, mtype, mop, finish = self._reduction_buffer(array, op, "iallreduce")
+        _sync_gpu(work)
         req = self.comm.Iallreduce(self._MPI.IN_PLACE, [work, mtype], mop)
         return _MPIRequest(self, req, array, work, finish, ("iallreduce.wait", array, op))
 
@@ -591,6 +601,7 @@ class MPICommunicator(Communicator):
         if staged is not None:
             return staged.reduce(array, root, op)
         work, mtype, mop, finish = self._reduction_buffer(array, op, "reduce")
+        _sync_gpu(work)
         is_root = self.rank == root
         self._begin(("reduce", array, op))
         try:
@@ -621,6 +632,7 @@ class MPICommunicator(Communicator):
         recv = xp.empty(out_shape, dtype=work_dtype)
         mtype = _mpi_type(work_dtype, "reduce_scatter")
         mop = _mpi_op(op, work_dtype, "reduce_scatter")
+        _sync_gpu(send)
         self._begin(("reduce_scatter", array, op))
         try:
             self.comm.Reduce_scatter_block([send, mtype], [recv, mtype], mop)
@@ -639,6 +651,7 @@ class MPICommunicator(Communicator):
             return staged.broadcast(array, root)
         mtype = _mpi_type(array.dtype, "broadcast")
         work = array if array.flags.c_contiguous else _xp(array).ascontiguousarray(array)
+        _sync_gpu(work)
         self._begin(("broadcast", array, f"root={root}"))
         try:
             self.comm.Bcast([work, mtype], root=root)
@@ -657,6 +670,7 @@ class MPICommunicator(Communicator):
         xp = _xp(array)
         send = xp.ascontiguousarray(array)
         out = xp.empty((self.size,) + tuple(array.shape), dtype=array.dtype)
+        _sync_gpu(send)
         self._begin(("allgather", array, ""))
         try:
             self.comm.Allgather([send, mtype], [out, mtype])
@@ -700,6 +714,7 @@ class MPICommunicator(Communicator):
         if self.rank == root:
             send = xp.stack([xp.asarray(a) if direct else _backend().to_host(a) for a in arrays])
         recv = xp.empty(shape, dtype=dtype)
+        _sync_gpu(send, recv)
         self._begin(("scatter", recv, f"root={root}"))
         try:
             self.comm.Scatter(None if send is None else [send, mtype], [recv, mtype], root=root)

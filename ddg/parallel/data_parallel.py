@@ -69,7 +69,8 @@ from ..autograd.grad_mode import _enabled as _grad_enabled
 from ..nn.layer.layers import Layer
 from ..tensor import backend
 from ..tensor.tensor import Tensor
-from .comm import Communicator, MPICommunicator, get_world_communicator
+from .comm import Communicator, MPICommunicator
+from .comm_nccl import get_device_communicator
 
 __all__ = ["DataParallel"]
 
@@ -120,7 +121,8 @@ class DataParallel(Layer):
             (the one holding the last layers' gradients; default 1).
         find_unused_parameters: accepted for Paddle compatibility. Unused
             parameters are always handled (cheaply), so this flag is not needed.
-        group: a :class:`ddg.parallel.Communicator` (default: the world).
+        group: a :class:`ddg.parallel.Communicator` (default: the world over MPI, or NCCL
+            when ``DDG_COMM=nccl`` or ``auto`` and cupy has NCCL).
         fp16_allreduce: send float32 gradients as float16 (half the bytes). Each
             value is rounded to float16 before the sum (relative error about
             ``2**-11``) and each partial sum is rounded again, so the averaged
@@ -147,7 +149,7 @@ class DataParallel(Layer):
         d["_layers"] = layer              # not registered: keeps state_dict keys unprefixed
         d["training"] = layer.training
         if group is None:
-            comm = get_world_communicator()
+            comm = get_device_communicator()  # MPI, or NCCL with DDG_COMM=nccl|auto
         elif isinstance(group, Communicator):
             comm = group
         else:

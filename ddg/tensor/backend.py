@@ -93,6 +93,67 @@ def from_dlpack_any(obj):
     return np.from_dlpack(obj)
 
 
+def cupyx_module():
+    """The ``cupyx`` module (``cupyx.scatter_add`` etc.); a clear error without cupy."""
+    cupy_module()
+    import cupyx  # pragma: no cover - GPU only
+    return cupyx
+
+
+_cudnn_cache = []
+
+
+def cudnn_module():
+    """cupy's cuDNN wrappers (a namespace with ``cupy.cudnn``'s ``convolution_forward``,
+    ``convolution_backward_data/filter``, ``pooling_forward/backward``, plus ``module``
+    = ``cupy.cudnn`` and ``lib`` = the constants module) or None when they
+    cannot be used: no GPU, a cupy built without cuDNN or without the cuDNN library
+    (``cupy.cuda.cudnn_enabled`` is False, or importing ``cupy.cudnn`` fails), or the
+    environment variable ``DDG_CUDNN=0``. Callers fall back to the im2col kernels.
+    The result is computed once and cached."""
+    if not _cudnn_cache:
+        _cudnn_cache.append(_load_cudnn())
+    return _cudnn_cache[0]
+
+
+def _load_cudnn():
+    import os
+    if not cupy_available() or os.environ.get("DDG_CUDNN", "1").strip().lower() in ("0", "false", "no", "off"):
+        return None
+    try:  # pragma: no cover - GPU only
+        if not getattr(_cupy.cuda, "cudnn_enabled", True):
+            return None
+        import cupy.cudnn as mod
+        try:  # where the cuDNN constants live: cupy >= 9, then older releases
+            from cupy_backends.cuda.libs import cudnn as lib
+        except ImportError:
+            from cupy.cuda import cudnn as lib
+        import types
+        names = ("convolution_forward", "convolution_backward_data", "convolution_backward_filter",
+                 "pooling_forward", "pooling_backward")
+        if not all(hasattr(mod, n) for n in names):
+            return None
+        ns = types.SimpleNamespace(**{n: getattr(mod, n) for n in names})
+        ns.module, ns.lib = mod, lib
+        return ns
+    except Exception:  # ImportError, or the cuDNN shared library is missing / unloadable
+        return None
+
+
+def nccl_module():
+    """``cupy.cuda.nccl`` (NCCL through cupy), or None without a GPU or a cupy built
+    without NCCL (``cupy.cuda.nccl_enabled`` False / the import fails)."""
+    if not cupy_available():
+        return None
+    try:  # pragma: no cover - GPU only
+        if not getattr(_cupy.cuda, "nccl_enabled", True):
+            return None
+        from cupy.cuda import nccl
+        return nccl if hasattr(nccl, "NcclCommunicator") else None
+    except Exception:
+        return None
+
+
 def erf(xp, a):
     """The error function on either backend (scipy where available)."""
     if xp is np:

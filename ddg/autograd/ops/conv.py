@@ -19,6 +19,13 @@ a strided slice; max pooling keeps the (small, int) offset of the winner per out
 the backward scatters the gradient with it.
 
 Padding is given per side: ``pads = (top, bottom, left, right)``.
+
+GPU. With cupy arrays the same kernels run on the device (cupy's strided views and
+cuBLAS matrix products), unless cuDNN is usable through cupy (``backend.cudnn_module()``
+is not None): then convolutions, transposed convolutions and pools with symmetric
+padding (and, for pools, no ceil mode or divisor override) call cuDNN instead. The
+cuDNN paths keep NCHW C-contiguous arrays (what cuDNN's descriptors take); the CPU
+path is untouched by them. ``DDG_CUDNN=0`` forces the im2col kernels on the GPU too.
 """
 import numpy as np
 
@@ -141,6 +148,64 @@ def _swap(a):
     return a.T if a.ndim == 2 else a.transpose(0, 2, 1)
 
 
+# -- cuDNN (GPU only) --------------------------------------------------------------------------
+_CUDNN_DTYPES = ("float16", "float32", "float64")
+
+
+def _cudnn_for(*arrays):
+    """cupy's cuDNN wrappers when every array is a cupy array of a dtype cuDNN takes,
+    else None (always None on the CPU, so the numpy path never changes)."""
+    if not all(backend.is_gpu_array(a) for a in arrays):
+        return None
+    if any(a.dtype.name not in _CUDNN_DTYPES for a in arrays):
+        return None
+    return backend.cudnn_module()
+
+
+def _symmetric(pads):
+    """(pad_h, pad_w) when top == bottom and left == right (cuDNN pads symmetrically), else None."""
+    pt, pb, pl, pr = pads
+    return (pt, pl) if pt == pb and pl == pr else None
+
+
+def _contig(a):
+    return backend.get_array_module(a).ascontiguousarray(a)
+
+
+# keyword arguments of cupy.cudnn's convolution calls: cuDNN's heuristic algorithm choice
+# (no benchmarking), non-deterministic algorithms allowed, Tensor Cores where cupy deems them
+# usable for the dtype (float16).
+_CONV_KW = dict(auto_tune=False, tensor_core="auto")
+_CONV_BWD_KW = dict(deterministic=False, auto_tune=False, tensor_core="auto")
+
+
+def _cudnn_conv(cd, x, w, b, pad, stride, dilation, groups, out_hw):
+    """``y = conv(x, w) + b`` through cuDNN; ``y`` is a fresh C-contiguous NCHW array."""
+    xp = backend.get_array_module(x)
+    y = xp.empty((x.shape[0], w.shape[0]) + tuple(out_hw), dtype=x.dtype)
+    cd.convolution_forward(_contig(x), _contig(w), None if b is None else _contig(b), y,
+                           pad, stride, dilation, groups, **_CONV_KW)
+    return y
+
+
+def _cudnn_conv_data(cd, w, gy, b, x_shape, pad, stride, dilation, groups):
+    """The adjoint of ``_cudnn_conv`` in its input (``conv_transpose(gy, w) [+ b]``) into a
+    fresh array of shape ``x_shape``."""
+    xp = backend.get_array_module(gy)
+    gx = xp.empty(tuple(x_shape), dtype=gy.dtype)
+    cd.convolution_backward_data(_contig(w), _contig(gy), None if b is None else _contig(b), gx,
+                                 pad, stride, dilation, groups, **_CONV_BWD_KW)
+    return gx
+
+
+def _cudnn_conv_filter(cd, x, gy, w_shape, pad, stride, dilation, groups):
+    """The adjoint of ``_cudnn_conv`` in its weight, a fresh array of shape ``w_shape``."""
+    xp = backend.get_array_module(x)
+    gw = xp.empty(tuple(w_shape), dtype=x.dtype)
+    cd.convolution_backward_filter(_contig(x), _contig(gy), gw, pad, stride, dilation, groups, **_CONV_BWD_KW)
+    return gw
+
+
 # -- convolution -----------------------------------------------------------------------------
 class Conv2d(Function):
     """``out[n, o] = sum_{c, i, j} w[o, c, i, j] * xpad[n, g*Cg + c, y*sh + i*dh, x*sw + j*dw] + b[o]``
@@ -165,6 +230,13 @@ class Conv2d(Function):
         if oh <= 0 or ow <= 0:
             raise ValueError(f"conv2d: kernel {kh}x{kw} (dilation {dh}x{dw}) is larger than the padded input "
                              f"{h + pt + pb}x{wd + pl + pr}")
+        self.cudnn = _cudnn_for(x, w, *b)
+        if self.cudnn is not None and _symmetric(self.pads) is not None:
+            # GPU + cuDNN: backward needs x itself (saved here; no columns are built)
+            self.x, self.w = x, w
+            return _cudnn_conv(self.cudnn, x, w, b[0] if b else None, _symmetric(self.pads), (sh, sw), (dh, dw),
+                               g, (oh, ow))
+        self.cudnn = None
         xpad = _pad_input(x, self.pads)
         cols = im2col(xpad, kh, kw, sh, sw, dh, dw, oh, ow)
         if g == 1:
@@ -178,6 +250,8 @@ class Conv2d(Function):
         return out.reshape(o, oh, ow, n).transpose(3, 0, 1, 2)
 
     def backward(self, gy):
+        if self.cudnn is not None:
+            return self._backward_cudnn(gy)
         needs = self.needs
         w, cols, gr = self.w, self.cols, self.groups
         n, c, h, wd, hp, wp, oh, ow = self.geom
@@ -200,6 +274,15 @@ class Conv2d(Function):
             gx = col2im(gcols, hp, wp, sh, sw, dh, dw)[:, :, pt:pt + h, pl:pl + wd]
         return (gx, gw, gb) if len(needs) == 3 else (gx, gw)
 
+    def _backward_cudnn(self, gy):
+        needs, cd, x, w = self.needs, self.cudnn, self.x, self.w
+        geo = (_symmetric(self.pads), tuple(self.stride), tuple(self.dilation), self.groups)
+        gx = _cudnn_conv_data(cd, w, gy, None, x.shape, *geo) if needs[0] else None
+        gw = _cudnn_conv_filter(cd, x, gy, w.shape, *geo) if needs[1] else None
+        if len(needs) == 3:
+            return gx, gw, (gy.sum(axis=(0, 2, 3)) if needs[2] else None)
+        return gx, gw
+
 
 class Conv2dTranspose(Function):
     """The adjoint of Conv2d with respect to its input: input ``[N, Cin, H, W]``, weight
@@ -221,6 +304,16 @@ class Conv2dTranspose(Function):
                              f"{list(w.shape)}; expected [{cin}, Cout/groups, kh, kw]")
         (sh, sw), (dh, dw), (pt, pb, pl, pr) = self.stride, self.dilation, self.pads
         oh, ow = self.out_hw
+        self.cudnn = _cudnn_for(x, w, *b)
+        pad = _symmetric(self.pads)
+        # cuDNN's backward-data is this op when the output size is one whose forward
+        # convolution gives back H x W (true for output_padding < stride)
+        if self.cudnn is not None and pad is not None and \
+                out_size(oh, kh, sh, pt, pb, dh) == h and out_size(ow, kw, sw, pl, pr, dw) == wd:
+            self.x, self.w = x, w
+            return _cudnn_conv_data(self.cudnn, w, x, b[0] if b else None, (n, og * g, oh, ow), pad, (sh, sw),
+                                    (dh, dw), g)
+        self.cudnn = None
         # the full (uncropped) extent the windows cover, plus room for output_padding
         hp = max((h - 1) * sh + dh * (kh - 1) + 1, pt + oh)
         wp = max((wd - 1) * sw + dw * (kw - 1) + 1, pl + ow)
@@ -240,6 +333,14 @@ class Conv2dTranspose(Function):
     def backward(self, gy):
         needs = self.needs
         x, w, g = self.x, self.w, self.groups
+        if self.cudnn is not None:
+            # forward was conv's input-adjoint: its gradients are conv itself (for x) and
+            # conv's filter-adjoint with the roles of input and output swapped (for w)
+            geo = (_symmetric(self.pads), tuple(self.stride), tuple(self.dilation), g)
+            gx = _cudnn_conv(self.cudnn, gy, w, None, *geo, x.shape[2:]) if needs[0] else None
+            gw = _cudnn_conv_filter(self.cudnn, gy, x, w.shape, *geo) if needs[1] else None
+            gb = gy.sum(axis=(0, 2, 3)) if len(needs) == 3 and needs[2] else None
+            return (gx, gw, gb) if len(needs) == 3 else (gx, gw)
         n, cin, h, wd = x.shape
         _, og, kh, kw = w.shape
         hp, wp = self.geom
@@ -309,6 +410,36 @@ def _pool_geometry(shape, kernel, stride, pads, ceil_mode):
     return oh, ow, extra
 
 
+def _cudnn_pool_mode(cd, kind):
+    """cuDNN's pooling mode constant: 'max' (the deterministic variant where cupy exposes
+    it), 'avg_exclusive' (divide by the non-pad count) or 'avg_inclusive' (by kh*kw)."""
+    lib = cd.lib
+    if kind == "max":
+        return getattr(lib, "CUDNN_POOLING_MAX_DETERMINISTIC", lib.CUDNN_POOLING_MAX)
+    if kind == "avg_exclusive":
+        return lib.CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING
+    return lib.CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
+
+
+def _cudnn_pool_ok(x, kernel, stride, pads, oh, ow):
+    """cuDNN for this pool, or None: a cupy input, symmetric pads, and the output size cuDNN
+    computes (floor mode) equal to ours (ceil mode adding a window goes to the kernels)."""
+    cd = _cudnn_for(x)
+    if cd is None or _symmetric(pads) is None:
+        return None
+    (kh, kw), (sh, sw), (pt, pb, pl, pr) = kernel, stride, pads
+    if out_size(x.shape[2], kh, sh, pt, pb) != oh or out_size(x.shape[3], kw, sw, pl, pr) != ow:
+        return None
+    return cd
+
+
+def _cudnn_pool(cd, x, kernel, stride, pads, oh, ow, mode):
+    xp = backend.get_array_module(x)
+    y = xp.empty((x.shape[0], x.shape[1], oh, ow), dtype=x.dtype)
+    cd.pooling_forward(_contig(x), y, tuple(kernel), tuple(stride), _symmetric(pads), mode)
+    return y
+
+
 class MaxPool2d(Function):
     """Max over each window; in backward each output's gradient goes to the FIRST
     maximal element of its window in row-major kernel order (as Paddle/PyTorch).
@@ -335,6 +466,13 @@ class MaxPool2d(Function):
             raise TypeError(f"max_pool2d expects a floating-point input, got {x.dtype}")
         xp = backend.get_array_module(x)
         oh, ow, extra = _pool_geometry(x.shape, self.kernel, self.stride, self.pads, self.ceil_mode)
+        self.cudnn = _cudnn_pool_ok(x, self.kernel, self.stride, self.pads, oh, ow)
+        if self.cudnn is not None:  # GPU + cuDNN; winner_index() pads x lazily if asked
+            self.mode = _cudnn_pool_mode(self.cudnn, "max")
+            self.x, self.xpad, self.extra = x, None, extra
+            self.out = _cudnn_pool(self.cudnn, x, self.kernel, self.stride, self.pads, oh, ow, self.mode)
+            self.geom = (x.shape, oh, ow)
+            return self.out
         xpad = _pad_input(x, self.pads, -np.inf, extra, to_chwn=False)
         best = None
         for sl in self._slices(xpad, oh, ow):
@@ -350,6 +488,8 @@ class MaxPool2d(Function):
         """Per output, the kernel offset (row-major) of its first maximal element."""
         xp = backend.get_array_module(self.out)
         (x_shape, oh, ow), best = self.geom, self.out
+        if self.xpad is None:  # cuDNN forward: pad now (only return_mask needs it)
+            self.xpad = _pad_input(self.x, self.pads, -np.inf, self.extra, to_chwn=False)
         idx = xp.full(best.shape, -1, dtype=np.int32)
         for k, sl in enumerate(self._slices(self.xpad, oh, ow)):
             hit = (self.xpad[sl] == best) & (idx < 0)
@@ -357,6 +497,11 @@ class MaxPool2d(Function):
         return idx
 
     def backward(self, g):
+        if self.cudnn is not None:
+            # cuDNN routes a tied window's gradient to one maximal element, not necessarily
+            # the first in row-major order (ties are measure-zero for real-valued data)
+            return self.cudnn.pooling_backward(_contig(self.x), _contig(self.out), _contig(g), tuple(self.kernel),
+                                               tuple(self.stride), _symmetric(self.pads), self.mode)
         xp = backend.get_array_module(g)
         (kh, kw), (sh, sw), (pt, _, pl, _) = self.kernel, self.stride, self.pads
         (n, c, h, w), oh, ow = self.geom
@@ -424,6 +569,12 @@ class AvgPool2d(Function):
         (kh, kw), (sh, sw) = self.kernel, self.stride
         n, c, h, w = x.shape
         oh, ow, extra = _pool_geometry(x.shape, self.kernel, self.stride, self.pads, self.ceil_mode)
+        self.cudnn = None if self.divisor else _cudnn_pool_ok(x, self.kernel, self.stride, self.pads, oh, ow)
+        if self.cudnn is not None:  # GPU + cuDNN (backward needs x and the output)
+            self.mode = _cudnn_pool_mode(self.cudnn, "avg_exclusive" if self.exclusive else "avg_inclusive")
+            self.x = x
+            self.out = _cudnn_pool(self.cudnn, x, self.kernel, self.stride, self.pads, oh, ow, self.mode)
+            return self.out
         xpad = _pad_input(x, self.pads, 0.0, extra, to_chwn=False)
         he, we = sh * (oh - 1) + 1, sw * (ow - 1) + 1
         acc = None
@@ -440,6 +591,9 @@ class AvgPool2d(Function):
         return acc
 
     def backward(self, g):
+        if self.cudnn is not None:
+            return self.cudnn.pooling_backward(_contig(self.x), _contig(self.out), _contig(g), tuple(self.kernel),
+                                               tuple(self.stride), _symmetric(self.pads), self.mode)
         xp = backend.get_array_module(g)
         (kh, kw), (sh, sw), (pt, _, pl, _) = self.kernel, self.stride, self.pads
         shape, pshape, dtype = self.geom

@@ -173,8 +173,7 @@ def scatter_add(xp, out, index, values):
     if xp is np:
         np.add.at(out, index, values)
     else:  # pragma: no cover - GPU
-        import cupyx
-        cupyx.scatter_add(out, index, values)
+        backend.cupyx_module().scatter_add(out, index, values)
 
 
 # -- indexing ---------------------------------------------------------------------------
@@ -446,7 +445,8 @@ def index_select(x, index, axis=0, name=None):
     if idx._data.dtype.kind not in "iu":
         raise TypeError(f"ddg.index_select: index must be an integer tensor, got {idx.dtype}")
     axis = _ax(axis, x._data.ndim, "index_select")
-    if idx._data.size and (int(idx._data.max()) >= x._data.shape[axis] or int(idx._data.min()) < -x._data.shape[axis]):
+    # checked on the host only (on a GPU it would be a synchronizing device-to-host copy)
+    if not backend.is_gpu_array(idx._data) and idx._data.size and (int(idx._data.max()) >= x._data.shape[axis] or int(idx._data.min()) < -x._data.shape[axis]):
         raise IndexError(f"ddg.index_select: index out of range for axis {axis} of size {x._data.shape[axis]}")
     return IndexSelect(axis)(x, idx)
 

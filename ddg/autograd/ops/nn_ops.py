@@ -1,5 +1,7 @@
 """Neural-network primitives that are primitives for numerical stability or speed
 (each says which). Everything else in ddg.nn.functional is a composite."""
+import numpy as np
+
 from ...tensor import backend
 from ..function import Function
 
@@ -61,7 +63,10 @@ class SoftmaxCrossEntropy(Function):
         lab = label.reshape(-1)
         valid = lab != self.ignore_index
         safe = xp.where(valid, lab, 0)
-        if lab.size and (int(safe.min()) < 0 or int(safe.max()) >= n_cls):
+        # Range check on the host only: on a GPU it would cost a synchronizing
+        # device-to-host copy per step, so out-of-range labels are not checked there
+        # (as in other frameworks; cupy's fancy indexing wraps/clips instead).
+        if xp is np and lab.size and (int(safe.min()) < 0 or int(safe.max()) >= n_cls):
             raise ValueError(f"labels must lie in [0, {n_cls}) (or equal ignore_index={self.ignore_index}); "
                              f"got values from {int(lab.min())} to {int(lab.max())}")
         shifted = flat - flat.max(axis=1, keepdims=True)

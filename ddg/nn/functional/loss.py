@@ -6,6 +6,7 @@ from ...autograd.ops import elementwise as E
 from ...autograd.ops import nn_ops
 from ...autograd.ops import reduce as R
 from ...autograd.ops.movement import _ax, squeeze, transpose, moveaxis
+from ...tensor import backend
 from ...tensor.tensor import Tensor
 from .activation import log_softmax
 
@@ -18,6 +19,16 @@ def _reduce(loss, reduction, op):
     if reduction == "none":
         return loss
     raise ValueError(f"ddg.nn.functional.{op}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+
+
+def _device_mean(total, denom):
+    """``total / max(denom, 1e-12)`` with ``denom`` a 0-d device array (GPU path): the
+    division stays on the device instead of reading the denominator back to the host
+    (a synchronizing copy per step). When every sample is ignored the numerator is 0,
+    so the result is 0, as on the CPU path."""
+    xp = backend.get_array_module(denom)
+    d = xp.maximum(denom.astype(total.dtype), total.dtype.type(1e-12))
+    return total / Tensor._wrap(d)
 
 
 def _check_same_shape(a, b, op):
@@ -73,12 +84,15 @@ def cross_entropy(input, label, weight=None, ignore_index=-100, reduction="mean"
         per = nn_ops.SoftmaxCrossEntropy(ignore_index)(*args)
     if reduction == "mean":
         lab = label._data
+        xp = backend.get_array_module(lab)
         valid = lab != ignore_index
         if weight is not None:
-            xp = type(lab).__module__.startswith("cupy") and __import__("cupy") or np
-            denom = float(xp.where(valid, weight._data[xp.where(valid, lab, 0)], 0).sum())
+            denom = xp.where(valid, weight._data[xp.where(valid, lab, 0)], 0).sum()
         else:
-            denom = float(valid.sum())
+            denom = valid.sum()
+        if xp is not np:
+            return _device_mean(R.sum(per), denom)
+        denom = float(denom)
         return R.sum(per) / max(denom, 1e-12) if denom else R.sum(per) * 0.0
     return _reduce(per, reduction, "cross_entropy")
 
@@ -113,6 +127,8 @@ def nll_loss(input, label, weight=None, ignore_index=-100, reduction="mean", nam
         w = w * weight._data[safe].astype(input.dtype)
     per = -picked * Tensor._wrap(w)
     if reduction == "mean":
+        if xp is not np:
+            return _device_mean(R.sum(per), w.sum())
         return R.sum(per) / max(float(w.sum()), 1e-12)
     return _reduce(per, reduction, "nll_loss")
 

@@ -1,0 +1,332 @@
+"""NCCL as an optional, faster communicator for GPU arrays (through ``cupy.cuda.nccl``).
+
+:class:`NCCLCommunicator` implements the :class:`~ddg.parallel.comm.Communicator`
+interface. Collectives on cupy arrays run on NCCL, on a dedicated CUDA stream of the
+communicator; everything else goes to a *host* communicator (the MPI world
+communicator by default): numpy arrays, ``scatter`` (rare, initialization only),
+``barrier`` and the object collectives. The NCCL unique id is created on rank 0
+and broadcast over the host communicator, so the job is launched exactly as an MPI
+job (``ddgrun`` / ``mpiexec``), one GPU per rank.
+
+Stream ordering, without host round trips:
+
+* before a collective, the NCCL stream waits (an event, on the device) for the work
+  queued so far on the current stream, so NCCL reads finished gradients;
+* after a blocking collective, the current stream waits for the NCCL stream: every
+  later cupy operation sees the result, and the host never blocks;
+* ``iallreduce`` returns a request whose ``wait()`` makes the current stream wait for
+  the collective and then synchronizes the host with the NCCL stream (so after
+  ``wait()`` the data is final for anyone, MPI included); ``test()`` polls the event.
+
+Reductions: ``'sum'``, ``'avg'``, ``'max'``, ``'min'``, ``'prod'``. ``'avg'`` uses
+``ncclAvg`` where NCCL >= 2.10 provides it, else a sum followed by a division on the
+device. float16 is reduced natively by NCCL (unlike MPI, which has no float16 sum).
+Non-contiguous arrays are reduced through a contiguous copy that is copied back.
+
+Selection: :func:`get_device_communicator` (``kind='mpi' | 'nccl' | 'auto'``, default
+from the environment variable ``DDG_COMM``, else ``'mpi'``).
+
+This module never imports cupy itself: it asks :mod:`ddg.tensor.backend`.
+"""
+import os
+
+import numpy as np
+
+from .comm import (Communicator, Request, _check_array, _check_avg_dtype, _check_root, _describe,
+                   _is_gpu, _normalize_op, get_world_communicator)
+
+__all__ = ["NCCLCommunicator", "get_device_communicator", "nccl_available"]
+
+# numpy dtype name -> name of cupy.cuda.nccl's datatype constant
+_NCCL_TYPE_NAMES = {
+    "int8": "NCCL_INT8", "uint8": "NCCL_UINT8", "int32": "NCCL_INT32", "uint32": "NCCL_UINT32",
+    "int64": "NCCL_INT64", "uint64": "NCCL_UINT64", "float16": "NCCL_FLOAT16",
+    "float32": "NCCL_FLOAT32", "float64": "NCCL_FLOAT64",
+}
+_NCCL_OP_NAMES = {"sum": "NCCL_SUM", "prod": "NCCL_PROD", "max": "NCCL_MAX", "min": "NCCL_MIN",
+                  "avg": "NCCL_AVG"}
+
+
+def _backend():
+    from ddg.tensor import backend
+    return backend
+
+
+def nccl_available():
+    """True when cupy sees a GPU and was built with NCCL."""
+    return _backend().nccl_module() is not None
+
+
+class _NCCLRequest(Request):
+    """An all-reduce queued on the NCCL stream; ``event`` is recorded right after it."""
+    __slots__ = ("_owner", "_event", "_array", "_work", "_finish", "_done")
+
+    def __init__(self, owner, event, array, work, finish):
+        self._owner, self._event, self._array = owner, event, array
+        self._work, self._finish = work, finish
+        self._done = False
+
+    def wait(self):
+        if not self._done:
+            owner = self._owner
+            owner._begin(("iallreduce.wait", self._array, "nccl"))
+            try:
+                self._event.synchronize()          # the collective itself is done
+            finally:
+                owner._end()
+            self._complete()
+        return self._array
+
+    def test(self):
+        if self._done:
+            return True
+        if self._event.done:
+            self._complete()
+            return True
+        return False
+
+    def _complete(self):
+        self._done = True
+        # later work on the current stream (the averaging / copy-back below, the
+        # optimizer) is ordered after the collective, on the device
+        self._owner._cp.cuda.get_current_stream().wait_event(self._event)
+        if self._finish is not None:
+            self._finish(self._work)
+
+
+class NCCLCommunicator(Communicator):
+    """Collectives on cupy arrays over NCCL; numpy arrays and object collectives over
+    ``host`` (default: the MPI world communicator). Create it after this rank's GPU is
+    selected (``ddg.distributed.init_parallel_env()`` does that); it is bound to the
+    current device."""
+
+    def __init__(self, host=None, device_id=None):
+        backend = _backend()
+        nccl = backend.nccl_module()
+        if nccl is None:
+            raise RuntimeError("ddg.parallel.NCCLCommunicator: NCCL is not usable here (no GPU, or cupy "
+                               "was built without NCCL); use the MPI communicator (DDG_COMM=mpi)")
+        cp = backend.cupy_module()
+        self._nccl, self._cp = nccl, cp
+        self.host = get_world_communicator() if host is None else host
+        self.rank, self.size = self.host.rank, self.host.size
+        self.device_id = cp.cuda.Device().id if device_id is None else int(device_id)
+        uid = nccl.get_unique_id() if self.rank == 0 else None
+        uid = self.host.bcast_object(uid, 0)
+        with cp.cuda.Device(self.device_id):
+            self.comm = nccl.NcclCommunicator(self.size, uid, self.rank)
+            self.stream = cp.cuda.Stream(non_blocking=True)
+        self._types = {np.dtype(k): getattr(nccl, v) for k, v in _NCCL_TYPE_NAMES.items() if hasattr(nccl, v)}
+        self._ops = {k: getattr(nccl, v) for k, v in _NCCL_OP_NAMES.items() if hasattr(nccl, v)}
+        try:  # ncclAvg exists from NCCL 2.10 (version code 21000)
+            if nccl.get_version() < 21000:
+                self._ops.pop("avg", None)
+        except Exception:
+            self._ops.pop("avg", None)
+
+    # -- helpers --------------------------------------------------------------------
+    def _check_device(self, array, collective):
+        if array.device.id != self.device_id:
+            raise ValueError(f"ddg.parallel.{collective}: array {_describe(array)} is on GPU {array.device.id}, "
+                             f"the NCCL communicator on GPU {self.device_id}")
+
+    def _nccl_type(self, dtype, collective):
+        t = self._types.get(np.dtype(dtype))
+        if t is None:
+            raise TypeError(f"ddg.parallel.{collective}: NCCL cannot reduce {np.dtype(dtype)} arrays; supported: "
+                            f"{', '.join(sorted(str(d) for d in self._types))}")
+        return t
+
+    def _enter(self):
+        """The NCCL stream waits (on the device) for the work queued on the current stream."""
+        self.stream.wait_event(self._cp.cuda.get_current_stream().record())
+
+    def _leave(self):
+        """The current stream waits (on the device) for the collective just queued."""
+        self._cp.cuda.get_current_stream().wait_event(self.stream.record())
+
+    def _reduction(self, array, op, collective):
+        """(work, nccl dtype, nccl op, finish): the contiguous array NCCL reduces in place,
+        and ``finish(work)`` (or None) that averages and copies back into ``array``."""
+        _check_array(array, collective)
+        self._check_device(array, collective)
+        op = _normalize_op(op, collective)
+        if op == "avg":
+            _check_avg_dtype(array, collective)
+        work = array if array.flags.c_contiguous else self._cp.ascontiguousarray(array)
+        ntype = self._nccl_type(work.dtype, collective)
+        divide = op == "avg" and "avg" not in self._ops
+        nop = self._ops["sum" if divide else op]
+        size = self.size
+        if not divide and work is array:
+            return work, ntype, nop, None
+
+        def finish(w):
+            if divide:
+                w /= size
+            if w is not array:
+                array[...] = w
+        return work, ntype, nop, finish
+
+    # -- reductions -------------------------------------------------------------------
+    def allreduce(self, array, op="sum"):
+        if not _is_gpu(array):
+            return self.host.allreduce(array, op)
+        work, ntype, nop, finish = self._reduction(array, op, "allreduce")
+        if work.size:
+            self._enter()
+            self.comm.allReduce(work.data.ptr, work.data.ptr, work.size, ntype, nop, self.stream.ptr)
+            self._leave()
+        if finish is not None:
+            finish(work)
+        return array
+
+    def iallreduce(self, array, op="sum"):
+        if not _is_gpu(array):
+            return self.host.iallreduce(array, op)
+        work, ntype, nop, finish = self._reduction(array, op, "iallreduce")
+        self._enter()
+        if work.size:
+            self.comm.allReduce(work.data.ptr, work.data.ptr, work.size, ntype, nop, self.stream.ptr)
+        return _NCCLRequest(self, self.stream.record(), array, work, finish)
+
+    def reduce(self, array, root=0, op="sum"):
+        if not _is_gpu(array):
+            return self.host.reduce(array, root, op)
+        _check_root(root, self.size, "reduce")
+        work, ntype, nop, finish = self._reduction(array, op, "reduce")
+        if work.size:
+            self._enter()
+            self.comm.reduce(work.data.ptr, work.data.ptr, work.size, ntype, nop, root, self.stream.ptr)
+            self._leave()
+        if finish is not None and self.rank == root:   # non-roots' arrays stay unchanged
+            finish(work)
+        return array
+
+    def reduce_scatter(self, array, op="sum"):
+        if not _is_gpu(array):
+            return self.host.reduce_scatter(array, op)
+        _check_array(array, "reduce_scatter")
+        if array.ndim == 0 or array.shape[0] % self.size:
+            raise ValueError(f"ddg.parallel.reduce_scatter: the first axis must be divisible by the "
+                             f"world size {self.size}, got {_describe(array)}")
+        self._check_device(array, "reduce_scatter")
+        op = _normalize_op(op, "reduce_scatter")
+        if op == "avg":
+            _check_avg_dtype(array, "reduce_scatter")
+        cp = self._cp
+        send = cp.ascontiguousarray(array)
+        recv = cp.empty((array.shape[0] // self.size,) + tuple(array.shape[1:]), dtype=array.dtype)
+        ntype = self._nccl_type(send.dtype, "reduce_scatter")
+        divide = op == "avg" and "avg" not in self._ops
+        if recv.size:
+            self._enter()
+            self.comm.reduceScatter(send.data.ptr, recv.data.ptr, recv.size, ntype,
+                                    self._ops["sum" if divide else op], self.stream.ptr)
+            self._leave()
+        if divide:
+            recv /= self.size
+        return recv
+
+    # -- data movement ------------------------------------------------------------------
+    @staticmethod
+    def _movable(work):
+        """bool arrays travel as uint8 (same bytes)."""
+        return work.view(np.uint8) if work.dtype == np.bool_ else work
+
+    def broadcast(self, array, root=0):
+        if not _is_gpu(array):
+            return self.host.broadcast(array, root)
+        _check_array(array, "broadcast")
+        _check_root(root, self.size, "broadcast")
+        self._check_device(array, "broadcast")
+        work = array if array.flags.c_contiguous else self._cp.ascontiguousarray(array)
+        buf = self._movable(work)
+        ntype = self._nccl_type(buf.dtype, "broadcast")
+        if buf.size:
+            self._enter()
+            self.comm.broadcast(buf.data.ptr, buf.data.ptr, buf.size, ntype, root, self.stream.ptr)
+            self._leave()
+        if work is not array:
+            array[...] = work
+        return array
+
+    def allgather(self, array):
+        if not _is_gpu(array):
+            return self.host.allgather(array)
+        _check_array(array, "allgather")
+        self._check_device(array, "allgather")
+        cp = self._cp
+        send = cp.ascontiguousarray(array)
+        out = cp.empty((self.size,) + tuple(array.shape), dtype=array.dtype)
+        sbuf, obuf = self._movable(send), self._movable(out)
+        ntype = self._nccl_type(sbuf.dtype, "allgather")
+        if sbuf.size:
+            self._enter()
+            self.comm.allGather(sbuf.data.ptr, obuf.data.ptr, sbuf.size, ntype, self.stream.ptr)
+            self._leave()
+        return out
+
+    def scatter(self, arrays, root=0, out=None):
+        # NCCL has no scatter; it is used at initialization only, so the host communicator
+        # (which stages device arrays itself) does it.
+        return self.host.scatter(arrays, root, out)
+
+    def barrier(self):
+        self.host.barrier()
+
+    def allgather_object(self, obj):
+        return self.host.allgather_object(obj)
+
+    def bcast_object(self, obj, root=0):
+        return self.host.bcast_object(obj, root)
+
+    def gather_object(self, obj, root=0):
+        return self.host.gather_object(obj, root)
+
+    def local_rank(self):
+        lr = getattr(self.host, "local_rank", None)
+        return lr() if lr is not None else 0
+
+    def close(self):
+        """Release the NCCL communicator (collective: every rank calls it)."""
+        comm, self.comm = self.comm, None
+        if comm is not None:
+            self.stream.synchronize()
+            comm.destroy()
+
+    def __repr__(self):
+        return f"<NCCLCommunicator rank={self.rank} size={self.size} device={self.device_id}>"
+
+
+_NCCL_WORLD = []
+
+
+def get_device_communicator(kind=None):
+    """The communicator data-parallel training should use for device gradients.
+
+    ``kind``: ``'mpi'`` -- the world communicator of :mod:`ddg.parallel.comm` (MPI;
+    CUDA-aware or staged through pinned host buffers for GPU arrays; a single-process
+    communicator without a launcher); ``'nccl'`` -- an :class:`NCCLCommunicator` over
+    the world (an error where NCCL is not usable); ``'auto'`` -- NCCL when cupy has it
+    and the world has more than one rank, else MPI. ``None`` reads the environment
+    variable ``DDG_COMM`` (default ``'mpi'``). The NCCL communicator is created once
+    (after ``init_parallel_env()`` has bound this rank's GPU) and cached."""
+    if kind is None:
+        kind = os.environ.get("DDG_COMM", "") or "mpi"
+    name = str(kind).strip().lower()
+    if name not in ("auto", "mpi", "nccl"):
+        raise ValueError(f"ddg.parallel.get_device_communicator: kind must be 'auto', 'mpi' or 'nccl' "
+                         f"(or DDG_COMM set to one of them), got {kind!r}")
+    if name == "auto":
+        name = "nccl" if nccl_available() and get_world_communicator().size > 1 else "mpi"
+    if name == "mpi":
+        return get_world_communicator()
+    if not _NCCL_WORLD:
+        if not nccl_available():
+            raise RuntimeError("ddg.parallel.get_device_communicator: 'nccl' was asked for but NCCL is not "
+                               "usable here (no GPU, or cupy was built without NCCL); use 'mpi'")
+        from .env import init_parallel_env
+        init_parallel_env()                       # binds this rank's GPU before NCCL starts
+        _NCCL_WORLD.append(NCCLCommunicator())
+    return _NCCL_WORLD[0]

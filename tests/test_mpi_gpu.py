@@ -1,0 +1,141 @@
+"""Data parallelism on GPUs: the MPI communicator on cupy arrays (CUDA-aware or staged
+through pinned host buffers), the NCCL communicator, and DataParallel on the GPU.
+
+Run with (any world size >= 2; skipped without cupy/GPU):
+
+    mpiexec -n 2 python tests/mpi_pytest.py tests/test_mpi_gpu.py
+
+Every rank binds GPU ``local_rank % n_gpus`` (init_parallel_env). The MPI tests work
+with ranks sharing a GPU; NCCL refuses two ranks on one GPU, so its tests need at
+least as many GPUs as ranks. Every rank builds every rank's data from the rank
+number, so each computes the expected result locally; each test performs all its
+collectives before asserting, so one rank's failure cannot desynchronize the others.
+"""
+import numpy as np
+import pytest
+
+import ddg
+from ddg.parallel import comm as C
+from ddg.tensor import backend
+
+pytestmark = [
+    pytest.mark.mpi(min_size=2),
+    pytest.mark.skipif(not backend.cupy_available(), reason="GPU data-parallel tests need cupy and an NVIDIA GPU"),
+]
+
+
+@pytest.fixture(scope="module")
+def world():
+    c = C.get_world_communicator()
+    assert isinstance(c, C.MPICommunicator), "tests must run under mpiexec with --with-mpi"
+    ddg.distributed.init_parallel_env()
+    return c
+
+
+@pytest.fixture(scope="module")
+def nccl(world):
+    from ddg.parallel import comm_nccl
+    if not comm_nccl.nccl_available():
+        pytest.skip("cupy has no NCCL here")
+    # NCCL needs one GPU per rank (all ranks of the test run on one node)
+    if backend.cuda_device_count() < world.size:
+        pytest.skip(f"NCCL needs a GPU per rank: {world.size} ranks, {backend.cuda_device_count()} GPU(s)")
+    return comm_nccl.get_device_communicator("nccl")
+
+
+def rank_data(rank, shape=(5, 6), dtype="float32"):
+    rng = np.random.default_rng(1000 + rank)
+    return rng.integers(1, 4, size=shape).astype(dtype)
+
+
+def _collectives(comm, size, rank):
+    """Runs the same collectives on cupy arrays; returns (results, expected) pairs."""
+    cp = backend.cupy_module()
+    datas = [rank_data(r) for r in range(size)]
+    out = []
+    for op, ref in (("sum", np.sum), ("max", np.max), ("min", np.min), ("avg", np.mean)):
+        a = cp.asarray(datas[rank])
+        res = comm.allreduce(a, op)
+        assert res is a
+        out.append((f"allreduce {op}", backend.to_host(a), ref(np.stack(datas), axis=0)))
+    h = cp.asarray(datas[rank].astype(np.float16))
+    comm.allreduce(h, "sum")
+    out.append(("allreduce float16", backend.to_host(h), np.sum(np.stack(datas), axis=0).astype(np.float16)))
+    nc = cp.asarray(np.asfortranarray(datas[rank]))          # non-contiguous in C order
+    comm.allreduce(nc, "sum")
+    out.append(("allreduce F-order", backend.to_host(nc), np.sum(np.stack(datas), axis=0)))
+    reqs = [(comm.iallreduce(cp.asarray(datas[rank] * k), "sum"), k) for k in (1, 2, 3)]
+    for req, k in reqs:
+        out.append((f"iallreduce #{k}", backend.to_host(req.wait()), k * np.sum(np.stack(datas), axis=0)))
+    b = cp.asarray(datas[rank])
+    comm.broadcast(b, root=size - 1)
+    out.append(("broadcast", backend.to_host(b), datas[size - 1]))
+    g = comm.allgather(cp.asarray(datas[rank]))
+    out.append(("allgather", backend.to_host(g), np.stack(datas)))
+    flat = [rank_data(r, (size * 2, 3)) for r in range(size)]
+    rs = comm.reduce_scatter(cp.asarray(flat[rank]), "sum")
+    out.append(("reduce_scatter", backend.to_host(rs), np.sum(np.stack(flat), axis=0)[rank * 2:(rank + 1) * 2]))
+    r = cp.asarray(datas[rank])
+    comm.reduce(r, root=0, op="sum")
+    out.append(("reduce", backend.to_host(r), np.sum(np.stack(datas), axis=0) if rank == 0 else datas[rank]))
+    return out
+
+
+def _check(results):
+    for what, got, want in results:
+        np.testing.assert_allclose(got, want, rtol=1e-3, err_msg=what)
+
+
+def test_mpi_communicator_on_cupy_arrays(world):
+    _check(_collectives(world, world.size, world.rank))
+
+
+def test_staged_communicator_on_cupy_arrays(world):
+    """The pinned-host staging path, whatever the MPI library reports."""
+    staged = C.StagedCommunicator.for_cupy(world)
+    _check(_collectives(staged, world.size, world.rank))
+
+
+def test_nccl_communicator(world, nccl):
+    assert nccl.size == world.size and nccl.rank == world.rank
+    _check(_collectives(nccl, world.size, world.rank))
+    # host arrays go to the host communicator
+    a = rank_data(world.rank)
+    nccl.allreduce(a, "sum")
+    np.testing.assert_allclose(a, np.sum([rank_data(r) for r in range(world.size)], axis=0))
+
+
+def _dp_grads(comm_or_none, world):
+    """Gradients of a GPU Linear after one DataParallel backward; each rank its own batch."""
+    ddg.seed(0)
+    model = ddg.nn.Linear(6, 3)
+    model.to("gpu")
+    dp = ddg.DataParallel(model) if comm_or_none is None else ddg.DataParallel(model, group=comm_or_none)
+    x = ddg.to_tensor(rank_data(world.rank, (4, 6)), place="gpu")
+    (dp(x) ** 2).mean().backward()
+    return {n: p.grad.numpy() for n, p in model.named_parameters()}, \
+        [backend.is_gpu_array(p.grad._data) for p in model.parameters()]
+
+
+def _reference_grads(world):
+    ddg.seed(0)
+    model = ddg.nn.Linear(6, 3)
+    xs = np.concatenate([rank_data(r, (4, 6)) for r in range(world.size)])
+    (model(ddg.to_tensor(xs)) ** 2).mean().backward()
+    return {n: p.grad.numpy() for n, p in model.named_parameters()}
+
+
+def test_data_parallel_on_gpu_mpi(world):
+    grads, on_gpu = _dp_grads(None, world)
+    ref = _reference_grads(world)
+    assert all(on_gpu)
+    for k in ref:
+        np.testing.assert_allclose(grads[k], ref[k], rtol=1e-4, atol=1e-5, err_msg=k)
+
+
+def test_data_parallel_on_gpu_nccl(world, nccl):
+    grads, on_gpu = _dp_grads(nccl, world)
+    ref = _reference_grads(world)
+    assert all(on_gpu)
+    for k in ref:
+        np.testing.assert_allclose(grads[k], ref[k], rtol=1e-4, atol=1e-5, err_msg=k)
