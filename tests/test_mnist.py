@@ -23,7 +23,11 @@ def _find(folder_name, probe="t10k-images-idx3-ubyte.gz"):
     candidates = []
     env = os.environ.get("DDG_DATA_DIR")
     if env:
-        candidates += [env, os.path.join(env, folder_name), os.path.join(env, "..", folder_name)]
+        # $DDG_DATA_DIR names the training data folder (mnist-10k); the official files
+        # are only ever looked for in a folder of their own name beside or inside it
+        if folder_name == "mnist-10k":
+            candidates.append(env)
+        candidates += [os.path.join(env, folder_name), os.path.join(env, "..", folder_name)]
     candidates.append(os.path.join(SHARED, folder_name))
     for c in candidates:
         if os.path.isfile(os.path.join(c, probe)) and (folder_name != "mnist-10k" or
