@@ -43,3 +43,34 @@ def try_torch():
         return torch
     except ImportError:
         return None
+
+
+def race(fns, steps, rounds, warmup=3):
+    """Median seconds per call of each fn, measured in alternating rounds so that load
+    changes on a shared machine hit every contender alike. Also minor page faults per
+    call."""
+    for f in fns.values():
+        for _ in range(warmup):
+            f()
+    times = {k: [] for k in fns}
+    faults = {k: 0 for k in fns}
+    for _ in range(rounds):
+        for k, f in fns.items():
+            f0 = minor_faults()
+            t = time.perf_counter()
+            for _ in range(steps):
+                f()
+            times[k].append((time.perf_counter() - t) / steps)
+            faults[k] += minor_faults() - f0
+    return {k: (sorted(v)[len(v) // 2], faults[k] / (steps * rounds)) for k, v in times.items()}
+
+
+def best_of(fn, number, repeats=9):
+    """Minimum seconds per call over repeats (timeit's convention for micro-benchmarks)."""
+    best = float("inf")
+    for _ in range(repeats):
+        t = time.perf_counter()
+        for _ in range(number):
+            fn()
+        best = min(best, (time.perf_counter() - t) / number)
+    return best

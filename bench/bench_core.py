@@ -5,7 +5,7 @@ measured in one run. Ratios are what count; absolute times on shared machines ar
     python bench/bench_core.py
 """
 import _common  # noqa: F401  (single-threaded BLAS, set before numpy loads)
-from _common import bench, try_torch
+from _common import best_of, race, try_torch
 
 import numpy as np
 
@@ -16,15 +16,16 @@ def tiny_ops():
     a_np, b_np = np.ones(4, np.float32), np.ones(4, np.float32)
     a, b = ddg.to_tensor(a_np), ddg.to_tensor(b_np)
     ar = ddg.to_tensor(a_np, stop_gradient=False)
-    rows = {"numpy add (4 elements)": bench(lambda: a_np + b_np)[0],
-            "ddg add, no recording": bench(lambda: a + b)[0],
-            "ddg add, recording": bench(lambda: ar + b)[0]}
+    n = 20000
+    rows = {"numpy add (4 elements)": best_of(lambda: a_np + b_np, n),
+            "ddg add, no recording": best_of(lambda: a + b, n),
+            "ddg add, recording": best_of(lambda: ar + b, n)}
     torch = try_torch()
     if torch is not None:
         ta, tb = torch.ones(4), torch.ones(4)
         tr = torch.ones(4, requires_grad=True)
-        rows["torch add, no recording"] = bench(lambda: ta + tb)[0]
-        rows["torch add, recording"] = bench(lambda: tr + tb)[0]
+        rows["torch add, no recording"] = best_of(lambda: ta + tb, n)
+        rows["torch add, recording"] = best_of(lambda: tr + tb, n)
     return rows
 
 
@@ -69,8 +70,7 @@ def two_layer():
             w1.grad.zero_()
             w2.grad.zero_()
 
-    rows = {"numpy two-layer step": bench(numpy_step, repeats=9),
-            "ddg two-layer step": bench(ddg_step, repeats=9)}
+    fns = {"numpy two-layer step": numpy_step, "ddg two-layer step": ddg_step}
     torch = try_torch()
     if torch is not None:
         tx, ty = torch.from_numpy(x_np), torch.from_numpy(y_np)
@@ -85,11 +85,13 @@ def two_layer():
                 tw2.sub_(lr * tw2.grad)
                 tw1.grad.zero_()
                 tw2.grad.zero_()
-        rows["torch two-layer step"] = bench(torch_step, repeats=9)
-    return rows
+        fns["torch two-layer step"] = torch_step
+    return race(fns, steps=100, rounds=9)
 
 
 def main():
+    print("Tiny ops: minimum over 9 repeats of 20,000 calls. Steps: median of 9 alternating rounds of "
+          "100 steps each.")
     print(f"ddg {ddg.__version__}, numpy {np.__version__}, allocator tuned at import: "
           f"{ddg._malloc.TUNED}\n")
     ops = tiny_ops()

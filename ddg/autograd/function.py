@@ -69,16 +69,28 @@ class Function:
     def __call__(self, *tensors):
         if _recorder[0] is not None:
             return _recorder[0](self, tensors)
-        # hot path: written for speed (every op of every step comes through here)
+        # The hot path: every op of every step comes through here, so it is written for
+        # speed, with the common arities (one and two inputs) unrolled.
+        n_in = len(tensors)
         if _enabled[0] and self.differentiable:
-            needs = tuple([not t.stop_gradient for t in tensors])
+            if n_in == 2:
+                needs = (not tensors[0].stop_gradient, not tensors[1].stop_gradient)
+            elif n_in == 1:
+                needs = (not tensors[0].stop_gradient,)
+            else:
+                needs = tuple([not t.stop_gradient for t in tensors])
             rec = True in needs
             if rec:
                 self.needs = needs
         else:
             rec = False
         try:
-            out = self.forward(*[t._data for t in tensors])
+            if n_in == 2:
+                out = self.forward(tensors[0]._data, tensors[1]._data)
+            elif n_in == 1:
+                out = self.forward(tensors[0]._data)
+            else:
+                out = self.forward(*[t._data for t in tensors])
         except (ValueError, TypeError, IndexError, RuntimeError, AttributeError) as exc:
             raise _op_error(self, tensors, exc) from exc
         if type(out) not in _ARRAY_TYPES:
@@ -88,14 +100,8 @@ class Function:
         if rec and out.dtype.kind in _FLOAT_KINDS:
             o = _wrap(out, False)
             o._node = self
-            edges = []
-            for t in tensors:
-                if t.stop_gradient:
-                    edges.append(None)
-                else:
-                    n = t._node
-                    edges.append((t, None) if n is None else (n, t._idx))
-            self.edges = tuple(edges)
+            self.edges = tuple([None if t.stop_gradient else
+                                ((t, None) if t._node is None else (t._node, t._idx)) for t in tensors])
             if self.save_inputs:
                 self._vin = tuple([(t._vc, t._vc[0]) for t in tensors])
             if self.view:

@@ -51,7 +51,7 @@ class Sum(Function):
     def backward(self, g):
         shape, dtype = self.meta
         g = _expand_back(g, shape, self.axes, self.keepdim)
-        return backend.get_array_module(g).broadcast_to(g, shape).astype(dtype, copy=False)
+        return backend.broadcast_view(g.astype(dtype, copy=False), shape)
 
 
 class Mean(Function):
@@ -70,7 +70,7 @@ class Mean(Function):
         for ax in self.axes:
             n *= shape[ax]
         g = _expand_back(g, shape, self.axes, self.keepdim) * (1.0 / _b.max(n, 1))
-        return backend.get_array_module(g).broadcast_to(g.astype(dtype, copy=False), shape)
+        return backend.broadcast_view(g.astype(dtype, copy=False), shape)
 
 
 class MaxMin(Function):
