@@ -40,13 +40,12 @@ _methods.install()
 _LAZY = {
     "autograd": ".autograd", "nn": ".nn", "optimizer": ".optimizer", "io": ".io", "vision": ".vision",
     "jit": ".jit", "static": ".static", "distributed": ".distributed", "parallel": ".parallel",
-    "utils": ".utils", "metric": ".metric", "amp": ".amp", "regularizer": ".regularizer",
+    "utils": ".utils", "regularizer": ".regularizer",
 }
 _LAZY_ATTRS = {
     "save": (".io.serialization", "save"), "load": (".io.serialization", "load"),
     "DataParallel": (".parallel.data_parallel", "DataParallel"),
     "ParamAttr": (".nn.param_attr", "ParamAttr"),
-    "Model": (".hapi", "Model"),
 }
 
 
