@@ -37,6 +37,18 @@ def _check_betas(owner, beta1, beta2, epsilon):
     return beta1, beta2, epsilon
 
 
+def update_moments(xp, m, v, g, b1, b2, scratch):
+    """In place: ``m = b1*m + (1-b1)*g`` and ``v = b2*v + (1-b2)*g*g`` (Adam's and Lamb's
+    moment estimates), using ``scratch`` instead of temporaries."""
+    m *= b1
+    xp.multiply(g, 1.0 - b1, out=scratch)
+    m += scratch
+    v *= b2
+    xp.multiply(g, g, out=scratch)
+    scratch *= 1.0 - b2
+    v += scratch
+
+
 class Adam(Optimizer):
     _acc_names = ("moment1", "moment2")
     _scalar_accs = ("beta1_pow_acc", "beta2_pow_acc")
@@ -64,13 +76,7 @@ class Adam(Optimizer):
         b1p, b2p = state["beta1_pow_acc"], state["beta2_pow_acc"]
         m, v = state["moment1"], state["moment2"]
         s = self._scratch(p, 0)
-        m *= b1
-        xp.multiply(g, 1.0 - b1, out=s)
-        m += s
-        v *= b2
-        xp.multiply(g, g, out=s)
-        s *= 1.0 - b2
-        v += s
+        update_moments(xp, m, v, g, b1, b2, s)
         if self._amsgrad:
             vmax = state["moment2_max"]
             xp.maximum(vmax, v, out=vmax)

@@ -9,7 +9,7 @@
 ``exclude_from_weight_decay_fn(param)`` is True.
 """
 from ..tensor import backend
-from .adam import _check_betas
+from .adam import _check_betas, update_moments
 from .optimizer import Optimizer, _scalar
 
 __all__ = ["Lamb"]
@@ -44,13 +44,7 @@ class Lamb(Optimizer):
         b1p, b2p = state["beta1_pow_acc"], state["beta2_pow_acc"]
         m, v = state["moment1"], state["moment2"]
         s = self._scratch(p, 0)
-        m *= b1
-        xp.multiply(g, 1.0 - b1, out=s)
-        m += s
-        v *= b2
-        xp.multiply(g, g, out=s)
-        s *= 1.0 - b2
-        v += s
+        update_moments(xp, m, v, g, b1, b2, s)
         # r = m_hat / (sqrt(v_hat) + eps) + wd * p, built in s
         xp.multiply(v, 1.0 / (1.0 - b2p), out=s)
         xp.sqrt(s, out=s)

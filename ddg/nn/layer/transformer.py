@@ -153,20 +153,30 @@ class MultiHeadAttention(Layer):
         return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, dropout={self.dropout}"
 
 
-class TransformerEncoderLayer(Layer):
+class _TransformerLayerBase(Layer):
+    """What the encoder and decoder layers share: their constructor arguments are kept in
+    ``_config`` (so TransformerEncoder/Decoder can rebuild fresh copies, as Paddle does)."""
+
+    def _remember_config(self, args):
+        """Store the constructor arguments; return the effective attention and activation
+        dropout rates (both default to ``dropout``)."""
+        keys = ("d_model", "nhead", "dim_feedforward", "dropout", "activation", "attn_dropout", "act_dropout",
+                "normalize_before", "weight_attr", "bias_attr", "layer_norm_eps")
+        self._config = {k: args[k] for k in keys}
+        self.normalize_before = args["normalize_before"]
+        dropout = args["dropout"]
+        return (dropout if args["attn_dropout"] is None else args["attn_dropout"],
+                dropout if args["act_dropout"] is None else args["act_dropout"])
+
+
+class TransformerEncoderLayer(_TransformerLayerBase):
     """Self-attention then a feed-forward block, each with residual connection, dropout and
     LayerNorm (post-norm by default, pre-norm with ``normalize_before=True``)."""
 
     def __init__(self, d_model, nhead, dim_feedforward, dropout=0.1, activation="relu", attn_dropout=None,
                  act_dropout=None, normalize_before=False, weight_attr=None, bias_attr=None, layer_norm_eps=1e-5):
         super().__init__()
-        self._config = dict(d_model=d_model, nhead=nhead, dim_feedforward=dim_feedforward, dropout=dropout,
-                            activation=activation, attn_dropout=attn_dropout, act_dropout=act_dropout,
-                            normalize_before=normalize_before, weight_attr=weight_attr, bias_attr=bias_attr,
-                            layer_norm_eps=layer_norm_eps)
-        attn_dropout = dropout if attn_dropout is None else attn_dropout
-        act_dropout = dropout if act_dropout is None else act_dropout
-        self.normalize_before = normalize_before
+        attn_dropout, act_dropout = self._remember_config(locals())
         w, b = _param_attr_list(weight_attr, 2), _param_attr_list(bias_attr, 2)
         from ... import nn
         self.self_attn = MultiHeadAttention(d_model, nhead, dropout=attn_dropout, weight_attr=w[0], bias_attr=b[0])
@@ -246,20 +256,14 @@ class TransformerEncoder(Layer):
         return [layer.gen_cache(src) for layer in self.layers]
 
 
-class TransformerDecoderLayer(Layer):
+class TransformerDecoderLayer(_TransformerLayerBase):
     """Masked self-attention, cross-attention over ``memory``, then a feed-forward block;
     each with residual, dropout and LayerNorm (pre-norm with ``normalize_before=True``)."""
 
     def __init__(self, d_model, nhead, dim_feedforward, dropout=0.1, activation="relu", attn_dropout=None,
                  act_dropout=None, normalize_before=False, weight_attr=None, bias_attr=None, layer_norm_eps=1e-5):
         super().__init__()
-        self._config = dict(d_model=d_model, nhead=nhead, dim_feedforward=dim_feedforward, dropout=dropout,
-                            activation=activation, attn_dropout=attn_dropout, act_dropout=act_dropout,
-                            normalize_before=normalize_before, weight_attr=weight_attr, bias_attr=bias_attr,
-                            layer_norm_eps=layer_norm_eps)
-        attn_dropout = dropout if attn_dropout is None else attn_dropout
-        act_dropout = dropout if act_dropout is None else act_dropout
-        self.normalize_before = normalize_before
+        attn_dropout, act_dropout = self._remember_config(locals())
         w, b = _param_attr_list(weight_attr, 3), _param_attr_list(bias_attr, 3)
         from ... import nn
         self.self_attn = MultiHeadAttention(d_model, nhead, dropout=attn_dropout, weight_attr=w[0], bias_attr=b[0])
