@@ -260,6 +260,38 @@ def test_control_flow_no_hang_no_drift(comm):
     gather_ok(comm, ok, msg)
 
 
+class EarlyExit(nn.Layer):
+    """Skips every layer when ``skip`` is set: that rank's loss reaches no parameter."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(6, 6)
+
+    def forward(self, x, skip):
+        return x * 2.0 if skip else self.linear(x)
+
+
+def test_rank_reaching_no_parameter_still_syncs_with_find_unused(comm):
+    """Rank 0 takes the early exit; the others train. With find_unused_parameters=True
+    nobody hangs, and everyone ends with the same average (rank 0 contributing zeros)."""
+    ddg.seed(3)
+    dp = ddg.DataParallel(EarlyExit(), find_unused_parameters=True)
+    opt = SGD(dp.parameters(), lr=0.1)
+    rng = np.random.default_rng(comm.rank)
+    ok, msg = True, ""
+    for step in range(3):
+        x = ddg.to_tensor(rng.standard_normal((4, 6)).astype(np.float32), stop_gradient=False)
+        loss = (dp(x, comm.rank == 0) ** 2).mean()
+        loss.backward()
+        if dp.linear.weight.grad is None:
+            ok, msg = False, f"step {step}: the parameter used on other ranks has no gradient"
+        opt.step()
+        opt.clear_grad()
+        if not all_same(comm, [p.numpy() for p in dp.parameters()]):
+            ok, msg = False, f"step {step}: parameters differ across ranks"
+    gather_ok(comm, ok, msg)
+
+
 def test_unused_everywhere_keeps_none_then_used(comm):
     ddg.seed(0)
     dp = ddg.DataParallel(CoinModel())

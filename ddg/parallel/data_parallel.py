@@ -119,8 +119,12 @@ class DataParallel(Layer):
         comm_buffer_size: bucket size in MB (default 25).
         last_comm_buffer_size: size in MB of the first bucket to be all-reduced
             (the one holding the last layers' gradients; default 1).
-        find_unused_parameters: accepted for Paddle compatibility. Unused
-            parameters are always handled (cheaply), so this flag is not needed.
+        find_unused_parameters: parameters unused on some ranks are always handled
+            (cheaply), without this flag. With it, a rank whose backward reaches NONE of
+            the model's parameters (say, an early-exit branch that skips every layer)
+            still joins the synchronization that its training forward owes, contributing
+            no gradient, instead of leaving the other ranks waiting. Each training forward
+            is then followed by exactly one synchronization at the next backward.
         group: a :class:`ddg.parallel.Communicator` (default: the world over MPI, or NCCL
             when ``DDG_COMM=nccl`` or ``auto`` and cupy has NCCL).
         fp16_allreduce: send float32 gradients as float16 (half the bytes). Each
@@ -166,6 +170,7 @@ class DataParallel(Layer):
         d["_buckets"] = []
         d["_active"] = False
         d["_overlap"] = True          # False: launch everything at the end (benchmarks)
+        d["_owed"] = False            # a training forward ran; its sync has not happened yet
         d["_weight"] = 1.0            # local batch size of the latest forward
         d["_mean_weight"] = 1.0       # global mean weight of the previous synced step
         d["_stats"] = {"exposed_s": 0.0, "steps": 0}
@@ -282,6 +287,7 @@ class DataParallel(Layer):
             if self.training:
                 self._sync_buffers()
             self.__dict__["_weight"] = _batch_weight(inputs, kwargs)
+            self.__dict__["_owed"] = self.training
         return self._layers(*inputs, **kwargs)
 
     def _sync_buffers(self):
@@ -312,8 +318,9 @@ class DataParallel(Layer):
             if p in leaves:
                 reached_any = True
                 break
-        if not reached_any:
+        if not reached_any and not (self.find_unused_parameters and self._owed):
             return                      # another model's backward
+        self.__dict__["_owed"] = False
         sync = self._sync
         for b in self._buckets:
             flags = b.flags
