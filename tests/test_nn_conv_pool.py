@@ -374,3 +374,14 @@ def test_lenet_step_runs():
     loss = F.cross_entropy(model(x), ddg.to_tensor(np.array([1, 2, 3])))
     loss.backward()
     assert all(p.grad is not None and np.isfinite(p.grad.numpy()).all() for p in model.parameters())
+
+
+def test_same_padding_gives_ceil_outputs_for_conv_and_pool():
+    """'same' means ceil(n / stride) outputs, also when n is not a multiple of the stride
+    (convolution and pooling share one formula)."""
+    x = ddg.randn([1, 1, 5, 7])
+    w = ddg.randn([1, 1, 3, 3])
+    assert F.conv2d(x, w, stride=2, padding="same").shape == [1, 1, 3, 4]
+    assert F.conv2d(x, w, stride=2, padding="same", dilation=2).shape == [1, 1, 3, 4]
+    assert F.max_pool2d(x, 3, 2, padding="same").shape == [1, 1, 3, 4]
+    assert F.avg_pool2d(x, 2, 3, padding="same").shape == [1, 1, 2, 3]

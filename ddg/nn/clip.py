@@ -40,7 +40,19 @@ class ClipGradBase:
             params_grads = list(params_grads)
         return self._clip(params_grads)
 
-    def _clip(self, params_grads):  # pragma: no cover - abstract
+    def _clip(self, params_grads):
+        """Clip each gradient on its own with ``_clip_one(array)``, skipping missing
+        gradients and parameters with ``need_clip=False``. ClipGradByGlobalNorm, which
+        needs all gradients at once, overrides this."""
+        out = []
+        for p, g in params_grads:
+            if g is None or not _needs_clip(p):
+                out.append((p, g))
+            else:
+                out.append((p, Tensor._wrap(self._clip_one(g._data))))
+        return out
+
+    def _clip_one(self, a):  # pragma: no cover - abstract
         raise NotImplementedError
 
 
@@ -58,15 +70,8 @@ class ClipGradByValue(ClipGradBase):
             raise ValueError(f"ddg.nn.ClipGradByValue: max ({max}) must be >= min ({min})")
         self.max, self.min = float(max), float(min)
 
-    def _clip(self, params_grads):
-        out = []
-        for p, g in params_grads:
-            if g is None or not _needs_clip(p):
-                out.append((p, g))
-                continue
-            xp = backend.get_array_module(g._data)
-            out.append((p, Tensor._wrap(xp.clip(g._data, self.min, self.max))))
-        return out
+    def _clip_one(self, a):
+        return backend.get_array_module(a).clip(a, self.min, self.max)
 
     def __repr__(self):
         return f"ClipGradByValue(min={self.min}, max={self.max})"
@@ -78,18 +83,10 @@ class ClipGradByNorm(ClipGradBase):
     def __init__(self, clip_norm):
         self.clip_norm = _positive(clip_norm, "clip_norm", "ClipGradByNorm")
 
-    def _clip(self, params_grads):
-        out = []
-        for p, g in params_grads:
-            if g is None or not _needs_clip(p):
-                out.append((p, g))
-                continue
-            a = g._data
-            xp = backend.get_array_module(a)
-            norm = xp.sqrt(_sum_sq(xp, a))
-            scale = (self.clip_norm / xp.maximum(norm, self.clip_norm)).astype(a.dtype)
-            out.append((p, Tensor._wrap(a * scale)))
-        return out
+    def _clip_one(self, a):
+        xp = backend.get_array_module(a)
+        norm = xp.sqrt(_sum_sq(xp, a))
+        return a * (self.clip_norm / xp.maximum(norm, self.clip_norm)).astype(a.dtype)
 
     def __repr__(self):
         return f"ClipGradByNorm(clip_norm={self.clip_norm})"

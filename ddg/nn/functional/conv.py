@@ -68,13 +68,19 @@ def _conv_pads(padding, in_sizes, kernel, stride, dilation, channel_last, op):
         if mode != "SAME":
             raise ValueError(f"ddg.nn.functional.{op}: padding must be 'same', 'valid', an int or a list, "
                              f"got {padding!r}")
-        out = []
-        for n, k, s, d in zip(in_sizes, kernel, stride, dilation):
-            o = -(-n // s)
-            total = max((o - 1) * s + d * (k - 1) + 1 - n, 0)
-            out += [total // 2, total - total // 2]
-        return tuple(out)
+        return same_pads(in_sizes, kernel, stride, dilation)
     return _pads(padding, nd, channel_last, op)
+
+
+def same_pads(in_sizes, kernel, stride, dilation=None):
+    """'SAME' padding of a convolution or pooling window: ceil(n / stride) outputs per axis,
+    the padding split as evenly as possible (the extra row/column at the end)."""
+    out = []
+    for i, (n, k, s) in enumerate(zip(in_sizes, kernel, stride)):
+        d = 1 if dilation is None else dilation[i]
+        total = max((-(-n // s) - 1) * s + d * (k - 1) + 1 - n, 0)
+        out += [total // 2, total - total // 2]
+    return tuple(out)
 
 
 def _check_format(data_format, allowed, op):

@@ -10,7 +10,7 @@ from ...autograd.ops import movement as M
 from ...autograd.ops import reduce as R
 from ...tensor import backend
 from ...tensor.tensor import Tensor
-from .conv import _check_format, _check_x, _from_nchw, _ntuple, _pads, _to_nchw
+from .conv import _check_format, _check_x, _from_nchw, _ntuple, _pads, _to_nchw, same_pads
 
 
 def _pool_args(x, kernel_size, stride, padding, ceil_mode, nd, channel_last, op):
@@ -24,12 +24,7 @@ def _pool_args(x, kernel_size, stride, padding, ceil_mode, nd, channel_last, op)
             if ceil_mode:
                 raise ValueError(f"ddg.nn.functional.{op}: padding='VALID' cannot be used with ceil_mode=True")
         elif mode == "SAME":
-            pads = []
-            for n, k, s in zip(in_sizes, kernel, stride):
-                o = -(-n // s)
-                total = max((o - 1) * s + k - n, 0)
-                pads += [total // 2, total - total // 2]
-            pads = tuple(pads)
+            pads = same_pads(in_sizes, kernel, stride)
         else:
             raise ValueError(f"ddg.nn.functional.{op}: padding must be 'same', 'valid', an int or a list, "
                              f"got {padding!r}")
