@@ -211,6 +211,14 @@ def rng(xp=np):
     return xp.random.get_random_state()  # pragma: no cover
 
 
+def draw_uniform(g, shape, dtype=np.float64):
+    """Uniform [0, 1) numbers from generator ``g`` (from :func:`rng`): numpy's Generator
+    calls this ``random`` (and so does ddg.jit's recording proxy for it), cupy's
+    RandomState ``random_sample``."""
+    draw = g.random if hasattr(g, "random") else g.random_sample
+    return draw(shape, dtype=dtype)
+
+
 def get_rng_state():
     return {"numpy": _np_rng.bit_generator.state, "seed": _seed_value[0]}
 

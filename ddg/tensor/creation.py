@@ -192,7 +192,7 @@ def _random(shape, dtype, place, device, stop_gradient, requires_grad, draw):
 def rand(shape, *more, dtype=None, name=None, place=None, device=None, requires_grad=None, stop_gradient=True):
     """Uniform numbers in [0, 1)."""
     return _random(_shape(shape, more), dtype, place, device, stop_gradient, requires_grad,
-                   lambda g, s: g.random(s))
+                   backend.draw_uniform)
 
 
 def randn(shape, *more, dtype=None, name=None, place=None, device=None, requires_grad=None, stop_gradient=True):
@@ -230,4 +230,4 @@ def randperm(n, dtype="int64", name=None):
 
 def bernoulli(x, name=None):
     xp = backend.get_array_module(x._data)
-    return Tensor._wrap((backend.rng(xp).random(x._data.shape) < x._data).astype(x.dtype))
+    return Tensor._wrap((backend.draw_uniform(backend.rng(xp), x._data.shape) < x._data).astype(x.dtype))

@@ -35,7 +35,8 @@ class Transpose(Function):
         return a.transpose(self.perm)
 
     def backward(self, g):
-        return g.transpose(np.argsort(self.perm))
+        # a tuple of Python ints: cupy's transpose wants axes, not a host array
+        return g.transpose(tuple(np.argsort(self.perm).tolist()))
 
 
 class BroadcastTo(Function):

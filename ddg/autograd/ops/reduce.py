@@ -124,7 +124,7 @@ class Prod(Function):
         left = xp.cumprod(xp.concatenate([ones, flat[..., :-1]], axis=-1), axis=-1)
         right = xp.flip(xp.cumprod(xp.flip(xp.concatenate([flat[..., 1:], ones], axis=-1), -1), axis=-1), -1)
         others = (left * right).reshape(moved.shape)
-        inv = np.argsort(perm)
+        inv = tuple(np.argsort(perm).tolist())   # axes as Python ints (cupy wants no host array)
         return g * xp.transpose(others, inv)
 
 

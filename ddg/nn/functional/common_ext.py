@@ -29,10 +29,7 @@ def _const_like(arr, x):
 # -- dropout -------------------------------------------------------------------------------------
 def _uniform(xp, shape):
     """Uniform [0, 1) float32 draws from ddg's global generator (``ddg.seed`` reproduces them)."""
-    g = backend.rng(xp)
-    if hasattr(g, "random"):  # numpy.random.Generator
-        return g.random(shape, dtype=np.float32)
-    return g.random_sample(shape, dtype=np.float32)  # cupy RandomState
+    return backend.draw_uniform(backend.rng(xp), shape, np.float32)
 
 
 class _Dropout(Function):
