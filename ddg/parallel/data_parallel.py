@@ -102,6 +102,20 @@ class _Bucket:
         self.half = None        # float16 send buffer (fp16_allreduce), made on first use
         self.used_half = False  # whether the request in flight carries self.half
         self.pre = 1.0          # the factor the payload was pre-scaled by (fp16 path)
+        # On a GPU the weight arithmetic stays on the device (no synchronizing reads),
+        # and the flags are read back only when some parameter had no gradient here.
+        self.on_device = xp is not np
+        self.all_local = True   # every parameter had a gradient on this rank (so every flag sum >= 1)
+
+    def set_flags(self, has_grad):
+        """Write this rank's "has a gradient" flags (a list of bools) into the payload."""
+        self.all_local = all(has_grad)
+        if self.all_local:
+            self.flags.fill(1)              # one kernel on a GPU, no host-to-device copy
+        elif self.on_device:
+            self.flags.set(np.asarray(has_grad, dtype=self.flags.dtype))
+        else:
+            self.flags[...] = has_grad
 
     @property
     def nbytes(self):
@@ -323,7 +337,7 @@ class DataParallel(Layer):
         self.__dict__["_owed"] = False
         sync = self._sync
         for b in self._buckets:
-            flags = b.flags
+            has_grad = []
             for slot, p in enumerate(b.params):
                 reached = p in leaves
                 g = p._grad
@@ -340,8 +354,9 @@ class DataParallel(Layer):
                         b.views[slot][...] = g._data
                         p._grad = bound
                 if sync:
-                    flags[slot] = 1 if (reached or p._grad is not None) else 0
+                    has_grad.append(reached or p._grad is not None)
             if sync:
+                b.set_flags(has_grad)
                 b.pending = sum(1 for p in b.params if p in leaves)
                 b.request = None
         if not sync:
@@ -383,9 +398,9 @@ class DataParallel(Layer):
             j += 1
 
     def _launch(self, b):
-        m = self._mean_weight
-        w = self._weight
-        scale = w / m
+        # A Python float on the CPU; on a GPU, after the first synced step, a 0-d float64
+        # device array (the previous step's global weight never leaves the device).
+        scale = self._weight / self._mean_weight
         b.data[-1] = scale
         comm = self._comm
         if self.fp16_allreduce and b.data.dtype == np.float32:
@@ -401,7 +416,9 @@ class DataParallel(Layer):
         else:
             b.pre = 1.0
             b.used_half = False
-            if scale != 1.0:
+            if not isinstance(scale, float):
+                b.grads *= scale.astype(b.grads.dtype)    # rounded as a Python float would be
+            elif scale != 1.0:
                 b.grads *= scale
             b.request = comm.iallreduce(b.data, "sum")
 
@@ -429,18 +446,31 @@ class DataParallel(Layer):
             b.request = None
             if b.used_half:
                 b.data[...] = b.half
-            total = float(b.data[-1])           # sum over ranks of n_r / m
-            denom = total * b.pre
-            if denom > 0 and denom != 1.0:
-                b.grads *= 1.0 / denom
-            flags = b.flags
+            if b.on_device:
+                xp = backend.get_array_module(b.data)
+                total = b.data[-1].astype(np.float64)     # sum over ranks of n_r / m, on the device
+                denom = total * b.pre
+                b.grads *= (1.0 / xp.where(denom > 0, denom, 1.0)).astype(b.grads.dtype)
+            else:
+                total = float(b.data[-1])           # sum over ranks of n_r / m
+                denom = total * b.pre
+                if denom > 0 and denom != 1.0:
+                    b.grads *= 1.0 / denom
+            if b.all_local:
+                continue                        # every flag sum >= 1; grads are bound already
+            flags = backend.to_host(b.flags)    # on a GPU: one small read, only in this case
             for slot, p in enumerate(b.params):
                 if flags[slot] == 0:
                     p._grad = None              # no rank had a gradient: as in one process
                 elif p._grad is None:
                     p._grad = b.bound[slot]
-        if total is not None and total > 0:
-            d["_mean_weight"] = total * self._mean_weight / self.world_size
+        if total is not None:
+            m = self._mean_weight
+            if not isinstance(total, float):
+                xp = backend.get_array_module(total)
+                d["_mean_weight"] = xp.where(total > 0, total * m / self.world_size, m)
+            elif total > 0:
+                d["_mean_weight"] = total * m / self.world_size
         d["_next"] = 0
 
     def _allreduce_grads(self):
@@ -449,8 +479,7 @@ class DataParallel(Layer):
         if not self._multi:
             return
         for b in self._buckets:
-            for slot, p in enumerate(b.params):
-                b.flags[slot] = 0 if p._grad is None else 1
+            b.set_flags([p._grad is not None for p in b.params])
         d = self.__dict__
         d["_active"], d["_next"], d["_first_open"] = True, 0, 0
         self._launch_all()
