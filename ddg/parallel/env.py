@@ -70,7 +70,8 @@ def _setup_local(comm):
     n_gpus = backend.cuda_device_count() if backend.cupy_available() else 0
     if n_gpus > 0:
         device_id = local_rank % n_gpus
-        backend.cupy_module().cuda.Device(device_id).use()
+        from ddg.tensor.place import bind_gpu
+        bind_gpu(device_id)                 # 'gpu' now means this rank's GPU
     _LOCAL = (local_rank, device_id)
 
 

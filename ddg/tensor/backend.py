@@ -108,6 +108,21 @@ def synchronize(device_id=None):
                 _cupy.cuda.get_current_stream().synchronize()
 
 
+def memory_pool_bytes():
+    """(bytes in use, bytes held) by cupy's default memory pool; (0, 0) without cupy."""
+    if not cupy_available():
+        return 0, 0
+    pool = _cupy.get_default_memory_pool()
+    return int(pool.used_bytes()), int(pool.total_bytes())
+
+
+def release_memory_pool():
+    """Return the cached, unused blocks of cupy's memory pools to the driver."""
+    if cupy_available():
+        _cupy.get_default_memory_pool().free_all_blocks()
+        _cupy.get_default_pinned_memory_pool().free_all_blocks()
+
+
 def from_dlpack_any(obj):
     """Import a DLPack producer (an object with ``__dlpack__``) onto its own device."""
     dev_type = obj.__dlpack_device__()[0] if hasattr(obj, "__dlpack_device__") else 1

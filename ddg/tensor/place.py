@@ -52,6 +52,19 @@ def CUDAPlace(index=0):
 
 _CPU = CPUPlace()
 _current = [_CPU]
+# This process's GPU: what 'gpu' / 'cuda' without an index means. init_parallel_env
+# binds local_rank % n_gpus, set_device('gpu:N') picks N; default 0. Kept here, not
+# read from cupy, because cupy's current device is per host thread (DataLoader
+# workers would see device 0).
+_gpu_index = [0]
+
+
+def bind_gpu(index):
+    """Make GPU ``index`` this process's GPU ('gpu' means it from now on) and current."""
+    _gpu_index[0] = int(index)
+    backend.cupy_module().cuda.Device(int(index)).use()
+    if _current[0].kind == "gpu":
+        _current[0] = CUDAPlace(int(index))
 
 
 def parse_place(p):
@@ -66,7 +79,7 @@ def parse_place(p):
             return _CPU
         kind, _, idx = s.partition(":")
         if kind in ("gpu", "cuda"):
-            return CUDAPlace(int(idx) if idx else 0)
+            return CUDAPlace(int(idx) if idx else _gpu_index[0])
     raise ValueError(f"ddg: cannot understand place {p!r}; use 'cpu', 'gpu', 'gpu:N', CPUPlace() or CUDAPlace(N)")
 
 
@@ -77,7 +90,7 @@ def set_device(device):
             raise ValueError(f"ddg.set_device({device!r}): CUDA is not available here (cupy missing or no GPU)")
         if place.index >= backend.cuda_device_count():
             raise ValueError(f"ddg.set_device({device!r}): only {backend.cuda_device_count()} GPU(s) visible")
-        backend.cupy_module().cuda.Device(place.index).use()
+        bind_gpu(place.index)
     _current[0] = place
     return place
 
