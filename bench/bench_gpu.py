@@ -315,6 +315,9 @@ def environment(torch, place):
         lines.append(f"- GPU: {name}; cupy {cp.__version__}; cuDNN through cupy: "
                      f"{'yes' if backend.cudnn_module() is not None else 'no (im2col kernels)'}; "
                      f"CUPY_TF32={os.environ.get('CUPY_TF32', 'unset')}")
+        if getattr(cp, "SIMULATED", False):
+            lines.append("- **simcupy** (tests/simgpu): a numpy stand-in for cupy; this checks the script, "
+                         "the numbers mean nothing")
     else:
         lines.append("- no GPU: CPU smoke run (numpy vs torch CPU); the numbers mean nothing")
     if torch is not None:
@@ -322,7 +325,7 @@ def environment(torch, place):
                                                       f"{torch.backends.cudnn.version()}"
                                                       if place == "gpu" else ""))
     else:
-        lines.append("- torch: not installed (torch columns n/a)")
+        lines.append("- torch: not installed or without CUDA (torch columns n/a)")
     return "\n".join(lines)
 
 

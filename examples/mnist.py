@@ -2,6 +2,7 @@
 
     ddgrun -n 2 python examples/mnist.py              # 2 ranks (python examples/mnist.py: 1)
     ddgrun -n 2 python examples/mnist.py --resume     # continue from runs/mnist/checkpoint.pdckpt
+    ddgrun -n 2 python examples/mnist.py --device cpu # stay on the CPU on a GPU machine
 
 Each rank reads its own shard of every epoch (DistributedBatchSampler), DataParallel
 averages the gradients, and the test accuracy is summed over the ranks' shards of
@@ -70,6 +71,9 @@ def parse_args(argv=None):
     p.add_argument("--out", default=os.path.join("runs", "mnist"))
     p.add_argument("--resume", action="store_true", help="continue from <out>/checkpoint.pdckpt")
     p.add_argument("--no-plot", action="store_true")
+    p.add_argument("--device", choices=("auto", "cpu", "gpu"), default="auto",
+                   help="where each rank trains: its own GPU (the one init_parallel_env bound), the CPU, "
+                        "or auto (default: the GPU where cupy sees one)")
     return p.parse_args(argv)
 
 
@@ -150,6 +154,10 @@ def main(argv=None):
     args = parse_args(argv)
     env = dist.init_parallel_env()
     rank, world = env.rank, env.world_size
+    device = args.device
+    if device == "auto":
+        device = "gpu" if ddg.device.cuda.device_count() > 0 else "cpu"
+    ddg.set_device(device)     # parameters and batches are made here from now on
     ddg.seed(args.seed)
 
     folder, download = find_data_dir(args.data_dir)
@@ -182,7 +190,8 @@ def main(argv=None):
         history = json.loads(state["history"])
         log(rank, f"resumed from {ckpt} after epoch {start}")
 
-    log(rank, f"MNIST: {len(train_set)} training / {len(test_set)} test images, {world} rank(s), "
+    log(rank, f"MNIST on {ddg.get_device()}: {len(train_set)} training / {len(test_set)} test images, "
+              f"{world} rank(s), "
               f"batch {args.batch_size} per rank, {len(sampler)} steps per epoch, Adam lr {lr:g}")
     t_start = time.time()
     for epoch in range(start, args.epochs):
