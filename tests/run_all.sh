@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite: the MPI tests under 2 and 3 ranks, then everything else.
+# The whole test suite: the MPI tests under 2 and 3 ranks, then everything else,
+# then (without a GPU) the GPU tests again on a simulated device.
 # Exits non-zero if any run fails or collects no test (pytest's exit code 5).
 set -u
 cd "$(dirname "$0")/.."
@@ -21,4 +22,15 @@ if [ -n "$MPI_TESTS" ]; then
     done
 fi
 run python -m pytest -q --timeout=600 "$@"
+# Without a real GPU, run the GPU code paths once more on simcupy, the numpy-backed
+# stand-in for cupy in tests/simgpu (see its docstring for what that does and does
+# not prove). On a machine where cupy sees a GPU the runs above already used it.
+if ! python -c "from ddg.tensor import backend; raise SystemExit(0 if backend.cupy_available() else 1)"; then
+    export PYTHONPATH="$PWD/tests/simgpu${PYTHONPATH:+:$PYTHONPATH}"
+    run python -c "import cupy; assert cupy.SIMULATED; print('simulated GPU: simcupy, cupy', cupy.__version__, 'API')"
+    # 2 ranks sharing one simulated GPU, then 3 ranks with a GPU each
+    run env SIMCUPY_DEVICES=1 timeout 900 mpiexec -n 2 python tests/mpi_pytest.py -q --timeout=300 tests/test_mpi_gpu.py
+    run env SIMCUPY_DEVICES=3 timeout 900 mpiexec -n 3 python tests/mpi_pytest.py -q --timeout=300 tests/test_mpi_gpu.py
+    run python -m pytest -q --timeout=600 "$@"
+fi
 exit $status

@@ -10,7 +10,8 @@ TF32 Tensor Cores for float32 convolutions on Ampere and newer GPUs (about 10 ma
 bits per product), so convolution layers are compared with looser tolerances.
 """
 import os
-import traceback
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -28,6 +29,7 @@ else:
 
 import ddg.nn as nn  # noqa: E402
 import ddg.nn.functional as F  # noqa: E402
+from gpu_helpers import D2HCounter  # noqa: E402
 
 TIGHT = dict(rtol=1e-4, atol=1e-5)
 LOOSE = dict(rtol=5e-3, atol=5e-3)     # convolutions (cuDNN, possibly TF32)
@@ -91,7 +93,44 @@ LAYERS = [
     ("mha", lambda: nn.MultiHeadAttention(16, 4), (2, 5, 16), TIGHT),
     ("transformer_encoder_layer", lambda: nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0), (2, 5, 16), TIGHT),
     ("prelu", lambda: nn.PReLU(3), (2, 3, 4, 4), TIGHT),
-]
+    ("conv1d_transpose", lambda: nn.Conv1DTranspose(4, 3, 3, stride=2), (2, 4, 6), LOOSE),
+    ("maxpool1d", lambda: nn.MaxPool1D(2, 2), (2, 3, 8), TIGHT),
+    ("avgpool1d", lambda: nn.AvgPool1D(3, 2, padding=1), (2, 3, 9), TIGHT),
+    ("adaptive_avgpool1d", lambda: nn.AdaptiveAvgPool1D(3), (2, 3, 8), TIGHT),
+    ("adaptive_maxpool1d", lambda: nn.AdaptiveMaxPool1D(3), (2, 3, 8), TIGHT),
+    ("adaptive_maxpool2d", lambda: nn.AdaptiveMaxPool2D(3), (2, 3, 8, 8), TIGHT),
+    ("batchnorm3d", lambda: nn.BatchNorm3D(2), (2, 2, 3, 3, 3), TIGHT),
+    ("instancenorm1d", lambda: nn.InstanceNorm1D(3), (2, 3, 6), TIGHT),
+    ("instancenorm2d", lambda: nn.InstanceNorm2D(3), (2, 3, 4, 4), TIGHT),
+    ("pad1d_replicate", lambda: nn.Pad1D(2, mode="replicate"), (2, 3, 5), TIGHT),
+    ("pad2d_reflect", lambda: nn.Pad2D(1, mode="reflect"), (2, 3, 4, 4), TIGHT),
+    ("pad3d_constant", lambda: nn.Pad3D(1, value=0.5), (1, 2, 3, 3, 3), TIGHT),
+    ("unfold", lambda: nn.Unfold(2), (2, 3, 4, 4), TIGHT),
+    ("upsample_nearest", lambda: nn.Upsample(scale_factor=2, mode="nearest"), (2, 3, 4, 4), TIGHT),
+    ("upsample_bilinear", lambda: nn.UpsamplingBilinear2D(scale_factor=2), (2, 3, 4, 4), TIGHT),
+    ("flatten", lambda: nn.Flatten(), (2, 3, 4), TIGHT),
+    ("lstm_cell", lambda: nn.LSTMCell(8, 6), (3, 8), TIGHT),
+    ("birnn", lambda: nn.BiRNN(nn.LSTMCell(8, 6), nn.GRUCell(8, 6)), (3, 5, 8), TIGHT),
+    ("transformer_decoder_layer", lambda: _SelfAttending(nn.TransformerDecoderLayer(16, 4, 32, dropout=0.0)),
+     (2, 5, 16), TIGHT),
+    ("transformer", lambda: _SelfAttending(nn.Transformer(16, 4, 1, 1, 32, dropout=0.0)), (2, 5, 16), TIGHT),
+] + [(f"act_{name}", make, (3, 7), TIGHT) for name, make in [
+    ("relu6", nn.ReLU6), ("elu", nn.ELU), ("gelu", nn.GELU), ("gelu_tanh", lambda: nn.GELU(approximate=True)),
+    ("hardswish", nn.Hardswish), ("hardtanh", nn.Hardtanh), ("leaky_relu", nn.LeakyReLU),
+    ("log_sigmoid", nn.LogSigmoid), ("log_softmax", nn.LogSoftmax), ("mish", nn.Mish), ("silu", nn.SiLU),
+    ("sigmoid", nn.Sigmoid), ("softmax", nn.Softmax), ("softplus", nn.Softplus), ("softsign", nn.Softsign),
+    ("swish", nn.Swish), ("tanh", nn.Tanh), ("tanhshrink", nn.Tanhshrink)]]
+
+
+class _SelfAttending(nn.Layer):
+    """Feeds one input as both arguments of a two-input layer (decoder target and memory)."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x):
+        return self.inner(x, x)
 
 
 @pytest.mark.parametrize("name,make,shape,tol", LAYERS, ids=[row[0] for row in LAYERS])
@@ -131,6 +170,63 @@ def test_dropout_eval_and_train_on_gpu():
     np.testing.assert_allclose(xt.grad.numpy(), 2.0 * kept, rtol=1e-6)
 
 
+@pytest.mark.parametrize("name,make", [
+    ("rand", lambda: ddg.rand([400, 50], place="gpu")),
+    ("randn", lambda: ddg.randn([400, 50], place="gpu")),
+    ("uniform", lambda: ddg.uniform([400, 50], min=-2.0, max=2.0, place="gpu")),
+    ("normal", lambda: ddg.normal(1.0, 2.0, [400, 50], place="gpu")),
+    ("bernoulli", lambda: ddg.bernoulli(ddg.full([400, 50], 0.25, place="gpu"))),
+    ("uniform_", lambda: ddg.zeros([400, 50], place="gpu").uniform_(-1.0, 1.0)),
+])
+def test_random_numbers_are_drawn_on_the_gpu(name, make):
+    """Drawn on the device from ddg's generator: seeded runs repeat, statistics are right."""
+    ddg.seed(7)
+    a = make()
+    ddg.seed(7)
+    b = make()
+    assert backend.is_gpu_array(a._data), f"{name}: not on the GPU"
+    assert a.dtype == ddg.float32
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+    v = a.numpy()
+    mean, std = {"rand": (0.5, 12 ** -0.5), "randn": (0.0, 1.0), "uniform": (0.0, 4 * 12 ** -0.5),
+                 "normal": (1.0, 2.0), "bernoulli": (0.25, 0.75 ** 0.5 * 0.5),
+                 "uniform_": (0.0, 2 * 12 ** -0.5)}[name]
+    assert abs(v.mean() - mean) < 5 * std / v.size ** 0.5, (name, v.mean())
+    assert abs(v.std() - std) < 0.05 * std, (name, v.std())
+
+
+def test_layers_built_under_set_device_gpu_live_on_the_gpu():
+    prev = ddg.get_device()
+    ddg.set_device("gpu")
+    try:
+        layers = [nn.Linear(3, 4), nn.Conv2D(1, 2, 3), nn.Embedding(5, 3), nn.BatchNorm2D(2), nn.LSTM(3, 4)]
+        made = [ddg.to_tensor([1.0, 2.0]), ddg.arange(5), ddg.eye(3), ddg.zeros([2])]
+    finally:
+        ddg.set_device(prev)
+    for layer in layers:
+        for name, t in list(layer.named_parameters()) + list(layer.named_buffers()):
+            assert backend.is_gpu_array(t._data), f"{type(layer).__name__}.{name} is on {t.place}"
+    for t in made:
+        assert backend.is_gpu_array(t._data), t.place
+
+
+def test_device_to_host_counter_sees_reads():
+    """The counter behind the zero-copy test below does count the usual ways out."""
+    x = ddg.to_tensor(np.arange(6, dtype=np.float32), place="gpu")
+    counter = D2HCounter(cp).install()
+    try:
+        with counter:
+            x.numpy()
+            float(x.sum())
+            x.sum().item()
+            bool((x > 2).any())
+    finally:
+        counter.uninstall()
+    if counter.unpatched:
+        pytest.skip(f"this cupy's ndarray cannot be instrumented ({counter.unpatched})")
+    assert len(counter.calls) >= 4, counter.report()
+
+
 def test_embedding_on_gpu_equals_cpu():
     ids = np.random.default_rng(0).integers(0, 10, (4, 7)).astype(np.int64)
     wout = np.random.default_rng(1).standard_normal((4, 7, 6)).astype(np.float32)
@@ -142,8 +238,9 @@ def test_embedding_on_gpu_equals_cpu():
         np.testing.assert_allclose(g_g[k], g_c[k], **TIGHT)
 
 
-@pytest.mark.parametrize("loss", ["cross_entropy", "cross_entropy_weighted", "cross_entropy_ignore", "nll",
-                                  "mse", "l1", "smooth_l1", "bce_logits"])
+@pytest.mark.parametrize("loss", ["cross_entropy", "cross_entropy_weighted", "cross_entropy_ignore",
+                                  "cross_entropy_soft", "nll", "mse", "l1", "smooth_l1", "bce_logits", "bce",
+                                  "kl_div", "margin_ranking"])
 def test_losses_on_gpu_equal_cpu(loss):
     rng = np.random.default_rng(0)
     logits = rng.standard_normal((6, 5)).astype(np.float32)
@@ -167,6 +264,14 @@ def test_losses_on_gpu_equal_cpu(loss):
             out = F.l1_loss(x, tgt)
         elif loss == "smooth_l1":
             out = F.smooth_l1_loss(x, tgt)
+        elif loss == "cross_entropy_soft":
+            out = F.cross_entropy(x, F.softmax(tgt, -1), soft_label=True)
+        elif loss == "bce":
+            out = F.binary_cross_entropy(F.sigmoid(x), (tgt > 0).astype("float32"))
+        elif loss == "kl_div":
+            out = F.kl_div(F.log_softmax(x, -1), F.softmax(tgt, -1), reduction="batchmean")
+        elif loss == "margin_ranking":
+            out = F.margin_ranking_loss(x, tgt, ddg.sign(tgt), margin=0.1)
         else:
             out = F.binary_cross_entropy_with_logits(x, (tgt > 0).astype("float32"))
         out.backward()
@@ -224,62 +329,6 @@ def test_optimizer_step_on_gpu_equals_cpu(name, make):
 
 
 # -- no hidden device-to-host copies -----------------------------------------------------------
-class _D2HCounter:
-    """Counts cupy's device-to-host paths while active: ``cupy.asnumpy``, ndarray
-    ``get``/``item``/``tolist``/``__array__``/``__float__``/``__int__``/``__bool__``/
-    ``__index__``/``__complex__``, and MemoryPointer ``copy_to_host``/``copy_to_host_async``.
-    Attributes of classes compiled as extension types cannot be replaced; those are
-    reported in ``unpatched`` (cupy >= 13 defines ``cupy.ndarray`` as a Python subclass
-    of the compiled base, which can be patched)."""
-
-    NDARRAY = ("get", "item", "tolist", "__array__", "__float__", "__int__", "__bool__", "__index__",
-               "__complex__")
-
-    def __init__(self):
-        self.calls = []
-        self.active = False
-        self.unpatched = []
-        self._undo = []
-
-    def _wrap(self, owner, name):
-        orig = getattr(owner, name, None)
-        if orig is None:
-            return
-        counter = self
-
-        def spy(*args, **kwargs):
-            if counter.active:
-                counter.calls.append((f"{getattr(owner, '__name__', owner)}.{name}",
-                                      "".join(traceback.format_stack(limit=8)[:-1])))
-            return orig(*args, **kwargs)
-        own = name in getattr(owner, "__dict__", {})   # defined on owner itself, not inherited
-        try:
-            setattr(owner, name, spy)
-        except (TypeError, AttributeError):
-            self.unpatched.append(f"{getattr(owner, '__name__', owner)}.{name}")
-            return
-        self._undo.append((owner, name, orig, own))
-
-    def install(self):
-        for name in self.NDARRAY:
-            self._wrap(cp.ndarray, name)
-        self._wrap(cp, "asnumpy")
-        self._wrap(cp.cuda.memory.MemoryPointer, "copy_to_host")
-        self._wrap(cp.cuda.memory.MemoryPointer, "copy_to_host_async")
-        return self
-
-    def uninstall(self):
-        for owner, name, orig, own in reversed(self._undo):
-            try:
-                if own:
-                    setattr(owner, name, orig)
-                else:
-                    delattr(owner, name)      # uncovers the inherited attribute again
-            except (TypeError, AttributeError):
-                pass
-        self._undo.clear()
-
-
 class LeNet(nn.Layer):
     def __init__(self):
         super().__init__()
@@ -315,7 +364,7 @@ def test_lenet_step_makes_no_device_to_host_copies(opt_name):
 
     for _ in range(2):  # warm-up: cuDNN handles, kernel compilation, optimizer state
         step()
-    counter = _D2HCounter().install()
+    counter = D2HCounter(cp).install()
     try:
         if any(n.startswith("ndarray.") and n.split(".")[1] in ("get", "__float__", "__bool__")
                for n in counter.unpatched):
@@ -411,3 +460,17 @@ def test_cudnn_and_fallback_agree():  # pragma: no cover - GPU only
         outs.append([backend.to_host(a) for a in (y, gx, gw)])
     for a, b in zip(*outs):
         np.testing.assert_allclose(a, b, **LOOSE)
+
+
+def test_gpu_benchmark_script_runs(tmp_path):
+    """bench/bench_gpu.py in its smoke mode: the script works on this device (its numbers
+    mean something only on a real GPU, at full size)."""
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = tmp_path / "report.md"
+    r = subprocess.run([sys.executable, os.path.join("bench", "bench_gpu.py"), "--smoke", "--out", str(out)],
+                       cwd=repo, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
+    report = out.read_text()
+    for model in ("mlp", "lenet", "transformer"):
+        assert f"| {model} |" in report, report
+

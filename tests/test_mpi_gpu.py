@@ -139,3 +139,103 @@ def test_data_parallel_on_gpu_nccl(world, nccl):
     assert all(on_gpu)
     for k in ref:
         np.testing.assert_allclose(grads[k], ref[k], rtol=1e-4, atol=1e-5, err_msg=k)
+
+
+class _Branchy(ddg.nn.Layer):
+    """A body every rank uses and a side branch only rank 0 uses."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = ddg.nn.Sequential(ddg.nn.Linear(6, 8), ddg.nn.ReLU(), ddg.nn.Linear(8, 3))
+        self.side = ddg.nn.Linear(6, 3)
+
+    def forward(self, x, side_rows=0):
+        out = self.body(x)
+        if side_rows:
+            out = out + ddg.concat([self.side(x[:side_rows]), ddg.zeros([x.shape[0] - side_rows, 3],
+                                                                        place=x.place)])
+        return out
+
+
+def _rows(rank, step):
+    return np.random.default_rng(100 * step + rank).standard_normal((3 + rank, 6)).astype(np.float32)
+
+
+def test_data_parallel_gpu_training_equals_one_process(world):
+    """Three Momentum steps on the GPU, uneven batches (rank r holds 3 + r rows) and a
+    branch only rank 0 uses: the parameters equal one process's on the whole batch. The
+    last step reads back from the device only what the all-reduce must: one staging copy
+    per bucket unless MPI is CUDA-aware, plus the flags of buckets where a parameter had
+    no gradient on this rank."""
+    from gpu_helpers import D2HCounter
+    cp = backend.cupy_module()
+    ddg.seed(0)
+    model = _Branchy()
+    ref = _Branchy()
+    ref.set_state_dict(model.state_dict())
+    model.to("gpu")
+    dp = ddg.DataParallel(model, find_unused_parameters=True, comm_buffer_size=1e-4,
+                          last_comm_buffer_size=1e-4)   # several buckets
+    opt = ddg.optimizer.Momentum(0.1, momentum=0.9, parameters=model.parameters())
+    ref_opt = ddg.optimizer.Momentum(0.1, momentum=0.9, parameters=ref.parameters())
+    counter = D2HCounter(cp)
+    for step in range(3):
+        x = ddg.to_tensor(_rows(world.rank, step), place="gpu")
+        side = x.shape[0] if world.rank == 0 else 0
+        if step == 2:
+            counter.install().active = True
+        try:
+            loss = (dp(x, side_rows=side) ** 2).sum(1).mean()
+            loss.backward()
+            opt.step()
+            opt.clear_grad(set_to_zero=False)   # the side branch has no gradient off rank 0
+        finally:
+            counter.active = False
+            counter.uninstall()
+        xs = np.concatenate([_rows(r, step) for r in range(world.size)])
+        out = ref(ddg.to_tensor(xs), side_rows=3)
+        (out ** 2).sum(1).mean().backward()
+        ref_opt.step()
+        ref_opt.clear_grad()
+    got = {k: v.numpy() for k, v in model.state_dict().items()}
+    for k, v in ref.state_dict().items():
+        np.testing.assert_allclose(got[k], v.numpy(), rtol=1e-4, atol=1e-6, err_msg=k)
+    if counter.unpatched:
+        pytest.skip(f"this cupy's ndarray cannot be instrumented ({counter.unpatched})")
+    buckets = dp._buckets
+    assert len(buckets) > 1
+    staged = 0 if C.cuda_aware_mpi() else len(buckets)
+    flag_reads = sum(1 for b in buckets if not b.all_local)
+    side = {id(p) for p in model.side.parameters()}
+    side_buckets = sum(1 for b in buckets if any(id(p) in side for p in b.params))
+    assert flag_reads == (side_buckets if world.rank else 0)
+    assert len(counter.calls) == staged + flag_reads, counter.report(10)
+
+
+def test_each_rank_binds_its_own_gpu(world):
+    """'gpu' means this rank's GPU (local rank mod GPU count, bound by init_parallel_env),
+    in the main thread and in other threads (DataLoader workers), for new tensors,
+    moved layers and set_device('gpu')."""
+    import threading
+    n = backend.cuda_device_count()
+    if n < world.size:
+        pytest.skip(f"needs a GPU per rank: {world.size} ranks, {n} GPU(s)")
+    env = ddg.distributed.ParallelEnv()
+    want = f"gpu:{env.local_rank % n}"
+    assert env.device_id == env.local_rank % n
+    seen = {}
+    t = threading.Thread(target=lambda: seen.update(t=str(ddg.ones([2], place="gpu").place)))
+    t.start()
+    t.join()
+    layer = ddg.nn.Linear(2, 2)
+    layer.to("gpu")
+    prev = ddg.get_device()
+    try:
+        ddg.set_device("gpu")
+        made = ddg.zeros([2])
+        current = ddg.get_device()
+    finally:
+        ddg.set_device(prev)
+    got = [str(ddg.to_tensor([1.0], place="gpu").place), seen["t"], str(layer.weight.place),
+           str(made.place), current]
+    assert got == [want] * 5, got
