@@ -341,11 +341,14 @@ class LeNet(nn.Layer):
         return self.fc(ddg.flatten(self.features(x), 1))
 
 
-@pytest.mark.parametrize("opt_name", ["adam", "momentum"])
-def test_lenet_step_makes_no_device_to_host_copies(opt_name):
+@pytest.mark.parametrize("opt_name,static", [("adam", False), ("momentum", False), ("adam", True)],
+                         ids=["adam", "momentum_clip", "adam_static"])
+def test_lenet_step_makes_no_device_to_host_copies(opt_name, static):
     ddg.seed(0)
     model = LeNet()
     model.to("gpu")
+    if static:
+        model = ddg.jit.to_static(model)     # replayed forward, one fused backward node
     if opt_name == "adam":
         opt = ddg.optimizer.Adam(1e-3, parameters=model.parameters())
     else:

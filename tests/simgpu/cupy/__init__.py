@@ -19,7 +19,9 @@ side, so that code which works here has a fair chance on a real GPU:
 * reductions and scalar indexing give 0-d device arrays, not numpy scalars;
 * only names that cupy 14 exports exist here (``cupy_names.json`` lists them, read
   off ``dir()`` of cupy-cuda12x 14.2.0); a name cupy has and this module does not
-  simulate raises NotImplementedError, never a silent numpy fallback;
+  simulate raises NotImplementedError, never a silent numpy fallback; cupy's
+  routines accept only their own parameters (also listed there: ``cupy.max`` has
+  no ``initial=``, for one), even where numpy's take more;
 * ``cupy.random.RandomState`` has cupy's method names and signatures (cupy's
   ``standard_normal`` takes ``dtype``; there is no ``random()`` method);
 * every device-to-host transfer (``get``, ``asnumpy``, ``item``, ``tolist``,
@@ -400,6 +402,9 @@ class ufunc:
         self.nin, self.nout, self.nargs, self.types = npf.nin, npf.nout, npf.nargs, npf.types
 
     def __call__(self, *args, **kwargs):
+        for k in kwargs:
+            if k not in ("out", "dtype", "casting"):    # cupy's ufuncs take no where=, order=, subok=
+                raise TypeError(f"Wrong arguments {{'{k}': ...}} for cupy ufunc '{self.name}'")
         return _call(self._f, args, kwargs)
 
     def reduce(self, *args, **kwargs):
@@ -433,7 +438,15 @@ def _not_simulated(qualname):
 
 
 def _routine(name, npf, strict=True, index_args=()):
+    accepted = _NAMES["keywords"].get(name)
+
     def f(*args, **kwargs):
+        if accepted is not None:   # cupy's own parameter names (numpy's often has more)
+            if len(args) > len(accepted):
+                raise TypeError(f"cupy.{name}() takes at most {len(accepted)} arguments ({len(args)} given)")
+            for k in kwargs:
+                if k not in accepted:
+                    raise TypeError(f"cupy.{name}() got an unexpected keyword argument '{k}'")
         return _call(npf, args, kwargs, strict=strict, index_args=index_args)
     f.__name__ = name
     f.__qualname__ = name
