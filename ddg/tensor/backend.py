@@ -146,7 +146,8 @@ def cudnn_module():
     ``convolution_backward_data/filter``, ``pooling_forward/backward``, plus ``module``
     = ``cupy.cudnn`` and ``lib`` = the constants module) or None when they
     cannot be used: no GPU, a cupy built without cuDNN or without the cuDNN library
-    (``cupy.cuda.cudnn_enabled`` is False, or importing ``cupy.cudnn`` fails), or the
+    (``cupy.cuda.cudnn_enabled`` is False, or importing ``cupy.cudnn`` fails: CuPy 14
+    removed it, so only CuPy <= 13 with the cuDNN library gets here), or the
     environment variable ``DDG_CUDNN=0``. Callers fall back to the im2col kernels.
     The result is computed once and cached."""
     if not _cudnn_cache:
