@@ -15,13 +15,9 @@ def synchronize(device=None):
     _backend.synchronize()
 
 
-def _count():
-    return _backend.cuda_device_count() if _backend.cupy_available() else 0
-
-
 #: Paddle's ``paddle.device.cuda``: GPU count, synchronization and the memory pool.
 cuda = types.SimpleNamespace(
-    device_count=_count,
+    device_count=cuda_device_count,
     synchronize=synchronize,
     empty_cache=_backend.release_memory_pool,
     memory_allocated=lambda device=None: _backend.memory_pool_bytes()[0],

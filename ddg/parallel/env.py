@@ -129,6 +129,9 @@ def install_abort_excepthook(rank):
         except Exception:
             previous(etype, value, tb)
         finally:
+            # Give the launcher a moment to forward the traceback: on Abort, mpiexec may
+            # tear the job down before it has drained this rank's stderr pipe.
+            time.sleep(0.2)
             from mpi4py import MPI
             MPI.COMM_WORLD.Abort(1)
 

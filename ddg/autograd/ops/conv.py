@@ -440,6 +440,12 @@ def _cudnn_pool(cd, x, kernel, stride, pads, oh, ow, mode):
     return y
 
 
+def _cudnn_pool_backward(op, g):
+    """The input gradient of a pooling op (MaxPool2d/AvgPool2d) whose forward ran on cuDNN."""
+    return op.cudnn.pooling_backward(_contig(op.x), _contig(op.out), _contig(g), tuple(op.kernel),
+                                     tuple(op.stride), _symmetric(op.pads), op.mode)
+
+
 class MaxPool2d(Function):
     """Max over each window; in backward each output's gradient goes to the FIRST
     maximal element of its window in row-major kernel order (as Paddle/PyTorch).
@@ -500,8 +506,7 @@ class MaxPool2d(Function):
         if self.cudnn is not None:
             # cuDNN routes a tied window's gradient to one maximal element, not necessarily
             # the first in row-major order (ties are measure-zero for real-valued data)
-            return self.cudnn.pooling_backward(_contig(self.x), _contig(self.out), _contig(g), tuple(self.kernel),
-                                               tuple(self.stride), _symmetric(self.pads), self.mode)
+            return _cudnn_pool_backward(self, g)
         xp = backend.get_array_module(g)
         (kh, kw), (sh, sw), (pt, _, pl, _) = self.kernel, self.stride, self.pads
         (n, c, h, w), oh, ow = self.geom
@@ -592,8 +597,7 @@ class AvgPool2d(Function):
 
     def backward(self, g):
         if self.cudnn is not None:
-            return self.cudnn.pooling_backward(_contig(self.x), _contig(self.out), _contig(g), tuple(self.kernel),
-                                               tuple(self.stride), _symmetric(self.pads), self.mode)
+            return _cudnn_pool_backward(self, g)
         xp = backend.get_array_module(g)
         (kh, kw), (sh, sw), (pt, _, pl, _) = self.kernel, self.stride, self.pads
         shape, pshape, dtype = self.geom

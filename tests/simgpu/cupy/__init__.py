@@ -461,12 +461,7 @@ for _name in _NAMES["ufuncs"]:
         globals()[_name] = _routine(_name, _npf)
     else:
         globals()[_name] = _not_simulated(f"cupy.{_name}")
-# a few ufunc aliases numpy's __array_ufunc__ names differently
-for _alias, _real in [("true_divide", "divide"), ("absolute", "abs")]:
-    if _alias not in _UFUNCS and _real in _UFUNCS:
-        _UFUNCS[_alias] = _UFUNCS[_real]
-    if _real not in _UFUNCS and _alias in _UFUNCS:
-        _UFUNCS[_real] = _UFUNCS[_alias]
+# numpy's __array_ufunc__ hands over the ufunc's own __name__ (np.true_divide is 'divide')
 for _name, _u in list(_UFUNCS.items()):
     _UFUNCS.setdefault(_u._f.__name__, _u)
 _UFUNCS.setdefault("matmul", ufunc(_np.matmul))   # a generalized ufunc in cupy, behind `@`
@@ -490,10 +485,9 @@ def _converter(name, npf):
             if name == "asarray" and (kwargs.get("dtype", args[0] if args else None) in (None, a.dtype)):
                 return a
             return _call(npf, (a,) + args, kwargs)
-        dev = [None]
-        host = _unwrap(a, dev, False)
+        host = a if type(a) is _np.ndarray else _unwrap(a, [None], False)
         if name != "copy":
-            transfers._add("h2d", f"cupy.{name}")
+            transfers._add("h2d", f"cupy.{name}")   # one entry per conversion
         return _wrap(_np.array(npf(host, *args, **kwargs), copy=True), _current_device())
     f.__name__ = name
     return f
