@@ -44,6 +44,20 @@ RESULTS = os.path.join(ROOT, "bench", "results")
 MODELS = {"lenet": 64, "mlp": 256}
 
 
+def _load_launcher_env():
+    """ddg's one list of launcher variables, loaded from its file: importing the ddg package
+    would tune this process's allocator, which the torch worker must not get."""
+    import importlib.util
+    path = os.path.join(ROOT, "ddg", "parallel", "comm", "launcher_env.py")
+    spec = importlib.util.spec_from_file_location("_ddg_launcher_env", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+launcher_env = _load_launcher_env()
+
+
 # ---------------------------------------------------------------------- ddg worker
 def ddg_models():
     import ddg
@@ -120,9 +134,10 @@ def ddg_worker(args):
     if world > 1 and args.worker == "ddg":
         from mpi4py import MPI
         comm = MPI.COMM_WORLD
-        nbytes = sum(b.nbytes for b in model._buckets)
+        reducer = model.reducer
+        nbytes = sum(b.nbytes for b in reducer.buckets)
         out["grad_bytes"] = nbytes
-        out["buckets"] = len(model._buckets)
+        out["buckets"] = len(reducer.buckets)
         raw = np.ones(nbytes // 4, dtype=np.float32)
         # 1. sync alone vs raw Allreduce, interleaved
         F.cross_entropy(model(x), y).backward()
@@ -134,26 +149,26 @@ def ddg_worker(args):
             t_raw.append(time.perf_counter() - t)
             comm.Barrier()
             t = time.perf_counter()
-            model._allreduce_grads()
+            reducer.sync_now()
             t_sync.append(time.perf_counter() - t)
         opt.clear_grad()
         out["raw_allreduce_s"] = float(np.median(t_raw))
         out["sync_s"] = float(np.median(t_sync))
         # 2. exposed communication with and without overlap
         for overlap in (True, False):
-            model.__dict__["_overlap"] = overlap
+            reducer.overlap = overlap
             exposed = []
             for _ in range(args.steps):
                 comm.Barrier()
-                model._stats["exposed_s"] = 0.0
+                reducer.stats.reset()
                 F.cross_entropy(model(x), y).backward()
                 # The rank that finished its backward last waits only for the
                 # communication; the others also wait for it (load imbalance).
-                exposed.append(comm.allreduce(model._stats["exposed_s"], op=MPI.MIN))
+                exposed.append(comm.allreduce(reducer.stats.exposed_seconds, op=MPI.MIN))
                 opt.step()
                 opt.clear_grad()
             out["exposed_overlap_s" if overlap else "exposed_no_overlap_s"] = float(np.median(exposed))
-        model.__dict__["_overlap"] = True
+        reducer.overlap = True
     if rank == 0:
         print("RESULT " + json.dumps(out), flush=True)
 
@@ -163,8 +178,8 @@ def torch_worker(args):
     import torch
     import torch.nn as tnn
     torch.set_num_threads(1)
-    rank = int(os.environ.get("PMI_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0")))
-    world = int(os.environ.get("PMI_SIZE", os.environ.get("OMPI_COMM_WORLD_SIZE", "1")))
+    rank = launcher_env.launcher_rank() or 0
+    world = launcher_env.launcher_world_size() or 1
     torch.manual_seed(0)
     if args.model == "lenet":
         net = tnn.Sequential(tnn.Conv2d(1, 20, 5), tnn.ReLU(), tnn.MaxPool2d(2, 2), tnn.Conv2d(20, 50, 5), tnn.ReLU(),

@@ -5,8 +5,10 @@ Every function works on the world communicator (``group=None``) or on a
 on the tensor's array in place, as Paddle's do, and work the same in a single
 process (world size 1), where no MPI is needed.
 """
+from .io import save
 from .parallel.comm import Communicator, get_world_communicator
 from .parallel.env import ParallelEnv, get_rank, get_world_size, init_parallel_env, is_initialized
+from .tensor.tensor import Tensor
 
 __all__ = [
     "init_parallel_env", "get_rank", "get_world_size", "ParallelEnv", "is_initialized",
@@ -42,12 +44,7 @@ def _array_of(tensor, fn):
 
 def _new_tensor(array):
     """A Tensor around ``array`` without copying it (keeps its device)."""
-    from .tensor.tensor import Tensor
-    wrap = getattr(Tensor, "_wrap", None)
-    if wrap is not None:
-        return wrap(array)
-    from . import to_tensor
-    return to_tensor(array)
+    return Tensor._wrap(array)
 
 
 class _Task:
@@ -138,10 +135,6 @@ def save_checkpoint(obj, path, rank=0, group=None):
     comm = _comm(group)
     try:
         if comm.rank == rank:
-            try:
-                from . import save
-            except ImportError:  # ddg/__init__ not exporting it (yet)
-                from .io import save
             save(obj, path)
     finally:
         comm.barrier()

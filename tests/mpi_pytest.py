@@ -9,10 +9,9 @@ import tempfile
 
 
 def _rank():
-    for var in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "MPI_LOCALRANKID"):
-        if var in os.environ:
-            return int(os.environ[var])
-    return 0
+    from ddg.parallel.comm.launcher_env import launcher_rank
+    rank = launcher_rank()
+    return 0 if rank is None else rank
 
 
 def main():

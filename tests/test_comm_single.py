@@ -14,16 +14,14 @@ import numpy as np
 import pytest
 
 from ddg.parallel import comm as C
-from ddg.parallel import env as E
+from ddg.parallel.comm import failfast as F
+from ddg.parallel.comm import launcher_env
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DTYPES = ["float16", "float32", "float64", "int8", "uint8", "int32", "int64", "bool"]
 
-_LAUNCH_VARS = C._LAUNCHER_ENV_VARS + ("DDG_FORCE_MPI",)
-
-
 def _clean_env(**extra):
-    env = {k: v for k, v in os.environ.items() if k not in _LAUNCH_VARS}
+    env = launcher_env.without_launcher()
     env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
     env.update(extra)
     return env
@@ -181,10 +179,10 @@ def test_staged_single_process_round_trips():
 def test_stall_watchdog_reports_once():
     c = C.SingleProcessCommunicator()
     buf = io.StringIO()
-    w = E.StallWatchdog(c, timeout=5, stream=buf)
+    w = F.StallWatchdog(c, timeout=5, stream=buf)
     assert w.check(now=100.0) is None                # nothing running
     c._begin(("allreduce", np.zeros((4, 2), np.float32), "sum"))
-    start = c._busy_since
+    start = c.activity()[1]
     assert w.check(now=start + 1) is None            # not yet stalled
     msg = w.check(now=start + 7)
     assert msg == "[rank 0] stalled for 7 s in allreduce (float32[4, 2], op=sum)\n"
@@ -197,7 +195,7 @@ def test_stall_watchdog_reports_once():
 def test_stall_watchdog_thread_prints(capfd):
     import time
     c = C.SingleProcessCommunicator()
-    w = E.StallWatchdog(c, timeout=0.1, period=0.02).start()
+    w = F.StallWatchdog(c, timeout=0.1, period=0.02).start()
     try:
         c._begin(("barrier", None, ""))
         time.sleep(0.4)

@@ -12,6 +12,7 @@ import pytest
 import ddg
 import ddg.nn.functional as F
 from ddg import nn
+from ddg.parallel.comm import launcher_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DDGRUN = os.path.join(ROOT, "launch", "ddgrun.py")
@@ -22,8 +23,7 @@ def _env():
     env = dict(os.environ)
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
     env["OMP_NUM_THREADS"] = "1"
-    for k in ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK",
-              "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "HYDRA_CONTROL_FD", "HYDI_CONTROL_FD", "DDG_FORCE_MPI"):
+    for k in launcher_env.LAUNCHER_VARS + ("DDG_FORCE_MPI",):
         env.pop(k, None)
     return env
 
@@ -53,7 +53,7 @@ def test_world_size_one_is_a_transparent_wrapper():
     ddg.seed(0)
     inner = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
     dp = ddg.DataParallel(inner)
-    assert dp._layers is inner and dp.world_size == 1 and dp._buckets == []
+    assert dp._layers is inner and dp.world_size == 1 and dp.reducer is None
     assert list(dp.state_dict()) == list(ref.state_dict()) == ["0.weight", "0.bias", "2.weight", "2.bias"]
     assert [n for n, _ in dp.named_parameters()] == [n for n, _ in ref.named_parameters()]
     x = ddg.to_tensor(np.random.default_rng(0).standard_normal((5, 4)).astype(np.float32))
@@ -258,10 +258,13 @@ def test_stall_watchdog_names_rank_and_collective(tmp_path):
         import time, ddg.distributed as dist
         dist.init_parallel_env()
         if dist.get_rank() == 1:
-            time.sleep(2.5)
+            time.sleep(60)                 # rank 0 waits in the barrier meanwhile
         dist.barrier()
         print("STALL DONE")
     """))
     out = run_job(2, [str(script)], timeout=40, extra_env={"DDG_STALL_TIMEOUT": "1"})
-    assert out.returncode == 0, out.stderr
-    assert "[rank 0] stalled for" in out.stderr and "barrier" in out.stderr
+    # the watchdog reports the stall, then ends the whole job, non-zero
+    assert out.returncode != 0, out.stderr
+    assert "STALL DONE" not in out.stdout
+    assert "[rank 0] stalled for" in out.stderr and "in barrier" in out.stderr, out.stderr
+    assert "ending the job (DDG_STALL_TIMEOUT=1 s)" in out.stderr

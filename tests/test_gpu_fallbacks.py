@@ -7,7 +7,8 @@ import pytest
 import ddg
 import ddg.nn.functional as F
 from ddg.parallel import comm as C
-from ddg.parallel import comm_nccl
+from ddg.parallel import comm as comm_pkg
+from ddg.parallel import env
 from ddg.tensor import backend
 
 no_gpu = pytest.mark.skipif(backend.cupy_available(), reason="checks the no-GPU behaviour")
@@ -17,22 +18,22 @@ no_gpu = pytest.mark.skipif(backend.cupy_available(), reason="checks the no-GPU 
 def test_cudnn_and_nccl_unusable_without_gpu():
     assert backend.cudnn_module() is None
     assert backend.nccl_module() is None
-    assert not comm_nccl.nccl_available()
+    assert not comm_pkg.nccl_available()
 
 
 @no_gpu
 def test_device_communicator_selection_without_gpu(monkeypatch):
     world = C.get_world_communicator()
-    assert comm_nccl.get_device_communicator("mpi") is world
-    assert comm_nccl.get_device_communicator("auto") is world
+    assert env.get_device_communicator("mpi") is world
+    assert env.get_device_communicator("auto") is world
     monkeypatch.setenv("DDG_COMM", "auto")
-    assert comm_nccl.get_device_communicator() is world
+    assert env.get_device_communicator() is world
     with pytest.raises(RuntimeError, match="NCCL is not usable"):
-        comm_nccl.get_device_communicator("nccl")
+        env.get_device_communicator("nccl")
     with pytest.raises(RuntimeError, match="NCCL is not usable"):
-        comm_nccl.NCCLCommunicator()
+        comm_pkg.NCCLCommunicator()
     with pytest.raises(ValueError, match="kind must be"):
-        comm_nccl.get_device_communicator("gloo")
+        env.get_device_communicator("gloo")
 
 
 def test_cpu_label_checks_are_kept():

@@ -166,17 +166,18 @@ def test_many_small_buckets_in_order(comm, factory):
     xs, ys = data(4, 16)
     ref = build(factory)
     dp = ddg.DataParallel(build(factory), comm_buffer_size=0.0005, last_comm_buffer_size=0.0001)
-    assert len(dp._buckets) >= 4
+    buckets = dp.reducer.buckets
+    assert len(buckets) >= 4
     launched = []
-    orig = dp._launch
-    dp.__dict__["_launch"] = lambda b: (launched.append(b.index), orig(b))
+    orig = dp.reducer._launch
+    dp.reducer._launch = lambda b: (launched.append(b.index), orig(b))
     ropt, opt = SGD(ref.parameters()), SGD(dp.parameters())
     sl = local_slice(comm, 16)
     for s in range(4):
         launched.clear()
         loss_of(ref, xs[s], ys[s]).backward()
         loss_of(dp, xs[s, sl], ys[s, sl]).backward()
-        order_ok = launched == list(range(len(dp._buckets)))
+        order_ok = launched == list(range(len(buckets)))
         compare(comm, dp, ref, grads=True)
         gather_ok(comm, order_ok, f"launch order {launched}")
         ropt.step(), opt.step()

@@ -34,13 +34,13 @@ def world():
 
 @pytest.fixture(scope="module")
 def nccl(world):
-    from ddg.parallel import comm_nccl
-    if not comm_nccl.nccl_available():
+    from ddg.parallel import comm, env
+    if not comm.nccl_available():
         pytest.skip("cupy has no NCCL here")
     # NCCL needs one GPU per rank (all ranks of the test run on one node)
     if backend.cuda_device_count() < world.size:
         pytest.skip(f"NCCL needs a GPU per rank: {world.size} ranks, {backend.cuda_device_count()} GPU(s)")
-    return comm_nccl.get_device_communicator("nccl")
+    return env.get_device_communicator("nccl")
 
 
 def rank_data(rank, shape=(5, 6), dtype="float32"):
@@ -202,7 +202,7 @@ def test_data_parallel_gpu_training_equals_one_process(world):
         np.testing.assert_allclose(got[k], v.numpy(), rtol=1e-4, atol=1e-6, err_msg=k)
     if counter.unpatched:
         pytest.skip(f"this cupy's ndarray cannot be instrumented ({counter.unpatched})")
-    buckets = dp._buckets
+    buckets = dp.reducer.buckets
     assert len(buckets) > 1
     staged = 0 if C.cuda_aware_mpi() else len(buckets)
     flag_reads = sum(1 for b in buckets if not b.all_local)

@@ -1,7 +1,6 @@
 """NCCL as an optional, faster communicator for GPU arrays (through ``cupy.cuda.nccl``).
 
-:class:`NCCLCommunicator` implements the :class:`~ddg.parallel.comm.Communicator`
-interface. Collectives on cupy arrays run on NCCL, on a dedicated CUDA stream of the
+:class:`NCCLCommunicator` implements the :class:`~.base.Communicator` interface. Collectives on cupy arrays run on NCCL, on a dedicated CUDA stream of the
 communicator; everything else goes to a *host* communicator (the MPI world
 communicator by default): numpy arrays, ``scatter`` (rare, initialization only),
 ``barrier`` and the object collectives. The NCCL unique id is created on rank 0
@@ -23,19 +22,18 @@ Reductions: ``'sum'``, ``'avg'``, ``'max'``, ``'min'``, ``'prod'``. ``'avg'`` us
 device. float16 is reduced natively by NCCL (unlike MPI, which has no float16 sum).
 Non-contiguous arrays are reduced through a contiguous copy that is copied back.
 
-Selection: :func:`get_device_communicator` (``kind='mpi' | 'nccl' | 'auto'``, default
-from the environment variable ``DDG_COMM``, else ``'mpi'``).
-
 This module never imports cupy itself: it asks :mod:`ddg.tensor.backend`.
 """
-import os
+import socket
 
 import numpy as np
 
-from .comm import (Communicator, Request, _check_array, _check_avg_dtype, _check_root, _describe,
-                   _is_gpu, _normalize_op, get_world_communicator)
+from .base import Communicator, Request
+from .util import backend as _backend
+from .world import get_world_communicator
+from .util import check_array, check_avg_dtype, check_reduction, check_root, describe, is_gpu, normalize_op
 
-__all__ = ["NCCLCommunicator", "get_device_communicator", "nccl_available"]
+__all__ = ["NCCLCommunicator", "nccl_available"]
 
 # numpy dtype name -> name of cupy.cuda.nccl's datatype constant
 _NCCL_TYPE_NAMES = {
@@ -47,51 +45,21 @@ _NCCL_OP_NAMES = {"sum": "NCCL_SUM", "prod": "NCCL_PROD", "max": "NCCL_MAX", "mi
                   "avg": "NCCL_AVG"}
 
 
-def _backend():
-    from ddg.tensor import backend
-    return backend
-
-
 def nccl_available():
     """True when cupy sees a GPU and was built with NCCL."""
     return _backend().nccl_module() is not None
 
 
-class _NCCLRequest(Request):
-    """An all-reduce queued on the NCCL stream; ``event`` is recorded right after it."""
-    __slots__ = ("_owner", "_event", "_array", "_work", "_finish", "_done")
-
-    def __init__(self, owner, event, array, work, finish):
-        self._owner, self._event, self._array = owner, event, array
-        self._work, self._finish = work, finish
-        self._done = False
-
-    def wait(self):
-        if not self._done:
-            owner = self._owner
-            owner._begin(("iallreduce.wait", self._array, "nccl"))
-            try:
-                self._event.synchronize()          # the collective itself is done
-            finally:
-                owner._end()
-            self._complete()
-        return self._array
-
-    def test(self):
-        if self._done:
-            return True
-        if self._event.done:
-            self._complete()
-            return True
-        return False
-
-    def _complete(self):
-        self._done = True
-        # later work on the current stream (the averaging / copy-back below, the
-        # optimizer) is ordered after the collective, on the device
-        self._owner._cp.cuda.get_current_stream().wait_event(self._event)
-        if self._finish is not None:
-            self._finish(self._work)
+def _nccl_request(owner, event, array, work, finish):
+    """A request for an all-reduce queued on the NCCL stream; ``event`` is recorded right
+    after it. Completing it orders later work on the current stream after the collective
+    (on the device), then averages / copies back."""
+    def complete():
+        owner._cp.cuda.get_current_stream().wait_event(event)
+        if finish is not None:
+            finish(work)
+    return Request(owner, array, poll=lambda: event.done, block=event.synchronize, finish=complete,
+                   what=("iallreduce.wait", array, "nccl"))
 
 
 class NCCLCommunicator(Communicator):
@@ -111,6 +79,7 @@ class NCCLCommunicator(Communicator):
         self.host = get_world_communicator() if host is None else host
         self.rank, self.size = self.host.rank, self.host.size
         self.device_id = cp.cuda.Device().id if device_id is None else int(device_id)
+        _check_one_gpu_per_rank(self.host, self.device_id)
         uid = nccl.get_unique_id() if self.rank == 0 else None
         uid = self.host.bcast_object(uid, 0)
         with cp.cuda.Device(self.device_id):
@@ -127,7 +96,7 @@ class NCCLCommunicator(Communicator):
     # -- helpers --------------------------------------------------------------------
     def _check_device(self, array, collective):
         if array.device.id != self.device_id:
-            raise ValueError(f"ddg.parallel.{collective}: array {_describe(array)} is on GPU {array.device.id}, "
+            raise ValueError(f"ddg.parallel.{collective}: array {describe(array)} is on GPU {array.device.id}, "
                              f"the NCCL communicator on GPU {self.device_id}")
 
     def _nccl_type(self, dtype, collective):
@@ -148,11 +117,8 @@ class NCCLCommunicator(Communicator):
     def _reduction(self, array, op, collective):
         """(work, nccl dtype, nccl op, finish): the contiguous array NCCL reduces in place,
         and ``finish(work)`` (or None) that averages and copies back into ``array``."""
-        _check_array(array, collective)
+        op = check_reduction(array, op, collective)
         self._check_device(array, collective)
-        op = _normalize_op(op, collective)
-        if op == "avg":
-            _check_avg_dtype(array, collective)
         work = array if array.flags.c_contiguous else self._cp.ascontiguousarray(array)
         ntype = self._nccl_type(work.dtype, collective)
         divide = op == "avg" and "avg" not in self._ops
@@ -169,8 +135,8 @@ class NCCLCommunicator(Communicator):
         return work, ntype, nop, finish
 
     # -- reductions -------------------------------------------------------------------
-    def allreduce(self, array, op="sum"):
-        if not _is_gpu(array):
+    def _allreduce(self, array, op):
+        if not is_gpu(array):
             return self.host.allreduce(array, op)
         work, ntype, nop, finish = self._reduction(array, op, "allreduce")
         if work.size:
@@ -181,19 +147,19 @@ class NCCLCommunicator(Communicator):
             finish(work)
         return array
 
-    def iallreduce(self, array, op="sum"):
-        if not _is_gpu(array):
+    def _iallreduce(self, array, op):
+        if not is_gpu(array):
             return self.host.iallreduce(array, op)
         work, ntype, nop, finish = self._reduction(array, op, "iallreduce")
         self._enter()
         if work.size:
             self.comm.allReduce(work.data.ptr, work.data.ptr, work.size, ntype, nop, self.stream.ptr)
-        return _NCCLRequest(self, self.stream.record(), array, work, finish)
+        return _nccl_request(self, self.stream.record(), array, work, finish)
 
     def reduce(self, array, root=0, op="sum"):
-        if not _is_gpu(array):
+        if not is_gpu(array):
             return self.host.reduce(array, root, op)
-        _check_root(root, self.size, "reduce")
+        check_root(root, self.size, "reduce")
         work, ntype, nop, finish = self._reduction(array, op, "reduce")
         if work.size:
             self._enter()
@@ -204,16 +170,16 @@ class NCCLCommunicator(Communicator):
         return array
 
     def reduce_scatter(self, array, op="sum"):
-        if not _is_gpu(array):
+        if not is_gpu(array):
             return self.host.reduce_scatter(array, op)
-        _check_array(array, "reduce_scatter")
+        check_array(array, "reduce_scatter")
         if array.ndim == 0 or array.shape[0] % self.size:
             raise ValueError(f"ddg.parallel.reduce_scatter: the first axis must be divisible by the "
-                             f"world size {self.size}, got {_describe(array)}")
+                             f"world size {self.size}, got {describe(array)}")
         self._check_device(array, "reduce_scatter")
-        op = _normalize_op(op, "reduce_scatter")
+        op = normalize_op(op, "reduce_scatter")
         if op == "avg":
-            _check_avg_dtype(array, "reduce_scatter")
+            check_avg_dtype(array, "reduce_scatter")
         cp = self._cp
         send = cp.ascontiguousarray(array)
         recv = cp.empty((array.shape[0] // self.size,) + tuple(array.shape[1:]), dtype=array.dtype)
@@ -235,10 +201,10 @@ class NCCLCommunicator(Communicator):
         return work.view(np.uint8) if work.dtype == np.bool_ else work
 
     def broadcast(self, array, root=0):
-        if not _is_gpu(array):
+        if not is_gpu(array):
             return self.host.broadcast(array, root)
-        _check_array(array, "broadcast")
-        _check_root(root, self.size, "broadcast")
+        check_array(array, "broadcast")
+        check_root(root, self.size, "broadcast")
         self._check_device(array, "broadcast")
         work = array if array.flags.c_contiguous else self._cp.ascontiguousarray(array)
         buf = self._movable(work)
@@ -252,9 +218,9 @@ class NCCLCommunicator(Communicator):
         return array
 
     def allgather(self, array):
-        if not _is_gpu(array):
+        if not is_gpu(array):
             return self.host.allgather(array)
-        _check_array(array, "allgather")
+        check_array(array, "allgather")
         self._check_device(array, "allgather")
         cp = self._cp
         send = cp.ascontiguousarray(array)
@@ -299,34 +265,17 @@ class NCCLCommunicator(Communicator):
         return f"<NCCLCommunicator rank={self.rank} size={self.size} device={self.device_id}>"
 
 
-_NCCL_WORLD = []
-
-
-def get_device_communicator(kind=None):
-    """The communicator data-parallel training should use for device gradients.
-
-    ``kind``: ``'mpi'`` -- the world communicator of :mod:`ddg.parallel.comm` (MPI;
-    CUDA-aware or staged through pinned host buffers for GPU arrays; a single-process
-    communicator without a launcher); ``'nccl'`` -- an :class:`NCCLCommunicator` over
-    the world (an error where NCCL is not usable); ``'auto'`` -- NCCL when cupy has it
-    and the world has more than one rank, else MPI. ``None`` reads the environment
-    variable ``DDG_COMM`` (default ``'mpi'``). The NCCL communicator is created once
-    (after ``init_parallel_env()`` has bound this rank's GPU) and cached."""
-    if kind is None:
-        kind = os.environ.get("DDG_COMM", "") or "mpi"
-    name = str(kind).strip().lower()
-    if name not in ("auto", "mpi", "nccl"):
-        raise ValueError(f"ddg.parallel.get_device_communicator: kind must be 'auto', 'mpi' or 'nccl' "
-                         f"(or DDG_COMM set to one of them), got {kind!r}")
-    if name == "auto":
-        name = "nccl" if nccl_available() and get_world_communicator().size > 1 else "mpi"
-    if name == "mpi":
-        return get_world_communicator()
-    if not _NCCL_WORLD:
-        if not nccl_available():
-            raise RuntimeError("ddg.parallel.get_device_communicator: 'nccl' was asked for but NCCL is not "
-                               "usable here (no GPU, or cupy was built without NCCL); use 'mpi'")
-        from .env import init_parallel_env
-        init_parallel_env()                       # binds this rank's GPU before NCCL starts
-        _NCCL_WORLD.append(NCCLCommunicator())
-    return _NCCL_WORLD[0]
+def _check_one_gpu_per_rank(host, device_id):
+    """NCCL needs one GPU per rank: name the ranks that share one instead of NCCL's
+    ``NCCL_ERROR_INVALID_USAGE`` (an object all-gather over the host communicator)."""
+    seen = host.allgather_object((socket.gethostname(), int(device_id)))
+    where = {}
+    for r, key in enumerate(seen):
+        where.setdefault(key, []).append(r)
+    shared = [(key, ranks) for key, ranks in where.items() if len(ranks) > 1]
+    if shared:
+        said = "; ".join(f"ranks {', '.join(map(str, ranks))} share GPU {dev} on {node}"
+                         for (node, dev), ranks in shared)
+        raise RuntimeError(f"ddg.parallel.NCCLCommunicator: NCCL needs one GPU per rank, but {said}. "
+                           f"Start at most as many ranks per node as it has GPUs, or use the MPI "
+                           f"communicator (DDG_COMM=mpi), which can share a GPU.")

@@ -1,0 +1,207 @@
+"""The communicator interface, the one :class:`Request` state machine, and the argument
+checks every implementation shares.
+
+Array collectives reduce *in place* (``allreduce``, ``broadcast``, ``reduce``) or return a
+new array (``allgather``, ``reduce_scatter``, ``scatter``). Reduction ops are the strings
+``'sum'``, ``'avg'``, ``'max'``, ``'min'``, ``'prod'``. ``allreduce``/``iallreduce`` take an
+optional gradient ``compression`` (see :mod:`.compression`), which the communicator
+applies around the reduction.
+
+Every blocking call, and every request's ``wait()``, records what it is doing and since
+when; :meth:`Communicator.activity` reports it, and the stall watchdog of
+:mod:`ddg.parallel.env` reads it from a daemon thread.
+"""
+import time
+
+from .compression import get_compression
+from .util import REDUCE_OPS, normalize_op  # noqa: F401  (REDUCE_OPS is re-exported)
+
+__all__ = ["REDUCE_OPS", "Communicator", "Request"]
+
+_now = time.monotonic
+
+# ---------------------------------------------------------------------------
+# Requests
+
+class Request:
+    """A collective in flight: ``wait()`` finishes it and returns its result; ``test()``
+    finishes it if it has completed and never blocks.
+
+    Every implementation uses this one state machine and supplies three callables:
+    ``poll()`` (has the low-level operation completed?), ``block()`` (wait until it has)
+    and ``finish()`` (what is left once it has: average, cast or copy back, release
+    staging buffers). ``finish`` runs exactly once, from whichever of ``test``/``wait``
+    first sees the operation complete. A request made with no ``poll`` is complete at
+    creation (world size 1, empty arrays). ``comm`` is the communicator whose stall
+    bookkeeping records the wait (None where an inner request records it).
+    """
+    __slots__ = ("_comm", "_result", "_poll", "_block", "_finish", "_what", "_done")
+
+    def __init__(self, comm, result, poll=None, block=None, finish=None, what=None):
+        self._comm, self._result = comm, result
+        self._poll, self._block, self._finish, self._what = poll, block, finish, what
+        self._done = False
+        if poll is None:
+            self._complete()
+
+    @classmethod
+    def completed(cls, result):
+        """A request that completed when it was created."""
+        return cls(None, result)
+
+    def test(self):
+        """True when the operation has completed (finishing it if so); never blocks."""
+        if self._done:
+            return True
+        if self._poll():
+            self._complete()
+            return True
+        return False
+
+    def wait(self):
+        """Block until the operation has completed, finish it, return its result."""
+        if not self._done:
+            comm = self._comm
+            if comm is None:            # an inner request records the wait itself
+                self._block()
+            else:
+                comm._begin(self._what)
+                try:
+                    self._block()
+                finally:
+                    comm._end()
+            self._complete()
+        return self._result
+
+    def then(self, fn):
+        """Run ``fn()`` once the operation completes, after the steps already attached;
+        returns this request."""
+        if self._done:
+            fn()
+            return self
+        prev = self._finish
+        if prev is None:
+            self._finish = fn
+        else:
+            def both():
+                prev()
+                fn()
+            self._finish = both
+        return self
+
+    def _complete(self):
+        self._done = True
+        finish, self._finish = self._finish, None
+        if finish is not None:
+            finish()
+
+
+# ---------------------------------------------------------------------------
+# The interface
+
+class Communicator:
+    """The collective interface. Subclasses implement every method that raises
+    NotImplementedError here.
+
+    ``rank``/``size`` describe the process group. Array arguments are numpy or cupy
+    arrays; all ranks must pass arrays of the same shape and dtype (only the root's array
+    matters for ``broadcast``).
+    """
+    rank = 0
+    size = 1
+    # What the blocking call in progress is and when it began (see activity()).
+    _busy_what = None
+    _busy_since = 0.0
+
+    # -- reductions ---------------------------------------------------------------
+    def allreduce(self, array, op="sum", compression=None):
+        """Reduce ``array`` over all ranks, in place; returns ``array``. ``compression``
+        ('none', 'fp16' or a :class:`~.compression.Compression`) sends it in fewer bytes."""
+        c = get_compression(compression)
+        if c.applies_to(array):
+            return self.iallreduce(array, op, c).wait()
+        return self._allreduce(array, op)
+
+    def iallreduce(self, array, op="sum", compression=None):
+        """Start an in-place all-reduce; returns a :class:`Request`."""
+        c = get_compression(compression)
+        if not c.applies_to(array):
+            return self._iallreduce(array, op)
+        op = normalize_op(op, "iallreduce")
+        size = self.size
+        wire = c.compress(array, size, op)
+        return self._iallreduce_wire(wire).then(lambda: c.decompress(wire, array, size, op))
+
+    def _allreduce(self, array, op):
+        raise NotImplementedError
+
+    def _iallreduce(self, array, op):
+        raise NotImplementedError
+
+    def _iallreduce_wire(self, wire):
+        """Start a sum of a compressed buffer over ranks, in its own (low) precision, so
+        that only its bytes travel. By default the ordinary reduction."""
+        return self._iallreduce(wire, "sum")
+
+    def reduce(self, array, root=0, op="sum"):
+        """Reduce onto ``root``, in place there; other ranks' arrays are left unchanged."""
+        raise NotImplementedError
+
+    def reduce_scatter(self, array, op="sum"):
+        """Reduce ``array`` (first axis divisible by size) over ranks; return this rank's
+        block of ``array.shape[0] // size`` rows."""
+        raise NotImplementedError
+
+    # -- data movement ------------------------------------------------------------
+    def broadcast(self, array, root=0):
+        """Overwrite ``array`` on every rank with root's, in place; returns ``array``."""
+        raise NotImplementedError
+
+    def allgather(self, array):
+        """A new array of shape ``(size,) + array.shape``: row ``r`` is rank r's array."""
+        raise NotImplementedError
+
+    def scatter(self, arrays, root=0, out=None):
+        """Root passes ``size`` equally-shaped arrays (others pass None); every rank gets
+        its own as a new array, or written into ``out`` when given."""
+        raise NotImplementedError
+
+    def barrier(self):
+        raise NotImplementedError
+
+    # -- picklable objects (small metadata, never tensors' data) ----------------------
+    def allgather_object(self, obj):
+        """A list with every rank's (picklable) object, in rank order."""
+        raise NotImplementedError
+
+    def bcast_object(self, obj, root=0):
+        """Root's object on every rank."""
+        raise NotImplementedError
+
+    def gather_object(self, obj, root=0):
+        """The list of every rank's object on root; None elsewhere."""
+        raise NotImplementedError
+
+    # -- the group ------------------------------------------------------------------
+    def local_rank(self):
+        """This process's rank among the ranks on its node (may be a collective call)."""
+        return 0
+
+    # -- stall bookkeeping ------------------------------------------------------------
+    def activity(self):
+        """``(what, since)`` of the blocking call in progress, or None when idle. ``what``
+        is a tuple ``(collective name, array or None, detail)``; ``since`` is a
+        ``time.monotonic()`` value."""
+        since = self._busy_since
+        return (self._busy_what, since) if since else None
+
+    # Two attribute writes, cheap enough for every call.
+    def _begin(self, what):
+        self._busy_what = what
+        self._busy_since = _now()
+
+    def _end(self):
+        self._busy_since = 0.0
+
+    def __repr__(self):
+        return f"<{type(self).__name__} rank={self.rank} size={self.size}>"

@@ -1,0 +1,238 @@
+"""Fail fast: under MPI, one rank's failure ends the whole job, never a hang.
+
+Armed once, when the MPI world communicator is created (:func:`arm`), so it covers every
+way of using ddg (``init_parallel_env()``, a bare ``DataParallel``, ``ddg.distributed``):
+
+* **An uncaught exception** on any rank prints that rank's traceback (every line prefixed
+  ``[rank R] ``) and aborts the job (``MPI_Abort``), instead of leaving the other ranks
+  waiting forever in their next collective.
+* **A rank that ends while others wait for it** (its program finished early, or called
+  ``sys.exit``, with any code): at exit each rank tells the others it is leaving, then
+  waits for all of them in an exit barrier. A rank stuck in a collective that sees such a
+  goodbye for ``exit_grace`` seconds reports who left and aborts the job.
+* **A stalled collective**: the watchdog reports a collective that has not finished
+  within ``DDG_STALL_TIMEOUT`` seconds (default 300; ``0`` turns the watchdog off) with
+  its rank, name, dtype and shape, then aborts the job. That usually means the ranks
+  disagree about which collectives to call (a rank that skipped an all-reduce).
+
+The watchdog is a daemon thread. It reads the communicator's :meth:`activity` and, for
+goodbyes, probes a duplicate of the world communicator; it never touches a collective in
+progress. Goodbye detection needs MPI's ``THREAD_MULTIPLE`` (mpi4py's default); without
+it only the stall timeout applies.
+"""
+import atexit
+import os
+import sys
+import threading
+import time
+import traceback
+
+__all__ = ["arm", "stall_timeout", "StallWatchdog", "install_abort_excepthook",
+           "DEFAULT_STALL_TIMEOUT"]
+
+DEFAULT_STALL_TIMEOUT = 300.0
+_GOODBYE_TAG = 7411
+_EXIT_GRACE = 3.0
+
+_armed = None          # the StallWatchdog (or True when the watchdog is off) once armed
+_hook_installed = False
+
+
+def stall_timeout(environ=None):
+    """Seconds from ``DDG_STALL_TIMEOUT`` (default 300; 0 = off)."""
+    env = os.environ if environ is None else environ
+    raw = env.get("DDG_STALL_TIMEOUT", "").strip()
+    if not raw:
+        return DEFAULT_STALL_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"DDG_STALL_TIMEOUT must be a number of seconds (0 = off), got {raw!r}") from None
+    if value < 0:
+        raise ValueError(f"DDG_STALL_TIMEOUT must be >= 0 seconds (0 = off), got {raw!r}")
+    return value
+
+
+def arm(comm):
+    """Install the fail-fast machinery for ``comm`` (an MPICommunicator on the world);
+    idempotent. Collective: every rank calls it when it creates the world communicator."""
+    global _armed
+    if _armed is not None:
+        return
+    install_abort_excepthook(comm.rank, comm.abort)
+    timeout = stall_timeout()
+    if timeout <= 0:
+        _armed = True
+        return
+    bye = _goodbye_channel(comm)
+    watchdog = StallWatchdog(comm, timeout, on_stall=lambda msg: _abort(comm), goodbye=bye)
+    _armed = watchdog.start()
+    if bye is not None:
+        atexit.register(_leave, bye, watchdog)
+
+
+def _abort(comm):
+    sys.stderr.flush()
+    time.sleep(0.2)    # let the launcher forward what this rank printed
+    comm.abort(1)
+
+
+# ---------------------------------------------------------------------------
+# Abort the whole job on one rank's uncaught exception
+
+def install_abort_excepthook(rank, abort):
+    """Make an uncaught exception print a rank-prefixed traceback, then call ``abort()``."""
+    global _hook_installed
+    if _hook_installed:
+        return
+    previous = sys.excepthook
+
+    def hook(etype, value, tb):
+        try:
+            text = "".join(traceback.format_exception(etype, value, tb))
+            sys.stderr.write("".join(f"[rank {rank}] {line}\n" for line in text.splitlines()))
+            sys.stderr.flush()
+            sys.stdout.flush()
+        except Exception:      # a broken stderr: fall back to the default printing
+            previous(etype, value, tb)
+        finally:
+            # Give the launcher a moment to forward the traceback: on Abort, mpiexec may
+            # tear the job down before it has drained this rank's stderr pipe.
+            time.sleep(0.2)
+            abort(1)
+
+    sys.excepthook = hook
+    _hook_installed = True
+
+
+# ---------------------------------------------------------------------------
+# Goodbyes: a rank at exit tells the others, then waits for them
+
+class _Goodbye:
+    """A duplicate of the world communicator that carries only goodbye messages."""
+
+    def __init__(self, comm, mpi_comm, MPI):
+        self.rank, self.size = comm.rank, comm.size
+        self.comm, self.MPI = mpi_comm, MPI
+        self.left = None                 # the first rank seen leaving
+
+    def someone_left(self):
+        """The rank of a goodbye waiting here, or None (a non-blocking probe)."""
+        if self.left is None:
+            status = self.MPI.Status()
+            if self.comm.Iprobe(source=self.MPI.ANY_SOURCE, tag=_GOODBYE_TAG, status=status):
+                self.left = status.Get_source()
+        return self.left
+
+
+def _goodbye_channel(comm):
+    MPI = _mpi()
+    if comm.size < 2 or MPI.Query_thread() != MPI.THREAD_MULTIPLE:
+        return None
+    return _Goodbye(comm, comm.comm.Dup(), MPI)
+
+
+def _mpi():
+    from mpi4py import MPI
+    return MPI
+
+
+def _leave(bye, watchdog):
+    """At exit: say goodbye to every rank, wait in an exit barrier until all have left,
+    collect their goodbyes, and stop the watchdog before MPI is finalized."""
+    MPI = bye.MPI
+    if MPI.Is_finalized():
+        return
+    note = bytearray(1)
+    sends = [bye.comm.Isend([note, MPI.BYTE], dest=r, tag=_GOODBYE_TAG)
+             for r in range(bye.size) if r != bye.rank]
+    barrier = bye.comm.Ibarrier()
+    while not barrier.Test():
+        time.sleep(0.002)
+    sink = bytearray(1)
+    for _ in range(bye.size - 1):
+        bye.comm.Recv([sink, MPI.BYTE], source=MPI.ANY_SOURCE, tag=_GOODBYE_TAG)
+    MPI.Request.Waitall(sends)
+    watchdog.stop()
+
+
+# ---------------------------------------------------------------------------
+# The watchdog
+
+def format_activity(what):
+    """('allreduce', array, 'sum') -> 'allreduce (float32[1024], op=sum)'."""
+    if not isinstance(what, tuple):
+        return str(what)
+    name, array, extra = what
+    details = []
+    if array is not None and hasattr(array, "dtype"):
+        details.append(f"{array.dtype}[{', '.join(str(d) for d in array.shape)}]")
+    if extra:
+        extra = str(extra)
+        details.append(extra if "=" in extra else f"op={extra}")
+    return f"{name} ({', '.join(details)})" if details else name
+
+
+class StallWatchdog:
+    """A daemon thread that watches ``comm``'s blocking calls.
+
+    A call running longer than ``timeout`` seconds is reported once on ``stream``
+    (default stderr) and passed to ``on_stall(message)``. With a ``goodbye`` channel, a
+    call stuck for ``exit_grace`` seconds while another rank has left is reported the same
+    way. Without ``on_stall`` the watchdog only reports.
+    """
+
+    def __init__(self, comm, timeout, stream=None, period=None, on_stall=None, goodbye=None,
+                 exit_grace=_EXIT_GRACE):
+        self.comm = comm
+        self.timeout = float(timeout)
+        self.stream = stream
+        self.period = period if period is not None else min(1.0, max(0.05, self.timeout / 4))
+        self.on_stall = on_stall
+        self.goodbye = goodbye
+        self.exit_grace = min(float(exit_grace), self.timeout)
+        self._reported = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ddg-stall-watchdog", daemon=True)
+
+    def start(self):
+        self._thread.start()
+        return self
+
+    def stop(self):
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+
+    def check(self, now=None):
+        """Report the current stall if any; returns the message printed, or None."""
+        busy = self.comm.activity()
+        if busy is None:
+            return None
+        what, since = busy
+        if since == self._reported:
+            return None
+        waited = (time.monotonic() if now is None else now) - since
+        if waited >= self.timeout:
+            reason = (f"; ending the job (DDG_STALL_TIMEOUT={self.timeout:g} s). The ranks probably "
+                      f"disagree about which collectives to call" if self.on_stall else "")
+        elif waited >= self.exit_grace and self.goodbye is not None and self.goodbye.someone_left() is not None:
+            reason = (f" while rank {self.goodbye.left} has already left (its program ended or "
+                      f"called sys.exit); ending the job")
+        else:
+            return None
+        self._reported = since
+        msg = f"[rank {self.comm.rank}] stalled for {waited:.0f} s in {format_activity(what)}{reason}\n"
+        stream = self.stream or sys.stderr
+        stream.write(msg)
+        stream.flush()
+        if self.on_stall is not None:
+            self.on_stall(msg)
+        return msg
+
+    def _run(self):
+        while not self._stop.wait(self.period):
+            try:
+                self.check()
+            except Exception:  # never let the watchdog kill anything by accident
+                pass

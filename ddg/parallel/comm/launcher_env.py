@@ -1,0 +1,68 @@
+"""What MPI launchers put in each rank's environment: the one list ddg, its tests and
+its benchmarks read.
+
+mpiexec/mpirun (MPICH's hydra, Intel MPI, Open MPI, PMIx, MVAPICH) and Cray's PALS set
+some of these variables in every rank they start. Their presence tells ddg that it runs
+under a launcher (and so should use MPI); their values give the rank and world size
+before MPI is initialized (the launcher's view, which :func:`check_launcher_matches`
+compares with MPI's own).
+
+This module imports nothing but the standard library, so a test harness can use it
+before anything else.
+"""
+import os
+
+__all__ = ["RANK_VARS", "SIZE_VARS", "LAUNCHER_VARS", "launched_under_mpi",
+           "launcher_rank", "launcher_world_size", "without_launcher"]
+
+# Variables that carry this process's rank, most specific first.
+RANK_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "MV2_COMM_WORLD_RANK", "PALS_RANKID")
+# Variables that carry the world size, to tell "launched with -n 4" from "-n 1".
+SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
+# Every variable a launcher sets that would make a child process believe it is a rank.
+LAUNCHER_VARS = RANK_VARS + SIZE_VARS + (
+    "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
+    "HYDRA_CONTROL_FD", "HYDI_CONTROL_FD", "PMI_FD", "PMI_PORT", "PMI_HOSTNAME", "PMI_ID",
+    "PMIX_NAMESPACE", "PMIX_SERVER_URI2", "PMIX_SERVER_URI21", "PMIX_SERVER_URI3", "PMIX_SERVER_URI4",
+)
+# Detection uses the variables every launcher is known to set in its ranks.
+_DETECT_VARS = RANK_VARS + SIZE_VARS + ("MPI_LOCALRANKID", "MPI_LOCALNRANKS", "HYDRA_CONTROL_FD",
+                                       "HYDI_CONTROL_FD")
+
+
+def launched_under_mpi(environ=None):
+    """True when this process was started by an MPI launcher.
+
+    ``DDG_FORCE_MPI=1`` says yes and ``DDG_FORCE_MPI=0`` says no whatever the launcher."""
+    env = os.environ if environ is None else environ
+    forced = env.get("DDG_FORCE_MPI", "").strip()
+    if forced in ("0", "1"):
+        return forced == "1"
+    return any(k in env for k in _DETECT_VARS)
+
+
+def _first_int(env, names):
+    for k in names:
+        try:
+            return int(env[k])
+        except (KeyError, ValueError):
+            continue
+    return None
+
+
+def launcher_rank(environ=None):
+    """This process's rank as the launcher set it, or None outside a launcher."""
+    return _first_int(os.environ if environ is None else environ, RANK_VARS)
+
+
+def launcher_world_size(environ=None):
+    """The number of ranks the launcher started, or None when it does not say."""
+    return _first_int(os.environ if environ is None else environ, SIZE_VARS)
+
+
+def without_launcher(environ=None, also=("DDG_FORCE_MPI",)):
+    """A copy of the environment with every launcher variable (and ``also``) removed, for
+    starting a child process that must not believe it is an MPI rank."""
+    env = os.environ if environ is None else environ
+    drop = set(LAUNCHER_VARS) | set(also)
+    return {k: v for k, v in env.items() if k not in drop}

@@ -1,0 +1,474 @@
+"""Collectives over mpi4py, with its buffer (uppercase) methods: array data is never pickled.
+
+numpy dtypes are mapped to MPI datatypes explicitly. cupy arrays go straight to MPI when
+the library is CUDA-aware (after the stream is synchronized), otherwise through a
+:class:`~.staged.StagedCommunicator` over pinned host buffers.
+"""
+import os
+import time
+
+import numpy as np
+
+from .base import Communicator, Request
+from .pool import HostBufferPool
+from .staged import StagedCommunicator
+from .util import (REDUCE_OPS, array_module, backend, check_array, check_avg_dtype, check_root,
+                   describe, is_gpu, normalize_op, sync_gpu)
+
+__all__ = ["MPICommunicator", "cuda_aware_mpi"]
+
+_now = time.monotonic
+
+
+def _mpi():
+    from mpi4py import MPI
+    return MPI
+
+
+_MPI_TYPES = None
+_MPI_OPS = None
+_HALF = np.dtype(np.float16)
+_BOOL = np.dtype(np.bool_)
+
+
+def _mpi_tables():
+    """numpy dtype -> MPI datatype, op name -> MPI op (built once, after mpi4py imports)."""
+    global _MPI_TYPES, _MPI_OPS
+    if _MPI_TYPES is None:
+        MPI = _mpi()
+        _MPI_TYPES = {
+            np.dtype(np.float32): MPI.FLOAT,
+            np.dtype(np.float64): MPI.DOUBLE,
+            np.dtype(np.int8): MPI.INT8_T,
+            np.dtype(np.int16): MPI.INT16_T,
+            np.dtype(np.int32): MPI.INT32_T,
+            np.dtype(np.int64): MPI.INT64_T,
+            np.dtype(np.uint8): MPI.UINT8_T,
+            np.dtype(np.uint16): MPI.UINT16_T,
+            np.dtype(np.uint32): MPI.UINT32_T,
+            np.dtype(np.uint64): MPI.UINT64_T,
+            np.dtype(np.bool_): MPI.C_BOOL,
+            np.dtype(np.complex64): MPI.C_FLOAT_COMPLEX,
+            np.dtype(np.complex128): MPI.C_DOUBLE_COMPLEX,
+            # float16 has no MPI type. Data movement treats it as opaque 2-byte words;
+            # reductions run in float32, or, for compressed payloads, through _half_sum.
+            _HALF: MPI.UINT16_T,
+        }
+        _MPI_OPS = {"sum": MPI.SUM, "avg": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN, "prod": MPI.PROD}
+    return _MPI_TYPES, _MPI_OPS
+
+
+def _mpi_type(dtype, collective):
+    types, _ = _mpi_tables()
+    t = types.get(np.dtype(dtype))
+    if t is None:
+        raise TypeError(f"ddg.parallel.{collective}: dtype {np.dtype(dtype)} is not supported; "
+                        f"supported: {', '.join(sorted(str(d) for d in types))}")
+    return t
+
+
+def _mpi_op(op, dtype, collective):
+    """The MPI op for ``op`` on arrays of ``dtype`` (bool and complex need care)."""
+    MPI = _mpi()
+    _, ops = _mpi_tables()
+    if dtype == _BOOL:
+        # MPI defines only logical ops on C_BOOL: sum/max are OR, prod/min are AND
+        # (the same results numpy's add/maximum/multiply/minimum give on bools).
+        if op == "avg":
+            check_avg_dtype(np.empty(0, dtype), collective)
+        return MPI.LOR if op in ("sum", "max") else MPI.LAND
+    if dtype.kind == "c" and op in ("max", "min"):
+        raise TypeError(f"ddg.parallel.{collective}: op={op!r} is undefined for complex dtype {dtype}")
+    if op == "avg":
+        check_avg_dtype(np.empty(0, dtype), collective)
+    return ops[op]
+
+
+_HALF_SUM = None
+
+
+def _half_sum_op():
+    """A user-defined MPI op summing float16 words (MPI has no float16 sum)."""
+    global _HALF_SUM
+    if _HALF_SUM is None:
+        def half_sum(inbuf, inoutbuf, datatype):
+            a = np.frombuffer(inbuf, dtype=np.float16)
+            b = np.frombuffer(inoutbuf, dtype=np.float16)
+            np.add(b, a, out=b)        # numpy adds float16 in float32 and rounds once
+        _HALF_SUM = _mpi().Op.Create(half_sum, commute=True)
+    return _HALF_SUM
+
+
+_cuda_aware = None
+
+
+def cuda_aware_mpi():
+    """Whether the MPI library can read and write GPU memory directly.
+
+    ``DDG_CUDA_AWARE_MPI=1|0`` decides; otherwise ask the library through mpi4py's
+    ``Query_cuda_support`` (MPIX extension) when mpi4py has it; otherwise assume it
+    cannot (staging through host memory is always correct).
+    """
+    global _cuda_aware
+    if _cuda_aware is None:
+        forced = os.environ.get("DDG_CUDA_AWARE_MPI", "").strip()
+        if forced in ("0", "1"):
+            _cuda_aware = forced == "1"
+        else:
+            query = getattr(_mpi(), "Query_cuda_support", None)
+            try:
+                _cuda_aware = bool(query()) if query is not None else False
+            except Exception:   # an MPIX query an MPI library does not implement
+                _cuda_aware = False
+    return _cuda_aware
+
+
+def _mpi_request(comm, req, result, finish, what):
+    return Request(comm, result, poll=req.Test, block=req.Wait, finish=finish, what=what)
+
+
+class MPICommunicator(Communicator):
+    """Collectives over an mpi4py communicator with the buffer (uppercase) methods.
+
+    Non-contiguous arrays are reduced through a contiguous copy that is copied back.
+    float16 reductions run in float32 through reusable staging buffers and are rounded
+    to float16 once, at the end. cupy arrays are passed to MPI directly (after
+    synchronizing the current stream) when MPI is CUDA-aware, else staged through pinned
+    host buffers by an internal :class:`StagedCommunicator`.
+    """
+
+    def __init__(self, mpi_comm=None):
+        MPI = _mpi()
+        self.comm = MPI.COMM_WORLD if mpi_comm is None else mpi_comm
+        self.rank = self.comm.Get_rank()
+        self.size = self.comm.Get_size()
+        self._pool = HostBufferPool()     # float32 staging for float16 reductions
+        self._staged = None               # GPU staging, built on first device array
+        self._in_place = MPI.IN_PLACE
+        self._float = MPI.FLOAT
+        # Fast path for the common case (contiguous numpy array, op spelled exactly):
+        # (dtype, op) -> (MPI datatype, MPI op), for every combination that needs no
+        # staging or conversion. float16 and invalid combinations are absent and take
+        # the general path, which also produces the errors.
+        types, _ = _mpi_tables()
+        self._fast = {}
+        for dt in types:
+            if dt == _HALF:
+                continue
+            for op in REDUCE_OPS:
+                try:
+                    self._fast[(dt, op)] = (types[dt], _mpi_op(op, dt, "allreduce"))
+                except TypeError:
+                    pass
+
+    # -- helpers ------------------------------------------------------------
+    def _gpu_route(self, array):
+        """None for arrays MPI can take directly, else the staging communicator.
+        Also synchronizes the GPU stream before MPI touches device memory."""
+        if not is_gpu(array):
+            return None
+        if cuda_aware_mpi():
+            backend().synchronize()
+            return None
+        if self._staged is None:
+            self._staged = StagedCommunicator.for_cupy(self)
+        return self._staged
+
+    def _reduction_buffer(self, array, op, collective):
+        """Returns (work, mpi_type, mpi_op, finish): the contiguous array MPI reduces, and
+        ``finish(write=True)`` (or None when nothing is left to do) that averages and moves
+        ``work`` back into ``array`` and releases staging buffers."""
+        op = normalize_op(op, collective)
+        dtype = array.dtype
+        size = self.size
+        if dtype == _HALF:
+            # Reduce in float32 in a reusable buffer; round once on the way back.
+            xp = array_module(array)
+            if xp is np:
+                buf = self._pool.acquire(array.size * 4)
+                work = self._pool.view(buf, np.float32, array.shape)
+                work[...] = array
+            else:
+                buf, work = None, array.astype(np.float32, order="C")
+            mop = _mpi_op(op, np.dtype(np.float32), collective)
+            pool = self._pool
+
+            def finish(write=True):
+                if write:
+                    if op == "avg":
+                        _divide(work, size)
+                    array[...] = work
+                if buf is not None:
+                    pool.release(buf)
+            return work, self._float, mop, finish
+
+        mtype = _mpi_type(dtype, collective)
+        mop = _mpi_op(op, dtype, collective)
+        contiguous = array.flags.c_contiguous
+        work = array if contiguous else array_module(array).ascontiguousarray(array)
+        if op == "avg":
+            def finish(write=True):
+                if write:
+                    _divide(work, size)
+                    if work is not array:
+                        array[...] = work
+        elif not contiguous:
+            def finish(write=True):
+                if write:
+                    array[...] = work
+        else:
+            finish = None
+        return work, mtype, mop, finish
+
+    # -- reductions ---------------------------------------------------------
+    def _allreduce(self, array, op):
+        if type(array) is np.ndarray and array.flags.c_contiguous:
+            spec = self._fast.get((array.dtype, op))
+            if spec is not None:
+                self._busy_what = ("allreduce", array, op)
+                self._busy_since = _now()
+                try:
+                    self.comm.Allreduce(self._in_place, [array, spec[0]], spec[1])
+                finally:
+                    self._busy_since = 0.0
+                if op == "avg":
+                    array /= self.size
+                return array
+        check_array(array, "allreduce")
+        staged = self._gpu_route(array)
+        if staged is not None:
+            return staged.allreduce(array, op)
+        work, mtype, mop, finish = self._reduction_buffer(array, op, "allreduce")
+        sync_gpu(work)
+        self._begin(("allreduce", array, op))
+        try:
+            self.comm.Allreduce(self._in_place, [work, mtype], mop)
+        finally:
+            self._end()
+        if finish is not None:
+            finish()
+        return array
+
+    def _iallreduce(self, array, op):
+        if type(array) is np.ndarray and array.flags.c_contiguous:
+            spec = self._fast.get((array.dtype, op))
+            if spec is not None:
+                req = self.comm.Iallreduce(self._in_place, [array, spec[0]], spec[1])
+                finish = None
+                if op == "avg":
+                    size = self.size
+
+                    def finish():
+                        np.divide(array, size, out=array)
+                return _mpi_request(self, req, array, finish, ("iallreduce.wait", array, op))
+        check_array(array, "iallreduce")
+        staged = self._gpu_route(array)
+        if staged is not None:
+            return staged.iallreduce(array, op)
+        work, mtype, mop, finish = self._reduction_buffer(array, op, "iallreduce")
+        sync_gpu(work)
+        req = self.comm.Iallreduce(self._in_place, [work, mtype], mop)
+        return _mpi_request(self, req, array, finish, ("iallreduce.wait", array, op))
+
+    def _iallreduce_wire(self, wire):
+        """float16 payloads are summed in float16 (a user-defined op), so only their
+        bytes travel; device payloads are staged first, then summed the same way."""
+        if wire.dtype != _HALF:
+            return self._iallreduce(wire, "sum")
+        staged = self._gpu_route(wire)
+        if staged is not None:
+            return staged._iallreduce_wire(wire)
+        req = self.comm.Iallreduce(self._in_place, [wire, _mpi_type(_HALF, "iallreduce")], _half_sum_op())
+        return _mpi_request(self, req, wire, None, ("iallreduce.wait", wire, "sum(float16)"))
+
+    def reduce(self, array, root=0, op="sum"):
+        check_array(array, "reduce")
+        check_root(root, self.size, "reduce")
+        staged = self._gpu_route(array)
+        if staged is not None:
+            return staged.reduce(array, root, op)
+        work, mtype, mop, finish = self._reduction_buffer(array, op, "reduce")
+        sync_gpu(work)
+        is_root = self.rank == root
+        self._begin(("reduce", array, op))
+        try:
+            if is_root:
+                self.comm.Reduce(self._in_place, [work, mtype], mop, root=root)
+            else:
+                self.comm.Reduce([work, mtype], None, mop, root=root)
+        finally:
+            self._end()
+        if finish is not None:
+            finish(write=is_root)   # non-roots only release staging buffers
+        return array
+
+    def reduce_scatter(self, array, op="sum"):
+        check_array(array, "reduce_scatter")
+        if array.ndim == 0 or array.shape[0] % self.size:
+            raise ValueError(f"ddg.parallel.reduce_scatter: the first axis must be divisible by the "
+                             f"world size {self.size}, got {describe(array)}")
+        staged = self._gpu_route(array)
+        if staged is not None:
+            return staged.reduce_scatter(array, op)
+        op = normalize_op(op, "reduce_scatter")
+        xp = array_module(array)
+        out_shape = (array.shape[0] // self.size,) + tuple(array.shape[1:])
+        half = array.dtype == _HALF
+        work_dtype = np.dtype(np.float32) if half else array.dtype
+        send = xp.ascontiguousarray(array, dtype=work_dtype)
+        recv = xp.empty(out_shape, dtype=work_dtype)
+        mtype = _mpi_type(work_dtype, "reduce_scatter")
+        mop = _mpi_op(op, work_dtype, "reduce_scatter")
+        sync_gpu(send)
+        self._begin(("reduce_scatter", array, op))
+        try:
+            self.comm.Reduce_scatter_block([send, mtype], [recv, mtype], mop)
+        finally:
+            self._end()
+        if op == "avg":
+            recv /= self.size
+        return recv.astype(_HALF) if half else recv
+
+    # -- data movement ------------------------------------------------------
+    def broadcast(self, array, root=0):
+        check_array(array, "broadcast")
+        check_root(root, self.size, "broadcast")
+        staged = self._gpu_route(array)
+        if staged is not None:
+            return staged.broadcast(array, root)
+        mtype = _mpi_type(array.dtype, "broadcast")
+        work = array if array.flags.c_contiguous else array_module(array).ascontiguousarray(array)
+        sync_gpu(work)
+        self._begin(("broadcast", array, f"root={root}"))
+        try:
+            self.comm.Bcast([work, mtype], root=root)
+        finally:
+            self._end()
+        if work is not array:
+            array[...] = work
+        return array
+
+    def allgather(self, array):
+        check_array(array, "allgather")
+        staged = self._gpu_route(array)
+        if staged is not None:
+            return staged.allgather(array)
+        mtype = _mpi_type(array.dtype, "allgather")
+        xp = array_module(array)
+        send = xp.ascontiguousarray(array)
+        out = xp.empty((self.size,) + tuple(array.shape), dtype=array.dtype)
+        sync_gpu(send)
+        self._begin(("allgather", array, ""))
+        try:
+            self.comm.Allgather([send, mtype], [out, mtype])
+        finally:
+            self._end()
+        return out
+
+    def scatter(self, arrays, root=0, out=None):
+        check_root(root, self.size, "scatter")
+        # Root validates its list and broadcasts the block's shape/dtype (a few bytes of
+        # metadata, never array data), so a bad call raises on every rank instead of
+        # leaving the others waiting.
+        meta = _scatter_meta(arrays, self.size) if self.rank == root else None
+        self._begin(("scatter", out, f"root={root}"))
+        try:
+            meta = self.comm.bcast(meta, root=root)
+        finally:
+            self._end()
+        if isinstance(meta, str):
+            raise ValueError(meta)
+        shape, dtype, src_on_gpu = meta
+        dtype = np.dtype(dtype)
+        if out is not None:
+            check_array(out, "scatter")
+            if tuple(out.shape) != shape or out.dtype != dtype:
+                raise ValueError(f"ddg.parallel.scatter: out is {describe(out)} but the scattered "
+                                 f"blocks are {dtype}[{', '.join(map(str, shape))}]")
+        # The result lives on the GPU when `out` does (or, without `out`, when the root's
+        # arrays did). MPI touches device memory only when CUDA-aware; otherwise the data
+        # travels through host memory. Scatter is rare (initialization), so the host
+        # copies here are not pooled.
+        gpu_result = is_gpu(out) if out is not None else src_on_gpu
+        direct = gpu_result and cuda_aware_mpi()
+        if direct:
+            xp = backend().cupy_module()
+            backend().synchronize()
+        else:
+            xp = np
+        mtype = _mpi_type(dtype, "scatter")
+        send = None
+        if self.rank == root:
+            send = xp.stack([xp.asarray(a) if direct else backend().to_host(a) for a in arrays])
+        recv = xp.empty(shape, dtype=dtype)
+        sync_gpu(send, recv)
+        self._begin(("scatter", recv, f"root={root}"))
+        try:
+            self.comm.Scatter(None if send is None else [send, mtype], [recv, mtype], root=root)
+        finally:
+            self._end()
+        if gpu_result and not direct:
+            recv = backend().cupy_module().asarray(recv)
+        if out is None:
+            return recv
+        out[...] = recv
+        return out
+
+    def barrier(self):
+        self._begin(("barrier", None, ""))
+        try:
+            self.comm.Barrier()
+        finally:
+            self._end()
+
+    # -- picklable objects (small metadata, never tensors' data) -------------
+    def _objects(self, name, root, call):
+        self._begin((name, None, "" if root is None else f"root={root}"))
+        try:
+            return call()
+        finally:
+            self._end()
+
+    def allgather_object(self, obj):
+        return self._objects("allgather_object", None, lambda: self.comm.allgather(obj))
+
+    def bcast_object(self, obj, root=0):
+        check_root(root, self.size, "bcast_object")
+        return self._objects("bcast_object", root, lambda: self.comm.bcast(obj, root=root))
+
+    def gather_object(self, obj, root=0):
+        check_root(root, self.size, "gather_object")
+        return self._objects("gather_object", root, lambda: self.comm.gather(obj, root=root))
+
+    # -- the group -------------------------------------------------------------
+    def local_rank(self):
+        """This process's rank among the ranks on its node (a collective call)."""
+        node = self.comm.Split_type(_mpi().COMM_TYPE_SHARED, key=self.rank)
+        try:
+            return node.Get_rank()
+        finally:
+            node.Free()
+
+    def abort(self, code=1):
+        """End every rank of the job now (MPI_Abort)."""
+        self.comm.Abort(code)
+
+
+def _scatter_meta(arrays, size):
+    """(shape, dtype, on_gpu) of the blocks root scatters, or an error message."""
+    if arrays is None or len(arrays) != size:
+        n = None if arrays is None else len(arrays)
+        return f"ddg.parallel.scatter: root must pass a list of {size} arrays (one per rank), got {n}"
+    first = arrays[0]
+    if not hasattr(first, "shape"):
+        return f"ddg.parallel.scatter: expected arrays, got {type(first).__name__}"
+    for i, a in enumerate(arrays):
+        if not hasattr(a, "shape") or tuple(a.shape) != tuple(first.shape) or a.dtype != first.dtype:
+            return (f"ddg.parallel.scatter: all arrays must have the same shape and dtype; "
+                    f"array 0 is {describe(first)}, array {i} is {describe(a)}")
+    return tuple(int(d) for d in first.shape), first.dtype.str, bool(is_gpu(first))
+
+
+def _divide(work, size):
+    """``work /= size`` in place (a closure cannot rebind the name it divides)."""
+    array_module(work).divide(work, size, out=work)

@@ -1,0 +1,52 @@
+"""Making replicas the same: check that every rank built the same model, and copy rank
+0's parameters and buffers to the others."""
+import numpy as np
+
+__all__ = ["check_replicas", "broadcast_state", "sync_buffers"]
+
+
+def _describe_model(layer):
+    desc = [("param", n, tuple(p.shape), p.dtype.str, bool(p.trainable)) for n, p in layer.named_parameters()]
+    desc += [("buffer", n, tuple(b.shape), b.dtype.str, True) for n, b in layer.named_buffers()]
+    return desc
+
+
+def _fmt(entry):
+    if entry is None:
+        return "nothing"
+    kind, name, shape, dt, trainable = entry
+    extra = "" if trainable else " (not trainable)"
+    return f"{kind} {name!r} {np.dtype(dt).name}{list(shape)}{extra}"
+
+
+def check_replicas(comm, layer):
+    """Every rank must hold the same parameters and buffers (names, shapes, dtypes, order);
+    raise ValueError on ALL ranks naming the first rank and entry that differ."""
+    everyone = comm.allgather_object(_describe_model(layer))
+    ref = everyone[0]
+    for r, desc in enumerate(everyone[1:], start=1):
+        if desc == ref:
+            continue
+        for i in range(max(len(ref), len(desc))):
+            a = ref[i] if i < len(ref) else None
+            b = desc[i] if i < len(desc) else None
+            if a != b:
+                raise ValueError(
+                    f"ddg.DataParallel: the model differs across ranks: at position {i}, rank 0 has "
+                    f"{_fmt(a)} but rank {r} has {_fmt(b)} (rank 0 has {len(ref)} parameters+buffers, "
+                    f"rank {r} has {len(desc)}). Every rank must build the same model.")
+
+
+def broadcast_state(comm, layer):
+    """Overwrite every rank's parameters and buffers with rank 0's."""
+    for t in list(layer.parameters()) + list(layer.buffers()):
+        comm.broadcast(t._data, 0)
+        t._bump()
+
+
+def sync_buffers(comm, layer):
+    """Overwrite every rank's buffers (BatchNorm running statistics) with rank 0's."""
+    for b in layer.buffers():
+        if b._data.size:
+            comm.broadcast(b._data, 0)
+            b._bump()
