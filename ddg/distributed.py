@@ -13,7 +13,7 @@ from .tensor.tensor import Tensor
 __all__ = [
     "init_parallel_env", "get_rank", "get_world_size", "ParallelEnv", "is_initialized",
     "ReduceOp", "all_reduce", "broadcast", "all_gather", "all_gather_object",
-    "broadcast_object_list", "reduce", "scatter", "barrier", "save_checkpoint",
+    "broadcast_object_list", "reduce", "scatter", "barrier", "save_checkpoint", "join",
 ]
 
 
@@ -122,6 +122,12 @@ def scatter(tensor, tensor_list=None, src=0, group=None, sync_op=True):
         arrays = [_array_of(t, "scatter") for t in tensor_list]
     comm.scatter(arrays, src, out=_array_of(tensor, "scatter"))
     return None if sync_op else _Task()
+
+
+def join(model):
+    """``model.join()`` for a :class:`ddg.DataParallel` model: the context for training
+    with uneven inputs (see :meth:`ddg.DataParallel.join`)."""
+    return model.join()
 
 
 def barrier(group=None):

@@ -380,3 +380,52 @@ def test_sync_batch_norm_equals_single_process(comm, opt_cls):
         out_ok = np.allclose(dp(ddg.to_tensor(xs[0])).numpy(), ref(ddg.to_tensor(xs[0])).numpy(),
                              rtol=1e-4, atol=1e-5)
     gather_ok(comm, stats_ok and same and out_ok, f"stats {stats_ok} same {same} eval {out_ok}")
+
+
+# ---------------------------------------------------------------------- uneven inputs: join
+def test_join_uneven_inputs_equal_single_process(comm):
+    # Rank r trains on 2 + r steps of 4 rows each (rank 0 runs out first). At step s the
+    # reference sees the rows of the ranks that still have data: under join the ranks
+    # that left contribute nothing. After the context every replica equals the reference.
+    rows = 4
+    steps = [2 + r for r in range(comm.size)]
+    xs, ys = data(max(steps), rows * comm.size)
+    ref = build(mlp)
+    dp = ddg.DataParallel(build(mlp))
+    ropt, opt = SGD(ref.parameters()), SGD(dp.parameters())
+    grads_ok = True
+    with dp.join():
+        for s in range(steps[comm.rank]):
+            sl = slice(comm.rank * rows, (comm.rank + 1) * rows)
+            loss_of(dp, xs[s, sl], ys[s, sl]).backward()
+            live = [r for r in range(comm.size) if steps[r] > s]
+            pick = np.concatenate([np.arange(r * rows, (r + 1) * rows) for r in live])
+            loss_of(ref, xs[s, pick], ys[s, pick]).backward()
+            for p, q in zip(dp.parameters(), ref.parameters()):
+                grads_ok &= bool(np.allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-4, atol=1e-6))
+            ropt.step(), opt.step()
+            ropt.clear_grad(), opt.clear_grad()
+    # the reference goes on alone for the steps this rank did not run
+    for s in range(steps[comm.rank], max(steps)):
+        live = [r for r in range(comm.size) if steps[r] > s]
+        pick = np.concatenate([np.arange(r * rows, (r + 1) * rows) for r in live])
+        loss_of(ref, xs[s, pick], ys[s, pick]).backward()
+        ropt.step()
+        ropt.clear_grad()
+    gather_ok(comm, grads_ok, "gradients under join differ from the reference")
+    compare(comm, dp, ref)
+    same = all_same(comm, [p.numpy() for p in dp.parameters()])
+    gather_ok(comm, same, "replicas differ after join")
+
+
+def test_join_without_uneven_inputs_is_transparent(comm):
+    xs, ys = data(3, 12)
+    ref, dp = build(mlp), ddg.DataParallel(build(mlp))
+    sl = local_slice(comm, 12)
+    with dp.join():
+        for s in range(3):
+            loss_of(ref, xs[s], ys[s]).backward()
+            loss_of(dp, xs[s, sl], ys[s, sl]).backward()
+            compare(comm, dp, ref, grads=True)
+            for p in list(ref.parameters()) + list(dp.parameters()):
+                p.clear_grad()

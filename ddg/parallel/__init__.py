@@ -11,3 +11,7 @@ from .env import (init_parallel_env, get_rank, get_world_size, ParallelEnv,  # n
                   is_initialized, get_device_communicator)
 from .reducer import Reducer, SyncStats, assign_buckets  # noqa: F401
 from .data_parallel import DataParallel  # noqa: F401
+
+from .comm import failfast as _failfast
+
+_failfast.guard_early_failures()

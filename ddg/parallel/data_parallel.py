@@ -9,6 +9,8 @@ imported).
 """
 import contextlib
 
+import numpy as np
+
 from ..autograd.grad_mode import _enabled as _grad_enabled
 from ..nn.layer.layers import Layer
 from ..tensor.tensor import Tensor
@@ -79,6 +81,7 @@ class DataParallel(Layer):
         self.comm_buffer_size = comm_buffer_size
         self.last_comm_buffer_size = last_comm_buffer_size
         self.reducer = None
+        self._join = None                     # the Join in force (see join())
         if comm.size == 1:
             return
         check_replicas(comm, layer)
@@ -92,6 +95,8 @@ class DataParallel(Layer):
     def forward(self, *inputs, **kwargs):
         reducer = self.reducer
         if reducer is not None and _grad_enabled[0]:
+            if self._join is not None:
+                self._join.announce(self.training, reducer.sync_enabled)
             if self.training:
                 sync_buffers(self._comm, self._layers)
             reducer.set_batch_weight(_batch_weight(inputs, kwargs))
@@ -112,6 +117,23 @@ class DataParallel(Layer):
             yield
         finally:
             reducer.sync_enabled = prev
+
+    def join(self):
+        """A context for training with uneven inputs (PyTorch's ``Join``, Horovod's
+        ``join()``): ``with model.join(): for x, y in my_batches: ...``.
+
+        Ranks may run out of data at different steps. Under this context each training
+        forward first takes part in a tiny all-reduce that counts the ranks still
+        training. A rank whose loop has ended waits at the end of the context and
+        *shadows* the others: it answers that all-reduce, the buffer broadcasts and every
+        gradient synchronization with zero gradients and zero weight, so the others get
+        exactly the gradients they would get if it were not there (the weighted mean over
+        the ranks that still have data). When no rank is left training, every rank takes
+        the parameters and buffers of the lowest rank among those that trained longest,
+        so all replicas end equal (the optimizer state of a rank that left early is not
+        updated). Every rank must enter the context; it does not nest.
+        """
+        return Join(self)
 
     # ------------------------------------------------------------------ delegation
     def named_sublayers(self, prefix="", include_self=False, layers_set=None):
@@ -156,3 +178,53 @@ def _batch_weight(inputs, kwargs):
         if isinstance(v, Tensor):
             return float(v._data.shape[0]) if v._data.ndim else 1.0
     return 1.0
+
+
+class Join:
+    """The context :meth:`DataParallel.join` returns (see there)."""
+
+    def __init__(self, model):
+        self.model = model
+        self.steps = 0          # training forwards this rank ran under the context
+
+    def __enter__(self):
+        model = self.model
+        if model.reducer is not None:
+            if model._join is not None:
+                raise RuntimeError("ddg.DataParallel.join: this model is already joined (the context does not nest)")
+            model._join = self
+        return self
+
+    def announce(self, training, sync):
+        """A training rank's forward: this step's round of the ranks still training."""
+        self.steps += 1
+        self._round(1, sync and training, training)
+
+    def _round(self, active, sync, training):
+        # summed over ranks: ranks still training; of those, ranks that will synchronize
+        # gradients after this forward; ranks that broadcast buffers in it
+        state = np.array([active, int(bool(sync)), int(bool(training))], dtype=np.int64)
+        return self.model._comm.allreduce(state, "sum")
+
+    def __exit__(self, etype, value, tb):
+        model = self.model
+        reducer = model.reducer
+        if reducer is None:
+            return False
+        try:
+            if etype is not None:
+                return False            # an exception ends the job (fail fast), never shadows
+            comm = model._comm
+            while True:
+                active, sync, training = (int(v) for v in self._round(0, False, False))
+                if active == 0:
+                    break
+                if training:
+                    sync_buffers(comm, model._layers)
+                if sync:
+                    reducer.shadow_sync()
+            steps = comm.allgather_object(self.steps)
+            broadcast_state(comm, model._layers, root=steps.index(max(steps)))
+        finally:
+            model._join = None
+        return False

@@ -375,6 +375,18 @@ class Reducer:
                 self._mean_weight = total * m / self.world_size
         self._next = 0
 
+    def shadow_sync(self):
+        """Join the next synchronization with nothing to contribute (zero gradients, zero
+        weight, no flags): what a rank that has run out of data does under
+        ``DataParallel.join()`` while the others still train."""
+        for b in self.buckets:
+            b.data.fill(0)
+            b.all_local = False
+        self._weight = 0.0
+        self._active, self._next, self._first_open = True, 0, 0
+        self._launch_all()
+        self._finish()
+
     def sync_now(self):
         """Synchronize the current gradients now, outside backward, through the same path
         as a backward pass (the benchmark times the synchronization alone with it)."""
@@ -388,3 +400,4 @@ class Reducer:
 def _remove_handles(handles):
     for h in handles:
         h.remove()
+

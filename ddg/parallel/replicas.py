@@ -37,10 +37,10 @@ def check_replicas(comm, layer):
                     f"rank {r} has {len(desc)}). Every rank must build the same model.")
 
 
-def broadcast_state(comm, layer):
-    """Overwrite every rank's parameters and buffers with rank 0's."""
+def broadcast_state(comm, layer, root=0):
+    """Overwrite every rank's parameters and buffers with rank ``root``'s."""
     for t in list(layer.parameters()) + list(layer.buffers()):
-        comm.broadcast(t._data, 0)
+        comm.broadcast(t._data, root)
         t._bump()
 
 

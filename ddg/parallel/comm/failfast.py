@@ -5,7 +5,10 @@ way of using ddg (``init_parallel_env()``, a bare ``DataParallel``, ``ddg.distri
 
 * **An uncaught exception** on any rank prints that rank's traceback (every line prefixed
   ``[rank R] ``) and aborts the job (``MPI_Abort``), instead of leaving the other ranks
-  waiting forever in their next collective.
+  waiting forever in their next collective. Before the world exists (an error between
+  ``import ddg`` and the first collective), the rank kills itself with SIGKILL, which
+  every launcher answers by ending the job (:func:`guard_early_failures`, installed when
+  ``ddg.parallel`` is imported under a launcher).
 * **A rank that ends while others wait for it** (its program finished early, or called
   ``sys.exit``, with any code): at exit each rank tells the others it is leaving, then
   waits for all of them in an exit barrier. A rank stuck in a collective that sees such a
@@ -22,13 +25,16 @@ it only the stall timeout applies.
 """
 import atexit
 import os
+import signal
 import sys
 import threading
 import time
 import traceback
 
+from .launcher_env import launched_under_mpi, launcher_rank
+
 __all__ = ["arm", "stall_timeout", "StallWatchdog", "install_abort_excepthook",
-           "DEFAULT_STALL_TIMEOUT"]
+           "guard_early_failures", "DEFAULT_STALL_TIMEOUT"]
 
 DEFAULT_STALL_TIMEOUT = 300.0
 _GOODBYE_TAG = 7411
@@ -81,13 +87,15 @@ def _abort(comm):
 # Abort the whole job on one rank's uncaught exception
 
 def install_abort_excepthook(rank, abort):
-    """Make an uncaught exception print a rank-prefixed traceback, then call ``abort()``."""
+    """Make an uncaught exception print a rank-prefixed traceback, then call ``abort(1)``."""
     global _hook_installed
+    _abort_with[:] = [rank, abort]
     if _hook_installed:
         return
     previous = sys.excepthook
 
     def hook(etype, value, tb):
+        rank, abort = _abort_with
         try:
             text = "".join(traceback.format_exception(etype, value, tb))
             sys.stderr.write("".join(f"[rank {rank}] {line}\n" for line in text.splitlines()))
@@ -103,6 +111,27 @@ def install_abort_excepthook(rank, abort):
 
     sys.excepthook = hook
     _hook_installed = True
+
+
+_abort_with = []
+
+
+def _kill_self(code):
+    # Before MPI is initialized there is nothing to abort, and MPICH's hydra waits forever
+    # for a rank that exits with an error before connecting to it; a rank killed by a
+    # signal, though, makes every launcher end the whole job at once.
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def guard_early_failures():
+    """Under an MPI launcher, before the world communicator exists: an uncaught exception
+    prints the traceback and kills this rank with SIGKILL, so the launcher ends the job
+    instead of the other ranks waiting for this one forever. :func:`arm` replaces the
+    kill with ``MPI_Abort`` once the world exists."""
+    if _hook_installed or not launched_under_mpi():
+        return
+    rank = launcher_rank()
+    install_abort_excepthook("?" if rank is None else rank, _kill_self)
 
 
 # ---------------------------------------------------------------------------
@@ -218,7 +247,8 @@ class StallWatchdog:
                       f"disagree about which collectives to call" if self.on_stall else "")
         elif waited >= self.exit_grace and self.goodbye is not None and self.goodbye.someone_left() is not None:
             reason = (f" while rank {self.goodbye.left} has already left (its program ended or "
-                      f"called sys.exit); ending the job")
+                      f"called sys.exit); ending the job. If the ranks have different numbers of "
+                      f"batches, train under `with model.join():` (ddg.DataParallel)")
         else:
             return None
         self._reported = since

@@ -1,0 +1,144 @@
+"""Failures that used to hang a job or let it report success: each must now end the whole
+job, non-zero and promptly, at 2 and 3 ranks, under ddgrun and under plain mpiexec.
+
+Each case runs a small program as a user would and bounds the job's time well below
+the suite's timeout; the time from the fault to the job's end is printed (``-s``)."""
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from ddg.parallel.comm import launcher_env
+from launch import ddgrun
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _mpiexec():
+    try:
+        return ddgrun.find_mpiexec()
+    except FileNotFoundError:
+        return None
+
+
+pytestmark = pytest.mark.skipif(_mpiexec() is None, reason="no mpiexec installed")
+
+LAUNCHES = [("ddgrun", 2), ("ddgrun", 3), ("mpiexec", 2), ("mpiexec", 3)]
+
+
+def _env(**extra):
+    env = launcher_env.without_launcher(also=("DDG_FORCE_MPI", "DDG_STALL_TIMEOUT"))
+    env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
+    env["DDG_PYTHON"] = sys.executable
+    env["OMP_NUM_THREADS"] = "1"
+    env.update(extra)
+    return env
+
+
+def run(launcher, n, tmp_path, body, timeout=45, **extra_env):
+    """Run ``body`` on ``n`` ranks; returns (completed process, seconds it took)."""
+    prog = tmp_path / "prog.py"
+    prog.write_text(textwrap.dedent(body))
+    if launcher == "ddgrun":
+        cmd = [sys.executable, "-m", "launch.ddgrun", "-n", str(n), sys.executable, str(prog)]
+    else:
+        cmd = [_mpiexec(), "-n", str(n), sys.executable, str(prog)]
+    t0 = time.monotonic()
+    out = subprocess.run(cmd, env=_env(**extra_env), capture_output=True, text=True, timeout=timeout, cwd=REPO)
+    took = time.monotonic() - t0
+    print(f"\n{launcher} -n {n}: exit {out.returncode} after {took:.1f} s")
+    return out, took
+
+
+@pytest.mark.parametrize("launcher,n", LAUNCHES)
+def test_uneven_step_counts_end_the_job(launcher, n, tmp_path):
+    # rank 0 runs one step more: its extra all-reduce has no partner
+    out, took = run(launcher, n, tmp_path, """
+        import ddg, ddg.distributed as dist
+        from ddg import nn
+        dist.init_parallel_env()
+        model = ddg.DataParallel(nn.Linear(4, 2))
+        for step in range(3 if dist.get_rank() == 0 else 2):
+            model(ddg.ones([8, 4])).sum().backward()
+        print("FINISHED", dist.get_rank(), flush=True)
+    """)
+    assert out.returncode != 0
+    assert "[rank 0] stalled for" in out.stderr and "iallreduce.wait (float32[" in out.stderr, out.stderr
+    assert "has already left" in out.stderr and "model.join()" in out.stderr
+    assert took < 30
+
+
+@pytest.mark.parametrize("launcher,n", LAUNCHES)
+@pytest.mark.parametrize("code", [0, 3])
+def test_sys_exit_on_one_rank_ends_the_job(launcher, n, code, tmp_path):
+    out, took = run(launcher, n, tmp_path, f"""
+        import sys
+        import numpy as np
+        import ddg.distributed as dist
+        dist.init_parallel_env()
+        if dist.get_rank() == {n - 1}:
+            sys.exit({code})
+        dist.all_reduce(__import__("ddg").ones([5]))     # the last rank never comes
+        print("REDUCED", flush=True)
+    """)
+    assert out.returncode != 0
+    assert "REDUCED" not in out.stdout
+    assert f"rank {n - 1} has already left" in out.stderr, out.stderr
+    assert took < 30
+
+
+@pytest.mark.parametrize("launcher,n", LAUNCHES)
+def test_exception_without_init_parallel_env_ends_the_job(launcher, n, tmp_path):
+    # a bare DataParallel: the abort hook comes with the world communicator
+    out, took = run(launcher, n, tmp_path, """
+        import time
+        import ddg
+        from ddg import nn
+        model = ddg.DataParallel(nn.Linear(3, 3))
+        if ddg.distributed.get_rank() == 1:
+            raise RuntimeError("boom on purpose")
+        model(ddg.ones([2, 3])).sum().backward()       # would wait for rank 1 forever
+        time.sleep(60)
+    """)
+    assert out.returncode != 0
+    assert "[rank 1] RuntimeError: boom on purpose" in out.stderr
+    assert took < 30
+
+
+@pytest.mark.parametrize("launcher,n", LAUNCHES)
+def test_failure_before_the_world_exists_ends_the_job(launcher, n, tmp_path):
+    # one rank fails between `import ddg` and its first collective (MPI not initialized)
+    out, took = run(launcher, n, tmp_path, """
+        import ddg
+        from ddg.parallel.comm import launcher_env
+        if launcher_env.launcher_rank() == 1:
+            import a_module_that_is_not_there
+        ddg.distributed.init_parallel_env()
+        ddg.distributed.barrier()
+        print("PASSED THE BARRIER", flush=True)
+    """)
+    assert out.returncode != 0
+    assert "PASSED THE BARRIER" not in out.stdout
+    assert "[rank 1] ModuleNotFoundError: No module named 'a_module_that_is_not_there'" in out.stderr
+    assert took < 30
+
+
+def test_launcher_and_mpi_library_mismatch_is_an_error(tmp_path):
+    # Open MPI's mpirun in front of an mpi4py built on MPICH (the reverse of the GPU test
+    # machine's trap): MPI sees a world of 1 where the launcher started 2
+    prog = tmp_path / "prog.py"
+    prog.write_text("import ddg.distributed as dist\ndist.init_parallel_env()\nprint('TRAINED ALONE')\n")
+    env = _env(OMPI_COMM_WORLD_SIZE="2", OMPI_COMM_WORLD_RANK="1")
+    out = subprocess.run([sys.executable, str(prog)], env=env, capture_output=True, text=True, timeout=45)
+    assert out.returncode != 0
+    assert "TRAINED ALONE" not in out.stdout
+    err = out.stderr
+    assert "the launcher and the MPI library do not match" in err and "one of 2 ranks" in err
+    assert "sees a world of 1" in err and "DDG_MPIEXEC" in err and "DDG_FORCE_MPI=0" in err
+    # DDG_FORCE_MPI=0 is the explicit way to run single-process anyway
+    out = subprocess.run([sys.executable, str(prog)], env=dict(env, DDG_FORCE_MPI="0"), capture_output=True,
+                         text=True, timeout=45)
+    assert out.returncode == 0 and "TRAINED ALONE" in out.stdout, out.stderr
