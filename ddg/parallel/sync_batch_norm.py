@@ -121,8 +121,8 @@ class SyncBatchNorm(Layer):
             mean, var = self._mean, self._variance
             mean._data[...] = m * mean._data + (1 - m) * op.mean.astype(mean._data.dtype)
             var._data[...] = m * var._data + (1 - m) * op.var.astype(var._data.dtype)
-            mean._vc[0] += 1
-            var._vc[0] += 1
+            mean._bump()
+            var._bump()
         else:
             rm = self._mean.reshape(shape)
             rv = self._variance.reshape(shape)
