@@ -37,6 +37,8 @@ from . import device  # noqa: F401  (callable: ddg.device('cpu'))
 
 _methods.install()
 
+from . import parallel as _parallel  # noqa: E402,F401  (light; arms the early-failure guard under MPI)
+
 _LAZY = {
     "autograd": ".autograd", "nn": ".nn", "optimizer": ".optimizer", "io": ".io", "vision": ".vision",
     "jit": ".jit", "static": ".static", "distributed": ".distributed", "parallel": ".parallel",
