@@ -67,3 +67,20 @@ def test_backward_gradient_nan_inf_names_the_op(check_nan_inf):
     msg = str(e.value)
     assert "ddg.Sqrt backward" in msg and "gradient of input 0" in msg and "shape [2]" in msg
     assert "float64" in msg and "1 inf" in msg
+
+
+def test_matmul_and_linear_refuse_mixed_float_dtypes():
+    # Paddle raises ValueError for float32 @ float64; ddg too, naming op, dtypes and shapes.
+    a = ddg.to_tensor(np.ones((2, 3), dtype=np.float32))
+    b = ddg.to_tensor(np.ones((3, 4), dtype=np.float64))
+    with pytest.raises(ValueError) as e:
+        ddg.matmul(a, b)
+    msg = str(e.value)
+    assert "MatMul" in msg and "float32" in msg and "float64" in msg and "[2, 3]" in msg and "[3, 4]" in msg
+    lin = ddg.nn.Linear(3, 4)                        # float32 weight
+    x = ddg.to_tensor(np.ones((2, 3), dtype=np.float64))
+    with pytest.raises(ValueError, match=r"Linear.*float64 \[2, 3\].*float32 \[3, 4\]"):
+        lin(x)
+    assert lin(x.astype("float32")).dtype == np.float32
+    ints = ddg.to_tensor(np.ones((3, 4), dtype=np.int64))
+    assert ddg.matmul(ddg.to_tensor(np.ones((2, 3), dtype=np.int64)), ints).shape == [2, 4]
