@@ -51,7 +51,7 @@ def sum_to(g, shape):
 
 
 class Function:
-    save_inputs = True   # backward reads input arrays (guard their versions)
+    save_inputs = True   # the inputs backward reads (versions guarded): True (all), False, or indices
     save_output = False  # backward reads the output array
     view = False         # the output shares memory with input 0
     differentiable = True
