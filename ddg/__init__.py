@@ -34,6 +34,7 @@ from .autograd.ops.movement import (reshape, transpose, flatten, squeeze, unsque
                                     nonzero, masked_select, masked_fill, moveaxis, numel, shape)
 from .autograd.methods import clone, detach, scale  # noqa: F401
 from . import device  # noqa: F401  (callable: ddg.device('cpu'))
+from .flags import set_flags, get_flags  # noqa: F401
 
 _methods.install()
 

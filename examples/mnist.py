@@ -27,6 +27,9 @@ import ddg.nn.functional as F
 from ddg import nn
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# A training loss above this has diverged: guessing uniformly over the 10 classes
+# scores ln(10) = 2.30, so 100 times that is no training at all.
+DIVERGED_LOSS = 100 * np.log(10)
 
 
 # ---------------------------------------------------------------------- the network
@@ -164,6 +167,10 @@ def main(argv=None):
     train_set = ddg.vision.datasets.MNIST(mode="train", data_dir=folder, download=download)
     test_set = ddg.vision.datasets.MNIST(mode="test", data_dir=folder, download=download)
     sampler = ddg.io.DistributedBatchSampler(train_set, batch_size=args.batch_size, shuffle=True, drop_last=True)
+    if len(sampler) == 0:
+        raise ValueError(f"--batch-size {args.batch_size} is larger than this rank's share of the training data "
+                         f"({sampler.num_samples} of {len(train_set)} images over {world} rank(s)), so with "
+                         f"drop_last an epoch would have 0 steps; use --batch-size {sampler.num_samples} or less")
     train_loader = ddg.io.DataLoader(train_set, batch_sampler=sampler)
     # The test shards are disjoint and unpadded, so the summed counts are exact.
     test_shard = ddg.io.Subset(test_set, list(range(rank, len(test_set), world)))
@@ -199,12 +206,16 @@ def main(argv=None):
         bar = progress(len(sampler), rank, f"epoch {epoch + 1}/{args.epochs}")
         loss_sum, seen = 0.0, 0
         t0 = time.time()
-        for img, label in train_loader:
+        for step, (img, label) in enumerate(train_loader):
             loss = F.cross_entropy(model(img), label)
+            value = float(loss)
+            if not value <= DIVERGED_LOSS:   # nan, inf or exploded: every later step would be garbage
+                raise FloatingPointError(f"epoch {epoch + 1} step {step + 1}: the training loss is {value:g} on rank "
+                                         f"{rank} (chance level is {np.log(10):.2f}, the limit "
+                                         f"{DIVERGED_LOSS:.0f}): training diverged; try a smaller --lr than {lr:g}")
             loss.backward()
             opt.step()
             opt.clear_grad()
-            value = float(loss)
             loss_sum += value * img.shape[0]
             seen += img.shape[0]
             if bar is not None:

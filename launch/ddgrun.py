@@ -17,14 +17,20 @@ Unless already set, OMP_NUM_THREADS, OPENBLAS_NUM_THREADS and MKL_NUM_THREADS ar
 set to (cores on this machine) // (ranks per node), at least 1, so that the ranks
 do not oversubscribe the cores with BLAS threads.
 
-The exit status is the job's (128 + signal number when it died of a signal).
+The exit status is the job's (128 + signal number when a rank died of a signal).
+MPICH's hydra mpiexec reports a signaled rank by exiting with the bare signal number
+(the raw wait status) and printing ``YOUR APPLICATION TERMINATED WITH THE EXIT STRING:
+... (signal N)`` on its stdout, which ddgrun relays and reads to tell a rank killed by
+signal N from one that called ``exit(N)``.
 """
 import os
+import re
 import shlex
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 
 USAGE = "usage: ddgrun -n N [mpiexec options...] (script.py | python script.py | -m module) [args...]"
 
@@ -175,8 +181,37 @@ def build_command(nprocs, opts, program):
     return [find_mpiexec(), "-n", str(nprocs)] + list(opts) + list(program)
 
 
-def _run(cmd, env):
-    proc = subprocess.Popen(cmd, env=env)
+# Hydra's report of a rank that died of a signal (mpiexec.c prints it on stdout).
+_HYDRA_SIGNALED = re.compile(rb"TERMINATED WITH THE EXIT STRING: [^\n]*\(signal (\d+)\)")
+_TAIL = 4096  # bytes of mpiexec's output kept to look for that report
+
+
+def _relay(src, dst, tail):
+    """Copy mpiexec's stdout to ours as it comes, keeping its last bytes in ``tail``."""
+    while True:
+        try:
+            data = os.read(src, 1 << 16)
+        except OSError:
+            data = b""
+        if not data:
+            break
+        try:
+            dst.write(data)
+            dst.flush()
+        except (OSError, ValueError):
+            pass
+        tail[0] = (tail[0] + data)[-_TAIL:]
+
+
+def _run(cmd, env, mpi=False):
+    """Run the job and return its exit status, 128 + N when a rank died of signal N."""
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE if mpi else None)
+    tail = [b""]
+    relay = None
+    if mpi:
+        out = getattr(sys.stdout, "buffer", None) or sys.stdout
+        relay = threading.Thread(target=_relay, args=(proc.stdout.fileno(), out, tail), daemon=True)
+        relay.start()
 
     # Pass SIGTERM/SIGINT on to the child (mpiexec then stops every rank) and keep
     # waiting for it, so that our exit status is the job's.
@@ -189,10 +224,26 @@ def _run(cmd, env):
     old = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         rc = proc.wait()
+        if relay is not None:
+            relay.join()
+            proc.stdout.close()
     finally:
         for s, h in old.items():
             signal.signal(s, h)
-    return 128 - rc if rc < 0 else rc
+    return job_status(rc, tail[0])
+
+
+def job_status(rc, mpiexec_output=b""):
+    """Our exit status from the child's return code (negative: killed by a signal) and,
+    for an MPI job, the end of mpiexec's output (hydra exits with the bare signal number
+    of a signaled rank, so only its report tells that apart from an exit status)."""
+    if rc < 0:
+        return 128 - rc
+    if rc > 0:
+        found = _HYDRA_SIGNALED.findall(mpiexec_output)
+        if found and (rc & 0x7F) == int(found[-1]):
+            return 128 + int(found[-1])
+    return rc
 
 
 def main(argv=None):
@@ -214,7 +265,7 @@ def main(argv=None):
         print(shlex.join(cmd))
         return 0
     try:
-        return _run(cmd, env)
+        return _run(cmd, env, mpi=not (nprocs == 1 and not opts))
     except OSError as e:
         print(f"ddgrun: cannot start {cmd[0]}: {e}", file=sys.stderr)
         return 2

@@ -197,3 +197,39 @@ def test_mpiexec_search_order(tmp_path, monkeypatch):
         assert ddgrun.find_mpiexec() == here
     elif shutil.which("mpiexec"):
         assert ddgrun.find_mpiexec() == shutil.which("mpiexec")
+
+
+@pytest.mark.parametrize("sig", [9, 15])
+def test_rank_killed_by_a_signal_exits_128_plus_signal(tmp_path, sig):
+    # mpiexec (hydra) itself exits with the bare signal number; ddgrun promises 128 + N,
+    # and must still tell a rank killed by signal N from one that exits with status N.
+    killed = _script(tmp_path, f"""
+        import os, signal, sys, time
+        import ddg.distributed as dist
+        dist.init_parallel_env()
+        sys.stdout.write(f"relayed-{{dist.get_rank()}}-ok\\n")   # one write: ranks may interleave
+        sys.stdout.flush()
+        if dist.get_world_size() == 1 or dist.get_rank() == 1:
+            os.kill(os.getpid(), {sig})
+        time.sleep(30)
+    """)
+    r = _ddgrun(["-n", "1", killed])
+    assert r.returncode == 128 + sig, (r.returncode, r.stdout, r.stderr)
+    if not _mpiexec_available():
+        return
+    r = _ddgrun(["-n", "2", killed], timeout=40)
+    assert r.returncode == 128 + sig, (r.returncode, r.stdout, r.stderr)
+    assert sorted(re.findall(r"relayed-(\d)-ok", r.stdout)) == ["0", "1"], r.stdout
+    plain = _script(tmp_path, f"import sys; sys.exit({sig})\n")
+    assert _ddgrun(["-n", "2", plain]).returncode == sig
+
+
+def test_job_status_reads_hydras_signal_report():
+    report = (b"=   EXIT CODE: 9\n===\nYOUR APPLICATION TERMINATED WITH THE EXIT STRING: "
+              b"Killed (signal 9)\nThis typically refers to a problem with your application.\n")
+    assert ddgrun.job_status(9, report) == 137
+    assert ddgrun.job_status(9, b"rank output\n") == 9          # a rank's exit(9)
+    assert ddgrun.job_status(-15) == 143                        # -n 1: the child itself
+    assert ddgrun.job_status(0, report) == 0
+    core = report.replace(b"Killed (signal 9)", b"Segmentation fault (signal 11)")
+    assert ddgrun.job_status(11 | 0x80, core) == 139             # core-dump bit set

@@ -200,3 +200,30 @@ def test_default_data_dir(monkeypatch):
     assert mnist_mod.default_data_dir() == "/some/where"
     monkeypatch.delenv("DDG_DATA_DIR")
     assert mnist_mod.default_data_dir().endswith(os.path.join(".cache", "ddg", "mnist"))
+
+
+def _run_example(tmp_path, *args):
+    import subprocess
+    import sys
+    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, os.path.join(REPO, "examples", "mnist.py"), "--data-dir", MNIST10K,
+                           "--out", str(tmp_path), "--no-plot", "--epochs", "1"] + list(args),
+                          capture_output=True, text=True, timeout=300, env=env, cwd=str(tmp_path))
+
+
+@need10k
+def test_example_refuses_an_epoch_of_zero_steps(tmp_path):
+    # 8,000 training images on one rank: a batch of 9,000 with drop_last gives no step at all
+    r = _run_example(tmp_path, "--batch-size", "9000")
+    assert r.returncode != 0, r.stdout[-2000:]
+    assert "--batch-size 9000 is larger than this rank's share" in r.stderr
+    assert "8000 of 8000 images over 1 rank(s)" in r.stderr and "0 steps" in r.stderr
+    assert "train loss" not in r.stdout
+
+
+@need10k
+def test_example_stops_when_training_diverges(tmp_path):
+    r = _run_example(tmp_path, "--lr", "1e6")
+    assert r.returncode != 0, r.stdout[-2000:]
+    assert "FloatingPointError" in r.stderr and "training diverged" in r.stderr and "1e+06" in r.stderr
+    assert "final test accuracy" not in r.stdout

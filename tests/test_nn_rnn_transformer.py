@@ -139,7 +139,7 @@ def test_parameter_names_layouts_and_cells():
     out, st = gcell(_t(x), _t(h0))
     np.testing.assert_allclose(out.numpy(), ref_gru(x[:, None], h0, *_cell_w(gcell))[1], atol=1e-5)
     # a custom cell through the generic RNN wrapper
-    out, st = nn.RNN(nn.SimpleRNNCell(3, 4), is_reverse=True)(_t(RNG.standard_normal((2, 5, 3))))
+    out, st = nn.RNN(nn.SimpleRNNCell(3, 4), is_reverse=True)(_t(RNG.standard_normal((2, 5, 3)).astype("float32")))
     assert out.shape == [2, 5, 4] and st.shape == [2, 4]
 
 

@@ -99,7 +99,15 @@ ROWS = [
      "any"),
     ("linear_3d", lambda x, w, b: ddg.nn.functional.linear(x, w, b), lambda x, w, b: x @ w + b,
      [(2, 3, 4), (4, 5), (5,)], "any"),
+    ("conv2d", lambda x, w, b: ddg.nn.functional.conv2d(x, w, b, padding=1),
+     lambda x, w, b: _conv2d_ref(x, w, b, 1), [(2, 3, 5, 4), (4, 3, 3, 3), (4,)], "any"),
 ]
+
+
+def _conv2d_ref(x, w, b, pad):
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    win = np.lib.stride_tricks.sliding_window_view(xp, w.shape[2:], axis=(2, 3))  # N C OH OW kh kw
+    return np.einsum("nchwij,ocij->nohw", win, w) + b[None, :, None, None]
 
 
 def _data(shape, domain, rng):
@@ -195,3 +203,58 @@ def test_same_results_on_every_backend(name, fn, ref, shapes, domain, place, rng
     for c, d in zip(cpu, dev):
         assert d.grad.place == d.place
         np.testing.assert_allclose(d.grad.numpy(), c.grad.numpy(), rtol=1e-9, atol=1e-12)
+
+
+def _graph_nodes(out):
+    nodes, stack = {}, [out._node]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in nodes:
+            continue
+        nodes[id(node)] = node
+        stack.extend(e[0] for e in node.edges if e is not None and e[1] is not None)
+    return list(nodes.values())
+
+
+def _guarded_inputs(inputs, out):
+    """Indices of the row's inputs whose version some op of the graph recorded, from the
+    ops' declarations (``save_inputs`` / ``save_output``)."""
+    counters = set()
+    for node in _graph_nodes(out):
+        counters.update(id(vc) for vc, _ in (node._vin or ()))
+        if node._vout is not None:
+            counters.add(id(node._vout[0]))
+    return [j for j, t in enumerate(inputs) if id(t._vc) in counters]
+
+
+@pytest.mark.parametrize("name,fn,ref,shapes,domain", ROWS, ids=[r[0] for r in ROWS])
+def test_in_place_write_to_a_saved_input_raises(name, fn, ref, shapes, domain, rng):
+    """Every input an op's backward reads is declared, and writing it in place between
+    forward and backward raises instead of returning a wrong gradient."""
+    arrays = [_data(s, domain, rng) for s in shapes]
+    other = [_data(s, domain, rng) for s in shapes]
+
+    def run(write=None, bump=False):
+        inputs = [ddg.to_tensor(a, stop_gradient=False) for a in arrays]
+        out = fn(*inputs)
+        v = np.random.default_rng(7).standard_normal(out.shape)
+        guarded = _guarded_inputs(inputs, out)
+        if write is not None:
+            if bump:
+                inputs[write].set_value(other[write])      # the public in-place write
+            else:
+                inputs[write]._data[...] = other[write]    # behind the version counter
+        out.backward(ddg.to_tensor(v))
+        return guarded, [None if t.grad is None else t.grad.numpy() for t in inputs]
+
+    guarded, want = run()
+    # probe: an input whose values backward reads changes the gradients when it changes
+    for j in range(len(arrays)):
+        _, got = run(write=j)
+        reads = any(not np.allclose(g, w, rtol=1e-12, atol=1e-12) for g, w in zip(got, want) if w is not None)
+        assert not reads or j in guarded, f"{name}: backward reads input {j} but no op declares it saved"
+    if not guarded:
+        pytest.skip(f"{name}: no op in it declares that its backward reads an input")
+    for j in guarded:
+        with pytest.raises(RuntimeError, match="modified in place"):
+            run(write=j, bump=True)

@@ -6,6 +6,7 @@ import io as _io
 import json
 import os
 import pickle
+import re
 import struct
 
 import numpy as np
@@ -303,3 +304,139 @@ def test_parameters_load_as_plain_tensors(tmp_path):
     out = load(tmp_path / "p")
     assert type(out["p"]) is Tensor
     np.testing.assert_array_equal(out["p"].numpy(), np.ones((2, 2), np.float32))
+
+
+# --- interrupted saves: SIGTERM cleans up, SIGKILL's leftovers go at the next save ---
+
+_SLOW_SAVER = r"""
+import os, sys, time
+import numpy as np
+from ddg.io import serialization
+path, marker = sys.argv[1], sys.argv[2]
+calls = []
+def slow_write(f, data):
+    calls.append(1)
+    f.write(data)
+    if len(calls) == 2:          # the temporary exists and holds bytes: say so, then stall
+        f.flush()
+        open(marker, "w").close()
+        time.sleep(60)
+serialization._write_chunk = slow_write
+serialization.save({"w": np.arange(1000.0)}, path)
+print("save finished", flush=True)
+"""
+
+
+def _kill_mid_save(tmp_path, sig):
+    import signal
+    import subprocess
+    import sys
+    import time
+    path = tmp_path / "ckpt.pdparams"
+    save({"w": np.arange(10.0)}, str(path))
+    before = path.read_bytes()
+    marker = tmp_path / "writing"
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    proc = subprocess.Popen([sys.executable, "-c", _SLOW_SAVER, str(path), str(marker)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not marker.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the save never started writing"
+        time.sleep(0.02)
+    temps = [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
+    assert len(temps) == 1 and str(proc.pid) in temps[0], temps
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == -sig, (proc.returncode, err)
+    assert b"save finished" not in out
+    assert path.read_bytes() == before
+    return path
+
+
+def test_sigterm_mid_save_removes_the_temporary(tmp_path):
+    import signal
+    path = _kill_mid_save(tmp_path, signal.SIGTERM)
+    assert sorted(os.listdir(tmp_path)) == ["ckpt.pdparams", "writing"]
+    np.testing.assert_array_equal(load(str(path))["w"], np.arange(10.0))
+
+
+def test_sigkill_leftover_is_removed_by_the_next_save(tmp_path):
+    import signal
+    path = _kill_mid_save(tmp_path, signal.SIGKILL)
+    (stale,) = [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
+    assert stale.startswith(".ckpt.pdparams.")
+    other = tmp_path / "other"
+    save([1], str(other))                              # another target's save leaves it alone
+    assert stale in os.listdir(tmp_path)
+    with pytest.warns(RuntimeWarning, match=r"stale temporary.*" + re.escape(stale)):
+        save({"w": np.arange(3.0)}, str(path))
+    assert sorted(os.listdir(tmp_path)) == ["ckpt.pdparams", "other", "writing"]
+    np.testing.assert_array_equal(load(str(path))["w"], np.arange(3.0))
+
+
+def test_live_writer_temporary_is_kept(tmp_path):
+    # A temporary whose writer (this very test process, in another save) is alive stays.
+    path = tmp_path / "ckpt"
+    name = ".ckpt.{}.abcdefgh.tmp".format(serialization._writer_id())
+    (tmp_path / name).write_bytes(b"partial")
+    serialization._live.add(str(tmp_path / name))
+    try:
+        save([1], str(path))
+    finally:
+        serialization._live.discard(str(tmp_path / name))
+    assert name in os.listdir(tmp_path)
+
+
+def test_sigterm_handler_restored_and_chained(tmp_path):
+    import signal
+    seen = []
+    previous = signal.signal(signal.SIGTERM, lambda s, f: seen.append(s))
+    try:
+        save([1], str(tmp_path / "a"))
+        assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+        os.kill(os.getpid(), signal.SIGTERM)       # the user's own handler still runs
+        assert seen == [signal.SIGTERM]
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    save([1], str(tmp_path / "b"))
+    assert signal.getsignal(signal.SIGTERM) is previous
+
+
+# --- hostile or damaged headers fail with the loader's own error ---
+
+def _write_with_header(path, header_obj=None, raw_header=None, payload=b""):
+    import hashlib
+    header = raw_header if raw_header is not None else json.dumps(header_obj).encode()
+    data = serialization._PREFIX.pack(serialization.MAGIC, serialization.VERSION, len(header), len(payload))
+    data += header
+    data += b"\x00" * ((-len(data)) % 64) + payload
+    path.write_bytes(data + hashlib.sha256(data).digest())
+
+
+def test_deeply_nested_header_is_a_clear_error(tmp_path):
+    path = tmp_path / "deep"
+    depth = 100000
+    raw = b'{"format":"ddg-checkpoint","root":' + b'{"t":"list","items":[' * depth + b']}' * depth + b'}'
+    _write_with_header(path, raw_header=raw)
+    with pytest.raises(ValueError, match=r"nested \d+ levels deep.*at most {}".format(serialization.MAX_DEPTH)):
+        load(str(path))
+    ok = []
+    for _ in range(serialization.MAX_DEPTH - 2):   # with the dict: MAX_DEPTH containers
+        ok = [ok]
+    save({"t": to_tensor(np.ones(2)), "deep": ok}, str(path))      # the deepest allowed round-trips
+    assert load(str(path))["deep"] == ok
+    with pytest.raises(ValueError, match="nested deeper than {}".format(serialization.MAX_DEPTH)):
+        save({"t": 1, "deep": [ok]}, str(path))
+
+
+def test_object_dtype_is_named_on_load_and_save(tmp_path):
+    path = tmp_path / "obj"
+    node = {"t": "ndarray", "dtype": "object", "shape": [1], "offset": 0, "nbytes": 8}
+    _write_with_header(path, {"format": "ddg-checkpoint", "root": {"t": "dict", "items": [[{"s": "o"}, node]]}},
+                       payload=b"\x00" * 8)
+    with pytest.raises(ValueError, match="dtype 'object' is not allowed") as e:
+        load(str(path))
+    assert str(path) in str(e.value) and "out of range" not in str(e.value)
+    with pytest.raises(TypeError, match=r"obj\['layer'\]\['o'\]: cannot save an array of dtype object"):
+        save({"layer": {"o": np.array([object()])}}, str(tmp_path / "x"))

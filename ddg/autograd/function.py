@@ -9,12 +9,18 @@ one place, ``sum_to``.
 
 A node is recorded only when grad mode is on and some input requires grad; integer
 and bool outputs never require grad. Saved arrays are guarded by version counters:
-``save_inputs`` / ``save_output`` say whether backward reads the input / output arrays,
-so that an in-place write to one of them makes backward fail loudly instead of
-returning wrong gradients.
+``save_inputs`` declares which input arrays backward reads (True: all of them, False:
+none, or a tuple of input indices; ``forward`` may set it on the instance where the
+choice depends on the path it took), ``save_output`` whether it reads the output, so
+that an in-place write to one of them makes backward fail loudly instead of returning
+wrong gradients.
+
+With ``ddg.set_flags({"FLAGS_check_nan_inf": True})`` every op checks its float
+outputs, and its gradients in backward, for nan/inf and raises naming itself.
 """
 import numpy as np
 
+from ..flags import check_nan_inf as _check_nan_inf
 from ..tensor import backend
 from ..tensor.tensor import Tensor
 from .grad_mode import _enabled
@@ -45,7 +51,7 @@ def sum_to(g, shape):
 
 
 class Function:
-    save_inputs = True   # backward reads input arrays (guard their versions)
+    save_inputs = True   # the inputs backward reads (versions guarded): True (all), False, or indices
     save_output = False  # backward reads the output array
     view = False         # the output shares memory with input 0
     differentiable = True
@@ -93,6 +99,8 @@ class Function:
                 out = self.forward(*[t._data for t in tensors])
         except (ValueError, TypeError, IndexError, RuntimeError, AttributeError) as exc:
             raise _op_error(self, tensors, exc) from exc
+        if _check_nan_inf[0]:
+            _check_outputs(self, out, tensors, rec)
         if type(out) not in _ARRAY_TYPES:
             if type(out) is tuple:
                 return self._wrap_many(out, tensors, rec)
@@ -103,7 +111,7 @@ class Function:
             self.edges = tuple([None if t.stop_gradient else
                                 ((t, None) if t._node is None else (t._node, t._idx)) for t in tensors])
             if self.save_inputs:
-                self._vin = tuple([(t._vc, t._vc[0]) for t in tensors])
+                self._vin = _versions(self.save_inputs, tensors)
             if self.view:
                 o._vc = tensors[0]._vc
             if self.save_output:
@@ -132,7 +140,7 @@ class Function:
             self.edges = tuple(None if t.stop_gradient else ((t, None) if t._node is None else (t._node, t._idx))
                                for t in tensors)
             if self.save_inputs:
-                self._vin = tuple((t._vc, t._vc[0]) for t in tensors)
+                self._vin = _versions(self.save_inputs, tensors)
             self._out_shapes = [(o.shape, o.dtype) for o in outs]
         return tuple(result)
 
@@ -147,6 +155,59 @@ class Function:
         self.__dict__.clear()
         self.edges = None
         self.n_out = n_out
+
+
+def _versions(saved, tensors):
+    """(version counter, version now) of the inputs backward reads: ``saved`` is True
+    (all of them) or a tuple of input indices."""
+    if saved is True:
+        return tuple([(t._vc, t._vc[0]) for t in tensors])
+    return tuple([(tensors[i]._vc, tensors[i]._vc[0]) for i in saved])
+
+
+def _nonfinite(arr):
+    """A description of the nan/inf values in a float array, or None if there are none."""
+    if getattr(arr, "dtype", None) is None or arr.dtype.kind not in _FLOAT_KINDS:
+        return None
+    xp = backend.get_array_module(arr)
+    if bool(xp.isfinite(arr).all()):
+        return None
+    n_nan = int(xp.isnan(arr).sum())
+    return f"{n_nan} nan and {int(arr.size) - int(xp.isfinite(arr).sum()) - n_nan} inf value(s)"
+
+
+def _check_outputs(fn, out, tensors, rec):
+    """FLAGS_check_nan_inf: raise naming the op if a forward output is not finite, and
+    have its backward check the gradients it returns."""
+    outs = out if type(out) is tuple else (out,)
+    for k, arr in enumerate(outs):
+        bad = _nonfinite(arr)
+        if bad is not None:
+            which = f"output {k}" if len(outs) > 1 else "output"
+            raise RuntimeError(f"ddg.{fn.name}: {which} (shape {list(arr.shape)}, dtype {arr.dtype}) holds {bad} "
+                               f"(FLAGS_check_nan_inf is on); inputs: {_describe(tensors)}")
+    if rec:
+        fn.backward = _CheckedBackward(fn, [(list(t._data.shape), t._data.dtype) for t in tensors])
+
+
+class _CheckedBackward:
+    """Stands in for one node's ``backward`` while FLAGS_check_nan_inf is on: runs the
+    op's backward and raises naming the op if a gradient it returns is not finite."""
+
+    def __init__(self, fn, inputs):
+        self.fn, self.inputs = fn, inputs
+
+    def __call__(self, grad):
+        fn = self.fn
+        results = type(fn).backward(fn, grad)
+        for i, g in enumerate(results if type(results) is tuple else (results,)):
+            bad = _nonfinite(g) if g is not None else None
+            if bad is not None:
+                shape, dtype = self.inputs[i] if i < len(self.inputs) else ("?", "?")
+                raise RuntimeError(f"ddg.{fn.name} backward: the gradient of input {i} (shape {list(g.shape)}, "
+                                   f"dtype {g.dtype}; the input: {shape}:{dtype}) holds {bad} "
+                                   f"(FLAGS_check_nan_inf is on)")
+        return results
 
 
 def _describe(tensors):

@@ -29,12 +29,28 @@ file is told apart from a corrupted one (checksum mismatch) and from a foreign o
 directory, which is flushed, fsync'ed and then renamed over the target with
 ``os.replace``; if anything fails the temporary file is removed and an existing
 file at the target path is left as it was.
+
+The temporary is named ``.<target name>.<pid>@<host>.<random>.tmp``. A SIGTERM that
+arrives while a save writes (a pre-empted job) removes it before the process ends as
+it would have; a temporary left by a writer that died without cleaning up (SIGKILL,
+power loss) is removed, with a warning, by the next save of the same path, once its
+writer is known dead (same host, no such pid) or it has not changed for an hour.
+
+Loading checks the header's shape before walking it: nesting deeper than
+``MAX_DEPTH`` levels and array dtypes other than bool/int/uint/float/complex are
+refused with a ValueError naming the problem.
 """
 import hashlib
 import json
 import os
+import re
+import signal
+import socket
 import struct
 import tempfile
+import threading
+import time
+import warnings
 
 import numpy as np
 
@@ -51,6 +67,10 @@ _CHUNK = 16 << 20  # bytes per write() call
 
 # Array dtypes that round-trip exactly through raw bytes (no objects, no structs).
 _DTYPE_KINDS = "biufc"
+
+# Deepest nesting of containers (dicts, lists, tuples) a checkpoint may hold.
+MAX_DEPTH = 100
+_STALE_AGE = 3600.0  # seconds without a change after which any temporary counts as stale
 
 # Permissions for new files: what open() would give, not mkstemp's 0600.
 _UMASK = os.umask(0)
@@ -84,7 +104,8 @@ class _Encoder:
     def _array(self, arr, path):
         arr = backend.to_host(arr)
         if arr.dtype.kind not in _DTYPE_KINDS or arr.dtype.fields is not None:
-            raise TypeError("{}: cannot save an array of dtype {}".format(_key_path(path), arr.dtype))
+            raise TypeError("ddg.save: {}: cannot save an array of dtype {} (only bool, int, uint, float "
+                            "and complex arrays can be saved)".format(_key_path(path), arr.dtype))
         le = arr.dtype.newbyteorder("<")
         arr = arr.astype(le, order="C", copy=False)  # (ascontiguousarray would make 0-d arrays 1-d)
         offset = self._add(arr, arr.nbytes)
@@ -119,6 +140,9 @@ class _Encoder:
             del info["shape"]
             node.update(info)
             return node
+        if len(path) >= MAX_DEPTH and isinstance(obj, (dict, list, tuple)):
+            raise ValueError("ddg.save: {}...: containers nested deeper than {} levels cannot be saved"
+                             .format(_key_path(path[:3]), MAX_DEPTH))
         if isinstance(obj, dict):
             items = []
             for k, v in obj.items():
@@ -216,21 +240,128 @@ def save(obj, path, protocol=None, **configs):
         raise ValueError("ddg.save: {!r} is not a file path".format(path))
     dirname = os.path.dirname(os.path.abspath(path))
     os.makedirs(dirname, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=dirname)
+    base = os.path.basename(path)
+    _remove_stale_temporaries(dirname, base)
+    tmp = [None]
+    restore = _remove_on_sigterm(tmp)
     try:
-        with os.fdopen(fd, "wb") as f:
-            _serialize_to(f, encoded)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_UMASK)
-        os.replace(tmp, path)
-    except BaseException:
+        fd, tmp[0] = tempfile.mkstemp(prefix=".{}.{}.".format(base, _writer_id()), suffix=".tmp", dir=dirname)
+        _live.add(tmp[0])
         try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+            with os.fdopen(fd, "wb") as f:
+                _serialize_to(f, encoded)
+                f.flush()
+                os.fsync(f.fileno())
+            os.chmod(tmp[0], 0o666 & ~_UMASK)
+            os.replace(tmp[0], path)
+        except BaseException:
+            try:
+                os.unlink(tmp[0])
+            except OSError:
+                pass
+            raise
+        finally:
+            _live.discard(tmp[0])
+    finally:
+        restore()
     _fsync_dir(dirname)
+
+
+# Temporaries that a save in this process is writing now (other threads' included).
+_live = set()
+
+
+def _writer_id():
+    """``<pid>@<host>``: who writes a temporary, so that a later save can tell whether
+    its writer still lives."""
+    host = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname())[:64]
+    return "{}@{}".format(os.getpid(), host)
+
+
+def _remove_on_sigterm(tmp):
+    """While a save writes in the main thread, a SIGTERM whose action is the default
+    (end the process) first removes the temporary ``tmp[0]``, then ends the process by
+    the same signal, so its exit status is SIGTERM's. A Python handler already in place
+    is left alone: whatever it raises unwinds through save, which removes the temporary,
+    and if it returns, the save goes on. Returns the function that restores the
+    previous handler."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    try:
+        previous = signal.getsignal(signal.SIGTERM)
+    except (ValueError, AttributeError):
+        return lambda: None
+    if previous is not signal.SIG_DFL:
+        return lambda: None
+
+    def on_sigterm(signum, frame):
+        if tmp[0] is not None:
+            try:
+                os.unlink(tmp[0])
+            except OSError:
+                pass
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+
+    def restore():
+        if signal.getsignal(signal.SIGTERM) is on_sigterm:
+            signal.signal(signal.SIGTERM, previous)
+
+    return restore
+
+
+def _stale_reason(full, pid, host, now):
+    """Why the temporary ``full`` (written by ``pid``@``host``) belongs to no live
+    writer, or None while its writer may still be writing it."""
+    try:
+        age = now - os.stat(full).st_mtime
+    except OSError:
+        return None
+    if age > _STALE_AGE:
+        return "unchanged for {:.0f} s".format(age)
+    if pid is None or host != _writer_id().split("@", 1)[1]:
+        return None
+    if pid == os.getpid():
+        return None if full in _live else "left by this process"
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return "its writer (pid {}) is gone".format(pid)
+    except OSError:
+        pass
+    return None
+
+
+def _remove_stale_temporaries(dirname, base):
+    """Remove the temporaries of earlier saves of ``dirname/base`` whose writers died
+    before they could (SIGKILL, a crash), with a warning naming them."""
+    pattern = re.compile(r"\.{}\.(?:(\d+)@([A-Za-z0-9-]*)\.)?[a-z0-9_]{{8}}\.tmp\Z".format(re.escape(base)))
+    try:
+        names = os.listdir(dirname)
+    except OSError:
+        return
+    now = time.time()
+    removed = []
+    for name in names:
+        m = pattern.match(name)
+        if m is None:
+            continue
+        full = os.path.join(dirname, name)
+        pid = int(m.group(1)) if m.group(1) else None
+        reason = _stale_reason(full, pid, m.group(2), now)
+        if reason is None:
+            continue
+        try:
+            size = os.path.getsize(full)
+            os.unlink(full)
+        except OSError:
+            continue
+        removed.append("{} ({} bytes, {})".format(name, size, reason))
+    if removed:
+        warnings.warn("ddg.save: removed stale temporary file(s) of an interrupted save of {!r} in {}: {}"
+                      .format(base, dirname, "; ".join(removed)), RuntimeWarning, stacklevel=3)
 
 
 class _Decoder:
@@ -249,11 +380,13 @@ class _Decoder:
             offset, nbytes = int(node["offset"]), int(node["nbytes"])
         except (KeyError, TypeError) as e:
             raise self.bad("bad array entry: {}".format(e)) from None
+        if dtype.kind not in _DTYPE_KINDS or dtype.fields is not None:
+            raise self.bad("array dtype {!r} is not allowed (only bool, int, uint, float and complex)"
+                           .format(str(node["dtype"])))
         count = 1
         for s in shape:
             count *= int(s)
-        if dtype.kind not in _DTYPE_KINDS or count * dtype.itemsize != nbytes \
-                or offset < 0 or offset + nbytes > len(self.payload):
+        if count * dtype.itemsize != nbytes or offset < 0 or offset + nbytes > len(self.payload):
             raise self.bad("array entry out of range")
         arr = np.frombuffer(self.payload, dtype=dtype, count=count, offset=offset).reshape(shape)
         return arr.astype(dtype.newbyteorder("="), copy=True)
@@ -337,6 +470,16 @@ def load(path, return_numpy=False, **configs):
     return _deserialize(data, name, return_numpy)
 
 
+def _json_depth(raw):
+    """The deepest bracket nesting of the JSON text ``raw`` (strings skipped), found
+    without recursion so that a hostile header cannot exhaust the stack."""
+    stripped = re.sub(rb'"(?:[^"\\]|\\.)*"', b"", raw)
+    codes = np.frombuffer(stripped, dtype=np.uint8)
+    step = (np.isin(codes, (ord("["), ord("{"))).astype(np.int64)
+            - np.isin(codes, (ord("]"), ord("}"))).astype(np.int64))
+    return int(np.cumsum(step).max()) if step.size else 0
+
+
 def _deserialize(data, name, return_numpy):
     n = len(data)
     if data[:len(MAGIC)] != MAGIC[:min(n, len(MAGIC))] or n == 0:
@@ -360,8 +503,13 @@ def _deserialize(data, name, return_numpy):
     mv = memoryview(data)
     if hashlib.sha256(mv[:n - _DIGEST]).digest() != bytes(mv[n - _DIGEST:]):
         raise ValueError("ddg.load: {}: checksum mismatch (the file is corrupted)".format(name))
+    raw = bytes(mv[_PREFIX.size:hend])
+    depth = _json_depth(raw)
+    if depth > 3 * MAX_DEPTH + 4:  # three JSON levels per container (node, items, pair)
+        raise ValueError("ddg.load: {}: corrupt checkpoint header (nested {} levels deep; a checkpoint "
+                         "holds containers nested at most {} deep)".format(name, depth, MAX_DEPTH))
     try:
-        header = json.loads(bytes(mv[_PREFIX.size:hend]).decode("utf-8"))
+        header = json.loads(raw.decode("utf-8"))
         root = header["root"]
     except (ValueError, KeyError, TypeError) as e:
         raise ValueError("ddg.load: {}: corrupt checkpoint header ({})".format(name, e)) from None

@@ -210,7 +210,7 @@ def _cudnn_conv_filter(cd, x, gy, w_shape, pad, stride, dilation, groups):
 class Conv2d(Function):
     """``out[n, o] = sum_{c, i, j} w[o, c, i, j] * xpad[n, g*Cg + c, y*sh + i*dh, x*sw + j*dw] + b[o]``
     for NCHW input and weight ``[O, C/groups, kh, kw]``."""
-    save_inputs = False  # backward reads the saved columns and weight, not x
+    save_inputs = (1,)  # backward reads w and the columns (a copy of x); on cuDNN x too (see forward)
 
     def __init__(self, stride, pads, dilation, groups):
         self.stride, self.pads, self.dilation, self.groups = stride, pads, dilation, groups
@@ -234,6 +234,7 @@ class Conv2d(Function):
         if self.cudnn is not None and _symmetric(self.pads) is not None:
             # GPU + cuDNN: backward needs x itself (saved here; no columns are built)
             self.x, self.w = x, w
+            self.save_inputs = (0, 1)
             return _cudnn_conv(self.cudnn, x, w, b[0] if b else None, _symmetric(self.pads), (sh, sw), (dh, dw),
                                g, (oh, ow))
         self.cudnn = None

@@ -3,6 +3,14 @@ from ...tensor import backend
 from ..function import Function, sum_to
 
 
+def same_float_dtype(op, x, y):
+    """Matrix products do not promote: a float32 weight meeting a float64 input is a
+    bug to report (as Paddle does), not a silent float64 result."""
+    if x.dtype != y.dtype and x.dtype.kind == "f" and y.dtype.kind == "f":
+        raise ValueError(f"{op}: x and y must have the same float dtype, got x {x.dtype} {list(x.shape)} and "
+                         f"y {y.dtype} {list(y.shape)}; cast one with .astype() first")
+
+
 def _swap(a):
     return a.swapaxes(-1, -2) if a.ndim >= 2 else a
 
@@ -12,6 +20,7 @@ class MatMul(Function):
         self.tx, self.ty = tx, ty
 
     def forward(self, a, b):
+        same_float_dtype("matmul", a, b)
         self.a, self.b = a, b
         A = _swap(a) if self.tx else a
         B = _swap(b) if self.ty else b

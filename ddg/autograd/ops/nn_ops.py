@@ -4,6 +4,7 @@ import numpy as np
 
 from ...tensor import backend
 from ..function import Function
+from .linalg import same_float_dtype
 
 
 class Softmax(Function):
@@ -94,6 +95,7 @@ class Linear(Function):
     dominates small models)."""
 
     def forward(self, x, w, *b):
+        same_float_dtype("linear", x, w)
         self.x, self.w = x, w
         out = x @ w
         if b:
