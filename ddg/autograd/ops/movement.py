@@ -7,6 +7,7 @@ from ...tensor.place import move_array
 from ...tensor.tensor import Tensor
 from ..function import Function, sum_to
 from ..grad_mode import _enabled
+from .logic import nonzero  # noqa: F401  (ddg.nonzero, Tensor.nonzero)
 
 
 class Reshape(Function):
@@ -487,14 +488,6 @@ def to_place(x, place):
     if place_of(x._data) == place:
         return x
     return ToPlace(place)(x)
-
-
-def nonzero(x, as_tuple=False):
-    xp = backend.get_array_module(x._data)
-    nz = xp.nonzero(x._data)
-    if as_tuple:
-        return tuple(Tensor._wrap(i.astype(np.int64).reshape(-1, 1)) for i in nz)
-    return Tensor._wrap(xp.stack(nz, axis=1).astype(np.int64) if nz else xp.zeros((0, 0), np.int64))
 
 
 def masked_select(x, mask, name=None):
