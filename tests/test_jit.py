@@ -11,7 +11,7 @@ import pytest
 import ddg
 import ddg.nn.functional as F
 from ddg import nn
-from ddg.jit import trace as T
+from ddg.jit import program as T
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

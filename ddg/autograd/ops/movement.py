@@ -4,7 +4,7 @@ import numpy as np
 
 from ...tensor import backend
 from ...tensor.place import move_array
-from ...tensor.tensor import Tensor
+from ...tensor.tensor import Tensor, _watch
 from ..function import Function, sum_to
 from ..grad_mode import _enabled
 from .logic import nonzero  # noqa: F401  (ddg.nonzero, Tensor.nonzero)
@@ -255,6 +255,8 @@ def getitem(x, index):
 
 
 def setitem(x, index, value):
+    if _watch[0] is not None:
+        _watch[0](x, "setitem", None)
     xp = backend.get_array_module(x._data)
     idx, _ = _norm_index(index, xp)
     grad_on = _enabled[0]
