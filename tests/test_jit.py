@@ -391,6 +391,11 @@ INDEX_CASES = {
     "one_hot": lambda ids, emb: F.one_hot(ids, 5) @ emb,
     "take_along_axis": lambda ids, emb: ddg.take_along_axis(emb, ddg.reshape(ids, [-1, 1]) % 3, 1),
     "getitem_tensor": lambda ids, emb: emb[ids],
+    "cross_entropy_ignore_weight": lambda ids, emb: F.cross_entropy(
+        ddg.matmul(emb[ddg.to_tensor([0, 1, 2, 3])], emb, transpose_y=True), ids, ignore_index=4,
+        weight=ddg.to_tensor([1.0, 2.0, 3.0, 4.0, 5.0])),
+    "nll_loss_ignore": lambda ids, emb: F.nll_loss(
+        F.log_softmax(ddg.matmul(emb[ddg.to_tensor([0, 1, 2, 3])], emb, transpose_y=True)), ids, ignore_index=4),
 }
 
 
