@@ -152,10 +152,17 @@ class Program:
                 add_grad(grads, s, g)
         for fn, st in reversed(fns):
             outs = st.outs
-            go = [grads[s] for s in outs]
-            if all(g is None for g in go):
-                continue
-            for s in outs:
+            if st.multi:
+                go = [grads[s] for s in outs]
+                if all(g is None for g in go):
+                    continue
+                for s in outs:
+                    grads[s] = None
+            else:  # the common case, kept lean: replay speed is the point of to_static
+                s = outs[0]
+                go = [grads[s]]
+                if go[0] is None:
+                    continue
                 grads[s] = None
             for s, r, need in zip(st.ins, call_backward(fn, go), st.needs):
                 if need and r is not None:
