@@ -388,6 +388,7 @@ def test_op_table_under_to_static_equals_eager(row):
 
 INDEX_CASES = {
     "embedding": lambda ids, emb: F.embedding(ids, emb),
+    "embedding_padding_idx": lambda ids, emb: F.embedding(ids, emb, padding_idx=4),
     "one_hot": lambda ids, emb: F.one_hot(ids, 5) @ emb,
     "take_along_axis": lambda ids, emb: ddg.take_along_axis(emb, ddg.reshape(ids, [-1, 1]) % 3, 1),
     "getitem_tensor": lambda ids, emb: emb[ids],
