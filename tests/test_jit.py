@@ -11,7 +11,7 @@ import pytest
 import ddg
 import ddg.nn.functional as F
 from ddg import nn
-from ddg.jit import trace as T
+from ddg.jit import program as T
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -284,6 +284,209 @@ def test_where_mask_is_recomputed():
     x = ddg.to_tensor([-1.0, 2.0, -3.0, 4.0])
     np.testing.assert_allclose(g(x).numpy(), [-0.1, 2.0, -0.3, 4.0], rtol=1e-6)
     assert _is_replaying(g)
+
+
+# -- every op is a Function: replays recompute non-differentiable ops on new data ---------------
+# Each case runs on x1, x1 (two identical recordings: values frozen as constants would go
+# unnoticed), then on x2 and x3 (replays): every call must equal eager.
+NOGRAD_CASES = {
+    "where_greater_than": lambda x: ddg.where(ddg.greater_than(x, 0 * x), x, 0 * x),
+    "where_less_equal": lambda x: ddg.where(ddg.less_equal(x, 0 * x), x, 0 * x),
+    "where_greater_equal_scalar": lambda x: ddg.where(ddg.greater_equal(x, 0.0), x, 2 * x),
+    "where_less_than_scalar_first": lambda x: ddg.where(ddg.less_than(0.0, x), x, 2 * x),
+    "equal": lambda x: ddg.equal(ddg.round(x), ddg.zeros_like(x)),
+    "not_equal": lambda x: ddg.not_equal(ddg.round(x), 0.0),
+    "logical_and": lambda x: ddg.logical_and(x > 0, x < 1),
+    "logical_or": lambda x: ddg.logical_or(ddg.greater_than(x, 1 + 0 * x), ddg.less_than(x, -1 + 0 * x)),
+    "logical_xor": lambda x: ddg.logical_xor(x > 0, ddg.greater_than(x, 0.5)),
+    "logical_not": lambda x: ddg.logical_not(ddg.greater_than(x, 0 * x)),
+    "invert": lambda x: ~(x > 0),
+    "isnan": lambda x: ddg.isnan(ddg.log(x)),
+    "isinf": lambda x: ddg.isinf(1.0 / ddg.round(x)),
+    "isfinite": lambda x: ddg.isfinite(ddg.log(x)),
+    "argmax": lambda x: ddg.argmax(x, axis=1),
+    "argmin_flat": lambda x: ddg.argmin(x),
+    "all": lambda x: ddg.all(x > 0, axis=0),
+    "any": lambda x: ddg.any(ddg.greater_than(x, 0 * x)),
+    "nonzero": lambda x: ddg.nonzero(x > 0),
+    "where_one_arg": lambda x: ddg.where(x > 0)[1],
+    "equal_all": lambda x: ddg.equal_all(ddg.round(x), ddg.zeros_like(x)),
+    "allclose": lambda x: ddg.allclose(x, ddg.zeros_like(x), atol=1.0),
+    "isclose": lambda x: ddg.isclose(x, ddg.zeros_like(x), atol=0.5),
+    "bitwise_and": lambda x: ddg.bitwise_and(ddg.cast(x > 0, "int32"), ddg.cast(x > 1, "int32")),
+    "count_nonzero": lambda x: ddg.count_nonzero(ddg.round(x), axis=1),
+    "masked_select": lambda x: ddg.masked_select(x, x > 0) * 2,
+}
+
+
+@pytest.mark.parametrize("name", list(NOGRAD_CASES))
+def test_functional_nograd_ops_replay_on_new_data(name):
+    fn = NOGRAD_CASES[name]
+    g = ddg.jit.to_static(fn)
+    rng = np.random.default_rng(3)
+    x1 = rng.standard_normal((3, 4)).astype(np.float32)
+    data = [x1, x1, rng.standard_normal((3, 4)).astype(np.float32), rng.standard_normal((3, 4)).astype(np.float32)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no fallback to eager: the function must replay
+        with np.errstate(all="ignore"):
+            for i, a in enumerate(data):
+                got, want = g(ddg.to_tensor(a)), fn(ddg.to_tensor(a))
+                assert got.shape == want.shape and got.dtype == want.dtype, (name, i)
+                np.testing.assert_array_equal(got.numpy(), want.numpy(), err_msg=f"{name}, call {i}")
+    assert _is_replaying(g), name
+
+
+def test_where_greater_than_regression_x1_x1_x2():
+    """The reported case: the mask of x1 used to be replayed on x2."""
+    g = ddg.jit.to_static(lambda x: ddg.where(ddg.greater_than(x, 0 * x), x, 0 * x))
+    x1 = ddg.to_tensor([1.0, -2.0, 3.0])
+    g(x1)
+    g(x1)
+    x2 = ddg.to_tensor([-1.0, 2.0, -3.0])
+    np.testing.assert_array_equal(g(x2).numpy(), [0.0, 2.0, 0.0])
+    assert _is_replaying(g)
+
+
+def _op_table_rows():
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    try:
+        from test_ops_table import ROWS, _data
+    finally:
+        sys.path.pop(0)
+    return ROWS, _data
+
+
+_ROWS, _ROW_DATA = _op_table_rows()
+
+
+@pytest.mark.parametrize("row", _ROWS, ids=[r[0] for r in _ROWS])
+def test_op_table_under_to_static_equals_eager(row):
+    """Every row of the op table, recorded and replayed on changing data (x1, x1, x2, x3):
+    outputs and input gradients equal eager's."""
+    name, fn, _, shapes, domain = row
+    g = ddg.jit.to_static(fn)
+    rng = np.random.default_rng(7)
+    first = [_ROW_DATA(s, domain, rng).astype(np.float32) for s in shapes]
+    calls = [first, first] + [[_ROW_DATA(s, domain, rng).astype(np.float32) for s in shapes] for _ in range(2)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for i, arrays in enumerate(calls):
+            results = []
+            for f in (g, fn):
+                ins = [ddg.to_tensor(a, stop_gradient=False) for a in arrays]
+                out = f(*ins)
+                cot = np.random.default_rng(i).standard_normal(out.shape).astype(np.float32)
+                (out * ddg.to_tensor(cot)).sum().backward()
+                results.append((out.numpy(), [t.grad.numpy() for t in ins]))
+            (o_s, g_s), (o_e, g_e) = results
+            assert o_s.shape == o_e.shape, (name, i)
+            np.testing.assert_allclose(o_s, o_e, rtol=1e-6, atol=1e-7, err_msg=f"{name}, call {i}")
+            for a, b in zip(g_s, g_e):
+                np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7, err_msg=f"{name} gradient, call {i}")
+    assert _is_replaying(g), name
+
+
+INDEX_CASES = {
+    "embedding": lambda ids, emb: F.embedding(ids, emb),
+    "embedding_padding_idx": lambda ids, emb: F.embedding(ids, emb, padding_idx=4),
+    "one_hot": lambda ids, emb: F.one_hot(ids, 5) @ emb,
+    "take_along_axis": lambda ids, emb: ddg.take_along_axis(emb, ddg.reshape(ids, [-1, 1]) % 3, 1),
+    "getitem_tensor": lambda ids, emb: emb[ids],
+    "cross_entropy_ignore_weight": lambda ids, emb: F.cross_entropy(
+        ddg.matmul(emb[ddg.to_tensor([0, 1, 2, 3])], emb, transpose_y=True), ids, ignore_index=4,
+        weight=ddg.to_tensor([1.0, 2.0, 3.0, 4.0, 5.0])),
+    "nll_loss_ignore": lambda ids, emb: F.nll_loss(
+        F.log_softmax(ddg.matmul(emb[ddg.to_tensor([0, 1, 2, 3])], emb, transpose_y=True)), ids, ignore_index=4),
+}
+
+
+@pytest.mark.parametrize("name", list(INDEX_CASES))
+def test_integer_index_inputs_replay_on_new_data(name):
+    """Ops indexed by an integer input tensor take it as an op input, not a frozen constant."""
+    fn = INDEX_CASES[name]
+    g = ddg.jit.to_static(fn)
+    emb = ddg.to_tensor(np.arange(15, dtype=np.float32).reshape(5, 3), stop_gradient=False)
+    for i, ids in enumerate([[0, 1, 2, 3], [0, 1, 2, 3], [4, 4, 0, 1], [2, 3, 3, 0]]):
+        outs = []
+        for f in (g, fn):
+            emb.clear_grad()
+            out = f(ddg.to_tensor(ids), emb)
+            (out * out).sum().backward()
+            outs.append((out.numpy(), emb.grad.numpy()))
+        np.testing.assert_array_equal(outs[0][0], outs[1][0], err_msg=f"{name}, call {i}")
+        np.testing.assert_array_equal(outs[0][1], outs[1][1], err_msg=f"{name} gradient, call {i}")
+    assert _is_replaying(g), name
+
+
+def test_recording_leaves_tensor_classes_and_generator_alone():
+    """Recording neither swaps the class of the tensors it watches nor the global generator."""
+    from ddg.tensor import backend
+    lin = nn.Linear(3, 2)
+    seen = []
+
+    def f(x):
+        seen.append((type(x), type(lin.weight), backend._np_rng))
+        return lin(x) + ddg.rand([2])
+    g = ddg.jit.to_static(f)
+    gen = backend._np_rng
+    for _ in range(3):
+        g(ddg.randn([4, 3]))
+    assert seen == [(ddg.Tensor, type(lin.weight), gen)] * 2 and type(lin.weight) is ddg.nn.Parameter
+    assert _is_replaying(g)
+
+
+def test_observe_rng_reports_draws_unchanged():
+    from ddg.tensor import backend
+    ddg.seed(5)
+    plain = backend.rng().normal(0, 1, 3)
+    ddg.seed(5)
+    log = []
+    with backend.observe_rng(lambda *a: log.append(a)):
+        seen = backend.rng().normal(0, 1, 3)
+        with pytest.raises(RuntimeError):
+            backend.observe_rng(print).__enter__()
+    np.testing.assert_array_equal(seen, plain)
+    assert [(m, a) for m, a, _, _ in log] == [("normal", (0, 1, 3))] and log[0][3] is seen
+    assert type(backend.rng()) is np.random.Generator
+
+
+def test_load_reads_raw_logic_steps_of_older_files(tmp_path):
+    """Files written when comparisons were recorded as "raw" numpy steps still load."""
+    import json
+    from ddg.io import serialization as ser
+    net = nn.Linear(3, 3)
+    f = ddg.jit.to_static(lambda x: ddg.where(x > 0, net(x), x))
+    spec = [ddg.static.InputSpec([2, 3], "float32")]
+    ddg.jit.save(net, str(tmp_path / "m"), input_spec=spec)  # writes the params file
+    blob = ser.load(str(tmp_path / "m") + ".pdmodel", return_numpy=True)
+    graph = json.loads(blob["graph"])
+    # a hand-made graph: out = where(x > 0.5, lin(x), x) with the comparison as a raw step
+    prog = f.concrete_program(ddg.ones([2, 3]))
+    from ddg.jit.serialize import _to_json
+    g2, arrays = _to_json([prog], net, (), ())
+    steps = []
+    for st in g2["steps"]:
+        if st["op"].endswith(":Elementwise"):
+            steps.append({"raw": "greater", "args": [["s", st["ins"][0]], ["v", {"f": float.hex(0.5)}]],
+                          "out": st["outs"][0]})
+        else:
+            steps.append(st)
+    g2["steps"] = steps
+    g2.update(inputs=graph["inputs"], dyn=[], params=graph["params"])
+    ser.save({"format": blob["format"], "version": blob["version"], "graph": json.dumps(g2), "arrays": arrays},
+             str(tmp_path / "m") + ".pdmodel")
+    loaded = ddg.jit.load(str(tmp_path / "m"))
+    x = ddg.to_tensor(np.array([[0.2, 0.7, -1.0], [1.5, 0.4, 0.6]], np.float32))
+    with ddg.no_grad():
+        want = ddg.where(x > 0.5, net(x), x)
+    np.testing.assert_allclose(loaded(x).numpy(), want.numpy(), rtol=1e-6)
+    bad = dict(g2, steps=[dict(steps[0], raw="system")] + steps[1:]) if "raw" in steps[0] else None
+    if bad is None:
+        bad = dict(g2, steps=[{"raw": "system", "args": [], "out": 0}] + steps)
+    ser.save({"format": blob["format"], "version": blob["version"], "graph": json.dumps(bad), "arrays": arrays},
+             str(tmp_path / "m") + ".pdmodel")
+    with pytest.raises(ValueError, match="not allowed"):
+        ddg.jit.load(str(tmp_path / "m"))
 
 
 def test_signature_change_rerecords():

@@ -105,7 +105,7 @@ def run_backward(roots, root_grads, retain_graph=False, targets=None):
         if buf is None:
             buf = buffers[node] = [None] * node.n_out
             start.append(node)
-        buf[t._idx] = g if buf[t._idx] is None else buf[t._idx] + g
+        add_grad(buf, t._idx, g)
     stack = list(start)
     seen = set(start)
     while stack:
@@ -182,12 +182,7 @@ def run_backward(roots, root_grads, retain_graph=False, targets=None):
                 raise RuntimeError(
                     f"ddg: the output of op {node.name} was modified in place after it was saved for backward; "
                     f"its gradient would be wrong. Clone the tensor before writing to it.")
-            if node.n_out == 1:
-                results = node.backward(grads[0])
-            else:
-                results = node.backward(_fill_missing(node, grads))
-            if type(results) is not tuple:
-                results = (results,)
+            results = call_backward(node, grads)
         if not retain_graph:
             node._release()
         for e, g in zip(edges, results):
@@ -207,7 +202,7 @@ def run_backward(roots, root_grads, retain_graph=False, targets=None):
                     buf = buffers.get(p)
                     if buf is None:
                         buf = buffers[p] = [None] * p.n_out
-                    buf[idx] = g if buf[idx] is None else buf[idx] + g
+                    add_grad(buf, idx, g)
                 else:
                     buffers.setdefault(p, [None] * p.n_out)
                 n = deps[p] - 1
@@ -222,6 +217,24 @@ def run_backward(roots, root_grads, retain_graph=False, targets=None):
             _queued.pop(0)()
         return None
     return captured
+
+
+def add_grad(buf, i, g):
+    """Add gradient ``g`` into ``buf[i]`` (None there: no gradient yet). The one place where
+    gradients arriving at the same output are summed (also used by ddg.jit's replay)."""
+    prev = buf[i]
+    buf[i] = g if prev is None else prev + g
+
+
+def call_backward(node, grads):
+    """Run ``node.backward`` on its output gradients ``grads`` (a list, one per output, at least
+    one not None; a multi-output node gets zeros for the missing ones). Returns a tuple with one
+    gradient (or None) per input."""
+    if node.n_out == 1:
+        results = node.backward(grads[0])
+    else:
+        results = node.backward(_fill_missing(node, grads))
+    return results if type(results) is tuple else (results,)
 
 
 def _fill_missing(node, grads):

@@ -122,10 +122,17 @@ class Function:
             o._vc = tensors[0]._vc
         return o
 
-    def _wrap_many(self, outs, tensors, rec):
-        xp = backend.get_array_module(tensors[0]._data) if tensors else np
+    def _note_outputs(self, outs, xp):
+        """The outputs of a multi-output ``forward`` as a list of arrays; notes their count and
+        shapes, which backward needs (zeros for outputs that get no gradient). Shared by
+        ``__call__`` and ddg.jit's replay."""
         outs = [o if type(o) in _ARRAY_TYPES else xp.asarray(o) for o in outs]
         self.n_out = len(outs)
+        self._out_shapes = [(o.shape, o.dtype) for o in outs]
+        return outs
+
+    def _wrap_many(self, outs, tensors, rec):
+        outs = self._note_outputs(outs, backend.get_array_module(tensors[0]._data) if tensors else np)
         rec = rec and any(o.dtype.kind in _FLOAT_KINDS for o in outs)
         result = []
         for i, arr in enumerate(outs):
@@ -141,7 +148,6 @@ class Function:
                                for t in tensors)
             if self.save_inputs:
                 self._vin = _versions(self.save_inputs, tensors)
-            self._out_shapes = [(o.shape, o.dtype) for o in outs]
         return tuple(result)
 
     def _out_hook_list(self, idx):

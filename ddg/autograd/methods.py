@@ -2,7 +2,7 @@
 spellings seed 002 uses)."""
 import numpy as np
 
-from ..tensor.tensor import Tensor
+from ..tensor.tensor import Tensor, _watch
 from . import grad_mode
 from .function import Function
 from .ops import elementwise as E
@@ -64,6 +64,8 @@ def _inplace(name):
             self._data, self._node, self._idx = res._data, res._node, res._idx
             self.stop_gradient, self._vc = res.stop_gradient, res._vc
             return self
+        if _watch[0] is not None:
+            _watch[0](self, name + "_", None)
         o = other._data if isinstance(other, Tensor) else other
         if self._data.dtype.kind in "iub" and name == "divide":
             raise TypeError(f"ddg: in-place true division of an integer tensor ({self.dtype})")
@@ -87,6 +89,8 @@ def _clip_(self, min=None, max=None):  # noqa: A002
 
 def _uniform_(self, min=-1.0, max=1.0, seed=0):  # noqa: A002
     from ..tensor import backend
+    if _watch[0] is not None:
+        _watch[0](self, "uniform_", None)
     self._data[...] = backend.rng().uniform(min, max, self._data.shape)
     self._vc[0] += 1
     return self

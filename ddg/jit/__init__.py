@@ -1,6 +1,6 @@
 """``ddg.jit``: ``to_static`` (record a function once per input signature, replay the
 recording afterwards) and ``save`` / ``load`` of recorded inference graphs."""
-from .trace import StaticFunction, not_to_static, to_static  # noqa: F401
+from .static_function import StaticFunction, not_to_static, to_static  # noqa: F401
 from .serialize import TranslatedLayer, load, save  # noqa: F401
 
 __all__ = ["to_static", "not_to_static", "save", "load", "TranslatedLayer", "StaticFunction"]

@@ -28,14 +28,19 @@ import numpy as np
 
 from ..autograd import grad_mode
 from ..autograd.function import Function
+from ..autograd.ops import logic as _logic
 from ..io import serialization as _ser
 from ..nn.layer.layers import Layer
 from ..nn.parameter import Parameter
+from ..tensor import backend
 from ..tensor.tensor import Tensor
-from . import trace as T
+from .program import DRAW_METHODS, DrawStep, OpStep, Program, WriteStep, replay, same_value
+from .recorder import DataDependent
+from .static_function import StaticFunction
 
 FORMAT = "ddg.jit.program"
 VERSION = 1
+_ARRAY_TYPES = backend.ARRAY_TYPES
 _DYN_SIZES = ((2, 3), (5, 7), (11, 13), (17, 19))  # dummy sizes of None dims in the two recordings
 _OP_MODULE = re.compile(r"^ddg\.(autograd\.ops\.[a-z_0-9]+|autograd\.methods|nn\.functional\.[a-z_0-9]+)$")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z_0-9]*$")
@@ -73,7 +78,7 @@ class _Enc:
             return {"slice": [self(v.start, where), self(v.stop, where), self(v.step, where)]}
         if v is Ellipsis:
             return {"ellipsis": True}
-        if isinstance(v, T._ARRAY_TYPES):
+        if isinstance(v, _ARRAY_TYPES):
             self.arrays.append(np.asarray(v) if isinstance(v, np.ndarray) else v.get())
             return {"array": len(self.arrays) - 1}
         raise ValueError(f"ddg.jit.save: {where}: cannot store a value of type {type(v).__name__}")
@@ -132,7 +137,7 @@ def _merge(a, b, dyn1, dyn2, where):
         return type(a)(_merge(x, y, dyn1, dyn2, where) for x, y in zip(a, b))
     if isinstance(a, dict) and isinstance(b, dict) and a.keys() == b.keys():
         return {k: _merge(a[k], b[k], dyn1, dyn2, where) for k in a}
-    if T._same(a, b):
+    if same_value(a, b):
         return a
     raise ValueError(f"ddg.jit.save: {where}: the recording depends on the size of a None dimension of the input "
                      f"spec in a way ddg cannot store; give that dimension a fixed size")
@@ -154,7 +159,7 @@ def save(layer, path, input_spec=None, **configs):
     inputs described by ``input_spec`` and write ``path.pdmodel`` and ``path.pdiparams``."""
     from ..static import InputSpec
     fn = layer
-    if isinstance(layer, T.StaticFunction):
+    if isinstance(layer, StaticFunction):
         owner = layer._layer
         fn = layer._fn
         if input_spec is None:
@@ -162,8 +167,8 @@ def save(layer, path, input_spec=None, **configs):
     elif isinstance(layer, Layer):
         owner = layer
         fwd = layer.forward
-        fn = fwd._fn if isinstance(fwd, T.StaticFunction) else fwd
-        if input_spec is None and isinstance(fwd, T.StaticFunction):
+        fn = fwd._fn if isinstance(fwd, StaticFunction) else fwd
+        if input_spec is None and isinstance(fwd, StaticFunction):
             input_spec = fwd._input_spec
     else:
         raise TypeError(f"ddg.jit.save: needs a Layer or a to_static function, got {type(layer).__name__}")
@@ -188,11 +193,11 @@ def save(layer, path, input_spec=None, **configs):
     progs = []
     for sizes in (sizes1, sizes2) if dyn_dims else (sizes1,):
         ins = [_dummy(s, sizes, dyn_dims) for s in specs]
-        sf = T.StaticFunction(fn, owner)
+        sf = StaticFunction(fn, owner)
         with grad_mode.no_grad():
             try:
                 progs.append(sf.concrete_program(*ins))
-            except T.DataDependent as exc:
+            except DataDependent as exc:
                 raise ValueError(f"ddg.jit.save: the model cannot be saved as a graph: {exc}") from None
     graph, arrays = _to_json(progs, owner, sizes1, sizes2 if dyn_dims else sizes1)
     graph["inputs"] = [{"shape": list(s.shape), "dtype": s.dtype.str, "name": s.name} for s in specs]
@@ -224,7 +229,7 @@ def _to_json(progs, owner, dyn1, dyn2):
             consts.append([s, enc(t.numpy(), "a captured tensor")])
     for (s, a), (_, b) in zip(p1.consts, p2.consts):
         if a.shape == b.shape:
-            if not T._same(a, b):
+            if not same_value(a, b):
                 raise ValueError("ddg.jit.save: a constant differs between two recordings (random numbers or data "
                                  "outside ddg ops)")
             consts.append([s, enc(a, "a constant")])
@@ -239,26 +244,23 @@ def _to_json(progs, owner, dyn1, dyn2):
                                  "give that dimension a fixed size")
     steps = []
     for k, (a, b) in enumerate(zip(p1.steps, p2.steps)):
-        if a[0] != b[0]:
+        if type(a) is not type(b):
             raise ValueError("ddg.jit.save: the recorded graph changes with the size of a None dimension")
-        if a[0] == T.OP:
-            cls = a[1]
-            if cls is not b[1] or a[3] != b[3] or a[4] != b[4]:
+        if type(a) is OpStep:
+            cls = a.cls
+            if cls is not b.cls or a.ins != b.ins or a.outs != b.outs:
                 raise ValueError("ddg.jit.save: the recorded graph changes with the size of a None dimension")
             where = f"op {k} ({cls.__name__})"
-            attrs = _merge(a[2], b[2], dyn1, dyn2, where)
+            attrs = _merge(a.attrs, b.attrs, dyn1, dyn2, where)
             steps.append({"op": f"{cls.__module__}:{cls.__qualname__}", "attrs": enc(attrs, where),
-                          "ins": list(a[3]), "outs": list(a[4]), "multi": a[5]})
-        elif a[0] == T.RAW:
-            steps.append({"raw": a[1], "args": [[k2, v if k2 == "s" else enc(v, "raw op")] for k2, v in a[2]],
-                          "out": a[3]})
-        elif a[0] == T.DRAW:
-            steps.append({"draw": a[1], "args": enc(_merge(a[2], b[2], dyn1, dyn2, "random draw"), "draw"),
-                          "kwargs": enc(dict(a[3]), "draw"), "dtype": a[4].str, "out": a[5]})
+                          "ins": list(a.ins), "outs": list(a.outs), "multi": a.multi})
+        elif type(a) is DrawStep:
+            steps.append({"draw": a.method, "args": enc(_merge(a.args, b.args, dyn1, dyn2, "random draw"), "draw"),
+                          "kwargs": enc(dict(a.kwargs), "draw"), "dtype": a.dtype.str, "out": a.out})
         else:
-            if id(a[1]) not in names:
+            if id(a.tensor) not in names:
                 raise ValueError("ddg.jit.save: the model writes into a tensor that is not one of its buffers")
-            steps.append({"write": names[id(a[1])], "slot": a[2]})
+            steps.append({"write": names[id(a.tensor)], "slot": a.slot})
     graph = {"nslots": p1.nslots, "input_slots": p1.input_slots, "externals": ext, "consts": consts,
              "steps": steps, "outputs": p1.out_slots, "out_spec": _spec_json(p1.out_spec)}
     return graph, arrays
@@ -290,6 +292,28 @@ def _spec_build(j, it):
 
 
 # -- load -------------------------------------------------------------------------------------------
+_RAW_LOGIC = frozenset(["greater", "less", "greater_equal", "less_equal", "equal", "not_equal",
+                        "logical_and", "logical_or", "logical_xor", "logical_not"])
+
+
+def _raw_step(st, prog, arrays, dyn):
+    """A comparison or logic step of a file from an older ddg ({"raw": numpy name, "args":
+    [["s", slot] | ["v", value]], "out": slot}), as the equivalent op step."""
+    name = st["raw"]
+    if name not in _RAW_LOGIC:
+        raise _Bad(f"raw op {name!r} is not allowed")
+    slots, scalar, first = [], None, False
+    for i, (k, v) in enumerate(st["args"]):
+        if k == "s":
+            slots.append(int(v))
+        else:
+            scalar, first = _dec(v, arrays, dyn), i == 0
+    if not 1 <= len(slots) <= 2 or (scalar is not None and len(slots) != 1):
+        raise _Bad(f"raw op {name!r} has bad arguments")
+    return OpStep(_logic.Elementwise, {"fn": name, "scalar": scalar, "scalar_first": first}, tuple(slots),
+                  (int(st["out"]),), False, (False,) * len(slots), False)
+
+
 def _op_class(name):
     """The Function class a file names, if it is one of ddg's own ops; else _Bad."""
     if not isinstance(name, str) or name.count(":") != 1:
@@ -333,7 +357,7 @@ class TranslatedLayer(Layer):
             return prog
         g, arrays = self._graph, self._arrays
         try:
-            prog = T.Program()
+            prog = Program()
             prog.nslots = int(g["nslots"])
             prog.input_slots = [int(s) for s in g["input_slots"]]
             prog.requires = [False] * prog.nslots
@@ -359,26 +383,21 @@ class TranslatedLayer(Layer):
                     grad = any(needs) and cls.differentiable
                     for o in outs:
                         prog.requires[o] = grad
-                    prog.steps.append((T.OP, cls, attrs, ins, outs, bool(st["multi"]), needs, grad))
-                elif "raw" in st:
-                    if st["raw"] not in T.RAW_FUNCS:
-                        raise _Bad(f"raw op {st['raw']!r} is not allowed")
-                    args = tuple((k, int(v)) if k == "s" else (k, _dec(v, arrays, dyn)) for k, v in st["args"])
-                    prog.steps.append((T.RAW, st["raw"], args, int(st["out"])))
+                    prog.steps.append(OpStep(cls, attrs, ins, outs, bool(st["multi"]), needs, grad))
+                elif "raw" in st:  # files written before comparisons and logic became Functions
+                    prog.steps.append(_raw_step(st, prog, arrays, dyn))
                 elif "draw" in st:
-                    if st["draw"] not in T.DRAW_METHODS:
+                    if st["draw"] not in DRAW_METHODS:
                         raise _Bad(f"random draw {st['draw']!r} is not allowed")
-                    prog.steps.append((T.DRAW, st["draw"], tuple(_dec(st["args"], arrays, dyn)),
-                                       _dec(st["kwargs"], arrays, dyn), np.dtype(st["dtype"]), int(st["out"])))
+                    prog.steps.append(DrawStep(st["draw"], tuple(_dec(st["args"], arrays, dyn)),
+                                               _dec(st["kwargs"], arrays, dyn), np.dtype(st["dtype"]),
+                                               int(st["out"])))
                 elif "write" in st:
-                    prog.steps.append((T.WRITE, self._named[st["write"]], int(st["slot"])))
+                    prog.steps.append(WriteStep(self._named[st["write"]], int(st["slot"])))
                 else:
                     raise _Bad("unknown step")
             prog.out_slots = [int(s) for s in g["outputs"]]
-            slots = [s for s, *_ in prog.externals] + [s for s, _ in prog.consts] + prog.input_slots
-            for st in prog.steps:
-                slots += list(st[3]) + list(st[4]) if st[0] == T.OP else [st[-1]] if st[0] != T.WRITE else [st[2]]
-            if any(not 0 <= s < prog.nslots for s in slots + prog.out_slots):
+            if any(not 0 <= s < prog.nslots for s in prog.slots_used()):
                 raise _Bad("slot index out of range")
         except _Bad as exc:
             raise ValueError(f"ddg.jit.load: {self._path}.pdmodel: {exc}") from None
@@ -407,7 +426,7 @@ class TranslatedLayer(Layer):
             tensors.append(x)
         dyn = tuple(tensors[i].shape[j] for i, j in self._graph["dyn"])
         prog = self._program(dyn)
-        outs = T.replay(prog, tensors)
+        outs = replay(prog, tensors)
         return _spec_build(self._graph["out_spec"], iter(outs))
 
 

@@ -220,11 +220,57 @@ def seed(n):
         _cupy.random.seed(int(n))
 
 
+_rng_observer = [None]
+
+
 def rng(xp=np):
-    """The global generator for ``xp``: numpy.random.Generator or cupy's RandomState."""
+    """The global generator for ``xp``: numpy.random.Generator or cupy's RandomState.
+    Inside :func:`observe_rng` the numpy generator comes wrapped, reporting each draw."""
     if xp is np:
-        return _np_rng
+        obs = _rng_observer[0]
+        return _np_rng if obs is None else _ObservedGenerator(_np_rng, obs)
     return xp.random.get_random_state()  # pragma: no cover
+
+
+class _ObservedGenerator:
+    """The numpy generator, with every method call reported to an observer after it ran."""
+    __slots__ = ("_gen", "_observer")
+
+    def __init__(self, gen, observer):
+        self._gen, self._observer = gen, observer
+
+    def __getattr__(self, name):
+        attr = getattr(self._gen, name)
+        if not callable(attr):
+            return attr
+        observer = self._observer
+
+        def draw(*args, **kwargs):
+            out = attr(*args, **kwargs)
+            observer(name, args, kwargs, out)
+            return out
+        return draw
+
+
+class observe_rng:
+    """Context manager: while active, every call made on the numpy generator handed out by
+    :func:`rng` (``rng().normal(...)``, ``rng().permutation(...)``...) is reported as
+    ``observer(method_name, args, kwargs, result)`` right after it ran. The numbers drawn
+    are exactly those drawn without an observer. ``ddg.jit.to_static`` records random
+    draws this way. Observers do not nest: entering a second one raises RuntimeError."""
+
+    def __init__(self, observer):
+        self.observer = observer
+
+    def __enter__(self):
+        if _rng_observer[0] is not None:
+            raise RuntimeError("ddg: a random-number observer is already active")
+        _rng_observer[0] = self.observer
+        return self
+
+    def __exit__(self, *exc):
+        _rng_observer[0] = None
+        return False
 
 
 def draw_uniform(g, shape, dtype=np.float64):

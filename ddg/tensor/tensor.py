@@ -12,6 +12,13 @@ from .place import place_of
 
 _ARRAY_TYPES = backend.ARRAY_TYPES
 
+#: ddg.jit's watch slot. While ``to_static`` records, it holds a callable
+#: ``watch(tensor, what, value)`` that the methods below call whenever a tensor's values
+#: reach Python (``what`` = "item", "numpy", "bool"...) or are written in place outside
+#: an op ("setitem", "add_"..., "set_value" with ``value`` the new value), so that the
+#: recording can refuse what it cannot replay. None otherwise: one list read per call.
+_watch = [None]
+
 
 class Tensor:
     """An n-dimensional array that can take part in automatic differentiation.
@@ -168,9 +175,13 @@ class Tensor:
 
     # -- conversion -----------------------------------------------------------------
     def numpy(self):
+        if _watch[0] is not None:
+            _watch[0](self, "numpy", None)
         return backend.to_host(self._data)
 
     def __array__(self, dtype=None, copy=None):
+        if _watch[0] is not None:
+            _watch[0](self, "array", None)
         a = backend.to_host(self._data)
         return a if dtype is None else a.astype(dtype, copy=False)
 
@@ -181,6 +192,8 @@ class Tensor:
         return self._data.__dlpack_device__()
 
     def item(self, *args):
+        if _watch[0] is not None:
+            _watch[0](self, "item", None)
         if args:
             return backend.to_host(self._data).item(*args)
         if self._data.size != 1:
@@ -188,9 +201,13 @@ class Tensor:
         return self._data.item()
 
     def tolist(self):
+        if _watch[0] is not None:
+            _watch[0](self, "tolist", None)
         return backend.to_host(self._data).tolist()
 
     def _scalar(self, what):
+        if _watch[0] is not None:
+            _watch[0](self, what, None)
         if self._data.size != 1:
             raise ValueError(f"ddg: {what}() of a tensor needs exactly one element, got shape {self.shape}; "
                              f"use .all() / .any() or index it")
@@ -253,6 +270,8 @@ class Tensor:
 
     def set_value(self, value):
         """Overwrite the values in place (shape must match; dtype is converted)."""
+        if _watch[0] is not None:
+            _watch[0](self, "set_value", value)
         arr = value._data if isinstance(value, Tensor) else value
         xp = backend.get_array_module(self._data)
         arr = xp.asarray(arr) if xp is not np or not backend.is_gpu_array(arr) else backend.to_host(arr)
@@ -264,11 +283,15 @@ class Tensor:
         return self
 
     def zero_(self):
+        if _watch[0] is not None:
+            _watch[0](self, "zero_", None)
         self._data[...] = 0
         self._bump()
         return self
 
     def fill_(self, value):
+        if _watch[0] is not None:
+            _watch[0](self, "fill_", None)
         self._data[...] = value
         self._bump()
         return self

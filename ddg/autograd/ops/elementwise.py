@@ -7,6 +7,7 @@ from ...tensor import backend
 from ...tensor.dtypes import convert_dtype, default_float
 from ...tensor.tensor import Tensor
 from ..function import Function, sum_to
+from .logic import nonzero
 
 _SCALARS = (int, float, bool, np.number, np.bool_)
 
@@ -659,7 +660,6 @@ def cast(x, dtype):
 
 def where(condition, x=None, y=None, name=None):
     if x is None and y is None:
-        from .movement import nonzero
         return nonzero(condition, as_tuple=True)
     like = condition if not isinstance(x, Tensor) and not isinstance(y, Tensor) else (
         x if isinstance(x, Tensor) else y)
@@ -669,53 +669,7 @@ def where(condition, x=None, y=None, name=None):
     return Where()(cond, x, y)
 
 
-# -- comparisons and logic: no gradient ------------------------------------------------
-def _nograd(op):
-    def fn(x, y=None, name=None):
-        if y is None:
-            return Tensor._wrap(op(x._data))
-        if isinstance(y, Tensor) and isinstance(x, Tensor):
-            try:
-                return Tensor._wrap(backend.get_array_module(x._data).asarray(op(x._data, y._data)))
-            except ValueError as exc:
-                raise ValueError(f"ddg.{op.__name__}: {exc} (shapes {x.shape} and {y.shape})") from None
-        if not isinstance(x, Tensor):
-            x = _const(x, y)
-        ya = y._data if isinstance(y, Tensor) else y
-        return Tensor._wrap(backend.get_array_module(x._data).asarray(op(x._data, ya)))
-    fn.__name__ = op.__name__
-    return fn
-
-
-equal = _nograd(np.equal)
-not_equal = _nograd(np.not_equal)
-less_than = _nograd(np.less)
-less_equal = _nograd(np.less_equal)
-greater_than = _nograd(np.greater)
-greater_equal = _nograd(np.greater_equal)
-logical_and = _nograd(np.logical_and)
-logical_or = _nograd(np.logical_or)
-logical_xor = _nograd(np.logical_xor)
-logical_not = _nograd(np.logical_not)
-bitwise_and = _nograd(np.bitwise_and)
-bitwise_or = _nograd(np.bitwise_or)
-bitwise_xor = _nograd(np.bitwise_xor)
-bitwise_not = _nograd(np.invert)
-isnan = _nograd(np.isnan)
-isinf = _nograd(np.isinf)
-isfinite = _nograd(np.isfinite)
-
-
-def equal_all(x, y, name=None):
-    return Tensor._wrap(backend.get_array_module(x._data).asarray(
-        x._data.shape == y._data.shape and bool((x._data == y._data).all())))
-
-
-def allclose(x, y, rtol=1e-05, atol=1e-08, equal_nan=False, name=None):
-    xp = backend.get_array_module(x._data)
-    return Tensor._wrap(xp.asarray(bool(xp.allclose(x._data, y._data, rtol, atol, equal_nan))))
-
-
-def isclose(x, y, rtol=1e-05, atol=1e-08, equal_nan=False, name=None):
-    xp = backend.get_array_module(x._data)
-    return Tensor._wrap(xp.isclose(x._data, y._data, rtol, atol, equal_nan))
+# -- comparisons and logic: no gradient (Functions in logic.py, re-exported here) ----------
+from .logic import (equal, not_equal, less_than, less_equal, greater_than, greater_equal,  # noqa: E402,F401
+                    logical_and, logical_or, logical_xor, logical_not, bitwise_and, bitwise_or, bitwise_xor,
+                    bitwise_not, isnan, isinf, isfinite, equal_all, allclose, isclose)

@@ -4,9 +4,10 @@ import numpy as np
 
 from ...tensor import backend
 from ...tensor.place import move_array
-from ...tensor.tensor import Tensor
+from ...tensor.tensor import Tensor, _watch
 from ..function import Function, sum_to
 from ..grad_mode import _enabled
+from .logic import nonzero  # noqa: F401  (ddg.nonzero, Tensor.nonzero)
 
 
 class Reshape(Function):
@@ -178,6 +179,15 @@ def scatter_add(xp, out, index, values):
 
 
 # -- indexing ---------------------------------------------------------------------------
+def _index_on(i, xp):
+    """Index array ``i`` on the device of ``xp``."""
+    if xp is not np and not backend.is_gpu_array(i):
+        return xp.asarray(i)
+    if xp is np and backend.is_gpu_array(i):
+        return backend.to_host(i)
+    return i
+
+
 def _norm_index(index, xp):
     """The index with tensors/lists turned into arrays on the right device; whether it is
     basic (ints, slices, None, Ellipsis only: the result is a view)."""
@@ -187,12 +197,8 @@ def _norm_index(index, xp):
     basic = True
     for i in index:
         if isinstance(i, Tensor):
-            i = i._data
+            i = _index_on(i._data, xp)
             basic = False
-            if xp is not np and not backend.is_gpu_array(i):
-                i = xp.asarray(i)
-            elif xp is np and backend.is_gpu_array(i):
-                i = backend.to_host(i)
         elif isinstance(i, (list, np.ndarray)) or backend.is_gpu_array(i):
             i = xp.asarray(i)
             basic = False
@@ -205,25 +211,40 @@ def _norm_index(index, xp):
 
 
 class GetItem(Function):
+    """``a[index]``. Tensors in the index are inputs of the op (after ``a``), not attributes:
+    ``tensor_pos`` says where they go in ``index`` (which holds 0 there), so that a replay
+    by ddg.jit indexes with the new values of index tensors computed from the data."""
     save_inputs = False
+    tensor_pos = ()
 
-    def __init__(self, index, basic):
-        self.index, self.basic = index, basic
+    def __init__(self, index, basic, tensor_pos=()):
+        self.index, self.basic, self.tensor_pos = index, basic, tensor_pos
         self.view = basic
 
-    def forward(self, a):
+    def forward(self, a, *index_arrays):
         self.meta = (a.shape, a.dtype)
-        return a[self.index]
+        index = self.index
+        if index_arrays:
+            index = list(index)
+            xp = backend.get_array_module(a)
+            for p, i in zip(self.tensor_pos, index_arrays):
+                index[p] = _index_on(i, xp)
+            index = tuple(index)
+        self.full_index = index
+        return a[index]
 
     def backward(self, g):
         shape, dtype = self.meta
+        index = self.full_index
         xp = backend.get_array_module(g)
         out = xp.zeros(shape, dtype)
-        only_masks = all(not hasattr(i, "dtype") or i.dtype == bool for i in self.index)
+        only_masks = all(not hasattr(i, "dtype") or i.dtype == bool for i in index)
         if self.basic or only_masks:
-            out[self.index] = g
+            out[index] = g
         else:
-            scatter_add(xp, out, self.index, g)
+            scatter_add(xp, out, index, g)
+        if self.tensor_pos:
+            return (out,) + (None,) * len(self.tensor_pos)
         return out
 
 
@@ -249,11 +270,19 @@ class SetItem(Function):
 
 def getitem(x, index):
     xp = backend.get_array_module(x._data)
-    idx, basic = _norm_index(index, xp)
-    return GetItem(idx, basic)(x)
+    parts = index if isinstance(index, tuple) else (index,)
+    pos = tuple(k for k, i in enumerate(parts) if isinstance(i, Tensor))
+    if not pos:
+        idx, basic = _norm_index(index, xp)
+        return GetItem(idx, basic)(x)
+    # tensors in the index become inputs of the op (0 stands in for them in the attribute)
+    idx, basic = _norm_index(tuple(0 if k in pos else i for k, i in enumerate(parts)), xp)
+    return GetItem(idx, False, pos)(x, *[parts[k] for k in pos])
 
 
 def setitem(x, index, value):
+    if _watch[0] is not None:
+        _watch[0](x, "setitem", None)
     xp = backend.get_array_module(x._data)
     idx, _ = _norm_index(index, xp)
     grad_on = _enabled[0]
@@ -466,7 +495,7 @@ def take_along_axis(arr, indices, axis):
     full = tuple(xp.arange(n).reshape([-1 if i == j else 1 for j in range(arr.ndim)])
                  for i, n in enumerate(indices._data.shape))
     idx = list(full)
-    idx[axis % arr.ndim] = indices._data
+    idx[axis % arr.ndim] = indices  # a tensor: an input of the op, so ddg.jit replays it
     return getitem(arr, tuple(idx))
 
 
@@ -487,14 +516,6 @@ def to_place(x, place):
     if place_of(x._data) == place:
         return x
     return ToPlace(place)(x)
-
-
-def nonzero(x, as_tuple=False):
-    xp = backend.get_array_module(x._data)
-    nz = xp.nonzero(x._data)
-    if as_tuple:
-        return tuple(Tensor._wrap(i.astype(np.int64).reshape(-1, 1)) for i in nz)
-    return Tensor._wrap(xp.stack(nz, axis=1).astype(np.int64) if nz else xp.zeros((0, 0), np.int64))
 
 
 def masked_select(x, mask, name=None):

@@ -226,36 +226,67 @@ def cumsum(x, axis=None, dtype=None, name=None):
     return CumSum(int(axis) % _b.max(x._data.ndim, 1))(x)
 
 
-def _arg(fn):
-    def f(x, axis=None, keepdim=False, dtype="int64", name=None):
-        a = x._data
+# -- reductions without a gradient: Functions so that ddg.jit records them ----------------
+class ArgReduce(Function):
+    """argmax / argmin over one axis (``axis=None``: over the flattened tensor)."""
+    differentiable = False
+    save_inputs = False
+
+    def __init__(self, fn, axis, keepdim, dtype):
+        self.fn, self.axis, self.keepdim, self.dtype = fn, axis, keepdim, dtype
+
+    @property
+    def name(self):
+        return self.fn
+
+    def forward(self, a):
         xp = backend.get_array_module(a)
-        if axis is None:
-            out = getattr(xp, fn)(a.reshape(-1))
-            out = xp.asarray(out)
-            if keepdim:
+        f = getattr(xp, self.fn)
+        if self.axis is None:
+            out = xp.asarray(f(a.reshape(-1)))
+            if self.keepdim:
                 out = out.reshape([1] * a.ndim)
         else:
-            out = getattr(xp, fn)(a, axis=int(axis), keepdims=keepdim)
-        return Tensor._wrap(xp.asarray(out).astype(convert_dtype(dtype)))
-    f.__name__ = fn
-    return f
+            out = f(a, axis=self.axis, keepdims=self.keepdim)
+        return xp.asarray(out).astype(self.dtype)
+
+
+def _arg(fn):
+    def op(x, axis=None, keepdim=False, dtype="int64", name=None):
+        ax = None if axis is None else _axes(int(axis), x._data.ndim, fn)[0]
+        return ArgReduce(fn, ax, bool(keepdim), convert_dtype(dtype))(x)
+    op.__name__ = fn
+    return op
 
 
 argmax = _arg("argmax")
 argmin = _arg("argmin")
 
 
-def all(x, axis=None, keepdim=False, name=None):  # noqa: A001
+class BoolReduce(Function):
+    """all / any over ``axes`` (None: every axis)."""
+    differentiable = False
+    save_inputs = False
+
+    def __init__(self, fn, axes, keepdim):
+        self.fn, self.axes, self.keepdim = fn, axes, keepdim
+
+    @property
+    def name(self):
+        return self.fn
+
+    def forward(self, a):
+        return backend.get_array_module(a).asarray(getattr(a, self.fn)(axis=self.axes, keepdims=self.keepdim))
+
+
+def all(x, axis=None, keepdim=False, name=None):  # noqa: A001 - Paddle's name
     axes = None if axis is None else _axes(axis, x._data.ndim, "all")
-    xp = backend.get_array_module(x._data)
-    return Tensor._wrap(xp.asarray(x._data.all(axis=axes, keepdims=keepdim)))
+    return BoolReduce("all", axes, bool(keepdim))(x)
 
 
-def any(x, axis=None, keepdim=False, name=None):  # noqa: A001
+def any(x, axis=None, keepdim=False, name=None):  # noqa: A001 - Paddle's name
     axes = None if axis is None else _axes(axis, x._data.ndim, "any")
-    xp = backend.get_array_module(x._data)
-    return Tensor._wrap(xp.asarray(x._data.any(axis=axes, keepdims=keepdim)))
+    return BoolReduce("any", axes, bool(keepdim))(x)
 
 
 def count_nonzero(x, axis=None, keepdim=False, name=None):

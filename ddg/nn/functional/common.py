@@ -2,6 +2,9 @@
 import numpy as np
 
 from ...autograd.ops import nn_ops
+from ...autograd.ops.elementwise import cast
+from ...autograd.ops.logic import equal
+from ...autograd.ops.movement import unsqueeze
 from ...tensor import backend
 from ...tensor.tensor import Tensor
 
@@ -22,5 +25,6 @@ def one_hot(x, num_classes, name=None):
     # checked on the host only (on a GPU it would be a synchronizing device-to-host copy)
     if xp is np and lab.size and (int(lab.min()) < 0 or int(lab.max()) >= num_classes):
         raise ValueError(f"ddg.nn.functional.one_hot: labels must lie in [0, {num_classes})")
-    out = (lab[..., None] == xp.arange(num_classes)).astype(np.float32)
-    return Tensor._wrap(out)
+    # ops, not raw arrays, so that ddg.jit replays the encoding of new labels
+    classes = Tensor._wrap(xp.arange(num_classes, dtype=lab.dtype))
+    return cast(equal(unsqueeze(x, -1), classes), "float32")

@@ -300,8 +300,9 @@ def embedding(x, weight, padding_idx=None, sparse=False, max_norm=None, norm_typ
         if not -n <= pidx < n:
             raise ValueError(f"ddg.nn.functional.embedding: padding_idx {padding_idx} out of range [-{n}, {n})")
         pidx %= n
-        keep = (ids != pidx).astype(weight.dtype)[..., None]
-        out = out * Tensor._wrap(keep)
+        # in ops, not on the raw ids, so that ddg.jit replays the mask on new ids
+        keep = E.cast(M.unsqueeze(E.not_equal(x, pidx), -1), weight.dtype)
+        out = out * keep
     return out
 
 

@@ -5,6 +5,7 @@ import numpy as np
 from ...autograd.ops import elementwise as E
 from ...autograd.ops import nn_ops
 from ...autograd.ops import reduce as R
+from ...autograd.ops.logic import not_equal
 from ...autograd.ops.movement import _ax, squeeze, transpose, moveaxis
 from ...tensor import backend
 from ...tensor.tensor import Tensor
@@ -21,14 +22,22 @@ def _reduce(loss, reduction, op):
     raise ValueError(f"ddg.nn.functional.{op}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
 
 
-def _device_mean(total, denom):
-    """``total / max(denom, 1e-12)`` with ``denom`` a 0-d device array (GPU path): the
-    division stays on the device instead of reading the denominator back to the host
-    (a synchronizing copy per step). When every sample is ignored the numerator is 0,
-    so the result is 0, as on the CPU path."""
-    xp = backend.get_array_module(denom)
-    d = xp.maximum(denom.astype(total.dtype), total.dtype.type(1e-12))
-    return total / Tensor._wrap(d)
+def _weighted_mean(total, denom):
+    """``total / max(denom, 1e-12)`` with ``denom`` a 0-d tensor, in ops: the division stays
+    on the device (no synchronizing copy to the host per step) and ddg.jit replays it on new
+    labels. When every sample is ignored the numerator is 0, so the result is 0."""
+    return total / E.maximum(E.cast(denom, total.dtype), 1e-12)
+
+
+def _sample_weight(label, weight, ignore_index, dtype):
+    """Per-sample weights in ops: 0 where the label is ``ignore_index``, else ``weight[label]``
+    (1 without class weights); and the labels with ignored ones replaced by 0."""
+    valid = not_equal(label, ignore_index)
+    safe = E.where(valid, label, 0)
+    w = E.cast(valid, dtype)
+    if weight is not None:
+        w = w * E.cast(weight.detach()[safe], dtype)
+    return w, safe
 
 
 def _check_same_shape(a, b, op):
@@ -83,17 +92,8 @@ def cross_entropy(input, label, weight=None, ignore_index=-100, reduction="mean"
         args = (x, label) if weight is None else (x, label, weight)
         per = nn_ops.SoftmaxCrossEntropy(ignore_index)(*args)
     if reduction == "mean":
-        lab = label._data
-        xp = backend.get_array_module(lab)
-        valid = lab != ignore_index
-        if weight is not None:
-            denom = xp.where(valid, weight._data[xp.where(valid, lab, 0)], 0).sum()
-        else:
-            denom = valid.sum()
-        if xp is not np:
-            return _device_mean(R.sum(per), denom)
-        denom = float(denom)
-        return R.sum(per) / max(denom, 1e-12) if denom else R.sum(per) * 0.0
+        w, _ = _sample_weight(label, weight, ignore_index, per.dtype)
+        return _weighted_mean(R.sum(per), R.sum(w))
     return _reduce(per, reduction, "cross_entropy")
 
 
@@ -115,21 +115,12 @@ def nll_loss(input, label, weight=None, ignore_index=-100, reduction="mean", nam
         perm = [0] + list(range(2, input.ndim)) + [1]
         input = transpose(input, perm).reshape([-1, input.shape[1]])
         label = label.reshape([-1])
-    lab = label._data
-    from ...tensor import backend
-    xp = backend.get_array_module(lab)
-    valid = lab != ignore_index
-    safe = xp.where(valid, lab, 0)
-    rows = xp.arange(lab.shape[0])
-    picked = input[Tensor._wrap(rows), Tensor._wrap(safe)]
-    w = valid.astype(input.dtype)
-    if weight is not None:
-        w = w * weight._data[safe].astype(input.dtype)
-    per = -picked * Tensor._wrap(w)
+    # in ops, not raw label arrays, so that ddg.jit replays it on new labels
+    w, safe = _sample_weight(label, weight, ignore_index, input.dtype)
+    rows = Tensor._wrap(backend.get_array_module(label._data).arange(label.shape[0]))
+    per = -input[rows, safe] * w
     if reduction == "mean":
-        if xp is not np:
-            return _device_mean(R.sum(per), w.sum())
-        return R.sum(per) / max(float(w.sum()), 1e-12)
+        return _weighted_mean(R.sum(per), R.sum(w))
     return _reduce(per, reduction, "nll_loss")
 
 
