@@ -25,17 +25,33 @@ from .autograd.ops.elementwise import (add, subtract, multiply, divide, pow, max
                                        less_equal, greater_than, greater_equal, logical_and, logical_or,
                                        logical_xor, logical_not, bitwise_and, bitwise_or, bitwise_xor,
                                        bitwise_not, isnan, isinf, isfinite, equal_all, allclose, isclose)
-from .autograd.ops.reduce import (sum, mean, max, min, amax, amin, prod, argmax, argmin, var, std,  # noqa: F401
-                                  logsumexp, all, any, cumsum, count_nonzero)
-from .autograd.ops.linalg import matmul, mm, bmm, dot, t, outer  # noqa: F401
+from .autograd.ops.reduce import (sum, mean, max, min, amax, amin, prod, argmax, argmin,  # noqa: F401
+                                  logsumexp, all, any, cumsum)
+from .autograd.ops.linalg import matmul, mm, bmm  # noqa: F401
 from .autograd.ops.movement import (reshape, transpose, flatten, squeeze, unsqueeze, broadcast_to,  # noqa: F401
                                     expand, expand_as, broadcast_tensors, concat, cat, stack, split, chunk,
                                     unbind, tile, gather, index_select, take_along_axis, flip, roll,
-                                    nonzero, masked_select, masked_fill, moveaxis, numel, shape)
-from .autograd.methods import clone, detach, scale  # noqa: F401
+                                    nonzero, masked_select, moveaxis, numel, shape, clone)
+from .autograd.composite import var, std, count_nonzero, dot, outer, t, masked_fill, scale  # noqa: F401
+from .autograd.methods import detach  # noqa: F401
 from . import device  # noqa: F401  (callable: ddg.device('cpu'))
+from . import io as _io
 
 _methods.install()
+
+
+def _io_getattr(name):
+    # Paddle's paddle.io.DistributedBatchSampler. It lives in the parallel layer (it asks
+    # for this process's rank), which sits below ddg.io, so ddg.io cannot import it; the
+    # top-level package hangs it on ddg.io on first use, without importing ddg.parallel
+    # until then.
+    if name == "DistributedBatchSampler":
+        from .parallel.sampler import DistributedBatchSampler
+        return DistributedBatchSampler
+    raise AttributeError(f"module 'ddg.io' has no attribute {name!r}")
+
+
+_io.__getattr__ = _io_getattr
 
 _LAZY = {
     "autograd": ".autograd", "nn": ".nn", "optimizer": ".optimizer", "io": ".io", "vision": ".vision",

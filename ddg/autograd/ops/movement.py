@@ -5,6 +5,7 @@ import numpy as np
 from ...tensor import backend
 from ...tensor.place import move_array
 from ...tensor.tensor import Tensor
+from ..axes import normalize_axis as _ax
 from ..function import Function, sum_to
 from ..grad_mode import _enabled
 
@@ -154,6 +155,17 @@ class Flip(Function):
         return backend.get_array_module(g).flip(g, self.axes)
 
 
+class Clone(Function):
+    """A copy of the data that stays in the graph (the gradient passes through)."""
+    save_inputs = False
+
+    def forward(self, a):
+        return a.copy()
+
+    def backward(self, g):
+        return g
+
+
 class ToPlace(Function):
     save_inputs = False
 
@@ -284,13 +296,6 @@ def setitem(x, index, value):
 
 
 # -- public functions ------------------------------------------------------------------
-def _ax(axis, ndim, op):
-    a = int(axis)
-    if not -max(ndim, 1) <= a < max(ndim, 1):
-        raise ValueError(f"ddg.{op}: axis {a} out of range for {ndim} dimensions")
-    return a % max(ndim, 1)
-
-
 def reshape(x, shape, name=None):
     if isinstance(shape, Tensor):
         shape = shape.tolist()
@@ -482,6 +487,10 @@ def roll(x, shifts, axis=None, name=None):
     return reshape(gather(reshape(x, [-1]), Tensor._wrap(idx.reshape(-1))), x.shape)
 
 
+def clone(x, name=None):
+    return Clone()(x)
+
+
 def to_place(x, place):
     from ...tensor.place import place_of
     if place_of(x._data) == place:
@@ -499,11 +508,6 @@ def nonzero(x, as_tuple=False):
 
 def masked_select(x, mask, name=None):
     return getitem(x, mask)
-
-
-def masked_fill(x, mask, value, name=None):
-    from .elementwise import where
-    return where(mask, value, x)
 
 
 def numel(x, name=None):

@@ -2,10 +2,11 @@
 cross-entropy with integer labels (a primitive, see nn_ops)."""
 import numpy as np
 
+from ...autograd.axes import normalize_axis as _ax
 from ...autograd.ops import elementwise as E
 from ...autograd.ops import nn_ops
 from ...autograd.ops import reduce as R
-from ...autograd.ops.movement import _ax, squeeze, transpose, moveaxis
+from ...autograd.ops.movement import squeeze, transpose, moveaxis
 from ...tensor import backend
 from ...tensor.tensor import Tensor
 from .activation import log_softmax
