@@ -209,6 +209,20 @@ def test_no_import_cycles_in_ddg():
     assert not bad, "import cycles inside ddg/:\n" + msg
 
 
+# The only imports between primitive files: pooling shares conv's window helpers, and
+# where(cond) with one argument is nonzero (owned by the comparison/logic-op rework).
+OPS_EDGES = {("ddg.autograd.ops.pooling", "ddg.autograd.ops.conv"),
+             ("ddg.autograd.ops.elementwise", "ddg.autograd.ops.movement")}
+
+
+def test_primitive_files_do_not_import_each_other():
+    # composites of several op families live in ddg.autograd.composite, not in ops/
+    graph = import_graph()
+    ops = "ddg.autograd.ops."
+    edges = {(m, t) for m, ts in graph.items() if m.startswith(ops) for t in ts if t.startswith(ops)}
+    assert edges <= OPS_EDGES, f"imports between primitive files: {sorted(edges - OPS_EDGES)}"
+
+
 def _reachable(graph, start):
     seen, todo = set(), [start]
     while todo:

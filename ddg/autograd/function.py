@@ -164,8 +164,3 @@ def _op_error(fn, tensors, exc):
                           f"move them with .to(place) first. Inputs: {_describe(tensors)}")
     cls = type(exc) if isinstance(exc, (TypeError, IndexError, RuntimeError)) else ValueError
     return cls(f"ddg.{fn.name}: {exc} (inputs: {_describe(tensors)})")
-
-
-def apply(fn, *tensors):
-    """Run Function instance ``fn`` on tensors (a readable alias of ``fn(*tensors)``)."""
-    return fn(*tensors)

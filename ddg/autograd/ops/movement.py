@@ -282,7 +282,7 @@ def setitem(x, index, value):
         vshape = value.shape if v_tensor else list(np.shape(value))
         raise ValueError(f"ddg.setitem: cannot assign a value of shape {vshape} into a tensor of shape "
                          f"{x.shape} at {index!r}: {exc}") from None
-    x._vc[0] += 1
+    x._bump()
     needs_v = v_tensor and not value.stop_gradient
     if grad_on and x._data.dtype.kind in "fc" and (not x.stop_gradient or needs_v):
         node = SetItem(idx, (tuple(value._data.shape), value._data.dtype) if v_tensor else None)

@@ -336,7 +336,7 @@ class Layer:
                 if xp is np:
                     arr = backend.to_host(arr)
                 t._data[...] = xp.asarray(arr).astype(t._data.dtype, copy=False)
-                t._vc[0] += 1
+                t._bump()
         if missing or unexpected:
             parts = []
             if missing:
