@@ -3,7 +3,7 @@ tile, gather/index_select, flip, device transfer, and ``x[...]`` read and write.
 import numpy as np
 
 from ...tensor import backend
-from ...tensor.place import move_array
+from ...tensor.place import move_array, place_of
 from ...tensor.tensor import Tensor
 from ..axes import normalize_axis as _ax
 from ..function import Function, sum_to
@@ -173,7 +173,6 @@ class ToPlace(Function):
         self.place = place
 
     def forward(self, a):
-        from ...tensor.place import place_of
         self.src = place_of(a)
         return move_array(a, self.place)
 
@@ -492,7 +491,6 @@ def clone(x, name=None):
 
 
 def to_place(x, place):
-    from ...tensor.place import place_of
     if place_of(x._data) == place:
         return x
     return ToPlace(place)(x)

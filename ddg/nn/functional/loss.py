@@ -6,10 +6,11 @@ from ...autograd.axes import normalize_axis as _ax
 from ...autograd.ops import elementwise as E
 from ...autograd.ops import nn_ops
 from ...autograd.ops import reduce as R
-from ...autograd.ops.movement import squeeze, transpose, moveaxis
+from ...autograd.ops.movement import moveaxis, squeeze, transpose, unsqueeze
 from ...tensor import backend
 from ...tensor.tensor import Tensor
-from .activation import log_softmax
+from .activation import log_softmax, softmax
+from .common import one_hot
 
 
 def _reduce(loss, reduction, op):
@@ -49,7 +50,6 @@ def cross_entropy(input, label, weight=None, ignore_index=-100, reduction="mean"
     axis = _ax(axis, input.ndim, "cross_entropy")
     n_cls = input.shape[axis]
     if label_smoothing and not soft_label:
-        from .common import one_hot
         lab = label if label.ndim < input.ndim else squeeze(label, axis)
         soft = one_hot(lab, n_cls)
         if axis != input.ndim - 1:
@@ -102,10 +102,8 @@ def softmax_with_cross_entropy(logits, label, soft_label=False, ignore_index=-10
                                return_softmax=False, axis=-1):
     loss = cross_entropy(logits, label, ignore_index=ignore_index, reduction="none", soft_label=soft_label,
                          axis=axis)
-    from ...autograd.ops.movement import unsqueeze
     loss = unsqueeze(loss, axis)
     if return_softmax:
-        from .activation import softmax
         return loss, softmax(logits, axis)
     return loss
 
@@ -117,7 +115,6 @@ def nll_loss(input, label, weight=None, ignore_index=-100, reduction="mean", nam
         input = transpose(input, perm).reshape([-1, input.shape[1]])
         label = label.reshape([-1])
     lab = label._data
-    from ...tensor import backend
     xp = backend.get_array_module(lab)
     valid = lab != ignore_index
     safe = xp.where(valid, lab, 0)

@@ -12,6 +12,7 @@ import numpy as np
 
 from ...tensor import backend
 from ...tensor.dtypes import convert_dtype
+from ...tensor.place import move_array, parse_place
 from ...tensor.tensor import Tensor
 from ..parameter import Parameter, create_parameter
 
@@ -262,7 +263,6 @@ class Layer:
     def to(self, device=None, dtype=None, blocking=None):
         """Move parameters and buffers to ``device`` and/or cast floating ones to ``dtype``, in place
         (the Parameter objects stay the same, so optimizers built earlier keep working)."""
-        from ...tensor.place import move_array, parse_place
         place = parse_place(device) if device is not None else None
         dt = convert_dtype(dtype)
         for t in list(self.parameters()) + list(self.buffers()):

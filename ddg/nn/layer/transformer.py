@@ -14,6 +14,8 @@ import numpy as np
 
 from ...autograd.ops import movement as M
 from ...tensor import backend
+from ...tensor.dtypes import default_float
+from ...tensor.place import current_place, move_array
 from ...tensor.tensor import Tensor
 from .. import functional as F
 from ..functional.attention import _attend, _convert_attention_mask
@@ -396,7 +398,5 @@ class Transformer(Layer):
     def generate_square_subsequent_mask(self, length):
         """``[length, length]`` float mask: 0 on and below the diagonal, -inf above it."""
         length = int(length.item() if isinstance(length, Tensor) else length)
-        from ...tensor.dtypes import default_float
         mask = np.triu(np.full([length, length], -np.inf), 1).astype(default_float())
-        from ...tensor.place import current_place, move_array
         return Tensor._wrap(move_array(mask, current_place()))
