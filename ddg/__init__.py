@@ -35,7 +35,7 @@ from .autograd.ops.movement import (reshape, transpose, flatten, squeeze, unsque
 from .autograd.composite import var, std, count_nonzero, dot, outer, t, masked_fill, scale  # noqa: F401
 from .autograd.methods import detach  # noqa: F401
 from . import device  # noqa: F401  (callable: ddg.device('cpu'))
-from . import io as _io
+from . import io as _io  # imported eagerly: it is light, and the hook below must sit on it
 
 _methods.install()
 
@@ -51,10 +51,15 @@ def _io_getattr(name):
     raise AttributeError(f"module 'ddg.io' has no attribute {name!r}")
 
 
+def _io_dir():
+    return sorted(set(vars(_io)) | {"DistributedBatchSampler"})
+
+
 _io.__getattr__ = _io_getattr
+_io.__dir__ = _io_dir
 
 _LAZY = {
-    "autograd": ".autograd", "nn": ".nn", "optimizer": ".optimizer", "io": ".io", "vision": ".vision",
+    "autograd": ".autograd", "nn": ".nn", "optimizer": ".optimizer", "vision": ".vision",
     "jit": ".jit", "static": ".static", "distributed": ".distributed", "parallel": ".parallel",
     "utils": ".utils", "regularizer": ".regularizer",
 }

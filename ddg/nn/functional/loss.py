@@ -6,7 +6,8 @@ from ...autograd.axes import normalize_axis as _ax
 from ...autograd.ops import elementwise as E
 from ...autograd.ops import nn_ops
 from ...autograd.ops import reduce as R
-from ...autograd.ops.movement import moveaxis, squeeze, transpose, unsqueeze
+from ...autograd.ops.movement import moveaxis, squeeze, transpose
+from ...autograd.ops.movement import unsqueeze as _unsqueeze  # private: ddg.nn.functional star-imports this module
 from ...tensor import backend
 from ...tensor.tensor import Tensor
 from .activation import log_softmax, softmax
@@ -102,7 +103,7 @@ def softmax_with_cross_entropy(logits, label, soft_label=False, ignore_index=-10
                                return_softmax=False, axis=-1):
     loss = cross_entropy(logits, label, ignore_index=ignore_index, reduction="none", soft_label=soft_label,
                          axis=axis)
-    loss = unsqueeze(loss, axis)
+    loss = _unsqueeze(loss, axis)
     if return_softmax:
         return loss, softmax(logits, axis)
     return loss

@@ -1,6 +1,6 @@
 """Activation layers: thin wrappers over ddg.nn.functional."""
 from .. import functional as F
-from ..initializer import Constant
+from ..initializer import Constant as _Constant  # private: ddg.nn star-imports this module
 from .layers import Layer
 
 
@@ -93,7 +93,7 @@ class PReLU(Layer):
         super().__init__()
         self.data_format = data_format
         self.weight = self.create_parameter([num_parameters], attr=weight_attr,
-                                            default_initializer=Constant(init))
+                                            default_initializer=_Constant(init))
 
     def forward(self, x):
         return F.prelu(x, self.weight, self.data_format)
