@@ -21,27 +21,48 @@ from .autograd.grad_mode import no_grad, enable_grad, set_grad_enabled, is_grad_
 from .autograd.ops.elementwise import (add, subtract, multiply, divide, pow, maximum, minimum,  # noqa: F401
                                        floor_divide, remainder, mod, floor_mod, neg, abs, exp, log, log1p,
                                        sqrt, rsqrt, square, sin, cos, tanh, sigmoid, erf, clip, clamp, sign,
-                                       floor, ceil, round, cast, where, equal, not_equal, less_than,
-                                       less_equal, greater_than, greater_equal, logical_and, logical_or,
-                                       logical_xor, logical_not, bitwise_and, bitwise_or, bitwise_xor,
-                                       bitwise_not, isnan, isinf, isfinite, equal_all, allclose, isclose)
-from .autograd.ops.reduce import (sum, mean, max, min, amax, amin, prod, argmax, argmin, var, std,  # noqa: F401
-                                  logsumexp, all, any, cumsum, count_nonzero)
-from .autograd.ops.linalg import matmul, mm, bmm, dot, t, outer  # noqa: F401
+                                       floor, ceil, round, cast, where)
+from .autograd.ops.logic import (equal, not_equal, less_than, less_equal, greater_than,  # noqa: F401
+                                 greater_equal, logical_and, logical_or, logical_xor, logical_not,
+                                 bitwise_and, bitwise_or, bitwise_xor, bitwise_not, isnan, isinf,
+                                 isfinite, equal_all, allclose, isclose, nonzero)
+from .autograd.ops.reduce import (sum, mean, max, min, amax, amin, prod, argmax, argmin,  # noqa: F401
+                                  logsumexp, all, any, cumsum)
+from .autograd.ops.linalg import matmul, mm, bmm  # noqa: F401
 from .autograd.ops.movement import (reshape, transpose, flatten, squeeze, unsqueeze, broadcast_to,  # noqa: F401
                                     expand, expand_as, broadcast_tensors, concat, cat, stack, split, chunk,
                                     unbind, tile, gather, index_select, take_along_axis, flip, roll,
-                                    nonzero, masked_select, masked_fill, moveaxis, numel, shape)
-from .autograd.methods import clone, detach, scale  # noqa: F401
+                                    masked_select, moveaxis, numel, shape, clone)
+from .autograd.composite import var, std, count_nonzero, dot, outer, t, masked_fill, scale  # noqa: F401
+from .autograd.methods import detach  # noqa: F401
 from . import device  # noqa: F401  (callable: ddg.device('cpu'))
 from .flags import set_flags, get_flags  # noqa: F401
+from . import io as _io  # imported eagerly: it is light, and the hook below must sit on it
 
 _methods.install()
+
+
+def _io_getattr(name):
+    # Paddle's paddle.io.DistributedBatchSampler. It lives in the parallel layer (it asks
+    # for this process's rank), which sits below ddg.io, so ddg.io cannot import it; the
+    # top-level package hangs it on ddg.io; ddg.parallel.sampler loads on first use.
+    if name == "DistributedBatchSampler":
+        from .parallel.sampler import DistributedBatchSampler
+        return DistributedBatchSampler
+    raise AttributeError(f"module 'ddg.io' has no attribute {name!r}")
+
+
+def _io_dir():
+    return sorted(set(vars(_io)) | {"DistributedBatchSampler"})
+
+
+_io.__getattr__ = _io_getattr
+_io.__dir__ = _io_dir
 
 from . import parallel as _parallel  # noqa: E402,F401  (light; arms the early-failure guard under MPI)
 
 _LAZY = {
-    "autograd": ".autograd", "nn": ".nn", "optimizer": ".optimizer", "io": ".io", "vision": ".vision",
+    "autograd": ".autograd", "nn": ".nn", "optimizer": ".optimizer", "vision": ".vision",
     "jit": ".jit", "static": ".static", "distributed": ".distributed", "parallel": ".parallel",
     "utils": ".utils", "regularizer": ".regularizer",
 }

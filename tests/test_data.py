@@ -236,6 +236,29 @@ def test_distributed_batch_sampler_defaults_and_errors():
     assert [int(y.numpy()[0, 0]) for _, y in loader] == [1, 5, 9]
 
 
+def test_distributed_batch_sampler_does_not_hide_a_failed_launch(monkeypatch):
+    # a process launched as one of several MPI ranks that cannot reach MPI must fail, not
+    # carry on as rank 0 of 1 (it would train on every rank's data)
+    from ddg.parallel import env
+
+    def broken():
+        raise ImportError("ddg: launched as one of 2 MPI ranks but mpi4py does not import")
+    monkeypatch.setattr(env, "get_world_size", broken)
+    monkeypatch.setattr(env, "get_rank", broken)
+    with pytest.raises(ImportError, match="DistributedBatchSampler.*launched as one of 2 MPI ranks"):
+        DistributedBatchSampler(Squares(5), 2)
+    s = DistributedBatchSampler(Squares(5), 2, num_replicas=2, rank=1)  # explicit: no environment needed
+    assert (s.nranks, s.local_rank) == (2, 1)
+
+
+def test_distributed_batch_sampler_lives_in_the_parallel_layer():
+    import ddg.io
+    import ddg.parallel.sampler
+    assert ddg.io.DistributedBatchSampler is ddg.parallel.sampler.DistributedBatchSampler
+    assert DistributedBatchSampler is ddg.parallel.sampler.DistributedBatchSampler
+    assert "DistributedBatchSampler" in ddg.io.__all__
+
+
 # ---------------------------------------------------------------------------
 # DataLoader
 

@@ -233,6 +233,9 @@ def _op_error(fn, tensors, exc):
     return cls(f"ddg.{fn.name}: {exc} (inputs: {_describe(tensors)})")
 
 
-def apply(fn, *tensors):
-    """Run Function instance ``fn`` on tensors (a readable alias of ``fn(*tensors)``)."""
-    return fn(*tensors)
+def same_float_dtype(op, x, y):
+    """Matrix products do not promote: a float32 weight meeting a float64 input is a
+    bug to report (as Paddle does), not a silent float64 result."""
+    if x.dtype != y.dtype and x.dtype.kind == "f" and y.dtype.kind == "f":
+        raise ValueError(f"{op}: x and y must have the same float dtype, got x {x.dtype} {list(x.shape)} and "
+                         f"y {y.dtype} {list(y.shape)}; cast one with .astype() first")

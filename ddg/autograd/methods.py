@@ -1,28 +1,20 @@
 """Attach ops to Tensor as methods and operators (Paddle names plus the PyTorch
-spellings seed 002 uses)."""
+spellings seed 002 uses), and the Tensor methods that need the engine or ops:
+``backward``, ``astype``/``cast`` and ``to``. ddg/tensor sits above ddg/autograd in the
+package's layering, so ``Tensor`` itself imports none of them."""
 import numpy as np
 
+from ..tensor import backend
+from ..tensor.dtypes import convert_dtype
+from ..tensor.place import Place, parse_place
 from ..tensor.tensor import Tensor, _watch
-from . import grad_mode
-from .function import Function
+from . import composite as C
+from . import engine, grad_mode
 from .ops import elementwise as E
 from .ops import linalg as L
+from .ops import logic as G
 from .ops import movement as M
 from .ops import reduce as R
-
-
-class Clone(Function):
-    save_inputs = False
-
-    def forward(self, a):
-        return a.copy()
-
-    def backward(self, g):
-        return g
-
-
-def clone(x, name=None):
-    return Clone()(x)
 
 
 def detach(x):
@@ -32,11 +24,32 @@ def detach(x):
     return t
 
 
-def scale(x, scale=1.0, bias=0.0, bias_after_scale=True, act=None, name=None):
-    s = scale.item() if isinstance(scale, Tensor) else scale
-    out = (x * s + bias) if bias_after_scale else ((x + bias) * s)
-    if act is not None:
-        out = getattr(E, act)(out)
+def _backward(self, grad_tensor=None, retain_graph=False):
+    """Gradients of this tensor with respect to the leaves it depends on."""
+    engine.backward([self], None if grad_tensor is None else [grad_tensor], retain_graph)
+
+
+def _astype(self, dtype):
+    return E.cast(self, dtype)
+
+
+def _to(self, *args, **kwargs):
+    """``to(place)``, ``to(dtype)``, ``to(place, dtype)``, ``to(device=..., dtype=...)``."""
+    place = kwargs.pop("device", None)
+    dtype = kwargs.pop("dtype", None)
+    kwargs.pop("blocking", None)
+    if kwargs:
+        raise TypeError(f"ddg: Tensor.to() got unexpected arguments {sorted(kwargs)}")
+    for a in args:
+        if isinstance(a, Place) or (isinstance(a, str) and a.split(":")[0].lower() in ("cpu", "gpu", "cuda")):
+            place = a
+        elif a is not None:
+            dtype = a
+    out = self
+    if place is not None:
+        out = M.to_place(out, parse_place(place))
+    if dtype is not None and convert_dtype(dtype) != out.dtype:
+        out = E.cast(out, dtype)
     return out
 
 
@@ -75,7 +88,7 @@ def _inplace(name):
             oshape = other.shape if isinstance(other, Tensor) else list(np.shape(other))
             raise ValueError(f"ddg.{name}_: cannot update a tensor of shape {self.shape} in place with shape "
                              f"{oshape}: {exc}") from None
-        self._vc[0] += 1
+        self._bump()
         return self
     method.__name__ = name + "_"
     return method
@@ -88,16 +101,11 @@ def _clip_(self, min=None, max=None):  # noqa: A002
 
 
 def _uniform_(self, min=-1.0, max=1.0, seed=0):  # noqa: A002
-    from ..tensor import backend
     if _watch[0] is not None:
         _watch[0](self, "uniform_", None)
     self._data[...] = backend.rng().uniform(min, max, self._data.shape)
-    self._vc[0] += 1
+    self._bump()
     return self
-
-
-def _size_method(self, dim=None):
-    return self.shape if dim is None else self.shape[dim]
 
 
 def install():
@@ -122,16 +130,16 @@ def install():
     T.__neg__ = E.neg
     T.__pos__ = lambda self: self
     T.__abs__ = E.abs
-    T.__eq__ = E.equal
-    T.__ne__ = E.not_equal
-    T.__lt__ = E.less_than
-    T.__le__ = E.less_equal
-    T.__gt__ = E.greater_than
-    T.__ge__ = E.greater_equal
-    T.__and__ = E.logical_and
-    T.__or__ = E.logical_or
-    T.__xor__ = E.logical_xor
-    T.__invert__ = E.logical_not
+    T.__eq__ = G.equal
+    T.__ne__ = G.not_equal
+    T.__lt__ = G.less_than
+    T.__le__ = G.less_equal
+    T.__gt__ = G.greater_than
+    T.__ge__ = G.greater_equal
+    T.__and__ = G.logical_and
+    T.__or__ = G.logical_or
+    T.__xor__ = G.logical_xor
+    T.__invert__ = G.logical_not
     T.__getitem__ = M.getitem
     T.__setitem__ = M.setitem
     T.__hash__ = object.__hash__
@@ -146,26 +154,27 @@ def install():
     T.uniform_ = _uniform_
     T.scale_ = lambda self, scale=1.0, bias=0.0: self.multiply_(scale).add_(bias)
 
+    T.backward = _backward
+    T.astype = T.cast = _astype
+    T.to = _to
     methods = {
         E: "add subtract multiply divide pow maximum minimum floor_divide remainder mod exp log log1p sqrt "
-           "rsqrt square sin cos tanh sigmoid erf relu abs neg sign floor ceil round clip clamp equal "
-           "not_equal less_than less_equal greater_than greater_equal logical_and logical_or logical_xor "
-           "logical_not isnan isinf isfinite equal_all allclose isclose where",
-        L: "matmul mm bmm dot t outer",
-        R: "sum mean max min amax amin prod argmax argmin var std logsumexp all any cumsum",
+           "rsqrt square sin cos tanh sigmoid erf relu abs neg sign floor ceil round clip clamp where",
+        G: "equal not_equal less_than less_equal greater_than greater_equal logical_and logical_or logical_xor "
+           "logical_not isnan isinf isfinite equal_all allclose isclose nonzero",
+        L: "matmul mm bmm",
+        R: "sum mean max min amax amin prod argmax argmin logsumexp all any cumsum",
         M: "reshape transpose flatten squeeze unsqueeze expand expand_as broadcast_to tile flip split "
-           "chunk unbind gather index_select roll nonzero masked_select masked_fill moveaxis",
+           "chunk unbind gather index_select roll masked_select moveaxis clone",
+        C: "var std dot t outer masked_fill scale",
     }
     for mod, names in methods.items():
         for n in names.split():
             setattr(T, n, getattr(mod, n))
-    T.clone = clone
     T.detach = detach
-    T.scale = scale
     T.view = M.reshape
     T.pow_ = lambda self, y: self.set_value(E.pow(self, y))
     T.T = property(lambda self: M.transpose(self, list(range(self.ndim))[::-1]))
     T.mT = property(lambda self: M.transpose(self, list(range(self.ndim - 2)) + [self.ndim - 1, self.ndim - 2]))
-    T.size_ = _size_method
     T.is_floating_point = lambda self: self._data.dtype.kind == "f"
     T.element_size = lambda self: self._data.dtype.itemsize

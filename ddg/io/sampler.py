@@ -1,12 +1,13 @@
 """Samplers: iterables of dataset indices (``Sampler``) and of index batches
-(``BatchSampler``, ``DistributedBatchSampler``), as in ``paddle.io``.
+(``BatchSampler``), as in ``paddle.io``.
 
 Random orders come from ddg's global generator (``ddg.seed`` makes them reproducible)
-unless a generator is passed. ``DistributedBatchSampler`` instead seeds its own
-generator with the epoch number, so every rank draws the same order without talking
-to the others.
+unless a generator is passed. ``DistributedBatchSampler``, the batch sampler that shards
+a dataset over the ranks of a data-parallel job, lives in ``ddg.parallel.sampler`` (it
+asks the parallel environment for this process's rank); ``ddg.io.DistributedBatchSampler``
+names it too, wired by the top-level package so that ``ddg.io`` never imports
+``ddg.parallel``.
 """
-import math
 import numbers
 
 import numpy as np
@@ -15,7 +16,7 @@ from ..tensor import backend
 from .dataset import IterableDataset
 
 __all__ = ["Sampler", "SequenceSampler", "RandomSampler", "WeightedRandomSampler",
-           "SubsetRandomSampler", "BatchSampler", "DistributedBatchSampler"]
+           "SubsetRandomSampler", "BatchSampler"]
 
 
 class Sampler:
@@ -189,81 +190,3 @@ class BatchSampler(Sampler):
     def __len__(self):
         n = len(self.sampler)
         return n // self.batch_size if self.drop_last else (n + self.batch_size - 1) // self.batch_size
-
-
-def _default_world():
-    """(world size, rank) from ddg.parallel.env, or (1, 0) where that is unavailable."""
-    try:
-        from ..parallel import env
-        return int(env.get_world_size()), int(env.get_rank())
-    except Exception:  # not importable yet, or no parallel environment
-        return 1, 0
-
-
-class DistributedBatchSampler(BatchSampler):
-    """Batches of this rank's shard of ``dataset``, for data-parallel training.
-
-    The index list ``0..len(dataset)-1`` (shuffled by a generator seeded with the epoch
-    when ``shuffle``, identically on every rank) is padded by wrapping around to a
-    multiple of ``num_replicas``; rank r takes ``indices[r::num_replicas]``. So the ranks'
-    shards are disjoint up to the padding, cover the dataset, and hold the same number of
-    samples and batches. Call ``set_epoch(epoch)`` before each epoch for a new order; if
-    it is never called, the epoch advances by one each time an iteration starts.
-    """
-
-    def __init__(self, dataset, batch_size, num_replicas=None, rank=None, shuffle=False,
-                 drop_last=False):
-        if isinstance(dataset, IterableDataset):
-            raise TypeError("DistributedBatchSampler: an IterableDataset has no indices to shard")
-        _check_batch_args(batch_size, drop_last)
-        if not isinstance(shuffle, bool):
-            raise TypeError("DistributedBatchSampler: shuffle must be a bool, got {!r}".format(shuffle))
-        if num_replicas is None or rank is None:
-            world, me = _default_world()
-            num_replicas = world if num_replicas is None else num_replicas
-            rank = me if rank is None else rank
-        if not isinstance(num_replicas, numbers.Integral) or num_replicas <= 0:
-            raise ValueError("DistributedBatchSampler: num_replicas must be a positive int, got {!r}"
-                             .format(num_replicas))
-        if not isinstance(rank, numbers.Integral) or not 0 <= rank < num_replicas:
-            raise ValueError("DistributedBatchSampler: rank must be in [0, {}), got {!r}"
-                             .format(num_replicas, rank))
-        self.dataset = self.data_source = dataset
-        self.sampler = None
-        self.batch_size = int(batch_size)
-        self.shuffle = shuffle
-        self.drop_last = drop_last
-        self.nranks = self.num_replicas = int(num_replicas)
-        self.local_rank = self.rank = int(rank)
-        self.epoch = 0
-        n = len(dataset)
-        self.num_samples = int(math.ceil(n / self.nranks))
-        self.total_size = self.num_samples * self.nranks
-
-    def set_epoch(self, epoch):
-        """Use ``epoch`` to seed the shuffle of the next iteration (same on every rank)."""
-        self.epoch = int(epoch)
-
-    def _indices(self):
-        n = len(self.dataset)
-        indices = np.arange(n, dtype=np.int64)
-        if self.shuffle:
-            indices = np.random.default_rng([0x64646721, self.epoch]).permutation(n)
-        if self.total_size > n and n > 0:
-            indices = np.resize(indices, self.total_size)  # pads by repeating from the start
-        return indices[self.rank:self.total_size:self.nranks].tolist()
-
-    def __iter__(self):
-        mine = self._indices()
-        if self.shuffle:
-            self.epoch += 1  # as in Paddle: a fresh order next time unless set_epoch says otherwise
-        for start in range(0, len(mine), self.batch_size):
-            batch = mine[start:start + self.batch_size]
-            if len(batch) < self.batch_size and self.drop_last:
-                return
-            yield batch
-
-    def __len__(self):
-        if self.drop_last:
-            return self.num_samples // self.batch_size
-        return (self.num_samples + self.batch_size - 1) // self.batch_size

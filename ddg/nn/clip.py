@@ -160,5 +160,5 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     for p in parameters:
         if p._grad is not None:
             p._grad._data *= coef.astype(p._grad._data.dtype)
-            p._grad._vc[0] += 1
+            p._grad._bump()
     return Tensor._wrap(total)

@@ -33,7 +33,7 @@ class Initializer:
 def with_no_grad_set(param, arr):
     xp = backend.get_array_module(param._data)
     param._data[...] = xp.asarray(arr, dtype=param._data.dtype)
-    param._vc[0] += 1
+    param._bump()
 
 
 class Constant(Initializer):

@@ -1,7 +1,13 @@
 """Parameters: leaf tensors that a Layer owns and an optimizer updates."""
 import itertools
 
+import numpy as np
+
+from ..tensor.dtypes import convert_dtype, default_float
+from ..tensor.place import current_place, move_array
 from ..tensor.tensor import Tensor
+from . import initializer as init
+from .param_attr import ParamAttr
 
 _counter = itertools.count()
 
@@ -45,11 +51,6 @@ class Parameter(Tensor):
 def create_parameter(shape, dtype=None, attr=None, is_bias=False, default_initializer=None, name=None):
     """A new Parameter of ``shape``, initialized by ``attr.initializer``, else
     ``default_initializer``, else Paddle's defaults (Xavier uniform; zeros for biases)."""
-    from . import initializer as init
-    from .param_attr import ParamAttr
-    import numpy as np
-    from ..tensor.dtypes import convert_dtype, default_float
-    from ..tensor.place import current_place, move_array
     attr = ParamAttr._to_attr(attr)
     if attr is False:
         return None

@@ -21,7 +21,6 @@ class Adagrad(Optimizer):
         if self._initial < 0:
             raise ValueError(f"ddg.optimizer.Adagrad: initial_accumulator_value must be >= 0, got {self._initial}")
         self._default_dict = {"epsilon": epsilon}
-        self._epsilon = epsilon
         super().__init__(learning_rate, parameters, weight_decay, grad_clip, name)
 
     def _init_state(self, param, group):

@@ -61,7 +61,6 @@ class Adam(Optimizer):
         defaults = getattr(self, "_default_dict", {})
         defaults.update(beta1=beta1, beta2=beta2, epsilon=epsilon, lazy_mode=bool(lazy_mode))
         self._default_dict = defaults
-        self._beta1, self._beta2, self._epsilon = beta1, beta2, epsilon
         self._amsgrad = bool(amsgrad)
         if self._amsgrad:
             self._acc_names = self._acc_names + ("moment2_max",)

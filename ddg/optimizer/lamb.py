@@ -27,7 +27,6 @@ class Lamb(Optimizer):
         if exclude_from_weight_decay_fn is not None and not callable(exclude_from_weight_decay_fn):
             raise TypeError("ddg.optimizer.Lamb: exclude_from_weight_decay_fn must be a callable(param) -> bool")
         self._default_dict = {"beta1": beta1, "beta2": beta2, "epsilon": epsilon, "lamb_weight_decay": wd}
-        self._beta1, self._beta2, self._epsilon, self._lamb_weight_decay = beta1, beta2, epsilon, wd
         self._exclude_fn = exclude_from_weight_decay_fn
         self._always_adapt = bool(always_adapt)
         super().__init__(learning_rate, parameters, None, grad_clip, name)

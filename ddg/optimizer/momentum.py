@@ -21,8 +21,6 @@ class Momentum(Optimizer):
             raise ValueError("ddg.optimizer.Momentum: learning_rate is not set")
         momentum = _scalar(momentum, "momentum", "Momentum")
         self._default_dict = {"momentum": momentum, "use_nesterov": bool(use_nesterov)}
-        self._momentum = momentum
-        self._use_nesterov = bool(use_nesterov)
         self._rescale_grad = _scalar(rescale_grad, "rescale_grad", "Momentum")
         super().__init__(learning_rate, parameters, weight_decay, grad_clip, name)
 

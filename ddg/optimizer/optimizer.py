@@ -204,7 +204,7 @@ class Optimizer:
             if state is None:
                 state = self._state[id(p)] = self._init_state(p, group)
             self._update(p, parr, garr, plr, state, group)
-            p._vc[0] += 1
+            p._bump()
 
     def _prepare_grad(self, p, g, reg):
         """The gradient the update rule sees: ``rescale * g + decay(p)``, in a scratch

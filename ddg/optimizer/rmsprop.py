@@ -29,7 +29,6 @@ class RMSProp(Optimizer):
         self._centered = bool(centered)
         self._acc_names = ("momentum", "mean_square") + (("mean_grad",) if self._centered else ())
         self._default_dict = {"rho": rho, "epsilon": epsilon, "momentum": momentum, "centered": self._centered}
-        self._rho, self._epsilon, self._momentum = rho, epsilon, momentum
         super().__init__(learning_rate, parameters, weight_decay, grad_clip, name)
 
     def _update(self, param, p, g, lr, state, group):

@@ -9,46 +9,8 @@ import numpy as np
 
 from . import backend
 from .dtypes import convert_dtype, default_float
-from .place import current_place, move_array, parse_place
-from .tensor import Tensor
-
-
-def _infer_dtype(data):
-    """Paddle's dtype for Python data: floats -> default float, ints -> int64, bools -> bool."""
-    a = np.asarray(data)
-    if a.dtype.kind == "f":
-        return default_float()
-    if a.dtype.kind in "iu":
-        return np.dtype("int64")
-    return a.dtype
-
-
-def _as_array(data, dtype=None, place=None):
-    dtype = convert_dtype(dtype)
-    if isinstance(data, Tensor):
-        arr = data._data
-        if dtype is not None and arr.dtype != dtype:
-            arr = arr.astype(dtype)
-        else:
-            arr = arr.copy()
-    elif isinstance(data, backend.ARRAY_TYPES):
-        arr = data.astype(dtype) if dtype is not None and data.dtype != dtype else data.copy()
-    elif hasattr(data, "__dlpack__") and not isinstance(data, (list, tuple)):
-        arr = backend.from_dlpack_any(data)
-        if dtype is not None:
-            arr = arr.astype(dtype)
-    else:
-        if isinstance(data, (list, tuple)) and any(isinstance(d, Tensor) for d in data):
-            data = [d.numpy() if isinstance(d, Tensor) else d for d in data]
-        if dtype is None:
-            if isinstance(data, np.generic):
-                dtype = data.dtype
-            else:
-                dtype = _infer_dtype(data)
-        arr = np.array(data, dtype=dtype)
-    if place is not None or backend.is_gpu_array(arr) or current_place().kind != "cpu":
-        arr = move_array(arr, parse_place(place))
-    return arr
+from .place import move_array, parse_place
+from .tensor import Tensor, _as_array  # noqa: F401  (_as_array: ddg.jit.serialize imports it from here)
 
 
 def _place_arg(place, device):

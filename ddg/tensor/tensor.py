@@ -1,14 +1,16 @@
 """The Tensor: an array (numpy or cupy), whether it needs a gradient, and where it
 came from in the recorded graph.
 
-Ops and operators are attached to this class by ``ddg.autograd.methods`` (ddg/tensor
-sits above ddg/autograd in the package's layering, so it cannot import them here).
+Ops, operators and the methods that need them (``backward``, ``astype``, ``to``...)
+are attached to this class by ``ddg.autograd.methods.install()``: ddg/tensor sits above
+ddg/autograd in the package's layering, so this module imports nothing from there.
 """
 import numpy as np
 
 from . import backend
-from .dtypes import convert_dtype
-from .place import place_of
+from .dtypes import convert_dtype, default_float
+from .place import current_place, move_array, parse_place, place_of
+from .printing import tensor_repr
 
 _ARRAY_TYPES = backend.ARRAY_TYPES
 
@@ -36,7 +38,6 @@ class Tensor:
     __array_priority__ = 1000  # numpy defers binary operators to Tensor
 
     def __init__(self, data=None, dtype=None, place=None, stop_gradient=True, name=None):
-        from .creation import _as_array  # local: creation imports this module
         self._data = _as_array(data if data is not None else [], dtype, place)
         self._node = None
         self._idx = 0
@@ -143,10 +144,6 @@ class Tensor:
 
     clear_gradient = clear_grad
 
-    def backward(self, grad_tensor=None, retain_graph=False):
-        from ..autograd.engine import backward
-        backward([self], None if grad_tensor is None else [grad_tensor], retain_graph)
-
     def register_hook(self, hook):
         """Call ``hook(grad)`` when this tensor's gradient is computed; a non-None return
         value replaces the gradient. Returns a handle with ``remove()``."""
@@ -242,7 +239,6 @@ class Tensor:
         return id(self)
 
     def __repr__(self):
-        from .printing import tensor_repr
         return tensor_repr(self)
 
     __str__ = __repr__
@@ -296,45 +292,53 @@ class Tensor:
         self._bump()
         return self
 
-    def _copy_from(self, other):  # used by layers' state loading
-        return self.set_value(other)
-
-    # -- dtype / device --------------------------------------------------------------
-    def astype(self, dtype):
-        from ..autograd.ops.elementwise import cast
-        return cast(self, dtype)
-
-    cast = astype
-
+    # -- device (``to``, ``astype``/``cast`` are attached by ddg.autograd.methods) --------
     def cpu(self):
         return self.to("cpu")
 
     def cuda(self, device_id=None):
         return self.to("gpu" if device_id is None else f"gpu:{device_id}")
 
-    def to(self, *args, **kwargs):
-        """``to(place)``, ``to(dtype)``, ``to(place, dtype)``, ``to(device=..., dtype=...)``."""
-        from ..autograd.ops.movement import to_place
-        from .place import Place, parse_place
-        place = kwargs.pop("device", None)
-        dtype = kwargs.pop("dtype", None)
-        kwargs.pop("blocking", None)
-        if kwargs:
-            raise TypeError(f"ddg: Tensor.to() got unexpected arguments {sorted(kwargs)}")
-        for a in args:
-            if isinstance(a, Place) or (isinstance(a, str) and a.split(":")[0].lower() in ("cpu", "gpu", "cuda")):
-                place = a
-            elif a is not None:
-                dtype = a
-        out = self
-        if place is not None:
-            out = to_place(out, parse_place(place))
-        if dtype is not None and convert_dtype(dtype) != out.dtype:
-            out = out.astype(dtype)
-        return out
-
     def pin_memory(self):
         return self
+
+
+def _infer_dtype(data):
+    """Paddle's dtype for Python data: floats -> default float, ints -> int64, bools -> bool."""
+    a = np.asarray(data)
+    if a.dtype.kind == "f":
+        return default_float()
+    if a.dtype.kind in "iu":
+        return np.dtype("int64")
+    return a.dtype
+
+
+def _as_array(data, dtype=None, place=None):
+    dtype = convert_dtype(dtype)
+    if isinstance(data, Tensor):
+        arr = data._data
+        if dtype is not None and arr.dtype != dtype:
+            arr = arr.astype(dtype)
+        else:
+            arr = arr.copy()
+    elif isinstance(data, backend.ARRAY_TYPES):
+        arr = data.astype(dtype) if dtype is not None and data.dtype != dtype else data.copy()
+    elif hasattr(data, "__dlpack__") and not isinstance(data, (list, tuple)):
+        arr = backend.from_dlpack_any(data)
+        if dtype is not None:
+            arr = arr.astype(dtype)
+    else:
+        if isinstance(data, (list, tuple)) and any(isinstance(d, Tensor) for d in data):
+            data = [d.numpy() if isinstance(d, Tensor) else d for d in data]
+        if dtype is None:
+            if isinstance(data, np.generic):
+                dtype = data.dtype
+            else:
+                dtype = _infer_dtype(data)
+        arr = np.array(data, dtype=dtype)
+    if place is not None or backend.is_gpu_array(arr) or current_place().kind != "cpu":
+        arr = move_array(arr, parse_place(place))
+    return arr
 
 
 class _HookHandle:

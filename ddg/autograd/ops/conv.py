@@ -1,4 +1,4 @@
-"""Convolution and pooling primitives (primitives for speed: a composite im2col would
+"""Convolution primitives (primitives for speed: a composite im2col would
 record dozens of nodes and copies per layer).
 
 Memory layout. Tensors stay logically NCHW, but the arrays convolutions and pools
@@ -14,21 +14,16 @@ is what makes im2col/col2im cheap for small images. Elementwise ops keep the lay
 gradient, and scatters the column gradient back (col2im) with one strided slice-add
 per kernel offset (kh*kw vectorized adds; no ``add.at``, no loop over pixels).
 
-Pooling loops over the kh*kw kernel offsets too, each step a vectorized operation on
-a strided slice; max pooling keeps the (small, int) offset of the winner per output,
-the backward scatters the gradient with it.
+The pooling primitives (``pooling.py``) share this layout and these helpers.
 
 Padding is given per side: ``pads = (top, bottom, left, right)``.
 
 GPU. With cupy arrays the same kernels run on the device (cupy's strided views and
 cuBLAS matrix products), unless cuDNN is usable through cupy (``backend.cudnn_module()``
-is not None): then convolutions, transposed convolutions and pools with symmetric
-padding (and, for pools, no ceil mode or divisor override) call cuDNN instead. The
-cuDNN paths keep NCHW C-contiguous arrays (what cuDNN's descriptors take); the CPU
-path is untouched by them. ``DDG_CUDNN=0`` forces the im2col kernels on the GPU too.
+is not None): then convolutions and transposed convolutions with symmetric padding
+call cuDNN instead. The cuDNN paths keep NCHW C-contiguous arrays (what cuDNN's
+descriptors take); the CPU path is untouched by them. ``DDG_CUDNN=0`` forces the im2col kernels on the GPU too.
 """
-import numpy as np
-
 from ...tensor import backend
 from ..function import Function
 
@@ -394,220 +389,3 @@ class Unfold(Function):
         (kh, kw), (sh, sw), (dh, dw), (pt, _, pl, _) = self.kernel, self.stride, self.dilation, self.pads
         cols = g.transpose(1, 2, 0).reshape(ckk // (kh * kw), kh, kw, oh, ow, n)
         return col2im(cols, hp, wp, sh, sw, dh, dw)[:, :, pt:pt + h, pl:pl + w]
-
-
-# -- pooling --------------------------------------------------------------------------------------
-def _pool_geometry(shape, kernel, stride, pads, ceil_mode):
-    n, c, h, w = shape
-    (kh, kw), (sh, sw), (pt, pb, pl, pr) = kernel, stride, pads
-    if kh > h + pt + pb or kw > w + pl + pr:
-        raise ValueError(f"pool2d: kernel {kh}x{kw} is larger than the padded input {h + pt + pb}x{w + pl + pr}")
-    if max(pt, pb) * 2 > kh or max(pl, pr) * 2 > kw:
-        raise ValueError(f"pool2d: padding {list(pads)} must be at most half the kernel size {[kh, kw]}")
-    oh = out_size(h, kh, sh, pt, pb, 1, ceil_mode)
-    ow = out_size(w, kw, sw, pl, pr, 1, ceil_mode)
-    # rows/cols beyond the bottom/right pad that ceil-mode windows reach
-    extra = (max(0, (oh - 1) * sh + kh - (h + pt + pb)), max(0, (ow - 1) * sw + kw - (w + pl + pr)))
-    return oh, ow, extra
-
-
-def _cudnn_pool_mode(cd, kind):
-    """cuDNN's pooling mode constant: 'max' (the deterministic variant where cupy exposes
-    it), 'avg_exclusive' (divide by the non-pad count) or 'avg_inclusive' (by kh*kw)."""
-    lib = cd.lib
-    if kind == "max":
-        return getattr(lib, "CUDNN_POOLING_MAX_DETERMINISTIC", lib.CUDNN_POOLING_MAX)
-    if kind == "avg_exclusive":
-        return lib.CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING
-    return lib.CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
-
-
-def _cudnn_pool_ok(x, kernel, stride, pads, oh, ow):
-    """cuDNN for this pool, or None: a cupy input, symmetric pads, and the output size cuDNN
-    computes (floor mode) equal to ours (ceil mode adding a window goes to the kernels)."""
-    cd = _cudnn_for(x)
-    if cd is None or _symmetric(pads) is None:
-        return None
-    (kh, kw), (sh, sw), (pt, pb, pl, pr) = kernel, stride, pads
-    if out_size(x.shape[2], kh, sh, pt, pb) != oh or out_size(x.shape[3], kw, sw, pl, pr) != ow:
-        return None
-    return cd
-
-
-def _cudnn_pool(cd, x, kernel, stride, pads, oh, ow, mode):
-    xp = backend.get_array_module(x)
-    y = xp.empty((x.shape[0], x.shape[1], oh, ow), dtype=x.dtype)
-    cd.pooling_forward(_contig(x), y, tuple(kernel), tuple(stride), _symmetric(pads), mode)
-    return y
-
-
-def _cudnn_pool_backward(op, g):
-    """The input gradient of a pooling op (MaxPool2d/AvgPool2d) whose forward ran on cuDNN."""
-    return op.cudnn.pooling_backward(_contig(op.x), _contig(op.out), _contig(g), tuple(op.kernel),
-                                     tuple(op.stride), _symmetric(op.pads), op.mode)
-
-
-class MaxPool2d(Function):
-    """Max over each window; in backward each output's gradient goes to the FIRST
-    maximal element of its window in row-major kernel order (as Paddle/PyTorch).
-
-    Forward is kh*kw ``maximum`` passes over strided slices. Backward re-finds the
-    winners by comparing each slice with the saved output (no index array is kept),
-    with a boolean "already claimed" mask so that ties route to the first offset."""
-    save_output = True
-
-    def __init__(self, kernel, stride, pads, ceil_mode):
-        self.kernel, self.stride, self.pads, self.ceil_mode = kernel, stride, pads, ceil_mode
-
-    def _slices(self, xpad, oh, ow):
-        (kh, kw), (sh, sw) = self.kernel, self.stride
-        he, we = sh * (oh - 1) + 1, sw * (ow - 1) + 1
-        for i in range(kh):
-            for j in range(kw):
-                yield (slice(None), slice(None), slice(i, i + he, sh), slice(j, j + we, sw))
-
-    def forward(self, x):
-        if x.ndim != 4:
-            raise ValueError(f"max_pool2d expects a 4-D input, got {x.ndim}-D")
-        if x.dtype.kind != "f":
-            raise TypeError(f"max_pool2d expects a floating-point input, got {x.dtype}")
-        xp = backend.get_array_module(x)
-        oh, ow, extra = _pool_geometry(x.shape, self.kernel, self.stride, self.pads, self.ceil_mode)
-        self.cudnn = _cudnn_pool_ok(x, self.kernel, self.stride, self.pads, oh, ow)
-        if self.cudnn is not None:  # GPU + cuDNN; winner_index() pads x lazily if asked
-            self.mode = _cudnn_pool_mode(self.cudnn, "max")
-            self.x, self.xpad, self.extra = x, None, extra
-            self.out = _cudnn_pool(self.cudnn, x, self.kernel, self.stride, self.pads, oh, ow, self.mode)
-            self.geom = (x.shape, oh, ow)
-            return self.out
-        xpad = _pad_input(x, self.pads, -np.inf, extra, to_chwn=False)
-        best = None
-        for sl in self._slices(xpad, oh, ow):
-            if best is None:
-                best = xpad[sl].copy(order="K")
-            else:
-                xp.maximum(best, xpad[sl], out=best)
-        self.xpad, self.out = xpad, best
-        self.geom = (x.shape, oh, ow)
-        return best
-
-    def winner_index(self):
-        """Per output, the kernel offset (row-major) of its first maximal element."""
-        xp = backend.get_array_module(self.out)
-        (x_shape, oh, ow), best = self.geom, self.out
-        if self.xpad is None:  # cuDNN forward: pad now (only return_mask needs it)
-            self.xpad = _pad_input(self.x, self.pads, -np.inf, self.extra, to_chwn=False)
-        idx = xp.full(best.shape, -1, dtype=np.int32)
-        for k, sl in enumerate(self._slices(self.xpad, oh, ow)):
-            hit = (self.xpad[sl] == best) & (idx < 0)
-            idx[hit] = k
-        return idx
-
-    def backward(self, g):
-        if self.cudnn is not None:
-            # cuDNN routes a tied window's gradient to one maximal element, not necessarily
-            # the first in row-major order (ties are measure-zero for real-valued data)
-            return _cudnn_pool_backward(self, g)
-        xp = backend.get_array_module(g)
-        (kh, kw), (sh, sw), (pt, _, pl, _) = self.kernel, self.stride, self.pads
-        (n, c, h, w), oh, ow = self.geom
-        xpad, best = self.xpad, self.out
-        gx = _alloc(xp, n, c, xpad.shape[2], xpad.shape[3], g.dtype)
-        disjoint = sh >= kh and sw >= kw
-        claimed = None  # outputs whose gradient an earlier (tied) offset already took
-        last = kh * kw - 1
-        for k, sl in enumerate(self._slices(xpad, oh, ow)):
-            hit = xpad[sl] == best
-            if claimed is None:
-                claimed = hit.copy() if k < last else hit
-            else:
-                xp.greater(hit, claimed, out=hit)  # hit and not claimed (bool arrays)
-                if k < last:
-                    xp.logical_or(claimed, hit, out=claimed)
-            if disjoint:
-                xp.multiply(g, hit, out=gx[sl])
-            else:
-                gx[sl] += g * hit
-        return gx[:, :, pt:pt + h, pl:pl + w]
-
-
-def max_pool_mask(idx, kernel, stride, pads, in_hw):
-    """Paddle's ``return_mask``: for each output, the flat index ``y*W + x`` of its maximum
-    in the (unpadded) input plane."""
-    xp = backend.get_array_module(idx)
-    (kh, kw), (sh, sw), (pt, _, pl, _) = kernel, stride, pads
-    oh, ow = idx.shape[2:]
-    idx = idx.astype(np.int64)
-    rows = xp.arange(oh).reshape(-1, 1) * sh - pt + idx // kw
-    cols = xp.arange(ow) * sw - pl + idx % kw
-    return (rows * in_hw[1] + cols).astype(np.int32)
-
-
-class AvgPool2d(Function):
-    """Mean over each window. ``exclusive`` divides by the number of input (non-pad)
-    elements in the window, otherwise by kh*kw (Paddle's rule)."""
-    save_inputs = False
-
-    def __init__(self, kernel, stride, pads, ceil_mode, exclusive, divisor=None):
-        self.kernel, self.stride, self.pads = kernel, stride, pads
-        self.ceil_mode, self.exclusive, self.divisor = ceil_mode, exclusive, divisor
-
-    def _div(self, xp, h, w, oh, ow, dtype):
-        if self.divisor:
-            return dtype.type(self.divisor)
-        (kh, kw), (sh, sw), (pt, _, pl, _) = self.kernel, self.stride, self.pads
-        if not self.exclusive:
-            return dtype.type(kh * kw)
-
-        def count(n_in, k, s, p, o):
-            start = np.arange(o) * s - p
-            return np.minimum(start + k, n_in) - np.maximum(start, 0)
-
-        cnt = np.outer(count(h, kh, sh, pt, oh), count(w, kw, sw, pl, ow)).astype(dtype)
-        return xp.asarray(cnt)
-
-    def forward(self, x):
-        if x.ndim != 4:
-            raise ValueError(f"avg_pool2d expects a 4-D input, got {x.ndim}-D")
-        if x.dtype.kind != "f":
-            raise TypeError(f"avg_pool2d expects a floating-point input, got {x.dtype}")
-        xp = backend.get_array_module(x)
-        (kh, kw), (sh, sw) = self.kernel, self.stride
-        n, c, h, w = x.shape
-        oh, ow, extra = _pool_geometry(x.shape, self.kernel, self.stride, self.pads, self.ceil_mode)
-        self.cudnn = None if self.divisor else _cudnn_pool_ok(x, self.kernel, self.stride, self.pads, oh, ow)
-        if self.cudnn is not None:  # GPU + cuDNN (backward needs x and the output)
-            self.mode = _cudnn_pool_mode(self.cudnn, "avg_exclusive" if self.exclusive else "avg_inclusive")
-            self.x = x
-            self.out = _cudnn_pool(self.cudnn, x, self.kernel, self.stride, self.pads, oh, ow, self.mode)
-            return self.out
-        xpad = _pad_input(x, self.pads, 0.0, extra, to_chwn=False)
-        he, we = sh * (oh - 1) + 1, sw * (ow - 1) + 1
-        acc = None
-        for i in range(kh):
-            for j in range(kw):
-                v = xpad[:, :, i:i + he:sh, j:j + we:sw]
-                if acc is None:
-                    acc = v.copy(order="K")
-                else:
-                    acc += v
-        self.div = self._div(xp, h, w, oh, ow, x.dtype)
-        self.geom = (x.shape, xpad.shape, x.dtype)
-        acc /= self.div
-        return acc
-
-    def backward(self, g):
-        if self.cudnn is not None:
-            return _cudnn_pool_backward(self, g)
-        xp = backend.get_array_module(g)
-        (kh, kw), (sh, sw), (pt, _, pl, _) = self.kernel, self.stride, self.pads
-        shape, pshape, dtype = self.geom
-        n, c, h, w = shape
-        oh, ow = g.shape[2:]
-        he, we = sh * (oh - 1) + 1, sw * (ow - 1) + 1
-        gd = g / self.div
-        gx = _alloc(xp, n, c, pshape[2], pshape[3], dtype)
-        for i in range(kh):
-            for j in range(kw):
-                gx[:, :, i:i + he:sh, j:j + we:sw] += gd
-        return gx[:, :, pt:pt + h, pl:pl + w]

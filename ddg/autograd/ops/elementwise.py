@@ -12,10 +12,10 @@ from .logic import nonzero
 _SCALARS = (int, float, bool, np.number, np.bool_)
 
 
-def _fit(g, x):
-    """``g`` reduced to the shape and dtype of array ``x``."""
-    g = sum_to(g, x.shape)
-    return g if g.dtype == x.dtype else g.astype(x.dtype)
+def _fit(g, shape, dtype):
+    """Gradient ``g`` summed down to ``shape`` (undoing broadcasting) in ``dtype``."""
+    g = sum_to(g, shape)
+    return g if g.dtype == dtype else g.astype(dtype)
 
 
 # -- tensor (op) tensor ------------------------------------------------------------
@@ -29,7 +29,7 @@ class Add(Function):
     def backward(self, g):
         na, nb = self.needs
         sa, da, sb, db = self.meta
-        return (_fit_meta(g, (sa, da)) if na else None, _fit_meta(g, (sb, db)) if nb else None)
+        return (_fit(g, sa, da) if na else None, _fit(g, sb, db) if nb else None)
 
 
 class Sub(Function):
@@ -42,13 +42,7 @@ class Sub(Function):
     def backward(self, g):
         na, nb = self.needs
         sa, da, sb, db = self.meta
-        return (_fit_meta(g, (sa, da)) if na else None, _fit_meta(-g, (sb, db)) if nb else None)
-
-
-def _fit_meta(g, meta):
-    shape, dtype = meta
-    g = sum_to(g, shape)
-    return g if g.dtype == dtype else g.astype(dtype)
+        return (_fit(g, sa, da) if na else None, _fit(-g, sb, db) if nb else None)
 
 
 class Mul(Function):
@@ -58,7 +52,8 @@ class Mul(Function):
 
     def backward(self, g):
         na, nb = self.needs
-        return (_fit(g * self.b, self.a) if na else None, _fit(g * self.a, self.b) if nb else None)
+        a, b = self.a, self.b
+        return (_fit(g * b, a.shape, a.dtype) if na else None, _fit(g * a, b.shape, b.dtype) if nb else None)
 
 
 class Div(Function):
@@ -71,8 +66,8 @@ class Div(Function):
         gb = None
         ga = g / self.b
         if nb:
-            gb = _fit(-ga * self.a / self.b, self.b)
-        return (_fit(ga, self.a) if na else None, gb)
+            gb = _fit(-ga * self.a / self.b, self.b.shape, self.b.dtype)
+        return (_fit(ga, self.a.shape, self.a.dtype) if na else None, gb)
 
 
 class Pow(Function):
@@ -87,12 +82,12 @@ class Pow(Function):
         na, nb = self.needs
         xp = backend.get_array_module(g)
         a, b = self.a, self.b
-        ga = _fit(g * b * a ** (b - 1), a) if na else None
+        ga = _fit(g * b * a ** (b - 1), a.shape, a.dtype) if na else None
         gb = None
         if nb:
             with np.errstate(divide="ignore", invalid="ignore"):
                 log_a = xp.where(a > 0, xp.log(xp.where(a > 0, a, 1)), 0)
-            gb = _fit(g * self.out * log_a, b)
+            gb = _fit(g * self.out * log_a, b.shape, b.dtype)
         return ga, gb
 
 
@@ -116,7 +111,8 @@ class Maximum(Function):
         tie = a == b
         wa = xp.where(tie, 0.5, win.astype(g.dtype)).astype(g.dtype)
         na, nb = self.needs
-        return (_fit(g * wa, a) if na else None, _fit(g * (1 - wa), b) if nb else None)
+        return (_fit(g * wa, a.shape, a.dtype) if na else None,
+                _fit(g * (1 - wa), b.shape, b.dtype) if nb else None)
 
 
 class Minimum(Maximum):
@@ -143,8 +139,8 @@ class Mod(Function):
     def backward(self, g):
         xp = backend.get_array_module(g)
         na, nb = self.needs
-        return (_fit(g, self.a) if na else None,
-                _fit(-g * xp.floor_divide(self.a, self.b), self.b) if nb else None)
+        return (_fit(g, self.a.shape, self.a.dtype) if na else None,
+                _fit(-g * xp.floor_divide(self.a, self.b), self.b.shape, self.b.dtype) if nb else None)
 
 
 # -- tensor (op) python scalar ----------------------------------------------------
@@ -463,8 +459,8 @@ class Where(Function):
         zero = g.dtype.type(0)
         xp = backend.get_array_module(g)
         return (None,
-                _fit_meta(xp.where(self.cond, g, zero), self.a_meta) if na else None,
-                _fit_meta(xp.where(self.cond, zero, g), self.b_meta) if nb else None)
+                _fit(xp.where(self.cond, g, zero), *self.a_meta) if na else None,
+                _fit(xp.where(self.cond, zero, g), *self.b_meta) if nb else None)
 
 
 # -- public functions -------------------------------------------------------------------
@@ -667,9 +663,3 @@ def where(condition, x=None, y=None, name=None):
     y = _as_tensor(y, like)
     cond = condition if isinstance(condition, Tensor) else _const(condition, like)
     return Where()(cond, x, y)
-
-
-# -- comparisons and logic: no gradient (Functions in logic.py, re-exported here) ----------
-from .logic import (equal, not_equal, less_than, less_equal, greater_than, greater_equal,  # noqa: E402,F401
-                    logical_and, logical_or, logical_xor, logical_not, bitwise_and, bitwise_or, bitwise_xor,
-                    bitwise_not, isnan, isinf, isfinite, equal_all, allclose, isclose)

@@ -1,14 +1,6 @@
-"""Matrix products: matmul (vectors, matrices, broadcast batches), mm, bmm, dot, t."""
-from ...tensor import backend
-from ..function import Function, sum_to
-
-
-def same_float_dtype(op, x, y):
-    """Matrix products do not promote: a float32 weight meeting a float64 input is a
-    bug to report (as Paddle does), not a silent float64 result."""
-    if x.dtype != y.dtype and x.dtype.kind == "f" and y.dtype.kind == "f":
-        raise ValueError(f"{op}: x and y must have the same float dtype, got x {x.dtype} {list(x.shape)} and "
-                         f"y {y.dtype} {list(y.shape)}; cast one with .astype() first")
+"""Matrix products: matmul (vectors, matrices, broadcast batches), mm, bmm. Their
+composites (dot, outer, t) are in ``ddg.autograd.composite``."""
+from ..function import Function, same_float_dtype, sum_to
 
 
 def _swap(a):
@@ -89,26 +81,4 @@ def bmm(x, y, name=None):
     return MatMul()(x, y)
 
 
-def dot(x, y, name=None):
-    """Inner product of vectors (row-wise for 2-D inputs, as in Paddle)."""
-    if x.ndim == 1 and y.ndim == 1:
-        return MatMul()(x, y)
-    from .reduce import sum as _sum
-    return _sum(x * y, axis=-1)
-
-
-def t(input, name=None):  # noqa: A002
-    if input.ndim > 2:
-        raise ValueError(f"ddg.t: needs a tensor with at most 2 dimensions, got shape {input.shape}")
-    if input.ndim < 2:
-        return input
-    from .movement import transpose
-    return transpose(input, [1, 0])
-
-
-def outer(x, y, name=None):
-    from .movement import reshape
-    return MatMul()(reshape(x, [-1, 1]), reshape(y, [1, -1]))
-
-
-__all__ = ["matmul", "mm", "bmm", "dot", "t", "outer", "MatMul", "backend"]
+__all__ = ["matmul", "mm", "bmm", "MatMul"]

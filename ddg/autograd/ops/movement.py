@@ -3,11 +3,11 @@ tile, gather/index_select, flip, device transfer, and ``x[...]`` read and write.
 import numpy as np
 
 from ...tensor import backend
-from ...tensor.place import move_array
+from ...tensor.place import move_array, place_of
 from ...tensor.tensor import Tensor, _watch
+from ..axes import normalize_axis as _ax
 from ..function import Function, sum_to
 from ..grad_mode import _enabled
-from .logic import nonzero  # noqa: F401  (ddg.nonzero, Tensor.nonzero)
 
 
 class Reshape(Function):
@@ -155,6 +155,17 @@ class Flip(Function):
         return backend.get_array_module(g).flip(g, self.axes)
 
 
+class Clone(Function):
+    """A copy of the data that stays in the graph (the gradient passes through)."""
+    save_inputs = False
+
+    def forward(self, a):
+        return a.copy()
+
+    def backward(self, g):
+        return g
+
+
 class ToPlace(Function):
     save_inputs = False
 
@@ -162,7 +173,6 @@ class ToPlace(Function):
         self.place = place
 
     def forward(self, a):
-        from ...tensor.place import place_of
         self.src = place_of(a)
         return move_array(a, self.place)
 
@@ -299,7 +309,7 @@ def setitem(x, index, value):
         vshape = value.shape if v_tensor else list(np.shape(value))
         raise ValueError(f"ddg.setitem: cannot assign a value of shape {vshape} into a tensor of shape "
                          f"{x.shape} at {index!r}: {exc}") from None
-    x._vc[0] += 1
+    x._bump()
     needs_v = v_tensor and not value.stop_gradient
     if grad_on and x._data.dtype.kind in "fc" and (not x.stop_gradient or needs_v):
         node = SetItem(idx, (tuple(value._data.shape), value._data.dtype) if v_tensor else None)
@@ -313,13 +323,6 @@ def setitem(x, index, value):
 
 
 # -- public functions ------------------------------------------------------------------
-def _ax(axis, ndim, op):
-    a = int(axis)
-    if not -max(ndim, 1) <= a < max(ndim, 1):
-        raise ValueError(f"ddg.{op}: axis {a} out of range for {ndim} dimensions")
-    return a % max(ndim, 1)
-
-
 def reshape(x, shape, name=None):
     if isinstance(shape, Tensor):
         shape = shape.tolist()
@@ -511,8 +514,11 @@ def roll(x, shifts, axis=None, name=None):
     return reshape(gather(reshape(x, [-1]), Tensor._wrap(idx.reshape(-1))), x.shape)
 
 
+def clone(x, name=None):
+    return Clone()(x)
+
+
 def to_place(x, place):
-    from ...tensor.place import place_of
     if place_of(x._data) == place:
         return x
     return ToPlace(place)(x)
@@ -520,11 +526,6 @@ def to_place(x, place):
 
 def masked_select(x, mask, name=None):
     return getitem(x, mask)
-
-
-def masked_fill(x, mask, value, name=None):
-    from .elementwise import where
-    return where(mask, value, x)
 
 
 def numel(x, name=None):

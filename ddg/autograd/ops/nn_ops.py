@@ -3,8 +3,7 @@
 import numpy as np
 
 from ...tensor import backend
-from ..function import Function
-from .linalg import same_float_dtype
+from ..function import Function, same_float_dtype
 
 
 class Softmax(Function):
@@ -117,3 +116,38 @@ class Linear(Function):
                 gb = g2.sum(axis=0)
             return gx, gw, gb
         return gx, gw
+
+
+# -- dropout: a primitive because its random draw must belong to the op -----------------
+def _uniform(xp, shape):
+    """Uniform [0, 1) float32 draws from ddg's global generator (``ddg.seed`` reproduces them)."""
+    return backend.draw_uniform(backend.rng(xp), shape, np.float32)
+
+
+class Dropout(Function):
+    """``x * mask`` with a fresh random mask drawn INSIDE forward.
+
+    A primitive so that the draw belongs to the op: ``ddg.jit.to_static`` replays an
+    op by calling its ``forward`` again, so every replayed step draws a new mask (a
+    mask drawn outside ops would be frozen into the recording). The draw is the one
+    eager dropout has always made (float32 uniforms of ``mask_shape`` from ddg's global
+    generator, kept where ``>= p``), so results from a given seed do not change.
+    ``mask_shape`` has 1s along the dims that share a mask (``axis``); ``scale`` is
+    ``1 / (1 - p)`` for upscale_in_train and None for downscale_in_infer."""
+    save_inputs = False
+
+    def __init__(self, p, mask_shape, scale):
+        self.p, self.mask_shape, self.scale = p, mask_shape, scale
+
+    def forward(self, x):
+        xp = backend.get_array_module(x)
+        keep = _uniform(xp, self.mask_shape) >= self.p
+        mask = keep.astype(x.dtype)
+        if self.scale is not None:
+            mask = mask * x.dtype.type(self.scale)
+        self.mask = mask
+        return x * mask
+
+    def backward(self, g):
+        # the mask broadcasts up to x's shape and the output has x's shape: no sum_to
+        return (g * self.mask,)

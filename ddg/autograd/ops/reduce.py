@@ -6,26 +6,9 @@ import numpy as np
 from ...tensor import backend
 from ...tensor.dtypes import convert_dtype, default_float
 from ...tensor.tensor import Tensor
+from ..axes import normalize_axis as _axis
+from ..axes import normalize_axes as _axes
 from ..function import Function
-
-
-def _axes(axis, ndim, op):
-    """Normalized tuple of axes (all of them for None or an empty list)."""
-    if axis is None:
-        return tuple(range(ndim))
-    if isinstance(axis, Tensor):
-        axis = axis.tolist()
-    if isinstance(axis, (int, np.integer)):
-        axis = [axis]
-    if len(axis) == 0:
-        return tuple(range(ndim))
-    out = []
-    for a in axis:
-        a = int(a)
-        if not -_b.max(ndim, 1) <= a < _b.max(ndim, 1):
-            raise ValueError(f"ddg.{op}: axis {a} is out of range for a tensor with {ndim} dimensions")
-        out.append(a % ndim if ndim else 0)
-    return tuple(sorted(set(out))) if ndim else ()
 
 
 def _expand_back(g, in_shape, axes, keepdim):
@@ -149,17 +132,20 @@ class LogSumExp(Function):
 
 
 class CumSum(Function):
+    """Cumulative sum along ``axis``; ``axis=None`` runs over the flattened input."""
     save_inputs = False
 
     def __init__(self, axis):
         self.axis = axis
 
     def forward(self, a):
+        self.shape = a.shape
         return backend.get_array_module(a).cumsum(a, axis=self.axis)
 
     def backward(self, g):
         xp = backend.get_array_module(g)
-        return xp.flip(xp.cumsum(xp.flip(g, self.axis), axis=self.axis), self.axis)
+        axis = 0 if self.axis is None else self.axis
+        return xp.flip(xp.cumsum(xp.flip(g, axis), axis=axis), axis).reshape(self.shape)
 
 
 # -- public functions ----------------------------------------------------------------------
@@ -198,32 +184,12 @@ def logsumexp(x, axis=None, keepdim=False, name=None):
     return LogSumExp(_axes(axis, x._data.ndim, "logsumexp"), keepdim)(x)
 
 
-def var(x, axis=None, unbiased=True, keepdim=False, name=None):
-    """Composite: mean of squared deviations, times n/(n-1) when unbiased."""
-    axes = _axes(axis, x._data.ndim, "var")
-    n = 1
-    for a in axes:
-        n *= x._data.shape[a]
-    from .elementwise import square
-    d = x - mean(x, axis=list(axes), keepdim=True)
-    v = mean(square(d), axis=list(axes), keepdim=keepdim)
-    if unbiased:
-        v = v * (n / _b.max(n - 1, 1))
-    return v
-
-
-def std(x, axis=None, unbiased=True, keepdim=False, name=None):
-    from .elementwise import sqrt
-    return sqrt(var(x, axis, unbiased, keepdim))
-
-
 def cumsum(x, axis=None, dtype=None, name=None):
     if dtype is not None:
         x = x.astype(dtype)
     if axis is None:
-        from .movement import reshape
-        x, axis = reshape(x, [-1]), 0
-    return CumSum(int(axis) % _b.max(x._data.ndim, 1))(x)
+        return CumSum(None)(x)
+    return CumSum(_axis(axis, x._data.ndim, "cumsum"))(x)
 
 
 # -- reductions without a gradient: Functions so that ddg.jit records them ----------------
@@ -287,9 +253,3 @@ def all(x, axis=None, keepdim=False, name=None):  # noqa: A001 - Paddle's name
 def any(x, axis=None, keepdim=False, name=None):  # noqa: A001 - Paddle's name
     axes = None if axis is None else _axes(axis, x._data.ndim, "any")
     return BoolReduce("any", axes, bool(keepdim))(x)
-
-
-def count_nonzero(x, axis=None, keepdim=False, name=None):
-    return sum(x != 0, axis=axis, keepdim=keepdim)
-
-

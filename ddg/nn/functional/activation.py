@@ -1,10 +1,10 @@
 """Activations (composites, except the stable softmax family)."""
 import math
 
+from ...autograd.axes import normalize_axis as _ax
 from ...autograd.ops import elementwise as E
 from ...autograd.ops import nn_ops
 from ...autograd.ops.elementwise import relu, sigmoid, tanh  # noqa: F401
-from ...autograd.ops.movement import _ax
 
 
 def relu6(x, name=None):

@@ -9,6 +9,7 @@ from ...autograd.ops.linalg import matmul
 from ...tensor import backend
 from ...tensor.tensor import Tensor
 from .activation import softmax
+from .dropout import dropout
 
 __all__ = ["scaled_dot_product_attention"]
 
@@ -37,8 +38,7 @@ def _attend(q, k, v, mask=None, dropout_p=0.0, training=True, scale=None):
         scores = scores + mask
     weights = softmax(scores, axis=-1)
     if dropout_p and training:
-        from .. import functional as F
-        weights = F.dropout(weights, dropout_p, training=True, mode="upscale_in_train")
+        weights = dropout(weights, dropout_p, training=True, mode="upscale_in_train")
     return matmul(weights, v), weights
 
 

@@ -2,14 +2,17 @@
 cross-entropy with integer labels (a primitive, see nn_ops)."""
 import numpy as np
 
+from ...autograd.axes import normalize_axis as _ax
 from ...autograd.ops import elementwise as E
 from ...autograd.ops import nn_ops
 from ...autograd.ops import reduce as R
-from ...autograd.ops.logic import not_equal
-from ...autograd.ops.movement import _ax, squeeze, transpose, moveaxis
+from ...autograd.ops.logic import not_equal as _not_equal
+from ...autograd.ops.movement import moveaxis, squeeze, transpose
+from ...autograd.ops.movement import unsqueeze as _unsqueeze  # private: ddg.nn.functional star-imports this module
 from ...tensor import backend
 from ...tensor.tensor import Tensor
-from .activation import log_softmax
+from .activation import log_softmax, softmax
+from .common import one_hot
 
 
 def _reduce(loss, reduction, op):
@@ -32,7 +35,7 @@ def _weighted_mean(total, denom):
 def _sample_weight(label, weight, ignore_index, dtype):
     """Per-sample weights in ops: 0 where the label is ``ignore_index``, else ``weight[label]``
     (1 without class weights); and the labels with ignored ones replaced by 0."""
-    valid = not_equal(label, ignore_index)
+    valid = _not_equal(label, ignore_index)
     safe = E.where(valid, label, 0)
     w = E.cast(valid, dtype)
     if weight is not None:
@@ -57,7 +60,6 @@ def cross_entropy(input, label, weight=None, ignore_index=-100, reduction="mean"
     axis = _ax(axis, input.ndim, "cross_entropy")
     n_cls = input.shape[axis]
     if label_smoothing and not soft_label:
-        from .common import one_hot
         lab = label if label.ndim < input.ndim else squeeze(label, axis)
         soft = one_hot(lab, n_cls)
         if axis != input.ndim - 1:
@@ -101,10 +103,8 @@ def softmax_with_cross_entropy(logits, label, soft_label=False, ignore_index=-10
                                return_softmax=False, axis=-1):
     loss = cross_entropy(logits, label, ignore_index=ignore_index, reduction="none", soft_label=soft_label,
                          axis=axis)
-    from ...autograd.ops.movement import unsqueeze
-    loss = unsqueeze(loss, axis)
+    loss = _unsqueeze(loss, axis)
     if return_softmax:
-        from .activation import softmax
         return loss, softmax(logits, axis)
     return loss
 

@@ -1,4 +1,5 @@
-"""Normalization: batch_norm, layer_norm, group_norm, instance_norm.
+"""Normalization: batch_norm, layer_norm, group_norm, instance_norm, and normalize
+(division by an L_p norm, a composite of reductions and elementwise ops).
 
 All of them standardize with the one primitive ``ops.norm.Standardize`` (mean and
 biased variance over some axes) and apply the affine part with broadcasting ops.
@@ -15,7 +16,10 @@ here). ``use_global_stats=None`` means "running statistics unless training".
 from ...autograd.grad_mode import no_grad
 from ...autograd.ops import elementwise as E
 from ...autograd.ops import movement as M
+from ...autograd.ops import reduce as R
 from ...autograd.ops.norm import Standardize
+from ...tensor import backend
+from ...tensor.tensor import Tensor
 
 
 def _channel_axis(x, data_format, op):
@@ -147,3 +151,25 @@ def instance_norm(x, running_mean=None, running_var=None, weight=None, bias=None
         return batch_norm(x, running_mean, running_var, weight, bias, False, momentum, eps, data_format, True)
     axes = tuple(i for i in range(1, x.ndim) if i != axis)
     return _affine(Standardize(axes, eps)(x), weight, bias, x.ndim, axis)
+
+
+def _eps_like(value, x):
+    """``value`` as a constant (no-grad) 0-d tensor of x's dtype on x's device."""
+    xp = backend.get_array_module(x._data)
+    return Tensor._wrap(xp.asarray(value, dtype=x._data.dtype))
+
+
+def normalize(x, p=2, axis=1, epsilon=1e-12, name=None):
+    """``x / max(||x||_p, epsilon)`` along ``axis``. The clamp is applied to the p-th power of
+    the norm, so an all-zero slice gets a zero (not NaN) gradient."""
+    if p == 2:
+        s = R.sum(x * x, axis=axis, keepdim=True)
+        return x * E.rsqrt(E.maximum(s, _eps_like(epsilon * epsilon, x)))
+    if p == float("inf"):
+        nrm = R.max(E.abs(x), axis=axis, keepdim=True)
+        return x / E.maximum(nrm, _eps_like(epsilon, x))
+    p = float(p)
+    if p <= 0:
+        raise ValueError(f"ddg.nn.functional.normalize: p must be positive, got {p}")
+    s = R.sum(E.abs(x) ** p, axis=axis, keepdim=True)
+    return x / E.maximum(s, _eps_like(epsilon ** p, x)) ** (1.0 / p)

@@ -1,12 +1,12 @@
-"""Pooling: max/avg pooling (1-D, 2-D) on the primitives of ``ddg.autograd.ops.conv``,
+"""Pooling: max/avg pooling (1-D, 2-D) on the primitives of ``ddg.autograd.ops.pooling``,
 adaptive average pooling as a composite (two small averaging matrices, one matmul
 per spatial axis), adaptive max pooling as a composite of max_pool2d or per-bin maxes.
 """
 import numpy as np
 
-from ...autograd.ops import conv as C
 from ...autograd.ops import linalg as L
 from ...autograd.ops import movement as M
+from ...autograd.ops import pooling as P
 from ...autograd.ops import reduce as R
 from ...tensor import backend
 from ...tensor.tensor import Tensor
@@ -40,10 +40,10 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, return_mask=False, ceil_m
     _check_x(x, 4, op)
     kernel, stride, pads = _pool_args(x, kernel_size, stride, padding, ceil_mode, 2, channel_last, op)
     x = _to_nchw(x, channel_last)
-    fn = C.MaxPool2d(kernel, stride, pads, bool(ceil_mode))
+    fn = P.MaxPool2d(kernel, stride, pads, bool(ceil_mode))
     y = _from_nchw(fn(x), channel_last)
     if return_mask:
-        mask = Tensor._wrap(C.max_pool_mask(fn.winner_index(), kernel, stride, pads, x.shape[2:]))
+        mask = Tensor._wrap(P.max_pool_mask(fn.winner_index(), kernel, stride, pads, x.shape[2:]))
         return y, _from_nchw(mask, channel_last)
     return y
 
@@ -55,7 +55,7 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, exclusiv
     _check_x(x, 4, op)
     kernel, stride, pads = _pool_args(x, kernel_size, stride, padding, ceil_mode, 2, channel_last, op)
     x = _to_nchw(x, channel_last)
-    y = C.AvgPool2d(kernel, stride, pads, bool(ceil_mode), bool(exclusive), divisor_override)(x)
+    y = P.AvgPool2d(kernel, stride, pads, bool(ceil_mode), bool(exclusive), divisor_override)(x)
     return _from_nchw(y, channel_last)
 
 

@@ -1,5 +1,6 @@
 """Activation layers: thin wrappers over ddg.nn.functional."""
 from .. import functional as F
+from ..initializer import Constant as _Constant  # private: ddg.nn star-imports this module
 from .layers import Layer
 
 
@@ -90,10 +91,9 @@ class LogSoftmax(Layer):
 class PReLU(Layer):
     def __init__(self, num_parameters=1, init=0.25, weight_attr=None, data_format="NCHW", name=None):
         super().__init__()
-        from ..initializer import Constant
         self.data_format = data_format
         self.weight = self.create_parameter([num_parameters], attr=weight_attr,
-                                            default_initializer=Constant(init))
+                                            default_initializer=_Constant(init))
 
     def forward(self, x):
         return F.prelu(x, self.weight, self.data_format)

@@ -10,7 +10,7 @@ import math
 
 from .. import functional as F
 from ..initializer import Normal
-from ..functional.conv import _ntuple
+from ..functional.conv import _ntuple, _pads
 from .layers import Layer
 
 _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
@@ -50,7 +50,6 @@ class _ConvNd(Layer):
         if padding_mode != "zeros":
             if isinstance(padding, str):
                 raise ValueError(f"ddg.nn.{name}: padding_mode={padding_mode!r} needs numeric padding")
-            from ..functional.conv import _pads
             pads = _pads(padding, nd, data_format[-1] == "C", name)
             # F.pad lists the LAST spatial dim first
             self._mode_pad = [p for i in reversed(range(nd)) for p in pads[2 * i:2 * i + 2]]

@@ -12,6 +12,7 @@ import numpy as np
 
 from ...tensor import backend
 from ...tensor.dtypes import convert_dtype
+from ...tensor.place import move_array, parse_place
 from ...tensor.tensor import Tensor
 from ..parameter import Parameter, create_parameter
 
@@ -262,7 +263,6 @@ class Layer:
     def to(self, device=None, dtype=None, blocking=None):
         """Move parameters and buffers to ``device`` and/or cast floating ones to ``dtype``, in place
         (the Parameter objects stay the same, so optimizers built earlier keep working)."""
-        from ...tensor.place import move_array, parse_place
         place = parse_place(device) if device is not None else None
         dt = convert_dtype(dtype)
         for t in list(self.parameters()) + list(self.buffers()):
@@ -336,7 +336,7 @@ class Layer:
                 if xp is np:
                     arr = backend.to_host(arr)
                 t._data[...] = xp.asarray(arr).astype(t._data.dtype, copy=False)
-                t._vc[0] += 1
+                t._bump()
         if missing or unexpected:
             parts = []
             if missing:

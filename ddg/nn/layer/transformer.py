@@ -6,8 +6,6 @@ Attention masks follow Paddle: a bool (or integer) mask marks with True (non-zer
 positions that may be attended to; a float mask is added to the attention scores (0 to
 keep, -inf or a large negative number to drop). Masks broadcast to
 ``[batch, num_heads, seq_q, seq_k]``.
-
-``Dropout`` and ``LayerNorm`` come from ``ddg.nn`` (imported when a layer is built).
 """
 import collections
 import copy
@@ -16,13 +14,17 @@ import numpy as np
 
 from ...autograd.ops import movement as M
 from ...tensor import backend
+from ...tensor.dtypes import default_float
+from ...tensor.place import current_place, move_array
 from ...tensor.tensor import Tensor
 from .. import functional as F
 from ..functional.attention import _attend, _convert_attention_mask
 from ..param_attr import ParamAttr
 from .common import Linear
 from .container import LayerList
+from .dropout import Dropout
 from .layers import Layer
+from .norm import LayerNorm
 
 
 def _param_attr_list(attr, n):
@@ -178,15 +180,14 @@ class TransformerEncoderLayer(_TransformerLayerBase):
         super().__init__()
         attn_dropout, act_dropout = self._remember_config(locals())
         w, b = _param_attr_list(weight_attr, 2), _param_attr_list(bias_attr, 2)
-        from ... import nn
         self.self_attn = MultiHeadAttention(d_model, nhead, dropout=attn_dropout, weight_attr=w[0], bias_attr=b[0])
         self.linear1 = Linear(d_model, dim_feedforward, w[1], bias_attr=b[1])
-        self.dropout = nn.Dropout(act_dropout, mode="upscale_in_train")
+        self.dropout = Dropout(act_dropout, mode="upscale_in_train")
         self.linear2 = Linear(dim_feedforward, d_model, w[1], bias_attr=b[1])
-        self.norm1 = nn.LayerNorm(d_model, epsilon=layer_norm_eps)
-        self.norm2 = nn.LayerNorm(d_model, epsilon=layer_norm_eps)
-        self.dropout1 = nn.Dropout(dropout, mode="upscale_in_train")
-        self.dropout2 = nn.Dropout(dropout, mode="upscale_in_train")
+        self.norm1 = LayerNorm(d_model, epsilon=layer_norm_eps)
+        self.norm2 = LayerNorm(d_model, epsilon=layer_norm_eps)
+        self.dropout1 = Dropout(dropout, mode="upscale_in_train")
+        self.dropout2 = Dropout(dropout, mode="upscale_in_train")
         self.activation = _activation(activation, "TransformerEncoderLayer")
 
     def forward(self, src, src_mask=None, cache=None):
@@ -265,19 +266,18 @@ class TransformerDecoderLayer(_TransformerLayerBase):
         super().__init__()
         attn_dropout, act_dropout = self._remember_config(locals())
         w, b = _param_attr_list(weight_attr, 3), _param_attr_list(bias_attr, 3)
-        from ... import nn
         self.self_attn = MultiHeadAttention(d_model, nhead, dropout=attn_dropout, weight_attr=w[0], bias_attr=b[0])
         self.cross_attn = MultiHeadAttention(d_model, nhead, dropout=attn_dropout, weight_attr=w[1],
                                              bias_attr=b[1])
         self.linear1 = Linear(d_model, dim_feedforward, w[2], bias_attr=b[2])
-        self.dropout = nn.Dropout(act_dropout, mode="upscale_in_train")
+        self.dropout = Dropout(act_dropout, mode="upscale_in_train")
         self.linear2 = Linear(dim_feedforward, d_model, w[2], bias_attr=b[2])
-        self.norm1 = nn.LayerNorm(d_model, epsilon=layer_norm_eps)
-        self.norm2 = nn.LayerNorm(d_model, epsilon=layer_norm_eps)
-        self.norm3 = nn.LayerNorm(d_model, epsilon=layer_norm_eps)
-        self.dropout1 = nn.Dropout(dropout, mode="upscale_in_train")
-        self.dropout2 = nn.Dropout(dropout, mode="upscale_in_train")
-        self.dropout3 = nn.Dropout(dropout, mode="upscale_in_train")
+        self.norm1 = LayerNorm(d_model, epsilon=layer_norm_eps)
+        self.norm2 = LayerNorm(d_model, epsilon=layer_norm_eps)
+        self.norm3 = LayerNorm(d_model, epsilon=layer_norm_eps)
+        self.dropout1 = Dropout(dropout, mode="upscale_in_train")
+        self.dropout2 = Dropout(dropout, mode="upscale_in_train")
+        self.dropout3 = Dropout(dropout, mode="upscale_in_train")
         self.activation = _activation(activation, "TransformerDecoderLayer")
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, cache=None):
@@ -370,7 +370,6 @@ class Transformer(Layer):
                  dropout=0.1, activation="relu", attn_dropout=None, act_dropout=None, normalize_before=False,
                  weight_attr=None, bias_attr=None, custom_encoder=None, custom_decoder=None):
         super().__init__()
-        from ... import nn
         enc_w, dec_w = _split_attrs(weight_attr)
         enc_b, dec_b = _split_attrs(bias_attr)
         kw = dict(dropout=dropout, activation=activation, attn_dropout=attn_dropout, act_dropout=act_dropout,
@@ -380,13 +379,13 @@ class Transformer(Layer):
         else:
             layer = TransformerEncoderLayer(d_model, nhead, dim_feedforward, weight_attr=enc_w, bias_attr=enc_b,
                                             **kw)
-            self.encoder = TransformerEncoder(layer, num_encoder_layers, nn.LayerNorm(d_model))
+            self.encoder = TransformerEncoder(layer, num_encoder_layers, LayerNorm(d_model))
         if custom_decoder is not None:
             self.decoder = custom_decoder
         else:
             layer = TransformerDecoderLayer(d_model, nhead, dim_feedforward, weight_attr=dec_w, bias_attr=dec_b,
                                             **kw)
-            self.decoder = TransformerDecoder(layer, num_decoder_layers, nn.LayerNorm(d_model))
+            self.decoder = TransformerDecoder(layer, num_decoder_layers, LayerNorm(d_model))
         self.d_model, self.nhead = d_model, nhead
 
     def forward(self, src, tgt, src_mask=None, tgt_mask=None, memory_mask=None):
@@ -399,7 +398,5 @@ class Transformer(Layer):
     def generate_square_subsequent_mask(self, length):
         """``[length, length]`` float mask: 0 on and below the diagonal, -inf above it."""
         length = int(length.item() if isinstance(length, Tensor) else length)
-        from ...tensor.dtypes import default_float
         mask = np.triu(np.full([length, length], -np.inf), 1).astype(default_float())
-        from ...tensor.place import current_place, move_array
         return Tensor._wrap(move_array(mask, current_place()))

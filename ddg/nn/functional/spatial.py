@@ -1,20 +1,15 @@
-"""dropout, pad, normalize, interpolate/upsample, embedding, unfold.
+"""Ops along the spatial axes of images and sequences: pad, interpolate/upsample, unfold.
 
-All composites except ``unfold`` (the im2col primitive of ``ops.conv``) and dropout's
-``_Dropout`` (a product with a random mask drawn inside the op, so that ``to_static``
-replays draw fresh masks), pad and interpolate gather along one axis at a time
-(``index_select``, whose backward scatter-adds), embedding is an integer-array index.
+pad and interpolate are composites that gather along one axis at a time
+(``index_select``, whose backward scatter-adds); unfold is the im2col primitive
+``ops.conv.Unfold``.
 """
 import math
-import numbers
 
 import numpy as np
 
-from ...autograd.function import Function
 from ...autograd.ops import conv as C
-from ...autograd.ops import elementwise as E
 from ...autograd.ops import movement as M
-from ...autograd.ops import reduce as R
 from ...tensor import backend
 from ...tensor.tensor import Tensor
 from .conv import _ntuple
@@ -24,82 +19,6 @@ def _const_like(arr, x):
     """A constant (no-grad) Tensor on the device of ``x`` from host array ``arr``."""
     xp = backend.get_array_module(x._data)
     return Tensor._wrap(xp.asarray(arr))
-
-
-# -- dropout -------------------------------------------------------------------------------------
-def _uniform(xp, shape):
-    """Uniform [0, 1) float32 draws from ddg's global generator (``ddg.seed`` reproduces them)."""
-    return backend.draw_uniform(backend.rng(xp), shape, np.float32)
-
-
-class _Dropout(Function):
-    """``x * mask`` with a fresh random mask drawn INSIDE forward.
-
-    A primitive so that the draw belongs to the op: ``ddg.jit.to_static`` replays an
-    op by calling its ``forward`` again, so every replayed step draws a new mask (a
-    mask drawn outside ops would be frozen into the recording). The draw is the one
-    eager dropout has always made (float32 uniforms of ``mask_shape`` from ddg's global
-    generator, kept where ``>= p``), so results from a given seed do not change.
-    ``mask_shape`` has 1s along the dims that share a mask (``axis``); ``scale`` is
-    ``1 / (1 - p)`` for upscale_in_train and None for downscale_in_infer."""
-    save_inputs = False
-
-    def __init__(self, p, mask_shape, scale):
-        self.p, self.mask_shape, self.scale = p, mask_shape, scale
-
-    def forward(self, x):
-        xp = backend.get_array_module(x)
-        keep = _uniform(xp, self.mask_shape) >= self.p
-        mask = keep.astype(x.dtype)
-        if self.scale is not None:
-            mask = mask * x.dtype.type(self.scale)
-        self.mask = mask
-        return x * mask
-
-    def backward(self, g):
-        # the mask broadcasts up to x's shape and the output has x's shape: no sum_to
-        return (g * self.mask,)
-
-
-def dropout(x, p=0.5, axis=None, training=True, mode="upscale_in_train", name=None):
-    """Zero each element (or each slice along ``axis``) with probability ``p``.
-
-    ``upscale_in_train``: training output ``x * mask / (1 - p)``, inference output ``x``.
-    ``downscale_in_infer``: training output ``x * mask``, inference output ``x * (1 - p)``."""
-    if isinstance(p, Tensor):
-        p = float(p)
-    if not isinstance(p, numbers.Number) or not 0 <= p <= 1:
-        raise ValueError(f"ddg.nn.functional.dropout: p must be a number in [0, 1], got {p!r}")
-    if mode not in ("upscale_in_train", "downscale_in_infer"):
-        raise ValueError(f"ddg.nn.functional.dropout: mode must be 'upscale_in_train' or 'downscale_in_infer', "
-                         f"got {mode!r}")
-    if not training:
-        return x if mode == "upscale_in_train" or p == 0 else x * (1.0 - p)
-    if p == 0:
-        return x
-    if axis is None:
-        shape = x.shape
-    else:
-        axes = [axis] if isinstance(axis, int) else list(axis)
-        axes = [a % x.ndim for a in axes]
-        if any(a >= x.ndim for a in axes) or len(set(axes)) != len(axes):
-            raise ValueError(f"ddg.nn.functional.dropout: bad axis {axis!r} for an input of shape {x.shape}")
-        shape = [s if i in axes else 1 for i, s in enumerate(x.shape)]
-    scale = (0.0 if p == 1 else 1.0 / (1.0 - p)) if mode == "upscale_in_train" else None
-    return _Dropout(p, tuple(shape), scale)(x)
-
-
-def dropout2d(x, p=0.5, training=True, data_format="NCHW", name=None):
-    """Drop whole channels of an NCHW/NHWC input."""
-    if x.ndim != 4:
-        raise ValueError(f"ddg.nn.functional.dropout2d: expected a 4-D input, got shape {x.shape}")
-    return dropout(x, p, [0, 1] if data_format == "NCHW" else [0, 3], training)
-
-
-def dropout3d(x, p=0.5, training=True, data_format="NCDHW", name=None):
-    if x.ndim != 5:
-        raise ValueError(f"ddg.nn.functional.dropout3d: expected a 5-D input, got shape {x.shape}")
-    return dropout(x, p, [0, 1] if data_format == "NCDHW" else [0, 4], training)
 
 
 # -- pad -------------------------------------------------------------------------------------------------
@@ -162,23 +81,6 @@ def pad(x, pad, mode="constant", value=0.0, data_format="NCHW", name=None):  # n
     for ax, (b, a) in pairs.items():
         out = _pad_axis(out, ax, b, a, mode, value)
     return out
-
-
-# -- normalize ----------------------------------------------------------------------------------------
-def normalize(x, p=2, axis=1, epsilon=1e-12, name=None):
-    """``x / max(||x||_p, epsilon)`` along ``axis``. The clamp is applied to the p-th power of
-    the norm, so an all-zero slice gets a zero (not NaN) gradient."""
-    if p == 2:
-        s = R.sum(x * x, axis=axis, keepdim=True)
-        return x * E.rsqrt(E.maximum(s, _const_like(np.asarray(epsilon * epsilon, dtype=x.dtype), x)))
-    if p == float("inf"):
-        nrm = R.max(E.abs(x), axis=axis, keepdim=True)
-        return x / E.maximum(nrm, _const_like(np.asarray(epsilon, dtype=x.dtype), x))
-    p = float(p)
-    if p <= 0:
-        raise ValueError(f"ddg.nn.functional.normalize: p must be positive, got {p}")
-    s = R.sum(E.abs(x) ** p, axis=axis, keepdim=True)
-    return x / E.maximum(s, _const_like(np.asarray(epsilon ** p, dtype=x.dtype), x)) ** (1.0 / p)
 
 
 # -- interpolate ---------------------------------------------------------------------------------------
@@ -273,37 +175,6 @@ def interpolate(x, size=None, scale_factor=None, mode="nearest", align_corners=F
 def upsample(x, size=None, scale_factor=None, mode="nearest", align_corners=False, align_mode=0,
              data_format="NCHW", name=None):
     return interpolate(x, size, scale_factor, mode, align_corners, align_mode, data_format)
-
-
-# -- embedding ---------------------------------------------------------------------------------------
-def embedding(x, weight, padding_idx=None, sparse=False, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
-              name=None):
-    """Rows of ``weight`` ([num_embeddings, dim]) picked by the integer ids ``x``. Where
-    ``x == padding_idx`` the output is zero and that row receives no gradient (Paddle).
-    ``sparse`` is accepted and ignored (gradients are dense)."""
-    if max_norm is not None or scale_grad_by_freq:
-        raise NotImplementedError("ddg.nn.functional.embedding: max_norm and scale_grad_by_freq are not supported")
-    if x.dtype.kind not in "iu":
-        raise TypeError(f"ddg.nn.functional.embedding: ids must be an integer tensor, got {x.dtype}")
-    if weight.ndim != 2:
-        raise ValueError(f"ddg.nn.functional.embedding: weight must be 2-D [num_embeddings, dim], got {weight.shape}")
-    n = weight.shape[0]
-    ids = x._data
-    # Range check on the host only: on a GPU it would cost a synchronizing device-to-host
-    # copy per step, so out-of-range ids are not checked there (as in other frameworks).
-    if not backend.is_gpu_array(ids) and ids.size and (int(ids.min()) < 0 or int(ids.max()) >= n):
-        raise ValueError(f"ddg.nn.functional.embedding: ids must lie in [0, {n}), got values from {int(ids.min())} "
-                         f"to {int(ids.max())}")
-    out = M.getitem(weight, x)
-    if padding_idx is not None:
-        pidx = int(padding_idx)
-        if not -n <= pidx < n:
-            raise ValueError(f"ddg.nn.functional.embedding: padding_idx {padding_idx} out of range [-{n}, {n})")
-        pidx %= n
-        # in ops, not on the raw ids, so that ddg.jit replays the mask on new ids
-        keep = E.cast(M.unsqueeze(E.not_equal(x, pidx), -1), weight.dtype)
-        out = out * keep
-    return out
 
 
 # -- unfold -------------------------------------------------------------------------------------------

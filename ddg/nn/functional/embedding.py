@@ -1,0 +1,37 @@
+"""embedding: rows of a weight matrix picked by integer ids (an integer-array index,
+whose backward scatter-adds into the picked rows)."""
+from ...autograd.ops import elementwise as E
+from ...autograd.ops import movement as M
+from ...autograd.ops.logic import not_equal
+from ...tensor import backend
+
+
+# -- embedding ---------------------------------------------------------------------------------------
+def embedding(x, weight, padding_idx=None, sparse=False, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+              name=None):
+    """Rows of ``weight`` ([num_embeddings, dim]) picked by the integer ids ``x``. Where
+    ``x == padding_idx`` the output is zero and that row receives no gradient (Paddle).
+    ``sparse`` is accepted and ignored (gradients are dense)."""
+    if max_norm is not None or scale_grad_by_freq:
+        raise NotImplementedError("ddg.nn.functional.embedding: max_norm and scale_grad_by_freq are not supported")
+    if x.dtype.kind not in "iu":
+        raise TypeError(f"ddg.nn.functional.embedding: ids must be an integer tensor, got {x.dtype}")
+    if weight.ndim != 2:
+        raise ValueError(f"ddg.nn.functional.embedding: weight must be 2-D [num_embeddings, dim], got {weight.shape}")
+    n = weight.shape[0]
+    ids = x._data
+    # Range check on the host only: on a GPU it would cost a synchronizing device-to-host
+    # copy per step, so out-of-range ids are not checked there (as in other frameworks).
+    if not backend.is_gpu_array(ids) and ids.size and (int(ids.min()) < 0 or int(ids.max()) >= n):
+        raise ValueError(f"ddg.nn.functional.embedding: ids must lie in [0, {n}), got values from {int(ids.min())} "
+                         f"to {int(ids.max())}")
+    out = M.getitem(weight, x)
+    if padding_idx is not None:
+        pidx = int(padding_idx)
+        if not -n <= pidx < n:
+            raise ValueError(f"ddg.nn.functional.embedding: padding_idx {padding_idx} out of range [-{n}, {n})")
+        pidx %= n
+        # in ops, not on the raw ids, so that ddg.jit replays the mask on new ids
+        keep = E.cast(M.unsqueeze(not_equal(x, pidx), -1), weight.dtype)
+        out = out * keep
+    return out

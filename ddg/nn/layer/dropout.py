@@ -1,0 +1,29 @@
+"""Dropout and Dropout2D layers (Paddle signatures)."""
+from .. import functional as F
+from .layers import Layer
+
+
+class Dropout(Layer):
+    def __init__(self, p=0.5, axis=None, mode="upscale_in_train", name=None):
+        super().__init__()
+        if not 0 <= p <= 1:
+            raise ValueError(f"ddg.nn.Dropout: p must be in [0, 1], got {p}")
+        self.p, self.axis, self.mode = p, axis, mode
+
+    def forward(self, x):
+        return F.dropout(x, self.p, self.axis, self.training, self.mode)
+
+    def extra_repr(self):
+        return f"p={self.p}, axis={self.axis}, mode={self.mode}"
+
+
+class Dropout2D(Layer):
+    def __init__(self, p=0.5, data_format="NCHW", name=None):
+        super().__init__()
+        self.p, self.data_format = p, data_format
+
+    def forward(self, x):
+        return F.dropout2d(x, self.p, self.training, self.data_format)
+
+    def extra_repr(self):
+        return f"p={self.p}, data_format={self.data_format}"
