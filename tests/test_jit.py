@@ -703,3 +703,40 @@ def test_load_refuses_foreign_op(tmp_path):
     S.save(blob, path + ".pdmodel")
     with pytest.raises(ValueError, match="not one of ddg's ops"):
         ddg.jit.load(path)
+
+
+def test_load_reads_ops_by_the_names_older_files_use(tmp_path):
+    """Pooling moved from ops/conv.py to ops/pooling.py and Clone into ops/movement.py:
+    files that name them where they lived before still load."""
+    import json
+    from ddg.io import serialization as S
+    import ddg.nn.functional as F
+
+    class Net(nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2D(1, 2, 3, padding=1)
+
+        def forward(self, x):
+            return F.avg_pool2d(F.max_pool2d(self.conv(x), 2), 2).clone()
+
+    net = Net()
+    net.eval()
+    path = str(tmp_path / "net")
+    ddg.jit.save(net, path, input_spec=[ddg.static.InputSpec([None, 1, 8, 8], "float32")])
+    blob = S.load(path + ".pdmodel", return_numpy=True)
+    graph = json.loads(blob["graph"])
+    old = {"ddg.autograd.ops.pooling:MaxPool2d": "ddg.autograd.ops.conv:MaxPool2d",
+           "ddg.autograd.ops.pooling:AvgPool2d": "ddg.autograd.ops.conv:AvgPool2d",
+           "ddg.autograd.ops.movement:Clone": "ddg.autograd.methods:Clone"}
+    renamed = 0
+    for st in graph["steps"]:
+        if st.get("op") in old:
+            st["op"] = old[st["op"]]
+            renamed += 1
+    assert renamed == 3
+    blob["graph"] = json.dumps(graph)
+    S.save(blob, path + ".pdmodel")
+    x = ddg.to_tensor(np.random.default_rng(0).normal(size=(2, 1, 8, 8)).astype(np.float32))
+    with ddg.no_grad():
+        np.testing.assert_allclose(ddg.jit.load(path)(x).numpy(), net(x).numpy(), rtol=1e-6)

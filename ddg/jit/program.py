@@ -140,7 +140,7 @@ class Program:
             else:  # WriteStep: set_value into a live tensor (a buffer)
                 t = st.tensor
                 t._data[...] = vals[st.slot]
-                t._vc[0] += 1
+                t._bump()
         return [vals[s] for s in self.out_slots]
 
     def backward(self, fns, out_grads):
