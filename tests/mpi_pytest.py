@@ -7,6 +7,9 @@ import os
 import sys
 import tempfile
 
+# the repository root, as `python -m pytest` from there would have it (ddg need not be installed)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 
 def _rank():
     from ddg.parallel.comm.launcher_env import launcher_rank

@@ -251,7 +251,8 @@ def test_in_place_write_to_a_saved_input_raises(name, fn, ref, shapes, domain, r
                 inputs[write].set_value(other[write])      # the public in-place write
             else:
                 inputs[write]._data[...] = other[write]    # behind the version counter
-        out.backward(ddg.to_tensor(v))
+        with np.errstate(invalid="ignore", divide="ignore"):  # a probe may leave max's mask empty
+            out.backward(ddg.to_tensor(v))
         return guarded, [None if t.grad is None else t.grad.numpy() for t in inputs]
 
     guarded, want = run()
