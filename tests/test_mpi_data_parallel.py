@@ -429,3 +429,26 @@ def test_join_without_uneven_inputs_is_transparent(comm):
             compare(comm, dp, ref, grads=True)
             for p in list(ref.parameters()) + list(dp.parameters()):
                 p.clear_grad()
+
+
+def test_check_nan_inf_checks_the_reduced_gradients(comm):
+    """Each rank's float32 gradient is finite (3e38) but their sum over ranks is not: under
+    FLAGS_check_nan_inf every rank raises, naming the parameter, instead of stepping on inf."""
+    ddg.seed(3)
+    lin = nn.Linear(2, 1, bias_attr=False)
+    lin.weight.name = "w_probe"
+    lin.weight.set_value(np.full((2, 1), 1e-3, np.float32))  # a finite forward
+    dp = ddg.DataParallel(lin)
+    x = ddg.to_tensor(np.full((1, 2), 3e38, np.float32))   # d sum(x @ w) / dw = x
+    ddg.set_flags({"FLAGS_check_nan_inf": True})
+    try:
+        with pytest.raises(RuntimeError) as err:
+            dp(x).sum().backward()
+    finally:
+        ddg.set_flags({"FLAGS_check_nan_inf": False})
+    msg = str(err.value)
+    assert "after the all-reduce" in msg and "w_probe [2, 1]" in msg and "this rank's own gradients were finite" in msg
+    # the flag off: the same step goes through (and the reducer is still usable)
+    lin.clear_gradients()
+    dp(x * 1e-30).sum().backward()
+    np.testing.assert_allclose(lin.weight.grad.numpy(), np.full((2, 1), 3e8, np.float32), rtol=1e-6)

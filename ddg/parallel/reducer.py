@@ -57,6 +57,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import flags as _flags
 from ..autograd import engine
 from ..tensor import backend
 from ..tensor.tensor import Tensor
@@ -123,6 +124,7 @@ class Bucket:
         # and the flags are read back only when some parameter had no gradient here.
         self.on_device = xp is not np
         self.all_local = True   # every parameter had a gradient on this rank (so every flag sum >= 1)
+        self.local_finite = True  # FLAGS_check_nan_inf: this rank's gradients were finite before the all-reduce
 
     def set_flags(self, has_grad):
         """Write this rank's "has a gradient" flags (a list of bools) into the payload."""
@@ -329,6 +331,8 @@ class Reducer:
             b.grads *= scale.astype(b.grads.dtype)    # rounded as a Python float would be
         elif scale != 1.0:
             b.grads *= scale
+        if _flags.check_nan_inf[0]:
+            b.local_finite = _all_finite(b.grads)
         b.request = self.comm.iallreduce(b.data, "sum", self.compression)
 
     def _on_backward_complete(self):
@@ -373,7 +377,29 @@ class Reducer:
                 self._mean_weight = xp.where(total > 0, total * m / self.world_size, m)
             elif total > 0:
                 self._mean_weight = total * m / self.world_size
-        self._next = 0
+        launched, self._next = self._next, 0
+        if _flags.check_nan_inf[0]:
+            self._check_finite(self.buckets[:launched])
+
+    def _check_finite(self, buckets):
+        """FLAGS_check_nan_inf: raise if a reduced gradient holds nan/inf. Every rank holds
+        the same reduced values, so every rank raises together (nobody is left waiting)."""
+        bad, local = [], True
+        for b in buckets:
+            local = local and b.local_finite
+            if _all_finite(b.grads):
+                continue
+            for p, v in zip(b.params, b.views):
+                if not _all_finite(v):
+                    bad.append(f"{p.name} {list(v.shape)}")
+        if not bad:
+            return
+        where = ("this rank's own gradients were finite: another rank's were not, or the sum over "
+                 f"{self.world_size} ranks overflowed {buckets[0].grads.dtype}") if local else \
+            "this rank's own gradients already were not finite"
+        raise RuntimeError(f"ddg.DataParallel: after the all-reduce the gradients of {len(bad)} parameter(s) "
+                           f"hold nan or inf (FLAGS_check_nan_inf is on): {', '.join(bad[:8])}"
+                           f"{' ...' if len(bad) > 8 else ''}; {where}")
 
     def shadow_sync(self):
         """Join the next synchronization with nothing to contribute (zero gradients, zero
@@ -395,6 +421,10 @@ class Reducer:
         self._active, self._next, self._first_open = True, 0, 0
         self._launch_all()
         self._finish()
+
+
+def _all_finite(arr):
+    return bool(backend.get_array_module(arr).isfinite(arr).all())
 
 
 def _remove_handles(handles):
