@@ -5,7 +5,8 @@
     ddgrun -n N [mpiexec options...] -m package.module [args...]
 
 With ``-n 1`` the script simply runs in this Python, without MPI. Otherwise the job
-is ``mpiexec -n N [options] <this python> script.py args``, where mpiexec is
+is ``mpiexec -n N [options] <this python> rank_guard.py script.py args`` (the guard ends
+the job when a rank fails before its first collective), where mpiexec is
 ``$DDG_MPIEXEC``, else the one installed next to this Python (the ``mpich`` wheel
 of ``ddg[mpi]`` puts it there), else ``mpiexec``/``mpirun`` on PATH. Options between
 ``-n N`` and the program are passed to mpiexec unchanged (``--hostfile F``,
@@ -178,16 +179,41 @@ def thread_env(ranks_per_node, environ=None):
 def build_command(nprocs, opts, program):
     if nprocs == 1 and not opts:
         return list(program)
-    return [find_mpiexec(), "-n", str(nprocs)] + list(opts) + list(program)
+    return [find_mpiexec(), "-n", str(nprocs)] + list(opts) + guarded(program)
+
+
+RANK_GUARD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rank_guard.py")
+_PY_OPTS_WITH_VALUE = ("-W", "-X", "--check-hash-based-pycs")
+
+
+def guarded(program):
+    """``program`` run through rank_guard.py when it is this Python running a script or
+    a module: a rank that fails before the job's first collective then ends the job
+    instead of leaving the others waiting (see rank_guard.py). Other programs (``-c``,
+    executables) are left as they are."""
+    if not program or program[0] != sys.executable:
+        return list(program)
+    i = 1
+    while i < len(program) and program[i].startswith("-") and program[i] != "-m":
+        if program[i] in ("-c", "-", "--"):
+            return list(program)
+        i += 2 if program[i] in _PY_OPTS_WITH_VALUE else 1
+    if i >= len(program):
+        return list(program)
+    return program[:i] + [RANK_GUARD] + program[i:]
 
 
 # Hydra's report of a rank that died of a signal (mpiexec.c prints it on stdout).
 _HYDRA_SIGNALED = re.compile(rb"TERMINATED WITH THE EXIT STRING: [^\n]*\(signal (\d+)\)")
 _TAIL = 4096  # bytes of mpiexec's output kept to look for that report
+# rank_guard.py's report of a rank that failed before the job's first collective
+_RANK_FAILED = re.compile(rb"\[ddgrun\] rank \S+ failed before the job's first collective \(exit status (\d+)\)")
 
 
-def _relay(src, dst, tail):
-    """Copy mpiexec's stdout to ours as it comes, keeping its last bytes in ``tail``."""
+def _relay(src, dst, tail, on_rank_failed=None):
+    """Copy mpiexec's stdout to ours as it comes, keeping its last bytes in ``tail``;
+    ``on_rank_failed(status)`` is called once when a rank guard reports a failure."""
+    reported = False
     while True:
         try:
             data = os.read(src, 1 << 16)
@@ -200,17 +226,34 @@ def _relay(src, dst, tail):
             dst.flush()
         except (OSError, ValueError):
             pass
-        tail[0] = (tail[0] + data)[-_TAIL:]
+        seen = tail[0] + data
+        tail[0] = seen[-_TAIL:]
+        if on_rank_failed is not None and not reported:
+            found = _RANK_FAILED.search(seen)
+            if found:
+                reported = True
+                on_rank_failed(int(found.group(1)))
 
 
 def _run(cmd, env, mpi=False):
     """Run the job and return its exit status, 128 + N when a rank died of signal N."""
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE if mpi else None)
     tail = [b""]
+    failed = []
     relay = None
+
+    def end_job(status):
+        # A rank failed before MPI connected it: mpiexec would wait for it (and the other
+        # ranks for its collectives) forever. Stop the job; its status is that rank's.
+        failed.append(status)
+        try:
+            proc.send_signal(signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
     if mpi:
         out = getattr(sys.stdout, "buffer", None) or sys.stdout
-        relay = threading.Thread(target=_relay, args=(proc.stdout.fileno(), out, tail), daemon=True)
+        relay = threading.Thread(target=_relay, args=(proc.stdout.fileno(), out, tail, end_job), daemon=True)
         relay.start()
 
     # Pass SIGTERM/SIGINT on to the child (mpiexec then stops every rank) and keep
@@ -230,6 +273,8 @@ def _run(cmd, env, mpi=False):
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+    if failed:
+        return failed[0]
     return job_status(rc, tail[0])
 
 

@@ -108,6 +108,53 @@ def test_exception_without_init_parallel_env_ends_the_job(launcher, n, tmp_path)
     assert took < 30
 
 
+@pytest.mark.parametrize("n", [2, 3])
+@pytest.mark.parametrize("how", ["import", "exit"])
+def test_failure_before_import_ddg_ends_a_ddgrun_job(how, n, tmp_path):
+    # one rank fails before it even imports ddg: ddgrun's rank guard ends the job (plain
+    # mpiexec cannot: nothing of ddg runs in that rank; see the README)
+    fail = "import a_module_that_is_not_there" if how == "import" else "sys.exit(4)"
+    out, took = run("ddgrun", n, tmp_path, f"""
+        import os, sys
+        if os.environ.get("PMI_RANK") == "1":
+            {fail}
+        import ddg
+        ddg.distributed.init_parallel_env()
+        ddg.distributed.barrier()
+        print("PASSED THE BARRIER", flush=True)
+    """)
+    assert out.returncode != 0
+    assert "PASSED THE BARRIER" not in out.stdout
+    assert "[ddgrun] rank 1 failed before the job's first collective" in out.stdout
+    if how == "import":
+        assert "[rank 1] ModuleNotFoundError: No module named 'a_module_that_is_not_there'" in out.stderr, out.stderr
+        assert "rank_guard" not in out.stderr and "runpy" not in out.stderr     # the user's frames only
+        assert out.returncode == 1
+    else:
+        assert out.returncode == 4
+    assert took < 30
+
+
+def test_rank_guard_runs_scripts_and_modules_as_python_does(tmp_path):
+    (tmp_path / "helper_mod.py").write_text("VALUE = 42\n")
+    (tmp_path / "prog.py").write_text(textwrap.dedent("""
+        import sys, helper_mod
+        print(__name__, sys.argv[1:], helper_mod.VALUE)
+    """))
+    env = _env()
+    guard = os.path.join(REPO, "launch", "rank_guard.py")
+    r = subprocess.run([sys.executable, guard, str(tmp_path / "prog.py"), "a", "--b"], env=env, cwd=str(tmp_path.parent),
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.split() == ["__main__", "['a',", "'--b']", "42"], r.stderr
+    r = subprocess.run([sys.executable, guard, "-m", "prog", "x"], env=env, cwd=str(tmp_path),
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.split() == ["__main__", "['x']", "42"], r.stderr
+    # outside an MPI job exit statuses pass through unchanged
+    (tmp_path / "bad.py").write_text("import sys; sys.exit(6)\n")
+    r = subprocess.run([sys.executable, guard, str(tmp_path / "bad.py")], env=env, capture_output=True, timeout=60)
+    assert r.returncode == 6
+
+
 @pytest.mark.parametrize("launcher,n", LAUNCHES)
 def test_failure_before_the_world_exists_ends_the_job(launcher, n, tmp_path):
     # one rank fails between `import ddg` and its first collective (MPI not initialized)

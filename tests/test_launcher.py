@@ -182,7 +182,17 @@ def test_dry_run_prints_the_command(tmp_path):
     assert r.returncode == 0
     cmd = r.stdout.split()
     assert os.path.basename(cmd[0]) in ("mpiexec", "mpirun") and cmd[1:5] == ["-n", "3", "-hosts", "a,b"]
-    assert cmd[5:] == [sys.executable, prog]
+    assert cmd[5:] == [sys.executable, ddgrun.RANK_GUARD, prog]
+
+
+def test_ranks_run_through_the_guard():
+    g = ddgrun.guarded
+    exe, rg = sys.executable, ddgrun.RANK_GUARD
+    assert g([exe, "t.py", "-x"]) == [exe, rg, "t.py", "-x"]
+    assert g([exe, "-u", "-W", "ignore", "-X", "dev", "t.py"]) == [exe, "-u", "-W", "ignore", "-X", "dev", rg, "t.py"]
+    assert g([exe, "-m", "pkg.mod", "-n", "2"]) == [exe, rg, "-m", "pkg.mod", "-n", "2"]
+    for unchanged in ([exe, "-c", "print(1)"], [exe, "-u"], ["./run.sh", "a"], ["hostname"]):
+        assert g(unchanged) == unchanged
 
 
 def test_mpiexec_search_order(tmp_path, monkeypatch):

@@ -33,7 +33,7 @@ import traceback
 
 from .launcher_env import launched_under_mpi, launcher_rank
 
-__all__ = ["arm", "stall_timeout", "StallWatchdog", "install_abort_excepthook",
+__all__ = ["arm", "armed", "stall_timeout", "StallWatchdog", "install_abort_excepthook",
            "guard_early_failures", "DEFAULT_STALL_TIMEOUT"]
 
 DEFAULT_STALL_TIMEOUT = 300.0
@@ -57,6 +57,12 @@ def stall_timeout(environ=None):
     if value < 0:
         raise ValueError(f"DDG_STALL_TIMEOUT must be >= 0 seconds (0 = off), got {raw!r}")
     return value
+
+
+def armed():
+    """Whether :func:`arm` ran: the world communicator exists and failures end the job
+    through it (launch/rank_guard.py asks)."""
+    return _armed is not None
 
 
 def arm(comm):
@@ -127,8 +133,9 @@ def guard_early_failures():
     """Under an MPI launcher, before the world communicator exists: an uncaught exception
     prints the traceback and kills this rank with SIGKILL, so the launcher ends the job
     instead of the other ranks waiting for this one forever. :func:`arm` replaces the
-    kill with ``MPI_Abort`` once the world exists."""
-    if _hook_installed or not launched_under_mpi():
+    kill with ``MPI_Abort`` once the world exists. Under ddgrun, whose rank guard
+    (launch/rank_guard.py) already watches for such failures, that guard stays in charge."""
+    if _hook_installed or not launched_under_mpi() or getattr(sys.excepthook, "ddgrun_rank_guard", False):
         return
     rank = launcher_rank()
     install_abort_excepthook("?" if rank is None else rank, _kill_self)
