@@ -240,3 +240,18 @@ if __name__ == "__main__":  # python tests/test_layering.py: print every cycle, 
               + " -> ".join(_one_cycle(g, c)))
         print("         component:", ", ".join(c))
     sys.exit(0)
+
+
+def test_ops_files_define_only_functions_and_their_entry_points():
+    # ddg/autograd/ops/ holds primitives: every class defined there is a Function
+    import importlib
+    import inspect
+    import pkgutil
+
+    import ddg.autograd.ops as ops
+    from ddg.autograd.function import Function
+    for info in pkgutil.iter_modules(ops.__path__):
+        mod = importlib.import_module(f"ddg.autograd.ops.{info.name}")
+        for name, obj in vars(mod).items():
+            if inspect.isclass(obj) and obj.__module__ == mod.__name__:
+                assert issubclass(obj, Function), f"{mod.__name__}.{name} is not a Function"
