@@ -10,12 +10,21 @@ is timed in
 and the ratios measured in this run are printed as a markdown table (absolute times
 on shared machines are noise; ratios from one run are what to compare).
 
-Models:
+Models (bench/gpu_models.py, the same architectures in ddg and torch):
   * mlp          784-1024-1024-10, ReLU, batch 256, cross-entropy;
   * lenet        LeNet-5 (conv 6@5x5 pad 2, pool, conv 16@5x5, pool, 120-84-10), batch 256;
   * transformer  embedding (vocab 1000) + 4 post-norm encoder layers (d_model 256,
                  8 heads, feed-forward 1024, no dropout), mean over the sequence,
-                 linear 10; sequence 128, batch 32, cross-entropy.
+                 linear 10; sequence 128, batch 32, cross-entropy;
+  * resnet18     ResNet-18 with BatchNorm on 32x32 images (3x3 stem, no max pool), batch 128;
+  * gpt          GPT-style decoder: 6 pre-norm layers, d_model 512, 8 heads, GELU
+                 feed-forward 2048, causal mask, sequence 256, batch 16, vocabulary 1000,
+                 next-token cross-entropy.
+
+Kernels per step: on a real GPU with torch, the CUDA device activities (kernels,
+memsets, memcpys) of one step as CUPTI reports them through ``torch.profiler``, which
+sees cupy's launches as well as torch's; on simcupy, its count of launches
+(``cupy.launches``, a floor of a real GPU's count; see tests/simgpu).
 
 Timing: ``--warmup`` steps first (cuDNN handles, kernel compilation, optimizer state,
 the static trace), then ``--repeats`` runs of ``--steps`` steps each; the device is
@@ -55,121 +64,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import numpy as np  # noqa: E402
 
 import ddg  # noqa: E402
-import ddg.nn.functional as F  # noqa: E402
-from ddg import nn  # noqa: E402
 from ddg.tensor import backend  # noqa: E402
+from gpu_models import DDG_MODELS, MODELS, make_data, sizes, torch_model  # noqa: E402
 
 MiB = 1024.0 * 1024.0
-
-
-# -- model sizes ---------------------------------------------------------------------------------
-def sizes(smoke):
-    if smoke:
-        return dict(mlp=dict(batch=8, d_in=32, hidden=64, classes=10),
-                    lenet=dict(batch=8),
-                    transformer=dict(batch=2, seq=16, d_model=32, heads=4, ff=64, layers=2, vocab=50, classes=10))
-    return dict(mlp=dict(batch=256, d_in=784, hidden=1024, classes=10),
-                lenet=dict(batch=256),
-                transformer=dict(batch=32, seq=128, d_model=256, heads=8, ff=1024, layers=4, vocab=1000,
-                                 classes=10))
-
-
-def make_data(name, cfg):
-    rng = np.random.default_rng(0)
-    if name == "mlp":
-        x = rng.standard_normal((cfg["batch"], cfg["d_in"])).astype(np.float32)
-        y = rng.integers(0, cfg["classes"], (cfg["batch"],)).astype(np.int64)
-    elif name == "lenet":
-        x = rng.standard_normal((cfg["batch"], 1, 28, 28)).astype(np.float32)
-        y = rng.integers(0, 10, (cfg["batch"],)).astype(np.int64)
-    else:
-        x = rng.integers(0, cfg["vocab"], (cfg["batch"], cfg["seq"])).astype(np.int64)
-        y = rng.integers(0, cfg["classes"], (cfg["batch"],)).astype(np.int64)
-    return x, y
-
-
-# -- ddg models (forward returns the loss, so to_static traces the whole step's forward) -----------
-class DdgMLP(nn.Layer):
-    def __init__(self, cfg):
-        super().__init__()
-        h = cfg["hidden"]
-        self.net = nn.Sequential(nn.Linear(cfg["d_in"], h), nn.ReLU(), nn.Linear(h, h), nn.ReLU(),
-                                 nn.Linear(h, cfg["classes"]))
-
-    def forward(self, x, y):
-        return F.cross_entropy(self.net(x), y)
-
-
-class DdgLeNet(nn.Layer):
-    def __init__(self, cfg):
-        super().__init__()
-        self.features = nn.Sequential(nn.Conv2D(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2D(2, 2),
-                                      nn.Conv2D(6, 16, 5), nn.ReLU(), nn.MaxPool2D(2, 2))
-        self.fc = nn.Sequential(nn.Linear(400, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, 10))
-
-    def forward(self, x, y):
-        return F.cross_entropy(self.fc(ddg.flatten(self.features(x), 1)), y)
-
-
-class DdgTransformer(nn.Layer):
-    def __init__(self, cfg):
-        super().__init__()
-        d = cfg["d_model"]
-        self.embed = nn.Embedding(cfg["vocab"], d)
-        layer = nn.TransformerEncoderLayer(d, cfg["heads"], cfg["ff"], dropout=0.0)
-        self.encoder = nn.TransformerEncoder(layer, cfg["layers"])
-        self.head = nn.Linear(d, cfg["classes"])
-
-    def forward(self, x, y):
-        h = self.encoder(self.embed(x))
-        return F.cross_entropy(self.head(ddg.mean(h, axis=1)), y)
-
-
-DDG_MODELS = {"mlp": DdgMLP, "lenet": DdgLeNet, "transformer": DdgTransformer}
-
-
-# -- torch models (the same architectures) --------------------------------------------------------
-def torch_model(torch, name, cfg):
-    tnn = torch.nn
-    if name == "mlp":
-        h = cfg["hidden"]
-        net = tnn.Sequential(tnn.Linear(cfg["d_in"], h), tnn.ReLU(), tnn.Linear(h, h), tnn.ReLU(),
-                             tnn.Linear(h, cfg["classes"]))
-
-        class M(tnn.Module):
-            def __init__(self):
-                super().__init__()
-                self.net = net
-
-            def forward(self, x, y):
-                return tnn.functional.cross_entropy(self.net(x), y)
-        return M()
-    if name == "lenet":
-        class L(tnn.Module):
-            def __init__(self):
-                super().__init__()
-                self.features = tnn.Sequential(tnn.Conv2d(1, 6, 5, padding=2), tnn.ReLU(), tnn.MaxPool2d(2, 2),
-                                               tnn.Conv2d(6, 16, 5), tnn.ReLU(), tnn.MaxPool2d(2, 2))
-                self.fc = tnn.Sequential(tnn.Linear(400, 120), tnn.ReLU(), tnn.Linear(120, 84), tnn.ReLU(),
-                                         tnn.Linear(84, 10))
-
-            def forward(self, x, y):
-                return tnn.functional.cross_entropy(self.fc(torch.flatten(self.features(x), 1)), y)
-        return L()
-
-    class T(tnn.Module):
-        def __init__(self):
-            super().__init__()
-            d = cfg["d_model"]
-            self.embed = tnn.Embedding(cfg["vocab"], d)
-            layer = tnn.TransformerEncoderLayer(d, cfg["heads"], cfg["ff"], dropout=0.0, batch_first=True)
-            # no nested-tensor fast path: it only applies in inference anyway
-            self.encoder = tnn.TransformerEncoder(layer, cfg["layers"], enable_nested_tensor=False)
-            self.head = tnn.Linear(d, cfg["classes"])
-
-        def forward(self, x, y):
-            return tnn.functional.cross_entropy(self.head(self.encoder(self.embed(x)).mean(dim=1)), y)
-    return T()
 
 
 # -- runners -------------------------------------------------------------------------------------
@@ -262,6 +160,24 @@ class TorchRunner(Runner):
         return self.torch.cuda.max_memory_reserved() / MiB, self.torch.cuda.max_memory_allocated() / MiB
 
 
+def count_kernels(runner, torch):
+    """Kernels (GPU activities) of one training step, or None where nothing can count them."""
+    cp = backend.cupy_module() if isinstance(runner, DdgRunner) and runner.gpu else None
+    if cp is not None and getattr(cp, "SIMULATED", False):
+        cp.launches.clear()
+        runner.step()
+        return cp.launches.count
+    if torch is None or not torch.cuda.is_available() or not (getattr(runner, "gpu", False)
+                                                               or getattr(runner, "cuda", False)):
+        return None
+    from torch.profiler import ProfilerActivity, profile
+    runner.sync()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        runner.step()
+        runner.sync()
+    return sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
+
+
 def time_runs(runners, steps, repeats, warmup):
     """Median seconds per step for each runner; runs interleaved across runners."""
     for r in runners:
@@ -331,7 +247,7 @@ def environment(torch, place):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--models", default="mlp,lenet,transformer", help="comma-separated: mlp,lenet,transformer")
+    ap.add_argument("--models", default=",".join(MODELS), help="comma-separated: " + ",".join(MODELS))
     ap.add_argument("--steps", type=int, default=20, help="steps per timed run (default 20)")
     ap.add_argument("--repeats", type=int, default=5, help="timed runs per framework (default 5)")
     ap.add_argument("--warmup", type=int, default=3, help="untimed steps first (default 3)")
@@ -357,7 +273,7 @@ def main(argv=None):
     if place == "gpu":
         ddg.set_device("gpu")
 
-    cfgs = sizes(args.smoke)
+    cfgs = sizes("smoke" if args.smoke else "full")
     names = [n.strip() for n in args.models.split(",") if n.strip()]
     rows, notes = [], []
     for name in names:
@@ -369,7 +285,7 @@ def main(argv=None):
                     ("ddg static", lambda: DdgRunner(name, cfg, place, static=True))]
         if torch is not None:
             builders.append(("torch eager", lambda: TorchRunner(torch, name, cfg, torch_device)))
-        times, mem, losses = {}, {}, {}
+        times, mem, losses, kernels = {}, {}, {}, {}
         for label, build in builders:
             # each framework alone for its memory figures (pools emptied before it starts) ...
             try:
@@ -377,6 +293,10 @@ def main(argv=None):
                 times[label] = time_runs([r], args.steps, args.repeats, args.warmup)[label]
                 mem[label] = r.memory()
                 losses.update(check_losses([r]))
+                try:
+                    kernels[label] = count_kernels(r, torch)
+                except Exception as e:  # a profiler that does not work here
+                    notes.append(f"- {name} / {label}: kernels not counted ({type(e).__name__}: {e})")
                 del r
             except Exception as e:  # report, keep going
                 times[label] = f"error: {type(e).__name__}: {str(e)[:80]}"
@@ -392,7 +312,7 @@ def main(argv=None):
             except Exception as e:
                 notes.append(f"- {name}: interleaved timing failed ({type(e).__name__}: {e}); "
                              f"times are from the separate runs")
-        rows.append((name, times, mem, losses))
+        rows.append((name, times, mem, losses, kernels))
 
     def ms(label, times):
         v = times.get(label)
@@ -400,21 +320,23 @@ def main(argv=None):
 
     head = ("| model | ddg eager ms | ddg static ms | torch ms | eager/torch | static/torch | static/eager "
             "| ddg pool MiB | torch reserved MiB | ddg used MiB (sampled) | torch allocated MiB "
-            "| used/allocated |")
+            "| used/allocated | kernels/step ddg eager, static, torch |")
     lines = ["# ddg vs PyTorch on the GPU: training step (Adam)", "", environment(torch, place), "",
              f"{args.steps} steps x {args.repeats} runs after {args.warmup} warm-up steps; median per step.", "",
-             head, "|" + "---|" * 12]
-    for name, times, mem, losses in rows:
+             head, "|" + "---|" * 13]
+    for name, times, mem, losses, kernels in rows:
         e, s, t = ms("ddg eager", times), ms("ddg static", times), ms("torch eager", times)
         num = [x if not isinstance(x, str) else None for x in (e, s, t)]
         (dp, du), (tp, tu) = mem.get("ddg eager", (None, None)), mem.get("torch eager", (None, None))
         cells = [name, _fmt(e), _fmt(s), _fmt(t), _fmt(_ratio(num[0], num[2])), _fmt(_ratio(num[1], num[2])),
-                 _fmt(_ratio(num[1], num[0])), _fmt(dp), _fmt(tp), _fmt(du), _fmt(tu), _fmt(_ratio(du, tu))]
+                 _fmt(_ratio(num[1], num[0])), _fmt(dp), _fmt(tp), _fmt(du), _fmt(tu), _fmt(_ratio(du, tu)),
+                 ", ".join("n/a" if kernels.get(k) is None else str(kernels[k])
+                           for k in ("ddg eager", "ddg static", "torch eager"))]
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "Ratios below 1 favour ddg (times) / ddg (memory). Memory is for the eager models, each "
               "measured alone after emptying the caches.", "",
               "Final losses (a glance that every framework trains the same problem): " +
-              "; ".join(f"{n}: " + ", ".join(f"{k} {v:.4f}" for k, v in lo.items()) for n, _, _, lo in rows)]
+              "; ".join(f"{n}: " + ", ".join(f"{k} {v:.4f}" for k, v in lo.items()) for n, _, _, lo, _ in rows)]
     if notes:
         lines += ["", "Notes:"] + notes
     report = "\n".join(lines)

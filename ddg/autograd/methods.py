@@ -103,7 +103,8 @@ def _clip_(self, min=None, max=None):  # noqa: A002
 def _uniform_(self, min=-1.0, max=1.0, seed=0):  # noqa: A002
     if _watch[0] is not None:
         _watch[0](self, "uniform_", None)
-    self._data[...] = backend.rng().uniform(min, max, self._data.shape)
+    # drawn by the generator of the tensor's own device (a host draw cannot fill a GPU array)
+    self._data[...] = backend.rng(backend.get_array_module(self._data)).uniform(min, max, self._data.shape)
     self._bump()
     return self
 

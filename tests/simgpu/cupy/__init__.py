@@ -26,7 +26,12 @@ side, so that code which works here has a fair chance on a real GPU:
   ``standard_normal`` takes ``dtype``; there is no ``random()`` method);
 * every device-to-host transfer (``get``, ``asnumpy``, ``item``, ``tolist``,
   ``tobytes``, ``float()``/``int()``/``bool()``, printing) is recorded in
-  :data:`transfers`, with the stack that caused it.
+  :data:`transfers`, with the stack that caused it;
+* every operation that would launch work on a real GPU is counted in :data:`launches`
+  (see :class:`_LaunchLog` for what counts), the figure that kernel-count budgets are
+  checked against without a GPU;
+* assigning a host array of more than one element into a device array
+  (``d[...] = numpy_array``) raises ValueError, as cupy's does.
 
 Set ``SIMCUPY_DEVICES`` (default 1) for more simulated devices; arrays remember the
 device that was current when they were made, and mixing devices in one operation
@@ -86,6 +91,38 @@ class _TransferLog:
 transfers = _TransferLog()
 
 
+class _LaunchLog:
+    """Work a real GPU would be given, counted per operation name while ``enabled``.
+
+    One launch per: ufunc call (also ``reduce``/``accumulate``/``reduceat``/``outer``/
+    ``at``), routine or ndarray method whose result is a new array (``zeros`` counts as
+    the memset it is; ``empty``/``empty_like`` allocate without a launch), write through
+    ``out=``, advanced-indexing read, ``__setitem__``, random draw. Views (``reshape``
+    of a contiguous array, basic slicing, ``transpose``, ``broadcast_to``...) and
+    host-to-device copies (counted in :data:`transfers`) are no launches. cuBLAS, cuDNN
+    and cupy's reductions sometimes run more than one kernel where this counts one, so
+    the figure is a floor on a real GPU's count, and exact for comparing two versions
+    of the same code."""
+
+    def __init__(self):
+        self.count = 0
+        self.by_name = {}
+        self.enabled = True
+
+    def clear(self):
+        self.count = 0
+        self.by_name = {}
+
+    def add(self, name):
+        if self.enabled:
+            self.count += 1
+            self.by_name[name] = self.by_name.get(name, 0) + 1
+
+
+launches = _LaunchLog()
+_NO_LAUNCH = {"empty", "empty_like", "ndarray"}
+
+
 # ---------------------------------------------------------------------------
 # the array type
 
@@ -99,9 +136,11 @@ def _unsupported(x):
 
 def _unwrap(x, dev, strict):
     """The numpy array behind ``x`` (recursing into lists, tuples and dicts).
-    ``strict``: host numpy arrays are refused, as cupy's routines refuse them."""
+    ``strict``: host numpy arrays are refused, as cupy's routines refuse them. The device
+    arrays met are appended to ``dev`` after its first entry (the device)."""
     t = type(x)
     if t is ndarray:
+        dev.append(x._a)
         if dev[0] is None:
             dev[0] = x._dev
         elif x._dev != dev[0]:
@@ -144,8 +183,23 @@ def _call(fn, args, kwargs, strict=True, index_args=()):
         dev[0] = _current_device()
     r = fn(*args, **kwargs)
     if out is not None:
+        launches.add(fn.__name__)
         return out
+    if _launched(r, dev[1:]) and fn.__name__ not in _NO_LAUNCH:
+        launches.add(fn.__name__)
     return _wrap(r, dev[0])
+
+
+def _launched(r, inputs):
+    """Whether computing ``r`` from the device arrays ``inputs`` took GPU work: it holds
+    an array that is not a view of one of them (new memory never overlaps live arrays)."""
+    if isinstance(r, (tuple, list)):
+        return _builtins.any(_launched(v, inputs) for v in r)
+    if isinstance(r, _np.generic):
+        return True
+    if not isinstance(r, _np.ndarray):
+        return False
+    return not _builtins.any(_np.may_share_memory(r, a) for a in inputs)
 
 
 def _d2h(self, what):
@@ -316,11 +370,16 @@ class ndarray:
         r = self._a[k]
         if isinstance(r, _np.generic):   # cupy gives a 0-d view, not a scalar
             r = self._a[(k if isinstance(k, tuple) else (k,)) + (Ellipsis,)]
+        if not _np.may_share_memory(r, self._a):
+            launches.add("__getitem__")  # advanced indexing: a gather kernel
         return ndarray._of(r, self._dev)
 
     def __setitem__(self, key, value):
+        if type(value) is _np.ndarray and value.size != 1:
+            raise ValueError("non-scalar numpy.ndarray cannot be used for fill")
         dev = [self._dev]
         self._a[_unwrap(key, dev, False)] = _unwrap(value, dev, False)
+        launches.add("__setitem__")
 
     # -- numpy protocols: numpy functions on device arrays run "on the device" --
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
@@ -826,6 +885,7 @@ class RandomState:
         self._g = _np.random.Generator(_np.random.PCG64(seed))
 
     def _out(self, a):
+        launches.add("random")
         return ndarray._of(_np.ascontiguousarray(a), _current_device())
 
     def random_sample(self, size=None, dtype=float):
