@@ -73,3 +73,22 @@ class D2HCounter:
 
     def report(self, limit=5):
         return "\n\n".join(f"{name} from\n{stack}" for name, stack in self.calls[:limit])
+
+
+def cupti_device_to_host_copies(fn):
+    """Run ``fn()`` under torch.profiler's CUDA activity tracing (CUPTI sees every copy of
+    the process, cupy's included) and return the names of its device-to-host copies, or
+    None where that cannot be done (no torch with CUDA). The way to check the no-copy
+    guarantee on a cupy whose ndarray methods cannot be patched."""
+    try:
+        import torch
+        from torch.profiler import ProfilerActivity, profile
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return [e.name for e in prof.events() if "dtoh" in e.name.lower().replace(" ", "")]
