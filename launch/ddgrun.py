@@ -178,7 +178,8 @@ def thread_env(ranks_per_node, environ=None):
 
 def build_command(nprocs, opts, program):
     if nprocs == 1 and not opts:
-        return list(program)
+        # no MPI; the guard only to write the output to DDG_LOG_DIR (ddg.distributed.launch --log_dir)
+        return guarded(program) if os.environ.get("DDG_LOG_DIR") else list(program)
     return [find_mpiexec(), "-n", str(nprocs)] + list(opts) + guarded(program)
 
 

@@ -48,7 +48,9 @@ def _under_mpi():
 
 def _rank():
     rank = None if _ENV is None else _ENV.launcher_rank()
-    return "?" if rank is None else rank
+    if rank is None:
+        return "0" if not _under_mpi() else "?"
+    return rank
 
 
 def _world_armed():
@@ -57,11 +59,28 @@ def _world_armed():
     return failfast is not None and failfast.armed()
 
 
+_console = [None]      # the job's stdout when this rank's output goes to a log file
+
+
 def _report(code):
-    """Tell ddgrun (on stdout, which it reads) that this rank failed with ``code``."""
+    """Tell ddgrun (on the job's stdout, which it reads) that this rank failed with ``code``."""
     sys.stderr.flush()
-    sys.stdout.write(MARKER.format(rank=_rank(), code=code) + "\n")
     sys.stdout.flush()
+    line = (MARKER.format(rank=_rank(), code=code) + "\n").encode()
+    os.write(_console[0] if _console[0] is not None else sys.stdout.fileno(), line)
+
+
+def _log_to_dir(log_dir):
+    """``DDG_LOG_DIR`` (python -m ddg.distributed.launch --log_dir): this rank's stdout
+    and stderr go to ``log_dir/workerlog.<rank>``."""
+    os.makedirs(log_dir, exist_ok=True)
+    fd = os.open(os.path.join(log_dir, f"workerlog.{_rank()}"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    _console[0] = os.dup(1)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
 
 
 def _user_frames(tb):
@@ -86,6 +105,8 @@ _excepthook.ddgrun_rank_guard = True             # ddg's own early guard leaves 
 def main(argv):
     if not argv:
         sys.exit("usage: rank_guard.py (script.py | -m module) [args...]")
+    if os.environ.get("DDG_LOG_DIR"):
+        _log_to_dir(os.environ["DDG_LOG_DIR"])
     if _under_mpi():
         sys.excepthook = _excepthook
     try:

@@ -235,3 +235,32 @@ def test_distributed_face_single_process():
     dist.barrier()
     with pytest.raises(TypeError, match="all_reduce"):
         dist.all_reduce(np.ones(3))
+
+
+def test_distributed_helpers_in_one_process():
+    import ddg
+    import ddg.distributed as dist
+    g = dist.new_group([0])
+    assert (g.rank, g.nranks, g.ranks, g.is_member()) == (0, 1, [0], True) and dist.get_group(g.id) is g
+    assert dist.get_backend() == "SINGLE" and dist.is_available()
+    t = ddg.to_tensor(np.arange(3, dtype=np.float32))
+    gl = []
+    dist.gather(t, gl, dst=0, group=g)
+    rs = ddg.to_tensor(np.zeros(3, np.float32))
+    dist.reduce_scatter(rs, [t * 2])
+    outs = []
+    dist.alltoall(outs, [t])
+    single = ddg.to_tensor(np.zeros(3, np.float32))
+    dist.alltoall_single(single, t)
+    objs = []
+    dist.scatter_object_list(objs, ["only"])
+    assert [x.numpy().tolist() for x in gl] == [[0.0, 1.0, 2.0]] and objs == ["only"]
+    assert rs.numpy().tolist() == [0.0, 2.0, 4.0] and outs[0].numpy().tolist() == [0.0, 1.0, 2.0]
+    assert single.numpy().tolist() == [0.0, 1.0, 2.0]
+    with pytest.raises(ValueError, match="cannot send to or from itself"):
+        dist.send(t, dst=0)
+    with pytest.raises(ValueError, match="one tensor per rank"):
+        dist.reduce_scatter(rs, [t, t])
+    dist.destroy_process_group(g)
+    with pytest.raises(ValueError, match="destroyed"):
+        dist.all_reduce(t, group=g)

@@ -243,3 +243,83 @@ def test_job_status_reads_hydras_signal_report():
     assert ddgrun.job_status(0, report) == 0
     core = report.replace(b"Killed (signal 9)", b"Segmentation fault (signal 11)")
     assert ddgrun.job_status(11 | 0x80, core) == 139             # core-dump bit set
+
+
+# -- ddg.distributed.spawn and python -m ddg.distributed.launch ------------------------------------
+SPAWNED = """
+    import sys
+    import numpy as np
+    import ddg
+    import ddg.distributed as dist
+
+    def train(scale, out_dir):
+        dist.init_parallel_env()
+        t = ddg.to_tensor(np.full(2, (dist.get_rank() + 1) * scale, np.float32))
+        dist.all_reduce(t)
+        with open(f"{out_dir}/rank{dist.get_rank()}", "w") as f:
+            f.write(f"{dist.get_world_size()} {t.numpy().tolist()} {__name__}")
+        if scale < 0:
+            raise RuntimeError("negative scale on purpose")
+
+    if __name__ == "__main__":
+        ctx = dist.spawn(train, args=(float(sys.argv[1]), sys.argv[2]), nprocs=int(sys.argv[3]))
+        print("SPAWN RETURNED", ctx.returncode, flush=True)
+"""
+
+
+@needs_mpi
+def test_spawn_runs_a_function_of_the_main_script_on_n_ranks(tmp_path):
+    prog = _script(tmp_path, SPAWNED)
+    out = tmp_path / "out"
+    out.mkdir()
+    r = subprocess.run([sys.executable, prog, "1.5", str(out), "2"], env=_env(), capture_output=True, text=True,
+                       timeout=60, cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert "SPAWN RETURNED 0" in r.stdout
+    for rank in range(2):
+        assert (out / f"rank{rank}").read_text() == "2 [4.5, 4.5] __mp_main__"   # 1.5 + 3.0 on both
+    # a failing rank: spawn raises in the parent, naming the exit status
+    r = subprocess.run([sys.executable, prog, "-1", str(out), "2"], env=_env(), capture_output=True, text=True,
+                       timeout=60, cwd=str(tmp_path))
+    assert r.returncode != 0 and "SPAWN RETURNED" not in r.stdout
+    assert "RuntimeError: negative scale on purpose" in r.stderr
+    assert "ddg.distributed.spawn: the job of 2 rank(s) failed" in r.stderr
+
+
+def test_spawn_refuses_what_cannot_travel():
+    import ddg.distributed as dist
+    with pytest.raises(TypeError, match="picklable"):
+        dist.spawn(lambda: None, nprocs=1)
+    with pytest.raises(TypeError, match="unknown option"):
+        dist.spawn(print, nprocs=1, bogus=1)
+
+
+def test_distributed_launch_maps_paddles_flags():
+    from ddg.distributed import launch as L
+    args, env = L.build(["--nproc_per_node", "2", "train.py", "--lr", "0.1"])
+    assert args == ["-n", "2", sys.executable, "train.py", "--lr", "0.1"] and env == {}
+    args, env = L.build(["--gpus", "0,1,2", "--log_dir", "logs", "train.py"])
+    assert args[:2] == ["-n", "3"] and env["CUDA_VISIBLE_DEVICES"] == "0,1,2"
+    assert env["DDG_LOG_DIR"] == os.path.abspath("logs")
+    args, _ = L.build(["--ips", "10.0.0.1,10.0.0.2", "--nproc_per_node", "4", "train.py"])
+    assert args[:6] == ["-n", "8", "-hosts", "10.0.0.1,10.0.0.2", "-ppn", "4"]
+    with pytest.raises(SystemExit):
+        L.build(["--ips", "a,b", "--nnodes", "3", "train.py"])
+
+
+@needs_mpi
+def test_distributed_launch_writes_each_ranks_log(tmp_path):
+    prog = _script(tmp_path, textwrap.dedent(HELLO) + "if sys.argv[1:] == ['fail'] and dist.get_rank() == 1:\n"
+                                                      "    raise ValueError('rank one fails')\n")
+    logs = tmp_path / "logs"
+    r = subprocess.run([sys.executable, "-m", "ddg.distributed.launch", "--nproc_per_node", "2", "--log_dir",
+                        str(logs), prog, "ok"], env=_env(), capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert r.returncode == 0, r.stderr
+    for rank in range(2):
+        assert f"rank {rank} size 2" in (logs / f"workerlog.{rank}").read_text()
+    assert "rank 0 size" not in r.stdout
+    r = subprocess.run([sys.executable, "-m", "ddg.distributed.launch", "--nproc_per_node", "2", "--log_dir",
+                        str(logs), prog, "fail"], env=_env(), capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert r.returncode != 0
+    assert "ValueError: rank one fails" in (logs / "workerlog.1").read_text()
+    assert "---- end of" in r.stderr and "rank one fails" in r.stderr

@@ -448,3 +448,156 @@ def test_save_checkpoint(comm, tmp_path_factory):
     assert state["step"] == 7
     np.testing.assert_array_equal(np.asarray(state["w"].numpy() if hasattr(state["w"], "numpy")
                                              else state["w"]), np.arange(3.0, dtype=np.float32))
+
+
+# -- gather, all-to-all, point to point, subgroups ------------------------------------------------
+@pytest.mark.parametrize("dtype", ["float16", "float32", "int64", "bool"])
+def test_gather_alltoall_and_point_to_point(comm, dtype):
+    R, N = comm.rank, comm.size
+    g = comm.gather(rank_data(R, dtype), root=N - 1)
+    rows = np.stack([rank_data(R * N + j, dtype) for j in range(N)])      # row j goes to rank j
+    a2a = comm.alltoall(rows)
+    a2a_strided = comm.alltoall(np.ascontiguousarray(np.swapaxes(rows, 1, 2)).swapaxes(1, 2))
+    # a ring: send to the next rank, receive from the previous, non-contiguous buffers too
+    nxt, prv = (R + 1) % N, (R - 1) % N
+    out = np.zeros(SHAPE, dtype)[:, ::-1]
+    reqs = [comm.isend(rank_data(R, dtype)[:, ::-1], nxt, tag=5), comm.irecv(out, prv, tag=5)]
+    for q in reqs:
+        q.wait()
+    anyone = np.zeros(3, np.int64)
+    if R == 0:
+        for _ in range(N - 1):
+            comm.recv(anyone, None, tag=9)           # from any rank
+    else:
+        comm.send(np.full(3, R, np.int64), 0, tag=9)
+    comm.barrier()
+    if R == N - 1:
+        np.testing.assert_array_equal(g, all_data(N, dtype))
+    else:
+        assert g is None
+    want = np.stack([rank_data(j * N + R, dtype) for j in range(N)])
+    np.testing.assert_array_equal(a2a, want)
+    np.testing.assert_array_equal(a2a_strided, want)
+    np.testing.assert_array_equal(out, rank_data(prv, dtype)[:, ::-1])
+
+
+def test_point_to_point_errors(comm):
+    with pytest.raises(ValueError, match="cannot send to or from itself"):
+        comm.send(np.ones(2), comm.rank)
+    with pytest.raises(ValueError, match=r"peer must be a rank in \[0, "):
+        comm.irecv(np.ones(2), comm.size)
+    with pytest.raises(ValueError, match="first axis is the number of ranks"):
+        comm.alltoall(np.ones((comm.size + 1, 2)))
+
+
+def test_split_makes_subgroups(comm):
+    R, N = comm.rank, comm.size
+    members = list(range(N - 1, -1, -2))          # every other rank, counted from the last: reversed order
+    sub = comm.split(members)
+    with pytest.raises(ValueError, match="every rank must pass the same ranks"):
+        comm.split([R])                            # ranks disagree: an error on every rank, no hang
+    x = np.full(2, R + 1.0)
+    if sub is not None:
+        sub.allreduce(x)
+        sub_rank, sub_size = sub.rank, sub.size
+        sub.free()
+    comm.barrier()
+    if R in members:
+        assert (sub_rank, sub_size) == (members.index(R), len(members))
+        np.testing.assert_array_equal(x, np.full(2, sum(m + 1.0 for m in members)))
+    else:
+        assert sub is None
+        np.testing.assert_array_equal(x, np.full(2, R + 1.0))
+
+
+def test_distributed_groups_and_new_collectives(comm):
+    import ddg
+    import ddg.distributed as dist
+    R, N = comm.rank, comm.size
+    odd = dist.new_group([r for r in range(N) if r % 2 == 1])
+    even = dist.new_group([r for r in range(N) if r % 2 == 0])
+    world = dist.get_group()
+    mine = odd if R % 2 else even
+    t = ddg.to_tensor(np.full(2, R + 1.0, np.float32))
+    dist.all_reduce(t, group=mine)
+    # broadcast inside the group from its last member, given as a GLOBAL rank (Paddle)
+    b = ddg.to_tensor(np.full(2, float(R), np.float32))
+    dist.broadcast(b, src=mine.ranks[-1], group=mine)
+    untouched = ddg.to_tensor(np.full(2, -1.0, np.float32))
+    dist.all_reduce(untouched, group=odd if R % 2 == 0 else even)     # not a member: returns at once
+    gl = []
+    dist.gather(ddg.to_tensor(np.array([R, R * R], np.int64)), gl if R == 0 else None, dst=0)
+    rs = ddg.to_tensor(np.zeros(3, np.float32))
+    dist.reduce_scatter(rs, [ddg.to_tensor(np.full(3, 10.0 * R + j, np.float32)) for j in range(N)])
+    outs = []
+    dist.alltoall(outs, [ddg.to_tensor(np.array([100 * R + j], np.int64)) for j in range(N)])
+    old_order = []
+    dist.alltoall([ddg.to_tensor(np.array([100 * R + j], np.int64)) for j in range(N)], old_order)  # 2.6 order
+    single_in = ddg.to_tensor(np.arange(2 * N, dtype=np.float32) + 1000 * R)
+    single_out = ddg.to_tensor(np.zeros(2 * N, np.float32))
+    dist.alltoall_single(single_out, single_in)
+    # uneven blocks: rank r sends j+1 rows to rank j, and receives r+1 rows from each rank
+    sizes_in = [j + 1 for j in range(N)]
+    uneven_in = ddg.to_tensor(np.repeat(np.arange(N, dtype=np.float32), sizes_in) + 10 * R)
+    uneven_out = ddg.to_tensor(np.zeros(N * (R + 1), np.float32))
+    dist.alltoall_single(uneven_out, uneven_in, sizes_in, [R + 1] * N)
+    ring = ddg.to_tensor(np.zeros(4, np.float32))
+    tasks = dist.batch_isend_irecv([dist.P2POp(dist.isend, ddg.to_tensor(np.full(4, R, np.float32)), (R + 1) % N),
+                                    dist.P2POp(dist.irecv, ring, (R - 1) % N)])
+    for task in tasks:
+        task.wait()
+    objs = [None]
+    if R == 0:
+        dist.send_object_list([{"step": 3}, "hello"], dst=N - 1)
+    elif R == N - 1:
+        dist.recv_object_list(objs, src=0)
+    scattered = []
+    dist.scatter_object_list(scattered, [f"for {r}" for r in range(N)] if R == 1 else None, src=1)
+    dist.barrier(group=mine)
+    dist.destroy_process_group()
+    dist.barrier()
+
+    np.testing.assert_array_equal(t.numpy(), np.full(2, sum(r + 1.0 for r in mine.ranks), np.float32))
+    np.testing.assert_array_equal(b.numpy(), np.full(2, float(mine.ranks[-1]), np.float32))
+    np.testing.assert_array_equal(untouched.numpy(), np.full(2, -1.0, np.float32))
+    assert world.nranks == N and world.rank == R and mine.rank == mine.ranks.index(R)
+    assert (odd if R % 2 == 0 else even).rank == -1 and not (odd if R % 2 == 0 else even).is_member()
+    if R == 0:
+        assert [g.numpy().tolist() for g in gl] == [[r, r * r] for r in range(N)]
+    np.testing.assert_array_equal(rs.numpy(), np.full(3, sum(10.0 * r + R for r in range(N)), np.float32))
+    assert [o.numpy().tolist() for o in outs] == [[100 * j + R] for j in range(N)]
+    assert [o.numpy().tolist() for o in old_order] == [[100 * j + R] for j in range(N)]
+    np.testing.assert_array_equal(single_out.numpy(), np.concatenate(
+        [np.arange(2 * N, dtype=np.float32)[2 * R:2 * R + 2] + 1000 * j for j in range(N)]))
+    np.testing.assert_array_equal(uneven_out.numpy(), np.concatenate(
+        [np.full(R + 1, R + 10.0 * j, np.float32) for j in range(N)]))
+    np.testing.assert_array_equal(ring.numpy(), np.full(4, (R - 1) % N, np.float32))
+    if R == N - 1:
+        assert objs == [{"step": 3}, "hello"]
+    assert scattered == [f"for {R}"]
+    with pytest.raises(ValueError, match="destroyed"):
+        dist.all_reduce(t, group=mine)
+
+
+def test_staged_gather_alltoall_point_to_point_and_split(comm):
+    # the GPU path without a GPU: device arrays staged through host buffers
+    s = _Copies().make(comm)
+    R, N = comm.rank, comm.size
+    g = s.gather(rank_data(R, "float32"), root=0)
+    a2a = s.alltoall(np.stack([rank_data(R * N + j, "int64") for j in range(N)]))
+    got = np.zeros(SHAPE, np.float32)
+    reqs = [s.isend(rank_data(R, "float32"), (R + 1) % N, tag=3), s.irecv(got, (R - 1) % N, tag=3)]
+    for q in reqs:
+        q.wait()
+    sub = s.split([0, N - 1])
+    x = np.full(2, R + 1.0)
+    if sub is not None:
+        sub.allreduce(x)
+    comm.barrier()
+    if R == 0:
+        np.testing.assert_array_equal(g, all_data(N, "float32"))
+    np.testing.assert_array_equal(a2a, np.stack([rank_data(j * N + R, "int64") for j in range(N)]))
+    np.testing.assert_array_equal(got, rank_data((R - 1) % N, "float32"))
+    assert (sub is not None) == (R in (0, N - 1)) and (sub is None or isinstance(sub, C.StagedCommunicator))
+    if sub is not None:
+        np.testing.assert_array_equal(x, np.full(2, 1.0 + N))

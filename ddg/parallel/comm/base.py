@@ -166,8 +166,47 @@ class Communicator:
         its own as a new array, or written into ``out`` when given."""
         raise NotImplementedError
 
+    def gather(self, array, root=0):
+        """On root, a new array of shape ``(size,) + array.shape`` (row r: rank r's array);
+        None on the other ranks."""
+        raise NotImplementedError
+
+    def alltoall(self, array):
+        """``array`` has shape ``(size, ...)``: row j goes to rank j. Returns a new array of
+        the same shape whose row i came from rank i."""
+        raise NotImplementedError
+
     def barrier(self):
         raise NotImplementedError
+
+    # -- point to point (``tag`` tells messages between the same pair apart) ----------
+    def send(self, array, dest, tag=0):
+        """Send ``array`` to rank ``dest``; returns when the buffer may be reused."""
+        return self.isend(array, dest, tag).wait()
+
+    def recv(self, array, source=None, tag=0):
+        """Receive into ``array`` (in place) from rank ``source`` (None: any rank); returns
+        ``array``. Shape and dtype must match the sender's."""
+        return self.irecv(array, source, tag).wait()
+
+    def isend(self, array, dest, tag=0):
+        """Start sending ``array`` to ``dest``; a :class:`Request` (do not write ``array``
+        before it completes)."""
+        raise NotImplementedError
+
+    def irecv(self, array, source=None, tag=0):
+        """Start receiving into ``array``; a :class:`Request` whose result is ``array``."""
+        raise NotImplementedError
+
+    # -- subgroups --------------------------------------------------------------------
+    def split(self, ranks):
+        """A communicator over ``ranks`` (ranks of this one; their order gives the new
+        ranks), or None on a rank that is not among them. Collective: every rank of this
+        communicator calls it with the same list."""
+        raise NotImplementedError
+
+    def free(self):
+        """Release what the communicator holds (a subgroup's MPI communicator)."""
 
     # -- picklable objects (small metadata, never tensors' data) ----------------------
     def allgather_object(self, obj):

@@ -12,8 +12,8 @@ import numpy as np
 from .base import Communicator, Request
 from .pool import HostBufferPool
 from .staged import StagedCommunicator
-from .util import (REDUCE_OPS, array_module, backend, check_array, check_avg_dtype, check_root,
-                   describe, is_gpu, normalize_op, sync_gpu)
+from .util import (REDUCE_OPS, array_module, backend, check_array, check_avg_dtype, check_group_ranks, check_peer,
+                   check_root, check_rows, describe, is_gpu, normalize_op, sync_gpu)
 
 __all__ = ["MPICommunicator", "cuda_aware_mpi"]
 
@@ -414,12 +414,99 @@ class MPICommunicator(Communicator):
         out[...] = recv
         return out
 
+    def gather(self, array, root=0):
+        check_array(array, "gather")
+        check_root(root, self.size, "gather")
+        staged = self._gpu_route(array)
+        if staged is not None:
+            return staged.gather(array, root)
+        mtype = _mpi_type(array.dtype, "gather")
+        xp = array_module(array)
+        send = xp.ascontiguousarray(array)
+        out = xp.empty((self.size,) + tuple(array.shape), dtype=array.dtype) if self.rank == root else None
+        sync_gpu(send)
+        self._begin(("gather", array, f"root={root}"))
+        try:
+            self.comm.Gather([send, mtype], None if out is None else [out, mtype], root=root)
+        finally:
+            self._end()
+        return out
+
+    def alltoall(self, array):
+        check_rows(array, self.size, "alltoall")
+        staged = self._gpu_route(array)
+        if staged is not None:
+            return staged.alltoall(array)
+        mtype = _mpi_type(array.dtype, "alltoall")
+        xp = array_module(array)
+        send = xp.ascontiguousarray(array)
+        out = xp.empty_like(send)
+        sync_gpu(send)
+        self._begin(("alltoall", array, ""))
+        try:
+            self.comm.Alltoall([send, mtype], [out, mtype])
+        finally:
+            self._end()
+        return out
+
     def barrier(self):
         self._begin(("barrier", None, ""))
         try:
             self.comm.Barrier()
         finally:
             self._end()
+
+    # -- point to point ----------------------------------------------------------
+    def isend(self, array, dest, tag=0):
+        check_array(array, "send")
+        check_peer(dest, self.size, self.rank, "send")
+        staged = self._gpu_route(array)
+        if staged is not None:
+            return staged.isend(array, dest, tag)
+        work = array if array.flags.c_contiguous else array_module(array).ascontiguousarray(array)
+        sync_gpu(work)
+        req = self.comm.Isend([work, _mpi_type(array.dtype, "send")], dest=dest, tag=tag)
+        # `finish` holds `work` (a contiguous copy, maybe) until the send has completed
+        return _mpi_request(self, req, array, lambda: work, ("send", array, f"to rank {dest}"))
+
+    def irecv(self, array, source=None, tag=0):
+        check_array(array, "recv")
+        check_peer(source, self.size, self.rank, "recv", allow_any=True)
+        staged = self._gpu_route(array)
+        if staged is not None:
+            return staged.irecv(array, source, tag)
+        MPI = _mpi()
+        direct = array.flags.c_contiguous
+        work = array if direct else array_module(array).empty(array.shape, array.dtype)
+        req = self.comm.Irecv([work, _mpi_type(array.dtype, "recv")],
+                              source=MPI.ANY_SOURCE if source is None else source, tag=tag)
+
+        def finish():
+            if not direct:
+                array[...] = work
+        return _mpi_request(self, req, array, finish,
+                            ("recv", array, "from any rank" if source is None else f"from rank {source}"))
+
+    # -- subgroups -----------------------------------------------------------------
+    def split(self, ranks):
+        ranks = check_group_ranks(ranks, self.size)
+        MPI = _mpi()
+        member = self.rank in ranks
+        self._begin(("split", None, f"ranks={list(ranks)}"))
+        try:
+            # every rank must name the same members: checked (a few bytes, at group creation)
+            lists = self.comm.allgather(ranks)
+            if any(other != ranks for other in lists):
+                raise ValueError("ddg.parallel.split: every rank must pass the same ranks; got " +
+                                 "; ".join(f"rank {r}: {list(v)}" for r, v in enumerate(lists)))
+            sub = self.comm.Split(0 if member else MPI.UNDEFINED, key=ranks.index(self.rank) if member else 0)
+        finally:
+            self._end()
+        return MPICommunicator(sub) if member else None
+
+    def free(self):
+        if self.comm != _mpi().COMM_WORLD:
+            self.comm.Free()
 
     # -- picklable objects (small metadata, never tensors' data) -------------
     def _objects(self, name, root, call):

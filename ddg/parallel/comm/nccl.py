@@ -241,6 +241,24 @@ class NCCLCommunicator(Communicator):
     def barrier(self):
         self.host.barrier()
 
+    # Rarely on a training step's path: the host communicator (which stages device arrays
+    # through host memory unless MPI is CUDA-aware) carries these, not NCCL.
+    def gather(self, array, root=0):
+        return self.host.gather(array, root)
+
+    def alltoall(self, array):
+        return self.host.alltoall(array)
+
+    def isend(self, array, dest, tag=0):
+        return self.host.isend(array, dest, tag)
+
+    def irecv(self, array, source=None, tag=0):
+        return self.host.irecv(array, source, tag)
+
+    def split(self, ranks):
+        # a subgroup communicates over the host communicator's subgroup (MPI)
+        return self.host.split(ranks)
+
     def allgather_object(self, obj):
         return self.host.allgather_object(obj)
 

@@ -1,6 +1,7 @@
 """World size 1: every collective is the identity, and MPI is never imported."""
 from .base import Communicator, Request
-from .util import array_module, check_array, check_reduction, check_root, describe
+from .util import (array_module, check_array, check_group_ranks, check_peer, check_reduction, check_root,
+                   check_rows, describe)
 
 __all__ = ["SingleProcessCommunicator"]
 
@@ -61,8 +62,28 @@ class SingleProcessCommunicator(Communicator):
         out[...] = src
         return out
 
+    def gather(self, array, root=0):
+        check_array(array, "gather")
+        check_root(root, 1, "gather")
+        return array_module(array).expand_dims(array, 0).copy()
+
+    def alltoall(self, array):
+        check_rows(array, 1, "alltoall")
+        return array.copy()
+
     def barrier(self):
         pass
+
+    def isend(self, array, dest, tag=0):
+        check_array(array, "send")
+        check_peer(dest, 1, 0, "send")
+
+    def irecv(self, array, source=None, tag=0):
+        check_array(array, "recv")
+        check_peer(0 if source is None else source, 1, 0, "recv")
+
+    def split(self, ranks):
+        return SingleProcessCommunicator() if check_group_ranks(ranks, 1) else None
 
     def allgather_object(self, obj):
         return [obj]

@@ -3,7 +3,7 @@ import numpy as np
 
 from .base import Communicator, Request
 from .pool import HostBufferPool, pinned_alloc
-from .util import backend, check_array
+from .util import backend, check_array, check_rows
 
 __all__ = ["StagedCommunicator"]
 
@@ -31,6 +31,7 @@ class StagedCommunicator(Communicator):
         self._to_host = to_host
         self._to_device = to_device
         self._new_device = new_device
+        self._alloc = alloc
         self.pool = HostBufferPool(alloc)
 
     @classmethod
@@ -141,8 +142,61 @@ class StagedCommunicator(Communicator):
         self._to_device(np.ascontiguousarray(got), out)
         return out
 
+    def gather(self, array, root=0):
+        check_array(array, "gather")
+        buf, host = self._stage_in(array)
+        try:
+            got = self.inner.gather(host, root)
+            return None if got is None else self._new_device(got)
+        finally:
+            self.pool.release(buf)
+
+    def alltoall(self, array):
+        check_rows(array, self.size, "alltoall")
+        buf, host = self._stage_in(array)
+        try:
+            return self._new_device(self.inner.alltoall(host))
+        finally:
+            self.pool.release(buf)
+
     def barrier(self):
         self.inner.barrier()
+
+    def isend(self, array, dest, tag=0):
+        check_array(array, "send")
+        buf, host = self._stage_in(array)
+        try:
+            inner = self.inner.isend(host, dest, tag)
+        except BaseException:
+            self.pool.release(buf)
+            raise
+        return Request(None, array, poll=inner.test, block=inner.wait, finish=lambda: self.pool.release(buf))
+
+    def irecv(self, array, source=None, tag=0):
+        check_array(array, "recv")
+        buf = self.pool.acquire(array.nbytes)
+        host = self.pool.view(buf, array.dtype, array.shape)
+        try:
+            inner = self.inner.irecv(host, source, tag)
+        except BaseException:
+            self.pool.release(buf)
+            raise
+
+        def finish():
+            try:
+                self._to_device(host, array)
+            finally:
+                self.pool.release(buf)
+        return Request(None, array, poll=inner.test, block=inner.wait, finish=finish)
+
+    def split(self, ranks):
+        sub = self.inner.split(ranks)
+        if sub is None:
+            return None
+        return StagedCommunicator(sub, self._to_host, self._to_device, self._new_device, self._alloc)
+
+    def free(self):
+        self.inner.free()
 
     def allgather_object(self, obj):
         return self.inner.allgather_object(obj)

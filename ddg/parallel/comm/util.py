@@ -37,6 +37,34 @@ def check_root(root, size, collective):
         raise ValueError(f"ddg.parallel.{collective}: root/src must be a rank in [0, {size}), got {root!r}")
 
 
+def check_peer(peer, size, rank, what, allow_any=False):
+    """A point-to-point partner: a rank in [0, size) other than this one."""
+    if peer is None and allow_any:
+        return
+    if not isinstance(peer, (int, np.integer)) or not 0 <= peer < size:
+        raise ValueError(f"ddg.parallel.{what}: the peer must be a rank in [0, {size}), got {peer!r}")
+    if peer == rank:
+        raise ValueError(f"ddg.parallel.{what}: rank {rank} cannot {what} to or from itself (it would wait forever)")
+
+
+def check_group_ranks(ranks, size, what="split"):
+    """The member list of a subgroup: distinct ranks of the parent, as a tuple of ints."""
+    try:
+        out = tuple(int(r) for r in ranks)
+    except (TypeError, ValueError):
+        raise TypeError(f"ddg.parallel.{what}: ranks must be a list of ints, got {ranks!r}") from None
+    if len(set(out)) != len(out) or any(not 0 <= r < size for r in out):
+        raise ValueError(f"ddg.parallel.{what}: ranks must be distinct ranks in [0, {size}), got {list(out)}")
+    return out
+
+
+def check_rows(array, size, collective):
+    check_array(array, collective)
+    if array.ndim == 0 or array.shape[0] != size:
+        raise ValueError(f"ddg.parallel.{collective}: needs an array whose first axis is the number of ranks "
+                         f"({size}), got {describe(array)}")
+
+
 _backend_mod = None
 
 
