@@ -1,5 +1,6 @@
 """Datasets, samplers and the DataLoader (ddg.io)."""
 import gc
+import os
 import threading
 import time
 
@@ -384,7 +385,8 @@ def test_worker_exception_propagates_with_traceback():
     assert _wait_no_workers() == []
 
 
-def test_worker_init_fn_and_worker_info():
+def test_worker_init_fn_and_worker_info(monkeypatch):
+    monkeypatch.setenv("DDG_DATALOADER_WORKERS", "thread")   # `seen` is shared memory: threads
     seen = []
     lock = threading.Lock()
 
@@ -429,7 +431,8 @@ def test_early_break_does_not_hang():
     assert len(list(DataLoader(Squares(20), batch_size=8, num_workers=2))) == 3
 
 
-def test_iterable_dataset_batching():
+def test_iterable_dataset_batching(monkeypatch):
+    monkeypatch.setenv("DDG_DATALOADER_WORKERS", "thread")   # one stream, read by one thread
     loader = DataLoader(Stream(10), batch_size=4)
     batches = list(loader)
     assert [b[0].shape[0] for b in batches] == [4, 4, 2]
@@ -493,3 +496,116 @@ def test_custom_sampler_class():
     assert [list(y.numpy().reshape(-1)) for _, y in loader] == [[4, 3], [2, 1], [0]]
     with pytest.raises(ValueError):
         DataLoader(Squares(5), batch_sampler=BatchSampler(sampler=Reverse(5)), shuffle=True)
+
+
+# ---------------------------------------------------------------------------
+# worker processes (the default for num_workers > 0 where fork exists)
+
+def _worker_processes():
+    import multiprocessing
+    return [p for p in multiprocessing.active_children() if p.name.startswith("ddg-DataLoader-worker")]
+
+
+def _shm_leftovers():
+    from ddg.io import worker_process as W
+    return [n for n in os.listdir(W._SHM_DIR) if n.startswith(f"ddg-loader-{os.getpid()}-")]
+
+
+class WorkerTagged(Squares):
+    """Each sample says which worker process made it, and with which seeds."""
+
+    def __getitem__(self, i):
+        info = get_worker_info()
+        big = np.full((64, 64), float(i), np.float32)          # large enough for shared memory
+        return big, np.array([info.id, os.getpid(), info.num_workers, np.random.randint(1 << 30)], np.int64)
+
+
+def test_process_workers_match_single_process_and_use_several_processes():
+    from ddg.io.worker_process import process_workers_available
+    if not process_workers_available():
+        pytest.skip("no fork here: workers are threads")
+    backend.seed(3)
+    got = list(DataLoader(WorkerTagged(40), batch_size=4, shuffle=True, num_workers=3))
+    backend.seed(3)
+    ref = [b[1].numpy()[:, 0] for b in DataLoader(Squares(40), batch_size=4, shuffle=True)]
+    # the same shuffled order as without workers, the data intact through shared memory
+    firsts = np.concatenate([b[0].numpy()[:, 0, 0] for b in got])
+    np.testing.assert_array_equal(firsts, np.concatenate(ref).astype(np.float32))
+    assert all((b[0].numpy() == b[0].numpy()[:, :1, :1]).all() for b in got)
+    tags = np.concatenate([b[1].numpy() for b in got])
+    assert sorted(set(tags[:, 0].tolist())) == [0, 1, 2] and set(tags[:, 2].tolist()) == {3}
+    assert len(set(tags[:, 1].tolist())) == 3 and os.getpid() not in set(tags[:, 1].tolist())
+    assert len(set(tags[:, 3].tolist())) > 30        # workers draw different random numbers
+    backend.seed(3)
+    piped = list(DataLoader(WorkerTagged(40), batch_size=4, shuffle=True, num_workers=2, use_shared_memory=False))
+    np.testing.assert_array_equal(np.concatenate([b[0].numpy() for b in piped]),
+                                  np.concatenate([b[0].numpy() for b in got]))
+    assert _wait_no_processes() == [] and _shm_leftovers() == []
+
+
+def _wait_no_processes(timeout=5.0):
+    end = time.time() + timeout
+    while _worker_processes() and time.time() < end:
+        gc.collect()
+        time.sleep(0.02)
+    return _worker_processes()
+
+
+def test_process_worker_errors_deaths_and_early_break():
+    from ddg.io.worker_process import process_workers_available
+    if not process_workers_available():
+        pytest.skip("no fork here: workers are threads")
+
+    class Bad(Squares):
+        def __getitem__(self, i):
+            if i == 13:
+                raise KeyError("sample 13 is broken")
+            return super().__getitem__(i)
+
+    with pytest.raises(KeyError, match="sample 13 is broken") as err:
+        list(DataLoader(Bad(40), batch_size=4, num_workers=2))
+    assert "DataLoader worker process" in "".join(getattr(err.value, "__notes__", []))
+
+    class Dies(Squares):
+        def __getitem__(self, i):
+            if i == 9:
+                os.kill(os.getpid(), 9)
+            return super().__getitem__(i)
+
+    with pytest.raises(RuntimeError, match=r"worker \d \(pid \d+\) died \(killed by signal 9 \(SIGKILL\)\)"):
+        list(DataLoader(Dies(40), batch_size=4, num_workers=2))
+
+    def init(wid):
+        if wid == 1:
+            raise ValueError("init of worker 1 failed")
+    with pytest.raises(ValueError, match="init of worker 1 failed"):
+        list(DataLoader(Squares(8), batch_size=2, num_workers=2, worker_init_fn=init))
+
+    for k, _ in enumerate(DataLoader(WorkerTagged(64), batch_size=4, num_workers=2)):
+        if k == 2:
+            break
+    assert _wait_no_processes() == [] and _shm_leftovers() == []
+
+
+class SplitStream(IterableDataset):
+    """Each worker process reads its own share of the stream (Paddle's recipe)."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __iter__(self):
+        info = get_worker_info()
+        start, step = (0, 1) if info is None else (info.id, info.num_workers)
+        for i in range(start, self.n, step):
+            yield np.full((300,), i, np.float32), i
+
+
+def test_iterable_dataset_in_worker_processes():
+    from ddg.io.worker_process import process_workers_available
+    if not process_workers_available():
+        pytest.skip("no fork here: workers are threads")
+    batches = list(DataLoader(SplitStream(21), batch_size=4, num_workers=3))
+    seen = sorted(int(v) for b in batches for v in b[1].numpy())
+    assert seen == list(range(21))                   # every sample once, in batches from each worker
+    assert all(b[0].shape[1] == 300 for b in batches)
+    assert _wait_no_processes() == [] and _shm_leftovers() == []

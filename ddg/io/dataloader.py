@@ -1,4 +1,4 @@
-"""``DataLoader``: batches of a dataset as Tensors, optionally prefetched by threads.
+"""``DataLoader``: batches of a dataset as Tensors, optionally prefetched by workers.
 
 The batch pipeline has three steps:
 
@@ -8,14 +8,15 @@ The batch pipeline has three steps:
    into one batch of stacked arrays;
 3. convert: arrays in the batch become ddg Tensors on the current place.
 
-With ``num_workers > 0``, steps 1 stays in the calling thread (so random orders come
-from the same generator draws as without workers), steps 2's fetching and collating run
-in worker threads, and step 3 runs in the calling thread (device placement is per
-thread in cupy). Threads rather than processes: numpy, gzip and cupy release the GIL
-in their heavy loops, a thread needs no pickling of the dataset, and a thread can be
-stopped cleanly when the loop is left early.
+With ``num_workers > 0``, step 1 stays in the calling thread (so random orders come
+from the same generator draws as without workers), step 2's fetching and collating run
+in worker processes (forked, as Paddle's: Python-level decoding and augmentation hold
+the GIL; see :mod:`ddg.io.worker_process`), or in worker threads where there is no
+``fork`` or with ``DDG_DATALOADER_WORKERS=thread``, and step 3 runs in the calling
+thread (device placement is per thread in cupy).
 """
 import numbers
+import os
 import queue
 import threading
 import time
@@ -115,17 +116,23 @@ _worker_local = threading.local()
 
 
 class WorkerInfo:
-    def __init__(self, id, num_workers, dataset):
+    """What a DataLoader worker knows of itself: ``id``, ``num_workers``, ``dataset``
+    (its own copy in a worker process) and ``seed`` (that worker's seed; None in
+    threads)."""
+
+    def __init__(self, id, num_workers, dataset, seed=None):
         self.id = id
         self.num_workers = num_workers
         self.dataset = dataset
+        self.seed = seed
 
     def __repr__(self):
         return "WorkerInfo(id={}, num_workers={})".format(self.id, self.num_workers)
 
 
 def get_worker_info():
-    """In a DataLoader worker thread: its ``WorkerInfo`` (id, num_workers, dataset); else None."""
+    """In a DataLoader worker (process or thread): its ``WorkerInfo``; else None. An
+    IterableDataset uses it to give each worker its own share of the stream."""
     return getattr(_worker_local, "info", None)
 
 
@@ -138,10 +145,13 @@ class DataLoader:
     Give either ``batch_sampler`` or ``batch_size``/``shuffle``/``drop_last``;
     ``batch_size=None`` yields single samples without a batch axis. Samples that are
     tuples or lists come out as lists of batched Tensors. ``num_workers > 0`` fetches
-    and collates in that many threads, keeping ``prefetch_factor * num_workers``
-    batches in flight, in order. ``feed_list``, ``places``, ``return_list``,
-    ``use_buffer_reader``, ``use_shared_memory`` and ``persistent_workers`` are accepted
-    for Paddle compatibility and have no effect (batches go to the current place).
+    and collates in that many worker processes (threads with
+    ``DDG_DATALOADER_WORKERS=thread``), keeping ``prefetch_factor * num_workers``
+    batches in flight, in order; ``use_shared_memory`` (default True) passes their
+    arrays through shared memory, else pickled through a pipe. ``feed_list``,
+    ``places``, ``return_list``, ``use_buffer_reader`` and ``persistent_workers`` are
+    accepted for Paddle compatibility and have no effect (batches go to the current
+    place; workers start for each iteration).
     """
 
     def __init__(self, dataset, feed_list=None, places=None, return_list=True, batch_sampler=None,
@@ -166,6 +176,11 @@ class DataLoader:
             raise ValueError("DataLoader: timeout must be >= 0, got {!r}".format(timeout))
         self.num_workers = int(num_workers)
         self.prefetch_factor = int(prefetch_factor)
+        mode = os.environ.get("DDG_DATALOADER_WORKERS", "process").strip().lower()
+        if mode not in ("process", "thread"):
+            raise ValueError(f"DataLoader: DDG_DATALOADER_WORKERS must be 'process' or 'thread', got {mode!r}")
+        from .worker_process import process_workers_available
+        self.worker_mode = mode if process_workers_available() else "thread"
         self.timeout = timeout
         self._iterable = isinstance(dataset, IterableDataset)
 
@@ -213,6 +228,9 @@ class DataLoader:
     def __iter__(self):
         if self.num_workers == 0:
             return _SingleThreadIter(self)
+        if self.worker_mode == "process":
+            from .worker_process import ProcessIter
+            return ProcessIter(self)
         return _ThreadedIter(self)
 
     def __call__(self):

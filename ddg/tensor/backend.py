@@ -220,6 +220,18 @@ def seed(n):
         _cupy.random.seed(int(n))
 
 
+def initial_seed():
+    """The seed of the latest ``ddg.seed`` (0 until then)."""
+    return _seed_value[0]
+
+
+def seed_host(n):
+    """Reseed the numpy generator only (a DataLoader worker process must not touch the GPU)."""
+    global _np_rng
+    _seed_value[0] = int(n)
+    _np_rng = np.random.default_rng(int(n))
+
+
 _rng_observer = [None]
 
 
