@@ -28,6 +28,7 @@ import numpy as np
 
 from ..tensor import backend
 from .dataset import IterableDataset
+from .worker_info import WorkerInfo, _worker_local, get_worker_info  # noqa: F401
 from .sampler import BatchSampler, SequenceSampler
 
 __all__ = ["DataLoader", "default_collate_fn", "default_convert_fn", "get_worker_info"]
@@ -107,33 +108,6 @@ def _to_tensors(obj, Tensor, to_tensor):
     if isinstance(obj, (list, tuple)):
         return [_to_tensors(v, Tensor, to_tensor) for v in obj]
     return obj
-
-
-# ---------------------------------------------------------------------------
-# worker info
-
-_worker_local = threading.local()
-
-
-class WorkerInfo:
-    """What a DataLoader worker knows of itself: ``id``, ``num_workers``, ``dataset``
-    (its own copy in a worker process) and ``seed`` (that worker's seed; None in
-    threads)."""
-
-    def __init__(self, id, num_workers, dataset, seed=None):
-        self.id = id
-        self.num_workers = num_workers
-        self.dataset = dataset
-        self.seed = seed
-
-    def __repr__(self):
-        return "WorkerInfo(id={}, num_workers={})".format(self.id, self.num_workers)
-
-
-def get_worker_info():
-    """In a DataLoader worker (process or thread): its ``WorkerInfo``; else None. An
-    IterableDataset uses it to give each worker its own share of the stream."""
-    return getattr(_worker_local, "info", None)
 
 
 # ---------------------------------------------------------------------------

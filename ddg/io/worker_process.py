@@ -33,6 +33,7 @@ import weakref
 import numpy as np
 
 from ..tensor import backend
+from .worker_info import WorkerInfo, _worker_local
 
 __all__ = ["ProcessIter", "process_workers_available"]
 
@@ -131,7 +132,6 @@ def _worker_main(loader, wid, num_workers, seed, tasks, results, slots, stop, pr
     code = 0
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)      # the loading process handles Ctrl-C
-        from .dataloader import WorkerInfo, _worker_local
         _worker_local.info = WorkerInfo(wid, num_workers, loader.dataset, seed + wid)
         random.seed(seed + wid)
         np.random.seed((seed + wid) % 2 ** 32)
