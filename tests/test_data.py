@@ -279,7 +279,7 @@ def test_default_collate_rules():
                                 (np.ones((2, 2), np.float64), 2, 3.5, False, "b", {"k": np.int32(5)})])
     img, ints, floats, bools, strs, d = batch
     assert img.shape == (2, 2, 2) and img.dtype == np.float64
-    assert ints.dtype == np.int64 and floats.dtype == np.float32 and bools.dtype == np.bool_
+    assert ints.dtype == np.int64 and floats.dtype == np.float64 and bools.dtype == np.bool_  # as Paddle
     assert strs == ["a", "b"]
     assert d["k"].dtype == np.int32 and list(d["k"]) == [4, 5]
     with pytest.raises(ValueError, match="fields"):

@@ -136,10 +136,14 @@ def install():
     T.__le__ = G.less_equal
     T.__gt__ = G.greater_than
     T.__ge__ = G.greater_equal
-    T.__and__ = G.logical_and
-    T.__or__ = G.logical_or
-    T.__xor__ = G.logical_xor
-    T.__invert__ = G.logical_not
+    # bitwise, as in Paddle: on bool tensors that is the logical operation
+    T.__and__ = G.bitwise_and
+    T.__or__ = G.bitwise_or
+    T.__xor__ = G.bitwise_xor
+    T.__rand__ = _rev(G.bitwise_and)
+    T.__ror__ = _rev(G.bitwise_or)
+    T.__rxor__ = _rev(G.bitwise_xor)
+    T.__invert__ = G.bitwise_not
     T.__getitem__ = M.getitem
     T.__setitem__ = M.setitem
     T.__hash__ = object.__hash__
@@ -161,7 +165,7 @@ def install():
         E: "add subtract multiply divide pow maximum minimum floor_divide remainder mod exp log log1p sqrt "
            "rsqrt square sin cos tanh sigmoid erf relu abs neg sign floor ceil round clip clamp where",
         G: "equal not_equal less_than less_equal greater_than greater_equal logical_and logical_or logical_xor "
-           "logical_not isnan isinf isfinite equal_all allclose isclose nonzero",
+           "logical_not bitwise_and bitwise_or bitwise_xor bitwise_not isnan isinf isfinite equal_all allclose isclose nonzero",
         L: "matmul mm bmm",
         R: "sum mean max min amax amin prod argmax argmin logsumexp all any cumsum",
         M: "reshape transpose flatten squeeze unsqueeze expand expand_as broadcast_to tile flip split "

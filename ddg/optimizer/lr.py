@@ -295,7 +295,10 @@ class LambdaDecay(LRScheduler):
 
 
 class MultiplicativeDecay(LRScheduler):
-    """``lr = last_lr * lr_lambda(epoch)`` for epoch > 0 (``learning_rate`` at epoch 0)."""
+    """``lr = learning_rate * lr_lambda(1) * ... * lr_lambda(last_epoch)``.
+
+    ``get_lr()`` is a pure function of ``last_epoch`` (as in Paddle), so calling it
+    again, or ``step(epoch)`` to jump, never applies a factor twice."""
 
     def __init__(self, learning_rate, lr_lambda, last_epoch=-1, verbose=False):
         if not callable(lr_lambda):
@@ -305,9 +308,10 @@ class MultiplicativeDecay(LRScheduler):
         super().__init__(learning_rate, last_epoch, verbose)
 
     def get_lr(self):
-        if self.last_epoch > 0:
-            return self.last_lr * self.lr_lambda(self.last_epoch)
-        return self.base_lr
+        lr = self.base_lr
+        for epoch in range(1, self.last_epoch + 1):
+            lr = lr * self.lr_lambda(epoch)
+        return lr
 
 
 class CosineAnnealingDecay(LRScheduler):

@@ -52,6 +52,20 @@ def _shape(shape, more=()):
     return tuple(int(s.item()) if isinstance(s, Tensor) else int(s) for s in shape)
 
 
+def _shape_dtype(shape, more, dtype, op):
+    """The shape and dtype of a creation call: Paddle's ``zeros([2, 3], 'int64')`` passes
+    the dtype (and the name) positionally after a list shape; PyTorch's ``zeros(2, 3)``
+    passes the sizes as varargs after an int."""
+    if more and not isinstance(shape, (int, np.integer)):
+        if len(more) > 2:
+            raise TypeError(f"ddg.{op}: takes (shape, dtype=None, name=None), got {1 + len(more)} positional "
+                            f"arguments")
+        if dtype is not None:
+            raise TypeError(f"ddg.{op}: dtype given twice ({more[0]!r} and {dtype!r})")
+        return _shape(shape), more[0]
+    return _shape(shape, more), dtype
+
+
 def _float_dtype(dtype):
     d = convert_dtype(dtype)
     return default_float() if d is None else d
@@ -73,20 +87,21 @@ def _filled(shape, value, dtype, place, device, stop_gradient, requires_grad):
 
 
 def zeros(shape, *more, dtype=None, name=None, place=None, device=None, requires_grad=None, stop_gradient=True):
-    return _filled(_shape(shape, more), 0, _float_dtype(dtype), place, device, stop_gradient, requires_grad)
+    shape, dtype = _shape_dtype(shape, more, dtype, "zeros")
+    return _filled(shape, 0, _float_dtype(dtype), place, device, stop_gradient, requires_grad)
 
 
 def ones(shape, *more, dtype=None, name=None, place=None, device=None, requires_grad=None, stop_gradient=True):
-    return _filled(_shape(shape, more), 1, _float_dtype(dtype), place, device, stop_gradient, requires_grad)
+    shape, dtype = _shape_dtype(shape, more, dtype, "ones")
+    return _filled(shape, 1, _float_dtype(dtype), place, device, stop_gradient, requires_grad)
 
 
 def full(shape, fill_value, dtype=None, name=None, place=None, device=None, requires_grad=None,
          stop_gradient=True):
     if isinstance(fill_value, Tensor):
         fill_value = fill_value.item()
-    if dtype is None:
-        dtype = np.dtype("bool") if isinstance(fill_value, bool) else (
-            np.dtype("int64") if isinstance(fill_value, (int, np.integer)) else default_float())
+    if dtype is None:  # Paddle: bools stay bool, every other number takes the default float dtype
+        dtype = np.dtype("bool") if isinstance(fill_value, (bool, np.bool_)) else default_float()
     return _filled(_shape(shape), fill_value, convert_dtype(dtype), place, device, stop_gradient, requires_grad)
 
 
@@ -109,7 +124,8 @@ def full_like(x, fill_value, dtype=None, name=None):
 
 
 def empty(shape, *more, dtype=None, name=None):
-    return zeros(shape, *more, dtype=dtype)
+    shape, dtype = _shape_dtype(shape, more, dtype, "empty")
+    return zeros(shape, dtype=dtype)
 
 
 def empty_like(x, dtype=None, name=None):
@@ -153,13 +169,15 @@ def _random(shape, dtype, place, device, stop_gradient, requires_grad, draw):
 
 def rand(shape, *more, dtype=None, name=None, place=None, device=None, requires_grad=None, stop_gradient=True):
     """Uniform numbers in [0, 1)."""
-    return _random(_shape(shape, more), dtype, place, device, stop_gradient, requires_grad,
+    shape, dtype = _shape_dtype(shape, more, dtype, "rand")
+    return _random(shape, dtype, place, device, stop_gradient, requires_grad,
                    backend.draw_uniform)
 
 
 def randn(shape, *more, dtype=None, name=None, place=None, device=None, requires_grad=None, stop_gradient=True):
     """Standard normal numbers."""
-    return _random(_shape(shape, more), dtype, place, device, stop_gradient, requires_grad,
+    shape, dtype = _shape_dtype(shape, more, dtype, "randn")
+    return _random(shape, dtype, place, device, stop_gradient, requires_grad,
                    lambda g, s: g.standard_normal(s))
 
 

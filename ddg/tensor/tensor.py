@@ -172,9 +172,11 @@ class Tensor:
 
     # -- conversion -----------------------------------------------------------------
     def numpy(self):
+        """A numpy copy of the values (Paddle: writing into it never changes the tensor)."""
         if _watch[0] is not None:
             _watch[0](self, "numpy", None)
-        return backend.to_host(self._data)
+        a = backend.to_host(self._data)
+        return a.copy() if a is self._data else a
 
     def __array__(self, dtype=None, copy=None):
         if _watch[0] is not None:

@@ -392,8 +392,15 @@ class Relu(Function):
 
 
 class Clip(Function):
-    def __init__(self, lo, hi):
+    """``clip`` passes the gradient where ``lo <= x <= hi`` (bounds included, as Paddle's
+    clip); with ``strict`` only where ``lo < x < hi``, which is the gradient Paddle gives
+    relu6, hardtanh and hardsigmoid at their kinks."""
+    strict = False  # class default: programs saved before the attribute existed load unchanged
+
+    def __init__(self, lo, hi, strict=False):
         self.lo, self.hi = lo, hi
+        if strict:
+            self.strict = True
 
     def forward(self, a):
         xp = backend.get_array_module(a)
@@ -408,9 +415,9 @@ class Clip(Function):
     def backward(self, g):
         mask = True
         if self.lo is not None:
-            mask = self.a >= self.lo
+            mask = self.a > self.lo if self.strict else self.a >= self.lo
         if self.hi is not None:
-            mask = mask & (self.a <= self.hi)
+            mask = mask & (self.a < self.hi if self.strict else self.a <= self.hi)
         return g * mask
 
 

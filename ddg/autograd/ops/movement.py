@@ -350,7 +350,19 @@ def transpose(x, perm, name=None):
 
 
 def moveaxis(x, source, destination, name=None):
-    perm = list(np.moveaxis(np.arange(x.ndim), source, destination))
+    nd = x._data.ndim
+    src = [source] if isinstance(source, int) else list(source)
+    dst = [destination] if isinstance(destination, int) else list(destination)
+    if len(src) != len(dst):
+        raise ValueError(f"ddg.moveaxis: source {source} and destination {destination} differ in length")
+    src = [_ax(a, nd, "moveaxis") for a in src]
+    dst = [_ax(a, nd, "moveaxis") for a in dst]
+    rest = [a for a in range(nd) if a not in src]
+    perm = [None] * nd
+    for s_, d_ in zip(src, dst):
+        perm[d_] = s_
+    it = iter(rest)
+    perm = [next(it) if p is None else p for p in perm]
     return transpose(x, perm)
 
 

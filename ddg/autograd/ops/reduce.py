@@ -45,6 +45,16 @@ class Mean(Function):
 
     def forward(self, a):
         self.meta = (a.shape, a.dtype)
+        if a.dtype.kind in "iu":  # Paddle: the integer mean, rounded toward zero, in the input's dtype
+            xp = backend.get_array_module(a)
+            s = a.sum(axis=self.axes, keepdims=self.keepdim, dtype=xp.int64)
+            n = 1
+            for ax in self.axes:
+                n *= a.shape[ax]
+            n = _b.max(n, 1)
+            q = s // n
+            q = xp.where((s < 0) & (q * n != s), q + 1, q)
+            return xp.asarray(q).astype(a.dtype)
         return a.mean(axis=self.axes, keepdims=self.keepdim)
 
     def backward(self, g):
@@ -157,7 +167,7 @@ def sum(x, axis=None, dtype=None, keepdim=False, name=None):  # noqa: A001
 
 
 def mean(x, axis=None, keepdim=False, name=None):
-    if x._data.dtype.kind not in "fc":
+    if x._data.dtype.kind == "b":
         x = x.astype(default_float())
     return Mean(_axes(axis, x._data.ndim, "mean"), keepdim)(x)
 

@@ -8,15 +8,16 @@ from ...autograd.ops.elementwise import relu, sigmoid, tanh  # noqa: F401
 
 
 def relu6(x, name=None):
-    return E.clip(x, 0.0, 6.0)
+    return E.Clip(0.0, 6.0, strict=True)(x)  # gradient 0 at both kinks, as Paddle
 
 
 def leaky_relu(x, negative_slope=0.01, name=None):
-    return E.where(x > 0, x, x * negative_slope)
+    return E.where(x >= 0, x, x * negative_slope)  # gradient 1 at 0, as Paddle
 
 
 def elu(x, alpha=1.0, name=None):
-    return E.where(x > 0, x, (E.exp(E.minimum(x, 0.0)) - 1) * alpha)
+    # gradient alpha at 0 (the left branch's slope), as Paddle; the inner where keeps exp finite
+    return E.where(x > 0, x, (E.exp(E.where(x <= 0, x, 0.0)) - 1) * alpha)
 
 
 def gelu(x, approximate=False, name=None):
@@ -33,15 +34,16 @@ swish = silu
 
 
 def hardtanh(x, min=-1.0, max=1.0, name=None):  # noqa: A002
-    return E.clip(x, min, max)
+    return E.Clip(min, max, strict=True)(x)  # gradient 0 at both kinks, as Paddle
 
 
 def hardsigmoid(x, slope=0.1666667, offset=0.5, name=None):
-    return E.clip(x * slope + offset, 0.0, 1.0)
+    return E.Clip(0.0, 1.0, strict=True)(x * slope + offset)
 
 
 def hardswish(x, name=None):
-    return x * E.clip(x + 3, 0.0, 6.0) / 6
+    # Paddle's gradient at the kinks: 0 at -3, 1 at 3 (the strict clip gives exactly that)
+    return x * E.Clip(0.0, 6.0, strict=True)(x + 3) / 6
 
 
 def softplus(x, beta=1, threshold=20, name=None):

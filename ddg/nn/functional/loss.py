@@ -50,42 +50,64 @@ def _check_same_shape(a, b, op):
 
 def cross_entropy(input, label, weight=None, ignore_index=-100, reduction="mean", soft_label=False,  # noqa: A002
                   axis=-1, use_softmax=True, label_smoothing=0.0, name=None):
-    """Softmax cross-entropy of logits ``input`` against integer labels of shape ``[N]``
-    or ``[N, 1]`` (or soft labels of the input's shape with ``soft_label=True``).
-    With class ``weight`` and ``reduction='mean'`` the sum is divided by the total weight
-    of the non-ignored samples, as in Paddle."""
+    """Softmax cross-entropy of logits ``input`` against integer labels (the input's shape
+    without ``axis``, or with size 1 there; float-typed hard labels are cast, as Paddle
+    does), or soft labels of the input's shape with ``soft_label=True``.
+
+    ``reduction='mean'`` follows Paddle 3 exactly: with class ``weight`` the sum is
+    divided by the total weight of the kept samples; without, by the number of kept
+    samples when ``ignore_index >= 0``, but by the number of all samples when
+    ``ignore_index`` is negative (the default -100: ignored samples count as zeros).
+    ``reduction='none'`` keeps a size-1 class axis where the label had one."""
     if reduction not in ("mean", "sum", "none"):
         raise ValueError(f"ddg.nn.functional.cross_entropy: reduction must be 'mean', 'sum' or 'none', "
                          f"got {reduction!r}")
+    if input.ndim == 0:
+        raise ValueError("ddg.nn.functional.cross_entropy: input must have at least one dimension")
     axis = _ax(axis, input.ndim, "cross_entropy")
     n_cls = input.shape[axis]
+    if label.ndim not in (input.ndim, input.ndim - 1):
+        raise ValueError(f"ddg.nn.functional.cross_entropy: label shape {label.shape} does not fit input shape "
+                         f"{input.shape} (label needs input.ndim or input.ndim - 1 dimensions)")
+    if weight is not None and weight.shape[-1] != n_cls:
+        raise ValueError(f"ddg.nn.functional.cross_entropy: weight has {weight.shape[-1]} classes, input has "
+                         f"{n_cls} along axis {axis}")
     if label_smoothing and not soft_label:
         lab = label if label.ndim < input.ndim else squeeze(label, axis)
-        soft = one_hot(lab, n_cls)
+        soft = one_hot(E.cast(lab, "int64") if lab.dtype.kind not in "iu" else lab, n_cls)
         if axis != input.ndim - 1:
             soft = moveaxis(soft, -1, axis)
-        label, soft_label = soft, True
+        label, soft_label = E.cast(soft, input.dtype), True
+    keep_axis = label.ndim == input.ndim  # Paddle's 'none' result keeps a size-1 class axis then
     if soft_label:
+        if label.shape != input.shape:
+            raise ValueError(f"ddg.nn.functional.cross_entropy: soft label shape {label.shape} differs from input "
+                             f"shape {input.shape}")
         if label_smoothing:
             label = label * (1 - label_smoothing) + label_smoothing / n_cls
         logp = log_softmax(input, axis=axis) if use_softmax else E.log(input)
-        per = -R.sum(label * logp, axis=axis)
+        per = -R.sum(label * logp, axis=axis, keepdim=True)
+        w = None
         if weight is not None:
-            w = R.sum(label * weight.reshape([n_cls if i == axis else 1 for i in range(input.ndim)]), axis=axis)
+            w = R.sum(label * weight.reshape([n_cls if i == axis else 1 for i in range(input.ndim)]), axis=axis,
+                      keepdim=True)
             per = per * w
+        if reduction == "mean" and w is not None:
+            return _weighted_mean(R.sum(per), R.sum(w))
         return _reduce(per, reduction, "cross_entropy")
     if label.dtype.kind not in "iu":
-        raise TypeError(f"ddg.nn.functional.cross_entropy: hard labels must be integers, got {label.dtype} "
-                        f"(pass soft_label=True for probabilities)")
-    if label.ndim == input.ndim:
+        if label.dtype.kind != "f":
+            raise TypeError(f"ddg.nn.functional.cross_entropy: hard labels must be integers, got {label.dtype}")
+        label = E.cast(label, "int64")
+    if keep_axis:
         if label.shape[axis] != 1:
             raise ValueError(f"ddg.nn.functional.cross_entropy: label shape {label.shape} does not fit input "
-                             f"shape {input.shape}")
+                             f"shape {input.shape} (size 1 expected on axis {axis})")
         label = squeeze(label, axis)
     expect = input.shape[:axis] + input.shape[axis + 1:]
     if label.shape != expect:
         raise ValueError(f"ddg.nn.functional.cross_entropy: label shape {label.shape} does not fit input shape "
-                         f"{input.shape} (expected {expect} or with a trailing 1)")
+                         f"{input.shape} (expected {expect}, or with a 1 inserted at axis {axis})")
     x = input if axis == input.ndim - 1 else moveaxis(input, axis, -1)
     if not use_softmax:
         per = nll_loss(E.log(x.reshape([-1, n_cls])), label.reshape([-1]), weight, ignore_index, "none")
@@ -94,8 +116,12 @@ def cross_entropy(input, label, weight=None, ignore_index=-100, reduction="mean"
         args = (x, label) if weight is None else (x, label, weight)
         per = nn_ops.SoftmaxCrossEntropy(ignore_index)(*args)
     if reduction == "mean":
+        if weight is None and ignore_index < 0:
+            return R.mean(per)  # Paddle 3: ignored samples (loss 0) still count in N
         w, _ = _sample_weight(label, weight, ignore_index, per.dtype)
         return _weighted_mean(R.sum(per), R.sum(w))
+    if reduction == "none" and keep_axis:
+        per = _unsqueeze(per, axis)
     return _reduce(per, reduction, "cross_entropy")
 
 
@@ -103,7 +129,8 @@ def softmax_with_cross_entropy(logits, label, soft_label=False, ignore_index=-10
                                return_softmax=False, axis=-1):
     loss = cross_entropy(logits, label, ignore_index=ignore_index, reduction="none", soft_label=soft_label,
                          axis=axis)
-    loss = _unsqueeze(loss, axis)
+    if loss.ndim < logits.ndim:
+        loss = _unsqueeze(loss, axis)
     if return_softmax:
         return loss, softmax(logits, axis)
     return loss

@@ -1,0 +1,209 @@
+"""Paddle's semantics where ddg used to differ silently (issue 14). The expected values
+were printed by the real Paddle 3.3.1 (CPU) on the same inputs; CI has no Paddle, so
+they are written out here."""
+import numpy as np
+import pytest
+
+import ddg
+import ddg.nn.functional as F
+from ddg import nn
+
+T = ddg.to_tensor
+
+
+def _logits():
+    return T(np.arange(12, dtype="float32").reshape(4, 3) / 7, stop_gradient=False)
+
+
+# -- cross_entropy -------------------------------------------------------------------
+def test_cross_entropy_mean_with_negative_ignore_index_divides_by_n():
+    x = _logits()
+    loss = F.cross_entropy(x, T([0, -100, 2, 1]))
+    loss.backward()
+    np.testing.assert_allclose(loss.numpy(), 0.82905257, rtol=1e-6)
+    np.testing.assert_allclose(x.grad.numpy(), [[-0.17824911, 0.08276932, 0.09547979], [0, 0, 0],
+                                                [0.07175089, 0.08276932, -0.15452021],
+                                                [0.07175089, -0.16723067, 0.09547979]], rtol=1e-5, atol=1e-7)
+    # ignore_index -1 (negative too): all N count
+    np.testing.assert_allclose(F.cross_entropy(x, T([0, -1, 2, 1]), ignore_index=-1).numpy(),
+                               F.cross_entropy(x, T([0, -1, 2, 1]), ignore_index=-1, reduction="sum").numpy() / 4)
+    np.testing.assert_allclose(F.cross_entropy(x, T([0, -100, -100, 1])).numpy(), 0.588416, rtol=1e-6)
+    assert F.cross_entropy(x, T([-100] * 4)).numpy() == 0.0
+
+
+def test_cross_entropy_mean_with_weight_or_nonnegative_ignore_index():
+    x = _logits()
+    loss = F.cross_entropy(x, T([0, -100, 2, 1]), weight=T([1.0, 2.0, 3.0]))
+    loss.backward()
+    np.testing.assert_allclose(loss.numpy(), 1.0577844, rtol=1e-6)
+    np.testing.assert_allclose(x.grad.numpy(), [[-0.11883274, 0.05517955, 0.06365319], [0, 0, 0],
+                                                [0.14350179, 0.16553864, -0.30904043],
+                                                [0.09566786, -0.22297424, 0.12730639]], rtol=1e-5, atol=1e-7)
+    # ignore_index >= 0: divided by the kept samples
+    np.testing.assert_allclose(F.cross_entropy(x, T([0, 5, 2, 1]), ignore_index=5).numpy(), 1.1054034, rtol=1e-6)
+    np.testing.assert_allclose(F.nll_loss(F.log_softmax(x), T([0, -100, 2, 1])).numpy(), 1.1054034, rtol=1e-6)
+
+
+def test_cross_entropy_shapes_axis_and_label_types():
+    x = _logits()
+    none = F.cross_entropy(x, T([0, -100, 2, 1]).reshape([4, 1]), reduction="none")
+    assert none.shape == [4, 1]
+    np.testing.assert_allclose(none.numpy().ravel(), [1.2482606, 0.0, 0.9625463, 1.1054034], rtol=1e-6)
+    assert F.cross_entropy(x, T([0, -100, 2, 1]), reduction="none").shape == [4]
+    np.testing.assert_allclose(F.cross_entropy(x, T([0, -100, 2, 1]), reduction="sum").numpy(), 3.3162103,
+                               rtol=1e-6)
+    # float-typed hard labels are cast (Paddle accepts them)
+    np.testing.assert_allclose(F.cross_entropy(x, T([0.0, 2.0, 1.0, 1.0])).numpy(), 1.1054034, rtol=1e-6)
+    np.testing.assert_allclose(F.cross_entropy(x, T([[0.0], [2.0], [1.0], [1.0]])).numpy(), 1.1054034, rtol=1e-6)
+    # soft labels with class weights: weighted sum over the total weight; 'none' keeps the axis
+    hard = T([[1.0, 0, 0], [0, 1, 0], [0, 0, 1], [0, 0, 1]])
+    np.testing.assert_allclose(F.cross_entropy(x, hard, soft_label=True, weight=T([1.0, 2.0, 3.0])).numpy(),
+                               1.0260384, rtol=1e-6)
+    none = F.cross_entropy(x, hard, soft_label=True, weight=T([1.0, 2.0, 3.0]), reduction="none")
+    assert none.shape == [4, 1]
+    np.testing.assert_allclose(none.numpy().ravel(), [1.2482606, 2.2108068, 2.8876388, 2.8876390], rtol=1e-6)
+
+
+def test_cross_entropy_axis1_segmentation_layout():
+    x = T(np.arange(24, dtype="float32").reshape(2, 3, 4) / 7, stop_gradient=False)
+    lab = T([[0, 2, 1, -100], [1, 1, 0, 2]])
+    loss = F.cross_entropy(x, lab, axis=1)
+    np.testing.assert_allclose(loss.numpy(), 1.0540483, rtol=1e-6)
+    assert F.cross_entropy(x, lab, axis=1, reduction="none").shape == [2, 4]
+    assert F.cross_entropy(x, lab.unsqueeze(1), axis=1, reduction="none").shape == [2, 1, 4]
+    np.testing.assert_allclose(F.cross_entropy(x, lab.unsqueeze(1), axis=1).numpy(), 1.0540483, rtol=1e-6)
+    np.testing.assert_allclose(F.cross_entropy(x, lab, axis=1, weight=T([1.0, 2.0, 3.0])).numpy(), 1.0413612,
+                               rtol=1e-6)
+    loss.backward()
+    np.testing.assert_allclose(x.grad.numpy()[0], [[-0.10384, 0.02116, 0.02116, 0.0],
+                                                   [0.03748, 0.03748, -0.08752, 0.0],
+                                                   [0.06636, -0.05864, 0.06636, 0.0]], atol=1e-5)
+
+
+# -- names ---------------------------------------------------------------------------
+def test_automatic_parameter_names_follow_paddle():
+    lin = nn.Linear(2, 3)
+    scope = lin.full_name()
+    assert lin.weight.name == f"{scope}.w_0" and lin.bias.name == f"{scope}.b_0"
+    assert scope.startswith("linear_")
+    conv = nn.Conv2D(1, 2, 3)
+    assert conv.full_name().startswith("conv2d_") and conv.bias.name.endswith(".b_0")
+    bn = nn.BatchNorm2D(3)
+    s = bn.full_name()
+    assert s.startswith("batch_norm2d_")
+    assert [bn.weight.name, bn.bias.name, bn._mean.name, bn._variance.name] == [
+        f"{s}.w_0", f"{s}.b_0", f"{s}.w_1", f"{s}.w_2"]
+    assert nn.Conv2DTranspose(1, 1, 1).full_name().startswith("conv2d_transpose_")
+    assert nn.LayerNorm(3).full_name().startswith("layer_norm_")
+    assert nn.PReLU().full_name().startswith("p_re_lu_")
+    names = [p.name for p in nn.GRU(2, 3).parameters()]
+    cell = names[0].split(".")[0]
+    assert cell.startswith("gru_cell_") and names == [f"{cell}.w_0", f"{cell}.w_1", f"{cell}.b_0", f"{cell}.b_1"]
+
+
+def test_name_keyed_decay_skips_biases():
+    lin = nn.Linear(2, 2)
+    opt = ddg.optimizer.AdamW(learning_rate=0.1, parameters=lin.parameters(), weight_decay=0.5,
+                              apply_decay_param_fun=lambda n: not n.endswith(".b_0"))
+    b0 = lin.bias.numpy()
+    lin(T(np.zeros((1, 2), "float32"))).sum().backward()
+    lin.bias.grad.zero_()
+    opt.step()
+    np.testing.assert_array_equal(lin.bias.numpy(), b0)  # no gradient, no decay
+
+
+# -- small silent differences ------------------------------------------------------------
+def test_multiplicative_decay_get_lr_is_pure():
+    s = ddg.optimizer.lr.MultiplicativeDecay(0.5, lambda e: 0.9)
+    assert s.get_lr() == s.get_lr() == s() == 0.5
+    s.step()
+    assert s.get_lr() == pytest.approx(0.45) and s.get_lr() == pytest.approx(0.45) and s.last_lr == pytest.approx(0.45)
+    s.step()
+    assert s.get_lr() == pytest.approx(0.405) and s.last_lr == pytest.approx(0.405)
+
+
+def test_numpy_returns_a_copy():
+    t = T([1.0, 2.0])
+    a = t.numpy()
+    a[0] = 5
+    assert t.numpy()[0] == 1.0
+
+
+def test_default_float_dtype_for_full_and_new_layers():
+    assert ddg.full([2, 2], 3).dtype == ddg.float32
+    assert ddg.full([2], True).dtype == ddg.bool
+    assert ddg.full([2], 3, "int32").dtype == ddg.int32
+    old = ddg.get_default_dtype()
+    try:
+        ddg.set_default_dtype("float64")
+        assert ddg.nn.Linear(2, 3).weight.dtype == ddg.float64
+        assert ddg.nn.Conv2D(1, 1, 1).bias.dtype == ddg.float64
+        assert ddg.nn.BatchNorm2D(2)._mean.dtype == ddg.float64
+        assert ddg.full([2], 3).dtype == ddg.float64
+
+        class M(nn.Layer):
+            def __init__(self):
+                super().__init__()
+                self.w = self.create_parameter([2])
+        assert M().w.dtype == ddg.float64
+    finally:
+        ddg.set_default_dtype(old)
+    assert ddg.nn.Linear(2, 3).weight.dtype == ddg.float32
+
+
+def test_dtype_as_second_positional_argument():
+    assert ddg.zeros([2, 3], "int64").dtype == ddg.int64
+    assert ddg.ones([2], "int32").dtype == ddg.int32
+    assert ddg.rand([2], "float64").dtype == ddg.float64
+    assert ddg.randn([2], "float64").dtype == ddg.float64
+    assert ddg.empty([2], "int64").dtype == ddg.int64
+    assert ddg.zeros(2, 3).shape == [2, 3]  # PyTorch varargs still work
+
+
+def test_bitwise_operators_on_ints():
+    a, b = T([5, 3, -2]), T([3, 6, 1])
+    assert (a & b).tolist() == [1, 2, 0] and (a & b).dtype == ddg.int64
+    assert (a | b).tolist() == [7, 7, -1]
+    assert (~a).tolist() == [-6, -4, 1]
+    assert (a ^ b).tolist() == [6, 5, -1]
+    bb = T([True, False])
+    assert (~bb).tolist() == [False, True] and (bb & bb).dtype == ddg.bool
+
+
+def test_mean_of_int_tensors():
+    m = ddg.mean(T([5, 3, -2]))
+    assert m.dtype == ddg.int64 and m.item() == 2
+    assert T([-1, -2]).mean().item() == -1 and T([-1, -4]).mean().item() == -2  # toward zero
+    assert T([1, 2], dtype="int32").mean().dtype == ddg.int32
+
+
+def test_python_float_labels_batch_as_float64():
+    class D(ddg.io.Dataset):
+        def __len__(self):
+            return 4
+
+        def __getitem__(self, i):
+            return np.ones(2, "float32"), float(i), i, np.float32(i)
+    x, f, i, f32 = next(iter(ddg.io.DataLoader(D(), batch_size=2)))
+    assert (x.dtype, f.dtype, i.dtype, f32.dtype) == (ddg.float32, ddg.float64, ddg.int64, ddg.float32)
+
+
+_KINKS = np.array([-3.0, -1.0, -0.5, 0.0, 0.5, 1.0, 3.0, 6.0, -2.5, 2.5], "float32")
+
+
+@pytest.mark.parametrize("fn,expect", [
+    (F.relu6, [0, 0, 0, 0, 1, 1, 1, 0, 0, 1]),
+    (lambda x: F.leaky_relu(x, 0.1), [0.1, 0.1, 0.1, 1, 1, 1, 1, 1, 0.1, 1]),
+    (F.elu, [0.04978704, 0.36787945, 0.60653067, 1, 1, 1, 1, 1, 0.08208501, 1]),
+    (lambda x: F.elu(x, 0.5), [0.02489352, 0.18393973, 0.30326533, 0.5, 1, 1, 1, 1, 0.0410425, 1]),
+    (F.hardswish, [0, 1 / 6, 1 / 3, 0.5, 2 / 3, 5 / 6, 1, 1, -1 / 3, 4 / 3]),
+    (F.hardtanh, [0, 0, 1, 1, 1, 0, 0, 0, 0, 0]),
+    (lambda x: F.hardtanh(x, -3.0, 3.0), [0, 1, 1, 1, 1, 1, 0, 0, 1, 1]),
+    (lambda x: ddg.clip(x, -1.0, 1.0), [0, 1, 1, 1, 1, 1, 0, 0, 0, 0]),
+    (lambda x: F.hardsigmoid(x, 0.25, 0.5), [0, 0.25, 0.25, 0.25, 0.25, 0.25, 0, 0, 0, 0]),
+    (F.relu, [0, 0, 0, 0, 1, 1, 1, 1, 0, 1]),
+])
+def test_activation_gradients_at_kinks(fn, expect):
+    x = T(_KINKS, stop_gradient=False)
+    fn(x).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), expect, rtol=1e-6, atol=1e-7)
