@@ -200,11 +200,15 @@ def test_pylayer_custom_forward_backward():
 def test_inplace_update_of_leaf_requires_no_grad():
     w = leaf([1.0, 2.0])
     with pytest.raises(RuntimeError, match="leaf"):
-        w -= 1.0
+        w.subtract_(1.0)
+    alias = w
+    w2 = w
+    w2 -= 1.0  # Paddle: a new (non-leaf) tensor, the leaf itself is untouched
+    assert w2 is not w and not w2.is_leaf and w.numpy().tolist() == [1.0, 2.0]
     with ddg.no_grad():
         w -= 0.5 * ddg.to_tensor([2.0, 2.0], dtype="float64")
     np.testing.assert_allclose(w.numpy(), [0.0, 1.0])
-    assert not w.stop_gradient and w.is_leaf
+    assert not w.stop_gradient and w.is_leaf and alias is w  # updated in place (seed 002's manual SGD)
 
 
 def test_inplace_arithmetic_on_intermediate_keeps_gradients_right():

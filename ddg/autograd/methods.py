@@ -94,6 +94,24 @@ def _inplace(name):
     return method
 
 
+def _augmented(name):
+    """``b += x`` and friends. Paddle's Tensor has no in-place augmented operators, so
+    ``b += x`` is ``b = b + x``: a new tensor, other names bound to the old one keep its
+    values. One exception, for PyTorch-style manual updates (seed 002's
+    ``w -= lr * w.grad`` under ``no_grad``): a leaf that requires grad, updated while
+    grad mode is off, is updated in place, so it stays the same leaf and keeps training
+    (in Paddle that line would rebind ``w`` to a tensor that no longer requires grad)."""
+    op = getattr(E, name)
+    inplace = getattr(Tensor, name + "_")
+
+    def method(self, other):
+        if not grad_mode._enabled[0] and self._node is None and not self.stop_gradient:
+            return inplace(self, other)
+        return op(self, other)
+    method.__name__ = f"__i{name}__"
+    return method
+
+
 def _clip_(self, min=None, max=None):  # noqa: A002
     with grad_mode.no_grad():
         self.set_value(E.clip(self, min, max))
@@ -149,10 +167,9 @@ def install():
     T.__hash__ = object.__hash__
     for name in ("add", "subtract", "multiply", "divide"):
         setattr(T, name + "_", _inplace(name))
-    T.__iadd__ = T.add_
-    T.__isub__ = T.subtract_
-    T.__imul__ = T.multiply_
-    T.__itruediv__ = T.divide_
+    for name, dunder in (("add", "__iadd__"), ("subtract", "__isub__"), ("multiply", "__imul__"),
+                         ("divide", "__itruediv__")):
+        setattr(T, dunder, _augmented(name))
     T.clip_ = _clip_
     T.clamp_ = _clip_
     T.uniform_ = _uniform_

@@ -7,6 +7,7 @@ from ...tensor import backend
 from ...tensor.dtypes import convert_dtype, default_float
 from ...tensor.tensor import Tensor
 from ..function import Function, sum_to
+from ..promotion import result_dtype
 from .logic import nonzero
 
 _SCALARS = (int, float, bool, np.number, np.bool_)
@@ -144,6 +145,18 @@ class Mod(Function):
 
 
 # -- tensor (op) python scalar ----------------------------------------------------
+def _sc(s, a):
+    """The Python scalar ``s`` as an operand for array ``a``. numpy 1.x promotes a 0-d
+    array with a Python scalar by value (a float32 0-d array times 2 is float64 there,
+    float32 under numpy 2's rules and in Paddle), so for 0-d arrays the scalar is given
+    ``a``'s dtype, which keeps ``a``'s dtype under every numpy. numpy scalars
+    (``np.float64(0.5)``) count as Python scalars, as in Paddle."""
+    if (a.ndim == 0 or isinstance(s, np.generic)) and (a.dtype.kind in "fc" or (a.dtype.kind in "iu" and isinstance(s, (int, np.integer))
+                                                and not isinstance(s, (bool, np.bool_)))):
+        return a.dtype.type(s)
+    return s
+
+
 class AddScalar(Function):
     save_inputs = False
 
@@ -151,7 +164,7 @@ class AddScalar(Function):
         self.s = s
 
     def forward(self, a):
-        return a + self.s
+        return a + _sc(self.s, a)
 
     def backward(self, g):
         return g
@@ -164,7 +177,7 @@ class MulScalar(Function):
         self.s = s
 
     def forward(self, a):
-        return a * self.s
+        return a * _sc(self.s, a)
 
     def backward(self, g):
         return g * self.s
@@ -177,7 +190,7 @@ class RSubScalar(Function):  # s - a
         self.s = s
 
     def forward(self, a):
-        return self.s - a
+        return _sc(self.s, a) - a
 
     def backward(self, g):
         return -g
@@ -190,7 +203,7 @@ class DivScalar(Function):  # a / s
         self.s = s
 
     def forward(self, a):
-        return a / self.s
+        return a / _sc(self.s, a)
 
     def backward(self, g):
         return g / self.s
@@ -204,7 +217,7 @@ class RDivScalar(Function):  # s / a
 
     def forward(self, a):
         self.a = a
-        self.out = self.s / a
+        self.out = _sc(self.s, a) / a
         return self.out
 
     def backward(self, g):
@@ -217,7 +230,7 @@ class PowScalar(Function):  # a ** s
 
     def forward(self, a):
         self.a = a
-        return a ** self.s
+        return a ** _sc(self.s, a)
 
     def backward(self, g):
         s = self.s
@@ -234,7 +247,7 @@ class RPowScalar(Function):  # s ** a
         self.s = s
 
     def forward(self, a):
-        self.out = self.s ** a
+        self.out = _sc(self.s, a) ** a
         return self.out
 
     def backward(self, g):
@@ -487,6 +500,19 @@ def _as_tensor(x, like):
     return x if isinstance(x, Tensor) else _const(x, like)
 
 
+def _promote(x, y, op, scalar_tensors=True):
+    """Both tensors in the dtype Paddle 3 computes ``op`` in (see ``promotion``)."""
+    dx, dy = x._data.dtype, y._data.dtype
+    if dx == dy:
+        return x, y
+    d = result_dtype(dx, x._data.ndim, dy, y._data.ndim, op, scalar_tensors)
+    return cast(x, d), cast(y, d)
+
+
+def _pair(x, y, op):
+    return _promote(_as_tensor(x, y), _as_tensor(y, x), op)
+
+
 def _int_to_float(x):
     """Paddle promotes an integer tensor to float when combined with a float scalar."""
     return cast(x, default_float()) if x._data.dtype.kind in "iub" else x
@@ -494,19 +520,19 @@ def _int_to_float(x):
 
 def add(x, y, name=None):
     if isinstance(y, Tensor) and isinstance(x, Tensor):
-        return Add()(x, y)
+        return Add()(*_promote(x, y, "add"))
     if isinstance(y, _SCALARS) and isinstance(x, Tensor):
         if isinstance(y, float):
             x = _int_to_float(x)
         return AddScalar(y)(x)
     if isinstance(x, _SCALARS):
         return add(y, x)
-    return Add()(_as_tensor(x, y), _as_tensor(y, x))
+    return Add()(*_pair(x, y, "add"))
 
 
 def subtract(x, y, name=None):
     if isinstance(y, Tensor) and isinstance(x, Tensor):
-        return Sub()(x, y)
+        return Sub()(*_promote(x, y, "subtract"))
     if isinstance(y, _SCALARS) and isinstance(x, Tensor):
         if isinstance(y, float):
             x = _int_to_float(x)
@@ -515,19 +541,19 @@ def subtract(x, y, name=None):
         if isinstance(x, float):
             y = _int_to_float(y)
         return RSubScalar(x)(y)
-    return Sub()(_as_tensor(x, y), _as_tensor(y, x))
+    return Sub()(*_pair(x, y, "subtract"))
 
 
 def multiply(x, y, name=None):
     if isinstance(y, Tensor) and isinstance(x, Tensor):
-        return Mul()(x, y)
+        return Mul()(*_promote(x, y, "multiply"))
     if isinstance(y, _SCALARS) and isinstance(x, Tensor):
         if isinstance(y, float):
             x = _int_to_float(x)
         return MulScalar(y)(x)
     if isinstance(x, _SCALARS):
         return multiply(y, x)
-    return Mul()(_as_tensor(x, y), _as_tensor(y, x))
+    return Mul()(*_pair(x, y, "multiply"))
 
 
 def divide(x, y, name=None):
@@ -536,7 +562,7 @@ def divide(x, y, name=None):
         return DivScalar(y)(_int_to_float(x))
     if isinstance(x, _SCALARS):
         return RDivScalar(x)(_int_to_float(y))
-    x, y = _as_tensor(x, y), _as_tensor(y, x)
+    x, y = _pair(x, y, "divide")
     if x._data.dtype.kind in "iub" and y._data.dtype.kind in "iub":
         x, y = _int_to_float(x), _int_to_float(y)
     return Div()(x, y)
@@ -549,15 +575,15 @@ def pow(x, y, name=None):
         return PowScalar(y)(x)
     if isinstance(x, _SCALARS):
         return RPowScalar(x)(_int_to_float(y) if isinstance(x, float) else y)
-    return Pow()(_as_tensor(x, y), _as_tensor(y, x))
+    return Pow()(*_pair(x, y, "pow"))
 
 
 def floor_divide(x, y, name=None):
-    return FloorDiv()(_as_tensor(x, y), _as_tensor(y, x))
+    return FloorDiv()(*_pair(x, y, "floor_divide"))
 
 
 def remainder(x, y, name=None):
-    return Mod()(_as_tensor(x, y), _as_tensor(y, x))
+    return Mod()(*_pair(x, y, "remainder"))
 
 
 mod = remainder
@@ -565,11 +591,11 @@ floor_mod = remainder
 
 
 def maximum(x, y, name=None):
-    return Maximum()(_as_tensor(x, y), _as_tensor(y, x))
+    return Maximum()(*_pair(x, y, "maximum"))
 
 
 def minimum(x, y, name=None):
-    return Minimum()(_as_tensor(x, y), _as_tensor(y, x))
+    return Minimum()(*_pair(x, y, "minimum"))
 
 
 def neg(x, name=None):
@@ -666,7 +692,6 @@ def where(condition, x=None, y=None, name=None):
         return nonzero(condition, as_tuple=True)
     like = condition if not isinstance(x, Tensor) and not isinstance(y, Tensor) else (
         x if isinstance(x, Tensor) else y)
-    x = _as_tensor(x, like)
-    y = _as_tensor(y, like)
+    x, y = _promote(_as_tensor(x, like), _as_tensor(y, like), "where", scalar_tensors=False)
     cond = condition if isinstance(condition, Tensor) else _const(condition, like)
     return Where()(cond, x, y)

@@ -429,11 +429,21 @@ def broadcast_tensors(input, name=None):  # noqa: A002
     return [broadcast_to(t, shape) for t in input]
 
 
+def _same_dtype(x, op):
+    """Paddle's concat and stack take one dtype only (even float32 with float64 is refused)."""
+    d = x[0]._data.dtype
+    for i, t in enumerate(x):
+        if t._data.dtype != d:
+            raise TypeError(f"ddg.{op}: tensor 0 is {d} but tensor {i} is {t._data.dtype} (shapes {x[0].shape} "
+                            f"and {t.shape}); cast them to one dtype first")
+
+
 def concat(x, axis=0, name=None):
     x = list(x)
     if not x:
         raise ValueError("ddg.concat: needs at least one tensor")
     axis = _ax(axis.item() if isinstance(axis, Tensor) else axis, x[0].ndim, "concat")
+    _same_dtype(x, "concat")
     return Concat(axis)(*x)
 
 
@@ -447,6 +457,7 @@ def stack(x, axis=0, name=None):
     shapes = {tuple(t._data.shape) for t in x}
     if len(shapes) > 1:
         raise ValueError(f"ddg.stack: all tensors need the same shape, got {[t.shape for t in x]}")
+    _same_dtype(x, "stack")
     axis = int(axis)
     if axis < 0:
         axis += x[0].ndim + 1
