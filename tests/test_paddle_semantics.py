@@ -207,3 +207,70 @@ def test_activation_gradients_at_kinks(fn, expect):
     x = T(_KINKS, stop_gradient=False)
     fn(x).sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), expect, rtol=1e-6, atol=1e-7)
+
+
+# -- type promotion (Paddle 3) -------------------------------------------------------------
+def test_mixed_dtypes_follow_paddle3():
+    i64, i32 = T([1, 2]), T([1, 2], dtype="int32")
+    f32, f64 = T([1.5, 2.0]), T([1.0, 2.0], dtype="float64")
+    for a, b in ((i64, f32), (f32, i64), (i32, i64), (f32, i32), (T([True, False]), i64), (i64, f64)):
+        with pytest.raises(TypeError, match=f"{a.dtype} and {b.dtype}"):
+            a + b
+    with pytest.raises(TypeError, match="ddg.maximum"):
+        ddg.maximum(i64, f32)
+    with pytest.raises(TypeError, match="ddg.where"):
+        ddg.where(T([True, False]), i64, f32)
+    with pytest.raises(TypeError, match="ddg.equal"):
+        i32 == i64  # noqa: B015
+    for xs in ([i64, f32], [i32, i64], [f32, f64]):
+        with pytest.raises(TypeError, match="ddg.concat"):
+            ddg.concat(xs)
+    with pytest.raises(TypeError, match="ddg.stack"):
+        ddg.stack([i64, f32])
+    assert (f32 + f64).dtype == ddg.float64 and (f64 * f32).dtype == ddg.float64
+    assert ddg.where(T([True, False]), f32, f64).dtype == ddg.float64
+    assert (f32 < f64).dtype == ddg.bool
+    # 0-d tensors act as scalars
+    assert (i32 + T(1)).dtype == ddg.int32
+    assert (f32 + T(1)).dtype == ddg.float32 and (T(1) + f32).dtype == ddg.float32
+    assert (i64 + T(1.0, dtype="float64")).dtype == ddg.float64
+    assert (f32 * T(2.0, dtype="float64")).dtype == ddg.float32
+    assert (T(1.0) + f64).dtype == ddg.float64
+    assert (T(1, dtype="int32") + T(1)).dtype == ddg.int64 and (T(1.0) + T(1)).dtype == ddg.float32
+    # Python and numpy scalars
+    assert (i64 * 1.5).dtype == ddg.float32 and (i32 + 1).dtype == ddg.int32
+    assert (f32 + np.float64(1)).dtype == ddg.float32 and (i64 + np.float64(1.5)).dtype == ddg.float32
+    assert (i64 / i64).dtype == ddg.float32 and (i64 // i64).dtype == ddg.int64
+
+
+def test_zero_d_results_stay_float32():
+    """numpy 1.x promoted 0-d float32 arrays with Python scalars to float64 (run this file
+    under numpy 1.26 to see it fail without the fix)."""
+    x = T(np.random.default_rng(0).random((4, 3)).astype("float32"), stop_gradient=False)
+    lab = T([0, 1, 2, 1])
+    outs = [F.cross_entropy(x, lab), F.nll_loss(F.log_softmax(x), lab), F.kl_div(x, x, "batchmean"),
+            F.mse_loss(x, x * 2, "sum"), x.std(), x.var(), x.sum() / 3, 3 / x.sum(), x.sum() * 2, 2 ** x.sum(),
+            x.sum() + 1, 1 - x.sum(), x.sum() ** 2, x.sum() * np.float64(0.5)]
+    assert [str(o.dtype) for o in outs] == ["float32"] * len(outs)
+
+
+# -- augmented assignment -----------------------------------------------------------------
+def test_augmented_assignment_rebinds_like_paddle():
+    b = T([1.0, 2.0])
+    c = b
+    b += T([1.0, 1.0])
+    assert c.tolist() == [1.0, 2.0] and b.tolist() == [2.0, 3.0] and b is not c
+    x = T([1, 2])
+    x += 1.5  # a new tensor, so it may change dtype
+    assert x.dtype == ddg.float32 and x.tolist() == [2.5, 3.5]
+    w = T([1.0, 2.0], stop_gradient=False)
+    h = w
+    h += 1  # a leaf that requires grad, in grad mode: a new non-leaf tensor (Paddle)
+    assert not h.is_leaf and w.tolist() == [1.0, 2.0]
+    h.sum().backward()
+    assert w.grad.tolist() == [1.0, 1.0]
+    p = ddg.randn(3, requires_grad=True)
+    alias = p
+    with ddg.no_grad():
+        p -= 0.1 * ddg.ones([3])  # PyTorch-style manual SGD (seed 002): in place, stays the leaf
+    assert p is alias and p.is_leaf and not p.stop_gradient
