@@ -21,7 +21,8 @@ from .autograd.grad_mode import no_grad, enable_grad, set_grad_enabled, is_grad_
 from .autograd.ops.elementwise import (add, subtract, multiply, divide, pow, maximum, minimum,  # noqa: F401
                                        floor_divide, remainder, mod, floor_mod, neg, abs, exp, log, log1p,
                                        sqrt, rsqrt, square, sin, cos, tanh, sigmoid, erf, clip, clamp, sign,
-                                       floor, ceil, round, cast, where)
+                                       floor, ceil, round, cast, where, tan, asin, acos, atan, sinh, cosh,
+                                       asinh, acosh, atanh, log2, log10, expm1, reciprocal, trunc)
 from .autograd.ops.logic import (equal, not_equal, less_than, less_equal, greater_than,  # noqa: F401
                                  greater_equal, logical_and, logical_or, logical_xor, logical_not,
                                  bitwise_and, bitwise_or, bitwise_xor, bitwise_not, isnan, isinf,

@@ -274,3 +274,56 @@ def test_augmented_assignment_rebinds_like_paddle():
     with ddg.no_grad():
         p -= 0.1 * ddg.ones([3])  # PyTorch-style manual SGD (seed 002): in place, stays the leaf
     assert p is alias and p.is_leaf and not p.stop_gradient
+
+
+_UNARY = ["exp", "log", "log1p", "sqrt", "rsqrt", "square", "sin", "cos", "tan", "tanh", "sigmoid", "erf", "abs",
+          "neg", "asin", "acos", "atan", "sinh", "cosh", "asinh", "atanh", "log2", "log10", "expm1", "reciprocal",
+          "trunc", "floor", "sign", "logsumexp", "sum", "mean", "prod", "max", "cumsum"]
+_F_UNARY = ["relu", "relu6", "leaky_relu", "elu", "gelu", "silu", "hardswish", "hardtanh", "hardsigmoid", "softplus", "mish",
+            "log_sigmoid", "softsign", "tanhshrink", "selu", "celu", "softshrink", "hardshrink", "thresholded_relu"]
+
+
+@pytest.mark.parametrize("name", _UNARY + ["F." + n for n in _F_UNARY])
+def test_zero_d_float32_stays_float32(name):
+    """Forward and backward of a 0-d float32 tensor stay float32 (numpy 1.x would turn
+    ``1 / a`` or ``a * 2`` of a 0-d float32 array into float64)."""
+    fn = getattr(F, name[2:]) if name.startswith("F.") else getattr(ddg, name)
+    x = T(np.float32(0.6), stop_gradient=False)
+    y = fn(x)
+    assert y.dtype == ddg.float32
+    y.backward()
+    assert x.grad.dtype == ddg.float32
+
+
+# -- activations added for issue 14, values and gradients as Paddle 3.3.1 prints them ----------
+_SHRINK_X = np.array([-1.0, -0.5, -0.2, 0.0, 0.2, 0.5, 1.0, 2.0], "float32")
+
+
+@pytest.mark.parametrize("fn,out,grad", [
+    (F.hardshrink, [-1.0, -0.5, 0.0, 0.0, 0.0, 0.5, 1.0, 2.0], [1, 1, 0, 0, 0, 1, 1, 1]),
+    (F.softshrink, [-0.5, 0.0, 0.0, 0.0, 0.0, 0.0, 0.5, 1.5], [1, 0, 0, 0, 0, 0, 1, 1]),
+    (F.thresholded_relu, [0, 0, 0, 0, 0, 0, 0, 2.0], [0, 0, 0, 0, 0, 0, 0, 1]),
+    (lambda x: F.celu(x, 0.5), [-0.43233237, -0.31606027, -0.16483998, 0.0, 0.2, 0.5, 1.0, 2.0],
+     [0.13533528, 0.36787945, 0.67032003, 1, 1, 1, 1, 1]),
+    (F.selu, [-1.1113306, -0.6917582, -0.3186893, 0.0, 0.21014021, 0.5253505, 1.050701, 2.101402],
+     [0.6467687, 1.0663412, 1.43941, 1.7580993, 1.050701, 1.050701, 1.050701, 1.050701]),
+    (nn.SELU(), [-1.1113306, -0.6917582, -0.3186893, 0.0, 0.21014021, 0.5253505, 1.050701, 2.101402], None),
+    (nn.CELU(0.5), [-0.43233237, -0.31606027, -0.16483998, 0.0, 0.2, 0.5, 1.0, 2.0], None),
+    (nn.Softshrink(), [-0.5, 0.0, 0.0, 0.0, 0.0, 0.0, 0.5, 1.5], None),
+    (nn.Hardshrink(), [-1.0, -0.5, 0.0, 0.0, 0.0, 0.5, 1.0, 2.0], None),
+    (nn.ThresholdedReLU(), [0, 0, 0, 0, 0, 0, 0, 2.0], None),
+])
+def test_new_activations_match_paddle(fn, out, grad):
+    x = T(_SHRINK_X, stop_gradient=False)
+    y = fn(x)
+    np.testing.assert_allclose(y.numpy(), out, rtol=1e-5, atol=1e-7)
+    if grad is not None:
+        y.sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), grad, rtol=1e-5, atol=1e-7)
+
+
+def test_new_activations_gradcheck_away_from_kinks():
+    from ddg.autograd import gradcheck
+    x = T(np.array([-1.7, -0.9, -0.31, 0.33, 0.8, 1.9]), stop_gradient=False)
+    for f in (F.selu, lambda t: F.celu(t, 0.7), F.softshrink, F.hardshrink, lambda t: F.thresholded_relu(t, 0.5)):
+        assert gradcheck(f, [x])

@@ -180,7 +180,8 @@ def install():
     T.to = _to
     methods = {
         E: "add subtract multiply divide pow maximum minimum floor_divide remainder mod exp log log1p sqrt "
-           "rsqrt square sin cos tanh sigmoid erf relu abs neg sign floor ceil round clip clamp where",
+           "rsqrt square sin cos tanh sigmoid erf relu abs neg sign floor ceil round clip clamp where "
+           "tan asin acos atan sinh cosh asinh acosh atanh log2 log10 expm1 reciprocal trunc",
         G: "equal not_equal less_than less_equal greater_than greater_equal logical_and logical_or logical_xor "
            "logical_not bitwise_and bitwise_or bitwise_xor bitwise_not isnan isinf isfinite equal_all allclose isclose nonzero",
         L: "matmul mm bmm",

@@ -321,7 +321,7 @@ class Rsqrt(Function):
     save_output = True
 
     def forward(self, a):
-        self.out = 1 / backend.get_array_module(a).sqrt(a)
+        self.out = a.dtype.type(1) / backend.get_array_module(a).sqrt(a)
         return self.out
 
     def backward(self, g):
@@ -392,12 +392,140 @@ class Erf(Function):
         return g * (2 / np.sqrt(np.pi)) * xp.exp(-self.a * self.a)
 
 
+class Tan(Function):
+    save_inputs = False
+    save_output = True
+
+    def forward(self, a):
+        self.out = backend.get_array_module(a).tan(a)
+        return self.out
+
+    def backward(self, g):
+        return g * (1 + self.out * self.out)
+
+
+class _InputUnary(Function):
+    """A unary op whose gradient is ``g * d(a)``, with ``d`` a function of the input."""
+    fn = None
+
+    def forward(self, a):
+        self.a = a
+        return getattr(backend.get_array_module(a), self.fn)(a)
+
+    def backward(self, g):
+        return g * self.d(backend.get_array_module(g), self.a)
+
+
+class Asin(_InputUnary):
+    fn = "arcsin"
+
+    @staticmethod
+    def d(xp, a):
+        return 1 / xp.sqrt(1 - a * a)
+
+
+class Acos(_InputUnary):
+    fn = "arccos"
+
+    @staticmethod
+    def d(xp, a):
+        return -1 / xp.sqrt(1 - a * a)
+
+
+class Atan(_InputUnary):
+    fn = "arctan"
+
+    @staticmethod
+    def d(xp, a):
+        return 1 / (1 + a * a)
+
+
+class Sinh(_InputUnary):
+    fn = "sinh"
+
+    @staticmethod
+    def d(xp, a):
+        return xp.cosh(a)
+
+
+class Cosh(_InputUnary):
+    fn = "cosh"
+
+    @staticmethod
+    def d(xp, a):
+        return xp.sinh(a)
+
+
+class Asinh(_InputUnary):
+    fn = "arcsinh"
+
+    @staticmethod
+    def d(xp, a):
+        return 1 / xp.sqrt(a * a + 1)
+
+
+class Acosh(_InputUnary):
+    fn = "arccosh"
+
+    @staticmethod
+    def d(xp, a):
+        return 1 / xp.sqrt(a * a - 1)
+
+
+class Atanh(_InputUnary):
+    fn = "arctanh"
+
+    @staticmethod
+    def d(xp, a):
+        return 1 / (1 - a * a)
+
+
+class Log2(_InputUnary):
+    fn = "log2"
+
+    @staticmethod
+    def d(xp, a):
+        return 1 / (a * a.dtype.type(np.log(2)))
+
+
+class Log10(_InputUnary):
+    fn = "log10"
+
+    @staticmethod
+    def d(xp, a):
+        return 1 / (a * a.dtype.type(np.log(10)))
+
+
+class Expm1(Function):
+    save_inputs = False
+    save_output = True
+
+    def forward(self, a):
+        self.out = backend.get_array_module(a).expm1(a)
+        return self.out
+
+    def backward(self, g):
+        return g * (self.out + 1)
+
+
+class Reciprocal(Function):
+    save_inputs = False
+    save_output = True
+
+    def forward(self, a):
+        self.out = a.dtype.type(1) / a
+        return self.out
+
+    def backward(self, g):
+        return -g * self.out * self.out
+
+
 class Relu(Function):
     save_inputs = False
     save_output = True
 
     def forward(self, a):
-        self.out = backend.get_array_module(a).maximum(a, 0)
+        self.out = backend.get_array_module(a).maximum(a, a.dtype.type(0))
         return self.out
 
     def backward(self, g):
@@ -652,6 +780,62 @@ def erf(x, name=None):
 
 def relu(x, name=None):
     return Relu()(x)
+
+
+def tan(x, name=None):
+    return Tan()(_int_to_float(x))
+
+
+def asin(x, name=None):
+    return Asin()(_int_to_float(x))
+
+
+def acos(x, name=None):
+    return Acos()(_int_to_float(x))
+
+
+def atan(x, name=None):
+    return Atan()(_int_to_float(x))
+
+
+def sinh(x, name=None):
+    return Sinh()(_int_to_float(x))
+
+
+def cosh(x, name=None):
+    return Cosh()(_int_to_float(x))
+
+
+def asinh(x, name=None):
+    return Asinh()(_int_to_float(x))
+
+
+def acosh(x, name=None):
+    return Acosh()(_int_to_float(x))
+
+
+def atanh(x, name=None):
+    return Atanh()(_int_to_float(x))
+
+
+def log2(x, name=None):
+    return Log2()(_int_to_float(x))
+
+
+def log10(x, name=None):
+    return Log10()(_int_to_float(x))
+
+
+def expm1(x, name=None):
+    return Expm1()(_int_to_float(x))
+
+
+def reciprocal(x, name=None):
+    return Reciprocal()(_int_to_float(x))
+
+
+def trunc(input, name=None):  # noqa: A002 - Paddle's name
+    return ZeroGrad("trunc")(input)
 
 
 def clip(x, min=None, max=None, name=None):  # noqa: A002 - Paddle's names

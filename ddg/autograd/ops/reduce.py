@@ -130,7 +130,7 @@ class LogSumExp(Function):
     def forward(self, a):
         xp = backend.get_array_module(a)
         m = a.max(axis=self.axes, keepdims=True)
-        m = xp.where(xp.isfinite(m), m, 0)
+        m = xp.where(xp.isfinite(m), m, m.dtype.type(0))
         self.e = xp.exp(a - m)
         s = self.e.sum(axis=self.axes, keepdims=True)
         self.s = s

@@ -20,6 +20,34 @@ def elu(x, alpha=1.0, name=None):
     return E.where(x > 0, x, (E.exp(E.where(x <= 0, x, 0.0)) - 1) * alpha)
 
 
+def selu(x, scale=1.0507009873554805, alpha=1.6732632423543772, name=None):
+    # gradient scale * alpha at 0 (the left branch's slope), as Paddle
+    return scale * E.where(x > 0, x, (E.exp(E.where(x <= 0, x, 0.0)) - 1) * alpha)
+
+
+def celu(x, alpha=1.0, name=None):
+    if alpha == 0:
+        raise ZeroDivisionError("ddg.nn.functional.celu: alpha must not be 0")
+    return E.where(x > 0, x, (E.exp(E.where(x <= 0, x, 0.0) / alpha) - 1) * alpha)
+
+
+def softshrink(x, threshold=0.5, name=None):
+    """``x - t`` above ``t``, ``x + t`` below ``-t``, 0 between (gradient 0 at ``±t``, as Paddle)."""
+    if threshold < 0:
+        raise ValueError(f"ddg.nn.functional.softshrink: threshold must be >= 0, got {threshold}")
+    return E.where(x > threshold, x - threshold, E.where(x < -threshold, x + threshold, 0.0))
+
+
+def hardshrink(x, threshold=0.5, name=None):
+    """``x`` where ``|x| >= threshold`` (Paddle keeps the bounds), else 0."""
+    return E.where(E.abs(x) >= threshold, x, 0.0)
+
+
+def thresholded_relu(x, threshold=1.0, value=0.0, name=None):
+    """``x`` where ``x > threshold``, else ``value``."""
+    return E.where(x > threshold, x, float(value))
+
+
 def gelu(x, approximate=False, name=None):
     if approximate:
         return 0.5 * x * (1 + E.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
