@@ -327,3 +327,68 @@ def test_new_activations_gradcheck_away_from_kinks():
     x = T(np.array([-1.7, -0.9, -0.31, 0.33, 0.8, 1.9]), stop_gradient=False)
     for f in (F.selu, lambda t: F.celu(t, 0.7), F.softshrink, F.hardshrink, lambda t: F.thresholded_relu(t, 0.5)):
         assert gradcheck(f, [x])
+
+
+# -- sorting, triangles, diagonals, norms (values and gradients printed by Paddle 3.3.1) ---------
+def _weighted_grad(y, src):
+    """d/dsrc of sum(y * [1, 2, 3, ...]), the probe used to print Paddle's gradients."""
+    w = T(np.arange(1, y.size + 1, dtype="float32").reshape(y.shape))
+    (y * w).sum().backward()
+    g = src.grad.numpy().tolist()
+    src.clear_grad(set_to_zero=False)
+    return g
+
+
+def test_sort_argsort_topk_match_paddle():
+    x = T(np.array([[3.0, 1.0, 2.0, 1.0], [0.5, -1.0, 4.0, 4.0]], "float32"), stop_gradient=False)
+    y = ddg.sort(x, axis=1)
+    assert y.tolist() == [[1.0, 1.0, 2.0, 3.0], [-1.0, 0.5, 4.0, 4.0]]
+    assert _weighted_grad(y, x) == [[4.0, 1.0, 3.0, 2.0], [6.0, 5.0, 7.0, 8.0]]
+    y = ddg.sort(x, axis=1, descending=True)
+    assert _weighted_grad(y, x) == [[1.0, 3.0, 2.0, 4.0], [7.0, 8.0, 5.0, 6.0]]
+    assert ddg.argsort(x, axis=1).tolist() == [[1, 3, 2, 0], [1, 0, 2, 3]]
+    assert ddg.argsort(x, axis=0, descending=True).tolist() == [[0, 0, 1, 1], [1, 1, 0, 0]]
+    v, i = ddg.topk(x, 2)
+    assert v.tolist() == [[3.0, 2.0], [4.0, 4.0]] and i.tolist() == [[0, 2], [2, 3]] and i.dtype == ddg.int64
+    assert _weighted_grad(v, x) == [[1.0, 0.0, 2.0, 0.0], [0.0, 0.0, 3.0, 4.0]]
+    v, i = ddg.topk(x, 1, axis=0, largest=False)
+    assert v.tolist() == [[0.5, -1.0, 2.0, 1.0]] and i.tolist() == [[1, 1, 0, 0]]
+
+
+def test_triangles_diagonals_kron_match_paddle():
+    m = T(np.arange(1, 13, dtype="float32").reshape(3, 4), stop_gradient=False)
+    assert ddg.tril(m).tolist() == [[1, 0, 0, 0], [5, 6, 0, 0], [9, 10, 11, 0]]
+    assert ddg.triu(m, 1).tolist() == [[0, 2, 3, 4], [0, 0, 7, 8], [0, 0, 0, 12]]
+    assert _weighted_grad(ddg.tril(m, -1), m) == [[0, 0, 0, 0], [5, 0, 0, 0], [9, 10, 0, 0]]
+    d = ddg.diagonal(m, 1)
+    assert d.tolist() == [2, 7, 12] and _weighted_grad(d, m) == [[0, 1, 0, 0], [0, 0, 2, 0], [0, 0, 0, 3]]
+    assert ddg.trace(m).item() == 18.0
+    v = T([1.0, 2.0, 3.0], stop_gradient=False)
+    assert ddg.diag(v, 1, 9).tolist() == [[9, 1, 9, 9], [9, 9, 2, 9], [9, 9, 9, 3], [9, 9, 9, 9]]
+    assert _weighted_grad(ddg.diag(v, -1), v) == [5.0, 10.0, 15.0]
+    assert ddg.diag(m, -1).tolist() == [5.0, 10.0]
+    a = T([[1.0, 2.0], [3.0, 4.0]], stop_gradient=False)
+    k = ddg.kron(a, T([[0.0, 1.0], [1.0, 0.0], [2.0, 2.0]]))
+    assert k.shape == [6, 4] and k.tolist()[2] == [2.0, 2.0, 4.0, 4.0]
+    assert _weighted_grad(k, a) == [[45.0, 57.0], [117.0, 129.0]]
+    g1, g2 = ddg.meshgrid(T([1.0, 2.0]), T([3.0, 4.0, 5.0]))
+    assert g1.tolist() == [[1, 1, 1], [2, 2, 2]] and g2.tolist() == [[3, 4, 5], [3, 4, 5]]
+    assert [t.tolist() for t in ddg.unstack(m[:2, :2], axis=1)] == [[1, 5], [2, 6]]
+    assert ddg.add_n([m, m, m]).tolist()[0] == [3, 6, 9, 12]
+
+
+def test_norm_and_nan_to_num_match_paddle():
+    m = T(np.arange(1, 13, dtype="float32").reshape(3, 4), stop_gradient=False)
+    for p, val in ((None, 25.495098), ("fro", 25.495098), (2, 25.495098), (1, 78.0), (3, 18.255613),
+                   (float("inf"), 12.0), (float("-inf"), 1.0), (0, 12.0)):
+        np.testing.assert_allclose(ddg.norm(m, p=p).numpy(), val, rtol=1e-6)
+    np.testing.assert_allclose(ddg.norm(m, p=2, axis=1).numpy(), [5.4772258, 13.190906, 21.118711], rtol=1e-6)
+    y = ddg.norm(m, p=3, axis=0, keepdim=True)
+    assert y.shape == [1, 4]
+    np.testing.assert_allclose(_weighted_grad(y, m)[2], [0.89916807, 1.7478694, 2.5474381, 3.3019269], rtol=1e-5)
+    n = T([np.nan, np.inf, -np.inf, 1.5], stop_gradient=False)
+    out = ddg.nan_to_num(n)
+    np.testing.assert_allclose(out.numpy(), [0.0, 3.4028235e38, -3.4028235e38, 1.5], rtol=1e-6)
+    assert ddg.nan_to_num(n, 1.0, 2.0, -3.0).tolist() == [1.0, 2.0, -3.0, 1.5]
+    ddg.nan_to_num(n).sum().backward()
+    assert n.grad.tolist() == [0.0, 0.0, 0.0, 1.0]

@@ -15,6 +15,7 @@ from .ops import linalg as L
 from .ops import logic as G
 from .ops import movement as M
 from .ops import reduce as R
+from .ops import sort as S
 
 
 def detach(x):
@@ -188,12 +189,14 @@ def install():
         R: "sum mean max min amax amin prod argmax argmin logsumexp all any cumsum",
         M: "reshape transpose flatten squeeze unsqueeze expand expand_as broadcast_to tile flip split "
            "chunk unbind gather index_select roll masked_select moveaxis clone",
-        C: "var std dot t outer masked_fill scale",
+        C: "var std dot t outer masked_fill scale sort topk tril triu diagonal trace diag kron add_n nan_to_num "
+           "unstack norm",
     }
     for mod, names in methods.items():
         for n in names.split():
             setattr(T, n, getattr(mod, n))
     T.detach = detach
+    T.argsort = S.argsort
     T.view = M.reshape
     T.pow_ = lambda self, y: self.set_value(E.pow(self, y))
     T.T = property(lambda self: M.transpose(self, list(range(self.ndim))[::-1]))
