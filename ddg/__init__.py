@@ -38,6 +38,7 @@ from .autograd.composite import var, std, count_nonzero, dot, outer, t, masked_f
 from .autograd.composite import (sort, topk, tril, triu, diagonal, trace, diag, kron, meshgrid,  # noqa: F401
                                  add_n, nan_to_num, unstack, norm)
 from .autograd.ops.sort import argsort  # noqa: F401
+from .autograd.composite import assign  # noqa: F401
 from .autograd.methods import detach  # noqa: F401
 from . import device  # noqa: F401  (callable: ddg.device('cpu'))
 from .flags import set_flags, get_flags  # noqa: F401
@@ -74,6 +75,7 @@ _LAZY_ATTRS = {
     "save": (".io.serialization", "save"), "load": (".io.serialization", "load"),
     "DataParallel": (".parallel.data_parallel", "DataParallel"),
     "ParamAttr": (".nn.param_attr", "ParamAttr"),
+    "create_parameter": (".nn.layer.layers", "create_parameter_api"),
 }
 
 

@@ -392,3 +392,114 @@ def test_norm_and_nan_to_num_match_paddle():
     assert ddg.nan_to_num(n, 1.0, 2.0, -3.0).tolist() == [1.0, 2.0, -3.0, 1.5]
     ddg.nan_to_num(n).sum().backward()
     assert n.grad.tolist() == [0.0, 0.0, 0.0, 1.0]
+
+
+# -- small APIs tutorials use (values printed by Paddle 3.3.1) ------------------------------------
+def test_loss_helpers_and_glu_match_paddle():
+    lab = T([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+    np.testing.assert_allclose(F.label_smooth(lab).numpy(), [[1 / 30, 0.93333334, 1 / 30], [0.93333334, 1 / 30, 1 / 30]],
+                               rtol=1e-6)
+    np.testing.assert_allclose(F.label_smooth(lab, prior_dist=T([[0.2, 0.3, 0.5]]), epsilon=0.2).numpy(),
+                               [[0.04, 0.86, 0.1], [0.84, 0.06, 0.1]], rtol=1e-6)
+    assert F.square_error_cost(T([1.0, 2.0]), T([0.0, 4.0])).tolist() == [1.0, 4.0]
+    p = T([[0.2], [0.9]], stop_gradient=False)
+    loss = F.log_loss(p, T([[0.0], [1.0]]))
+    loss.sum().backward()
+    assert loss.shape == [2, 1]
+    np.testing.assert_allclose(loss.numpy().ravel(), [0.22301853, 0.10524942], rtol=1e-6)
+    np.testing.assert_allclose(p.grad.numpy().ravel(), [1.2498437, -1.1109877], rtol=1e-6)
+    x = T(np.arange(8, dtype="float32").reshape(2, 4) / 4, stop_gradient=False)
+    y = F.glu(x)
+    (y * T([[1.0, 2.0], [3.0, 4.0]])).sum().backward()
+    np.testing.assert_allclose(y.numpy(), [[0.0, 0.16979468], [0.8175745, 1.0649409]], rtol=1e-6)
+    np.testing.assert_allclose(x.grad.numpy(), [[0.62245935, 1.3583574, 0.0, 0.10894749],
+                                                [2.4527233, 3.4078109, 0.4474394, 0.6306464]], rtol=1e-5)
+    assert nn.GLU()(x).shape == [2, 2]
+    np.testing.assert_allclose(nn.CosineSimilarity(axis=0)(T([1.0, 2.0]), T([2.0, 1.0])).numpy(), 0.8, rtol=1e-6)
+    assert nn.MarginRankingLoss(0.5)(T([1.0, 2.0]), T([2.0, 1.0]), T([1.0, -1.0])).item() == 1.5
+    np.testing.assert_allclose(nn.Hardsigmoid()(T([-1.0, 0.0, 1.0])).numpy(), [1 / 3, 0.5, 2 / 3], rtol=1e-6)
+    np.testing.assert_allclose(nn.Silu()(T([1.0])).numpy(), [0.7310586], rtol=1e-6)
+
+
+def test_pixel_shuffle_and_zero_pad_match_paddle():
+    x = T(np.arange(16, dtype="float32").reshape(1, 4, 2, 2))
+    y = F.pixel_shuffle(x, 2)
+    assert y.shape == [1, 1, 4, 4]
+    assert y.numpy().ravel().tolist() == [0, 4, 1, 5, 8, 12, 9, 13, 2, 6, 3, 7, 10, 14, 11, 15]
+    y = nn.PixelShuffle(2, "NHWC")(T(np.arange(16, dtype="float32").reshape(1, 2, 2, 4)))
+    assert y.shape == [1, 4, 4, 1]
+    assert y.numpy().ravel().tolist() == [0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15]
+    z = F.zeropad2d(T(np.ones((1, 1, 2, 2), "float32")), [1, 0, 0, 2])
+    assert z.numpy()[0, 0].tolist() == [[0, 1, 1], [0, 1, 1], [0, 0, 0], [0, 0, 0]]
+    assert nn.ZeroPad2D(1)(T(np.ones((1, 1, 1, 1), "float32"))).shape == [1, 1, 3, 3]
+
+
+def test_new_lr_schedules_match_paddle():
+    s = ddg.optimizer.lr.LinearLR(0.5, total_steps=4, start_factor=0.25, end_factor=1.0)
+    got = []
+    for _ in range(7):
+        got.append(s())
+        s.step()
+    np.testing.assert_allclose(got, [0.125, 0.21875, 0.3125, 0.40625, 0.5, 0.5, 0.5])
+    s = ddg.optimizer.lr.CosineAnnealingWarmRestarts(0.5, T_0=3, T_mult=2, eta_min=0.1)
+    got = []
+    for _ in range(12):
+        got.append(s())
+        s.step()
+    np.testing.assert_allclose(got, [0.5, 0.4, 0.2, 0.5, 0.47320508, 0.4, 0.3, 0.2, 0.12679492, 0.5, 0.49318517,
+                                     0.47320508], rtol=1e-7)
+    s = ddg.optimizer.lr.CosineAnnealingWarmRestarts(0.5, T_0=3, T_mult=2, eta_min=0.1)
+    s.step(7)
+    assert s() == pytest.approx(0.2) and s.last_epoch == 7
+    s = ddg.optimizer.lr.CosineAnnealingWarmRestarts(1.0, T_0=2)
+    got = []
+    for _ in range(5):
+        got.append(s())
+        s.step()
+    np.testing.assert_allclose(got, [1.0, 0.5, 1.0, 0.5, 1.0])
+
+
+def test_nn_utils_match_paddle():
+    lin = nn.Linear(2, 2)
+    lin.weight.set_value(np.eye(2, dtype="float32"))
+    (lin(T([[1.0, 2.0]])) * 10).sum().backward()
+    n = nn.utils.clip_grad_norm_(lin.parameters(), 1.0)
+    np.testing.assert_allclose(n.numpy(), 34.641018, rtol=1e-6)  # the norm before clipping, as Paddle
+    np.testing.assert_allclose(lin.weight.grad.numpy(), [[0.2886751, 0.2886751], [0.5773502, 0.5773502]], rtol=1e-5)
+    v = nn.utils.parameters_to_vector([T([[1.0, 2.0]]), T([3.0])])
+    assert v.tolist() == [1.0, 2.0, 3.0]
+    a, b = ddg.zeros([1, 2]), ddg.zeros([1])
+    nn.utils.vector_to_parameters(v, [a, b])
+    assert a.tolist() == [[1.0, 2.0]] and b.tolist() == [3.0]
+
+
+def test_create_parameter_assign_retain_grads_inplace():
+    w = ddg.create_parameter([2, 3], "float32")
+    assert w.name.startswith("create_parameter_") and w.name.endswith(".w_0") and not w.stop_gradient
+    assert w.numpy().std() > 0
+    b = ddg.create_parameter([3], "float32", is_bias=True)
+    assert b.name.endswith(".b_0") and b.tolist() == [0.0, 0.0, 0.0]
+    assert ddg.create_parameter([1], "float64", name="mine").name == "mine"
+    assert ddg.assign(np.array([1, 2])).dtype == ddg.int64 and ddg.assign([1.5]).dtype == ddg.float64
+    out = ddg.zeros([2])
+    assert ddg.assign(T([1.0, 2.0]), out) is out and out.tolist() == [1.0, 2.0]
+    a = T([1.0, 2.0], stop_gradient=False)
+    h = a * 2
+    h.retain_grads()
+    (h * h).sum().backward()
+    assert h.grad.tolist() == [4.0, 8.0]
+    t = T([[1.0, 4.0]])
+    u = t
+    t.sqrt_()
+    assert u.tolist() == [[1.0, 2.0]] and t is u
+    assert t.reshape_([2]) is t and u.shape == [2]
+    assert t.unsqueeze_(0) is t and t.shape == [1, 2]
+    t.squeeze_()
+    assert t.shape == [2]
+    a = T([1.0, 2.0], stop_gradient=False)
+    c = a * 1
+    c.exp_()
+    c.sum().backward()
+    np.testing.assert_allclose(a.grad.numpy(), [2.7182817, 7.389056], rtol=1e-6)
+    with pytest.raises(RuntimeError, match="leaf"):
+        a.exp_()

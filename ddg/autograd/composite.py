@@ -248,3 +248,19 @@ def norm(x, p=None, axis=None, keepdim=False, name=None):
     if p == 1:
         return R.sum(a, axis=axes, keepdim=keepdim)
     return E.pow(R.sum(E.pow(a, p), axis=axes, keepdim=keepdim), 1.0 / p)
+
+
+def assign(x, output=None):
+    """A copy of ``x`` (a Tensor, numpy array, list or number) as a new tensor; with
+    ``output``, written into it. The gradient flows through a tensor ``x``."""
+    if isinstance(x, Tensor):
+        out = M.clone(x)
+    else:
+        arr = np.array(x)  # as Paddle: numpy's dtype (a list of floats is float64)
+        if arr.dtype.kind not in "biufc":
+            raise TypeError(f"ddg.assign: cannot assign a {type(x).__name__} of dtype {arr.dtype}")
+        out = Tensor._wrap(arr)
+    if output is None:
+        return out
+    output.set_value(out)
+    return output

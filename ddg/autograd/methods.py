@@ -2,6 +2,8 @@
 spellings seed 002 uses), and the Tensor methods that need the engine or ops:
 ``backward``, ``astype``/``cast`` and ``to``. ddg/tensor sits above ddg/autograd in the
 package's layering, so ``Tensor`` itself imports none of them."""
+import weakref
+
 import numpy as np
 
 from ..tensor import backend
@@ -113,6 +115,61 @@ def _augmented(name):
     return method
 
 
+def _retain_grads(self):
+    """Keep this non-leaf tensor's gradient in ``.grad`` after backward (leaves always do)."""
+    if self.stop_gradient or self._node is None:
+        return
+    ref = weakref.ref(self)
+
+    def keep(g):
+        t = ref()
+        if t is not None:
+            if t._grad is None:
+                t._grad = Tensor._wrap(g._data.copy())
+            else:
+                t._grad._data += g._data
+    self.register_hook(keep)
+
+
+def _unary_inplace(name, fn):
+    """``exp_``, ``sqrt_``...: the result written into this tensor. While a graph is being
+    recorded, the op is recorded out of place and this Python object takes the result's
+    identity (as ``+=`` on an intermediate does), so earlier users of the old values keep
+    them; a leaf that requires grad refuses, as in Paddle."""
+    def method(self):
+        if grad_mode._enabled[0] and not self.stop_gradient:
+            if self._node is None:
+                raise RuntimeError(f"ddg: in-place {name}_ on a leaf tensor that requires grad (shape {self.shape})")
+            res = fn(self)
+            self._data, self._node, self._idx = res._data, res._node, res._idx
+            self.stop_gradient, self._vc = res.stop_gradient, res._vc
+            return self
+        if _watch[0] is not None:
+            _watch[0](self, name + "_", None)
+        with grad_mode.no_grad():
+            res = fn(self)
+        if res._data.dtype != self._data.dtype:
+            raise TypeError(f"ddg.{name}_: the result is {res._data.dtype}, the tensor {self._data.dtype}; "
+                            f"use {name}() instead")
+        self._data[...] = res._data
+        self._bump()
+        return self
+    method.__name__ = name + "_"
+    return method
+
+
+def _shape_inplace(name, fn):
+    """``reshape_``, ``squeeze_``, ``unsqueeze_``, ``flatten_``: this tensor takes the new
+    shape (a view of the same memory, sharing its version counter)."""
+    def method(self, *args, **kwargs):
+        res = fn(self, *args, **kwargs)
+        self._data, self._node, self._idx = res._data, res._node, res._idx
+        self.stop_gradient = res.stop_gradient
+        return self
+    method.__name__ = name + "_"
+    return method
+
+
 def _clip_(self, min=None, max=None):  # noqa: A002
     with grad_mode.no_grad():
         self.set_value(E.clip(self, min, max))
@@ -176,6 +233,12 @@ def install():
     T.uniform_ = _uniform_
     T.scale_ = lambda self, scale=1.0, bias=0.0: self.multiply_(scale).add_(bias)
 
+    T.retain_grads = _retain_grads
+    for n in ("exp", "sqrt", "rsqrt", "tanh", "sigmoid", "abs", "floor", "ceil", "round", "reciprocal",
+              "square", "log", "sin", "cos", "neg"):
+        setattr(T, n + "_", _unary_inplace(n, getattr(E, n)))
+    for n in ("reshape", "squeeze", "unsqueeze", "flatten"):
+        setattr(T, n + "_", _shape_inplace(n, getattr(M, n)))
     T.backward = _backward
     T.astype = T.cast = _astype
     T.to = _to

@@ -3,6 +3,7 @@ import math
 
 from ...autograd.axes import normalize_axis as _ax
 from ...autograd.ops import elementwise as E
+from ...autograd.ops import movement as _M
 from ...autograd.ops import nn_ops
 from ...autograd.ops.elementwise import relu, sigmoid, tanh  # noqa: F401
 
@@ -118,3 +119,12 @@ def log_softmax(x, axis=-1, dtype=None, name=None):
     elif x.dtype.kind not in "fc":
         x = x.astype("float32")
     return nn_ops.LogSoftmax(_ax(axis, x.ndim, "log_softmax"))(x)
+
+
+def glu(x, axis=-1, name=None):
+    """Gated linear unit: the first half of ``x`` along ``axis`` times the sigmoid of the second."""
+    ax = _ax(axis, x.ndim, "glu")
+    if x.shape[ax] % 2:
+        raise ValueError(f"ddg.nn.functional.glu: axis {axis} of shape {x.shape} must have an even size")
+    a, b = _M.split(x, 2, ax)
+    return a * E.sigmoid(b)

@@ -213,3 +213,20 @@ def cosine_similarity(x1, x2, axis=1, eps=1e-8):
     num = R.sum(x1 * x2, axis=axis)
     den = E.sqrt(R.sum(x1 * x1, axis=axis)) * E.sqrt(R.sum(x2 * x2, axis=axis))
     return num / E.maximum(den, Tensor._wrap(np.asarray(eps, dtype=x1.dtype)))
+
+
+def label_smooth(label, prior_dist=None, epsilon=0.1, name=None):
+    """``(1 - epsilon) * label + epsilon * prior`` (the uniform 1/C without ``prior_dist``)."""
+    if prior_dist is None:
+        return label * (1 - epsilon) + epsilon / label.shape[-1]
+    return label * (1 - epsilon) + prior_dist * epsilon
+
+
+def square_error_cost(input, label):  # noqa: A002
+    """The elementwise ``(input - label) ** 2`` (no reduction)."""
+    return E.square(input - label)
+
+
+def log_loss(input, label, epsilon=1e-4, name=None):  # noqa: A002
+    """The elementwise ``-label * log(input + eps) - (1 - label) * log(1 - input + eps)``."""
+    return -label * E.log(input + epsilon) - (1 - label) * E.log(1 - input + epsilon)

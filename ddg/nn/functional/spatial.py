@@ -200,3 +200,27 @@ def unfold(x, kernel_sizes, strides=1, paddings=0, dilations=1, name=None):
     if any(p < 0 for p in pads):
         raise ValueError(f"ddg.nn.functional.{op}: paddings must be non-negative, got {paddings!r}")
     return C.Unfold(k, s, pads, d)(x)
+
+
+def pixel_shuffle(x, upscale_factor, data_format="NCHW", name=None):
+    """``[N, C*r*r, H, W]`` -> ``[N, C, H*r, W*r]`` (or the NHWC equivalent)."""
+    r = int(upscale_factor)
+    if x.ndim != 4 or data_format not in ("NCHW", "NHWC"):
+        raise ValueError(f"ddg.nn.functional.pixel_shuffle: needs a 4-D input and data_format NCHW or NHWC, got "
+                         f"shape {x.shape} and {data_format!r}")
+    if data_format == "NHWC":
+        x = M.transpose(x, [0, 3, 1, 2])
+    n, c, h, w = x.shape
+    if c % (r * r):
+        raise ValueError(f"ddg.nn.functional.pixel_shuffle: {c} channels are not divisible by "
+                         f"upscale_factor**2 = {r * r}")
+    y = M.reshape(x, [n, c // (r * r), r, r, h, w])
+    y = M.reshape(M.transpose(y, [0, 1, 4, 2, 5, 3]), [n, c // (r * r), h * r, w * r])
+    return M.transpose(y, [0, 2, 3, 1]) if data_format == "NHWC" else y
+
+
+def zeropad2d(x, padding, data_format="NCHW", name=None):
+    """Zero padding of the two spatial axes; ``padding`` is [left, right, top, bottom] or an int."""
+    if isinstance(padding, int):
+        padding = [padding] * 4
+    return pad(x, list(padding), "constant", 0.0, data_format)

@@ -23,6 +23,17 @@ Hardswish = _simple("Hardswish", F.hardswish, "x * relu6(x + 3) / 6")
 Tanhshrink = _simple("Tanhshrink", F.tanhshrink, "x - tanh(x)")
 Softsign = _simple("Softsign", F.softsign, "x / (1 + |x|)")
 LogSigmoid = _simple("LogSigmoid", F.log_sigmoid, "log(sigmoid(x))")
+Silu = _simple("Silu", F.silu, "x * sigmoid(x) (Paddle's other spelling of SiLU)")
+Hardsigmoid = _simple("Hardsigmoid", F.hardsigmoid, "clip(x / 6 + 1 / 2, 0, 1)")
+
+
+class GLU(Layer):
+    def __init__(self, axis=-1, name=None):
+        super().__init__()
+        self._axis = axis
+
+    def forward(self, x):
+        return F.glu(x, self._axis)
 
 
 class LeakyReLU(Layer):

@@ -15,6 +15,7 @@ from ...tensor import backend
 from ...tensor.dtypes import convert_dtype, default_float
 from ...tensor.place import move_array, parse_place
 from ...tensor.tensor import Tensor
+from ..param_attr import ParamAttr
 from ..parameter import Parameter, create_parameter
 
 _name_counts = collections.defaultdict(itertools.count)
@@ -33,6 +34,14 @@ def _camel_to_snake(name):
     and between a lower-case and an upper-case letter, so ``Conv2D`` -> ``conv2d``,
     ``BatchNorm2D`` -> ``batch_norm2d``, ``Conv2DTranspose`` -> ``conv2d_transpose``."""
     return _LOWER_UPPER.sub(r"\1_\2", _WORD.sub(r"\1_\2", name)).lower()
+
+
+def create_parameter_api(shape, dtype, name=None, attr=None, is_bias=False, default_initializer=None):
+    """``paddle.create_parameter``: a Parameter outside any layer, named
+    ``create_parameter_N.w_0`` (``.b_0`` for biases) unless ``name`` or ``attr`` names it."""
+    if name is None and not getattr(ParamAttr._to_attr(attr), "name", None):
+        name = _unique_name(f"{_unique_name('create_parameter')}.{'b' if is_bias else 'w'}")
+    return create_parameter(shape, dtype, attr, is_bias, default_initializer, name=name)
 
 
 class _Handle:

@@ -78,3 +78,14 @@ class KLDivLoss(_Reduced):
 
     def forward(self, input, label):  # noqa: A002
         return F.kl_div(input, label, self.reduction, self.log_target)
+
+
+class MarginRankingLoss(Layer):
+    def __init__(self, margin=0.0, reduction="mean", name=None):
+        super().__init__()
+        if reduction not in ("mean", "sum", "none"):
+            raise ValueError(f"ddg.nn.MarginRankingLoss: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+        self.margin, self.reduction = margin, reduction
+
+    def forward(self, input, other, label):  # noqa: A002
+        return F.margin_ranking_loss(input, other, label, self.margin, self.reduction)

@@ -37,6 +37,28 @@ class Pad2D(_PadNd):
     pass
 
 
+class ZeroPad2D(Layer):
+    """Zero padding of H and W: ``padding`` is an int or [left, right, top, bottom]."""
+
+    def __init__(self, padding, data_format="NCHW", name=None):
+        super().__init__()
+        if isinstance(padding, int):
+            padding = [padding] * 4
+        self._pad, self._data_format = list(padding), data_format
+
+    def forward(self, x):
+        return F.zeropad2d(x, self._pad, self._data_format)
+
+
+class PixelShuffle(Layer):
+    def __init__(self, upscale_factor, data_format="NCHW", name=None):
+        super().__init__()
+        self._factor, self._data_format = upscale_factor, data_format
+
+    def forward(self, x):
+        return F.pixel_shuffle(x, self._factor, self._data_format)
+
+
 class Pad3D(_PadNd):
     _nd = 3
     _default_format = "NCDHW"
