@@ -503,3 +503,9 @@ def test_create_parameter_assign_retain_grads_inplace():
     np.testing.assert_allclose(a.grad.numpy(), [2.7182817, 7.389056], rtol=1e-6)
     with pytest.raises(RuntimeError, match="leaf"):
         a.exp_()
+
+
+def test_numel_is_a_0d_int64_tensor():
+    n = ddg.ones([2, 3]).numel()
+    assert isinstance(n, ddg.Tensor) and n.shape == [] and n.dtype == ddg.int64 and int(n) == 6
+    assert list(range(n)) == list(range(6)) and ddg.numel(ddg.ones([4])).item() == 4

@@ -234,6 +234,7 @@ def install():
     T.scale_ = lambda self, scale=1.0, bias=0.0: self.multiply_(scale).add_(bias)
 
     T.retain_grads = _retain_grads
+    T.numel = M.numel  # Paddle: a 0-d int64 tensor (it still works as an int: int(), range(), ==)
     for n in ("exp", "sqrt", "rsqrt", "tanh", "sigmoid", "abs", "floor", "ceil", "round", "reciprocal",
               "square", "log", "sin", "cos", "neg"):
         setattr(T, n + "_", _unary_inplace(n, getattr(E, n)))
