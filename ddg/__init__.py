@@ -29,7 +29,7 @@ from .autograd.ops.logic import (equal, not_equal, less_than, less_equal, greate
                                  isfinite, equal_all, allclose, isclose, nonzero)
 from .autograd.ops.reduce import (sum, mean, max, min, amax, amin, prod, argmax, argmin,  # noqa: F401
                                   logsumexp, all, any, cumsum)
-from .autograd.ops.linalg import matmul, mm, bmm  # noqa: F401
+from .autograd.ops.linalg import matmul, mm, bmm, inverse, einsum  # noqa: F401
 from .autograd.ops.movement import (reshape, transpose, flatten, squeeze, unsqueeze, broadcast_to,  # noqa: F401
                                     expand, expand_as, broadcast_tensors, concat, cat, stack, split, chunk,
                                     unbind, tile, gather, index_select, take_along_axis, flip, roll,

@@ -509,3 +509,22 @@ def test_numel_is_a_0d_int64_tensor():
     n = ddg.ones([2, 3]).numel()
     assert isinstance(n, ddg.Tensor) and n.shape == [] and n.dtype == ddg.int64 and int(n) == 6
     assert list(range(n)) == list(range(6)) and ddg.numel(ddg.ones([4])).item() == 4
+
+
+def test_einsum_and_inverse_match_paddle():
+    a = T(np.arange(6, dtype="float32").reshape(2, 3) / 3, stop_gradient=False)
+    b = T(np.arange(12, dtype="float32").reshape(3, 4) / 5)
+    y = ddg.einsum("ij,jk", a, b)  # implicit output: the letters used once, sorted ("ik")
+    (y * y).sum().backward()
+    np.testing.assert_allclose(y.numpy(), [[1.33333, 1.53333, 1.73333, 1.93333], [3.73333, 4.53333, 5.33333, 6.13333]],
+                               rtol=1e-5)
+    np.testing.assert_allclose(a.grad.numpy(), [[4.32, 14.77334, 25.22667], [13.44, 45.01334, 76.58667]], rtol=1e-5)
+    np.testing.assert_allclose(ddg.einsum("ij->j", a).numpy(), [1.0, 1.66667, 2.33333], rtol=1e-5)
+    assert ddg.einsum("ba", a).shape == [3, 2]
+    with pytest.raises(ValueError, match="repeat a letter"):
+        ddg.einsum("ii->i", ddg.ones([2, 2]))
+    m = T([[2.0, 1.0], [1.0, 3.0]], stop_gradient=False)
+    inv = ddg.inverse(m)
+    (inv * T([[1.0, 2.0], [3.0, 4.0]])).sum().backward()
+    np.testing.assert_allclose(inv.numpy(), [[0.6, -0.2], [-0.2, 0.4]], rtol=1e-6)
+    np.testing.assert_allclose(m.grad.numpy(), [[0.08, -0.16], [-0.36, -0.28]], rtol=1e-5, atol=1e-7)

@@ -249,7 +249,7 @@ def install():
            "tan asin acos atan sinh cosh asinh acosh atanh log2 log10 expm1 reciprocal trunc",
         G: "equal not_equal less_than less_equal greater_than greater_equal logical_and logical_or logical_xor "
            "logical_not bitwise_and bitwise_or bitwise_xor bitwise_not isnan isinf isfinite equal_all allclose isclose nonzero",
-        L: "matmul mm bmm",
+        L: "matmul mm bmm inverse",
         R: "sum mean max min amax amin prod argmax argmin logsumexp all any cumsum",
         M: "reshape transpose flatten squeeze unsqueeze expand expand_as broadcast_to tile flip split "
            "chunk unbind gather index_select roll masked_select moveaxis clone",
