@@ -36,8 +36,8 @@ from .autograd.ops.movement import (reshape, transpose, flatten, squeeze, unsque
                                     masked_select, moveaxis, numel, shape, clone)
 from .autograd.composite import var, std, count_nonzero, dot, outer, t, masked_fill, scale  # noqa: F401
 from .autograd.composite import (sort, topk, tril, triu, diagonal, trace, diag, kron, meshgrid,  # noqa: F401
-                                 add_n, nan_to_num, unstack, norm)
-from .autograd.ops.sort import argsort  # noqa: F401
+                                 add_n, nan_to_num, unstack, norm, repeat_interleave, slice, gather_nd)
+from .autograd.ops.sort import argsort, unique, bincount  # noqa: F401
 from .autograd.composite import assign  # noqa: F401
 from .autograd.methods import detach  # noqa: F401
 from . import device  # noqa: F401  (callable: ddg.device('cpu'))

@@ -528,3 +528,29 @@ def test_einsum_and_inverse_match_paddle():
     (inv * T([[1.0, 2.0], [3.0, 4.0]])).sum().backward()
     np.testing.assert_allclose(inv.numpy(), [[0.6, -0.2], [-0.2, 0.4]], rtol=1e-6)
     np.testing.assert_allclose(m.grad.numpy(), [[0.08, -0.16], [-0.36, -0.28]], rtol=1e-5, atol=1e-7)
+
+
+def test_repeat_slice_gather_unique_bincount_match_paddle():
+    x = T(np.arange(6, dtype="float32").reshape(2, 3), stop_gradient=False)
+    y = ddg.repeat_interleave(x, 2, axis=1)
+    (y * T(np.arange(12, dtype="float32").reshape(2, 6))).sum().backward()
+    assert y.tolist() == [[0, 0, 1, 1, 2, 2], [3, 3, 4, 4, 5, 5]]
+    assert x.grad.tolist() == [[1, 5, 9], [13, 17, 21]]
+    assert ddg.repeat_interleave(x, 2).shape == [12]
+    assert ddg.repeat_interleave(x, T([1, 0, 2]), axis=1).tolist() == [[0, 2, 2], [3, 5, 5]]
+    assert ddg.slice(x, axes=[1], starts=[1], ends=[3]).tolist() == [[1, 2], [4, 5]]
+    assert ddg.slice(x, [0, 1], [1, -2], [2, 10]).tolist() == [[4, 5]]
+    x.clear_grad(set_to_zero=False)
+    y = ddg.gather_nd(x, T([[0, 1], [1, 2]]))
+    y.sum().backward()
+    assert y.tolist() == [1, 5] and x.grad.tolist() == [[0, 1, 0], [0, 0, 1]]
+    assert ddg.gather_nd(x, T([[1]])).tolist() == [[3, 4, 5]]
+    u = T([2, 3, 3, 1, 5, 3])
+    assert ddg.unique(u).tolist() == [1, 2, 3, 5] and ddg.unique(u).dtype == ddg.int64
+    got = ddg.unique(u, return_index=True, return_inverse=True, return_counts=True)
+    assert [t.tolist() for t in got] == [[1, 2, 3, 5], [3, 0, 1, 4], [1, 2, 2, 0, 3, 2], [1, 1, 3, 1]]
+    got = ddg.unique(T([[1, 2], [1, 2], [0, 1]]), axis=0, return_inverse=True)
+    assert [t.tolist() for t in got] == [[[0, 1], [1, 2]], [1, 1, 0]]
+    assert ddg.bincount(T([1, 1, 3])).tolist() == [0, 2, 0, 1]
+    w = ddg.bincount(T([1, 1, 3]), weights=T([0.5, 1.0, 2.0]), minlength=5)
+    assert w.tolist() == [0.0, 1.5, 0.0, 2.0, 0.0] and w.dtype == ddg.float32

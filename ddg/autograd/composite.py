@@ -93,7 +93,7 @@ def topk(x, k, axis=None, largest=True, sorted=True, name=None):  # noqa: A002 -
     if not 0 <= k <= n:
         raise ValueError(f"ddg.topk: k={k} is out of range for axis {axis} of size {n} (shape {x.shape})")
     idx = S.argsort(x, ax, descending=largest)
-    idx = M.getitem(idx, tuple([slice(None)] * ax + [slice(0, k)]))
+    idx = M.getitem(idx, tuple([_b.slice(None)] * ax + [_b.slice(0, k)]))
     return M.take_along_axis(x, idx, ax), idx
 
 
@@ -264,3 +264,46 @@ def assign(x, output=None):
         return out
     output.set_value(out)
     return output
+
+
+def repeat_interleave(x, repeats, axis=None, name=None):
+    """Each element (slice along ``axis``; of the flattened ``x`` when None) repeated
+    ``repeats`` times (an int, or one count per element)."""
+    if axis is None:
+        x, axis = M.reshape(x, [-1]), 0
+    ax = normalize_axis(axis, x._data.ndim, "repeat_interleave")
+    n = x._data.shape[ax]
+    counts = backend.to_host(repeats._data) if isinstance(repeats, Tensor) else repeats
+    counts = np.broadcast_to(np.asarray(counts, dtype=np.int64), (n,))
+    if (counts < 0).any():
+        raise ValueError("ddg.repeat_interleave: repeats must be >= 0")
+    xp = backend.get_array_module(x._data)
+    idx = xp.asarray(np.repeat(np.arange(n, dtype=np.int64), counts))
+    return M.index_select(x, Tensor._wrap(idx), ax)
+
+
+def slice(input, axes, starts, ends):  # noqa: A001,A002 - Paddle's names
+    """``input[starts[i]:ends[i]]`` along each of ``axes`` (ends clipped to the size)."""
+    def ints(v):
+        if isinstance(v, Tensor):
+            return [int(i) for i in backend.to_host(v._data).reshape(-1)]
+        return [int(i.item()) if isinstance(i, Tensor) else int(i) for i in v]
+    axes, starts, ends = list(axes), ints(starts), ints(ends)
+    if not len(axes) == len(starts) == len(ends):
+        raise ValueError(f"ddg.slice: axes, starts and ends differ in length ({len(axes)}, {len(starts)}, {len(ends)})")
+    index = [_b.slice(None)] * input._data.ndim
+    for a, s, e in zip(axes, starts, ends):
+        index[normalize_axis(a, input._data.ndim, "slice")] = _b.slice(s, e)
+    return M.getitem(input, tuple(index))
+
+
+def gather_nd(x, index, name=None):
+    """``x[index[..., 0], index[..., 1], ...]``: the last axis of ``index`` addresses the
+    leading axes of ``x``; the result has ``index.shape[:-1] + x.shape[k:]``."""
+    k = index._data.shape[-1] if index._data.ndim else 0
+    if k > x._data.ndim:
+        raise ValueError(f"ddg.gather_nd: index addresses {k} axes, x has shape {x.shape}")
+    if k == 0:
+        return M.broadcast_to(x, list(index._data.shape[:-1]) + x.shape)
+    parts = tuple(M.getitem(index, (Ellipsis, i)) for i in range(k))
+    return M.getitem(x, parts)

@@ -254,13 +254,15 @@ def install():
         M: "reshape transpose flatten squeeze unsqueeze expand expand_as broadcast_to tile flip split "
            "chunk unbind gather index_select roll masked_select moveaxis clone",
         C: "var std dot t outer masked_fill scale sort topk tril triu diagonal trace diag kron add_n nan_to_num "
-           "unstack norm",
+           "unstack norm repeat_interleave gather_nd",
     }
     for mod, names in methods.items():
         for n in names.split():
             setattr(T, n, getattr(mod, n))
     T.detach = detach
     T.argsort = S.argsort
+    T.unique = S.unique
+    T.bincount = S.bincount
     T.view = M.reshape
     T.pow_ = lambda self, y: self.set_value(E.pow(self, y))
     T.T = property(lambda self: M.transpose(self, list(range(self.ndim))[::-1]))
