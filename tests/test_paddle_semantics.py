@@ -554,3 +554,63 @@ def test_repeat_slice_gather_unique_bincount_match_paddle():
     assert ddg.bincount(T([1, 1, 3])).tolist() == [0, 2, 0, 1]
     w = ddg.bincount(T([1, 1, 3]), weights=T([0.5, 1.0, 2.0]), minlength=5)
     assert w.tolist() == [0.0, 1.5, 0.0, 2.0, 0.0] and w.dtype == ddg.float32
+
+
+_LG = np.array([[0.3, -1.2, 2.0], [1.5, 0.1, -0.4]], "float32")
+_LB = np.array([[1.0, 0.0, 1.0], [0.0, 1.0, 0.0]], "float32")
+_PM = np.array([[1.0, -1.0, 1.0], [-1.0, 1.0, -1.0]], "float32")
+_B = np.array([[1.0, 0.5, 1.0], [0.2, 1.0, 0.3]], "float32")
+_N = np.array([[0.0, 0.0, 1.0], [1.0, 1.0, 1.0]], "float32")
+
+
+@pytest.mark.parametrize("fn,value,grad", [
+    (lambda x: F.sigmoid_focal_loss(x, T(_LB)), 0.987401,
+     [[-0.048102, 0.025564, -0.001218], [0.721068, -0.064964, 0.122671]]),
+    (lambda x: F.sigmoid_focal_loss(x, T(_LB), normalizer=T([2.0]), alpha=0.5, gamma=1.0, reduction="mean"),
+     0.092292, [[-0.013192, 0.004184, -0.001147], [0.038424, -0.016098, 0.011846]]),
+    (lambda x: F.soft_margin_loss(x, T(_PM)), 0.633898,
+     [[-0.070926, 0.038579, -0.019867], [0.136262, -0.07917, 0.066885]]),
+    (lambda x: F.hinge_embedding_loss(x, T(_PM), margin=1.0), 1.0,
+     [[0.166667, -0.166667, 0.166667], [0.0, 0.166667, -0.166667]]),
+    (lambda x: F.cosine_embedding_loss(x, T(_B), T([1, -1]), margin=0.1), 0.293689,
+     [[-0.128675, -0.123164, -0.054597], [0.007996, 0.298861, 0.104701]]),
+    (lambda x: F.triplet_margin_loss(x, T(_B), T(_N), margin=1.0), 1.246797,
+     [[-0.261541, -0.028929, -0.075438], [0.232046, -0.001296, 0.200395]]),
+    (lambda x: F.triplet_margin_loss(x, T(_B), T(_N), p=1, swap=True, reduction="sum"), 5.299996,
+     [[-1, -1, 1], [1, -1, -1]]),
+    (lambda x: F.multi_label_soft_margin_loss(x, T(_LB)), 0.633898,
+     [[-0.070926, 0.038579, -0.019867], [0.136262, -0.07917, 0.066885]]),
+    (lambda x: F.multi_label_soft_margin_loss(x, T(_LB), weight=T([1.0, 2.0, 0.5]), reduction="sum"), 1.463699,
+     [[-0.141852, 0.154317, -0.019867], [0.272525, -0.316681, 0.066885]]),
+    (lambda x: nn.TripletMarginLoss()(x, T(_B), T(_N)), 1.246797, None),
+    (lambda x: nn.SoftMarginLoss()(x, T(_PM)), 0.633898, None),
+    (lambda x: nn.HingeEmbeddingLoss()(x, T(_PM)), 1.0, None),
+    (lambda x: nn.CosineEmbeddingLoss(0.1)(x, T(_B), T([1, -1])), 0.293689, None),
+    (lambda x: nn.MultiLabelSoftMarginLoss()(x, T(_LB)), 0.633898, None),
+])
+def test_more_losses_match_paddle(fn, value, grad):
+    x = T(_LG, stop_gradient=False)
+    y = fn(x)
+    np.testing.assert_allclose(y.numpy(), value, rtol=1e-5)  # Paddle's values printed to 6 decimals
+    if grad is not None:
+        y.sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), grad, rtol=1e-4, atol=2e-6)
+
+
+def test_sequence_mask_and_new_optimizers_match_paddle():
+    assert F.sequence_mask(T([1, 3, 0]), maxlen=4).tolist() == [[1, 0, 0, 0], [1, 1, 1, 0], [0, 0, 0, 0]]
+    m = F.sequence_mask(T([1, 3]))
+    assert m.tolist() == [[1, 0, 0], [1, 1, 1]] and m.dtype == ddg.int64
+    assert F.sequence_mask(T([1, 3]), dtype="float32").dtype == ddg.float32
+    for opt_cls, kw, expect in [
+            (ddg.optimizer.Adamax, {}, [0.7154995, -1.7076483, 2.7050097]),
+            (ddg.optimizer.Adadelta, {}, [0.99864346, -1.9986433, 2.9986432]),
+            (ddg.optimizer.Adadelta, {"rho": 0.9, "epsilon": 1e-3}, [0.9695075, -1.9693874, 2.969358])]:
+        w = ddg.create_parameter([3], "float32",
+                                 default_initializer=nn.initializer.Assign(np.array([1.0, -2.0, 3.0], "float32")))
+        opt = opt_cls(learning_rate=0.1, parameters=[w], **kw)
+        for _ in range(3):
+            (w * w * T([1.0, 2.0, 3.0])).sum().backward()
+            opt.step()
+            opt.clear_grad()
+        np.testing.assert_allclose(w.numpy(), expect, rtol=1e-6)

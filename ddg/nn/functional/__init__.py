@@ -1,7 +1,7 @@
 """``ddg.nn.functional``: every layer as a function, plus losses and helpers."""
 from .activation import *  # noqa: F401,F403
 from .activation import relu, sigmoid, tanh, softmax, log_softmax  # noqa: F401
-from .common import linear, one_hot  # noqa: F401
+from .common import linear, one_hot, sequence_mask  # noqa: F401
 from .dropout import dropout, dropout2d, dropout3d  # noqa: F401
 from .embedding import embedding  # noqa: F401
 from .spatial import interpolate, pad, pixel_shuffle, unfold, upsample, zeropad2d  # noqa: F401

@@ -3,7 +3,7 @@ import numpy as np
 
 from ...autograd.ops import nn_ops
 from ...autograd.ops.elementwise import cast
-from ...autograd.ops.logic import equal
+from ...autograd.ops.logic import equal, less_than
 from ...autograd.ops.movement import unsqueeze
 from ...tensor import backend
 from ...tensor.tensor import Tensor
@@ -28,3 +28,14 @@ def one_hot(x, num_classes, name=None):
     # ops, not raw arrays, so that ddg.jit replays the encoding of new labels
     classes = Tensor._wrap(xp.arange(num_classes, dtype=lab.dtype))
     return cast(equal(unsqueeze(x, -1), classes), "float32")
+
+
+def sequence_mask(x, maxlen=None, dtype="int64", name=None):
+    """``mask[..., j] = j < x[...]`` for ``j < maxlen`` (default ``max(x)``), as ``dtype``."""
+    xp = backend.get_array_module(x._data)
+    if maxlen is None:
+        maxlen = int(backend.to_host(x._data).max()) if x._data.size else 0
+    elif isinstance(maxlen, Tensor):
+        maxlen = int(maxlen.item())
+    steps = Tensor._wrap(xp.arange(int(maxlen), dtype=x._data.dtype))
+    return cast(less_than(steps, unsqueeze(x, -1)), dtype)

@@ -230,3 +230,77 @@ def square_error_cost(input, label):  # noqa: A002
 def log_loss(input, label, epsilon=1e-4, name=None):  # noqa: A002
     """The elementwise ``-label * log(input + eps) - (1 - label) * log(1 - input + eps)``."""
     return -label * E.log(input + epsilon) - (1 - label) * E.log(1 - input + epsilon)
+
+
+def sigmoid_focal_loss(logit, label, normalizer=None, alpha=0.25, gamma=2.0, reduction="sum", name=None):
+    """Focal loss on logits: ``alpha_t * (1 - p_t) ** gamma * BCE(logit, label)``, divided
+    by ``normalizer`` when given; Paddle's default reduction is 'sum'."""
+    _check_same_shape(logit, label, "sigmoid_focal_loss")
+    p = E.sigmoid(logit)
+    ce = binary_cross_entropy_with_logits(logit, label, reduction="none")
+    p_t = p * label + (1 - p) * (1 - label)
+    loss = ce * E.pow(1 - p_t, gamma) if gamma else ce
+    if alpha is not None and alpha >= 0:
+        loss = (alpha * label + (1 - alpha) * (1 - label)) * loss
+    if normalizer is not None:
+        loss = loss / normalizer
+    return _reduce(loss, reduction, "sigmoid_focal_loss")
+
+
+def soft_margin_loss(input, label, reduction="mean", name=None):  # noqa: A002
+    """``log(1 + exp(-label * input))`` with labels in {1, -1}."""
+    _check_same_shape(input, label, "soft_margin_loss")
+    z = -E.cast(label, input.dtype) * input
+    return _reduce(E.relu(z) + E.log1p(E.exp(-E.abs(z))), reduction, "soft_margin_loss")
+
+
+def hinge_embedding_loss(input, label, margin=1.0, reduction="mean", name=None):  # noqa: A002
+    """``input`` where ``label`` is 1, ``max(0, margin - input)`` where it is -1."""
+    lab = E.cast(label, input.dtype)
+    per = E.where(lab == 1.0, input, 0.0) + E.where(lab == -1.0, E.relu(margin - input), 0.0)
+    return _reduce(per, reduction, "hinge_embedding_loss")
+
+
+def cosine_embedding_loss(input1, input2, label, margin=0, reduction="mean", name=None):
+    """``1 - cos(x1, x2)`` where ``label`` is 1, ``max(0, cos(x1, x2) - margin)`` where -1
+    (cosine along the last axis)."""
+    cos = R.sum(input1 * input2, axis=-1) / E.sqrt(R.sum(input1 * input1, axis=-1) * R.sum(input2 * input2, axis=-1))
+    lab = E.cast(label, cos.dtype)
+    per = E.where(lab == 1.0, 1 - cos, E.relu(cos - margin))
+    return _reduce(per, reduction, "cosine_embedding_loss")
+
+
+def _pairwise_distance(x, y, p, epsilon):
+    d = E.abs(x - y + epsilon)
+    if p == float("inf"):
+        return R.max(d, axis=-1)
+    if p == 1:
+        return R.sum(d, axis=-1)
+    if p == 2:
+        return E.sqrt(R.sum(E.square(d), axis=-1))
+    return E.pow(R.sum(E.pow(d, p), axis=-1), 1.0 / p)
+
+
+def triplet_margin_loss(input, positive, negative, margin=1.0, p=2, epsilon=1e-6, swap=False,  # noqa: A002
+                        reduction="mean", name=None):
+    """``max(d(a, pos) - d(a, neg) + margin, 0)`` with ``d`` the p-norm distance of
+    ``a - b + epsilon``; ``swap`` uses ``min(d(a, neg), d(pos, neg))``."""
+    d_pos = _pairwise_distance(input, positive, p, epsilon)
+    d_neg = _pairwise_distance(input, negative, p, epsilon)
+    if swap:
+        d_neg = E.minimum(d_neg, _pairwise_distance(positive, negative, p, epsilon))
+    return _reduce(E.relu(d_pos - d_neg + margin), reduction, "triplet_margin_loss")
+
+
+def multi_label_soft_margin_loss(input, label, weight=None, reduction="mean", name=None):  # noqa: A002
+    """``-mean_c(w_c * (y log sigmoid(x) + (1 - y) log sigmoid(-x)))`` per sample."""
+    _check_same_shape(input, label, "multi_label_soft_margin_loss")
+    lab = E.cast(label, input.dtype)
+    per = -(lab * _log_sigmoid(input) + (1 - lab) * _log_sigmoid(-input))
+    if weight is not None:
+        per = per * weight
+    return _reduce(R.mean(per, axis=-1), reduction, "multi_label_soft_margin_loss")
+
+
+def _log_sigmoid(x):
+    return -(E.relu(-x) + E.log1p(E.exp(-E.abs(x))))
