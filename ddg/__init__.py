@@ -13,7 +13,7 @@ from .tensor.place import (CPUPlace, CUDAPlace, Place, set_device, get_device,  
                            is_compiled_with_cuda)
 from .tensor.creation import (to_tensor, zeros, ones, full, zeros_like, ones_like, full_like,  # noqa: F401
                               empty, empty_like, arange, linspace, eye, rand, randn, randint, randperm,
-                              uniform, normal, seed, bernoulli, from_dlpack)
+                              uniform, normal, seed, bernoulli, from_dlpack, multinomial)
 from .tensor.printing import set_printoptions  # noqa: F401
 from .autograd import methods as _methods
 from .autograd.engine import grad  # noqa: F401
@@ -28,12 +28,13 @@ from .autograd.ops.logic import (equal, not_equal, less_than, less_equal, greate
                                  bitwise_and, bitwise_or, bitwise_xor, bitwise_not, isnan, isinf,
                                  isfinite, equal_all, allclose, isclose, nonzero)
 from .autograd.ops.reduce import (sum, mean, max, min, amax, amin, prod, argmax, argmin,  # noqa: F401
-                                  logsumexp, all, any, cumsum)
+                                  logsumexp, all, any, cumsum, cumprod)
 from .autograd.ops.linalg import matmul, mm, bmm, inverse, einsum  # noqa: F401
 from .autograd.ops.movement import (reshape, transpose, flatten, squeeze, unsqueeze, broadcast_to,  # noqa: F401
                                     expand, expand_as, broadcast_tensors, concat, cat, stack, split, chunk,
                                     unbind, tile, gather, index_select, take_along_axis, flip, roll,
-                                    masked_select, moveaxis, numel, shape, clone)
+                                    masked_select, moveaxis, numel, shape, clone, scatter, scatter_nd_add,
+                                    put_along_axis)
 from .autograd.composite import var, std, count_nonzero, dot, outer, t, masked_fill, scale  # noqa: F401
 from .autograd.composite import (sort, topk, tril, triu, diagonal, trace, diag, kron, meshgrid,  # noqa: F401
                                  add_n, nan_to_num, unstack, norm, repeat_interleave, slice, gather_nd)

@@ -7,6 +7,36 @@ from scipy import special
 import ddg
 from ddg.autograd import gradcheck
 
+def _np_scatter(a, u):
+    o = a.copy()
+    o[[2, 0]] = u
+    return o
+
+
+def _np_scatter_add(a, u):
+    o = a.copy()
+    o[1] = u.sum(0)
+    return o
+
+
+def _np_scatter_nd_add(a, u):
+    o = a.copy()
+    np.add.at(o, ([0, 1, 0], [1, 2, 1]), u)
+    return o
+
+
+def _np_put_along_axis(a, v):
+    o = a.copy()
+    np.put_along_axis(o, np.array([[1], [2]]), v, 1)
+    return o
+
+
+def _np_put_along_axis_add(a, v):
+    o = a.copy()
+    np.add.at(o, ([[0, 0], [1, 1]], [[1, 1], [2, 0]]), v)
+    return o
+
+
 # name, ddg function, numpy reference, input shapes, input domain
 # domain: "any" (standard normal), "pos" (0.5..2), "away" (|x| in 0.3..2, avoids kinks)
 ROWS = [
@@ -92,6 +122,19 @@ ROWS = [
     ("gather_nd", lambda a: ddg.gather_nd(a, ddg.to_tensor([[0, 1], [2, 0], [0, 1]])),
      lambda a: a[[0, 2, 0], [1, 0, 1]], [(3, 2, 4)], "any"),
     ("cumsum_flat", lambda a: ddg.cumsum(a), lambda a: np.cumsum(a), [(3, 4)], "any"),
+    ("cumprod", lambda a: ddg.cumprod(a, dim=1), lambda a: np.cumprod(a, 1), [(3, 4)], "any"),
+    ("cumprod_flat", lambda a: ddg.cumprod(a), lambda a: np.cumprod(a), [(2, 3)], "any"),
+    ("cumprod_zero", lambda a: ddg.cumprod(a * ddg.to_tensor([1.0, 0.0, 1.0, 1.0], dtype=a.dtype).to(a.place), dim=1),
+     lambda a: np.cumprod(a * [1.0, 0.0, 1.0, 1.0], 1), [(3, 4)], "any"),
+    ("scatter", lambda a, u: ddg.scatter(a, ddg.to_tensor([2, 0]), u), _np_scatter, [(3, 2), (2, 2)], "any"),
+    ("scatter_add", lambda a, u: ddg.scatter(a, ddg.to_tensor([1, 1]), u, overwrite=False), _np_scatter_add,
+     [(3, 2), (2, 2)], "any"),
+    ("scatter_nd_add", lambda a, u: ddg.scatter_nd_add(a, ddg.to_tensor([[0, 1], [1, 2], [0, 1]]), u),
+     _np_scatter_nd_add, [(2, 3), (3,)], "any"),
+    ("put_along_axis", lambda a, v: ddg.put_along_axis(a, ddg.to_tensor([[1], [2]]), v, 1), _np_put_along_axis,
+     [(2, 3), (2, 1)], "any"),
+    ("put_along_axis_add", lambda a, v: ddg.put_along_axis(a, ddg.to_tensor([[1, 1], [2, 0]]), v, 1, reduce="add"),
+     _np_put_along_axis_add, [(2, 3), (2, 2)], "any"),
     ("matmul", ddg.matmul, np.matmul, [(3, 4), (4, 5)], "any"),
     ("matmul_tx", lambda a, b: ddg.matmul(a, b, transpose_x=True), lambda a, b: a.T @ b, [(4, 3), (4, 5)], "any"),
     ("matmul_ty", lambda a, b: ddg.matmul(a, b, transpose_y=True), lambda a, b: a @ b.T, [(3, 4), (5, 4)], "any"),

@@ -614,3 +614,36 @@ def test_sequence_mask_and_new_optimizers_match_paddle():
             opt.step()
             opt.clear_grad()
         np.testing.assert_allclose(w.numpy(), expect, rtol=1e-6)
+
+
+def test_cumprod_scatter_put_along_axis_match_paddle():
+    x = T([[1.0, 2.0, 0.0], [3.0, -1.0, 2.0]], stop_gradient=False)
+    y = ddg.cumprod(x, dim=1)
+    assert y.tolist() == [[1, 2, 0], [3, -3, -6]]
+    assert _weighted_grad(y, x) == [[5.0, 2.0, 6.0], [-13.0, 51.0, -18.0]]  # exact at the 0 too
+    y = ddg.cumprod(x, dim=0)
+    assert _weighted_grad(y, x) == [[13.0, -3.0, 15.0], [4.0, 10.0, 0.0]]
+    assert ddg.cumprod(x).tolist() == [1.0, 2.0, 0.0, 0.0, 0.0, 0.0]
+    base = T([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], stop_gradient=False)
+    upd = T([[10.0, 20.0], [30.0, 40.0]], stop_gradient=False)
+    for overwrite, index, out, gbase, gupd in [
+            (True, [2, 0], [[30, 40], [3, 4], [10, 20]], [[0, 0], [3, 4], [0, 0]], [[5, 6], [1, 2]]),
+            (False, [1, 1], [[1, 2], [40, 60], [5, 6]], [[1, 2], [0, 0], [5, 6]], [[3, 4], [3, 4]]),
+            (True, [1, 1], [[1, 2], [30, 40], [5, 6]], [[1, 2], [0, 0], [5, 6]], [[3, 4], [3, 4]])]:
+        y = ddg.scatter(base, T(index), upd, overwrite=overwrite)
+        assert y.tolist() == out and _weighted_grad(y, base) == gbase and upd.grad.tolist() == gupd
+        upd.clear_grad(set_to_zero=False)
+    a = T([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], stop_gradient=False)
+    v = T([[9.0], [8.0]], stop_gradient=False)
+    y = ddg.put_along_axis(a, T([[1], [2]]), v, 1)
+    assert y.tolist() == [[1, 9, 3], [4, 5, 8]] and _weighted_grad(y, a) == [[1, 0, 3], [4, 5, 0]]
+    assert v.grad.tolist() == [[2.0], [6.0]]
+    y = ddg.put_along_axis(a, T([[1], [2]]), 7.0, 1, reduce="add")
+    assert y.tolist() == [[1, 9, 3], [4, 5, 13]] and _weighted_grad(y, a) == [[1, 2, 3], [4, 5, 6]]
+    y = ddg.scatter_nd_add(a, T([[0, 1], [1, 2], [0, 1]]), T([1.0, 2.0, 3.0]))
+    assert y.tolist() == [[1, 6, 3], [4, 5, 8]] and _weighted_grad(y, a) == [[1, 2, 3], [4, 5, 6]]
+    ddg.seed(3)
+    s = ddg.multinomial(T([0.1, 0.0, 0.9]), 50, replacement=True)
+    assert s.dtype == ddg.int64 and s.shape == [50] and 1 not in s.tolist()
+    s = ddg.multinomial(T([[0.5, 0.5, 0.0], [0.2, 0.3, 0.5]]), 2)
+    assert s.shape == [2, 2] and all(len(set(r)) == 2 for r in s.tolist()) and 2 not in s.tolist()[0]

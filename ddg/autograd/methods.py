@@ -250,9 +250,9 @@ def install():
         G: "equal not_equal less_than less_equal greater_than greater_equal logical_and logical_or logical_xor "
            "logical_not bitwise_and bitwise_or bitwise_xor bitwise_not isnan isinf isfinite equal_all allclose isclose nonzero",
         L: "matmul mm bmm inverse",
-        R: "sum mean max min amax amin prod argmax argmin logsumexp all any cumsum",
+        R: "sum mean max min amax amin prod argmax argmin logsumexp all any cumsum cumprod",
         M: "reshape transpose flatten squeeze unsqueeze expand expand_as broadcast_to tile flip split "
-           "chunk unbind gather index_select roll masked_select moveaxis clone",
+           "chunk unbind gather index_select roll masked_select moveaxis clone scatter scatter_nd_add put_along_axis",
         C: "var std dot t outer masked_fill scale sort topk tril triu diagonal trace diag kron add_n nan_to_num "
            "unstack norm repeat_interleave gather_nd",
     }

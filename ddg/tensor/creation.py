@@ -211,3 +211,27 @@ def randperm(n, dtype="int64", name=None):
 def bernoulli(x, name=None):
     xp = backend.get_array_module(x._data)
     return Tensor._wrap((backend.draw_uniform(backend.rng(xp), x._data.shape) < x._data).astype(x.dtype))
+
+
+def multinomial(x, num_samples=1, replacement=False, name=None):
+    """``num_samples`` category indices (int64) per row of the probabilities (or weights)
+    ``x``; without ``replacement`` each row's draws are distinct."""
+    if x.ndim not in (1, 2):
+        raise ValueError(f"ddg.multinomial: x must be 1-D or 2-D, got shape {x.shape}")
+    p = backend.to_host(x._data).astype(np.float64)
+    rows = p.reshape(1, -1) if p.ndim == 1 else p
+    if (rows < 0).any() or not np.isfinite(rows).all():
+        raise ValueError("ddg.multinomial: probabilities must be finite and non-negative")
+    n = int(num_samples)
+    gen = backend.rng(np)
+    out = []
+    for r in rows:
+        total = r.sum()
+        if total <= 0:
+            raise ValueError("ddg.multinomial: a row of probabilities sums to 0")
+        if not replacement and n > int((r > 0).sum()):
+            raise ValueError(f"ddg.multinomial: {n} samples without replacement from {int((r > 0).sum())} "
+                             f"categories of nonzero probability")
+        out.append(gen.choice(len(r), size=n, replace=bool(replacement), p=r / total))
+    res = np.asarray(out, dtype=np.int64)
+    return _make(res[0] if x.ndim == 1 else res, place=x.place)

@@ -557,3 +557,123 @@ def numel(x, name=None):
 
 def shape(x):
     return Tensor._wrap(np.asarray(x.shape, dtype=np.int64))
+
+
+class Scatter(Function):
+    """Rows ``index`` of ``x`` replaced by ``updates`` (the last of repeated indices wins),
+    or, with ``overwrite=False``, zeroed and then summed with every update for them. As in
+    Paddle, the gradient of ``updates`` is the output gradient at its row, even for a
+    row that a later repeated index overwrote."""
+
+    def __init__(self, overwrite):
+        self.overwrite = overwrite
+
+    def forward(self, x, index, updates):
+        xp = backend.get_array_module(x)
+        idx = _index_on(index, xp).reshape(-1)
+        self.idx = idx
+        out = x.copy()
+        if self.overwrite:
+            out[idx] = updates
+        else:
+            out[idx] = 0
+            scatter_add(xp, out, idx, updates.astype(x.dtype, copy=False))
+        return out
+
+    def backward(self, g):
+        nx, _, nu = self.needs
+        gx = None
+        if nx:
+            gx = g.copy()
+            gx[self.idx] = 0
+        return gx, None, (g[self.idx] if nu else None)
+
+
+def scatter(x, index, updates, overwrite=True, name=None):
+    if index._data.dtype.kind not in "iu" or index._data.ndim > 1:
+        raise TypeError(f"ddg.scatter: index must be a 1-D integer tensor, got shape {index.shape} and dtype "
+                        f"{index.dtype}")
+    if updates._data.shape[1:] != x._data.shape[1:] or updates._data.shape[0] != index._data.size:
+        raise ValueError(f"ddg.scatter: updates shape {updates.shape} does not fit x shape {x.shape} and "
+                         f"{index._data.size} indices")
+    return Scatter(bool(overwrite))(x, index, updates)
+
+
+class ScatterNdAdd(Function):
+    """``x`` plus ``updates`` added at the positions ``index[..., :k]`` of its first k axes
+    (repeated positions accumulate)."""
+
+    def forward(self, x, index, updates):
+        xp = backend.get_array_module(x)
+        idx = _index_on(index, xp)
+        self.pos = tuple(idx[..., i].reshape(-1) for i in range(idx.shape[-1]))
+        self.ushape = updates.shape
+        out = x.copy()
+        k = idx.shape[-1]
+        scatter_add(xp, out, self.pos, updates.reshape((-1,) + x.shape[k:]).astype(x.dtype, copy=False))
+        return out
+
+    def backward(self, g):
+        nx, _, nu = self.needs
+        return (g if nx else None), None, (g[self.pos].reshape(self.ushape) if nu else None)
+
+
+def scatter_nd_add(x, index, updates, name=None):
+    k = index._data.shape[-1]
+    if k > x._data.ndim or list(updates._data.shape) != list(index._data.shape[:-1]) + list(x._data.shape[k:]):
+        raise ValueError(f"ddg.scatter_nd_add: updates shape {updates.shape} must be index.shape[:-1] + "
+                         f"x.shape[{k}:] = {list(index._data.shape[:-1]) + list(x._data.shape[k:])}")
+    return ScatterNdAdd()(x, index, updates)
+
+
+class PutAlongAxis(Function):
+    """``x`` with ``values`` written (``reduce='assign'``) or added (``'add'``) at
+    ``indices`` along ``axis`` (numpy's put_along_axis; values broadcast to the indices)."""
+
+    def __init__(self, axis, reduce):
+        self.axis, self.reduce = axis, reduce
+
+    def forward(self, x, indices, values):
+        xp = backend.get_array_module(x)
+        idx = _index_on(indices, xp)
+        vals = xp.broadcast_to(values.astype(x.dtype, copy=False), idx.shape)
+        self.idx, self.vshape = idx, values.shape
+        out = x.copy()
+        if self.reduce == "assign":
+            xp.put_along_axis(out, idx, vals, self.axis)
+        else:
+            # accumulate repeated positions: a full index tuple for scatter_add
+            nd = idx.ndim
+            grids = [xp.arange(n).reshape([n if d == i else 1 for d in range(nd)]) for i, n in enumerate(idx.shape)]
+            grids[self.axis] = idx
+            scatter_add(xp, out, tuple(xp.broadcast_to(gr, idx.shape) for gr in grids), vals)
+        return out
+
+    def backward(self, g):
+        xp = backend.get_array_module(g)
+        nx, _, nv = self.needs
+        gx = gv = None
+        if nx:
+            gx = g.copy()
+            if self.reduce == "assign":
+                xp.put_along_axis(gx, self.idx, 0, self.axis)
+        if nv:
+            gv = sum_to(xp.take_along_axis(g, self.idx, self.axis), self.vshape)
+        return gx, None, gv
+
+
+def put_along_axis(arr, indices, values, axis, reduce="assign", include_self=True, broadcast=True):
+    """Paddle's put_along_axis for ``reduce`` 'assign' and 'add' (with ``include_self``);
+    the other reductions are refused by name."""
+    if reduce not in ("assign", "add"):
+        raise ValueError(f"ddg.put_along_axis: reduce={reduce!r} is not supported (only 'assign' and 'add')")
+    if not include_self:
+        raise ValueError("ddg.put_along_axis: include_self=False is not supported")
+    ax = _ax(axis, arr._data.ndim, "put_along_axis")
+    if not isinstance(values, Tensor):
+        values = Tensor._wrap(backend.get_array_module(arr._data).asarray(values, dtype=arr._data.dtype))
+    if broadcast and indices._data.ndim == arr._data.ndim:
+        shape = [indices._data.shape[i] if i == ax else arr._data.shape[i] for i in range(arr._data.ndim)]
+        if list(indices._data.shape) != shape:
+            indices = broadcast_to(indices, shape)
+    return PutAlongAxis(ax, reduce)(arr, indices, values)

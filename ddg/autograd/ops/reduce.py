@@ -158,6 +158,44 @@ class CumSum(Function):
         return xp.flip(xp.cumsum(xp.flip(g, axis), axis=axis), axis).reshape(self.shape)
 
 
+class CumProd(Function):
+    """Cumulative product along ``axis`` (the flattened input when None). The gradient of
+    x_i is ``sum_{j >= i} g_j * out_j / x_i``; where some x is 0 that division is replaced
+    by the exact products without x_i (a quadratic loop over the axis, only then)."""
+
+    def __init__(self, axis):
+        self.axis = axis
+
+    def forward(self, a):
+        xp = backend.get_array_module(a)
+        self.shape = a.shape
+        flat = a.reshape(-1) if self.axis is None else a
+        self.a = flat
+        self.out = xp.cumprod(flat, axis=0 if self.axis is None else self.axis)
+        return self.out
+
+    def backward(self, g):
+        xp = backend.get_array_module(g)
+        axis = 0 if self.axis is None else self.axis
+        a, out = self.a, self.out
+        g = g.reshape(out.shape)
+        rev = xp.flip(xp.cumsum(xp.flip(g * out, axis), axis=axis), axis)
+        zero = a == 0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            grad = xp.where(zero, 0, rev / xp.where(zero, 1, a))
+        if bool(zero.any()):
+            # exact: d out_j / d x_i = prod_{k <= j, k != i} x_k
+            am, gm = xp.moveaxis(a, axis, -1), xp.moveaxis(g, axis, -1)
+            n = am.shape[-1]
+            exact = xp.zeros_like(am)
+            for i in range(n):
+                others = am.copy()
+                others[..., i] = 1
+                exact[..., i] = (xp.cumprod(others, axis=-1)[..., i:] * gm[..., i:]).sum(axis=-1)
+            grad = xp.where(zero, xp.moveaxis(exact, -1, axis), grad)
+        return grad.reshape(self.shape).astype(a.dtype, copy=False)
+
+
 # -- public functions ----------------------------------------------------------------------
 def sum(x, axis=None, dtype=None, keepdim=False, name=None):  # noqa: A001
     d = convert_dtype(dtype)
@@ -263,3 +301,12 @@ def all(x, axis=None, keepdim=False, name=None):  # noqa: A001 - Paddle's name
 def any(x, axis=None, keepdim=False, name=None):  # noqa: A001 - Paddle's name
     axes = None if axis is None else _axes(axis, x._data.ndim, "any")
     return BoolReduce("any", axes, bool(keepdim))(x)
+
+
+def cumprod(x, dim=None, dtype=None, name=None):
+    """Cumulative product along ``dim`` (over the flattened ``x`` when None)."""
+    if dtype is not None:
+        x = x.astype(dtype)
+    if dim is None:
+        return CumProd(None)(x)
+    return CumProd(_axis(dim, x._data.ndim, "cumprod"))(x)
