@@ -647,3 +647,22 @@ def test_cumprod_scatter_put_along_axis_match_paddle():
     assert s.dtype == ddg.int64 and s.shape == [50] and 1 not in s.tolist()
     s = ddg.multinomial(T([[0.5, 0.5, 0.0], [0.2, 0.3, 0.5]]), 2)
     assert s.shape == [2, 2] and all(len(set(r)) == 2 for r in s.tolist()) and 2 not in s.tolist()[0]
+
+
+def test_positional_arguments_mean_what_they_mean_in_paddle():
+    x = T(np.ones((1, 2, 3, 3), "float32"))
+    w = T(np.ones((2, 1, 2, 2), "float32"))
+    # Paddle: conv2d_transpose(x, weight, bias, stride, padding, output_padding, dilation, groups)
+    y = F.conv2d_transpose(x, w, None, 1, 0, 0, 2, 2)
+    assert y.shape == [1, 2, 5, 5]  # dilation 2 (H: (3-1) + 2*(2-1) + 1), groups 2
+    layer = nn.Conv2DTranspose(2, 2, 2, 1, 0, 0, 2, 2)
+    assert layer._dilation in (2, [2, 2], (2, 2)) and layer._groups == 2
+    emb = T(np.arange(6, dtype="float32").reshape(3, 2))
+    assert F.embedding(T([0, 2]), emb, None, None).tolist() == [[0, 1], [4, 5]]  # (padding_idx, max_norm, ...)
+    assert F.one_hot(T([0, 2])).shape == [2, 3]  # num_classes=-1: max + 1 (Paddle 3)
+    np.testing.assert_allclose(ddg.round(T([1.2345, -2.5, 2.5]), decimals=2).numpy(), [1.23, -2.5, 2.5], rtol=1e-6)
+    assert ddg.round(T([-2.5, 2.5, 0.5])).tolist() == [-2.0, 2.0, 0.0]  # half to even, as Paddle
+    ddg.seed(seed=0)
+    u = ddg.uniform([1000])
+    assert float(u.min()) >= 0.0 and float(u.max()) < 1.0  # Paddle 3's default range [0, 1)
+    assert ddg.shape(input=T([[1, 2]])).tolist() == [1, 2]

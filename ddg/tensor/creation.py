@@ -150,10 +150,10 @@ def eye(num_rows, num_columns=None, dtype=None, name=None, place=None, device=No
 
 
 # -- random -------------------------------------------------------------------------
-def seed(n):
+def seed(seed):
     """Seed the global generators: the same seed gives the same numbers."""
-    backend.seed(n)
-    return n
+    backend.seed(seed)
+    return seed
 
 
 def _random(shape, dtype, place, device, stop_gradient, requires_grad, draw):
@@ -181,7 +181,9 @@ def randn(shape, *more, dtype=None, name=None, place=None, device=None, requires
                    lambda g, s: g.standard_normal(s))
 
 
-def uniform(shape, dtype=None, min=-1.0, max=1.0, seed=0, name=None, place=None, device=None):
+def uniform(shape, dtype=None, min=0.0, max=1.0, seed=0, name=None, place=None, device=None):
+    """Uniform numbers in [min, max). Paddle 3 changed the default ``min`` from -1 to 0;
+    ddg follows 3.x."""
     return _random(_shape(shape), dtype, place, device, True, None,
                    lambda g, s: g.uniform(min, max, s))
 

@@ -860,7 +860,11 @@ def ceil(x, name=None):
     return ZeroGrad("ceil")(x)
 
 
-def round(x, name=None):  # noqa: A001
+def round(x, decimals=0, name=None):  # noqa: A001
+    """Round half to even (numpy's and Paddle's rule), to ``decimals`` places."""
+    if decimals:
+        s = 10.0 ** int(decimals)
+        return divide(ZeroGrad("round")(multiply(x, s)), s)
     return ZeroGrad("round")(x)
 
 

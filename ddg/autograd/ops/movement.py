@@ -555,8 +555,8 @@ def numel(x, name=None):
     return Tensor._wrap(np.asarray(x.size, dtype=np.int64))
 
 
-def shape(x):
-    return Tensor._wrap(np.asarray(x.shape, dtype=np.int64))
+def shape(input):  # noqa: A002 - Paddle's name
+    return Tensor._wrap(np.asarray(input.shape, dtype=np.int64))
 
 
 class Scatter(Function):

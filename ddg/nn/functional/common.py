@@ -19,9 +19,12 @@ def linear(x, weight, bias=None, name=None):
     return nn_ops.Linear()(x, weight, bias)
 
 
-def one_hot(x, num_classes, name=None):
+def one_hot(x, num_classes=-1, name=None):
+    """float32 one-hot rows; ``num_classes=-1`` (Paddle 3's default) means ``max(x) + 1``."""
     xp = backend.get_array_module(x._data)
     lab = x._data
+    if num_classes == -1:
+        num_classes = int(backend.to_host(lab).max()) + 1 if lab.size else 0
     # checked on the host only (on a GPU it would be a synchronizing device-to-host copy)
     if xp is np and lab.size and (int(lab.min()) < 0 or int(lab.max()) >= num_classes):
         raise ValueError(f"ddg.nn.functional.one_hot: labels must lie in [0, {num_classes})")

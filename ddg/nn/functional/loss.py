@@ -7,7 +7,9 @@ from ...autograd.ops import elementwise as E
 from ...autograd.ops import nn_ops
 from ...autograd.ops import reduce as R
 from ...autograd.ops.logic import not_equal as _not_equal
-from ...autograd.ops.movement import moveaxis, squeeze, transpose
+from ...autograd.ops.movement import moveaxis as _moveaxis
+from ...autograd.ops.movement import squeeze as _squeeze
+from ...autograd.ops.movement import transpose as _transpose
 from ...autograd.ops.movement import unsqueeze as _unsqueeze  # private: ddg.nn.functional star-imports this module
 from ...tensor import backend
 from ...tensor.tensor import Tensor
@@ -73,10 +75,10 @@ def cross_entropy(input, label, weight=None, ignore_index=-100, reduction="mean"
         raise ValueError(f"ddg.nn.functional.cross_entropy: weight has {weight.shape[-1]} classes, input has "
                          f"{n_cls} along axis {axis}")
     if label_smoothing and not soft_label:
-        lab = label if label.ndim < input.ndim else squeeze(label, axis)
+        lab = label if label.ndim < input.ndim else _squeeze(label, axis)
         soft = one_hot(E.cast(lab, "int64") if lab.dtype.kind not in "iu" else lab, n_cls)
         if axis != input.ndim - 1:
-            soft = moveaxis(soft, -1, axis)
+            soft = _moveaxis(soft, -1, axis)
         label, soft_label = E.cast(soft, input.dtype), True
     keep_axis = label.ndim == input.ndim  # Paddle's 'none' result keeps a size-1 class axis then
     if soft_label:
@@ -103,12 +105,12 @@ def cross_entropy(input, label, weight=None, ignore_index=-100, reduction="mean"
         if label.shape[axis] != 1:
             raise ValueError(f"ddg.nn.functional.cross_entropy: label shape {label.shape} does not fit input "
                              f"shape {input.shape} (size 1 expected on axis {axis})")
-        label = squeeze(label, axis)
+        label = _squeeze(label, axis)
     expect = input.shape[:axis] + input.shape[axis + 1:]
     if label.shape != expect:
         raise ValueError(f"ddg.nn.functional.cross_entropy: label shape {label.shape} does not fit input shape "
                          f"{input.shape} (expected {expect}, or with a 1 inserted at axis {axis})")
-    x = input if axis == input.ndim - 1 else moveaxis(input, axis, -1)
+    x = input if axis == input.ndim - 1 else _moveaxis(input, axis, -1)
     if not use_softmax:
         per = nll_loss(E.log(x.reshape([-1, n_cls])), label.reshape([-1]), weight, ignore_index, "none")
         per = per.reshape(label.shape)
@@ -140,7 +142,7 @@ def nll_loss(input, label, weight=None, ignore_index=-100, reduction="mean", nam
     """Negative log-likelihood of log-probabilities ``input`` ``[N, C, ...]`` at integer labels."""
     if input.ndim > 2:  # [N, C, d1...] -> [N*d1..., C]
         perm = [0] + list(range(2, input.ndim)) + [1]
-        input = transpose(input, perm).reshape([-1, input.shape[1]])
+        input = _transpose(input, perm).reshape([-1, input.shape[1]])
         label = label.reshape([-1])
     # in ops, not raw label arrays, so that ddg.jit replays it on new labels
     w, safe = _sample_weight(label, weight, ignore_index, input.dtype)
