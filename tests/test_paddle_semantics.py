@@ -666,3 +666,24 @@ def test_positional_arguments_mean_what_they_mean_in_paddle():
     u = ddg.uniform([1000])
     assert float(u.min()) >= 0.0 and float(u.max()) < 1.0  # Paddle 3's default range [0, 1)
     assert ddg.shape(input=T([[1, 2]])).tolist() == [1, 2]
+
+
+@pytest.mark.parametrize("opt_cls,kw,after1,after6,after8", [
+    ("RAdam", {}, [0.8, -1.2, 1.2], [0.19951805, 0.50723976, -1.3379337], [0.19408399, 0.50823092, -1.335825]),
+    ("NAdam", {}, [0.89435482, -1.8943548, 2.8943548], [0.56043851, -1.5379589, 2.531136],
+     [0.43778813, -1.3950274, 2.3822892]),
+    ("NAdam", {"momentum_decay": 0.01}, [0.89435101, -1.894351, 2.894351], [0.56049126, -1.5380297, 2.5312123],
+     [0.43785053, -1.3951342, 2.3824098]),
+])
+def test_radam_nadam_match_paddle(opt_cls, kw, after1, after6, after8):
+    w = ddg.create_parameter([3], "float32",
+                             default_initializer=nn.initializer.Assign(np.array([1.0, -2.0, 3.0], "float32")))
+    opt = getattr(ddg.optimizer, opt_cls)(learning_rate=0.1, parameters=[w], **kw)
+    hist = []
+    for _ in range(8):
+        (w * w * T([1.0, 2.0, 3.0])).sum().backward()
+        opt.step()
+        opt.clear_grad()
+        hist.append(w.numpy().copy())
+    for got, want in ((hist[0], after1), (hist[5], after6), (hist[7], after8)):
+        np.testing.assert_allclose(got, want, rtol=1e-5)

@@ -2,7 +2,8 @@
 compatible signature.
 
 ``paddle_signatures.json`` was generated once from the real Paddle 3.3.1 (CPU) with
-``signature_table(paddle)`` below (run under that Paddle; CI has none): for each public
+``signature_table(paddle)`` below, by ``PYTHONPATH=. <python with paddle> tests/test_paddle_signatures.py``
+(rerun it after exporting a new name; CI has no Paddle): for each public
 callable of ``paddle``, ``paddle.nn``, ``paddle.nn.functional``, ``paddle.optimizer``,
 ``paddle.optimizer.lr``, ``paddle.nn.initializer``, ``paddle.io`` and ``paddle.linalg``
 that ddg also exports, its parameters as ``[name, default]`` (``"<required>"`` for none,
@@ -24,7 +25,10 @@ import inspect
 import json
 import os
 
-import pytest
+try:
+    import pytest
+except ImportError:  # regenerating the table under a Python that has Paddle but no pytest
+    pytest = None
 
 MODULES = ["", ".nn", ".nn.functional", ".optimizer", ".optimizer.lr", ".nn.initializer", ".io", ".linalg"]
 
@@ -130,7 +134,11 @@ def _problems(ours, theirs):
     return found
 
 
-@pytest.fixture(scope="module")
+def _fixture(fn):
+    return pytest.fixture(scope="module")(fn) if pytest else fn
+
+
+@_fixture
 def tables():
     import ddg
     with open(os.path.join(os.path.dirname(__file__), "paddle_signatures.json")) as f:
@@ -166,3 +174,14 @@ def test_the_checker_catches_a_swapped_argument():
     assert _problems([["x", "<required>"], ["groups", 1], ["dilation", 1]], theirs) == {"order", "position"}
     assert _problems([["x", "<required>"], ["dilation", 2]], theirs) == {"default dilation"}
     assert _problems([["x", "<required>"], ["dilation", 1], ["groups", 1], ["place", None]], theirs) == set()
+
+
+if __name__ == "__main__":  # regenerate the table (needs Paddle; see the module docstring)
+    import ddg
+    import paddle
+    ours, theirs = signature_table(ddg), signature_table(paddle)
+    table = {k: theirs[k] for k in sorted(ours) if k in theirs}
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "paddle_signatures.json"), "w") as f:
+        json.dump({"generated_from": f"paddlepaddle {paddle.__version__}", "signatures": table,
+                   "not_in_paddle": sorted(k for k in ours if k not in theirs)}, f, indent=0, sort_keys=True)
+    print(f"{len(table)} signatures written")
