@@ -687,3 +687,20 @@ def test_radam_nadam_match_paddle(opt_cls, kw, after1, after6, after8):
         hist.append(w.numpy().copy())
     for got, want in ((hist[0], after1), (hist[5], after6), (hist[7], after8)):
         np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+def test_orthogonal_and_dirac_initializers():
+    I = nn.initializer
+    for shape, gain in (([3, 5], 2.0), ([5, 3], 1.0), ([4, 2, 3], 1.0)):
+        w = ddg.create_parameter(shape, "float64", default_initializer=I.Orthogonal(gain=gain)).numpy()
+        a = w.reshape(shape[0], -1)
+        small = a @ a.T if a.shape[0] <= a.shape[1] else a.T @ a
+        np.testing.assert_allclose(small, gain ** 2 * np.eye(min(a.shape)), atol=1e-12)
+    # Paddle 3.3.1's Dirac on these shapes
+    w = ddg.create_parameter([4, 2, 3], "float32", default_initializer=I.Dirac()).numpy()
+    assert w.tolist() == [[[0, 1, 0], [0, 0, 0]], [[0, 0, 0], [0, 1, 0]], [[0, 0, 0], [0, 0, 0]], [[0, 0, 0], [0, 0, 0]]]
+    w = ddg.create_parameter([4, 2, 3, 3], "float32", default_initializer=I.Dirac(groups=2)).numpy()
+    assert np.argwhere(w == 1).tolist() == [[0, 0, 1, 1], [1, 1, 1, 1], [2, 0, 1, 1], [3, 1, 1, 1]]
+    x = T(np.random.default_rng(0).random((1, 2, 5)).astype("float32"))
+    conv = nn.Conv1D(2, 2, 3, padding=1, weight_attr=ddg.ParamAttr(initializer=I.Dirac()), bias_attr=False)
+    np.testing.assert_allclose(conv(x).numpy(), x.numpy(), rtol=1e-6)  # the identity
