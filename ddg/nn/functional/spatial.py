@@ -48,7 +48,7 @@ def _pad_axis(x, axis, before, after, mode, value):
     return M.index_select(x, _const_like(idx.astype(np.int64), x), axis)
 
 
-def pad(x, pad, mode="constant", value=0.0, data_format="NCHW", name=None):  # noqa: A002
+def pad(x, pad, mode="constant", value=0.0, data_format=None, name=None):  # noqa: A002
     """Pad ``x``. With ``len(pad) == 2 * x.ndim`` (constant mode) ``pad`` lists
     ``[before, after]`` for every dim from the first; otherwise it pads the spatial dims
     starting from the LAST one: ``[left, right]`` (3-D), ``[left, right, top, bottom]``
@@ -67,7 +67,8 @@ def pad(x, pad, mode="constant", value=0.0, data_format="NCHW", name=None):  # n
     else:
         if nd < 3:
             raise ValueError(f"ddg.nn.functional.pad: {mode} padding needs a 3-D to 5-D input, got shape {x.shape}")
-        channel_last = data_format.upper()[-1] == "C" and data_format.upper() not in ("NC",)
+        # None (Paddle 3's default): channels first, whatever the rank
+        channel_last = data_format is not None and data_format.upper()[-1] == "C" and data_format.upper() != "NC"
         spatial = list(range(1, nd - 1)) if channel_last else list(range(2, nd))
         if len(pad) == 1:
             pad = pad * (2 * len(spatial))
@@ -119,7 +120,7 @@ def _resample_axis(x, axis, n_out, mode, align_corners, align_mode, scale):
 
 
 def interpolate(x, size=None, scale_factor=None, mode="nearest", align_corners=False, align_mode=0,
-                data_format="NCHW", name=None):
+                data_format=None, name=None):
     """Resize the spatial dims: ``nearest``, ``linear`` (3-D), ``bilinear`` (4-D),
     ``trilinear`` (5-D) or ``area`` (adaptive average pooling). Index conventions follow
     Paddle: ``align_corners`` maps corner to corner; otherwise ``align_mode=0`` uses
@@ -135,7 +136,7 @@ def interpolate(x, size=None, scale_factor=None, mode="nearest", align_corners=F
     if mode == "nearest" and align_corners:
         raise ValueError("ddg.nn.functional.interpolate: align_corners=True is not allowed with mode 'nearest'")
     nd = x.ndim - 2
-    channel_last = data_format.upper()[-1] == "C"
+    channel_last = data_format is not None and data_format.upper()[-1] == "C"  # None: channels first
     axes = list(range(1, 1 + nd)) if channel_last else list(range(2, 2 + nd))
     in_sizes = [x.shape[a] for a in axes]
     if (size is None) == (scale_factor is None):
@@ -173,7 +174,7 @@ def interpolate(x, size=None, scale_factor=None, mode="nearest", align_corners=F
 
 
 def upsample(x, size=None, scale_factor=None, mode="nearest", align_corners=False, align_mode=0,
-             data_format="NCHW", name=None):
+             data_format=None, name=None):
     return interpolate(x, size, scale_factor, mode, align_corners, align_mode, data_format)
 
 
