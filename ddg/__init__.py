@@ -70,7 +70,7 @@ from . import parallel as _parallel  # noqa: E402,F401  (light; arms the early-f
 _LAZY = {
     "autograd": ".autograd", "nn": ".nn", "optimizer": ".optimizer", "vision": ".vision",
     "jit": ".jit", "static": ".static", "distributed": ".distributed", "parallel": ".parallel",
-    "utils": ".utils", "regularizer": ".regularizer",
+    "utils": ".utils", "regularizer": ".regularizer", "linalg": ".linalg",
 }
 _LAZY_ATTRS = {
     "save": (".io.serialization", "save"), "load": (".io.serialization", "load"),

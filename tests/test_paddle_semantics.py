@@ -704,3 +704,30 @@ def test_orthogonal_and_dirac_initializers():
     x = T(np.random.default_rng(0).random((1, 2, 5)).astype("float32"))
     conv = nn.Conv1D(2, 2, 3, padding=1, weight_attr=ddg.ParamAttr(initializer=I.Dirac()), bias_attr=False)
     np.testing.assert_allclose(conv(x).numpy(), x.numpy(), rtol=1e-6)  # the identity
+
+
+def test_linalg_matches_paddle():
+    L = ddg.linalg
+    A = T([[2.0, 1.0], [1.0, 3.0]], stop_gradient=False)
+    d = L.det(A)
+    d.backward()
+    assert d.item() == pytest.approx(5.0) and np.allclose(A.grad.numpy(), [[3, -1], [-1, 2]])
+    A.clear_grad(set_to_zero=False)
+    np.testing.assert_allclose(L.slogdet(T([[-2.0, 1.0], [1.0, 3.0]])).numpy(), [-1.0, 1.9459101], rtol=1e-6)
+    b = T([[1.0], [2.0]], stop_gradient=False)
+    x = L.solve(A, b)
+    (x * T([[1.0], [2.0]])).sum().backward()
+    np.testing.assert_allclose(x.numpy(), [[0.2], [0.6]], rtol=1e-6)
+    np.testing.assert_allclose(A.grad.numpy(), [[-0.04, -0.12], [-0.12, -0.36]], rtol=1e-5)
+    np.testing.assert_allclose(b.grad.numpy(), [[0.2], [0.6]], rtol=1e-6)
+    A.clear_grad(set_to_zero=False)
+    y = L.matrix_power(A, 3)
+    y.sum().backward()
+    assert y.tolist() == [[15, 20], [20, 35]] and A.grad.tolist() == [[29, 37], [37, 46]]
+    np.testing.assert_allclose(L.matrix_power(A, -1).numpy(), [[0.6, -0.2], [-0.2, 0.4]], rtol=1e-6)
+    assert L.matrix_power(A, 0).tolist() == [[1, 0], [0, 1]]
+    np.testing.assert_allclose(L.vector_norm(T([[3.0, 4.0], [1.0, 1.0]]), p=2, axis=1).numpy(), [5.0, 1.4142135])
+    np.testing.assert_allclose(L.vector_norm(T([[3.0, 4.0], [1.0, 1.0]])).numpy(), 5.196152, rtol=1e-6)
+    assert L.multi_dot([T([[1.0, 2.0]]), T([[1.0], [1.0]]), T([[3.0, 4.0]])]).tolist() == [[9.0, 12.0]]
+    np.testing.assert_allclose(L.inv(A).numpy(), [[0.6, -0.2], [-0.2, 0.4]], rtol=1e-6)
+    np.testing.assert_allclose(L.norm(T([3.0, 4.0])).numpy(), 5.0)

@@ -163,3 +163,78 @@ def einsum(equation, *operands):
     if len(same) > 1:
         raise TypeError(f"ddg.einsum: operands of different dtypes {sorted(map(str, same))}")
     return Einsum(ins, out)(*operands)
+
+
+def _inv_t(a):
+    xp = backend.get_array_module(a)
+    return _swap(xp.linalg.inv(a))
+
+
+class Det(Function):
+    """``det(A)`` over the last two axes; the gradient is ``g * det(A) * inv(A)^T``
+    (so a singular A has none: inv fails, with the op's name in the error)."""
+    save_output = True
+
+    def forward(self, a):
+        if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+            raise ValueError(f"det needs square matrices in the last two axes, got shape {list(a.shape)}")
+        self.a = a
+        self.out = backend.get_array_module(a).linalg.det(a).astype(a.dtype, copy=False)
+        return self.out
+
+    def backward(self, g):
+        return (g * self.out)[..., None, None] * _inv_t(self.a)
+
+
+class Slogdet(Function):
+    """``[sign, log|det A|]`` stacked along a new first axis (Paddle's layout); only the
+    log gets a gradient, ``inv(A)^T``."""
+
+    def forward(self, a):
+        if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+            raise ValueError(f"slogdet needs square matrices in the last two axes, got shape {list(a.shape)}")
+        xp = backend.get_array_module(a)
+        self.a = a
+        sign, logabs = xp.linalg.slogdet(a)
+        return xp.stack([sign, logabs]).astype(a.dtype, copy=False)
+
+    def backward(self, g):
+        return g[1][..., None, None] * _inv_t(self.a)
+
+
+class Solve(Function):
+    """``X`` with ``A @ X = B`` (B a matrix ``[..., n, k]`` or a vector ``[n]``); the
+    gradients are ``gB = solve(A^T, g)`` and ``gA = -gB @ X^T``."""
+
+    def forward(self, a, b):
+        xp = backend.get_array_module(a, b)
+        self.vec = b.ndim == 1
+        self.a = a
+        self.x = xp.linalg.solve(a, b[:, None] if self.vec else b)
+        return self.x[:, 0] if self.vec else self.x
+
+    def backward(self, g):
+        xp = backend.get_array_module(g)
+        na, nb = self.needs
+        gm = g[:, None] if self.vec else g
+        gb = xp.linalg.solve(_swap(self.a), gm)
+        ga = sum_to(-(gb @ _swap(self.x)), self.a.shape) if na else None
+        if nb:
+            gb = gb[:, 0] if self.vec else gb
+        return ga, (gb if nb else None)
+
+
+def det(x, name=None):
+    return Det()(x)
+
+
+def slogdet(x, name=None):
+    return Slogdet()(x)
+
+
+def solve(x, y, left=True, name=None):
+    if not left:
+        raise ValueError("ddg.linalg.solve: left=False is not supported")
+    if x._data.dtype != y._data.dtype:
+        raise TypeError(f"ddg.linalg.solve: x is {x._data.dtype}, y is {y._data.dtype}")
+    return Solve()(x, y)
