@@ -731,3 +731,13 @@ def test_linalg_matches_paddle():
     assert L.multi_dot([T([[1.0, 2.0]]), T([[1.0], [1.0]]), T([[3.0, 4.0]])]).tolist() == [[9.0, 12.0]]
     np.testing.assert_allclose(L.inv(A).numpy(), [[0.6, -0.2], [-0.2, 0.4]], rtol=1e-6)
     np.testing.assert_allclose(L.norm(T([3.0, 4.0])).numpy(), 5.0)
+
+
+def test_var_correction_as_paddle3():
+    x = T([[1.0, 2.0, 4.0], [3.0, 5.0, 9.0]])
+    np.testing.assert_allclose(ddg.var(x).numpy(), 8.0, rtol=1e-6)
+    np.testing.assert_allclose(ddg.var(x, unbiased=False).numpy(), 6.6666665, rtol=1e-6)
+    np.testing.assert_allclose(ddg.var(x, correction=0).numpy(), 6.6666665, rtol=1e-6)
+    np.testing.assert_allclose(ddg.var(x, axis=1, correction=2).numpy(), [4.666667, 18.666668], rtol=1e-6)
+    with pytest.raises(ValueError, match="only one"):
+        ddg.var(x, unbiased=True, correction=0)

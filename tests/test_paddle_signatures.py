@@ -49,7 +49,6 @@ DDG_ONLY = {
 # open differences: name -> the checks that fail (see the module docstring)
 KNOWN = {
     ".:arange": {"order", "position"},
-    ".:var": {"default unbiased"},
     ".:set_grad_enabled": {"default mode"},
     ".nn:Conv1D": {"position"},
     ".nn:Conv2D": {"position"},

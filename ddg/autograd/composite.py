@@ -19,21 +19,25 @@ from .ops import sort as S
 
 
 # -- statistics --------------------------------------------------------------------------
-def var(x, axis=None, unbiased=True, keepdim=False, name=None):
-    """Mean of squared deviations, times n/(n-1) when unbiased."""
+def var(x, axis=None, unbiased=None, keepdim=False, name=None, *, correction=1):
+    """The sum of squared deviations over ``n - correction`` (Paddle 3: ``unbiased=True``
+    means correction 1, ``False`` correction 0; give one of the two)."""
+    if unbiased is not None and correction != 1:
+        raise ValueError("ddg.var: give only one of unbiased and correction")
+    c = (1 if unbiased else 0) if unbiased is not None else correction
     axes = list(normalize_axes(axis, x._data.ndim, "var"))
     n = 1
     for a in axes:
         n *= x._data.shape[a]
     d = E.subtract(x, R.mean(x, axis=axes, keepdim=True))
     v = R.mean(E.square(d), axis=axes, keepdim=keepdim)
-    if unbiased:
-        v = E.multiply(v, n / _b.max(n - 1, 1))
+    if c:
+        v = E.multiply(v, n / _b.max(n - c, 1))
     return v
 
 
 def std(x, axis=None, unbiased=True, keepdim=False, name=None):
-    return E.sqrt(var(x, axis, unbiased, keepdim))
+    return E.sqrt(var(x, axis, bool(unbiased), keepdim))
 
 
 def count_nonzero(x, axis=None, keepdim=False, name=None):
