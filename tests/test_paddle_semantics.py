@@ -741,3 +741,49 @@ def test_var_correction_as_paddle3():
     np.testing.assert_allclose(ddg.var(x, axis=1, correction=2).numpy(), [4.666667, 18.666668], rtol=1e-6)
     with pytest.raises(ValueError, match="only one"):
         ddg.var(x, unbiased=True, correction=0)
+
+
+_GS_X = np.arange(24, dtype="float32").reshape(1, 2, 3, 4) / 7
+_GS_GRID = np.array([[[[-1.2, -0.9], [0.3, 0.1], [0.95, 0.4]], [[-0.5, 0.7], [0.0, 0.0], [1.0, 1.0]]]], "float32")
+_GS_PADDLE = {  # (output, d/dx, d/dgrid) of sum(y * [1, 2, ...]) printed by Paddle 3.3.1
+    ('bilinear', 'zeros', True): [[0.04, 0.90714, 1.21786, 1.07857, 0.78571, 1.57143, 1.24, 2.62143, 2.93214, 2.79286, 2.5, 3.28571], [0.63, 0.0, 0.0, 0.0, 0.37, 3.49, 4.345, 1.665, 0.7, 2.11, 0.28, 7.11, 4.41, 0.0, 0.0, 0.0, 1.24, 8.11, 12.745, 4.995, 1.75, 5.29, 1.03, 15.33], [18.68572, 3.2, 2.14286, 5.71429, 2.57143, 6.85714, 3.0, 8.0, 3.42857, 9.14286, -73.28572, -48.85714]],
+    ('bilinear', 'zeros', False): [[0.0, 0.95714, 0.80571, 1.15357, 0.78571, 0.39286, 0.11143, 2.67143, 1.83429, 2.78214, 2.5, 0.82143], [0.065, 0.0, 0.0, 0.0, 0.0, 2.5, 4.03, 0.89, 1.9, 1.9, 0.27, 2.61, 0.455, 0.0, 0.0, 0.0, 0.0, 5.5, 11.62, 2.84, 4.75, 4.75, 1.08, 6.36], [15.6, 1.8, 2.85714, 8.57143, -63.08571, 6.17143, 3.8, -51.21428, 4.57143, 13.71428, -48.85714, -36.64286]],
+    ('bilinear', 'border', False): [[0.0, 0.95714, 1.34286, 1.21429, 0.78571, 1.57143, 1.71429, 2.67143, 3.05714, 2.92857, 2.5, 3.28571], [1.0, 0.0, 0.0, 0.0, 0.0, 2.5, 4.03, 1.37, 2.0, 2.0, 0.27, 7.83, 7.0, 0.0, 0.0, 0.0, 0.0, 5.5, 11.62, 4.28, 5.0, 5.0, 1.08, 17.52], [0.0, 0.0, 2.85714, 8.57143, -0.0, 10.28572, 4.0, -0.0, 4.57143, 13.71428, -0.0, -0.0]],
+    ('bilinear', 'reflection', False): [[0.0, 0.95714, 1.34286, 1.21429, 0.78571, 1.57143, 1.71429, 2.67143, 3.05714, 2.92857, 2.5, 3.28571], [1.0, 0.0, 0.0, 0.0, 0.0, 2.5, 4.03, 1.37, 2.0, 2.0, 0.27, 7.83, 7.0, 0.0, 0.0, 0.0, 0.0, 5.5, 11.62, 4.28, 5.0, 5.0, 1.08, 17.52], [-0.0, 0.0, 2.85714, 8.57143, -0.0, 10.28572, 4.0, -0.0, 4.57143, 13.71428, -0.0, -0.0]],
+    ('nearest', 'zeros', False): [[0.0, 0.85714, 1.57143, 1.14286, 0.85714, 0.0, 0.0, 2.57143, 3.28571, 2.85714, 2.57143, 0.0], [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 7.0, 0.0, 4.0, 0.0, 0.0, 3.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 19.0, 0.0, 10.0, 0.0, 0.0, 9.0], [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]],
+    ('nearest', 'reflection', True): [[0.0, 0.85714, 1.0, 1.28571, 0.85714, 1.57143, 1.71429, 2.57143, 2.71429, 3.0, 2.57143, 3.28571], [1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 7.0, 3.0, 0.0, 4.0, 0.0, 6.0, 7.0, 0.0, 0.0, 0.0, 0.0, 0.0, 19.0, 9.0, 0.0, 10.0, 0.0, 12.0], [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]],
+}
+
+
+@pytest.mark.parametrize("key", list(_GS_PADDLE))
+def test_grid_sample_matches_paddle(key):
+    mode, padding_mode, align_corners = key
+    x = T(_GS_X, stop_gradient=False)
+    grid = T(_GS_GRID, stop_gradient=False)
+    y = F.grid_sample(x, grid, mode=mode, padding_mode=padding_mode, align_corners=align_corners)
+    assert y.shape == [1, 2, 2, 3]
+    (y * T(np.arange(1, 13, dtype="float32").reshape(y.shape))).sum().backward()
+    out, gx, gg = _GS_PADDLE[key]
+    np.testing.assert_allclose(y.numpy().ravel(), out, atol=2e-5)
+    np.testing.assert_allclose(x.grad.numpy().ravel(), gx, atol=2e-5)
+    if mode == "bilinear":
+        np.testing.assert_allclose(grid.grad.numpy().ravel(), gg, rtol=1e-4, atol=1e-4)
+
+
+def test_affine_grid_and_spatial_transformer_match_paddle():
+    theta = T([[[0.8, -0.3, 0.1], [0.2, 0.9, -0.2]]], stop_gradient=False)
+    g = F.affine_grid(theta, [1, 2, 3, 4], align_corners=False)
+    assert g.shape == [1, 3, 4, 2]
+    np.testing.assert_allclose(g.numpy().ravel()[:8], [-0.3, -0.95, 0.1, -0.85, 0.5, -0.75, 0.9, -0.65], atol=1e-5)
+    y = F.grid_sample(T(_GS_X), g, align_corners=False)
+    y.sum().backward()
+    np.testing.assert_allclose(theta.grad.numpy(), [[[-4.125, 4.161900043487549, 0.6142799854278564], [-1.2321399450302124, -2.8285698890686035, 24.814279556274414]]], rtol=1e-4)
+
+
+def test_grid_sample_gradcheck():
+    from ddg.autograd import gradcheck
+    rng = np.random.default_rng(0)
+    x = T(rng.standard_normal((1, 2, 3, 4)), stop_gradient=False)
+    grid = T(rng.uniform(-1.1, 1.1, (1, 2, 3, 2)), stop_gradient=False)
+    for pm in ("zeros", "border", "reflection"):
+        assert gradcheck(lambda a, g: F.grid_sample(a, g, padding_mode=pm, align_corners=False), [x, grid])
