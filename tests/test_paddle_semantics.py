@@ -787,3 +787,13 @@ def test_grid_sample_gradcheck():
     grid = T(rng.uniform(-1.1, 1.1, (1, 2, 3, 2)), stop_gradient=False)
     for pm in ("zeros", "border", "reflection"):
         assert gradcheck(lambda a, g: F.grid_sample(a, g, padding_mode=pm, align_corners=False), [x, grid])
+
+
+def test_new_tensor_methods():
+    x = T([[1.0, 0.0, 3.0]])
+    assert x.count_nonzero().item() == 2
+    assert x.take_along_axis(T([[2]]), 1).tolist() == [[3.0]]
+    assert x.slice([1], [1], [3]).tolist() == [[0.0, 3.0]]
+    assert x.floor_mod(2.0).tolist() == [[1.0, 0.0, 1.0]]
+    assert x.sort(axis=1).tolist() == [[0.0, 1.0, 3.0]] and x.argsort(axis=1).tolist() == [[1, 0, 2]]
+    assert x.cumprod(1).tolist() == [[1.0, 0.0, 0.0]] and x.tril().shape == [1, 3]

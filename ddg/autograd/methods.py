@@ -244,7 +244,7 @@ def install():
     T.astype = T.cast = _astype
     T.to = _to
     methods = {
-        E: "add subtract multiply divide pow maximum minimum floor_divide remainder mod exp log log1p sqrt "
+        E: "add subtract multiply divide pow maximum minimum floor_divide remainder mod floor_mod exp log log1p sqrt "
            "rsqrt square sin cos tanh sigmoid erf relu abs neg sign floor ceil round clip clamp where "
            "tan asin acos atan sinh cosh asinh acosh atanh log2 log10 expm1 reciprocal trunc",
         G: "equal not_equal less_than less_equal greater_than greater_equal logical_and logical_or logical_xor "
@@ -252,9 +252,10 @@ def install():
         L: "matmul mm bmm inverse",
         R: "sum mean max min amax amin prod argmax argmin logsumexp all any cumsum cumprod",
         M: "reshape transpose flatten squeeze unsqueeze expand expand_as broadcast_to tile flip split "
-           "chunk unbind gather index_select roll masked_select moveaxis clone scatter scatter_nd_add put_along_axis",
+           "chunk unbind gather index_select roll masked_select moveaxis clone scatter scatter_nd_add put_along_axis "
+           "take_along_axis",
         C: "var std dot t outer masked_fill scale sort topk tril triu diagonal trace diag kron add_n nan_to_num "
-           "unstack norm repeat_interleave gather_nd",
+           "unstack norm repeat_interleave gather_nd slice count_nonzero",
     }
     for mod, names in methods.items():
         for n in names.split():
