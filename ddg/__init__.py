@@ -13,7 +13,7 @@ from .tensor.place import (CPUPlace, CUDAPlace, Place, set_device, get_device,  
                            is_compiled_with_cuda)
 from .tensor.creation import (to_tensor, zeros, ones, full, zeros_like, ones_like, full_like,  # noqa: F401
                               empty, empty_like, arange, linspace, eye, rand, randn, randint, randperm,
-                              uniform, normal, seed, bernoulli, from_dlpack)
+                              uniform, normal, seed, bernoulli, from_dlpack, multinomial)
 from .tensor.printing import set_printoptions  # noqa: F401
 from .autograd import methods as _methods
 from .autograd.engine import grad  # noqa: F401
@@ -21,19 +21,25 @@ from .autograd.grad_mode import no_grad, enable_grad, set_grad_enabled, is_grad_
 from .autograd.ops.elementwise import (add, subtract, multiply, divide, pow, maximum, minimum,  # noqa: F401
                                        floor_divide, remainder, mod, floor_mod, neg, abs, exp, log, log1p,
                                        sqrt, rsqrt, square, sin, cos, tanh, sigmoid, erf, clip, clamp, sign,
-                                       floor, ceil, round, cast, where)
+                                       floor, ceil, round, cast, where, tan, asin, acos, atan, sinh, cosh,
+                                       asinh, acosh, atanh, log2, log10, expm1, reciprocal, trunc)
 from .autograd.ops.logic import (equal, not_equal, less_than, less_equal, greater_than,  # noqa: F401
                                  greater_equal, logical_and, logical_or, logical_xor, logical_not,
                                  bitwise_and, bitwise_or, bitwise_xor, bitwise_not, isnan, isinf,
                                  isfinite, equal_all, allclose, isclose, nonzero)
 from .autograd.ops.reduce import (sum, mean, max, min, amax, amin, prod, argmax, argmin,  # noqa: F401
-                                  logsumexp, all, any, cumsum)
-from .autograd.ops.linalg import matmul, mm, bmm  # noqa: F401
+                                  logsumexp, all, any, cumsum, cumprod)
+from .autograd.ops.linalg import matmul, mm, bmm, inverse, einsum  # noqa: F401
 from .autograd.ops.movement import (reshape, transpose, flatten, squeeze, unsqueeze, broadcast_to,  # noqa: F401
                                     expand, expand_as, broadcast_tensors, concat, cat, stack, split, chunk,
                                     unbind, tile, gather, index_select, take_along_axis, flip, roll,
-                                    masked_select, moveaxis, numel, shape, clone)
+                                    masked_select, moveaxis, numel, shape, clone, scatter, scatter_nd_add,
+                                    put_along_axis)
 from .autograd.composite import var, std, count_nonzero, dot, outer, t, masked_fill, scale  # noqa: F401
+from .autograd.composite import (sort, topk, tril, triu, diagonal, trace, diag, kron, meshgrid,  # noqa: F401
+                                 add_n, nan_to_num, unstack, norm, repeat_interleave, slice, gather_nd)
+from .autograd.ops.sort import argsort, unique, bincount  # noqa: F401
+from .autograd.composite import assign  # noqa: F401
 from .autograd.methods import detach  # noqa: F401
 from . import device  # noqa: F401  (callable: ddg.device('cpu'))
 from .flags import set_flags, get_flags  # noqa: F401
@@ -64,12 +70,13 @@ from . import parallel as _parallel  # noqa: E402,F401  (light; arms the early-f
 _LAZY = {
     "autograd": ".autograd", "nn": ".nn", "optimizer": ".optimizer", "vision": ".vision",
     "jit": ".jit", "static": ".static", "distributed": ".distributed", "parallel": ".parallel",
-    "utils": ".utils", "regularizer": ".regularizer",
+    "utils": ".utils", "regularizer": ".regularizer", "linalg": ".linalg",
 }
 _LAZY_ATTRS = {
     "save": (".io.serialization", "save"), "load": (".io.serialization", "load"),
     "DataParallel": (".parallel.data_parallel", "DataParallel"),
     "ParamAttr": (".nn.param_attr", "ParamAttr"),
+    "create_parameter": (".nn.layer.layers", "create_parameter_api"),
 }
 
 

@@ -49,18 +49,25 @@ def test_retain_graph_allows_second_backward_and_accumulates():
     np.testing.assert_allclose(x.grad.numpy(), [4.0, 8.0])
 
 
-def test_non_scalar_root_needs_grad_tensor():
+def test_non_scalar_root_defaults_to_ones():
     x = leaf([1.0, 2.0])
     y = x * 2
-    with pytest.raises(RuntimeError, match="grad_tensor"):
-        y.backward()
+    y.backward(retain_graph=True)  # Paddle: grad_tensor defaults to ones for any shape
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 2.0])
+    x.clear_grad()
     y.backward(ddg.to_tensor([1.0, 10.0], dtype="float64"))
     np.testing.assert_allclose(x.grad.numpy(), [2.0, 20.0])
 
 
-def test_backward_of_tensor_without_grad_raises():
-    with pytest.raises(RuntimeError, match="does not require grad"):
-        ddg.to_tensor([1.0]).sum().backward()
+def test_backward_of_tensor_without_grad_does_nothing():
+    t = ddg.to_tensor([1.0])
+    t.sum().backward()  # Paddle: no error, no gradient
+    assert t.grad is None
+    i = ddg.to_tensor([1, 2], stop_gradient=False)  # Paddle allows it on integer tensors
+    assert not i.stop_gradient
+    f = ddg.to_tensor([1.0, 2.0], stop_gradient=False)
+    (f * i.astype("float32")).sum().backward()
+    np.testing.assert_allclose(f.grad.numpy(), [1.0, 2.0])
 
 
 def test_saved_arrays_released_after_backward():
@@ -157,8 +164,7 @@ def test_integer_outputs_never_require_grad():
     assert ddg.argmax(x).stop_gradient
     assert (x > 1).stop_gradient
     assert ddg.cast(x, "int64").stop_gradient
-    with pytest.raises(TypeError, match="floating"):
-        ddg.to_tensor([1, 2]).stop_gradient = False or ddg.to_tensor([1, 2]).requires_grad_()
+    assert not ddg.to_tensor([1, 2]).requires_grad_().stop_gradient  # allowed, as in Paddle
 
 
 def test_ddg_grad_returns_without_accumulating():
@@ -200,11 +206,15 @@ def test_pylayer_custom_forward_backward():
 def test_inplace_update_of_leaf_requires_no_grad():
     w = leaf([1.0, 2.0])
     with pytest.raises(RuntimeError, match="leaf"):
-        w -= 1.0
+        w.subtract_(1.0)
+    alias = w
+    w2 = w
+    w2 -= 1.0  # Paddle: a new (non-leaf) tensor, the leaf itself is untouched
+    assert w2 is not w and not w2.is_leaf and w.numpy().tolist() == [1.0, 2.0]
     with ddg.no_grad():
         w -= 0.5 * ddg.to_tensor([2.0, 2.0], dtype="float64")
     np.testing.assert_allclose(w.numpy(), [0.0, 1.0])
-    assert not w.stop_gradient and w.is_leaf
+    assert not w.stop_gradient and w.is_leaf and alias is w  # updated in place (seed 002's manual SGD)
 
 
 def test_inplace_arithmetic_on_intermediate_keeps_gradients_right():

@@ -203,13 +203,10 @@ def test_distributed_batch_sampler_epochs():
     e1 = _all_ranks(n, 4, world, shuffle=True, epoch=1)
     assert [b for _, b in e0] == [b for _, b in e0b]  # same epoch: same order
     assert [b for _, b in e0] != [b for _, b in e1]  # new epoch: new order
-    # the global order is one permutation shared by all ranks: their shards interleave it
+    # one padded permutation shared by all ranks: together the shards cover the dataset
     for ranks in (e0, e1):
         shards = [[i for b in batches for i in b] for _, batches in ranks]
-        total = len(shards[0]) * world
-        glob = [shards[k % world][k // world] for k in range(total)]  # rank r holds glob[r::world]
-        assert sorted(glob[:n]) == list(range(n))
-        assert glob[n:] == glob[:total - n]  # padding wraps around to the start
+        assert sorted(i for sh in shards for i in sh) == sorted(list(range(n)) + [0])  # 21 = 20 + one pad
     # not calling set_epoch still changes the order each epoch, identically on every rank
     samplers = [DistributedBatchSampler(Squares(n), 4, num_replicas=world, rank=r, shuffle=True)
                 for r in range(world)]
@@ -225,6 +222,23 @@ def test_distributed_batch_sampler_epochs():
     assert a == b
 
 
+def test_distributed_batch_sampler_deals_as_paddle():
+    """Batches printed by Paddle 3.3.1's DistributedBatchSampler (two passes each: the
+    epoch advances by itself when shuffling)."""
+    expect = {
+        (10, 3, 3, True, False): [([[6, 1, 4], [3]], [[2, 3, 4], [9]]), ([[0, 2, 8], [0]], [[0, 1, 6], [8]]),
+                                  ([[1, 7, 9], [5]], [[0, 7, 1], [5]])],
+        (23, 4, 3, True, True): [([[11, 10, 22, 14], [4, 2, 5, 18]], [[13, 18, 3, 14], [21, 1, 16, 0]]),
+                                 ([[20, 1, 13, 0], [9, 7, 19, 3]], [[20, 17, 10, 4], [15, 0, 22, 9]]),
+                                 ([[16, 8, 6, 17], [0, 21, 15, 12]], [[2, 19, 6, 7], [8, 12, 11, 5]])],
+        (10, 3, 2, False, False): [([[0, 1, 2], [6, 7]],) * 2, ([[3, 4, 5], [8, 9]],) * 2],
+    }
+    for (n, bs, world, shuffle, drop), per_rank in expect.items():
+        for r, passes in enumerate(per_rank):
+            s = DistributedBatchSampler(Squares(n), bs, num_replicas=world, rank=r, shuffle=shuffle, drop_last=drop)
+            assert [[list(map(int, b)) for b in s] for _ in passes] == [list(p) for p in passes]
+
+
 def test_distributed_batch_sampler_defaults_and_errors():
     s = DistributedBatchSampler(Squares(5), 2)
     assert s.nranks >= 1 and 0 <= s.local_rank < s.nranks
@@ -234,7 +248,7 @@ def test_distributed_batch_sampler_defaults_and_errors():
         DistributedBatchSampler(Squares(5), 0, num_replicas=2, rank=0)
     loader = DataLoader(Squares(10), batch_sampler=DistributedBatchSampler(Squares(10), 2, 2, 1))
     assert len(loader) == 3
-    assert [int(y.numpy()[0, 0]) for _, y in loader] == [1, 5, 9]
+    assert [int(y.numpy()[0, 0]) for _, y in loader] == [2, 6, 9]  # Paddle's dealing: [2, 3], [6, 7], [9]
 
 
 def test_distributed_batch_sampler_does_not_hide_a_failed_launch(monkeypatch):
@@ -280,7 +294,7 @@ def test_default_collate_rules():
                                 (np.ones((2, 2), np.float64), 2, 3.5, False, "b", {"k": np.int32(5)})])
     img, ints, floats, bools, strs, d = batch
     assert img.shape == (2, 2, 2) and img.dtype == np.float64
-    assert ints.dtype == np.int64 and floats.dtype == np.float32 and bools.dtype == np.bool_
+    assert ints.dtype == np.int64 and floats.dtype == np.float64 and bools.dtype == np.bool_  # as Paddle
     assert strs == ["a", "b"]
     assert d["k"].dtype == np.int32 and list(d["k"]) == [4, 5]
     with pytest.raises(ValueError, match="fields"):

@@ -187,11 +187,11 @@ TRANSPOSE_CASES = [
 @pytest.mark.parametrize("xs,ws,stride,padding,opad,dil,groups", TRANSPOSE_CASES)
 def test_conv2d_transpose(xs, ws, stride, padding, opad, dil, groups):
     x, w, b = rand(*xs), rand(*ws), rand(ws[1] * groups)
-    y = F.conv2d_transpose(T(x), T(w), T(b), stride, padding, opad, groups, dil)
+    y = F.conv2d_transpose(T(x), T(w), T(b), stride, padding, opad, dil, groups)  # Paddle's order
     ref = ref_conv2d_transpose(x, w, b, _pair(stride), _pads4(padding), _pair(dil), groups, _pair(opad))
     assert y.shape == list(ref.shape)
     np.testing.assert_allclose(y.numpy(), ref, atol=1e-10)
-    assert gradcheck(lambda x, w, b: F.conv2d_transpose(x, w, b, stride, padding, opad, groups, dil),
+    assert gradcheck(lambda x, w, b: F.conv2d_transpose(x, w, b, stride, padding, opad, dil, groups),
                      [T(x[:1], True), T(w, True), T(b, True)])
 
 

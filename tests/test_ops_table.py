@@ -7,6 +7,36 @@ from scipy import special
 import ddg
 from ddg.autograd import gradcheck
 
+def _np_scatter(a, u):
+    o = a.copy()
+    o[[2, 0]] = u
+    return o
+
+
+def _np_scatter_add(a, u):
+    o = a.copy()
+    o[1] = u.sum(0)
+    return o
+
+
+def _np_scatter_nd_add(a, u):
+    o = a.copy()
+    np.add.at(o, ([0, 1, 0], [1, 2, 1]), u)
+    return o
+
+
+def _np_put_along_axis(a, v):
+    o = a.copy()
+    np.put_along_axis(o, np.array([[1], [2]]), v, 1)
+    return o
+
+
+def _np_put_along_axis_add(a, v):
+    o = a.copy()
+    np.add.at(o, ([[0, 0], [1, 1]], [[1, 1], [2, 0]]), v)
+    return o
+
+
 # name, ddg function, numpy reference, input shapes, input domain
 # domain: "any" (standard normal), "pos" (0.5..2), "away" (|x| in 0.3..2, avoids kinks)
 ROWS = [
@@ -38,6 +68,20 @@ ROWS = [
     ("sin", ddg.sin, np.sin, [(3, 4)], "any"),
     ("cos", ddg.cos, np.cos, [(3, 4)], "any"),
     ("tanh", ddg.tanh, np.tanh, [(3, 4)], "any"),
+    ("tan", ddg.tan, np.tan, [(3, 4)], "any"),
+    ("asin", lambda a: ddg.asin(a * 0.4), lambda a: np.arcsin(a * 0.4), [(3, 4)], "pos"),
+    ("acos", lambda a: ddg.acos(a * -0.4), lambda a: np.arccos(a * -0.4), [(3, 4)], "pos"),
+    ("atan", ddg.atan, np.arctan, [(3, 4)], "any"),
+    ("sinh", ddg.sinh, np.sinh, [(3, 4)], "any"),
+    ("cosh", ddg.cosh, np.cosh, [(3, 4)], "any"),
+    ("asinh", ddg.asinh, np.arcsinh, [(3, 4)], "any"),
+    ("acosh", lambda a: ddg.acosh(a + 1), lambda a: np.arccosh(a + 1), [(3, 4)], "pos"),
+    ("atanh", lambda a: ddg.atanh(a * 0.4), lambda a: np.arctanh(a * 0.4), [(3, 4)], "pos"),
+    ("log2", ddg.log2, np.log2, [(3, 4)], "pos"),
+    ("log10", ddg.log10, np.log10, [(3, 4)], "pos"),
+    ("expm1", ddg.expm1, np.expm1, [(3, 4)], "any"),
+    ("reciprocal", ddg.reciprocal, np.reciprocal, [(3, 4)], "pos"),
+    ("trunc", lambda a: ddg.trunc(a * 3), lambda a: np.trunc(a * 3), [(3, 4)], "away"),
     ("sigmoid", ddg.sigmoid, lambda a: 1 / (1 + np.exp(-a)), [(3, 4)], "any"),
     ("erf", ddg.erf, special.erf, [(3, 4)], "any"),
     ("relu", ddg.nn.functional.relu, lambda a: np.maximum(a, 0), [(3, 4)], "away"),
@@ -54,7 +98,43 @@ ROWS = [
     ("std", lambda a: ddg.std(a, axis=0, unbiased=False), lambda a: a.std(0), [(3, 4)], "any"),
     ("logsumexp", lambda a: ddg.logsumexp(a, axis=1), lambda a: np.log(np.exp(a).sum(1)), [(3, 4)], "any"),
     ("cumsum", lambda a: ddg.cumsum(a, axis=1), lambda a: np.cumsum(a, 1), [(3, 4)], "any"),
+    ("sort", lambda a: ddg.sort(a, axis=1), lambda a: np.sort(a, 1), [(3, 4)], "any"),
+    ("sort_desc", lambda a: ddg.sort(a, axis=0, descending=True), lambda a: -np.sort(-a, 0), [(3, 4)], "any"),
+    ("topk", lambda a: ddg.topk(a, 2)[0], lambda a: -np.sort(-a, 1)[:, :2], [(3, 4)], "any"),
+    ("topk_small_axis0", lambda a: ddg.topk(a, 2, axis=0, largest=False)[0], lambda a: np.sort(a, 0)[:2],
+     [(3, 4)], "any"),
+    ("tril", lambda a: ddg.tril(a, 1), lambda a: np.tril(a, 1), [(2, 3, 4)], "any"),
+    ("triu", lambda a: ddg.triu(a, -1), lambda a: np.triu(a, -1), [(3, 4)], "any"),
+    ("diagonal", lambda a: ddg.diagonal(a, 1, 0, 2), lambda a: np.diagonal(a, 1, 0, 2), [(3, 2, 4)], "any"),
+    ("trace", lambda a: ddg.trace(a, -1), lambda a: np.trace(a, -1), [(4, 3)], "any"),
+    ("diag_vec", lambda a: ddg.diag(a, 1), lambda a: np.diag(a, 1), [(3,)], "any"),
+    ("kron", ddg.kron, np.kron, [(2, 3), (3, 2)], "any"),
+    ("kron_nd", ddg.kron, np.kron, [(2,), (2, 3)], "any"),
+    ("norm_p3", lambda a: ddg.norm(a, p=3, axis=1), lambda a: (np.abs(a) ** 3).sum(1) ** (1 / 3), [(3, 4)], "away"),
+    ("norm_fro", lambda a: ddg.norm(a), lambda a: np.sqrt((a * a).sum()), [(3, 4)], "any"),
+    ("norm_inf", lambda a: ddg.norm(a, p=float("inf"), axis=0), lambda a: np.abs(a).max(0), [(3, 4)], "away"),
+    ("add_n", lambda a, b: ddg.add_n([a, b, a]), lambda a, b: 2 * a + b, [(3, 4), (3, 4)], "any"),
+    ("repeat_interleave", lambda a: ddg.repeat_interleave(a, 2, axis=1), lambda a: np.repeat(a, 2, 1), [(2, 3)],
+     "any"),
+    ("repeat_interleave_counts", lambda a: ddg.repeat_interleave(a, [1, 0, 3], axis=0),
+     lambda a: np.repeat(a, [1, 0, 3], 0), [(3, 2)], "any"),
+    ("slice", lambda a: ddg.slice(a, [0, 2], [1, -3], [3, 10]), lambda a: a[1:3, :, -3:], [(3, 2, 4)], "any"),
+    ("gather_nd", lambda a: ddg.gather_nd(a, ddg.to_tensor([[0, 1], [2, 0], [0, 1]])),
+     lambda a: a[[0, 2, 0], [1, 0, 1]], [(3, 2, 4)], "any"),
     ("cumsum_flat", lambda a: ddg.cumsum(a), lambda a: np.cumsum(a), [(3, 4)], "any"),
+    ("cumprod", lambda a: ddg.cumprod(a, dim=1), lambda a: np.cumprod(a, 1), [(3, 4)], "any"),
+    ("cumprod_flat", lambda a: ddg.cumprod(a), lambda a: np.cumprod(a), [(2, 3)], "any"),
+    ("cumprod_zero", lambda a: ddg.cumprod(a * ddg.to_tensor([1.0, 0.0, 1.0, 1.0], dtype=a.dtype).to(a.place), dim=1),
+     lambda a: np.cumprod(a * [1.0, 0.0, 1.0, 1.0], 1), [(3, 4)], "any"),
+    ("scatter", lambda a, u: ddg.scatter(a, ddg.to_tensor([2, 0]), u), _np_scatter, [(3, 2), (2, 2)], "any"),
+    ("scatter_add", lambda a, u: ddg.scatter(a, ddg.to_tensor([1, 1]), u, overwrite=False), _np_scatter_add,
+     [(3, 2), (2, 2)], "any"),
+    ("scatter_nd_add", lambda a, u: ddg.scatter_nd_add(a, ddg.to_tensor([[0, 1], [1, 2], [0, 1]]), u),
+     _np_scatter_nd_add, [(2, 3), (3,)], "any"),
+    ("put_along_axis", lambda a, v: ddg.put_along_axis(a, ddg.to_tensor([[1], [2]]), v, 1), _np_put_along_axis,
+     [(2, 3), (2, 1)], "any"),
+    ("put_along_axis_add", lambda a, v: ddg.put_along_axis(a, ddg.to_tensor([[1, 1], [2, 0]]), v, 1, reduce="add"),
+     _np_put_along_axis_add, [(2, 3), (2, 2)], "any"),
     ("matmul", ddg.matmul, np.matmul, [(3, 4), (4, 5)], "any"),
     ("matmul_tx", lambda a, b: ddg.matmul(a, b, transpose_x=True), lambda a, b: a.T @ b, [(4, 3), (4, 5)], "any"),
     ("matmul_ty", lambda a, b: ddg.matmul(a, b, transpose_y=True), lambda a, b: a @ b.T, [(3, 4), (5, 4)], "any"),
@@ -67,6 +147,23 @@ ROWS = [
     ("matmul_batch_ty", lambda a, b: ddg.matmul(a, b, transpose_y=True), lambda a, b: a @ np.swapaxes(b, -1, -2),
      [(2, 3, 4), (2, 5, 4)], "any"),
     ("bmm", ddg.bmm, np.matmul, [(2, 3, 4), (2, 4, 5)], "any"),
+    ("inverse", lambda a: ddg.inverse(a + ddg.diag(ddg.ones_like(a[0, 0]) * 4)), lambda a: np.linalg.inv(a + np.eye(3) * 4),
+     [(2, 3, 3)], "any"),
+    ("det", lambda a: ddg.linalg.det(a + ddg.diag(ddg.ones_like(a[0, 0]) * 4)),
+     lambda a: np.linalg.det(a + np.eye(3) * 4), [(2, 3, 3)], "any"),
+    ("slogdet", lambda a: ddg.linalg.slogdet(a + ddg.diag(ddg.ones_like(a[0]) * 4)),
+     lambda a: np.stack(np.linalg.slogdet(a + np.eye(3) * 4)), [(3, 3)], "any"),
+    ("solve", lambda a, b: ddg.linalg.solve(a + ddg.diag(ddg.ones_like(a[0]) * 4), b),
+     lambda a, b: np.linalg.solve(a + np.eye(3) * 4, b), [(3, 3), (3, 2)], "any"),
+    ("solve_vec", lambda a, b: ddg.linalg.solve(a + ddg.diag(ddg.ones_like(a[0]) * 4), b),
+     lambda a, b: np.linalg.solve(a + np.eye(3) * 4, b), [(3, 3), (3,)], "any"),
+    ("einsum_bmm", lambda a, b: ddg.einsum("bij,bjk->bik", a, b), lambda a, b: a @ b, [(2, 3, 4), (2, 4, 5)], "any"),
+    ("einsum_sum_out", lambda a, b: ddg.einsum("ij,jk->i", a, b), lambda a, b: (a @ b).sum(1), [(3, 4), (4, 2)],
+     "any"),
+    ("einsum_outer_implicit", lambda a, b: ddg.einsum("i,j", a, b), np.outer, [(3,), (4,)], "any"),
+    ("einsum_transpose", lambda a: ddg.einsum("ijk->kji", a), lambda a: a.transpose(2, 1, 0), [(2, 3, 4)], "any"),
+    ("einsum_three", lambda a, b, c: ddg.einsum("ij,jk,k->i", a, b, c), lambda a, b, c: a @ b @ c,
+     [(2, 3), (3, 4), (4,)], "any"),
     ("dot", ddg.dot, np.dot, [(4,), (4,)], "any"),
     ("dot_rows", ddg.dot, lambda a, b: (a * b).sum(-1), [(3, 4), (3, 4)], "any"),
     ("outer", ddg.outer, np.outer, [(3,), (4,)], "any"),

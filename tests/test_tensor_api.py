@@ -27,7 +27,7 @@ def test_dtype_rules_follow_paddle():
 
 
 def test_creation_functions():
-    assert ddg.full([2, 3], 7).dtype == ddg.int64 and ddg.full([2], 1.0).dtype == ddg.float32
+    assert ddg.full([2, 3], 7).dtype == ddg.float32 and ddg.full([2], 1.0).dtype == ddg.float32  # Paddle: default float
     np.testing.assert_array_equal(ddg.eye(3).numpy(), np.eye(3))
     np.testing.assert_allclose(ddg.linspace(0, 1, 5).numpy(), np.linspace(0, 1, 5))
     x = ddg.ones([2, 3], dtype="float64")
@@ -96,8 +96,6 @@ def test_error_messages_name_the_op_and_shapes():
         ddg.matmul(a, b)
     with pytest.raises(ValueError, match="reshape"):
         ddg.reshape(a, [4, 2])
-    with pytest.raises(TypeError, match="only floating-point"):
-        ddg.to_tensor([1, 2], stop_gradient=False)
     with pytest.raises(ValueError, match="concat"):
         ddg.concat([a, b], axis=0)
     with pytest.raises(ValueError, match="set_device"):
@@ -155,7 +153,7 @@ def test_reduction_edge_cases():
     np.testing.assert_allclose(x.grad.numpy(), [[0, 0.5], [0.5, 0]])  # ties share
     assert ddg.argmax(x, axis=1).tolist() == [1, 0]
     assert ddg.sum(ddg.to_tensor([True, True, False])).item() == 2
-    assert ddg.mean(ddg.to_tensor([1, 2])).item() == 1.5
+    assert ddg.mean(ddg.to_tensor([1, 2])).item() == 1  # Paddle: integer mean, toward zero
     np.testing.assert_allclose(ddg.cumsum(ddg.to_tensor([[1, 2], [3, 4]])).numpy(), [1, 3, 6, 10])
     with pytest.raises(ValueError, match="axis 2 is out of range"):
         ddg.sum(x, axis=2)

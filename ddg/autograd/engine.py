@@ -49,10 +49,7 @@ def _root_grad(t, g):
     if t.stop_gradient:
         raise RuntimeError(f"ddg: backward() of a tensor that does not require grad (shape {t.shape}, "
                            f"dtype {t.dtype}); did you forget stop_gradient=False?")
-    if g is None:
-        if t._data.size != 1:
-            raise RuntimeError(f"ddg: backward() of a non-scalar tensor (shape {t.shape}) needs grad_tensor "
-                               f"of the same shape")
+    if g is None:  # Paddle: ones of the tensor's shape, for non-scalars too
         xp = backend.get_array_module(t._data)
         return xp.ones(t._data.shape, dtype=t._data.dtype)
     arr = g._data if isinstance(g, Tensor) else g
@@ -253,8 +250,12 @@ def backward(tensors, grad_tensors=None, retain_graph=False):
         grad_tensors = [grad_tensors]
     if len(grad_tensors) != len(tensors):
         raise ValueError(f"ddg.backward: {len(tensors)} tensors but {len(grad_tensors)} grad_tensors")
-    grads = [_root_grad(t, g) for t, g in zip(tensors, grad_tensors)]
-    run_backward(list(tensors), grads, retain_graph)
+    # Paddle: backward() of a tensor that needs no gradient (stop_gradient=True) does nothing
+    pairs = [(t, g) for t, g in zip(tensors, grad_tensors) if not t.stop_gradient]
+    if not pairs:
+        return
+    grads = [_root_grad(t, g) for t, g in pairs]
+    run_backward([t for t, _ in pairs], grads, retain_graph)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, only_inputs=True,

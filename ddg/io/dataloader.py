@@ -46,7 +46,7 @@ def default_collate_fn(batch):
     """Stack a list of samples into one batch, field by field.
 
     numpy arrays are stacked along a new axis 0 (keeping their dtype), Tensors likewise
-    (on their own device), Python ints become int64, floats float32, bools bool; tuples
+    (on their own device), Python ints become int64, floats float64 (as in Paddle), bools bool; tuples
     and lists of fields become lists of batched fields, dicts dicts; strings stay lists.
     The result holds arrays; the DataLoader makes them Tensors.
     """
@@ -65,8 +65,8 @@ def default_collate_fn(batch):
         return np.array(batch, dtype=np.bool_)
     if isinstance(sample, numbers.Integral):
         return np.array(batch, dtype=np.int64)
-    if isinstance(sample, numbers.Real):
-        return np.array(batch, dtype=np.float32)
+    if isinstance(sample, numbers.Real):  # Paddle: Python floats batch as float64
+        return np.array(batch, dtype=np.float64)
     if isinstance(sample, (str, bytes)):
         return list(batch)
     if isinstance(sample, Mapping):

@@ -55,6 +55,7 @@ import warnings
 import numpy as np
 
 from ..tensor import backend
+from . import paddle_format
 
 __all__ = ["save", "load"]
 
@@ -454,6 +455,11 @@ def load(path, return_numpy=False, **configs):
     Tensors come back as CPU Tensors (``stop_gradient`` as saved), or as numpy arrays
     when ``return_numpy=True``; numpy arrays as numpy arrays; dicts keep their key order.
     ``path`` may also be a readable binary file object.
+
+    Files written by ``paddle.save`` (``.pdparams``, ``.pdopt``: pickles) are read too,
+    through a restricted unpickler that builds only arrays, dicts, lists, tuples, numbers
+    and strings and refuses any other global (see ``ddg.io.paddle_format``); their arrays
+    come back as Tensors (or numpy arrays with ``return_numpy=True``).
     """
     if hasattr(path, "read"):
         name = repr(getattr(path, "name", "<file object>"))
@@ -482,6 +488,15 @@ def _json_depth(raw):
 
 def _deserialize(data, name, return_numpy):
     n = len(data)
+    if paddle_format.is_pickle(data):  # written by paddle.save: a restricted unpickler, no code runs
+        Tensor = None if return_numpy else _tensor_class()
+
+        def make(arr, tname):
+            t = _make_tensor(Tensor, arr if arr.flags.writeable else arr.copy(), True)
+            if tname is not None:
+                t.name = tname
+            return t
+        return paddle_format.load_paddle(data, name, make, return_numpy, MAX_DEPTH)
     if data[:len(MAGIC)] != MAGIC[:min(n, len(MAGIC))] or n == 0:
         raise ValueError("ddg.load: {} is not a ddg checkpoint (bad magic bytes; was it written by "
                          "ddg.save?)".format(name))

@@ -2,11 +2,11 @@
 from . import functional, initializer  # noqa: F401
 from .clip import ClipGradByGlobalNorm, ClipGradByNorm, ClipGradByValue  # noqa: F401
 from .layer.activation import *  # noqa: F401,F403
-from .layer.common import Flatten, Identity, Linear  # noqa: F401
+from .layer.common import CosineSimilarity, Flatten, Identity, Linear  # noqa: F401
 from .layer.dropout import Dropout, Dropout2D  # noqa: F401
 from .layer.embedding import Embedding  # noqa: F401
-from .layer.spatial import (Pad1D, Pad2D, Pad3D, Unfold, Upsample, UpsamplingBilinear2D,  # noqa: F401
-                            UpsamplingNearest2D)
+from .layer.spatial import (Pad1D, Pad2D, Pad3D, PixelShuffle, Unfold, Upsample,  # noqa: F401
+                            UpsamplingBilinear2D, UpsamplingNearest2D, ZeroPad2D)
 from .layer.conv import Conv1D, Conv1DTranspose, Conv2D, Conv2DTranspose  # noqa: F401
 from .layer.norm import (BatchNorm, BatchNorm1D, BatchNorm2D, BatchNorm3D, GroupNorm,  # noqa: F401
                          InstanceNorm1D, InstanceNorm2D, LayerNorm)
@@ -20,6 +20,7 @@ from .layer.rnn import (RNN, GRU, LSTM, BiRNN, GRUCell, LSTMCell, RNNCellBase,  
 from .layer.transformer import (MultiHeadAttention, Transformer, TransformerDecoder,  # noqa: F401
                                 TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer)
 from .param_attr import ParamAttr  # noqa: F401
+from . import utils  # noqa: F401
 from .parameter import Parameter  # noqa: F401
 
 

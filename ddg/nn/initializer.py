@@ -68,6 +68,50 @@ class TruncatedNormal(Initializer):
         return self.mean + self.std * out
 
 
+class Orthogonal(Initializer):
+    """A (semi-)orthogonal matrix times ``gain``: the parameter viewed as
+    ``[shape[0], prod(shape[1:])]`` has orthonormal rows or columns (whichever are fewer)."""
+
+    def __init__(self, gain=1.0, name=None):
+        self.gain = gain
+
+    def _sample(self, shape):
+        if len(shape) < 2:
+            raise ValueError(f"ddg.nn.initializer.Orthogonal: needs a parameter with at least 2 dimensions, "
+                             f"got shape {list(shape)}")
+        rows = shape[0]
+        cols = int(np.prod(shape[1:]))
+        a = backend.rng().standard_normal((max(rows, cols), min(rows, cols)))
+        q, r = np.linalg.qr(a)
+        q = q * np.sign(np.diag(r))  # a unique, uniformly distributed Q
+        if rows < cols:
+            q = q.T
+        return (self.gain * q).reshape(shape)
+
+
+class Dirac(Initializer):
+    """The identity for convolutions: weight ``[out, in, k...]`` is 0 except 1 at the
+    kernel's centre for output channel ``g * out/groups + i`` and input channel ``i``,
+    ``i < min(out/groups, in)``, in each of the ``groups`` groups."""
+
+    def __init__(self, groups=1, name=None):
+        self.groups = int(groups)
+
+    def _sample(self, shape):
+        if len(shape) not in (3, 4, 5):
+            raise ValueError(f"ddg.nn.initializer.Dirac: needs a 3-D, 4-D or 5-D conv weight, got shape {list(shape)}")
+        if shape[0] % self.groups:
+            raise ValueError(f"ddg.nn.initializer.Dirac: {shape[0]} output channels do not split into "
+                             f"{self.groups} groups")
+        out = np.zeros(shape)
+        per = shape[0] // self.groups
+        centre = tuple(k // 2 for k in shape[2:])
+        for g in range(self.groups):
+            for i in range(min(per, shape[1])):
+                out[(g * per + i, i) + centre] = 1.0
+        return out
+
+
 class Uniform(Initializer):
     def __init__(self, low=-1.0, high=1.0, name=None):
         self.low, self.high = low, high

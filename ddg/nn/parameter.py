@@ -61,3 +61,4 @@ def create_parameter(shape, dtype=None, attr=None, is_bias=False, default_initia
     initializer = attr.initializer or default_initializer or (init.Constant(0.0) if is_bias else init.XavierUniform())
     initializer(p)
     return p
+

@@ -17,7 +17,7 @@ import numpy as np
 __all__ = ["LRScheduler", "NoamDecay", "PiecewiseDecay", "NaturalExpDecay", "InverseTimeDecay",
            "PolynomialDecay", "LinearWarmup", "ExponentialDecay", "MultiStepDecay", "StepDecay",
            "LambdaDecay", "MultiplicativeDecay", "ReduceOnPlateau", "CosineAnnealingDecay", "OneCycleLR",
-           "CyclicLR"]
+           "CyclicLR", "LinearLR", "CosineAnnealingWarmRestarts"]
 
 
 def _number(value, what, owner):
@@ -295,7 +295,10 @@ class LambdaDecay(LRScheduler):
 
 
 class MultiplicativeDecay(LRScheduler):
-    """``lr = last_lr * lr_lambda(epoch)`` for epoch > 0 (``learning_rate`` at epoch 0)."""
+    """``lr = learning_rate * lr_lambda(1) * ... * lr_lambda(last_epoch)``.
+
+    ``get_lr()`` is a pure function of ``last_epoch`` (as in Paddle), so calling it
+    again, or ``step(epoch)`` to jump, never applies a factor twice."""
 
     def __init__(self, learning_rate, lr_lambda, last_epoch=-1, verbose=False):
         if not callable(lr_lambda):
@@ -305,9 +308,10 @@ class MultiplicativeDecay(LRScheduler):
         super().__init__(learning_rate, last_epoch, verbose)
 
     def get_lr(self):
-        if self.last_epoch > 0:
-            return self.last_lr * self.lr_lambda(self.last_epoch)
-        return self.base_lr
+        lr = self.base_lr
+        for epoch in range(1, self.last_epoch + 1):
+            lr = lr * self.lr_lambda(epoch)
+        return lr
 
 
 class CosineAnnealingDecay(LRScheduler):
@@ -333,6 +337,62 @@ class CosineAnnealingDecay(LRScheduler):
 
     def _get_closed_form_lr(self):
         return self.eta_min + (self.base_lr - self.eta_min) * (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
+
+
+class LinearLR(LRScheduler):
+    """``learning_rate`` times a factor that moves linearly from ``start_factor`` to
+    ``end_factor`` over ``total_steps`` steps, then stays at ``end_factor``."""
+
+    def __init__(self, learning_rate, total_steps, start_factor=1.0 / 3, end_factor=1.0, last_epoch=-1,
+                 verbose=False):
+        if not isinstance(total_steps, numbers.Integral) or total_steps <= 0:
+            raise ValueError(f"ddg.optimizer.lr.LinearLR: total_steps must be a positive int, got {total_steps!r}")
+        self.total_steps = int(total_steps)
+        self.start_factor = _number(start_factor, "start_factor", "LinearLR")
+        self.end_factor = _number(end_factor, "end_factor", "LinearLR")
+        if not 0 < self.start_factor <= 1:
+            raise ValueError(f"ddg.optimizer.lr.LinearLR: start_factor must be in (0, 1], got {start_factor}")
+        if not 0 <= self.end_factor <= 1:
+            raise ValueError(f"ddg.optimizer.lr.LinearLR: end_factor must be in [0, 1], got {end_factor}")
+        super().__init__(learning_rate, last_epoch, verbose)
+
+    def get_lr(self):
+        t = min(max(self.last_epoch, 0), self.total_steps) / self.total_steps
+        return self.base_lr * (self.start_factor + (self.end_factor - self.start_factor) * t)
+
+
+class CosineAnnealingWarmRestarts(LRScheduler):
+    """Cosine annealing from ``learning_rate`` to ``eta_min`` over cycles of ``T_0``,
+    ``T_0 * T_mult``, ``T_0 * T_mult**2``... epochs, restarting at ``learning_rate``
+    at the start of each cycle (SGDR)."""
+
+    def __init__(self, learning_rate, T_0, T_mult=1, eta_min=0, last_epoch=-1, verbose=False):
+        if not isinstance(T_0, numbers.Integral) or T_0 <= 0:
+            raise ValueError(f"ddg.optimizer.lr.CosineAnnealingWarmRestarts: T_0 must be a positive int, got {T_0!r}")
+        if not isinstance(T_mult, numbers.Integral) or T_mult < 1:
+            raise ValueError(f"ddg.optimizer.lr.CosineAnnealingWarmRestarts: T_mult must be an int >= 1, "
+                             f"got {T_mult!r}")
+        self.T_0, self.T_mult = int(T_0), int(T_mult)
+        self.eta_min = _number(eta_min, "eta_min", "CosineAnnealingWarmRestarts")
+        super().__init__(learning_rate, last_epoch, verbose)
+
+    def _cycle(self, epoch):
+        """(epochs into the current cycle, length of the current cycle)."""
+        if self.T_mult == 1:
+            return epoch % self.T_0, self.T_0
+        n = int(math.log(epoch / self.T_0 * (self.T_mult - 1) + 1, self.T_mult))
+        start = self.T_0 * (self.T_mult ** n - 1) // (self.T_mult - 1)
+        if start > epoch:  # guard against rounding in the log
+            n -= 1
+            start = self.T_0 * (self.T_mult ** n - 1) // (self.T_mult - 1)
+        length = self.T_0 * self.T_mult ** n
+        if epoch - start >= length:
+            start, length = start + length, length * self.T_mult
+        return epoch - start, length
+
+    def get_lr(self):
+        t_cur, t_i = self._cycle(max(self.last_epoch, 0))
+        return self.eta_min + (self.base_lr - self.eta_min) * (1 + math.cos(math.pi * t_cur / t_i)) / 2
 
 
 class OneCycleLR(LRScheduler):

@@ -30,14 +30,18 @@ def _default_world():
 
 
 class DistributedBatchSampler(BatchSampler):
-    """Batches of this rank's shard of ``dataset``, for data-parallel training.
+    """Batches of this rank's shard of ``dataset``, for data-parallel training, dealt as
+    Paddle deals them.
 
-    The index list ``0..len(dataset)-1`` (shuffled by a generator seeded with the epoch
-    when ``shuffle``, identically on every rank) is padded by wrapping around to a
-    multiple of ``num_replicas``; rank r takes ``indices[r::num_replicas]``. So the ranks'
-    shards are disjoint up to the padding, cover the dataset, and hold the same number of
-    samples and batches. Call ``set_epoch(epoch)`` before each epoch for a new order; if
-    it is never called, the epoch advances by one each time an iteration starts.
+    The index list ``0..len(dataset)-1`` is padded by wrapping around to a multiple of
+    ``num_replicas``, then (when ``shuffle``) shuffled by ``np.random.RandomState(epoch)``,
+    identically on every rank. The ranks then take turns at whole batches: rank r gets
+    ``indices[r*B : (r+1)*B]``, then ``indices[(n+r)*B : (n+r+1)*B]``... (B the batch
+    size, n the number of ranks); the last, incomplete round is split into n equal
+    contiguous pieces. So the shards are disjoint up to the padding, cover the dataset,
+    hold the same number of samples and batches, and match Paddle's sample for sample.
+    Call ``set_epoch(epoch)`` before each epoch for a new order; if it is never called,
+    the epoch advances by one each time a shuffled iteration starts.
     """
 
     def __init__(self, dataset, batch_size, num_replicas=None, rank=None, shuffle=False,
@@ -76,11 +80,21 @@ class DistributedBatchSampler(BatchSampler):
     def _indices(self):
         n = len(self.dataset)
         indices = np.arange(n, dtype=np.int64)
-        if self.shuffle:
-            indices = np.random.default_rng([0x64646721, self.epoch]).permutation(n)
         if self.total_size > n and n > 0:
             indices = np.resize(indices, self.total_size)  # pads by repeating from the start
-        return indices[self.rank:self.total_size:self.nranks].tolist()
+        if self.shuffle:
+            np.random.RandomState(self.epoch).shuffle(indices)  # Paddle's generator and order
+        if self.nranks == 1:
+            return indices.tolist()
+        b, r, w = self.batch_size, self.rank, self.nranks
+        tail = self.total_size % (b * w)  # the last round, smaller than one batch per rank
+        mine = []
+        for start in range(r * b, self.total_size - tail, b * w):
+            mine.extend(indices[start:start + b].tolist())
+        piece = tail // w
+        base = self.total_size - tail
+        mine.extend(indices[base + r * piece:base + (r + 1) * piece].tolist())
+        return mine
 
     def __iter__(self):
         mine = self._indices()

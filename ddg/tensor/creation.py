@@ -52,6 +52,20 @@ def _shape(shape, more=()):
     return tuple(int(s.item()) if isinstance(s, Tensor) else int(s) for s in shape)
 
 
+def _shape_dtype(shape, more, dtype, op):
+    """The shape and dtype of a creation call: Paddle's ``zeros([2, 3], 'int64')`` passes
+    the dtype (and the name) positionally after a list shape; PyTorch's ``zeros(2, 3)``
+    passes the sizes as varargs after an int."""
+    if more and not isinstance(shape, (int, np.integer)):
+        if len(more) > 2:
+            raise TypeError(f"ddg.{op}: takes (shape, dtype=None, name=None), got {1 + len(more)} positional "
+                            f"arguments")
+        if dtype is not None:
+            raise TypeError(f"ddg.{op}: dtype given twice ({more[0]!r} and {dtype!r})")
+        return _shape(shape), more[0]
+    return _shape(shape, more), dtype
+
+
 def _float_dtype(dtype):
     d = convert_dtype(dtype)
     return default_float() if d is None else d
@@ -73,20 +87,21 @@ def _filled(shape, value, dtype, place, device, stop_gradient, requires_grad):
 
 
 def zeros(shape, *more, dtype=None, name=None, place=None, device=None, requires_grad=None, stop_gradient=True):
-    return _filled(_shape(shape, more), 0, _float_dtype(dtype), place, device, stop_gradient, requires_grad)
+    shape, dtype = _shape_dtype(shape, more, dtype, "zeros")
+    return _filled(shape, 0, _float_dtype(dtype), place, device, stop_gradient, requires_grad)
 
 
 def ones(shape, *more, dtype=None, name=None, place=None, device=None, requires_grad=None, stop_gradient=True):
-    return _filled(_shape(shape, more), 1, _float_dtype(dtype), place, device, stop_gradient, requires_grad)
+    shape, dtype = _shape_dtype(shape, more, dtype, "ones")
+    return _filled(shape, 1, _float_dtype(dtype), place, device, stop_gradient, requires_grad)
 
 
 def full(shape, fill_value, dtype=None, name=None, place=None, device=None, requires_grad=None,
          stop_gradient=True):
     if isinstance(fill_value, Tensor):
         fill_value = fill_value.item()
-    if dtype is None:
-        dtype = np.dtype("bool") if isinstance(fill_value, bool) else (
-            np.dtype("int64") if isinstance(fill_value, (int, np.integer)) else default_float())
+    if dtype is None:  # Paddle: bools stay bool, every other number takes the default float dtype
+        dtype = np.dtype("bool") if isinstance(fill_value, (bool, np.bool_)) else default_float()
     return _filled(_shape(shape), fill_value, convert_dtype(dtype), place, device, stop_gradient, requires_grad)
 
 
@@ -109,7 +124,8 @@ def full_like(x, fill_value, dtype=None, name=None):
 
 
 def empty(shape, *more, dtype=None, name=None):
-    return zeros(shape, *more, dtype=dtype)
+    shape, dtype = _shape_dtype(shape, more, dtype, "empty")
+    return zeros(shape, dtype=dtype)
 
 
 def empty_like(x, dtype=None, name=None):
@@ -134,10 +150,10 @@ def eye(num_rows, num_columns=None, dtype=None, name=None, place=None, device=No
 
 
 # -- random -------------------------------------------------------------------------
-def seed(n):
+def seed(seed):
     """Seed the global generators: the same seed gives the same numbers."""
-    backend.seed(n)
-    return n
+    backend.seed(seed)
+    return seed
 
 
 def _random(shape, dtype, place, device, stop_gradient, requires_grad, draw):
@@ -153,17 +169,21 @@ def _random(shape, dtype, place, device, stop_gradient, requires_grad, draw):
 
 def rand(shape, *more, dtype=None, name=None, place=None, device=None, requires_grad=None, stop_gradient=True):
     """Uniform numbers in [0, 1)."""
-    return _random(_shape(shape, more), dtype, place, device, stop_gradient, requires_grad,
+    shape, dtype = _shape_dtype(shape, more, dtype, "rand")
+    return _random(shape, dtype, place, device, stop_gradient, requires_grad,
                    backend.draw_uniform)
 
 
 def randn(shape, *more, dtype=None, name=None, place=None, device=None, requires_grad=None, stop_gradient=True):
     """Standard normal numbers."""
-    return _random(_shape(shape, more), dtype, place, device, stop_gradient, requires_grad,
+    shape, dtype = _shape_dtype(shape, more, dtype, "randn")
+    return _random(shape, dtype, place, device, stop_gradient, requires_grad,
                    lambda g, s: g.standard_normal(s))
 
 
-def uniform(shape, dtype=None, min=-1.0, max=1.0, seed=0, name=None, place=None, device=None):
+def uniform(shape, dtype=None, min=0.0, max=1.0, seed=0, name=None, place=None, device=None):
+    """Uniform numbers in [min, max). Paddle 3 changed the default ``min`` from -1 to 0;
+    ddg follows 3.x."""
     return _random(_shape(shape), dtype, place, device, True, None,
                    lambda g, s: g.uniform(min, max, s))
 
@@ -193,3 +213,27 @@ def randperm(n, dtype="int64", name=None):
 def bernoulli(x, name=None):
     xp = backend.get_array_module(x._data)
     return Tensor._wrap((backend.draw_uniform(backend.rng(xp), x._data.shape) < x._data).astype(x.dtype))
+
+
+def multinomial(x, num_samples=1, replacement=False, name=None):
+    """``num_samples`` category indices (int64) per row of the probabilities (or weights)
+    ``x``; without ``replacement`` each row's draws are distinct."""
+    if x.ndim not in (1, 2):
+        raise ValueError(f"ddg.multinomial: x must be 1-D or 2-D, got shape {x.shape}")
+    p = backend.to_host(x._data).astype(np.float64)
+    rows = p.reshape(1, -1) if p.ndim == 1 else p
+    if (rows < 0).any() or not np.isfinite(rows).all():
+        raise ValueError("ddg.multinomial: probabilities must be finite and non-negative")
+    n = int(num_samples)
+    gen = backend.rng(np)
+    out = []
+    for r in rows:
+        total = r.sum()
+        if total <= 0:
+            raise ValueError("ddg.multinomial: a row of probabilities sums to 0")
+        if not replacement and n > int((r > 0).sum()):
+            raise ValueError(f"ddg.multinomial: {n} samples without replacement from {int((r > 0).sum())} "
+                             f"categories of nonzero probability")
+        out.append(gen.choice(len(r), size=n, replace=bool(replacement), p=r / total))
+    res = np.asarray(out, dtype=np.int64)
+    return _make(res[0] if x.ndim == 1 else res, place=x.place)

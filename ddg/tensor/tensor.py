@@ -113,9 +113,8 @@ class Tensor:
         return self
 
     def _set_stop_gradient(self, sg):
-        if not sg and self._data.dtype.kind not in "fc":
-            raise TypeError(f"ddg: only floating-point tensors can require gradients, "
-                            f"this one is {self._data.dtype} with shape {list(self._data.shape)}")
+        # Paddle accepts stop_gradient=False on integer tensors too; no gradient flows into
+        # them (casts and indexing give integer inputs none), so their .grad stays None
         self.stop_gradient = bool(sg)
 
     # -- gradients ----------------------------------------------------------------
@@ -172,9 +171,11 @@ class Tensor:
 
     # -- conversion -----------------------------------------------------------------
     def numpy(self):
+        """A numpy copy of the values (Paddle: writing into it never changes the tensor)."""
         if _watch[0] is not None:
             _watch[0](self, "numpy", None)
-        return backend.to_host(self._data)
+        a = backend.to_host(self._data)
+        return a.copy() if a is self._data else a
 
     def __array__(self, dtype=None, copy=None):
         if _watch[0] is not None:

@@ -7,6 +7,7 @@ from ...tensor import backend
 from ...tensor.dtypes import convert_dtype, default_float
 from ...tensor.tensor import Tensor
 from ..function import Function, sum_to
+from ..promotion import result_dtype
 from .logic import nonzero
 
 _SCALARS = (int, float, bool, np.number, np.bool_)
@@ -144,6 +145,18 @@ class Mod(Function):
 
 
 # -- tensor (op) python scalar ----------------------------------------------------
+def _sc(s, a):
+    """The Python scalar ``s`` as an operand for array ``a``. numpy 1.x promotes a 0-d
+    array with a Python scalar by value (a float32 0-d array times 2 is float64 there,
+    float32 under numpy 2's rules and in Paddle), so for 0-d arrays the scalar is given
+    ``a``'s dtype, which keeps ``a``'s dtype under every numpy. numpy scalars
+    (``np.float64(0.5)``) count as Python scalars, as in Paddle."""
+    if (a.ndim == 0 or isinstance(s, np.generic)) and (a.dtype.kind in "fc" or (a.dtype.kind in "iu" and isinstance(s, (int, np.integer))
+                                                and not isinstance(s, (bool, np.bool_)))):
+        return a.dtype.type(s)
+    return s
+
+
 class AddScalar(Function):
     save_inputs = False
 
@@ -151,7 +164,7 @@ class AddScalar(Function):
         self.s = s
 
     def forward(self, a):
-        return a + self.s
+        return a + _sc(self.s, a)
 
     def backward(self, g):
         return g
@@ -164,7 +177,7 @@ class MulScalar(Function):
         self.s = s
 
     def forward(self, a):
-        return a * self.s
+        return a * _sc(self.s, a)
 
     def backward(self, g):
         return g * self.s
@@ -177,7 +190,7 @@ class RSubScalar(Function):  # s - a
         self.s = s
 
     def forward(self, a):
-        return self.s - a
+        return _sc(self.s, a) - a
 
     def backward(self, g):
         return -g
@@ -190,7 +203,7 @@ class DivScalar(Function):  # a / s
         self.s = s
 
     def forward(self, a):
-        return a / self.s
+        return a / _sc(self.s, a)
 
     def backward(self, g):
         return g / self.s
@@ -204,7 +217,7 @@ class RDivScalar(Function):  # s / a
 
     def forward(self, a):
         self.a = a
-        self.out = self.s / a
+        self.out = _sc(self.s, a) / a
         return self.out
 
     def backward(self, g):
@@ -217,7 +230,7 @@ class PowScalar(Function):  # a ** s
 
     def forward(self, a):
         self.a = a
-        return a ** self.s
+        return a ** _sc(self.s, a)
 
     def backward(self, g):
         s = self.s
@@ -234,7 +247,7 @@ class RPowScalar(Function):  # s ** a
         self.s = s
 
     def forward(self, a):
-        self.out = self.s ** a
+        self.out = _sc(self.s, a) ** a
         return self.out
 
     def backward(self, g):
@@ -308,7 +321,7 @@ class Rsqrt(Function):
     save_output = True
 
     def forward(self, a):
-        self.out = 1 / backend.get_array_module(a).sqrt(a)
+        self.out = a.dtype.type(1) / backend.get_array_module(a).sqrt(a)
         return self.out
 
     def backward(self, g):
@@ -379,12 +392,140 @@ class Erf(Function):
         return g * (2 / np.sqrt(np.pi)) * xp.exp(-self.a * self.a)
 
 
+class Tan(Function):
+    save_inputs = False
+    save_output = True
+
+    def forward(self, a):
+        self.out = backend.get_array_module(a).tan(a)
+        return self.out
+
+    def backward(self, g):
+        return g * (1 + self.out * self.out)
+
+
+class _InputUnary(Function):
+    """A unary op whose gradient is ``g * d(a)``, with ``d`` a function of the input."""
+    fn = None
+
+    def forward(self, a):
+        self.a = a
+        return getattr(backend.get_array_module(a), self.fn)(a)
+
+    def backward(self, g):
+        return g * self.d(backend.get_array_module(g), self.a)
+
+
+class Asin(_InputUnary):
+    fn = "arcsin"
+
+    @staticmethod
+    def d(xp, a):
+        return 1 / xp.sqrt(1 - a * a)
+
+
+class Acos(_InputUnary):
+    fn = "arccos"
+
+    @staticmethod
+    def d(xp, a):
+        return -1 / xp.sqrt(1 - a * a)
+
+
+class Atan(_InputUnary):
+    fn = "arctan"
+
+    @staticmethod
+    def d(xp, a):
+        return 1 / (1 + a * a)
+
+
+class Sinh(_InputUnary):
+    fn = "sinh"
+
+    @staticmethod
+    def d(xp, a):
+        return xp.cosh(a)
+
+
+class Cosh(_InputUnary):
+    fn = "cosh"
+
+    @staticmethod
+    def d(xp, a):
+        return xp.sinh(a)
+
+
+class Asinh(_InputUnary):
+    fn = "arcsinh"
+
+    @staticmethod
+    def d(xp, a):
+        return 1 / xp.sqrt(a * a + 1)
+
+
+class Acosh(_InputUnary):
+    fn = "arccosh"
+
+    @staticmethod
+    def d(xp, a):
+        return 1 / xp.sqrt(a * a - 1)
+
+
+class Atanh(_InputUnary):
+    fn = "arctanh"
+
+    @staticmethod
+    def d(xp, a):
+        return 1 / (1 - a * a)
+
+
+class Log2(_InputUnary):
+    fn = "log2"
+
+    @staticmethod
+    def d(xp, a):
+        return 1 / (a * a.dtype.type(np.log(2)))
+
+
+class Log10(_InputUnary):
+    fn = "log10"
+
+    @staticmethod
+    def d(xp, a):
+        return 1 / (a * a.dtype.type(np.log(10)))
+
+
+class Expm1(Function):
+    save_inputs = False
+    save_output = True
+
+    def forward(self, a):
+        self.out = backend.get_array_module(a).expm1(a)
+        return self.out
+
+    def backward(self, g):
+        return g * (self.out + 1)
+
+
+class Reciprocal(Function):
+    save_inputs = False
+    save_output = True
+
+    def forward(self, a):
+        self.out = a.dtype.type(1) / a
+        return self.out
+
+    def backward(self, g):
+        return -g * self.out * self.out
+
+
 class Relu(Function):
     save_inputs = False
     save_output = True
 
     def forward(self, a):
-        self.out = backend.get_array_module(a).maximum(a, 0)
+        self.out = backend.get_array_module(a).maximum(a, a.dtype.type(0))
         return self.out
 
     def backward(self, g):
@@ -392,8 +533,15 @@ class Relu(Function):
 
 
 class Clip(Function):
-    def __init__(self, lo, hi):
+    """``clip`` passes the gradient where ``lo <= x <= hi`` (bounds included, as Paddle's
+    clip); with ``strict`` only where ``lo < x < hi``, which is the gradient Paddle gives
+    relu6, hardtanh and hardsigmoid at their kinks."""
+    strict = False  # class default: programs saved before the attribute existed load unchanged
+
+    def __init__(self, lo, hi, strict=False):
         self.lo, self.hi = lo, hi
+        if strict:
+            self.strict = True
 
     def forward(self, a):
         xp = backend.get_array_module(a)
@@ -408,9 +556,9 @@ class Clip(Function):
     def backward(self, g):
         mask = True
         if self.lo is not None:
-            mask = self.a >= self.lo
+            mask = self.a > self.lo if self.strict else self.a >= self.lo
         if self.hi is not None:
-            mask = mask & (self.a <= self.hi)
+            mask = mask & (self.a < self.hi if self.strict else self.a <= self.hi)
         return g * mask
 
 
@@ -480,6 +628,19 @@ def _as_tensor(x, like):
     return x if isinstance(x, Tensor) else _const(x, like)
 
 
+def _promote(x, y, op, scalar_tensors=True):
+    """Both tensors in the dtype Paddle 3 computes ``op`` in (see ``promotion``)."""
+    dx, dy = x._data.dtype, y._data.dtype
+    if dx == dy:
+        return x, y
+    d = result_dtype(dx, x._data.ndim, dy, y._data.ndim, op, scalar_tensors)
+    return cast(x, d), cast(y, d)
+
+
+def _pair(x, y, op):
+    return _promote(_as_tensor(x, y), _as_tensor(y, x), op)
+
+
 def _int_to_float(x):
     """Paddle promotes an integer tensor to float when combined with a float scalar."""
     return cast(x, default_float()) if x._data.dtype.kind in "iub" else x
@@ -487,19 +648,19 @@ def _int_to_float(x):
 
 def add(x, y, name=None):
     if isinstance(y, Tensor) and isinstance(x, Tensor):
-        return Add()(x, y)
+        return Add()(*_promote(x, y, "add"))
     if isinstance(y, _SCALARS) and isinstance(x, Tensor):
         if isinstance(y, float):
             x = _int_to_float(x)
         return AddScalar(y)(x)
     if isinstance(x, _SCALARS):
         return add(y, x)
-    return Add()(_as_tensor(x, y), _as_tensor(y, x))
+    return Add()(*_pair(x, y, "add"))
 
 
 def subtract(x, y, name=None):
     if isinstance(y, Tensor) and isinstance(x, Tensor):
-        return Sub()(x, y)
+        return Sub()(*_promote(x, y, "subtract"))
     if isinstance(y, _SCALARS) and isinstance(x, Tensor):
         if isinstance(y, float):
             x = _int_to_float(x)
@@ -508,19 +669,19 @@ def subtract(x, y, name=None):
         if isinstance(x, float):
             y = _int_to_float(y)
         return RSubScalar(x)(y)
-    return Sub()(_as_tensor(x, y), _as_tensor(y, x))
+    return Sub()(*_pair(x, y, "subtract"))
 
 
 def multiply(x, y, name=None):
     if isinstance(y, Tensor) and isinstance(x, Tensor):
-        return Mul()(x, y)
+        return Mul()(*_promote(x, y, "multiply"))
     if isinstance(y, _SCALARS) and isinstance(x, Tensor):
         if isinstance(y, float):
             x = _int_to_float(x)
         return MulScalar(y)(x)
     if isinstance(x, _SCALARS):
         return multiply(y, x)
-    return Mul()(_as_tensor(x, y), _as_tensor(y, x))
+    return Mul()(*_pair(x, y, "multiply"))
 
 
 def divide(x, y, name=None):
@@ -529,7 +690,7 @@ def divide(x, y, name=None):
         return DivScalar(y)(_int_to_float(x))
     if isinstance(x, _SCALARS):
         return RDivScalar(x)(_int_to_float(y))
-    x, y = _as_tensor(x, y), _as_tensor(y, x)
+    x, y = _pair(x, y, "divide")
     if x._data.dtype.kind in "iub" and y._data.dtype.kind in "iub":
         x, y = _int_to_float(x), _int_to_float(y)
     return Div()(x, y)
@@ -542,15 +703,15 @@ def pow(x, y, name=None):
         return PowScalar(y)(x)
     if isinstance(x, _SCALARS):
         return RPowScalar(x)(_int_to_float(y) if isinstance(x, float) else y)
-    return Pow()(_as_tensor(x, y), _as_tensor(y, x))
+    return Pow()(*_pair(x, y, "pow"))
 
 
 def floor_divide(x, y, name=None):
-    return FloorDiv()(_as_tensor(x, y), _as_tensor(y, x))
+    return FloorDiv()(*_pair(x, y, "floor_divide"))
 
 
 def remainder(x, y, name=None):
-    return Mod()(_as_tensor(x, y), _as_tensor(y, x))
+    return Mod()(*_pair(x, y, "remainder"))
 
 
 mod = remainder
@@ -558,11 +719,11 @@ floor_mod = remainder
 
 
 def maximum(x, y, name=None):
-    return Maximum()(_as_tensor(x, y), _as_tensor(y, x))
+    return Maximum()(*_pair(x, y, "maximum"))
 
 
 def minimum(x, y, name=None):
-    return Minimum()(_as_tensor(x, y), _as_tensor(y, x))
+    return Minimum()(*_pair(x, y, "minimum"))
 
 
 def neg(x, name=None):
@@ -621,6 +782,62 @@ def relu(x, name=None):
     return Relu()(x)
 
 
+def tan(x, name=None):
+    return Tan()(_int_to_float(x))
+
+
+def asin(x, name=None):
+    return Asin()(_int_to_float(x))
+
+
+def acos(x, name=None):
+    return Acos()(_int_to_float(x))
+
+
+def atan(x, name=None):
+    return Atan()(_int_to_float(x))
+
+
+def sinh(x, name=None):
+    return Sinh()(_int_to_float(x))
+
+
+def cosh(x, name=None):
+    return Cosh()(_int_to_float(x))
+
+
+def asinh(x, name=None):
+    return Asinh()(_int_to_float(x))
+
+
+def acosh(x, name=None):
+    return Acosh()(_int_to_float(x))
+
+
+def atanh(x, name=None):
+    return Atanh()(_int_to_float(x))
+
+
+def log2(x, name=None):
+    return Log2()(_int_to_float(x))
+
+
+def log10(x, name=None):
+    return Log10()(_int_to_float(x))
+
+
+def expm1(x, name=None):
+    return Expm1()(_int_to_float(x))
+
+
+def reciprocal(x, name=None):
+    return Reciprocal()(_int_to_float(x))
+
+
+def trunc(input, name=None):  # noqa: A002 - Paddle's name
+    return ZeroGrad("trunc")(input)
+
+
 def clip(x, min=None, max=None, name=None):  # noqa: A002 - Paddle's names
     lo = min.item() if isinstance(min, Tensor) else min
     hi = max.item() if isinstance(max, Tensor) else max
@@ -643,7 +860,11 @@ def ceil(x, name=None):
     return ZeroGrad("ceil")(x)
 
 
-def round(x, name=None):  # noqa: A001
+def round(x, decimals=0, name=None):  # noqa: A001
+    """Round half to even (numpy's and Paddle's rule), to ``decimals`` places."""
+    if decimals:
+        s = 10.0 ** int(decimals)
+        return divide(ZeroGrad("round")(multiply(x, s)), s)
     return ZeroGrad("round")(x)
 
 
@@ -659,7 +880,6 @@ def where(condition, x=None, y=None, name=None):
         return nonzero(condition, as_tuple=True)
     like = condition if not isinstance(x, Tensor) and not isinstance(y, Tensor) else (
         x if isinstance(x, Tensor) else y)
-    x = _as_tensor(x, like)
-    y = _as_tensor(y, like)
+    x, y = _promote(_as_tensor(x, like), _as_tensor(y, like), "where", scalar_tensors=False)
     cond = condition if isinstance(condition, Tensor) else _const(condition, like)
     return Where()(cond, x, y)

@@ -1,5 +1,6 @@
-"""Matrix products: matmul (vectors, matrices, broadcast batches), mm, bmm. Their
-composites (dot, outer, t) are in ``ddg.autograd.composite``."""
+"""Matrix products: matmul (vectors, matrices, broadcast batches), mm, bmm, einsum;
+the matrix inverse. Their composites (dot, outer, t) are in ``ddg.autograd.composite``."""
+from ...tensor import backend
 from ..function import Function, same_float_dtype, sum_to
 
 
@@ -82,3 +83,158 @@ def bmm(x, y, name=None):
 
 
 __all__ = ["matmul", "mm", "bmm", "MatMul"]
+
+
+class Inverse(Function):
+    """``inv(A)`` over the last two axes; the gradient is ``-inv(A)^T g inv(A)^T``."""
+    save_inputs = False
+    save_output = True
+
+    def forward(self, a):
+        if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+            raise ValueError(f"inverse needs square matrices in the last two axes, got shape {list(a.shape)}")
+        self.out = backend.get_array_module(a).linalg.inv(a)
+        return self.out
+
+    def backward(self, g):
+        t = _swap(self.out)
+        return -(t @ g @ t)
+
+
+def inverse(x, name=None):
+    if x._data.dtype.kind not in "fc":
+        raise TypeError(f"ddg.inverse: needs a float tensor, got {x._data.dtype}")
+    return Inverse()(x)
+
+
+class Einsum(Function):
+    """``xp.einsum(equation, *operands)`` with an explicit ``->`` output. The gradient of
+    operand k is an einsum of the output gradient with the other operands, then
+    broadcast over the letters only operand k has (they were summed out)."""
+
+    def __init__(self, ins, out):
+        self.ins, self.out = ins, out
+
+    def forward(self, *arrays):
+        xp = backend.get_array_module(*arrays)
+        self.arrays = arrays
+        return xp.einsum(",".join(self.ins) + "->" + self.out, *arrays)
+
+    def backward(self, g):
+        xp = backend.get_array_module(g)
+        grads = []
+        for k, need in enumerate(self.needs):
+            if not need:
+                grads.append(None)
+                continue
+            others = [(s, a) for i, (s, a) in enumerate(zip(self.ins, self.arrays)) if i != k]
+            have = set(self.out).union(*[set(s) for s, _ in others])
+            target = "".join(c for c in self.ins[k] if c in have)
+            eq = ",".join([self.out] + [s for s, _ in others]) + "->" + target
+            r = xp.einsum(eq, g, *[a for _, a in others])
+            shape = self.arrays[k].shape
+            view = [shape[i] if c in have else 1 for i, c in enumerate(self.ins[k])]
+            grads.append(xp.broadcast_to(r.reshape(view), shape).astype(self.arrays[k].dtype, copy=False))
+        return tuple(grads)
+
+
+def einsum(equation, *operands):
+    """Einstein summation, e.g. ``einsum('bij,bjk->bik', a, b)``. Without ``->`` the
+    output holds the letters used once, in alphabetical order (numpy's rule). Not
+    supported: ``...`` and a letter repeated within one operand (diagonals)."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    eq = equation.replace(" ", "")
+    if "..." in eq:
+        raise ValueError(f"ddg.einsum: '...' is not supported (equation {equation!r})")
+    lhs, _, out = eq.partition("->")
+    ins = lhs.split(",")
+    if len(ins) != len(operands):
+        raise ValueError(f"ddg.einsum: {equation!r} names {len(ins)} operands, got {len(operands)}")
+    if "->" not in eq:
+        letters = "".join(ins)
+        out = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    for s, t in zip(ins, operands):
+        if len(set(s)) != len(s):
+            raise ValueError(f"ddg.einsum: operand subscripts {s!r} repeat a letter (diagonals are not supported)")
+        if len(s) != t.ndim:
+            raise ValueError(f"ddg.einsum: subscripts {s!r} do not fit an operand of shape {t.shape}")
+    same = {t._data.dtype for t in operands}
+    if len(same) > 1:
+        raise TypeError(f"ddg.einsum: operands of different dtypes {sorted(map(str, same))}")
+    return Einsum(ins, out)(*operands)
+
+
+def _inv_t(a):
+    xp = backend.get_array_module(a)
+    return _swap(xp.linalg.inv(a))
+
+
+class Det(Function):
+    """``det(A)`` over the last two axes; the gradient is ``g * det(A) * inv(A)^T``
+    (so a singular A has none: inv fails, with the op's name in the error)."""
+    save_output = True
+
+    def forward(self, a):
+        if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+            raise ValueError(f"det needs square matrices in the last two axes, got shape {list(a.shape)}")
+        self.a = a
+        self.out = backend.get_array_module(a).linalg.det(a).astype(a.dtype, copy=False)
+        return self.out
+
+    def backward(self, g):
+        return (g * self.out)[..., None, None] * _inv_t(self.a)
+
+
+class Slogdet(Function):
+    """``[sign, log|det A|]`` stacked along a new first axis (Paddle's layout); only the
+    log gets a gradient, ``inv(A)^T``."""
+
+    def forward(self, a):
+        if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+            raise ValueError(f"slogdet needs square matrices in the last two axes, got shape {list(a.shape)}")
+        xp = backend.get_array_module(a)
+        self.a = a
+        sign, logabs = xp.linalg.slogdet(a)
+        return xp.stack([sign, logabs]).astype(a.dtype, copy=False)
+
+    def backward(self, g):
+        return g[1][..., None, None] * _inv_t(self.a)
+
+
+class Solve(Function):
+    """``X`` with ``A @ X = B`` (B a matrix ``[..., n, k]`` or a vector ``[n]``); the
+    gradients are ``gB = solve(A^T, g)`` and ``gA = -gB @ X^T``."""
+
+    def forward(self, a, b):
+        xp = backend.get_array_module(a, b)
+        self.vec = b.ndim == 1
+        self.a = a
+        self.x = xp.linalg.solve(a, b[:, None] if self.vec else b)
+        return self.x[:, 0] if self.vec else self.x
+
+    def backward(self, g):
+        xp = backend.get_array_module(g)
+        na, nb = self.needs
+        gm = g[:, None] if self.vec else g
+        gb = xp.linalg.solve(_swap(self.a), gm)
+        ga = sum_to(-(gb @ _swap(self.x)), self.a.shape) if na else None
+        if nb:
+            gb = gb[:, 0] if self.vec else gb
+        return ga, (gb if nb else None)
+
+
+def det(x, name=None):
+    return Det()(x)
+
+
+def slogdet(x, name=None):
+    return Slogdet()(x)
+
+
+def solve(x, y, left=True, name=None):
+    if not left:
+        raise ValueError("ddg.linalg.solve: left=False is not supported")
+    if x._data.dtype != y._data.dtype:
+        raise TypeError(f"ddg.linalg.solve: x is {x._data.dtype}, y is {y._data.dtype}")
+    return Solve()(x, y)

@@ -11,6 +11,7 @@ import numpy as np
 from ...tensor import backend
 from ...tensor.tensor import Tensor
 from ..function import Function
+from ..promotion import result_dtype
 
 _SCALARS = (int, float, bool, np.number, np.bool_)
 
@@ -47,6 +48,9 @@ def _tensor_of(v, like):
 def _binary(fn):
     def op(x, y, name=None):
         if isinstance(x, Tensor) and isinstance(y, Tensor):
+            dx, dy = x._data.dtype, y._data.dtype
+            if dx != dy:  # Paddle 3 refuses what it would not promote (int32 == int64...)
+                result_dtype(dx, x._data.ndim, dy, y._data.ndim, fn)
             return Elementwise(fn)(x, y)
         if isinstance(x, Tensor):
             if isinstance(y, _SCALARS):

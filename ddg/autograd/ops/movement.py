@@ -350,7 +350,19 @@ def transpose(x, perm, name=None):
 
 
 def moveaxis(x, source, destination, name=None):
-    perm = list(np.moveaxis(np.arange(x.ndim), source, destination))
+    nd = x._data.ndim
+    src = [source] if isinstance(source, int) else list(source)
+    dst = [destination] if isinstance(destination, int) else list(destination)
+    if len(src) != len(dst):
+        raise ValueError(f"ddg.moveaxis: source {source} and destination {destination} differ in length")
+    src = [_ax(a, nd, "moveaxis") for a in src]
+    dst = [_ax(a, nd, "moveaxis") for a in dst]
+    rest = [a for a in range(nd) if a not in src]
+    perm = [None] * nd
+    for s_, d_ in zip(src, dst):
+        perm[d_] = s_
+    it = iter(rest)
+    perm = [next(it) if p is None else p for p in perm]
     return transpose(x, perm)
 
 
@@ -417,11 +429,21 @@ def broadcast_tensors(input, name=None):  # noqa: A002
     return [broadcast_to(t, shape) for t in input]
 
 
+def _same_dtype(x, op):
+    """Paddle's concat and stack take one dtype only (even float32 with float64 is refused)."""
+    d = x[0]._data.dtype
+    for i, t in enumerate(x):
+        if t._data.dtype != d:
+            raise TypeError(f"ddg.{op}: tensor 0 is {d} but tensor {i} is {t._data.dtype} (shapes {x[0].shape} "
+                            f"and {t.shape}); cast them to one dtype first")
+
+
 def concat(x, axis=0, name=None):
     x = list(x)
     if not x:
         raise ValueError("ddg.concat: needs at least one tensor")
     axis = _ax(axis.item() if isinstance(axis, Tensor) else axis, x[0].ndim, "concat")
+    _same_dtype(x, "concat")
     return Concat(axis)(*x)
 
 
@@ -435,6 +457,7 @@ def stack(x, axis=0, name=None):
     shapes = {tuple(t._data.shape) for t in x}
     if len(shapes) > 1:
         raise ValueError(f"ddg.stack: all tensors need the same shape, got {[t.shape for t in x]}")
+    _same_dtype(x, "stack")
     axis = int(axis)
     if axis < 0:
         axis += x[0].ndim + 1
@@ -532,5 +555,125 @@ def numel(x, name=None):
     return Tensor._wrap(np.asarray(x.size, dtype=np.int64))
 
 
-def shape(x):
-    return Tensor._wrap(np.asarray(x.shape, dtype=np.int64))
+def shape(input):  # noqa: A002 - Paddle's name
+    return Tensor._wrap(np.asarray(input.shape, dtype=np.int64))
+
+
+class Scatter(Function):
+    """Rows ``index`` of ``x`` replaced by ``updates`` (the last of repeated indices wins),
+    or, with ``overwrite=False``, zeroed and then summed with every update for them. As in
+    Paddle, the gradient of ``updates`` is the output gradient at its row, even for a
+    row that a later repeated index overwrote."""
+
+    def __init__(self, overwrite):
+        self.overwrite = overwrite
+
+    def forward(self, x, index, updates):
+        xp = backend.get_array_module(x)
+        idx = _index_on(index, xp).reshape(-1)
+        self.idx = idx
+        out = x.copy()
+        if self.overwrite:
+            out[idx] = updates
+        else:
+            out[idx] = 0
+            scatter_add(xp, out, idx, updates.astype(x.dtype, copy=False))
+        return out
+
+    def backward(self, g):
+        nx, _, nu = self.needs
+        gx = None
+        if nx:
+            gx = g.copy()
+            gx[self.idx] = 0
+        return gx, None, (g[self.idx] if nu else None)
+
+
+def scatter(x, index, updates, overwrite=True, name=None):
+    if index._data.dtype.kind not in "iu" or index._data.ndim > 1:
+        raise TypeError(f"ddg.scatter: index must be a 1-D integer tensor, got shape {index.shape} and dtype "
+                        f"{index.dtype}")
+    if updates._data.shape[1:] != x._data.shape[1:] or updates._data.shape[0] != index._data.size:
+        raise ValueError(f"ddg.scatter: updates shape {updates.shape} does not fit x shape {x.shape} and "
+                         f"{index._data.size} indices")
+    return Scatter(bool(overwrite))(x, index, updates)
+
+
+class ScatterNdAdd(Function):
+    """``x`` plus ``updates`` added at the positions ``index[..., :k]`` of its first k axes
+    (repeated positions accumulate)."""
+
+    def forward(self, x, index, updates):
+        xp = backend.get_array_module(x)
+        idx = _index_on(index, xp)
+        self.pos = tuple(idx[..., i].reshape(-1) for i in range(idx.shape[-1]))
+        self.ushape = updates.shape
+        out = x.copy()
+        k = idx.shape[-1]
+        scatter_add(xp, out, self.pos, updates.reshape((-1,) + x.shape[k:]).astype(x.dtype, copy=False))
+        return out
+
+    def backward(self, g):
+        nx, _, nu = self.needs
+        return (g if nx else None), None, (g[self.pos].reshape(self.ushape) if nu else None)
+
+
+def scatter_nd_add(x, index, updates, name=None):
+    k = index._data.shape[-1]
+    if k > x._data.ndim or list(updates._data.shape) != list(index._data.shape[:-1]) + list(x._data.shape[k:]):
+        raise ValueError(f"ddg.scatter_nd_add: updates shape {updates.shape} must be index.shape[:-1] + "
+                         f"x.shape[{k}:] = {list(index._data.shape[:-1]) + list(x._data.shape[k:])}")
+    return ScatterNdAdd()(x, index, updates)
+
+
+class PutAlongAxis(Function):
+    """``x`` with ``values`` written (``reduce='assign'``) or added (``'add'``) at
+    ``indices`` along ``axis`` (numpy's put_along_axis; values broadcast to the indices)."""
+
+    def __init__(self, axis, reduce):
+        self.axis, self.reduce = axis, reduce
+
+    def forward(self, x, indices, values):
+        xp = backend.get_array_module(x)
+        idx = _index_on(indices, xp)
+        vals = xp.broadcast_to(values.astype(x.dtype, copy=False), idx.shape)
+        self.idx, self.vshape = idx, values.shape
+        out = x.copy()
+        if self.reduce == "assign":
+            xp.put_along_axis(out, idx, vals, self.axis)
+        else:
+            # accumulate repeated positions: a full index tuple for scatter_add
+            nd = idx.ndim
+            grids = [xp.arange(n).reshape([n if d == i else 1 for d in range(nd)]) for i, n in enumerate(idx.shape)]
+            grids[self.axis] = idx
+            scatter_add(xp, out, tuple(xp.broadcast_to(gr, idx.shape) for gr in grids), vals)
+        return out
+
+    def backward(self, g):
+        xp = backend.get_array_module(g)
+        nx, _, nv = self.needs
+        gx = gv = None
+        if nx:
+            gx = g.copy()
+            if self.reduce == "assign":
+                xp.put_along_axis(gx, self.idx, 0, self.axis)
+        if nv:
+            gv = sum_to(xp.take_along_axis(g, self.idx, self.axis), self.vshape)
+        return gx, None, gv
+
+
+def put_along_axis(arr, indices, values, axis, reduce="assign", include_self=True, broadcast=True):
+    """Paddle's put_along_axis for ``reduce`` 'assign' and 'add' (with ``include_self``);
+    the other reductions are refused by name."""
+    if reduce not in ("assign", "add"):
+        raise ValueError(f"ddg.put_along_axis: reduce={reduce!r} is not supported (only 'assign' and 'add')")
+    if not include_self:
+        raise ValueError("ddg.put_along_axis: include_self=False is not supported")
+    ax = _ax(axis, arr._data.ndim, "put_along_axis")
+    if not isinstance(values, Tensor):
+        values = Tensor._wrap(backend.get_array_module(arr._data).asarray(values, dtype=arr._data.dtype))
+    if broadcast and indices._data.ndim == arr._data.ndim:
+        shape = [indices._data.shape[i] if i == ax else arr._data.shape[i] for i in range(arr._data.ndim)]
+        if list(indices._data.shape) != shape:
+            indices = broadcast_to(indices, shape)
+    return PutAlongAxis(ax, reduce)(arr, indices, values)

@@ -45,6 +45,16 @@ class Mean(Function):
 
     def forward(self, a):
         self.meta = (a.shape, a.dtype)
+        if a.dtype.kind in "iu":  # Paddle: the integer mean, rounded toward zero, in the input's dtype
+            xp = backend.get_array_module(a)
+            s = a.sum(axis=self.axes, keepdims=self.keepdim, dtype=xp.int64)
+            n = 1
+            for ax in self.axes:
+                n *= a.shape[ax]
+            n = _b.max(n, 1)
+            q = s // n
+            q = xp.where((s < 0) & (q * n != s), q + 1, q)
+            return xp.asarray(q).astype(a.dtype)
         return a.mean(axis=self.axes, keepdims=self.keepdim)
 
     def backward(self, g):
@@ -120,7 +130,7 @@ class LogSumExp(Function):
     def forward(self, a):
         xp = backend.get_array_module(a)
         m = a.max(axis=self.axes, keepdims=True)
-        m = xp.where(xp.isfinite(m), m, 0)
+        m = xp.where(xp.isfinite(m), m, m.dtype.type(0))
         self.e = xp.exp(a - m)
         s = self.e.sum(axis=self.axes, keepdims=True)
         self.s = s
@@ -148,6 +158,44 @@ class CumSum(Function):
         return xp.flip(xp.cumsum(xp.flip(g, axis), axis=axis), axis).reshape(self.shape)
 
 
+class CumProd(Function):
+    """Cumulative product along ``axis`` (the flattened input when None). The gradient of
+    x_i is ``sum_{j >= i} g_j * out_j / x_i``; where some x is 0 that division is replaced
+    by the exact products without x_i (a quadratic loop over the axis, only then)."""
+
+    def __init__(self, axis):
+        self.axis = axis
+
+    def forward(self, a):
+        xp = backend.get_array_module(a)
+        self.shape = a.shape
+        flat = a.reshape(-1) if self.axis is None else a
+        self.a = flat
+        self.out = xp.cumprod(flat, axis=0 if self.axis is None else self.axis)
+        return self.out
+
+    def backward(self, g):
+        xp = backend.get_array_module(g)
+        axis = 0 if self.axis is None else self.axis
+        a, out = self.a, self.out
+        g = g.reshape(out.shape)
+        rev = xp.flip(xp.cumsum(xp.flip(g * out, axis), axis=axis), axis)
+        zero = a == 0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            grad = xp.where(zero, 0, rev / xp.where(zero, 1, a))
+        if bool(zero.any()):
+            # exact: d out_j / d x_i = prod_{k <= j, k != i} x_k
+            am, gm = xp.moveaxis(a, axis, -1), xp.moveaxis(g, axis, -1)
+            n = am.shape[-1]
+            exact = xp.zeros_like(am)
+            for i in range(n):
+                others = am.copy()
+                others[..., i] = 1
+                exact[..., i] = (xp.cumprod(others, axis=-1)[..., i:] * gm[..., i:]).sum(axis=-1)
+            grad = xp.where(zero, xp.moveaxis(exact, -1, axis), grad)
+        return grad.reshape(self.shape).astype(a.dtype, copy=False)
+
+
 # -- public functions ----------------------------------------------------------------------
 def sum(x, axis=None, dtype=None, keepdim=False, name=None):  # noqa: A001
     d = convert_dtype(dtype)
@@ -157,7 +205,7 @@ def sum(x, axis=None, dtype=None, keepdim=False, name=None):  # noqa: A001
 
 
 def mean(x, axis=None, keepdim=False, name=None):
-    if x._data.dtype.kind not in "fc":
+    if x._data.dtype.kind == "b":
         x = x.astype(default_float())
     return Mean(_axes(axis, x._data.ndim, "mean"), keepdim)(x)
 
@@ -253,3 +301,12 @@ def all(x, axis=None, keepdim=False, name=None):  # noqa: A001 - Paddle's name
 def any(x, axis=None, keepdim=False, name=None):  # noqa: A001 - Paddle's name
     axes = None if axis is None else _axes(axis, x._data.ndim, "any")
     return BoolReduce("any", axes, bool(keepdim))(x)
+
+
+def cumprod(x, dim=None, dtype=None, name=None):
+    """Cumulative product along ``dim`` (over the flattened ``x`` when None)."""
+    if dtype is not None:
+        x = x.astype(dtype)
+    if dim is None:
+        return CumProd(None)(x)
+    return CumProd(_axis(dim, x._data.ndim, "cumprod"))(x)

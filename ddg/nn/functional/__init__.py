@@ -1,10 +1,11 @@
 """``ddg.nn.functional``: every layer as a function, plus losses and helpers."""
 from .activation import *  # noqa: F401,F403
 from .activation import relu, sigmoid, tanh, softmax, log_softmax  # noqa: F401
-from .common import linear, one_hot  # noqa: F401
+from .common import linear, one_hot, sequence_mask  # noqa: F401
 from .dropout import dropout, dropout2d, dropout3d  # noqa: F401
 from .embedding import embedding  # noqa: F401
-from .spatial import interpolate, pad, unfold, upsample  # noqa: F401
+from .spatial import (affine_grid, grid_sample, interpolate, pad, pixel_shuffle, unfold, upsample,  # noqa: F401
+                      zeropad2d)
 from .conv import conv1d, conv1d_transpose, conv2d, conv2d_transpose  # noqa: F401
 from .norm import batch_norm, group_norm, instance_norm, layer_norm, normalize  # noqa: F401
 from .pooling import (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_max_pool1d,  # noqa: F401

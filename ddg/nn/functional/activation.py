@@ -3,20 +3,50 @@ import math
 
 from ...autograd.axes import normalize_axis as _ax
 from ...autograd.ops import elementwise as E
+from ...autograd.ops import movement as _M
 from ...autograd.ops import nn_ops
 from ...autograd.ops.elementwise import relu, sigmoid, tanh  # noqa: F401
 
 
 def relu6(x, name=None):
-    return E.clip(x, 0.0, 6.0)
+    return E.Clip(0.0, 6.0, strict=True)(x)  # gradient 0 at both kinks, as Paddle
 
 
 def leaky_relu(x, negative_slope=0.01, name=None):
-    return E.where(x > 0, x, x * negative_slope)
+    return E.where(x >= 0, x, x * negative_slope)  # gradient 1 at 0, as Paddle
 
 
 def elu(x, alpha=1.0, name=None):
-    return E.where(x > 0, x, (E.exp(E.minimum(x, 0.0)) - 1) * alpha)
+    # gradient alpha at 0 (the left branch's slope), as Paddle; the inner where keeps exp finite
+    return E.where(x > 0, x, (E.exp(E.where(x <= 0, x, 0.0)) - 1) * alpha)
+
+
+def selu(x, scale=1.0507009873554805, alpha=1.6732632423543772, name=None):
+    # gradient scale * alpha at 0 (the left branch's slope), as Paddle
+    return scale * E.where(x > 0, x, (E.exp(E.where(x <= 0, x, 0.0)) - 1) * alpha)
+
+
+def celu(x, alpha=1.0, name=None):
+    if alpha == 0:
+        raise ZeroDivisionError("ddg.nn.functional.celu: alpha must not be 0")
+    return E.where(x > 0, x, (E.exp(E.where(x <= 0, x, 0.0) / alpha) - 1) * alpha)
+
+
+def softshrink(x, threshold=0.5, name=None):
+    """``x - t`` above ``t``, ``x + t`` below ``-t``, 0 between (gradient 0 at ``±t``, as Paddle)."""
+    if threshold < 0:
+        raise ValueError(f"ddg.nn.functional.softshrink: threshold must be >= 0, got {threshold}")
+    return E.where(x > threshold, x - threshold, E.where(x < -threshold, x + threshold, 0.0))
+
+
+def hardshrink(x, threshold=0.5, name=None):
+    """``x`` where ``|x| >= threshold`` (Paddle keeps the bounds), else 0."""
+    return E.where(E.abs(x) >= threshold, x, 0.0)
+
+
+def thresholded_relu(x, threshold=1.0, value=0.0, name=None):
+    """``x`` where ``x > threshold``, else ``value``."""
+    return E.where(x > threshold, x, float(value))
 
 
 def gelu(x, approximate=False, name=None):
@@ -33,15 +63,16 @@ swish = silu
 
 
 def hardtanh(x, min=-1.0, max=1.0, name=None):  # noqa: A002
-    return E.clip(x, min, max)
+    return E.Clip(min, max, strict=True)(x)  # gradient 0 at both kinks, as Paddle
 
 
 def hardsigmoid(x, slope=0.1666667, offset=0.5, name=None):
-    return E.clip(x * slope + offset, 0.0, 1.0)
+    return E.Clip(0.0, 1.0, strict=True)(x * slope + offset)
 
 
 def hardswish(x, name=None):
-    return x * E.clip(x + 3, 0.0, 6.0) / 6
+    # Paddle's gradient at the kinks: 0 at -3, 1 at 3 (the strict clip gives exactly that)
+    return x * E.Clip(0.0, 6.0, strict=True)(x + 3) / 6
 
 
 def softplus(x, beta=1, threshold=20, name=None):
@@ -88,3 +119,12 @@ def log_softmax(x, axis=-1, dtype=None, name=None):
     elif x.dtype.kind not in "fc":
         x = x.astype("float32")
     return nn_ops.LogSoftmax(_ax(axis, x.ndim, "log_softmax"))(x)
+
+
+def glu(x, axis=-1, name=None):
+    """Gated linear unit: the first half of ``x`` along ``axis`` times the sigmoid of the second."""
+    ax = _ax(axis, x.ndim, "glu")
+    if x.shape[ax] % 2:
+        raise ValueError(f"ddg.nn.functional.glu: axis {axis} of shape {x.shape} must have an even size")
+    a, b = _M.split(x, 2, ax)
+    return a * E.sigmoid(b)

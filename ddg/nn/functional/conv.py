@@ -186,8 +186,8 @@ def _transpose_geometry(in_sizes, kernel, stride, dilation, padding, output_padd
     return pads, tuple(b + p for b, p in zip(base, op_pad))
 
 
-def conv2d_transpose(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1,
-                     output_size=None, data_format="NCHW", name=None):
+def conv2d_transpose(x, weight, bias=None, stride=1, padding=0, output_padding=0, dilation=1, groups=1,
+                     output_size=None, data_format="NCHW", name=None):  # Paddle: dilation before groups here
     """Transposed 2-D convolution (the gradient of conv2d with respect to its input) with
     weight ``[in_channels, out_channels/groups, kh, kw]``."""
     op = "conv2d_transpose"
@@ -235,6 +235,6 @@ def conv1d_transpose(x, weight, bias=None, stride=1, padding=0, output_padding=0
     if isinstance(pad2, str) and pad2.upper() == "SAME":
         pad2 = (0, 0) + _transpose_geometry([x.shape[2]], weight.shape[2:], stride, dilation, "SAME", 0, None,
                                             False, op)[0]
-    y = conv2d_transpose(M.unsqueeze(x, 2), M.unsqueeze(weight, 2), bias, (1,) + stride, pad2, (0, op_pad), groups,
-                         (1,) + dilation, output_size)
+    y = conv2d_transpose(M.unsqueeze(x, 2), M.unsqueeze(weight, 2), bias, (1,) + stride, pad2, (0, op_pad),
+                         dilation=(1,) + dilation, groups=groups, output_size=output_size)
     return _from_nchw(M.squeeze(y, 2), channel_last)

@@ -7,7 +7,7 @@ from ...tensor import backend
 
 
 # -- embedding ---------------------------------------------------------------------------------------
-def embedding(x, weight, padding_idx=None, sparse=False, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+def embedding(x, weight, padding_idx=None, max_norm=None, norm_type=2.0, sparse=False, scale_grad_by_freq=False,
               name=None):
     """Rows of ``weight`` ([num_embeddings, dim]) picked by the integer ids ``x``. Where
     ``x == padding_idx`` the output is zero and that row receives no gradient (Paddle).

@@ -7,7 +7,9 @@ from ...autograd.ops import elementwise as E
 from ...autograd.ops import nn_ops
 from ...autograd.ops import reduce as R
 from ...autograd.ops.logic import not_equal as _not_equal
-from ...autograd.ops.movement import moveaxis, squeeze, transpose
+from ...autograd.ops.movement import moveaxis as _moveaxis
+from ...autograd.ops.movement import squeeze as _squeeze
+from ...autograd.ops.movement import transpose as _transpose
 from ...autograd.ops.movement import unsqueeze as _unsqueeze  # private: ddg.nn.functional star-imports this module
 from ...tensor import backend
 from ...tensor.tensor import Tensor
@@ -50,43 +52,65 @@ def _check_same_shape(a, b, op):
 
 def cross_entropy(input, label, weight=None, ignore_index=-100, reduction="mean", soft_label=False,  # noqa: A002
                   axis=-1, use_softmax=True, label_smoothing=0.0, name=None):
-    """Softmax cross-entropy of logits ``input`` against integer labels of shape ``[N]``
-    or ``[N, 1]`` (or soft labels of the input's shape with ``soft_label=True``).
-    With class ``weight`` and ``reduction='mean'`` the sum is divided by the total weight
-    of the non-ignored samples, as in Paddle."""
+    """Softmax cross-entropy of logits ``input`` against integer labels (the input's shape
+    without ``axis``, or with size 1 there; float-typed hard labels are cast, as Paddle
+    does), or soft labels of the input's shape with ``soft_label=True``.
+
+    ``reduction='mean'`` follows Paddle 3 exactly: with class ``weight`` the sum is
+    divided by the total weight of the kept samples; without, by the number of kept
+    samples when ``ignore_index >= 0``, but by the number of all samples when
+    ``ignore_index`` is negative (the default -100: ignored samples count as zeros).
+    ``reduction='none'`` keeps a size-1 class axis where the label had one."""
     if reduction not in ("mean", "sum", "none"):
         raise ValueError(f"ddg.nn.functional.cross_entropy: reduction must be 'mean', 'sum' or 'none', "
                          f"got {reduction!r}")
+    if input.ndim == 0:
+        raise ValueError("ddg.nn.functional.cross_entropy: input must have at least one dimension")
     axis = _ax(axis, input.ndim, "cross_entropy")
     n_cls = input.shape[axis]
+    if label.ndim not in (input.ndim, input.ndim - 1):
+        raise ValueError(f"ddg.nn.functional.cross_entropy: label shape {label.shape} does not fit input shape "
+                         f"{input.shape} (label needs input.ndim or input.ndim - 1 dimensions)")
+    if weight is not None and weight.shape[-1] != n_cls:
+        raise ValueError(f"ddg.nn.functional.cross_entropy: weight has {weight.shape[-1]} classes, input has "
+                         f"{n_cls} along axis {axis}")
     if label_smoothing and not soft_label:
-        lab = label if label.ndim < input.ndim else squeeze(label, axis)
-        soft = one_hot(lab, n_cls)
+        lab = label if label.ndim < input.ndim else _squeeze(label, axis)
+        soft = one_hot(E.cast(lab, "int64") if lab.dtype.kind not in "iu" else lab, n_cls)
         if axis != input.ndim - 1:
-            soft = moveaxis(soft, -1, axis)
-        label, soft_label = soft, True
+            soft = _moveaxis(soft, -1, axis)
+        label, soft_label = E.cast(soft, input.dtype), True
+    keep_axis = label.ndim == input.ndim  # Paddle's 'none' result keeps a size-1 class axis then
     if soft_label:
+        if label.shape != input.shape:
+            raise ValueError(f"ddg.nn.functional.cross_entropy: soft label shape {label.shape} differs from input "
+                             f"shape {input.shape}")
         if label_smoothing:
             label = label * (1 - label_smoothing) + label_smoothing / n_cls
         logp = log_softmax(input, axis=axis) if use_softmax else E.log(input)
-        per = -R.sum(label * logp, axis=axis)
+        per = -R.sum(label * logp, axis=axis, keepdim=True)
+        w = None
         if weight is not None:
-            w = R.sum(label * weight.reshape([n_cls if i == axis else 1 for i in range(input.ndim)]), axis=axis)
+            w = R.sum(label * weight.reshape([n_cls if i == axis else 1 for i in range(input.ndim)]), axis=axis,
+                      keepdim=True)
             per = per * w
+        if reduction == "mean" and w is not None:
+            return _weighted_mean(R.sum(per), R.sum(w))
         return _reduce(per, reduction, "cross_entropy")
     if label.dtype.kind not in "iu":
-        raise TypeError(f"ddg.nn.functional.cross_entropy: hard labels must be integers, got {label.dtype} "
-                        f"(pass soft_label=True for probabilities)")
-    if label.ndim == input.ndim:
+        if label.dtype.kind != "f":
+            raise TypeError(f"ddg.nn.functional.cross_entropy: hard labels must be integers, got {label.dtype}")
+        label = E.cast(label, "int64")
+    if keep_axis:
         if label.shape[axis] != 1:
             raise ValueError(f"ddg.nn.functional.cross_entropy: label shape {label.shape} does not fit input "
-                             f"shape {input.shape}")
-        label = squeeze(label, axis)
+                             f"shape {input.shape} (size 1 expected on axis {axis})")
+        label = _squeeze(label, axis)
     expect = input.shape[:axis] + input.shape[axis + 1:]
     if label.shape != expect:
         raise ValueError(f"ddg.nn.functional.cross_entropy: label shape {label.shape} does not fit input shape "
-                         f"{input.shape} (expected {expect} or with a trailing 1)")
-    x = input if axis == input.ndim - 1 else moveaxis(input, axis, -1)
+                         f"{input.shape} (expected {expect}, or with a 1 inserted at axis {axis})")
+    x = input if axis == input.ndim - 1 else _moveaxis(input, axis, -1)
     if not use_softmax:
         per = nll_loss(E.log(x.reshape([-1, n_cls])), label.reshape([-1]), weight, ignore_index, "none")
         per = per.reshape(label.shape)
@@ -94,8 +118,12 @@ def cross_entropy(input, label, weight=None, ignore_index=-100, reduction="mean"
         args = (x, label) if weight is None else (x, label, weight)
         per = nn_ops.SoftmaxCrossEntropy(ignore_index)(*args)
     if reduction == "mean":
+        if weight is None and ignore_index < 0:
+            return R.mean(per)  # Paddle 3: ignored samples (loss 0) still count in N
         w, _ = _sample_weight(label, weight, ignore_index, per.dtype)
         return _weighted_mean(R.sum(per), R.sum(w))
+    if reduction == "none" and keep_axis:
+        per = _unsqueeze(per, axis)
     return _reduce(per, reduction, "cross_entropy")
 
 
@@ -103,7 +131,8 @@ def softmax_with_cross_entropy(logits, label, soft_label=False, ignore_index=-10
                                return_softmax=False, axis=-1):
     loss = cross_entropy(logits, label, ignore_index=ignore_index, reduction="none", soft_label=soft_label,
                          axis=axis)
-    loss = _unsqueeze(loss, axis)
+    if loss.ndim < logits.ndim:
+        loss = _unsqueeze(loss, axis)
     if return_softmax:
         return loss, softmax(logits, axis)
     return loss
@@ -113,7 +142,7 @@ def nll_loss(input, label, weight=None, ignore_index=-100, reduction="mean", nam
     """Negative log-likelihood of log-probabilities ``input`` ``[N, C, ...]`` at integer labels."""
     if input.ndim > 2:  # [N, C, d1...] -> [N*d1..., C]
         perm = [0] + list(range(2, input.ndim)) + [1]
-        input = transpose(input, perm).reshape([-1, input.shape[1]])
+        input = _transpose(input, perm).reshape([-1, input.shape[1]])
         label = label.reshape([-1])
     # in ops, not raw label arrays, so that ddg.jit replays it on new labels
     w, safe = _sample_weight(label, weight, ignore_index, input.dtype)
@@ -186,3 +215,94 @@ def cosine_similarity(x1, x2, axis=1, eps=1e-8):
     num = R.sum(x1 * x2, axis=axis)
     den = E.sqrt(R.sum(x1 * x1, axis=axis)) * E.sqrt(R.sum(x2 * x2, axis=axis))
     return num / E.maximum(den, Tensor._wrap(np.asarray(eps, dtype=x1.dtype)))
+
+
+def label_smooth(label, prior_dist=None, epsilon=0.1, name=None):
+    """``(1 - epsilon) * label + epsilon * prior`` (the uniform 1/C without ``prior_dist``)."""
+    if prior_dist is None:
+        return label * (1 - epsilon) + epsilon / label.shape[-1]
+    return label * (1 - epsilon) + prior_dist * epsilon
+
+
+def square_error_cost(input, label):  # noqa: A002
+    """The elementwise ``(input - label) ** 2`` (no reduction)."""
+    return E.square(input - label)
+
+
+def log_loss(input, label, epsilon=1e-4, name=None):  # noqa: A002
+    """The elementwise ``-label * log(input + eps) - (1 - label) * log(1 - input + eps)``."""
+    return -label * E.log(input + epsilon) - (1 - label) * E.log(1 - input + epsilon)
+
+
+def sigmoid_focal_loss(logit, label, normalizer=None, alpha=0.25, gamma=2.0, reduction="sum", name=None):
+    """Focal loss on logits: ``alpha_t * (1 - p_t) ** gamma * BCE(logit, label)``, divided
+    by ``normalizer`` when given; Paddle's default reduction is 'sum'."""
+    _check_same_shape(logit, label, "sigmoid_focal_loss")
+    p = E.sigmoid(logit)
+    ce = binary_cross_entropy_with_logits(logit, label, reduction="none")
+    p_t = p * label + (1 - p) * (1 - label)
+    loss = ce * E.pow(1 - p_t, gamma) if gamma else ce
+    if alpha is not None and alpha >= 0:
+        loss = (alpha * label + (1 - alpha) * (1 - label)) * loss
+    if normalizer is not None:
+        loss = loss / normalizer
+    return _reduce(loss, reduction, "sigmoid_focal_loss")
+
+
+def soft_margin_loss(input, label, reduction="mean", name=None):  # noqa: A002
+    """``log(1 + exp(-label * input))`` with labels in {1, -1}."""
+    _check_same_shape(input, label, "soft_margin_loss")
+    z = -E.cast(label, input.dtype) * input
+    return _reduce(E.relu(z) + E.log1p(E.exp(-E.abs(z))), reduction, "soft_margin_loss")
+
+
+def hinge_embedding_loss(input, label, margin=1.0, reduction="mean", name=None):  # noqa: A002
+    """``input`` where ``label`` is 1, ``max(0, margin - input)`` where it is -1."""
+    lab = E.cast(label, input.dtype)
+    per = E.where(lab == 1.0, input, 0.0) + E.where(lab == -1.0, E.relu(margin - input), 0.0)
+    return _reduce(per, reduction, "hinge_embedding_loss")
+
+
+def cosine_embedding_loss(input1, input2, label, margin=0, reduction="mean", name=None):
+    """``1 - cos(x1, x2)`` where ``label`` is 1, ``max(0, cos(x1, x2) - margin)`` where -1
+    (cosine along the last axis)."""
+    cos = R.sum(input1 * input2, axis=-1) / E.sqrt(R.sum(input1 * input1, axis=-1) * R.sum(input2 * input2, axis=-1))
+    lab = E.cast(label, cos.dtype)
+    per = E.where(lab == 1.0, 1 - cos, E.relu(cos - margin))
+    return _reduce(per, reduction, "cosine_embedding_loss")
+
+
+def _pairwise_distance(x, y, p, epsilon):
+    d = E.abs(x - y + epsilon)
+    if p == float("inf"):
+        return R.max(d, axis=-1)
+    if p == 1:
+        return R.sum(d, axis=-1)
+    if p == 2:
+        return E.sqrt(R.sum(E.square(d), axis=-1))
+    return E.pow(R.sum(E.pow(d, p), axis=-1), 1.0 / p)
+
+
+def triplet_margin_loss(input, positive, negative, margin=1.0, p=2, epsilon=1e-6, swap=False,  # noqa: A002
+                        reduction="mean", name=None):
+    """``max(d(a, pos) - d(a, neg) + margin, 0)`` with ``d`` the p-norm distance of
+    ``a - b + epsilon``; ``swap`` uses ``min(d(a, neg), d(pos, neg))``."""
+    d_pos = _pairwise_distance(input, positive, p, epsilon)
+    d_neg = _pairwise_distance(input, negative, p, epsilon)
+    if swap:
+        d_neg = E.minimum(d_neg, _pairwise_distance(positive, negative, p, epsilon))
+    return _reduce(E.relu(d_pos - d_neg + margin), reduction, "triplet_margin_loss")
+
+
+def multi_label_soft_margin_loss(input, label, weight=None, reduction="mean", name=None):  # noqa: A002
+    """``-mean_c(w_c * (y log sigmoid(x) + (1 - y) log sigmoid(-x)))`` per sample."""
+    _check_same_shape(input, label, "multi_label_soft_margin_loss")
+    lab = E.cast(label, input.dtype)
+    per = -(lab * _log_sigmoid(input) + (1 - lab) * _log_sigmoid(-input))
+    if weight is not None:
+        per = per * weight
+    return _reduce(R.mean(per, axis=-1), reduction, "multi_label_soft_margin_loss")
+
+
+def _log_sigmoid(x):
+    return -(E.relu(-x) + E.log1p(E.exp(-E.abs(x))))

@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from ...autograd.ops import conv as C
+from ...autograd.ops import elementwise as E
 from ...autograd.ops import movement as M
 from ...tensor import backend
 from ...tensor.tensor import Tensor
@@ -48,7 +49,7 @@ def _pad_axis(x, axis, before, after, mode, value):
     return M.index_select(x, _const_like(idx.astype(np.int64), x), axis)
 
 
-def pad(x, pad, mode="constant", value=0.0, data_format="NCHW", name=None):  # noqa: A002
+def pad(x, pad, mode="constant", value=0.0, data_format=None, name=None):  # noqa: A002
     """Pad ``x``. With ``len(pad) == 2 * x.ndim`` (constant mode) ``pad`` lists
     ``[before, after]`` for every dim from the first; otherwise it pads the spatial dims
     starting from the LAST one: ``[left, right]`` (3-D), ``[left, right, top, bottom]``
@@ -67,7 +68,8 @@ def pad(x, pad, mode="constant", value=0.0, data_format="NCHW", name=None):  # n
     else:
         if nd < 3:
             raise ValueError(f"ddg.nn.functional.pad: {mode} padding needs a 3-D to 5-D input, got shape {x.shape}")
-        channel_last = data_format.upper()[-1] == "C" and data_format.upper() not in ("NC",)
+        # None (Paddle 3's default): channels first, whatever the rank
+        channel_last = data_format is not None and data_format.upper()[-1] == "C" and data_format.upper() != "NC"
         spatial = list(range(1, nd - 1)) if channel_last else list(range(2, nd))
         if len(pad) == 1:
             pad = pad * (2 * len(spatial))
@@ -119,7 +121,7 @@ def _resample_axis(x, axis, n_out, mode, align_corners, align_mode, scale):
 
 
 def interpolate(x, size=None, scale_factor=None, mode="nearest", align_corners=False, align_mode=0,
-                data_format="NCHW", name=None):
+                data_format=None, name=None):
     """Resize the spatial dims: ``nearest``, ``linear`` (3-D), ``bilinear`` (4-D),
     ``trilinear`` (5-D) or ``area`` (adaptive average pooling). Index conventions follow
     Paddle: ``align_corners`` maps corner to corner; otherwise ``align_mode=0`` uses
@@ -135,7 +137,7 @@ def interpolate(x, size=None, scale_factor=None, mode="nearest", align_corners=F
     if mode == "nearest" and align_corners:
         raise ValueError("ddg.nn.functional.interpolate: align_corners=True is not allowed with mode 'nearest'")
     nd = x.ndim - 2
-    channel_last = data_format.upper()[-1] == "C"
+    channel_last = data_format is not None and data_format.upper()[-1] == "C"  # None: channels first
     axes = list(range(1, 1 + nd)) if channel_last else list(range(2, 2 + nd))
     in_sizes = [x.shape[a] for a in axes]
     if (size is None) == (scale_factor is None):
@@ -173,7 +175,7 @@ def interpolate(x, size=None, scale_factor=None, mode="nearest", align_corners=F
 
 
 def upsample(x, size=None, scale_factor=None, mode="nearest", align_corners=False, align_mode=0,
-             data_format="NCHW", name=None):
+             data_format=None, name=None):
     return interpolate(x, size, scale_factor, mode, align_corners, align_mode, data_format)
 
 
@@ -200,3 +202,113 @@ def unfold(x, kernel_sizes, strides=1, paddings=0, dilations=1, name=None):
     if any(p < 0 for p in pads):
         raise ValueError(f"ddg.nn.functional.{op}: paddings must be non-negative, got {paddings!r}")
     return C.Unfold(k, s, pads, d)(x)
+
+
+def pixel_shuffle(x, upscale_factor, data_format="NCHW", name=None):
+    """``[N, C*r*r, H, W]`` -> ``[N, C, H*r, W*r]`` (or the NHWC equivalent)."""
+    r = int(upscale_factor)
+    if x.ndim != 4 or data_format not in ("NCHW", "NHWC"):
+        raise ValueError(f"ddg.nn.functional.pixel_shuffle: needs a 4-D input and data_format NCHW or NHWC, got "
+                         f"shape {x.shape} and {data_format!r}")
+    if data_format == "NHWC":
+        x = M.transpose(x, [0, 3, 1, 2])
+    n, c, h, w = x.shape
+    if c % (r * r):
+        raise ValueError(f"ddg.nn.functional.pixel_shuffle: {c} channels are not divisible by "
+                         f"upscale_factor**2 = {r * r}")
+    y = M.reshape(x, [n, c // (r * r), r, r, h, w])
+    y = M.reshape(M.transpose(y, [0, 1, 4, 2, 5, 3]), [n, c // (r * r), h * r, w * r])
+    return M.transpose(y, [0, 2, 3, 1]) if data_format == "NHWC" else y
+
+
+def zeropad2d(x, padding, data_format="NCHW", name=None):
+    """Zero padding of the two spatial axes; ``padding`` is [left, right, top, bottom] or an int."""
+    if isinstance(padding, int):
+        padding = [padding] * 4
+    return pad(x, list(padding), "constant", 0.0, data_format)
+
+
+def affine_grid(theta, out_shape, align_corners=True, name=None):
+    """Sampling grid ``[N, H, W, 2]`` (x, y in [-1, 1]) of the affine maps ``theta``
+    ``[N, 2, 3]`` applied to the output pixels' coordinates."""
+    if isinstance(out_shape, Tensor):
+        out_shape = out_shape.tolist()
+    out_shape = [int(s) for s in out_shape]
+    if len(out_shape) != 4 or theta.ndim != 3 or theta.shape[1:] != [2, 3]:
+        raise ValueError(f"ddg.nn.functional.affine_grid: needs theta [N, 2, 3] and a 4-D out_shape, got "
+                         f"{theta.shape} and {out_shape}")
+    n, _, h, w = out_shape
+
+    def coords(k):
+        if align_corners:
+            return np.linspace(-1.0, 1.0, k) if k > 1 else np.zeros(1)
+        return (np.arange(k) * 2.0 + 1.0) / k - 1.0
+    gy, gx = np.meshgrid(coords(h), coords(w), indexing="ij")
+    base = np.stack([gx.ravel(), gy.ravel(), np.ones(h * w)], axis=1).astype(theta.dtype)
+    xp = backend.get_array_module(theta._data)
+    base_t = Tensor._wrap(xp.asarray(base))
+    grid = M.reshape(base_t, [1, h * w, 3]) @ M.transpose(theta, [0, 2, 1])
+    return M.reshape(grid, [theta.shape[0], h, w, 2])
+
+
+def _unnormalize(g, size, align_corners):
+    if align_corners:
+        return (g + 1) * ((size - 1) / 2)
+    return ((g + 1) * size - 1) / 2
+
+
+def _reflect(c, lo, hi):
+    """Fold coordinates ``c`` into [lo, hi] by reflecting at the ends."""
+    span = hi - lo
+    if span <= 0:
+        return c * 0.0
+    d = E.abs(c - lo)
+    flips = E.floor(d / span)
+    extra = d - flips * span
+    even = E.remainder(flips, 2.0) == 0.0
+    return E.where(even, extra + lo, (span - extra) + lo)
+
+
+def grid_sample(x, grid, mode="bilinear", padding_mode="zeros", align_corners=True, name=None):
+    """Sample ``x`` ``[N, C, H, W]`` at ``grid`` ``[N, Ho, Wo, 2]`` (x, y in [-1, 1]);
+    bilinear or nearest, with zeros, border or reflection padding; differentiable in
+    both ``x`` and ``grid``."""
+    if mode not in ("bilinear", "nearest"):
+        raise ValueError(f"ddg.nn.functional.grid_sample: mode must be 'bilinear' or 'nearest', got {mode!r}")
+    if padding_mode not in ("zeros", "border", "reflection"):
+        raise ValueError(f"ddg.nn.functional.grid_sample: padding_mode must be zeros, border or reflection, "
+                         f"got {padding_mode!r}")
+    if x.ndim != 4 or grid.ndim != 4 or grid.shape[-1] != 2 or grid.shape[0] != x.shape[0]:
+        raise ValueError(f"ddg.nn.functional.grid_sample: needs x [N, C, H, W] and grid [N, Ho, Wo, 2], got "
+                         f"{x.shape} and {grid.shape}")
+    n, c, h, w = x.shape
+    ix = _unnormalize(grid[..., 0], w, align_corners)
+    iy = _unnormalize(grid[..., 1], h, align_corners)
+    if padding_mode == "border":
+        ix, iy = E.clip(ix, 0.0, w - 1.0), E.clip(iy, 0.0, h - 1.0)
+    elif padding_mode == "reflection":
+        if align_corners:
+            ix, iy = _reflect(ix, 0.0, w - 1.0), _reflect(iy, 0.0, h - 1.0)
+        else:
+            ix, iy = _reflect(ix, -0.5, w - 0.5), _reflect(iy, -0.5, h - 0.5)
+        ix, iy = E.clip(ix, 0.0, w - 1.0), E.clip(iy, 0.0, h - 1.0)
+    xp = backend.get_array_module(x._data)
+    xt = M.transpose(x, [0, 2, 3, 1])  # [N, H, W, C]: gathered rows come out as [N, Ho, Wo, C]
+    batch = Tensor._wrap(xp.broadcast_to(xp.arange(n, dtype=np.int64)[:, None, None], ix.shape))
+
+    def tap(xc, yc, weight):
+        valid = (xc >= 0.0) & (xc <= w - 1.0) & (yc >= 0.0) & (yc <= h - 1.0)
+        xi = E.cast(E.clip(xc, 0.0, w - 1.0), "int64")
+        yi = E.cast(E.clip(yc, 0.0, h - 1.0), "int64")
+        vals = M.getitem(xt, (batch, yi, xi))
+        return vals * M.unsqueeze(weight * E.cast(valid, x.dtype), -1)
+
+    if mode == "nearest":
+        out = tap(E.round(ix), E.round(iy), E.cast(ix == ix, x.dtype))
+    else:
+        x0, y0 = E.floor(ix), E.floor(iy)
+        wx1, wy1 = ix - x0, iy - y0
+        wx0, wy0 = 1 - wx1, 1 - wy1
+        out = (tap(x0, y0, wx0 * wy0) + tap(x0 + 1, y0, wx1 * wy0)
+               + tap(x0, y0 + 1, wx0 * wy1) + tap(x0 + 1, y0 + 1, wx1 * wy1))
+    return M.transpose(out, [0, 3, 1, 2])

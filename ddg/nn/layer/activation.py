@@ -23,6 +23,17 @@ Hardswish = _simple("Hardswish", F.hardswish, "x * relu6(x + 3) / 6")
 Tanhshrink = _simple("Tanhshrink", F.tanhshrink, "x - tanh(x)")
 Softsign = _simple("Softsign", F.softsign, "x / (1 + |x|)")
 LogSigmoid = _simple("LogSigmoid", F.log_sigmoid, "log(sigmoid(x))")
+Silu = _simple("Silu", F.silu, "x * sigmoid(x) (Paddle's other spelling of SiLU)")
+Hardsigmoid = _simple("Hardsigmoid", F.hardsigmoid, "clip(x / 6 + 1 / 2, 0, 1)")
+
+
+class GLU(Layer):
+    def __init__(self, axis=-1, name=None):
+        super().__init__()
+        self._axis = axis
+
+    def forward(self, x):
+        return F.glu(x, self._axis)
 
 
 class LeakyReLU(Layer):
@@ -41,6 +52,51 @@ class ELU(Layer):
 
     def forward(self, x):
         return F.elu(x, self.alpha)
+
+
+class SELU(Layer):
+    def __init__(self, scale=1.0507009873554805, alpha=1.6732632423543772, name=None):
+        super().__init__()
+        self._scale, self._alpha = scale, alpha
+
+    def forward(self, x):
+        return F.selu(x, self._scale, self._alpha)
+
+
+class CELU(Layer):
+    def __init__(self, alpha=1.0, name=None):
+        super().__init__()
+        self._alpha = alpha
+
+    def forward(self, x):
+        return F.celu(x, self._alpha)
+
+
+class Softshrink(Layer):
+    def __init__(self, threshold=0.5, name=None):
+        super().__init__()
+        self._threshold = threshold
+
+    def forward(self, x):
+        return F.softshrink(x, self._threshold)
+
+
+class Hardshrink(Layer):
+    def __init__(self, threshold=0.5, name=None):
+        super().__init__()
+        self._threshold = threshold
+
+    def forward(self, x):
+        return F.hardshrink(x, self._threshold)
+
+
+class ThresholdedReLU(Layer):
+    def __init__(self, threshold=1.0, value=0.0, name=None):
+        super().__init__()
+        self._threshold, self._value = threshold, value
+
+    def forward(self, x):
+        return F.thresholded_relu(x, self._threshold, self._value)
 
 
 class GELU(Layer):

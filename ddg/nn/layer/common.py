@@ -39,3 +39,12 @@ class Flatten(Layer):
 
     def extra_repr(self):
         return f"start_axis={self.start_axis}, stop_axis={self.stop_axis}"
+
+
+class CosineSimilarity(Layer):
+    def __init__(self, axis=1, eps=1e-8):
+        super().__init__()
+        self._axis, self._eps = axis, eps
+
+    def forward(self, x1, x2):
+        return F.cosine_similarity(x1, x2, self._axis, self._eps)

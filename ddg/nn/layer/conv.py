@@ -102,15 +102,15 @@ class Conv1D(_ConvNd):
 class Conv2DTranspose(_ConvNd):
     _transposed = True
 
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1,
-                 dilation=1, weight_attr=None, bias_attr=None, data_format="NCHW"):
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0, dilation=1,
+                 groups=1, weight_attr=None, bias_attr=None, data_format="NCHW"):  # Paddle: dilation, then groups
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, output_padding, dilation, groups,
                          "zeros", weight_attr, bias_attr, data_format)
 
     def forward(self, x, output_size=None):
         return F.conv2d_transpose(x, self.weight, self.bias, self._stride, self._padding,
-                                  0 if output_size is not None else self._output_padding, self._groups,
-                                  self._dilation, output_size, self._data_format)
+                                  0 if output_size is not None else self._output_padding, dilation=self._dilation,
+                                  groups=self._groups, output_size=output_size, data_format=self._data_format)
 
 
 class Conv1DTranspose(_ConvNd):

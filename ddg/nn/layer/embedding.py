@@ -27,7 +27,7 @@ class Embedding(Layer):
                 self.weight._bump()
 
     def forward(self, x):
-        return F.embedding(x, self.weight, self._padding_idx, self._sparse)
+        return F.embedding(x, self.weight, self._padding_idx, sparse=self._sparse)
 
     def extra_repr(self):
         s = f"{self._num_embeddings}, {self._embedding_dim}"

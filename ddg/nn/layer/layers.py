@@ -6,14 +6,16 @@ which DataParallel packs gradients: it is deterministic and the same on every ra
 """
 import collections
 import itertools
+import re
 import warnings
 
 import numpy as np
 
 from ...tensor import backend
-from ...tensor.dtypes import convert_dtype
+from ...tensor.dtypes import convert_dtype, default_float
 from ...tensor.place import move_array, parse_place
 from ...tensor.tensor import Tensor
+from ..param_attr import ParamAttr
 from ..parameter import Parameter, create_parameter
 
 _name_counts = collections.defaultdict(itertools.count)
@@ -23,13 +25,23 @@ def _unique_name(prefix):
     return f"{prefix}_{next(_name_counts[prefix])}"
 
 
+_WORD = re.compile(r"(.)([A-Z][a-z]+)")
+_LOWER_UPPER = re.compile(r"([a-z])([A-Z])")
+
+
 def _camel_to_snake(name):
-    out = []
-    for i, c in enumerate(name):
-        if c.isupper() and i and (not name[i - 1].isupper() or (i + 1 < len(name) and name[i + 1].islower())):
-            out.append("_")
-        out.append(c.lower())
-    return "".join(out)
+    """Paddle's name scope of a layer class: an underscore before each capitalised word
+    and between a lower-case and an upper-case letter, so ``Conv2D`` -> ``conv2d``,
+    ``BatchNorm2D`` -> ``batch_norm2d``, ``Conv2DTranspose`` -> ``conv2d_transpose``."""
+    return _LOWER_UPPER.sub(r"\1_\2", _WORD.sub(r"\1_\2", name)).lower()
+
+
+def create_parameter_api(shape, dtype, name=None, attr=None, is_bias=False, default_initializer=None):
+    """``paddle.create_parameter``: a Parameter outside any layer, named
+    ``create_parameter_N.w_0`` (``.b_0`` for biases) unless ``name`` or ``attr`` names it."""
+    if name is None and not getattr(ParamAttr._to_attr(attr), "name", None):
+        name = _unique_name(f"{_unique_name('create_parameter')}.{'b' if is_bias else 'w'}")
+    return create_parameter(shape, dtype, attr, is_bias, default_initializer, name=name)
 
 
 class _Handle:
@@ -56,9 +68,10 @@ class Layer:
         d["_forward_pre_hooks"] = collections.OrderedDict()
         d["_forward_post_hooks"] = collections.OrderedDict()
         d["training"] = True
-        d["_dtype"] = convert_dtype(dtype)
+        # Paddle: parameters take the default dtype at construction (set_default_dtype), so
+        # the signature's "float32" means "the default"; another dtype is kept as given
+        d["_dtype"] = default_float() if dtype is None or dtype == "float32" else convert_dtype(dtype)
         d["_full_name"] = _unique_name(name_scope or _camel_to_snake(type(self).__name__))
-        d["_param_count"] = itertools.count()
 
     # -- registration through attributes -------------------------------------------------
     def _check_init(self):
@@ -145,8 +158,8 @@ class Layer:
         return self._full_name
 
     def create_parameter(self, shape, attr=None, dtype=None, is_bias=False, default_initializer=None):
-        kind = "b" if is_bias else "w"
-        name = f"{self._full_name}.{kind}_{next(self._param_count)}"
+        # Paddle counts weights and biases apart: linear_0.w_0, linear_0.b_0
+        name = _unique_name(f"{self._full_name}.{'b' if is_bias else 'w'}")
         return create_parameter(shape, dtype or self._dtype, attr, is_bias, default_initializer, name=name)
 
     def create_tensor(self, name=None, persistable=None, dtype=None):

@@ -78,3 +78,56 @@ class KLDivLoss(_Reduced):
 
     def forward(self, input, label):  # noqa: A002
         return F.kl_div(input, label, self.reduction, self.log_target)
+
+
+class MarginRankingLoss(Layer):
+    def __init__(self, margin=0.0, reduction="mean", name=None):
+        super().__init__()
+        if reduction not in ("mean", "sum", "none"):
+            raise ValueError(f"ddg.nn.MarginRankingLoss: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+        self.margin, self.reduction = margin, reduction
+
+    def forward(self, input, other, label):  # noqa: A002
+        return F.margin_ranking_loss(input, other, label, self.margin, self.reduction)
+
+
+class SoftMarginLoss(_Reduced):
+    def forward(self, input, label):  # noqa: A002
+        return F.soft_margin_loss(input, label, self.reduction)
+
+
+class HingeEmbeddingLoss(_Reduced):
+    def __init__(self, margin=1.0, reduction="mean", name=None):
+        super().__init__(reduction)
+        self.margin = margin
+
+    def forward(self, input, label):  # noqa: A002
+        return F.hinge_embedding_loss(input, label, self.margin, self.reduction)
+
+
+class CosineEmbeddingLoss(_Reduced):
+    def __init__(self, margin=0, reduction="mean", name=None):
+        super().__init__(reduction)
+        self.margin = margin
+
+    def forward(self, input1, input2, label):
+        return F.cosine_embedding_loss(input1, input2, label, self.margin, self.reduction)
+
+
+class TripletMarginLoss(_Reduced):
+    def __init__(self, margin=1.0, p=2.0, epsilon=1e-6, swap=False, reduction="mean", name=None):
+        super().__init__(reduction)
+        self.margin, self.p, self.epsilon, self.swap = margin, p, epsilon, swap
+
+    def forward(self, input, positive, negative):  # noqa: A002
+        return F.triplet_margin_loss(input, positive, negative, self.margin, self.p, self.epsilon, self.swap,
+                                     self.reduction)
+
+
+class MultiLabelSoftMarginLoss(_Reduced):
+    def __init__(self, weight=None, reduction="mean", name=None):
+        super().__init__(reduction)
+        self.weight = weight
+
+    def forward(self, input, label):  # noqa: A002
+        return F.multi_label_soft_margin_loss(input, label, self.weight, self.reduction)

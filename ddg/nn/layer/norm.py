@@ -12,7 +12,7 @@ from ...tensor.place import current_place, move_array
 from ...tensor.tensor import Tensor
 from .. import functional as F
 from ..initializer import Constant
-from .layers import Layer
+from .layers import Layer, _unique_name
 
 
 def _buffer(shape, value, dtype):
@@ -42,6 +42,9 @@ class _BatchNormBase(Layer):
             self.bias.stop_gradient = True
         self.register_buffer("_mean", _buffer([num_features], 0.0, self._dtype))
         self.register_buffer("_variance", _buffer([num_features], 1.0, self._dtype))
+        # Paddle names the running statistics as the next weights: batch_norm2d_0.w_1, .w_2
+        self._mean.name = _unique_name(f"{self._full_name}.w")
+        self._variance.name = _unique_name(f"{self._full_name}.w")
 
     def _check_input(self, x):
         pass

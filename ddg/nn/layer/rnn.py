@@ -454,8 +454,8 @@ class LSTM(RNNBase):
     """Multi-layer LSTM; ``lstm(x, (h0, c0))`` -> ``(outputs, (h, c))``."""
 
     def __init__(self, input_size, hidden_size, num_layers=1, direction="forward", time_major=False, dropout=0.0,
-                 weight_ih_attr=None, weight_hh_attr=None, bias_ih_attr=None, bias_hh_attr=None, name=None,
-                 proj_size=0):
+                 weight_ih_attr=None, weight_hh_attr=None, bias_ih_attr=None, bias_hh_attr=None, proj_size=0,
+                 name=None):
         super().__init__("LSTM", input_size, hidden_size, num_layers, direction, time_major, dropout,
                          weight_ih_attr, weight_hh_attr, bias_ih_attr, bias_hh_attr, proj_size=proj_size)
 

@@ -9,6 +9,7 @@ class _PadNd(Layer):
     _default_format = "NCHW"
 
     def __init__(self, padding, mode="constant", value=0.0, data_format=None, name=None):
+        # Paddle's defaults are "NCL", "NCHW", "NCDHW" (the subclasses' signatures say so)
         super().__init__()
         if isinstance(padding, int):
             padding = [padding] * (2 * self._nd)
@@ -32,19 +33,48 @@ class Pad1D(_PadNd):
     _nd = 1
     _default_format = "NCL"
 
+    def __init__(self, padding, mode="constant", value=0.0, data_format="NCL", name=None):
+        super().__init__(padding, mode, value, data_format, name)
+
 
 class Pad2D(_PadNd):
-    pass
+    def __init__(self, padding, mode="constant", value=0.0, data_format="NCHW", name=None):
+        super().__init__(padding, mode, value, data_format, name)
+
+
+class ZeroPad2D(Layer):
+    """Zero padding of H and W: ``padding`` is an int or [left, right, top, bottom]."""
+
+    def __init__(self, padding, data_format="NCHW", name=None):
+        super().__init__()
+        if isinstance(padding, int):
+            padding = [padding] * 4
+        self._pad, self._data_format = list(padding), data_format
+
+    def forward(self, x):
+        return F.zeropad2d(x, self._pad, self._data_format)
+
+
+class PixelShuffle(Layer):
+    def __init__(self, upscale_factor, data_format="NCHW", name=None):
+        super().__init__()
+        self._factor, self._data_format = upscale_factor, data_format
+
+    def forward(self, x):
+        return F.pixel_shuffle(x, self._factor, self._data_format)
 
 
 class Pad3D(_PadNd):
     _nd = 3
     _default_format = "NCDHW"
 
+    def __init__(self, padding, mode="constant", value=0.0, data_format="NCDHW", name=None):
+        super().__init__(padding, mode, value, data_format, name)
+
 
 class Upsample(Layer):
     def __init__(self, size=None, scale_factor=None, mode="nearest", align_corners=False, align_mode=0,
-                 data_format="NCHW", name=None):
+                 data_format=None, name=None):
         super().__init__()
         self.size, self.scale_factor, self.mode = size, scale_factor, mode
         self.align_corners, self.align_mode, self.data_format = align_corners, align_mode, data_format
