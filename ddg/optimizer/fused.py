@@ -1,0 +1,150 @@
+"""The fused optimizer step: one group's parameters updated with whole-buffer array calls.
+
+Per step and parameter group (all parameters of one dtype and device), instead of ~10
+array calls per parameter:
+
+1. the parameters are gathered into one flat buffer and the gradients into another
+   (one ``concatenate`` each);
+2. the accumulators (moments, velocity, ...) already live in flat buffers owned by the
+   optimizer; each parameter's state entry is a view of them, so ``state_dict`` keeps
+   Paddle's per-parameter names and shapes;
+3. the update rule runs once over the flat buffers; per-parameter scalars (the learning
+   rate with ``optimize_attr``/``lr_ratio``, AdamW's decay factor, Adam's bias
+   corrections) become per-element coefficient buffers (one ``repeat``) when they differ
+   between parameters, plain scalars when they do not;
+4. the flat parameter buffer is written back into each ``param._data`` in place.
+
+Parameters are never rebound to views of the flat buffer: every step reads the current
+``param._data``, so anything that replaces it (``set_value``, ``to``, casting,
+DataParallel's broadcast, user code) is simply picked up. Only the optimizer's own state
+is flat; it is checked by identity each step (a ``set_state_dict`` or a changed set of
+parameters with gradients rebuilds the flat state from the per-parameter arrays).
+
+Elementwise operations are the same, in the same order and dtype, as in the
+per-parameter path, so results are bit-identical to it. What the fused path does not
+cover falls back to the per-parameter path (``Optimizer._update``): parameters of
+several dtypes/devices in one group, parameters with different regularizers in one
+group, and optimizers without a ``_fused_update`` (Lamb: its trust ratio is per tensor).
+"""
+import numpy as np
+
+from ..tensor import backend
+from ..tensor.tensor import Tensor
+
+
+class FlatState:
+    """Flat accumulator buffers for one ordered list of parameters of a group."""
+
+    def __init__(self, opt, params, states, xp, dtype):
+        self.ids = tuple(id(p) for p in params)
+        self.sizes = [p._data.size for p in params]
+        self.total = sum(self.sizes)
+        offs = np.cumsum([0] + self.sizes)
+        self.offsets = offs
+        self.states = list(states)
+        self.flat = {}
+        self.views = {}
+        for name in opt._acc_names:
+            buf = xp.empty(self.total, dtype=dtype)
+            views = []
+            for i, (p, st) in enumerate(zip(params, states)):
+                v = buf[offs[i]:offs[i + 1]].reshape(p._data.shape)
+                v[...] = st[name]
+                st[name] = v
+                views.append(v)
+            self.flat[name] = buf
+            self.views[name] = views
+        self.sizes_arr = None
+
+    def valid(self, opt, params):
+        if len(params) != len(self.ids):
+            return False
+        state = opt._state
+        for i, p in enumerate(params):
+            if id(p) != self.ids[i]:
+                return False
+            st = state.get(id(p))
+            if st is not self.states[i]:
+                return False
+            for name, views in self.views.items():
+                if st.get(name) is not views[i]:
+                    return False
+        return True
+
+
+def per_element(xp, values, flat, like):
+    """A scalar when every parameter's value is the same, else a per-element buffer of
+    ``like``'s dtype (each parameter's value repeated over its elements)."""
+    first = values[0]
+    if all(v == first for v in values):
+        return first
+    arr = np.repeat(np.asarray(values, dtype=like.dtype), flat.sizes)
+    return arr if xp is np else xp.asarray(arr)
+
+
+def fused_apply(opt, pairs, gi, group, group_lr, group_reg, unset):
+    """Update ``pairs`` of group ``gi`` with whole-buffer calls; False when the group
+    cannot be fused (the caller then takes the per-parameter path)."""
+    p0 = pairs[0][0]._data
+    dtype = p0.dtype
+    dev = backend.device_id_of(p0)
+    params, garrs, regs, lrs = [], [], [], []
+    for p, g in pairs:
+        if g is None:
+            continue
+        parr = p._data
+        garr = g._data if isinstance(g, Tensor) else g
+        if parr.dtype != dtype or garr.dtype != dtype or garr.shape != parr.shape \
+                or backend.device_id_of(parr) != dev or backend.device_id_of(garr) != dev:
+            return False
+        reg = group_reg
+        if reg is unset:
+            reg = getattr(p, "regularizer", None)
+            if reg is None:
+                reg = opt.regularization
+        if regs and reg is not regs[0]:
+            return False
+        regs.append(reg)
+        attr = getattr(p, "optimize_attr", None)
+        lrs.append(group_lr * attr.get("learning_rate", 1.0) if attr else group_lr)
+        params.append(p)
+        garrs.append(garr)
+    if not params:
+        return True
+    xp = backend.get_array_module(p0)
+    reg = regs[0]
+
+    # state: per-parameter dicts whose arrays are views of flat buffers
+    key = (gi, dtype.str, dev)
+    flat = opt._flat.get(key)
+    if flat is None or not flat.valid(opt, params):
+        states = []
+        for p in params:
+            st = opt._state.get(id(p))
+            if st is None:
+                st = opt._state[id(p)] = opt._init_state(p, group)
+            for name in opt._acc_names:  # state kept from before a cast/move: per-parameter path
+                a = st.get(name)
+                if a is None or a.dtype != dtype or a.shape != p._data.shape or backend.device_id_of(a) != dev:
+                    return False
+            states.append(st)
+        flat = opt._flat[key] = FlatState(opt, params, states, xp, dtype)
+    states = flat.states
+
+    pflat = xp.concatenate([p._data.reshape(-1) for p in params])
+    gflat = xp.concatenate([g.reshape(-1) for g in garrs])
+    scale = opt._rescale_grad
+    if scale != 1.0:
+        gflat *= scale
+    if reg is not None:
+        from ..regularizer import WeightDecayRegularizer, _to_regularizer
+        if not isinstance(reg, WeightDecayRegularizer):
+            reg = _to_regularizer(reg, f"ddg.optimizer.{type(opt).__name__}")
+        if reg is not None and reg.coeff:
+            reg._add_to(xp, pflat, gflat, xp.empty_like(pflat))
+    opt._fused_update(params, pflat, gflat, lrs, states, flat, group, xp)
+    offs = flat.offsets
+    for i, p in enumerate(params):
+        p._data[...] = pflat[offs[i]:offs[i + 1]].reshape(p._data.shape)
+        p._bump()
+    return True
