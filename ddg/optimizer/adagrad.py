@@ -41,7 +41,7 @@ class Adagrad(Optimizer):
 
     def _fused_update(self, params, p, g, lrs, states, flat, group, xp):
         mom = flat.flat["moment"]
-        s = xp.empty_like(p)
+        s = flat.s
         xp.multiply(g, g, out=s)
         mom += s
         xp.sqrt(mom, out=s)

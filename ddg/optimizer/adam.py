@@ -99,7 +99,7 @@ class Adam(Optimizer):
         the bias corrections are per parameter (per-element buffers when they differ)."""
         b1, b2, eps = group["beta1"], group["beta2"], group["epsilon"]
         m, v = flat.flat["moment1"], flat.flat["moment2"]
-        s = xp.empty_like(p)
+        s = flat.s
         update_moments(xp, m, v, g, b1, b2, s)
         if self._amsgrad:
             vmax = flat.flat["moment2_max"]

@@ -33,28 +33,43 @@ from ..tensor.tensor import Tensor
 
 
 class FlatState:
-    """Flat accumulator buffers for one ordered list of parameters of a group."""
+    """Flat buffers for one ordered list of parameters of a group: the accumulators (each
+    parameter's state entries are views of them), and reusable buffers for the gathered
+    parameters, gradients and one scratch."""
 
     def __init__(self, opt, params, states, xp, dtype):
         self.ids = tuple(id(p) for p in params)
+        self.shapes = [p._data.shape for p in params]
         self.sizes = [p._data.size for p in params]
         self.total = sum(self.sizes)
-        offs = np.cumsum([0] + self.sizes)
+        offs = [0]
+        for n in self.sizes:
+            offs.append(offs[-1] + n)
         self.offsets = offs
         self.states = list(states)
+
+        def buffer():
+            return xp.empty(self.total, dtype=dtype)
+
+        def views(buf):
+            return [buf[offs[i]:offs[i + 1]].reshape(shape) for i, shape in enumerate(self.shapes)]
+
         self.flat = {}
         self.views = {}
         for name in opt._acc_names:
-            buf = xp.empty(self.total, dtype=dtype)
-            views = []
-            for i, (p, st) in enumerate(zip(params, states)):
-                v = buf[offs[i]:offs[i + 1]].reshape(p._data.shape)
+            buf = buffer()
+            vs = views(buf)
+            for v, st in zip(vs, states):
                 v[...] = st[name]
                 st[name] = v
-                views.append(v)
             self.flat[name] = buf
-            self.views[name] = views
-        self.sizes_arr = None
+            self.views[name] = vs
+        self.p, self.g, self.s = buffer(), buffer(), buffer()
+        self.pviews = views(self.p)
+        # the arrays last gathered, and their 1-D views (reused while the array is the same object)
+        n = len(params)
+        self.psrc, self.plist = [None] * n, [None] * n
+        self.gsrc, self.glist = [None] * n, [None] * n
 
     def valid(self, opt, params):
         if len(params) != len(self.ids):
@@ -69,6 +84,20 @@ class FlatState:
             for name, views in self.views.items():
                 if st.get(name) is not views[i]:
                     return False
+        return True
+
+    def gather(self, xp, arrays, src, lst, out):
+        """``out[:] = concatenate(ravel(a) for a in arrays)`` in one call; the 1-D views
+        are cached per array object (only for contiguous arrays, whose ravel is a view)."""
+        shapes = self.shapes
+        for i, a in enumerate(arrays):
+            if src[i] is not a:
+                if a.shape != shapes[i]:
+                    return False
+                r = a.reshape(-1)
+                src[i] = a if a.flags.c_contiguous else None
+                lst[i] = r
+        xp.concatenate(lst, out=out)
         return True
 
 
@@ -87,52 +116,69 @@ def fused_apply(opt, pairs, gi, group, group_lr, group_reg, unset):
     cannot be fused (the caller then takes the per-parameter path)."""
     p0 = pairs[0][0]._data
     dtype = p0.dtype
+    atype = type(p0)
+    gpu = atype is not np.ndarray
     dev = backend.device_id_of(p0)
-    params, garrs, regs, lrs = [], [], [], []
+    params, parrs, garrs, lrs = [], [], [], []
+    reg0 = unset
     for p, g in pairs:
         if g is None:
             continue
         parr = p._data
         garr = g._data if isinstance(g, Tensor) else g
-        if parr.dtype != dtype or garr.dtype != dtype or garr.shape != parr.shape \
-                or backend.device_id_of(parr) != dev or backend.device_id_of(garr) != dev:
+        if type(parr) is not atype or type(garr) is not atype or parr.dtype != dtype or garr.dtype != dtype \
+                or garr.shape != parr.shape:
+            return False
+        if gpu and (backend.device_id_of(parr) != dev or backend.device_id_of(garr) != dev):
             return False
         reg = group_reg
         if reg is unset:
             reg = getattr(p, "regularizer", None)
             if reg is None:
                 reg = opt.regularization
-        if regs and reg is not regs[0]:
+        if reg0 is unset:
+            reg0 = reg
+        elif reg is not reg0:
             return False
-        regs.append(reg)
         attr = getattr(p, "optimize_attr", None)
         lrs.append(group_lr * attr.get("learning_rate", 1.0) if attr else group_lr)
         params.append(p)
+        parrs.append(parr)
         garrs.append(garr)
     if not params:
         return True
     xp = backend.get_array_module(p0)
-    reg = regs[0]
+    reg = reg0
 
     # state: per-parameter dicts whose arrays are views of flat buffers
     key = (gi, dtype.str, dev)
     flat = opt._flat.get(key)
-    if flat is None or not flat.valid(opt, params):
-        states = []
-        for p in params:
-            st = opt._state.get(id(p))
-            if st is None:
-                st = opt._state[id(p)] = opt._init_state(p, group)
-            for name in opt._acc_names:  # state kept from before a cast/move: per-parameter path
-                a = st.get(name)
-                if a is None or a.dtype != dtype or a.shape != p._data.shape or backend.device_id_of(a) != dev:
-                    return False
-            states.append(st)
-        flat = opt._flat[key] = FlatState(opt, params, states, xp, dtype)
-    states = flat.states
-
-    pflat = xp.concatenate([p._data.reshape(-1) for p in params])
-    gflat = xp.concatenate([g.reshape(-1) for g in garrs])
+    for attempt in (0, 1):
+        if attempt or flat is None or not flat.valid(opt, params):
+            states = []
+            for p in params:
+                st = opt._state.get(id(p))
+                if st is None:
+                    st = opt._state[id(p)] = opt._init_state(p, group)
+                for name in opt._acc_names:  # state kept from before a cast/move: per-parameter path
+                    a = st.get(name)
+                    if a is None or type(a) is not atype or a.dtype != dtype or a.shape != p._data.shape \
+                            or backend.device_id_of(a) != dev:
+                        opt._flat.pop(key, None)
+                        return False
+                states.append(st)
+            if gpu:
+                with xp.cuda.Device(dev):
+                    flat = FlatState(opt, params, states, xp, dtype)
+            else:
+                flat = FlatState(opt, params, states, xp, dtype)
+            opt._flat[key] = flat
+        if flat.gather(xp, parrs, flat.psrc, flat.plist, flat.p) and \
+                flat.gather(xp, garrs, flat.gsrc, flat.glist, flat.g):
+            break
+    else:  # pragma: no cover - a fresh FlatState matches the shapes it was built from
+        return False
+    pflat, gflat = flat.p, flat.g
     scale = opt._rescale_grad
     if scale != 1.0:
         gflat *= scale
@@ -141,10 +187,9 @@ def fused_apply(opt, pairs, gi, group, group_lr, group_reg, unset):
         if not isinstance(reg, WeightDecayRegularizer):
             reg = _to_regularizer(reg, f"ddg.optimizer.{type(opt).__name__}")
         if reg is not None and reg.coeff:
-            reg._add_to(xp, pflat, gflat, xp.empty_like(pflat))
-    opt._fused_update(params, pflat, gflat, lrs, states, flat, group, xp)
-    offs = flat.offsets
-    for i, p in enumerate(params):
-        p._data[...] = pflat[offs[i]:offs[i + 1]].reshape(p._data.shape)
+            reg._add_to(xp, pflat, gflat, flat.s)
+    opt._fused_update(params, pflat, gflat, lrs, flat.states, flat, group, xp)
+    for parr, view, p in zip(parrs, flat.pviews, params):
+        xp.copyto(parr, view)
         p._bump()
     return True

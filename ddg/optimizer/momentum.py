@@ -44,7 +44,7 @@ class Momentum(Optimizer):
         mu = group["momentum"]
         v = flat.flat["velocity"]
         lr = per_element(xp, lrs, flat, p)
-        s = xp.empty_like(p)
+        s = flat.s
         v *= mu
         v += g
         if group["use_nesterov"]:

@@ -61,7 +61,7 @@ class RMSProp(Optimizer):
     def _fused_update(self, params, p, g, lrs, states, flat, group, xp):
         rho, eps, mu = group["rho"], group["epsilon"], group["momentum"]
         ms, mom = flat.flat["mean_square"], flat.flat["momentum"]
-        s = xp.empty_like(p)
+        s = flat.s
         ms *= rho
         xp.multiply(g, g, out=s)
         s *= 1.0 - rho
