@@ -196,3 +196,14 @@ def test_adam_matches_numpy_formula():
             p._data = p._data - 0.01 * mh / (np.sqrt(vh) + 1e-8)
     for p, q in zip(ps, ref):
         np.testing.assert_allclose(p._data, q._data, rtol=1e-12, atol=1e-14)
+
+
+def test_large_parameters_take_the_per_parameter_path_on_cpu(monkeypatch):
+    from ddg.optimizer import fused
+    monkeypatch.setattr(fused, "CPU_FUSE_MAX_NUMEL", 6)  # (3, 4) and (2, 3, 2) and (7,) are "large"
+    for name in ("adamw", "nesterov_l1_rescale", "rmsprop_centered"):
+        f = FACTORIES[name]
+        a = run(f, True, attrs=True, skip_at=2)
+        (flat,) = a[1]._flat.values()
+        assert flat.total == 5 + 1
+        same(a, run(f, False, attrs=True, skip_at=2))

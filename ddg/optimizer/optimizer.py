@@ -184,9 +184,8 @@ class Optimizer:
         if "weight_decay" in explicit and not self._decoupled_weight_decay:
             group_reg = _to_regularizer(group["weight_decay"], f"ddg.optimizer.{type(self).__name__}")
         group_lr = lr * group.get("learning_rate", 1.0)
-        if self._use_fused and type(self)._fused_update is not Optimizer._fused_update \
-                and fused_apply(self, pairs, gi, group, group_lr, group_reg, _UNSET):
-            return
+        if self._use_fused and type(self)._fused_update is not Optimizer._fused_update:
+            pairs = fused_apply(self, pairs, gi, group, group_lr, group_reg, _UNSET)
         for p, g in pairs:
             if g is None:
                 continue
