@@ -67,7 +67,7 @@ for label, shapes, n in (("lenet", LENET, 2000), ("8x1Mi", BIG, 50)):
 # Fused step (one group updated with whole-buffer calls, ddg/optimizer/fused.py) against the
 # per-parameter path (opt._use_fused = False), both timed in this run.
 print()
-for label, shapes, n in (("400x[512]", [(512,)] * 400, 200), ("100x[64,256]", [(64, 256)] * 100, 50),
+for label, shapes, n in (("400x[512]", [(512,)] * 400, 200), ("100x[64,64]", [(64, 64)] * 100, 100),
                          ("4x[1024,1024]", [(1024, 1024)] * 4, 20)):
     ps = params_for(shapes, gpu)
     row = [f"{label:14s}"]
