@@ -63,3 +63,21 @@ for label, shapes, n in (("lenet", LENET, 2000), ("8x1Mi", BIG, 50)):
         t = timeit(opt.step, n, sync)
         row.append(f"{name} {t * 1e6:9.1f} us ({t / t_naive:.2f}x naive)")
     print(" | ".join(row))
+
+# Fused step (one group updated with whole-buffer calls, ddg/optimizer/fused.py) against the
+# per-parameter path (opt._use_fused = False), both timed in this run.
+print()
+for label, shapes, n in (("400x[512]", [(512,)] * 400, 200), ("100x[64,64]", [(64, 64)] * 100, 100),
+                         ("4x[1024,1024]", [(1024, 1024)] * 4, 20)):
+    ps = params_for(shapes, gpu)
+    row = [f"{label:14s}"]
+    for name, make in (("Adam", lambda: ddg.optimizer.Adam(1e-3, parameters=ps)),
+                       ("AdamW", lambda: ddg.optimizer.AdamW(1e-3, parameters=ps)),
+                       ("Momentum", lambda: ddg.optimizer.Momentum(1e-3, parameters=ps)),
+                       ("Lamb", lambda: ddg.optimizer.Lamb(1e-3, parameters=ps))):
+        per, fus = make(), make()
+        per._use_fused = False
+        t_per = timeit(per.step, n, sync)
+        t_fus = timeit(fus.step, n, sync)
+        row.append(f"{name} per-param {t_per * 1e6:8.0f} us fused {t_fus * 1e6:8.0f} us ({t_per / t_fus:.2f}x)")
+    print(" | ".join(row))

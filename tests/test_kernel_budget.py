@@ -26,12 +26,14 @@ pytestmark = pytest.mark.skipif(cp is None or not getattr(cp, "SIMULATED", False
 
 # Launches per training step with Adam, measured on simcupy (2026-11-22). For scale, on
 # the H100 CUPTI counted 145 / 296 / 1652 for mlp / lenet / transformer, torch 32 / 65 / 310.
+# 2026-11-23, fused optimizer step (ddg/optimizer/fused.py): from 131 / 272 / 1382 / 1997 / 2179
+# (simcupy does not count its per-parameter cupy.copyto write-back: one small copy each on a GPU).
 BUDGETS = {
-    "mlp": 131,
-    "lenet": 272,
-    "transformer": 1382,
-    "resnet18": 1997,
-    "gpt": 2179,
+    "mlp": 73,
+    "lenet": 166,
+    "transformer": 592,
+    "resnet18": 1267,
+    "gpt": 981,
 }
 
 

@@ -4,6 +4,7 @@
     param  -= lr * g / (sqrt(moment) + epsilon)
 """
 from ..tensor import backend
+from .fused import per_element
 from .optimizer import Optimizer, _scalar
 
 __all__ = ["Adagrad"]
@@ -36,4 +37,15 @@ class Adagrad(Optimizer):
         s += group["epsilon"]
         xp.divide(g, s, out=s)
         s *= lr
+        p -= s
+
+    def _fused_update(self, params, p, g, lrs, states, flat, group, xp):
+        mom = flat.flat["moment"]
+        s = flat.s
+        xp.multiply(g, g, out=s)
+        mom += s
+        xp.sqrt(mom, out=s)
+        s += group["epsilon"]
+        xp.divide(g, s, out=s)
+        s *= per_element(xp, lrs, flat, p)
         p -= s

@@ -19,6 +19,7 @@ import math
 
 from ..tensor import backend
 from ..tensor.tensor import Tensor
+from .fused import per_element
 from .optimizer import Optimizer, _scalar
 
 __all__ = ["Adam", "AdamW"]
@@ -93,6 +94,34 @@ class Adam(Optimizer):
     def _update(self, param, p, g, lr, state, group):
         self._adam(p, g, lr, state, group)
 
+    def _fused_adam(self, p, g, lrs, states, flat, group, xp):
+        """``_adam`` over a group's flat buffers: the same operations in the same order;
+        the bias corrections are per parameter (per-element buffers when they differ)."""
+        b1, b2, eps = group["beta1"], group["beta2"], group["epsilon"]
+        m, v = flat.flat["moment1"], flat.flat["moment2"]
+        s = flat.s
+        update_moments(xp, m, v, g, b1, b2, s)
+        if self._amsgrad:
+            vmax = flat.flat["moment2_max"]
+            xp.maximum(vmax, v, out=vmax)
+            v = vmax
+        lr_t, eps_t = [], []
+        for lr, st in zip(lrs, states):
+            b1p, b2p = st["beta1_pow_acc"], st["beta2_pow_acc"]
+            corr2 = math.sqrt(1.0 - b2p)
+            lr_t.append(lr * corr2 / (1.0 - b1p))
+            eps_t.append(eps * corr2)
+            st["beta1_pow_acc"] = b1p * b1
+            st["beta2_pow_acc"] = b2p * b2
+        xp.sqrt(v, out=s)
+        s += per_element(xp, eps_t, flat, p)
+        xp.divide(m, s, out=s)
+        s *= per_element(xp, lr_t, flat, p)
+        p -= s
+
+    def _fused_update(self, params, p, g, lrs, states, flat, group, xp):
+        self._fused_adam(p, g, lrs, states, flat, group, xp)
+
 
 class AdamW(Adam):
     _decoupled_weight_decay = True
@@ -124,3 +153,13 @@ class AdamW(Adam):
         if coeff and (self._apply_decay_param_fun is None or self._apply_decay_param_fun(param.name)):
             p *= 1.0 - lr * coeff
         self._adam(p, g, lr, state, group)
+
+    def _fused_update(self, params, p, g, lrs, states, flat, group, xp):
+        if self._lr_ratio is not None:
+            lrs = [lr * float(self._lr_ratio(q)) for lr, q in zip(lrs, params)]
+        coeff = float(group["weight_decay"] or 0.0)
+        if coeff:
+            fun = self._apply_decay_param_fun
+            factors = [1.0 - lr * coeff if fun is None or fun(q.name) else 1.0 for lr, q in zip(lrs, params)]
+            p *= per_element(xp, factors, flat, p)
+        self._fused_adam(p, g, lrs, states, flat, group, xp)

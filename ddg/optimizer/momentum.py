@@ -7,6 +7,7 @@
 ``grad`` is ``rescale_grad * grad + weight-decay term``.
 """
 from ..tensor import backend
+from .fused import per_element
 from .optimizer import Optimizer, _scalar
 
 __all__ = ["Momentum"]
@@ -29,6 +30,21 @@ class Momentum(Optimizer):
         mu = group["momentum"]
         v = state["velocity"]
         s = self._scratch(p, 0)
+        v *= mu
+        v += g
+        if group["use_nesterov"]:
+            xp.multiply(v, mu, out=s)
+            s += g
+            s *= lr
+        else:
+            xp.multiply(v, lr, out=s)
+        p -= s
+
+    def _fused_update(self, params, p, g, lrs, states, flat, group, xp):
+        mu = group["momentum"]
+        v = flat.flat["velocity"]
+        lr = per_element(xp, lrs, flat, p)
+        s = flat.s
         v *= mu
         v += g
         if group["use_nesterov"]:

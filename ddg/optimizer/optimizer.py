@@ -28,6 +28,7 @@ import numpy as np
 from ..regularizer import WeightDecayRegularizer, _to_regularizer
 from ..tensor import backend
 from ..tensor.tensor import Tensor
+from .fused import fused_apply
 from .lr import LRScheduler
 
 __all__ = ["Optimizer"]
@@ -80,6 +81,8 @@ class Optimizer:
         self._default_dict = defaults
         self._state = {}
         self._bufs = {}
+        self._flat = {}         # fused step: flat accumulator buffers per (group, dtype, device)
+        self._use_fused = True  # False: the per-parameter path (the reference the fused one is tested against)
         self._max_numel = {}
         self._param_groups = []
         self._explicit_keys = []
@@ -181,6 +184,8 @@ class Optimizer:
         if "weight_decay" in explicit and not self._decoupled_weight_decay:
             group_reg = _to_regularizer(group["weight_decay"], f"ddg.optimizer.{type(self).__name__}")
         group_lr = lr * group.get("learning_rate", 1.0)
+        if self._use_fused and type(self)._fused_update is not Optimizer._fused_update:
+            pairs = fused_apply(self, pairs, gi, group, group_lr, group_reg, _UNSET)
         for p, g in pairs:
             if g is None:
                 continue
@@ -265,6 +270,12 @@ class Optimizer:
 
     def _update(self, param, p, g, lr, state, group):  # pragma: no cover - abstract
         raise NotImplementedError
+
+    # Subclasses that can update a whole group at once override this (see fused.py):
+    # ``p``/``g`` are flat buffers of the group's parameters/gradients (``g`` may be
+    # modified), ``lrs`` the per-parameter learning rates, ``states`` the per-parameter
+    # state dicts (their arrays are views of ``flat.flat[name]``).
+    _fused_update = None
 
     # -- Paddle API around step -------------------------------------------------------------
     def clear_grad(self, set_to_zero=True):

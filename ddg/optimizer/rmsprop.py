@@ -7,6 +7,7 @@
     param -= moment
 """
 from ..tensor import backend
+from .fused import per_element
 from .optimizer import Optimizer, _scalar
 
 __all__ = ["RMSProp"]
@@ -53,6 +54,31 @@ class RMSProp(Optimizer):
         xp.sqrt(s, out=s)
         xp.divide(g, s, out=s)
         s *= lr
+        mom *= mu
+        mom += s
+        p -= mom
+
+    def _fused_update(self, params, p, g, lrs, states, flat, group, xp):
+        rho, eps, mu = group["rho"], group["epsilon"], group["momentum"]
+        ms, mom = flat.flat["mean_square"], flat.flat["momentum"]
+        s = flat.s
+        ms *= rho
+        xp.multiply(g, g, out=s)
+        s *= 1.0 - rho
+        ms += s
+        if self._centered:
+            mg = flat.flat["mean_grad"]
+            mg *= rho
+            xp.multiply(g, 1.0 - rho, out=s)
+            mg += s
+            xp.multiply(mg, mg, out=s)
+            xp.subtract(ms, s, out=s)
+            s += eps
+        else:
+            xp.add(ms, eps, out=s)
+        xp.sqrt(s, out=s)
+        xp.divide(g, s, out=s)
+        s *= per_element(xp, lrs, flat, p)
         mom *= mu
         mom += s
         p -= mom

@@ -1,5 +1,6 @@
 """SGD: ``param -= lr * grad``."""
 from ..tensor import backend
+from .fused import per_element
 from .optimizer import Optimizer
 
 __all__ = ["SGD"]
@@ -16,3 +17,7 @@ class SGD(Optimizer):
         s = self._scratch(p, 0)
         xp.multiply(g, lr, out=s)
         p -= s
+
+    def _fused_update(self, params, p, g, lrs, states, flat, group, xp):
+        g *= per_element(xp, lrs, flat, p)
+        p -= g
