@@ -6,6 +6,7 @@ which DataParallel packs gradients: it is deterministic and the same on every ra
 """
 import collections
 import itertools
+import re
 import warnings
 
 import numpy as np
@@ -24,12 +25,13 @@ def _unique_name(prefix):
 
 
 def _camel_to_snake(name):
-    out = []
-    for i, c in enumerate(name):
-        if c.isupper() and i and (not name[i - 1].isupper() or (i + 1 < len(name) and name[i + 1].islower())):
-            out.append("_")
-        out.append(c.lower())
-    return "".join(out)
+    # Paddle's rule (Conv2D -> conv2d, ReLU6 -> re_lu6, BatchNorm2D -> batch_norm2d), so
+    # that full_name() and the parameter names it prefixes match Paddle's
+    return _ALL_CAPS.sub(r"\1_\2", _FIRST_CAP.sub(r"\1_\2", name)).lower()
+
+
+_FIRST_CAP = re.compile(r"(.)([A-Z][a-z]+)")
+_ALL_CAPS = re.compile(r"([a-z])([A-Z])")
 
 
 class _Handle:
