@@ -152,6 +152,9 @@ class Model:
         self._shard = None                  # set by _run_one_epoch while a sharded loader runs
         self._accumulate = 1
         self.stop_training = False
+        self.num_iters = None               # fit's/evaluate's step budget (num_iters=)
+        self._iters_mode = "train"          # the loop that spends it: evaluation inside fit does not
+        self._last_count = None             # samples in the last gathered eval/predict step
         if isinstance(inputs, dict):
             names = _forward_arg_names(network) or list(inputs)
             missing = [n for n in names if n not in inputs]
@@ -498,7 +501,7 @@ class Model:
                 else:
                     logs["batch_size"] = batch_size * self._nranks
                 callbacks.on_batch_end(mode, step, logs)
-                if self.num_iters is not None:
+                if self.num_iters is not None and mode == self._iters_mode:
                     self.num_iters -= 1
                     if self.num_iters <= 0:
                         self.stop_training = True
@@ -553,6 +556,7 @@ class Model:
             if not isinstance(num_iters, numbers.Integral) or num_iters < 1:
                 raise ValueError(f"ddg.Model.fit: num_iters must be a positive int, got {num_iters!r}")
             self.num_iters = int(num_iters)
+            self._iters_mode = "train"
             if steps is not None:
                 epochs = num_iters // steps + 1
                 steps = min(num_iters, steps)
@@ -591,6 +595,7 @@ class Model:
                 raise ValueError(f"ddg.Model.evaluate: num_iters must be a positive int, got {num_iters!r}")
             steps = min(num_iters, steps) if steps is not None else num_iters
             self.num_iters = steps
+            self._iters_mode = "eval"
         cbks.on_begin("eval", {"steps": steps, "metrics": self._metrics_name()})
         logs = self._run_one_epoch(loader, cbks, "eval")
         cbks.on_end("eval", logs)
