@@ -313,7 +313,8 @@ class ProgBarLogger(Callback):
 
 class ModelCheckpoint(Callback):
     """Saves the model (``save_dir/<epoch>`` every ``save_freq`` epochs, and
-    ``save_dir/final`` at the end of training) on rank 0; nothing without ``save_dir``."""
+    ``save_dir/final`` at the end of training); nothing without ``save_dir``. It calls
+    ``Model.save`` on every rank: rank 0 writes, the others wait until it has."""
 
     def __init__(self, save_freq=1, save_dir=None):
         super().__init__()
@@ -326,19 +327,21 @@ class ModelCheckpoint(Callback):
         self.epoch = epoch
 
     def _is_save(self):
-        return self.model is not None and bool(self.save_dir) and _rank() == 0
+        # every rank calls Model.save, which writes on rank 0 and has the others wait
+        return self.model is not None and bool(self.save_dir)
+
+    def _save(self, path):
+        if _rank() == 0:
+            print(f"save checkpoint at {os.path.abspath(path)}")
+        self.model.save(path)
 
     def on_epoch_end(self, epoch, logs=None):
         if self._is_save() and self.epoch % self.save_freq == 0:
-            path = f"{self.save_dir}/{epoch}"
-            print(f"save checkpoint at {os.path.abspath(path)}")
-            self.model.save(path)
+            self._save(f"{self.save_dir}/{epoch}")
 
     def on_train_end(self, logs=None):
         if self._is_save():
-            path = f"{self.save_dir}/final"
-            print(f"save checkpoint at {os.path.abspath(path)}")
-            self.model.save(path)
+            self._save(f"{self.save_dir}/final")
 
 
 def _scheduler_of(model):
