@@ -1,6 +1,7 @@
 """Helpers shared by the model constructors."""
+from ... import nn
 
-__all__ = ["no_pretrained"]
+__all__ = ["no_pretrained", "ConvNormActivation", "make_divisible"]
 
 
 def no_pretrained(arch, pretrained):
@@ -8,6 +9,39 @@ def no_pretrained(arch, pretrained):
     if pretrained:
         raise ValueError(
             f"ddg.vision.models.{arch}: pretrained=True cannot be honoured: ddg does not download "
-            f"pretrained weights. Build the model with pretrained=False and load a Paddle .pdparams file "
-            f"saved in ddg's format, e.g. model.set_state_dict(ddg.load('{arch}.pdparams')) "
-            f"(convert a pickled Paddle file first with paddle.load and ddg.save where Paddle is installed)")
+            f"pretrained weights. Build the model with pretrained=False and load the weights from a "
+            f".pdparams file in ddg's format: model.set_state_dict(ddg.load('{arch}.pdparams')) (a pickled "
+            f"Paddle .pdparams file must first be converted where Paddle is installed: "
+            f"ddg.save({{k: v.numpy() for k, v in paddle.load(path).items()}}, '{arch}.pdparams'))")
+
+
+class ConvNormActivation(nn.Sequential):
+    """Convolution, then normalization, then activation, as one Sequential (Paddle's
+    ``paddle.vision.ops.ConvNormActivation``): padding defaults to
+    ``(kernel_size - 1) // 2 * dilation``, and the convolution has a bias only when
+    there is no normalization layer (unless ``bias`` says otherwise)."""
+
+    def __init__(self, in_channels, out_channels, kernel_size=3, stride=1, padding=None, groups=1,
+                 norm_layer=nn.BatchNorm2D, activation_layer=nn.ReLU, dilation=1, bias=None):
+        if padding is None:
+            padding = (kernel_size - 1) // 2 * dilation
+        if bias is None:
+            bias = norm_layer is None
+        layers = [nn.Conv2D(in_channels, out_channels, kernel_size, stride, padding, dilation=dilation,
+                            groups=groups, bias_attr=None if bias else False)]
+        if norm_layer is not None:
+            layers.append(norm_layer(out_channels))
+        if activation_layer is not None:
+            layers.append(activation_layer())
+        super().__init__(*layers)
+
+
+def make_divisible(v, divisor=8, min_value=None):
+    """``v`` rounded to a multiple of ``divisor``, not below ``min_value`` (``divisor``)
+    and not more than 10% below ``v`` (the MobileNet channel rule)."""
+    if min_value is None:
+        min_value = divisor
+    new_v = max(min_value, int(v + divisor / 2) // divisor * divisor)
+    if new_v < 0.9 * v:
+        new_v += divisor
+    return new_v
