@@ -591,3 +591,26 @@ def test_quickstart_lenet_mnist(shared_dir, tmp_path, capsys):
     out = fresh.predict_batch(np.expand_dims(img.astype("float32"), axis=0))[0]
     np.testing.assert_allclose(out, model.predict_batch(img[None])[0], rtol=1e-6)
     assert fresh.evaluate(test, batch_size=500, verbose=0)["acc"] == result["acc"]
+
+
+def test_model_on_each_device(place, tmp_path):
+    """fit/evaluate/predict/save/load with the network on the GPU where there is one
+    (metrics on the device's arrays, results as numpy)."""
+    from ddg.tensor import backend
+    prev = ddg.get_device()
+    ddg.set_device(place)
+    try:
+        model = prepared()
+        model.fit(Blobs(64), Blobs(20, 1), batch_size=16, epochs=3, verbose=0)
+        assert backend.is_gpu_array(model.parameters()[0]._data) == (place == "gpu")
+        result = model.evaluate(Blobs(20, 1), batch_size=8, verbose=0)
+        out = model.predict(Blobs(20, 1), batch_size=8, stack_outputs=True, verbose=0)[0]
+        model.save(str(tmp_path / "m"))
+        other = prepared(MLP(seed=3))
+        other.load(str(tmp_path / "m"))
+        again = other.predict(Blobs(20, 1), batch_size=8, stack_outputs=True, verbose=0)[0]
+    finally:
+        ddg.set_device(prev)
+    assert isinstance(out, np.ndarray) and out.shape == (20, 3)
+    assert result["acc_top1"] == pytest.approx(np.mean(out.argmax(1) == Blobs(20, 1).y))
+    np.testing.assert_allclose(again, out, rtol=1e-5, atol=1e-6)

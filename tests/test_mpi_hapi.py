@@ -182,3 +182,22 @@ def test_quickstart_lenet_mnist_data_parallel(comm, shared_dir):
     params = comm.allgather(flat)
     assert all(np.array_equal(params[0], params[r]) for r in range(comm.size))
     assert result["acc"] > 0.85, result
+
+
+def test_global_metrics_on_each_device(comm, place):
+    """The gathers of outputs and labels work on device arrays (each rank's GPU)."""
+    from ddg.tensor import backend
+    prev = ddg.get_device()
+    ddg.set_device(place)
+    try:
+        ddg.distributed.init_parallel_env()
+        model = prepared()
+        model.fit(Blobs(30), batch_size=4, epochs=1, verbose=0)
+        on_gpu = backend.is_gpu_array(model.parameters()[0]._data)
+        result = model.evaluate(Blobs(37, 1), batch_size=5, verbose=0)
+        out = model.predict(Blobs(37, 1), batch_size=5, stack_outputs=True, verbose=0)[0]
+    finally:
+        ddg.set_device(prev)
+    assert on_gpu == (place == "gpu")
+    assert out.shape == (37, 3)
+    assert result["acc"] == pytest.approx(np.mean(out.argmax(1) == Blobs(37, 1).y))
