@@ -1,7 +1,7 @@
 """Helpers shared by the model constructors."""
 from ... import nn
 
-__all__ = ["no_pretrained", "ConvNormActivation", "make_divisible"]
+__all__ = ["no_pretrained", "ConvNormActivation", "make_divisible", "Hardsigmoid"]
 
 
 def no_pretrained(arch, pretrained):
@@ -45,3 +45,17 @@ def make_divisible(v, divisor=8, min_value=None):
     if new_v < 0.9 * v:
         new_v += divisor
     return new_v
+
+
+class Hardsigmoid(nn.Layer):
+    """``clip(x * slope + offset, 0, 1)`` with Paddle's defaults (slope 0.1666667,
+    offset 0.5), for MobileNetV3 (ddg.nn has no Hardsigmoid layer yet)."""
+
+    def __init__(self, slope=0.1666667, offset=0.5, name=None):
+        super().__init__()
+        self.slope = slope
+        self.offset = offset
+
+    def forward(self, x):
+        from ...autograd.ops.elementwise import clip
+        return clip(x * self.slope + self.offset, 0.0, 1.0)
