@@ -248,6 +248,10 @@ class Model:
         out = []
         for t in tensors:
             a = t._data
+            if a.ndim == 0:
+                raise ValueError("ddg.Model: under several ranks the network's outputs and the labels must have "
+                                 "a batch dimension (they are gathered from every rank for the metrics); got a "
+                                 "0-d tensor")
             xp = backend.get_array_module(a)
             bs = a.shape[0]
             g = comm.allgather(xp.ascontiguousarray(a))            # [nranks, bs, ...]
