@@ -611,3 +611,11 @@ def test_model_on_each_device(place, tmp_path):
     assert isinstance(out, np.ndarray) and out.shape == (20, 3)
     assert result["acc_top1"] == pytest.approx(np.mean(out.argmax(1) == Blobs(20, 1).y))
     np.testing.assert_allclose(again, out, rtol=1e-5, atol=1e-6)
+
+
+def test_flops_of_zoo_models_as_paddle(capsys):
+    # Paddle's totals; parameters include batch norm's running statistics, as Paddle's
+    assert ddg.flops(ddg.vision.models.mobilenet_v2(scale=0.5), [1, 3, 32, 32]) == 3387296
+    assert "Total Flops: 3387296     Total Params: 1987224" in capsys.readouterr().out
+    assert ddg.flops(ddg.vision.models.squeezenet1_1(), [1, 3, 64, 64]) == 21889144
+    assert "Total Params: 1235496" in capsys.readouterr().out
