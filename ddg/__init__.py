@@ -71,12 +71,15 @@ _LAZY = {
     "autograd": ".autograd", "nn": ".nn", "optimizer": ".optimizer", "vision": ".vision",
     "jit": ".jit", "static": ".static", "distributed": ".distributed", "parallel": ".parallel",
     "utils": ".utils", "regularizer": ".regularizer", "linalg": ".linalg",
+    "metric": ".metric", "callbacks": ".callbacks", "hapi": ".hapi",
 }
 _LAZY_ATTRS = {
     "save": (".io.serialization", "save"), "load": (".io.serialization", "load"),
     "DataParallel": (".parallel.data_parallel", "DataParallel"),
     "ParamAttr": (".nn.param_attr", "ParamAttr"),
     "create_parameter": (".nn.layer.layers", "create_parameter_api"),
+    "Model": (".hapi.model", "Model"), "summary": (".hapi.model_summary", "summary"),
+    "flops": (".hapi.dynamic_flops", "flops"),
 }
 
 

@@ -14,8 +14,9 @@ class ParamAttr:
 
     @staticmethod
     def _to_attr(arg):
-        """None -> default ParamAttr; False -> False (no parameter); str -> named; initializer -> wrapped."""
-        if arg is None:
+        """None or True -> default ParamAttr; False -> False (no parameter); str -> named;
+        initializer -> wrapped."""
+        if arg is None or arg is True:          # Paddle accepts bias_attr=True: the default bias
             return ParamAttr()
         if arg is False:
             return False

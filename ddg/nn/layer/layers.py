@@ -83,11 +83,11 @@ class Layer:
         d = self.__dict__
         if isinstance(value, Parameter):
             self._check_init()
-            self._drop(name)
+            self._forget_member(name)
             d["_parameters"][name] = value
         elif isinstance(value, Layer):
             self._check_init()
-            self._drop(name)
+            self._forget_member(name)
             d["_sub_layers"][name] = value
         elif "_buffers" in d and name in d["_buffers"]:
             if value is not None and not isinstance(value, Tensor):
@@ -102,7 +102,9 @@ class Layer:
                 del d["_sub_layers"][name]
             object.__setattr__(self, name, value)
 
-    def _drop(self, name):
+    def _forget_member(self, name):
+        # (not "_drop": Paddle models name their Dropout sublayer self._drop, and a method
+        # of that name would shadow it)
         d = self.__dict__
         d.pop(name, None)
         for key in ("_parameters", "_sub_layers", "_buffers"):
@@ -171,7 +173,7 @@ class Layer:
         if "." in name:
             raise KeyError(f"ddg: parameter name {name!r} cannot contain '.'")
         self._check_init()
-        self._drop(name)
+        self._forget_member(name)
         self._parameters[name] = parameter
         return parameter
 
@@ -179,7 +181,7 @@ class Layer:
         if not isinstance(sublayer, Layer) and sublayer is not None:
             raise TypeError(f"ddg: add_sublayer({name!r}) needs a Layer, got {type(sublayer).__name__}")
         self._check_init()
-        self._drop(name)
+        self._forget_member(name)
         self._sub_layers[str(name)] = sublayer
         return sublayer
 
@@ -187,7 +189,7 @@ class Layer:
         if tensor is not None and not isinstance(tensor, Tensor):
             raise TypeError(f"ddg: register_buffer({name!r}) needs a Tensor or None, got {type(tensor).__name__}")
         self._check_init()
-        self._drop(name)
+        self._forget_member(name)
         self._buffers[name] = tensor
         if persistable:
             self._non_persistable_buffer_names.discard(name)
