@@ -6,7 +6,8 @@ import numbers
 import numpy as np
 
 __all__ = ["BaseTransform", "Compose", "ToTensor", "Normalize", "Transpose",
-           "to_tensor", "normalize"]
+           "RandomHorizontalFlip", "RandomVerticalFlip",
+           "to_tensor", "normalize", "hflip", "vflip"]
 
 
 def _is_pil(img):
@@ -137,3 +138,55 @@ class Transpose(BaseTransform):
         if img.ndim == 2:
             img = img[..., None]
         return np.ascontiguousarray(img.transpose(self.order))
+
+
+def _check_image(img, name):
+    if _is_pil(img):
+        return
+    if not isinstance(img, np.ndarray) or img.ndim not in (2, 3):
+        raise TypeError("{}: expected a PIL image or an HW/HWC numpy array, got {}".format(
+            name, getattr(img, "shape", type(img).__name__)))
+
+
+def hflip(img):
+    """Mirror an image left-right (PIL image in, PIL image out; numpy in, numpy out)."""
+    _check_image(img, "hflip")
+    if _is_pil(img):
+        from PIL import Image
+        return img.transpose(Image.FLIP_LEFT_RIGHT)
+    return np.ascontiguousarray(img[:, ::-1])
+
+
+def vflip(img):
+    """Mirror an image top-bottom (PIL image in, PIL image out; numpy in, numpy out)."""
+    _check_image(img, "vflip")
+    if _is_pil(img):
+        from PIL import Image
+        return img.transpose(Image.FLIP_TOP_BOTTOM)
+    return np.ascontiguousarray(img[::-1])
+
+
+class RandomHorizontalFlip(BaseTransform):
+    """``hflip`` with probability ``prob`` (Paddle's default 0.5)."""
+
+    def __init__(self, prob=0.5, keys=None):
+        super().__init__(keys)
+        if not 0.0 <= prob <= 1.0:
+            raise ValueError("RandomHorizontalFlip: prob must be in [0, 1], got {}".format(prob))
+        self.prob = prob
+
+    def _apply_image(self, img):
+        return hflip(img) if np.random.random() < self.prob else img
+
+
+class RandomVerticalFlip(BaseTransform):
+    """``vflip`` with probability ``prob`` (Paddle's default 0.5)."""
+
+    def __init__(self, prob=0.5, keys=None):
+        super().__init__(keys)
+        if not 0.0 <= prob <= 1.0:
+            raise ValueError("RandomVerticalFlip: prob must be in [0, 1], got {}".format(prob))
+        self.prob = prob
+
+    def _apply_image(self, img):
+        return vflip(img) if np.random.random() < self.prob else img
