@@ -6,7 +6,7 @@ import numbers
 import numpy as np
 
 __all__ = ["BaseTransform", "Compose", "ToTensor", "Normalize", "Transpose",
-           "RandomHorizontalFlip", "RandomVerticalFlip",
+           "RandomHorizontalFlip", "RandomVerticalFlip", "Resize", "resize",
            "to_tensor", "normalize", "hflip", "vflip"]
 
 
@@ -190,3 +190,56 @@ class RandomVerticalFlip(BaseTransform):
 
     def _apply_image(self, img):
         return vflip(img) if np.random.random() < self.prob else img
+
+
+_INTERP = {"nearest": 0, "bilinear": 2, "bicubic": 3, "box": 4, "lanczos": 1, "hamming": 5}
+
+
+def resize(img, size, interpolation="bilinear"):
+    """Resize with Pillow. An int ``size`` sets the shorter side, keeping the aspect ratio
+    (the longer side truncated, as Paddle does); ``(h, w)`` sets both. PIL in, PIL out;
+    numpy (HW/HWC, any Pillow-supported dtype) in, numpy out."""
+    from PIL import Image
+    _check_image(img, "resize")
+    if interpolation not in _INTERP:
+        raise ValueError("resize: interpolation must be one of {}, got {!r}".format(
+            sorted(_INTERP), interpolation))
+    pil = _is_pil(img)
+    if pil:
+        w, h = img.size
+    else:
+        h, w = img.shape[:2]
+    if isinstance(size, numbers.Integral):
+        if size <= 0:
+            raise ValueError("resize: size must be positive, got {}".format(size))
+        if w < h:
+            ow, oh = size, int(size * h / w)
+        else:
+            oh, ow = size, int(size * w / h)
+    else:
+        if len(size) != 2:
+            raise ValueError("resize: size must be an int or (h, w), got {!r}".format(size))
+        oh, ow = int(size[0]), int(size[1])
+    if pil:
+        return img.resize((ow, oh), _INTERP[interpolation])
+    arr = img
+    if arr.ndim == 3 and arr.shape[2] == 1:
+        out = np.asarray(Image.fromarray(arr[:, :, 0]).resize((ow, oh), _INTERP[interpolation]))
+        return out[:, :, None]
+    if arr.ndim == 3 and arr.dtype != np.uint8:
+        chans = [np.asarray(Image.fromarray(arr[:, :, c]).resize((ow, oh), _INTERP[interpolation]))
+                 for c in range(arr.shape[2])]
+        return np.stack(chans, axis=2).astype(arr.dtype, copy=False)
+    return np.asarray(Image.fromarray(arr).resize((ow, oh), _INTERP[interpolation]))
+
+
+class Resize(BaseTransform):
+    """``resize(img, size, interpolation)``; Paddle's default interpolation is bilinear."""
+
+    def __init__(self, size, interpolation="bilinear", keys=None):
+        super().__init__(keys)
+        self.size = size
+        self.interpolation = interpolation
+
+    def _apply_image(self, img):
+        return resize(img, self.size, self.interpolation)

@@ -24,3 +24,22 @@ def test_random_flip_prob():
         T.RandomHorizontalFlip(1.5)
     with pytest.raises(TypeError):
         T.hflip(np.zeros(3))
+
+
+def test_resize_matches_paddle_pil():
+    # expected shapes and sums from Paddle 3.3.1's F.resize on the same PIL image
+    rng = np.random.RandomState(0)
+    img = rng.randint(0, 256, (5, 7, 3)).astype(np.uint8)
+    pil = Image.fromarray(img)
+    for size, shape, total in [(3, (3, 4, 3), 4432), ((4, 6), (4, 6, 3), 8897),
+                               (9, (9, 12, 3), 40164)]:
+        out = T.Resize(size)(pil)
+        assert isinstance(out, Image.Image)
+        o = np.asarray(out)
+        assert o.shape == shape and int(o.astype(int).sum()) == total
+        n = T.resize(img, size)
+        assert isinstance(n, np.ndarray) and n.shape == shape and n.dtype == np.uint8
+    o = np.asarray(T.resize(pil, 3, "nearest"))
+    assert o.shape == (3, 4, 3) and int(o.astype(int).sum()) == 4522
+    with pytest.raises(ValueError):
+        T.resize(img, 3, "cubic")
