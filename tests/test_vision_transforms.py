@@ -43,3 +43,14 @@ def test_resize_matches_paddle_pil():
     assert o.shape == (3, 4, 3) and int(o.astype(int).sum()) == 4522
     with pytest.raises(ValueError):
         T.resize(img, 3, "cubic")
+
+
+def test_crops_match_paddle():
+    # expected values from Paddle 3.3.1 on the same PIL image
+    img = np.arange(5 * 7, dtype=np.uint8).reshape(5, 7)
+    for x in (img, Image.fromarray(img)):
+        assert np.asarray(T.CenterCrop(2)(x)).tolist() == [[16, 17], [23, 24]]
+        assert np.asarray(T.center_crop(x, (3, 4))).tolist() == [
+            [9, 10, 11, 12], [16, 17, 18, 19], [23, 24, 25, 26]]
+        assert np.asarray(T.crop(x, 1, 2, 2, 3)).tolist() == [[9, 10, 11], [16, 17, 18]]
+        assert isinstance(T.crop(x, 0, 0, 1, 1), type(x))

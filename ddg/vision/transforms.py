@@ -7,6 +7,7 @@ import numpy as np
 
 __all__ = ["BaseTransform", "Compose", "ToTensor", "Normalize", "Transpose",
            "RandomHorizontalFlip", "RandomVerticalFlip", "Resize", "resize",
+           "CenterCrop", "crop", "center_crop",
            "to_tensor", "normalize", "hflip", "vflip"]
 
 
@@ -243,3 +244,37 @@ class Resize(BaseTransform):
 
     def _apply_image(self, img):
         return resize(img, self.size, self.interpolation)
+
+
+def crop(img, top, left, height, width):
+    """The ``height`` x ``width`` box at (``top``, ``left``); PIL in, PIL out; numpy in, numpy out."""
+    _check_image(img, "crop")
+    if _is_pil(img):
+        return img.crop((left, top, left + width, top + height))
+    return img[top:top + height, left:left + width]
+
+
+def center_crop(img, output_size):
+    """The centred ``output_size`` box (an int for a square, or ``(h, w)``)."""
+    _check_image(img, "center_crop")
+    if isinstance(output_size, numbers.Integral):
+        output_size = (int(output_size), int(output_size))
+    th, tw = output_size
+    if _is_pil(img):
+        w, h = img.size
+    else:
+        h, w = img.shape[:2]
+    top = int(round((h - th) / 2.0))
+    left = int(round((w - tw) / 2.0))
+    return crop(img, top, left, th, tw)
+
+
+class CenterCrop(BaseTransform):
+    """``center_crop(img, size)``."""
+
+    def __init__(self, size, keys=None):
+        super().__init__(keys)
+        self.size = size
+
+    def _apply_image(self, img):
+        return center_crop(img, self.size)
