@@ -6,7 +6,9 @@ import numbers
 import numpy as np
 
 __all__ = ["BaseTransform", "Compose", "ToTensor", "Normalize", "Transpose",
-           "to_tensor", "normalize"]
+           "RandomHorizontalFlip", "RandomVerticalFlip", "Resize", "resize",
+           "CenterCrop", "crop", "center_crop",
+           "to_tensor", "normalize", "hflip", "vflip"]
 
 
 def _is_pil(img):
@@ -137,3 +139,142 @@ class Transpose(BaseTransform):
         if img.ndim == 2:
             img = img[..., None]
         return np.ascontiguousarray(img.transpose(self.order))
+
+
+def _check_image(img, name):
+    if _is_pil(img):
+        return
+    if not isinstance(img, np.ndarray) or img.ndim not in (2, 3):
+        raise TypeError("{}: expected a PIL image or an HW/HWC numpy array, got {}".format(
+            name, getattr(img, "shape", type(img).__name__)))
+
+
+def hflip(img):
+    """Mirror an image left-right (PIL image in, PIL image out; numpy in, numpy out)."""
+    _check_image(img, "hflip")
+    if _is_pil(img):
+        from PIL import Image
+        return img.transpose(Image.FLIP_LEFT_RIGHT)
+    return np.ascontiguousarray(img[:, ::-1])
+
+
+def vflip(img):
+    """Mirror an image top-bottom (PIL image in, PIL image out; numpy in, numpy out)."""
+    _check_image(img, "vflip")
+    if _is_pil(img):
+        from PIL import Image
+        return img.transpose(Image.FLIP_TOP_BOTTOM)
+    return np.ascontiguousarray(img[::-1])
+
+
+class RandomHorizontalFlip(BaseTransform):
+    """``hflip`` with probability ``prob`` (Paddle's default 0.5)."""
+
+    def __init__(self, prob=0.5, keys=None):
+        super().__init__(keys)
+        if not 0.0 <= prob <= 1.0:
+            raise ValueError("RandomHorizontalFlip: prob must be in [0, 1], got {}".format(prob))
+        self.prob = prob
+
+    def _apply_image(self, img):
+        return hflip(img) if np.random.random() < self.prob else img
+
+
+class RandomVerticalFlip(BaseTransform):
+    """``vflip`` with probability ``prob`` (Paddle's default 0.5)."""
+
+    def __init__(self, prob=0.5, keys=None):
+        super().__init__(keys)
+        if not 0.0 <= prob <= 1.0:
+            raise ValueError("RandomVerticalFlip: prob must be in [0, 1], got {}".format(prob))
+        self.prob = prob
+
+    def _apply_image(self, img):
+        return vflip(img) if np.random.random() < self.prob else img
+
+
+_INTERP = {"nearest": 0, "bilinear": 2, "bicubic": 3, "box": 4, "lanczos": 1, "hamming": 5}
+
+
+def resize(img, size, interpolation="bilinear"):
+    """Resize with Pillow. An int ``size`` sets the shorter side, keeping the aspect ratio
+    (the longer side truncated, as Paddle does); ``(h, w)`` sets both. PIL in, PIL out;
+    numpy (HW/HWC, any Pillow-supported dtype) in, numpy out."""
+    from PIL import Image
+    _check_image(img, "resize")
+    if interpolation not in _INTERP:
+        raise ValueError("resize: interpolation must be one of {}, got {!r}".format(
+            sorted(_INTERP), interpolation))
+    pil = _is_pil(img)
+    if pil:
+        w, h = img.size
+    else:
+        h, w = img.shape[:2]
+    if isinstance(size, numbers.Integral):
+        if size <= 0:
+            raise ValueError("resize: size must be positive, got {}".format(size))
+        if w < h:
+            ow, oh = size, int(size * h / w)
+        else:
+            oh, ow = size, int(size * w / h)
+    else:
+        if len(size) != 2:
+            raise ValueError("resize: size must be an int or (h, w), got {!r}".format(size))
+        oh, ow = int(size[0]), int(size[1])
+    if pil:
+        return img.resize((ow, oh), _INTERP[interpolation])
+    arr = img
+    if arr.ndim == 3 and arr.shape[2] == 1:
+        out = np.asarray(Image.fromarray(arr[:, :, 0]).resize((ow, oh), _INTERP[interpolation]))
+        return out[:, :, None]
+    if arr.ndim == 3 and arr.dtype != np.uint8:
+        chans = [np.asarray(Image.fromarray(arr[:, :, c]).resize((ow, oh), _INTERP[interpolation]))
+                 for c in range(arr.shape[2])]
+        return np.stack(chans, axis=2).astype(arr.dtype, copy=False)
+    return np.asarray(Image.fromarray(arr).resize((ow, oh), _INTERP[interpolation]))
+
+
+class Resize(BaseTransform):
+    """``resize(img, size, interpolation)``; Paddle's default interpolation is bilinear."""
+
+    def __init__(self, size, interpolation="bilinear", keys=None):
+        super().__init__(keys)
+        self.size = size
+        self.interpolation = interpolation
+
+    def _apply_image(self, img):
+        return resize(img, self.size, self.interpolation)
+
+
+def crop(img, top, left, height, width):
+    """The ``height`` x ``width`` box at (``top``, ``left``); PIL in, PIL out; numpy in, numpy out."""
+    _check_image(img, "crop")
+    if _is_pil(img):
+        return img.crop((left, top, left + width, top + height))
+    return img[top:top + height, left:left + width]
+
+
+def center_crop(img, output_size):
+    """The centred ``output_size`` box (an int for a square, or ``(h, w)``)."""
+    _check_image(img, "center_crop")
+    if isinstance(output_size, numbers.Integral):
+        output_size = (int(output_size), int(output_size))
+    th, tw = output_size
+    if _is_pil(img):
+        w, h = img.size
+    else:
+        h, w = img.shape[:2]
+    top = int(round((h - th) / 2.0))
+    left = int(round((w - tw) / 2.0))
+    return crop(img, top, left, th, tw)
+
+
+class CenterCrop(BaseTransform):
+    """``center_crop(img, size)``."""
+
+    def __init__(self, size, keys=None):
+        super().__init__(keys)
+        self.size = size
+
+    def _apply_image(self, img):
+        return center_crop(img, self.size)
