@@ -619,3 +619,24 @@ def test_flops_of_zoo_models_as_paddle(capsys):
     assert "Total Flops: 3387296     Total Params: 1987224" in capsys.readouterr().out
     assert ddg.flops(ddg.vision.models.squeezenet1_1(), [1, 3, 64, 64]) == 21889144
     assert "Total Params: 1235496" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("n, bs, w, shuffle", [(37, 4, 2, False), (37, 4, 3, True), (10, 3, 4, True), (64, 8, 2, True)])
+def test_shard_order_puts_gathered_rows_back_in_the_samplers_order(n, bs, w, shuffle):
+    """What Model._gather does with each step's rows, rank after rank: keep every dataset
+    sample exactly once, in the order of the epoch's (shuffled) list."""
+    from ddg.hapi.model import _Shard
+    from ddg.io import DistributedBatchSampler
+    data = list(range(n))
+    samplers = [DistributedBatchSampler(data, bs, num_replicas=w, rank=r, shuffle=shuffle) for r in range(w)]
+    for s in samplers:
+        s.set_epoch(5)
+    batches = [list(s) for s in samplers]
+    seen = []
+    for step in range(len(batches[0])):
+        rows = np.concatenate([batches[r][step] for r in range(w)])
+        shard = _Shard(samplers[0], step)
+        seen.extend(rows[shard.order(len(batches[0][step]))].tolist())
+    assert sorted(seen) == data
+    expected = [i for i in samplers[0]._padded(5)[~samplers[0].is_padding(5)]]
+    assert seen == expected

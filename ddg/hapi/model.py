@@ -107,13 +107,25 @@ def _check_specs(specs, what):
 
 
 class _Shard:
-    """Where one step's batch sits in a DistributedBatchSampler's epoch, to gather the
-    ranks' batches back into one (see ``Model._gather``)."""
+    """Where one step's batch of every rank sits in a DistributedBatchSampler's epoch, to
+    gather the ranks' batches back into one (see ``Model._gather``)."""
 
     def __init__(self, sampler, step):
         self.nranks = sampler.num_replicas
-        self.size = len(sampler.dataset)
-        self.first = step * sampler.batch_size      # index of the batch's first sample in this rank's list
+        epoch = getattr(sampler, "dealt_epoch", sampler.epoch)
+        first = step * sampler.batch_size  # the batch's first sample in each rank's list
+        self._positions = [sampler.positions(r)[first:first + sampler.batch_size] for r in range(self.nranks)]
+        self._padding = sampler.is_padding(epoch)
+
+    def order(self, bs):
+        """For rows gathered rank after rank (``bs`` from each): which to keep, in the
+        sampler's order, leaving out the repeats the sampler padded with."""
+        pos = np.concatenate([p[:bs] for p in self._positions])
+        if pos.size != bs * self.nranks:
+            raise RuntimeError("ddg.Model: the ranks' batches do not line up with the DistributedBatchSampler's "
+                               "(a batch of {} rows, positions for {})".format(bs, pos.size))
+        keep = np.flatnonzero(~self._padding[pos])
+        return keep[np.argsort(pos[keep], kind="stable")]
 
 
 def _sharding_sampler(loader, nranks, rank):
@@ -255,11 +267,10 @@ class Model:
             xp = backend.get_array_module(a)
             bs = a.shape[0]
             g = comm.allgather(xp.ascontiguousarray(a))            # [nranks, bs, ...]
-            g = g.swapaxes(0, 1).reshape((bs * shard.nranks,) + a.shape[1:])
-            pos = ((shard.first + np.arange(bs))[:, None] * shard.nranks + np.arange(shard.nranks)[None, :])
-            keep = (pos.reshape(-1) < shard.size)
-            if not keep.all():
-                g = g[xp.asarray(keep)]
+            g = g.reshape((bs * shard.nranks,) + a.shape[1:])      # rank after rank
+            rows = shard.order(bs)
+            if rows.size != g.shape[0] or (rows != np.arange(rows.size)).any():
+                g = g[xp.asarray(rows)]
             out.append(Tensor._wrap(g))
         return out
 

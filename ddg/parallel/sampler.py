@@ -77,24 +77,43 @@ class DistributedBatchSampler(BatchSampler):
         """Use ``epoch`` to seed the shuffle of the next iteration (same on every rank)."""
         self.epoch = int(epoch)
 
-    def _indices(self):
+    def _padded(self, epoch):
+        """The epoch's list of ``total_size`` indices before it is dealt: the dataset's
+        indices wrapped around to pad it, shuffled when ``shuffle``."""
         n = len(self.dataset)
         indices = np.arange(n, dtype=np.int64)
         if self.total_size > n and n > 0:
             indices = np.resize(indices, self.total_size)  # pads by repeating from the start
         if self.shuffle:
-            np.random.RandomState(self.epoch).shuffle(indices)  # Paddle's generator and order
-        if self.nranks == 1:
-            return indices.tolist()
-        b, r, w = self.batch_size, self.rank, self.nranks
+            np.random.RandomState(epoch).shuffle(indices)  # Paddle's generator and order
+        return indices
+
+    def is_padding(self, epoch):
+        """A bool per position of the epoch's padded list: True where the sample is one
+        of the repeats added to even out the shards."""
+        slots = np.arange(self.total_size, dtype=np.int64)
+        if self.shuffle:
+            np.random.RandomState(epoch).shuffle(slots)  # the same permutation as ``_padded``
+        return slots >= len(self.dataset)
+
+    def positions(self, rank=None):
+        """Where each sample dealt to ``rank`` (this rank by default) sits in the epoch's
+        padded list, in the order the rank gets them: ranks take turns at whole batches,
+        the last incomplete round is split into equal contiguous pieces."""
+        r = self.rank if rank is None else int(rank)
+        b, w = self.batch_size, self.nranks
+        if w == 1:
+            return np.arange(self.total_size, dtype=np.int64)
         tail = self.total_size % (b * w)  # the last round, smaller than one batch per rank
-        mine = []
-        for start in range(r * b, self.total_size - tail, b * w):
-            mine.extend(indices[start:start + b].tolist())
+        mine = [np.arange(start, start + b) for start in range(r * b, self.total_size - tail, b * w)]
         piece = tail // w
         base = self.total_size - tail
-        mine.extend(indices[base + r * piece:base + (r + 1) * piece].tolist())
-        return mine
+        mine.append(np.arange(base + r * piece, base + (r + 1) * piece))
+        return np.concatenate(mine).astype(np.int64)
+
+    def _indices(self):
+        self.dealt_epoch = self.epoch
+        return self._padded(self.epoch)[self.positions()].tolist()
 
     def __iter__(self):
         mine = self._indices()
