@@ -26,14 +26,16 @@ pytestmark = pytest.mark.skipif(cp is None or not getattr(cp, "SIMULATED", False
 
 # Launches per training step with Adam, measured on simcupy (2026-11-22). For scale, on
 # the H100 CUPTI counted 145 / 296 / 1652 for mlp / lenet / transformer, torch 32 / 65 / 310.
-# 2026-11-23, fused optimizer step (ddg/optimizer/fused.py): from 131 / 272 / 1382 / 1997 / 2179
-# (simcupy does not count its per-parameter cupy.copyto write-back: one small copy each on a GPU).
+# 2026-11-23, fused optimizer step (ddg/optimizer/fused.py): from 131 / 272 / 1382 / 1997 / 2179.
+# 2026-11-23, simcupy counts ``copyto`` (the fused step's per-parameter write-back: 73 / 170 /
+# 653 / 1323 / 1076 with it), then parameters and gradients become views of the fused step's
+# flat buffers: no gather or write-back, and ``Optimizer.clear_grad`` zeroes one buffer.
 BUDGETS = {
-    "mlp": 73,
-    "lenet": 166,
-    "transformer": 592,
-    "resnet18": 1267,
-    "gpt": 981,
+    "mlp": 60,
+    "lenet": 149,
+    "transformer": 518,
+    "resnet18": 1198,
+    "gpt": 873,
 }
 
 

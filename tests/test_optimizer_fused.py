@@ -211,10 +211,8 @@ def test_large_parameters_take_the_per_parameter_path_on_cpu(monkeypatch):
 
 def test_gpu_launches_per_step(monkeypatch):
     """On (sim)cupy a fused step costs a constant number of launches, whatever the number
-    of parameters (before: ~10 per parameter). simcupy does not count ``cupy.copyto``
-    (it returns None and takes no ``out=``), so the write-back of the flat parameters,
-    one ``copyto`` per parameter, is not in this figure; on a real GPU it adds one small
-    copy kernel per parameter."""
+    of parameters (before: ~10 per parameter): once the parameters and gradients are
+    views of the flat buffers, nothing is gathered or written back per parameter."""
     from ddg.tensor import backend
     cp = backend.cupy_module() if backend.cupy_available() else None
     if cp is None or not getattr(cp, "SIMULATED", False):
@@ -231,3 +229,89 @@ def test_gpu_launches_per_step(monkeypatch):
         opt.step()
         counts[n] = cp.launches.count
     assert counts[40] == counts[10] <= 20, counts
+
+
+def mlp_step_pair(steps, between=None):
+    """The same small MLP trained with the fused step and with the per-parameter path,
+    ``between(t, model)`` called on both before each step."""
+    out = []
+    for fused in (True, False):
+        ddg.seed(3)
+        model = nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 3))
+        for p in model.parameters():
+            p._data = p._data.astype(np.float64)
+        opt = O.AdamW(0.01, parameters=model.parameters(), weight_decay=0.05)
+        opt._use_fused = fused
+        rng = np.random.default_rng(7)
+        for t in range(steps):
+            if between is not None:
+                between(t, model, opt)
+            for _ in range(2 if t % 3 == 1 else 1):  # some steps accumulate two backward passes
+                x = ddg.to_tensor(rng.standard_normal((5, 6)))
+                (model(x) ** 2).mean().backward()
+            opt.step()
+            opt.clear_grad(set_to_zero=(t % 4 != 2))
+        out.append((model, opt))
+    return out
+
+
+def test_parameters_and_gradients_become_views_of_the_flat_buffers():
+    (fm, fo), (pm, po) = mlp_step_pair(6)
+    (flat,) = fo._flat.values()
+    for p in fm.parameters():
+        assert p._data.base is flat.p, p.name
+    x = ddg.to_tensor(np.ones((2, 6)))
+    fm(x).sum().backward()
+    fo.step()
+    for p in fm.parameters():
+        assert p._grad._data.base is flat.gown, p.name
+    fo.clear_grad()
+    assert all(not p.grad.numpy().any() for p in fm.parameters())
+    pm(x).sum().backward()
+    po.step()
+    for a, b in zip(fm.parameters(), pm.parameters()):
+        assert np.array_equal(a.numpy(), b.numpy()), a.name
+
+
+def test_parameters_replaced_between_steps_are_adopted_again():
+    def between(t, model, opt):
+        if t == 3:
+            w = model[0].weight
+            w.set_value(w.numpy() * 0.5)
+            model[2].bias._data = model[2].bias._data + 1.0  # rebinding, as a user might
+    (fm, fo), (pm, _) = mlp_step_pair(7, between)
+    for a, b in zip(fm.parameters(), pm.parameters()):
+        assert np.array_equal(a.numpy(), b.numpy()), a.name
+    (flat,) = fo._flat.values()
+    assert all(p._data.base is flat.p for p in fm.parameters())
+
+
+def test_a_parameter_array_held_elsewhere_is_updated_in_place():
+    """A kept view of a parameter (or its array held by the user) must see every update:
+    such a parameter keeps its own array and is written back each step."""
+    held = {}
+
+    def between(t, model, opt):
+        if t == 0 and opt._use_fused:
+            held["t"] = model[0].weight.T       # a ddg view tensor, kept
+            held["a"] = model[2].weight._data    # the raw array, kept
+    (fm, fo), (pm, _) = mlp_step_pair(5, between)
+    (flat,) = fo._flat.values()
+    assert fm[0].weight._data.base is not flat.p and fm[2].weight._data.base is not flat.p
+    assert fm[0].bias._data.base is flat.p
+    assert np.array_equal(held["t"].numpy(), fm[0].weight.numpy().T)
+    assert held["a"] is fm[2].weight._data
+    for a, b in zip(fm.parameters(), pm.parameters()):
+        assert np.array_equal(a.numpy(), b.numpy()), a.name
+
+
+def test_a_gradient_fetched_before_clear_grad_is_the_live_one():
+    (fm, fo), _ = mlp_step_pair(2)
+    x = ddg.to_tensor(np.ones((2, 6)))
+    fm(x).sum().backward()
+    fo.step()
+    g = fm[0].weight.grad
+    fo.clear_grad()
+    assert g is fm[0].weight.grad and not g.numpy().any()
+    fm(x).sum().backward()
+    assert np.array_equal(g.numpy(), fm[0].weight.grad.numpy()) and g.numpy().any()

@@ -12,13 +12,21 @@ array calls per parameter:
    rate with ``optimize_attr``/``lr_ratio``, AdamW's decay factor, Adam's bias
    corrections) become per-element coefficient buffers (one ``repeat``) when they differ
    between parameters, plain scalars when they do not;
-4. the flat parameter buffer is written back into each ``param._data`` in place.
+4. each parameter's array is then replaced by its view of the flat parameter buffer
+   (``param._data = view``, same values), when nothing else holds the old array: no
+   other reference to it and no view of it (Python's reference count says so, a view
+   keeps its base alive). From then on the parameter *is* its slice of the flat buffer:
+   the next steps neither gather it nor write it back, the update rule writes it in
+   place. A parameter whose array is held elsewhere (a view taken of it and kept, an
+   array the user holds, a slice of a larger array) is written back into its own array
+   each step instead (one copy), so whatever aliases it sees the update.
 
-Parameters are never rebound to views of the flat buffer: every step reads the current
-``param._data``, so anything that replaces it (``set_value``, ``to``, casting,
-DataParallel's broadcast, user code) is simply picked up. Only the optimizer's own state
-is flat; it is checked by identity each step (a ``set_state_dict`` or a changed set of
-parameters with gradients rebuilds the flat state from the per-parameter arrays).
+Anything that replaces a parameter's array later (``set_value``, ``to``, casting,
+DataParallel's broadcast, user code) is simply picked up: every step checks by identity
+which parameters are still their flat views, gathers the others, and adopts them again.
+The optimizer's own state is flat too; it is checked by identity each step (a
+``set_state_dict`` or a changed set of parameters with gradients rebuilds the flat
+state from the per-parameter arrays).
 
 Elementwise operations are the same, in the same order and dtype, as in the
 per-parameter path, so results are bit-identical to it. What the fused path does not
@@ -27,6 +35,8 @@ several dtypes/devices in one group, parameters with different regularizers in o
 group, optimizers without a ``_fused_update`` (Lamb: its trust ratio is per tensor),
 and on the CPU the parameters of ``CPU_FUSE_MAX_NUMEL`` elements or more (see there).
 """
+import sys
+
 import numpy as np
 
 from ..tensor import backend
@@ -67,6 +77,9 @@ class FlatState:
             self.views[name] = vs
         self.p, self.g, self.s = buffer(), buffer(), buffer()
         self.pviews = views(self.p)
+        # the gradients' own storage once adopted (``self.g`` is the update's scratch copy)
+        self.gown = buffer()
+        self.gviews = views(self.gown)
         # the arrays last gathered, and their 1-D views (reused while the array is the same object)
         n = len(params)
         self.psrc, self.plist = [None] * n, [None] * n
@@ -87,9 +100,15 @@ class FlatState:
                     return False
         return True
 
-    def gather(self, xp, arrays, src, lst, out):
+    def gather(self, xp, arrays, src, lst, out, views=None, store=None):
         """``out[:] = concatenate(ravel(a) for a in arrays)`` in one call; the 1-D views
-        are cached per array object (only for contiguous arrays, whose ravel is a view)."""
+        are cached per array object (only for contiguous arrays, whose ravel is a view).
+        When every array already is its view of a flat buffer (``views``): nothing to do
+        if that buffer is ``out``, else one copy of it (``store``)."""
+        if views is not None and all(a is v for a, v in zip(arrays, views)):
+            if store is not None:
+                xp.copyto(out, store)
+            return True
         shapes = self.shapes
         for i, a in enumerate(arrays):
             if src[i] is not a:
@@ -100,6 +119,55 @@ class FlatState:
                 lst[i] = r
         xp.concatenate(lst, out=out)
         return True
+
+    def adopt_grads(self, xp, params, grads, garrs):
+        """Like :meth:`adopt`, for the gradients (just gathered into ``self.g``): each one
+        that is its parameter's own ``.grad``, held by nothing else, becomes its view of
+        ``self.gown``. The backward then accumulates into the flat storage, and
+        ``Optimizer.clear_grad`` zeroes it in one call. (DataParallel's gradients are views
+        of its buckets and stay there.)"""
+        todo = []
+        for i, (p, g) in enumerate(zip(params, grads)):
+            if garrs[i] is self.gviews[i] or g is not p._grad:
+                continue
+            self.gsrc[i] = self.glist[i] = None
+            # left: the gradient tensor's slot, ``garrs`` and getrefcount's argument
+            if g._data is garrs[i] and garrs[i].base is None and sys.getrefcount(garrs[i]) <= 3:
+                todo.append(i)
+        if todo:
+            xp.copyto(self.gown, self.g)
+            for i in todo:
+                grads[i]._data = garrs[i] = self.gviews[i]
+                self.gsrc[i], self.glist[i] = garrs[i], garrs[i].reshape(-1)
+
+    def zero_grads(self, params):
+        """Zero the adopted gradients of ``params`` in one call; returns the parameters it
+        covered (those whose ``.grad`` is still its flat view)."""
+        views = self.gviews
+        covered = [p for i, p in enumerate(params) if p._grad is not None and p._grad._data is views[i]]
+        if covered:
+            self.gown.fill(0)
+        return covered
+
+    def adopt(self, params, parrs):
+        """Rebind each parameter whose array no one else holds to its view of the flat
+        parameter buffer (which holds the same values, just gathered); returns the
+        indices of the parameters that keep their own array (written back each step)."""
+        keep = []
+        for i, p in enumerate(params):
+            view = self.pviews[i]
+            if parrs[i] is view:
+                continue
+            # drop this object's own references first: the cached ravel is a view of it
+            self.psrc[i] = self.plist[i] = None
+            # left: the parameter's slot, ``parrs`` and getrefcount's argument
+            if p._data is parrs[i] and parrs[i].base is None and sys.getrefcount(parrs[i]) <= 3:
+                p._data = view
+                parrs[i] = view
+                self.psrc[i], self.plist[i] = view, view.reshape(-1)
+            else:
+                keep.append(i)
+        return keep
 
 
 def per_element(xp, values, flat, like):
@@ -128,7 +196,7 @@ def fused_apply(opt, pairs, gi, group, group_lr, group_reg, unset):
     atype = type(p0)
     gpu = atype is not np.ndarray
     dev = backend.device_id_of(p0)
-    params, parrs, garrs, lrs, rest = [], [], [], [], []
+    params, parrs, grads, garrs, lrs, rest = [], [], [], [], [], []
     reg0 = unset
     for p, g in pairs:
         if g is None:
@@ -156,6 +224,7 @@ def fused_apply(opt, pairs, gi, group, group_lr, group_reg, unset):
         lrs.append(group_lr * attr.get("learning_rate", 1.0) if attr else group_lr)
         params.append(p)
         parrs.append(parr)
+        grads.append(g)
         garrs.append(garr)
     if not params:
         return rest
@@ -185,8 +254,8 @@ def fused_apply(opt, pairs, gi, group, group_lr, group_reg, unset):
             else:
                 flat = FlatState(opt, params, states, xp, dtype)
             opt._flat[key] = flat
-        if flat.gather(xp, parrs, flat.psrc, flat.plist, flat.p) and \
-                flat.gather(xp, garrs, flat.gsrc, flat.glist, flat.g):
+        if flat.gather(xp, parrs, flat.psrc, flat.plist, flat.p, flat.pviews) and \
+                flat.gather(xp, garrs, flat.gsrc, flat.glist, flat.g, flat.gviews, flat.gown):
             break
     else:  # pragma: no cover - a fresh FlatState matches the shapes it was built from
         return pairs
@@ -200,8 +269,12 @@ def fused_apply(opt, pairs, gi, group, group_lr, group_reg, unset):
             reg = _to_regularizer(reg, f"ddg.optimizer.{type(opt).__name__}")
         if reg is not None and reg.coeff:
             reg._add_to(xp, pflat, gflat, flat.s)
+    del p0, parr, garr  # the loop's references, which ``adopt`` must not count as someone else's
+    own = flat.adopt(params, parrs)
+    flat.adopt_grads(xp, params, grads, garrs)
     opt._fused_update(params, pflat, gflat, lrs, flat.states, flat, group, xp)
-    for parr, view, p in zip(parrs, flat.pviews, params):
-        xp.copyto(parr, view)
+    for i in own:
+        xp.copyto(parrs[i], flat.pviews[i])
+    for p in params:
         p._bump()
     return rest

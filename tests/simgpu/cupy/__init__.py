@@ -97,7 +97,7 @@ class _LaunchLog:
     One launch per: ufunc call (also ``reduce``/``accumulate``/``reduceat``/``outer``/
     ``at``), routine or ndarray method whose result is a new array (``zeros`` counts as
     the memset it is; ``empty``/``empty_like`` allocate without a launch), write through
-    ``out=``, advanced-indexing read, ``__setitem__``, random draw. Views (``reshape``
+    ``out=`` or into a routine's first argument (``copyto``...), advanced-indexing read, ``__setitem__``, random draw. Views (``reshape``
     of a contiguous array, basic slicing, ``transpose``, ``broadcast_to``...) and
     host-to-device copies (counted in :data:`transfers`) are no launches. cuBLAS, cuDNN
     and cupy's reductions sometimes run more than one kernel where this counts one, so
@@ -121,6 +121,7 @@ class _LaunchLog:
 
 launches = _LaunchLog()
 _NO_LAUNCH = {"empty", "empty_like", "ndarray"}
+_WRITES_FIRST = {"copyto", "put", "place", "putmask", "fill_diagonal"}  # return None, write their first argument
 
 
 # ---------------------------------------------------------------------------
@@ -185,6 +186,8 @@ def _call(fn, args, kwargs, strict=True, index_args=()):
     if out is not None:
         launches.add(fn.__name__)
         return out
+    if fn.__name__ in _WRITES_FIRST:  # writes into its first argument: a copy kernel
+        launches.add(fn.__name__)
     if _launched(r, dev[1:]) and fn.__name__ not in _NO_LAUNCH:
         launches.add(fn.__name__)
     return _wrap(r, dev[0])
