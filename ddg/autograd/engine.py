@@ -235,7 +235,10 @@ def call_backward(node, grads):
 
 
 def _fill_missing(node, grads):
-    """Zeros for the outputs of a multi-output node that received no gradient."""
+    """Zeros for the outputs of a multi-output node that received no gradient (None left
+    as it is for an op that says it takes None)."""
+    if node.none_grads:
+        return tuple(grads)
     xp = backend.get_array_module(next(g for g in grads if g is not None))
     return tuple(xp.zeros(*node._out_shapes[i]) if g is None else g for i, g in enumerate(grads))
 

@@ -55,6 +55,9 @@ class Function:
     save_output = False  # backward reads the output array
     view = False         # the output shares memory with input 0
     differentiable = True
+    # a multi-output op whose backward takes None for the outputs that got no gradient
+    # (instead of arrays of zeros, which cost a memset each and the arithmetic on them)
+    none_grads = False
     n_out = 1
 
     edges = ()

@@ -12,7 +12,8 @@ The affine part (``* weight + bias``) is left to ordinary broadcasting ops. With
 ``stats=True`` (batch norm in training) forward also returns the batch mean and
 variance (keepdims shape) as extra outputs, so that the running estimates are updated
 from them with ordinary ops, which ``ddg.jit.to_static`` records and replays, without
-computing the statistics twice. Their gradients are exact too:
+computing the statistics twice. Their gradients are exact too (and skipped, without a
+kernel, when they are None: the statistics were not differentiated):
 
     dx += g_mean / n + g_var * 2 * (x - mean) / n,    x - mean = xhat / rstd
 """
@@ -23,6 +24,7 @@ from ..function import Function
 class Standardize(Function):
     save_inputs = False
     save_output = True
+    none_grads = True  # the statistics' gradients are None unless they were differentiated
 
     def __init__(self, axes, eps, stats=False):
         self.axes, self.eps, self.stats = tuple(axes), float(eps), stats
@@ -45,10 +47,15 @@ class Standardize(Function):
         y, axes = self.out, self.axes
         if self.stats:
             g, g_mean, g_var = g
-        dx = self.rstd * (g - g.mean(axis=axes, keepdims=True) - y * (g * y).mean(axis=axes, keepdims=True))
-        # g_mean and g_var are zeros unless the statistics were differentiated: skip them
-        # then (checked on the host only; on a GPU the check would cost a device sync)
-        if self.stats and (backend.is_gpu_array(y) or g_mean.any() or g_var.any()):
-            n = y.size // self.rstd.size
-            dx += (g_mean + g_var * (2.0 * y / self.rstd)) / y.dtype.type(n)
+        if g is None:  # only the statistics were differentiated
+            dx = backend.get_array_module(y).zeros_like(y)
+        else:
+            dx = self.rstd * (g - g.mean(axis=axes, keepdims=True) - y * (g * y).mean(axis=axes, keepdims=True))
+        # the statistics' gradients are None unless the statistics were differentiated
+        if self.stats and (g_mean is not None or g_var is not None):
+            n = y.dtype.type(y.size // self.rstd.size)
+            if g_mean is not None:
+                dx += g_mean / n
+            if g_var is not None:
+                dx += g_var * (2.0 * y / self.rstd) / n
         return dx
