@@ -1,5 +1,6 @@
 """Failures that used to hang a job or let it report success: each must now end the whole
-job, non-zero and promptly, at 2 and 3 ranks, under ddgrun and under plain mpiexec.
+job, non-zero and promptly, at 2 and 3 ranks, under ddgrun and under plain mpiexec
+(a rank that fails before ``import ddg`` under plain mpiexec: after DDG_STALL_TIMEOUT).
 
 Each case runs a small program as a user would and bounds the job's time well below
 the suite's timeout; the time from the fault to the job's end is printed (``-s``)."""
@@ -111,8 +112,7 @@ def test_exception_without_init_parallel_env_ends_the_job(launcher, n, tmp_path)
 @pytest.mark.parametrize("n", [2, 3])
 @pytest.mark.parametrize("how", ["import", "exit"])
 def test_failure_before_import_ddg_ends_a_ddgrun_job(how, n, tmp_path):
-    # one rank fails before it even imports ddg: ddgrun's rank guard ends the job (plain
-    # mpiexec cannot: nothing of ddg runs in that rank; see the README)
+    # one rank fails before it even imports ddg: ddgrun's rank guard ends the job at once
     fail = "import a_module_that_is_not_there" if how == "import" else "sys.exit(4)"
     out, took = run("ddgrun", n, tmp_path, f"""
         import os, sys
@@ -132,6 +132,27 @@ def test_failure_before_import_ddg_ends_a_ddgrun_job(how, n, tmp_path):
         assert out.returncode == 1
     else:
         assert out.returncode == 4
+    assert took < 30
+
+
+@pytest.mark.parametrize("n", [2, 3])
+@pytest.mark.parametrize("how", ["import", "exit0"])
+def test_failure_before_import_ddg_ends_a_plain_mpiexec_job(how, n, tmp_path):
+    # plain mpiexec: the other ranks wait inside MPI_Init for the rank that never came;
+    # ddg's MPI_Init watchdog ends them after DDG_STALL_TIMEOUT (here 2 s)
+    fail = "import a_module_that_is_not_there" if how == "import" else "sys.exit(0)"
+    out, took = run("mpiexec", n, tmp_path, f"""
+        import os, sys
+        if os.environ.get("PMI_RANK") == "1":
+            {fail}
+        import ddg
+        ddg.distributed.init_parallel_env()
+        ddg.distributed.barrier()
+        print("PASSED THE BARRIER", flush=True)
+    """, DDG_STALL_TIMEOUT="2")
+    assert out.returncode != 0
+    assert "PASSED THE BARRIER" not in out.stdout
+    assert "] ddg: MPI_Init has not returned after 2 s (DDG_STALL_TIMEOUT)" in out.stderr, out.stderr
     assert took < 30
 
 

@@ -13,6 +13,11 @@ way of using ddg (``init_parallel_env()``, a bare ``DataParallel``, ``ddg.distri
   ``sys.exit``, with any code): at exit each rank tells the others it is leaving, then
   waits for all of them in an exit barrier. A rank stuck in a collective that sees such a
   goodbye for ``exit_grace`` seconds reports who left and aborts the job.
+* **A rank that never starts MPI** (it failed before ``import ddg``, under a plain
+  ``mpiexec``): the others wait inside ``MPI_Init`` for it, in C, where no Python thread
+  runs. :func:`start_mpi` imports mpi4py (which calls ``MPI_Init``) with a watchdog
+  process beside it that, past ``DDG_STALL_TIMEOUT``, says so and kills the waiting rank,
+  which the launcher answers by ending the job.
 * **A stalled collective**: the watchdog reports a collective that has not finished
   within ``DDG_STALL_TIMEOUT`` seconds (default 300; ``0`` turns the watchdog off) with
   its rank, name, dtype and shape, then aborts the job. That usually means the ranks
@@ -34,7 +39,7 @@ import traceback
 from .launcher_env import launched_under_mpi, launcher_rank
 
 __all__ = ["arm", "armed", "stall_timeout", "StallWatchdog", "install_abort_excepthook",
-           "guard_early_failures", "DEFAULT_STALL_TIMEOUT"]
+           "guard_early_failures", "start_mpi", "DEFAULT_STALL_TIMEOUT"]
 
 DEFAULT_STALL_TIMEOUT = 300.0
 _GOODBYE_TAG = 7411
@@ -171,6 +176,47 @@ def _goodbye_channel(comm):
 def _mpi():
     from mpi4py import MPI
     return MPI
+
+
+def start_mpi(timeout=None):
+    """``from mpi4py import MPI`` (which runs ``MPI_Init``), never waiting forever.
+
+    ``MPI_Init`` returns only once every rank of the job has called it. A rank that died
+    before (an ``ImportError`` on one node, a crash before ``import ddg``) leaves the
+    others inside it, in C and holding the GIL, so no thread of this process can help.
+    A forked watchdog process (forked before MPI starts, so MPI never sees it) waits for
+    a byte on a pipe; if ``MPI_Init`` has not returned after ``timeout`` seconds
+    (``DDG_STALL_TIMEOUT``, default 300; 0: wait as long as it takes), it prints why and
+    kills this rank with SIGKILL, and the launcher ends the job."""
+    if "mpi4py.MPI" in sys.modules:
+        return _mpi()
+    timeout = stall_timeout() if timeout is None else timeout
+    if not timeout or not hasattr(os, "fork"):
+        return _mpi()
+    rank = launcher_rank()
+    read_end, write_end = os.pipe()
+    parent = os.getpid()
+    child = os.fork()
+    if child == 0:  # the watchdog: only os calls from here on
+        try:
+            os.close(write_end)
+            import select
+            ready, _, _ = select.select([read_end], [], [], timeout)
+            if not ready:
+                msg = (f"[rank {rank}] ddg: MPI_Init has not returned after {timeout:g} s "
+                       f"(DDG_STALL_TIMEOUT): some rank of this job never started MPI (it probably "
+                       f"failed before `import ddg`: look for its traceback above). Ending this rank.\n")
+                os.write(2, msg.encode())
+                os.kill(parent, signal.SIGKILL)
+        finally:
+            os._exit(0)
+    os.close(read_end)
+    try:
+        return _mpi()
+    finally:
+        os.write(write_end, b"k")
+        os.close(write_end)
+        os.waitpid(child, 0)
 
 
 def _leave(bye, watchdog):

@@ -32,8 +32,9 @@ def _create():
     if not launcher_env.launched_under_mpi():
         return SingleProcessCommunicator()
     n = launcher_env.launcher_world_size()
+    from . import failfast
     try:
-        from mpi4py import MPI
+        MPI = failfast.start_mpi()
     except ImportError as e:
         if n is not None and n > 1:
             raise ImportError(f"ddg: launched as one of {n} MPI ranks but mpi4py does not import "
@@ -43,7 +44,6 @@ def _create():
     comm = MPICommunicator(MPI.COMM_WORLD)
     if n is not None and n != comm.size:
         raise RuntimeError(_mismatch_message(n, comm.size, MPI))
-    from . import failfast
     failfast.arm(comm)
     return comm
 
