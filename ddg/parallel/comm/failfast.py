@@ -30,6 +30,7 @@ it only the stall timeout applies.
 """
 import atexit
 import os
+import select
 import signal
 import sys
 import threading
@@ -194,19 +195,20 @@ def start_mpi(timeout=None):
     if not timeout or not hasattr(os, "fork"):
         return _mpi()
     rank = launcher_rank()
+    # everything the child needs is built here: after fork it only makes system calls
+    # (another thread may hold the import lock or a malloc lock at the fork)
     read_end, write_end = os.pipe()
     parent = os.getpid()
+    msg = (f"[rank {rank}] ddg: MPI_Init has not returned after {timeout:g} s (DDG_STALL_TIMEOUT): "
+           f"some rank of this job never started MPI (it probably failed before `import ddg`: look "
+           f"for its traceback above). Ending this rank.\n").encode()
     child = os.fork()
     if child == 0:  # the watchdog: only os calls from here on
         try:
             os.close(write_end)
-            import select
             ready, _, _ = select.select([read_end], [], [], timeout)
             if not ready:
-                msg = (f"[rank {rank}] ddg: MPI_Init has not returned after {timeout:g} s "
-                       f"(DDG_STALL_TIMEOUT): some rank of this job never started MPI (it probably "
-                       f"failed before `import ddg`: look for its traceback above). Ending this rank.\n")
-                os.write(2, msg.encode())
+                os.write(2, msg)
                 os.kill(parent, signal.SIGKILL)
         finally:
             os._exit(0)
@@ -214,7 +216,10 @@ def start_mpi(timeout=None):
     try:
         return _mpi()
     finally:
-        os.write(write_end, b"k")
+        try:
+            os.write(write_end, b"k")
+        except OSError:  # the watchdog is gone already
+            pass
         os.close(write_end)
         os.waitpid(child, 0)
 
