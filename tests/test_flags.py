@@ -84,3 +84,22 @@ def test_matmul_and_linear_refuse_mixed_float_dtypes():
     assert lin(x.astype("float32")).dtype == np.float32
     ints = ddg.to_tensor(np.ones((3, 4), dtype=np.int64))
     assert ddg.matmul(ddg.to_tensor(np.ones((2, 3), dtype=np.int64)), ints).shape == [2, 4]
+
+
+def test_to_static_replay_checks_too(check_nan_inf):
+    """A to_static function replays its recorded ops without going through Function's
+    call; the flag must hold there too, forward and backward."""
+    @ddg.jit.to_static
+    def f(x):
+        return ddg.sqrt(x) * 2.0
+
+    ok = np.array([1.0, 4.0])
+    for _ in range(3):  # recorded, then replayed
+        x = ddg.to_tensor(ok, stop_gradient=False)
+        f(x).sum().backward()
+    with np.errstate(invalid="ignore"), pytest.raises(RuntimeError, match=r"ddg\.Sqrt: output .* 1 nan"):
+        f(ddg.to_tensor(np.array([-1.0, 4.0])))
+    x = ddg.to_tensor(np.array([0.0, 4.0]), stop_gradient=False)
+    y = f(x)
+    with np.errstate(divide="ignore"), pytest.raises(RuntimeError, match=r"ddg\.Sqrt backward: .*input 0 .*1 inf"):
+        y.sum().backward()

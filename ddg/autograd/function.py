@@ -188,15 +188,34 @@ def _nonfinite(arr):
 def _check_outputs(fn, out, tensors, rec):
     """FLAGS_check_nan_inf: raise naming the op if a forward output is not finite, and
     have its backward check the gradients it returns."""
+    check_forward(fn, out, lambda: _describe(tensors))
+    if rec:
+        fn.backward = _CheckedBackward(fn, [(list(t._data.shape), t._data.dtype) for t in tensors])
+
+
+def check_forward(fn, out, inputs):
+    """Raise naming op ``fn`` if one of its forward outputs ``out`` (an array or a tuple)
+    holds nan/inf; ``inputs()`` describes the inputs for the message. Used by eager
+    ops and by ``to_static``'s replay while FLAGS_check_nan_inf is on."""
     outs = out if type(out) is tuple else (out,)
     for k, arr in enumerate(outs):
         bad = _nonfinite(arr)
         if bad is not None:
             which = f"output {k}" if len(outs) > 1 else "output"
             raise RuntimeError(f"ddg.{fn.name}: {which} (shape {list(arr.shape)}, dtype {arr.dtype}) holds {bad} "
-                               f"(FLAGS_check_nan_inf is on); inputs: {_describe(tensors)}")
-    if rec:
-        fn.backward = _CheckedBackward(fn, [(list(t._data.shape), t._data.dtype) for t in tensors])
+                               f"(FLAGS_check_nan_inf is on); inputs: {inputs()}")
+
+
+def check_backward(fn, results, inputs):
+    """Raise naming op ``fn`` if a gradient its backward returned holds nan/inf;
+    ``inputs`` lists the inputs' (shape, dtype)."""
+    for i, g in enumerate(results if type(results) is tuple else (results,)):
+        bad = _nonfinite(g) if g is not None else None
+        if bad is not None:
+            shape, dtype = inputs[i] if i < len(inputs) else ("?", "?")
+            raise RuntimeError(f"ddg.{fn.name} backward: the gradient of input {i} (shape {list(g.shape)}, "
+                               f"dtype {g.dtype}; the input: {shape}:{dtype}) holds {bad} "
+                               f"(FLAGS_check_nan_inf is on)")
 
 
 class _CheckedBackward:
@@ -209,13 +228,7 @@ class _CheckedBackward:
     def __call__(self, grad):
         fn = self.fn
         results = type(fn).backward(fn, grad)
-        for i, g in enumerate(results if type(results) is tuple else (results,)):
-            bad = _nonfinite(g) if g is not None else None
-            if bad is not None:
-                shape, dtype = self.inputs[i] if i < len(self.inputs) else ("?", "?")
-                raise RuntimeError(f"ddg.{fn.name} backward: the gradient of input {i} (shape {list(g.shape)}, "
-                                   f"dtype {g.dtype}; the input: {shape}:{dtype}) holds {bad} "
-                                   f"(FLAGS_check_nan_inf is on)")
+        check_backward(fn, results, self.inputs)
         return results
 
 

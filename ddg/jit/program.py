@@ -24,7 +24,8 @@ import numpy as np
 
 from ..autograd import grad_mode
 from ..autograd.engine import add_grad, call_backward
-from ..autograd.function import Function
+from ..autograd.function import Function, check_backward, check_forward
+from ..flags import check_nan_inf as _check_nan_inf
 from ..tensor import backend
 from ..tensor.tensor import Tensor
 
@@ -125,6 +126,9 @@ class Program:
                 fn.needs = st.needs
                 args = [vals[i] for i in st.ins]
                 out = fn.forward(*args)
+                if _check_nan_inf[0]:
+                    check_forward(fn, out, lambda: _describe_arrays(args))
+                    fn.input_meta = [(list(a.shape), a.dtype) for a in args]
                 if st.multi:
                     xp = backend.get_array_module(args[0]) if args else np
                     for s, o in zip(st.outs, fn._note_outputs(out, xp)):
@@ -164,10 +168,17 @@ class Program:
                 if go[0] is None:
                     continue
                 grads[s] = None
-            for s, r, need in zip(st.ins, call_backward(fn, go), st.needs):
+            results = call_backward(fn, go)
+            if _check_nan_inf[0]:
+                check_backward(fn, results, getattr(fn, "input_meta", []))
+            for s, r, need in zip(st.ins, results, st.needs):
                 if need and r is not None:
                     add_grad(grads, s, r)
         return tuple(grads[s] for s in self.fused_slots)
+
+
+def _describe_arrays(arrays):
+    return ", ".join(f"{list(a.shape)}:{a.dtype}" for a in arrays)
 
 
 class _Replay(Function):
