@@ -12,7 +12,7 @@ Supported flags:
 
 ``FLAGS_check_nan_inf`` (bool, default False): an op whose forward output or backward
 gradient holds a nan or an inf raises RuntimeError naming the op, the tensor's shape
-and dtype; under DataParallel the gradients after the all-reduce are checked as well
+and dtype (eager ops and the ops a ``to_static`` program replays); under DataParallel the gradients after the all-reduce are checked as well
 (every rank holds the same values, so every rank raises together, naming the
 parameters). Off, it costs one boolean test per op.
 """
