@@ -3,8 +3,6 @@
     moment += g^2
     param  -= lr * g / (sqrt(moment) + epsilon)
 """
-from ..tensor import backend
-from .fused import per_element
 from .optimizer import Optimizer, _scalar
 
 __all__ = ["Adagrad"]
@@ -27,25 +25,12 @@ class Adagrad(Optimizer):
     def _init_state(self, param, group):
         return {"moment": self._zeros_like(param._data, self._initial)}
 
-    def _update(self, param, p, g, lr, state, group):
-        xp = backend.get_array_module(p)
-        mom = state["moment"]
-        s = self._scratch(p, 0)
+    def _rule(self, xp, p, g, acc, s, lr, group):
+        mom = acc["moment"]
         xp.multiply(g, g, out=s)
         mom += s
         xp.sqrt(mom, out=s)
         s += group["epsilon"]
         xp.divide(g, s, out=s)
         s *= lr
-        p -= s
-
-    def _fused_update(self, params, p, g, lrs, states, flat, group, xp):
-        mom = flat.flat["moment"]
-        s = flat.s
-        xp.multiply(g, g, out=s)
-        mom += s
-        xp.sqrt(mom, out=s)
-        s += group["epsilon"]
-        xp.divide(g, s, out=s)
-        s *= per_element(xp, lrs, flat, p)
         p -= s

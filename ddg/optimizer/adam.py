@@ -70,57 +70,38 @@ class Adam(Optimizer):
     def _init_scalars(self, group):
         return {"beta1_pow_acc": group["beta1"], "beta2_pow_acc": group["beta2"]}
 
-    def _adam(self, p, g, lr, state, group):
-        xp = backend.get_array_module(p)
-        b1, b2 = group["beta1"], group["beta2"]
-        b1p, b2p = state["beta1_pow_acc"], state["beta2_pow_acc"]
-        m, v = state["moment1"], state["moment2"]
-        s = self._scratch(p, 0)
-        update_moments(xp, m, v, g, b1, b2, s)
+    def _core(self, xp, p, g, acc, s, lr_t, eps_t, group):
+        """The update with the bias corrections folded into ``lr_t`` and ``eps_t`` (floats
+        for one parameter, per-element arrays for a flat group whose corrections differ)."""
+        m, v = acc["moment1"], acc["moment2"]
+        update_moments(xp, m, v, g, group["beta1"], group["beta2"], s)
         if self._amsgrad:
-            vmax = state["moment2_max"]
+            vmax = acc["moment2_max"]
             xp.maximum(vmax, v, out=vmax)
             v = vmax
-        corr2 = math.sqrt(1.0 - b2p)
-        lr_t = lr * corr2 / (1.0 - b1p)
         xp.sqrt(v, out=s)
-        s += group["epsilon"] * corr2
+        s += eps_t
         xp.divide(m, s, out=s)
         s *= lr_t
         p -= s
-        state["beta1_pow_acc"] = b1p * b1
-        state["beta2_pow_acc"] = b2p * b2
+
+    @staticmethod
+    def _corrections(lr, state, group):
+        """(lr_t, eps_t) from the parameter's beta powers, which then advance a step."""
+        b1p, b2p = state["beta1_pow_acc"], state["beta2_pow_acc"]
+        corr2 = math.sqrt(1.0 - b2p)
+        state["beta1_pow_acc"] = b1p * group["beta1"]
+        state["beta2_pow_acc"] = b2p * group["beta2"]
+        return lr * corr2 / (1.0 - b1p), group["epsilon"] * corr2
 
     def _update(self, param, p, g, lr, state, group):
-        self._adam(p, g, lr, state, group)
-
-    def _fused_adam(self, p, g, lrs, states, flat, group, xp):
-        """``_adam`` over a group's flat buffers: the same operations in the same order;
-        the bias corrections are per parameter (per-element buffers when they differ)."""
-        b1, b2, eps = group["beta1"], group["beta2"], group["epsilon"]
-        m, v = flat.flat["moment1"], flat.flat["moment2"]
-        s = flat.s
-        update_moments(xp, m, v, g, b1, b2, s)
-        if self._amsgrad:
-            vmax = flat.flat["moment2_max"]
-            xp.maximum(vmax, v, out=vmax)
-            v = vmax
-        lr_t, eps_t = [], []
-        for lr, st in zip(lrs, states):
-            b1p, b2p = st["beta1_pow_acc"], st["beta2_pow_acc"]
-            corr2 = math.sqrt(1.0 - b2p)
-            lr_t.append(lr * corr2 / (1.0 - b1p))
-            eps_t.append(eps * corr2)
-            st["beta1_pow_acc"] = b1p * b1
-            st["beta2_pow_acc"] = b2p * b2
-        xp.sqrt(v, out=s)
-        s += per_element(xp, eps_t, flat, p)
-        xp.divide(m, s, out=s)
-        s *= per_element(xp, lr_t, flat, p)
-        p -= s
+        lr_t, eps_t = self._corrections(lr, state, group)
+        self._core(backend.get_array_module(p), p, g, state, self._scratch(p, 0), lr_t, eps_t, group)
 
     def _fused_update(self, params, p, g, lrs, states, flat, group, xp):
-        self._fused_adam(p, g, lrs, states, flat, group, xp)
+        pairs = [self._corrections(lr, st, group) for lr, st in zip(lrs, states)]
+        self._core(xp, p, g, flat.flat, flat.s, per_element(xp, [c[0] for c in pairs], flat, p),
+                   per_element(xp, [c[1] for c in pairs], flat, p), group)
 
 
 class AdamW(Adam):
@@ -152,7 +133,7 @@ class AdamW(Adam):
         coeff = float(group["weight_decay"] or 0.0)
         if coeff and (self._apply_decay_param_fun is None or self._apply_decay_param_fun(param.name)):
             p *= 1.0 - lr * coeff
-        self._adam(p, g, lr, state, group)
+        super()._update(param, p, g, lr, state, group)
 
     def _fused_update(self, params, p, g, lrs, states, flat, group, xp):
         if self._lr_ratio is not None:
@@ -162,4 +143,4 @@ class AdamW(Adam):
             fun = self._apply_decay_param_fun
             factors = [1.0 - lr * coeff if fun is None or fun(q.name) else 1.0 for lr, q in zip(lrs, params)]
             p *= per_element(xp, factors, flat, p)
-        self._fused_adam(p, g, lrs, states, flat, group, xp)
+        super()._fused_update(params, p, g, lrs, states, flat, group, xp)

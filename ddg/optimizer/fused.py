@@ -32,7 +32,7 @@ Elementwise operations are the same, in the same order and dtype, as in the
 per-parameter path, so results are bit-identical to it. What the fused path does not
 cover falls back to the per-parameter path (``Optimizer._update``): parameters of
 several dtypes/devices in one group, parameters with different regularizers in one
-group, optimizers without a ``_fused_update`` (Lamb: its trust ratio is per tensor),
+group, optimizers whose rule is not a ``_rule`` or ``_fused_update`` (Lamb: its trust ratio is per tensor),
 and on the CPU the parameters of ``CPU_FUSE_MAX_NUMEL`` elements or more (see there).
 """
 import sys

@@ -6,8 +6,6 @@
 
 ``grad`` is ``rescale_grad * grad + weight-decay term``.
 """
-from ..tensor import backend
-from .fused import per_element
 from .optimizer import Optimizer, _scalar
 
 __all__ = ["Momentum"]
@@ -25,26 +23,9 @@ class Momentum(Optimizer):
         self._rescale_grad = _scalar(rescale_grad, "rescale_grad", "Momentum")
         super().__init__(learning_rate, parameters, weight_decay, grad_clip, name)
 
-    def _update(self, param, p, g, lr, state, group):
-        xp = backend.get_array_module(p)
+    def _rule(self, xp, p, g, acc, s, lr, group):
         mu = group["momentum"]
-        v = state["velocity"]
-        s = self._scratch(p, 0)
-        v *= mu
-        v += g
-        if group["use_nesterov"]:
-            xp.multiply(v, mu, out=s)
-            s += g
-            s *= lr
-        else:
-            xp.multiply(v, lr, out=s)
-        p -= s
-
-    def _fused_update(self, params, p, g, lrs, states, flat, group, xp):
-        mu = group["momentum"]
-        v = flat.flat["velocity"]
-        lr = per_element(xp, lrs, flat, p)
-        s = flat.s
+        v = acc["velocity"]
         v *= mu
         v += g
         if group["use_nesterov"]:

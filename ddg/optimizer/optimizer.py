@@ -28,7 +28,7 @@ import numpy as np
 from ..regularizer import WeightDecayRegularizer, _to_regularizer
 from ..tensor import backend
 from ..tensor.tensor import Tensor
-from .fused import fused_apply
+from .fused import fused_apply, per_element
 from .lr import LRScheduler
 
 __all__ = ["Optimizer"]
@@ -184,7 +184,7 @@ class Optimizer:
         if "weight_decay" in explicit and not self._decoupled_weight_decay:
             group_reg = _to_regularizer(group["weight_decay"], f"ddg.optimizer.{type(self).__name__}")
         group_lr = lr * group.get("learning_rate", 1.0)
-        if self._use_fused and type(self)._fused_update is not Optimizer._fused_update:
+        if self._use_fused and self._fusable():
             pairs = fused_apply(self, pairs, gi, group, group_lr, group_reg, _UNSET)
         for p, g in pairs:
             if g is None:
@@ -268,14 +268,33 @@ class Optimizer:
     def _init_scalars(self, group):
         return {}
 
-    def _update(self, param, p, g, lr, state, group):  # pragma: no cover - abstract
-        raise NotImplementedError
+    # The update rule, written once for both paths, in place and without temporaries:
+    # ``_rule(xp, p, g, acc, s, lr, group)`` with ``p``/``g`` the parameter and gradient
+    # arrays (one parameter's, or a group's flat buffers), ``acc`` the accumulator arrays
+    # by name (the parameter's state dict, or the group's flat buffers), ``s`` a scratch
+    # array shaped like ``p``, and ``lr`` a float or a per-element array (the fused path's
+    # per-parameter rates). An optimizer whose rule has per-parameter scalar state (Adam's
+    # beta powers) overrides ``_update``/``_fused_update`` instead; one with neither
+    # (Lamb's per-tensor trust ratio) is updated parameter by parameter only.
+    _rule = None
 
-    # Subclasses that can update a whole group at once override this (see fused.py):
-    # ``p``/``g`` are flat buffers of the group's parameters/gradients (``g`` may be
-    # modified), ``lrs`` the per-parameter learning rates, ``states`` the per-parameter
-    # state dicts (their arrays are views of ``flat.flat[name]``).
-    _fused_update = None
+    def _update(self, param, p, g, lr, state, group):
+        self._rule(backend.get_array_module(p), p, g, state, self._scratch(p, 0), lr, group)
+
+    def _fused_update(self, params, p, g, lrs, states, flat, group, xp):
+        """One group's update over its flat buffers (see fused.py): ``g`` may be modified,
+        ``states`` are the per-parameter state dicts (their arrays views of ``flat.flat``)."""
+        self._rule(xp, p, g, flat.flat, flat.s, per_element(xp, lrs, flat, p), group)
+
+    @classmethod
+    def _fusable(cls):
+        """Whether the fused path applies: the rule is a ``_rule``, or the class that
+        defines ``_update`` defines ``_fused_update`` too (so a subclass that overrides
+        only ``_update`` never runs its parent's fused update)."""
+        owner = next(k for k in cls.__mro__ if "_update" in vars(k))
+        if owner is Optimizer:
+            return cls._rule is not None
+        return "_fused_update" in vars(owner)
 
     # -- Paddle API around step -------------------------------------------------------------
     def clear_grad(self, set_to_zero=True):

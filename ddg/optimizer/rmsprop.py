@@ -6,8 +6,6 @@
     else:      moment = momentum * moment + lr * g / sqrt(mean_square + epsilon)
     param -= moment
 """
-from ..tensor import backend
-from .fused import per_element
 from .optimizer import Optimizer, _scalar
 
 __all__ = ["RMSProp"]
@@ -32,17 +30,15 @@ class RMSProp(Optimizer):
         self._default_dict = {"rho": rho, "epsilon": epsilon, "momentum": momentum, "centered": self._centered}
         super().__init__(learning_rate, parameters, weight_decay, grad_clip, name)
 
-    def _update(self, param, p, g, lr, state, group):
-        xp = backend.get_array_module(p)
+    def _rule(self, xp, p, g, acc, s, lr, group):
         rho, eps, mu = group["rho"], group["epsilon"], group["momentum"]
-        ms, mom = state["mean_square"], state["momentum"]
-        s = self._scratch(p, 0)
+        ms, mom = acc["mean_square"], acc["momentum"]
         ms *= rho
         xp.multiply(g, g, out=s)
         s *= 1.0 - rho
         ms += s
         if self._centered:
-            mg = state["mean_grad"]
+            mg = acc["mean_grad"]
             mg *= rho
             xp.multiply(g, 1.0 - rho, out=s)
             mg += s
@@ -54,31 +50,6 @@ class RMSProp(Optimizer):
         xp.sqrt(s, out=s)
         xp.divide(g, s, out=s)
         s *= lr
-        mom *= mu
-        mom += s
-        p -= mom
-
-    def _fused_update(self, params, p, g, lrs, states, flat, group, xp):
-        rho, eps, mu = group["rho"], group["epsilon"], group["momentum"]
-        ms, mom = flat.flat["mean_square"], flat.flat["momentum"]
-        s = flat.s
-        ms *= rho
-        xp.multiply(g, g, out=s)
-        s *= 1.0 - rho
-        ms += s
-        if self._centered:
-            mg = flat.flat["mean_grad"]
-            mg *= rho
-            xp.multiply(g, 1.0 - rho, out=s)
-            mg += s
-            xp.multiply(mg, mg, out=s)
-            xp.subtract(ms, s, out=s)
-            s += eps
-        else:
-            xp.add(ms, eps, out=s)
-        xp.sqrt(s, out=s)
-        xp.divide(g, s, out=s)
-        s *= per_element(xp, lrs, flat, p)
         mom *= mu
         mom += s
         p -= mom

@@ -1,6 +1,4 @@
 """SGD: ``param -= lr * grad``."""
-from ..tensor import backend
-from .fused import per_element
 from .optimizer import Optimizer
 
 __all__ = ["SGD"]
@@ -12,12 +10,6 @@ class SGD(Optimizer):
         self._default_dict = {}
         super().__init__(learning_rate, parameters, weight_decay, grad_clip, name)
 
-    def _update(self, param, p, g, lr, state, group):
-        xp = backend.get_array_module(p)
-        s = self._scratch(p, 0)
+    def _rule(self, xp, p, g, acc, s, lr, group):
         xp.multiply(g, lr, out=s)
         p -= s
-
-    def _fused_update(self, params, p, g, lrs, states, flat, group, xp):
-        g *= per_element(xp, lrs, flat, p)
-        p -= g
