@@ -109,17 +109,32 @@ class ClipGradByGlobalNorm(ClipGradBase):
         for p, g in params_grads:
             if g is None or not _needs_clip(p):
                 continue
-            xp = backend.get_array_module(g._data)
-            sq = _sum_sq(xp, g._data).astype("float64" if g._data.dtype == "float64" else "float32")
+            sq = self.squares(g._data)
             total = sq if total is None else total + sq
         return None if total is None else backend.get_array_module(total).sqrt(total)
+
+    @staticmethod
+    def squares(a):
+        """``sum(a^2)`` as a 0-d array, in float64 for float64 gradients, else float32."""
+        xp = backend.get_array_module(a)
+        return _sum_sq(xp, a).astype("float64" if a.dtype == "float64" else "float32")
+
+    def scale(self, norm):
+        """The factor every clipped gradient is multiplied by (a 0-d device array)."""
+        return self.clip_norm / backend.get_array_module(norm).maximum(norm, self.clip_norm)
+
+    def fuses(self):
+        """Whether an optimizer's fused step may apply this clip itself, from one sum of
+        squares over its flat gradient buffer (see ddg/optimizer/fused.py): yes, unless a
+        subclass changed what clipping does."""
+        return type(self)._clip is ClipGradByGlobalNorm._clip and \
+            type(self).global_norm is ClipGradByGlobalNorm.global_norm
 
     def _clip(self, params_grads):
         norm = self.global_norm(params_grads)
         if norm is None:
             return list(params_grads)
-        xp = backend.get_array_module(norm)
-        scale = self.clip_norm / xp.maximum(norm, self.clip_norm)
+        scale = self.scale(norm)
         out = []
         for p, g in params_grads:
             if g is None or not _needs_clip(p):

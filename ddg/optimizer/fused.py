@@ -188,9 +188,17 @@ def per_element(xp, values, flat, like):
 CPU_FUSE_MAX_NUMEL = 1 << 12
 
 
-def fused_apply(opt, pairs, gi, group, group_lr, group_reg, unset):
+def fused_apply(opt, pairs, gi, group, group_lr, group_reg, unset, clip=None):
     """Update ``pairs`` of group ``gi`` with whole-buffer calls; returns the pairs left
-    for the per-parameter path (all of them when the group cannot be fused)."""
+    for the per-parameter path (all of them when the group cannot be fused).
+
+    ``clip``: a ``ClipGradByGlobalNorm`` to apply here (its ``fuses()`` said yes): the sum
+    of squares of the fused gradients is one reduction over the flat buffer, and the
+    scaling one multiply; the pairs returned are clipped by the same factor."""
+    if clip is not None:
+        unfused = lambda: clip(pairs)  # noqa: E731  (what the caller would have done)
+    else:
+        unfused = lambda: pairs  # noqa: E731
     p0 = pairs[0][0]._data
     dtype = p0.dtype
     atype = type(p0)
@@ -208,9 +216,9 @@ def fused_apply(opt, pairs, gi, group, group_lr, group_reg, unset):
         garr = g._data if isinstance(g, Tensor) else g
         if type(parr) is not atype or type(garr) is not atype or parr.dtype != dtype or garr.dtype != dtype \
                 or garr.shape != parr.shape:
-            return pairs
+            return unfused()
         if gpu and (backend.device_id_of(parr) != dev or backend.device_id_of(garr) != dev):
-            return pairs
+            return unfused()
         reg = group_reg
         if reg is unset:
             reg = getattr(p, "regularizer", None)
@@ -219,7 +227,7 @@ def fused_apply(opt, pairs, gi, group, group_lr, group_reg, unset):
         if reg0 is unset:
             reg0 = reg
         elif reg is not reg0:
-            return pairs
+            return unfused()
         attr = getattr(p, "optimize_attr", None)
         lrs.append(group_lr * attr.get("learning_rate", 1.0) if attr else group_lr)
         params.append(p)
@@ -227,7 +235,7 @@ def fused_apply(opt, pairs, gi, group, group_lr, group_reg, unset):
         grads.append(g)
         garrs.append(garr)
     if not params:
-        return rest
+        return clip(rest) if clip is not None else rest
     xp = backend.get_array_module(p0)
     reg = reg0
 
@@ -246,7 +254,7 @@ def fused_apply(opt, pairs, gi, group, group_lr, group_reg, unset):
                     if a is None or type(a) is not atype or a.dtype != dtype or a.shape != p._data.shape \
                             or backend.device_id_of(a) != dev:
                         opt._flat.pop(key, None)
-                        return pairs
+                        return unfused()
                 states.append(st)
             if gpu:
                 with xp.cuda.Device(dev):
@@ -258,8 +266,13 @@ def fused_apply(opt, pairs, gi, group, group_lr, group_reg, unset):
                 flat.gather(xp, garrs, flat.gsrc, flat.glist, flat.g, flat.gviews, flat.gown):
             break
     else:  # pragma: no cover - a fresh FlatState matches the shapes it was built from
-        return pairs
+        return unfused()
+    del p0, parr, garr  # the loop's references, which ``adopt`` must not count as someone else's
+    own = flat.adopt(params, parrs)
+    flat.adopt_grads(xp, params, grads, garrs)  # before ``flat.g``, the update's copy, is changed
     pflat, gflat = flat.p, flat.g
+    if clip is not None:
+        rest = _clip_global_norm(clip, xp, params, gflat, flat, rest)
     scale = opt._rescale_grad
     if scale != 1.0:
         gflat *= scale
@@ -269,12 +282,42 @@ def fused_apply(opt, pairs, gi, group, group_lr, group_reg, unset):
             reg = _to_regularizer(reg, f"ddg.optimizer.{type(opt).__name__}")
         if reg is not None and reg.coeff:
             reg._add_to(xp, pflat, gflat, flat.s)
-    del p0, parr, garr  # the loop's references, which ``adopt`` must not count as someone else's
-    own = flat.adopt(params, parrs)
-    flat.adopt_grads(xp, params, grads, garrs)
     opt._fused_update(params, pflat, gflat, lrs, flat.states, flat, group, xp)
     for i in own:
         xp.copyto(parrs[i], flat.pviews[i])
     for p in params:
         p._bump()
     return rest
+
+
+def _clip_global_norm(clip, xp, params, gflat, flat, rest):
+    """``ClipGradByGlobalNorm`` over the fused gradients (the flat copy ``gflat``) and the
+    group's others (``rest``): one sum of squares for the flat buffer, one per other
+    gradient, one scaling of the flat buffer. Returns ``rest`` clipped."""
+    need = [getattr(p, "need_clip", True) for p in params]
+    total = None
+    if all(need):
+        total = clip.squares(gflat)
+    elif any(need):
+        mask = per_element(xp, [1.0 if n else 0.0 for n in need], flat, gflat)
+        xp.multiply(gflat, mask, out=flat.s)
+        total = clip.squares(flat.s)
+    others = [(p, g) for p, g in rest if g is not None and getattr(p, "need_clip", True)]
+    for p, g in others:
+        sq = clip.squares(g._data if isinstance(g, Tensor) else g)
+        total = sq if total is None else total + sq
+    if total is None:
+        return rest
+    factor = clip.scale(xp.sqrt(total))
+    if all(need):
+        gflat *= factor.astype(gflat.dtype)
+    elif any(need):  # the factor where need_clip, 1 elsewhere
+        gflat *= (mask * (factor - 1.0) + 1.0).astype(gflat.dtype)
+    out = []
+    for p, g in rest:
+        if g is None or not getattr(p, "need_clip", True):
+            out.append((p, g))
+        else:
+            a = g._data if isinstance(g, Tensor) else g
+            out.append((p, Tensor._wrap(a * factor.astype(a.dtype))))
+    return out

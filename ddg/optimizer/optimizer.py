@@ -176,16 +176,18 @@ class Optimizer:
 
     def _apply_group(self, pairs, gi, lr):
         group = self._param_groups[gi]
+        fused = self._use_fused and self._fusable()
         clip = group.get("grad_clip")
-        if clip is not None:
+        if clip is not None and not (fused and getattr(clip, "fuses", None) and clip.fuses()):
             pairs = clip(pairs)
+            clip = None  # done; else the fused step clips (one reduction over its flat buffer)
         explicit = self._explicit_keys[gi]
         group_reg = _UNSET
         if "weight_decay" in explicit and not self._decoupled_weight_decay:
             group_reg = _to_regularizer(group["weight_decay"], f"ddg.optimizer.{type(self).__name__}")
         group_lr = lr * group.get("learning_rate", 1.0)
-        if self._use_fused and self._fusable():
-            pairs = fused_apply(self, pairs, gi, group, group_lr, group_reg, _UNSET)
+        if fused:
+            pairs = fused_apply(self, pairs, gi, group, group_lr, group_reg, _UNSET, clip)
         for p, g in pairs:
             if g is None:
                 continue
