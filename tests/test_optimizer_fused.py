@@ -83,7 +83,10 @@ FACTORIES = {
     "rmsprop": lambda ps: O.RMSProp(0.01, parameters=ps, momentum=0.5),
     "rmsprop_centered": lambda ps: O.RMSProp(0.01, parameters=ps, momentum=0.5, centered=True),
     "adagrad": lambda ps: O.Adagrad(0.1, parameters=ps, initial_accumulator_value=0.1),
-    "lamb": lambda ps: O.Lamb(0.01, parameters=ps),  # per-parameter path (trust ratio per tensor)
+    "lamb": lambda ps: O.Lamb(0.01, parameters=ps),
+    "lamb_exclude_adapt": lambda ps: O.Lamb(0.01, parameters=ps, always_adapt=True,
+                                           exclude_from_weight_decay_fn=lambda p: p.name.startswith("fz_1")),
+    "lamb_no_decay": lambda ps: O.Lamb(0.01, lamb_weight_decay=0.0, parameters=ps),
     "groups": lambda ps: O.Adam(0.01, parameters=[{"params": ps[:2], "learning_rate": 0.5},
                                                   {"params": ps[2:], "weight_decay": 0.01}]),
     "clip": lambda ps: O.Momentum(0.1, parameters=ps, grad_clip=nn.ClipGradByGlobalNorm(0.5)),
@@ -97,10 +100,11 @@ FACTORIES = {
 def test_fused_equals_per_parameter(name):
     f = FACTORIES[name]
     fused = run(f, True, attrs=True, skip_at=2)
-    assert bool(fused[1]._flat) == (name != "lamb")  # the fused path was taken (Lamb: per parameter)
+    assert fused[1]._flat  # the fused path was taken
     # with ClipGradByGlobalNorm the fused step sums the squares in one reduction over its
     # flat buffer, in another order than one sum per parameter: equal to rounding
-    same(fused, run(f, False, attrs=True, skip_at=2), rtol=1e-14 if "clip" in name else 0.0)
+    # (Lamb's per-parameter norms: float64 segment sums there, vdot on the per-parameter path)
+    same(fused, run(f, False, attrs=True, skip_at=2), rtol=1e-14 if "clip" in name or "lamb" in name else 0.0)
 
 
 def test_fused_float32_and_mixed_regularizers():

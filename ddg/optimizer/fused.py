@@ -29,11 +29,14 @@ The optimizer's own state is flat too; it is checked by identity each step (a
 state from the per-parameter arrays).
 
 Elementwise operations are the same, in the same order and dtype, as in the
-per-parameter path, so results are bit-identical to it. What the fused path does not
-cover falls back to the per-parameter path (``Optimizer._update``): parameters of
-several dtypes/devices in one group, parameters with different regularizers in one
-group, optimizers whose rule is not a ``_rule`` or ``_fused_update`` (Lamb: its trust ratio is per tensor),
-and on the CPU the parameters of ``CPU_FUSE_MAX_NUMEL`` elements or more (see there).
+per-parameter path, so results are bit-identical to it, except where a sum over
+parameters is taken at once: ``ClipGradByGlobalNorm``'s global norm (one reduction over
+the flat buffer) and Lamb's per-parameter norms (``bincount`` segment sums), which agree
+to rounding. What the fused path does not cover falls back to the per-parameter path
+(``Optimizer._update``): parameters of several dtypes/devices in one group, parameters
+with different regularizers in one group, optimizers with neither a ``_rule`` nor a
+``_fused_update`` (Adamax, Adadelta, RAdam, NAdam), and on the CPU the parameters of
+``CPU_FUSE_MAX_NUMEL`` elements or more (see there).
 """
 import sys
 
@@ -139,6 +142,23 @@ class FlatState:
             for i in todo:
                 grads[i]._data = garrs[i] = self.gviews[i]
                 self.gsrc[i], self.glist[i] = garrs[i], garrs[i].reshape(-1)
+
+    def segment_ids(self, xp):
+        """Each element's parameter index (for per-parameter sums with ``bincount``),
+        built once."""
+        ids = getattr(self, "_segment_ids", None)
+        if ids is None:
+            ids = np.repeat(np.arange(len(self.sizes), dtype=np.int64), self.sizes)
+            ids = self._segment_ids = ids if xp is np else xp.asarray(ids)
+        return ids
+
+    def segment_sums(self, xp, values):
+        """Per-parameter sums of the flat ``values`` (float64, one per parameter)."""
+        return xp.bincount(self.segment_ids(xp), weights=values, minlength=len(self.sizes))
+
+    def per_parameter(self, xp, values):
+        """A per-element buffer from per-parameter ``values`` (a device array)."""
+        return values[self.segment_ids(xp)]
 
     def zero_grads(self, params):
         """Zero the adopted gradients of ``params`` in one call; returns the parameters it

@@ -7,9 +7,18 @@
 
 ``wd`` is ``lamb_weight_decay``, 0 for parameters where
 ``exclude_from_weight_decay_fn(param)`` is True.
+
+The fused step (a group's flat buffers) takes both norms of every parameter at once:
+one ``bincount`` per norm sums the squares per parameter, and the ratios are spread back
+over the elements with one gather. The per-parameter norms are summed in float64 there
+(``vdot`` in the parameter's dtype on the per-parameter path), so the two paths agree to
+rounding, not bit for bit.
 """
+import numpy as np
+
 from ..tensor import backend
 from .adam import _check_betas, update_moments
+from .fused import per_element
 from .optimizer import Optimizer, _scalar
 
 __all__ = ["Lamb"]
@@ -66,3 +75,39 @@ class Lamb(Optimizer):
         p -= s
         state["beta1_pow_acc"] = b1p * b1
         state["beta2_pow_acc"] = b2p * b2
+
+    def _fused_update(self, params, p, g, lrs, states, flat, group, xp):
+        b1, b2, eps = group["beta1"], group["beta2"], group["epsilon"]
+        wd = float(group["lamb_weight_decay"])
+        wds = [0.0 if self._exclude_fn is not None and self._exclude_fn(q) else wd for q in params]
+        c1, c2 = [], []
+        for st in states:
+            b1p, b2p = st["beta1_pow_acc"], st["beta2_pow_acc"]
+            c1.append(1.0 / (1.0 - b1p))
+            c2.append(1.0 / (1.0 - b2p))
+            st["beta1_pow_acc"] = b1p * b1
+            st["beta2_pow_acc"] = b2p * b2
+        m, v = flat.flat["moment1"], flat.flat["moment2"]
+        s = flat.s
+        update_moments(xp, m, v, g, b1, b2, s)
+        xp.multiply(v, per_element(xp, c2, flat, p), out=s)
+        xp.sqrt(s, out=s)
+        s += eps
+        xp.divide(m, s, out=s)
+        s *= per_element(xp, c1, flat, p)
+        if any(wds):
+            xp.multiply(p, per_element(xp, wds, flat, p), out=g)  # g is the step's own copy
+            s += g
+        adapt = [w > 0 or self._always_adapt for w in wds]
+        lr = per_element(xp, lrs, flat, p)
+        if any(adapt):
+            xp.multiply(p, p, out=g)
+            pn = xp.sqrt(flat.segment_sums(xp, g))
+            xp.multiply(s, s, out=g)
+            rn = xp.sqrt(flat.segment_sums(xp, g))
+            mask = np.asarray(adapt)
+            ok = (pn > 0) & (rn > 0) & (mask if xp is np else xp.asarray(mask))
+            ratio = xp.where(ok, pn / xp.where(ok, rn, 1), 1).astype(p.dtype)
+            s *= flat.per_parameter(xp, ratio)
+        s *= lr
+        p -= s
