@@ -86,7 +86,7 @@ def test_functional_matches_paddle(name, kind, paddle_results, monkeypatch):
     want = paddle_results[name]
     if isinstance(got, Image.Image):
         assert kind == "pil"
-    elif kind == "numpy" and not name.startswith(("to_tensor", "normalize", "Normalize", "erase")):
+    elif kind == "numpy" and "tensor" not in name and not name.startswith(("normalize", "Normalize")):
         assert isinstance(got, np.ndarray), type(got)  # numpy in, numpy out
     g = ref.as_numpy(got)
     if g.shape != want.shape:  # numpy keeps a channel axis where a PIL 'L' image has none
@@ -141,7 +141,7 @@ def test_float_and_tensor_images():
         np.testing.assert_allclose(out.numpy(), want.transpose(2, 0, 1))
     g = T.to_grayscale(t, 3)
     assert g.shape == [3, 5, 8]
-    np.testing.assert_allclose(g.numpy()[1], f @ np.array([0.299, 0.587, 0.114]), rtol=1e-5)
+    np.testing.assert_allclose(g.numpy()[1], f @ np.array([0.2989, 0.587, 0.114]), rtol=1e-5)
 
 
 def test_normalize_tensor_is_differentiable_and_erase_inplace():

@@ -87,6 +87,7 @@ CASES = {
     "normalize_tensor": (lambda T, F, mk: F.normalize(mk(images()[0].transpose(2, 0, 1) / 255.0),
                                                       [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]), 1e-6),
     "Normalize_scalar_gray": (lambda T, F, mk: T.Normalize(127.5, 127.5)(images()[1].astype(np.float32)), 1e-6),
+    "gray_tensor": (lambda T, F, mk: F.to_grayscale(mk(images()[0].transpose(2, 0, 1) / 255.0), 3), 1e-6),
     "Transpose": (lambda T, F, mk: T.Transpose()(_gray()), 0),
     "Pad": (lambda T, F, mk: T.Pad([1, 2, 3, 4], fill=9)(_rgb()), 0),
     "CenterCrop": (lambda T, F, mk: T.CenterCrop(5)(_gray()), 0),

@@ -397,8 +397,9 @@ def perspective(img, startpoints, endpoints, interpolation="nearest", fill=0):
 # ---------------------------------------------------------------- colour
 
 def to_grayscale(img, num_output_channels=1):
-    """Luma (ITU-R 601-2, Pillow's 'L' conversion), with 1 or 3 channels. A numpy
-    HWC image gives HW1 (or HW3); a Tensor CHW gives 1HW (3HW)."""
+    """Luma (ITU-R 601-2: Pillow's 'L' conversion for images, Paddle's weights
+    0.2989/0.587/0.114 for Tensors), with 1 or 3 channels. A numpy HWC image gives HW1
+    (or HW3); a Tensor CHW gives 1HW (3HW)."""
     _check_image(img, "to_grayscale")
     if num_output_channels not in (1, 3):
         raise ValueError("to_grayscale: num_output_channels must be 1 or 3, got {}".format(num_output_channels))
@@ -411,7 +412,8 @@ def to_grayscale(img, num_output_channels=1):
         a = img.numpy().astype(np.float64)
         if a.shape[-3] != 3:
             raise ValueError("to_grayscale: expected 3 channels, got shape {}".format(img.shape))
-        g = 0.299 * a[..., 0:1, :, :] + 0.587 * a[..., 1:2, :, :] + 0.114 * a[..., 2:3, :, :]
+        # Paddle's weights for Tensors (Pillow's 'L' uses 0.299, 0.587, 0.114)
+        g = 0.2989 * a[..., 0:1, :, :] + 0.587 * a[..., 1:2, :, :] + 0.114 * a[..., 2:3, :, :]
         g = np.repeat(g, num_output_channels, axis=-3).astype(img.numpy().dtype)
         return _make(g, place=img.place)
     if img.ndim == 2 or img.shape[2] == 1:
