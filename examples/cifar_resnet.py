@@ -96,7 +96,7 @@ def train(data_file, epochs=1, batch_size=64, lr=0.05, num_workers=2, max_steps=
     for epoch in range(epochs):
         sampler.set_epoch(epoch)
         model.train()
-        t0 = time.time()
+        t0, in_epoch = time.time(), 0
         for x, y in loader:
             loss = F.cross_entropy(model(x), y)
             loss.backward()
@@ -104,9 +104,10 @@ def train(data_file, epochs=1, batch_size=64, lr=0.05, num_workers=2, max_steps=
             opt.clear_grad()
             losses.append(float(loss))
             step += 1
+            in_epoch += 1
             if step % 10 == 0 or step == 1:
                 log("epoch {} step {} loss {:.4f} ({:.2f} s/step)".format(epoch, step, losses[-1],
-                                                                         (time.time() - t0) / max(1, len(losses))))
+                                                                         (time.time() - t0) / in_epoch))
             if max_steps is not None and step >= max_steps:
                 return losses, model
     return losses, model
