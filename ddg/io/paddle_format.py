@@ -50,6 +50,8 @@ def _reconstruct(name):
 
 def _dtype(name):
     def dtype(spec, align=False, copy=True):
+        if isinstance(spec, bytes):  # a Python 2 pickle read with encoding='bytes' (CIFAR's batches)
+            spec = spec.decode("ascii")
         if not isinstance(spec, str):
             raise ValueError(f"ddg.load: {name}: numpy dtype from {type(spec).__name__}, expected a type code")
         return _check_dtype(np.dtype(spec), name)
@@ -87,8 +89,8 @@ def _latin1(text, encoding="latin1"):
 
 
 class _RestrictedUnpickler(pickle._Unpickler):  # the Python implementation: its dispatch can be narrowed
-    def __init__(self, file, name):
-        super().__init__(file)
+    def __init__(self, file, name, encoding="ASCII"):
+        super().__init__(file, encoding=encoding)
         self.name = name
         self.dispatch = dict(self.dispatch)
         self.dispatch[pickle.BUILD[0]] = _RestrictedUnpickler._build
@@ -139,6 +141,21 @@ class _RestrictedUnpickler(pickle._Unpickler):  # the Python implementation: its
             inst.__setstate__(state)
             return
         raise ValueError(f"ddg.load: {self.name}: refuses to set the state of a {type(inst).__name__} object")
+
+
+def load_plain_pickle(data, name, encoding="bytes"):
+    """The object in a pickle of plain data (dicts, lists, tuples, numbers, strings,
+    bytes and numpy arrays of plain dtypes), read with the same restricted unpickler
+    (no code from the file runs; any other global is refused). ``encoding='bytes'``
+    reads Python 2 pickles, such as CIFAR's batches, as their own code does."""
+    try:
+        return _RestrictedUnpickler(io.BytesIO(data), name, encoding=encoding).load()
+    except ValueError as e:
+        if str(e).startswith("ddg.load"):
+            raise
+        raise ValueError(f"ddg.load: {name}: not a readable pickle ({e})") from None
+    except (pickle.UnpicklingError, EOFError, TypeError, AttributeError, IndexError, KeyError) as e:
+        raise ValueError(f"ddg.load: {name}: not a readable pickle ({type(e).__name__}: {e})") from None
 
 
 def is_pickle(data):

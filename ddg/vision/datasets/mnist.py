@@ -28,7 +28,7 @@ import numpy as np
 
 from ...io.dataset import Dataset
 
-__all__ = ["MNIST", "check_md5", "read_idx", "default_data_dir"]
+__all__ = ["MNIST", "FashionMNIST", "check_md5", "read_idx", "default_data_dir"]
 
 #: Where download=True looks, in order; each is joined with the file name.
 MIRRORS = [
@@ -78,9 +78,10 @@ def check_md5(path, md5):
                          .format(path, got, md5))
 
 
-def _download(name, dest, md5, mirrors=None):
+def _download(name, dest, md5, mirrors=None, label="MNIST"):
     """Fetch ``name`` from the first mirror that has it into ``dest`` atomically,
-    checking ``md5``; on failure nothing is left at ``dest``."""
+    checking ``md5``; on failure nothing is left at ``dest``. ``label`` starts the
+    error messages (the dataset's name)."""
     mirrors = MIRRORS if mirrors is None else mirrors
     folder = os.path.dirname(os.path.abspath(dest))
     os.makedirs(folder, exist_ok=True)
@@ -106,8 +107,8 @@ def _download(name, dest, md5, mirrors=None):
             if os.path.exists(tmp):
                 os.unlink(tmp)
     if any("checksum mismatch" in e for e in errors):
-        raise ValueError("MNIST: checksum mismatch downloading {!r}:\n  {}".format(name, "\n  ".join(errors)))
-    raise OSError("MNIST: could not download {!r} to {!r}:\n  {}".format(name, dest, "\n  ".join(errors)))
+        raise ValueError("{}: checksum mismatch downloading {!r}:\n  {}".format(label, name, "\n  ".join(errors)))
+    raise OSError("{}: could not download {!r} to {!r}:\n  {}".format(label, name, dest, "\n  ".join(errors)))
 
 
 def _read_bytes(path):
@@ -159,47 +160,52 @@ class MNIST(Dataset):
     """
 
     NAME = "mnist"
+    LABEL = "MNIST"
+    MD5 = MD5
+    MIRRORS = None  # the module's MIRRORS
+
+    def _data_dir(self):
+        return default_data_dir()
 
     def __init__(self, image_path=None, label_path=None, mode="train", transform=None, download=False,
                  backend=None, data_dir=None):
         mode = str(mode).lower()
         if mode not in FILES:
-            raise ValueError("MNIST: mode must be 'train' or 'test', got {!r}".format(mode))
+            raise ValueError("{}: mode must be 'train' or 'test', got {!r}".format(self.LABEL, mode))
         backend = "cv2" if backend is None else str(backend).lower()
         if backend not in ("cv2", "pil"):
-            raise ValueError("MNIST: backend must be 'cv2' or 'pil', got {!r}".format(backend))
+            raise ValueError("{}: backend must be 'cv2' or 'pil', got {!r}".format(self.LABEL, backend))
         self.mode = mode
         self.transform = transform
         self.backend = backend
         self.dtype = "float32"
-        folder = data_dir if data_dir is not None else default_data_dir()
+        folder = data_dir if data_dir is not None else self._data_dir()
         names = FILES[mode]
         self.image_path = self._locate(image_path, folder, names[0], download)
         self.label_path = self._locate(label_path, folder, names[1], download)
         images = read_idx(self.image_path, _IDX_IMAGES)
         labels = read_idx(self.label_path, _IDX_LABELS)
         if images.shape[0] != labels.shape[0]:
-            raise ValueError("MNIST: {!r} holds {} images but {!r} holds {} labels"
-                             .format(self.image_path, images.shape[0], self.label_path, labels.shape[0]))
+            raise ValueError("{}: {!r} holds {} images but {!r} holds {} labels"
+                             .format(self.LABEL, self.image_path, images.shape[0], self.label_path, labels.shape[0]))
         if labels.size and labels.max() > 9:
-            raise ValueError("MNIST: {!r} holds label {}, expected digits 0-9"
-                             .format(self.label_path, int(labels.max())))
+            raise ValueError("{}: {!r} holds label {}, expected classes 0-9"
+                             .format(self.LABEL, self.label_path, int(labels.max())))
         self.images = images  # uint8 [N, rows, cols]
         self.labels = labels.astype(np.int64).reshape(-1, 1)  # int64 [N, 1]
 
-    @staticmethod
-    def _locate(path, folder, name, download):
+    def _locate(self, path, folder, name, download):
         if path is None:
             path = os.path.join(folder, name)
         path = os.fspath(path)
         if os.path.isfile(path):
             return path
         if download:
-            return _download(name, path, MD5[name])
+            return _download(name, path, self.MD5[name], mirrors=self.MIRRORS, label=self.LABEL)
         raise FileNotFoundError(
-            "MNIST: {!r} not found. Put the MNIST IDX files ({}) in that folder, point DDG_DATA_DIR or "
+            "{0}: {1!r} not found. Put the {0} IDX files ({2}) in that folder, point DDG_DATA_DIR or "
             "data_dir= at the folder that has them, or pass download=True to fetch them"
-            .format(path, name))
+            .format(self.LABEL, path, name))
 
     def __getitem__(self, idx):
         image = self.images[idx]
@@ -221,3 +227,26 @@ class MNIST(Dataset):
 
     def __len__(self):
         return int(self.images.shape[0])
+
+
+class FashionMNIST(MNIST):
+    """Fashion-MNIST (Zalando's 28x28 clothing images, 10 classes), in MNIST's IDX
+    format and file names: as ``MNIST`` (same arguments and items), with its own
+    files and MD5 sums. Its folder is ``data_dir``, else ``$DDG_DATA_DIR/fashion-mnist``,
+    else ``~/.cache/ddg/fashion-mnist`` (never MNIST's, whose file names are the same)."""
+
+    NAME = "fashion-mnist"
+    LABEL = "FashionMNIST"
+    MD5 = {
+        "train-images-idx3-ubyte.gz": "8d4fb7e6c68d591d4c3dfef9ec88bf0d",
+        "train-labels-idx1-ubyte.gz": "25c81989df183df01b3e8a0aad5dffbe",
+        "t10k-images-idx3-ubyte.gz": "bef4ecab320f06d8554ea6380940ec79",
+        "t10k-labels-idx1-ubyte.gz": "bb300cfdad3c16e7a12a480ee83cd310",
+    }
+    MIRRORS = ["https://dataset.bj.bcebos.com/fashion_mnist/"]
+
+    def _data_dir(self):
+        env = os.environ.get("DDG_DATA_DIR")
+        if env:
+            return os.path.join(env, "fashion-mnist")
+        return os.path.join(os.path.expanduser("~"), ".cache", "ddg", "fashion-mnist")
