@@ -532,3 +532,12 @@ def save_checkpoint(obj, path, rank=0, group=None):
             save(obj, path)
     finally:
         comm.barrier()
+
+
+def __getattr__(name):
+    # ``paddle.distributed.launch`` is the launcher module (``python -m ...launch``); it is
+    # imported on first use, so that importing ddg.distributed does not load the launcher
+    if name == "launch":
+        import importlib
+        return importlib.import_module(".launch", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
