@@ -203,7 +203,7 @@ def add_n(inputs, name=None):
 def nan_to_num(x, nan=0.0, posinf=None, neginf=None, name=None):
     """nan -> ``nan``, +inf -> ``posinf`` (default the dtype's largest), -inf -> ``neginf``
     (default the lowest); the gradient is 1 at the finite values, 0 at the replaced ones."""
-    if x._data.dtype.kind not in "fc":
+    if x._data.dtype.kind not in "fcV":
         return M.clone(x)
     info = np.finfo(x._data.dtype)
     hi = float(info.max) if posinf is None else float(posinf)

@@ -218,7 +218,7 @@ def same_value(a, b):
         if a.shape != b.shape or a.dtype != b.dtype:
             return False
         eq = a == b
-        if a.dtype.kind in "fc":
+        if a.dtype.kind in "fcV":
             eq = eq | ((a != a) & (b != b))
         return bool(eq.all())
     if isinstance(a, (list, tuple)):

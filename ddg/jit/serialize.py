@@ -72,7 +72,7 @@ class _Enc:
         if isinstance(v, _Sym):
             return {"sym": [v.dim, v.k]}
         if isinstance(v, (np.bool_, np.integer, np.floating)):
-            return {"np": v.dtype.str, "v": v.item() if v.dtype.kind != "f" else float.hex(float(v))}
+            return {"np": v.dtype.str, "v": v.item() if v.dtype.kind not in "fV" else float.hex(float(v))}
         if isinstance(v, np.dtype):
             return {"dtype": v.str}
         if isinstance(v, tuple):
@@ -104,7 +104,7 @@ def _dec(v, arrays, dyn):
             dt = np.dtype(v["np"])
             if dt.kind not in "biuf":
                 raise _Bad(f"bad scalar dtype {dt}")
-            return dt.type(float.fromhex(v["v"]) if dt.kind == "f" else v["v"])
+            return dt.type(float.fromhex(v["v"]) if dt.kind in "fV" else v["v"])
         if "dtype" in v:
             dt = np.dtype(v["dtype"])
             if dt.kind not in "biufc":
@@ -154,7 +154,7 @@ def _merge(a, b, dyn1, dyn2, where):
 def _dummy(spec, dyn_sizes, dyn_dims):
     from ..tensor.creation import _as_array
     shape = [dyn_sizes[dyn_dims.index((spec._i, j))] if d is None else d for j, d in enumerate(spec.shape)]
-    if spec.dtype.kind == "f":
+    if spec.dtype.kind in "fV":
         arr = np.random.default_rng(0).standard_normal(shape).astype(spec.dtype)
     else:
         arr = np.zeros(shape, spec.dtype)
@@ -348,7 +348,7 @@ class TranslatedLayer(Layer):
         self._named = {}
         for name, arr in params.items():
             key = name.replace(".", "__")
-            if arr.dtype.kind == "f" and name in graph["_param_names"]:
+            if arr.dtype.kind in "fV" and name in graph["_param_names"]:
                 t = Parameter(arr)
                 self.add_parameter(key, t)
             else:

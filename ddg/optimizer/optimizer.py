@@ -114,7 +114,7 @@ class Optimizer:
             if not isinstance(p, Tensor):
                 raise TypeError(f"ddg.optimizer.{owner}: parameters must be Parameters/Tensors, "
                                 f"got {type(p).__name__}")
-            if p._data.dtype.kind not in "fc":
+            if p._data.dtype.kind not in "fcV":
                 raise TypeError(f"ddg.optimizer.{owner}: cannot optimize parameter {getattr(p, 'name', None)!r} "
                                 f"of dtype {p._data.dtype}")
         seen = {id(p) for g in self._param_groups for p in g["params"]}

@@ -59,7 +59,7 @@ def normalize(img, mean, std, data_format="CHW", to_rgb=False):
     if is_tensor:
         from ..tensor import backend
         xp = backend.get_array_module(arr)
-    mean = xp.asarray(mean, dtype=arr.dtype if arr.dtype.kind == "f" else np.float32)
+    mean = xp.asarray(mean, dtype=arr.dtype if arr.dtype.kind in "fV" else np.float32)
     std = xp.asarray(std, dtype=mean.dtype)
     shape = (-1, 1, 1) if data_format == "CHW" else (1, 1, -1)
     out = (arr - mean.reshape(shape)) / std.reshape(shape)

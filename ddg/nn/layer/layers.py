@@ -284,7 +284,7 @@ class Layer:
             arr = t._data
             if place is not None:
                 arr = move_array(arr, place)
-            if dt is not None and arr.dtype.kind == "f":
+            if dt is not None and arr.dtype.kind in "fV":
                 arr = arr.astype(dt)
             if arr is not t._data:
                 t._data = arr

@@ -53,7 +53,7 @@ class FP16Compression(Compression):
     _WIRE = np.dtype(np.float16)
 
     def applies_to(self, array):
-        return array.dtype.kind == "f" and array.dtype.itemsize > 2
+        return array.dtype.kind in "fV" and array.dtype.itemsize > 2
 
     def compress(self, array, world_size, op):
         if op not in ("sum", "avg"):
