@@ -8,6 +8,7 @@ import builtins as _b
 import numpy as np
 
 from ..tensor import backend
+from ..tensor.dtypes import finfo
 from ..tensor.tensor import Tensor
 from .axes import normalize_axes, normalize_axis
 from .ops import elementwise as E
@@ -205,7 +206,7 @@ def nan_to_num(x, nan=0.0, posinf=None, neginf=None, name=None):
     (default the lowest); the gradient is 1 at the finite values, 0 at the replaced ones."""
     if x._data.dtype.kind not in "fcV":
         return M.clone(x)
-    info = np.finfo(x._data.dtype)
+    info = finfo(x._data.dtype)
     hi = float(info.max) if posinf is None else float(posinf)
     lo = float(info.min) if neginf is None else float(neginf)
     out = E.where(G.isnan(x), float(nan), x)
