@@ -176,12 +176,17 @@ def _keep_half(out, tensors):
     and ops may accumulate half inputs in float32 on purpose. An op whose float inputs
     are all float16 (or all bfloat16) returns that dtype, as in Paddle; ops that change
     the dtype on purpose (``cast``) set ``keep_half = False``."""
+    return keep_half(out, [t._data for t in tensors])
+
+
+def keep_half(out, arrays):
+    """:func:`_keep_half` on the input arrays (ddg.jit's replay calls it too)."""
     d = getattr(out, "dtype", None)
     if d is None or d.kind != "f" or d.itemsize == 2:
         return out
     half = None
-    for t in tensors:
-        td = t._data.dtype
+    for a in arrays:
+        td = a.dtype
         if td.kind not in _FLOAT_KINDS:
             continue
         if td.itemsize != 2 or (half is not None and td != half):

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..autograd import grad_mode
 from ..autograd.engine import add_grad, call_backward
-from ..autograd.function import Function
+from ..autograd.function import Function, keep_half
 from ..tensor import backend
 from ..tensor.tensor import Tensor
 
@@ -125,6 +125,8 @@ class Program:
                 fn.needs = st.needs
                 args = [vals[i] for i in st.ins]
                 out = fn.forward(*args)
+                if fn.keep_half and args and type(out) is not list:   # as Function.__call__ does
+                    out = tuple([keep_half(o, args) for o in out]) if type(out) is tuple else keep_half(out, args)
                 if st.multi:
                     xp = backend.get_array_module(args[0]) if args else np
                     for s, o in zip(st.outs, fn._note_outputs(out, xp)):
