@@ -148,3 +148,165 @@ def test_nn_families_in_half_precision(name, fn, shapes, domain, dtype, place):
             continue
         assert g is not None and g.dtype == dtype, f"{name}: gradient {i} is {None if g is None else g.dtype}"
         _close(g.numpy().astype(np.float64), g64.numpy(), 2 * tol, f"{name} gradient {i}")
+
+
+# -- dtypes, promotion, creation, conversion, I/O ---------------------------------------------
+def test_bfloat16_names_and_float_kind():
+    assert ddg.bfloat16 == bfloat16 and str(ddg.bfloat16) == "bfloat16"
+    for spelling in ("bfloat16", "paddle.bfloat16", ddg.bfloat16, "bf16"):
+        assert ddg.zeros([2], dtype=spelling).dtype == bfloat16
+    assert ddg.zeros([2], "half").dtype == np.float16
+    x = ddg.ones([2], "bfloat16")
+    assert x.is_floating_point() and x.element_size() == 2 and x.dtype == "bfloat16"
+    with pytest.raises(TypeError, match="unsupported dtype"):
+        ddg.zeros([2], "float8_e4m3fn")   # another ml_dtypes type: not a ddg dtype
+    ddg.set_default_dtype("bfloat16")
+    try:
+        assert ddg.get_default_dtype() == "bfloat16"
+        assert ddg.to_tensor([1.5]).dtype == bfloat16 and ddg.nn.Linear(2, 2).weight.dtype == bfloat16
+    finally:
+        ddg.set_default_dtype("float32")
+
+
+# Paddle 3.3.1 (CPU), printed there: the dtype of a + b
+PROMOTION = [
+    ("bfloat16", [3], "float16", [3], "float32"),
+    ("float16", [3], "bfloat16", [3], "float32"),
+    ("bfloat16", [3], "float32", [3], "float32"),
+    ("bfloat16", [3], "float64", [3], "float64"),
+    ("float16", [3], "float32", [3], "float32"),
+    ("float32", [], "bfloat16", [3], "bfloat16"),     # a 0-d tensor acts as a scalar
+    ("bfloat16", [], "float32", [3], "float32"),
+    ("float16", [], "float32", [3], "float32"),
+    ("bfloat16", [], "float16", [3], "float16"),
+    ("int64", [3], "bfloat16", [], "bfloat16"),       # a 0-d float beside an integer tensor
+]
+
+
+@pytest.mark.parametrize("da,sa,db,sb,want", PROMOTION)
+def test_promotion_with_half_dtypes_as_paddle(da, sa, db, sb, want):
+    a, b = ddg.ones(sa, da), ddg.ones(sb, db)
+    assert (a + b).dtype == want and (b + a).dtype == want
+
+
+def test_half_with_integers_and_scalars():
+    x = ddg.ones([3], "bfloat16")
+    with pytest.raises(TypeError, match="bfloat16"):
+        x + ddg.ones([3], "int64")
+    for y in (x * 2.5, 2.5 - x, x / 3, x ** 2, 2.0 ** x, ddg.clip(x, 0.2, 0.7), ddg.where(x > 0, x, 0.5)):
+        assert y.dtype == bfloat16
+    assert (x * 2.5).numpy().astype(np.float32).tolist() == [2.5] * 3
+    h = ddg.ones([3], "float16")
+    assert (h * 2.5).dtype == np.float16 and (h + 1).dtype == np.float16
+
+
+@pytest.mark.parametrize("dtype", HALF)
+def test_creation_and_casts(dtype, place):
+    name = str(dtype)
+    made = [ddg.zeros([2, 3], name), ddg.ones([2], name), ddg.full([2], 3.5, name), ddg.empty([2], name),
+            ddg.arange(0, 4, dtype=name), ddg.linspace(0, 1, 5, dtype=name), ddg.eye(3, dtype=name),
+            ddg.rand([3], name), ddg.randn([3], name), ddg.uniform([3], name), ddg.to_tensor([1.5, 2], name),
+            ddg.zeros_like(ddg.ones([2], name)), ddg.full_like(ddg.ones([2], name), 2.0),
+            ddg.to_tensor(np.ones(2, dtype))]
+    assert all(t.dtype == dtype for t in made)
+    np.testing.assert_array_equal(ddg.arange(0, 4, dtype=name).numpy().astype(np.float32), [0, 1, 2, 3])
+    x = ddg.to_tensor([1.5, -2.25, 3.0], place=place, stop_gradient=False)
+    h = x.astype(name)
+    assert h.dtype == dtype and ddg.cast(x, name).dtype == dtype and x.to(dtype=name).dtype == dtype
+    assert h.place == x.place
+    (h.astype("float32") * 3).sum().backward()          # the cast's gradient comes back in float32
+    assert x.grad.dtype == np.float32 and x.grad.numpy().tolist() == [3.0] * 3
+    assert h.numpy().dtype == dtype and h.tolist() == [1.5, -2.25, 3.0] and h[0].item() == 1.5
+
+
+def test_printing_shows_float_values():
+    for name in ("bfloat16", "float16"):
+        s = repr(ddg.to_tensor([1.5, 2.25, 3.0], dtype=name))
+        assert f"dtype={name}" in s and "[1.5 , 2.25, 3.  ]" in s, s
+
+
+def test_save_load_and_paddle_files(tmp_path):
+    import pickle
+    x = ddg.to_tensor([1.5, -2.25, 3.0e38, 1e-30], dtype="bfloat16")
+    state = {"b": x, "h": x[:2].astype("float16"), "scalar": x[0], "nested": [x[1:]]}
+    ddg.save(state, str(tmp_path / "s.pdparams"))
+    back = ddg.load(str(tmp_path / "s.pdparams"))
+    assert back["b"].dtype == bfloat16 and back["h"].dtype == np.float16 and back["nested"][0].dtype == bfloat16
+    assert back["b"].numpy().view(np.uint16).tolist() == x.numpy().view(np.uint16).tolist()   # bit for bit
+    assert back["scalar"].shape == []
+    # paddle.save writes a bfloat16 tensor as the uint16 array of its bits (what its numpy() gives);
+    # paddle.load gives bfloat16 tensors back, and so does ddg.load
+    bits = np.array([16320, 16400, 16448], dtype=np.uint16)      # 1.5, 2.25, 3.0
+    blob = {"w": bits, "h": np.array([1.5, 2.25], np.float16), "StructuredToParameterName@@": {"w": "linear_0.w_0"}}
+    (tmp_path / "p.pdparams").write_bytes(pickle.dumps(blob, protocol=4))
+    got = ddg.load(str(tmp_path / "p.pdparams"))
+    assert got["w"].dtype == bfloat16 and got["w"].tolist() == [1.5, 2.25, 3.0] and got["w"].name == "linear_0.w_0"
+    assert got["h"].dtype == np.float16
+    raw = ddg.load(str(tmp_path / "p.pdparams"), return_numpy=True)
+    assert raw["w"].dtype == np.uint16      # as Paddle's return_numpy
+
+
+def test_layer_casts_and_dataloader():
+    m = nn_model = ddg.nn.Sequential(ddg.nn.Linear(3, 4), ddg.nn.BatchNorm1D(4))
+    m.bfloat16(excluded_layers=[m[1]])
+    assert m[0].weight.dtype == bfloat16 and m[1].weight.dtype == np.float32 and m[1]._mean.dtype == np.float32
+    nn_model.float16()
+    assert all(p.dtype == np.float16 for p in nn_model.parameters())
+    assert all(b.dtype == np.float16 for b in nn_model.buffers())
+    nn_model.float()
+    assert all(p.dtype == np.float32 for p in nn_model.parameters())
+
+    class D(ddg.io.Dataset):
+        def __len__(self):
+            return 4
+
+        def __getitem__(self, i):
+            return np.full((3, 400), i + 0.5, bfloat16), np.float16(i)   # > 1 KiB: shared memory
+    for workers in (0, 2):
+        batches = list(ddg.io.DataLoader(D(), batch_size=2, num_workers=workers))
+        assert [(type(a), a.dtype, b.dtype, a.shape) for a, b in batches] == \
+            [(ddg.Tensor, bfloat16, np.float16, [2, 3, 400])] * 2
+        assert np.array_equal(batches[1][0].numpy()[:, 0, 0].astype(np.float32), [2.5, 3.5])
+
+
+def test_dlpack_refuses_bfloat16_on_the_cpu_clearly():
+    from ddg.utils import dlpack
+    with pytest.raises(TypeError, match="bfloat16"):
+        dlpack.to_dlpack(ddg.ones([2], "bfloat16"))
+    h = ddg.from_dlpack(dlpack.to_dlpack(ddg.ones([2], "float16")))
+    assert h.dtype == np.float16
+
+
+@pytest.mark.parametrize("dtype", HALF)
+def test_reductions_accumulate_in_float32(dtype):
+    n = 4096
+    x = ddg.full([n], 1.0 + 1 / 64, str(dtype))     # exactly representable in both
+    want = n * (1.0 + 1 / 64)
+    # numpy's own half sum drifts far (bfloat16 stops growing at 256 + ...); ddg's does not
+    assert x.sum().dtype == dtype and abs(float(x.sum()) - want) <= TOL[dtype] * want / 4
+    assert abs(float(x.mean()) - (1.0 + 1 / 64)) <= 1e-2
+    assert abs(float(ddg.cumsum(x)[-1]) - want) <= TOL[dtype] * want / 4
+    assert x.sum(dtype="float32").dtype == np.float32 and float(x.sum(dtype="float32")) == want
+
+
+@pytest.mark.parametrize("dtype", HALF)
+def test_training_a_half_model(dtype):
+    """Adam on an MLP in float16/bfloat16: parameters, gradients and optimizer steps stay
+    in the dtype, and the loss goes down."""
+    ddg.seed(0)
+    m = ddg.nn.Sequential(ddg.nn.Linear(8, 16), ddg.nn.GELU(), ddg.nn.LayerNorm(16), ddg.nn.Linear(16, 3))
+    m.to(dtype=str(dtype))
+    opt = ddg.optimizer.AdamW(learning_rate=0.02, parameters=m.parameters())
+    rng = np.random.default_rng(0)
+    x = ddg.to_tensor(rng.standard_normal((32, 8)).astype(dtype))
+    y = ddg.to_tensor(rng.integers(0, 3, 32))
+    losses = []
+    for _ in range(30):
+        loss = F.cross_entropy(m(x), y)
+        loss.backward()
+        opt.step()
+        opt.clear_grad()
+        losses.append(float(loss))
+        assert loss.dtype == dtype
+    assert all(p.dtype == dtype for p in m.parameters())
+    assert losses[-1] < 0.5 * losses[0], losses

@@ -37,10 +37,10 @@ def convert_dtype(dtype):
         if name in _ALIASES:
             return _ALIASES[name]
         try:
-            return _checked(np.dtype(name), dtype)
+            d = np.dtype(name)
         except TypeError:
-            pass
-        raise TypeError(f"ddg: unknown dtype {dtype!r}")
+            raise TypeError(f"ddg: unknown dtype {dtype!r}") from None
+        return _checked(d, dtype)
     if dtype is float:
         return _default_float[0]
     if dtype is int:
