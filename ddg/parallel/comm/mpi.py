@@ -104,7 +104,9 @@ def _half_sum_op(dtype=_HALF):
         def half_sum(inbuf, inoutbuf, datatype):
             a = np.frombuffer(inbuf, dtype=dtype)
             b = np.frombuffer(inoutbuf, dtype=dtype)
-            b[...] = a.astype(np.float32) + b.astype(np.float32)   # float32 sum, rounded once
+            t = a.astype(np.float32)
+            t += b                 # float32 sum (b widened exactly) ...
+            b[...] = t             # ... rounded once to the 2-byte dtype
         op = _HALF_SUM[dtype] = _mpi().Op.Create(half_sum, commute=True)
     return op
 
@@ -172,12 +174,14 @@ class MPICommunicator(Communicator):
                     pass
 
     # -- helpers ------------------------------------------------------------
-    def _gpu_route(self, array):
+    def _gpu_route(self, array, host_op=False):
         """None for arrays MPI can take directly, else the staging communicator.
-        Also synchronizes the GPU stream before MPI touches device memory."""
+        Also synchronizes the GPU stream before MPI touches device memory. ``host_op``:
+        the reduction is a user-defined op written in numpy, which must see host memory
+        even where MPI is CUDA-aware."""
         if not is_gpu(array):
             return None
-        if cuda_aware_mpi():
+        if cuda_aware_mpi() and not host_op:
             backend().synchronize()
             return None
         if self._staged is None:
@@ -286,7 +290,7 @@ class MPICommunicator(Communicator):
         summed the same way."""
         if wire.dtype not in _HALFS:
             return self._iallreduce(wire, "sum")
-        staged = self._gpu_route(wire)
+        staged = self._gpu_route(wire, host_op=True)
         if staged is not None:
             return staged._iallreduce_wire(wire)
         req = self.comm.Iallreduce(self._in_place, [wire, _mpi_type(wire.dtype, "iallreduce")],
