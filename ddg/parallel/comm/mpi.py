@@ -569,7 +569,8 @@ def _scatter_meta(arrays, size):
         if not hasattr(a, "shape") or tuple(a.shape) != tuple(first.shape) or a.dtype != first.dtype:
             return (f"ddg.parallel.scatter: all arrays must have the same shape and dtype; "
                     f"array 0 is {describe(first)}, array {i} is {describe(a)}")
-    return tuple(int(d) for d in first.shape), first.dtype.str, bool(is_gpu(first))
+    dtype = first.dtype.name if first.dtype == _BF16 else first.dtype.str   # bfloat16's str is '|V2'
+    return tuple(int(d) for d in first.shape), dtype, bool(is_gpu(first))
 
 
 def _divide(work, size):
