@@ -310,3 +310,20 @@ def test_training_a_half_model(dtype):
         assert loss.dtype == dtype
     assert all(p.dtype == dtype for p in m.parameters())
     assert losses[-1] < 0.5 * losses[0], losses
+
+
+@pytest.mark.parametrize("dtype", HALF)
+def test_intermediate_gradients_keep_the_dtype(dtype):
+    """Gradients reaching non-leaf tensors (hooks, retain_grads) are in their dtype too,
+    through ops with Python and numpy scalars."""
+    x = ddg.to_tensor(np.linspace(0.5, 1.5, 6).astype(dtype), stop_gradient=False)
+    consumers = [lambda m: m * 1.5, lambda m: m / 3.0, lambda m: m ** 2.5, lambda m: 2.0 ** m,
+                 lambda m: 3.0 / m, ddg.erf, lambda m: m - 0.25]
+    mids = [x + 0.0 for _ in consumers]
+    total = 0.0
+    for m, c in zip(mids, consumers):
+        m.retain_grads()       # its gradient is what the consumer's backward returns
+        total = total + c(m).sum()
+    total.backward()
+    assert [m.grad.dtype for m in mids] == [dtype] * len(mids)
+    assert x.grad.dtype == dtype

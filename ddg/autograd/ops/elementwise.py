@@ -183,7 +183,7 @@ class MulScalar(Function):
         return a * _sc(self.s, a)
 
     def backward(self, g):
-        return g * self.s
+        return g * _sc(self.s, g)
 
 
 class RSubScalar(Function):  # s - a
@@ -209,7 +209,7 @@ class DivScalar(Function):  # a / s
         return a / _sc(self.s, a)
 
     def backward(self, g):
-        return g / self.s
+        return g / _sc(self.s, g)
 
 
 class RDivScalar(Function):  # s / a
@@ -239,7 +239,7 @@ class PowScalar(Function):  # a ** s
         s = self.s
         if s == 2:
             return g * (2 * self.a)
-        return g * (s * self.a ** (s - 1))
+        return g * (_sc(s, self.a) * self.a ** _sc(s - 1, self.a))
 
 
 class RPowScalar(Function):  # s ** a
@@ -254,7 +254,7 @@ class RPowScalar(Function):  # s ** a
         return self.out
 
     def backward(self, g):
-        return g * self.out * np.log(self.s)
+        return g * self.out * _sc(float(np.log(self.s)), g)
 
 
 # -- unary math ----------------------------------------------------------------------
@@ -392,7 +392,7 @@ class Erf(Function):
 
     def backward(self, g):
         xp = backend.get_array_module(g)
-        return g * (2 / np.sqrt(np.pi)) * xp.exp(-self.a * self.a)
+        return g * _sc(float(2 / np.sqrt(np.pi)), g) * xp.exp(-self.a * self.a)
 
 
 class Tan(Function):
