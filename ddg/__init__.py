@@ -7,7 +7,7 @@ import importlib as _importlib
 from . import _malloc  # noqa: F401  (allocator tuning at import, see the module)
 from .tensor import backend as _backend
 from .tensor.tensor import Tensor
-from .tensor.dtypes import (float16, float32, float64, int8, uint8, int16, int32, int64,  # noqa: F401
+from .tensor.dtypes import (float16, bfloat16, float32, float64, int8, uint8, int16, int32, int64,  # noqa: F401
                             bool_ as bool, set_default_dtype, get_default_dtype)
 from .tensor.place import (CPUPlace, CUDAPlace, Place, set_device, get_device,  # noqa: F401
                            is_compiled_with_cuda)

@@ -13,12 +13,13 @@ import textwrap
 import numpy as np
 import pytest
 
+import ddg  # noqa: F401  (registers 'bfloat16' with numpy, through ml_dtypes)
 from ddg.parallel import comm as C
 from ddg.parallel.comm import failfast as F
 from ddg.parallel.comm import launcher_env
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DTYPES = ["float16", "float32", "float64", "int8", "uint8", "int32", "int64", "bool"]
+DTYPES = ["float16", "bfloat16", "float32", "float64", "int8", "uint8", "int32", "int64", "bool"]
 
 def _clean_env(**extra):
     env = launcher_env.without_launcher()
@@ -68,7 +69,7 @@ def test_single_allreduce_is_identity(dtype, op):
     c = C.SingleProcessCommunicator()
     a = _data(dtype)
     ref = a.copy()
-    if op == "avg" and np.dtype(dtype).kind not in "fc":
+    if op == "avg" and np.dtype(dtype).kind not in "fcV":
         with pytest.raises(TypeError, match="allreduce.*avg"):
             c.allreduce(a, op)
         return

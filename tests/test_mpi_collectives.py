@@ -15,11 +15,12 @@ import time
 import numpy as np
 import pytest
 
+import ddg  # noqa: F401  (registers 'bfloat16' with numpy, through ml_dtypes)
 from ddg.parallel import comm as C
 
 pytestmark = pytest.mark.mpi(min_size=2)
 
-DTYPES = ["float16", "float32", "float64", "int8", "uint8", "int32", "int64", "bool"]
+DTYPES = ["float16", "bfloat16", "float32", "float64", "int8", "uint8", "int32", "int64", "bool"]
 SHAPE = (5, 6)
 
 
@@ -48,8 +49,8 @@ def reference(stack, op):
     dtype = stack.dtype
     if dtype == np.bool_:
         return {"sum": np.any, "max": np.any, "prod": np.all, "min": np.all}[op](stack, axis=0)
-    # float16 is reduced in float32 and rounded once; integer data makes this exact.
-    work = stack.astype(np.float32) if dtype == np.float16 else stack
+    # float16 and bfloat16 are reduced in float32 and rounded once; integer data makes this exact.
+    work = stack.astype(np.float32) if dtype.itemsize == 2 and dtype.kind in "fV" else stack
     if op in ("sum", "avg"):
         r = work.sum(axis=0, dtype=work.dtype)
         if op == "avg":
@@ -61,7 +62,7 @@ def reference(stack, op):
 
 
 def valid(dtype, op):
-    return not (op == "avg" and np.dtype(dtype).kind not in "fc")
+    return not (op == "avg" and np.dtype(dtype).kind not in "fcV")
 
 
 # ---------------------------------------------------------------------------

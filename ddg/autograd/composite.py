@@ -8,6 +8,7 @@ import builtins as _b
 import numpy as np
 
 from ..tensor import backend
+from ..tensor.dtypes import finfo
 from ..tensor.tensor import Tensor
 from .axes import normalize_axes, normalize_axis
 from .ops import elementwise as E
@@ -203,9 +204,9 @@ def add_n(inputs, name=None):
 def nan_to_num(x, nan=0.0, posinf=None, neginf=None, name=None):
     """nan -> ``nan``, +inf -> ``posinf`` (default the dtype's largest), -inf -> ``neginf``
     (default the lowest); the gradient is 1 at the finite values, 0 at the replaced ones."""
-    if x._data.dtype.kind not in "fc":
+    if x._data.dtype.kind not in "fcV":
         return M.clone(x)
-    info = np.finfo(x._data.dtype)
+    info = finfo(x._data.dtype)
     hi = float(info.max) if posinf is None else float(posinf)
     lo = float(info.min) if neginf is None else float(neginf)
     out = E.where(G.isnan(x), float(nan), x)

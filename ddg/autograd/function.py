@@ -27,7 +27,7 @@ from .grad_mode import _enabled
 
 _ARRAY_TYPES = backend.ARRAY_TYPES
 _wrap = Tensor._wrap
-_FLOAT_KINDS = "fc"
+_FLOAT_KINDS = "fcV"  # V: bfloat16 (ml_dtypes), the only void-kind dtype ddg makes
 
 #: ddg.jit's recording slot: while ``to_static`` records a trace it holds a callable
 #: ``hook(fn, tensors)`` that every op call is routed through (the hook clears the slot
@@ -58,6 +58,7 @@ class Function:
     # a multi-output op whose backward takes None for the outputs that got no gradient
     # (instead of arrays of zeros, which cost a memset each and the arithmetic on them)
     none_grads = False
+    keep_half = True     # float16/bfloat16 inputs give outputs of their dtype (see _keep_half)
     n_out = 1
 
     edges = ()
@@ -102,12 +103,18 @@ class Function:
                 out = self.forward(*[t._data for t in tensors])
         except (ValueError, TypeError, IndexError, RuntimeError, AttributeError) as exc:
             raise _op_error(self, tensors, exc) from exc
-        if _check_nan_inf[0]:
-            _check_outputs(self, out, tensors, rec)
         if type(out) not in _ARRAY_TYPES:
             if type(out) is tuple:
+                if self.keep_half and n_in:
+                    out = tuple([_keep_half(o, tensors) for o in out])
+                if _check_nan_inf[0]:
+                    _check_outputs(self, out, tensors, rec)
                 return self._wrap_many(out, tensors, rec)
             out = backend.get_array_module(tensors[0]._data if tensors else out).asarray(out)
+        if n_in and out.dtype is not tensors[0]._data.dtype and self.keep_half:
+            out = _keep_half(out, tensors)
+        if _check_nan_inf[0]:
+            _check_outputs(self, out, tensors, rec)
         if rec and out.dtype.kind in _FLOAT_KINDS:
             o = _wrap(out, False)
             o._node = self
@@ -164,6 +171,31 @@ class Function:
         self.__dict__.clear()
         self.edges = None
         self.n_out = n_out
+
+
+def _keep_half(out, tensors):
+    """``out`` back in its inputs' 2-byte float dtype where numpy widened it: numpy
+    computes bfloat16 (ml_dtypes) with a Python float, ``clip`` and ``matmul`` in float32,
+    and ops may accumulate half inputs in float32 on purpose. An op whose float inputs
+    are all float16 (or all bfloat16) returns that dtype, as in Paddle; ops that change
+    the dtype on purpose (``cast``) set ``keep_half = False``."""
+    return keep_half(out, [t._data for t in tensors])
+
+
+def keep_half(out, arrays):
+    """:func:`_keep_half` on the input arrays (ddg.jit's replay calls it too)."""
+    d = getattr(out, "dtype", None)
+    if d is None or d.kind != "f" or d.itemsize == 2:
+        return out
+    half = None
+    for a in arrays:
+        td = a.dtype
+        if td.kind not in _FLOAT_KINDS:
+            continue
+        if td.itemsize != 2 or (half is not None and td != half):
+            return out
+        half = td
+    return out if half is None else out.astype(half)
 
 
 def _versions(saved, tensors):
@@ -252,6 +284,6 @@ def _op_error(fn, tensors, exc):
 def same_float_dtype(op, x, y):
     """Matrix products do not promote: a float32 weight meeting a float64 input is a
     bug to report (as Paddle does), not a silent float64 result."""
-    if x.dtype != y.dtype and x.dtype.kind == "f" and y.dtype.kind == "f":
+    if x.dtype != y.dtype and x.dtype.kind in "fV" and y.dtype.kind in "fV":
         raise ValueError(f"{op}: x and y must have the same float dtype, got x {x.dtype} {list(x.shape)} and "
                          f"y {y.dtype} {list(y.shape)}; cast one with .astype() first")

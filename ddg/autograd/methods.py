@@ -269,5 +269,5 @@ def install():
     T.pow_ = lambda self, y: self.set_value(E.pow(self, y))
     T.T = property(lambda self: M.transpose(self, list(range(self.ndim))[::-1]))
     T.mT = property(lambda self: M.transpose(self, list(range(self.ndim - 2)) + [self.ndim - 1, self.ndim - 2]))
-    T.is_floating_point = lambda self: self._data.dtype.kind == "f"
+    T.is_floating_point = lambda self: self._data.dtype.kind in "fV"
     T.element_size = lambda self: self._data.dtype.itemsize

@@ -10,12 +10,20 @@ except that a float with an integer keeps the float's dtype.
 Python scalars never raise: an int keeps the tensor's dtype, a float makes an integer
 tensor the default float dtype (handled by each op). Paddle 2.6 cast the right operand
 to the left one's dtype instead; ddg follows 3.x.
+
+bfloat16 (ml_dtypes, whose numpy kind is 'V') is a float here. Paddle 3 promotes
+float16 with bfloat16 to float32 (neither holds the other's values); numpy has no
+common type for the pair, so ``_promote_floats`` says so itself.
 """
 import numpy as np
 
+from ..tensor.dtypes import float32, is_floating as _is_float, is_half
 
-def _is_float(d):
-    return d.kind in "fc" or d.name == "bfloat16"
+
+def _promote_floats(da, db):
+    if is_half(da) and is_half(db):   # float16 with bfloat16 (equal dtypes returned earlier)
+        return float32
+    return np.promote_types(da, db)
 
 
 def result_dtype(da, nda, db, ndb, op, scalar_tensors=True):
@@ -28,11 +36,11 @@ def result_dtype(da, nda, db, ndb, op, scalar_tensors=True):
     if scalar_tensors and za and zb:
         if fa != fb:  # a 0-d float with a 0-d integer: the float's dtype
             return da if fa else db
-        return np.promote_types(da, db)
+        return _promote_floats(da, db) if fa else np.promote_types(da, db)
     if fa and fb:
         if scalar_tensors and za != zb:
             return db if za else da
-        return np.promote_types(da, db)
+        return _promote_floats(da, db)
     if scalar_tensors and za != zb:
         z, t = (da, db) if za else (db, da)
         return z if _is_float(z) and not _is_float(t) else t

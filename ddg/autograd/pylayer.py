@@ -85,6 +85,6 @@ class PyLayer:
             node.n_out = len(outs)
             node._out_shapes = [(o._data.shape, o._data.dtype) for o in outs]
             for i, o in enumerate(outs):
-                if isinstance(o, Tensor) and o._data.dtype.kind in "fc":
+                if isinstance(o, Tensor) and o._data.dtype.kind in "fcV":
                     o._node, o._idx, o.stop_gradient = node, i, False
         return outs[0] if single else tuple(outs)

@@ -21,7 +21,7 @@ __all__ = ["ProgressBar"]
 
 
 def _fmt_value(v):
-    if isinstance(v, np.ndarray) and v.size == 1 and v.dtype.kind == "f":
+    if isinstance(v, np.ndarray) and v.size == 1 and v.dtype.kind in "fV":
         v = v.item()
     if isinstance(v, (float, np.floating)):
         return f" {v:.4f}" if abs(v) > 1e-3 else f" {v:.4e}"

@@ -100,7 +100,7 @@ def _to_tensors(obj, Tensor, to_tensor):
     if isinstance(obj, Tensor):
         return obj
     if isinstance(obj, backend.ARRAY_TYPES):
-        if obj.dtype.kind in "biufc":
+        if obj.dtype.kind in "biufc" or obj.dtype.name == "bfloat16":
             return to_tensor(obj)
         return obj
     if isinstance(obj, Mapping):

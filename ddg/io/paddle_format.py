@@ -24,6 +24,8 @@ import pickle
 
 import numpy as np
 
+from ..tensor.dtypes import bfloat16
+
 _NUMPY_MODULES = ("numpy.core.multiarray", "numpy._core.multiarray")
 _KINDS = "biufc"
 _NAME_TABLE = "StructuredToParameterName@@"
@@ -163,6 +165,14 @@ def is_pickle(data):
     return len(data) >= 2 and data[0] == 0x80 and 2 <= data[1] <= 5
 
 
+def _bf16(a):
+    """Paddle pickles bfloat16 tensors as their raw bits in uint16 arrays (its ``numpy()``
+    of a bfloat16 tensor is uint16), and ``paddle.load`` turns uint16 arrays back into
+    bfloat16 tensors: so does ddg (as tensors; ``return_numpy=True`` keeps the uint16
+    arrays, as Paddle does)."""
+    return a.view(bfloat16) if a.dtype == np.uint16 else a
+
+
 def load_paddle(data, name, make_tensor, return_numpy, max_depth):
     """The object pickled in ``data`` with arrays as Tensors (``make_tensor(array, name)``)
     or, with ``return_numpy``, as numpy arrays. Paddle's ``(name, array)`` tuples become
@@ -188,10 +198,10 @@ def load_paddle(data, name, make_tensor, return_numpy, max_depth):
             raise ValueError(f"ddg.load: {name}: containers nested deeper than {max_depth} levels")
         if isinstance(o, np.ndarray):
             _check_dtype(o.dtype, name)
-            return o if return_numpy else make_tensor(o, None)
+            return o if return_numpy else make_tensor(_bf16(o), None)
         if isinstance(o, tuple) and len(o) == 2 and isinstance(o[0], str) and isinstance(o[1], np.ndarray):
             _check_dtype(o[1].dtype, name)
-            return o[1] if return_numpy else make_tensor(o[1], o[0])
+            return o[1] if return_numpy else make_tensor(_bf16(o[1]), o[0])
         if isinstance(o, dict):
             return type(o)((k, convert(v, depth + 1)) for k, v in o.items())
         if isinstance(o, (list, tuple)):
@@ -204,7 +214,7 @@ def load_paddle(data, name, make_tensor, return_numpy, max_depth):
         for k, v in obj.items():
             if isinstance(v, np.ndarray) and isinstance(k, str):
                 _check_dtype(v.dtype, name)
-                out[k] = make_tensor(v, names.get(k, k))
+                out[k] = make_tensor(_bf16(v), names.get(k, k))
             else:
                 out[k] = convert(v, 1)
         return out

@@ -55,6 +55,7 @@ import warnings
 import numpy as np
 
 from ..tensor import backend
+from ..tensor.dtypes import bfloat16
 from . import paddle_format
 
 __all__ = ["save", "load"]
@@ -104,6 +105,10 @@ class _Encoder:
 
     def _array(self, arr, path):
         arr = backend.to_host(arr)
+        if arr.dtype == bfloat16:   # ml_dtypes: native byte order only; stored as its little-endian bits
+            bits = arr.astype(arr.dtype, order="C", copy=False).view(np.uint16).astype("<u2", copy=False)
+            offset = self._add(bits, bits.nbytes)
+            return {"dtype": "bfloat16", "shape": list(arr.shape), "offset": offset, "nbytes": int(bits.nbytes)}
         if arr.dtype.kind not in _DTYPE_KINDS or arr.dtype.fields is not None:
             raise TypeError("ddg.save: {}: cannot save an array of dtype {} (only bool, int, uint, float "
                             "and complex arrays can be saved)".format(_key_path(path), arr.dtype))
@@ -376,6 +381,9 @@ class _Decoder:
         return ValueError("ddg.load: {}: corrupt checkpoint header ({})".format(self.name, what))
 
     def _array(self, node, shape):
+        if node.get("dtype") == "bfloat16" if isinstance(node, dict) else False:
+            bits = self._array(dict(node, dtype="<u2"), shape)
+            return bits.view(bfloat16)
         try:
             dtype = np.dtype(node["dtype"]).newbyteorder("<")
             offset, nbytes = int(node["offset"]), int(node["nbytes"])

@@ -73,7 +73,8 @@ def _encode(obj, prefix, use_shm):
                 mm.close()
         finally:
             os.close(fd)
-        return _Shm(path, obj.dtype.str, obj.shape)
+        # bfloat16's dtype.str is '<V2' (raw bytes): it goes by name
+        return _Shm(path, "bfloat16" if obj.dtype.name == "bfloat16" else obj.dtype.str, obj.shape)
     if isinstance(obj, dict):
         return {k: _encode(v, prefix, use_shm) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):

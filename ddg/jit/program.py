@@ -24,7 +24,7 @@ import numpy as np
 
 from ..autograd import grad_mode
 from ..autograd.engine import add_grad, call_backward
-from ..autograd.function import Function, check_backward, check_forward
+from ..autograd.function import Function, check_backward, check_forward, keep_half
 from ..flags import check_nan_inf as _check_nan_inf
 from ..tensor import backend
 from ..tensor.tensor import Tensor
@@ -126,6 +126,8 @@ class Program:
                 fn.needs = st.needs
                 args = [vals[i] for i in st.ins]
                 out = fn.forward(*args)
+                if fn.keep_half and args and type(out) is not list:   # as Function.__call__ does
+                    out = tuple([keep_half(o, args) for o in out]) if type(out) is tuple else keep_half(out, args)
                 if _check_nan_inf[0]:
                     check_forward(fn, out, lambda: _describe_arrays(args))
                     fn.input_meta = [(list(a.shape), a.dtype) for a in args]
@@ -229,7 +231,7 @@ def same_value(a, b):
         if a.shape != b.shape or a.dtype != b.dtype:
             return False
         eq = a == b
-        if a.dtype.kind in "fc":
+        if a.dtype.kind in "fcV":
             eq = eq | ((a != a) & (b != b))
         return bool(eq.all())
     if isinstance(a, (list, tuple)):

@@ -32,6 +32,8 @@ from ..autograd.ops import logic as _logic
 from ..io import serialization as _ser
 from ..nn.layer.layers import Layer
 from ..nn.parameter import Parameter
+from ..tensor.dtypes import bfloat16 as _BF16
+from ..tensor.dtypes import convert_dtype
 from ..tensor import backend
 from ..tensor.tensor import Tensor
 from .program import DRAW_METHODS, DrawStep, OpStep, Program, WriteStep, replay, same_value
@@ -71,10 +73,10 @@ class _Enc:
             return {"f": float.hex(v)}
         if isinstance(v, _Sym):
             return {"sym": [v.dim, v.k]}
-        if isinstance(v, (np.bool_, np.integer, np.floating)):
-            return {"np": v.dtype.str, "v": v.item() if v.dtype.kind != "f" else float.hex(float(v))}
+        if isinstance(v, (np.bool_, np.integer, np.floating, _BF16.type)):
+            return {"np": _dstr(v.dtype), "v": v.item() if v.dtype.kind not in "fV" else float.hex(float(v))}
         if isinstance(v, np.dtype):
-            return {"dtype": v.str}
+            return {"dtype": _dstr(v)}
         if isinstance(v, tuple):
             return {"tuple": [self(x, where) for x in v]}
         if isinstance(v, list):
@@ -91,6 +93,12 @@ class _Enc:
         raise ValueError(f"ddg.jit.save: {where}: cannot store a value of type {type(v).__name__}")
 
 
+def _dstr(d):
+    """A dtype as text that ``np.dtype`` reads back: bfloat16's ``str`` is ``'<V2'`` (raw
+    bytes), so it goes by name."""
+    return "bfloat16" if d == _BF16 else d.str
+
+
 def _dec(v, arrays, dyn):
     if v is None or isinstance(v, (bool, str, int)):
         return v
@@ -101,13 +109,13 @@ def _dec(v, arrays, dyn):
             d, k = v["sym"]
             return int(k) * int(dyn[int(d)])
         if "np" in v:
-            dt = np.dtype(v["np"])
-            if dt.kind not in "biuf":
+            dt = convert_dtype(v["np"])
+            if dt.kind not in "biufV":
                 raise _Bad(f"bad scalar dtype {dt}")
-            return dt.type(float.fromhex(v["v"]) if dt.kind == "f" else v["v"])
+            return dt.type(float.fromhex(v["v"]) if dt.kind in "fV" else v["v"])
         if "dtype" in v:
-            dt = np.dtype(v["dtype"])
-            if dt.kind not in "biufc":
+            dt = convert_dtype(v["dtype"])
+            if dt.kind not in "biufcV":
                 raise _Bad(f"bad dtype {dt}")
             return dt
         if "tuple" in v:
@@ -154,7 +162,7 @@ def _merge(a, b, dyn1, dyn2, where):
 def _dummy(spec, dyn_sizes, dyn_dims):
     from ..tensor.creation import _as_array
     shape = [dyn_sizes[dyn_dims.index((spec._i, j))] if d is None else d for j, d in enumerate(spec.shape)]
-    if spec.dtype.kind == "f":
+    if spec.dtype.kind in "fV":
         arr = np.random.default_rng(0).standard_normal(shape).astype(spec.dtype)
     else:
         arr = np.zeros(shape, spec.dtype)
@@ -207,7 +215,7 @@ def save(layer, path, input_spec=None, **configs):
             except DataDependent as exc:
                 raise ValueError(f"ddg.jit.save: the model cannot be saved as a graph: {exc}") from None
     graph, arrays = _to_json(progs, owner, sizes1, sizes2 if dyn_dims else sizes1)
-    graph["inputs"] = [{"shape": list(s.shape), "dtype": s.dtype.str, "name": s.name} for s in specs]
+    graph["inputs"] = [{"shape": list(s.shape), "dtype": _dstr(s.dtype), "name": s.name} for s in specs]
     graph["dyn"] = [list(d) for d in dyn_dims]
     graph["params"] = [n for n, _ in owner.named_parameters()]
     params = {}
@@ -245,7 +253,7 @@ def _to_json(progs, owner, dyn1, dyn2):
             if flat.size and (flat == flat[0]).all() and (np.asarray(b) == flat[0]).all():
                 shape = _merge(tuple(a.shape), tuple(b.shape), dyn1, dyn2, "a constant's shape")
                 consts.append([s, {"fill": enc(flat[0], "fill"), "shape": enc(shape, "shape"),
-                                   "dtype": a.dtype.str}])
+                                   "dtype": _dstr(a.dtype)}])
             else:
                 raise ValueError("ddg.jit.save: a constant's shape depends on a None dimension of the input spec; "
                                  "give that dimension a fixed size")
@@ -263,7 +271,7 @@ def _to_json(progs, owner, dyn1, dyn2):
                           "ins": list(a.ins), "outs": list(a.outs), "multi": a.multi})
         elif type(a) is DrawStep:
             steps.append({"draw": a.method, "args": enc(_merge(a.args, b.args, dyn1, dyn2, "random draw"), "draw"),
-                          "kwargs": enc(dict(a.kwargs), "draw"), "dtype": a.dtype.str, "out": a.out})
+                          "kwargs": enc(dict(a.kwargs), "draw"), "dtype": _dstr(a.dtype), "out": a.out})
         else:
             if id(a.tensor) not in names:
                 raise ValueError("ddg.jit.save: the model writes into a tensor that is not one of its buffers")
@@ -348,7 +356,7 @@ class TranslatedLayer(Layer):
         self._named = {}
         for name, arr in params.items():
             key = name.replace(".", "__")
-            if arr.dtype.kind == "f" and name in graph["_param_names"]:
+            if arr.dtype.kind in "fV" and name in graph["_param_names"]:
                 t = Parameter(arr)
                 self.add_parameter(key, t)
             else:

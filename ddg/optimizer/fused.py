@@ -221,6 +221,8 @@ def fused_apply(opt, pairs, gi, group, group_lr, group_reg, unset, clip=None):
         unfused = lambda: pairs  # noqa: E731
     p0 = pairs[0][0]._data
     dtype = p0.dtype
+    if dtype.itemsize == 2:   # float16/bfloat16 take the per-parameter path (updated in float32)
+        return pairs
     atype = type(p0)
     gpu = atype is not np.ndarray
     dev = backend.device_id_of(p0)

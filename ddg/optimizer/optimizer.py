@@ -28,6 +28,7 @@ import numpy as np
 from ..regularizer import WeightDecayRegularizer, _to_regularizer
 from ..tensor import backend
 from ..tensor.tensor import Tensor
+from ..tensor.dtypes import compute_dtype
 from .fused import fused_apply, per_element
 from .lr import LRScheduler
 
@@ -114,7 +115,7 @@ class Optimizer:
             if not isinstance(p, Tensor):
                 raise TypeError(f"ddg.optimizer.{owner}: parameters must be Parameters/Tensors, "
                                 f"got {type(p).__name__}")
-            if p._data.dtype.kind not in "fc":
+            if p._data.dtype.kind not in "fcV":
                 raise TypeError(f"ddg.optimizer.{owner}: cannot optimize parameter {getattr(p, 'name', None)!r} "
                                 f"of dtype {p._data.dtype}")
         seen = {id(p) for g in self._param_groups for p in g["params"]}
@@ -197,7 +198,14 @@ class Optimizer:
                 raise ValueError(f"ddg.optimizer.{type(self).__name__}: gradient of parameter "
                                  f"{getattr(p, 'name', None)!r} has shape {list(garr.shape)}, the parameter "
                                  f"{list(parr.shape)}")
-            if garr.dtype != parr.dtype:
+            half = parr.dtype.itemsize == 2 and parr.dtype.kind in "fV"
+            if half:
+                # float16/bfloat16 parameters are updated in float32 (their optimizer state is
+                # float32: Adam's epsilon 1e-8 and squared gradients underflow float16) and
+                # rounded back once; master weights are ddg.amp's business (multi_precision)
+                parr = parr.astype(np.float32)
+                garr = garr.astype(np.float32)
+            elif garr.dtype != parr.dtype:
                 garr = garr.astype(parr.dtype)
             reg = group_reg
             if reg is _UNSET:
@@ -211,6 +219,8 @@ class Optimizer:
             if state is None:
                 state = self._state[id(p)] = self._init_state(p, group)
             self._update(p, parr, garr, plr, state, group)
+            if half:
+                p._data[...] = parr
             p._bump()
 
     def _prepare_grad(self, p, g, reg):
@@ -255,11 +265,13 @@ class Optimizer:
         return self._max_numel[key]
 
     def _zeros_like(self, p, fill=0.0):
+        """State for parameter array ``p``: float32 for float16/bfloat16 parameters."""
         xp = backend.get_array_module(p)
+        dtype = compute_dtype(p.dtype)
         if backend.is_gpu_array(p):
             with xp.cuda.Device(p.device.id):
-                return xp.full(p.shape, fill, dtype=p.dtype)
-        return xp.full(p.shape, fill, dtype=p.dtype)
+                return xp.full(p.shape, fill, dtype=dtype)
+        return xp.full(p.shape, fill, dtype=dtype)
 
     def _init_state(self, param, group):
         """Fresh state for a parameter: zero arrays for ``_acc_names`` and the scalars."""

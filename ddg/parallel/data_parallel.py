@@ -45,6 +45,8 @@ class DataParallel(Layer):
             communicator applies the 'fp16' compression of
             :mod:`ddg.parallel.comm.compression` (relative error of order
             ``world_size * 2**-11``; values below ~6e-8 flush to zero).
+            float16 and bfloat16 gradients always travel in their own dtype (2 bytes a
+            value, their own bucket, divided by the world size before the sum).
 
     The wrapped layer is ``self._layers``; ``parameters()``, ``named_parameters()``,
     ``state_dict()`` and ``set_state_dict()`` use the wrapped layer's names

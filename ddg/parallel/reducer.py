@@ -62,6 +62,7 @@ from ..autograd import engine
 from ..tensor import backend
 from ..tensor.tensor import Tensor
 from .comm import get_compression
+from .comm.compression import HALF_WIRE
 
 __all__ = ["Reducer", "SyncStats", "assign_buckets"]
 
@@ -125,6 +126,11 @@ class Bucket:
         self.on_device = xp is not np
         self.all_local = True   # every parameter had a gradient on this rank (so every flag sum >= 1)
         self.local_finite = True  # FLAGS_check_nan_inf: this rank's gradients were finite before the all-reduce
+        # float16/bfloat16 buckets travel as they are (2 bytes a value, summed in their own
+        # precision); their gradients are divided by the world size BEFORE the sum, so that
+        # a float16 sum cannot overflow where the mean fits (``prediv``; 1 otherwise)
+        self.half = first.dtype.itemsize == 2 and first.dtype.kind in "fV"
+        self.prediv = 1
 
     def set_flags(self, has_grad):
         """Write this rank's "has a gradient" flags (a list of bools) into the payload."""
@@ -327,13 +333,14 @@ class Reducer:
         # device array (the previous step's global weight never leaves the device).
         scale = self._weight / self._mean_weight
         b.data[-1] = scale
+        div = b.prediv = self.world_size if b.half else 1
         if not isinstance(scale, float):
-            b.grads *= scale.astype(b.grads.dtype)    # rounded as a Python float would be
-        elif scale != 1.0:
-            b.grads *= scale
+            b.grads *= (scale / div).astype(b.grads.dtype)    # rounded as a Python float would be
+        elif scale != div:
+            _scale(b.grads, scale / div)
         if _flags.check_nan_inf[0]:
             b.local_finite = _all_finite(b.grads)
-        b.request = self.comm.iallreduce(b.data, "sum", self.compression)
+        b.request = self.comm.iallreduce(b.data, "sum", HALF_WIRE if b.half else self.compression)
 
     def _on_backward_complete(self):
         t0 = time.perf_counter()
@@ -357,11 +364,11 @@ class Reducer:
             if b.on_device:
                 xp = backend.get_array_module(b.data)
                 total = b.data[-1].astype(np.float64)     # sum over ranks of n_r / m, on the device
-                b.grads *= (1.0 / xp.where(total > 0, total, 1.0)).astype(b.grads.dtype)
+                b.grads *= (b.prediv / xp.where(total > 0, total, 1.0)).astype(b.grads.dtype)
             else:
                 total = float(b.data[-1])           # sum over ranks of n_r / m
-                if total > 0 and total != 1.0:
-                    b.grads *= 1.0 / total
+                if total > 0 and total != b.prediv:
+                    _scale(b.grads, b.prediv / total)
             if b.all_local:
                 continue                        # every flag sum >= 1; grads are bound already
             flags = backend.to_host(b.flags)    # on a GPU: one small read, only in this case
@@ -421,6 +428,15 @@ class Reducer:
         self._active, self._next, self._first_open = True, 0, 0
         self._launch_all()
         self._finish()
+
+
+def _scale(arr, f):
+    """``arr *= f`` in place; 2-byte floats are multiplied in float32 and rounded once
+    (numpy would widen a bfloat16 array times a Python float to float32)."""
+    if arr.dtype.itemsize == 2:
+        arr[...] = arr.astype(np.float32) * np.float32(f)
+    else:
+        arr *= f
 
 
 def _all_finite(arr):

@@ -38,7 +38,7 @@ class _SyncStandardize(Function):
         self.axes, self.eps, self.comm = tuple(axes), float(eps), comm
 
     def forward(self, x):
-        if x.dtype.kind != "f":
+        if x.dtype.kind not in "fV":
             raise TypeError(f"SyncBatchNorm expects a floating-point input, got {x.dtype}")
         xp = backend.get_array_module(x)
         axes = self.axes

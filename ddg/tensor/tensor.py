@@ -307,7 +307,7 @@ class Tensor:
 def _infer_dtype(data):
     """Paddle's dtype for Python data: floats -> default float, ints -> int64, bools -> bool."""
     a = np.asarray(data)
-    if a.dtype.kind == "f":
+    if a.dtype.kind in "fV":
         return default_float()
     if a.dtype.kind in "iu":
         return np.dtype("int64")

@@ -2,11 +2,16 @@
 import ctypes
 
 from ..tensor import backend
+from ..tensor.dtypes import bfloat16
 from ..tensor.tensor import Tensor
 
 
 def to_dlpack(x):
     """A DLPack capsule for ``x``'s memory."""
+    if x._data.dtype == bfloat16 and not backend.is_gpu_array(x._data):
+        raise TypeError(f"ddg.utils.dlpack.to_dlpack: numpy cannot export bfloat16 through DLPack (tensor of shape "
+                        f"{list(x._data.shape)}); cast it (x.astype('float32')) or share its bits "
+                        f"(x.numpy().view('uint16'))")
     return x._data.__dlpack__()
 
 

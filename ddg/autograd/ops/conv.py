@@ -24,7 +24,10 @@ is not None): then convolutions and transposed convolutions with symmetric paddi
 call cuDNN instead. The cuDNN paths keep NCHW C-contiguous arrays (what cuDNN's
 descriptors take); the CPU path is untouched by them. ``DDG_CUDNN=0`` forces the im2col kernels on the GPU too.
 """
+import numpy as np
+
 from ...tensor import backend
+from ...tensor.dtypes import upcast
 from ..function import Function
 
 
@@ -213,6 +216,8 @@ class Conv2d(Function):
     def forward(self, x, w, *b):
         if x.ndim != 4 or w.ndim != 4:
             raise ValueError(f"conv2d expects a 4-D input and a 4-D weight, got {x.ndim}-D and {w.ndim}-D")
+        if type(x) is np.ndarray:   # numpy has no half-precision BLAS: float32 products
+            x, w, b = upcast(x), upcast(w), tuple(upcast(v) for v in b)
         n, c, h, wd = x.shape
         o, cg, kh, kw = w.shape
         g = self.groups
@@ -292,6 +297,8 @@ class Conv2dTranspose(Function):
         if x.ndim != 4 or w.ndim != 4:
             raise ValueError(f"conv2d_transpose expects a 4-D input and a 4-D weight, got {x.ndim}-D and "
                              f"{w.ndim}-D")
+        if type(x) is np.ndarray:   # numpy has no half-precision BLAS: float32 products
+            x, w, b = upcast(x), upcast(w), tuple(upcast(v) for v in b)
         n, cin, h, wd = x.shape
         wc, og, kh, kw = w.shape
         g = self.groups

@@ -4,6 +4,7 @@ each input's own dtype."""
 import numpy as np
 
 from ...tensor import backend
+from ...tensor.dtypes import bfloat16 as _BF16
 from ...tensor.dtypes import convert_dtype, default_float
 from ...tensor.tensor import Tensor
 from ..function import Function, sum_to
@@ -151,6 +152,8 @@ def _sc(s, a):
     float32 under numpy 2's rules and in Paddle), so for 0-d arrays the scalar is given
     ``a``'s dtype, which keeps ``a``'s dtype under every numpy. numpy scalars
     (``np.float64(0.5)``) count as Python scalars, as in Paddle."""
+    if a.dtype == _BF16 and not isinstance(s, (bool, np.bool_)):
+        return _BF16.type(s)   # numpy widens bfloat16 (ml_dtypes) with a Python float to float32
     if (a.ndim == 0 or isinstance(s, np.generic)) and (a.dtype.kind in "fc" or (a.dtype.kind in "iu" and isinstance(s, (int, np.integer))
                                                 and not isinstance(s, (bool, np.bool_)))):
         return a.dtype.type(s)
@@ -180,7 +183,7 @@ class MulScalar(Function):
         return a * _sc(self.s, a)
 
     def backward(self, g):
-        return g * self.s
+        return g * _sc(self.s, g)
 
 
 class RSubScalar(Function):  # s - a
@@ -206,7 +209,7 @@ class DivScalar(Function):  # a / s
         return a / _sc(self.s, a)
 
     def backward(self, g):
-        return g / self.s
+        return g / _sc(self.s, g)
 
 
 class RDivScalar(Function):  # s / a
@@ -236,7 +239,7 @@ class PowScalar(Function):  # a ** s
         s = self.s
         if s == 2:
             return g * (2 * self.a)
-        return g * (s * self.a ** (s - 1))
+        return g * (_sc(s, self.a) * self.a ** _sc(s - 1, self.a))
 
 
 class RPowScalar(Function):  # s ** a
@@ -251,7 +254,7 @@ class RPowScalar(Function):  # s ** a
         return self.out
 
     def backward(self, g):
-        return g * self.out * np.log(self.s)
+        return g * self.out * _sc(float(np.log(self.s)), g)
 
 
 # -- unary math ----------------------------------------------------------------------
@@ -389,7 +392,7 @@ class Erf(Function):
 
     def backward(self, g):
         xp = backend.get_array_module(g)
-        return g * (2 / np.sqrt(np.pi)) * xp.exp(-self.a * self.a)
+        return g * _sc(float(2 / np.sqrt(np.pi)), g) * xp.exp(-self.a * self.a)
 
 
 class Tan(Function):
@@ -583,6 +586,7 @@ class ZeroGrad(Function):
 
 class Cast(Function):
     save_inputs = False
+    keep_half = False   # the one op whose point is to change the dtype
 
     def __init__(self, dtype):
         self.dtype = dtype
@@ -592,7 +596,7 @@ class Cast(Function):
         return a.astype(self.dtype)
 
     def backward(self, g):
-        return g.astype(self.src) if self.src.kind in "fc" else None
+        return g.astype(self.src) if self.src.kind in "fcV" else None
 
 
 class Where(Function):
@@ -617,7 +621,7 @@ def _const(x, like):
     xp = backend.get_array_module(like._data)
     if isinstance(x, _SCALARS):
         return Tensor._wrap(xp.asarray(x, dtype=like._data.dtype if not isinstance(x, float) or
-                                       like._data.dtype.kind == "f" else default_float()))
+                                       like._data.dtype.kind in "fV" else default_float()))
     arr = np.asarray(x)
     if arr.dtype == np.float64 and not isinstance(x, np.ndarray):
         arr = arr.astype(default_float())

@@ -1,6 +1,9 @@
 """Matrix products: matmul (vectors, matrices, broadcast batches), mm, bmm, einsum;
 the matrix inverse. Their composites (dot, outer, t) are in ``ddg.autograd.composite``."""
+import numpy as np
+
 from ...tensor import backend
+from ...tensor.dtypes import upcast
 from ..function import Function, same_float_dtype, sum_to
 
 
@@ -14,6 +17,8 @@ class MatMul(Function):
 
     def forward(self, a, b):
         same_float_dtype("matmul", a, b)
+        if type(a) is np.ndarray:   # numpy has no half-precision BLAS: float32 products
+            a, b = upcast(a), upcast(b)
         self.a, self.b = a, b
         A = _swap(a) if self.tx else a
         B = _swap(b) if self.ty else b
@@ -93,6 +98,7 @@ class Inverse(Function):
     def forward(self, a):
         if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
             raise ValueError(f"inverse needs square matrices in the last two axes, got shape {list(a.shape)}")
+        a = upcast(a)   # no half-precision LAPACK: float32 (the result comes back in a's dtype)
         self.out = backend.get_array_module(a).linalg.inv(a)
         return self.out
 
@@ -102,7 +108,7 @@ class Inverse(Function):
 
 
 def inverse(x, name=None):
-    if x._data.dtype.kind not in "fc":
+    if x._data.dtype.kind not in "fcV":
         raise TypeError(f"ddg.inverse: needs a float tensor, got {x._data.dtype}")
     return Inverse()(x)
 
@@ -117,6 +123,7 @@ class Einsum(Function):
 
     def forward(self, *arrays):
         xp = backend.get_array_module(*arrays)
+        arrays = tuple(upcast(a) for a in arrays)   # numpy's einsum refuses bfloat16
         self.arrays = arrays
         return xp.einsum(",".join(self.ins) + "->" + self.out, *arrays)
 
@@ -178,6 +185,7 @@ class Det(Function):
     def forward(self, a):
         if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
             raise ValueError(f"det needs square matrices in the last two axes, got shape {list(a.shape)}")
+        a = upcast(a)
         self.a = a
         self.out = backend.get_array_module(a).linalg.det(a).astype(a.dtype, copy=False)
         return self.out
@@ -193,6 +201,7 @@ class Slogdet(Function):
     def forward(self, a):
         if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
             raise ValueError(f"slogdet needs square matrices in the last two axes, got shape {list(a.shape)}")
+        a = upcast(a)
         xp = backend.get_array_module(a)
         self.a = a
         sign, logabs = xp.linalg.slogdet(a)
@@ -208,6 +217,7 @@ class Solve(Function):
 
     def forward(self, a, b):
         xp = backend.get_array_module(a, b)
+        a, b = upcast(a), upcast(b)
         self.vec = b.ndim == 1
         self.a = a
         self.x = xp.linalg.solve(a, b[:, None] if self.vec else b)
@@ -216,7 +226,7 @@ class Solve(Function):
     def backward(self, g):
         xp = backend.get_array_module(g)
         na, nb = self.needs
-        gm = g[:, None] if self.vec else g
+        gm = upcast(g[:, None] if self.vec else g)
         gb = xp.linalg.solve(_swap(self.a), gm)
         ga = sum_to(-(gb @ _swap(self.x)), self.a.shape) if na else None
         if nb:

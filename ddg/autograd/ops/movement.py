@@ -311,7 +311,7 @@ def setitem(x, index, value):
                          f"{x.shape} at {index!r}: {exc}") from None
     x._bump()
     needs_v = v_tensor and not value.stop_gradient
-    if grad_on and x._data.dtype.kind in "fc" and (not x.stop_gradient or needs_v):
+    if grad_on and x._data.dtype.kind in "fcV" and (not x.stop_gradient or needs_v):
         node = SetItem(idx, (tuple(value._data.shape), value._data.dtype) if v_tensor else None)
         node.needs = (not x.stop_gradient, needs_v)
         node.edges = (

@@ -3,6 +3,7 @@
 import numpy as np
 
 from ...tensor import backend
+from ...tensor.dtypes import upcast
 from ..function import Function, same_float_dtype
 
 
@@ -14,8 +15,9 @@ class Softmax(Function):
     def __init__(self, axis):
         self.axis = axis
 
-    def forward(self, a):
+    def forward(self, a):   # float16/bfloat16 computed in float32, returned in their dtype
         xp = backend.get_array_module(a)
+        a = upcast(a)
         e = xp.exp(a - a.max(axis=self.axis, keepdims=True))
         e /= e.sum(axis=self.axis, keepdims=True)
         self.out = e
@@ -36,6 +38,7 @@ class LogSoftmax(Function):
 
     def forward(self, a):
         xp = backend.get_array_module(a)
+        a = upcast(a)
         shifted = a - a.max(axis=self.axis, keepdims=True)
         self.out = shifted - xp.log(xp.exp(shifted).sum(axis=self.axis, keepdims=True))
         return self.out
@@ -59,6 +62,7 @@ class SoftmaxCrossEntropy(Function):
     def forward(self, x, label, *weight):
         xp = backend.get_array_module(x)
         n_cls = x.shape[-1]
+        x = upcast(x)
         flat = x.reshape(-1, n_cls)
         lab = label.reshape(-1)
         valid = lab != self.ignore_index
@@ -95,6 +99,8 @@ class Linear(Function):
 
     def forward(self, x, w, *b):
         same_float_dtype("linear", x, w)
+        if type(x) is np.ndarray:   # numpy has no half-precision BLAS: float32 products
+            x, w, b = upcast(x), upcast(w), tuple(upcast(v) for v in b)
         self.x, self.w = x, w
         out = x @ w
         if b:

@@ -18,6 +18,7 @@ kernel, when they are None: the statistics were not differentiated):
     dx += g_mean / n + g_var * 2 * (x - mean) / n,    x - mean = xhat / rstd
 """
 from ...tensor import backend
+from ...tensor.dtypes import upcast
 from ..function import Function
 
 
@@ -30,9 +31,10 @@ class Standardize(Function):
         self.axes, self.eps, self.stats = tuple(axes), float(eps), stats
 
     def forward(self, x):
-        if x.dtype.kind != "f":
+        if x.dtype.kind not in "fV":
             raise TypeError(f"normalization expects a floating-point input, got {x.dtype}")
         xp = backend.get_array_module(x)
+        x = upcast(x)   # float16/bfloat16 statistics in float32; results in the input's dtype
         mean = x.mean(axis=self.axes, keepdims=True)
         xc = x - mean
         var = xp.mean(xc * xc, axis=self.axes, keepdims=True)

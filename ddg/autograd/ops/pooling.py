@@ -87,7 +87,7 @@ class MaxPool2d(Function):
     def forward(self, x):
         if x.ndim != 4:
             raise ValueError(f"max_pool2d expects a 4-D input, got {x.ndim}-D")
-        if x.dtype.kind != "f":
+        if x.dtype.kind not in "fV":
             raise TypeError(f"max_pool2d expects a floating-point input, got {x.dtype}")
         xp = backend.get_array_module(x)
         oh, ow, extra = _pool_geometry(x.shape, self.kernel, self.stride, self.pads, self.ceil_mode)
@@ -187,7 +187,7 @@ class AvgPool2d(Function):
     def forward(self, x):
         if x.ndim != 4:
             raise ValueError(f"avg_pool2d expects a 4-D input, got {x.ndim}-D")
-        if x.dtype.kind != "f":
+        if x.dtype.kind not in "fV":
             raise TypeError(f"avg_pool2d expects a floating-point input, got {x.dtype}")
         xp = backend.get_array_module(x)
         (kh, kw), (sh, sw) = self.kernel, self.stride

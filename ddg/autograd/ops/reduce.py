@@ -4,7 +4,7 @@ import builtins as _b
 import numpy as np
 
 from ...tensor import backend
-from ...tensor.dtypes import convert_dtype, default_float
+from ...tensor.dtypes import compute_dtype, convert_dtype, default_float, upcast
 from ...tensor.tensor import Tensor
 from ..axes import normalize_axis as _axis
 from ..axes import normalize_axes as _axes
@@ -26,10 +26,13 @@ class Sum(Function):
 
     def __init__(self, axes, keepdim, dtype=None):
         self.axes, self.keepdim, self.dtype = axes, keepdim, dtype
+        if dtype is not None:
+            self.keep_half = False   # sum(x, dtype='float32') of a half x is float32
 
     def forward(self, a):
         self.meta = (a.shape, a.dtype)
-        return a.sum(axis=self.axes, keepdims=self.keepdim, dtype=self.dtype)
+        # 2-byte floats accumulate in float32 (and come back in their dtype)
+        return a.sum(axis=self.axes, keepdims=self.keepdim, dtype=self.dtype or compute_dtype(a.dtype))
 
     def backward(self, g):
         shape, dtype = self.meta
@@ -55,7 +58,7 @@ class Mean(Function):
             q = s // n
             q = xp.where((s < 0) & (q * n != s), q + 1, q)
             return xp.asarray(q).astype(a.dtype)
-        return a.mean(axis=self.axes, keepdims=self.keepdim)
+        return a.mean(axis=self.axes, keepdims=self.keepdim, dtype=compute_dtype(a.dtype))
 
     def backward(self, g):
         shape, dtype = self.meta
@@ -129,6 +132,7 @@ class LogSumExp(Function):
 
     def forward(self, a):
         xp = backend.get_array_module(a)
+        a = upcast(a)
         m = a.max(axis=self.axes, keepdims=True)
         m = xp.where(xp.isfinite(m), m, m.dtype.type(0))
         self.e = xp.exp(a - m)
@@ -150,7 +154,7 @@ class CumSum(Function):
 
     def forward(self, a):
         self.shape = a.shape
-        return backend.get_array_module(a).cumsum(a, axis=self.axis)
+        return backend.get_array_module(a).cumsum(a, axis=self.axis, dtype=compute_dtype(a.dtype))
 
     def backward(self, g):
         xp = backend.get_array_module(g)

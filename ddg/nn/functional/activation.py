@@ -108,7 +108,7 @@ def prelu(x, weight, data_format="NCHW", name=None):
 def softmax(x, axis=-1, dtype=None, name=None):
     if dtype is not None:
         x = x.astype(dtype)
-    elif x.dtype.kind not in "fc":
+    elif x.dtype.kind not in "fcV":
         x = x.astype("float32")
     return nn_ops.Softmax(_ax(axis, x.ndim, "softmax"))(x)
 
@@ -116,7 +116,7 @@ def softmax(x, axis=-1, dtype=None, name=None):
 def log_softmax(x, axis=-1, dtype=None, name=None):
     if dtype is not None:
         x = x.astype(dtype)
-    elif x.dtype.kind not in "fc":
+    elif x.dtype.kind not in "fcV":
         x = x.astype("float32")
     return nn_ops.LogSoftmax(_ax(axis, x.ndim, "log_softmax"))(x)
 

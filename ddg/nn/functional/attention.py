@@ -7,6 +7,7 @@ from ...autograd.ops import elementwise as E
 from ...autograd.ops import movement as M
 from ...autograd.ops.linalg import matmul
 from ...tensor import backend
+from ...tensor.dtypes import finfo
 from ...tensor.tensor import Tensor
 from .activation import softmax
 from .dropout import dropout
@@ -68,7 +69,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         lq, lk = q.shape[2], k.shape[2]
         xp = backend.get_array_module(q._data)
         allowed = xp.tril(xp.ones((lq, lk), dtype=bool), k=lk - lq)
-        causal = Tensor._wrap(xp.where(allowed, 0.0, -1e9).astype(q._data.dtype))
+        big = min(1e9, float(finfo(q._data.dtype).max))   # float16 tops out at 65504
+        causal = Tensor._wrap(xp.where(allowed, 0.0, -big).astype(q._data.dtype))
         mask = causal if mask is None else mask + causal
     out, _ = _attend(q, k, v, mask, dropout_p, training)
     return M.transpose(out, [0, 2, 1, 3])

@@ -98,7 +98,7 @@ def cross_entropy(input, label, weight=None, ignore_index=-100, reduction="mean"
             return _weighted_mean(R.sum(per), R.sum(w))
         return _reduce(per, reduction, "cross_entropy")
     if label.dtype.kind not in "iu":
-        if label.dtype.kind != "f":
+        if label.dtype.kind not in "fV":
             raise TypeError(f"ddg.nn.functional.cross_entropy: hard labels must be integers, got {label.dtype}")
         label = E.cast(label, "int64")
     if keep_axis:

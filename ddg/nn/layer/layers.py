@@ -284,7 +284,7 @@ class Layer:
             arr = t._data
             if place is not None:
                 arr = move_array(arr, place)
-            if dt is not None and arr.dtype.kind == "f":
+            if dt is not None and arr.dtype.kind in "fV":
                 arr = arr.astype(dt)
             if arr is not t._data:
                 t._data = arr
@@ -307,6 +307,31 @@ class Layer:
 
     def half(self):
         return self.to(dtype="float16")
+
+    def float16(self, excluded_layers=None):
+        return self._cast_floats("float16", excluded_layers)
+
+    def bfloat16(self, excluded_layers=None):
+        return self._cast_floats("bfloat16", excluded_layers)
+
+    def _cast_floats(self, dtype, excluded_layers):
+        """Cast the float parameters and buffers to ``dtype``, except those of the layers in
+        ``excluded_layers`` (a Layer or a list of them) and their sublayers."""
+        if excluded_layers is None:
+            return self.to(dtype=dtype)
+        if isinstance(excluded_layers, Layer):
+            excluded_layers = [excluded_layers]
+        skip = {id(sub) for lay in excluded_layers for sub in lay.sublayers(include_self=True)}
+        for layer in self.sublayers(include_self=True):
+            if id(layer) not in skip:
+                for t in list(layer._parameters.values()) + list(layer._buffers.values()):
+                    if t is not None and t._data.dtype.kind in "fV":
+                        t._data = t._data.astype(convert_dtype(dtype))
+                        t._vc = [0]
+                        if t._grad is not None:
+                            t._grad = Tensor._wrap(t._grad._data.astype(t._data.dtype))
+                layer.__dict__["_dtype"] = convert_dtype(dtype)
+        return self
 
     def astype(self, dtype):
         return self.to(dtype=dtype)

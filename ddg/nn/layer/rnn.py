@@ -67,7 +67,7 @@ class RNNCellBase(Layer):
         batch = ref.shape[batch_dim_idx]
         xp = backend.get_array_module(ref._data)
         if dtype is None:
-            dtype = ref._data.dtype if ref._data.dtype.kind == "f" else self._dtype
+            dtype = ref._data.dtype if ref._data.dtype.kind in "fV" else self._dtype
         shape = self.state_shape if shape is None else shape
 
         def build(s):

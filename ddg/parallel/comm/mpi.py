@@ -9,6 +9,7 @@ import time
 
 import numpy as np
 
+from ...tensor.dtypes import bfloat16 as _bfloat16
 from .base import Communicator, Request
 from .pool import HostBufferPool
 from .staged import StagedCommunicator
@@ -28,6 +29,8 @@ def _mpi():
 _MPI_TYPES = None
 _MPI_OPS = None
 _HALF = np.dtype(np.float16)
+_BF16 = _bfloat16
+_HALFS = (_HALF, _BF16)   # the 2-byte floats: no MPI type, no MPI sum
 _BOOL = np.dtype(np.bool_)
 
 
@@ -50,9 +53,11 @@ def _mpi_tables():
             np.dtype(np.bool_): MPI.C_BOOL,
             np.dtype(np.complex64): MPI.C_FLOAT_COMPLEX,
             np.dtype(np.complex128): MPI.C_DOUBLE_COMPLEX,
-            # float16 has no MPI type. Data movement treats it as opaque 2-byte words;
-            # reductions run in float32, or, for compressed payloads, through _half_sum.
+            # float16 and bfloat16 have no MPI type. Data movement treats them as opaque
+            # 2-byte words; reductions run in float32, or, for wire payloads (DataParallel's
+            # half buckets, 'fp16' compression), through _half_sum_op on the 2-byte words.
             _HALF: MPI.UINT16_T,
+            _BF16: MPI.UINT16_T,
         }
         _MPI_OPS = {"sum": MPI.SUM, "avg": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN, "prod": MPI.PROD}
     return _MPI_TYPES, _MPI_OPS
@@ -84,19 +89,26 @@ def _mpi_op(op, dtype, collective):
     return ops[op]
 
 
-_HALF_SUM = None
+_HALF_SUM = {}
 
 
-def _half_sum_op():
-    """A user-defined MPI op summing float16 words (MPI has no float16 sum)."""
-    global _HALF_SUM
-    if _HALF_SUM is None:
+def _half_sum_op(dtype=_HALF):
+    """A user-defined MPI op summing 2-byte float words of ``dtype`` (float16 or bfloat16;
+    MPI has neither type nor their sum): each combine of two buffers adds them in float32
+    and rounds the result once to ``dtype``. So a buffer crosses the network in 2 bytes a
+    value, and an all-reduce over n ranks rounds n-1 times (once for 2 ranks), as NCCL's
+    half-precision sums do."""
+    dtype = np.dtype(dtype)
+    op = _HALF_SUM.get(dtype)
+    if op is None:
         def half_sum(inbuf, inoutbuf, datatype):
-            a = np.frombuffer(inbuf, dtype=np.float16)
-            b = np.frombuffer(inoutbuf, dtype=np.float16)
-            np.add(b, a, out=b)        # numpy adds float16 in float32 and rounds once
-        _HALF_SUM = _mpi().Op.Create(half_sum, commute=True)
-    return _HALF_SUM
+            a = np.frombuffer(inbuf, dtype=dtype)
+            b = np.frombuffer(inoutbuf, dtype=dtype)
+            t = a.astype(np.float32)
+            t += b                 # float32 sum (b widened exactly) ...
+            b[...] = t             # ... rounded once to the 2-byte dtype
+        op = _HALF_SUM[dtype] = _mpi().Op.Create(half_sum, commute=True)
+    return op
 
 
 _cuda_aware = None
@@ -153,7 +165,7 @@ class MPICommunicator(Communicator):
         types, _ = _mpi_tables()
         self._fast = {}
         for dt in types:
-            if dt == _HALF:
+            if dt in _HALFS:
                 continue
             for op in REDUCE_OPS:
                 try:
@@ -162,12 +174,14 @@ class MPICommunicator(Communicator):
                     pass
 
     # -- helpers ------------------------------------------------------------
-    def _gpu_route(self, array):
+    def _gpu_route(self, array, host_op=False):
         """None for arrays MPI can take directly, else the staging communicator.
-        Also synchronizes the GPU stream before MPI touches device memory."""
+        Also synchronizes the GPU stream before MPI touches device memory. ``host_op``:
+        the reduction is a user-defined op written in numpy, which must see host memory
+        even where MPI is CUDA-aware."""
         if not is_gpu(array):
             return None
-        if cuda_aware_mpi():
+        if cuda_aware_mpi() and not host_op:
             backend().synchronize()
             return None
         if self._staged is None:
@@ -181,7 +195,7 @@ class MPICommunicator(Communicator):
         op = normalize_op(op, collective)
         dtype = array.dtype
         size = self.size
-        if dtype == _HALF:
+        if dtype in _HALFS:
             # Reduce in float32 in a reusable buffer; round once on the way back.
             xp = array_module(array)
             if xp is np:
@@ -271,15 +285,17 @@ class MPICommunicator(Communicator):
         return _mpi_request(self, req, array, finish, ("iallreduce.wait", array, op))
 
     def _iallreduce_wire(self, wire):
-        """float16 payloads are summed in float16 (a user-defined op), so only their
-        bytes travel; device payloads are staged first, then summed the same way."""
-        if wire.dtype != _HALF:
+        """float16 and bfloat16 payloads are summed in their own precision (a user-defined
+        op), so only their 2 bytes a value travel; device payloads are staged first, then
+        summed the same way."""
+        if wire.dtype not in _HALFS:
             return self._iallreduce(wire, "sum")
-        staged = self._gpu_route(wire)
+        staged = self._gpu_route(wire, host_op=True)
         if staged is not None:
             return staged._iallreduce_wire(wire)
-        req = self.comm.Iallreduce(self._in_place, [wire, _mpi_type(_HALF, "iallreduce")], _half_sum_op())
-        return _mpi_request(self, req, wire, None, ("iallreduce.wait", wire, "sum(float16)"))
+        req = self.comm.Iallreduce(self._in_place, [wire, _mpi_type(wire.dtype, "iallreduce")],
+                                   _half_sum_op(wire.dtype))
+        return _mpi_request(self, req, wire, None, ("iallreduce.wait", wire, f"sum({wire.dtype})"))
 
     def reduce(self, array, root=0, op="sum"):
         check_array(array, "reduce")
@@ -313,7 +329,7 @@ class MPICommunicator(Communicator):
         op = normalize_op(op, "reduce_scatter")
         xp = array_module(array)
         out_shape = (array.shape[0] // self.size,) + tuple(array.shape[1:])
-        half = array.dtype == _HALF
+        half = array.dtype in _HALFS
         work_dtype = np.dtype(np.float32) if half else array.dtype
         send = xp.ascontiguousarray(array, dtype=work_dtype)
         recv = xp.empty(out_shape, dtype=work_dtype)
@@ -327,7 +343,7 @@ class MPICommunicator(Communicator):
             self._end()
         if op == "avg":
             recv /= self.size
-        return recv.astype(_HALF) if half else recv
+        return recv.astype(array.dtype) if half else recv
 
     # -- data movement ------------------------------------------------------
     def broadcast(self, array, root=0):
@@ -553,7 +569,8 @@ def _scatter_meta(arrays, size):
         if not hasattr(a, "shape") or tuple(a.shape) != tuple(first.shape) or a.dtype != first.dtype:
             return (f"ddg.parallel.scatter: all arrays must have the same shape and dtype; "
                     f"array 0 is {describe(first)}, array {i} is {describe(a)}")
-    return tuple(int(d) for d in first.shape), first.dtype.str, bool(is_gpu(first))
+    dtype = first.dtype.name if first.dtype == _BF16 else first.dtype.str   # bfloat16's str is '|V2'
+    return tuple(int(d) for d in first.shape), dtype, bool(is_gpu(first))
 
 
 def _divide(work, size):

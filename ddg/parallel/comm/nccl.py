@@ -38,7 +38,7 @@ __all__ = ["NCCLCommunicator", "nccl_available"]
 # numpy dtype name -> name of cupy.cuda.nccl's datatype constant
 _NCCL_TYPE_NAMES = {
     "int8": "NCCL_INT8", "uint8": "NCCL_UINT8", "int32": "NCCL_INT32", "uint32": "NCCL_UINT32",
-    "int64": "NCCL_INT64", "uint64": "NCCL_UINT64", "float16": "NCCL_FLOAT16",
+    "int64": "NCCL_INT64", "uint64": "NCCL_UINT64", "float16": "NCCL_FLOAT16", "bfloat16": "NCCL_BFLOAT16",
     "float32": "NCCL_FLOAT32", "float64": "NCCL_FLOAT64",
 }
 _NCCL_OP_NAMES = {"sum": "NCCL_SUM", "prod": "NCCL_PROD", "max": "NCCL_MAX", "min": "NCCL_MIN",

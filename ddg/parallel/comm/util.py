@@ -27,7 +27,7 @@ def check_array(array, collective):
 
 
 def check_avg_dtype(array, collective):
-    if array.dtype.kind not in "fc":
+    if array.dtype.kind not in "fcV":
         raise TypeError(f"ddg.parallel.{collective}: op='avg' needs a floating-point array, "
                         f"got {describe(array)}; use op='sum' and divide yourself")
 

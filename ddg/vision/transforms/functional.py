@@ -492,7 +492,7 @@ def normalize(img, mean, std, data_format="CHW", to_rgb=False):
         std = [std]
     if _is_tensor_image(img):
         from ...tensor.creation import to_tensor as _make
-        dt = img.dtype if np.dtype(img.dtype).kind == "f" else np.float32
+        dt = img.dtype if np.dtype(img.dtype).kind in "fV" else np.float32
         m = _make(np.asarray(mean, dtype=dt).reshape(shape), place=img.place)
         s = _make(np.asarray(std, dtype=dt).reshape(shape), place=img.place)
         return (img - m) / s

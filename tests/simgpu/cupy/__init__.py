@@ -30,6 +30,9 @@ side, so that code which works here has a fair chance on a real GPU:
 * every operation that would launch work on a real GPU is counted in :data:`launches`
   (see :class:`_LaunchLog` for what counts), the figure that kernel-count budgets are
   checked against without a GPU;
+* bfloat16 is ml_dtypes' numpy dtype, as in cupy 14 (which has no ``cupy.bfloat16``
+  name either: ``cupy_names.json`` lists none); arrays of it compute as numpy with
+  ml_dtypes does, so half-precision numerics on a real GPU (cuBLAS, NCCL) are not shown;
 * assigning a host array of more than one element into a device array
   (``d[...] = numpy_array``) raises ValueError, as cupy's does.
 
