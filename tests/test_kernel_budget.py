@@ -31,13 +31,13 @@ pytestmark = pytest.mark.skipif(cp is None or not getattr(cp, "SIMULATED", False
 # 653 / 1323 / 1076 with it), then parameters and gradients become views of the fused step's
 # flat buffers: no gather or write-back, and ``Optimizer.clear_grad`` zeroes one buffer.
 # Batch norm's backward no longer gets (and computes with) zeros for the batch statistics'
-# gradients: resnet18 1198 -> 1038.
+# gradients: resnet18 1198 -> 1038. Half-precision support drops the GPT decoder's mask casts: 873 -> 849.
 BUDGETS = {
     "mlp": 60,
     "lenet": 149,
     "transformer": 518,
     "resnet18": 1038,
-    "gpt": 873,
+    "gpt": 849,
 }
 
 
