@@ -71,7 +71,7 @@ _LAZY = {
     "autograd": ".autograd", "nn": ".nn", "optimizer": ".optimizer", "vision": ".vision",
     "jit": ".jit", "static": ".static", "distributed": ".distributed", "parallel": ".parallel",
     "utils": ".utils", "regularizer": ".regularizer", "linalg": ".linalg",
-    "metric": ".metric", "callbacks": ".callbacks", "hapi": ".hapi",
+    "metric": ".metric", "callbacks": ".callbacks", "hapi": ".hapi", "amp": ".amp",
 }
 _LAZY_ATTRS = {
     "save": (".io.serialization", "save"), "load": (".io.serialization", "load"),

@@ -26,6 +26,8 @@ cover falls back to the per-parameter path (``Optimizer._update``): parameters o
 several dtypes/devices in one group, parameters with different regularizers in one
 group, optimizers without a ``_fused_update`` (Lamb: its trust ratio is per tensor),
 and on the CPU the parameters of ``CPU_FUSE_MAX_NUMEL`` elements or more (see there).
+With master weights (``multi_precision``) the flat buffers hold the float32 master
+copies (``Optimizer._work``), which are then rounded back into each parameter.
 """
 import numpy as np
 
@@ -123,7 +125,7 @@ CPU_FUSE_MAX_NUMEL = 1 << 12
 def fused_apply(opt, pairs, gi, group, group_lr, group_reg, unset):
     """Update ``pairs`` of group ``gi`` with whole-buffer calls; returns the pairs left
     for the per-parameter path (all of them when the group cannot be fused)."""
-    p0 = pairs[0][0]._data
+    p0 = opt._work(pairs[0][0])  # the parameter's array, or its float32 master copy
     dtype = p0.dtype
     atype = type(p0)
     gpu = atype is not np.ndarray
@@ -133,7 +135,7 @@ def fused_apply(opt, pairs, gi, group, group_lr, group_reg, unset):
     for p, g in pairs:
         if g is None:
             continue
-        parr = p._data
+        parr = opt._work(p)
         if not gpu and parr.size >= CPU_FUSE_MAX_NUMEL:
             rest.append((p, g))
             continue
@@ -203,5 +205,5 @@ def fused_apply(opt, pairs, gi, group, group_lr, group_reg, unset):
     opt._fused_update(params, pflat, gflat, lrs, flat.states, flat, group, xp)
     for parr, view, p in zip(parrs, flat.pviews, params):
         xp.copyto(parr, view)
-        p._bump()
+        opt._written(p, parr)
     return rest

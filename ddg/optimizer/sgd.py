@@ -11,6 +11,7 @@ class SGD(Optimizer):
                  multi_precision=False, name=None):
         self._default_dict = {}
         super().__init__(learning_rate, parameters, weight_decay, grad_clip, name)
+        self._multi_precision = bool(multi_precision)
 
     def _update(self, param, p, g, lr, state, group):
         xp = backend.get_array_module(p)
