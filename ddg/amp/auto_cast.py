@@ -79,8 +79,7 @@ class _AutoCastContext(contextlib.ContextDecorator):
         _GlobalState.amp_dtype = self.dtype
         policy = None
         if self.enable:
-            policy = AutoCast(self.low, self.level, self.white, self.black, self.use_promote,
-                              explicit=self.custom[0] | self.custom[1])
+            policy = AutoCast(self.low, self.level, self.white, self.black, self.use_promote, *self.custom)
         self._saved.append(_function._autocast[0])
         _function._autocast[0] = policy
         return self

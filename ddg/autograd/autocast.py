@@ -96,12 +96,15 @@ def _classes_named(entries):
 class AutoCast:
     """One ``auto_cast`` context's policy (see the module docstring)."""
 
-    def __init__(self, low, level, white, black, use_promote, explicit=()):
+    def __init__(self, low, level, white, black, use_promote, custom_white=(), custom_black=()):
         self.low = low
         self.level = level
-        self.white = _classes_named(white)
-        self.black = _classes_named(black)
-        named = self.white | self.black | _classes_named(explicit)
+        # a custom entry wins over a default list that reaches the same class by another name
+        # (Paddle's matmul, matmul_v2 and mul are all ddg's MatMul)
+        cw, cb = _classes_named(custom_white), _classes_named(custom_black)
+        self.white = (_classes_named(white) - cb) | cw
+        self.black = (_classes_named(black) - cw) | cb
+        named = self.white | self.black
         if level == "O2":
             self.gray = PROMOTE if use_promote else LOW
         elif level == "OD":

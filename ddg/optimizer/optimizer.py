@@ -429,7 +429,9 @@ class Optimizer:
         saved_masters = state_dict.get("master_weights") or {}
         by_prefix = {x: p for p, x in matched}
         for key, value in saved_masters.items():
-            p = by_name.get(key) or by_prefix.get(key + _MASTER)
+            p = by_name.get(key)
+            if p is None:
+                p = by_prefix.get(key + _MASTER)
             if p is None:
                 continue
             value = value._data if isinstance(value, Tensor) else value
