@@ -616,3 +616,15 @@ def test_bf16_missing_is_a_clear_error():
         pytest.skip("ddg.bfloat16 exists")
     with pytest.raises(TypeError, match="bfloat16"):
         ddg.amp.auto_cast(dtype="bfloat16")
+
+
+def test_example_script_runs_its_three_parts():
+    """examples/amp_train.py (Paddle's documented usage), with fewer steps."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("amp_train", os.path.join(HERE, "..", "examples", "amp_train.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    l1 = mod.train_o1(steps=12)
+    l2 = mod.train_o2(steps=12)
+    assert l1[-1] < l1[0] and l2[-1] < l2[0]
+    mod.overflow_and_checkpoint()    # asserts the skipped step, the lower scale and the restored state

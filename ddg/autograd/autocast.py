@@ -78,11 +78,28 @@ def _subclasses(cls):
     return out
 
 
+_by_name = [None, -1]   # {class name: [classes]}, and the count of Function's direct subclasses it saw
+_named = {}             # frozenset of list entries -> frozenset of classes
+
+
 def _classes_named(entries):
-    """The Function classes a list of op names (Paddle's or ddg's) or classes refers to."""
-    by_name = {}
-    for c in _subclasses(_function.Function):
-        by_name.setdefault(c.__name__, []).append(c)
+    """The Function classes a list of op names (Paddle's or ddg's) or classes refers to
+    (cached: every auto_cast entry asks, and walking the op classes costs ~0.3 ms)."""
+    n = len(_function.Function.__subclasses__())
+    if _by_name[1] != n:
+        by_name = {}
+        for c in _subclasses(_function.Function):
+            by_name.setdefault(c.__name__, []).append(c)
+        _by_name[:] = [by_name, n]
+        _named.clear()
+    key = frozenset(entries)
+    hit = _named.get(key)
+    if hit is None:
+        hit = _named[key] = frozenset(_resolve(entries, _by_name[0]))
+    return hit
+
+
+def _resolve(entries, by_name):
     out = set()
     for e in entries:
         if isinstance(e, type):
