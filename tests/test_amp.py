@@ -628,3 +628,52 @@ def test_example_script_runs_its_three_parts():
     l2 = mod.train_o2(steps=12)
     assert l1[-1] < l1[0] and l2[-1] < l2[0]
     mod.overflow_and_checkpoint()    # asserts the skipped step, the lower scale and the restored state
+
+
+# -- GPU (cupy, or simcupy in CI) ---------------------------------------------------------------------
+@pytest.mark.skipif(not ddg.tensor.backend.cupy_available(), reason="needs cupy (a GPU, or tests/simgpu's simcupy)")
+@pytest.mark.parametrize("level", ["O1", "O2"])
+def test_gpu_amp_step_matches_cpu_and_syncs_once(level):
+    from ddg.tensor import backend
+    from gpu_helpers import D2HCounter
+    cp = backend.cupy_module()
+    rng = np.random.default_rng(0)
+    xs = rng.standard_normal((8, 6)).astype(np.float32)
+    ys = rng.integers(0, 3, 8)
+
+    def run(place):
+        ddg.seed(0)
+        net = _Net()
+        if place == "gpu":
+            net.to("gpu")
+        opt = ddg.optimizer.Adam(learning_rate=0.01, parameters=net.parameters())
+        if level == "O2":
+            net, opt = ddg.amp.decorate(net, opt, level="O2")
+        scaler = ddg.amp.GradScaler(init_loss_scaling=256)
+        x, y = ddg.to_tensor(xs, place=place), ddg.to_tensor(ys, place=place)
+        counter = D2HCounter(cp).install() if place == "gpu" else None
+        try:
+            for _ in range(3):
+                with ddg.amp.auto_cast(level=level):
+                    loss = F.cross_entropy(net(x), y)
+                scaler.scale(loss).backward()
+                if counter is not None:
+                    counter.active = True
+                scaler.step(opt)
+                if counter is not None:
+                    counter.active = False
+                scaler.update()
+                opt.clear_grad()
+        finally:
+            if counter is not None:
+                counter.uninstall()
+        return net, counter
+
+    cpu, _ = run("cpu")
+    gpu, counter = run("gpu")
+    for p, q in zip(cpu.parameters(), gpu.parameters()):
+        assert backend.is_gpu_array(q._data) and q.dtype == p.dtype
+        np.testing.assert_allclose(backend.to_host(q._data).astype(np.float32), p.numpy().astype(np.float32),
+                                   rtol=2e-2, atol=2e-3)
+    if not counter.unpatched:
+        assert len(counter.calls) == 3, counter.report()   # one host sync per step: the finite flag
