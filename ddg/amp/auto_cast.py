@@ -85,6 +85,9 @@ class _AutoCastContext(contextlib.ContextDecorator):
         return self
 
     def __exit__(self, *exc):
+        policy = _function._autocast[0]
+        if policy is not None:
+            policy.active = False
         _function._autocast[0] = self._saved.pop()
         return False
 

@@ -21,6 +21,11 @@ float32 inputs are ever cast, float64 and integer tensors never are):
 * never cast: casts, moves, in-place writes, views (a view must share its input's
   memory) and ops without float inputs.
 
+The slot is process-wide, like ``ddg.jit``'s recording slot: ops that other threads run
+while a context is active are cast too, and while the policy runs one op the slot is
+empty, so do not run ddg ops in other threads during ``auto_cast`` (DataLoader workers
+return numpy data, which is fine).
+
 Parameters cast for an op are cached for the rest of the context (keyed by the
 parameter, valid while its array and version are unchanged and the cast's graph node
 has not been consumed by a backward pass), so a weight used by several ops, or every
@@ -133,7 +138,7 @@ class AutoCast:
                                                   if c not in named}
         self.actions = {}
         self.cache = {}
-        self.prev = None
+        self.active = True   # False once its context has exited (see __call__'s finally)
 
     def action(self, cls):
         if cls in self.white:
@@ -182,7 +187,8 @@ class AutoCast:
                     out = Cast(low)(out)
             return out
         finally:
-            slot[0] = self
+            if self.active:   # (another thread may have left the context meanwhile)
+                slot[0] = self
 
     def cast(self, t, dtype):
         """``t`` as ``dtype`` through a Cast op; parameters' casts are cached."""
