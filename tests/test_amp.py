@@ -52,6 +52,7 @@ def test_public_names_and_defaults_follow_paddle():
     assert list(dec) == ["models", "optimizers", "level", "dtype", "master_weight", "save_dtype", "master_grad",
                          "excluded_layers"]
     assert [m.value for m in amp.OptimizerState] == [0, 1, 2]
+    assert ddg.is_autocast_enabled is amp.is_autocast_enabled and ddg.autocast is amp.autocast
     assert amp.is_float16_supported() is True          # ddg's CPU AMP really works (Paddle's CPU: False)
     assert amp.is_bfloat16_supported() is HAS_BF16
 

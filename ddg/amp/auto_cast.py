@@ -28,7 +28,8 @@ class _GlobalState:
     amp_dtype = "float32"
 
 
-amp_global_state = _GlobalState
+def amp_global_state():
+    return _GlobalState
 
 
 def _dtype_name(dtype, who):
