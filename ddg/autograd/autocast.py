@@ -42,6 +42,7 @@ import numpy as np
 
 from . import function as _function
 from .grad_mode import _enabled
+from .ops.elementwise import Cast
 
 # Paddle op name -> names of the ddg Function classes that implement it.
 OP_CLASSES = {
@@ -163,6 +164,7 @@ class AutoCast:
                 act = self.action(type(fn))
             if act == NONE or not tensors:
                 return fn(*tensors)
+            first = tensors[0]._data.dtype
             names = [t._data.dtype.name for t in tensors]
             if act == LOW:
                 want = self.low
@@ -179,12 +181,12 @@ class AutoCast:
                            for t, n in zip(tensors, names)]
             out = fn(*tensors)
             if act == F32_KEEP and names[0] != "float32" and names[0] in _CASTABLE:
-                from .ops.elementwise import Cast
-                low = _dtype_named(names[0])
+                # float32 statistics, the result back in the input's dtype (extra outputs,
+                # batch norm's mean and variance, stay float32 for the running estimates)
                 if type(out) is tuple:
-                    out = (Cast(low)(out[0]),) + out[1:]
+                    out = (Cast(first)(out[0]),) + out[1:]
                 else:
-                    out = Cast(low)(out)
+                    out = Cast(first)(out)
             return out
         finally:
             if self.active:   # (another thread may have left the context meanwhile)
@@ -192,7 +194,6 @@ class AutoCast:
 
     def cast(self, t, dtype):
         """``t`` as ``dtype`` through a Cast op; parameters' casts are cached."""
-        from .ops.elementwise import Cast
         if t._node is not None or not getattr(t, "persistable", False):
             return Cast(dtype)(t)
         key = (id(t), dtype.name)
@@ -208,7 +209,3 @@ class AutoCast:
         self.cache[key] = (t, t._data, t._vc[0], out)
         return out
 
-
-def _dtype_named(name):
-    from ..tensor.dtypes import convert_dtype
-    return convert_dtype(name)
