@@ -130,6 +130,21 @@ def test_o2_od_levels_and_use_promote():
         assert (h16 + h16).dtype == "float32"        # OD: only the white list in low precision
 
 
+def test_embedding_follows_paddles_lookup_table_entry():
+    emb = nn.Embedding(10, 4)
+    ids = ddg.to_tensor(np.array([[1, 2], [3, 0]]))
+    ddg.amp.decorate(emb, level="O2")
+    assert emb.weight.dtype == "float16"
+    with ddg.amp.auto_cast(level="O2"):
+        out = emb(ids)
+    assert out.dtype == "float32"                    # lookup_table_v2 is on the O2 black list too
+    np.testing.assert_array_equal(out.numpy(), emb.weight.numpy().astype(np.float32)[ids.numpy()])
+    with ddg.amp.auto_cast(level="O2", custom_white_list={"lookup_table_v2"}):
+        assert emb(ids).dtype == "float16"
+    out = emb(ids)                                   # outside auto_cast: the weight's dtype
+    assert out.dtype == "float16"
+
+
 def test_o2_norm_statistics_are_float32():
     x = _t([4, 64], 7, "float32") * 300 + 1000       # large offset: float16 statistics would lose it
     h16 = x.astype("float16")

@@ -137,6 +137,8 @@ class AutoCast:
         # at O2, norms keep float32 statistics unless a list names them
         self.keep = set() if level != "O2" else {c for c in _classes_named(["batch_norm", "layer_norm"])
                                                   if c not in named}
+        self.names = (set(white) | set(custom_white)) - set(custom_black), (set(black) | set(custom_black)) - \
+            set(custom_white)
         self.actions = {}
         self.cache = {}
         self.active = True   # False once its context has exited (see __call__'s finally)
@@ -190,6 +192,22 @@ class AutoCast:
             return out
         finally:
             if self.active:   # (another thread may have left the context meanwhile)
+                slot[0] = self
+
+    def composite(self, name, t):
+        """For a composite that Paddle runs as one op named ``name`` (embedding:
+        ``lookup_table_v2``): ``t`` cast to the dtype that op's list gives (float32 when
+        black-listed, low precision when white-listed), else ``t`` itself."""
+        white, black = self.names
+        want = self.low if name in white else _F32 if name in black else None
+        if want is None or t._data.dtype.name not in _CASTABLE or t._data.dtype == want:
+            return t
+        slot = _function._autocast
+        slot[0] = None
+        try:
+            return self.cast(t, want)
+        finally:
+            if self.active:
                 slot[0] = self
 
     def cast(self, t, dtype):
