@@ -71,7 +71,7 @@ _LAZY = {
     "autograd": ".autograd", "nn": ".nn", "optimizer": ".optimizer", "vision": ".vision",
     "jit": ".jit", "static": ".static", "distributed": ".distributed", "parallel": ".parallel",
     "utils": ".utils", "regularizer": ".regularizer", "linalg": ".linalg",
-    "metric": ".metric", "callbacks": ".callbacks", "hapi": ".hapi",
+    "metric": ".metric", "callbacks": ".callbacks", "hapi": ".hapi", "amp": ".amp",
 }
 _LAZY_ATTRS = {
     "save": (".io.serialization", "save"), "load": (".io.serialization", "load"),
@@ -80,6 +80,11 @@ _LAZY_ATTRS = {
     "create_parameter": (".nn.layer.layers", "create_parameter_api"),
     "Model": (".hapi.model", "Model"), "summary": (".hapi.model_summary", "summary"),
     "flops": (".hapi.dynamic_flops", "flops"),
+    # Paddle's top-level AMP queries
+    "autocast": (".amp.auto_cast", "autocast"), "is_autocast_enabled": (".amp.auto_cast", "is_autocast_enabled"),
+    "get_autocast_dtype": (".amp.auto_cast", "get_autocast_dtype"),
+    "get_autocast_cpu_dtype": (".amp.auto_cast", "get_autocast_cpu_dtype"),
+    "get_autocast_gpu_dtype": (".amp.auto_cast", "get_autocast_gpu_dtype"),
 }
 
 

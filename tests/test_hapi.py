@@ -445,8 +445,10 @@ def test_prepare_and_fit_reject_bad_arguments():
         model.prepare(metrics=[object()])
     with pytest.raises(TypeError, match="loss"):
         model.prepare(loss=3)
-    with pytest.raises(NotImplementedError, match="amp_configs"):
-        model.prepare(amp_configs="O1")
+    with pytest.raises(ValueError, match="amp level"):      # amp_configs itself: tests/test_amp.py
+        model.prepare(amp_configs="O3")
+    with pytest.raises(ValueError, match="not accepted"):
+        model.prepare(amp_configs={"level": "O1", "loss_scale": 2})
     with pytest.raises(TypeError, match="Layer"):
         ddg.Model(lambda x: x)
     model = prepared()

@@ -35,6 +35,13 @@ _FLOAT_KINDS = "fcV"  # V: bfloat16 (ml_dtypes), the only void-kind dtype ddg ma
 #: read per op when not recording.
 _recorder = [None]
 
+#: ddg.amp's casting slot: inside ``auto_cast`` it holds the active ``AutoCast`` policy
+#: (ddg/autograd/autocast.py), a callable ``hook(fn, tensors)`` that casts the inputs of
+#: every op call to the dtype the op runs in under mixed precision, then runs it (with
+#: the slot cleared, so casts and the op take the ordinary path, and ddg.jit records
+#: them). None otherwise: one list read per op when AMP is off.
+_autocast = [None]
+
 
 def sum_to(g, shape):
     """Sum ``g`` down to ``shape``: the adjoint of broadcasting ``shape`` up to ``g.shape``."""
@@ -77,6 +84,8 @@ class Function:
         raise NotImplementedError
 
     def __call__(self, *tensors):
+        if _autocast[0] is not None:
+            return _autocast[0](self, tensors)
         if _recorder[0] is not None:
             return _recorder[0](self, tensors)
         # The hot path: every op of every step comes through here, so it is written for

@@ -28,6 +28,7 @@ import warnings
 
 import numpy as np
 
+from .. import amp as _amp
 from ..autograd.grad_mode import no_grad
 from ..io.dataloader import DataLoader
 from ..io.dataset import Dataset, IterableDataset
@@ -158,6 +159,10 @@ class Model:
         self._loss = None
         self._loss_weights = None
         self._optimizer = None
+        self._amp_level = "O0"              # prepare(amp_configs=...): the auto_cast level,
+        self._amp_custom_lists = {}         # its custom lists,
+        self._amp_configs = {}              # and the GradScaler's arguments
+        self._scaler = None
         self._metrics = []
         self._is_shape_inferred = False
         self._test_dataloader = None
@@ -207,10 +212,57 @@ class Model:
             if not isinstance(m, Metric):
                 raise TypeError(f"ddg.Model.prepare: {type(m).__name__} is not a subclass of ddg.metric.Metric")
         self._metrics = metrics
-        if amp_configs not in (None, "O0") and not (isinstance(amp_configs, dict)
-                                                      and amp_configs.get("level", "O1") == "O0"):
-            raise NotImplementedError("ddg.Model.prepare: amp_configs (mixed precision) is not supported by "
-                                      "ddg.Model yet; leave it None or 'O0'")
+        self._prepare_amp(amp_configs)
+
+    _AMP_SCALER_KEYS = ("init_loss_scaling", "incr_ratio", "decr_ratio", "incr_every_n_steps",
+                        "decr_every_n_nan_or_inf", "use_dynamic_loss_scaling")
+
+    def _prepare_amp(self, amp_configs):
+        """Paddle's forms: None/'O0' (off), 'O1', 'O2', or a dict with 'level' (default
+        'O1'), the auto_cast lists ('custom_white_list', 'custom_black_list') and the
+        GradScaler's arguments. O2 decorates the network and optimizer (float16
+        parameters, float32 master weights). Training steps run the forward under
+        ``auto_cast`` and step through a GradScaler; evaluation and prediction run the
+        forward under ``auto_cast`` at the same level."""
+        self._amp_level, self._amp_custom_lists, self._amp_configs = "O0", {}, {}
+        self._scaler = None
+        if not amp_configs:
+            return
+        if isinstance(amp_configs, str):
+            level, rest = amp_configs, {}
+        elif isinstance(amp_configs, dict):
+            rest = dict(amp_configs)
+            level = rest.pop("level", "O1")
+        else:
+            raise TypeError(f"ddg.Model.prepare: amp_configs must be None, 'O0', 'O1', 'O2' or a dict, "
+                            f"got {type(amp_configs).__name__}")
+        if level not in ("O0", "O1", "O2"):
+            raise ValueError(f"ddg.Model.prepare: the amp level must be 'O0', 'O1' or 'O2', got {level!r}")
+        if level == "O0":
+            return
+        if "use_pure_fp16" in rest:
+            raise ValueError("ddg.Model.prepare: 'use_pure_fp16' is not an amp_configs key; the level "
+                             "('O1' or 'O2') decides")
+        if rest.pop("use_fp16_guard", None):
+            raise ValueError("ddg.Model.prepare: 'use_fp16_guard' applies to static graphs only")
+        lists = {k: rest.pop(k) for k in ("custom_white_list", "custom_black_list") if k in rest}
+        unknown = set(rest) - set(self._AMP_SCALER_KEYS)
+        if unknown:
+            raise ValueError(f"ddg.Model.prepare: amp_configs keys {sorted(unknown)} are not accepted (besides "
+                             f"'level' and the custom lists: {', '.join(self._AMP_SCALER_KEYS)})")
+        _amp.auto_cast(level=level, **lists)   # checks the lists now rather than at the first step
+        self._amp_level, self._amp_custom_lists, self._amp_configs = level, lists, rest
+        if level == "O2":
+            if self._optimizer is not None:
+                self.network, self._optimizer = _amp.decorate(self.network, self._optimizer, level="O2")
+            else:
+                self.network = _amp.decorate(self.network, level="O2")
+            if self._ddp is not None:  # rebuild the buckets for the parameters' new dtype
+                self._ddp = DataParallel(self.network)
+
+    def _autocast(self):
+        return _amp.auto_cast(enable=self._amp_level != "O0", level=self._amp_level if self._amp_level != "O0"
+                              else "O1", **self._amp_custom_lists)
 
     def parameters(self, *args, **kwargs):
         """The network's parameters."""
@@ -295,18 +347,26 @@ class Model:
         sync_off = self._ddp.no_sync() if (self._ddp is not None and not update) else None
         if sync_off is not None:
             sync_off.__enter__()
+        amp = self._amp_level != "O0"
+        if amp and self._scaler is None:
+            self._scaler = _amp.GradScaler(**self._amp_configs)
         try:
-            outputs = self._forward(inputs)
+            with self._autocast():
+                outputs = self._forward(inputs)
             losses = self._compute_loss(outputs, labels)
             final = losses[0]
             for extra in losses[1:]:
                 final = final + extra
-            final.backward()
+            (self._scaler.scale(final) if amp else final).backward()
         finally:
             if sync_off is not None:
                 sync_off.__exit__(None, None, None)
         if update:
-            self._optimizer.step()
+            if amp:
+                self._scaler.step(self._optimizer)
+                self._scaler.update()
+            else:
+                self._optimizer.step()
             self.network.clear_gradients()
         outputs = [o.detach() for o in outputs]
         if self._shard is not None:
@@ -327,7 +387,8 @@ class Model:
             inputs = self._split_inputs(inputs, "inputs")
             labels = self._split_inputs(labels, "labels")
             self._infer_inputs(inputs)
-            outputs = self._forward(inputs)
+            with self._autocast():
+                outputs = self._forward(inputs)
             losses = self._compute_loss(outputs, labels) if self._loss is not None else None
             if self._shard is not None:
                 if losses is not None:
@@ -348,7 +409,8 @@ class Model:
             self.mode = "test"
             inputs = self._split_inputs(inputs, "inputs")
             self._infer_inputs(inputs)
-            outputs = self._forward(inputs)
+            with self._autocast():
+                outputs = self._forward(inputs)
             if self._shard is not None:
                 outputs = self._gather(outputs)
                 self._last_count = int(outputs[0].shape[0]) if outputs else 0

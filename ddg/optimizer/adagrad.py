@@ -23,7 +23,7 @@ class Adagrad(Optimizer):
         super().__init__(learning_rate, parameters, weight_decay, grad_clip, name)
 
     def _init_state(self, param, group):
-        return {"moment": self._zeros_like(param._data, self._initial)}
+        return {"moment": self._zeros_like(self._work(param), self._initial)}
 
     def _rule(self, xp, p, g, acc, s, lr, group):
         mom = acc["moment"]

@@ -66,6 +66,7 @@ class Adam(Optimizer):
         if self._amsgrad:
             self._acc_names = self._acc_names + ("moment2_max",)
         super().__init__(learning_rate, parameters, weight_decay, grad_clip, name)
+        self._multi_precision = bool(multi_precision)
 
     def _init_scalars(self, group):
         return {"beta1_pow_acc": group["beta1"], "beta2_pow_acc": group["beta2"]}

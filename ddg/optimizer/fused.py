@@ -37,6 +37,10 @@ to rounding. What the fused path does not cover falls back to the per-parameter 
 with different regularizers in one group, optimizers with neither a ``_rule`` nor a
 ``_fused_update`` (Adamax, Adadelta, RAdam, NAdam), and on the CPU the parameters of
 ``CPU_FUSE_MAX_NUMEL`` elements or more (see there).
+With master weights (``multi_precision``) the flat buffers hold the float32 master
+copies (``Optimizer._work``), which are then rounded back into each parameter; float16
+and bfloat16 parameters without master weights take the per-parameter path (updated in
+float32 and rounded back).
 """
 import sys
 
@@ -219,10 +223,10 @@ def fused_apply(opt, pairs, gi, group, group_lr, group_reg, unset, clip=None):
         unfused = lambda: clip(pairs)  # noqa: E731  (what the caller would have done)
     else:
         unfused = lambda: pairs  # noqa: E731
-    p0 = pairs[0][0]._data
+    p0 = opt._work(pairs[0][0])  # the parameter's array, or its float32 master copy
     dtype = p0.dtype
-    if dtype.itemsize == 2:   # float16/bfloat16 take the per-parameter path (updated in float32)
-        return pairs
+    if dtype.itemsize == 2:   # float16/bfloat16 without master weights: per parameter, in float32
+        return unfused()
     atype = type(p0)
     gpu = atype is not np.ndarray
     dev = backend.device_id_of(p0)
@@ -231,7 +235,7 @@ def fused_apply(opt, pairs, gi, group, group_lr, group_reg, unset, clip=None):
     for p, g in pairs:
         if g is None:
             continue
-        parr = p._data
+        parr = opt._work(p)
         if not gpu and parr.size >= CPU_FUSE_MAX_NUMEL:
             rest.append((p, g))
             continue
@@ -307,8 +311,8 @@ def fused_apply(opt, pairs, gi, group, group_lr, group_reg, unset, clip=None):
     opt._fused_update(params, pflat, gflat, lrs, flat.states, flat, group, xp)
     for i in own:
         xp.copyto(parrs[i], flat.pviews[i])
-    for p in params:
-        p._bump()
+    for p, parr in zip(params, parrs):
+        opt._written(p, parr)  # (rounds a master copy back into its parameter)
     return rest
 
 

@@ -39,6 +39,7 @@ class Lamb(Optimizer):
         self._exclude_fn = exclude_from_weight_decay_fn
         self._always_adapt = bool(always_adapt)
         super().__init__(learning_rate, parameters, None, grad_clip, name)
+        self._multi_precision = bool(multi_precision)
 
     def _init_scalars(self, group):
         return {"beta1_pow_acc": group["beta1"], "beta2_pow_acc": group["beta2"]}

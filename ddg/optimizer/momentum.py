@@ -22,6 +22,7 @@ class Momentum(Optimizer):
         self._default_dict = {"momentum": momentum, "use_nesterov": bool(use_nesterov)}
         self._rescale_grad = _scalar(rescale_grad, "rescale_grad", "Momentum")
         super().__init__(learning_rate, parameters, weight_decay, grad_clip, name)
+        self._multi_precision = bool(multi_precision)
 
     def _rule(self, xp, p, g, acc, s, lr, group):
         mu = group["momentum"]

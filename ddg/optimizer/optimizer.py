@@ -19,6 +19,15 @@ per parameter (keyed by ``id(param)``) of arrays on the parameter's device and o
 Python floats (beta powers). ``state_dict()`` names the entries as Paddle does:
 ``{param.name}_{accumulator}_0`` (e.g. ``linear_0.w_0_moment1_0``), plus
 ``LR_Scheduler`` when the learning rate is a scheduler.
+
+Master weights (``multi_precision=True``, which ``ddg.amp.decorate(level='O2')`` turns on
+for every optimizer): a float16/bfloat16 parameter is updated through a float32 copy
+(``_work``), with float32 gradients (cast before clipping, so a global norm cannot
+overflow in half precision), float32 accumulators, and the result rounded back into the
+parameter's own array. ``state_dict`` names such accumulators as Paddle does,
+``{param.name}_fp32_master_0_{accumulator}_0``, and adds ``master_weights`` (a dict of the
+float32 copies by parameter name). The copy follows the parameter: if anything other than
+the optimizer changes the parameter (``set_value``, a load), the copy is taken afresh.
 """
 import numbers
 import warnings
@@ -83,6 +92,8 @@ class Optimizer:
         self._state = {}
         self._bufs = {}
         self._flat = {}         # fused step: flat accumulator buffers per (group, dtype, device)
+        self._multi_precision = False  # master weights for float16/bfloat16 parameters (see the docstring)
+        self._masters = {}      # id(param) -> [float32 copy, the param array it follows, its version]
         self._use_fused = True  # False: the per-parameter path (the reference the fused one is tested against)
         self._max_numel = {}
         self._param_groups = []
@@ -164,6 +175,37 @@ class Optimizer:
     def _params_grads(self, params):
         return [(p, p._grad) for p in params if not p.stop_gradient and p._grad is not None]
 
+    def _work(self, p):
+        """The array the update rule changes for parameter ``p``: its own array, or (master
+        weights on, ``p`` float16/bfloat16) its float32 master copy."""
+        arr = p._data
+        if not self._multi_precision or arr.dtype.name not in _LOW:
+            return arr
+        m = self._masters.get(id(p))
+        if m is None or m[1] is not arr or m[2] != p._vc[0]:
+            m = self._masters[id(p)] = [arr.astype(np.float32), arr, p._vc[0]]
+        return m[0]
+
+    def _written(self, p, work):
+        """After an update of ``work`` (``_work(p)``): round a master copy back into the
+        parameter, and bump the parameter's version."""
+        if work is not p._data:
+            p._data[...] = work
+            p._bump()
+            self._masters[id(p)][2] = p._vc[0]
+        else:
+            p._bump()
+
+    def _master_pairs(self, pairs):
+        """Master weights: float32 gradients for the float16/bfloat16 parameters."""
+        out = []
+        for p, g in pairs:
+            if g is not None and p._data.dtype.name in _LOW:
+                garr = g._data if isinstance(g, Tensor) else g
+                g = Tensor._wrap(garr.astype(np.float32))
+            out.append((p, g))
+        return out
+
     def step(self):
         """Update every parameter that has a gradient, from its current gradient."""
         if not self._param_groups:
@@ -178,6 +220,8 @@ class Optimizer:
     def _apply_group(self, pairs, gi, lr):
         group = self._param_groups[gi]
         fused = self._use_fused and self._fusable()
+        if self._multi_precision:
+            pairs = self._master_pairs(pairs)
         clip = group.get("grad_clip")
         if clip is not None and not (fused and getattr(clip, "fuses", None) and clip.fuses()):
             pairs = clip(pairs)
@@ -192,7 +236,7 @@ class Optimizer:
         for p, g in pairs:
             if g is None:
                 continue
-            parr = p._data
+            parr = self._work(p)
             garr = g._data if isinstance(g, Tensor) else g
             if garr.shape != parr.shape:
                 raise ValueError(f"ddg.optimizer.{type(self).__name__}: gradient of parameter "
@@ -202,7 +246,8 @@ class Optimizer:
             if half:
                 # float16/bfloat16 parameters are updated in float32 (their optimizer state is
                 # float32: Adam's epsilon 1e-8 and squared gradients underflow float16) and
-                # rounded back once; master weights are ddg.amp's business (multi_precision)
+                # rounded back once; with master weights (multi_precision, ddg.amp.decorate)
+                # ``_work`` gave the float32 master copy instead, and this does not apply
                 parr = parr.astype(np.float32)
                 garr = garr.astype(np.float32)
             elif garr.dtype != parr.dtype:
@@ -221,7 +266,9 @@ class Optimizer:
             self._update(p, parr, garr, plr, state, group)
             if half:
                 p._data[...] = parr
-            p._bump()
+                p._bump()
+            else:
+                self._written(p, parr)
 
     def _prepare_grad(self, p, g, reg):
         """The gradient the update rule sees: ``rescale * g + decay(p)``, in a scratch
@@ -275,7 +322,8 @@ class Optimizer:
 
     def _init_state(self, param, group):
         """Fresh state for a parameter: zero arrays for ``_acc_names`` and the scalars."""
-        state = {name: self._zeros_like(param._data) for name in self._acc_names}
+        work = self._work(param)
+        state = {name: self._zeros_like(work) for name in self._acc_names}
         state.update(self._init_scalars(group))
         return state
 
@@ -367,15 +415,23 @@ class Optimizer:
         """The optimizer's state: accumulators by Paddle's names (Tensors sharing the
         optimizer's arrays; scalars as shape-[1] float64 Tensors) and ``LR_Scheduler``."""
         out = {}
+        masters = {}
         for p in self._parameter_list or ():
             state = self._state.get(id(p))
             if state is None:
                 continue
-            arrays, scalars = self._state_keys(p.name)
+            prefix = p.name
+            m = self._masters.get(id(p))
+            if m is not None and p._data.dtype.name in _LOW:
+                prefix += _MASTER
+                masters[p.name] = Tensor._wrap(m[0])
+            arrays, scalars = self._state_keys(prefix)
             for key, name in zip(arrays, self._acc_names):
                 out[key] = Tensor._wrap(state[name])
             for key, name in zip(scalars, self._scalar_accs):
                 out[key] = Tensor._wrap(np.array([state[name]], dtype=np.float64))
+        if masters:
+            out["master_weights"] = masters
         if isinstance(self._learning_rate, LRScheduler):
             out["LR_Scheduler"] = self._learning_rate.state_dict()
         return out
@@ -403,10 +459,14 @@ class Optimizer:
         prefixes = list(prefixes)
         params = list(self._parameter_list or ())
         by_name = {p.name: p for p in params}
-        matched = [(by_name[x], x) for x in prefixes if x in by_name]
+
+        def pname(prefix):  # the parameter name in a key prefix (master-weight keys have a suffix)
+            return prefix[:-len(_MASTER)] if prefix.endswith(_MASTER) else prefix
+
+        matched = [(by_name[pname(x)], x) for x in prefixes if pname(x) in by_name]
         if len(matched) < len(prefixes):
             used = {x for _, x in matched}
-            left_p = [p for p in params if p.name not in used]
+            left_p = [p for p in params if p.name not in {pname(x) for x in used}]
             left_x = [x for x in prefixes if x not in used]
             if not matched and len(left_x) == len(left_p):
                 matched = list(zip(left_p, left_x))
@@ -414,6 +474,21 @@ class Optimizer:
                 warnings.warn(f"ddg.optimizer.{owner}.set_state_dict: no parameter for the saved state of "
                               f"{left_x[:5]}{'...' if len(left_x) > 5 else ''}; that state is ignored")
         group_of = {id(p): g for g in self._param_groups for p in g["params"]}
+        saved_masters = state_dict.get("master_weights") or {}
+        by_prefix = {x: p for p, x in matched}
+        for key, value in saved_masters.items():
+            p = by_name.get(key)
+            if p is None:
+                p = by_prefix.get(key + _MASTER)
+            if p is None:
+                continue
+            value = value._data if isinstance(value, Tensor) else value
+            xp = backend.get_array_module(p._data)
+            value = (backend.to_host(value) if xp is np else xp.asarray(value)).astype(np.float32)
+            if tuple(value.shape) != tuple(p._data.shape):
+                raise ValueError(f"ddg.optimizer.{owner}.set_state_dict: master weight {key} has shape "
+                                 f"{list(value.shape)}, parameter {p.name!r} has shape {list(p._data.shape)}")
+            self._masters[id(p)] = [value, p._data, p._vc[0]]
         for p, prefix in matched:
             state = self._init_state(p, group_of[id(p)])
             arrays, scalars = self._state_keys(prefix)
@@ -446,3 +521,5 @@ class _Unset:
 
 
 _UNSET = _Unset()
+_LOW = ("float16", "bfloat16")
+_MASTER = "_fp32_master_0"

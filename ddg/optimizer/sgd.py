@@ -9,6 +9,7 @@ class SGD(Optimizer):
                  multi_precision=False, name=None):
         self._default_dict = {}
         super().__init__(learning_rate, parameters, weight_decay, grad_clip, name)
+        self._multi_precision = bool(multi_precision)
 
     def _rule(self, xp, p, g, acc, s, lr, group):
         xp.multiply(g, lr, out=s)

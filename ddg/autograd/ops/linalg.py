@@ -122,6 +122,10 @@ class Einsum(Function):
         self.ins, self.out = ins, out
 
     def forward(self, *arrays):
+        # checked here, not in the entry point, so that ddg.amp casts the operands first
+        same = {a.dtype for a in arrays}
+        if len(same) > 1:
+            raise TypeError(f"operands of different dtypes {sorted(map(str, same))}")
         xp = backend.get_array_module(*arrays)
         arrays = tuple(upcast(a) for a in arrays)   # numpy's einsum refuses bfloat16
         self.arrays = arrays
@@ -166,9 +170,6 @@ def einsum(equation, *operands):
             raise ValueError(f"ddg.einsum: operand subscripts {s!r} repeat a letter (diagonals are not supported)")
         if len(s) != t.ndim:
             raise ValueError(f"ddg.einsum: subscripts {s!r} do not fit an operand of shape {t.shape}")
-    same = {t._data.dtype for t in operands}
-    if len(same) > 1:
-        raise TypeError(f"ddg.einsum: operands of different dtypes {sorted(map(str, same))}")
     return Einsum(ins, out)(*operands)
 
 

@@ -6,6 +6,7 @@ from ...tensor import backend
 from ...tensor.place import move_array, place_of
 from ...tensor.tensor import Tensor, _watch
 from ..axes import normalize_axis as _ax
+from .. import function as _function
 from ..function import Function, sum_to
 from ..grad_mode import _enabled
 
@@ -429,11 +430,16 @@ def broadcast_tensors(input, name=None):  # noqa: A002
     return [broadcast_to(t, shape) for t in input]
 
 
+_AMP_FLOATS = {"float16", "bfloat16", "float32"}
+
+
 def _same_dtype(x, op):
     """Paddle's concat and stack take one dtype only (even float32 with float64 is refused)."""
     d = x[0]._data.dtype
     for i, t in enumerate(x):
         if t._data.dtype != d:
+            if _function._autocast[0] is not None and {d.name, t._data.dtype.name} <= _AMP_FLOATS:
+                continue   # under ddg.amp.auto_cast the op promotes float16/bfloat16 with float32
             raise TypeError(f"ddg.{op}: tensor 0 is {d} but tensor {i} is {t._data.dtype} (shapes {x[0].shape} "
                             f"and {t.shape}); cast them to one dtype first")
 

@@ -1,5 +1,6 @@
 """embedding: rows of a weight matrix picked by integer ids (an integer-array index,
 whose backward scatter-adds into the picked rows)."""
+from ...autograd import function as _function
 from ...autograd.ops import elementwise as E
 from ...autograd.ops import movement as M
 from ...autograd.ops.logic import not_equal
@@ -25,6 +26,9 @@ def embedding(x, weight, padding_idx=None, max_norm=None, norm_type=2.0, sparse=
     if not backend.is_gpu_array(ids) and ids.size and (int(ids.min()) < 0 or int(ids.max()) >= n):
         raise ValueError(f"ddg.nn.functional.embedding: ids must lie in [0, {n}), got values from {int(ids.min())} "
                          f"to {int(ids.max())}")
+    amp = _function._autocast[0]
+    if amp is not None:  # ddg.amp: Paddle black-lists its embedding op (lookup_table_v2) at O1 and O2
+        weight = amp.composite("lookup_table_v2", weight)
     out = M.getitem(weight, x)
     if padding_idx is not None:
         pidx = int(padding_idx)

@@ -155,6 +155,15 @@ class Layer:
         self._forward_post_hooks[h._id] = hook
         return h
 
+    def register_state_dict_hook(self, hook):
+        """``hook(state_dict)`` runs at the end of this layer's ``state_dict()`` (with
+        ``use_hook=True``); it may change the dict in place or return a new one
+        (``ddg.amp.decorate(save_dtype=...)`` casts the saved values this way)."""
+        hooks = self.__dict__.setdefault("_state_dict_hooks", collections.OrderedDict())
+        h = _Handle(hooks)
+        hooks[h._id] = hook
+        return h
+
     # -- building ----------------------------------------------------------------------------
     def full_name(self):
         return self._full_name
@@ -348,6 +357,13 @@ class Layer:
             for name, b in layer._buffers.items():
                 if b is not None and name not in layer._non_persistable_buffer_names:
                     out[structured_name_prefix + (f"{lp}.{name}" if lp else name)] = b
+        if use_hook:
+            # the hooks of the layer asked (of the wrapped layer, for DataParallel)
+            top = [layer for lp, layer in self.named_sublayers(include_self=True) if not lp][:1] or [self]
+            for hook in list(top[0].__dict__.get("_state_dict_hooks", {}).values()):
+                result = hook(out)
+                if result is not None:
+                    out = result
         return out
 
     def set_state_dict(self, state_dict, use_structured_name=True):
