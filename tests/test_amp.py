@@ -696,3 +696,41 @@ def test_gpu_amp_step_matches_cpu_and_syncs_once(level):
                                    rtol=2e-2, atol=2e-3)
     if not counter.unpatched:
         assert len(counter.calls) == 3, counter.report()   # one host sync per step: the finite flag
+
+
+def test_scaler_checks_a_fused_flat_gradient_buffer_as_one_array():
+    """Once the fused optimizer step holds the gradients in one flat buffer, the scaler
+    unscales and checks that buffer with one multiply and one sum, and still finds an inf
+    planted in any one parameter's gradient."""
+    from ddg.amp.grad_scaler import _flat_groups
+    ddg.seed(0)
+    net = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
+    opt = ddg.optimizer.SGD(learning_rate=0.1, parameters=net.parameters())
+    x = ddg.to_tensor(np.ones((3, 4), dtype=np.float32))
+    net(x).sum().backward()
+    opt.step()                      # the step adopts the gradients into flat storage
+    opt.clear_grad()
+    scaler = ddg.amp.GradScaler(init_loss_scaling=8.0)
+    with ddg.amp.auto_cast():
+        loss = net(x).sum()
+    scaler.scale(loss).backward()
+    grads = [p.grad for p in net.parameters()]
+    groups = _flat_groups(grads)
+    assert len(groups) == 1 and groups[0].size == sum(p.size for p in net.parameters())
+    expect = [g.numpy() / 8.0 for g in grads]
+    before = [p.numpy() for p in net.parameters()]
+    scaler.step(opt)
+    scaler.update()
+    for p, b, g in zip(net.parameters(), before, expect):
+        np.testing.assert_allclose(p.numpy(), b - 0.1 * g, rtol=1e-5, atol=1e-6)
+    opt.clear_grad()
+    with ddg.amp.auto_cast():
+        loss = net(x).sum()
+    scaler.scale(loss).backward()
+    net[2].bias.grad._data[1] = np.inf
+    before = [p.numpy() for p in net.parameters()]
+    scaler.step(opt)
+    scaler.update()
+    assert scaler._scale == 4.0
+    for p, b in zip(net.parameters(), before):
+        assert np.array_equal(p.numpy(), b)   # skipped

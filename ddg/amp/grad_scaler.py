@@ -9,9 +9,10 @@ scaling, every ``decr_every_n_nan_or_inf`` such steps the scale is multiplied by
 ``decr_ratio``; every ``incr_every_n_steps`` consecutive finite steps it is multiplied by
 ``incr_ratio``.
 
-The finite check costs one reduction per gradient (fused with nothing else to keep it
-exact: a sum in float32 of each gradient, which any inf or nan makes non-finite), their
-stack, and ONE host synchronization per step, not one per parameter. Under several MPI
+The finite check costs one reduction per gradient array (a sum in float32, which any
+inf or nan makes non-finite), their stack, and ONE host synchronization per step, not
+one per parameter. Gradients that fill one flat buffer (the fused optimizer step keeps
+them so after its first step) count as one array: a multiply and a sum for all of them. Under several MPI
 ranks (the world communicator exists and has more than one rank) the flag is all-reduced
 (one 4-byte MAX), so every rank skips the same steps even when only one rank's
 gradients overflowed (under DataParallel the summed gradients carry an inf to every
@@ -51,13 +52,34 @@ def _grads_of(optimizer):
     return [p._grad for p in params if p._grad is not None]
 
 
-def _unscale_and_check(grads, inv_scale):
-    """Multiply every gradient by ``inv_scale`` in place; True when any holds inf or nan.
-    One reduction per gradient (a float32 sum: an inf or nan anywhere makes it
-    non-finite), one per device for their stack, one host sync per device."""
-    sums = {}
+def _flat_groups(grads):
+    """The gradient arrays, with those that together make up one whole flat buffer (the
+    fused optimizer step's gradient storage, see ddg/optimizer/fused.py) replaced by
+    that buffer: one array to scale and sum instead of one per parameter."""
+    by_base, alone = {}, []
     for g in grads:
         arr = g._data
+        base = arr.base
+        if base is not None and base.ndim == 1 and base.flags.c_contiguous and arr.dtype == base.dtype:
+            by_base.setdefault(id(base), (base, []))[1].append(arr)
+        else:
+            alone.append(arr)
+    out = list(alone)
+    for base, arrs in by_base.values():
+        if sum(a.size for a in arrs) == base.size and len({id(a) for a in arrs}) == len(arrs):
+            out.append(base)  # every element of the buffer is one of these gradients
+        else:
+            out.extend(arrs)
+    return out
+
+
+def _unscale_and_check(grads, inv_scale):
+    """Multiply every gradient by ``inv_scale`` in place; True when any holds inf or nan.
+    One reduction per gradient array (a float32 sum: an inf or nan anywhere makes it
+    non-finite), where the gradients that fill a flat buffer count as one array; one per
+    device for their stack; one host sync per device."""
+    sums = {}
+    for arr in _flat_groups(grads):
         xp = backend.get_array_module(arr)
         low = arr.dtype.itemsize < 4
         if inv_scale != 1.0:
