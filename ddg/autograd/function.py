@@ -72,6 +72,23 @@ class Function:
     def backward(self, grad):  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def backward_graph(self, grad):
+        """``backward`` written with ddg ops on Tensors, run by the engine instead of
+        ``backward`` under ``create_graph=True`` so that the gradient can be differentiated
+        again (see ``ddg.autograd.higher``). ``grad`` is a Tensor (a tuple of them for
+        multi-output ops); returns one Tensor or None per input."""
+        raise NotImplementedError(
+            f"ddg: op {self.name} does not support higher-order gradients (create_graph=True): it has no "
+            f"differentiable backward (backward_graph); the README's 'Higher-order gradients' section lists "
+            f"the ops that have one")
+
+    def apply_linear(self, u):
+        """For ops linear in input 0 whose ``backward_graph`` is ``linear_backward_graph``: the
+        op's linear map applied to array ``u`` (by default ``forward`` on a copy of this node,
+        other inputs being index arrays the op saved)."""
+        from .higher import _frozen
+        return _frozen(self).forward(u)
+
     def __call__(self, *tensors):
         if _recorder[0] is not None:
             return _recorder[0](self, tensors)

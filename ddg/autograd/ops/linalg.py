@@ -2,6 +2,7 @@
 the matrix inverse. Their composites (dot, outer, t) are in ``ddg.autograd.composite``."""
 from ...tensor import backend
 from ..function import Function, same_float_dtype, sum_to
+from ..higher import live_input, sum_to_t
 
 
 def _swap(a):
@@ -62,6 +63,28 @@ class MatMul(Function):
             else:
                 gB = sum_to(gB, B.shape)
                 gb = _swap(gB) if self.ty else gB
+        return ga, gb
+
+    def backward_graph(self, g):
+        a, b = self.a, self.b
+        na, nb = self.needs
+        at, bt = live_input(self, 0, a), live_input(self, 1, b)
+        tx, ty = self.tx and a.ndim > 1, self.ty and b.ndim > 1
+        if b.ndim == 1:  # vectors as matrices: [K] -> [K, 1] (b), [1, K] (a)
+            bt, g = bt.reshape([-1, 1]), g.unsqueeze(-1)
+        if a.ndim == 1:
+            at, g = at.reshape([1, -1]), g.unsqueeze(-2)
+        ga = gb = None
+        if na:  # d/dA of g . (A @ B) is g @ B^T; transposed back when A is a^T
+            ga = MatMul(ty, True)(bt, g) if tx else MatMul(False, not ty)(g, bt)
+            ga = sum_to_t(ga, at.shape)
+            if a.ndim == 1:
+                ga = ga.reshape(list(a.shape))
+        if nb:
+            gb = MatMul(True, tx)(g, at) if ty else MatMul(not tx, False)(at, g)
+            gb = sum_to_t(gb, bt.shape)
+            if b.ndim == 1:
+                gb = gb.reshape(list(b.shape))
         return ga, gb
 
 
