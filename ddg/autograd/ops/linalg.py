@@ -2,7 +2,7 @@
 the matrix inverse. Their composites (dot, outer, t) are in ``ddg.autograd.composite``."""
 from ...tensor import backend
 from ..function import Function, same_float_dtype, sum_to
-from ..higher import live_input, sum_to_t
+from ..higher import live_input, live_output, sum_to_t
 
 
 def _swap(a):
@@ -123,6 +123,10 @@ class Inverse(Function):
         t = _swap(self.out)
         return -(t @ g @ t)
 
+    def backward_graph(self, g):
+        y = live_output(self, self.out)
+        return -MatMul(False, True)(MatMul(True, False)(y, g), y)  # -(Y^T g Y^T), Y = inv(A)
+
 
 def inverse(x, name=None):
     if x._data.dtype.kind not in "fc":
@@ -158,6 +162,21 @@ class Einsum(Function):
             shape = self.arrays[k].shape
             view = [shape[i] if c in have else 1 for i, c in enumerate(self.ins[k])]
             grads.append(xp.broadcast_to(r.reshape(view), shape).astype(self.arrays[k].dtype, copy=False))
+        return tuple(grads)
+
+    def backward_graph(self, g):
+        grads = []
+        for k, need in enumerate(self.needs):
+            if not need:
+                grads.append(None)
+                continue
+            others = [(s, live_input(self, i, a)) for i, (s, a) in enumerate(zip(self.ins, self.arrays)) if i != k]
+            have = set(self.out).union(*[set(s) for s, _ in others])
+            target = "".join(c for c in self.ins[k] if c in have)
+            r = Einsum([self.out] + [s for s, _ in others], target)(g, *[t for _, t in others])
+            shape = self.arrays[k].shape
+            r = r.reshape([shape[i] if c in have else 1 for i, c in enumerate(self.ins[k])]).expand(list(shape))
+            grads.append(r)
         return tuple(grads)
 
 

@@ -140,6 +140,16 @@ class Prod(Function):
         inv = tuple(np.argsort(perm).tolist())   # axes as Python ints (cupy wants no host array)
         return g * xp.transpose(others, inv)
 
+    def backward_graph(self, g):
+        a = self.a
+        if bool((a == 0).any()):
+            raise NotImplementedError(f"ddg: op Prod does not support higher-order gradients (create_graph=True) "
+                                      f"where its input holds zeros (shape {list(a.shape)})")
+        out = live_output(self, self.out if self.keepdim else self.out.reshape(
+            [n for i, n in enumerate(a.shape) if i not in self.axes]))
+        out = _expand_back(out, a.shape, self.axes, self.keepdim)
+        return _expand_back(g, a.shape, self.axes, self.keepdim) * out / live_input(self, 0, a)
+
 
 class LogSumExp(Function):
     """A primitive for numerical stability: subtracts the max before exponentiating."""
