@@ -50,7 +50,8 @@ CASES = {
                           lambda: [T(4, 3), T(2, 4)]),
     "matmul_batch_vector": (lambda x, y: ddg.tanh(ddg.matmul(x, y)), lambda: [T(2, 3, 4), T(4)]),
     "matmul_vector_batch": (lambda x, y: ddg.tanh(ddg.matmul(x, y)), lambda: [T(4), T(2, 4, 3)]),
-    "einsum_inverse": (lambda a, b: ddg.tanh(ddg.einsum("ij,jk->ik", a, b)) + ddg.inverse(b[:, :3] + 3 * ddg.eye(3, dtype="float64")).sum(),
+    "einsum_inverse": (lambda a, b: ddg.tanh(ddg.einsum("ij,jk->ik", a, b))
+                       + ddg.inverse(b[:, :3] + 3 * ddg.eye(3, dtype="float64")).sum(),
                        lambda: [T(2, 3), T(3, 4)]),
     "sum_mean_prod": (lambda x: (x * x).sum(axis=1) + (x ** 3).mean(axis=0).sum() + ddg.prod(x, axis=1),
                       lambda: [T(3, 4)]),

@@ -86,7 +86,6 @@ class Function:
         """For ops linear in input 0 whose ``backward_graph`` is ``linear_backward_graph``: the
         op's linear map applied to array ``u`` (by default ``forward`` on a copy of this node,
         other inputs being index arrays the op saved)."""
-        from .higher import _frozen
         return _frozen(self).forward(u)
 
     def __call__(self, *tensors):
@@ -256,3 +255,13 @@ def same_float_dtype(op, x, y):
     if x.dtype != y.dtype and x.dtype.kind == "f" and y.dtype.kind == "f":
         raise ValueError(f"{op}: x and y must have the same float dtype, got x {x.dtype} {list(x.shape)} and "
                          f"y {y.dtype} {list(y.shape)}; cast one with .astype() first")
+
+
+def _frozen(op):
+    """A shallow copy of node ``op`` for later use (higher-order gradients): the engine
+    releases the original's state after its backward, and a copy's ``forward`` may
+    overwrite what it sets."""
+    c = object.__new__(type(op))
+    c.__dict__.update(op.__dict__)
+    c.__dict__.pop("backward", None)  # FLAGS_check_nan_inf's wrapper refers to the original
+    return c

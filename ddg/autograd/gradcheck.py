@@ -97,8 +97,10 @@ def gradgradcheck(func, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=
     plain = _first_grads(func, inputs, targets, v, False)
     problems = []
     for i, (a, b) in enumerate(zip(first, plain)):
-        if (a is None) != (b is None) or (a is not None and not np.allclose(a.numpy(), b.numpy(), atol=atol, rtol=rtol)):
-            problems.append(f"first derivative of input {i} differs between create_graph=True and the ordinary backward")
+        if (a is None) != (b is None) or (a is not None and
+                                          not np.allclose(a.numpy(), b.numpy(), atol=atol, rtol=rtol)):
+            problems.append(f"first derivative of input {i} differs between create_graph=True and the ordinary "
+                            f"backward")
     s = contract(first)
     analytic = [None] * len(targets)
     if s is not None and not s.stop_gradient:
@@ -113,7 +115,9 @@ def gradgradcheck(func, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=
             a[idx] = old - eps
             lo = contract(_first_grads(func, inputs, targets, v, False))
             a[idx] = old
-            num[idx] = ((0.0 if hi is None else float(hi.numpy())) - (0.0 if lo is None else float(lo.numpy()))) / (2 * eps)
+            hi = 0.0 if hi is None else float(hi.numpy())
+            lo = 0.0 if lo is None else float(lo.numpy())
+            num[idx] = (hi - lo) / (2 * eps)
         an = np.zeros_like(num) if analytic[i] is None else analytic[i].numpy()
         if not np.allclose(an, num, atol=atol, rtol=rtol):
             problems.append(f"second derivative of input {i} differs from central differences (max abs error "

@@ -14,7 +14,7 @@ records their backward as one ``_Adjoint`` node, whose own backward is the op's 
 again (``Function.apply_linear``), so every order of derivative is available.
 """
 from ..tensor.tensor import Tensor
-from .function import Function
+from .function import Function, _frozen
 
 
 def live_input(node, i, arr):
@@ -62,15 +62,6 @@ def fit_t(g, shape, dtype):
     """Gradient Tensor ``g`` summed down to ``shape`` (undoing broadcasting) in ``dtype``."""
     g = sum_to_t(g, shape)
     return g if g._data.dtype == dtype else g.astype(dtype)
-
-
-def _frozen(op):
-    """A shallow copy of ``op`` for later use: the engine releases the original node's state
-    after its backward, and a copy's ``forward`` may overwrite what it sets."""
-    c = object.__new__(type(op))
-    c.__dict__.update(op.__dict__)
-    c.__dict__.pop("backward", None)  # FLAGS_check_nan_inf's wrapper refers to the original
-    return c
 
 
 def _first(r):

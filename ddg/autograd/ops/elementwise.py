@@ -1,6 +1,8 @@
 """Elementwise primitives: arithmetic (tensor-tensor and tensor-scalar), unary math,
 comparisons and logic. Gradients undo broadcasting with ``sum_to`` and come back in
 each input's own dtype."""
+import types
+
 import numpy as np
 
 from ...tensor import backend
@@ -767,20 +769,8 @@ class Where(Function):
                 fit_t(Where()(c, z, g), *self.b_meta) if nb else None)
 
 
-class _TensorMath:
-    """The ``xp`` functions ``_InputUnary.d`` uses, on Tensors (for ``backward_graph``)."""
-
-    @staticmethod
-    def sqrt(t):
-        return t.sqrt()
-
-    @staticmethod
-    def cosh(t):
-        return t.cosh()
-
-    @staticmethod
-    def sinh(t):
-        return t.sinh()
+# the ``xp`` functions ``_InputUnary.d`` uses, on Tensors (for ``backward_graph``)
+_TensorMath = types.SimpleNamespace(sqrt=lambda t: t.sqrt(), cosh=lambda t: t.cosh(), sinh=lambda t: t.sinh())
 
 
 # -- public functions -------------------------------------------------------------------

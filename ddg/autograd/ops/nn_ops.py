@@ -143,16 +143,15 @@ class Linear(Function):
         return gx, gw
 
     def backward_graph(self, g):
-        from .linalg import MatMul
         x, w = self.x, self.w
         needs = self.needs
         gx = gw = gb = None
         g2 = g.reshape([-1, g.shape[-1]]) if g.ndim != 2 else g
         if needs[0]:
-            gx = MatMul(False, True)(g, live_input(self, 1, w))
+            gx = g.matmul(live_input(self, 1, w), transpose_y=True)
         if needs[1]:
             xt = live_input(self, 0, x)
-            gw = MatMul(True, False)(xt.reshape([-1, x.shape[-1]]) if x.ndim != 2 else xt, g2)
+            gw = (xt.reshape([-1, x.shape[-1]]) if x.ndim != 2 else xt).matmul(g2, transpose_x=True)
         if len(needs) == 3:
             if needs[2]:
                 gb = g2.sum(axis=0)
