@@ -299,6 +299,19 @@ def test_create_graph_under_to_static_raises():
         f(T(3))
 
 
+def test_create_graph_through_a_to_static_replay_raises():
+    @ddg.jit.to_static
+    def f(x):
+        return ddg.tanh(x) * 2
+
+    x = T(3)
+    for _ in range(3):   # recorded, checked, then replayed as one node
+        y = f(x)
+    with pytest.raises(NotImplementedError, match="to_static program's replay"):
+        ddg.grad(y.sum(), x, create_graph=True)
+    np.testing.assert_allclose(ddg.grad(f(x).sum(), x)[0].numpy(), 2 * (1 - np.tanh(x.numpy()) ** 2))
+
+
 def test_create_graph_off_records_nothing_new():
     x = T(3)
     (g,) = ddg.grad(ddg.tanh(x).sum(), x)
