@@ -257,6 +257,18 @@ def test_grad_outputs_on_the_graph_and_double_backward_trick():
     np.testing.assert_allclose(jvp.numpy(), jac @ u.numpy(), rtol=1e-12)
 
 
+def test_no_grad_vars_stop_the_gradient_through_them():
+    x = T(2)
+    h = x * x
+    y = (h * 3 + x).sum()
+    (g,) = ddg.grad(y, x, no_grad_vars=[h], retain_graph=True)
+    np.testing.assert_allclose(g.numpy(), [1.0, 1.0])            # only the direct path
+    (g,) = ddg.grad(y, x, no_grad_vars=h, create_graph=True)
+    np.testing.assert_allclose(g.numpy(), [1.0, 1.0])
+    (g,) = ddg.grad(y, x)                                        # the hook is gone afterwards
+    np.testing.assert_allclose(g.numpy(), 6 * x.numpy() + 1)
+
+
 def test_retain_graph_semantics():
     x = T(3)
     y = ddg.tanh(x).sum()

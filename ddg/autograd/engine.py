@@ -331,7 +331,15 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         raise ValueError(f"ddg.grad: {len(outputs)} outputs but {len(grad_outputs)} grad_outputs")
     grads = [_root_grad(t, g, create_graph) for t, g in zip(outputs, grad_outputs)]
     retain = create_graph if retain_graph is None else bool(retain_graph)
-    captured = run_backward(outputs, grads, retain, targets=inputs, create_graph=create_graph)
+    # no_grad_vars: no gradient flows through them (a hook zeroes theirs during this pass)
+    blocked = [] if no_grad_vars is None else [no_grad_vars] if isinstance(no_grad_vars, Tensor) else \
+        list(no_grad_vars)
+    handles = [v.register_hook(_zero_grad) for v in blocked if not v.stop_gradient]
+    try:
+        captured = run_backward(outputs, grads, retain, targets=inputs, create_graph=create_graph)
+    finally:
+        for h in handles:
+            h.remove()
     result = []
     for i, (t, g) in enumerate(zip(inputs, captured)):
         if g is None:
@@ -350,6 +358,10 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                 g = backend.get_array_module(g).broadcast_to(g, t._data.shape)
             result.append(Tensor._wrap(g.astype(t._data.dtype, copy=True)))
     return result
+
+
+def _zero_grad(g):
+    return Tensor._wrap(backend.get_array_module(g._data).zeros_like(g._data))
 
 
 def _check_not_recording(what):
