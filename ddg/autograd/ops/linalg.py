@@ -9,6 +9,12 @@ def _swap(a):
     return a.swapaxes(-1, -2) if a.ndim >= 2 else a
 
 
+def _swap_t(t):
+    """``_swap`` for Tensors (a recorded transpose of the last two axes)."""
+    n = t.ndim
+    return t.transpose(list(range(n - 2)) + [n - 1, n - 2])
+
+
 class MatMul(Function):
     def __init__(self, tx=False, ty=False):
         self.tx, self.ty = tx, ty
@@ -227,6 +233,10 @@ class Det(Function):
     def backward(self, g):
         return (g * self.out)[..., None, None] * _inv_t(self.a)
 
+    def backward_graph(self, g):
+        inv_t = _swap_t(Inverse()(live_input(self, 0, self.a)))
+        return (g * live_output(self, self.out)).unsqueeze([-1, -2]) * inv_t
+
 
 class Slogdet(Function):
     """``[sign, log|det A|]`` stacked along a new first axis (Paddle's layout); only the
@@ -242,6 +252,9 @@ class Slogdet(Function):
 
     def backward(self, g):
         return g[1][..., None, None] * _inv_t(self.a)
+
+    def backward_graph(self, g):
+        return g[1].unsqueeze([-1, -2]) * _swap_t(Inverse()(live_input(self, 0, self.a)))
 
 
 class Solve(Function):
@@ -263,6 +276,18 @@ class Solve(Function):
         ga = sum_to(-(gb @ _swap(self.x)), self.a.shape) if na else None
         if nb:
             gb = gb[:, 0] if self.vec else gb
+        return ga, (gb if nb else None)
+
+    def backward_graph(self, g):
+        na, nb = self.needs
+        a = live_input(self, 0, self.a)
+        x = live_output(self, self.x[:, 0] if self.vec else self.x)
+        if self.vec:
+            g, x = g.unsqueeze(-1), x.unsqueeze(-1)
+        gb = Solve()(_swap_t(a), g)
+        ga = sum_to_t(-MatMul(False, True)(gb, x), self.a.shape) if na else None
+        if nb and self.vec:
+            gb = gb.squeeze(-1)
         return ga, (gb if nb else None)
 
 
