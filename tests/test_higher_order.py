@@ -26,6 +26,13 @@ def _i(*v):
     return ddg.to_tensor(np.array(v, dtype=np.int64))
 
 
+def _written(x, v):
+    y = x * x
+    y[1:, 0] = v * v
+    y[[0, 0]] = ddg.tanh(v[0])
+    return y
+
+
 # name -> (function, inputs factory)
 CASES = {
     "tanh": (lambda x: ddg.tanh(x), lambda: [T(3, 4)]),
@@ -68,6 +75,7 @@ CASES = {
     "gather_tile": (lambda x: (ddg.index_select(x * x, _i(0, 2, 2), axis=1) * x[:, 0:1] ** 2).sum(axis=1)
                     + (ddg.tile(x * x, [2, 1])[1:4] * ddg.gather(x * x, _i(2, 0, 1)) * x[_i(1, 1, 0)]).sum(axis=1),
                     lambda: [T(3, 4)]),
+    "setitem": (lambda x, v: _written(x, v) ** 2, lambda: [T(3, 2), T(2)]),
     "linear": (lambda x, w, b: F.linear(ddg.tanh(x), w, b) ** 2, lambda: [T(2, 3), T(3, 4), T(4)]),
     "cross_entropy": (lambda x: F.cross_entropy(x * x, _i(1, 0, 3).to(x.place)), lambda: [T(3, 4)]),
     "cross_entropy_weighted": (lambda x: F.cross_entropy(x * x, _i(1, 0, 3), reduction="none",

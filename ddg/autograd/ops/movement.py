@@ -7,7 +7,7 @@ from ...tensor.place import move_array, place_of
 from ...tensor.tensor import Tensor, _watch
 from ..axes import normalize_axis as _ax
 from ..function import Function, sum_to
-from ..higher import linear_backward_graph, sum_to_t
+from ..higher import const, linear_backward_graph, sum_to_t
 from ..grad_mode import _enabled
 
 
@@ -320,6 +320,19 @@ class SetItem(Function):
         if nv:
             shape, dtype = self.v_meta
             gv = sum_to(g[self.index], shape).astype(dtype, copy=False)
+        return gx, gv
+
+    def backward_graph(self, g):
+        nx, nv = self.needs
+        gx = gv = None
+        if nx:  # g with the written region zeroed: a constant mask
+            mask = backend.get_array_module(g._data).ones(g._data.shape, dtype=g._data.dtype)
+            mask[self.index] = 0
+            gx = g * const(mask)
+        if nv:
+            shape, dtype = self.v_meta
+            gv = sum_to_t(getitem(g, self.index), shape)
+            gv = gv if gv._data.dtype == dtype else gv.astype(dtype)
         return gx, gv
 
 
