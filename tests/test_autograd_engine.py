@@ -179,8 +179,10 @@ def test_ddg_grad_returns_without_accumulating():
     with pytest.raises(RuntimeError, match="not reachable"):
         ddg.grad(y, [z], retain_graph=True)
     assert ddg.grad(y, [z], allow_unused=True) == [None]
-    with pytest.raises(NotImplementedError):
-        ddg.grad(y, [x], create_graph=True)
+    # create_graph=True (higher-order gradients, tests/test_higher_order.py): the result is on a graph
+    (gx,) = ddg.grad([(x * x * 3).sum()], [x], create_graph=True)
+    assert not gx.stop_gradient
+    np.testing.assert_allclose(ddg.grad(gx.sum(), x)[0].numpy(), [6.0, 6.0])
 
 
 def test_pylayer_custom_forward_backward():

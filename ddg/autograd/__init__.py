@@ -3,5 +3,6 @@ from .engine import (backward, grad, queue_callback, register_backward_begin_cal
                      register_backward_complete_callback)
 from .function import Function, sum_to  # noqa: F401
 from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: F401
-from .gradcheck import gradcheck  # noqa: F401
+from .gradcheck import gradcheck, gradgradcheck  # noqa: F401
 from .pylayer import PyLayer, PyLayerContext  # noqa: F401
+from .derivatives import Hessian, Jacobian, hessian, jacobian  # noqa: F401

@@ -17,6 +17,7 @@ finished. ``queue_callback(fn)`` runs ``fn`` once, at the end of the current pas
 """
 from ..tensor import backend
 from ..tensor.tensor import Tensor, _HookHandle
+from . import grad_mode
 
 _begin_callbacks = []
 _complete_callbacks = []
@@ -45,7 +46,12 @@ def _freed_error(node):
         f"if you need to backward twice.")
 
 
-def _root_grad(t, g):
+def _root_grad(t, g, create_graph=False):
+    if create_graph:  # a Tensor, kept as it is (it may itself be on a graph)
+        arr = _root_grad(t, None if g is None else (g._data if isinstance(g, Tensor) else g))
+        if not isinstance(g, Tensor):
+            return Tensor._wrap(arr)
+        return g if g._data.dtype == t._data.dtype else g.astype(t._data.dtype)
     if t.stop_gradient:
         raise RuntimeError(f"ddg: backward() of a tensor that does not require grad (shape {t.shape}, "
                            f"dtype {t.dtype}); did you forget stop_gradient=False?")
@@ -61,6 +67,12 @@ def _root_grad(t, g):
 
 
 def _apply_hooks(hooks, g):
+    if isinstance(g, Tensor):  # create_graph: gradients are Tensors
+        for h in list(hooks):
+            r = h(g)
+            if r is not None:
+                g = r if isinstance(r, Tensor) else Tensor._wrap(r)
+        return g
     for h in list(hooks):
         r = h(Tensor._wrap(g))
         if r is not None:
@@ -68,10 +80,19 @@ def _apply_hooks(hooks, g):
     return g
 
 
-def run_backward(roots, root_grads, retain_graph=False, targets=None):
+def run_backward(roots, root_grads, retain_graph=False, targets=None, create_graph=False):
     """Core loop. Without ``targets`` gradients accumulate into leaves' ``.grad``; with
     ``targets`` (a list of tensors) nothing is accumulated and their gradients are
-    returned in a list (None where unreached)."""
+    returned in a list (None where unreached). With ``create_graph`` the gradients are
+    Tensors (``root_grads`` too) computed by the nodes' ``backward_graph`` with grad mode
+    on, so the ops of this pass are recorded."""
+    if create_graph:
+        with grad_mode.enable_grad():
+            return _run(roots, root_grads, retain_graph, targets, call_backward_graph, _finish_leaf_graph)
+    return _run(roots, root_grads, retain_graph, targets, call_backward, None)
+
+
+def _run(roots, root_grads, retain_graph, targets, call, finish_graph):
     accumulate = targets is None
     leaf_targets = {}
     node_targets = {}
@@ -134,7 +155,9 @@ def run_backward(roots, root_grads, retain_graph=False, targets=None):
             if i is not None:
                 captured[i] = g
             return
-        if g is not None:
+        if finish_graph is not None:
+            finish_graph(leaf, g)
+        elif g is not None:
             if g.dtype != leaf._data.dtype:
                 g = g.astype(leaf._data.dtype)
             if leaf._grad is None:
@@ -179,7 +202,7 @@ def run_backward(roots, root_grads, retain_graph=False, targets=None):
                 raise RuntimeError(
                     f"ddg: the output of op {node.name} was modified in place after it was saved for backward; "
                     f"its gradient would be wrong. Clone the tensor before writing to it.")
-            results = call_backward(node, grads)
+            results = call(node, grads)
         if not retain_graph:
             node._release()
         for e, g in zip(edges, results):
@@ -243,8 +266,34 @@ def _fill_missing(node, grads):
     return tuple(xp.zeros(*node._out_shapes[i]) if g is None else g for i, g in enumerate(grads))
 
 
-def backward(tensors, grad_tensors=None, retain_graph=False):
-    """Accumulate gradients of ``tensors`` into the ``.grad`` of the leaves they depend on."""
+def call_backward_graph(node, grads):
+    """``call_backward`` under create_graph: ``node.backward_graph`` on Tensors."""
+    if node.n_out == 1:
+        results = node.backward_graph(grads[0])
+    else:
+        first = next(g for g in grads if g is not None)
+        xp = backend.get_array_module(first._data)
+        results = node.backward_graph(tuple(Tensor._wrap(xp.zeros(*node._out_shapes[i])) if g is None else g
+                                            for i, g in enumerate(grads)))
+    return results if type(results) is tuple else (results,)
+
+
+def _finish_leaf_graph(leaf, g):
+    """Under create_graph a leaf's ``.grad`` becomes the gradient Tensor itself (on the graph;
+    an existing ``.grad`` is added to out of place)."""
+    if g is None:
+        return
+    if g._data.dtype != leaf._data.dtype:
+        g = g.astype(leaf._data.dtype)
+    if tuple(g.shape) != tuple(leaf._data.shape):
+        g = g.expand(list(leaf._data.shape))
+    leaf._grad = g if leaf._grad is None else leaf._grad + g
+
+
+def backward(tensors, grad_tensors=None, retain_graph=False, create_graph=False):
+    """Accumulate gradients of ``tensors`` into the ``.grad`` of the leaves they depend on.
+    With ``create_graph`` (not in Paddle's ``backward``; PyTorch's) the gradients are
+    recorded and ``.grad`` can be differentiated again; the graph is then retained."""
     if isinstance(tensors, Tensor):
         tensors = [tensors]
     if grad_tensors is None:
@@ -257,16 +306,20 @@ def backward(tensors, grad_tensors=None, retain_graph=False):
     pairs = [(t, g) for t, g in zip(tensors, grad_tensors) if not t.stop_gradient]
     if not pairs:
         return
-    grads = [_root_grad(t, g) for t, g in pairs]
-    run_backward([t for t, _ in pairs], grads, retain_graph)
+    if create_graph:
+        _check_not_recording("backward(create_graph=True)")
+    grads = [_root_grad(t, g, create_graph) for t, g in pairs]
+    run_backward([t for t, _ in pairs], grads, retain_graph or create_graph, create_graph=create_graph)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, only_inputs=True,
          allow_unused=False, no_grad_vars=None):
-    """Gradients of ``outputs`` with respect to ``inputs``, returned (not accumulated)."""
+    """Gradients of ``outputs`` with respect to ``inputs``, returned (not accumulated).
+    ``retain_graph`` defaults to ``create_graph``. With ``create_graph=True`` the backward
+    pass is recorded as ddg ops, so the results can be differentiated again."""
+    create_graph = bool(create_graph)
     if create_graph:
-        raise NotImplementedError("ddg.grad(create_graph=True): higher-order gradients are not supported; "
-                                  "backward functions run on raw arrays and are not themselves recorded")
+        _check_not_recording("grad(create_graph=True)")
     single = isinstance(inputs, Tensor)
     outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
     inputs = [inputs] if single else list(inputs)
@@ -277,9 +330,19 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     for i, t in enumerate(inputs):
         if t.stop_gradient:
             raise RuntimeError(f"ddg.grad: input {i} (shape {t.shape}) does not require grad")
-    grads = [_root_grad(t, g) for t, g in zip(outputs, grad_outputs)]
-    retain = bool(retain_graph)
-    captured = run_backward(outputs, grads, retain, targets=inputs)
+    if len(grad_outputs) != len(outputs):
+        raise ValueError(f"ddg.grad: {len(outputs)} outputs but {len(grad_outputs)} grad_outputs")
+    grads = [_root_grad(t, g, create_graph) for t, g in zip(outputs, grad_outputs)]
+    retain = create_graph if retain_graph is None else bool(retain_graph)
+    # no_grad_vars: no gradient flows through them (a hook zeroes theirs during this pass)
+    blocked = [] if no_grad_vars is None else [no_grad_vars] if isinstance(no_grad_vars, Tensor) else \
+        list(no_grad_vars)
+    handles = [v.register_hook(_zero_grad) for v in blocked if not v.stop_gradient]
+    try:
+        captured = run_backward(outputs, grads, retain, targets=inputs, create_graph=create_graph)
+    finally:
+        for h in handles:
+            h.remove()
     result = []
     for i, (t, g) in enumerate(zip(inputs, captured)):
         if g is None:
@@ -287,8 +350,26 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                 raise RuntimeError(f"ddg.grad: input {i} (shape {t.shape}) is not reachable from the outputs; "
                                    f"pass allow_unused=True to get None for it")
             result.append(None)
+        elif create_graph:
+            if g._data.dtype != t._data.dtype:
+                g = g.astype(t._data.dtype)
+            if tuple(g.shape) != tuple(t._data.shape):
+                g = g.expand(list(t._data.shape))
+            result.append(g)
         else:
             if g.shape != t._data.shape:
                 g = backend.get_array_module(g).broadcast_to(g, t._data.shape)
             result.append(Tensor._wrap(g.astype(t._data.dtype, copy=True)))
     return result
+
+
+def _zero_grad(g):
+    return Tensor._wrap(backend.get_array_module(g._data).zeros_like(g._data))
+
+
+def _check_not_recording(what):
+    from .function import _recorder
+    if _recorder[0] is not None:
+        raise NotImplementedError(f"ddg.{what} inside a function being traced by ddg.jit.to_static: a replayed "
+                                  f"program has no differentiable backward. Compute higher-order gradients "
+                                  f"eagerly (outside to_static)")

@@ -83,6 +83,22 @@ class Function:
     def backward(self, grad):  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def backward_graph(self, grad):
+        """``backward`` written with ddg ops on Tensors, run by the engine instead of
+        ``backward`` under ``create_graph=True`` so that the gradient can be differentiated
+        again (see ``ddg.autograd.higher``). ``grad`` is a Tensor (a tuple of them for
+        multi-output ops); returns one Tensor or None per input."""
+        raise NotImplementedError(
+            f"ddg: op {self.name} does not support higher-order gradients (create_graph=True): it has no "
+            f"differentiable backward (backward_graph); the README's 'Higher-order gradients' section lists "
+            f"the ops that have one")
+
+    def apply_linear(self, u):
+        """For ops linear in input 0 whose ``backward_graph`` is ``linear_backward_graph``: the
+        op's linear map applied to array ``u`` (by default ``forward`` on a copy of this node,
+        other inputs being index arrays the op saved)."""
+        return _frozen(self).forward(u)
+
     def __call__(self, *tensors):
         if _autocast[0] is not None:
             return _autocast[0](self, tensors)
@@ -296,3 +312,13 @@ def same_float_dtype(op, x, y):
     if x.dtype != y.dtype and x.dtype.kind in "fV" and y.dtype.kind in "fV":
         raise ValueError(f"{op}: x and y must have the same float dtype, got x {x.dtype} {list(x.shape)} and "
                          f"y {y.dtype} {list(y.shape)}; cast one with .astype() first")
+
+
+def _frozen(op):
+    """A shallow copy of node ``op`` for later use (higher-order gradients): the engine
+    releases the original's state after its backward, and a copy's ``forward`` may
+    overwrite what it sets."""
+    c = object.__new__(type(op))
+    c.__dict__.update(op.__dict__)
+    c.__dict__.pop("backward", None)  # FLAGS_check_nan_inf's wrapper refers to the original
+    return c

@@ -27,9 +27,10 @@ def detach(x):
     return t
 
 
-def _backward(self, grad_tensor=None, retain_graph=False):
-    """Gradients of this tensor with respect to the leaves it depends on."""
-    engine.backward([self], None if grad_tensor is None else [grad_tensor], retain_graph)
+def _backward(self, grad_tensor=None, retain_graph=False, create_graph=False):
+    """Gradients of this tensor with respect to the leaves it depends on (``create_graph``,
+    PyTorch's extra keyword, records them for higher-order gradients)."""
+    engine.backward([self], None if grad_tensor is None else [grad_tensor], retain_graph, create_graph)
 
 
 def _astype(self, dtype):

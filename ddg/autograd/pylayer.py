@@ -54,6 +54,20 @@ class _PyLayerNode(Function):
             out.append(None if (r is None or not need) else (r._data if isinstance(r, Tensor) else r))
         return tuple(out)
 
+    def backward_graph(self, grads):
+        """Under create_graph: the user's backward with grad mode on, on the gradient Tensors
+        (its ops are recorded; tensors saved in forward are constants unless they are inputs)."""
+        if self.n_out == 1:
+            grads = (grads,)
+        res = self.cls.backward(self.ctx, *grads)
+        if not isinstance(res, (tuple, list)):
+            res = (res,)
+        if len(res) != self.n_inputs:
+            raise RuntimeError(f"ddg.PyLayer {self.cls.__name__}.backward returned {len(res)} gradients, but "
+                               f"forward took {self.n_inputs} tensor inputs")
+        return tuple(None if (r is None or not need) else (r if isinstance(r, Tensor) else Tensor._wrap(r))
+                     for r, need in zip(res, self.needs))
+
 
 class PyLayer:
     """Subclass with ``@staticmethod forward(ctx, *args)`` and ``backward(ctx, *grads)``;

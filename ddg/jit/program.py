@@ -206,6 +206,11 @@ class _Replay(Function):
         prog = self.prog
         return prog.backward(self.fns, (g,) if len(prog.out_slots) == 1 else g)
 
+    def backward_graph(self, g):
+        raise NotImplementedError("ddg: a to_static program's replay has no differentiable backward, so "
+                                  "grad(create_graph=True) cannot pass through its outputs; call the function "
+                                  "eagerly (without to_static) where higher-order gradients are needed")
+
 
 def replay(prog, tensors):
     """Run ``prog`` on input tensors; Tensors out (one graph node when grad is needed)."""

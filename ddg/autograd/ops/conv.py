@@ -29,6 +29,7 @@ import numpy as np
 from ...tensor import backend
 from ...tensor.dtypes import upcast
 from ..function import Function
+from ..higher import linear_backward_graph, live_input
 
 
 # -- helpers ------------------------------------------------------------------------------
@@ -246,7 +247,7 @@ class Conv2d(Function):
             out = _gmm(w.reshape(g, o // g, -1), cols.reshape(g, cg * kh * kw, -1)).reshape(o, -1)
         if b:
             out += b[0].reshape(o, 1)
-        self.cols, self.w = cols, w
+        self.cols, self.w, self.x = cols, w, x  # x: for backward_graph only
         self.geom = (n, c, h, wd, xpad.shape[2], xpad.shape[3], oh, ow)
         return out.reshape(o, oh, ow, n).transpose(3, 0, 1, 2)
 
@@ -274,6 +275,19 @@ class Conv2d(Function):
             (sh, sw), (dh, dw), (pt, _, pl, _) = self.stride, self.dilation, self.pads
             gx = col2im(gcols, hp, wp, sh, sw, dh, dw)[:, :, pt:pt + h, pl:pl + wd]
         return (gx, gw, gb) if len(needs) == 3 else (gx, gw)
+
+    def backward_graph(self, gy):
+        # gx = conv_transpose(gy, w) and gw = the filter gradient, itself an op of (x, gy)
+        needs, geo = self.needs, (self.stride, self.pads, self.dilation, self.groups)
+        gx = gw = gb = None
+        if needs[0]:
+            gx = Conv2dTranspose(*geo, tuple(self.x.shape[2:]))(gy, live_input(self, 1, self.w))
+        if needs[1]:
+            gw = Conv2dFilterGrad(*geo, tuple(self.w.shape))(live_input(self, 0, self.x), gy)
+        if len(needs) == 3:
+            gb = gy.sum(axis=[0, 2, 3]) if needs[2] else None
+            return gx, gw, gb
+        return gx, gw
 
     def _backward_cudnn(self, gy):
         needs, cd, x, w = self.needs, self.cudnn, self.x, self.w
@@ -369,6 +383,60 @@ class Conv2dTranspose(Function):
             gb = gy.sum(axis=(0, 2, 3))
         return (gx, gw, gb) if len(needs) == 3 else (gx, gw)
 
+    def backward_graph(self, gy):
+        # the adjoint pair again: gx = conv2d(gy, w), gw = conv's filter gradient of (gy, x)
+        # (for output_padding < stride, where conv2d of the output size gives back H x W)
+        needs, geo = self.needs, (self.stride, self.pads, self.dilation, self.groups)
+        gx = gw = gb = None
+        if needs[0]:
+            gx = Conv2d(*geo)(gy, live_input(self, 1, self.w))
+        if needs[1]:
+            gw = Conv2dFilterGrad(*geo, tuple(self.w.shape))(gy, live_input(self, 0, self.x))
+        if len(needs) == 3:
+            gb = gy.sum(axis=[0, 2, 3]) if needs[2] else None
+            return gx, gw, gb
+        return gx, gw
+
+
+class Conv2dFilterGrad(Function):
+    """Conv2d's weight gradient as an op of ``(x, gy)``, recorded by Conv2d's
+    ``backward_graph``. It is bilinear: for an upstream gradient ``u`` (weight-shaped) the
+    gradient of x is ``conv2d_transpose(gy, u)`` and that of gy is ``conv2d(x, u)``."""
+
+    def __init__(self, stride, pads, dilation, groups, w_shape):
+        self.stride, self.pads, self.dilation, self.groups, self.w_shape = stride, pads, dilation, groups, w_shape
+
+    def forward(self, x, gy):
+        self.x, self.gy = x, gy
+        (sh, sw), (dh, dw), gr = self.stride, self.dilation, self.groups
+        cd = _cudnn_for(x, gy)
+        if cd is not None and _symmetric(self.pads) is not None:
+            return _cudnn_conv_filter(cd, x, gy, self.w_shape, _symmetric(self.pads), (sh, sw), (dh, dw), gr)
+        c = x.shape[1]
+        o, cg, kh, kw = self.w_shape
+        oh, ow = gy.shape[2:]
+        cols = im2col(_pad_input(x, self.pads), kh, kw, sh, sw, dh, dw, oh, ow)
+        g2 = _cn_matrix(gy)
+        if gr == 1:
+            gm, cm = g2, cols.reshape(c * kh * kw, -1)
+        else:
+            gm, cm = g2.reshape(gr, o // gr, -1), cols.reshape(gr, cg * kh * kw, -1)
+        return _wgrad(gm, cm, oh).reshape(self.w_shape)
+
+    def backward(self, u):
+        geo = (self.stride, self.pads, self.dilation, self.groups)
+        nx, ng = self.needs
+        gx = Conv2dTranspose(*geo, tuple(self.x.shape[2:])).forward(self.gy, u) if nx else None
+        ggy = Conv2d(*geo).forward(self.x, u) if ng else None
+        return gx, ggy
+
+    def backward_graph(self, u):
+        geo = (self.stride, self.pads, self.dilation, self.groups)
+        nx, ng = self.needs
+        gx = Conv2dTranspose(*geo, tuple(self.x.shape[2:]))(live_input(self, 1, self.gy), u) if nx else None
+        ggy = Conv2d(*geo)(live_input(self, 0, self.x), u) if ng else None
+        return gx, ggy
+
 
 class Unfold(Function):
     """im2col as an op: ``[N, C, H, W]`` -> ``[N, C*kh*kw, OH*OW]`` (Paddle's F.unfold)."""
@@ -396,3 +464,5 @@ class Unfold(Function):
         (kh, kw), (sh, sw), (dh, dw), (pt, _, pl, _) = self.kernel, self.stride, self.dilation, self.pads
         cols = g.transpose(1, 2, 0).reshape(ckk // (kh * kw), kh, kw, oh, ow, n)
         return col2im(cols, hp, wp, sh, sw, dh, dw)[:, :, pt:pt + h, pl:pl + w]
+
+    backward_graph = linear_backward_graph  # linear: apply_linear is forward itself

@@ -1,6 +1,8 @@
 """Elementwise primitives: arithmetic (tensor-tensor and tensor-scalar), unary math,
 comparisons and logic. Gradients undo broadcasting with ``sum_to`` and come back in
 each input's own dtype."""
+import types
+
 import numpy as np
 
 from ...tensor import backend
@@ -8,6 +10,7 @@ from ...tensor.dtypes import bfloat16 as _BF16
 from ...tensor.dtypes import convert_dtype, default_float
 from ...tensor.tensor import Tensor
 from ..function import Function, sum_to
+from ..higher import const, fit_t, live_input, live_output
 from ..promotion import result_dtype
 from .logic import nonzero
 
@@ -33,6 +36,11 @@ class Add(Function):
         sa, da, sb, db = self.meta
         return (_fit(g, sa, da) if na else None, _fit(g, sb, db) if nb else None)
 
+    def backward_graph(self, g):
+        na, nb = self.needs
+        sa, da, sb, db = self.meta
+        return (fit_t(g, sa, da) if na else None, fit_t(g, sb, db) if nb else None)
+
 
 class Sub(Function):
     save_inputs = False
@@ -46,6 +54,11 @@ class Sub(Function):
         sa, da, sb, db = self.meta
         return (_fit(g, sa, da) if na else None, _fit(-g, sb, db) if nb else None)
 
+    def backward_graph(self, g):
+        na, nb = self.needs
+        sa, da, sb, db = self.meta
+        return (fit_t(g, sa, da) if na else None, fit_t(-g, sb, db) if nb else None)
+
 
 class Mul(Function):
     def forward(self, a, b):
@@ -56,6 +69,12 @@ class Mul(Function):
         na, nb = self.needs
         a, b = self.a, self.b
         return (_fit(g * b, a.shape, a.dtype) if na else None, _fit(g * a, b.shape, b.dtype) if nb else None)
+
+    def backward_graph(self, g):
+        na, nb = self.needs
+        a, b = self.a, self.b
+        at, bt = live_input(self, 0, a), live_input(self, 1, b)
+        return (fit_t(g * bt, a.shape, a.dtype) if na else None, fit_t(g * at, b.shape, b.dtype) if nb else None)
 
 
 class Div(Function):
@@ -70,6 +89,14 @@ class Div(Function):
         if nb:
             gb = _fit(-ga * self.a / self.b, self.b.shape, self.b.dtype)
         return (_fit(ga, self.a.shape, self.a.dtype) if na else None, gb)
+
+    def backward_graph(self, g):
+        na, nb = self.needs
+        a, b = self.a, self.b
+        bt = live_input(self, 1, b)
+        ga = g / bt
+        gb = fit_t(-ga * live_input(self, 0, a) / bt, b.shape, b.dtype) if nb else None
+        return (fit_t(ga, a.shape, a.dtype) if na else None, gb)
 
 
 class Pow(Function):
@@ -90,6 +117,19 @@ class Pow(Function):
             with np.errstate(divide="ignore", invalid="ignore"):
                 log_a = xp.where(a > 0, xp.log(xp.where(a > 0, a, 1)), 0)
             gb = _fit(g * self.out * log_a, b.shape, b.dtype)
+        return ga, gb
+
+    def backward_graph(self, g):
+        na, nb = self.needs
+        a, b = self.a, self.b
+        at, bt = live_input(self, 0, a), live_input(self, 1, b)
+        ga = fit_t(g * bt * at ** (bt - 1), a.shape, a.dtype) if na else None
+        gb = None
+        if nb:
+            pos = const((a > 0).astype(a.dtype))
+            # log(a) where a > 0, else 0 (the log's input is kept positive)
+            log_a = (at * pos + (1 - pos)).log() * pos
+            gb = fit_t(g * live_output(self, self.out) * log_a, b.shape, b.dtype)
         return ga, gb
 
 
@@ -115,6 +155,14 @@ class Maximum(Function):
         na, nb = self.needs
         return (_fit(g * wa, a.shape, a.dtype) if na else None,
                 _fit(g * (1 - wa), b.shape, b.dtype) if nb else None)
+
+    def backward_graph(self, g):
+        xp = backend.get_array_module(g._data)
+        a, b = self.a, self.b
+        wa = xp.where(a == b, 0.5, self._mask().astype(g.dtype)).astype(g.dtype)
+        na, nb = self.needs
+        return (fit_t(g * const(wa), a.shape, a.dtype) if na else None,
+                fit_t(g * const(1 - wa), b.shape, b.dtype) if nb else None)
 
 
 class Minimum(Maximum):
@@ -144,6 +192,12 @@ class Mod(Function):
         return (_fit(g, self.a.shape, self.a.dtype) if na else None,
                 _fit(-g * xp.floor_divide(self.a, self.b), self.b.shape, self.b.dtype) if nb else None)
 
+    def backward_graph(self, g):
+        xp = backend.get_array_module(g._data)
+        na, nb = self.needs
+        return (fit_t(g, self.a.shape, self.a.dtype) if na else None,
+                fit_t(-g * const(xp.floor_divide(self.a, self.b)), self.b.shape, self.b.dtype) if nb else None)
+
 
 # -- tensor (op) python scalar ----------------------------------------------------
 def _sc(s, a):
@@ -172,6 +226,9 @@ class AddScalar(Function):
     def backward(self, g):
         return g
 
+    def backward_graph(self, g):
+        return g
+
 
 class MulScalar(Function):
     save_inputs = False
@@ -184,6 +241,9 @@ class MulScalar(Function):
 
     def backward(self, g):
         return g * _sc(self.s, g)
+
+    def backward_graph(self, g):
+        return g * self.s
 
 
 class RSubScalar(Function):  # s - a
@@ -198,6 +258,9 @@ class RSubScalar(Function):  # s - a
     def backward(self, g):
         return -g
 
+    def backward_graph(self, g):
+        return -g
+
 
 class DivScalar(Function):  # a / s
     save_inputs = False
@@ -210,6 +273,9 @@ class DivScalar(Function):  # a / s
 
     def backward(self, g):
         return g / _sc(self.s, g)
+
+    def backward_graph(self, g):
+        return g / self.s
 
 
 class RDivScalar(Function):  # s / a
@@ -226,6 +292,9 @@ class RDivScalar(Function):  # s / a
     def backward(self, g):
         return -g * self.out / self.a
 
+    def backward_graph(self, g):
+        return -g * live_output(self, self.out) / live_input(self, 0, self.a)
+
 
 class PowScalar(Function):  # a ** s
     def __init__(self, s):
@@ -240,6 +309,11 @@ class PowScalar(Function):  # a ** s
         if s == 2:
             return g * (2 * self.a)
         return g * (_sc(s, self.a) * self.a ** _sc(s - 1, self.a))
+
+    def backward_graph(self, g):
+        s = self.s
+        a = live_input(self, 0, self.a)
+        return g * (2 * a) if s == 2 else g * (s * a ** (s - 1))
 
 
 class RPowScalar(Function):  # s ** a
@@ -256,6 +330,9 @@ class RPowScalar(Function):  # s ** a
     def backward(self, g):
         return g * self.out * _sc(float(np.log(self.s)), g)
 
+    def backward_graph(self, g):
+        return g * live_output(self, self.out) * float(np.log(self.s))
+
 
 # -- unary math ----------------------------------------------------------------------
 class Neg(Function):
@@ -267,6 +344,9 @@ class Neg(Function):
     def backward(self, g):
         return -g
 
+    def backward_graph(self, g):
+        return -g
+
 
 class Abs(Function):
     def forward(self, a):
@@ -275,6 +355,9 @@ class Abs(Function):
 
     def backward(self, g):
         return g * backend.get_array_module(g).sign(self.a)
+
+    def backward_graph(self, g):
+        return g * const(backend.get_array_module(self.a).sign(self.a))
 
 
 class Exp(Function):
@@ -288,6 +371,9 @@ class Exp(Function):
     def backward(self, g):
         return g * self.out
 
+    def backward_graph(self, g):
+        return g * live_output(self, self.out)
+
 
 class Log(Function):
     def forward(self, a):
@@ -297,6 +383,9 @@ class Log(Function):
     def backward(self, g):
         return g / self.a
 
+    def backward_graph(self, g):
+        return g / live_input(self, 0, self.a)
+
 
 class Log1p(Function):
     def forward(self, a):
@@ -305,6 +394,9 @@ class Log1p(Function):
 
     def backward(self, g):
         return g / (1 + self.a)
+
+    def backward_graph(self, g):
+        return g / (1 + live_input(self, 0, self.a))
 
 
 class Sqrt(Function):
@@ -318,6 +410,9 @@ class Sqrt(Function):
     def backward(self, g):
         return g / (2 * self.out)
 
+    def backward_graph(self, g):
+        return g / (2 * live_output(self, self.out))
+
 
 class Rsqrt(Function):
     save_inputs = False
@@ -330,6 +425,9 @@ class Rsqrt(Function):
     def backward(self, g):
         return g * (-0.5 * self.out ** 3)
 
+    def backward_graph(self, g):
+        return g * (-0.5 * live_output(self, self.out) ** 3)
+
 
 class Square(Function):
     def forward(self, a):
@@ -338,6 +436,9 @@ class Square(Function):
 
     def backward(self, g):
         return g * (2 * self.a)
+
+    def backward_graph(self, g):
+        return g * (2 * live_input(self, 0, self.a))
 
 
 class Sin(Function):
@@ -348,6 +449,9 @@ class Sin(Function):
     def backward(self, g):
         return g * backend.get_array_module(g).cos(self.a)
 
+    def backward_graph(self, g):
+        return g * live_input(self, 0, self.a).cos()
+
 
 class Cos(Function):
     def forward(self, a):
@@ -356,6 +460,9 @@ class Cos(Function):
 
     def backward(self, g):
         return -g * backend.get_array_module(g).sin(self.a)
+
+    def backward_graph(self, g):
+        return -g * live_input(self, 0, self.a).sin()
 
 
 class Tanh(Function):
@@ -368,6 +475,10 @@ class Tanh(Function):
 
     def backward(self, g):
         return g * (1 - self.out * self.out)
+
+    def backward_graph(self, g):
+        y = live_output(self, self.out)
+        return g * (1 - y * y)
 
 
 class Sigmoid(Function):
@@ -384,6 +495,10 @@ class Sigmoid(Function):
     def backward(self, g):
         return g * self.out * (1 - self.out)
 
+    def backward_graph(self, g):
+        y = live_output(self, self.out)
+        return g * y * (1 - y)
+
 
 class Erf(Function):
     def forward(self, a):
@@ -393,6 +508,10 @@ class Erf(Function):
     def backward(self, g):
         xp = backend.get_array_module(g)
         return g * _sc(float(2 / np.sqrt(np.pi)), g) * xp.exp(-self.a * self.a)
+
+    def backward_graph(self, g):
+        a = live_input(self, 0, self.a)
+        return g * float(2 / np.sqrt(np.pi)) * (-a * a).exp()
 
 
 class Tan(Function):
@@ -406,6 +525,10 @@ class Tan(Function):
     def backward(self, g):
         return g * (1 + self.out * self.out)
 
+    def backward_graph(self, g):
+        y = live_output(self, self.out)
+        return g * (1 + y * y)
+
 
 class _InputUnary(Function):
     """A unary op whose gradient is ``g * d(a)``, with ``d`` a function of the input."""
@@ -417,6 +540,9 @@ class _InputUnary(Function):
 
     def backward(self, g):
         return g * self.d(backend.get_array_module(g), self.a)
+
+    def backward_graph(self, g):
+        return g * self.d(_TensorMath, live_input(self, 0, self.a))
 
 
 class Asin(_InputUnary):
@@ -510,6 +636,9 @@ class Expm1(Function):
     def backward(self, g):
         return g * (self.out + 1)
 
+    def backward_graph(self, g):
+        return g * (live_output(self, self.out) + 1)
+
 
 class Reciprocal(Function):
     save_inputs = False
@@ -522,6 +651,10 @@ class Reciprocal(Function):
     def backward(self, g):
         return -g * self.out * self.out
 
+    def backward_graph(self, g):
+        y = live_output(self, self.out)
+        return -g * y * y
+
 
 class Relu(Function):
     save_inputs = False
@@ -533,6 +666,9 @@ class Relu(Function):
 
     def backward(self, g):
         return g * (self.out > 0)
+
+    def backward_graph(self, g):
+        return g * const((self.out > 0).astype(g._data.dtype))
 
 
 class Clip(Function):
@@ -564,6 +700,14 @@ class Clip(Function):
             mask = mask & (self.a < self.hi if self.strict else self.a <= self.hi)
         return g * mask
 
+    def backward_graph(self, g):
+        mask = True
+        if self.lo is not None:
+            mask = self.a > self.lo if self.strict else self.a >= self.lo
+        if self.hi is not None:
+            mask = mask & (self.a < self.hi if self.strict else self.a <= self.hi)
+        return g * const(backend.get_array_module(self.a).asarray(mask).astype(g._data.dtype))
+
 
 class ZeroGrad(Function):
     """sign, floor, ceil, round: piecewise constant, so the gradient is zero."""
@@ -583,6 +727,9 @@ class ZeroGrad(Function):
     def backward(self, g):
         return backend.get_array_module(g).zeros(*self.meta)
 
+    def backward_graph(self, g):
+        return const(backend.get_array_module(g._data).zeros(*self.meta))
+
 
 class Cast(Function):
     save_inputs = False
@@ -597,6 +744,9 @@ class Cast(Function):
 
     def backward(self, g):
         return g.astype(self.src) if self.src.kind in "fcV" else None
+
+    def backward_graph(self, g):
+        return Cast(self.src)(g) if self.src.kind in "fc" else None
 
 
 class Where(Function):
@@ -613,6 +763,18 @@ class Where(Function):
         return (None,
                 _fit(xp.where(self.cond, g, zero), *self.a_meta) if na else None,
                 _fit(xp.where(self.cond, zero, g), *self.b_meta) if nb else None)
+
+    def backward_graph(self, g):
+        _, na, nb = self.needs
+        c = const(self.cond)
+        z = const(backend.get_array_module(g._data).zeros((), g._data.dtype))
+        return (None,
+                fit_t(Where()(c, g, z), *self.a_meta) if na else None,
+                fit_t(Where()(c, z, g), *self.b_meta) if nb else None)
+
+
+# the ``xp`` functions ``_InputUnary.d`` uses, on Tensors (for ``backward_graph``)
+_TensorMath = types.SimpleNamespace(sqrt=lambda t: t.sqrt(), cosh=lambda t: t.cosh(), sinh=lambda t: t.sinh())
 
 
 # -- public functions -------------------------------------------------------------------

@@ -5,10 +5,17 @@ import numpy as np
 from ...tensor import backend
 from ...tensor.dtypes import upcast
 from ..function import Function, same_float_dtype, sum_to
+from ..higher import live_input, live_output, sum_to_t
 
 
 def _swap(a):
     return a.swapaxes(-1, -2) if a.ndim >= 2 else a
+
+
+def _swap_t(t):
+    """``_swap`` for Tensors (a recorded transpose of the last two axes)."""
+    n = t.ndim
+    return t.transpose(list(range(n - 2)) + [n - 1, n - 2])
 
 
 class MatMul(Function):
@@ -69,6 +76,28 @@ class MatMul(Function):
                 gb = _swap(gB) if self.ty else gB
         return ga, gb
 
+    def backward_graph(self, g):
+        a, b = self.a, self.b
+        na, nb = self.needs
+        at, bt = live_input(self, 0, a), live_input(self, 1, b)
+        tx, ty = self.tx and a.ndim > 1, self.ty and b.ndim > 1
+        if b.ndim == 1:  # vectors as matrices: [K] -> [K, 1] (b), [1, K] (a)
+            bt, g = bt.reshape([-1, 1]), g.unsqueeze(-1)
+        if a.ndim == 1:
+            at, g = at.reshape([1, -1]), g.unsqueeze(-2)
+        ga = gb = None
+        if na:  # d/dA of g . (A @ B) is g @ B^T; transposed back when A is a^T
+            ga = MatMul(ty, True)(bt, g) if tx else MatMul(False, not ty)(g, bt)
+            ga = sum_to_t(ga, at.shape)
+            if a.ndim == 1:
+                ga = ga.reshape(list(a.shape))
+        if nb:
+            gb = MatMul(True, tx)(g, at) if ty else MatMul(not tx, False)(at, g)
+            gb = sum_to_t(gb, bt.shape)
+            if b.ndim == 1:
+                gb = gb.reshape(list(b.shape))
+        return ga, gb
+
 
 def matmul(x, y, transpose_x=False, transpose_y=False, name=None):
     return MatMul(bool(transpose_x), bool(transpose_y))(x, y)
@@ -105,6 +134,10 @@ class Inverse(Function):
     def backward(self, g):
         t = _swap(self.out)
         return -(t @ g @ t)
+
+    def backward_graph(self, g):
+        y = live_output(self, self.out)
+        return -MatMul(False, True)(MatMul(True, False)(y, g), y)  # -(Y^T g Y^T), Y = inv(A)
 
 
 def inverse(x, name=None):
@@ -146,6 +179,21 @@ class Einsum(Function):
             shape = self.arrays[k].shape
             view = [shape[i] if c in have else 1 for i, c in enumerate(self.ins[k])]
             grads.append(xp.broadcast_to(r.reshape(view), shape).astype(self.arrays[k].dtype, copy=False))
+        return tuple(grads)
+
+    def backward_graph(self, g):
+        grads = []
+        for k, need in enumerate(self.needs):
+            if not need:
+                grads.append(None)
+                continue
+            others = [(s, live_input(self, i, a)) for i, (s, a) in enumerate(zip(self.ins, self.arrays)) if i != k]
+            have = set(self.out).union(*[set(s) for s, _ in others])
+            target = "".join(c for c in self.ins[k] if c in have)
+            r = Einsum([self.out] + [s for s, _ in others], target)(g, *[t for _, t in others])
+            shape = self.arrays[k].shape
+            r = r.reshape([shape[i] if c in have else 1 for i, c in enumerate(self.ins[k])]).expand(list(shape))
+            grads.append(r)
         return tuple(grads)
 
 
@@ -194,6 +242,10 @@ class Det(Function):
     def backward(self, g):
         return (g * self.out)[..., None, None] * _inv_t(self.a)
 
+    def backward_graph(self, g):
+        inv_t = _swap_t(Inverse()(live_input(self, 0, self.a)))
+        return (g * live_output(self, self.out)).unsqueeze([-1, -2]) * inv_t
+
 
 class Slogdet(Function):
     """``[sign, log|det A|]`` stacked along a new first axis (Paddle's layout); only the
@@ -210,6 +262,9 @@ class Slogdet(Function):
 
     def backward(self, g):
         return g[1][..., None, None] * _inv_t(self.a)
+
+    def backward_graph(self, g):
+        return g[1].unsqueeze([-1, -2]) * _swap_t(Inverse()(live_input(self, 0, self.a)))
 
 
 class Solve(Function):
@@ -232,6 +287,18 @@ class Solve(Function):
         ga = sum_to(-(gb @ _swap(self.x)), self.a.shape) if na else None
         if nb:
             gb = gb[:, 0] if self.vec else gb
+        return ga, (gb if nb else None)
+
+    def backward_graph(self, g):
+        na, nb = self.needs
+        a = live_input(self, 0, self.a)
+        x = live_output(self, self.x[:, 0] if self.vec else self.x)
+        if self.vec:
+            g, x = g.unsqueeze(-1), x.unsqueeze(-1)
+        gb = Solve()(_swap_t(a), g)
+        ga = sum_to_t(-MatMul(False, True)(gb, x), self.a.shape) if na else None
+        if nb and self.vec:
+            gb = gb.squeeze(-1)
         return ga, (gb if nb else None)
 
 

@@ -8,6 +8,7 @@ from ...tensor.tensor import Tensor, _watch
 from ..axes import normalize_axis as _ax
 from .. import function as _function
 from ..function import Function, sum_to
+from ..higher import const, linear_backward_graph, sum_to_t
 from ..grad_mode import _enabled
 
 
@@ -25,6 +26,9 @@ class Reshape(Function):
     def backward(self, g):
         return g.reshape(self.in_shape)
 
+    def backward_graph(self, g):
+        return Reshape(self.in_shape)(g)
+
 
 class Transpose(Function):
     save_inputs = False
@@ -40,6 +44,9 @@ class Transpose(Function):
         # a tuple of Python ints: cupy's transpose wants axes, not a host array
         return g.transpose(tuple(np.argsort(self.perm).tolist()))
 
+    def backward_graph(self, g):
+        return Transpose(tuple(np.argsort(self.perm).tolist()))(g)
+
 
 class BroadcastTo(Function):
     save_inputs = False
@@ -54,6 +61,9 @@ class BroadcastTo(Function):
 
     def backward(self, g):
         return sum_to(g, self.in_shape)
+
+    def backward_graph(self, g):
+        return sum_to_t(g, self.in_shape)
 
 
 class Concat(Function):
@@ -71,6 +81,13 @@ class Concat(Function):
         cuts = np.cumsum(self.sizes)[:-1]
         return tuple(p if need else None for p, need in zip(xp.split(g, cuts, axis=self.axis), self.needs))
 
+    def backward_graph(self, g):
+        out, start = [], 0
+        for n, need in zip(self.sizes, self.needs):
+            out.append(getitem(g, (slice(None),) * self.axis + (slice(start, start + n),)) if need else None)
+            start += n
+        return tuple(out)
+
 
 class Stack(Function):
     save_inputs = False
@@ -86,6 +103,10 @@ class Stack(Function):
         n = g.shape[self.axis]
         return tuple(xp.take(g, i, axis=self.axis) if need else None for i, need in zip(range(n), self.needs))
 
+    def backward_graph(self, g):
+        return tuple(getitem(g, (slice(None),) * self.axis + (i,)) if need else None
+                     for i, need in enumerate(self.needs))
+
 
 class Split(Function):
     save_inputs = False
@@ -100,6 +121,9 @@ class Split(Function):
 
     def backward(self, grads):
         return backend.get_array_module(grads[0]).concatenate(grads, axis=self.axis)
+
+    def backward_graph(self, grads):
+        return Concat(self.axis)(*grads)
 
 
 class Tile(Function):
@@ -121,6 +145,8 @@ class Tile(Function):
         g = g.reshape(split).sum(axis=tuple(range(0, 2 * g.ndim, 2)))
         return g.reshape(self.in_shape)
 
+    backward_graph = linear_backward_graph
+
 
 class IndexSelect(Function):
     save_inputs = False
@@ -141,6 +167,11 @@ class IndexSelect(Function):
         scatter_add(xp, out, self.index.reshape(-1), moved.reshape((-1,) + out.shape[1:]))
         return (xp.moveaxis(out, 0, self.axis) if self.axis else out), None
 
+    backward_graph = linear_backward_graph
+
+    def apply_linear(self, u):
+        return backend.get_array_module(u).take(u, self.index, axis=self.axis)
+
 
 class Flip(Function):
     save_inputs = False
@@ -155,6 +186,9 @@ class Flip(Function):
     def backward(self, g):
         return backend.get_array_module(g).flip(g, self.axes)
 
+    def backward_graph(self, g):
+        return Flip(self.axes)(g)
+
 
 class Clone(Function):
     """A copy of the data that stays in the graph (the gradient passes through)."""
@@ -164,6 +198,9 @@ class Clone(Function):
         return a.copy()
 
     def backward(self, g):
+        return g
+
+    def backward_graph(self, g):
         return g
 
 
@@ -179,6 +216,9 @@ class ToPlace(Function):
 
     def backward(self, g):
         return move_array(g, self.src)
+
+    def backward_graph(self, g):
+        return ToPlace(self.src)(g)
 
 
 def scatter_add(xp, out, index, values):
@@ -258,6 +298,11 @@ class GetItem(Function):
             return (out,) + (None,) * len(self.tensor_pos)
         return out
 
+    backward_graph = linear_backward_graph
+
+    def apply_linear(self, u):
+        return u[self.full_index]
+
 
 class SetItem(Function):
     """The write ``x[index] = value`` as a graph node: the old ``x`` gets the gradient
@@ -276,6 +321,19 @@ class SetItem(Function):
         if nv:
             shape, dtype = self.v_meta
             gv = sum_to(g[self.index], shape).astype(dtype, copy=False)
+        return gx, gv
+
+    def backward_graph(self, g):
+        nx, nv = self.needs
+        gx = gv = None
+        if nx:  # g with the written region zeroed: a constant mask
+            mask = backend.get_array_module(g._data).ones(g._data.shape, dtype=g._data.dtype)
+            mask[self.index] = 0
+            gx = g * const(mask)
+        if nv:
+            shape, dtype = self.v_meta
+            gv = sum_to_t(getitem(g, self.index), shape)
+            gv = gv if gv._data.dtype == dtype else gv.astype(dtype)
         return gx, gv
 
 

@@ -5,6 +5,7 @@ import numpy as np
 from ...tensor import backend
 from ...tensor.dtypes import upcast
 from ..function import Function, same_float_dtype
+from ..higher import const, live_input, live_output
 
 
 class Softmax(Function):
@@ -27,6 +28,10 @@ class Softmax(Function):
         y = self.out
         return y * (g - (g * y).sum(axis=self.axis, keepdims=True))
 
+    def backward_graph(self, g):
+        y = live_output(self, self.out)
+        return y * (g - (g * y).sum(axis=self.axis, keepdim=True))
+
 
 class LogSoftmax(Function):
     """Primitive for stability (log of a sum of exponentials, max subtracted)."""
@@ -46,6 +51,9 @@ class LogSoftmax(Function):
     def backward(self, g):
         xp = backend.get_array_module(g)
         return g - xp.exp(self.out) * g.sum(axis=self.axis, keepdims=True)
+
+    def backward_graph(self, g):
+        return g - live_output(self, self.out).exp() * g.sum(axis=self.axis, keepdim=True)
 
 
 class SoftmaxCrossEntropy(Function):
@@ -84,13 +92,30 @@ class SoftmaxCrossEntropy(Function):
         loss = loss * w
         e /= s
         self.p, self.safe, self.w, self.rows, self.shape = e, safe, w, rows, x.shape
+        self.x = x  # for backward_graph, and to recompute p for a second backward
         return loss.reshape(label.shape)
 
     def backward(self, g):
         dx = self.p
+        if dx is None:  # an earlier backward (retain_graph=True) consumed it
+            xp = backend.get_array_module(g)
+            flat = self.x.reshape(-1, self.shape[-1])
+            dx = xp.exp(flat - flat.max(axis=1, keepdims=True))
+            dx /= dx.sum(axis=1, keepdims=True)
+        self.p = None  # written in place below
         dx[self.rows, self.safe] -= 1
         dx *= (self.w * g.reshape(-1))[:, None]
         return (dx.reshape(self.shape), None) + ((None,) if len(self.needs) == 3 else ())
+
+    def backward_graph(self, g):
+        # w * (softmax(x) - onehot(label)) * g, with softmax recomputed as an op on the graph
+        xp = backend.get_array_module(g._data)
+        n_cls = self.shape[-1]
+        x = live_input(self, 0, self.x).reshape([-1, n_cls])
+        onehot = xp.zeros((x.shape[0], n_cls), dtype=self.x.dtype)
+        onehot[self.rows, self.safe] = 1
+        dx = (Softmax(1)(x) - const(onehot)) * (const(self.w) * g.reshape([-1])).unsqueeze(1)
+        return (dx.reshape(list(self.shape)), None) + ((None,) if len(self.needs) == 3 else ())
 
 
 class Linear(Function):
@@ -117,6 +142,22 @@ class Linear(Function):
         if needs[1]:
             x2 = x.reshape(-1, x.shape[-1]) if x.ndim != 2 else x
             gw = x2.T @ g2
+        if len(needs) == 3:
+            if needs[2]:
+                gb = g2.sum(axis=0)
+            return gx, gw, gb
+        return gx, gw
+
+    def backward_graph(self, g):
+        x, w = self.x, self.w
+        needs = self.needs
+        gx = gw = gb = None
+        g2 = g.reshape([-1, g.shape[-1]]) if g.ndim != 2 else g
+        if needs[0]:
+            gx = g.matmul(live_input(self, 1, w), transpose_y=True)
+        if needs[1]:
+            xt = live_input(self, 0, x)
+            gw = (xt.reshape([-1, x.shape[-1]]) if x.ndim != 2 else xt).matmul(g2, transpose_x=True)
         if len(needs) == 3:
             if needs[2]:
                 gb = g2.sum(axis=0)
@@ -157,3 +198,6 @@ class Dropout(Function):
     def backward(self, g):
         # the mask broadcasts up to x's shape and the output has x's shape: no sum_to
         return (g * self.mask,)
+
+    def backward_graph(self, g):
+        return (g * const(self.mask),)

@@ -20,6 +20,7 @@ kernel, when they are None: the statistics were not differentiated):
 from ...tensor import backend
 from ...tensor.dtypes import upcast
 from ..function import Function
+from ..higher import live_input
 
 
 class Standardize(Function):
@@ -40,7 +41,7 @@ class Standardize(Function):
         var = xp.mean(xc * xc, axis=self.axes, keepdims=True)
         rstd = 1.0 / xp.sqrt(var + x.dtype.type(self.eps))
         xc *= rstd
-        self.rstd, self.out = rstd, xc
+        self.rstd, self.out, self.mean = rstd, xc, mean
         if self.stats:
             return xc, mean, var
         return xc
@@ -60,4 +61,20 @@ class Standardize(Function):
                 dx += g_mean / n
             if g_var is not None:
                 dx += g_var * (2.0 * y / self.rstd) / n
+        return dx
+
+    def backward_graph(self, g):
+        # the composite (mean, variance, 1/std) recorded on the input, which is rebuilt from
+        # the output as y / rstd + mean (x itself is not kept: see the module docstring)
+        axes = list(self.axes)
+        if self.stats:
+            g, g_mean, g_var = g
+        x = live_input(self, 0, self.out / self.rstd + self.mean)
+        xc = x - x.mean(axis=axes, keepdim=True)
+        rstd = ((xc * xc).mean(axis=axes, keepdim=True) + self.eps).rsqrt()
+        y = xc * rstd
+        dx = rstd * (g - g.mean(axis=axes, keepdim=True) - y * (g * y).mean(axis=axes, keepdim=True))
+        if self.stats:
+            n = self.out.size // self.rstd.size
+            dx = dx + (g_mean + g_var * (2.0 * xc)) * (1.0 / n)
         return dx

@@ -11,6 +11,7 @@ import numpy as np
 
 from ...tensor import backend
 from ..function import Function
+from ..higher import linear_backward_graph
 from .conv import _alloc, _contig, _cudnn_for, _pad_input, _symmetric, out_size
 
 
@@ -148,6 +149,22 @@ class MaxPool2d(Function):
                 gx[sl] += g * hit
         return gx[:, :, pt:pt + h, pl:pl + w]
 
+    # the gradient is linear in g (the winners are constants of it)
+    backward_graph = linear_backward_graph
+
+    def apply_linear(self, u):
+        """``u`` read at each window's winner (the adjoint of ``backward``)."""
+        xp = backend.get_array_module(u)
+        idx = self.winner_index()  # pads self.xpad on the cuDNN path
+        (n, c, h, w), oh, ow = self.geom
+        (pt, _, pl, _) = self.pads
+        upad = xp.zeros(self.xpad.shape, dtype=u.dtype)
+        upad[:, :, pt:pt + h, pl:pl + w] = u
+        out = xp.zeros(self.out.shape, dtype=u.dtype)
+        for k, sl in enumerate(self._slices(upad, oh, ow)):
+            out += xp.where(idx == k, upad[sl], u.dtype.type(0))
+        return out
+
 
 def max_pool_mask(idx, kernel, stride, pads, in_hw):
     """Paddle's ``return_mask``: for each output, the flat index ``y*W + x`` of its maximum
@@ -229,3 +246,5 @@ class AvgPool2d(Function):
             for j in range(kw):
                 gx[:, :, i:i + he:sh, j:j + we:sw] += gd
         return gx[:, :, pt:pt + h, pl:pl + w]
+
+    backward_graph = linear_backward_graph  # linear: apply_linear is forward itself

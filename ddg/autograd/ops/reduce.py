@@ -9,6 +9,7 @@ from ...tensor.tensor import Tensor
 from ..axes import normalize_axis as _axis
 from ..axes import normalize_axes as _axes
 from ..function import Function
+from ..higher import const, linear_backward_graph, live_input, live_output
 
 
 def _expand_back(g, in_shape, axes, keepdim):
@@ -39,6 +40,11 @@ class Sum(Function):
         g = _expand_back(g, shape, self.axes, self.keepdim)
         return backend.broadcast_view(g.astype(dtype, copy=False), shape)
 
+    def backward_graph(self, g):
+        shape, dtype = self.meta
+        g = _expand_back(g, shape, self.axes, self.keepdim)
+        return (g if g._data.dtype == dtype else g.astype(dtype)).expand(list(shape))
+
 
 class Mean(Function):
     save_inputs = False
@@ -68,6 +74,14 @@ class Mean(Function):
         g = _expand_back(g, shape, self.axes, self.keepdim) * (1.0 / _b.max(n, 1))
         return backend.broadcast_view(g.astype(dtype, copy=False), shape)
 
+    def backward_graph(self, g):
+        shape, dtype = self.meta
+        n = 1
+        for ax in self.axes:
+            n *= shape[ax]
+        g = _expand_back(g, shape, self.axes, self.keepdim) * (1.0 / _b.max(n, 1))
+        return (g if g._data.dtype == dtype else g.astype(dtype)).expand(list(shape))
+
 
 class MaxMin(Function):
     """max / min; ties share the gradient equally."""
@@ -92,6 +106,12 @@ class MaxMin(Function):
         mask = (self.a == self.out).astype(g.dtype)
         mask /= mask.sum(axis=self.axes, keepdims=True)
         return _expand_back(g, self.a.shape, self.axes, self.keepdim) * mask
+
+    def backward_graph(self, g):
+        # linear in g: the winners' mask is a constant of the formula (it has zero derivative)
+        mask = (self.a == self.out).astype(g._data.dtype)
+        mask /= mask.sum(axis=self.axes, keepdims=True)
+        return _expand_back(g, self.a.shape, self.axes, self.keepdim) * const(mask)
 
 
 class Prod(Function):
@@ -123,6 +143,16 @@ class Prod(Function):
         inv = tuple(np.argsort(perm).tolist())   # axes as Python ints (cupy wants no host array)
         return g * xp.transpose(others, inv)
 
+    def backward_graph(self, g):
+        a = self.a
+        if bool((a == 0).any()):
+            raise NotImplementedError(f"ddg: op Prod does not support higher-order gradients (create_graph=True) "
+                                      f"where its input holds zeros (shape {list(a.shape)})")
+        out = live_output(self, self.out if self.keepdim else self.out.reshape(
+            [n for i, n in enumerate(a.shape) if i not in self.axes]))
+        out = _expand_back(out, a.shape, self.axes, self.keepdim)
+        return _expand_back(g, a.shape, self.axes, self.keepdim) * out / live_input(self, 0, a)
+
 
 class LogSumExp(Function):
     """A primitive for numerical stability: subtracts the max before exponentiating."""
@@ -139,10 +169,20 @@ class LogSumExp(Function):
         s = self.e.sum(axis=self.axes, keepdims=True)
         self.s = s
         out = xp.log(s) + m
+        self.a, self.out = a, out  # for backward_graph
         return out if self.keepdim else out.reshape([n for i, n in enumerate(a.shape) if i not in self.axes])
 
     def backward(self, g):
         return _expand_back(g, self.e.shape, self.axes, self.keepdim) * (self.e / self.s)
+
+    def backward_graph(self, g):
+        # d logsumexp / da = exp(a - logsumexp(a)), with the output (keepdims) on the graph
+        a = live_input(self, 0, self.a)
+        out = live_output(self, self.out if self.keepdim else self.out.reshape(
+            [n for i, n in enumerate(self.a.shape) if i not in self.axes]))
+        if not self.keepdim:
+            out = _expand_back(out, self.e.shape, self.axes, False)
+        return _expand_back(g, self.e.shape, self.axes, self.keepdim) * (a - out).exp()
 
 
 class CumSum(Function):
@@ -160,6 +200,8 @@ class CumSum(Function):
         xp = backend.get_array_module(g)
         axis = 0 if self.axis is None else self.axis
         return xp.flip(xp.cumsum(xp.flip(g, axis), axis=axis), axis).reshape(self.shape)
+
+    backward_graph = linear_backward_graph
 
 
 class CumProd(Function):
