@@ -47,6 +47,21 @@ from . import io as _io  # imported eagerly: it is light, and the hook below mus
 
 _methods.install()
 
+from .autograd import methods_api as _methods_api  # noqa: E402
+from .autograd.composite_api import (  # noqa: E402,F401
+    addmm, mv, inner, tensordot, cross, dist, cdist, deg2rad, rad2deg, frac, hypot, lerp, logaddexp, logit, stanh,
+    sgn, heaviside, fmax, fmin, ldexp, frexp, nextafter, gcd, lcm, diff, trapezoid, cumulative_trapezoid,
+    logcumsumexp, cummax, cummin, nansum, nanmean, kthvalue, quantile, nanquantile, median, nanmedian, mode,
+    atleast_1d, atleast_2d, atleast_3d, broadcast_shape, unflatten, view, view_as, vsplit, reverse, rot90, crop,
+    strided_slice, unfold, as_strided, diagflat, diag_embed, diagonal_scatter, select_scatter, index_fill,
+    index_add, index_put, index_sample, take, multiplex, combinations, vander, renorm, scatter_nd, searchsorted,
+    bucketize, histogram, unique_consecutive, shard_index, tril_indices, triu_indices, logspace, increment,
+    is_tensor, is_complex, is_floating_point, is_integer, is_empty, rank, tolist, iinfo, finfo, poisson,
+    standard_normal, randint_like)
+
+_methods_api.install()
+globals().update(_methods_api.function_forms())
+
 
 def _io_getattr(name):
     # Paddle's paddle.io.DistributedBatchSampler. It lives in the parallel layer (it asks
