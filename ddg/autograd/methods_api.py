@@ -203,6 +203,9 @@ def corrcoef(x, rowvar=True, name=None):
     return E.clip(out, -1.0, 1.0)
 
 
+# in-place forms Paddle has only as Tensor methods
+METHOD_ONLY = {"lerp", "put_along_axis"}
+
 # composites attached as Tensor methods under their own names
 METHODS = ("addmm mv inner tensordot cross dist cdist deg2rad rad2deg frac hypot lerp logaddexp logit stanh sgn "
            "heaviside fmax fmin ldexp frexp nextafter gcd lcm diff trapezoid cumulative_trapezoid logcumsumexp "
@@ -247,6 +250,7 @@ def install():
 
 def function_forms():
     """``{name: function}`` for the in-place function forms ddg exports at the top level."""
-    out = {name + "_": _function_form(name) for name, fn in INPLACE.items() if fn is not None}
+    out = {name + "_": _function_form(name) for name, fn in INPLACE.items()
+           if fn is not None and name not in METHOD_ONLY}
     out["where_"] = _where_
     return out
