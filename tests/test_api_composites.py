@@ -168,6 +168,18 @@ ROWS = [
         [0.5, 1.0, 2.0, 1.0, 0.3], dtype=a.dtype)),
      lambda a: np.cov(a, fweights=[1, 2, 1, 3, 1], aweights=[0.5, 1.0, 2.0, 1.0, 0.3]), [(3, 5)], "any"),
     ("corrcoef", lambda a: a.corrcoef(), np.corrcoef, [(3, 5)], "any"),
+    # ops/special.py (primitives)
+    ("lgamma", ddg.lgamma, special.gammaln, [(3, 4)], "pos"),
+    ("digamma", ddg.digamma, special.digamma, [(3, 4)], "pos"),
+    ("polygamma", lambda a: ddg.polygamma(a, 2), lambda a: special.polygamma(2, a), [(3, 4)], "pos"),
+    ("multigammaln", lambda a: ddg.multigammaln(a + 2, 3), lambda a: special.multigammaln(a + 2, 3)
+     if a.ndim == 0 else np.vectorize(lambda v: special.multigammaln(v, 3))(a + 2).astype(a.dtype), [(3, 4)], "pos"),
+    ("erfinv", ddg.erfinv, special.erfinv, [(3, 4)], "unit"),
+    ("i0", ddg.i0, special.i0, [(3, 4)], "any"),
+    ("i0e", ddg.i0e, special.i0e, [(3, 4)], "any"),
+    ("i1", ddg.i1, special.i1, [(3, 4)], "any"),
+    ("i1e", ddg.i1e, special.i1e, [(3, 4)], "any"),
+    ("atan2", ddg.atan2, np.arctan2, [(3, 4), (4,)], "any"),
 ]
 
 

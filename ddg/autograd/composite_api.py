@@ -22,6 +22,7 @@ from .ops import logic as G
 from .ops import movement as M
 from .ops import reduce as R
 from .ops import sort as S
+from .ops import special as SP
 
 
 def _xp(x):
@@ -241,6 +242,16 @@ def _int_binary(op):
 
 gcd = _int_binary("gcd")
 lcm = _int_binary("lcm")
+
+
+def multigammaln(x, p, name=None):
+    """The log of the multivariate gamma function of dimension ``p``."""
+    if int(p) != p or p < 1:
+        raise ValueError(f"ddg.multigammaln: p must be a positive integer, got {p}")
+    out = SP.lgamma(x)
+    for j in range(1, int(p)):
+        out = E.add(out, SP.lgamma(E.subtract(x, j / 2.0)))
+    return E.add(out, p * (p - 1) / 4.0 * np.log(np.pi))
 
 
 # -- differences, integrals, cumulative ops ----------------------------------------------------

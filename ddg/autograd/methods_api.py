@@ -15,6 +15,7 @@ from .ops import elementwise as E
 from .ops import logic as G
 from .ops import movement as M
 from .ops import reduce as R
+from .ops import special as SP
 
 # Paddle's in-place ops (method and function forms) and the out-of-place op each one updates with
 INPLACE = {
@@ -34,6 +35,8 @@ INPLACE = {
     "masked_fill": C.masked_fill, "tril": C.tril, "triu": C.triu, "t": C.t, "transpose": M.transpose,
     "scatter": M.scatter, "put_along_axis": M.put_along_axis, "index_add": A.index_add,
     "index_fill": A.index_fill, "index_put": A.index_put, "renorm": A.renorm, "addmm": A.addmm,
+    "lgamma": SP.lgamma, "digamma": SP.digamma, "polygamma": SP.polygamma, "erfinv": SP.erfinv, "i0": SP.i0,
+    "multigammaln": A.multigammaln, "reshape": M.reshape, "squeeze": M.squeeze, "unsqueeze": M.unsqueeze,
     "where": None,  # where_(condition, x, y) updates x, its second argument: below
 }
 
@@ -97,6 +100,16 @@ def _random_fill(name, draw):
         return self
     method.__name__ = name
     return method
+
+
+def _random_function_form(name):
+    method = getattr(Tensor, name)
+
+    @functools.wraps(method)
+    def fn(x, *args, **kwargs):
+        kwargs.pop("name", None)
+        return method(x, *args, **kwargs)
+    return fn
 
 
 def _normal_(rng, shape, mean=0.0, std=1.0):
@@ -213,7 +226,8 @@ METHODS = ("addmm mv inner tensordot cross dist cdist deg2rad rad2deg frac hypot
            "atleast_3d broadcast_shape unflatten view_as vsplit reverse rot90 strided_slice unfold as_strided "
            "diagflat diag_embed diagonal_scatter select_scatter index_fill index_add index_put index_sample take "
            "multiplex combinations vander renorm scatter_nd bucketize histogram unique_consecutive "
-           "shard_index increment is_complex is_integer is_empty rank").split()
+           "shard_index increment is_complex is_integer is_empty rank multigammaln").split()
+SPECIAL = "lgamma digamma polygamma erfinv i0 i0e i1 i1e atan2".split()
 
 
 def install():
@@ -221,6 +235,8 @@ def install():
     for n in METHODS:
         setattr(T, n, getattr(A, n))
     T.is_tensor = A.is_tensor
+    for n in SPECIAL:
+        setattr(T, n, getattr(SP, n))
     for name, fn in INPLACE.items():
         if fn is not None and not hasattr(T, name + "_"):
             setattr(T, name + "_", _inplace_method(name, fn))
@@ -253,4 +269,6 @@ def function_forms():
     out = {name + "_": _function_form(name) for name, fn in INPLACE.items()
            if fn is not None and name not in METHOD_ONLY}
     out["where_"] = _where_
+    for n in ("normal_", "cauchy_", "geometric_"):
+        out[n] = _random_function_form(n)
     return out
