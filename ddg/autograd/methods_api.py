@@ -217,7 +217,7 @@ def corrcoef(x, rowvar=True, name=None):
 
 
 # in-place forms Paddle has only as Tensor methods
-METHOD_ONLY = {"lerp", "put_along_axis"}
+METHOD_ONLY = {"lerp", "put_along_axis", "erfinv"}
 
 # composites attached as Tensor methods under their own names
 METHODS = ("addmm mv inner tensordot cross dist cdist deg2rad rad2deg frac hypot lerp logaddexp logit stanh sgn "
