@@ -129,3 +129,211 @@ def test_conv3d_layers_and_pool_masks(rng):
         F.conv3d(ddg.ones([2, 3, 4, 5]), conv.weight)
     with pytest.raises(ValueError, match="conv3d.*channels"):
         F.conv3d(ddg.ones([2, 2, 4, 5, 4]), conv.weight)
+
+
+# -- ddg/nn/functional/extra.py: numpy references -----------------------------------------------------
+def _np_lrn(x, size=3, alpha=0.1, beta=0.75, k=1.0):
+    sq = x ** 2
+    c = x.shape[1]
+    s = np.stack([sq[:, max(0, j - size // 2):min(c, j + (size - 1) // 2 + 1)].sum(1) for j in range(c)], 1)
+    return x / (k + alpha / size * s) ** beta
+
+
+def _np_fold(x, out_hw, k):
+    n, ck, _ = x.shape
+    c = ck // (k * k)
+    oh, ow = out_hw[0] - k + 1, out_hw[1] - k + 1
+    out = np.zeros((n, c) + tuple(out_hw))
+    cols = x.reshape(n, c, k, k, oh, ow)
+    for i in range(k):
+        for j in range(k):
+            out[:, :, i:i + oh, j:j + ow] += cols[:, :, i, j]
+    return out
+
+
+def _np_mml(x, lab, w):
+    n, c = x.shape
+    out = np.zeros(n)
+    for i in range(n):
+        m = np.maximum(0, 0.8 - x[i, lab[i]] + x[i]) ** 2 * w[lab[i]]
+        m[lab[i]] = 0
+        out[i] = m.sum() / c
+    return out
+
+
+def _np_ctc(x, labels, il, ll, blank=0):
+    """Per-sample CTC loss by the textbook alpha recursion on probabilities."""
+    lp = x - np.log(np.exp(x).sum(-1, keepdims=True))
+    out = []
+    for n in range(x.shape[1]):
+        ext = [blank]
+        for v in labels[n, :ll[n]]:
+            ext += [v, blank]
+        y = np.exp(lp[:il[n], n])
+        a = np.zeros(len(ext))
+        a[0] = y[0, ext[0]]
+        if len(ext) > 1:
+            a[1] = y[0, ext[1]]
+        for t in range(1, il[n]):
+            b = np.zeros_like(a)
+            for s in range(len(ext)):
+                v = a[s] + (a[s - 1] if s >= 1 else 0)
+                if s >= 2 and ext[s] != blank and ext[s] != ext[s - 2]:
+                    v += a[s - 2]
+                b[s] = v * y[t, ext[s]]
+            a = b
+        out.append(-np.log(a[-1] + (a[-2] if len(ext) > 1 else 0)))
+    return np.array(out)
+
+
+_CTC_LAB = np.array([[1, 2, 2], [3, 1, 0]])
+_IDX4 = np.array([1, 0, 3])
+
+FROWS = [
+    ("pairwise_distance", lambda x, y: F.pairwise_distance(x, y, 3.0),
+     lambda x, y: (np.abs(x - y + 1e-6) ** 3).sum(-1) ** (1 / 3), [(3, 4), (3, 4)]),
+    ("pixel_unshuffle", lambda x: F.pixel_unshuffle(x, 2),
+     lambda x: x.reshape(2, 2, 2, 2, 3, 2).transpose(0, 1, 3, 5, 2, 4).reshape(2, 8, 2, 3), [(2, 2, 4, 6)]),
+    ("channel_shuffle", lambda x: F.channel_shuffle(x, 3),
+     lambda x: x.reshape(2, 3, 2, 2, 2).transpose(0, 2, 1, 3, 4).reshape(2, 6, 2, 2), [(2, 6, 2, 2)]),
+    ("maxout", lambda x: F.maxout(x, 2), lambda x: x.reshape(2, 2, 2, 3, 2).max(2), [(2, 4, 3, 2)]),
+    ("local_response_norm", lambda x: F.local_response_norm(x, 3, 0.1), _np_lrn, [(2, 5, 2, 3)]),
+    ("gaussian_nll_loss", lambda x, y, v: F.gaussian_nll_loss(x, y, v.abs() + 0.5, full=True, reduction="none"),
+     lambda x, y, v: 0.5 * (np.log(np.abs(v) + 0.5) + (x - y) ** 2 / (np.abs(v) + 0.5)) + 0.5 * np.log(2 * np.pi),
+     [(3, 4), (3, 4), (3, 4)]),
+    ("poisson_nll_loss", lambda x, y: F.poisson_nll_loss(x, y.abs() * 3, reduction="none"),
+     lambda x, y: np.exp(x) - np.abs(y) * 3 * x, [(3, 4), (3, 4)]),
+    ("multi_margin_loss", lambda x, w: F.multi_margin_loss(x, ddg.to_tensor(_IDX4), 2, 0.8, w, "none"),
+     lambda x, w: _np_mml(x, _IDX4, w), [(3, 4), (4,)]),
+    ("triplet_margin_with_distance_loss",
+     lambda a, p, n: F.triplet_margin_with_distance_loss(a, p, n, lambda u, v: ((u - v) ** 2).sum(-1), 0.5,
+                                                         reduction="none"),
+     lambda a, p, n: np.maximum(((a - p) ** 2).sum(-1) - ((a - n) ** 2).sum(-1) + 0.5, 0), [(3, 4)] * 3),
+    ("bilinear", lambda a, b, w, c: F.bilinear(a, b, w, c), lambda a, b, w, c: np.einsum("ni,oij,nj->no", a, w, b) + c,
+     [(3, 2), (3, 4), (5, 2, 4), (1, 5)]),
+    ("fold", lambda x: F.fold(x, [4, 5], 2), lambda x: _np_fold(x, (4, 5), 2), [(2, 8, 12)]),
+    ("max_unpool2d", lambda x: F.max_unpool2d(*F.max_pool2d(x, 2, return_mask=True), 2),
+     lambda x: np.where(x == np.repeat(np.repeat(x.reshape(2, 3, 2, 2, 2, 2).max((3, 5)), 2, 2), 2, 3), x, 0),
+     [(2, 3, 4, 4)]),
+    ("temporal_shift", lambda x: F.temporal_shift(x, 2, 0.25),
+     lambda x: np.concatenate([np.concatenate([np.zeros((2, 1, 1, 2, 2)), x.reshape(2, 2, 4, 2, 2)[:, :1, :1]], 1),
+                               np.concatenate([x.reshape(2, 2, 4, 2, 2)[:, 1:, 1:2], np.zeros((2, 1, 1, 2, 2))], 1),
+                               x.reshape(2, 2, 4, 2, 2)[:, :, 2:]], 2).reshape(4, 4, 2, 2), [(4, 4, 2, 2)]),
+    ("ctc_loss", lambda x: F.ctc_loss(x, ddg.to_tensor(_CTC_LAB), ddg.to_tensor([6, 5]), ddg.to_tensor([3, 2]),
+                                      reduction="none"),
+     lambda x: _np_ctc(x, _CTC_LAB, [6, 5], [3, 2]), [(6, 2, 5)]),
+    ("margin_cross_entropy", lambda x: F.margin_cross_entropy(x.tanh(), ddg.to_tensor(_IDX4), 1.0, 0.3, 0.1, 4.0,
+                                                               reduction="none"),
+     lambda x: _np_arcface(np.tanh(x), _IDX4, 1.0, 0.3, 0.1, 4.0), [(3, 4)]),
+]
+
+
+def _np_arcface(c, lab, m1, m2, m3, s):
+    z = c.copy()
+    for i, k in enumerate(lab):
+        z[i, k] = np.cos(m1 * np.arccos(c[i, k]) + m2) - m3
+    z *= s
+    lp = z - np.log(np.exp(z).sum(1, keepdims=True))
+    return -lp[np.arange(len(lab)), lab][:, None]
+
+
+@pytest.mark.parametrize("name,fn,ref,shapes", FROWS, ids=[r[0] for r in FROWS])
+def test_functional_forward_matches_numpy(name, fn, ref, shapes, rng):
+    arrays = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    out = fn(*[ddg.to_tensor(a) for a in arrays])
+    want = ref(*[a.astype(np.float64) for a in arrays])
+    assert out.shape == list(want.shape)
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-5)
+    assert out.dtype == np.float32
+
+
+@pytest.mark.parametrize("name,fn,ref,shapes", FROWS, ids=[r[0] for r in FROWS])
+def test_functional_backward_matches_central_differences(name, fn, ref, shapes, rng):
+    inputs = [ddg.to_tensor(rng.standard_normal(s), stop_gradient=False) for s in shapes]
+    assert gradcheck(fn, inputs, eps=1e-6, atol=1e-6, rtol=1e-4)
+
+
+@pytest.mark.parametrize("name,fn,ref,shapes", FROWS, ids=[r[0] for r in FROWS])
+def test_functional_same_results_on_every_backend(name, fn, ref, shapes, place, rng):
+    arrays = [rng.standard_normal(s) for s in shapes]
+    cpu = [ddg.to_tensor(a, stop_gradient=False) for a in arrays]
+    dev = [ddg.to_tensor(a, place=place, stop_gradient=False) for a in arrays]
+    out_cpu = fn(*cpu)
+    if place != "cpu":
+        ddg.set_device(place)
+    try:
+        out_dev = fn(*dev)
+    finally:
+        ddg.set_device("cpu")
+    assert out_dev.place == ddg.tensor.place.parse_place(place)
+    np.testing.assert_allclose(out_dev.numpy(), out_cpu.numpy(), rtol=1e-10, atol=1e-12)
+    v = np.random.default_rng(1).standard_normal(out_cpu.shape)
+    out_cpu.backward(ddg.to_tensor(v))
+    out_dev.backward(ddg.to_tensor(v, place=place))
+    for c, d in zip(cpu, dev):
+        np.testing.assert_allclose(d.grad.numpy(), c.grad.numpy(), rtol=1e-9, atol=1e-12)
+
+
+def test_values_paddle_printed():
+    # Paddle 3.3.1: ctc_loss normalises raw scores itself (same loss for x and log_softmax(x)), mean
+    # divides by the label lengths; these inputs gave [8.45387949, 6.19035567] and 2.95656883294824
+    x = np.random.default_rng(0).standard_normal((6, 2, 5))
+    args = (ddg.to_tensor(_CTC_LAB.astype("int32")), ddg.to_tensor([6, 5]), ddg.to_tensor([3, 2]))
+    np.testing.assert_allclose(F.ctc_loss(ddg.to_tensor(x), *args, reduction="none").numpy(),
+                               [8.45387949, 6.19035567], rtol=1e-8)
+    np.testing.assert_allclose(F.ctc_loss(F.log_softmax(ddg.to_tensor(x)), *args).item(), 2.95656883294824, rtol=1e-8)
+    assert nn.CTCLoss()(ddg.to_tensor(x), *args).item() == pytest.approx(2.95656883294824)
+    ids = ddg.to_tensor([[[2, 2], [6, 1]], [[3, 9], [6, 1]], [[0, 1], [9, 0]]])
+    parents = ddg.to_tensor([[[0, 0], [1, 1]], [[1, 0], [1, 0]], [[0, 0], [0, 1]]])
+    assert F.gather_tree(ids, parents).tolist() == [[[2, 2], [1, 6]], [[3, 3], [6, 1]], [[0, 1], [9, 0]]]
+
+
+def test_nn_layers_shapes_and_modes(rng):
+    x = ddg.to_tensor(rng.standard_normal((2, 4, 6, 6)).astype(np.float32))
+    assert nn.PixelUnshuffle(2)(x).shape == [2, 16, 3, 3] and nn.ChannelShuffle(2)(x).shape == [2, 4, 6, 6]
+    assert nn.Maxout(2)(x).shape == [2, 2, 6, 6] and nn.Unflatten(1, [2, 2])(x).shape == [2, 2, 2, 6, 6]
+    np.testing.assert_allclose(nn.Softmax2D()(x).numpy().sum(1), 1.0, rtol=1e-6)
+    assert nn.LocalResponseNorm(3)(x).shape == x.shape and nn.PairwiseDistance()(x, x).shape == [2, 4, 6]
+    m, idx = F.max_pool2d(x, 2, return_mask=True)
+    assert nn.MaxUnPool2D(2)(m, idx).shape == [2, 4, 6, 6]
+    m1, i1 = F.max_pool1d(x[:, :, 0], 2, return_mask=True)
+    assert nn.MaxUnPool1D(2)(m1, i1).shape == [2, 4, 6]
+    m3, i3 = F.max_pool3d(ddg.unsqueeze(x, 2), (1, 2, 2), return_mask=True)
+    assert nn.MaxUnPool3D((1, 2, 2))(m3, i3).shape == [2, 4, 1, 6, 6]
+    assert nn.Fold([4, 4], 2)(ddg.ones([1, 8, 9])).shape == [1, 2, 4, 4]
+    assert nn.InstanceNorm3D(4)(ddg.unsqueeze(x, 2)).shape == [2, 4, 1, 6, 6]
+    bil = nn.Bilinear(3, 4, 5)
+    assert bil.weight.shape == [5, 3, 4] and bil.bias.shape == [1, 5]
+    assert bil(ddg.ones([2, 3]), ddg.ones([2, 4])).shape == [2, 5]
+    # random layers: training draws, eval is deterministic
+    for layer in (nn.AlphaDropout(0.5), nn.RReLU(), nn.Dropout3D(0.5)):
+        z = ddg.unsqueeze(x, 2) if isinstance(layer, nn.Dropout3D) else x
+        layer.eval()
+        np.testing.assert_array_equal(layer(z).numpy(), layer(z).numpy())
+        layer.train()
+        assert layer(z).shape == z.shape
+    np.testing.assert_allclose(F.rrelu(x, training=False).numpy(),
+                               np.where(x.numpy() >= 0, x.numpy(), x.numpy() * (1 / 8 + 1 / 3) / 2), rtol=1e-6)
+    ddg.seed(0)
+    big = ddg.to_tensor(rng.standard_normal(20000).astype(np.float32))
+    y = F.alpha_dropout(big, 0.2).numpy()
+    assert abs(y.mean()) < 0.05 and abs(y.std() - 1) < 0.05          # SELU's moments kept
+    g = F.gumbel_softmax(x, hard=True)
+    assert set(np.unique(g.numpy())) <= {0.0, 1.0} and np.all(g.numpy().sum(-1) == 1)
+    labels, centers = F.class_center_sample(ddg.to_tensor([3, 7, 3, 1]), 10, 5)
+    assert centers.shape == [5] and set([1, 3, 7]) <= set(centers.tolist())
+    assert [centers.tolist()[i] for i in labels.tolist()] == [3, 7, 3, 1]
+
+
+def test_in_place_activations_and_spectral_norm(rng):
+    x = ddg.to_tensor([-1.0, 0.5, 2.0])
+    assert F.relu_(x) is x and x.tolist() == [0.0, 0.5, 2.0]
+    F.hardtanh_(x, 0.0, 1.0)
+    assert x.tolist() == [0.0, 0.5, 1.0]
+    F.softmax_(x)
+    np.testing.assert_allclose(x.numpy().sum(), 1.0, rtol=1e-6)
+    sn = nn.SpectralNorm([4, 6], dim=1, power_iters=30)
+    w = ddg.to_tensor(rng.standard_normal((4, 6)).astype(np.float32))
+    out = sn(w)
+    np.testing.assert_allclose(np.linalg.svd(out.numpy(), compute_uv=False)[0], 1.0, rtol=1e-4)
+    assert all(p.stop_gradient for p in sn.parameters())

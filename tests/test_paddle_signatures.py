@@ -52,6 +52,7 @@ KNOWN = {
     ".:set_grad_enabled": {"default mode"},
     ".nn:Conv1D": {"position"},
     ".nn:Conv2D": {"position"},
+    ".nn:Conv3D": {"position"},
     ".nn:Dropout": {"position"},
     ".nn:Embedding": {"position"},
     ".nn:GroupNorm": {"position"},

@@ -20,6 +20,10 @@ from .layer.rnn import (RNN, GRU, LSTM, BiRNN, GRUCell, LSTMCell, RNNCellBase,  
                         SimpleRNN, SimpleRNNCell)
 from .layer.transformer import (MultiHeadAttention, Transformer, TransformerDecoder,  # noqa: F401
                                 TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer)
+from .layer.extra import (AlphaDropout, Bilinear, ChannelShuffle, CTCLoss, Dropout3D, Fold,  # noqa: F401
+                          GaussianNLLLoss, InstanceNorm3D, LocalResponseNorm, Maxout, MaxUnPool1D, MaxUnPool2D,
+                          MaxUnPool3D, MultiMarginLoss, PairwiseDistance, PixelUnshuffle, PoissonNLLLoss, RReLU,
+                          Softmax2D, SpectralNorm, TripletMarginWithDistanceLoss, Unflatten)
 from .param_attr import ParamAttr  # noqa: F401
 from . import utils  # noqa: F401
 from .parameter import Parameter  # noqa: F401

@@ -13,3 +13,4 @@ from .pooling import (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_max_poo
                       avg_pool3d, adaptive_avg_pool3d, adaptive_max_pool3d)
 from .attention import scaled_dot_product_attention  # noqa: F401
 from .loss import *  # noqa: F401,F403
+from .extra import *  # noqa: F401,F403
