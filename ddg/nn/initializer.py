@@ -226,6 +226,6 @@ def set_global_initializer(weight_init, bias_init=None):
     _global_init["weight"], _global_init["bias"] = weight_init, bias_init
 
 
-def global_initializer(is_bias):
+def _global_initializer(is_bias):
     """The initializer set by ``set_global_initializer`` for weights or biases, or None."""
     return _global_init["bias" if is_bias else "weight"]
