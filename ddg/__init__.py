@@ -57,10 +57,11 @@ from .autograd.composite_api import (  # noqa: E402,F401
     index_add, index_put, index_sample, take, multiplex, combinations, vander, renorm, scatter_nd, searchsorted,
     bucketize, histogram, unique_consecutive, shard_index, tril_indices, triu_indices, logspace, increment,
     is_tensor, is_complex, is_floating_point, is_integer, is_empty, rank, tolist, iinfo, finfo, poisson,
-    standard_normal, randint_like, multigammaln)
-from .autograd.ops.special import lgamma, digamma, polygamma, erfinv, i0, i0e, i1, i1e, atan2  # noqa: E402,F401
+    standard_normal, randint_like, multigammaln, atan2)
+from .autograd.ops.special import lgamma, digamma, polygamma, erfinv, i0, i0e, i1, i1e  # noqa: E402,F401
 
 _methods_api.install()
+from . import linalg as _linalg  # noqa: E402,F401  (attaches matrix_power, multi_dot, solve to Tensor)
 globals().update(_methods_api.function_forms())
 
 

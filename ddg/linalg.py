@@ -55,3 +55,9 @@ def multi_dot(x, name=None):
     for t in x[1:]:
         out = _L.matmul(out, t)
     return out
+
+
+# the Tensor methods Paddle spells after these functions
+_Tensor.matrix_power = matrix_power
+_Tensor.multi_dot = lambda self, *others, name=None: multi_dot([self, *others])
+_Tensor.solve = solve

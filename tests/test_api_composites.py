@@ -368,3 +368,10 @@ def test_errors_name_the_op_and_shapes():
         ddg.take(ddg.ones([2, 2]), ddg.to_tensor([4]))
     with pytest.raises(ValueError, match=r"ddg.tensordot.*\[2, 3\]"):
         ddg.tensordot(ddg.ones([2, 3]), ddg.ones([2, 3]), 1)
+
+
+def test_special_functions_cast_integers_as_paddle():
+    # Paddle 3.3.1: atan2 of int64 tensors is float64, lgamma of an int64 tensor float32
+    assert ddg.atan2(ddg.to_tensor([1]), ddg.to_tensor([1])).dtype == np.float64
+    assert ddg.lgamma(ddg.to_tensor([1, 3])).dtype == np.float32
+    np.testing.assert_allclose(ddg.lgamma(ddg.to_tensor([1, 3])).numpy(), [0.0, np.log(2.0)], atol=1e-7)

@@ -244,6 +244,15 @@ gcd = _int_binary("gcd")
 lcm = _int_binary("lcm")
 
 
+def atan2(x, y, name=None):
+    """``arctan(x / y)`` in the quadrant of the point (y, x) (numpy's ``arctan2(x, y)``); integer
+    inputs give float64, as in Paddle."""
+    x, y = E._pair(x, y, "atan2")
+    if x._data.dtype.kind != "f":
+        x, y = E.cast(x, "float64"), E.cast(y, "float64")
+    return SP.atan2(x, y)
+
+
 def multigammaln(x, p, name=None):
     """The log of the multivariate gamma function of dimension ``p``."""
     if int(p) != p or p < 1:

@@ -226,8 +226,8 @@ METHODS = ("addmm mv inner tensordot cross dist cdist deg2rad rad2deg frac hypot
            "atleast_3d broadcast_shape unflatten view_as vsplit reverse rot90 strided_slice unfold as_strided "
            "diagflat diag_embed diagonal_scatter select_scatter index_fill index_add index_put index_sample take "
            "multiplex combinations vander renorm scatter_nd bucketize histogram unique_consecutive "
-           "shard_index increment is_complex is_integer is_empty rank multigammaln").split()
-SPECIAL = "lgamma digamma polygamma erfinv i0 i0e i1 i1e atan2".split()
+           "shard_index increment is_complex is_integer is_empty rank multigammaln atan2").split()
+SPECIAL = "lgamma digamma polygamma erfinv i0 i0e i1 i1e".split()
 
 
 def install():
@@ -260,6 +260,11 @@ def install():
     T.grad_fn = property(lambda self: self._node)
     T.is_contiguous = lambda self: bool(self._data.flags.c_contiguous)
     T.contiguous = lambda self: self if self._data.flags.c_contiguous else M.clone(self)
+    from ..tensor.creation import multinomial
+    T.broadcast_tensors = lambda self, *others, name=None: M.broadcast_tensors([self, *others])
+    T.concat = lambda self, *others, axis=0, name=None: M.concat([self, *others], axis)
+    T.stack = lambda self, *others, axis=0, name=None: M.stack([self, *others], axis)
+    T.multinomial = multinomial
     T.data_ptr = lambda self: int(self._data.data.ptr if backend.is_gpu_array(self._data)
                                   else self._data.ctypes.data)
 

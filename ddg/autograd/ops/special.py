@@ -5,8 +5,20 @@ the CPU (ddg's only use of scipy: these ops raise a clear error without it) and
 import numpy as np
 
 from ...tensor import backend
+from ...tensor.dtypes import default_float
+from ...tensor.tensor import Tensor
 from ..function import Function, sum_to
-from .elementwise import _int_to_float, _pair
+
+
+def _float(x, op):
+    """Float tensors as they are; integer and bool ones (which need no gradient) in the default
+    float dtype, as Paddle casts them."""
+    k = x._data.dtype.kind
+    if k == "f":
+        return x
+    if k in "iub":
+        return Tensor._wrap(x._data.astype(default_float()))
+    raise TypeError(f"ddg.{op}: needs a real tensor, got {x.dtype} (shape {x.shape})")
 
 
 def _sp(xp, op):
@@ -118,39 +130,41 @@ class Atan2(Function):
 
 
 def lgamma(x, name=None):
-    return Lgamma()(_int_to_float(x))
+    return Lgamma()(_float(x, "lgamma"))
 
 
 def digamma(x, name=None):
-    return Digamma()(_int_to_float(x))
+    return Digamma()(_float(x, "digamma"))
 
 
 def polygamma(x, n, name=None):
     if int(n) != n or n < 0:
         raise ValueError(f"ddg.polygamma: n must be a non-negative integer, got {n}")
-    return Polygamma(int(n))(_int_to_float(x))
+    return Polygamma(int(n))(_float(x, "polygamma"))
 
 
 def erfinv(x, name=None):
-    return Erfinv()(_int_to_float(x))
+    return Erfinv()(_float(x, "erfinv"))
 
 
 def i0(x, name=None):
-    return I0()(_int_to_float(x))
+    return I0()(_float(x, "i0"))
 
 
 def i0e(x, name=None):
-    return I0e()(_int_to_float(x))
+    return I0e()(_float(x, "i0e"))
 
 
 def i1(x, name=None):
-    return I1()(_int_to_float(x))
+    return I1()(_float(x, "i1"))
 
 
 def i1e(x, name=None):
-    return I1e()(_int_to_float(x))
+    return I1e()(_float(x, "i1e"))
 
 
 def atan2(x, y, name=None):
-    x, y = _pair(x, y, "atan2")
-    return Atan2()(_int_to_float(x), _int_to_float(y))
+    """``atan2`` of two float tensors of one dtype (``ddg.atan2`` promotes first)."""
+    if x._data.dtype != y._data.dtype or x._data.dtype.kind != "f":
+        raise TypeError(f"ddg.atan2: needs two float tensors of one dtype, got {x.dtype} and {y.dtype}")
+    return Atan2()(x, y)
