@@ -117,6 +117,11 @@ def set_rng_state(state):
     _backend.set_rng_state(state)
 
 
+def disable_signal_handler():
+    """Paddle turns off the crash handlers of its C++ core here; ddg installs none, so there is
+    nothing to turn off (its MPI fail-fast handling is Python-level and stays on)."""
+
+
 def in_dynamic_mode():
     return True
 

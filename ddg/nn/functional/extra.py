@@ -117,8 +117,9 @@ def rrelu(x, lower=1.0 / 8.0, upper=1.0 / 3.0, training=True, name=None):
 def gumbel_softmax(x, temperature=1.0, hard=False, axis=-1, name=None):
     """Softmax of ``(x + Gumbel noise) / temperature``; ``hard`` gives one-hot samples whose
     gradient is the soft one's (straight-through)."""
-    u = backend.rng(_xp(x)).uniform(0, 1, x._data.shape)
-    g = _const((-np.log(-np.log(np.clip(backend.to_host(u), 1e-20, 1.0)) + 1e-20)).astype(x._data.dtype), x)
+    xp = _xp(x)
+    u = xp.clip(backend.rng(xp).uniform(0, 1, x._data.shape), 1e-20, 1.0)
+    g = Tensor._wrap((-xp.log(-xp.log(u) + 1e-20)).astype(x._data.dtype))
     y = softmax(E.divide(E.add(x, g), temperature), axis=axis)
     if not hard:
         return y
