@@ -375,3 +375,17 @@ def test_special_functions_cast_integers_as_paddle():
     assert ddg.atan2(ddg.to_tensor([1]), ddg.to_tensor([1])).dtype == np.float64
     assert ddg.lgamma(ddg.to_tensor([1, 3])).dtype == np.float32
     np.testing.assert_allclose(ddg.lgamma(ddg.to_tensor([1, 3])).numpy(), [0.0, np.log(2.0)], atol=1e-7)
+
+
+def test_fill_diagonal_wraps_as_paddle():
+    # Paddle 3.3.1's results: with wrap the diagonal starts again m + 1 rows down
+    x = ddg.zeros([7, 3])
+    x.fill_diagonal_(1.0, offset=1, wrap=True)
+    assert x.numpy().astype(int).tolist() == [[0, 1, 0], [0, 0, 1], [0, 0, 0], [0, 0, 0], [0, 1, 0], [0, 0, 1],
+                                              [0, 0, 0]]
+    x = ddg.zeros([4, 4])
+    x.fill_diagonal_(1.0, offset=-1)
+    assert x.numpy().astype(int).tolist() == [[0, 0, 0, 0], [1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0]]
+    x = ddg.zeros([3, 3, 3])
+    x.fill_diagonal_(2.0)
+    assert x.numpy().sum() == 6.0 and x.numpy()[1, 1, 1] == 2.0

@@ -139,18 +139,12 @@ def _fill_diagonal_(self, value, offset=0, wrap=False, name=None):
         raise ValueError(f"ddg.fill_diagonal_: needs a 2-D tensor or all dimensions equal, got shape {self.shape}")
     xp = backend.get_array_module(a)
     if a.ndim == 2:
+        # as Paddle: with wrap, the diagonal starts again m + 1 rows further down (a tall matrix)
         n, m = a.shape
         rows = np.arange(n)
-        if not wrap:
-            rows = rows[rows < m - offset] if offset >= 0 else rows
-        cols = rows + offset
-        if wrap and n > m:
-            cols = (rows + offset) % (m + 1)
-            keep = cols < m
-            rows, cols = rows[keep], cols[keep]
+        cols = (rows % (m + 1) if wrap else rows) + offset
         keep = (cols >= 0) & (cols < m)
-        rows, cols = rows[keep], cols[keep]
-        a[xp.asarray(rows), xp.asarray(cols)] = value
+        a[xp.asarray(rows[keep]), xp.asarray(cols[keep])] = value
     else:
         i = xp.arange(a.shape[0])
         a[(i,) * a.ndim] = value
