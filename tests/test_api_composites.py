@@ -180,7 +180,22 @@ ROWS = [
     ("i1", ddg.i1, special.i1, [(3, 4)], "any"),
     ("i1e", ddg.i1e, special.i1e, [(3, 4)], "any"),
     ("atan2", ddg.atan2, np.arctan2, [(3, 4), (4,)], "any"),
+    # ddg.linalg additions (primitives in ops/linalg.py)
+    ("cholesky", lambda a: ddg.linalg.cholesky(_spd(a)), lambda a: np.linalg.cholesky(_np_spd(a)), [(2, 3, 3)], "any"),
+    ("cholesky_upper", lambda a: _spd(a).cholesky(upper=True),
+     lambda a: np.swapaxes(np.linalg.cholesky(_np_spd(a)), -1, -2), [(3, 3)], "any"),
+    ("eigvalsh", lambda a: ddg.linalg.eigvalsh(a + a.T), lambda a: np.linalg.eigvalsh(a + a.T), [(4, 4)], "any"),
+    ("cholesky_solve", lambda b, a: ddg.linalg.cholesky_solve(b, ddg.linalg.cholesky(_spd(a))),
+     lambda b, a: np.linalg.solve(_np_spd(a), b), [(3, 2), (3, 3)], "any"),
 ]
+
+
+def _spd(a):
+    return ddg.matmul(a, a, transpose_y=True) + 3.0 * ddg.eye(a.shape[-1], dtype=a.dtype).to(a.place)
+
+
+def _np_spd(a):
+    return a @ np.swapaxes(a, -1, -2) + 3.0 * np.eye(a.shape[-1], dtype=a.dtype)
 
 
 def _data(shape, domain, rng):
