@@ -47,6 +47,23 @@ from . import io as _io  # imported eagerly: it is light, and the hook below mus
 
 _methods.install()
 
+from .autograd import methods_api as _methods_api  # noqa: E402
+from .autograd.composite_api import (  # noqa: E402,F401
+    addmm, mv, inner, tensordot, cross, dist, cdist, deg2rad, rad2deg, frac, hypot, lerp, logaddexp, logit, stanh,
+    sgn, heaviside, fmax, fmin, ldexp, frexp, nextafter, gcd, lcm, diff, trapezoid, cumulative_trapezoid,
+    logcumsumexp, cummax, cummin, nansum, nanmean, kthvalue, quantile, nanquantile, median, nanmedian, mode,
+    atleast_1d, atleast_2d, atleast_3d, broadcast_shape, unflatten, view, view_as, vsplit, reverse, rot90, crop,
+    strided_slice, unfold, as_strided, diagflat, diag_embed, diagonal_scatter, select_scatter, index_fill,
+    index_add, index_put, index_sample, take, multiplex, combinations, vander, renorm, scatter_nd, searchsorted,
+    bucketize, histogram, unique_consecutive, shard_index, tril_indices, triu_indices, logspace, increment,
+    is_tensor, is_complex, is_floating_point, is_integer, is_empty, rank, tolist, iinfo, finfo, poisson,
+    standard_normal, randint_like, multigammaln, atan2)
+from .autograd.ops.special import lgamma, digamma, polygamma, erfinv, i0, i0e, i1, i1e  # noqa: E402,F401
+
+_methods_api.install()
+from . import linalg as _linalg  # noqa: E402,F401  (attaches matrix_power, multi_dot, solve to Tensor)
+globals().update(_methods_api.function_forms())
+
 
 def _io_getattr(name):
     # Paddle's paddle.io.DistributedBatchSampler. It lives in the parallel layer (it asks
@@ -103,6 +120,11 @@ def get_rng_state():
 
 def set_rng_state(state):
     _backend.set_rng_state(state)
+
+
+def disable_signal_handler():
+    """Paddle turns off the crash handlers of its C++ core here; ddg installs none, so there is
+    nothing to turn off (its MPI fail-fast handling is Python-level and stays on)."""
 
 
 def in_dynamic_mode():

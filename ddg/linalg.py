@@ -5,7 +5,7 @@ from .autograd.ops import elementwise as _E
 from .autograd.ops import linalg as _L
 from .autograd.ops import movement as _M
 from .autograd.ops import reduce as _R
-from .autograd.ops.linalg import det, inverse as inv, matmul, slogdet, solve  # noqa: F401
+from .autograd.ops.linalg import cholesky, det, eigvalsh, inverse as inv, matmul, slogdet, solve  # noqa: F401
 from .tensor import backend as _backend
 from .tensor.tensor import Tensor as _Tensor
 
@@ -55,3 +55,22 @@ def multi_dot(x, name=None):
     for t in x[1:]:
         out = _L.matmul(out, t)
     return out
+
+
+# the Tensor methods Paddle spells after these functions
+_Tensor.matrix_power = matrix_power
+_Tensor.multi_dot = lambda self, *others, name=None: multi_dot([self, *others])
+_Tensor.solve = solve
+_Tensor.cholesky = cholesky
+_Tensor.eigvalsh = eigvalsh
+
+
+def cholesky_solve(x, y, upper=False, name=None):
+    """The solution ``X`` of ``A X = x`` given ``y``, the Cholesky factor of ``A`` (lower, or
+    upper with ``upper=True``)."""
+    low = _M.transpose(y, list(range(y.ndim - 2)) + [y.ndim - 1, y.ndim - 2]) if upper else y
+    a = matmul(low, low, transpose_y=True)
+    return solve(a, x)
+
+
+_Tensor.cholesky_solve = cholesky_solve

@@ -62,7 +62,7 @@ def _fwd_bwd(layer, x, wout, place, int_input=False):
     out = _first(layer(xt))
     w = ddg.to_tensor(wout, place=place)
     (out * w).sum().backward()
-    grads = {n: _host(p.grad) for n, p in layer.named_parameters()}
+    grads = {n: _host(p.grad) for n, p in layer.named_parameters() if not p.stop_gradient}
     return _host(out), (None if int_input else _host(xt.grad)), grads
 
 
@@ -148,7 +148,9 @@ def test_layer_on_gpu_equals_cpu(name, make, shape, tol):
     for k in g_c:
         np.testing.assert_allclose(g_g[k], g_c[k], err_msg=f"{name}: gradient of {k}", **tol)
     # running statistics (BatchNorm) follow too
-    for (k, b_c), (_, b_g) in zip(cpu.named_buffers(), gpu.named_buffers()):
+    def stats(layer):  # buffers, and parameters that need no gradient (BatchNorm's _mean, _variance)
+        return [(k, t) for k, t in layer.named_parameters() if t.stop_gradient] + list(layer.named_buffers())
+    for (k, b_c), (_, b_g) in zip(stats(cpu), stats(gpu)):
         assert backend.is_gpu_array(b_g._data), k
         np.testing.assert_allclose(_host(b_g), _host(b_c), err_msg=f"{name}: buffer {k}", **TIGHT)
 

@@ -222,7 +222,7 @@ def test_creation_and_casts(dtype, place):
 def test_printing_shows_float_values():
     for name in ("bfloat16", "float16"):
         s = repr(ddg.to_tensor([1.5, 2.25, 3.0], dtype=name))
-        assert f"dtype={name}" in s and "[1.5 , 2.25, 3.  ]" in s, s
+        assert f"dtype={name}" in s and "[1.50000000, 2.25000000, 3.        ]" in s, s
 
 
 def test_save_load_and_paddle_files(tmp_path):

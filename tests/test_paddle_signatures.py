@@ -5,8 +5,8 @@ compatible signature.
 ``signature_table(paddle)`` below, by ``PYTHONPATH=. <python with paddle> tests/test_paddle_signatures.py``
 (rerun it after exporting a new name; CI has no Paddle): for each public
 callable of ``paddle``, ``paddle.nn``, ``paddle.nn.functional``, ``paddle.optimizer``,
-``paddle.optimizer.lr``, ``paddle.nn.initializer``, ``paddle.io`` and ``paddle.linalg``
-that ddg also exports, its parameters as ``[name, default]`` (``"<required>"`` for none,
+``paddle.optimizer.lr``, ``paddle.nn.initializer``, ``paddle.io`` and ``paddle.linalg``, and each
+public method of ``paddle.Tensor`` (without its first parameter), that ddg also exports, its parameters as ``[name, default]`` (``"<required>"`` for none,
 ``repr`` for defaults JSON cannot hold; a class's are those of ``__init__``).
 
 "Compatible" means what a Paddle program relies on:
@@ -44,6 +44,10 @@ DDG_ONLY = {
     ".nn.initializer:with_no_grad_set": "imported helper (TODO: make private)",
     ".nn:ParamAttr": "Paddle has paddle.ParamAttr; ddg exports it in nn too",
     ".nn.functional:Tensor": "imported name (TODO: make private)",
+    ".Tensor:erf_": "Paddle 2.6 has paddle.erf_; Paddle 3.3.1's Tensor has no such method",
+    ".Tensor:expm1_": "Paddle 2.6 has paddle.expm1_; Paddle 3.3.1's Tensor has no such method",
+    ".Tensor:register_grad_ready_hook": "ddg's engine contract for DataParallel (see README)",
+    ".Tensor:relu": "PyTorch spelling (x.relu())",
 }
 
 # open differences: name -> the checks that fail (see the module docstring)
@@ -52,6 +56,7 @@ KNOWN = {
     ".:set_grad_enabled": {"default mode"},
     ".nn:Conv1D": {"position"},
     ".nn:Conv2D": {"position"},
+    ".nn:Conv3D": {"position"},
     ".nn:Dropout": {"position"},
     ".nn:Embedding": {"position"},
     ".nn:GroupNorm": {"position"},
@@ -88,8 +93,21 @@ def _entry(p):
 
 
 def signature_table(root):
-    """{"module:name": [[param, default], ...] or None} for the public callables of ``root``."""
+    """{"module:name": [[param, default], ...] or None} for the public callables of ``root``,
+    and ``".Tensor:name"`` for the Tensor's public methods (their first parameter, the tensor
+    itself, left out)."""
     out = {}
+    for n in dir(root.Tensor):
+        o = getattr(root.Tensor, n, None)
+        if n.startswith("_") or not callable(o) or inspect.isclass(o):
+            continue
+        try:
+            ps = list(inspect.signature(o).parameters.values())
+        except (TypeError, ValueError):
+            ps = None
+        if ps and ps[0].kind in (ps[0].POSITIONAL_ONLY, ps[0].POSITIONAL_OR_KEYWORD):
+            ps = ps[1:]
+        out[".Tensor:" + n] = None if ps is None else [_entry(p) for p in ps]
     for m in MODULES:
         try:
             mod = importlib.import_module(root.__name__ + m)

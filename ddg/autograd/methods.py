@@ -177,7 +177,7 @@ def _clip_(self, min=None, max=None):  # noqa: A002
     return self
 
 
-def _uniform_(self, min=-1.0, max=1.0, seed=0):  # noqa: A002
+def _uniform_(self, min=0.0, max=1.0, seed=0):  # noqa: A002 - Paddle 3 defaults ([0, 1))
     if _watch[0] is not None:
         _watch[0](self, "uniform_", None)
     # drawn by the generator of the tensor's own device (a host draw cannot fill a GPU array)

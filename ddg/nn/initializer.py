@@ -187,3 +187,45 @@ NormalInitializer = Normal
 UniformInitializer = Uniform
 XavierInitializer = XavierUniform
 MSRAInitializer = KaimingNormal
+
+
+class Bilinear(Initializer):
+    """Kernels for a transposed convolution that upsamples bilinearly: element ``i`` of the
+    flattened 4-D weight gets ``(1 - |x / f - c|) * (1 - |y / f - c|)`` with ``x = i % k``,
+    ``f = ceil(k / 2)``, ``c = (2f - 1 - f % 2) / (2f)``. Paddle (2.6 and 3.3) computes the row
+    as ``y = (i / k) % k`` with true division, so its kernels are not the symmetric tent; ddg
+    gives Paddle's values, so that a program initializes the same weights."""
+
+    def __init__(self):
+        pass
+
+    def _sample(self, shape):
+        if len(shape) != 4:
+            raise ValueError(f"ddg.nn.initializer.Bilinear: needs a 4-D weight, got shape {list(shape)}")
+        if shape[2] != shape[3]:
+            raise ValueError(f"ddg.nn.initializer.Bilinear: needs a square kernel, got shape {list(shape)}")
+        size = shape[3]
+        f = math.ceil(size / 2.0)
+        c = (2 * f - 1 - f % 2) / (2.0 * f)
+        idx = np.arange(int(np.prod(shape)))
+        x = idx % size
+        y = (idx / size) % size     # true division, as Paddle computes it
+        return ((1 - np.abs(x / f - c)) * (1 - np.abs(y / f - c))).reshape(shape)
+
+
+_global_init = {"weight": None, "bias": None}
+
+
+def set_global_initializer(weight_init, bias_init=None):
+    """Initializers every new parameter uses instead of its layer's default (an initializer
+    given through a ParamAttr still wins); ``None, None`` restores the defaults."""
+    for what, v in (("weight_init", weight_init), ("bias_init", bias_init)):
+        if v is not None and not isinstance(v, Initializer):
+            raise TypeError(f"ddg.nn.initializer.set_global_initializer: {what} must be an Initializer or None, "
+                            f"got {type(v).__name__}")
+    _global_init["weight"], _global_init["bias"] = weight_init, bias_init
+
+
+def _global_initializer(is_bias):
+    """The initializer set by ``set_global_initializer`` for weights or biases, or None."""
+    return _global_init["bias" if is_bias else "weight"]

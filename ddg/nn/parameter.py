@@ -58,7 +58,8 @@ def create_parameter(shape, dtype=None, attr=None, is_bias=False, default_initia
     shape = [int(s) for s in shape]
     p = Parameter(move_array(np.zeros(shape, dtype=dtype), current_place()), trainable=attr.trainable,
                   name=attr.name or name, attr=attr)
-    initializer = attr.initializer or default_initializer or (init.Constant(0.0) if is_bias else init.XavierUniform())
+    initializer = attr.initializer or init._global_initializer(is_bias) or default_initializer or (
+        init.Constant(0.0) if is_bias else init.XavierUniform())
     initializer(p)
     return p
 

@@ -19,6 +19,8 @@ import numpy as np
 from ..autograd.function import Function
 from ..nn import initializer as init
 from ..nn.layer.layers import Layer
+from ..nn.param_attr import ParamAttr
+from ..nn.parameter import Parameter
 from ..tensor import backend
 from ..tensor.tensor import Tensor
 from .comm import get_world_communicator
@@ -77,8 +79,8 @@ class SyncBatchNorm(Layer):
     """Paddle's ``paddle.nn.SyncBatchNorm(num_features, momentum=0.9, epsilon=1e-5,
     weight_attr=None, bias_attr=None, data_format='NCHW', name=None)``.
 
-    Parameters ``weight`` (ones) and ``bias`` (zeros); buffers ``_mean`` and
-    ``_variance``, updated as ``running = momentum * running + (1 - momentum) * batch``
+    Parameters ``weight`` (ones) and ``bias`` (zeros); non-trainable parameters ``_mean`` and
+    ``_variance`` (as BatchNorm's), updated as ``running = momentum * running + (1 - momentum) * batch``
     with the (biased) variance of the global batch, as Paddle does. Accepts inputs
     of rank 2 to 5; the channel axis is 1 (or the last one for channel-last formats).
     """
@@ -97,8 +99,11 @@ class SyncBatchNorm(Layer):
                                             default_initializer=init.Constant(1.0))
         self.bias = self.create_parameter([num_features], attr=bias_attr, is_bias=True)
         dtype = self._dtype
-        self.register_buffer("_mean", Tensor(np.zeros(num_features, dtype=dtype)))
-        self.register_buffer("_variance", Tensor(np.ones(num_features, dtype=dtype)))
+        # running statistics: non-trainable parameters, as BatchNorm's (and Paddle's)
+        self._mean = self.create_parameter([num_features], attr=ParamAttr(initializer=init.Constant(0.0),
+                                                                          trainable=False), dtype=dtype)
+        self._variance = self.create_parameter([num_features], attr=ParamAttr(initializer=init.Constant(1.0),
+                                                                              trainable=False), dtype=dtype)
 
     def _channel_axis(self, ndim):
         return ndim - 1 if self._data_format in _CHANNEL_LAST else 1
@@ -171,9 +176,9 @@ def _attr(layer, names, default):
 def _convert_one(cls, bn):
     weight = bn._parameters.get("weight")
     bias = bn._parameters.get("bias")
-    buffers = bn._buffers
-    mean = buffers.get("_mean", buffers.get("running_mean"))
-    var = buffers.get("_variance", buffers.get("running_var"))
+    stats = {**bn._buffers, **{k: v for k, v in bn._parameters.items() if v is not None}}
+    mean = stats.get("_mean", stats.get("running_mean"))
+    var = stats.get("_variance", stats.get("running_var"))
     ref = weight if weight is not None else mean
     if ref is None:
         raise TypeError(f"convert_sync_batchnorm: cannot read the statistics of {type(bn).__name__}")
@@ -186,9 +191,11 @@ def _convert_one(cls, bn):
     # Keep the very same Parameter objects (an optimizer built earlier keeps working).
     new._parameters["weight"] = weight
     new._parameters["bias"] = bias
-    if mean is not None:
-        new._buffers["_mean"] = mean
-    if var is not None:
-        new._buffers["_variance"] = var
+    for name, t in (("_mean", mean), ("_variance", var)):
+        if t is None:
+            continue
+        new._parameters.pop(name, None)
+        new._buffers.pop(name, None)
+        (new._parameters if isinstance(t, Parameter) else new._buffers)[name] = t
     new.training = bn.training
     return new

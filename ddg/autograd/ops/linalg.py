@@ -316,3 +316,72 @@ def solve(x, y, left=True, name=None):
     if x._data.dtype != y._data.dtype:
         raise TypeError(f"ddg.linalg.solve: x is {x._data.dtype}, y is {y._data.dtype}")
     return Solve()(x, y)
+
+
+class Cholesky(Function):
+    """Cholesky factor of a (batch of) symmetric positive-definite matrices: lower ``L`` with
+    ``A = L L^T`` (or upper ``U = L^T``). Backward: with ``P = Phi(L^T gL)`` (lower triangle,
+    diagonal halved), ``S = L^-T P L^-1``, the gradient is the symmetric ``(S + S^T) / 2``."""
+    save_output = True
+    save_inputs = False
+
+    def __init__(self, upper):
+        self.upper = upper
+
+    def forward(self, a):
+        xp = backend.get_array_module(a)
+        try:
+            low = xp.linalg.cholesky(a)
+        except Exception as exc:  # numpy's LinAlgError (cupy returns nan instead)
+            raise ValueError(f"ddg.linalg.cholesky: the matrix (shape {list(a.shape)}) is not positive "
+                             f"definite: {exc}") from None
+        self.low = low
+        self.out = _swap(low) if self.upper else low
+        return self.out
+
+    def backward(self, g):
+        xp = backend.get_array_module(g)
+        low = self.low
+        gl = _swap(g) if self.upper else g
+        p = xp.tril(_swap(low) @ gl)
+        n = p.shape[-1]
+        idx = xp.arange(n)
+        p[..., idx, idx] *= 0.5
+        linv = xp.linalg.inv(low)
+        s = _swap(linv) @ p @ linv
+        return (s + _swap(s)) * 0.5
+
+
+class Eigvalsh(Function):
+    """Eigenvalues (ascending) of (a batch of) symmetric matrices, read from the ``UPLO``
+    triangle. Backward: ``V diag(g) V^T`` (symmetric)."""
+    save_inputs = False
+
+    def __init__(self, uplo):
+        self.uplo = uplo
+
+    def forward(self, a):
+        xp = backend.get_array_module(a)
+        w, v = xp.linalg.eigh(a, UPLO=self.uplo)
+        self.v = v
+        return w
+
+    def backward(self, g):
+        v = self.v
+        return (v * g[..., None, :]) @ _swap(v)
+
+
+def cholesky(x, upper=False, name=None):
+    if x.ndim < 2 or x.shape[-1] != x.shape[-2] or x._data.dtype.kind != "f":
+        raise ValueError(f"ddg.linalg.cholesky: needs square float matrices [..., n, n], got shape {x.shape}, "
+                         f"dtype {x.dtype}")
+    return Cholesky(bool(upper))(x)
+
+
+def eigvalsh(x, UPLO="L", name=None):  # noqa: N803 - Paddle's name
+    if UPLO not in ("L", "U"):
+        raise ValueError(f"ddg.linalg.eigvalsh: UPLO must be 'L' or 'U', got {UPLO!r}")
+    if x.ndim < 2 or x.shape[-1] != x.shape[-2] or x._data.dtype.kind != "f":
+        raise ValueError(f"ddg.linalg.eigvalsh: needs square float matrices [..., n, n], got shape {x.shape}, "
+                         f"dtype {x.dtype}")
+    return Eigvalsh(UPLO)(x)

@@ -238,3 +238,55 @@ def conv1d_transpose(x, weight, bias=None, stride=1, padding=0, output_padding=0
     y = conv2d_transpose(M.unsqueeze(x, 2), M.unsqueeze(weight, 2), bias, (1,) + stride, pad2, (0, op_pad),
                          dilation=(1,) + dilation, groups=groups, output_size=output_size)
     return _from_nchw(M.squeeze(y, 2), channel_last)
+
+
+def conv3d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, data_format="NCDHW", name=None):
+    """3-D convolution of NCDHW (or NDHWC) ``x`` with weight ``[O, C/groups, kd, kh, kw]``."""
+    from ...autograd.ops import conv3d as C3
+    op = "conv3d"
+    channel_last = _check_format(data_format, ("NCDHW", "NDHWC"), op)
+    _check_x(x, 5, op)
+    if weight.ndim != 5:
+        raise ValueError(f"ddg.nn.functional.{op}: weight must be 5-D [O, C/groups, kd, kh, kw], got {weight.shape}")
+    x = _to_nchw(x, channel_last)
+    stride = _ntuple(stride, 3, "stride", op)
+    dilation = _ntuple(dilation, 3, "dilation", op)
+    groups = int(groups)
+    if groups <= 0 or x.shape[1] % groups or weight.shape[0] % groups:
+        raise ValueError(f"ddg.nn.functional.{op}: groups={groups} must divide the input channels "
+                         f"({x.shape[1]}) and the output channels ({weight.shape[0]})")
+    if weight.shape[1] * groups != x.shape[1]:
+        raise ValueError(f"ddg.nn.functional.{op}: input has {x.shape[1]} channels (shape {x.shape}) but the weight "
+                         f"{weight.shape} with groups={groups} expects {weight.shape[1] * groups}")
+    pads = _conv_pads(padding, x.shape[2:], weight.shape[2:], stride, dilation, channel_last, op)
+    fn = C3.ConvNd(stride, pads, dilation, groups)
+    y = fn(x, weight) if bias is None else fn(x, weight, bias)
+    return _from_nchw(y, channel_last)
+
+
+def conv3d_transpose(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1,
+                     output_size=None, data_format="NCDHW", name=None):
+    """Transposed 3-D convolution with weight ``[C_in, C_out/groups, kd, kh, kw]``."""
+    from ...autograd.ops import conv3d as C3
+    op = "conv3d_transpose"
+    channel_last = _check_format(data_format, ("NCDHW", "NDHWC"), op)
+    _check_x(x, 5, op)
+    if weight.ndim != 5:
+        raise ValueError(f"ddg.nn.functional.{op}: weight must be 5-D [C_in, C_out/groups, kd, kh, kw], "
+                         f"got {weight.shape}")
+    x = _to_nchw(x, channel_last)
+    stride = _ntuple(stride, 3, "stride", op)
+    dilation = _ntuple(dilation, 3, "dilation", op)
+    groups = int(groups)
+    if groups <= 0 or x.shape[1] % groups:
+        raise ValueError(f"ddg.nn.functional.{op}: groups={groups} must divide the input channels ({x.shape[1]})")
+    if weight.shape[0] != x.shape[1]:
+        raise ValueError(f"ddg.nn.functional.{op}: input has {x.shape[1]} channels (shape {x.shape}) but the weight "
+                         f"has shape {weight.shape}")
+    pads, out_sizes = _transpose_geometry(x.shape[2:], weight.shape[2:], stride, dilation, padding, output_padding,
+                                          output_size, channel_last, op)
+    if min(out_sizes) <= 0:
+        raise ValueError(f"ddg.nn.functional.{op}: the output would be empty ({list(out_sizes)}); padding too large")
+    fn = C3.ConvTransposeNd(stride, pads, dilation, groups, out_sizes)
+    y = fn(x, weight) if bias is None else fn(x, weight, bias)
+    return _from_nchw(y, channel_last)

@@ -170,3 +170,71 @@ def adaptive_max_pool1d(x, output_size, return_mask=False, name=None):
     if return_mask:
         return M.squeeze(out[0], 2), M.squeeze(out[1], 2)
     return M.squeeze(out, 2)
+
+
+# -- 3-D pooling ----------------------------------------------------------------------------------
+def max_pool3d(x, kernel_size, stride=None, padding=0, return_mask=False, ceil_mode=False, data_format="NCDHW",
+               name=None):
+    from ...autograd.ops import conv3d as C3
+    op = "max_pool3d"
+    channel_last = _check_format(data_format, ("NCDHW", "NDHWC"), op)
+    _check_x(x, 5, op)
+    kernel, stride, pads = _pool_args(x, kernel_size, stride, padding, ceil_mode, 3, channel_last, op)
+    x = _to_nchw(x, channel_last)
+    fn = C3.MaxPoolNd(kernel, stride, pads, bool(ceil_mode))
+    y = _from_nchw(fn(x), channel_last)
+    if return_mask:
+        return y, _from_nchw(Tensor._wrap(fn.mask()), channel_last)
+    return y
+
+
+def avg_pool3d(x, kernel_size, stride=None, padding=0, ceil_mode=False, exclusive=True, divisor_override=None,
+               data_format="NCDHW", name=None):
+    from ...autograd.ops import conv3d as C3
+    op = "avg_pool3d"
+    channel_last = _check_format(data_format, ("NCDHW", "NDHWC"), op)
+    _check_x(x, 5, op)
+    kernel, stride, pads = _pool_args(x, kernel_size, stride, padding, ceil_mode, 3, channel_last, op)
+    x = _to_nchw(x, channel_last)
+    y = C3.AvgPoolNd(kernel, stride, pads, bool(ceil_mode), bool(exclusive), divisor_override)(x)
+    return _from_nchw(y, channel_last)
+
+
+def adaptive_avg_pool3d(x, output_size, data_format="NCDHW", name=None):
+    """Adaptive average pooling: one small averaging matrix per spatial axis."""
+    op = "adaptive_avg_pool3d"
+    channel_last = _check_format(data_format, ("NCDHW", "NDHWC"), op)
+    _check_x(x, 5, op)
+    x = _to_nchw(x, channel_last)
+    sizes = _adaptive_sizes(output_size, x.shape[2:], op)
+    xp = backend.get_array_module(x._data)
+    y = x
+    for axis, (n, o) in enumerate(zip(x.shape[2:], sizes)):
+        if n == o:
+            continue
+        m = _avg_matrix(n, o, x.dtype, xp)                      # [o, n]
+        y = M.moveaxis(L.matmul(M.moveaxis(y, 2 + axis, -1), M.transpose(m, [1, 0])), -1, 2 + axis)
+    return _from_nchw(y, channel_last)
+
+
+def adaptive_max_pool3d(x, output_size, return_mask=False, name=None):
+    """Adaptive max pooling: max_pool3d when the sizes divide evenly, else one max per bin."""
+    op = "adaptive_max_pool3d"
+    _check_x(x, 5, op)
+    d, h, w = x.shape[2:]
+    od, oh, ow = _adaptive_sizes(output_size, (d, h, w), op)
+    if d % od == 0 and h % oh == 0 and w % ow == 0:
+        k = (d // od, h // oh, w // ow)
+        return max_pool3d(x, k, k, return_mask=return_mask)
+    if return_mask:
+        raise NotImplementedError("ddg.nn.functional.adaptive_max_pool3d: return_mask=True needs output sizes "
+                                  "that divide the input sizes")
+    (ds, de), (hs, he), (ws, we) = _bins(d, od), _bins(h, oh), _bins(w, ow)
+    planes = []
+    for a in range(od):
+        rows = []
+        for i in range(oh):
+            cols = [R.max(x[:, :, ds[a]:de[a], hs[i]:he[i], ws[j]:we[j]], axis=[2, 3, 4]) for j in range(ow)]
+            rows.append(M.stack(cols, axis=-1))
+        planes.append(M.stack(rows, axis=-2))
+    return M.stack(planes, axis=-3)

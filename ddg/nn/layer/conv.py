@@ -126,3 +126,32 @@ class Conv1DTranspose(_ConvNd):
         return F.conv1d_transpose(x, self.weight, self.bias, self._stride, self._padding,
                                   0 if output_size is not None else self._output_padding, self._groups,
                                   self._dilation, output_size, self._data_format)
+
+
+class Conv3D(_ConvNd):
+    _nd = 3
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
+                 padding_mode="zeros", weight_attr=None, bias_attr=None, data_format="NCDHW"):
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, 0, dilation, groups, padding_mode,
+                         weight_attr, bias_attr, data_format)
+
+    def forward(self, x):
+        x, padding = self._pre_pad(x)
+        return F.conv3d(x, self.weight, self.bias, self._stride, padding, self._dilation, self._groups,
+                        self._data_format)
+
+
+class Conv3DTranspose(_ConvNd):
+    _nd = 3
+    _transposed = True
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0, dilation=1,
+                 groups=1, weight_attr=None, bias_attr=None, data_format="NCDHW"):
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, output_padding, dilation, groups,
+                         "zeros", weight_attr, bias_attr, data_format)
+
+    def forward(self, x, output_size=None):
+        return F.conv3d_transpose(x, self.weight, self.bias, self._stride, self._padding,
+                                  0 if output_size is not None else self._output_padding, self._groups,
+                                  self._dilation, output_size, self._data_format)

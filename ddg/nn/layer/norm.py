@@ -1,8 +1,9 @@
 """BatchNorm (BatchNorm1D/2D/3D and the fluid-style BatchNorm), LayerNorm, GroupNorm,
 InstanceNorm1D/2D (Paddle signatures).
 
-Batch norm keeps its running statistics in the persistable buffers ``_mean`` (zeros)
-and ``_variance`` (ones), Paddle's names, and updates them in training mode as
+Batch norm keeps its running statistics in ``_mean`` (zeros) and ``_variance`` (ones),
+Paddle's names, non-trainable parameters as in Paddle (stop_gradient=True: listed by
+``parameters()``, never given a gradient, skipped by optimizers), and updates them in training mode as
 ``running = momentum * running + (1 - momentum) * batch_stat`` with the biased batch
 variance (see ddg.nn.functional.norm). Eval mode normalizes with them.
 """
@@ -12,11 +13,8 @@ from ...tensor.place import current_place, move_array
 from ...tensor.tensor import Tensor
 from .. import functional as F
 from ..initializer import Constant
+from ..param_attr import ParamAttr
 from .layers import Layer, _unique_name
-
-
-def _buffer(shape, value, dtype):
-    return Tensor._wrap(move_array(np.full(shape, value, dtype=dtype), current_place()))
 
 
 class _BatchNormBase(Layer):
@@ -40,11 +38,13 @@ class _BatchNormBase(Layer):
             self.weight.stop_gradient = True
         if bias_attr is False:
             self.bias.stop_gradient = True
-        self.register_buffer("_mean", _buffer([num_features], 0.0, self._dtype))
-        self.register_buffer("_variance", _buffer([num_features], 1.0, self._dtype))
-        # Paddle names the running statistics as the next weights: batch_norm2d_0.w_1, .w_2
-        self._mean.name = _unique_name(f"{self._full_name}.w")
-        self._variance.name = _unique_name(f"{self._full_name}.w")
+        # The running statistics are parameters that need no gradient (trainable=False), as in
+        # Paddle: listed by parameters() (optimizers skip them: they never get a gradient) and
+        # named as the next weights, batch_norm2d_0.w_1 and .w_2
+        self._mean = self.create_parameter([num_features], attr=ParamAttr(initializer=Constant(0.0),
+                                                                          trainable=False))
+        self._variance = self.create_parameter([num_features], attr=ParamAttr(initializer=Constant(1.0),
+                                                                              trainable=False))
 
     def _check_input(self, x):
         pass
