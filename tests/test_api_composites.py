@@ -307,7 +307,7 @@ def test_integer_helpers():
     f, i = ddg.finfo(ddg.float32), ddg.iinfo("int32")
     assert f.eps == np.finfo(np.float32).eps and f.bits == 32 and f.dtype == "float32"
     assert (i.min, i.max, i.bits) == (-2 ** 31, 2 ** 31 - 1, 32)
-    assert ddg.nextafter(ddg.to_tensor([1.0]), ddg.to_tensor([2.0])).item() == np.nextafter(np.float32(1), 2)
+    assert ddg.nextafter(ddg.to_tensor([1.0]), ddg.to_tensor([2.0])).item() == np.nextafter(np.float32(1), np.float32(2))
     m, e = ddg.frexp(ddg.to_tensor([8.0, -3.0]))
     assert m.tolist() == [0.5, -0.75] and e.tolist() == [4.0, 2.0]
 

@@ -128,6 +128,12 @@ def from_dlpack_any(obj):
     dev_type = obj.__dlpack_device__()[0] if hasattr(obj, "__dlpack_device__") else 1
     if dev_type in (2, 3, 13):  # kDLCUDA, kDLCUDAHost, kDLCUDAManaged
         return cupy_module().from_dlpack(obj)
+    if type(obj) is np.ndarray:
+        # the array itself (the same memory, as DLPack would give): numpy 1.x marks what it
+        # imports through DLPack read-only, and a read-only array cannot be exported again
+        return obj
+    # (numpy 1.x imports other producers' buffers read-only: writing to such a tensor in
+    # place, or exporting it again, raises rather than silently copying)
     return np.from_dlpack(obj)
 
 

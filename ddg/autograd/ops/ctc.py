@@ -112,5 +112,5 @@ class CTCLoss(Function):
             # beta both include the emission y_t(l'_s) once
             grad = -xp.exp(lacc - self.logp[None, :, None] - self.lp)
         ok = xp.isfinite(lacc) & xp.isfinite(self.logp)[None, :, None]
-        grad = xp.where(ok, grad, 0)
+        grad = xp.where(ok, grad, grad.dtype.type(0))
         return (grad * g[None, :, None]).astype(self.lp.dtype, copy=False)

@@ -115,7 +115,8 @@ class Pow(Function):
         gb = None
         if nb:
             with np.errstate(divide="ignore", invalid="ignore"):
-                log_a = xp.where(a > 0, xp.log(xp.where(a > 0, a, 1)), 0)
+                one, zero = a.dtype.type(1), a.dtype.type(0)  # typed: numpy 1.x would pick float16 for 1
+                log_a = xp.where(a > 0, xp.log(xp.where(a > 0, a, one)), zero)
             gb = _fit(g * self.out * log_a, b.shape, b.dtype)
         return ga, gb
 
@@ -151,7 +152,7 @@ class Maximum(Function):
         a, b = self.a, self.b
         win = self._mask()
         tie = a == b
-        wa = xp.where(tie, 0.5, win.astype(g.dtype)).astype(g.dtype)
+        wa = xp.where(tie, g.dtype.type(0.5), win.astype(g.dtype)).astype(g.dtype)
         na, nb = self.needs
         return (_fit(g * wa, a.shape, a.dtype) if na else None,
                 _fit(g * (1 - wa), b.shape, b.dtype) if nb else None)
@@ -159,7 +160,7 @@ class Maximum(Function):
     def backward_graph(self, g):
         xp = backend.get_array_module(g._data)
         a, b = self.a, self.b
-        wa = xp.where(a == b, 0.5, self._mask().astype(g.dtype)).astype(g.dtype)
+        wa = xp.where(a == b, g.dtype.type(0.5), self._mask().astype(g.dtype)).astype(g.dtype)
         na, nb = self.needs
         return (fit_t(g * const(wa), a.shape, a.dtype) if na else None,
                 fit_t(g * const(1 - wa), b.shape, b.dtype) if nb else None)

@@ -228,7 +228,7 @@ class CumProd(Function):
         rev = xp.flip(xp.cumsum(xp.flip(g * out, axis), axis=axis), axis)
         zero = a == 0
         with np.errstate(divide="ignore", invalid="ignore"):
-            grad = xp.where(zero, 0, rev / xp.where(zero, 1, a))
+            grad = xp.where(zero, a.dtype.type(0), rev / xp.where(zero, a.dtype.type(1), a))
         if bool(zero.any()):
             # exact: d out_j / d x_i = prod_{k <= j, k != i} x_k
             am, gm = xp.moveaxis(a, axis, -1), xp.moveaxis(g, axis, -1)
