@@ -11,7 +11,7 @@ import api_coverage  # noqa: E402
 
 # measured coverage in percent, per module (the figures README.md reports)
 FLOORS = {
-    "paddle": 96.3,
+    "paddle": 96.5,
     "paddle.Tensor": 93.4,
     "paddle.nn": 97.0,
     "paddle.nn.functional": 97.5,
