@@ -104,17 +104,17 @@ def _check_x(x, ndim, op):
         raise ValueError(f"ddg.nn.functional.{op}: expected a {ndim}-D input, got shape {x.shape}")
 
 
-def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, data_format="NCHW", name=None):
-    """2-D convolution (cross-correlation) of NCHW (or NHWC) ``x`` with weight
-    ``[out_channels, in_channels/groups, kh, kw]``."""
-    op = "conv2d"
-    channel_last = _check_format(data_format, ("NCHW", "NHWC"), op)
-    _check_x(x, 4, op)
-    if weight.ndim != 4:
-        raise ValueError(f"ddg.nn.functional.{op}: weight must be 4-D [O, C/groups, kh, kw], got {weight.shape}")
+def _conv(x, weight, bias, stride, padding, dilation, groups, data_format, op, formats, fn_cls, kernel_dims):
+    """The N-d convolution shared by conv2d and conv3d: checks, layout, padding, the op."""
+    nd = len(formats[0]) - 2
+    channel_last = _check_format(data_format, formats, op)
+    _check_x(x, nd + 2, op)
+    if weight.ndim != nd + 2:
+        raise ValueError(f"ddg.nn.functional.{op}: weight must be {nd + 2}-D [O, C/groups, {kernel_dims}], "
+                         f"got {weight.shape}")
     x = _to_nchw(x, channel_last)
-    stride = _ntuple(stride, 2, "stride", op)
-    dilation = _ntuple(dilation, 2, "dilation", op)
+    stride = _ntuple(stride, nd, "stride", op)
+    dilation = _ntuple(dilation, nd, "dilation", op)
     groups = int(groups)
     if groups <= 0 or x.shape[1] % groups or weight.shape[0] % groups:
         raise ValueError(f"ddg.nn.functional.{op}: groups={groups} must divide the input channels "
@@ -123,9 +123,16 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, data
         raise ValueError(f"ddg.nn.functional.{op}: input has {x.shape[1]} channels (shape {x.shape}) but the weight "
                          f"{weight.shape} with groups={groups} expects {weight.shape[1] * groups}")
     pads = _conv_pads(padding, x.shape[2:], weight.shape[2:], stride, dilation, channel_last, op)
-    fn = C.Conv2d(stride, pads, dilation, groups)
+    fn = fn_cls(stride, pads, dilation, groups)
     y = fn(x, weight) if bias is None else fn(x, weight, bias)
     return _from_nchw(y, channel_last)
+
+
+def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, data_format="NCHW", name=None):
+    """2-D convolution (cross-correlation) of NCHW (or NHWC) ``x`` with weight
+    ``[out_channels, in_channels/groups, kh, kw]``."""
+    return _conv(x, weight, bias, stride, padding, dilation, groups, data_format, "conv2d", ("NCHW", "NHWC"),
+                 C.Conv2d, "kh, kw")
 
 
 def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, data_format="NCL", name=None):
@@ -186,32 +193,39 @@ def _transpose_geometry(in_sizes, kernel, stride, dilation, padding, output_padd
     return pads, tuple(b + p for b, p in zip(base, op_pad))
 
 
-def conv2d_transpose(x, weight, bias=None, stride=1, padding=0, output_padding=0, dilation=1, groups=1,
-                     output_size=None, data_format="NCHW", name=None):  # Paddle: dilation before groups here
-    """Transposed 2-D convolution (the gradient of conv2d with respect to its input) with
-    weight ``[in_channels, out_channels/groups, kh, kw]``."""
-    op = "conv2d_transpose"
-    channel_last = _check_format(data_format, ("NCHW", "NHWC"), op)
-    _check_x(x, 4, op)
-    if weight.ndim != 4:
-        raise ValueError(f"ddg.nn.functional.{op}: weight must be 4-D [C_in, C_out/groups, kh, kw], "
+def _conv_transpose(x, weight, bias, stride, padding, output_padding, dilation, groups, output_size,
+                    data_format, op, formats, fn_cls, kernel_dims):
+    """The N-d transposed convolution shared by conv2d_transpose and conv3d_transpose."""
+    nd = len(formats[0]) - 2
+    channel_last = _check_format(data_format, formats, op)
+    _check_x(x, nd + 2, op)
+    if weight.ndim != nd + 2:
+        raise ValueError(f"ddg.nn.functional.{op}: weight must be {nd + 2}-D [C_in, C_out/groups, {kernel_dims}], "
                          f"got {weight.shape}")
     x = _to_nchw(x, channel_last)
-    stride = _ntuple(stride, 2, "stride", op)
-    dilation = _ntuple(dilation, 2, "dilation", op)
+    stride = _ntuple(stride, nd, "stride", op)
+    dilation = _ntuple(dilation, nd, "dilation", op)
     groups = int(groups)
     if groups <= 0 or x.shape[1] % groups:
         raise ValueError(f"ddg.nn.functional.{op}: groups={groups} must divide the input channels ({x.shape[1]})")
     if weight.shape[0] != x.shape[1]:
         raise ValueError(f"ddg.nn.functional.{op}: input has {x.shape[1]} channels (shape {x.shape}) but the weight "
                          f"has shape {weight.shape}")
-    pads, out_hw = _transpose_geometry(x.shape[2:], weight.shape[2:], stride, dilation, padding, output_padding,
-                                       output_size, channel_last, op)
-    if min(out_hw) <= 0:
-        raise ValueError(f"ddg.nn.functional.{op}: the output would be empty ({list(out_hw)}); padding too large")
-    fn = C.Conv2dTranspose(stride, pads, dilation, groups, out_hw)
+    pads, out_sizes = _transpose_geometry(x.shape[2:], weight.shape[2:], stride, dilation, padding, output_padding,
+                                          output_size, channel_last, op)
+    if min(out_sizes) <= 0:
+        raise ValueError(f"ddg.nn.functional.{op}: the output would be empty ({list(out_sizes)}); padding too large")
+    fn = fn_cls(stride, pads, dilation, groups, out_sizes)
     y = fn(x, weight) if bias is None else fn(x, weight, bias)
     return _from_nchw(y, channel_last)
+
+
+def conv2d_transpose(x, weight, bias=None, stride=1, padding=0, output_padding=0, dilation=1, groups=1,
+                     output_size=None, data_format="NCHW", name=None):  # Paddle: dilation before groups here
+    """Transposed 2-D convolution (the gradient of conv2d with respect to its input) with
+    weight ``[in_channels, out_channels/groups, kh, kw]``."""
+    return _conv_transpose(x, weight, bias, stride, padding, output_padding, dilation, groups, output_size,
+                           data_format, "conv2d_transpose", ("NCHW", "NHWC"), C.Conv2dTranspose, "kh, kw")
 
 
 def conv1d_transpose(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1,
@@ -243,50 +257,14 @@ def conv1d_transpose(x, weight, bias=None, stride=1, padding=0, output_padding=0
 def conv3d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, data_format="NCDHW", name=None):
     """3-D convolution of NCDHW (or NDHWC) ``x`` with weight ``[O, C/groups, kd, kh, kw]``."""
     from ...autograd.ops import conv3d as C3
-    op = "conv3d"
-    channel_last = _check_format(data_format, ("NCDHW", "NDHWC"), op)
-    _check_x(x, 5, op)
-    if weight.ndim != 5:
-        raise ValueError(f"ddg.nn.functional.{op}: weight must be 5-D [O, C/groups, kd, kh, kw], got {weight.shape}")
-    x = _to_nchw(x, channel_last)
-    stride = _ntuple(stride, 3, "stride", op)
-    dilation = _ntuple(dilation, 3, "dilation", op)
-    groups = int(groups)
-    if groups <= 0 or x.shape[1] % groups or weight.shape[0] % groups:
-        raise ValueError(f"ddg.nn.functional.{op}: groups={groups} must divide the input channels "
-                         f"({x.shape[1]}) and the output channels ({weight.shape[0]})")
-    if weight.shape[1] * groups != x.shape[1]:
-        raise ValueError(f"ddg.nn.functional.{op}: input has {x.shape[1]} channels (shape {x.shape}) but the weight "
-                         f"{weight.shape} with groups={groups} expects {weight.shape[1] * groups}")
-    pads = _conv_pads(padding, x.shape[2:], weight.shape[2:], stride, dilation, channel_last, op)
-    fn = C3.ConvNd(stride, pads, dilation, groups)
-    y = fn(x, weight) if bias is None else fn(x, weight, bias)
-    return _from_nchw(y, channel_last)
+    return _conv(x, weight, bias, stride, padding, dilation, groups, data_format, "conv3d", ("NCDHW", "NDHWC"),
+                 C3.ConvNd, "kd, kh, kw")
 
 
 def conv3d_transpose(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1,
                      output_size=None, data_format="NCDHW", name=None):
     """Transposed 3-D convolution with weight ``[C_in, C_out/groups, kd, kh, kw]``."""
     from ...autograd.ops import conv3d as C3
-    op = "conv3d_transpose"
-    channel_last = _check_format(data_format, ("NCDHW", "NDHWC"), op)
-    _check_x(x, 5, op)
-    if weight.ndim != 5:
-        raise ValueError(f"ddg.nn.functional.{op}: weight must be 5-D [C_in, C_out/groups, kd, kh, kw], "
-                         f"got {weight.shape}")
-    x = _to_nchw(x, channel_last)
-    stride = _ntuple(stride, 3, "stride", op)
-    dilation = _ntuple(dilation, 3, "dilation", op)
-    groups = int(groups)
-    if groups <= 0 or x.shape[1] % groups:
-        raise ValueError(f"ddg.nn.functional.{op}: groups={groups} must divide the input channels ({x.shape[1]})")
-    if weight.shape[0] != x.shape[1]:
-        raise ValueError(f"ddg.nn.functional.{op}: input has {x.shape[1]} channels (shape {x.shape}) but the weight "
-                         f"has shape {weight.shape}")
-    pads, out_sizes = _transpose_geometry(x.shape[2:], weight.shape[2:], stride, dilation, padding, output_padding,
-                                          output_size, channel_last, op)
-    if min(out_sizes) <= 0:
-        raise ValueError(f"ddg.nn.functional.{op}: the output would be empty ({list(out_sizes)}); padding too large")
-    fn = C3.ConvTransposeNd(stride, pads, dilation, groups, out_sizes)
-    y = fn(x, weight) if bias is None else fn(x, weight, bias)
-    return _from_nchw(y, channel_last)
+    return _conv_transpose(x, weight, bias, stride, padding, output_padding, dilation, groups, output_size,
+                           data_format, "conv3d_transpose", ("NCDHW", "NDHWC"), C3.ConvTransposeNd, "kd, kh, kw")
+
