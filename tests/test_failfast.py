@@ -109,12 +109,9 @@ def test_exception_without_init_parallel_env_ends_the_job(launcher, n, tmp_path)
     assert took < 30
 
 
-@pytest.mark.parametrize("n", [2, 3])
-@pytest.mark.parametrize("how", ["import", "exit"])
-def test_failure_before_import_ddg_ends_a_ddgrun_job(how, n, tmp_path):
-    # one rank fails before it even imports ddg: ddgrun's rank guard ends the job at once
-    fail = "import a_module_that_is_not_there" if how == "import" else "sys.exit(4)"
-    out, took = run("ddgrun", n, tmp_path, f"""
+def _fails_before_import_ddg(fail):
+    """A program whose rank 1 runs ``fail`` before it imports ddg; the others meet in a barrier."""
+    return f"""
         import os, sys
         if os.environ.get("PMI_RANK") == "1":
             {fail}
@@ -122,7 +119,15 @@ def test_failure_before_import_ddg_ends_a_ddgrun_job(how, n, tmp_path):
         ddg.distributed.init_parallel_env()
         ddg.distributed.barrier()
         print("PASSED THE BARRIER", flush=True)
-    """)
+    """
+
+
+@pytest.mark.parametrize("n", [2, 3])
+@pytest.mark.parametrize("how", ["import", "exit"])
+def test_failure_before_import_ddg_ends_a_ddgrun_job(how, n, tmp_path):
+    # one rank fails before it even imports ddg: ddgrun's rank guard ends the job at once
+    fail = "import a_module_that_is_not_there" if how == "import" else "sys.exit(4)"
+    out, took = run("ddgrun", n, tmp_path, _fails_before_import_ddg(fail))
     assert out.returncode != 0
     assert "PASSED THE BARRIER" not in out.stdout
     assert "[ddgrun] rank 1 failed before the job's first collective" in out.stdout
@@ -141,15 +146,7 @@ def test_failure_before_import_ddg_ends_a_plain_mpiexec_job(how, n, tmp_path):
     # plain mpiexec: the other ranks wait inside MPI_Init for the rank that never came;
     # ddg's MPI_Init watchdog ends them after DDG_STALL_TIMEOUT (here 2 s)
     fail = "import a_module_that_is_not_there" if how == "import" else "sys.exit(0)"
-    out, took = run("mpiexec", n, tmp_path, f"""
-        import os, sys
-        if os.environ.get("PMI_RANK") == "1":
-            {fail}
-        import ddg
-        ddg.distributed.init_parallel_env()
-        ddg.distributed.barrier()
-        print("PASSED THE BARRIER", flush=True)
-    """, DDG_STALL_TIMEOUT="2")
+    out, took = run("mpiexec", n, tmp_path, _fails_before_import_ddg(fail), DDG_STALL_TIMEOUT="2")
     assert out.returncode != 0
     assert "PASSED THE BARRIER" not in out.stdout
     assert "] ddg: MPI_Init has not returned after 2 s (DDG_STALL_TIMEOUT)" in out.stderr, out.stderr
