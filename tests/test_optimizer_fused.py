@@ -225,10 +225,8 @@ def test_large_parameters_take_the_per_parameter_path_on_cpu(monkeypatch):
         same(a, run(f, False, attrs=True, skip_at=2))
 
 
-def test_gpu_launches_per_step(monkeypatch):
-    """On (sim)cupy a fused step costs a constant number of launches, whatever the number
-    of parameters (before: ~10 per parameter): once the parameters and gradients are
-    views of the flat buffers, nothing is gathered or written back per parameter."""
+def _launches_per_adam_step(**opt_kw):
+    """Launches of the second Adam step over 10 and over 40 small GPU parameters (simcupy)."""
     from ddg.tensor import backend
     cp = backend.cupy_module() if backend.cupy_available() else None
     if cp is None or not getattr(cp, "SIMULATED", False):
@@ -239,11 +237,19 @@ def test_gpu_launches_per_step(monkeypatch):
         for p in ps:
             p._data = cp.asarray(p._data)
             p.grad = cp.ones(8, dtype=cp.float32)
-        opt = O.Adam(0.01, parameters=ps)
+        opt = O.Adam(0.01, parameters=ps, **opt_kw)
         opt.step()
         cp.launches.clear()
         opt.step()
         counts[n] = cp.launches.count
+    return counts
+
+
+def test_gpu_launches_per_step(monkeypatch):
+    """On (sim)cupy a fused step costs a constant number of launches, whatever the number
+    of parameters (before: ~10 per parameter): once the parameters and gradients are
+    views of the flat buffers, nothing is gathered or written back per parameter."""
+    counts = _launches_per_adam_step()
     assert counts[40] == counts[10] <= 20, counts
 
 
@@ -365,19 +371,5 @@ def test_the_gradients_are_left_as_backward_made_them():
 
 
 def test_global_norm_clip_costs_constant_launches(monkeypatch):
-    from ddg.tensor import backend
-    cp = backend.cupy_module() if backend.cupy_available() else None
-    if cp is None or not getattr(cp, "SIMULATED", False):
-        pytest.skip("counts launches on simcupy (tests/simgpu) only")
-    counts = {}
-    for n in (10, 40):
-        ps = [nn.Parameter(np.ones(8, dtype=np.float32)) for _ in range(n)]
-        for p in ps:
-            p._data = cp.asarray(p._data)
-            p.grad = cp.ones(8, dtype=cp.float32)
-        opt = O.Adam(0.01, parameters=ps, grad_clip=nn.ClipGradByGlobalNorm(1.0))
-        opt.step()
-        cp.launches.clear()
-        opt.step()
-        counts[n] = cp.launches.count
+    counts = _launches_per_adam_step(grad_clip=nn.ClipGradByGlobalNorm(1.0))
     assert counts[40] == counts[10] <= 26, counts
