@@ -635,9 +635,10 @@ def test_shard_order_puts_gathered_rows_back_in_the_samplers_order(n, bs, w, shu
         s.set_epoch(5)
     batches = [list(s) for s in samplers]
     seen = []
+    shard = _Shard(samplers[0])
     for step in range(len(batches[0])):
         rows = np.concatenate([batches[r][step] for r in range(w)])
-        shard = _Shard(samplers[0], step)
+        shard.at(step)
         seen.extend(rows[shard.order(len(batches[0][step]))].tolist())
     assert sorted(seen) == data
     expected = [i for i in samplers[0]._padded(5)[~samplers[0].is_padding(5)]]

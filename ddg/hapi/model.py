@@ -108,20 +108,28 @@ def _check_specs(specs, what):
 
 
 class _Shard:
-    """Where one step's batch of every rank sits in a DistributedBatchSampler's epoch, to
-    gather the ranks' batches back into one (see ``Model._gather``)."""
+    """Where each step's batch of every rank sits in a DistributedBatchSampler's epoch, to
+    gather the ranks' batches back into one (see ``Model._gather``). Built once per epoch
+    (each rank's positions and the padding mask cost O(dataset) to work out); ``at(step)``
+    points it at one step."""
 
-    def __init__(self, sampler, step):
+    def __init__(self, sampler):
         self.nranks = sampler.num_replicas
+        self.batch_size = sampler.batch_size
         epoch = getattr(sampler, "dealt_epoch", sampler.epoch)
-        first = step * sampler.batch_size  # the batch's first sample in each rank's list
-        self._positions = [sampler.positions(r)[first:first + sampler.batch_size] for r in range(self.nranks)]
+        self._positions = [sampler.positions(r) for r in range(self.nranks)]
         self._padding = sampler.is_padding(epoch)
+        self._first = 0
+
+    def at(self, step):
+        self._first = step * self.batch_size  # the batch's first sample in each rank's list
+        return self
 
     def order(self, bs):
         """For rows gathered rank after rank (``bs`` from each): which to keep, in the
         sampler's order, leaving out the repeats the sampler padded with."""
-        pos = np.concatenate([p[:bs] for p in self._positions])
+        first = self._first
+        pos = np.concatenate([p[first:first + bs] for p in self._positions])
         if pos.size != bs * self.nranks:
             raise RuntimeError("ddg.Model: the ranks' batches do not line up with the DistributedBatchSampler's "
                                "(a batch of {} rows, positions for {})".format(bs, pos.size))
@@ -543,6 +551,7 @@ class Model:
         outputs = []
         steps = self._len(loader)
         sampler = _sharding_sampler(loader, self._nranks, self._rank)
+        shard = None
         try:
             for step, data in enumerate(loader):
                 data = _flatten(data)
@@ -550,7 +559,9 @@ class Model:
                     raise ValueError("ddg.Model: the data loader yielded an empty batch")
                 batch_size = data[0].shape[0] if data[0].shape else 1
                 callbacks.on_batch_begin(mode, step, logs)
-                self._shard = _Shard(sampler, step) if sampler is not None else None
+                if sampler is not None and shard is None:  # after the first batch: the epoch is dealt
+                    shard = _Shard(sampler)
+                self._shard = shard.at(step) if shard is not None else None
                 self._last_count = None
                 n_in = self._n_inputs_of(data)
                 if mode != "predict":
