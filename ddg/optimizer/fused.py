@@ -56,6 +56,7 @@ class FlatState:
     parameters, gradients and one scratch."""
 
     def __init__(self, opt, params, states, xp, dtype):
+        self.params = list(params)
         self.ids = tuple(id(p) for p in params)
         self.shapes = [p._data.shape for p in params]
         self.sizes = [p._data.size for p in params]
@@ -164,11 +165,11 @@ class FlatState:
         """A per-element buffer from per-parameter ``values`` (a device array)."""
         return values[self.segment_ids(xp)]
 
-    def zero_grads(self, params):
-        """Zero the adopted gradients of ``params`` in one call; returns the parameters it
-        covered (those whose ``.grad`` is still its flat view)."""
+    def zero_grads(self):
+        """Zero the adopted gradients in one call; returns the parameters it covered
+        (those whose ``.grad`` is still its flat view)."""
         views = self.gviews
-        covered = [p for i, p in enumerate(params) if p._grad is not None and p._grad._data is views[i]]
+        covered = [p for i, p in enumerate(self.params) if p._grad is not None and p._grad._data is views[i]]
         if covered:
             self.gown.fill(0)
         return covered

@@ -365,13 +365,8 @@ class Optimizer:
         if set_to_zero and self._flat:
             # gradients the fused step adopted into flat storage: one fill per buffer
             done = set()
-            for key, flat in self._flat.items():
-                group = self._param_groups[key[0]]["params"] if key[0] < len(self._param_groups) else ()
-                ids = set(flat.ids)
-                mine = [p for p in group if id(p) in ids]
-                if len(mine) == len(flat.ids):
-                    mine.sort(key=lambda p: flat.ids.index(id(p)))
-                    done.update(id(p) for p in flat.zero_grads(mine))
+            for flat in self._flat.values():
+                done.update(id(p) for p in flat.zero_grads())
             params = [p for p in params if id(p) not in done]
         for p in params:
             p.clear_grad(set_to_zero)
