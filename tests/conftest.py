@@ -16,11 +16,19 @@ def rng():
     return np.random.default_rng(0)
 
 
+def shared_path(*parts):
+    """A path under the shared folder (``../shared`` beside the checkout, or
+    ``$DDG_SHARED_DIR``), which the suite needs: the acceptance programs and MNIST data
+    live there. A missing one fails the test with the place it looked."""
+    path = os.path.join(SHARED, *parts)
+    assert os.path.exists(path), (f"{path} not found: the test suite reads the shared folder beside the "
+                                  f"checkout (../shared) or $DDG_SHARED_DIR")
+    return path
+
+
 @pytest.fixture
 def shared_dir():
-    if not os.path.isdir(SHARED):
-        pytest.skip(f"shared folder not found at {SHARED}")
-    return SHARED
+    return shared_path()
 
 
 def _gpu_ready():

@@ -25,8 +25,7 @@ def _run(cmd, cwd, timeout=600):
 @pytest.mark.parametrize("program", PROGRAMS)
 def test_seed_program_prints_ok(program):
     folder = os.path.join(SHARED, "acceptance")
-    if not os.path.exists(os.path.join(folder, program)):
-        pytest.skip(f"{program} not found in {folder}")
+    assert os.path.exists(os.path.join(folder, program)), f"{program} not found in {folder}"
     proc = _run([sys.executable, program], folder)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     last = proc.stdout.strip().splitlines()[-1]
@@ -42,8 +41,7 @@ def test_tutorial_example_runs():
 def test_main_job_two_ranks_one_epoch(tmp_path):
     """The README's first command, shortened to one epoch: ddgrun -n 2 examples/mnist.py."""
     data = os.environ.get("DDG_DATA_DIR", os.path.join(SHARED, "data", "mnist-10k"))
-    if not os.path.isdir(data):
-        pytest.skip(f"MNIST data not found at {data}")
+    assert os.path.isdir(data), f"MNIST data not found at {data}"
     proc = _run([sys.executable, os.path.join("launch", "ddgrun.py"), "-n", "2", "python", "examples/mnist.py",
                  "--epochs", "1", "--data-dir", data, "--out", str(tmp_path)], ROOT)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-4000:]

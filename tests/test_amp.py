@@ -19,9 +19,6 @@ from ddg.autograd import function as _function
 from ddg.autograd.gradcheck import gradcheck
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-HAS_BF16 = hasattr(ddg, "bfloat16")
-needs_bf16 = pytest.mark.skipif(not HAS_BF16, reason="ddg.bfloat16 does not exist yet (it comes with the bfloat16 "
-                                                     "dtype work, wt-bf16); these tests run once it is merged")
 
 
 def _t(shape, seed=0, dtype="float32", stop_gradient=True):
@@ -54,7 +51,7 @@ def test_public_names_and_defaults_follow_paddle():
     assert [m.value for m in amp.OptimizerState] == [0, 1, 2]
     assert ddg.is_autocast_enabled is amp.is_autocast_enabled and ddg.autocast is amp.autocast
     assert amp.is_float16_supported() is True          # ddg's CPU AMP really works (Paddle's CPU: False)
-    assert amp.is_bfloat16_supported() is HAS_BF16
+    assert amp.is_bfloat16_supported() is True         # bfloat16 comes with ml_dtypes, a dependency
 
 
 def test_lists_are_paddles():
@@ -596,7 +593,6 @@ def test_model_prepare_amp_configs(cfg):
 
 
 # -- bfloat16 (runs once ddg has the dtype) ----------------------------------------------------------
-@needs_bf16
 def test_bf16_o1_dtypes_and_gradients():
     x, w = _t([4, 6], stop_gradient=False), _t([6, 5], 1, stop_gradient=False)
     with ddg.amp.auto_cast(dtype="bfloat16"):
@@ -608,7 +604,6 @@ def test_bf16_o1_dtypes_and_gradients():
     assert x.grad.dtype == "float32" and w.grad.dtype == "float32"
 
 
-@needs_bf16
 def test_bf16_scaler_turns_itself_off_and_o2_master_weights():
     model, opt = _scaler_setup()
     scaler = ddg.amp.GradScaler()
@@ -628,13 +623,6 @@ def test_bf16_scaler_turns_itself_off_and_o2_master_weights():
     w0 = o._work(net.fc1.weight).copy()
     o.step()
     assert o._work(net.fc1.weight).dtype == np.float32 and not np.array_equal(o._work(net.fc1.weight), w0)
-
-
-def test_bf16_missing_is_a_clear_error():
-    if HAS_BF16:
-        pytest.skip("ddg.bfloat16 exists")
-    with pytest.raises(TypeError, match="bfloat16"):
-        ddg.amp.auto_cast(dtype="bfloat16")
 
 
 def test_example_script_runs_its_three_parts():

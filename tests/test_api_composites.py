@@ -9,7 +9,7 @@ import pytest
 import ddg
 from ddg.autograd import gradcheck
 
-special = pytest.importorskip("scipy.special")
+import scipy.special as special
 
 
 def _np_cross(a, b):

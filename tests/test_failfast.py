@@ -18,14 +18,6 @@ from launch import ddgrun
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _mpiexec():
-    try:
-        return ddgrun.find_mpiexec()
-    except FileNotFoundError:
-        return None
-
-
-pytestmark = pytest.mark.skipif(_mpiexec() is None, reason="no mpiexec installed")
 
 LAUNCHES = [("ddgrun", 2), ("ddgrun", 3), ("mpiexec", 2), ("mpiexec", 3)]
 
@@ -46,7 +38,7 @@ def run(launcher, n, tmp_path, body, timeout=45, **extra_env):
     if launcher == "ddgrun":
         cmd = [sys.executable, "-m", "launch.ddgrun", "-n", str(n), sys.executable, str(prog)]
     else:
-        cmd = [_mpiexec(), "-n", str(n), sys.executable, str(prog)]
+        cmd = [ddgrun.find_mpiexec(), "-n", str(n), sys.executable, str(prog)]
     t0 = time.monotonic()
     out = subprocess.run(cmd, env=_env(**extra_env), capture_output=True, text=True, timeout=timeout, cwd=REPO)
     took = time.monotonic() - t0

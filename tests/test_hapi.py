@@ -568,8 +568,7 @@ def test_quickstart_lenet_mnist(shared_dir, tmp_path, capsys):
     """Paddle's quick start on one epoch of the MNIST subset (the full program is
     examples/quickstart_hapi.py): LeNet, Adam, Accuracy, fit/evaluate/save/load."""
     data = os.path.join(shared_dir, "data", "mnist-10k")
-    if not os.path.isfile(os.path.join(data, "train-images-idx3-ubyte.gz")):
-        pytest.skip("mnist-10k not found")
+    assert os.path.isfile(os.path.join(data, "train-images-idx3-ubyte.gz")), f"mnist-10k not found in {data}"
     from ddg.vision.transforms import Normalize
     transform = Normalize(mean=[127.5], std=[127.5], data_format="CHW")
     train = ddg.vision.datasets.MNIST(mode="train", transform=transform, data_dir=data)

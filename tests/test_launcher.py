@@ -23,15 +23,6 @@ def _env(**extra):
     return env
 
 
-def _mpiexec_available():
-    try:
-        ddgrun.find_mpiexec()
-        return True
-    except FileNotFoundError:
-        return False
-
-
-needs_mpi = pytest.mark.skipif(not _mpiexec_available(), reason="no mpiexec installed")
 
 
 def _script(tmp_path, body):
@@ -61,7 +52,6 @@ HELLO = """
 """
 
 
-@needs_mpi
 def test_two_ranks_print_rank_and_size(tmp_path):
     prog = _script(tmp_path, HELLO)
     r = _ddgrun(["-n", "2", prog, "a", "--b"])
@@ -69,7 +59,6 @@ def test_two_ranks_print_rank_and_size(tmp_path):
     assert _ranks_seen(r.stdout) == [("0", "2", "True", "['a', '--b']"), ("1", "2", "True", "['a', '--b']")]
 
 
-@needs_mpi
 def test_wrapper_and_leading_python(tmp_path):
     prog = _script(tmp_path, HELLO)
     r = subprocess.run([WRAPPER, "-n", "2", "python", prog], env=_env(), capture_output=True,
@@ -78,7 +67,6 @@ def test_wrapper_and_leading_python(tmp_path):
     assert [x[:2] for x in _ranks_seen(r.stdout)] == [("0", "2"), ("1", "2")]
 
 
-@needs_mpi
 def test_module_mode(tmp_path):
     pkg = tmp_path / "mymod.py"
     pkg.write_text(textwrap.dedent(HELLO))
@@ -87,7 +75,6 @@ def test_module_mode(tmp_path):
     assert _ranks_seen(r.stdout) == [("0", "2", "True", "['x']"), ("1", "2", "True", "['x']")]
 
 
-@needs_mpi
 def test_exception_on_one_rank_ends_the_job(tmp_path):
     prog = _script(tmp_path, """
         import time
@@ -110,7 +97,6 @@ def test_exception_on_one_rank_ends_the_job(tmp_path):
     assert "[rank 1] RuntimeError: boom on purpose" in r.stderr
 
 
-@needs_mpi
 def test_stall_watchdog_off_with_zero(tmp_path):
     # DDG_STALL_TIMEOUT=0 turns the watchdog off: a slow rank is then simply waited for
     prog = _script(tmp_path, """
@@ -175,7 +161,6 @@ def test_thread_env_defaults():
     assert ddgrun.thread_env(10 ** 6, {})["OMP_NUM_THREADS"] == "1"
 
 
-@needs_mpi
 def test_dry_run_prints_the_command(tmp_path):
     prog = _script(tmp_path, "pass\n")
     r = _ddgrun(["--dry-run", "-n", "3", "-hosts", "a,b", prog])
@@ -267,7 +252,6 @@ SPAWNED = """
 """
 
 
-@needs_mpi
 def test_spawn_runs_a_function_of_the_main_script_on_n_ranks(tmp_path):
     prog = _script(tmp_path, SPAWNED)
     out = tmp_path / "out"
@@ -307,7 +291,6 @@ def test_distributed_launch_maps_paddles_flags():
         L.build(["--ips", "a,b", "--nnodes", "3", "train.py"])
 
 
-@needs_mpi
 def test_distributed_launch_writes_each_ranks_log(tmp_path):
     prog = _script(tmp_path, textwrap.dedent(HELLO) + "if sys.argv[1:] == ['fail'] and dist.get_rank() == 1:\n"
                                                       "    raise ValueError('rank one fails')\n")

@@ -38,9 +38,16 @@ def _find(folder_name, probe="t10k-images-idx3-ubyte.gz"):
 
 MNIST10K = _find("mnist-10k")
 OFFICIAL = _find("mnist-official-t10k")
-need10k = pytest.mark.skipif(MNIST10K is None, reason="mnist-10k data not found in ../shared/data or $DDG_DATA_DIR")
-need_official = pytest.mark.skipif(OFFICIAL is None,
-                                   reason="official t10k files not found in ../shared/data or $DDG_DATA_DIR")
+
+
+@pytest.fixture
+def _data_folders():
+    """The suite reads MNIST from the shared folder: a missing one is a broken setup."""
+    assert MNIST10K is not None, "mnist-10k data not found in ../shared/data or $DDG_DATA_DIR"
+    assert OFFICIAL is not None, "official t10k files not found in ../shared/data or $DDG_DATA_DIR"
+
+
+need10k = need_official = pytest.mark.usefixtures("_data_folders")
 
 
 @need10k

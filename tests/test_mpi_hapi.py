@@ -167,9 +167,7 @@ def test_accumulate_grad_batches_under_ranks(comm):
 
 def test_quickstart_lenet_mnist_data_parallel(comm, shared_dir):
     data = os.path.join(shared_dir, "data", "mnist-10k")
-    ok = os.path.isfile(os.path.join(data, "train-images-idx3-ubyte.gz"))
-    if not comm.allgather_object(ok)[0]:
-        pytest.skip("mnist-10k not found")
+    assert os.path.isfile(os.path.join(data, "train-images-idx3-ubyte.gz")), f"mnist-10k not found in {data}"
     from ddg.vision.transforms import Normalize
     transform = Normalize(mean=[127.5], std=[127.5], data_format="CHW")
     train = ddg.vision.datasets.MNIST(mode="train", transform=transform, data_dir=data)

@@ -358,8 +358,7 @@ def test_in_place_write_to_a_saved_input_raises(name, fn, ref, shapes, domain, r
         _, got = run(write=j)
         reads = any(not np.allclose(g, w, rtol=1e-12, atol=1e-12) for g, w in zip(got, want) if w is not None)
         assert not reads or j in guarded, f"{name}: backward reads input {j} but no op declares it saved"
-    if not guarded:
-        pytest.skip(f"{name}: no op in it declares that its backward reads an input")
+    # (a family none of whose ops saves an input has now been checked by the probe alone)
     for j in guarded:
         with pytest.raises(RuntimeError, match="modified in place"):
             run(write=j, bump=True)

@@ -176,7 +176,7 @@ def test_matlab_reader(tmp_path):
 
 
 def test_matlab_reader_reads_scipy_files(tmp_path):
-    sio = pytest.importorskip("scipy.io")
+    import scipy.io as sio
     p = str(tmp_path / "s.mat")
     arrs = {"labels": np.arange(1, 9, dtype=np.float64)[None] * 3, "ids": np.array([[5, 1, 2]], np.uint16),
             "f": np.linspace(0, 1, 6, dtype=np.float32).reshape(2, 3)}

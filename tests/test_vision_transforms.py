@@ -75,6 +75,32 @@ def paddle_results():
         return {k: z[k] for k in z.files}
 
 
+def _perspective_through_paddles_coefficients(run, name, paddle_results, monkeypatch):
+    """A perspective warp solves an 8x8 system for its coefficients (``np.linalg.lstsq``
+    in Paddle and in ddg); the last bits of the solution depend on the LAPACK build, and
+    under nearest sampling a 1-ulp change moves a sample that falls exactly on a pixel
+    edge to the neighbouring pixel (perturbing the coefficients by a few ulp flips up to
+    36 of the 1800 values of ``s_perspective``). So the comparison with Paddle is split
+    at what each part guarantees: ddg's coefficients equal Paddle's to 1e-9, and the
+    pixels ddg warps through Paddle's own coefficients equal Paddle's pixels exactly.
+    Returns those pixels (the caller compares them); ddg's own end-to-end output may
+    differ from them only by such edge flips, in at most 5% of the values."""
+    want_coeffs = paddle_results[ref.COEFFS + name]
+    solve = TF._perspective_coeffs
+    mine = []
+    monkeypatch.setattr(TF, "_perspective_coeffs", lambda s, e: mine.append(solve(s, e)) or mine[-1])
+    own = ref.as_numpy(run())
+    assert len(mine) == len(want_coeffs), (len(mine), len(want_coeffs))
+    np.testing.assert_allclose(np.asarray(mine), want_coeffs, rtol=1e-9, atol=1e-12)
+    queue = [list(c) for c in want_coeffs]
+    monkeypatch.setattr(TF, "_perspective_coeffs", lambda s, e: queue.pop(0))
+    through_paddles = run()
+    assert not queue
+    g = ref.as_numpy(through_paddles)
+    assert own.shape == g.shape and np.count_nonzero(own != g) <= 0.05 * own.size
+    return through_paddles
+
+
 @pytest.mark.parametrize("name", sorted(ref.CASES))
 @pytest.mark.parametrize("kind", ["pil", "numpy"])
 def test_functional_matches_paddle(name, kind, paddle_results, monkeypatch):
@@ -82,8 +108,11 @@ def test_functional_matches_paddle(name, kind, paddle_results, monkeypatch):
     (ddg sends numpy images through Pillow too), with the output kind following the input."""
     monkeypatch.setitem(ref.KIND, "input", kind)
     fn, tol = ref.CASES[name]
-    got = fn(T, TF, _mk)
     want = paddle_results[name]
+    if ref.COEFFS + name in paddle_results:
+        got = _perspective_through_paddles_coefficients(lambda: fn(T, TF, _mk), name, paddle_results, monkeypatch)
+    else:
+        got = fn(T, TF, _mk)
     if isinstance(got, Image.Image):
         assert kind == "pil"
     elif kind == "numpy" and "tensor" not in name and not name.startswith(("normalize", "Normalize")):
@@ -100,10 +129,14 @@ def test_functional_matches_paddle(name, kind, paddle_results, monkeypatch):
 
 
 @pytest.mark.parametrize("name", sorted(ref.SEEDED))
-def test_seeded_random_transforms_match_paddle(name, paddle_results):
+def test_seeded_random_transforms_match_paddle(name, paddle_results, monkeypatch):
     """Seeding random and numpy.random as for Paddle gives Paddle's draws and pixels."""
-    got = ref.SEEDED[name](T)
     want = paddle_results[name]
+    if ref.COEFFS + name in paddle_results:
+        got = _perspective_through_paddles_coefficients(lambda: ref.SEEDED[name](T), name, paddle_results,
+                                                        monkeypatch)
+    else:
+        got = ref.SEEDED[name](T)
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-6 if "random" in name else 0)
 

@@ -24,7 +24,8 @@ def images():
     return rgb, gray
 
 
-KIND = {"input": "pil"}  # the test sets "numpy" to run the same cases on numpy images
+KIND = {"input": "pil"}
+COEFFS = "coeffs__"  # key prefix: the perspective coefficients Paddle used for a case  # the test sets "numpy" to run the same cases on numpy images
 
 
 def _rgb():
@@ -140,12 +141,28 @@ if __name__ == "__main__":  # regenerate (needs Paddle)
     import paddle.vision.transforms as T
     import paddle.vision.transforms.functional as F
 
+    import paddle.vision.transforms.functional_pil as F_pil
+
     def mk(a):
         return paddle.to_tensor(np.asarray(a, np.float32))
+    # Record the coefficients Paddle computes for each perspective warp: their last bits
+    # come from the LAPACK build that solved for them (see test_perspective_*).
+    seen, pil_perspective = [], F_pil.perspective
+
+    def recording_perspective(img, coeffs, *args, **kwargs):
+        seen.append(np.asarray(coeffs, np.float64))
+        return pil_perspective(img, coeffs, *args, **kwargs)
+    F_pil.perspective = recording_perspective
     out = {}
     for name, (fn, _) in CASES.items():
+        del seen[:]
         out[name] = as_numpy(fn(T, F, mk))
+        if seen:
+            out[COEFFS + name] = np.stack(seen)
     for name, fn in SEEDED.items():
+        del seen[:]
         out[name] = fn(T)
+        if seen:
+            out[COEFFS + name] = np.stack(seen)
     np.savez_compressed(REF, **out)
     print("{} results of paddle {} written to {}".format(len(out), paddle.__version__, REF))
