@@ -45,4 +45,6 @@ def test_main_job_two_ranks_one_epoch(tmp_path):
     proc = _run([sys.executable, os.path.join("launch", "ddgrun.py"), "-n", "2", "python", "examples/mnist.py",
                  "--epochs", "1", "--data-dir", data, "--out", str(tmp_path)], ROOT)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-4000:]
+    # off a terminal: one plain line per epoch, no progress-bar frames in the log
+    assert "\r" not in proc.stdout + proc.stderr and "epoch 1/1: train loss" in proc.stdout, proc.stdout[-2000:]
     assert os.path.exists(tmp_path / "checkpoint.pdckpt") or any(p.suffix.startswith(".pd") for p in tmp_path.iterdir())

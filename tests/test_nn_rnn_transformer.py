@@ -1,5 +1,5 @@
 """Recurrent layers (SimpleRNN / LSTM / GRU and their cells) and attention / transformer
-layers: forward against numpy step-by-step references (and torch when installed),
+layers: forward against numpy step-by-step references (and torch's, in test_torch_reference.py),
 gradients against central differences, shapes, masks, caches, a small training loop."""
 import numpy as np
 import pytest
@@ -169,53 +169,6 @@ def test_sequence_length_masking(direction):
         np.testing.assert_allclose(c.numpy()[:, b], cb.numpy()[:, 0], atol=1e-5)
 
 
-def _copy_to_torch(m, t):
-    import torch
-    sd = m.state_dict()
-    with torch.no_grad():
-        for n, p in t.named_parameters():
-            p.copy_(torch.tensor(sd[n].numpy()))
-
-
-@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
-def test_against_torch(kind):
-    torch = pytest.importorskip("torch")
-    m = getattr(nn, kind)(3, 5, num_layers=2, direction="bidirect")
-    t = getattr(torch.nn, kind)(3, 5, num_layers=2, bidirectional=True, batch_first=True)
-    _copy_to_torch(m, t)
-    x = RNG.standard_normal((2, 4, 3)).astype("float32")
-    h0 = RNG.standard_normal((4, 2, 5)).astype("float32")
-    c0 = RNG.standard_normal((4, 2, 5)).astype("float32")
-    if kind == "LSTM":
-        out, (h, c) = m(_t(x), (_t(h0), _t(c0)))
-        to, (th, tc) = t(torch.tensor(x), (torch.tensor(h0), torch.tensor(c0)))
-        np.testing.assert_allclose(c.numpy(), tc.detach().numpy(), atol=1e-5)
-    else:
-        out, h = m(_t(x), _t(h0))
-        to, th = t(torch.tensor(x), torch.tensor(h0))
-    np.testing.assert_allclose(out.numpy(), to.detach().numpy(), atol=1e-5)
-    np.testing.assert_allclose(h.numpy(), th.detach().numpy(), atol=1e-5)
-
-
-@pytest.mark.filterwarnings("ignore:LSTM with projections")
-def test_lstm_proj_size_against_torch():
-    torch = pytest.importorskip("torch")
-    m = nn.LSTM(3, 5, proj_size=2)
-    t = torch.nn.LSTM(3, 5, proj_size=2, batch_first=True)
-    cell = m[0].cell
-    with torch.no_grad():
-        for name, w in (("weight_ih_l0", cell.weight_ih), ("weight_hh_l0", cell.weight_hh),
-                        ("bias_ih_l0", cell.bias_ih), ("bias_hh_l0", cell.bias_hh)):
-            getattr(t, name).copy_(torch.tensor(w.numpy()))
-        t.weight_hr_l0.copy_(torch.tensor(cell.weight_ho.numpy().T))  # Paddle: h @ weight_ho
-    x = RNG.standard_normal((2, 4, 3)).astype("float32")
-    out, (h, c) = m(_t(x))
-    to, (th, tc) = t(torch.tensor(x))
-    assert out.shape == [2, 4, 2] and h.shape == [1, 2, 2] and c.shape == [1, 2, 5]
-    np.testing.assert_allclose(out.numpy(), to.detach().numpy(), atol=1e-5)
-    np.testing.assert_allclose(c.numpy(), tc.detach().numpy(), atol=1e-5)
-
-
 @pytest.mark.parametrize("kind", ["LSTM", "GRU", "SimpleRNN"])
 def test_gradcheck_tiny_rnn(kind):
     m = getattr(nn, kind)(2, 3, direction="bidirect").to(dtype="float64")
@@ -340,12 +293,8 @@ def test_scaled_dot_product_attention():
 
 
 # -- transformer layers (need LayerNorm and Dropout from ddg.nn) -------------------------------------------
-needs_norm = pytest.mark.skipif(
-    not (hasattr(nn, "LayerNorm") and hasattr(nn, "Dropout") and hasattr(nn.functional, "dropout")),
-    reason="ddg.nn.LayerNorm / ddg.nn.Dropout / ddg.nn.functional.dropout not available")
 
 
-@needs_norm
 @pytest.mark.parametrize("normalize_before", [False, True])
 def test_transformer_encoder_shapes_and_grads(normalize_before):
     layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.1, normalize_before=normalize_before)
@@ -368,7 +317,6 @@ def test_transformer_encoder_shapes_and_grads(normalize_before):
     np.testing.assert_allclose(a, b)  # no dropout in eval mode
 
 
-@needs_norm
 def test_transformer_decoder_and_full_model():
     model = nn.Transformer(d_model=8, nhead=2, num_encoder_layers=1, num_decoder_layers=2, dim_feedforward=16,
                            dropout=0.0)
@@ -392,7 +340,6 @@ def test_transformer_decoder_and_full_model():
     np.testing.assert_allclose(np.concatenate(steps, 1), full, atol=1e-5)
 
 
-@needs_norm
 def test_rnn_dropout_between_layers():
     m = nn.GRU(3, 4, num_layers=2, dropout=0.5)
     x = _t(RNG.standard_normal((2, 5, 3)).astype("float32"))
@@ -403,7 +350,6 @@ def test_rnn_dropout_between_layers():
     assert not np.allclose(m(x)[0].numpy(), a)
 
 
-@needs_norm
 def test_transformer_encoder_trains():
     rng = np.random.default_rng(2)
     x = rng.standard_normal((8, 4, 8)).astype("float32")
