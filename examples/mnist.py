@@ -97,8 +97,10 @@ def log(rank, *args):
 
 
 def progress(total, rank, desc):
-    """A tqdm bar on rank 0 (nothing elsewhere, or without tqdm)."""
-    if rank != 0:
+    """A tqdm bar on rank 0 when its output is a terminal; nothing elsewhere, without tqdm,
+    or when the output goes to a file or a pipe (a batch job's log, ddgrun), where the
+    bar's carriage-return frames would litter the log: there each epoch prints one line."""
+    if rank != 0 or not sys.stdout.isatty():
         return None
     try:
         from tqdm import tqdm
