@@ -1,4 +1,5 @@
 import os
+import re
 import sys
 
 import numpy as np
@@ -47,3 +48,39 @@ BACKENDS = [
 def place(request):
     """Run a test once per available backend: 'cpu' always, 'gpu' where cupy sees a GPU."""
     return request.param
+
+
+# ---------------------------------------------------------------- the simulated-GPU pass
+# tests/run_all.sh runs the suite once on numpy, then (without a real GPU) once more on
+# simcupy with DDG_DEVICE_TESTS_ONLY=1: only the tests that exercise a device run again.
+DEVICE_MODULES = {"test_gpu.py", "test_gpu_fallbacks.py", "test_kernel_budget.py", "test_mpi_gpu.py"}
+_DEVICE_WORDS = re.compile(r"gpu|cupy|cuda", re.IGNORECASE)
+
+
+def touches_device(item):
+    """Whether a test exercises a GPU code path: a device module, the ``gpu`` marker, a
+    ``place``/parameter or name that says gpu/cupy/cuda, or a skip condition about one."""
+    if os.path.basename(str(item.fspath)) in DEVICE_MODULES or item.get_closest_marker("gpu"):
+        return True
+    if _DEVICE_WORDS.search(item.nodeid):
+        return True
+    return any(_DEVICE_WORDS.search(str(m.kwargs.get("reason", ""))) for m in item.iter_markers("skipif"))
+
+
+def pytest_ignore_collect(collection_path, config):
+    """tests/test_mpi_*.py run under mpiexec (tests/mpi_pytest.py passes --with-mpi); a
+    plain pytest run leaves them out rather than listing each as skipped."""
+    name = collection_path.name
+    if name.startswith("test_mpi_") and name.endswith(".py") and not config.getoption("with_mpi", False):
+        return True
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    if os.environ.get("DDG_DEVICE_TESTS_ONLY") != "1":
+        return
+    keep = [it for it in items if touches_device(it)]
+    dropped = [it for it in items if not touches_device(it)]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep

@@ -5,9 +5,9 @@ For each constructor call: the output shape on a small input (eval mode), the nu
 of state-dict entries, the total number of values in them (Paddle's parameter count,
 batch-norm statistics included), and the first 16 hex digits of the SHA-256 of
 ``repr([(name, shape), ...])`` over the state dict in order, i.e. every name, shape
-and their order are Paddle's. The big models (over ~30M values) are built only with
-``DDG_TEST_BIG_MODELS=1`` (they take seconds and hundreds of MB each); the table was
-checked in full against ddg when written. ``NUMERIC`` holds forward values of Paddle's
+and their order are Paddle's. The big models (over ~30M values) are built
+without drawing their initial values, which would cost seconds each and is not what
+these cases check. ``NUMERIC`` holds forward values of Paddle's
 models with deterministic weights: the same computation, not only the same shapes.
 """
 import hashlib
@@ -122,19 +122,17 @@ NUMERIC = [
      [(3.794849, 9.052353, [-1.222372, -0.9176509, -0.4887289, 0.006335914])]),
 ]
 
-BIG = 30_000_000
-RUN_BIG = os.environ.get("DDG_TEST_BIG_MODELS") == "1"
+BIG = 30_000_000   # parameters: above this, drawing the initial values costs more than the check
 
 
 def _params(case):
-    marks = []
-    if case[4] > BIG and not RUN_BIG:
-        marks.append(pytest.mark.skip(reason="big model: set DDG_TEST_BIG_MODELS=1"))
-    return pytest.param(*case, id=case[0], marks=marks)
+    return pytest.param(*case, id=case[0])
 
 
 @pytest.mark.parametrize("expr,in_shape,out_shape,entries,values,digest", [_params(c) for c in PADDLE])
-def test_architecture_matches_paddle(expr, in_shape, out_shape, entries, values, digest):
+def test_architecture_matches_paddle(expr, in_shape, out_shape, entries, values, digest, monkeypatch):
+    if values > BIG:    # the parameters' values are not checked here: leave them as allocated, undrawn
+        monkeypatch.setattr(nn.initializer.Initializer, "__call__", lambda self, param, block=None: param)
     model = eval("M." + expr)
     items = [(k, list(v.shape)) for k, v in model.state_dict().items()]
     assert len(items) == entries
