@@ -28,11 +28,12 @@ run python -m pytest -q --timeout=600 "$@"
 if ! python -c "from ddg.tensor import backend; raise SystemExit(0 if backend.cupy_available() else 1)"; then
     export PYTHONPATH="$PWD/tests/simgpu${PYTHONPATH:+:$PYTHONPATH}"
     run python -c "import cupy; assert cupy.SIMULATED; print('simulated GPU: simcupy, cupy', cupy.__version__, 'API')"
-    # 2 ranks sharing one simulated GPU, then 3 ranks with a GPU each
-    run env SIMCUPY_DEVICES=1 timeout 900 mpiexec -n 2 python tests/mpi_pytest.py -q --timeout=300 tests/test_mpi_gpu.py
-    run env SIMCUPY_DEVICES=3 timeout 900 mpiexec -n 3 python tests/mpi_pytest.py -q --timeout=300 tests/test_mpi_gpu.py
     # only the tests that exercise a device (tests/conftest.py: touches_device); the rest
     # ran above on numpy and would run the same code again
-    run env DDG_DEVICE_TESTS_ONLY=1 python -m pytest -q --timeout=600 "$@"
+    export DDG_DEVICE_TESTS_ONLY=1
+    # 2 ranks sharing one simulated GPU, then 3 ranks with a GPU each
+    run env SIMCUPY_DEVICES=1 timeout 900 mpiexec -n 2 python tests/mpi_pytest.py -q --timeout=300 $MPI_TESTS
+    run env SIMCUPY_DEVICES=3 timeout 900 mpiexec -n 3 python tests/mpi_pytest.py -q --timeout=300 $MPI_TESTS
+    run python -m pytest -q --timeout=600 "$@"
 fi
 exit $status

@@ -356,12 +356,11 @@ def gpu_mode(request, monkeypatch):
     from ddg.tensor import backend
     if not backend.cupy_available():
         pytest.skip("cupy with a GPU is not available")
-    if request.param:
-        monkeypatch.setattr(C, "_cuda_aware", True)
-        pytest.skip("CUDA-aware path needs a CUDA-aware MPI build") \
-            if not _mpi_reports_cuda_aware() else None
-    else:
-        monkeypatch.setattr(C, "_cuda_aware", False)
+    if request.param and not _mpi_reports_cuda_aware():
+        pytest.skip("CUDA-aware path needs a CUDA-aware MPI build")
+    from ddg.parallel.comm import mpi
+    monkeypatch.setattr(mpi, "_cuda_aware", request.param)
+    assert C.cuda_aware_mpi() is request.param
     return backend.cupy_module()
 
 
