@@ -18,9 +18,11 @@ thread (device placement is per thread in cupy).
 import numbers
 import os
 import queue
+import sys
 import threading
 import time
 import traceback
+import warnings
 import weakref
 from collections.abc import Mapping, Sequence
 
@@ -113,6 +115,37 @@ def _to_tensors(obj, Tensor, to_tensor):
 # ---------------------------------------------------------------------------
 # the loader
 
+_warned_replicated = [False]
+
+
+def _job_world_size():
+    """The number of ranks of this job, without starting MPI: the world communicator's
+    size if it exists already, else what the launcher's environment says (1 outside one)."""
+    world = sys.modules.get("ddg.parallel.comm.world")
+    comm = getattr(world, "_WORLD", None)
+    if comm is not None:
+        return comm.size
+    from ..parallel.comm.launcher_env import launched_under_mpi, launcher_world_size
+    if not launched_under_mpi():
+        return 1
+    return launcher_world_size() or 1
+
+
+def _warn_if_every_rank_reads_all():
+    """``DataLoader(shuffle=True)`` without a distributed sampler in a job of several
+    ranks: each rank iterates over the whole dataset (in its own order unless seeded
+    alike), which is rarely what data-parallel training wants. Said once per process."""
+    if _warned_replicated[0]:
+        return
+    n = _job_world_size()
+    if n > 1:
+        _warned_replicated[0] = True
+        warnings.warn(f"DataLoader(shuffle=True) in a job of {n} ranks: every rank iterates over the whole "
+                      f"dataset. To give each rank its own part, pass "
+                      f"batch_sampler=ddg.io.DistributedBatchSampler(dataset, batch_size, shuffle=True)",
+                      UserWarning, stacklevel=3)
+
+
 class DataLoader:
     """Iterates over ``dataset`` in batches of Tensors (Paddle's ``paddle.io.DataLoader``).
 
@@ -185,6 +218,8 @@ class DataLoader:
         else:
             self.batch_sampler = BatchSampler(dataset=dataset, shuffle=shuffle, batch_size=batch_size,
                                               drop_last=drop_last)
+            if shuffle:
+                _warn_if_every_rank_reads_all()
             self.batch_size = batch_size
             self.drop_last = drop_last
         self._auto_collate = self.batch_size is not None or (batch_sampler is not None)
