@@ -43,6 +43,7 @@ class StaticFunction:
         self._warned = False
         self._sublayers = None
         self._n_direct = 0
+        self._last_key = None  # the signature of the latest call (jit.save without input_spec saves it)
         functools.update_wrapper(self, fn, updated=())
 
     # decorator on a method: bind per instance
@@ -94,6 +95,7 @@ class StaticFunction:
             spec = flatten((args, kwargs), tensors)
         self._check_spec(tensors)
         key = (spec, tuple(_tensor_key(t) for t in tensors), grad_mode._enabled[0], self._training_key())
+        self._last_key = key
         entry = self._cache.get(key)
         if entry is None or type(entry) is tuple:
             return self._record(key, entry, args, kwargs, tensors)
@@ -132,6 +134,15 @@ class StaticFunction:
             self._warned = True
             name = getattr(self._fn, "__qualname__", repr(self._fn))
             warnings.warn(f"ddg.jit.to_static({name}): running eagerly: {why}", stacklevel=4)
+
+    def traced_signature(self):
+        """``(structure, [(shape, dtype), ...], n_signatures)`` of the latest call, or None
+        before any call: what ``jit.save`` saves when no input spec is given."""
+        key = self._last_key
+        if key is None:
+            return None
+        spec, metas = key[0], [(shape, dtype) for shape, dtype, _, _ in key[1]]
+        return spec, metas, len(self._cache)
 
     def concrete_program(self, *args, **kwargs):
         """Record (without caching) and return the Program for these arguments."""
