@@ -57,7 +57,7 @@ from .autograd.composite_api import (  # noqa: E402,F401
     index_add, index_put, index_sample, take, multiplex, combinations, vander, renorm, scatter_nd, searchsorted,
     bucketize, histogram, unique_consecutive, shard_index, tril_indices, triu_indices, logspace, increment,
     is_tensor, is_complex, is_floating_point, is_integer, is_empty, rank, tolist, iinfo, finfo, poisson,
-    standard_normal, randint_like, multigammaln, atan2)
+    standard_normal, randint_like, multigammaln, atan2, masked_scatter, tensor_split, isin)
 from .autograd.ops.special import lgamma, digamma, polygamma, erfinv, i0, i0e, i1, i1e  # noqa: E402,F401
 
 _methods_api.install()
@@ -89,6 +89,8 @@ _LAZY = {
     "jit": ".jit", "static": ".static", "distributed": ".distributed", "parallel": ".parallel",
     "utils": ".utils", "regularizer": ".regularizer", "linalg": ".linalg",
     "metric": ".metric", "callbacks": ".callbacks", "hapi": ".hapi", "amp": ".amp",
+    "version": ".version", "fft": ".fft", "distribution": ".distribution", "profiler": ".profiler",
+    "text": ".text",
 }
 _LAZY_ATTRS = {
     "save": (".io.serialization", "save"), "load": (".io.serialization", "load"),

@@ -220,7 +220,8 @@ METHODS = ("addmm mv inner tensordot cross dist cdist deg2rad rad2deg frac hypot
            "atleast_3d broadcast_shape unflatten view_as vsplit reverse rot90 strided_slice unfold as_strided "
            "diagflat diag_embed diagonal_scatter select_scatter index_fill index_add index_put index_sample take "
            "multiplex combinations vander renorm scatter_nd bucketize histogram unique_consecutive "
-           "shard_index increment is_complex is_integer is_empty rank multigammaln atan2").split()
+           "shard_index increment is_complex is_integer is_empty rank multigammaln atan2 masked_scatter tensor_split "
+           "isin").split()
 SPECIAL = "lgamma digamma polygamma erfinv i0 i0e i1 i1e".split()
 
 

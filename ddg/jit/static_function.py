@@ -21,6 +21,32 @@ from .recorder import DataDependent, record
 
 # -- to_static ------------------------------------------------------------------------------------------------
 _EAGER = "eager"
+_TO_STATIC = [True]  # jit.enable_to_static(False) makes every to_static function run eagerly
+_IGNORED_MODULES = []
+
+
+def enable_to_static(enable_to_static_bool):
+    """Turn ``to_static`` on or off for the whole process: off, every to_static function
+    runs its Python code eagerly (nothing recorded or replayed)."""
+    if not isinstance(enable_to_static_bool, (bool, int)):
+        raise TypeError(f"ddg.jit.enable_to_static: expects a bool, got {type(enable_to_static_bool).__name__}")
+    _TO_STATIC[0] = bool(enable_to_static_bool)
+
+
+def ignore_module(modules):
+    """Paddle's list of modules whose functions its source translator leaves alone. ddg
+    records what ops run instead of translating source, so calls into any module are
+    already run as they are; the modules are kept (``ignored_modules()``) and checked."""
+    import types
+    mods = modules if isinstance(modules, (list, tuple)) else [modules]
+    for m in mods:
+        if not isinstance(m, types.ModuleType):
+            raise TypeError(f"ddg.jit.ignore_module: expects modules, got {type(m).__name__}")
+    _IGNORED_MODULES.extend(m for m in mods if m not in _IGNORED_MODULES)
+
+
+def ignored_modules():
+    return list(_IGNORED_MODULES)
 
 
 def _tensor_key(t):
@@ -85,7 +111,7 @@ class StaticFunction:
                                  f"which does not match {s}")
 
     def __call__(self, *args, **kwargs):
-        if self._eager:
+        if self._eager or not _TO_STATIC[0]:
             return self._fn(*args, **kwargs)
         if not kwargs and all(type(a) is Tensor for a in args):  # fast path: tensors only
             tensors = list(args)
