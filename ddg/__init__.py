@@ -59,6 +59,7 @@ from .autograd.composite_api import (  # noqa: E402,F401
     is_tensor, is_complex, is_floating_point, is_integer, is_empty, rank, tolist, iinfo, finfo, poisson,
     standard_normal, randint_like, multigammaln, atan2, masked_scatter, tensor_split, isin)
 from .autograd.ops.special import lgamma, digamma, polygamma, erfinv, i0, i0e, i1, i1e  # noqa: E402,F401
+from .autograd.ops.fft import real, imag, conj  # noqa: E402,F401
 
 _methods_api.install()
 from . import linalg as _linalg  # noqa: E402,F401  (attaches matrix_power, multi_dot, solve to Tensor)

@@ -230,6 +230,8 @@ def install():
     for n in METHODS:
         setattr(T, n, getattr(A, n))
     T.is_tensor = A.is_tensor
+    from .ops import fft as _fft
+    T.real, T.imag, T.conj = _fft.real, _fft.imag, _fft.conj
     for n in SPECIAL:
         setattr(T, n, getattr(SP, n))
     for name, fn in INPLACE.items():
