@@ -1,0 +1,14 @@
+"""``ddg.distribution``: Paddle's probability distributions, with ``sample``, ``rsample``
+(reparameterized, differentiable), ``log_prob``, ``prob``, ``entropy``, ``mean``,
+``variance``, ``cdf`` where Paddle has it, and ``kl_divergence`` between distributions of
+the same family (``register_kl`` adds pairs). See ``distribution.py`` for the rules on
+parameters, dtypes and random numbers."""
+from .continuous import Beta, Cauchy, Chi2, Dirichlet, Exponential, Gamma, Gumbel, Laplace, LogNormal, Normal, Uniform
+from .discrete import Bernoulli, Binomial, Categorical, Geometric, Multinomial, Poisson
+from .distribution import Distribution, ExponentialFamily
+from .independent import Independent
+from .kl import kl_divergence, register_kl
+
+__all__ = ["Bernoulli", "Beta", "Binomial", "Categorical", "Cauchy", "Chi2", "Dirichlet", "Distribution",
+           "Exponential", "ExponentialFamily", "Gamma", "Geometric", "Gumbel", "Independent", "Laplace",
+           "LogNormal", "Multinomial", "Normal", "Poisson", "Uniform", "kl_divergence", "register_kl"]
