@@ -57,3 +57,70 @@ def test_viterbi_paddle_values_and_errors():
         viterbi_decode(ddg.to_tensor(pot), ddg.to_tensor(tr), ddg.ones([3]))
     with pytest.raises(ValueError, match="lengths must be in"):
         viterbi_decode(ddg.to_tensor(pot), ddg.to_tensor(tr), ddg.to_tensor(np.array([5, 1, 1])))
+
+
+def _tar(path, members):
+    import io
+    import tarfile
+    with tarfile.open(path, "w:gz") as tf:
+        for name, text in members.items():
+            data = text.encode("utf-8")
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    return str(path)
+
+
+def test_imdb_reads_the_archive_as_paddle(tmp_path):
+    path = _tar(tmp_path / "aclImdb_v1.tar.gz", {
+        "aclImdb/train/pos/0_9.txt": "Good movie, good PLOT!\n", "aclImdb/train/neg/0_1.txt": "bad movie.",
+        "aclImdb/test/pos/0_8.txt": "good good", "aclImdb/test/neg/0_2.txt": "bad plot bad", "aclImdb/README": "x"})
+    ds = ddg.text.datasets.Imdb(path, mode="train", cutoff=1)
+    assert ds.word_idx == {"good": 0, "bad": 1, "movie": 2, "plot": 3, "<unk>": 4}
+    assert len(ds) == 2
+    words, label = ds[0]
+    assert words.tolist() == [0, 2, 0, 3] and label.tolist() == [0] and words.dtype == np.int64
+    assert ds[1][0].tolist() == [1, 2] and ds[1][1].tolist() == [1]
+    test = ddg.text.Imdb(path, mode="test", cutoff=2)  # only good (4) and bad (3) are kept
+    assert test[1][0].tolist() == [1, 2, 1]
+    with pytest.raises(ValueError, match="mode must be one of"):
+        ddg.text.datasets.Imdb(path, mode="valid")
+
+
+def test_imikolov_ngram_and_seq(tmp_path):
+    path = _tar(tmp_path / "simple-examples.tgz", {"./simple-examples/data/ptb.train.txt": " a b a \n",
+                                                   "./simple-examples/data/ptb.valid.txt": " b c \n",
+                                                   "./simple-examples/data/ptb.test.txt": " a d \n"})
+    ng = ddg.text.datasets.Imikolov(path, data_type="NGRAM", window_size=2, min_word_freq=1)
+    assert ng.word_idx == {"<e>": 0, "<s>": 1, "a": 2, "b": 3, "<unk>": 4}
+    assert [tuple(int(v) for v in ng[i]) for i in range(len(ng))] == [(1, 2), (2, 3), (3, 2), (2, 0)]
+    seq = ddg.text.datasets.Imikolov(path, data_type="SEQ", mode="test", min_word_freq=1)
+    src, trg = seq[0]
+    assert src.tolist() == [1, 2, 4] and trg.tolist() == [2, 4, 0]
+    assert len(ddg.text.datasets.Imikolov(path, data_type="SEQ", window_size=2, mode="test", min_word_freq=1)) == 0
+    with pytest.raises(ValueError, match="window_size"):
+        ddg.text.datasets.Imikolov(path, data_type="NGRAM")
+    bad = _tar(tmp_path / "other.tgz", {"x.txt": "a"})
+    with pytest.raises(ValueError, match="no member './simple-examples/data/ptb.train.txt'"):
+        ddg.text.datasets.Imikolov(bad, data_type="SEQ")
+
+
+def test_uci_housing_normalisation_split_and_checksum(tmp_path, monkeypatch):
+    rows = np.arange(10 * 14, dtype=np.float64).reshape(10, 14) ** 1.5 / 7
+    path = tmp_path / "housing.data"
+    np.savetxt(path, rows, fmt="%.6f")
+    rows = np.loadtxt(path)
+    want = rows.copy()
+    want[:, :-1] = (rows[:, :-1] - rows[:, :-1].mean(0)) / (rows[:, :-1].max(0) - rows[:, :-1].min(0))
+    train, test = (ddg.text.datasets.UCIHousing(str(path), mode=m) for m in ("train", "test"))
+    assert len(train) == 8 and len(test) == 2
+    x, y = test[1]
+    assert x.dtype == np.float32 and x.shape == (13,) and y.shape == (1,)
+    np.testing.assert_allclose(x, want[9, :-1], rtol=1e-6)
+    np.testing.assert_allclose(y, want[9, -1:], rtol=1e-6)
+    # the cache folder: a file with the wrong checksum is refused, naming the sum expected
+    monkeypatch.setenv("DDG_DATA_DIR", str(tmp_path / "cache"))
+    (tmp_path / "cache" / "uci_housing").mkdir(parents=True)
+    (tmp_path / "cache" / "uci_housing" / "housing.data").write_text("1 2 3")
+    with pytest.raises(ValueError, match="d4accdce7a25600298819f8e28e8d593"):
+        ddg.text.datasets.UCIHousing(download=False)
