@@ -225,3 +225,45 @@ def test_gradient_cast_to_input_dtype_and_create_graph():
     x2 = leaf([1.0, -2.0])
     (g,) = ddg.grad(Cube.apply(x2).sum(), [x2], create_graph=True)
     np.testing.assert_allclose(g.numpy(), [3.0, 12.0])
+
+
+def test_saved_tensors_hooks_on_ops_and_pylayer(rng):
+    from ddg.autograd import saved_tensors_hooks
+    from ddg.autograd.function import Function
+    xa = rng.standard_normal((2, 3))
+    packed, unpacked = [], []
+
+    def pack(t):
+        packed.append(tuple(t.shape))
+        return ("offloaded", t.numpy().copy())  # anything may be kept
+
+    def unpack(p):
+        unpacked.append(p[1].shape)
+        return ddg.to_tensor(p[1])
+
+    plain = Function.__call__
+    x = leaf(xa)
+    with saved_tensors_hooks(pack, unpack):
+        assert Function.__call__ is not plain
+        y = (ddg.tanh(x * x) * 3).sum()
+        z = Affine.apply(x, 2.0, b=leaf(xa))[0].sum()
+    assert Function.__call__ is plain  # nothing patched outside the context
+    n_packed = len(packed)
+    assert n_packed >= 3 and not unpacked
+    (y + z).backward(retain_graph=True)  # after the context closed: still unpacked
+    want = 2 * xa * 3 * (1 - np.tanh(xa * xa) ** 2) + 2.0
+    np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-12)
+    assert len(unpacked) == n_packed
+    x.clear_grad()
+    (y + z).backward()  # a second backward reuses what was unpacked
+    np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-12)
+    assert len(unpacked) == n_packed
+
+    def bad_unpack(p):
+        return ddg.ones([5], dtype="float64")
+
+    x2 = leaf(xa)
+    with saved_tensors_hooks(pack, bad_unpack):
+        y2 = ddg.sin(x2).sum()
+    with pytest.raises(ValueError, match="unpack_hook returned shape"):
+        y2.backward()

@@ -29,11 +29,24 @@ class PyLayerContext:
         self._grad_in_dtype_consistent = True
 
     def save_for_backward(self, *tensors):
-        """Keep ``tensors`` for backward (``ctx.saved_tensor()`` returns them)."""
-        self._saved = tensors
+        """Keep ``tensors`` for backward (``ctx.saved_tensor()`` returns them); inside
+        ``saved_tensors_hooks`` each Tensor is kept as its ``pack_hook`` makes it."""
+        from .saved_tensors_hooks import current_hooks
+        hooks = current_hooks()
+        if hooks is None:
+            self._saved = tensors
+            self._unpack = None
+            return
+        self._saved = tuple(hooks[0](t) if isinstance(t, Tensor) else t for t in tensors)
+        self._unpack = (hooks[1], [isinstance(t, Tensor) for t in tensors])
 
     def saved_tensor(self):
         """The tensors given to ``save_for_backward``, as a tuple."""
+        unpack = getattr(self, "_unpack", None)
+        if unpack is not None:
+            fn, is_tensor = unpack
+            self._saved = tuple(fn(t) if k else t for t, k in zip(self._saved, is_tensor))
+            self._unpack = None
         return self._saved
 
     saved_tensors = property(saved_tensor)  # PyTorch's spelling
