@@ -124,3 +124,24 @@ def test_uci_housing_normalisation_split_and_checksum(tmp_path, monkeypatch):
     (tmp_path / "cache" / "uci_housing" / "housing.data").write_text("1 2 3")
     with pytest.raises(ValueError, match="d4accdce7a25600298819f8e28e8d593"):
         ddg.text.datasets.UCIHousing(download=False)
+
+
+def test_movielens_items_and_split(tmp_path):
+    import zipfile
+    path = tmp_path / "ml-1m.zip"
+    ratings = [(1, 2, 5), (2, 1, 3), (1, 1, 1), (2, 2, 4), (1, 2, 2), (2, 1, 5)]
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("ml-1m/movies.dat", "1::Toy Story (1995)::Animation|Comedy\n2::Heat (1995)::Action|Crime\n")
+        z.writestr("ml-1m/users.dat", "1::F::1::10::48067\n2::M::56::16::70072\n")
+        z.writestr("ml-1m/ratings.dat", "".join(f"{u}::{m}::{r}::978300760\n" for u, m, r in ratings))
+    train, test = (ddg.text.datasets.Movielens(str(path), mode=m, test_ratio=0.4, rand_seed=5)
+                   for m in ("train", "test"))
+    draws = np.random.RandomState(5).random_sample(len(ratings)) < 0.4  # Paddle's split rule
+    assert len(test) == draws.sum() and len(train) == len(ratings) - draws.sum()
+    assert train.categories_dict == {"Action": 0, "Animation": 1, "Comedy": 2, "Crime": 3}
+    assert train.movie_title_dict == {"heat": 0, "story": 1, "toy": 2}
+    u, m, r = [x for x, t in zip(ratings, draws) if not t][0]
+    item = [v.tolist() for v in train[0]]
+    movie = {1: ([1], [1, 2], [2, 1]), 2: ([2], [0, 3], [0])}[m]
+    user = {1: [[1], [1], [0], [10]], 2: [[2], [0], [6], [16]]}[u]
+    assert item == user + [movie[0], movie[1], movie[2], [r * 2 - 5.0]]

@@ -4,6 +4,7 @@ with their MD5 checked, or downloaded with ``download=True``). Words are ``str``
 (Paddle's dictionaries hold the archives' bytes); the ids are Paddle's."""
 from .imdb import Imdb  # noqa: F401
 from .imikolov import Imikolov  # noqa: F401
+from .movielens import Movielens  # noqa: F401
 from .uci_housing import UCIHousing  # noqa: F401
 
-__all__ = ["Imdb", "Imikolov", "UCIHousing"]
+__all__ = ["Imdb", "Imikolov", "Movielens", "UCIHousing"]
