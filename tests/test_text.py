@@ -145,3 +145,18 @@ def test_movielens_items_and_split(tmp_path):
     movie = {1: ([1], [1, 2], [2, 1]), 2: ([2], [0, 3], [0])}[m]
     user = {1: [[1], [1], [0], [10]], 2: [[2], [0], [6], [16]]}[u]
     assert item == user + [movie[0], movie[1], movie[2], [r * 2 - 5.0]]
+
+
+def test_wmt14_pairs_and_dicts(tmp_path):
+    path = _tar(tmp_path / "wmt14.tgz", {
+        "wmt14/src.dict": "<s>\n<e>\n<unk>\nthe\ncat\nsat\n", "wmt14/trg.dict": "<s>\n<e>\n<unk>\nle\nchat\n",
+        "wmt14/train/train": "the cat\tle chat\nthe dog sat\tle chien\nbroken line\n",
+        "wmt14/test/test": ("the " * 80) + "\tle\n"})
+    ds = ddg.text.datasets.WMT14(path, mode="train", dict_size=5)  # 'sat' (line 6) is past dict_size
+    assert len(ds) == 2
+    assert [a.tolist() for a in ds[0]] == [[0, 3, 4, 1], [0, 3, 4], [3, 4, 1]]
+    assert [a.tolist() for a in ds[1]] == [[0, 3, 2, 2, 1], [0, 3, 2], [3, 2, 1]]
+    assert ds.get_dict(reverse=True)[1][4] == "chat"
+    assert len(ddg.text.datasets.WMT14(path, mode="test", dict_size=5)) == 0  # over 80 ids: skipped
+    with pytest.raises(ValueError, match="dict_size"):
+        ddg.text.datasets.WMT14(path)

@@ -6,5 +6,6 @@ from .imdb import Imdb  # noqa: F401
 from .imikolov import Imikolov  # noqa: F401
 from .movielens import Movielens  # noqa: F401
 from .uci_housing import UCIHousing  # noqa: F401
+from .wmt14 import WMT14  # noqa: F401
 
-__all__ = ["Imdb", "Imikolov", "Movielens", "UCIHousing"]
+__all__ = ["Imdb", "Imikolov", "Movielens", "UCIHousing", "WMT14"]
