@@ -160,3 +160,21 @@ def test_wmt14_pairs_and_dicts(tmp_path):
     assert len(ddg.text.datasets.WMT14(path, mode="test", dict_size=5)) == 0  # over 80 ids: skipped
     with pytest.raises(ValueError, match="dict_size"):
         ddg.text.datasets.WMT14(path)
+
+
+@pytest.mark.parametrize("lang", ["en", "de"])
+def test_wmt16_dictionaries_from_each_language(lang, tmp_path):
+    path = _tar(tmp_path / "wmt16.tar.gz", {
+        "wmt16/train": "a dog runs\tein hund\na cat\teine katze\na dog\tein hund läuft\n",
+        "wmt16/test": "a bird\tein vogel\n", "wmt16/val": "bad line\n"})
+    ds = ddg.text.datasets.WMT16(path, mode="test", src_dict_size=5, trg_dict_size=5, lang=lang)
+    en = {"<s>": 0, "<e>": 1, "<unk>": 2, "a": 3, "dog": 4}
+    de = {"<s>": 0, "<e>": 1, "<unk>": 2, "ein": 3, "hund": 4}
+    assert ds.get_dict("en") == en and ds.get_dict("de") == de
+    src, trg, nxt = (a.tolist() for a in ds[0])
+    # "a bird" / "ein vogel": the first word of each side is known, the second is not
+    assert (src, trg, nxt) == ([0, 3, 2, 1], [0, 3, 2], [3, 2, 1])
+    assert ds.get_dict("de", reverse=True)[4] == "hund"
+    assert len(ddg.text.datasets.WMT16(path, mode="val", src_dict_size=5, trg_dict_size=5)) == 0
+    with pytest.raises(ValueError, match="lang must be"):
+        ddg.text.datasets.WMT16(path, src_dict_size=5, trg_dict_size=5, lang="fr")

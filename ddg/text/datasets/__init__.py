@@ -7,5 +7,6 @@ from .imikolov import Imikolov  # noqa: F401
 from .movielens import Movielens  # noqa: F401
 from .uci_housing import UCIHousing  # noqa: F401
 from .wmt14 import WMT14  # noqa: F401
+from .wmt16 import WMT16  # noqa: F401
 
-__all__ = ["Imdb", "Imikolov", "Movielens", "UCIHousing", "WMT14"]
+__all__ = ["Imdb", "Imikolov", "Movielens", "UCIHousing", "WMT14", "WMT16"]
