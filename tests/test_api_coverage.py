@@ -19,7 +19,7 @@ FLOORS = {
     "paddle.optimizer.lr": 100.0,
     "paddle.nn.initializer": 100.0,
     "paddle.jit": 100.0,
-    "paddle.text": 55.6,
+    "paddle.text": 100.0,
     "paddle.fft": 100.0,
     "paddle.distribution": 55.0,
     "paddle.profiler": 90.0,

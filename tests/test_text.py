@@ -178,3 +178,45 @@ def test_wmt16_dictionaries_from_each_language(lang, tmp_path):
     assert len(ddg.text.datasets.WMT16(path, mode="val", src_dict_size=5, trg_dict_size=5)) == 0
     with pytest.raises(ValueError, match="lang must be"):
         ddg.text.datasets.WMT16(path, src_dict_size=5, trg_dict_size=5, lang="fr")
+
+
+def test_conll05st_predicates_windows_and_labels(tmp_path):
+    import gzip
+    import io
+    import tarfile
+
+    def gz(text):
+        buf = io.BytesIO()
+        with gzip.GzipFile(fileobj=buf, mode="wb") as g:
+            g.write(text.encode())
+        return buf.getvalue()
+
+    words = "The\ncat\nsat\non\nmats\n\nDogs\nbark\n\n"
+    props = ("-  (A0*   (A0*\n-  *)   *)\nsit  (V*)  *\n-  (A1*  *\nmats  *)   (V*)\n\n"
+             "-  (A0*)\nbark (V*)\n\n")
+    path = tmp_path / "conll05st-tests.tar.gz"
+    with tarfile.open(path, "w:gz") as tf:
+        for name, data in [("conll05st-release/test.wsj/words/test.wsj.words.gz", gz(words)),
+                           ("conll05st-release/test.wsj/props/test.wsj.props.gz", gz(props))]:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    files = {}
+    for name, text in [("word", "<unk>\nThe\ncat\nsat\non\nbos\neos\nDogs\n"), ("verb", "sit\nbark\nmats\n"),
+                       ("target", "B-A0\nI-A0\nB-A1\nI-A1\nB-V\nI-V\nO\n"), ("emb", "x")]:
+        files[name] = tmp_path / name
+        files[name].write_text(text)
+    ds = ddg.text.datasets.Conll05st(str(path), str(files["word"]), str(files["verb"]), str(files["target"]),
+                                     str(files["emb"]))
+    assert len(ds) == 3 and ds.get_embedding() == str(files["emb"])
+    assert ds.label_dict == {"B-A0": 0, "I-A0": 1, "B-A1": 2, "I-A1": 3, "B-V": 4, "I-V": 5, "O": 6}
+    first = [a.tolist() for a in ds[0]]
+    assert first[0] == [1, 2, 3, 4, 0]                       # The cat sat on mats (mats unknown)
+    assert [c[0] for c in first[1:6]] == [1, 2, 3, 4, 0]     # two before 'sat' to two after
+    assert first[6] == [0] * 5 and first[7] == [1] * 5       # predicate 'sit'; the window covers all
+    assert first[8] == [0, 1, 4, 2, 3]                       # B-A0 I-A0 B-V B-A1 I-A1
+    second = [a.tolist() for a in ds[1]]
+    assert [c[0] for c in second[1:6]] == [3, 4, 0, 6, 6] and second[7] == [0, 0, 1, 1, 1]
+    assert second[8] == [0, 1, 6, 6, 4]
+    third = [a.tolist() for a in ds[2]]
+    assert [c[0] for c in third[1:6]] == [5, 7, 0, 6, 6] and third[6] == [1, 1]
