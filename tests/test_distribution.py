@@ -28,6 +28,7 @@ CONT = {
     "Gamma": (lambda p: D.Gamma(*p), (A, B), stats.gamma(A, scale=1 / B), [0.5, 2.0], False),
     "Chi2": (lambda p: D.Chi2(*p), (A,), stats.chi2(A), [0.5, 2.0], False),
     "Beta": (lambda p: D.Beta(*p), (A, B), stats.beta(A, B), [0.3, 0.8], False),
+    "StudentT": (lambda p: D.StudentT(*p), (A + 2, LOC, SCALE), stats.t(A + 2, LOC, SCALE), [0.1, 2.0], False),
 }
 
 
@@ -84,7 +85,8 @@ def _scipy_for(name, params):
            "Uniform": lambda lo, hi: stats.uniform(lo, hi - lo), "Exponential": lambda a: stats.expon(scale=1 / a),
            "Laplace": lambda m, s: stats.laplace(m, s), "Gumbel": lambda m, s: stats.gumbel_r(m, s),
            "Cauchy": lambda m, s: stats.cauchy(m, s), "Gamma": lambda a, b: stats.gamma(a, scale=1 / b),
-           "Chi2": lambda a: stats.chi2(a), "Beta": lambda a, b: stats.beta(a, b)}[name]
+           "Chi2": lambda a: stats.chi2(a), "Beta": lambda a, b: stats.beta(a, b),
+           "StudentT": lambda d, m, s: stats.t(d, m, s)}[name]
     return ref(*[float(p) for p in params])
 
 
@@ -220,6 +222,13 @@ PAIRS = {
 }
 
 
+PAIRS.update({
+    "MultivariateNormal": (lambda: D.MultivariateNormal(T(_mvn_params()[0][0]), covariance_matrix=T(_mvn_params()[1])),
+                           lambda: D.MultivariateNormal(T([0.0, 0.5, 0.0]), scale_tril=T(np.eye(3) * 1.3))),
+    "ContinuousBernoulli": (lambda: D.ContinuousBernoulli(T([0.3])), lambda: D.ContinuousBernoulli(T([0.7]))),
+})
+
+
 @pytest.mark.parametrize("name", sorted(PAIRS))
 def test_kl_divergence_against_monte_carlo(name):
     p, q = (f() for f in PAIRS[name])
@@ -259,3 +268,64 @@ def test_independent_register_kl_and_errors():
         D.Bernoulli(T([1.5]))
     n = D.Normal(0.0, 1.0)
     assert n.sample([2]).dtype == ddg.float32 and n.batch_shape == () and n.entropy().shape == []
+
+
+def _mvn_params():
+    loc = np.array([[0.3, -1.0, 0.5], [1.0, 0.0, -0.2]])
+    a = np.array([[1.2, 0.0, 0.0], [0.4, 0.9, 0.0], [-0.3, 0.2, 0.7]])
+    return loc, a @ a.T
+
+
+@pytest.mark.parametrize("form", ["covariance_matrix", "precision_matrix", "scale_tril"])
+def test_multivariate_normal_against_scipy(form):
+    loc, cov = _mvn_params()
+    arg = {"covariance_matrix": cov, "precision_matrix": np.linalg.inv(cov),
+           "scale_tril": np.linalg.cholesky(cov)}[form]
+    d = D.MultivariateNormal(T(loc), **{form: T(arg)})
+    assert d.batch_shape == (2,) and d.event_shape == (3,)
+    v = np.array([[0.1, -0.5, 0.9], [1.5, 0.3, 0.0]])
+    for i in range(2):
+        ref = stats.multivariate_normal(loc[i], cov)
+        np.testing.assert_allclose(d.log_prob(T(v)).numpy()[i], ref.logpdf(v[i]), rtol=1e-10)
+        np.testing.assert_allclose(d.entropy().numpy()[i], ref.entropy(), rtol=1e-10)
+    np.testing.assert_allclose(d.variance.numpy(), np.broadcast_to(np.diag(cov), (2, 3)), rtol=1e-10)
+    ddg.seed(3)
+    s = d.sample([20000]).numpy()
+    np.testing.assert_allclose(np.cov(s[:, 0].T), cov, atol=0.06)
+    np.testing.assert_allclose(s.mean(0), loc, atol=0.05)
+    # gradients of log_prob with respect to the mean and the covariance
+    lo, cv = _leafs([loc, cov])
+    D.MultivariateNormal(lo, covariance_matrix=cv).log_prob(T(v)).sum().backward()
+    num = _central(lambda ps: float(D.MultivariateNormal(T(ps[0]), covariance_matrix=T((ps[1] + ps[1].T) / 2))
+                                    .log_prob(T(v)).sum().numpy()), [loc, cov])
+    np.testing.assert_allclose(lo.grad.numpy(), num[0], rtol=1e-5, atol=1e-7)
+    g = cv.grad.numpy()
+    np.testing.assert_allclose((g + g.T) / 2, (num[1] + num[1].T) / 2, rtol=1e-4, atol=1e-6)
+
+
+def test_continuous_bernoulli_by_integration():
+    from scipy import integrate
+    probs = np.array([0.2, 0.4995, 0.8])
+    d = D.ContinuousBernoulli(T(probs))
+    for i, p in enumerate(probs):
+        dens = lambda x: float(d.prob(T(np.full(3, x))).numpy()[i])  # noqa: E731
+        assert abs(integrate.quad(dens, 0, 1)[0] - 1) < 1e-4
+        m = integrate.quad(lambda x: x * dens(x), 0, 1)[0]
+        np.testing.assert_allclose(d.mean.numpy()[i], m, rtol=1e-4)
+        np.testing.assert_allclose(d.variance.numpy()[i], integrate.quad(lambda x: (x - m) ** 2 * dens(x), 0, 1)[0],
+                                   rtol=1e-3)
+        np.testing.assert_allclose(d.entropy().numpy()[i],
+                                   integrate.quad(lambda x: -dens(x) * np.log(dens(x)), 0, 1)[0], atol=1e-5)
+        # within lims the cdf is the uniform one (Paddle's and PyTorch's approximation)
+        np.testing.assert_allclose(d.cdf(T(np.full(3, 0.3))).numpy()[i], integrate.quad(dens, 0, 0.3)[0],
+                                   atol=1e-3 if i == 1 else 1e-5)
+    u = T(np.array([0.1, 0.5, 0.9]))
+    np.testing.assert_allclose(d.cdf(d.icdf(u)).numpy(), u.numpy(), atol=1e-9)
+    # Paddle 3.3.1's values (float32)
+    cb = D.ContinuousBernoulli(ddg.to_tensor([0.3, 0.5]))
+    v = ddg.to_tensor([0.2, 0.7])
+    np.testing.assert_allclose(cb.log_prob(v).numpy(), [0.22445315, 0.0], atol=1e-6)
+    np.testing.assert_allclose(cb.entropy().numpy(), [-0.02938607, 0.0], atol=1e-6)
+    np.testing.assert_allclose(cb.kl_divergence(D.ContinuousBernoulli(ddg.to_tensor([0.6, 0.2]))).numpy(),
+                               [0.06451914, 0.07883082], atol=1e-6)
+

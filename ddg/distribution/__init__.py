@@ -3,12 +3,14 @@
 ``variance``, ``cdf`` where Paddle has it, and ``kl_divergence`` between distributions of
 the same family (``register_kl`` adds pairs). See ``distribution.py`` for the rules on
 parameters, dtypes and random numbers."""
-from .continuous import Beta, Cauchy, Chi2, Dirichlet, Exponential, Gamma, Gumbel, Laplace, LogNormal, Normal, Uniform
+from .continuous import (Beta, Cauchy, Chi2, ContinuousBernoulli, Dirichlet, Exponential, Gamma, Gumbel, Laplace,
+                         LogNormal, MultivariateNormal, Normal, StudentT, Uniform)
 from .discrete import Bernoulli, Binomial, Categorical, Geometric, Multinomial, Poisson
 from .distribution import Distribution, ExponentialFamily
 from .independent import Independent
 from .kl import kl_divergence, register_kl
 
-__all__ = ["Bernoulli", "Beta", "Binomial", "Categorical", "Cauchy", "Chi2", "Dirichlet", "Distribution",
+__all__ = ["Bernoulli", "Beta", "Binomial", "Categorical", "Cauchy", "Chi2", "ContinuousBernoulli", "Dirichlet",
+           "Distribution", "MultivariateNormal", "StudentT",
            "Exponential", "ExponentialFamily", "Gamma", "Geometric", "Gumbel", "Independent", "Laplace",
            "LogNormal", "Multinomial", "Normal", "Poisson", "Uniform", "kl_divergence", "register_kl"]

@@ -389,3 +389,177 @@ class Dirichlet(ExponentialFamily):
         k = c.shape[-1]
         c0 = c.sum(-1)
         return lgamma(c).sum(-1) - lgamma(c0) + (c0 - k) * digamma(c0) - ((c - 1) * digamma(c)).sum(-1)
+
+
+class StudentT(Distribution):
+    """``StudentT(df, loc, scale)``: mean ``loc`` for ``df > 1`` (nan otherwise), variance
+    ``scale^2 df / (df - 2)`` for ``df > 2`` (inf for ``1 < df <= 2``, nan below)."""
+
+    def __init__(self, df, loc, scale, name=None):
+        (self.df, self.loc, self.scale), shape = broadcast_params("StudentT", df=df, loc=loc, scale=scale)
+        super().__init__(shape)
+
+    @property
+    def mean(self):
+        return where(self.df > 1, self.loc, _full(self.loc, np.nan))
+
+    @property
+    def variance(self):
+        v = self.scale * self.scale * self.df / (self.df - 2)
+        return where(self.df > 2, v, where(self.df > 1, _full(v, np.inf), _full(v, np.nan)))
+
+    def sample(self, shape=()):
+        shape = self._extend_shape(sample_shape(shape, "StudentT"))
+        t = draw(self.df, "standard_t", np.broadcast_to(self.df.numpy().astype(np.float64), shape), size=shape)
+        return (self.loc.detach() + self.scale.detach() * t).detach()
+
+    def log_prob(self, value):
+        value = check_value(value, self.loc, "StudentT")
+        d = self.df
+        z = (value - self.loc) / self.scale
+        return (lgamma((d + 1) / 2) - lgamma(d / 2) - 0.5 * log(d * math.pi) - log(self.scale)
+                - (d + 1) / 2 * log1p(z * z / d))
+
+    def entropy(self):
+        d = self.df
+        lbeta = lgamma(d / 2) + math.lgamma(0.5) - lgamma((d + 1) / 2)
+        return (d + 1) / 2 * (digamma((d + 1) / 2) - digamma(d / 2)) + 0.5 * log(d) + lbeta + log(self.scale)
+
+
+class MultivariateNormal(Distribution):
+    """``MultivariateNormal(loc, covariance_matrix=None, precision_matrix=None,
+    scale_tril=None)``: exactly one of the three describes the covariance; the last
+    dimension of ``loc`` is the event."""
+
+    def __init__(self, loc, covariance_matrix=None, precision_matrix=None, scale_tril=None):
+        from .. import linalg
+        from .distribution import as_param
+        given = [m is not None for m in (covariance_matrix, precision_matrix, scale_tril)]
+        if sum(given) != 1:
+            raise ValueError("ddg.distribution.MultivariateNormal: give exactly one of covariance_matrix, "
+                             "precision_matrix and scale_tril")
+        self.loc = as_param(loc, "loc", "MultivariateNormal")
+        if self.loc.ndim < 1:
+            raise ValueError("ddg.distribution.MultivariateNormal: loc must have at least one dimension")
+        k = self.loc.shape[-1]
+        m = as_param(covariance_matrix if given[0] else precision_matrix if given[1] else scale_tril,
+                     "covariance", "MultivariateNormal", self.loc)
+        if m.ndim < 2 or m.shape[-1] != k or m.shape[-2] != k:
+            raise ValueError(f"ddg.distribution.MultivariateNormal: the matrix must be [..., {k}, {k}] for loc of "
+                             f"shape {self.loc.shape}, got {m.shape}")
+        if given[0]:
+            self.scale_tril = linalg.cholesky(m)
+        elif given[1]:
+            self.scale_tril = linalg.cholesky(linalg.inv(m))
+        else:
+            self.scale_tril = m
+        batch = list(np.broadcast_shapes(tuple(self.loc.shape[:-1]), tuple(self.scale_tril.shape[:-2])))
+        super().__init__(batch, [k])
+
+    @property
+    def covariance_matrix(self):
+        return self.scale_tril @ self.scale_tril.transpose(list(range(self.scale_tril.ndim - 2))
+                                                           + [self.scale_tril.ndim - 1, self.scale_tril.ndim - 2])
+
+    @property
+    def mean(self):
+        from .. import broadcast_to
+        return broadcast_to(self.loc, list(self.batch_shape) + list(self.event_shape))
+
+    @property
+    def variance(self):
+        from .. import broadcast_to, diagonal
+        return broadcast_to(diagonal(self.covariance_matrix, axis1=-2, axis2=-1),
+                            list(self.batch_shape) + list(self.event_shape))
+
+    def rsample(self, shape=()):
+        shape = self._extend_shape(sample_shape(shape, "MultivariateNormal"))
+        eps = draw(self.loc, "standard_normal", size=shape)
+        return self.loc + (self.scale_tril @ eps.unsqueeze(-1)).squeeze(-1)
+
+    def _half_log_det(self):
+        from .. import diagonal
+        return log(diagonal(self.scale_tril, axis1=-2, axis2=-1)).sum(-1)
+
+    def log_prob(self, value):
+        from .. import broadcast_to, linalg
+        value = check_value(value, self.loc, "MultivariateNormal")
+        diff = value - self.loc
+        k = self.loc.shape[-1]
+        batch = list(np.broadcast_shapes(tuple(diff.shape[:-1]), tuple(self.scale_tril.shape[:-2])))
+        L = broadcast_to(self.scale_tril, batch + [k, k])
+        sol = linalg.solve(L, broadcast_to(diff, batch + [k]).unsqueeze(-1)).squeeze(-1)
+        return -0.5 * (k * LOG_2PI + (sol * sol).sum(-1)) - self._half_log_det()
+
+    def entropy(self):
+        k = self.loc.shape[-1]
+        return 0.5 * k * (1 + LOG_2PI) + self._half_log_det() + self.loc.sum(-1) * 0
+
+
+class ContinuousBernoulli(ExponentialFamily):
+    """``ContinuousBernoulli(probs, lims=(0.499, 0.501))`` on [0, 1]; for ``probs`` within
+    ``lims`` the normaliser and moments use their Taylor expansions around 1/2."""
+
+    def __init__(self, probs, lims=(0.499, 0.501)):
+        (self.probs_param,), shape = broadcast_params("ContinuousBernoulli", probs=probs)
+        self.lims = (float(lims[0]), float(lims[1]))
+        super().__init__(shape)
+
+    def _outside(self):
+        p = self.probs_param
+        return (p < self.lims[0]) | (p > self.lims[1])
+
+    def _cut(self):
+        return where(self._outside(), self.probs_param, _full(self.probs_param, self.lims[0]))
+
+    def _log_norm(self):
+        c = self._cut()
+        below = where(c <= 0.5, c, _full(c, 0.0))
+        above = where(c >= 0.5, c, _full(c, 1.0))
+        exact = log(abs(log1p(-c) - log(c))) - where(c <= 0.5, log1p(-2.0 * below), log(2.0 * above - 1.0))
+        x = (self.probs_param - 0.5) ** 2
+        taylor = math.log(2.0) + (4.0 / 3.0 + 104.0 / 45.0 * x) * x
+        return where(self._outside(), exact, taylor)
+
+    @property
+    def mean(self):
+        c = self._cut()
+        exact = c / (2.0 * c - 1.0) + 1.0 / (log1p(-c) - log(c))
+        x = self.probs_param - 0.5
+        taylor = 0.5 + (1.0 / 3.0 + 16.0 / 45.0 * x * x) * x
+        return where(self._outside(), exact, taylor)
+
+    @property
+    def variance(self):
+        c = self._cut()
+        exact = c * (c - 1.0) / (1.0 - 2.0 * c) ** 2 + 1.0 / (log1p(-c) - log(c)) ** 2
+        x = (self.probs_param - 0.5) ** 2
+        taylor = 1.0 / 12.0 - (1.0 / 15.0 - 128.0 / 945.0 * x) * x
+        return where(self._outside(), exact, taylor)
+
+    def rsample(self, shape=()):
+        u = draw(self.probs_param, "random", size=self._extend_shape(sample_shape(shape, "ContinuousBernoulli")))
+        return self.icdf(u)
+
+    def log_prob(self, value):
+        value = check_value(value, self.probs_param, "ContinuousBernoulli")
+        p = self.probs_param
+        return value * log(p) + (1 - value) * log1p(-p) + self._log_norm()
+
+    def entropy(self):
+        p = self.probs_param
+        l0, l1 = log1p(-p), log(p)
+        return self.mean * (l0 - l1) - self._log_norm() - l0
+
+    def cdf(self, value):
+        from .. import clip
+        value = check_value(value, self.probs_param, "ContinuousBernoulli")
+        c = self._cut()
+        cdfs = (exp(value * log(c) + (1 - value) * log1p(-c)) + c - 1.0) / (2.0 * c - 1.0)
+        return clip(where(self._outside(), cdfs, value + c * 0), 0.0, 1.0)
+
+    def icdf(self, value):
+        value = check_value(value, self.probs_param, "ContinuousBernoulli")
+        c = self._cut()
+        exact = (log1p(-c + value * (2.0 * c - 1.0)) - log1p(-c)) / (log(c) - log1p(-c))
+        return where(self._outside(), exact, value + c * 0)

@@ -3,7 +3,8 @@ along both classes' MROs (the most specific registered pair wins)."""
 import math
 
 from .. import abs, digamma, exp, lgamma, log, log1p  # noqa: A004
-from .continuous import Beta, Cauchy, Dirichlet, Exponential, Gamma, Gumbel, Laplace, LogNormal, Normal, Uniform
+from .continuous import (Beta, Cauchy, ContinuousBernoulli, Dirichlet, Exponential, Gamma, Gumbel, Laplace, LogNormal,
+                         MultivariateNormal, Normal, Uniform)
 from .discrete import Bernoulli, Binomial, Categorical, Geometric, Poisson
 from .distribution import Distribution
 
@@ -139,3 +140,20 @@ def _kl_binomial(p, q):
     from .discrete import _xlogy
     a, b = p.probs_param, q.probs_param
     return p.total_count * (_xlogy(a, a) - _xlogy(a, b) + _xlogy(1 - a, 1 - a) - _xlogy(1 - a, 1 - b))
+
+
+@register_kl(MultivariateNormal, MultivariateNormal)
+def _kl_mvn(p, q):
+    from .. import linalg
+    k = p.loc.shape[-1]
+    m = linalg.solve(q.scale_tril, p.scale_tril)             # Lq^-1 Lp
+    d = linalg.solve(q.scale_tril, (q.loc - p.loc).unsqueeze(-1)).squeeze(-1)
+    return 0.5 * ((m * m).sum([-2, -1]) + (d * d).sum(-1) - k) + q._half_log_det() - p._half_log_det()
+
+
+@register_kl(ContinuousBernoulli, ContinuousBernoulli)
+def _kl_cont_bernoulli(p, q):
+    lp = log(p.probs_param) - log1p(-p.probs_param)
+    lq = log(q.probs_param) - log1p(-q.probs_param)
+    return (p.mean * (lp - lq) + p._log_norm() + log1p(-p.probs_param) - q._log_norm()
+            - log1p(-q.probs_param))
