@@ -329,3 +329,85 @@ def test_continuous_bernoulli_by_integration():
     np.testing.assert_allclose(cb.kl_divergence(D.ContinuousBernoulli(ddg.to_tensor([0.6, 0.2]))).numpy(),
                                [0.06451914, 0.07883082], atol=1e-6)
 
+
+
+ELEMENTWISE = {
+    "Exp": (lambda: D.ExpTransform(), np.exp, np.array([-1.0, 0.5, 2.0])),
+    "Affine": (lambda: D.AffineTransform(T([1.0, -2.0, 0.5]), T([2.0, -0.5, 3.0])),
+               lambda x: np.array([1.0, -2.0, 0.5]) + np.array([2.0, -0.5, 3.0]) * x, np.array([-1.0, 0.5, 2.0])),
+    "Power": (lambda: D.PowerTransform(T(3.0)), lambda x: x ** 3, np.array([0.5, 1.5, 2.0])),
+    "Sigmoid": (lambda: D.SigmoidTransform(), lambda x: 1 / (1 + np.exp(-x)), np.array([-1.0, 0.5, 2.0])),
+    "Tanh": (lambda: D.TanhTransform(), np.tanh, np.array([-1.0, 0.5, 2.0])),
+    "Chain": (lambda: D.ChainTransform([D.TanhTransform(), D.AffineTransform(T(1.0), T(2.0)), D.ExpTransform()]),
+              lambda x: np.exp(1 + 2 * np.tanh(x)), np.array([-1.0, 0.5, 2.0])),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ELEMENTWISE))
+def test_elementwise_transforms(name):
+    make, ref, x = ELEMENTWISE[name]
+    t = make()
+    y = t.forward(T(x))
+    np.testing.assert_allclose(y.numpy(), ref(x), rtol=1e-12)
+    np.testing.assert_allclose(t.inverse(y).numpy(), x, rtol=1e-9)
+    eps = 1e-6
+    num = np.log(np.abs((ref(x + eps) - ref(x - eps)) / (2 * eps)))
+    np.testing.assert_allclose(t.forward_log_det_jacobian(T(x)).numpy(), num, rtol=1e-6)
+    np.testing.assert_allclose(t.inverse_log_det_jacobian(y).numpy(), -num, rtol=1e-6)
+    np.testing.assert_allclose(t(T(x)).numpy(), y.numpy())
+
+
+def test_structured_transforms():
+    x = np.array([[0.1, -0.3, 0.8], [1.2, 0.0, -0.5]])
+    sb = D.StickBreakingTransform()
+    y = sb.forward(T(x)).numpy()
+    assert y.shape == (2, 4) and np.allclose(y.sum(-1), 1) and (y > 0).all()
+    np.testing.assert_allclose(sb.inverse(T(y)).numpy(), x, rtol=1e-9, atol=1e-12)
+    for i in range(2):  # log|det| of the map to the first K coordinates, by central differences
+        eps, k = 1e-6, 3
+        jac = np.zeros((k, k))
+        for j in range(k):
+            d = np.zeros(k)
+            d[j] = eps
+            jac[:, j] = (sb.forward(T(x[i] + d)).numpy()[:k] - sb.forward(T(x[i] - d)).numpy()[:k]) / (2 * eps)
+        np.testing.assert_allclose(sb.forward_log_det_jacobian(T(x[i])).numpy(), np.log(abs(np.linalg.det(jac))),
+                                   rtol=1e-6)
+    assert sb.forward_shape([2, 3]) == (2, 4) and sb.inverse_shape([2, 4]) == (2, 3)
+    with pytest.raises(NotImplementedError, match="non-injective"):
+        D.AbsTransform().forward_log_det_jacobian(T(x))
+    neg, pos = D.AbsTransform().inverse(T([1.0, 2.0]))
+    assert neg.numpy().tolist() == [-1.0, -2.0] and pos.numpy().tolist() == [1.0, 2.0]
+    sm = D.SoftmaxTransform()
+    np.testing.assert_allclose(sm.forward(T(x)).numpy().sum(-1), 1.0)
+    r = D.ReshapeTransform((2, 3), (3, 2))
+    assert r.forward(ddg.ones([4, 2, 3])).shape == [4, 3, 2] and r.forward_log_det_jacobian(ddg.ones([4, 2, 3])).shape == [4]
+    with pytest.raises(ValueError, match="different sizes"):
+        D.ReshapeTransform((2, 3), (4,))
+    it = D.IndependentTransform(D.ExpTransform(), 1)
+    np.testing.assert_allclose(it.forward_log_det_jacobian(T(x)).numpy(), x.sum(-1))
+    st = D.StackTransform([D.ExpTransform(), D.AffineTransform(T(1.0), T(2.0)), D.TanhTransform()], axis=1)
+    np.testing.assert_allclose(st.forward(T(x)).numpy(), np.stack([np.exp(x[:, 0]), 1 + 2 * x[:, 1], np.tanh(x[:, 2])], 1))
+    np.testing.assert_allclose(st.forward_log_det_jacobian(T(x)).numpy()[:, :2],
+                               np.stack([x[:, 0], np.full(2, np.log(2.0))], 1))
+
+
+def test_transformed_distribution():
+    loc, scale = np.array([0.2, -0.4]), np.array([0.7, 1.3])
+    lo, sc = _leafs([loc, scale])
+    td = D.TransformedDistribution(D.Normal(lo, sc), [D.ExpTransform()])
+    v = np.array([0.5, 2.0])
+    np.testing.assert_allclose(td.log_prob(T(v)).numpy(), stats.lognorm(scale, scale=np.exp(loc)).logpdf(v), rtol=1e-10)
+    assert td.batch_shape == (2,) and td.event_shape == ()
+    ddg.seed(0)
+    x = td.rsample([4])
+    x.sum().backward()
+    assert lo.grad is not None and sc.grad is not None
+    assert type(D.ExpTransform()(D.Normal(0.0, 1.0))).__name__ == "TransformedDistribution"
+    base = D.Normal(T(np.zeros((2, 3))), T(np.ones((2, 3))))
+    simplex = D.TransformedDistribution(base, [D.StickBreakingTransform()])
+    assert simplex.batch_shape == (2,) and simplex.event_shape == (4,)
+    y = simplex.sample([5])
+    assert y.shape == [5, 2, 4]
+    xs = D.StickBreakingTransform().inverse(y)
+    want = base.log_prob(xs).sum(-1) - D.StickBreakingTransform().forward_log_det_jacobian(xs)
+    np.testing.assert_allclose(simplex.log_prob(y).numpy(), want.numpy(), rtol=1e-9)

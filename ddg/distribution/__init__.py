@@ -9,8 +9,15 @@ from .discrete import Bernoulli, Binomial, Categorical, Geometric, Multinomial, 
 from .distribution import Distribution, ExponentialFamily
 from .independent import Independent
 from .kl import kl_divergence, register_kl
+from .transform import (AbsTransform, AffineTransform, ChainTransform, ExpTransform, IndependentTransform,
+                        PowerTransform, ReshapeTransform, SigmoidTransform, SoftmaxTransform, StackTransform,
+                        StickBreakingTransform, TanhTransform, Transform)
+from .transformed_distribution import TransformedDistribution
 
 __all__ = ["Bernoulli", "Beta", "Binomial", "Categorical", "Cauchy", "Chi2", "ContinuousBernoulli", "Dirichlet",
            "Distribution", "MultivariateNormal", "StudentT",
            "Exponential", "ExponentialFamily", "Gamma", "Geometric", "Gumbel", "Independent", "Laplace",
-           "LogNormal", "Multinomial", "Normal", "Poisson", "Uniform", "kl_divergence", "register_kl"]
+           "LogNormal", "Multinomial", "Normal", "Poisson", "Uniform", "kl_divergence", "register_kl",
+           "TransformedDistribution", "Transform", "AbsTransform", "AffineTransform", "ChainTransform",
+           "ExpTransform", "IndependentTransform", "PowerTransform", "ReshapeTransform", "SigmoidTransform",
+           "SoftmaxTransform", "StackTransform", "StickBreakingTransform", "TanhTransform"]
