@@ -85,6 +85,20 @@ _io.__dir__ = _io_dir
 
 from . import parallel as _parallel  # noqa: E402,F401  (light; arms the early-failure guard under MPI)
 
+
+def _job_world_size():
+    # for ddg.io's DataLoader (which sits below the parallel layer): the number of ranks,
+    # without starting MPI: the world communicator's size once it exists, else the launcher's
+    from .parallel.comm import launcher_env, world
+    if world._WORLD is not None:
+        return world._WORLD.size
+    if not launcher_env.launched_under_mpi():
+        return 1
+    return launcher_env.launcher_world_size() or 1
+
+
+_io.dataloader.job_world_size[0] = _job_world_size
+
 _LAZY = {
     "autograd": ".autograd", "nn": ".nn", "optimizer": ".optimizer", "vision": ".vision",
     "jit": ".jit", "static": ".static", "distributed": ".distributed", "parallel": ".parallel",

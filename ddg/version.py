@@ -1,6 +1,10 @@
 """``ddg.version``: Paddle's ``paddle.version`` module for ddg: the version strings, and
 what this build was compiled with (ddg compiles nothing: CUDA comes from cupy at run time)."""
-from . import __version__ as full_version
+import sys
+
+# the package's own __version__ (ddg/__init__.py has run before any ddg.x is imported;
+# read from sys.modules so that this module does not import the package back)
+full_version = sys.modules[__name__.rpartition(".")[0]].__version__
 
 major, minor, patch = (full_version.split(".") + ["0", "0"])[:3]
 rc = "0"

@@ -19,7 +19,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DDGRUN = os.path.join(ROOT, "launch", "ddgrun.py")
 
 PROGRAM = textwrap.dedent("""
-    import json, warnings
+    import json, sys, warnings
     import numpy as np
     import ddg, ddg.distributed as dist
     from ddg import nn
@@ -48,32 +48,32 @@ PROGRAM = textwrap.dedent("""
     ddg.seed(2024)
     out["seeded"] = draws()
     out["initial_seed"] = ddg.tensor.backend.initial_seed()
-    print("STREAMS " + json.dumps(out), flush=True)
+    with open(sys.argv[1] + f".rank{rank}.json", "w") as f:  # one file per rank: their stdout interleaves
+        json.dump(out, f)
 """)
 
 
-def _run_two_ranks(script):
+def _run_two_ranks(script, out):
     env = dict(os.environ)
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
     env["OMP_NUM_THREADS"] = "1"
     for k in launcher_env.LAUNCHER_VARS + ("DDG_FORCE_MPI",):
         env.pop(k, None)
-    res = subprocess.run([sys.executable, DDGRUN, "-n", "2", sys.executable, str(script)],
+    res = subprocess.run([sys.executable, DDGRUN, "-n", "2", sys.executable, str(script), str(out)],
                          capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
     ranks = {}
-    for line in res.stdout.splitlines():
-        if "STREAMS " in line:
-            rec = json.loads(line.split("STREAMS ", 1)[1])
-            ranks[rec["rank"]] = rec
-    assert sorted(ranks) == [0, 1], res.stdout[-2000:]
+    for rank in (0, 1):
+        with open(f"{out}.rank{rank}.json") as f:
+            ranks[rank] = json.load(f)
+    assert [ranks[r]["rank"] for r in (0, 1)] == [0, 1]
     return ranks
 
 
 def test_two_ranks_unseeded_differ_seeded_repeat(tmp_path):
     script = tmp_path / "streams.py"
     script.write_text(PROGRAM)
-    run1, run2 = _run_two_ranks(script), _run_two_ranks(script)
+    run1, run2 = _run_two_ranks(script, tmp_path / "run1"), _run_two_ranks(script, tmp_path / "run2")
     for run in (run1, run2):
         a, b = run[0], run[1]
         # unseeded: each rank its own numbers, dropout masks and shuffle order

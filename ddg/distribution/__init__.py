@@ -6,13 +6,12 @@ parameters, dtypes and random numbers."""
 from .continuous import (Beta, Cauchy, Chi2, ContinuousBernoulli, Dirichlet, Exponential, Gamma, Gumbel, Laplace,
                          LogNormal, MultivariateNormal, Normal, StudentT, Uniform)
 from .discrete import Bernoulli, Binomial, Categorical, Geometric, Multinomial, Poisson
-from .distribution import Distribution, ExponentialFamily
+from .distribution import Distribution, ExponentialFamily, kl_divergence, register_kl
 from .independent import Independent
-from .kl import kl_divergence, register_kl
+from . import kl  # noqa: F401  (registers the closed-form KL divergences)
 from .transform import (AbsTransform, AffineTransform, ChainTransform, ExpTransform, IndependentTransform,
                         PowerTransform, ReshapeTransform, SigmoidTransform, SoftmaxTransform, StackTransform,
-                        StickBreakingTransform, TanhTransform, Transform)
-from .transformed_distribution import TransformedDistribution
+                        StickBreakingTransform, TanhTransform, Transform, TransformedDistribution)
 
 __all__ = ["Bernoulli", "Beta", "Binomial", "Categorical", "Cauchy", "Chi2", "ContinuousBernoulli", "Dirichlet",
            "Distribution", "MultivariateNormal", "StudentT",

@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 
-from .. import abs, atan, digamma, exp, expm1, lgamma, log, log1p, sign, tan, where  # noqa: A004
+from ._ops import abs, atan, digamma, exp, expm1, lgamma, log, log1p, sign, tan, where  # noqa: A004
 from ..tensor import backend
 from ..tensor.tensor import Tensor
 from .distribution import EULER, LOG_2PI, ExponentialFamily, Distribution, broadcast_params, check_value, draw, \
@@ -12,7 +12,7 @@ from .distribution import EULER, LOG_2PI, ExponentialFamily, Distribution, broad
 
 
 def _full(like, v):
-    from .. import full_like
+    from ._ops import full_like
     return full_like(like, v)
 
 
@@ -47,7 +47,7 @@ class Normal(ExponentialFamily):
         return 0.5 + 0.5 * LOG_2PI + log(self.scale)
 
     def cdf(self, value):
-        from .. import erf
+        from ._ops import erf
         value = check_value(value, self.loc, "Normal")
         return 0.5 * (1 + erf((value - self.loc) / (self.scale * math.sqrt(2))))
 
@@ -432,7 +432,7 @@ class MultivariateNormal(Distribution):
     dimension of ``loc`` is the event."""
 
     def __init__(self, loc, covariance_matrix=None, precision_matrix=None, scale_tril=None):
-        from .. import linalg
+        from ._ops import linalg
         from .distribution import as_param
         given = [m is not None for m in (covariance_matrix, precision_matrix, scale_tril)]
         if sum(given) != 1:
@@ -463,12 +463,12 @@ class MultivariateNormal(Distribution):
 
     @property
     def mean(self):
-        from .. import broadcast_to
+        from ._ops import broadcast_to
         return broadcast_to(self.loc, list(self.batch_shape) + list(self.event_shape))
 
     @property
     def variance(self):
-        from .. import broadcast_to, diagonal
+        from ._ops import broadcast_to, diagonal
         return broadcast_to(diagonal(self.covariance_matrix, axis1=-2, axis2=-1),
                             list(self.batch_shape) + list(self.event_shape))
 
@@ -478,11 +478,11 @@ class MultivariateNormal(Distribution):
         return self.loc + (self.scale_tril @ eps.unsqueeze(-1)).squeeze(-1)
 
     def _half_log_det(self):
-        from .. import diagonal
+        from ._ops import diagonal
         return log(diagonal(self.scale_tril, axis1=-2, axis2=-1)).sum(-1)
 
     def log_prob(self, value):
-        from .. import broadcast_to, linalg
+        from ._ops import broadcast_to, linalg
         value = check_value(value, self.loc, "MultivariateNormal")
         diff = value - self.loc
         k = self.loc.shape[-1]
@@ -552,7 +552,7 @@ class ContinuousBernoulli(ExponentialFamily):
         return self.mean * (l0 - l1) - self._log_norm() - l0
 
     def cdf(self, value):
-        from .. import clip
+        from ._ops import clip
         value = check_value(value, self.probs_param, "ContinuousBernoulli")
         c = self._cut()
         cdfs = (exp(value * log(c) + (1 - value) * log1p(-c)) + c - 1.0) / (2.0 * c - 1.0)

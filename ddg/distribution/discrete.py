@@ -2,7 +2,7 @@
 Multinomial (Paddle's names, arguments and formulas)."""
 import numpy as np
 
-from .. import exp, lgamma, log, log1p, sigmoid, where  # noqa: A004
+from ._ops import exp, lgamma, log, log1p, sigmoid, where  # noqa: A004
 from ..tensor import backend
 from ..tensor.tensor import Tensor
 from .distribution import Distribution, as_param, broadcast_params, check_value, draw, host, sample_shape
@@ -10,7 +10,7 @@ from .distribution import Distribution, as_param, broadcast_params, check_value,
 
 def _xlogy(x, y):
     """x * log(y), 0 where x == 0 (the entropy and mass of a degenerate probability)."""
-    from .. import full_like
+    from ._ops import full_like
     safe = where(x == 0, full_like(y, 1.0), y)
     return x * log(safe)
 
@@ -61,7 +61,7 @@ class Bernoulli(Distribution):
         return -(_xlogy(p, p) + _xlogy(1 - p, 1 - p))
 
     def cdf(self, value):
-        from .. import full_like
+        from ._ops import full_like
         value = check_value(value, self.probs_param, "Bernoulli")
         p = self.probs_param + value * 0
         zero, one = full_like(p, 0.0), full_like(p, 1.0)
@@ -92,7 +92,7 @@ class Categorical(Distribution):
         return Tensor._wrap(out if xp is np else xp.asarray(out))
 
     def _gather(self, value):
-        from .. import take_along_axis
+        from ._ops import take_along_axis
         value = value if isinstance(value, Tensor) else Tensor._wrap(np.asarray(value, dtype=np.int64))
         if value._data.dtype.kind not in "iu":
             raise TypeError(f"ddg.distribution.Categorical: value must hold integer category indices, got "
@@ -190,7 +190,7 @@ class Poisson(Distribution):
         lam = host(self.rate).astype(np.float64)
         top = int(np.max(lam + 30 * np.sqrt(lam) + 30)) if lam.size else 1
         k = np.arange(top + 1, dtype=np.float64).reshape((-1,) + (1,) * lam.ndim)
-        from .. import to_tensor
+        from ._ops import to_tensor
         kt = to_tensor(k.astype(np.dtype(self.rate.dtype)))
         lp = self.log_prob(kt)
         return -(exp(lp) * lp).sum(0)
@@ -206,7 +206,7 @@ class Binomial(Distribution):
             raise ValueError(f"ddg.distribution.Binomial: total_count must be non-negative integers, got {n.tolist()}")
         shape = list(np.broadcast_shapes(tuple(shape), n.shape))
         self.total_count = as_param(n.astype(np.dtype(self.probs_param.dtype)), "total_count", "Binomial")
-        from .. import broadcast_to
+        from ._ops import broadcast_to
         if list(self.total_count.shape) != shape:
             self.total_count = broadcast_to(self.total_count, shape)
         if list(self.probs_param.shape) != shape:
@@ -237,7 +237,7 @@ class Binomial(Distribution):
         n = host(self.total_count)
         top = int(n.max()) if n.size else 0
         k = np.arange(top + 1, dtype=np.float64).reshape((-1,) + (1,) * n.ndim)
-        from .. import full_like, to_tensor
+        from ._ops import full_like, to_tensor
         kt = to_tensor(np.broadcast_to(k, (top + 1,) + n.shape).astype(np.dtype(self.probs_param.dtype)))
         lp = self.log_prob(kt)
         inside = kt <= self.total_count
@@ -288,7 +288,7 @@ class Multinomial(Distribution):
         outcomes = [c for c in itertools.product(range(self.total_count + 1), repeat=k) if sum(c) == self.total_count]
         if len(outcomes) > 200000:
             raise ValueError(f"ddg.distribution.Multinomial.entropy: {len(outcomes)} outcomes are too many to sum")
-        from .. import to_tensor
+        from ._ops import to_tensor
         v = np.array(outcomes, dtype=np.float64).reshape((len(outcomes),) + (1,) * len(self.batch_shape) + (k,))
         lp = self.log_prob(to_tensor(v.astype(np.dtype(self.probs_param.dtype))))
         return -(exp(lp) * lp).sum(0)

@@ -19,7 +19,7 @@ from ..tensor.tensor import Tensor
 
 def as_param(value, name, owner, like=None):
     """``value`` as a floating Tensor (``like``'s dtype for numbers when given)."""
-    from .. import cast, to_tensor
+    from ._ops import cast, to_tensor
     if isinstance(value, Tensor):
         return value if value._data.dtype.kind in "fV" else cast(value, default_float())
     if isinstance(value, np.ndarray) and value.dtype.kind == "f":
@@ -35,7 +35,7 @@ def as_param(value, name, owner, like=None):
 
 def broadcast_params(owner, **params):
     """The parameters as Tensors of one dtype, broadcast to one shape; returns (list, shape)."""
-    from .. import broadcast_to
+    from ._ops import broadcast_to
     tensors = {}
     like = next((v for v in params.values() if isinstance(v, Tensor)), None)
     for k, v in params.items():
@@ -83,7 +83,7 @@ def host(t):
 
 
 def check_value(value, like, owner):
-    from .. import to_tensor
+    from ._ops import to_tensor
     if not isinstance(value, Tensor):
         value = to_tensor(np.asarray(value, dtype=np.dtype(like.dtype)))
     return value
@@ -119,7 +119,7 @@ class Distribution:
 
     @property
     def stddev(self):
-        from .. import sqrt
+        from ._ops import sqrt
         return sqrt(self.variance)
 
     def _extend_shape(self, shape):
@@ -139,7 +139,7 @@ class Distribution:
 
     def prob(self, value):
         """The density (or mass) at ``value``: ``exp(log_prob(value))``."""
-        from .. import exp
+        from ._ops import exp
         return exp(self.log_prob(value))
 
     def probs(self, value):
@@ -149,7 +149,6 @@ class Distribution:
         raise NotImplementedError(f"ddg.distribution.{type(self).__name__} has no entropy")
 
     def kl_divergence(self, other):
-        from .kl import kl_divergence
         return kl_divergence(self, other)
 
     def __repr__(self):
@@ -158,3 +157,39 @@ class Distribution:
 
 class ExponentialFamily(Distribution):
     """Distributions of the exponential family (Paddle's base class of Normal, Gamma, ...)."""
+
+
+# -- KL divergences: closed forms by the pair of types, looked up along both classes' MROs
+# (the most specific registered pair wins); kl.py registers ddg's own
+_KL = {}
+
+
+def register_kl(cls_p, cls_q):
+    """Decorator: ``fn(p, q)`` computes KL(p || q) for ``p`` of ``cls_p`` and ``q`` of ``cls_q``."""
+    if not (isinstance(cls_p, type) and issubclass(cls_p, Distribution)
+            and isinstance(cls_q, type) and issubclass(cls_q, Distribution)):
+        raise TypeError("ddg.distribution.register_kl: cls_p and cls_q must be Distribution subclasses")
+
+    def deco(fn):
+        _KL[(cls_p, cls_q)] = fn
+        return fn
+    return deco
+
+
+def _lookup(tp, tq):
+    best = None
+    for i, a in enumerate(tp.__mro__):
+        for j, b in enumerate(tq.__mro__):
+            fn = _KL.get((a, b))
+            if fn is not None and (best is None or i + j < best[0]):
+                best = (i + j, fn)
+    return None if best is None else best[1]
+
+
+def kl_divergence(p, q):
+    """KL(p || q), by the batch, for a registered pair of distribution types."""
+    fn = _lookup(type(p), type(q))
+    if fn is None:
+        raise NotImplementedError(f"ddg.distribution.kl_divergence: no KL divergence is registered for "
+                                  f"{type(p).__name__} and {type(q).__name__}")
+    return fn(p, q)

@@ -1,7 +1,6 @@
 """``Independent(base, reinterpreted_batch_rank)``: the last batch dimensions of ``base``
 read as event dimensions (log-probabilities and entropies summed over them)."""
-from .distribution import Distribution
-from .kl import register_kl
+from .distribution import Distribution, kl_divergence, register_kl
 
 
 class Independent(Distribution):
@@ -45,5 +44,4 @@ def _kl_independent(p, q):
     if p._n != q._n:
         raise NotImplementedError("ddg.distribution.kl_divergence: Independent distributions with different "
                                   "reinterpreted_batch_rank")
-    from .kl import kl_divergence
     return p._sum(kl_divergence(p.base, q.base))

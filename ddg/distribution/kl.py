@@ -1,46 +1,12 @@
-"""``kl_divergence(p, q)`` and ``register_kl``: closed forms by the pair of types, looked up
-along both classes' MROs (the most specific registered pair wins)."""
+"""The closed-form KL divergences between distributions of one family, registered with
+``register_kl`` (the registry and ``kl_divergence`` are in ``distribution.py``)."""
 import math
 
-from .. import abs, digamma, exp, lgamma, log, log1p  # noqa: A004
+from ._ops import abs, digamma, exp, lgamma, log, log1p  # noqa: A004
 from .continuous import (Beta, Cauchy, ContinuousBernoulli, Dirichlet, Exponential, Gamma, Gumbel, Laplace, LogNormal,
                          MultivariateNormal, Normal, Uniform)
 from .discrete import Bernoulli, Binomial, Categorical, Geometric, Poisson
-from .distribution import Distribution
-
-_KL = {}
-
-
-def register_kl(cls_p, cls_q):
-    """Decorator: ``fn(p, q)`` computes KL(p || q) for ``p`` of ``cls_p`` and ``q`` of ``cls_q``."""
-    if not (isinstance(cls_p, type) and issubclass(cls_p, Distribution)
-            and isinstance(cls_q, type) and issubclass(cls_q, Distribution)):
-        raise TypeError("ddg.distribution.register_kl: cls_p and cls_q must be Distribution subclasses")
-
-    def deco(fn):
-        _KL[(cls_p, cls_q)] = fn
-        return fn
-    return deco
-
-
-def _lookup(tp, tq):
-    best = None
-    for i, a in enumerate(tp.__mro__):
-        for j, b in enumerate(tq.__mro__):
-            fn = _KL.get((a, b))
-            if fn is not None and (best is None or i + j < best[0]):
-                best = (i + j, fn)
-    return None if best is None else best[1]
-
-
-def kl_divergence(p, q):
-    """KL(p || q), by the batch, for a registered pair of distribution types."""
-    fn = _lookup(type(p), type(q))
-    if fn is None:
-        raise NotImplementedError(f"ddg.distribution.kl_divergence: no KL divergence is registered for "
-                                  f"{type(p).__name__} and {type(q).__name__}")
-    return fn(p, q)
-
+from .distribution import register_kl
 
 @register_kl(Normal, Normal)
 def _kl_normal(p, q):
@@ -55,7 +21,7 @@ def _kl_lognormal(p, q):
 
 @register_kl(Uniform, Uniform)
 def _kl_uniform(p, q):
-    from .. import full_like, where
+    from ._ops import full_like, where
     inside = (q.low <= p.low) & (p.high <= q.high)
     kl = log(q.high - q.low) - log(p.high - p.low)
     return where(inside, kl, full_like(kl, math.inf))
@@ -144,7 +110,7 @@ def _kl_binomial(p, q):
 
 @register_kl(MultivariateNormal, MultivariateNormal)
 def _kl_mvn(p, q):
-    from .. import linalg
+    from ._ops import linalg
     k = p.loc.shape[-1]
     m = linalg.solve(q.scale_tril, p.scale_tril)             # Lq^-1 Lp
     d = linalg.solve(q.scale_tril, (q.loc - p.loc).unsqueeze(-1)).squeeze(-1)

@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from ..tensor.tensor import Tensor
+from .distribution import Distribution, check_value
 
 
 def _t(v, like=None):
@@ -33,8 +34,6 @@ class Transform:
     _injective = True
 
     def __call__(self, input):  # noqa: A002 - Paddle's name
-        from .distribution import Distribution
-        from .transformed_distribution import TransformedDistribution
         if isinstance(input, Distribution):
             return TransformedDistribution(input, [self])
         if isinstance(input, Transform):
@@ -84,14 +83,14 @@ class AbsTransform(Transform):
     _injective = False
 
     def _forward(self, x):
-        from .. import abs
+        from ._ops import abs
         return abs(x)
 
     def _inverse(self, y):
         return -y, y
 
     def inverse_log_det_jacobian(self, y):
-        from .. import zeros_like
+        from ._ops import zeros_like
         z = zeros_like(_t(y))
         return z, z
 
@@ -110,7 +109,7 @@ class AffineTransform(Transform):
         return (y - self.loc) / self.scale
 
     def _forward_log_det_jacobian(self, x):
-        from .. import abs, log
+        from ._ops import abs, log
         return log(abs(self.scale)) + x * 0
 
     def forward_shape(self, shape):
@@ -123,11 +122,11 @@ class ExpTransform(Transform):
     """``y = exp(x)``."""
 
     def _forward(self, x):
-        from .. import exp
+        from ._ops import exp
         return exp(x)
 
     def _inverse(self, y):
-        from .. import log
+        from ._ops import log
         return log(y)
 
     def _forward_log_det_jacobian(self, x):
@@ -147,7 +146,7 @@ class PowerTransform(Transform):
         return y ** (1 / self.power)
 
     def _forward_log_det_jacobian(self, x):
-        from .. import abs, log
+        from ._ops import abs, log
         return log(abs(self.power * x ** (self.power - 1)))
 
 
@@ -155,11 +154,11 @@ class SigmoidTransform(Transform):
     """``y = sigmoid(x)``."""
 
     def _forward(self, x):
-        from .. import sigmoid
+        from ._ops import sigmoid
         return sigmoid(x)
 
     def _inverse(self, y):
-        from .. import log, log1p
+        from ._ops import log, log1p
         return log(y) - log1p(-y)
 
     def _forward_log_det_jacobian(self, x):
@@ -171,11 +170,11 @@ class TanhTransform(Transform):
     """``y = tanh(x)``."""
 
     def _forward(self, x):
-        from .. import tanh
+        from ._ops import tanh
         return tanh(x)
 
     def _inverse(self, y):
-        from .. import atanh
+        from ._ops import atanh
         return atanh(y)
 
     def _forward_log_det_jacobian(self, x):
@@ -193,7 +192,7 @@ class SoftmaxTransform(Transform):
         return softmax(x, axis=-1)
 
     def _inverse(self, y):
-        from .. import log
+        from ._ops import log
         return log(y)
 
 
@@ -202,11 +201,11 @@ class StickBreakingTransform(Transform):
     _event_rank = 1
 
     def _offset(self, n, like):
-        from .. import to_tensor
+        from ._ops import to_tensor
         return to_tensor(np.arange(n, 0, -1).astype(np.dtype(like.dtype)))
 
     def _forward(self, x):
-        from .. import concat, cumprod, log, ones_like, sigmoid
+        from ._ops import concat, cumprod, log, ones_like, sigmoid
         k = x.shape[-1]
         z = sigmoid(x - log(self._offset(k, x)))
         one = ones_like(z[..., :1])
@@ -214,12 +213,12 @@ class StickBreakingTransform(Transform):
         return concat([z, one], -1) * concat([one, zc], -1)
 
     def _inverse(self, y):
-        from .. import cumsum, log
+        from ._ops import cumsum, log
         head = y[..., :-1]
         return log(head) - log(1 - cumsum(head, axis=-1)) + log(self._offset(head.shape[-1], y))
 
     def _forward_log_det_jacobian(self, x):
-        from .. import log
+        from ._ops import log
         from ..nn.functional import log_sigmoid
         y = self._forward(x)
         k = x.shape[-1]
@@ -322,7 +321,7 @@ class ReshapeTransform(Transform):
         return y.reshape(batch + list(self.in_event_shape))
 
     def _forward_log_det_jacobian(self, x):
-        from .. import zeros
+        from ._ops import zeros
         batch = list(x.shape[:x.ndim - len(self.in_event_shape)])
         return zeros(batch, dtype=x.dtype)
 
@@ -352,7 +351,7 @@ class StackTransform(Transform):
         self._injective = all(t._injective for t in transforms)
 
     def _map(self, fns, x):
-        from .. import stack, unbind
+        from ._ops import stack, unbind
         parts = unbind(x, self.axis)
         if len(parts) != len(self.transforms):
             raise ValueError(f"ddg.distribution.StackTransform: axis {self.axis} has size {len(parts)}, but there "
@@ -366,6 +365,42 @@ class StackTransform(Transform):
         return self._map([t.inverse for t in self.transforms], y)
 
     def _forward_log_det_jacobian(self, x):
-        from .. import broadcast_to
+        from ._ops import broadcast_to
         return self._map([lambda p, t=t: broadcast_to(t.forward_log_det_jacobian(p), p.shape)
                           for t in self.transforms], x)
+
+
+class TransformedDistribution(Distribution):
+    """``TransformedDistribution(base, transforms)``: the distribution of ``transforms``
+    applied in order to samples of ``base``; ``log_prob`` by the change of variables."""
+
+    def __init__(self, base, transforms):
+        if not isinstance(base, Distribution):
+            raise TypeError(f"ddg.distribution.TransformedDistribution: base must be a Distribution, got "
+                            f"{type(base).__name__}")
+        transforms = list(transforms)
+        if not all(isinstance(t, Transform) for t in transforms):
+            raise TypeError("ddg.distribution.TransformedDistribution: transforms must be Transforms")
+        self.base, self.transforms = base, transforms
+        self._chain = ChainTransform(transforms)
+        shape = self._chain.forward_shape(tuple(base.batch_shape) + tuple(base.event_shape))
+        rank = max(len(base.event_shape), self._chain._event_rank)
+        super().__init__(shape[:len(shape) - rank], shape[len(shape) - rank:])
+
+    def sample(self, shape=()):
+        return self._chain.forward(self.base.sample(shape)).detach()
+
+    def rsample(self, shape=()):
+        return self._chain.forward(self.base.rsample(shape))
+
+    def log_prob(self, value):
+        y = value
+        event_rank = len(self.event_shape)
+        lp = 0.0
+        for t in reversed(self.transforms):
+            x = t.inverse(y)
+            lp = lp - _sum_right(t.forward_log_det_jacobian(x), event_rank - t._event_rank)
+            event_rank += len(t.inverse_shape(y.shape)) - len(y.shape)
+            y = x
+        base_lp = self.base.log_prob(check_value(y, y, "TransformedDistribution"))
+        return lp + _sum_right(base_lp, event_rank - len(self.base.event_shape))

@@ -9,13 +9,14 @@ real spectrum, ``ihfft*`` are their inverses.
 """
 import numpy as np
 
-from ..autograd.axes import normalize_axis
+from ..autograd.axes import normalize_axis as _normalize_axis
 from ..autograd.ops import fft as _F
 from ..autograd.ops import movement as _M
 from ..autograd.ops.elementwise import cast as _cast
 from ..tensor.creation import to_tensor as _to_tensor
-from ..tensor.dtypes import convert_dtype, default_float
-from ..tensor.tensor import Tensor
+from ..tensor.dtypes import convert_dtype as _convert_dtype
+from ..tensor.dtypes import default_float as _default_float
+from ..tensor.tensor import Tensor as _Tensor
 
 __all__ = ["fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fft2", "ifft2", "rfft2", "irfft2", "hfft2", "ihfft2",
            "fftn", "ifftn", "rfftn", "irfftn", "hfftn", "ihfftn", "fftfreq", "rfftfreq", "fftshift", "ifftshift"]
@@ -28,11 +29,11 @@ def _check_norm(norm):
 
 
 def _input(x, op, real_only=False):
-    if not isinstance(x, Tensor):
+    if not isinstance(x, _Tensor):
         raise TypeError(f"ddg.fft.{op}: x must be a Tensor, got {type(x).__name__}")
     kind = x._data.dtype.kind
     if kind in "biu":
-        x = _cast(x, default_float())
+        x = _cast(x, _default_float())
     elif kind == "c" and real_only:
         raise TypeError(f"ddg.fft.{op}: x must be real, got {x.dtype}")
     elif kind not in "fc":
@@ -52,7 +53,7 @@ def _axes_sizes(x, s, axes, op, default_axes=None):
             axes = list(range(nd - len(s), nd)) if s is not None else list(range(nd))
     elif isinstance(axes, int):
         axes = [axes]
-    axes = [normalize_axis(a, nd, f"fft.{op}") for a in axes]
+    axes = [_normalize_axis(a, nd, f"fft.{op}") for a in axes]
     if len(set(axes)) != len(axes):
         raise ValueError(f"ddg.fft.{op}: axes must be unique, got {list(axes)}")
     if s is not None:
@@ -190,25 +191,25 @@ def ihfftn(x, s=None, axes=None, norm="backward", name=None, _min_rank=0):
 def fftfreq(n, d=1.0, dtype=None, name=None):
     """The sample frequencies of an ``n``-point transform with sample spacing ``d``."""
     _check_n(n)
-    dt = convert_dtype(dtype) or default_float()
+    dt = _convert_dtype(dtype) or _default_float()
     return _to_tensor(np.fft.fftfreq(int(n), d).astype(dt))
 
 
 def rfftfreq(n, d=1.0, dtype=None, name=None):
     """The non-negative sample frequencies of an ``n``-point ``rfft``."""
     _check_n(n)
-    dt = convert_dtype(dtype) or default_float()
+    dt = _convert_dtype(dtype) or _default_float()
     return _to_tensor(np.fft.rfftfreq(int(n), d).astype(dt))
 
 
 def _shift(x, axes, sign, op):
-    if not isinstance(x, Tensor):
+    if not isinstance(x, _Tensor):
         raise TypeError(f"ddg.fft.{op}: x must be a Tensor, got {type(x).__name__}")
     if axes is None:
         axes = list(range(x.ndim))
     elif isinstance(axes, int):
         axes = [axes]
-    axes = [normalize_axis(a, x.ndim, f"fft.{op}") for a in axes]
+    axes = [_normalize_axis(a, x.ndim, f"fft.{op}") for a in axes]
     shifts = [(x.shape[a] // 2) if sign > 0 else -(x.shape[a] // 2) for a in axes]
     return _M.roll(x, shifts, axes)
 

@@ -18,7 +18,6 @@ thread (device placement is per thread in cupy).
 import numbers
 import os
 import queue
-import sys
 import threading
 import time
 import traceback
@@ -118,17 +117,9 @@ def _to_tensors(obj, Tensor, to_tensor):
 _warned_replicated = [False]
 
 
-def _job_world_size():
-    """The number of ranks of this job, without starting MPI: the world communicator's
-    size if it exists already, else what the launcher's environment says (1 outside one)."""
-    world = sys.modules.get("ddg.parallel.comm.world")
-    comm = getattr(world, "_WORLD", None)
-    if comm is not None:
-        return comm.size
-    from ..parallel.comm.launcher_env import launched_under_mpi, launcher_world_size
-    if not launched_under_mpi():
-        return 1
-    return launcher_world_size() or 1
+# How many ranks the job has: set by the top-level package to a function of the parallel
+# layer (which sits above ddg.io); 1 without it.
+job_world_size = [lambda: 1]
 
 
 def _warn_if_every_rank_reads_all():
@@ -137,7 +128,7 @@ def _warn_if_every_rank_reads_all():
     alike), which is rarely what data-parallel training wants. Said once per process."""
     if _warned_replicated[0]:
         return
-    n = _job_world_size()
+    n = job_world_size[0]()
     if n > 1:
         _warned_replicated[0] = True
         warnings.warn(f"DataLoader(shuffle=True) in a job of {n} ranks: every rank iterates over the whole "

@@ -50,6 +50,27 @@ class SortedKeys(enum.Enum):
     GPUMin = 7
 
 
+class TracerEventType(enum.Enum):
+    """The kinds of events (a trace event's ``cat`` is its name)."""
+    Operator = 0
+    Dataloader = 1
+    ProfileStep = 2
+    CudaRuntime = 3
+    Kernel = 4
+    Memcpy = 5
+    Memset = 6
+    UserDefined = 7
+    OperatorInner = 8
+    Forward = 9
+    Backward = 10
+    Optimization = 11
+    Communication = 12
+    PythonOp = 13
+    PythonUserDefined = 14
+    DygraphKernelLaunch = 15
+    StaticKernelLaunch = 16
+
+
 class SummaryView(enum.Enum):
     DeviceView = 0
     OverView = 1
@@ -190,8 +211,9 @@ class RecordEvent:
     """A named span in the trace: ``with RecordEvent("name"): ...`` or ``begin()``/``end()``.
     Outside a recording it costs two attribute reads."""
 
-    def __init__(self, name, event_type=None):
+    def __init__(self, name, event_type=TracerEventType.PythonUserDefined):
         self.name = name
+        self.event_type = event_type
         self._t0 = None
 
     def begin(self):
@@ -200,7 +222,8 @@ class RecordEvent:
     def end(self):
         rec = _ACTIVE[0]
         if self._t0 is not None and rec is not None:
-            rec.add(self.name, "UserDefined", self._t0, time.perf_counter_ns())
+            cat = self.event_type.name if isinstance(self.event_type, TracerEventType) else "PythonUserDefined"
+            rec.add(self.name, cat, self._t0, time.perf_counter_ns())
         self._t0 = None
 
     def __enter__(self):
@@ -222,7 +245,7 @@ class Profiler:
     no events, only the step times for ``step_info``."""
 
     def __init__(self, *, targets=None, scheduler=None, on_trace_ready=None, record_shapes=False,
-                 profile_memory=False, timer_only=False, emit_nvtx=False, custom_device_types=None,
+                 profile_memory=False, timer_only=False, emit_nvtx=False, custom_device_types=[],  # noqa: B006
                  with_flops=False):
         if scheduler is None:
             self._scheduler = lambda step: ProfilerState.RECORD
@@ -368,7 +391,9 @@ class Profiler:
                SortedKeys.CPUMax: lambda d: -max(d), SortedKeys.CPUMin: lambda d: min(d)}.get(
                    sorted_by, lambda d: -sum(d))
         lines = []
-        for cat in ("ProfileStep", "Operator", "Backward", "Optimization", "UserDefined"):
+        cats = ["ProfileStep", "Operator", "Backward", "Optimization"]
+        cats += sorted(c for c in groups if c not in cats)
+        for cat in cats:
             rows = groups.get(cat)
             if not rows:
                 continue
