@@ -21,7 +21,7 @@ FLOORS = {
     "paddle.jit": 100.0,
     "paddle.text": 100.0,
     "paddle.fft": 100.0,
-    "paddle.distribution": 97.5,
+    "paddle.distribution": 100.0,
     "paddle.profiler": 90.0,
 }
 

@@ -411,3 +411,26 @@ def test_transformed_distribution():
     xs = D.StickBreakingTransform().inverse(y)
     want = base.log_prob(xs).sum(-1) - D.StickBreakingTransform().forward_log_det_jacobian(xs)
     np.testing.assert_allclose(simplex.log_prob(y).numpy(), want.numpy(), rtol=1e-9)
+
+
+@pytest.mark.parametrize("method", ["onion", "cvine"])
+def test_lkj_cholesky(method):
+    from scipy import integrate
+    eta, d = 2.5, 3
+    ddg.seed(6)
+    L = D.LKJCholesky(d, T(eta), sample_method=method).sample([3000]).numpy()
+    assert L.shape == (3000, d, d) and np.allclose(np.triu(L, 1), 0)
+    corr = L @ np.swapaxes(L, -1, -2)
+    np.testing.assert_allclose(np.diagonal(corr, axis1=-2, axis2=-1), 1.0, rtol=1e-12)
+    beta = eta - 1 + d / 2  # each off-diagonal correlation: (r + 1) / 2 ~ Beta(beta, beta)
+    for i, j in [(1, 0), (2, 0), (2, 1)]:
+        assert stats.kstest((corr[:, i, j] + 1) / 2, stats.beta(beta, beta).cdf).pvalue > 1e-4, (method, i, j)
+    # for dim 2 the density of the one free element integrates to 1
+    two = D.LKJCholesky(2, T(1.7))
+    dens = lambda r: float(np.exp(two.log_prob(T([[1.0, 0.0], [r, np.sqrt(1 - r * r)]])).numpy()))  # noqa: E731
+    assert abs(integrate.quad(dens, -1, 1)[0] - 1) < 1e-6
+    Lp = np.array([[1, 0, 0], [0.6, 0.8, 0], [-0.3, 0.4, np.sqrt(0.75)]], dtype="float32")
+    for c, want in ((1.0, -1.8194562), (2.5, -1.6170748)):  # Paddle 3.3.1's values
+        np.testing.assert_allclose(D.LKJCholesky(3, c).log_prob(ddg.to_tensor(Lp)).numpy(), want, rtol=1e-6)
+    with pytest.raises(ValueError, match="sample_method"):
+        D.LKJCholesky(3, 1.0, sample_method="x")

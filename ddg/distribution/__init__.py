@@ -4,7 +4,7 @@
 the same family (``register_kl`` adds pairs). See ``distribution.py`` for the rules on
 parameters, dtypes and random numbers."""
 from .continuous import (Beta, Cauchy, Chi2, ContinuousBernoulli, Dirichlet, Exponential, Gamma, Gumbel, Laplace,
-                         LogNormal, MultivariateNormal, Normal, StudentT, Uniform)
+                         LKJCholesky, LogNormal, MultivariateNormal, Normal, StudentT, Uniform)
 from .discrete import Bernoulli, Binomial, Categorical, Geometric, Multinomial, Poisson
 from .distribution import Distribution, ExponentialFamily, kl_divergence, register_kl
 from .independent import Independent
@@ -14,7 +14,7 @@ from .transform import (AbsTransform, AffineTransform, ChainTransform, ExpTransf
                         StickBreakingTransform, TanhTransform, Transform, TransformedDistribution)
 
 __all__ = ["Bernoulli", "Beta", "Binomial", "Categorical", "Cauchy", "Chi2", "ContinuousBernoulli", "Dirichlet",
-           "Distribution", "MultivariateNormal", "StudentT",
+           "Distribution", "LKJCholesky", "MultivariateNormal", "StudentT",
            "Exponential", "ExponentialFamily", "Gamma", "Geometric", "Gumbel", "Independent", "Laplace",
            "LogNormal", "Multinomial", "Normal", "Poisson", "Uniform", "kl_divergence", "register_kl",
            "TransformedDistribution", "Transform", "AbsTransform", "AffineTransform", "ChainTransform",

@@ -563,3 +563,77 @@ class ContinuousBernoulli(ExponentialFamily):
         c = self._cut()
         exact = (log1p(-c + value * (2.0 * c - 1.0)) - log1p(-c)) / (log(c) - log1p(-c))
         return where(self._outside(), exact, value + c * 0)
+
+
+class LKJCholesky(Distribution):
+    """``LKJCholesky(dim=2, concentration=1.0, sample_method='onion')``: Cholesky factors of
+    ``dim x dim`` correlation matrices whose density is proportional to
+    ``det(C)^(concentration - 1)``. ``sample_method`` is ``'onion'`` or ``'cvine'`` (both
+    draw from the same distribution)."""
+
+    def __init__(self, dim=2, concentration=1.0, sample_method="onion"):
+        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 2:
+            raise ValueError(f"ddg.distribution.LKJCholesky: dim must be an int >= 2, got {dim!r}")
+        if sample_method not in ("onion", "cvine"):
+            raise ValueError(f"ddg.distribution.LKJCholesky: sample_method must be 'onion' or 'cvine', got "
+                             f"{sample_method!r}")
+        (self.concentration,), shape = broadcast_params("LKJCholesky", concentration=concentration)
+        c = self.concentration.numpy()
+        if (c <= 0).any():
+            raise ValueError(f"ddg.distribution.LKJCholesky: concentration must be positive, got {c.tolist()}")
+        self.dim, self.sample_method = dim, sample_method
+        super().__init__(shape, (dim, dim))
+
+    def _onion(self, shape, eta):
+        g = backend.rng(np)
+        d = self.dim
+        offset = np.concatenate([[0.0], np.arange(d - 1, dtype=np.float64)])
+        marginal = eta + 0.5 * (d - 2)
+        # row i's squared off-diagonal norm ~ Beta(i / 2, marginal - (i - 1) / 2) (Lewandowski,
+        # Kurowicka and Joe 2009, sec. 3.2); Paddle's onion sampler uses i - 1/2 for the first
+        # parameter, which skews the rows after the second (its cvine sampler is right)
+        a = np.broadcast_to(0.5 * offset + 0.5, tuple(shape) + (d,))
+        b = np.broadcast_to(marginal[..., None] - 0.5 * offset, tuple(shape) + (d,))
+        y = g.beta(a, b)[..., None]
+        u = np.tril(g.standard_normal(tuple(shape) + (d, d)), -1)
+        norm = np.linalg.norm(u, axis=-1, keepdims=True)
+        u = np.divide(u, norm, out=np.zeros_like(u), where=norm > 0)
+        w = np.sqrt(y) * u
+        diag = np.sqrt(np.clip(1 - (w ** 2).sum(-1), np.finfo(np.float64).tiny, None))
+        return w + diag[..., None] * np.eye(d)
+
+    def _cvine(self, shape, eta):
+        g = backend.rng(np)
+        d = self.dim
+        L = np.zeros(tuple(shape) + (d, d))
+        L[..., 0, 0] = 1.0
+        for i in range(1, d):
+            total = np.zeros(tuple(shape))
+            for j in range(i):
+                beta = eta + 0.5 * (d - 2 - j)
+                z = 2 * g.beta(beta, beta) - 1  # the partial correlation at level j
+                L[..., i, j] = z * np.sqrt(1 - total)
+                total = total + L[..., i, j] ** 2
+            L[..., i, i] = np.sqrt(np.clip(1 - total, 0, None))
+        return L
+
+    def sample(self, shape=()):
+        shape = list(sample_shape(shape, "LKJCholesky")) + list(self.batch_shape)
+        eta = np.broadcast_to(self.concentration.numpy().astype(np.float64), shape)
+        out = self._onion(shape, eta) if self.sample_method == "onion" else self._cvine(shape, eta)
+        out = out.astype(self.concentration._data.dtype)
+        xp = backend.get_array_module(self.concentration._data)
+        return Tensor._wrap(out if xp is np else xp.asarray(out))
+
+    def log_prob(self, value):
+        from ..autograd.composite_api import multigammaln
+        from ._ops import diagonal, to_tensor
+        value = check_value(value, self.concentration, "LKJCholesky")
+        d = self.dim
+        diag = diagonal(value, axis1=-2, axis2=-1)[..., 1:]
+        order = to_tensor(np.arange(2, d + 1).astype(np.dtype(self.concentration.dtype)))
+        order = 2 * (self.concentration - 1).unsqueeze(-1) + d - order
+        unnormalized = (order * log(diag)).sum(-1)
+        alpha = self.concentration + 0.5 * (d - 1)
+        normalize = 0.5 * (d - 1) * math.log(math.pi) + multigammaln(alpha - 0.5, d - 1) - lgamma(alpha) * (d - 1)
+        return unnormalized - normalize
