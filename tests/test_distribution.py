@@ -380,13 +380,15 @@ def test_structured_transforms():
     sm = D.SoftmaxTransform()
     np.testing.assert_allclose(sm.forward(T(x)).numpy().sum(-1), 1.0)
     r = D.ReshapeTransform((2, 3), (3, 2))
-    assert r.forward(ddg.ones([4, 2, 3])).shape == [4, 3, 2] and r.forward_log_det_jacobian(ddg.ones([4, 2, 3])).shape == [4]
+    ones = ddg.ones([4, 2, 3])
+    assert r.forward(ones).shape == [4, 3, 2] and r.forward_log_det_jacobian(ones).shape == [4]
     with pytest.raises(ValueError, match="different sizes"):
         D.ReshapeTransform((2, 3), (4,))
     it = D.IndependentTransform(D.ExpTransform(), 1)
     np.testing.assert_allclose(it.forward_log_det_jacobian(T(x)).numpy(), x.sum(-1))
     st = D.StackTransform([D.ExpTransform(), D.AffineTransform(T(1.0), T(2.0)), D.TanhTransform()], axis=1)
-    np.testing.assert_allclose(st.forward(T(x)).numpy(), np.stack([np.exp(x[:, 0]), 1 + 2 * x[:, 1], np.tanh(x[:, 2])], 1))
+    want = np.stack([np.exp(x[:, 0]), 1 + 2 * x[:, 1], np.tanh(x[:, 2])], 1)
+    np.testing.assert_allclose(st.forward(T(x)).numpy(), want)
     np.testing.assert_allclose(st.forward_log_det_jacobian(T(x)).numpy()[:, :2],
                                np.stack([x[:, 0], np.full(2, np.log(2.0))], 1))
 
