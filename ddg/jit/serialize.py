@@ -8,6 +8,9 @@
   (tagged JSON) and their wiring over numbered slots;
 * ``path + '.pdiparams'``: the layer's parameters and buffers by state_dict name.
 
+Without an input spec (given here or to ``to_static``), the signature of the latest call
+of the layer's ``to_static`` forward is saved, its first dimension free (see ``save``).
+
 Dimensions given as ``None`` in the input spec are recorded twice with different
 sizes; an attribute that differs between the two recordings must be a multiple of
 one dynamic dimension (reshape/flatten targets: ``[batch, 800]``) and is stored as
