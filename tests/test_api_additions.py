@@ -32,6 +32,9 @@ def test_masked_scatter_values_and_gradients(mask_shape, rng):
     gv[:full.sum()] = w[full]
     np.testing.assert_allclose(v.grad.numpy(), gv)
     np.testing.assert_array_equal(x.masked_scatter(ddg.to_tensor(ma), v).numpy(), want)
+    inplace = ddg.to_tensor(xa)
+    assert inplace.masked_scatter_(ddg.to_tensor(ma), ddg.to_tensor(va)) is inplace
+    np.testing.assert_array_equal(inplace.numpy(), want)
 
 
 def test_masked_scatter_errors():

@@ -32,7 +32,7 @@ INPLACE = {
     "equal": G.equal, "not_equal": G.not_equal, "less_than": G.less_than, "less_equal": G.less_equal,
     "greater_than": G.greater_than, "greater_equal": G.greater_equal,
     "cumsum": R.cumsum, "cumprod": R.cumprod, "cast": E.cast, "nan_to_num": C.nan_to_num,
-    "masked_fill": C.masked_fill, "tril": C.tril, "triu": C.triu, "t": C.t, "transpose": M.transpose,
+    "masked_fill": C.masked_fill, "masked_scatter": A.masked_scatter, "tril": C.tril, "triu": C.triu, "t": C.t, "transpose": M.transpose,
     "scatter": M.scatter, "put_along_axis": M.put_along_axis, "index_add": A.index_add,
     "index_fill": A.index_fill, "index_put": A.index_put, "renorm": A.renorm, "addmm": A.addmm,
     "lgamma": SP.lgamma, "digamma": SP.digamma, "polygamma": SP.polygamma, "erfinv": SP.erfinv, "i0": SP.i0,
