@@ -57,8 +57,9 @@ from .autograd.composite_api import (  # noqa: E402,F401
     index_add, index_put, index_sample, take, multiplex, combinations, vander, renorm, scatter_nd, searchsorted,
     bucketize, histogram, unique_consecutive, shard_index, tril_indices, triu_indices, logspace, increment,
     is_tensor, is_complex, is_floating_point, is_integer, is_empty, rank, tolist, iinfo, finfo, poisson,
-    standard_normal, randint_like, multigammaln, atan2)
+    standard_normal, randint_like, multigammaln, atan2, masked_scatter, tensor_split, isin)
 from .autograd.ops.special import lgamma, digamma, polygamma, erfinv, i0, i0e, i1, i1e  # noqa: E402,F401
+from .autograd.ops.fft import real, imag, conj  # noqa: E402,F401
 
 _methods_api.install()
 from . import linalg as _linalg  # noqa: E402,F401  (attaches matrix_power, multi_dot, solve to Tensor)
@@ -84,11 +85,27 @@ _io.__dir__ = _io_dir
 
 from . import parallel as _parallel  # noqa: E402,F401  (light; arms the early-failure guard under MPI)
 
+
+def _job_world_size():
+    # for ddg.io's DataLoader (which sits below the parallel layer): the number of ranks,
+    # without starting MPI: the world communicator's size once it exists, else the launcher's
+    from .parallel.comm import launcher_env, world
+    if world._WORLD is not None:
+        return world._WORLD.size
+    if not launcher_env.launched_under_mpi():
+        return 1
+    return launcher_env.launcher_world_size() or 1
+
+
+_io.dataloader.job_world_size[0] = _job_world_size
+
 _LAZY = {
     "autograd": ".autograd", "nn": ".nn", "optimizer": ".optimizer", "vision": ".vision",
     "jit": ".jit", "static": ".static", "distributed": ".distributed", "parallel": ".parallel",
     "utils": ".utils", "regularizer": ".regularizer", "linalg": ".linalg",
     "metric": ".metric", "callbacks": ".callbacks", "hapi": ".hapi", "amp": ".amp",
+    "version": ".version", "fft": ".fft", "distribution": ".distribution", "profiler": ".profiler",
+    "text": ".text",
 }
 _LAZY_ATTRS = {
     "save": (".io.serialization", "save"), "load": (".io.serialization", "load"),

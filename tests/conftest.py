@@ -12,6 +12,15 @@ if ROOT not in sys.path:
 SHARED = os.environ.get("DDG_SHARED_DIR", os.path.join(ROOT, "..", "shared"))
 
 
+@pytest.fixture(autouse=True)
+def _ddg_seeded():
+    """Every test starts from ``ddg.seed(0)``: unseeded, each ddg process draws a fresh seed
+    from the operating system, so a test that uses ddg's generator (initializers, dropout,
+    shuffling) would otherwise see different numbers on every run and on every MPI rank."""
+    from ddg.tensor import backend
+    backend.seed(0)
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)

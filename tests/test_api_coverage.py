@@ -11,14 +11,18 @@ import api_coverage  # noqa: E402
 
 # measured coverage in percent, per module (the figures README.md reports)
 FLOORS = {
-    "paddle": 96.5,
-    "paddle.Tensor": 93.4,
+    "paddle": 97.3,
+    "paddle.Tensor": 94.1,
     "paddle.nn": 97.0,
     "paddle.nn.functional": 97.5,
     "paddle.optimizer": 100.0,
     "paddle.optimizer.lr": 100.0,
     "paddle.nn.initializer": 100.0,
     "paddle.jit": 100.0,
+    "paddle.text": 100.0,
+    "paddle.fft": 100.0,
+    "paddle.distribution": 100.0,
+    "paddle.profiler": 90.0,
 }
 
 
@@ -45,7 +49,7 @@ def test_every_exclusion_group_matches_a_name():
 
 
 def test_the_counter_sees_a_missing_name():
-    table = {"generated_from": "test", "modules": {m: [] for m in api_coverage.MODULES}}
+    table = {"generated_from": "test", "modules": {m: [] for m in api_coverage.ALL_MODULES}}
     table["modules"]["paddle"] = ["add", "no_such_name_in_ddg", "CUDAPinnedPlace"]
     have, wanted, missing, skip = api_coverage.coverage(table)["paddle"]
     assert have == ["add"] and missing == ["no_such_name_in_ddg"] and skip == ["CUDAPinnedPlace"]

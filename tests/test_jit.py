@@ -746,3 +746,53 @@ def test_load_reads_ops_by_the_names_older_files_use(tmp_path):
     x = ddg.to_tensor(np.random.default_rng(0).normal(size=(2, 1, 8, 8)).astype(np.float32))
     with ddg.no_grad():
         np.testing.assert_allclose(ddg.jit.load(path)(x).numpy(), net(x).numpy(), rtol=1e-6)
+
+
+class _TwoInputs(nn.Layer):
+    def __init__(self, fixed_batch=None):
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+        self.fixed_batch = fixed_batch
+
+    @ddg.jit.to_static()
+    def forward(self, x, bias=None, scale=2.0):
+        if self.fixed_batch is not None:
+            x = x.reshape([self.fixed_batch, 4])  # the graph depends on the batch size
+        out = self.fc(x) * scale
+        return out if bias is None else out + bias
+
+
+@pytest.mark.parametrize("case", ["one", "kwargs", "fixed"])
+def test_save_without_spec_uses_the_latest_traced_call(case, tmp_path):
+    net = _TwoInputs(fixed_batch=3 if case == "fixed" else None)
+    net.eval()
+    x3, b3 = ddg.randn([3, 4]), ddg.randn([3, 3])
+    if case == "kwargs":
+        net(ddg.randn([2, 4]))  # an earlier signature: the latest call is the one saved
+        call = ((x3,), {"bias": b3, "scale": 0.5})
+        with pytest.warns(UserWarning, match="traced with 2 input signatures"):
+            net(*call[0], **call[1])
+            ddg.jit.save(net, str(tmp_path / "m"))
+    else:
+        call = ((x3,), {})
+        net(x3)
+        ddg.jit.save(net, str(tmp_path / "m"))
+    loaded = ddg.jit.load(str(tmp_path / "m"))
+    ins = list(call[0]) + [v for v in call[1].values() if isinstance(v, ddg.Tensor)]
+    with ddg.no_grad():
+        np.testing.assert_allclose(loaded(*ins).numpy(), net(*call[0], **call[1]).numpy(), rtol=1e-6)
+        if case == "fixed":  # saved with the shapes as called
+            with pytest.raises(ValueError, match=r"expects shape \[3, 4\]"):
+                loaded(ddg.randn([5, 4]))
+        else:  # the batch dimension is free, as in Paddle's saved programs (shared by the inputs)
+            x5 = ddg.randn([5, 4])
+            more = [ddg.randn([5, 3])] if case == "kwargs" else []
+            kw = {"bias": more[0], "scale": 0.5} if more else {}
+            np.testing.assert_allclose(loaded(x5, *more).numpy(), net(x5, **kw).numpy(), rtol=1e-6)
+
+
+def test_save_without_spec_or_call_raises(tmp_path):
+    with pytest.raises(ValueError, match="never called"):
+        ddg.jit.save(_TwoInputs(), str(tmp_path / "m"))
+    with pytest.raises(ValueError, match="input_spec is required"):
+        ddg.jit.save(nn.Linear(2, 2), str(tmp_path / "m"))

@@ -30,7 +30,8 @@ try:
 except ImportError:  # regenerating the table under a Python that has Paddle but no pytest
     pytest = None
 
-MODULES = ["", ".nn", ".nn.functional", ".optimizer", ".optimizer.lr", ".nn.initializer", ".io", ".linalg"]
+MODULES = ["", ".nn", ".nn.functional", ".optimizer", ".optimizer.lr", ".nn.initializer", ".io", ".linalg", ".fft",
+           ".distribution", ".profiler", ".text", ".text.datasets"]
 
 # ddg-only public names, each with its reason
 DDG_ONLY = {

@@ -24,6 +24,10 @@ TABLE = os.path.join(HERE, os.pardir, "tests", "paddle_api_names.json")
 
 MODULES = ["paddle", "paddle.Tensor", "paddle.nn", "paddle.nn.functional", "paddle.optimizer",
            "paddle.optimizer.lr", "paddle.nn.initializer", "paddle.jit"]
+# Namespaces added later, their names taken from the Paddle the table notes under
+# "module_sources" (``--generate --module paddle.fft ...`` adds or refreshes them alone)
+EXTRA_MODULES = ["paddle.text", "paddle.fft", "paddle.distribution", "paddle.profiler"]
+ALL_MODULES = MODULES + EXTRA_MODULES
 
 # Groups of Paddle names that cannot apply to ddg, each with its reason. Patterns are
 # fnmatch patterns matched against "module:name".
@@ -34,8 +38,7 @@ EXCLUDED = {
     "static-graph programs and the dygraph-to-static source translator (ddg is eager; "
     "jit.to_static records a trace instead of translating Python source)": [
         "paddle.jit:TranslatedLayer", "paddle.jit:set_code_level",
-        "paddle.jit:set_verbosity", "paddle.jit:enable_to_static", "paddle.jit:not_to_static",
-        "paddle.jit:ignore_module",
+        "paddle.jit:set_verbosity", "paddle.jit:not_to_static",
         "paddle.Tensor:block",
     ],
     "auto-parallel (sharded) tensors, SelectedRows and string/vocab tensors of Paddle's C++ core "
@@ -69,9 +72,9 @@ def excluded(module, name):
     return None
 
 
-def paddle_names(paddle):
+def paddle_names(paddle, modules=MODULES):
     out = {}
-    for m in MODULES:
+    for m in modules:
         if m == "paddle.Tensor":
             out[m] = sorted(n for n in dir(paddle.Tensor) if not n.startswith("_"))
             continue
@@ -99,7 +102,9 @@ def coverage(table=None):
     """{module: (have, wanted, missing, excluded)} from the stored name table."""
     table = table or load_table()
     res = {}
-    for m in MODULES:
+    for m in ALL_MODULES:
+        if m not in table["modules"]:
+            continue
         try:
             ours = ddg_module(m)
         except ImportError:
@@ -124,16 +129,23 @@ def main(argv=None):
     a = ap.parse_args(argv)
     if a.generate:
         import paddle
-        names = paddle_names(paddle)
+        if a.module:  # add or refresh these modules only, noting where their names came from
+            table = load_table()
+            names = paddle_names(paddle, a.module)
+            table["modules"].update(names)
+            table.setdefault("module_sources", {}).update({m: f"paddlepaddle {paddle.__version__}" for m in names})
+        else:
+            names = paddle_names(paddle)
+            table = {"generated_from": f"paddlepaddle {paddle.__version__}", "modules": names}
         with open(TABLE, "w") as f:
-            json.dump({"generated_from": f"paddlepaddle {paddle.__version__}", "modules": names},
-                      f, indent=0, sort_keys=True)
+            json.dump(table, f, indent=0, sort_keys=True)
         print(f"wrote {TABLE}: " + ", ".join(f"{m} {len(v)}" for m, v in names.items()))
         return 0
     sys.path.insert(0, os.path.join(HERE, os.pardir))
     table = load_table()
     res = coverage(table)
-    print(f"Paddle names from {table['generated_from']}")
+    print(f"Paddle names from {table['generated_from']}"
+          + "".join(f"; {m} from {v}" for m, v in sorted(table.get("module_sources", {}).items())))
     print(f"{'module':24s} {'ddg has':>8s} {'of':>5s} {'coverage':>9s} {'left out':>9s}")
     for m, (have, wanted, missing, skip) in res.items():
         if a.module and m not in a.module:

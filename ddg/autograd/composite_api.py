@@ -996,3 +996,74 @@ def randint_like(x, low=0, high=None, dtype=None, name=None):
     out = randint(low, high, shape=x.shape, dtype="int64")
     out = E.cast(out, dtype if dtype is not None else x.dtype)
     return out.to(x.place) if out.place != x.place else out
+
+
+def masked_scatter(x, mask, value, name=None):
+    """``x`` with the positions where ``mask`` (broadcast to ``x``'s shape) is True filled,
+    in row-major order, with the first elements of ``value``. Gradients reach ``x`` (where
+    the mask is False) and the used elements of ``value``."""
+    if not isinstance(mask, Tensor) or mask._data.dtype.kind != "b":
+        raise TypeError(f"ddg.masked_scatter: mask must be a bool Tensor, got "
+                        f"{mask.dtype if isinstance(mask, Tensor) else type(mask).__name__}")
+    if not isinstance(value, Tensor) or value._data.dtype != x._data.dtype:
+        raise TypeError(f"ddg.masked_scatter: value must be a Tensor of x's dtype {x.dtype}, got "
+                        f"{value.dtype if isinstance(value, Tensor) else type(value).__name__}")
+    try:
+        shape = list(np.broadcast_shapes(tuple(x.shape), tuple(mask.shape)))
+    except ValueError:
+        raise ValueError(f"ddg.masked_scatter: mask of shape {mask.shape} does not broadcast with x of shape "
+                         f"{x.shape}") from None
+    if shape != list(x.shape):
+        raise ValueError(f"ddg.masked_scatter: mask of shape {mask.shape} would broadcast x of shape {x.shape} "
+                         f"to {shape}; it must broadcast to x's shape")
+    xp = _xp(x)
+    m = xp.broadcast_to(mask._data, tuple(shape)).reshape(-1)
+    n = int(m.sum())
+    if n > value._data.size:
+        raise ValueError(f"ddg.masked_scatter: the mask selects {n} positions but value (shape {value.shape}) "
+                         f"has only {value._data.size} elements")
+    idx = xp.clip(xp.cumsum(m) - 1, 0, None).astype(np.int64)
+    taken = M.reshape(M.gather(M.reshape(value, [-1]), _nograd(idx)), shape) if idx.size else x
+    return E.where(_nograd(m.reshape(shape)), taken, x)
+
+
+def tensor_split(x, num_or_indices, axis=0, name=None):
+    """Split ``x`` along ``axis`` into ``n`` nearly equal parts (the first ``size % n``
+    one longer) or at the given indices, as numpy's ``array_split``; parts may be empty."""
+    axis = normalize_axis(axis.item() if isinstance(axis, Tensor) else axis, x.ndim, "tensor_split")
+    size = x.shape[axis]
+    if isinstance(num_or_indices, Tensor):
+        num_or_indices = num_or_indices.tolist()
+    if isinstance(num_or_indices, (int, np.integer)) and not isinstance(num_or_indices, bool):
+        n = int(num_or_indices)
+        if n <= 0:
+            raise ValueError(f"ddg.tensor_split: the number of sections must be positive, got {n}")
+        q, r = divmod(size, n)
+        bounds = [0]
+        for i in range(n):
+            bounds.append(bounds[-1] + q + (1 if i < r else 0))
+    elif isinstance(num_or_indices, (list, tuple)):
+        idx = []
+        for i in num_or_indices:
+            if not isinstance(i, (int, np.integer)) or isinstance(i, bool):
+                raise TypeError(f"ddg.tensor_split: indices must be ints, got {num_or_indices!r}")
+            i = int(i)
+            idx.append(_b.min(_b.max(i + size if i < 0 else i, 0), size))
+        bounds = [0] + idx + [size]
+    else:
+        raise TypeError(f"ddg.tensor_split: num_or_indices must be an int or a list of ints, got "
+                        f"{type(num_or_indices).__name__}")
+    parts = []
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        b = _b.max(a, b)
+        parts.append(C.slice(x, [axis], [a], [b]))
+    return parts
+
+
+def isin(x, test_x, assume_unique=False, invert=False, name=None):
+    """Elementwise: is each element of ``x`` in ``test_x``? (bool, no gradient)."""
+    for n, t in (("x", x), ("test_x", test_x)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"ddg.isin: {n} must be a Tensor, got {type(t).__name__}")
+    xp = _xp(x)
+    return _nograd(xp.isin(x._data, test_x._data, assume_unique=assume_unique, invert=invert))

@@ -32,7 +32,7 @@ INPLACE = {
     "equal": G.equal, "not_equal": G.not_equal, "less_than": G.less_than, "less_equal": G.less_equal,
     "greater_than": G.greater_than, "greater_equal": G.greater_equal,
     "cumsum": R.cumsum, "cumprod": R.cumprod, "cast": E.cast, "nan_to_num": C.nan_to_num,
-    "masked_fill": C.masked_fill, "tril": C.tril, "triu": C.triu, "t": C.t, "transpose": M.transpose,
+    "masked_fill": C.masked_fill, "masked_scatter": A.masked_scatter, "tril": C.tril, "triu": C.triu, "t": C.t, "transpose": M.transpose,
     "scatter": M.scatter, "put_along_axis": M.put_along_axis, "index_add": A.index_add,
     "index_fill": A.index_fill, "index_put": A.index_put, "renorm": A.renorm, "addmm": A.addmm,
     "lgamma": SP.lgamma, "digamma": SP.digamma, "polygamma": SP.polygamma, "erfinv": SP.erfinv, "i0": SP.i0,
@@ -220,7 +220,8 @@ METHODS = ("addmm mv inner tensordot cross dist cdist deg2rad rad2deg frac hypot
            "atleast_3d broadcast_shape unflatten view_as vsplit reverse rot90 strided_slice unfold as_strided "
            "diagflat diag_embed diagonal_scatter select_scatter index_fill index_add index_put index_sample take "
            "multiplex combinations vander renorm scatter_nd bucketize histogram unique_consecutive "
-           "shard_index increment is_complex is_integer is_empty rank multigammaln atan2").split()
+           "shard_index increment is_complex is_integer is_empty rank multigammaln atan2 masked_scatter tensor_split "
+           "isin").split()
 SPECIAL = "lgamma digamma polygamma erfinv i0 i0e i1 i1e".split()
 
 
@@ -229,6 +230,8 @@ def install():
     for n in METHODS:
         setattr(T, n, getattr(A, n))
     T.is_tensor = A.is_tensor
+    from .ops import fft as _fft
+    T.real, T.imag, T.conj = _fft.real, _fft.imag, _fft.conj
     for n in SPECIAL:
         setattr(T, n, getattr(SP, n))
     for name, fn in INPLACE.items():

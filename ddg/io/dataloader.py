@@ -21,6 +21,7 @@ import queue
 import threading
 import time
 import traceback
+import warnings
 import weakref
 from collections.abc import Mapping, Sequence
 
@@ -113,6 +114,29 @@ def _to_tensors(obj, Tensor, to_tensor):
 # ---------------------------------------------------------------------------
 # the loader
 
+_warned_replicated = [False]
+
+
+# How many ranks the job has: set by the top-level package to a function of the parallel
+# layer (which sits above ddg.io); 1 without it.
+job_world_size = [lambda: 1]
+
+
+def _warn_if_every_rank_reads_all():
+    """``DataLoader(shuffle=True)`` without a distributed sampler in a job of several
+    ranks: each rank iterates over the whole dataset (in its own order unless seeded
+    alike), which is rarely what data-parallel training wants. Said once per process."""
+    if _warned_replicated[0]:
+        return
+    n = job_world_size[0]()
+    if n > 1:
+        _warned_replicated[0] = True
+        warnings.warn(f"DataLoader(shuffle=True) in a job of {n} ranks: every rank iterates over the whole "
+                      f"dataset. To give each rank its own part, pass "
+                      f"batch_sampler=ddg.io.DistributedBatchSampler(dataset, batch_size, shuffle=True)",
+                      UserWarning, stacklevel=3)
+
+
 class DataLoader:
     """Iterates over ``dataset`` in batches of Tensors (Paddle's ``paddle.io.DataLoader``).
 
@@ -185,6 +209,8 @@ class DataLoader:
         else:
             self.batch_sampler = BatchSampler(dataset=dataset, shuffle=shuffle, batch_size=batch_size,
                                               drop_last=drop_last)
+            if shuffle:
+                _warn_if_every_rank_reads_all()
             self.batch_size = batch_size
             self.drop_last = drop_last
         self._auto_collate = self.batch_size is not None or (batch_sampler is not None)

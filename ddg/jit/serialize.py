@@ -8,6 +8,9 @@
   (tagged JSON) and their wiring over numbered slots;
 * ``path + '.pdiparams'``: the layer's parameters and buffers by state_dict name.
 
+Without an input spec (given here or to ``to_static``), the signature of the latest call
+of the layer's ``to_static`` forward is saved, its first dimension free (see ``save``).
+
 Dimensions given as ``None`` in the input spec are recorded twice with different
 sizes; an attribute that differs between the two recordings must be a multiple of
 one dynamic dimension (reshape/flatten targets: ``[batch, 800]``) and is stored as
@@ -23,6 +26,7 @@ path.
 import importlib
 import json
 import re
+import warnings
 
 import numpy as np
 
@@ -159,9 +163,9 @@ def _merge(a, b, dyn1, dyn2, where):
 
 
 # -- save -------------------------------------------------------------------------------------------
-def _dummy(spec, dyn_sizes, dyn_dims):
+def _dummy(spec, dyn_sizes, group_of):
     from ..tensor.creation import _as_array
-    shape = [dyn_sizes[dyn_dims.index((spec._i, j))] if d is None else d for j, d in enumerate(spec.shape)]
+    shape = [dyn_sizes[group_of[(spec._i, j)]] if d is None else d for j, d in enumerate(spec.shape)]
     if spec.dtype.kind in "fV":
         arr = np.random.default_rng(0).standard_normal(shape).astype(spec.dtype)
     else:
@@ -169,54 +173,99 @@ def _dummy(spec, dyn_sizes, dyn_dims):
     return Tensor._wrap(_as_array(arr))
 
 
+def _rebuild(spec, it):
+    """The arguments of a traced call (``flatten``'s description) with the Tensors of ``it``."""
+    if isinstance(spec, int):  # the fast path's description: that many positional Tensors
+        return [next(it) for _ in range(spec)]
+    kind = spec[0]
+    if kind == "T":
+        return next(it)
+    if kind in ("list", "tuple"):
+        items = [_rebuild(s, it) for s in spec[1]]
+        return items if kind == "list" else tuple(items)
+    if kind == "dict":
+        return {k: _rebuild(s, it) for k, s in spec[1]}
+    if kind == "v":
+        return spec[2]
+    raise ValueError("ddg.jit.save: the traced call had an argument that is neither a Tensor nor a hashable "
+                     "value; give input_spec")
+
+
+def _traced_specs(static_fn):
+    """Input specs and call structure from the latest call of ``static_fn``: every dimension
+    as called, except the first, which is left free (and the same for every input), as
+    Paddle's saved programs accept other batch sizes."""
+    from ..static import InputSpec
+    traced = static_fn.traced_signature() if static_fn is not None else None
+    if traced is None:
+        raise ValueError("ddg.jit.save: no input_spec, and the layer's to_static forward was never called: give "
+                         "input_spec (a list of ddg.static.InputSpec), in to_static or in jit.save, or call the "
+                         "layer once before saving")
+    structure, metas, n = traced
+    if n > 1:
+        warnings.warn(f"ddg.jit.save: no input_spec; the to_static function was traced with {n} input signatures, "
+                      f"the latest one called is saved", stacklevel=3)
+    specs = [InputSpec([None] + list(shape[1:]) if len(shape) else [], dtype) for shape, dtype in metas]
+    fixed = [InputSpec(list(shape), dtype) for shape, dtype in metas]
+    return specs, fixed, structure
+
+
+class _Dynamic(ValueError):
+    """The recording depends on a free dimension in a way a file cannot store."""
+
+
 def save(layer, path, input_spec=None, **configs):
     """Record ``layer`` (a Layer, or a to_static function of one) in inference mode on
-    inputs described by ``input_spec`` and write ``path.pdmodel`` and ``path.pdiparams``."""
+    inputs described by ``input_spec`` and write ``path.pdmodel`` and ``path.pdiparams``.
+
+    Without ``input_spec`` (here or in ``to_static``), the signature of the latest call of
+    the layer's to_static forward is saved, as Paddle does: its shapes with the first
+    dimension free, shared by all inputs, or, where the model's graph depends on that
+    dimension, its shapes as called."""
     from ..static import InputSpec
     fn = layer
+    static_fn = None
     if isinstance(layer, StaticFunction):
         owner = layer._layer
         fn = layer._fn
+        static_fn = layer
         if input_spec is None:
             input_spec = layer._input_spec
     elif isinstance(layer, Layer):
         owner = layer
         fwd = layer.forward
         fn = fwd._fn if isinstance(fwd, StaticFunction) else fwd
-        if input_spec is None and isinstance(fwd, StaticFunction):
-            input_spec = fwd._input_spec
+        if isinstance(fwd, StaticFunction):
+            static_fn = fwd
+            if input_spec is None:
+                input_spec = fwd._input_spec
     else:
         raise TypeError(f"ddg.jit.save: needs a Layer or a to_static function, got {type(layer).__name__}")
     if owner is None:
         raise TypeError("ddg.jit.save: the function is not a method of a Layer (nothing holds its parameters)")
-    if not input_spec:
-        raise ValueError("ddg.jit.save: input_spec is required (a list of ddg.static.InputSpec)")
-    specs = []
-    for i, s in enumerate(input_spec):
-        if isinstance(s, Tensor):
-            s = InputSpec(s.shape, s.dtype)
-        if not isinstance(s, InputSpec):
-            raise TypeError(f"ddg.jit.save: input_spec[{i}] must be an InputSpec or a Tensor, got {type(s).__name__}")
-        s = InputSpec(s.shape, s.dtype, s.name)
-        s._i = i
-        specs.append(s)
-    dyn_dims = [(i, j) for i, s in enumerate(specs) for j, d in enumerate(s.shape) if d is None]
-    if len(dyn_dims) > len(_DYN_SIZES):
-        raise ValueError(f"ddg.jit.save: at most {len(_DYN_SIZES)} None dimensions are supported")
-    sizes1 = [_DYN_SIZES[k][0] for k in range(len(dyn_dims))]
-    sizes2 = [_DYN_SIZES[k][1] for k in range(len(dyn_dims))]
-    progs = []
-    for sizes in (sizes1, sizes2) if dyn_dims else (sizes1,):
-        ins = [_dummy(s, sizes, dyn_dims) for s in specs]
-        sf = StaticFunction(fn, owner)
-        with grad_mode.no_grad():
+    if input_spec:
+        specs = []
+        for i, s in enumerate(input_spec):
+            if isinstance(s, Tensor):
+                s = InputSpec(s.shape, s.dtype)
+            if not isinstance(s, InputSpec):
+                raise TypeError(f"ddg.jit.save: input_spec[{i}] must be an InputSpec or a Tensor, got "
+                                f"{type(s).__name__}")
+            specs.append(InputSpec(s.shape, s.dtype, s.name))
+        graph, arrays = _record_graph(fn, owner, specs, None, tie_first=False)
+    else:
+        if static_fn is None:
+            raise ValueError("ddg.jit.save: input_spec is required (a list of ddg.static.InputSpec) for a layer "
+                             "whose forward is not decorated with to_static")
+        specs, fixed, structure = _traced_specs(static_fn)
+        try:
+            graph, arrays = _record_graph(fn, owner, specs, structure, tie_first=True)
+        except Exception as free_exc:  # the graph depends on the batch size: save the shapes as called
             try:
-                progs.append(sf.concrete_program(*ins))
-            except DataDependent as exc:
-                raise ValueError(f"ddg.jit.save: the model cannot be saved as a graph: {exc}") from None
-    graph, arrays = _to_json(progs, owner, sizes1, sizes2 if dyn_dims else sizes1)
-    graph["inputs"] = [{"shape": list(s.shape), "dtype": _dstr(s.dtype), "name": s.name} for s in specs]
-    graph["dyn"] = [list(d) for d in dyn_dims]
+                graph, arrays = _record_graph(fn, owner, fixed, structure, tie_first=False)
+            except Exception:
+                raise free_exc from None
+            specs = fixed
     graph["params"] = [n for n, _ in owner.named_parameters()]
     params = {}
     for name, t in owner.state_dict().items():
@@ -224,6 +273,46 @@ def save(layer, path, input_spec=None, **configs):
     _ser.save({"format": FORMAT, "version": VERSION, "graph": json.dumps(graph), "arrays": arrays},
               path + ".pdmodel")
     _ser.save(params, path + ".pdiparams")
+
+
+def _record_graph(fn, owner, specs, structure, tie_first):
+    """Record ``fn`` on dummy inputs of ``specs`` (twice, with different sizes, when a
+    dimension is free) and return the graph's JSON and its arrays. ``structure``: how
+    the inputs are passed (from a traced call), or None for positional Tensors.
+    ``tie_first``: every free first dimension is one and the same size."""
+    for i, s in enumerate(specs):
+        s._i = i
+    dyn_dims = [(i, j) for i, s in enumerate(specs) for j, d in enumerate(s.shape) if d is None]
+    group_of, reps = {}, []
+    for i, j in dyn_dims:
+        if tie_first and j == 0 and reps and reps[0][1] == 0:
+            group_of[(i, j)] = 0
+            continue
+        group_of[(i, j)] = len(reps)
+        reps.append((i, j))
+    if len(reps) > len(_DYN_SIZES):
+        raise ValueError(f"ddg.jit.save: at most {len(_DYN_SIZES)} None dimensions are supported")
+    sizes1 = [_DYN_SIZES[k][0] for k in range(len(reps))]
+    sizes2 = [_DYN_SIZES[k][1] for k in range(len(reps))]
+    progs = []
+    for sizes in (sizes1, sizes2) if reps else (sizes1,):
+        ins = [_dummy(s, sizes, group_of) for s in specs]
+        if structure is None:
+            args, kwargs = ins, {}
+        elif isinstance(structure, int):
+            args, kwargs = _rebuild(structure, iter(ins)), {}
+        else:
+            args, kwargs = _rebuild(structure, iter(ins))
+        sf = StaticFunction(fn, owner)
+        with grad_mode.no_grad():
+            try:
+                progs.append(sf.concrete_program(*args, **kwargs))
+            except DataDependent as exc:
+                raise ValueError(f"ddg.jit.save: the model cannot be saved as a graph: {exc}") from None
+    graph, arrays = _to_json(progs, owner, sizes1, sizes2 if reps else sizes1)
+    graph["inputs"] = [{"shape": list(s.shape), "dtype": _dstr(s.dtype), "name": s.name} for s in specs]
+    graph["dyn"] = [list(d) for d in reps]
+    return graph, arrays
 
 
 def _to_json(progs, owner, dyn1, dyn2):

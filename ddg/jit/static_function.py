@@ -21,6 +21,32 @@ from .recorder import DataDependent, record
 
 # -- to_static ------------------------------------------------------------------------------------------------
 _EAGER = "eager"
+_TO_STATIC = [True]  # jit.enable_to_static(False) makes every to_static function run eagerly
+_IGNORED_MODULES = []
+
+
+def enable_to_static(enable_to_static_bool):
+    """Turn ``to_static`` on or off for the whole process: off, every to_static function
+    runs its Python code eagerly (nothing recorded or replayed)."""
+    if not isinstance(enable_to_static_bool, (bool, int)):
+        raise TypeError(f"ddg.jit.enable_to_static: expects a bool, got {type(enable_to_static_bool).__name__}")
+    _TO_STATIC[0] = bool(enable_to_static_bool)
+
+
+def ignore_module(modules):
+    """Paddle's list of modules whose functions its source translator leaves alone. ddg
+    records what ops run instead of translating source, so calls into any module are
+    already run as they are; the modules are kept (``ignored_modules()``) and checked."""
+    import types
+    mods = modules if isinstance(modules, (list, tuple)) else [modules]
+    for m in mods:
+        if not isinstance(m, types.ModuleType):
+            raise TypeError(f"ddg.jit.ignore_module: expects modules, got {type(m).__name__}")
+    _IGNORED_MODULES.extend(m for m in mods if m not in _IGNORED_MODULES)
+
+
+def ignored_modules():
+    return list(_IGNORED_MODULES)
 
 
 def _tensor_key(t):
@@ -43,6 +69,7 @@ class StaticFunction:
         self._warned = False
         self._sublayers = None
         self._n_direct = 0
+        self._last_key = None  # the signature of the latest call (jit.save without input_spec saves it)
         functools.update_wrapper(self, fn, updated=())
 
     # decorator on a method: bind per instance
@@ -84,7 +111,7 @@ class StaticFunction:
                                  f"which does not match {s}")
 
     def __call__(self, *args, **kwargs):
-        if self._eager:
+        if self._eager or not _TO_STATIC[0]:
             return self._fn(*args, **kwargs)
         if not kwargs and all(type(a) is Tensor for a in args):  # fast path: tensors only
             tensors = list(args)
@@ -94,6 +121,7 @@ class StaticFunction:
             spec = flatten((args, kwargs), tensors)
         self._check_spec(tensors)
         key = (spec, tuple(_tensor_key(t) for t in tensors), grad_mode._enabled[0], self._training_key())
+        self._last_key = key
         entry = self._cache.get(key)
         if entry is None or type(entry) is tuple:
             return self._record(key, entry, args, kwargs, tensors)
@@ -132,6 +160,15 @@ class StaticFunction:
             self._warned = True
             name = getattr(self._fn, "__qualname__", repr(self._fn))
             warnings.warn(f"ddg.jit.to_static({name}): running eagerly: {why}", stacklevel=4)
+
+    def traced_signature(self):
+        """``(structure, [(shape, dtype), ...], n_signatures)`` of the latest call, or None
+        before any call: what ``jit.save`` saves when no input spec is given."""
+        key = self._last_key
+        if key is None:
+            return None
+        spec, metas = key[0], [(shape, dtype) for shape, dtype, _, _ in key[1]]
+        return spec, metas, len(self._cache)
 
     def concrete_program(self, *args, **kwargs):
         """Record (without caching) and return the Program for these arguments."""

@@ -13,7 +13,7 @@ from .layer.norm import (BatchNorm, BatchNorm1D, BatchNorm2D, BatchNorm3D, Group
 from .layer.pooling import (AdaptiveAvgPool1D, AdaptiveAvgPool2D, AdaptiveMaxPool1D,  # noqa: F401
                             AdaptiveMaxPool2D, AvgPool1D, AvgPool2D, MaxPool1D, MaxPool2D, MaxPool3D, AvgPool3D,
                             AdaptiveAvgPool3D, AdaptiveMaxPool3D)
-from .layer.container import LayerDict, LayerList, ParameterList, Sequential  # noqa: F401
+from .layer.container import LayerDict, LayerList, ParameterDict, ParameterList, Sequential  # noqa: F401
 from .layer.layers import Layer  # noqa: F401
 from .layer.loss import *  # noqa: F401,F403
 from .layer.rnn import (RNN, GRU, LSTM, BiRNN, GRUCell, LSTMCell, RNNCellBase,  # noqa: F401

@@ -5,6 +5,8 @@ array module of an array (``get_array_module``) and writes one code path against
 ``xp``. cupy is optional: without it (or without a GPU) every function here still
 works and reports that CUDA is unavailable.
 """
+import os
+
 import numpy as np
 
 try:  # pragma: no cover - exercised only where cupy is installed
@@ -213,21 +215,40 @@ def erf(xp, a):
 
 
 # ---------------------------------------------------------------------------
-# Random numbers: one global generator per backend, reseeded by ddg.seed().
-_np_rng = np.random.default_rng(0)
-_seed_value = [0]
+# Random numbers: one global generator per backend. Until ``ddg.seed`` is called, each
+# process starts from a fresh seed drawn from the operating system (as Paddle, PyTorch and
+# numpy do), so ranks and runs differ; ``ddg.seed(n)`` makes them repeat.
+def _os_seed():
+    """A fresh 63-bit seed from the operating system's entropy."""
+    return int.from_bytes(os.urandom(8), "little") >> 1
+
+
+_seed_value = [_os_seed()]
+_np_rng = np.random.default_rng(_seed_value[0])
 
 
 def seed(n):
+    """Reseed every generator of this process with ``n`` (numpy, and cupy where present)."""
     global _np_rng
-    _seed_value[0] = int(n)
-    _np_rng = np.random.default_rng(int(n))
+    n = _check_seed(n)
+    _seed_value[0] = n
+    _np_rng = np.random.default_rng(n)
     if cupy_available():
-        _cupy.random.seed(int(n))
+        _cupy.random.seed(n)
+
+
+def _check_seed(n):
+    if not isinstance(n, (int, float, np.integer, np.floating)):
+        raise TypeError(f"ddg.seed: the seed must be an int, got {type(n).__name__} {n!r}")
+    n = int(n)
+    if n < 0:
+        raise ValueError(f"ddg.seed: the seed must be >= 0, got {n}")
+    return n
 
 
 def initial_seed():
-    """The seed of the latest ``ddg.seed`` (0 until then)."""
+    """The seed of the latest ``ddg.seed``; before any, the seed this process drew from the
+    operating system at start-up."""
     return _seed_value[0]
 
 

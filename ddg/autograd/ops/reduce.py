@@ -120,7 +120,8 @@ class Prod(Function):
 
     def forward(self, a):
         self.a = a
-        self.out = a.prod(axis=self.axes, keepdims=True)
+        # integers keep their dtype, as in Paddle (numpy would widen int32 to int64)
+        self.out = a.prod(axis=self.axes, keepdims=True, dtype=a.dtype if a.dtype.kind in "iu" else None)
         return self.out if self.keepdim else self.out.reshape(
             [n for i, n in enumerate(a.shape) if i not in self.axes])
 
@@ -245,8 +246,8 @@ class CumProd(Function):
 # -- public functions ----------------------------------------------------------------------
 def sum(x, axis=None, dtype=None, keepdim=False, name=None):  # noqa: A001
     d = convert_dtype(dtype)
-    if d is None and x._data.dtype.kind == "b":
-        d = np.dtype("int64")
+    if d is None and (x._data.dtype.kind == "b" or x._data.dtype == np.int32):
+        d = np.dtype("int64")  # Paddle's: bool and int32 sum to int64 (int8/int16/uint8 keep their dtype)
     return Sum(_axes(axis, x._data.ndim, "sum"), keepdim, d)(x)
 
 
@@ -281,6 +282,8 @@ def logsumexp(x, axis=None, keepdim=False, name=None):
 def cumsum(x, axis=None, dtype=None, name=None):
     if dtype is not None:
         x = x.astype(dtype)
+    elif x._data.dtype.kind in "biu" and x._data.dtype.itemsize < 8:
+        x = x.astype("int64")  # Paddle's: integer cumulative sums are int64
     if axis is None:
         return CumSum(None)(x)
     return CumSum(_axis(axis, x._data.ndim, "cumsum"))(x)

@@ -149,3 +149,55 @@ class ParameterList(Layer):
 
     def __iter__(self):
         return iter(self._parameters.values())
+
+
+class ParameterDict(Layer):
+    """Parameters held by name, registered as this layer's own (Paddle's
+    ``nn.ParameterDict``): ``pd[name]``, ``pd[name] = p``, ``len``, iteration over names,
+    ``update`` from a mapping or (name, parameter) pairs."""
+
+    def __init__(self, parameters=None):
+        super().__init__()
+        if parameters is not None:
+            self.update(parameters)
+
+    def _check(self, name, parameter):
+        if not isinstance(name, str):
+            raise TypeError(f"ddg.nn.ParameterDict: keys must be str, got {type(name).__name__}")
+        if not isinstance(parameter, Parameter):
+            raise TypeError(f"ddg.nn.ParameterDict: expected a Parameter for {name!r}, got "
+                            f"{type(parameter).__name__}")
+
+    def __getitem__(self, name):
+        return self._parameters[name]
+
+    def __setitem__(self, name, parameter):
+        self._check(name, parameter)
+        self.add_parameter(name, parameter)
+
+    def __len__(self):
+        return len(self._parameters)
+
+    def __iter__(self):
+        return iter(self._parameters.keys())
+
+    def __contains__(self, name):
+        return name in self._parameters
+
+    def keys(self):
+        return self._parameters.keys()
+
+    def values(self):
+        return self._parameters.values()
+
+    def items(self):
+        return self._parameters.items()
+
+    def update(self, parameters):
+        """Add or replace parameters from a mapping or an iterable of (name, parameter) pairs."""
+        items = parameters.items() if hasattr(parameters, "items") else parameters
+        for kv in items:
+            if not isinstance(kv, (tuple, list)) or len(kv) != 2:
+                raise TypeError(f"ddg.nn.ParameterDict.update: expects a mapping or (name, parameter) pairs, got "
+                                f"an item {kv!r}")
+            self[kv[0]] = kv[1]
