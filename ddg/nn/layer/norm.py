@@ -21,8 +21,8 @@ class _BatchNormBase(Layer):
     _formats = ("NCHW", "NHWC")
 
     def __init__(self, num_features, momentum=0.9, epsilon=1e-05, weight_attr=None, bias_attr=None,
-                 data_format="NCHW", use_global_stats=None, name=None):
-        super().__init__()
+                 data_format="NCHW", use_global_stats=None, name=None, dtype="float32"):
+        super().__init__(dtype=dtype)
         if data_format not in self._formats:
             raise ValueError(f"ddg.nn.{type(self).__name__}: data_format must be one of {self._formats}, "
                              f"got {data_format!r}")
@@ -91,27 +91,40 @@ class BatchNorm3D(_BatchNormBase):
 class BatchNorm(_BatchNormBase):
     """The fluid-era ``paddle.nn.BatchNorm(num_channels, act=None, is_test=False, momentum=0.9,
     epsilon=1e-05, param_attr=None, bias_attr=None, dtype='float32', data_layout='NCHW', ...)``:
-    any input rank, channels on axis 1 (or last with data_layout='NHWC')."""
+    any input rank, channels on axis 1 (or last with data_layout='NHWC').
+
+    As Paddle's in dygraph: ``is_test=True`` only starts the layer in eval mode (``train()``
+    turns batch statistics back on); ``use_global_stats=True`` always normalizes with the
+    running statistics; ``trainable_statistics=True`` normalizes with (and updates from) the
+    batch statistics in eval mode too; ``act`` names a function of ``ddg.nn.functional``
+    applied to the output. ``in_place``, ``moving_mean_name``, ``moving_variance_name`` and
+    ``do_model_average_for_mean_and_var`` change nothing computed."""
     _formats = ("NCHW", "NHWC")
 
     def __init__(self, num_channels, act=None, is_test=False, momentum=0.9, epsilon=1e-05, param_attr=None,
                  bias_attr=None, dtype="float32", data_layout="NCHW", in_place=False, moving_mean_name=None,
                  moving_variance_name=None, do_model_average_for_mean_and_var=True, use_global_stats=False,
                  trainable_statistics=False):
-        super().__init__(num_channels, momentum, epsilon, param_attr, bias_attr, data_layout,
-                         True if use_global_stats else None)
+        if act is not None and not callable(getattr(F, str(act), None)):
+            raise ValueError(f"ddg.nn.BatchNorm: act must name a function of ddg.nn.functional, got {act!r}")
+        ugs = True if use_global_stats else (False if trainable_statistics else None)
+        super().__init__(num_channels, momentum, epsilon, param_attr, bias_attr, data_layout, ugs, dtype=dtype)
         self._act, self._is_test = act, is_test
+        self._trainable_statistics = bool(trainable_statistics)
+        self.training = not is_test
 
     def forward(self, x):
-        fmt = self._data_format
-        if x.ndim != 4:
-            fmt = "NC" if x.ndim == 2 else ("NCL" if fmt == "NCHW" else "NLC") if x.ndim == 3 else \
-                ("NCDHW" if fmt == "NCHW" else "NDHWC")
-        y = F.batch_norm(x, self._mean, self._variance, self.weight, self.bias, self.training and not self._is_test,
-                         self._momentum, self._epsilon, fmt, self._use_global_stats)
-        if self._act:
-            y = getattr(F, self._act)(y)
-        return y
+        y = F.batch_norm(x, self._mean, self._variance, self.weight, self.bias, self.training, self._momentum,
+                         self._epsilon, self._data_format, self._use_global_stats)
+        return apply_act(y, self._act)
+
+    def extra_repr(self):
+        return super().extra_repr() + (f", act={self._act}" if self._act else "")
+
+
+def apply_act(y, act):
+    """The fluid-style ``act`` of a layer: ``ddg.nn.functional.<act>(y)``, or y if None."""
+    return getattr(F, act)(y) if act else y
 
 
 class LayerNorm(Layer):
