@@ -2,7 +2,9 @@
 0's parameters and buffers to the others."""
 import numpy as np
 
-__all__ = ["check_replicas", "broadcast_state", "sync_buffers"]
+from ..tensor import backend
+
+__all__ = ["check_replicas", "broadcast_state", "broadcast_tensors"]
 
 
 def _describe_model(layer):
@@ -39,14 +41,28 @@ def check_replicas(comm, layer):
 
 def broadcast_state(comm, layer, root=0):
     """Overwrite every rank's parameters and buffers with rank ``root``'s."""
-    for t in list(layer.parameters()) + list(layer.buffers()):
-        comm.broadcast(t._data, root)
-        t._bump()
+    broadcast_tensors(comm, list(layer.parameters()) + list(layer.buffers()), root)
 
 
-def sync_buffers(comm, layer):
-    """Overwrite every rank's buffers (BatchNorm running statistics) with rank 0's."""
-    for b in layer.buffers():
-        if b._data.size:
-            comm.broadcast(b._data, 0)
-            b._bump()
+def broadcast_tensors(comm, tensors, root=0):
+    """Overwrite ``tensors`` (the same list, in the same order, on every rank) with rank
+    ``root``'s values: one broadcast per dtype and device, through a flat buffer."""
+    groups = {}
+    for t in tensors:
+        a = t._data
+        if a.size:
+            groups.setdefault((a.dtype.str, backend.device_id_of(a)), []).append(t)
+    for ts in groups.values():
+        if len(ts) == 1:
+            comm.broadcast(ts[0]._data, root)
+            ts[0]._bump()
+            continue
+        xp = backend.get_array_module(ts[0]._data)
+        flat = xp.concatenate([t._data.ravel() for t in ts])
+        comm.broadcast(flat, root)
+        at = 0
+        for t in ts:
+            n = t._data.size
+            t._data[...] = flat[at:at + n].reshape(t._data.shape)
+            at += n
+            t._bump()
