@@ -20,7 +20,9 @@ import warnings
 import numpy as np
 
 from ..autograd.function import Function
+from ..autograd.grad_mode import no_grad
 from ..nn import functional as F
+from ..nn.functional.norm import _update as _update_running
 from ..nn import initializer as init
 from ..nn.layer.layers import Layer
 from ..nn.layer.norm import BatchNorm, BatchNorm1D, BatchNorm2D, BatchNorm3D, _BatchNormBase, apply_act
@@ -37,8 +39,11 @@ _FORMATS = ("NC", "NCL", "NCHW", "NCDHW") + _CHANNEL_LAST
 
 class _SyncStandardize(Function):
     """(x - mean) / sqrt(var + eps) with mean and var over ``axes`` of every rank's x.
-    A primitive because both passes call a collective on small per-channel sums."""
+    A primitive because both passes call a collective on small per-channel sums. Also
+    returns the global batch's mean and (biased) variance per channel, in float64, for
+    the running statistics (their gradients are not defined: they are used without)."""
     save_inputs = False
+    none_grads = True
 
     def __init__(self, axes, eps, comm):
         self.axes, self.eps, self.comm = tuple(axes), float(eps), comm
@@ -60,15 +65,21 @@ class _SyncStandardize(Function):
         mean = buf[:c] / n
         var = xp.maximum(buf[c:2 * c] / n - mean * mean, 0.0)
         keep = [1 if a in axes else x.shape[a] for a in range(x.ndim)]
-        self.n, self.mean, self.var = n, mean, var
+        self.n = n
         rstd = (1.0 / xp.sqrt(var + self.eps)).astype(x.dtype).reshape(keep)
         xhat = (x - mean.astype(x.dtype).reshape(keep)) * rstd
         self.rstd, self.xhat, self.c = rstd, xhat, c
-        return xhat
+        return xhat, mean, var
 
     def backward(self, g):
-        xp = backend.get_array_module(g)
+        g, g_mean, g_var = g
+        if g_mean is not None or g_var is not None:
+            raise RuntimeError("SyncBatchNorm: the batch statistics it returns for the running ones are not "
+                               "differentiable")
         axes, c, y = self.axes, self.c, self.xhat
+        xp = backend.get_array_module(y)
+        if g is None:
+            g = xp.zeros_like(y)
         buf = xp.empty(2 * c, dtype=np.float64)
         buf[:c] = g.sum(axis=axes, dtype=np.float64).ravel()
         buf[c:] = (g * y).sum(axis=axes, dtype=np.float64).ravel()
@@ -138,14 +149,10 @@ class SyncBatchNorm(Layer):
         shape = [1] * x.ndim
         shape[ca] = self._num_features
         axes = tuple(a for a in range(x.ndim) if a != ca)
-        op = _SyncStandardize(axes, self._epsilon, comm)
-        xhat = op(x)
-        m = self._momentum
-        mean, var = self._mean, self._variance
-        mean._data[...] = m * mean._data + (1 - m) * op.mean.astype(mean._data.dtype)
-        var._data[...] = m * var._data + (1 - m) * op.var.astype(var._data.dtype)
-        mean._bump()
-        var._bump()
+        xhat, mean, var = _SyncStandardize(axes, self._epsilon, comm)(x)
+        with no_grad():   # with ops and set_value, so that ddg.jit.to_static records the update
+            _update_running(self._mean, mean, self._momentum)
+            _update_running(self._variance, var, self._momentum)
         if self.weight is not None:
             xhat = xhat * self.weight.reshape(shape)
         if self.bias is not None:
