@@ -46,23 +46,26 @@ def broadcast_state(comm, layer, root=0):
 
 def broadcast_tensors(comm, tensors, root=0):
     """Overwrite ``tensors`` (the same list, in the same order, on every rank) with rank
-    ``root``'s values: one broadcast per dtype and device, through a flat buffer."""
+    ``root``'s values: one broadcast per dtype and device, through a flat buffer.
+
+    Only a tensor whose values differ from root's is written (and its version bumped):
+    a tensor that an op of the forward just run saved for backward (a fixed batch norm
+    weight, statistics used as running statistics) is already equal on every rank and
+    stays untouched, so that backward can still use it."""
     groups = {}
     for t in tensors:
         a = t._data
         if a.size:
             groups.setdefault((a.dtype.str, backend.device_id_of(a)), []).append(t)
     for ts in groups.values():
-        if len(ts) == 1:
-            comm.broadcast(ts[0]._data, root)
-            ts[0]._bump()
-            continue
         xp = backend.get_array_module(ts[0]._data)
         flat = xp.concatenate([t._data.ravel() for t in ts])
         comm.broadcast(flat, root)
         at = 0
         for t in ts:
             n = t._data.size
-            t._data[...] = flat[at:at + n].reshape(t._data.shape)
+            value = flat[at:at + n].reshape(t._data.shape)
             at += n
-            t._bump()
+            if not bool(xp.array_equal(value, t._data)):
+                t._data[...] = value
+                t._bump()

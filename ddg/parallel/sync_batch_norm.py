@@ -2,15 +2,15 @@
 
 In training, the per-channel mean and variance are those of the *global* batch
 (the union of every rank's local batch), so N ranks with B samples each normalize
-exactly as one process with N*B samples would. One all-reduce in forward carries
-``[sum(x), sum(x*x), count]`` per channel; one all-reduce in backward carries
-``[sum(g), sum(g*xhat)]`` per channel, which is what the gradient of a normalization
-needs:
+exactly as one process with N*B samples would. One all-gather in forward carries each
+rank's count, mean and sum of squared deviations per channel (combined on every rank in
+the same order, without the cancellation of ``E[x^2] - E[x]^2``); one all-reduce in
+backward carries ``[sum(g), sum(g*xhat)]`` per channel, which is what the gradient of a
+normalization needs:
 
     dx = rstd * (g - mean(g) - xhat * mean(g * xhat))      (means over the global batch)
 
-The sums are accumulated in float64, which keeps ``E[x^2] - E[x]^2`` accurate for
-float32 activations. Running statistics are updated from the global statistics, so
+The statistics are accumulated in float64. Running statistics are updated from the global statistics, so
 they stay identical on every rank. In eval mode (or world size 1) no communication
 happens. With world size 1 (or on running statistics) the layer computes exactly what
 ``ddg.nn.functional.batch_norm`` does.
@@ -54,17 +54,23 @@ class _SyncStandardize(Function):
         xp = backend.get_array_module(x)
         axes = self.axes
         c = x.size // max(1, int(np.prod([x.shape[a] for a in axes])))
-        buf = xp.empty(2 * c + 1, dtype=np.float64)
-        buf[:c] = x.sum(axis=axes, dtype=np.float64).ravel()
-        buf[c:2 * c] = xp.square(x, dtype=np.float64).sum(axis=axes).ravel()
-        buf[-1] = x.size // c
-        self.comm.allreduce(buf, "sum")
-        n = float(buf[-1])
+        keep = [1 if a in axes else x.shape[a] for a in range(x.ndim)]
+        # this rank's count, mean and sum of squared deviations (two passes, float64)
+        local = xp.zeros(2 * c + 1, dtype=np.float64)
+        n_local = x.size // c
+        local[0] = n_local
+        if n_local:
+            m = x.mean(axis=axes, dtype=np.float64)
+            local[1:c + 1] = m.ravel()
+            local[c + 1:] = xp.square(x - m.reshape(keep), dtype=np.float64).sum(axis=axes).ravel()
+        every = self.comm.allgather(local)
+        counts, means, m2s = every[:, 0], every[:, 1:c + 1], every[:, c + 1:]
+        n = float(counts.sum())
         if n <= 0:
             raise ValueError("SyncBatchNorm: the global batch is empty")
-        mean = buf[:c] / n
-        var = xp.maximum(buf[c:2 * c] / n - mean * mean, 0.0)
-        keep = [1 if a in axes else x.shape[a] for a in range(x.ndim)]
+        # combined without cancellation: M2 = sum_r M2_r + n_r (mean_r - mean)^2
+        mean = (counts[:, None] * means).sum(axis=0) / n
+        var = (m2s + counts[:, None] * xp.square(means - mean)).sum(axis=0) / n
         self.n = n
         rstd = (1.0 / xp.sqrt(var + self.eps)).astype(x.dtype).reshape(keep)
         xhat = (x - mean.astype(x.dtype).reshape(keep)) * rstd
