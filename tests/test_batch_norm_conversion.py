@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import ddg
+import ddg.nn.functional as F
 from ddg import nn
 
 CHANNELS = 3
@@ -38,6 +39,7 @@ def _kinds():
             out.append((f"{cls.__name__}-{fmt}-ugs{ugs}-{affine}",
                         lambda cls=cls, kw=kw: cls(CHANNELS, **kw), fmt, ndim))
     fluid = [dict(act="relu"), dict(act="sigmoid", momentum=0.5), dict(act="tanh", data_layout="NHWC"),
+             dict(act="hard_swish", data_layout="NHWC", momentum=0.6),
              dict(is_test=True), dict(is_test=True, act="relu"), dict(use_global_stats=True, act="relu"),
              dict(trainable_statistics=True), dict(param_attr=False, bias_attr=False, act="relu"),
              dict(moving_mean_name="mm", moving_variance_name="mv", in_place=True, epsilon=1e-2),
@@ -185,6 +187,8 @@ def test_converted_layer_keeps_the_input_checks():
         conv(ddg.ones([2, 4, 2, 2]))
     with pytest.raises(ValueError, match="act must name"):
         nn.BatchNorm(3, act="no_such_activation")
+    with pytest.raises(ValueError, match="act must name"):
+        nn.BatchNorm(3, act=F.relu)
 
 
 # ---------------------------------------------------------------------- fluid BatchNorm vs numpy
@@ -222,3 +226,32 @@ def test_fluid_batch_norm_modes_follow_paddle(act):
                 np.testing.assert_array_equal(bn._variance.numpy(), one)
     finally:
         ddg.set_default_dtype("float32")
+
+
+def _sigmoid(v):
+    return 1 / (1 + np.exp(-v))
+
+
+# Paddle's activation ops, as a fluid-style ``act`` names them (numpy float64 formulas)
+ACTS = {
+    "relu": lambda v: np.maximum(v, 0), "relu6": lambda v: np.clip(v, 0, 6), "sigmoid": _sigmoid,
+    "tanh": np.tanh, "swish": lambda v: v * _sigmoid(v), "hard_swish": lambda v: v * np.clip(v + 3, 0, 6) / 6,
+    "hard_sigmoid": lambda v: np.clip(0.2 * v + 0.5, 0, 1), "logsigmoid": lambda v: np.log(_sigmoid(v)),
+    "tanh_shrink": lambda v: v - np.tanh(v), "brelu": lambda v: np.clip(v, 0, 24),
+    "stanh": lambda v: 1.7159 * np.tanh(0.67 * v), "softsign": lambda v: v / (1 + np.abs(v)),
+}
+
+
+@pytest.mark.parametrize("act", sorted(ACTS))
+def test_fluid_act_names_are_paddles_activation_ops(act):
+    x = np.linspace(-12, 30, 48).reshape(4, 3, 2, 2)
+    ddg.set_default_dtype("float64")
+    try:
+        bn = nn.BatchNorm(3, act=act)
+        bn.eval()
+        y = bn(ddg.to_tensor(x)).numpy()
+        conv = nn.SyncBatchNorm.convert_sync_batchnorm(bn)
+        np.testing.assert_array_equal(conv(ddg.to_tensor(x)).numpy(), y)
+    finally:
+        ddg.set_default_dtype("float32")
+    np.testing.assert_allclose(y, ACTS[act](x / np.sqrt(1 + 1e-5)), rtol=1e-12, atol=1e-12)

@@ -96,8 +96,9 @@ class BatchNorm(_BatchNormBase):
     As Paddle's in dygraph: ``is_test=True`` only starts the layer in eval mode (``train()``
     turns batch statistics back on); ``use_global_stats=True`` always normalizes with the
     running statistics; ``trainable_statistics=True`` normalizes with (and updates from) the
-    batch statistics in eval mode too; ``act`` names a function of ``ddg.nn.functional``
-    applied to the output. ``in_place``, ``moving_mean_name``, ``moving_variance_name`` and
+    batch statistics in eval mode too; ``act`` names the activation applied to the
+    output (a function of ``ddg.nn.functional``, or one of Paddle's activation op names
+    such as ``hard_swish``, ``hard_sigmoid`` (slope 0.2), ``brelu``, ``stanh``). ``in_place``, ``moving_mean_name``, ``moving_variance_name`` and
     ``do_model_average_for_mean_and_var`` change nothing computed."""
     _formats = ("NCHW", "NHWC")
 
@@ -105,8 +106,9 @@ class BatchNorm(_BatchNormBase):
                  bias_attr=None, dtype="float32", data_layout="NCHW", in_place=False, moving_mean_name=None,
                  moving_variance_name=None, do_model_average_for_mean_and_var=True, use_global_stats=False,
                  trainable_statistics=False):
-        if act is not None and not callable(getattr(F, str(act), None)):
-            raise ValueError(f"ddg.nn.BatchNorm: act must name a function of ddg.nn.functional, got {act!r}")
+        if act is not None and (not isinstance(act, str) or _act_function(act) is None):
+            raise ValueError(f"ddg.nn.BatchNorm: act must name an activation (a function of ddg.nn.functional "
+                             f"or a Paddle activation op such as 'hard_swish'), got {act!r}")
         ugs = True if use_global_stats else (False if trainable_statistics else None)
         super().__init__(num_channels, momentum, epsilon, param_attr, bias_attr, data_layout, ugs, dtype=dtype)
         self._act, self._is_test = act, is_test
@@ -122,9 +124,26 @@ class BatchNorm(_BatchNormBase):
         return super().extra_repr() + (f", act={self._act}" if self._act else "")
 
 
+#: Paddle's legacy activation op names (what a fluid-style ``act`` calls) whose
+#: ddg.nn.functional name or defaults differ
+_LEGACY_ACTS = {
+    "hard_swish": F.hardswish,
+    "hard_sigmoid": lambda y: F.hardsigmoid(y, slope=0.2, offset=0.5),
+    "logsigmoid": F.log_sigmoid,
+    "tanh_shrink": F.tanhshrink,
+    "brelu": lambda y: y.clip(0.0, 24.0),
+    "stanh": lambda y: (y * 0.67).tanh() * 1.7159,
+}
+
+
+def _act_function(act):
+    fn = _LEGACY_ACTS.get(act) or getattr(F, act, None)
+    return fn if callable(fn) else None
+
+
 def apply_act(y, act):
-    """The fluid-style ``act`` of a layer: ``ddg.nn.functional.<act>(y)``, or y if None."""
-    return getattr(F, act)(y) if act else y
+    """The fluid-style ``act`` of a layer (a Paddle activation op name), or y if None."""
+    return _act_function(act)(y) if act else y
 
 
 class LayerNorm(Layer):
