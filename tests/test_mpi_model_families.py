@@ -372,3 +372,13 @@ def test_amp_o2_model_with_batch_norms_stays_identical(comm):
     dtypes_ok = st["1._mean"].dtype == np.float32 and st["0.weight"].dtype == np.float16
     gather_ok(comm, dtypes_ok and identical_on_every_rank(comm, st),
               f"O2: dtypes {[(k, v.dtype.name) for k, v in st.items()]}")
+
+
+def test_sync_batch_norm_takes_a_distributed_group(comm):
+    group = ddg.distributed.new_group(list(range(comm.size)))
+    x = ddg.to_tensor(np.arange(8.0, dtype=np.float32).reshape(4, 2) + 10 * comm.rank)
+    with_group, world = nn.SyncBatchNorm(2, group=group), nn.SyncBatchNorm(2)
+    same = np.array_equal(with_group(x).numpy(), world(x).numpy())
+    expected = 0.1 * (3.0 + 10 * (comm.size - 1) / 2 + np.array([0.0, 1.0]))
+    ok = same and np.allclose(with_group._mean.numpy(), expected, rtol=1e-6)
+    gather_ok(comm, ok, f"group: same output {same}, mean {with_group._mean.numpy()} vs {expected}")

@@ -146,7 +146,7 @@ class SyncBatchNorm(Layer):
                              f"(shape {x.shape}), expected {self._num_features}")
         ugs = self._use_global_stats
         batch_stats = self.training if ugs is None else not ugs
-        comm = (self._group if self._group is not None else get_world_communicator()) if batch_stats else None
+        comm = self._communicator() if batch_stats else None
         if comm is None or comm.size == 1:
             # running statistics, or a world of one: exactly what a batch norm computes
             y = F.batch_norm(x, self._mean, self._variance, self.weight, self.bias, batch_stats, self._momentum,
@@ -164,6 +164,19 @@ class SyncBatchNorm(Layer):
         if self.bias is not None:
             xhat = xhat + self.bias.reshape(shape)
         return apply_act(xhat, self._act)
+
+    def _communicator(self):
+        """The world's communicator, or the ``group``'s (a Communicator or a
+        ``ddg.distributed`` Group, which must have this rank as a member)."""
+        group = self._group
+        if group is None:
+            return get_world_communicator()
+        if hasattr(group, "allgather"):
+            return group
+        comm = getattr(group, "process_group", None)
+        if comm is None:
+            raise ValueError(f"SyncBatchNorm: this rank is not a member of its group {group!r}")
+        return comm
 
     def extra_repr(self):
         s = (f"num_features={self._num_features}, momentum={self._momentum}, "
