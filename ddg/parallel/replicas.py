@@ -60,7 +60,10 @@ def broadcast_tensors(comm, tensors, root=0):
     for ts in groups.values():
         xp = backend.get_array_module(ts[0]._data)
         flat = xp.concatenate([t._data.ravel() for t in ts])
+        before = None if comm.rank == root else flat.copy()
         comm.broadcast(flat, root)
+        if before is None or bool(xp.array_equal(flat, before)):
+            continue                    # root, or a rank already equal to it: nothing to write
         at = 0
         for t in ts:
             n = t._data.size
