@@ -42,10 +42,16 @@ def test_optimizer_state_loads_by_position_into_a_rebuilt_batch_norm_model():
     def make():
         ddg.seed(0)
         m = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1D(4), nn.Linear(4, 2), nn.BatchNorm1D(2))
-        return m, ddg.optimizer.Adam(0.1, parameters=m.parameters())
+        return m, ddg.optimizer.Adam(0.1, parameters=m.parameters(), weight_decay=0.5)
     m, opt = make()
     m(ddg.randn([5, 3])).sum().backward()
+    stats = {k: v.numpy().copy() for k, v in m.state_dict().items() if k.endswith(("_mean", "_variance"))}
     opt.step()
+    # the (fused) step leaves the statistics alone and keeps no state for them
+    for k, v in stats.items():
+        np.testing.assert_array_equal(m.state_dict()[k].numpy(), v)
+    stat_names = {p.name for p in m.parameters() if p.stop_gradient}
+    assert len(stat_names) == 4 and not any(k.startswith(tuple(stat_names)) for k in opt.state_dict())
     saved = {k: v.numpy().copy() for k, v in opt.state_dict().items() if hasattr(v, "numpy")}
     _, opt2 = make()
     with warnings.catch_warnings():

@@ -28,7 +28,6 @@ from ..nn.layer.layers import Layer
 from ..nn.layer.norm import BatchNorm, BatchNorm1D, BatchNorm2D, BatchNorm3D, _BatchNormBase, apply_act
 from ..nn.param_attr import ParamAttr
 from ..tensor import backend
-from ..tensor.tensor import Tensor
 from .comm import get_world_communicator
 
 __all__ = ["SyncBatchNorm"]
