@@ -7,8 +7,9 @@ types below are counted by their rule, types in ``custom_ops`` by the given func
 counts zero (a message says so). Rules, per output value: convolution
 ``in_channels / groups * kernel_size + bias``, linear ``in_features``, average pooling 1,
 adaptive average pooling ``kernel + 1``, batch norm (eval) 2 per input value, leaky
-ReLU 1 per input value; ReLU, ReLU6 and dropout 0. Parameter counts include batch
-norm's running mean and variance (parameters in Paddle, buffers in ddg).
+ReLU 1 per input value; ReLU, ReLU6 and dropout 0. A layer's parameter count is that of
+its parameters (batch norm's running mean and variance included: non-trainable
+parameters, as in Paddle), not of its buffers.
 """
 import numpy as np
 
@@ -16,7 +17,6 @@ from .. import nn
 from ..autograd.grad_mode import no_grad
 from ..tensor.creation import randn
 from ..tensor.tensor import Tensor
-from .model_summary import _STAT_BUFFERS
 
 __all__ = ["flops", "Table"]
 
@@ -177,8 +177,7 @@ def flops(net, input_size, custom_ops=None, print_detail=False):
         def post(layer, inputs, output, fn=fn, counter=counter):
             if fn is not None:
                 fn(_Proxy(layer, counter), inputs, output)
-            counter.total_params = sum(int(np.prod(p.shape)) for p in layer.parameters()) + sum(
-                int(np.prod(b.shape)) for n, b in layer.named_buffers() if n.split(".")[-1] in _STAT_BUFFERS)
+            counter.total_params = sum(int(np.prod(p.shape)) for p in layer.parameters())
             counter.input_shape = list(inputs[0].shape)
             out = output[0] if isinstance(output, (list, tuple)) else output
             counter.output_shape = list(out.shape)

@@ -5,8 +5,9 @@ The network runs once (no gradients, in eval mode) on random inputs of the given
 sizes, with a forward post-hook on every layer but containers (Sequential,
 LayerList) and the network itself (unless it has no sublayers). A layer is named
 ``<Class>-<n>`` with n one more than the counter in its ``full_name()``; the memory
-estimates count 4 bytes per value, whatever the dtype, as Paddle's do. Batch norm's
-running mean and variance count as non-trainable parameters (Paddle's are parameters).
+estimates count 4 bytes per value, whatever the dtype, as Paddle's do. A layer's
+parameters are counted (batch norm's running mean and variance are non-trainable
+parameters, as in Paddle); buffers are not.
 """
 import collections
 import numbers
@@ -20,11 +21,6 @@ from ..tensor.creation import rand
 from ..tensor.tensor import Tensor
 
 __all__ = ["summary", "summary_string"]
-
-#: Batch norm's running statistics: Paddle keeps them as non-trainable parameters, ddg
-#: as buffers; they are counted as non-trainable parameters, as in Paddle's table.
-_STAT_BUFFERS = ("_mean", "_variance")
-
 
 def _is_shape(shape):
     return not any(isinstance(item, (list, tuple)) for item in shape)
@@ -186,10 +182,6 @@ def summary_string(model, input_size=None, dtypes=None, input=None):
             if getattr(p, "trainable", True) and not p.stop_gradient:
                 trainable += n
                 row["trainable"] = True
-        for name in _STAT_BUFFERS:
-            b = layer._buffers.get(name)
-            if b is not None:
-                params += int(np.prod(b.shape))
         row["trainable_params"] = trainable
         row["nb_params"] = params
 

@@ -135,9 +135,12 @@ class StaticFunction:
         return unflatten(entry.out_spec, iter(outs), entry.out_original)
 
     def _buffers(self):
+        """The layer's state no gradient updates: its buffers and its parameters that need
+        no gradient (BatchNorm's running statistics). The recorder checks that the function
+        changes them only with ops and set_value (which it records)."""
         if self._layer is None:
             return []
-        return list(self._layer.buffers())
+        return list(self._layer.buffers()) + [p for p in self._layer.parameters() if p.stop_gradient]
 
     def _record(self, key, entry, args, kwargs, tensors):
         out, prog = record(self._fn, args, kwargs, tensors, self._buffers())

@@ -435,7 +435,7 @@ class Optimizer:
         """Restore a ``state_dict()``: values are copied into fresh state on each
         parameter's device. Entries are matched by parameter name; when none of the
         names match (a model rebuilt in the same process gets new names) they are
-        matched by position, which needs the same parameters in the same order."""
+        matched by position, which needs the same trainable parameters in the same order."""
         owner = type(self).__name__
         if not isinstance(state_dict, dict):
             raise TypeError(f"ddg.optimizer.{owner}.set_state_dict: needs a dict, got {type(state_dict).__name__}")
@@ -463,8 +463,12 @@ class Optimizer:
             used = {x for _, x in matched}
             left_p = [p for p in params if p.name not in {pname(x) for x in used}]
             left_x = [x for x in prefixes if x not in used]
-            if not matched and len(left_x) == len(left_p):
-                matched = list(zip(left_p, left_x))
+            # by position: among the parameters that train (those with state: not BatchNorm's
+            # running statistics, which are parameters too), else among all of them
+            trained = [p for p in left_p if not p.stop_gradient]
+            by_pos = trained if len(trained) == len(left_x) else left_p
+            if not matched and len(left_x) == len(by_pos):
+                matched = list(zip(by_pos, left_x))
             else:
                 warnings.warn(f"ddg.optimizer.{owner}.set_state_dict: no parameter for the saved state of "
                               f"{left_x[:5]}{'...' if len(left_x) > 5 else ''}; that state is ignored")

@@ -17,7 +17,7 @@ from ..tensor.tensor import Tensor
 from .comm import Communicator
 from .env import get_device_communicator
 from .reducer import Reducer
-from .replicas import broadcast_state, check_replicas, sync_buffers
+from .replicas import broadcast_state, broadcast_tensors, check_replicas
 
 __all__ = ["DataParallel"]
 
@@ -47,19 +47,28 @@ class DataParallel(Layer):
             ``world_size * 2**-11``; values below ~6e-8 flush to zero).
             float16 and bfloat16 gradients always travel in their own dtype (2 bytes a
             value, their own bucket, divided by the world size before the sum).
+        broadcast_buffers: after every training forward (grad enabled, ``train()``
+            mode), overwrite the non-trainable state of every rank (buffers and the
+            parameters the gradient synchronization does not cover: BatchNorm running
+            statistics, frozen parameters) with rank 0's, so that every rank holds
+            the same ``state_dict`` after every step, as PyTorch DDP's option of the
+            same name does (default True). One broadcast per dtype and device, of a
+            flat buffer. False leaves each rank its own statistics (those of its
+            local batches).
 
     The wrapped layer is ``self._layers``; ``parameters()``, ``named_parameters()``,
     ``state_dict()`` and ``set_state_dict()`` use the wrapped layer's names
     unchanged (no ``_layers.`` prefix), so checkpoints move freely between one
-    process and N ranks. In training mode, buffers (BatchNorm running statistics)
-    are broadcast from rank 0 at every forward.
+    process and N ranks. ``SyncBatchNorm`` computes its statistics over the global
+    batch, so they equal one process's on the whole batch; a plain ``BatchNorm``'s are
+    those of rank 0's local batches (see ``broadcast_buffers``).
 
     The gradient synchronization is ``self.reducer`` (a :class:`ddg.parallel.Reducer`;
     None with world size 1): its ``stats`` counts steps and exposed communication time.
     """
 
     def __init__(self, layer, strategy=None, comm_buffer_size=25, last_comm_buffer_size=1,
-                 find_unused_parameters=False, group=None, fp16_allreduce=False):
+                 find_unused_parameters=False, group=None, fp16_allreduce=False, broadcast_buffers=True):
         if not isinstance(layer, Layer):
             raise TypeError(f"ddg.DataParallel: layer must be a ddg.nn.Layer, got {type(layer).__name__}")
         for name, v in (("comm_buffer_size", comm_buffer_size), ("last_comm_buffer_size", last_comm_buffer_size)):
@@ -80,6 +89,7 @@ class DataParallel(Layer):
         self.world_size = comm.size
         self.find_unused_parameters = bool(find_unused_parameters)
         self.fp16_allreduce = bool(fp16_allreduce)
+        self.broadcast_buffers = bool(broadcast_buffers)
         self.comm_buffer_size = comm_buffer_size
         self.last_comm_buffer_size = last_comm_buffer_size
         self.reducer = None
@@ -89,6 +99,7 @@ class DataParallel(Layer):
         check_replicas(comm, layer)
         broadcast_state(comm, layer)
         params = [p for p in layer.parameters() if not p.stop_gradient]
+        self._reduced = frozenset(id(p) for p in params)
         self.reducer = Reducer(params, comm, comm_buffer_size, last_comm_buffer_size,
                                compression="fp16" if fp16_allreduce else None,
                                find_unused_parameters=find_unused_parameters)
@@ -96,14 +107,25 @@ class DataParallel(Layer):
     # ------------------------------------------------------------------ forward
     def forward(self, *inputs, **kwargs):
         reducer = self.reducer
+        sync_state, root = False, 0
         if reducer is not None and _grad_enabled[0]:
             if self._join is not None:
-                self._join.announce(self.training, reducer.sync_enabled)
-            if self.training:
-                sync_buffers(self._comm, self._layers)
+                root = self._join.announce(self.training, reducer.sync_enabled)
+            sync_state = self.training and self.broadcast_buffers
             reducer.set_batch_weight(_batch_weight(inputs, kwargs))
             reducer.mark_forward(self.training)
-        return self._layers(*inputs, **kwargs)
+        out = self._layers(*inputs, **kwargs)
+        if sync_state:
+            self._sync_state(root)
+        return out
+
+    def _nontrainable_state(self):
+        """Buffers and the parameters the reducer does not average, in model order."""
+        layer = self._layers
+        return [p for p in layer.parameters() if id(p) not in self._reduced] + layer.buffers()
+
+    def _sync_state(self, root):
+        broadcast_tensors(self._comm, self._nontrainable_state(), root)
 
     @contextlib.contextmanager
     def no_sync(self):
@@ -127,7 +149,8 @@ class DataParallel(Layer):
         Ranks may run out of data at different steps. Under this context each training
         forward first takes part in a tiny all-reduce that counts the ranks still
         training. A rank whose loop has ended waits at the end of the context and
-        *shadows* the others: it answers that all-reduce, the buffer broadcasts and every
+        *shadows* the others: it answers that all-reduce, the state broadcasts (from the
+        lowest rank still training) and every
         gradient synchronization with zero gradients and zero weight, so the others get
         exactly the gradients they would get if it were not there (the weighted mean over
         the ranks that still have data). When no rank is left training, every rank takes
@@ -198,15 +221,22 @@ class Join:
         return self
 
     def announce(self, training, sync):
-        """A training rank's forward: this step's round of the ranks still training."""
+        """A training rank's forward: this step's round of the ranks still training.
+        Returns the rank whose state the state broadcast after this forward sends."""
         self.steps += 1
-        self._round(1, sync and training, training)
+        return self._round(1, sync and training, training)[1]
 
     def _round(self, active, sync, training):
         # summed over ranks: ranks still training; of those, ranks that will synchronize
-        # gradients after this forward; ranks that broadcast buffers in it
-        state = np.array([active, int(bool(sync)), int(bool(training))], dtype=np.int64)
-        return self.model._comm.allreduce(state, "sum")
+        # gradients after this forward; ranks that broadcast their state after it; and
+        # which ranks are still training (so the lowest of them is the broadcast's root)
+        comm = self.model._comm
+        state = np.zeros(3 + comm.size, dtype=np.int64)
+        state[:3] = active, int(bool(sync)), int(bool(training and self.model.broadcast_buffers))
+        state[3 + comm.rank] = active
+        total = comm.allreduce(state, "sum")
+        live = np.flatnonzero(total[3:])
+        return [int(v) for v in total[:3]], int(live[0]) if live.size else 0
 
     def __exit__(self, etype, value, tb):
         model = self.model
@@ -218,11 +248,11 @@ class Join:
                 return False            # an exception ends the job (fail fast), never shadows
             comm = model._comm
             while True:
-                active, sync, training = (int(v) for v in self._round(0, False, False))
+                (active, sync, training), root = self._round(0, False, False)
                 if active == 0:
                     break
                 if training:
-                    sync_buffers(comm, model._layers)
+                    model._sync_state(root)
                 if sync:
                     reducer.shadow_sync()
             steps = comm.allgather_object(self.steps)

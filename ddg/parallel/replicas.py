@@ -2,7 +2,9 @@
 0's parameters and buffers to the others."""
 import numpy as np
 
-__all__ = ["check_replicas", "broadcast_state", "sync_buffers"]
+from ..tensor import backend
+
+__all__ = ["check_replicas", "broadcast_state", "broadcast_tensors"]
 
 
 def _describe_model(layer):
@@ -39,14 +41,34 @@ def check_replicas(comm, layer):
 
 def broadcast_state(comm, layer, root=0):
     """Overwrite every rank's parameters and buffers with rank ``root``'s."""
-    for t in list(layer.parameters()) + list(layer.buffers()):
-        comm.broadcast(t._data, root)
-        t._bump()
+    broadcast_tensors(comm, list(layer.parameters()) + list(layer.buffers()), root)
 
 
-def sync_buffers(comm, layer):
-    """Overwrite every rank's buffers (BatchNorm running statistics) with rank 0's."""
-    for b in layer.buffers():
-        if b._data.size:
-            comm.broadcast(b._data, 0)
-            b._bump()
+def broadcast_tensors(comm, tensors, root=0):
+    """Overwrite ``tensors`` (the same list, in the same order, on every rank) with rank
+    ``root``'s values: one broadcast per dtype and device, through a flat buffer.
+
+    Only a tensor whose values differ from root's is written (and its version bumped):
+    a tensor that an op of the forward just run saved for backward (a fixed batch norm
+    weight, statistics used as running statistics) is already equal on every rank and
+    stays untouched, so that backward can still use it."""
+    groups = {}
+    for t in tensors:
+        a = t._data
+        if a.size:
+            groups.setdefault((a.dtype.str, backend.device_id_of(a)), []).append(t)
+    for ts in groups.values():
+        xp = backend.get_array_module(ts[0]._data)
+        flat = xp.concatenate([t._data.ravel() for t in ts])
+        before = None if comm.rank == root else flat.copy()
+        comm.broadcast(flat, root)
+        if before is None or bool(xp.array_equal(flat, before)):
+            continue                    # root, or a rank already equal to it: nothing to write
+        at = 0
+        for t in ts:
+            n = t._data.size
+            value = flat[at:at + n].reshape(t._data.shape)
+            at += n
+            if not bool(xp.array_equal(value, t._data)):
+                t._data[...] = value
+                t._bump()

@@ -2,27 +2,32 @@
 
 In training, the per-channel mean and variance are those of the *global* batch
 (the union of every rank's local batch), so N ranks with B samples each normalize
-exactly as one process with N*B samples would. One all-reduce in forward carries
-``[sum(x), sum(x*x), count]`` per channel; one all-reduce in backward carries
-``[sum(g), sum(g*xhat)]`` per channel, which is what the gradient of a normalization
-needs:
+exactly as one process with N*B samples would. One all-gather in forward carries each
+rank's count, mean and sum of squared deviations per channel (combined on every rank in
+the same order, without the cancellation of ``E[x^2] - E[x]^2``); one all-reduce in
+backward carries ``[sum(g), sum(g*xhat)]`` per channel, which is what the gradient of a
+normalization needs:
 
     dx = rstd * (g - mean(g) - xhat * mean(g * xhat))      (means over the global batch)
 
-The sums are accumulated in float64, which keeps ``E[x^2] - E[x]^2`` accurate for
-float32 activations. Running statistics are updated from the global statistics, so
+The statistics are accumulated in float64. Running statistics are updated from the global statistics, so
 they stay identical on every rank. In eval mode (or world size 1) no communication
-happens. With world size 1 the layer behaves like ``BatchNorm``.
+happens. With world size 1 (or on running statistics) the layer computes exactly what
+``ddg.nn.functional.batch_norm`` does.
 """
+import warnings
+
 import numpy as np
 
 from ..autograd.function import Function
+from ..autograd.grad_mode import no_grad
+from ..nn import functional as F
+from ..nn.functional.norm import _update as _update_running
 from ..nn import initializer as init
 from ..nn.layer.layers import Layer
+from ..nn.layer.norm import BatchNorm, BatchNorm1D, BatchNorm2D, BatchNorm3D, _BatchNormBase, apply_act
 from ..nn.param_attr import ParamAttr
-from ..nn.parameter import Parameter
 from ..tensor import backend
-from ..tensor.tensor import Tensor
 from .comm import get_world_communicator
 
 __all__ = ["SyncBatchNorm"]
@@ -33,8 +38,11 @@ _FORMATS = ("NC", "NCL", "NCHW", "NCDHW") + _CHANNEL_LAST
 
 class _SyncStandardize(Function):
     """(x - mean) / sqrt(var + eps) with mean and var over ``axes`` of every rank's x.
-    A primitive because both passes call a collective on small per-channel sums."""
+    A primitive because both passes call a collective on small per-channel sums. Also
+    returns the global batch's mean and (biased) variance per channel, in float64, for
+    the running statistics (their gradients are not defined: they are used without)."""
     save_inputs = False
+    none_grads = True
 
     def __init__(self, axes, eps, comm):
         self.axes, self.eps, self.comm = tuple(axes), float(eps), comm
@@ -45,26 +53,38 @@ class _SyncStandardize(Function):
         xp = backend.get_array_module(x)
         axes = self.axes
         c = x.size // max(1, int(np.prod([x.shape[a] for a in axes])))
-        buf = xp.empty(2 * c + 1, dtype=np.float64)
-        buf[:c] = x.sum(axis=axes, dtype=np.float64).ravel()
-        buf[c:2 * c] = xp.square(x, dtype=np.float64).sum(axis=axes).ravel()
-        buf[-1] = x.size // c
-        self.comm.allreduce(buf, "sum")
-        n = float(buf[-1])
+        keep = [1 if a in axes else x.shape[a] for a in range(x.ndim)]
+        # this rank's count, mean and sum of squared deviations (two passes, float64)
+        local = xp.zeros(2 * c + 1, dtype=np.float64)
+        n_local = x.size // c
+        local[0] = n_local
+        if n_local:
+            m = x.mean(axis=axes, dtype=np.float64)
+            local[1:c + 1] = m.ravel()
+            local[c + 1:] = xp.square(x - m.reshape(keep), dtype=np.float64).sum(axis=axes).ravel()
+        every = self.comm.allgather(local)
+        counts, means, m2s = every[:, 0], every[:, 1:c + 1], every[:, c + 1:]
+        n = float(counts.sum())
         if n <= 0:
             raise ValueError("SyncBatchNorm: the global batch is empty")
-        mean = buf[:c] / n
-        var = xp.maximum(buf[c:2 * c] / n - mean * mean, 0.0)
-        keep = [1 if a in axes else x.shape[a] for a in range(x.ndim)]
-        self.n, self.mean, self.var = n, mean, var
+        # combined without cancellation: M2 = sum_r M2_r + n_r (mean_r - mean)^2
+        mean = (counts[:, None] * means).sum(axis=0) / n
+        var = (m2s + counts[:, None] * xp.square(means - mean)).sum(axis=0) / n
+        self.n = n
         rstd = (1.0 / xp.sqrt(var + self.eps)).astype(x.dtype).reshape(keep)
         xhat = (x - mean.astype(x.dtype).reshape(keep)) * rstd
         self.rstd, self.xhat, self.c = rstd, xhat, c
-        return xhat
+        return xhat, mean, var
 
     def backward(self, g):
-        xp = backend.get_array_module(g)
+        g, g_mean, g_var = g
+        if g_mean is not None or g_var is not None:
+            raise RuntimeError("SyncBatchNorm: the batch statistics it returns for the running ones are not "
+                               "differentiable")
         axes, c, y = self.axes, self.c, self.xhat
+        xp = backend.get_array_module(y)
+        if g is None:
+            g = xp.zeros_like(y)
         buf = xp.empty(2 * c, dtype=np.float64)
         buf[:c] = g.sum(axis=axes, dtype=np.float64).ravel()
         buf[c:] = (g * y).sum(axis=axes, dtype=np.float64).ravel()
@@ -83,6 +103,10 @@ class SyncBatchNorm(Layer):
     ``_variance`` (as BatchNorm's), updated as ``running = momentum * running + (1 - momentum) * batch``
     with the (biased) variance of the global batch, as Paddle does. Accepts inputs
     of rank 2 to 5; the channel axis is 1 (or the last one for channel-last formats).
+
+    A layer made by :meth:`convert_sync_batchnorm` also keeps the batch norm's
+    ``use_global_stats`` (True: always the running statistics; False: always the batch's)
+    and the fluid-style ``act``, so that on one rank it computes what the batch norm did.
     """
 
     def __init__(self, num_features, momentum=0.9, epsilon=1e-05, weight_attr=None, bias_attr=None,
@@ -95,6 +119,9 @@ class SyncBatchNorm(Layer):
         self._epsilon = float(epsilon)
         self._data_format = data_format
         self._group = group
+        self._use_global_stats = None   # None: batch statistics in training, running ones in eval
+        self._act = None                # a fluid-style activation name (see convert_sync_batchnorm)
+        self._ndims = (2, 3, 4, 5)      # the input ranks accepted
         self.weight = self.create_parameter([num_features], attr=weight_attr,
                                             default_initializer=init.Constant(1.0))
         self.bias = self.create_parameter([num_features], attr=bias_attr, is_bias=True)
@@ -109,93 +136,142 @@ class SyncBatchNorm(Layer):
         return ndim - 1 if self._data_format in _CHANNEL_LAST else 1
 
     def forward(self, x):
-        if x.ndim < 2 or x.ndim > 5:
-            raise ValueError(f"SyncBatchNorm: expects an input of rank 2 to 5, got shape {x.shape}")
+        if x.ndim not in self._ndims:
+            raise ValueError(f"SyncBatchNorm: expects an input of rank {' or '.join(map(str, self._ndims))}, "
+                             f"got shape {x.shape}")
         ca = self._channel_axis(x.ndim)
         if x.shape[ca] != self._num_features:
             raise ValueError(f"SyncBatchNorm: input has {x.shape[ca]} channels on axis {ca} "
                              f"(shape {x.shape}), expected {self._num_features}")
+        ugs = self._use_global_stats
+        batch_stats = self.training if ugs is None else not ugs
+        comm = self._communicator() if batch_stats else None
+        if comm is None or comm.size == 1:
+            # running statistics, or a world of one: exactly what a batch norm computes
+            y = F.batch_norm(x, self._mean, self._variance, self.weight, self.bias, batch_stats, self._momentum,
+                             self._epsilon, self._data_format, not batch_stats)
+            return apply_act(y, self._act)
         shape = [1] * x.ndim
         shape[ca] = self._num_features
         axes = tuple(a for a in range(x.ndim) if a != ca)
-        if self.training:
-            comm = self._group if self._group is not None else get_world_communicator()
-            op = _SyncStandardize(axes, self._epsilon, comm)
-            xhat = op(x)
-            m = self._momentum
-            mean, var = self._mean, self._variance
-            mean._data[...] = m * mean._data + (1 - m) * op.mean.astype(mean._data.dtype)
-            var._data[...] = m * var._data + (1 - m) * op.var.astype(var._data.dtype)
-            mean._bump()
-            var._bump()
-        else:
-            rm = self._mean.reshape(shape)
-            rv = self._variance.reshape(shape)
-            xhat = (x - rm) / (rv + self._epsilon).sqrt()
+        xhat, mean, var = _SyncStandardize(axes, self._epsilon, comm)(x)
+        with no_grad():   # with ops and set_value, so that ddg.jit.to_static records the update
+            _update_running(self._mean, mean, self._momentum)
+            _update_running(self._variance, var, self._momentum)
         if self.weight is not None:
             xhat = xhat * self.weight.reshape(shape)
         if self.bias is not None:
             xhat = xhat + self.bias.reshape(shape)
-        return xhat
+        return apply_act(xhat, self._act)
+
+    def _communicator(self):
+        """The world's communicator, or the ``group``'s (a Communicator or a
+        ``ddg.distributed`` Group, which must have this rank as a member)."""
+        group = self._group
+        if group is None:
+            return get_world_communicator()
+        if hasattr(group, "allgather"):
+            return group
+        comm = getattr(group, "process_group", None)
+        if comm is None:
+            raise ValueError(f"SyncBatchNorm: this rank is not a member of its group {group!r}")
+        return comm
 
     def extra_repr(self):
-        return (f"num_features={self._num_features}, momentum={self._momentum}, "
-                f"epsilon={self._epsilon}, data_format={self._data_format}")
+        s = (f"num_features={self._num_features}, momentum={self._momentum}, "
+             f"epsilon={self._epsilon}, data_format={self._data_format}")
+        if self._use_global_stats is not None:
+            s += f", use_global_stats={self._use_global_stats}"
+        return s + (f", act={self._act}" if self._act else "")
 
     @classmethod
     def convert_sync_batchnorm(cls, layer):
-        """Replace every BatchNorm / BatchNorm1D / 2D / 3D inside ``layer`` (recursively)
-        by a SyncBatchNorm with the same parameters, buffers and settings; returns the
-        converted layer (a new object only when ``layer`` itself is a batch norm)."""
-        if _is_batch_norm(layer):
-            return _convert_one(cls, layer)
-        for name, sub in list(layer._sub_layers.items()):
-            if sub is None:
-                continue
-            new = cls.convert_sync_batchnorm(sub)
-            if new is not sub:
-                layer._sub_layers[name] = new
+        """Replace every batch norm inside ``layer`` (recursively; ``layer`` itself too) by a
+        SyncBatchNorm that computes the same function on one rank: ``BatchNorm1D/2D/3D``
+        and the fluid-style ``BatchNorm`` (its ``act``, ``data_layout``, ``is_test``,
+        ``use_global_stats`` and ``trainable_statistics`` included). The new layer holds the
+        very same Parameter objects (``weight``, ``bias``, ``_mean``, ``_variance``), so an
+        optimizer built earlier keeps working and state_dict keys are unchanged; the
+        training mode and forward hooks carry over, and a layer used at several places
+        becomes one SyncBatchNorm used at the same places.
+
+        A subclass of a batch norm that redefines how it computes (``forward`` or its
+        input check) or holds more state is left as it is, with a warning naming it.
+        Returns the converted layer (a new object only when ``layer`` itself is a batch
+        norm); a ``DataParallel`` is converted inside."""
+        return _convert(cls, layer, "", {})
+
+
+def _convert(cls, layer, path, memo):
+    if id(layer) in memo:
+        return memo[id(layer)]
+    if isinstance(layer, _BatchNormBase):
+        why = _why_not_convertible(layer)
+        if why is None:
+            new = memo[id(layer)] = _convert_one(cls, layer)
+            return new
+        warnings.warn(f"ddg.nn.SyncBatchNorm.convert_sync_batchnorm: left {path or 'the layer'} "
+                      f"({type(layer).__name__}) as it is: {why}", stacklevel=3)
+        memo[id(layer)] = layer
         return layer
+    memo[id(layer)] = layer
+    inner = layer.__dict__.get("_layers")
+    if isinstance(inner, Layer) and "_layers" not in layer._sub_layers:
+        # DataParallel: the wrapped model is not registered as a sublayer
+        new = _convert(cls, inner, path, memo)
+        if new is not inner:
+            object.__setattr__(layer, "_layers", new)
+    for name, sub in list(layer._sub_layers.items()):
+        if sub is None:
+            continue
+        new = _convert(cls, sub, f"{path}.{name}" if path else name, memo)
+        if new is not sub:
+            layer._sub_layers[name] = new
+    return layer
 
 
-_BN_NAMES = ("BatchNorm", "BatchNorm1D", "BatchNorm2D", "BatchNorm3D")
+_KNOWN = (_BatchNormBase, BatchNorm, BatchNorm1D, BatchNorm2D, BatchNorm3D)
+_STATE = ("weight", "bias", "_mean", "_variance")
 
 
-def _is_batch_norm(layer):
-    return type(layer).__name__ in _BN_NAMES and not isinstance(layer, SyncBatchNorm)
+def _why_not_convertible(bn):
+    """None when a SyncBatchNorm can compute what ``bn`` computes, else the reason."""
+    cls = type(bn)
+    for meth in ("forward", "_check_input", "__call__"):
+        owner = next(k for k in cls.__mro__ if meth in k.__dict__)
+        if owner not in _KNOWN and owner is not Layer:
+            return f"{owner.__name__} redefines {meth}()"
+    params = [k for k, v in bn._parameters.items() if v is not None]
+    if sorted(params) != sorted(_STATE) or any(v is not None for v in bn._buffers.values()) \
+            or any(v is not None for v in bn._sub_layers.values()):
+        extra = sorted(set(params) - set(_STATE)) + [k for k, v in bn._buffers.items() if v is not None] + \
+            [k for k, v in bn._sub_layers.items() if v is not None]
+        missing = sorted(set(_STATE) - set(params))
+        return f"it holds state a SyncBatchNorm does not (extra {extra}, missing {missing})"
+    return None
 
 
-def _attr(layer, names, default):
-    for n in names:
-        v = layer.__dict__.get(n)
-        if v is not None:
-            return v
-    return default
+# the input ranks each batch norm accepts (the fluid-style one takes any rank a SyncBatchNorm does)
+_NDIMS = {BatchNorm1D: (2, 3), BatchNorm2D: (4,), BatchNorm3D: (5,)}
 
 
 def _convert_one(cls, bn):
-    weight = bn._parameters.get("weight")
-    bias = bn._parameters.get("bias")
-    stats = {**bn._buffers, **{k: v for k, v in bn._parameters.items() if v is not None}}
-    mean = stats.get("_mean", stats.get("running_mean"))
-    var = stats.get("_variance", stats.get("running_var"))
-    ref = weight if weight is not None else mean
-    if ref is None:
-        raise TypeError(f"convert_sync_batchnorm: cannot read the statistics of {type(bn).__name__}")
-    n = int(ref.shape[0])
-    fmt = _attr(bn, ("_data_format", "data_format"), "NCHW")
-    if fmt not in _FORMATS:
-        fmt = "NCHW"
-    new = cls(n, momentum=_attr(bn, ("_momentum", "momentum"), 0.9),
-              epsilon=_attr(bn, ("_epsilon", "epsilon", "eps"), 1e-5), data_format=fmt)
-    # Keep the very same Parameter objects (an optimizer built earlier keeps working).
-    new._parameters["weight"] = weight
-    new._parameters["bias"] = bias
-    for name, t in (("_mean", mean), ("_variance", var)):
-        if t is None:
-            continue
-        new._parameters.pop(name, None)
-        new._buffers.pop(name, None)
-        (new._parameters if isinstance(t, Parameter) else new._buffers)[name] = t
-    new.training = bn.training
+    new = cls.__new__(cls)
+    Layer.__init__(new, dtype=bn._dtype)
+    d = new.__dict__
+    d["_num_features"] = int(bn._mean.shape[0])
+    d["_momentum"] = float(bn._momentum)
+    d["_epsilon"] = float(bn._epsilon)
+    d["_data_format"] = bn._data_format
+    d["_group"] = None
+    d["_use_global_stats"] = bn._use_global_stats
+    d["_act"] = getattr(bn, "_act", None)
+    d["_ndims"] = next((v for k, v in _NDIMS.items() if isinstance(bn, k)), (2, 3, 4, 5))
+    # the very same Parameter objects, in the same order (optimizers, state_dict keys, reducer order)
+    new._parameters.update(bn._parameters)
+    for key in ("_forward_pre_hooks", "_forward_post_hooks"):
+        d[key].update(bn.__dict__[key])
+    if "_state_dict_hooks" in bn.__dict__:
+        d["_state_dict_hooks"] = bn.__dict__["_state_dict_hooks"]
+    d["training"] = bn.training
     return new

@@ -21,8 +21,8 @@ class _BatchNormBase(Layer):
     _formats = ("NCHW", "NHWC")
 
     def __init__(self, num_features, momentum=0.9, epsilon=1e-05, weight_attr=None, bias_attr=None,
-                 data_format="NCHW", use_global_stats=None, name=None):
-        super().__init__()
+                 data_format="NCHW", use_global_stats=None, name=None, dtype="float32"):
+        super().__init__(dtype=dtype)
         if data_format not in self._formats:
             raise ValueError(f"ddg.nn.{type(self).__name__}: data_format must be one of {self._formats}, "
                              f"got {data_format!r}")
@@ -91,27 +91,59 @@ class BatchNorm3D(_BatchNormBase):
 class BatchNorm(_BatchNormBase):
     """The fluid-era ``paddle.nn.BatchNorm(num_channels, act=None, is_test=False, momentum=0.9,
     epsilon=1e-05, param_attr=None, bias_attr=None, dtype='float32', data_layout='NCHW', ...)``:
-    any input rank, channels on axis 1 (or last with data_layout='NHWC')."""
+    any input rank, channels on axis 1 (or last with data_layout='NHWC').
+
+    As Paddle's in dygraph: ``is_test=True`` only starts the layer in eval mode (``train()``
+    turns batch statistics back on); ``use_global_stats=True`` always normalizes with the
+    running statistics; ``trainable_statistics=True`` normalizes with (and updates from) the
+    batch statistics in eval mode too; ``act`` names the activation applied to the
+    output (a function of ``ddg.nn.functional``, or one of Paddle's activation op names
+    such as ``hard_swish``, ``hard_sigmoid`` (slope 0.2), ``brelu``, ``stanh``). ``in_place``, ``moving_mean_name``, ``moving_variance_name`` and
+    ``do_model_average_for_mean_and_var`` change nothing computed."""
     _formats = ("NCHW", "NHWC")
 
     def __init__(self, num_channels, act=None, is_test=False, momentum=0.9, epsilon=1e-05, param_attr=None,
                  bias_attr=None, dtype="float32", data_layout="NCHW", in_place=False, moving_mean_name=None,
                  moving_variance_name=None, do_model_average_for_mean_and_var=True, use_global_stats=False,
                  trainable_statistics=False):
-        super().__init__(num_channels, momentum, epsilon, param_attr, bias_attr, data_layout,
-                         True if use_global_stats else None)
+        if act is not None and (not isinstance(act, str) or _act_function(act) is None):
+            raise ValueError(f"ddg.nn.BatchNorm: act must name an activation (a function of ddg.nn.functional "
+                             f"or a Paddle activation op such as 'hard_swish'), got {act!r}")
+        ugs = True if use_global_stats else (False if trainable_statistics else None)
+        super().__init__(num_channels, momentum, epsilon, param_attr, bias_attr, data_layout, ugs, dtype=dtype)
         self._act, self._is_test = act, is_test
+        self._trainable_statistics = bool(trainable_statistics)
+        self.training = not is_test
 
     def forward(self, x):
-        fmt = self._data_format
-        if x.ndim != 4:
-            fmt = "NC" if x.ndim == 2 else ("NCL" if fmt == "NCHW" else "NLC") if x.ndim == 3 else \
-                ("NCDHW" if fmt == "NCHW" else "NDHWC")
-        y = F.batch_norm(x, self._mean, self._variance, self.weight, self.bias, self.training and not self._is_test,
-                         self._momentum, self._epsilon, fmt, self._use_global_stats)
-        if self._act:
-            y = getattr(F, self._act)(y)
-        return y
+        y = F.batch_norm(x, self._mean, self._variance, self.weight, self.bias, self.training, self._momentum,
+                         self._epsilon, self._data_format, self._use_global_stats)
+        return apply_act(y, self._act)
+
+    def extra_repr(self):
+        return super().extra_repr() + (f", act={self._act}" if self._act else "")
+
+
+#: Paddle's legacy activation op names (what a fluid-style ``act`` calls) whose
+#: ddg.nn.functional name or defaults differ
+_LEGACY_ACTS = {
+    "hard_swish": F.hardswish,
+    "hard_sigmoid": lambda y: F.hardsigmoid(y, slope=0.2, offset=0.5),
+    "logsigmoid": F.log_sigmoid,
+    "tanh_shrink": F.tanhshrink,
+    "brelu": lambda y: y.clip(0.0, 24.0),
+    "stanh": lambda y: (y * 0.67).tanh() * 1.7159,
+}
+
+
+def _act_function(act):
+    fn = _LEGACY_ACTS.get(act) or getattr(F, act, None)
+    return fn if callable(fn) else None
+
+
+def apply_act(y, act):
+    """The fluid-style ``act`` of a layer (a Paddle activation op name), or y if None."""
+    return _act_function(act)(y) if act else y
 
 
 class LayerNorm(Layer):
