@@ -15,8 +15,10 @@ an option ddgrun does not know takes a separate value. ``--dry-run`` prints the
 command instead of running it.
 
 Unless already set, OMP_NUM_THREADS, OPENBLAS_NUM_THREADS and MKL_NUM_THREADS are
-set to (cores on this machine) // (ranks per node), at least 1, so that the ranks
-do not oversubscribe the cores with BLAS threads.
+set to (cores) // (ranks on the node), at least 1, so that the ranks do not
+oversubscribe the cores with BLAS threads: each rank's guard counts its own node's
+cores and ranks (as the launcher tells it); without a guard, this machine's cores
+and ``-ppn`` (else N) are used.
 
 The exit status is the job's (128 + signal number when a rank died of a signal).
 MPICH's hydra mpiexec reports a signaled rank by exiting with the bare signal number
@@ -167,12 +169,20 @@ def _cores():
         return os.cpu_count() or 1
 
 
+THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
 def thread_env(ranks_per_node, environ=None):
-    """A copy of the environment with BLAS/OpenMP thread counts set (when unset)."""
+    """A copy of the environment with BLAS/OpenMP thread counts set (when unset), and
+    ``DDG_AUTO_THREADS`` naming those set here: each rank's guard (rank_guard.py) sets
+    them again from its own node's cores and rank count, which only it knows."""
     env = dict(os.environ if environ is None else environ)
     threads = str(max(1, _cores() // max(1, ranks_per_node)))
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        env.setdefault(var, threads)
+    auto = [var for var in THREAD_VARS if var not in env]
+    for var in auto:
+        env[var] = threads
+    if auto:
+        env["DDG_AUTO_THREADS"] = ",".join(auto)
     return env
 
 

@@ -172,7 +172,9 @@ def test_thread_env_defaults():
     expect = str(max(1, ddgrun._cores() // 2))
     assert env["OMP_NUM_THREADS"] == expect and env["OPENBLAS_NUM_THREADS"] == expect
     assert env["MKL_NUM_THREADS"] == "7"
+    assert env["DDG_AUTO_THREADS"] == "OMP_NUM_THREADS,OPENBLAS_NUM_THREADS"   # the user's stay theirs
     assert ddgrun.thread_env(10 ** 6, {})["OMP_NUM_THREADS"] == "1"
+    assert "DDG_AUTO_THREADS" not in ddgrun.thread_env(2, {v: "3" for v in ddgrun.THREAD_VARS})
 
 
 @needs_mpi
