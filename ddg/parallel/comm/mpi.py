@@ -602,7 +602,7 @@ class _AnySourceReceives:
                 waiting_tags.add(tag)       # later receives of this tag wait behind this one
                 continue
             entry[2] = message.Irecv(buf)
-            self.pending.remove(entry)
+            self.pending = [e for e in self.pending if e is not entry]
 
 
 def _scatter_meta(arrays, size):
