@@ -34,7 +34,6 @@ def _mpiexec():
 pytestmark = pytest.mark.skipif(_mpiexec() is None, reason="no mpiexec installed")
 
 
-
 def _launches(*cases):
     return [pytest.param(launcher, n, ppn, id=f"{launcher}-{n}" + (f"-{ppn}pernode" if ppn else ""))
             for launcher, n, ppn in cases]
