@@ -106,7 +106,7 @@ def test_main_job_ends(per_node, tmp_path, shared_dir):
     data = os.environ.get("DDG_DATA_DIR") or os.path.join(shared_dir, "data", "mnist-10k")
     code, lines, err, took = job(_ddgrun(2 * per_node, per_node, tmp_path, [
         "examples/mnist.py", "--epochs", "1", "--no-plot", "--out", str(tmp_path / "out")]),
-        timeout=240, DDG_DATA_DIR=data, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+        timeout=240, DDG_DATA_DIR=data)      # the thread counts ddgrun chooses, as a user gets them
     assert code == 0, err
     final = re.findall(r"final test accuracy (\d\.\d+)", "\n".join(line for _, line in lines))
     assert len(final) == 1 and float(final[0]) > 0.85, lines[-3:]
@@ -194,8 +194,9 @@ def test_node_local_things_across_nodes(tmp_path):
     seen = eval([line for line in logged[0].splitlines() if line.startswith("SEEN")][0][5:])
     assert [s["node"] for s in seen] == [(0, 2), (1, 2), (0, 1)]
     assert [s["gpu"] for s in seen] == [(2, 0), (2, 1), (2, 0)]      # GPU = local rank % GPUs per node
-    cores = ddgrun._cores()
-    assert [s["threads"] for s in seen] == [str(max(1, cores // 2))] * 2 + [str(cores)]
+    # both "nodes" are this machine: its cores are shared by all 3 ranks (on real nodes each
+    # rank's guard counts its own node's ranks: test_launcher.py)
+    assert [s["threads"] for s in seen] == [str(max(1, ddgrun._cores() // 3))] * 3
     assert [s["log"] for s in seen] == [f"workerlog.{r}" for r in range(3)]
     assert all(s["checkpoint"] for s in seen)
     assert sorted(sum((s["loader"] for s in seen), [])) == list(range(18))
