@@ -15,8 +15,11 @@ an option ddgrun does not know takes a separate value. ``--dry-run`` prints the
 command instead of running it.
 
 Unless already set, OMP_NUM_THREADS, OPENBLAS_NUM_THREADS and MKL_NUM_THREADS are
-set to (cores on this machine) // (ranks per node), at least 1, so that the ranks
-do not oversubscribe the cores with BLAS threads.
+set to (cores) // (ranks on the node), at least 1, so that the ranks do not
+oversubscribe the cores with BLAS threads: each rank's guard counts its own node's
+cores and ranks (as the launcher tells it); without a guard, this machine's cores
+and ``-ppn`` (else N) are used. When every host named (hostfile, ``-hosts``) is this
+machine, all N ranks share its cores.
 
 The exit status is the job's (128 + signal number when a rank died of a signal).
 MPICH's hydra mpiexec reports a signaled rank by exiting with the bare signal number
@@ -167,13 +170,61 @@ def _cores():
         return os.cpu_count() or 1
 
 
-def thread_env(ranks_per_node, environ=None):
-    """A copy of the environment with BLAS/OpenMP thread counts set (when unset)."""
+THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def thread_env(ranks_per_node, environ=None, per_node_guard=True):
+    """A copy of the environment with BLAS/OpenMP thread counts set (when unset), and
+    (``per_node_guard``) ``DDG_AUTO_THREADS`` naming those set here: each rank's guard
+    (rank_guard.py) sets them again from its own node's cores and rank count, which only
+    it knows."""
     env = dict(os.environ if environ is None else environ)
     threads = str(max(1, _cores() // max(1, ranks_per_node)))
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        env.setdefault(var, threads)
+    auto = [var for var in THREAD_VARS if var not in env]
+    for var in auto:
+        env[var] = threads
+    if auto and per_node_guard:
+        env["DDG_AUTO_THREADS"] = ",".join(auto)
     return env
+
+
+_HOSTFILE_OPTS = {"-f", "-hostfile", "--hostfile", "-machinefile", "--machinefile"}
+_HOSTS_OPTS = {"-hosts", "-host", "--host", "-H"}
+
+
+def hosts_all_here(opts):
+    """True when the hosts named in mpiexec's options (a hostfile, ``-hosts``) are all this
+    machine (``localhost:2`` and ``127.0.0.1:2`` simulate two nodes on one): every rank
+    then shares this machine's cores, whatever "node" the launcher puts it on. False when
+    one is another machine, or none is named, or a hostfile cannot be read."""
+    names = []
+    for i, opt in enumerate(opts):
+        name, eq, value = opt.partition("=")
+        if name not in _HOSTFILE_OPTS | _HOSTS_OPTS:
+            continue
+        value = value if eq else (opts[i + 1] if i + 1 < len(opts) else "")
+        if name in _HOSTS_OPTS:
+            names += value.split(",")
+            continue
+        try:
+            with open(value) as f:
+                names += [line.split("#")[0].split()[0] for line in f if line.split("#")[0].strip()]
+        except OSError:
+            return False
+    hosts = {n.rsplit(":", 1)[0] if n.count(":") == 1 else n for n in names if n}
+    return bool(hosts) and all(_is_this_machine(h) for h in hosts)
+
+
+def _is_this_machine(host):
+    import socket
+    if host in ("localhost", "::1") or host.startswith("127."):
+        return True
+    try:
+        here = {socket.gethostname(), socket.getfqdn()}
+        return host in here or socket.gethostbyname(host).startswith("127.") or \
+            socket.gethostbyname(host) in {socket.gethostbyname(h) for h in here}
+    except OSError:
+        return False
 
 
 def build_command(nprocs, opts, program):
@@ -306,7 +357,9 @@ def main(argv=None):
     except FileNotFoundError as e:
         print(str(e), file=sys.stderr)
         return 2
-    env = thread_env(per_node or nprocs)
+    # simulated nodes on this one machine share its cores: count every rank
+    here = hosts_all_here(opts)
+    env = thread_env(nprocs if here else (per_node or nprocs), per_node_guard=not here)
     if dry_run:
         print(shlex.join(cmd))
         return 0

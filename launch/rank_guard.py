@@ -102,9 +102,26 @@ def _excepthook(kind, value, tb):
 _excepthook.ddgrun_rank_guard = True             # ddg's own early guard leaves this one in place
 
 
+def _node_threads():
+    """The thread counts ddgrun chose (``DDG_AUTO_THREADS``, not the user's), set again
+    from this node's cores and the number of ranks the launcher started on it: ddgrun
+    only knows the machine it runs on, and across nodes they may differ."""
+    auto = os.environ.pop("DDG_AUTO_THREADS", "")
+    ranks = None if _ENV is None else _ENV.launcher_local_size()
+    if not auto or not ranks:
+        return
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    for var in auto.split(","):
+        os.environ[var] = str(max(1, cores // ranks))
+
+
 def main(argv):
     if not argv:
         sys.exit("usage: rank_guard.py (script.py | -m module) [args...]")
+    _node_threads()
     if os.environ.get("DDG_LOG_DIR"):
         _log_to_dir(os.environ["DDG_LOG_DIR"])
     if _under_mpi():

@@ -157,7 +157,39 @@ def test_thread_env_defaults():
     expect = str(max(1, ddgrun._cores() // 2))
     assert env["OMP_NUM_THREADS"] == expect and env["OPENBLAS_NUM_THREADS"] == expect
     assert env["MKL_NUM_THREADS"] == "7"
+    assert env["DDG_AUTO_THREADS"] == "OMP_NUM_THREADS,OPENBLAS_NUM_THREADS"   # the user's stay theirs
     assert ddgrun.thread_env(10 ** 6, {})["OMP_NUM_THREADS"] == "1"
+    assert "DDG_AUTO_THREADS" not in ddgrun.thread_env(2, {v: "3" for v in ddgrun.THREAD_VARS})
+    assert "DDG_AUTO_THREADS" not in ddgrun.thread_env(2, {}, per_node_guard=False)
+
+
+def test_rank_guard_sets_threads_from_its_own_node(monkeypatch):
+    # ddgrun chose OMP/OPENBLAS (not MKL, the user's): the guard on a node the launcher put
+    # 3 ranks on gives each cores // 3; the user's own setting and unknown sizes stay
+    from launch import rank_guard
+    cores = ddgrun._cores()
+    for local_size, want in [("3", str(max(1, cores // 3))), ("1", str(cores))]:
+        monkeypatch.setenv("DDG_AUTO_THREADS", "OMP_NUM_THREADS,OPENBLAS_NUM_THREADS")
+        monkeypatch.setenv("MPI_LOCALNRANKS", local_size)
+        for var, value in [("OMP_NUM_THREADS", "9"), ("OPENBLAS_NUM_THREADS", "9"), ("MKL_NUM_THREADS", "5")]:
+            monkeypatch.setenv(var, value)
+        rank_guard._node_threads()
+        assert [os.environ[v] for v in ddgrun.THREAD_VARS] == [want, want, "5"]
+        assert "DDG_AUTO_THREADS" not in os.environ
+    monkeypatch.setenv("DDG_AUTO_THREADS", "OMP_NUM_THREADS")
+    monkeypatch.setenv("OMP_NUM_THREADS", "9")
+    monkeypatch.delenv("MPI_LOCALNRANKS")
+    rank_guard._node_threads()
+    assert os.environ["OMP_NUM_THREADS"] == "9"
+
+
+def test_hosts_all_on_this_machine(tmp_path):
+    hosts = tmp_path / "hosts"
+    hosts.write_text("# two simulated nodes\nlocalhost:2\n127.0.0.1:2   # the same machine\n")
+    assert ddgrun.hosts_all_here(["-f", str(hosts), "-ppn", "2"])
+    assert ddgrun.hosts_all_here(["--hostfile=" + str(hosts)]) and ddgrun.hosts_all_here(["-hosts", "localhost,127.0.0.1"])
+    assert not ddgrun.hosts_all_here(["-hosts", "localhost,node-that-does-not-exist.invalid"])
+    assert not ddgrun.hosts_all_here([]) and not ddgrun.hosts_all_here(["-f", str(tmp_path / "missing")])
 
 
 def test_dry_run_prints_the_command(tmp_path):

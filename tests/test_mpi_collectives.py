@@ -282,8 +282,13 @@ def test_parallel_env(comm):
     ranks = comm.allgather_object((e.rank, e.local_rank))
     assert (e.rank, e.world_size, e.nranks) == (comm.rank, comm.size, comm.size)
     assert (E.get_rank(), E.get_world_size()) == (comm.rank, comm.size)
-    # All ranks of this test run share one machine: local rank == world rank.
-    assert ranks == [(r, r) for r in range(comm.size)]
+    # the rank on this node, as MPI's shared-memory split finds it, is the launcher's (on
+    # one node: the world rank; across nodes, tests/test_multinode.py, it starts over)
+    from ddg.parallel.comm import launcher_env
+    local = launcher_env.launcher_local_rank()
+    assert e.local_rank == (comm.rank if local is None else local)
+    if local is None or launcher_env.launcher_local_size() == comm.size:
+        assert ranks == [(r, r) for r in range(comm.size)]
 
 
 # ---------------------------------------------------------------------------
@@ -473,6 +478,29 @@ def test_gather_alltoall_and_point_to_point(comm, dtype):
     np.testing.assert_array_equal(a2a, want)
     np.testing.assert_array_equal(a2a_strided, want)
     np.testing.assert_array_equal(out, rank_data(prv, dtype)[:, ::-1])
+
+
+def test_receives_from_any_rank_after_a_barrier(comm):
+    # every rank sends two tag-11 messages and one tag-12 message to every other, then all
+    # meet in a barrier before receiving from any rank (across nodes under MPICH/UCX, a
+    # posted ANY_SOURCE receive would never match here); waited on newest first, the
+    # receives still match oldest first: each sender's two messages arrive in order
+    R, N = comm.rank, comm.size
+    others = [r for r in range(N) if r != R]
+    sends = [comm.isend(np.array([R, k, 11], np.int64), r, tag=11) for r in others for k in (0, 1)]
+    sends += [comm.isend(np.array([R, 0, 12], np.int64), r, tag=12) for r in others]
+    comm.barrier()
+    got11 = [np.full(3, -1, np.int64) for _ in range(2 * len(others))]
+    got12 = [np.full(3, -1, np.int64)[::1] for _ in others]
+    recvs = [comm.irecv(b, None, tag=11) for b in got11] + [comm.irecv(b, None, tag=12) for b in got12]
+    for q in reversed(recvs):
+        q.wait()
+    for q in sends:
+        q.wait()
+    assert sorted(map(tuple, got11)) == sorted((r, k, 11) for r in others for k in (0, 1))
+    assert sorted(map(tuple, got12)) == sorted((r, 0, 12) for r in others)
+    for r in others:
+        assert [int(b[1]) for b in got11 if b[0] == r] == [0, 1]
 
 
 def test_point_to_point_errors(comm):

@@ -12,7 +12,12 @@ way of using ddg (``init_parallel_env()``, a bare ``DataParallel``, ``ddg.distri
 * **A rank that ends while others wait for it** (its program finished early, or called
   ``sys.exit``, with any code): at exit each rank tells the others it is leaving, then
   waits for all of them in an exit barrier. A rank stuck in a collective that sees such a
-  goodbye for ``exit_grace`` seconds reports who left and aborts the job.
+  goodbye for ``exit_grace`` seconds reports who left and aborts the job. The exit wait
+  is bounded too: a rank still waiting there after ``DDG_STALL_TIMEOUT`` names the ranks
+  that have not finished and aborts the job, and once every rank is at its exit, goodbyes
+  that take longer than a few seconds to arrive are given up on (one line says so) and the
+  rank exits with its own status. The handshake works the same on one node and across
+  nodes (see :func:`_leave`).
 * **A rank that never starts MPI** (it failed before ``import ddg``, under a plain
   ``mpiexec``): the others wait inside ``MPI_Init`` for it, in C, where no Python thread
   runs. :func:`start_mpi` imports mpi4py (which calls ``MPI_Init``) with a watchdog
@@ -45,6 +50,7 @@ __all__ = ["arm", "armed", "stall_timeout", "StallWatchdog", "install_abort_exce
 DEFAULT_STALL_TIMEOUT = 300.0
 _GOODBYE_TAG = 7411
 _EXIT_GRACE = 3.0
+_EXIT_DRAIN = 5.0      # seconds the goodbyes may take once every rank has reached its exit
 
 _armed = None          # the StallWatchdog (or True when the watchdog is off) once armed
 _hook_installed = False
@@ -86,7 +92,7 @@ def arm(comm):
     watchdog = StallWatchdog(comm, timeout, on_stall=lambda msg: _abort(comm), goodbye=bye)
     _armed = watchdog.start()
     if bye is not None:
-        atexit.register(_leave, bye, watchdog)
+        atexit.register(_leave, bye, watchdog, timeout)
 
 
 def _abort(comm):
@@ -224,23 +230,63 @@ def start_mpi(timeout=None):
         os.waitpid(child, 0)
 
 
-def _leave(bye, watchdog):
-    """At exit: say goodbye to every rank, wait in an exit barrier until all have left,
-    collect their goodbyes, and stop the watchdog before MPI is finalized."""
+def _leave(bye, watchdog, timeout):
+    """At exit: tell every rank this one is leaving, wait (at most ``timeout`` seconds, the
+    stall timeout) until all have reached their exit too, then collect their goodbyes
+    (at most :data:`_EXIT_DRAIN` seconds) before MPI is finalized.
+
+    Nothing here waits on a point-to-point receive from ``ANY_SOURCE``: over MPICH's
+    network path (UCX, ranks on different nodes) such a receive posted after a barrier
+    never matches a message that arrived before it. The goodbyes are received from each
+    rank by name, and posted before the exit barrier, so each one is an expected message.
+    Whether every rank has arrived is the barrier's answer, not the goodbyes': if they
+    cannot be collected in time, this rank says so in one line and exits anyway with its
+    own status."""
     MPI = bye.MPI
     if MPI.Is_finalized():
         return
-    note = bytearray(1)
-    sends = [bye.comm.Isend([note, MPI.BYTE], dest=r, tag=_GOODBYE_TAG)
-             for r in range(bye.size) if r != bye.rank]
-    barrier = bye.comm.Ibarrier()
-    while not barrier.Test():
-        time.sleep(0.002)
-    sink = bytearray(1)
-    for _ in range(bye.size - 1):
-        bye.comm.Recv([sink, MPI.BYTE], source=MPI.ANY_SOURCE, tag=_GOODBYE_TAG)
-    MPI.Request.Waitall(sends)
     watchdog.stop()
+    comm = bye.comm
+    others = [r for r in range(bye.size) if r != bye.rank]
+    note = bytearray(1)
+    sinks = [bytearray(1) for _ in others]
+    sends = [comm.Isend([note, MPI.BYTE], dest=r, tag=_GOODBYE_TAG) for r in others]
+    recvs = [comm.Irecv([sink, MPI.BYTE], source=r, tag=_GOODBYE_TAG) for sink, r in zip(sinks, others)]
+    barrier = comm.Ibarrier()
+    start = time.monotonic()
+    if not _poll(barrier.Test, start + timeout):
+        missing = [r for r, req in zip(others, recvs) if not req.Test()]
+        sys.stderr.write(
+            f"[rank {bye.rank}] ddg: this rank's program ended {timeout:g} s ago, but "
+            f"rank{'s' if len(missing) != 1 else ''} {', '.join(map(str, missing)) or '?'} "
+            f"{'have' if len(missing) != 1 else 'has'} not finished yet (DDG_STALL_TIMEOUT); ending the job\n")
+        _abort(watchdog.comm)
+        return
+    everything = recvs + sends
+    if not _poll(lambda: MPI.Request.Testall(everything), time.monotonic() + _EXIT_DRAIN):
+        missing = [r for r, req in zip(others, recvs) if not req.Test()]
+        sys.stderr.write(
+            f"[rank {bye.rank}] ddg: every rank reached its exit, but the exit handshake did not "
+            f"complete within {_EXIT_DRAIN:g} s (goodbyes from ranks {missing} not received); "
+            f"exiting anyway\n")
+        sys.stderr.flush()
+        for req in recvs:
+            if req != MPI.REQUEST_NULL:
+                req.Cancel()
+        for req in everything:
+            if req != MPI.REQUEST_NULL:
+                req.Free()
+
+
+def _poll(done, deadline):
+    """Call ``done()`` until it is true (returns True) or ``deadline`` passes (False)."""
+    pause = 0.0005
+    while not done():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(pause)
+        pause = min(pause * 2, 0.01)
+    return True
 
 
 # ---------------------------------------------------------------------------

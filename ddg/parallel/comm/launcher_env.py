@@ -12,16 +12,19 @@ before anything else.
 """
 import os
 
-__all__ = ["RANK_VARS", "SIZE_VARS", "LAUNCHER_VARS", "launched_under_mpi",
-           "launcher_rank", "launcher_world_size", "without_launcher"]
+__all__ = ["RANK_VARS", "SIZE_VARS", "LOCAL_RANK_VARS", "LOCAL_SIZE_VARS", "LAUNCHER_VARS",
+           "launched_under_mpi", "launcher_rank", "launcher_world_size", "launcher_local_rank",
+           "launcher_local_size", "without_launcher"]
 
 # Variables that carry this process's rank, most specific first.
 RANK_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "MV2_COMM_WORLD_RANK", "PALS_RANKID")
 # Variables that carry the world size, to tell "launched with -n 4" from "-n 1".
 SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
+# This process's rank among the ranks on its node, and how many ranks its node has.
+LOCAL_RANK_VARS = ("MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_RANK")
+LOCAL_SIZE_VARS = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "MV2_COMM_WORLD_LOCAL_SIZE")
 # Every variable a launcher sets that would make a child process believe it is a rank.
-LAUNCHER_VARS = RANK_VARS + SIZE_VARS + (
-    "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
+LAUNCHER_VARS = RANK_VARS + SIZE_VARS + LOCAL_RANK_VARS + LOCAL_SIZE_VARS + (
     "HYDRA_CONTROL_FD", "HYDI_CONTROL_FD", "PMI_FD", "PMI_PORT", "PMI_HOSTNAME", "PMI_ID",
     "PMIX_NAMESPACE", "PMIX_SERVER_URI2", "PMIX_SERVER_URI21", "PMIX_SERVER_URI3", "PMIX_SERVER_URI4",
 )
@@ -58,6 +61,16 @@ def launcher_rank(environ=None):
 def launcher_world_size(environ=None):
     """The number of ranks the launcher started, or None when it does not say."""
     return _first_int(os.environ if environ is None else environ, SIZE_VARS)
+
+
+def launcher_local_rank(environ=None):
+    """This process's rank on its node as the launcher set it, or None when it does not say."""
+    return _first_int(os.environ if environ is None else environ, LOCAL_RANK_VARS)
+
+
+def launcher_local_size(environ=None):
+    """How many ranks the launcher started on this node, or None when it does not say."""
+    return _first_int(os.environ if environ is None else environ, LOCAL_SIZE_VARS)
 
 
 def without_launcher(environ=None, also=("DDG_FORCE_MPI",)):

@@ -157,6 +157,7 @@ class MPICommunicator(Communicator):
         self._pool = HostBufferPool()     # float32 staging for float16 reductions
         self._staged = None               # GPU staging, built on first device array
         self._in_place = MPI.IN_PLACE
+        self._any_source = _AnySourceReceives(self)
         self._float = MPI.FLOAT
         # Fast path for the common case (contiguous numpy array, op spelled exactly):
         # (dtype, op) -> (MPI datatype, MPI op), for every combination that needs no
@@ -491,17 +492,17 @@ class MPICommunicator(Communicator):
         staged = self._gpu_route(array)
         if staged is not None:
             return staged.irecv(array, source, tag)
-        MPI = _mpi()
         direct = array.flags.c_contiguous
         work = array if direct else array_module(array).empty(array.shape, array.dtype)
-        req = self.comm.Irecv([work, _mpi_type(array.dtype, "recv")],
-                              source=MPI.ANY_SOURCE if source is None else source, tag=tag)
+        buf = [work, _mpi_type(array.dtype, "recv")]
 
         def finish():
             if not direct:
                 array[...] = work
-        return _mpi_request(self, req, array, finish,
-                            ("recv", array, "from any rank" if source is None else f"from rank {source}"))
+        if source is None:
+            return self._any_source.irecv(buf, tag, array, finish)
+        req = self.comm.Irecv(buf, source=source, tag=tag)
+        return _mpi_request(self, req, array, finish, ("recv", array, f"from rank {source}"))
 
     # -- subgroups -----------------------------------------------------------------
     def split(self, ranks):
@@ -555,6 +556,53 @@ class MPICommunicator(Communicator):
     def abort(self, code=1):
         """End every rank of the job now (MPI_Abort)."""
         self.comm.Abort(code)
+
+
+class _AnySourceReceives:
+    """Receives from any rank, matched by probing instead of posting ``MPI_ANY_SOURCE``.
+
+    With MPICH 5.0.2 over UCX (ranks on different nodes), a receive from ``ANY_SOURCE``
+    posted after a barrier never matches a message that arrived before it, while probes
+    from any rank do see it. So such a receive is posted from the matched probe
+    (``MPI_Improbe`` + ``MPI_Imrecv``) when it is tested or waited on. Receives with the
+    same tag match in the order they were started, as posted ones would; a receive from a
+    named rank started later may take a message first (it is posted at once)."""
+
+    def __init__(self, owner):
+        self.owner = owner
+        self.pending = []          # [buffer, tag, request or None], in the order started
+
+    def irecv(self, buf, tag, array, finish):
+        entry = [buf, tag, None]
+        self.pending.append(entry)
+
+        def poll():
+            if entry[2] is None:
+                self._match()
+            return entry[2] is not None and entry[2].Test()
+
+        def block():
+            pause = 0.0002
+            while not poll():
+                time.sleep(pause)
+                pause = min(pause * 2, 0.005)
+        return Request(self.owner, array, poll=poll, block=block, finish=finish,
+                       what=("recv", array, "from any rank"))
+
+    def _match(self):
+        """Give each waiting receive, oldest first, a message that has arrived for its tag."""
+        MPI = _mpi()
+        waiting_tags = set()
+        for entry in list(self.pending):
+            buf, tag, _ = entry
+            if tag in waiting_tags:
+                continue
+            message = self.owner.comm.Improbe(source=MPI.ANY_SOURCE, tag=tag)
+            if message is None:
+                waiting_tags.add(tag)       # later receives of this tag wait behind this one
+                continue
+            entry[2] = message.Irecv(buf)
+            self.pending = [e for e in self.pending if e is not entry]
 
 
 def _scatter_meta(arrays, size):
