@@ -272,3 +272,12 @@ def test_distributed_helpers_in_one_process():
     dist.destroy_process_group(g)
     with pytest.raises(ValueError, match="destroyed"):
         dist.all_reduce(t, group=g)
+
+
+def test_watchdog_timings_come_from_the_environment():
+    assert F.stall_timeout({}) == F.DEFAULT_STALL_TIMEOUT and F.stall_timeout({"DDG_STALL_TIMEOUT": "0"}) == 0
+    assert F.exit_grace({}) == 3.0 and F.exit_grace({"DDG_EXIT_GRACE": " 0.25 "}) == 0.25
+    for name, fn in (("DDG_STALL_TIMEOUT", F.stall_timeout), ("DDG_EXIT_GRACE", F.exit_grace)):
+        for bad in ("soon", "-1", "nan"):
+            with pytest.raises(ValueError, match=name):
+                fn({name: bad})

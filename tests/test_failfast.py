@@ -45,6 +45,7 @@ def _env(**extra):
     env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
     env["DDG_PYTHON"] = sys.executable
     env["OMP_NUM_THREADS"] = "1"
+    env["DDG_EXIT_GRACE"] = "0.5"    # the default 3 s only makes each job slower to end
     env.update(extra)
     return env
 

@@ -56,19 +56,30 @@ _armed = None          # the StallWatchdog (or True when the watchdog is off) on
 _hook_installed = False
 
 
-def stall_timeout(environ=None):
-    """Seconds from ``DDG_STALL_TIMEOUT`` (default 300; 0 = off)."""
-    env = os.environ if environ is None else environ
-    raw = env.get("DDG_STALL_TIMEOUT", "").strip()
+def _seconds(env, name, default, hint):
+    raw = env.get(name, "").strip()
     if not raw:
-        return DEFAULT_STALL_TIMEOUT
+        return default
     try:
         value = float(raw)
     except ValueError:
-        raise ValueError(f"DDG_STALL_TIMEOUT must be a number of seconds (0 = off), got {raw!r}") from None
-    if value < 0:
-        raise ValueError(f"DDG_STALL_TIMEOUT must be >= 0 seconds (0 = off), got {raw!r}")
+        raise ValueError(f"{name} must be a number of seconds{hint}, got {raw!r}") from None
+    if not value >= 0:
+        raise ValueError(f"{name} must be >= 0 seconds{hint}, got {raw!r}")
     return value
+
+
+def stall_timeout(environ=None):
+    """Seconds from ``DDG_STALL_TIMEOUT`` (default 300; 0 = off)."""
+    return _seconds(os.environ if environ is None else environ, "DDG_STALL_TIMEOUT", DEFAULT_STALL_TIMEOUT,
+                    " (0 = off)")
+
+
+def exit_grace(environ=None):
+    """Seconds from ``DDG_EXIT_GRACE`` (default 3): how long a rank stuck in a collective
+    waits after another rank has left before it reports that rank and ends the job. The
+    grace covers a collective the leaving rank completed just before it left."""
+    return _seconds(os.environ if environ is None else environ, "DDG_EXIT_GRACE", _EXIT_GRACE, "")
 
 
 def armed():
@@ -89,7 +100,8 @@ def arm(comm):
         _armed = True
         return
     bye = _goodbye_channel(comm)
-    watchdog = StallWatchdog(comm, timeout, on_stall=lambda msg: _abort(comm), goodbye=bye)
+    watchdog = StallWatchdog(comm, timeout, on_stall=lambda msg: _abort(comm), goodbye=bye,
+                             exit_grace=exit_grace())
     _armed = watchdog.start()
     if bye is not None:
         atexit.register(_leave, bye, watchdog, timeout)
