@@ -522,7 +522,7 @@ def _worker_processes():
 
 def _shm_leftovers():
     from ddg.io import worker_process as W
-    return [n for n in os.listdir(W._SHM_DIR) if n.startswith(f"ddg-loader-{os.getpid()}-")]
+    return [n for n in os.listdir(W._SHM_DIR) if n.startswith("ddg-loader")]
 
 
 class WorkerTagged(Squares):
@@ -623,3 +623,55 @@ def test_iterable_dataset_in_worker_processes():
     assert seen == list(range(21))                   # every sample once, in batches from each worker
     assert all(b[0].shape[1] == 300 for b in batches)
     assert _wait_no_processes() == [] and _shm_leftovers() == []
+
+
+_KILLED_LOADER = r"""
+import os, sys, time
+import numpy as np
+from ddg.io import DataLoader, Dataset
+
+class Slow(Dataset):
+    def __len__(self):
+        return 100000
+    def __getitem__(self, i):
+        time.sleep(0.002)
+        return {"x": np.full((32, 32), i, np.float32), "y": np.int64(i)}
+
+it = iter(DataLoader(Slow(), batch_size=4, num_workers=2, prefetch_factor=4))
+batch = next(it)
+print(" ".join(str(p.pid) for p in it._w.procs), flush=True)
+time.sleep(60)
+"""
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads process states from /proc (Linux)")
+def test_process_workers_end_with_a_killed_loader_and_leave_no_shared_memory():
+    """SIGKILL the loading process (as the out-of-memory killer does) while its workers
+    have batches in flight: the workers end at once and no shared-memory file stays."""
+    import signal
+    import subprocess
+    import sys
+    proc = subprocess.Popen([sys.executable, "-c", _KILLED_LOADER], stdout=subprocess.PIPE, text=True)
+    try:
+        pids = [int(p) for p in proc.stdout.readline().split()]
+        assert len(pids) == 2 and all(_alive(p) for p in pids)
+        time.sleep(0.3)                          # the workers fill their prefetch slots
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        end = time.time() + 5.0
+        while any(_alive(p) for p in pids) and time.time() < end:
+            time.sleep(0.02)
+        assert not any(_alive(p) for p in pids)
+        assert _shm_leftovers() == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
