@@ -338,7 +338,6 @@ class ProcessIter:
         w.stop = ctx.Event()
         # from ddg's seed and the loader's iteration count, without drawing from ddg's
         # generator (which would change the shuffled order against num_workers=0)
-        loader._iterations = getattr(loader, "_iterations", 0) + 1
         seed = int(np.random.SeedSequence([backend.initial_seed() & (2 ** 63 - 1), loader._iterations])
                    .generate_state(1)[0] >> 1)
         self._stream = loader._iterable
