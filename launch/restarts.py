@@ -67,13 +67,13 @@ def run_with_restarts(start, max_restarts, env, pause=1.0, log=None, sleep=time.
         if status == 0 or max_restarts == 0:
             return status
         took = time.monotonic() - began
-        if stopped:
-            log(f"[ddgrun] attempt {attempt} stopped by {signal.Signals(stopped[0]).name} "
-                f"({describe_status(status)}); not restarting")
-            return status
         if status == PREEMPTED:
             log(f"[ddgrun] attempt {attempt} was preempted after {took:.1f} s; not restarting "
                 f"(relaunch the job to resume from its last commit)")
+            return status
+        if stopped:
+            log(f"[ddgrun] attempt {attempt} stopped by {signal.Signals(stopped[0]).name} "
+                f"({describe_status(status)}); not restarting")
             return status
         if attempt >= max_restarts:
             log(f"[ddgrun] attempt {attempt} failed after {took:.1f} s ({describe_status(status)}); "
@@ -100,12 +100,11 @@ def _interruptible_sleep(seconds, sleep):
     except ValueError:             # not the main thread: signals stay as they are
         old = {}
     try:
-        end = time.monotonic() + seconds
-        while not got:
-            left = end - time.monotonic()
-            if left <= 0:
-                break
-            sleep(min(left, 0.1))
+        left = seconds
+        while not got and left > 0:
+            step = min(left, 0.1)
+            sleep(step)
+            left -= step
     finally:
         for s, h in old.items():
             signal.signal(s, h)
