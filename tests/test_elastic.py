@@ -110,6 +110,31 @@ def test_killed_rank_restarts_and_ends_bit_identical(n, every, tmp_path, referen
 
 
 @needs_mpi
+def test_model_fit_restarts_and_ends_bit_identical(tmp_path):
+    """The same through ``Model.fit`` with no elastic code in the program (fit commits
+    and resumes by itself under --max_restarts), with DataLoader worker processes."""
+    fit = os.path.join(REPO, "tests", "elastic_fit.py")
+    seed = random.randrange(1 << 30)
+    g = random.Random(seed)
+    first = g.randrange(1, STEPS[2] - 2)
+    second = g.randrange(first + 1, STEPS[2])
+    print(f"\nseed {seed}: rank 1 killed before global steps {first} and {second}")
+    runs = {}
+    for name, extra in (("ref", ["-n", "2", fit]), ("faulted", ["--max_restarts", "2", "-n", "2", fit])):
+        env = _env(OUT=tmp_path / f"{name}.npz", WORKERS=2,
+                   PYTHONPATH=os.path.join(REPO, "tests") + os.pathsep + REPO)
+        if name == "faulted":
+            env.update(KILL_AT=f"{first},{second}", KILL_RANK="1", DDG_ELASTIC_DIR=str(tmp_path / "fit"))
+        runs[name] = subprocess.run(_ddgrun(extra), env=env, capture_output=True, text=True, timeout=120,
+                                    cwd=tmp_path)
+        assert runs[name].returncode == 0, (seed, runs[name].stderr[-3000:])
+    assert not os.path.exists(tmp_path / "ddg_elastic")       # no restarts asked: fit commits nothing
+    err = runs["faulted"].stderr
+    assert err.count("[ddg.elastic] resumed from commit") == 2 and "restart 2 of 2" in err, err[-3000:]
+    _same_parameters(tmp_path / "ref.npz", tmp_path / "faulted.npz")
+
+
+@needs_mpi
 def test_failures_past_max_restarts_give_the_last_status(tmp_path):
     r, _ = _train(2, tmp_path, "hopeless", restarts_allowed=1, KILL_AT="2,2", KILL_RANK=1)
     assert r.returncode == 128 + signal.SIGKILL
