@@ -195,7 +195,7 @@ for step, (x, y) in enumerate(it):
     t = ddg.to_tensor(np.ones(3, np.float32))
     ddg.distributed.all_reduce(t)
     if step == 5 and rank == int(sys.argv[1]):
-        pids = " ".join(str(p.pid) for p in it._w.procs)
+        pids = " ".join(str(p.pid) for p in it._w.procs) if hasattr(it, "_w") else ""
         print(f"KILL {os.getpid()} {pids} {time.time()!r}", flush=True)
         os.kill(os.getpid(), signal.SIGKILL)
 """
@@ -211,24 +211,25 @@ def _alive(pid):
 
 @needs_mpi
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads process states from /proc (Linux)")
-@pytest.mark.parametrize("n", [2, 3])
-def test_rank_killed_while_its_workers_run_ends_the_job_at_once(n, tmp_path):
+@pytest.mark.parametrize("n,mode", [(2, "process"), (3, "process"), (2, "thread")])
+def test_rank_killed_while_its_workers_run_ends_the_job_at_once(n, mode, tmp_path):
     from ddg.io import worker_process
     prog = tmp_path / "prog.py"
     prog.write_text(_WORKERS_KILLED)
-    r = subprocess.run(_ddgrun(["-n", str(n), str(prog), str(n - 1)]), env=_env(DDG_STALL_TIMEOUT=60),
+    r = subprocess.run(_ddgrun(["-n", str(n), str(prog), str(n - 1)]),
+                       env=_env(DDG_STALL_TIMEOUT=60, DDG_DATALOADER_WORKERS=mode),
                        capture_output=True, text=True, timeout=90, cwd=REPO)
     ended = time.time()
     assert r.returncode == 128 + signal.SIGKILL, r.stderr[-3000:]
     line = next(x for x in r.stdout.splitlines() if x.startswith("KILL "))
     pids = [int(p) for p in line.split()[1:-1]]
     killed_at = float(line.split()[-1])
-    print(f"\n{n} ranks: SIGKILL to the end of ddgrun: {ended - killed_at:.2f} s")
+    print(f"\n{n} ranks, {mode} workers: SIGKILL to the end of ddgrun: {ended - killed_at:.2f} s")
     assert ended - killed_at < 5.0
     deadline = time.monotonic() + 2.0
     while any(_alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert len(pids) == 3 and not any(_alive(p) for p in pids)
+    assert len(pids) == (3 if mode == "process" else 1) and not any(_alive(p) for p in pids)   # the rank, its workers
     assert [f for f in os.listdir(worker_process._SHM_DIR) if f.startswith("ddg-loader")] == []
 
 
@@ -304,6 +305,15 @@ def test_state_refuses_what_it_cannot_resume(tmp_path):
         elastic.State(model=net, checkpoint_dir=tmp_path).restore()
     with pytest.raises(TypeError, match="must be called with an elastic.State"):
         elastic.run(lambda s: None)(3)
+
+
+def test_run_gives_sigterm_back_when_training_ends(tmp_path):
+    before = signal.getsignal(signal.SIGTERM)
+    net, _, _ = _net()
+    state = elastic.State(model=net, checkpoint_dir=tmp_path)
+    assert signal.getsignal(signal.SIGTERM) is not before
+    assert elastic.run(lambda s, k: k * 2)(state, 4) == 8
+    assert signal.getsignal(signal.SIGTERM) is before
 
 
 def test_sigterm_in_one_process_commits_and_exits_75(tmp_path):

@@ -295,8 +295,7 @@ class State:
         if rank == 0:
             print(f"[ddg.elastic] preempted (SIGTERM): committed ({self.commits} commits) to {self.path}; "
                   f"exiting with status {PREEMPTED}; relaunch to resume", file=sys.stderr, flush=True)
-        if self._timer is not None:
-            self._timer.cancel()
+        self._release()
         raise SystemExit(PREEMPTED)
 
     def restore(self):
@@ -347,6 +346,30 @@ class State:
             self._apply_shared(_from_wire(box[0]))
 
     # -- SIGTERM -------------------------------------------------------------------
+    def close(self):
+        """Give SIGTERM back to the handler that had it before this State (``run`` and
+        ``Model.fit`` call this when training ends). A SIGTERM that came after the last
+        step boundary is passed on to it now."""
+        prev = self._release()
+        if prev is not None and self._preempt.is_set():
+            if callable(prev[0]):
+                prev[0](signal.SIGTERM, None)
+            elif prev[0] in (signal.SIG_DFL, None):
+                os.kill(os.getpid(), signal.SIGTERM)
+
+    def _release(self):
+        """Uninstall this State's SIGTERM handler; returns (the previous handler,) or None."""
+        if self._timer is not None:
+            self._timer.cancel()
+        prev = self.__dict__.get("_previous_handler")
+        object.__setattr__(self, "_previous_handler", None)
+        if prev is None or threading.current_thread() is not threading.main_thread():
+            return None
+        if signal.getsignal(signal.SIGTERM) is self.__dict__.get("_handler"):
+            signal.signal(signal.SIGTERM, prev[0] if prev[0] is not None else signal.SIG_DFL)
+            return prev
+        return None
+
     def _install_sigterm(self):
         if threading.current_thread() is not threading.main_thread():
             return
@@ -368,6 +391,8 @@ class State:
             timer.start()
             object.__setattr__(self, "_timer", timer)
 
+        object.__setattr__(self, "_previous_handler", (signal.getsignal(signal.SIGTERM),))
+        object.__setattr__(self, "_handler", on_sigterm)
         signal.signal(signal.SIGTERM, on_sigterm)
 
     @property
@@ -387,5 +412,8 @@ def run(fn):
                             f"elastic.State first, got {type(state).__name__}")
         if not state.restore():
             state.sync()
-        return fn(state, *args, **kwargs)
+        try:
+            return fn(state, *args, **kwargs)
+        finally:
+            state.close()
     return wrapper

@@ -413,6 +413,8 @@ class ElasticCheckpoint(Callback):
             self.state.commit()
 
     def on_train_end(self, logs=None):
+        if self.state is not None:
+            self.state.close()
         self.state = None
 
 
