@@ -535,11 +535,11 @@ def test_scheduler_state_and_errors():
 # ---------------------------------------------------------------------------
 # inputs that would train nothing, or train the wrong way, raise (Paddle accepts them)
 
-OPTIMIZERS = ["SGD", "Momentum", "Adam", "AdamW", "RMSProp", "Adagrad", "Adamax", "Adadelta", "RAdam", "NAdam",
+OPTIMIZER_CLASSES = ["SGD", "Momentum", "Adam", "AdamW", "RMSProp", "Adagrad", "Adamax", "Adadelta", "RAdam", "NAdam",
               "Lamb"]
 
 
-@pytest.mark.parametrize("name", OPTIMIZERS)
+@pytest.mark.parametrize("name", OPTIMIZER_CLASSES)
 def test_optimizers_refuse_empty_parameters_and_bad_learning_rates(name):
     cls = getattr(ddg.optimizer, name)
     lin = ddg.nn.Linear(2, 2)

@@ -321,6 +321,8 @@ class _Tracked:
         return batch
 
     def __getattr__(self, name):
+        if name in ("_it", "_loader"):
+            raise AttributeError(name)
         return getattr(self._it, name)
 
 

@@ -295,6 +295,8 @@ class _Workers:
     def shutdown(self):
         if self.stop is not None:
             self.stop.set()
+        for sock in self.socks:              # a worker blocked sending a block gets EPIPE;
+            sock.close()                     # descriptors still in flight go with them
         for q in self.tasks:
             try:
                 q.put(None)
@@ -314,8 +316,6 @@ class _Workers:
             self.results.close()
         for q in self.tasks:
             q.close()
-        for sock in self.socks:              # descriptors still in flight go with them
-            sock.close()
 
 
 def _describe_exit(code):
