@@ -520,9 +520,10 @@ def _worker_processes():
     return [p for p in multiprocessing.active_children() if p.name.startswith("ddg-DataLoader-worker")]
 
 
-def _shm_leftovers():
+def _shm_leftovers(pid=None):
+    """Shared-memory files of the loading process ``pid`` (this one by default)."""
     from ddg.io import worker_process as W
-    return [n for n in os.listdir(W._SHM_DIR) if n.startswith("ddg-loader")]
+    return [n for n in os.listdir(W._SHM_DIR) if n.startswith(f"ddg-loader-{pid or os.getpid()}-")]
 
 
 class WorkerTagged(Squares):
@@ -670,7 +671,7 @@ def test_process_workers_end_with_a_killed_loader_and_leave_no_shared_memory():
         while any(_alive(p) for p in pids) and time.time() < end:
             time.sleep(0.02)
         assert not any(_alive(p) for p in pids)
-        assert _shm_leftovers() == []
+        assert _shm_leftovers(proc.pid) == []
     finally:
         if proc.poll() is None:
             proc.kill()

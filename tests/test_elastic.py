@@ -230,7 +230,7 @@ def test_rank_killed_while_its_workers_run_ends_the_job_at_once(n, mode, tmp_pat
     while any(_alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert len(pids) == (3 if mode == "process" else 1) and not any(_alive(p) for p in pids)   # the rank, its workers
-    assert [f for f in os.listdir(worker_process._SHM_DIR) if f.startswith("ddg-loader")] == []
+    assert [f for f in os.listdir(worker_process._SHM_DIR) if f.startswith(f"ddg-loader-{pids[0]}-")] == []
 
 
 # ---------------------------------------------------------------------------

@@ -106,11 +106,12 @@ def _layout(obj, arrays, offset):
 def _anonymous_file(nbytes):
     """A file descriptor of ``nbytes`` of shared memory that has no name, so that no
     kill at any moment can leave it behind (memfd on Linux; elsewhere a file in the
-    shared-memory folder, unlinked as soon as it is created)."""
+    shared-memory folder, named after the loading process, unlinked as soon as it is
+    created)."""
     if hasattr(os, "memfd_create"):
         fd = os.memfd_create("ddg-loader", getattr(os, "MFD_CLOEXEC", 0))
     else:
-        fd, path = tempfile.mkstemp(prefix="ddg-loader-", dir=_SHM_DIR)
+        fd, path = tempfile.mkstemp(prefix=f"ddg-loader-{os.getppid()}-", dir=_SHM_DIR)
         os.unlink(path)
     try:
         os.ftruncate(fd, nbytes)
