@@ -257,6 +257,7 @@ def test_state_commit_restore_round_trip(tmp_path):
     loader = ddg.io.DataLoader(ddg.io.TensorDataset([ddg.arange(10, dtype="float32")]), batch_size=3,
                                shuffle=True)
     state = elastic.State(model=net, optimizer=opt, lr_scheduler=sched, loader=loader,
+                          scaler=ddg.amp.GradScaler(init_loss_scaling=1024.0),
                           checkpoint_dir=tmp_path, epoch=2, history=[1.5, 2.5])
     assert state.restore() is False and state.commits == 0
     _step(net, opt, sched, x)
@@ -274,9 +275,11 @@ def test_state_commit_restore_round_trip(tmp_path):
     sched2 = ddg.optimizer.lr.StepDecay(learning_rate=0.1, step_size=2, gamma=0.5)
     opt2 = ddg.optimizer.Adam(learning_rate=sched2, parameters=net2.parameters())
     loader2 = ddg.io.DataLoader(loader.dataset, batch_size=3, shuffle=True)
-    state2 = elastic.State(model=net2, optimizer=opt2, lr_scheduler=sched2, loader=loader2,
+    scaler2 = ddg.amp.GradScaler(init_loss_scaling=8.0)
+    state2 = elastic.State(model=net2, optimizer=opt2, lr_scheduler=sched2, loader=loader2, scaler=scaler2,
                            checkpoint_dir=tmp_path, epoch=0, history=[])
     assert state2.restore() is True and state2.restored and state2.commits == 1
+    assert float(np.asarray(scaler2.state_dict()["scale"]).reshape(-1)[0]) == 1024.0
     assert state2.epoch == 2 and state2.history == [1.5, 2.5] and state2.model is net2
     _step(net2, opt2, sched2, x)
     assert [b[0].numpy().tolist() for b in loader2] == rest        # the epoch goes on where it was

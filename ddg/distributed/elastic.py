@@ -24,8 +24,8 @@ What a commit holds, written by rank 0 alone into one file (``<dir>/state.ddg``,
 atomically: a crash while writing leaves the previous commit), where ``dir`` is
 ``checkpoint_dir``, else ``$DDG_ELASTIC_DIR``, else ``./ddg_elastic``:
 
-* every object given with a ``state_dict``/``set_state_dict`` (layers, optimizers, LR
-  schedulers, ``GradScaler``...): rank 0's (data parallel keeps them equal on every rank);
+* every object given with a ``state_dict`` and a ``set_state_dict`` or
+  ``load_state_dict`` (layers, optimizers, LR schedulers, ``GradScaler``...): rank 0's (data parallel keeps them equal on every rank);
 * every ``DataLoader`` given: where its iteration is (each rank's own), so that a resumed
   epoch goes on in the same order and skips the batches already seen; a
   ``DistributedBatchSampler`` given alone: its epoch;
@@ -137,7 +137,7 @@ def _kind(obj):
     from ..io.dataloader import DataLoader
     if isinstance(obj, DataLoader):
         return "loader"
-    if hasattr(obj, "state_dict") and hasattr(obj, "set_state_dict"):
+    if hasattr(obj, "state_dict") and (hasattr(obj, "set_state_dict") or hasattr(obj, "load_state_dict")):
         return "stateful"
     if hasattr(obj, "set_epoch") and hasattr(obj, "epoch"):
         return "sampler"
@@ -227,7 +227,8 @@ class State:
                 raise ValueError(f"elastic.State.restore: the commit in {self.path} has no {name!r} "
                                  f"(it has {sorted(shared['objects'])}); was it made by another program?")
             if kind == "stateful":
-                obj.set_state_dict(shared["objects"][name])
+                load = getattr(obj, "set_state_dict", None) or obj.load_state_dict
+                load(shared["objects"][name])
             elif kind == "sampler":
                 obj.set_epoch(shared["objects"][name]["epoch"])
         self._values.update(shared["values"])
