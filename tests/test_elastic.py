@@ -236,6 +236,14 @@ def test_rank_killed_while_its_workers_run_ends_the_job_at_once(n, mode, tmp_pat
 # ---------------------------------------------------------------------------
 # one process: the State's pieces and ddgrun's restart loop
 
+@pytest.fixture(autouse=True)
+def _sigterm_restored():
+    """States made in this process take SIGTERM; give it back after each test."""
+    before = signal.getsignal(signal.SIGTERM)
+    yield
+    signal.signal(signal.SIGTERM, before)
+
+
 def _net():
     ddg.seed(3)
     net = ddg.nn.Sequential(ddg.nn.Linear(4, 5), ddg.nn.Dropout(0.5), ddg.nn.Linear(5, 2))
