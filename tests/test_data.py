@@ -676,3 +676,20 @@ def test_process_workers_end_with_a_killed_loader_and_leave_no_shared_memory():
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_process_workers_without_memfd_use_unlinked_files(monkeypatch):
+    """Where there is no memfd (macOS), each block is a file in the shared-memory folder,
+    removed as soon as it is made: the batches are the same and no file stays."""
+    from ddg.io.worker_process import process_workers_available
+    if not process_workers_available():
+        pytest.skip("no fork here: workers are threads")
+    backend.seed(3)
+    want = [b[0].numpy() for b in DataLoader(WorkerTagged(24), batch_size=4, shuffle=True, num_workers=2)]
+    monkeypatch.delattr(os, "memfd_create", raising=False)
+    backend.seed(3)
+    got = [b[0].numpy() for b in DataLoader(WorkerTagged(24), batch_size=4, shuffle=True, num_workers=2)]
+    assert len(got) == 6
+    for a, b in zip(want, got):
+        np.testing.assert_array_equal(a, b)
+    assert _wait_no_processes() == [] and _shm_leftovers() == []
