@@ -693,3 +693,48 @@ def test_process_workers_without_memfd_use_unlinked_files(monkeypatch):
     for a, b in zip(want, got):
         np.testing.assert_array_equal(a, b)
     assert _wait_no_processes() == [] and _shm_leftovers() == []
+
+
+@pytest.mark.parametrize("workers", ["none", "process", "thread"])
+@pytest.mark.parametrize("kind", ["shuffled", "distributed", "sequential"])
+def test_position_state_resumes_an_iteration_in_a_fresh_loader(kind, workers, monkeypatch):
+    """A loader stopped after k batches and rebuilt elsewhere (other generator state) goes on
+    with the same batches as the uninterrupted one, this epoch and the next."""
+    from ddg.io import DistributedBatchSampler
+    monkeypatch.setenv("DDG_DATALOADER_WORKERS", "thread" if workers == "thread" else "process")
+    n = 0 if workers == "none" else 2
+
+    def make():
+        ds = Squares(23)
+        if kind == "distributed":
+            return DataLoader(ds, batch_sampler=DistributedBatchSampler(ds, 3, num_replicas=2, rank=1, shuffle=True),
+                              num_workers=n)
+        return DataLoader(ds, batch_size=3, shuffle=kind == "shuffled", num_workers=n)
+
+    def ids(batch):
+        return batch[1].numpy().reshape(-1).tolist()
+
+    backend.seed(5)
+    loader = make()
+    want = [[ids(b) for b in loader] for _ in range(2)]
+    for k in (0, 2, len(want[0])):
+        backend.seed(5)
+        loader = make()
+        it = iter(loader)
+        seen = [ids(next(it)) for _ in range(k)]
+        state, rng = loader.position_state(), backend.get_rng_state()
+        del it
+        backend.seed(1234)
+        again = make()
+        again.set_position_state(state)
+        backend.set_rng_state(rng)
+        rest = [[ids(b) for b in again] for _ in range(2)]
+        assert seen + rest[0] == want[0] and rest[1] == want[1], (k, kind, workers)
+    assert _wait_no_processes() == []
+
+
+def test_position_state_of_an_iterable_dataset_mid_iteration_is_refused():
+    it = iter(DataLoader(SplitStream(9), batch_size=2))
+    next(it)
+    with pytest.raises(ValueError, match="IterableDataset cannot resume inside an iteration"):
+        it._loader.position_state()

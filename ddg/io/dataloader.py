@@ -213,7 +213,7 @@ class DataLoader:
         else:
             self._start = (backend.get_rng_state(), getattr(self.batch_sampler, "epoch", None))
             self._position = 0
-        self._skip = self._position
+        self._skip = self._position if resume is not None and resume["active"] else None
         self._iterations += 1
         self._active = True
         if self.num_workers == 0:
@@ -258,9 +258,12 @@ class DataLoader:
         iteration draws its order as the interrupted one did (from the generator state
         and sampler epoch it started with) and leaves out what that one handed out."""
         source = self.batch_sampler if self.batch_sampler is not None else self._sampler
-        skip, self._skip = getattr(self, "_skip", 0), 0
-        if not skip:
-            return iter(source)
+        skip, self._skip = getattr(self, "_skip", None), None
+        if skip is None:
+            # not a resumed iteration; its order is drawn now, when the iteration starts
+            # (as with workers), so that a commit at any point comes after the draw
+            it = iter(source)
+            return itertools.chain(list(itertools.islice(it, 1)), it)
         rng, epoch = self._start
         if epoch is not None and hasattr(source, "epoch"):
             source.epoch = epoch
