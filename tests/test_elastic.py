@@ -393,3 +393,52 @@ def test_restart_options_are_parsed_and_checked(monkeypatch):
     monkeypatch.setenv("DDG_RESTART_PAUSE", "soon")
     with pytest.raises(ValueError, match="DDG_RESTART_PAUSE"):
         restarts.restart_pause()
+
+
+class _Boom(Exception):
+    pass
+
+
+def _fit_program(monkeypatch, fail_at=None):
+    """A program with two fits (a fresh process each call); returns its parameters and
+    the training batches it ran."""
+    from ddg.hapi import callbacks as cb
+    monkeypatch.setattr(cb, "_fits", 0)
+    seen = []
+
+    class Count(ddg.callbacks.Callback):
+        def on_train_batch_begin(self, step, logs=None):
+            if fail_at is not None and len(seen) == fail_at:
+                raise _Boom(f"a fault before batch {len(seen)}")
+            seen.append(step)
+
+    from elastic_train import Points
+    ddg.seed(2)
+    net = ddg.nn.Sequential(ddg.nn.Linear(6, 8), ddg.nn.Dropout(0.2), ddg.nn.Linear(8, 3))
+    model = ddg.Model(net)
+    sched = ddg.optimizer.lr.StepDecay(learning_rate=0.05, step_size=5, gamma=0.5)
+    model.prepare(ddg.optimizer.Adam(learning_rate=sched, parameters=model.parameters()), ddg.nn.CrossEntropyLoss())
+    model.fit(Points(30), batch_size=4, epochs=2, verbose=0, callbacks=[Count()])   # 8 batches an epoch
+    model.fit(Points(30), batch_size=4, epochs=1, verbose=0, callbacks=[Count()])
+    return {k: v.numpy().copy() for k, v in net.state_dict().items()}, seen
+
+
+def test_fit_resumes_mid_epoch_and_each_fit_from_its_own_commit(tmp_path, monkeypatch):
+    sys.path.insert(0, os.path.join(REPO, "tests"))
+    monkeypatch.setenv("DDG_ELASTIC_DIR", str(tmp_path / "straight"))
+    want, seen = _fit_program(monkeypatch)
+    assert len(seen) == 24 and sorted(os.listdir(tmp_path / "straight")) == ["fit-1", "fit-2"]
+    monkeypatch.setenv("DDG_ELASTIC_DIR", str(tmp_path / "faulted"))
+    # a fault in the first fit's second epoch (before its batch 3), then, resumed there
+    # (5 batches left), one in the second fit (before its batch 4)
+    for fail_at in (11, 9):
+        with pytest.raises(_Boom):
+            _fit_program(monkeypatch, fail_at=fail_at)
+    got, seen = _fit_program(monkeypatch)      # resumes at batch 4 of the second fit's only epoch
+    assert seen == [4, 5, 6, 7]
+    for k in want:
+        np.testing.assert_array_equal(got[k], want[k], err_msg=k)
+    got, seen = _fit_program(monkeypatch)      # all done: restores, trains nothing
+    assert seen == []
+    for k in want:
+        np.testing.assert_array_equal(got[k], want[k], err_msg=k)

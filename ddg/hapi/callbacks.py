@@ -347,6 +347,9 @@ class ModelCheckpoint(Callback):
             self._save(f"{self.save_dir}/final")
 
 
+_fits = 0      # fits with an ElasticCheckpoint begun in this process
+
+
 class ElasticCheckpoint(Callback):
     """Makes ``fit`` survive failures and preemption (``ddg.distributed.elastic``):
     at the start it resumes from the last commit in ``checkpoint_dir`` (default
@@ -360,7 +363,11 @@ class ElasticCheckpoint(Callback):
     (``DDG_MAX_RESTARTS`` > 0) or ``DDG_ELASTIC_DIR`` is set. Not kept: the metrics
     accumulated in an interrupted epoch (the resumed epoch's logs cover its remaining
     batches) and the state of other callbacks (``EarlyStopping``'s patience count).
-    It runs after the other callbacks, so that each commit sees the step complete."""
+    It runs after the other callbacks, so that each commit sees the step complete.
+
+    The k-th ``fit`` of a process commits into ``<checkpoint_dir>/fit-<k>``: a program
+    that calls ``fit`` several times, restarted, finds each call's own commit (the
+    finished ones restore their final state and train no more)."""
 
     def __init__(self, save_steps=1, checkpoint_dir=None):
         super().__init__()
@@ -389,7 +396,10 @@ class ElasticCheckpoint(Callback):
         else:
             warnings.warn("ElasticCheckpoint: the training data is not a DataLoader over a map-style dataset, "
                           "so a resumed epoch starts over from its first batch")
-        self.state = elastic.State(checkpoint_dir=self.checkpoint_dir, epoch=0, **objects)
+        global _fits
+        _fits += 1
+        where = os.path.join(self.checkpoint_dir or elastic.default_dir(), f"fit-{_fits}")
+        self.state = elastic.State(checkpoint_dir=where, epoch=0, **objects)
         if not self.state.restore():
             self.state.sync()
         model._start_epoch = int(self.state.epoch)
