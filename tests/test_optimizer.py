@@ -559,6 +559,10 @@ def test_optimizers_refuse_empty_parameters_and_bad_learning_rates(name):
             opt.set_lr(bad)
         assert opt.get_lr() == 0.1
     cls(learning_rate=0.0, parameters=lin.parameters())          # a frozen run is allowed
+    decay = "lamb_weight_decay" if name == "Lamb" else "weight_decay"      # Lamb's own name for it
+    for bad in (-0.01, float("nan")):
+        with pytest.raises(ValueError, match=rf"ddg.optimizer.{name}: {decay} must be a finite number >= 0"):
+            cls(learning_rate=0.1, parameters=lin.parameters(), **{decay: bad})
 
 
 @pytest.mark.parametrize("sched", ["StepDecay", "ExponentialDecay", "CosineAnnealingDecay", "NaturalExpDecay"])

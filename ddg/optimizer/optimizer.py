@@ -88,6 +88,10 @@ class Optimizer:
         if grad_clip is not None and not callable(grad_clip):
             raise TypeError(f"ddg.optimizer.{owner}: grad_clip must be a ddg.nn.ClipGradBy* object (callable on "
                             f"(param, grad) pairs), got {type(grad_clip).__name__}")
+        if isinstance(weight_decay, numbers.Real) and not isinstance(weight_decay, bool) and \
+                not (weight_decay >= 0 and np.isfinite(weight_decay)):
+            raise ValueError(f"ddg.optimizer.{owner}: weight_decay must be a finite number >= 0, "
+                             f"got {weight_decay!r}")
         self._name = name
         self._grad_clip = grad_clip
         self._weight_decay = weight_decay
