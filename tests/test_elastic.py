@@ -314,6 +314,9 @@ def test_state_refuses_what_it_cannot_resume(tmp_path):
     (tmp_path / "state.ddg").write_bytes(b"not a checkpoint")
     with pytest.raises(RuntimeError, match="cannot read the commit"):
         elastic.State(model=net, checkpoint_dir=tmp_path).restore()
+    for clash in ("commit", "path", "restored", "_x"):
+        with pytest.raises(ValueError, match=f"'{clash}' is a name of the State's own"):
+            elastic.State(checkpoint_dir=tmp_path, **{clash: 1})
     with pytest.raises(TypeError, match="must be called with an elastic.State"):
         elastic.run(lambda s: None)(3)
 

@@ -157,6 +157,9 @@ class State:
                 given[name] = obj
         objects, plain = {}, {}
         for name, obj in given.items():
+            if hasattr(type(self), name) or name.startswith("_") or name in ("commits", "restored"):
+                raise ValueError(f"elastic.State: {name!r} is a name of the State's own; give that value "
+                                 f"another name")
             kind = _kind(obj)
             if kind == "value":
                 plain[name] = obj
