@@ -311,7 +311,7 @@ class _Workers:
         if self.results is not None:
             while True:                      # batches nobody will read
                 try:
-                    msg = self.results.get_nowait()
+                    self.results.get_nowait()
                 except (queue.Empty, OSError, ValueError, EOFError):
                     break
             self.results.close()
