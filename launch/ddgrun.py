@@ -344,7 +344,11 @@ def main(argv=None):
         return 0
     mpi = not (nprocs == 1 and not opts)
     if max_restarts:
-        from launch import restarts
+        try:
+            from launch import restarts
+        except ImportError:               # run as a file (python launch/ddgrun.py): beside it
+            sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+            import restarts
         try:
             pause = restarts.restart_pause()
         except ValueError as e:
