@@ -321,6 +321,27 @@ def test_state_refuses_what_it_cannot_resume(tmp_path):
         elastic.run(lambda s: None)(3)
 
 
+def test_commit_of_another_world_size_restores_what_it_can(tmp_path, capsys):
+    net, opt, _ = _net()
+    state = elastic.State(model=net, optimizer=opt, checkpoint_dir=tmp_path, epoch=4)
+    state.commit()
+    data = ddg.load(state.path)
+    data["world_size"] = 2                           # as if 2 ranks had committed it
+    data["ranks"] = data["ranks"] * 2
+    ddg.save(data, state.path)
+    want = {k: v.numpy().copy() for k, v in net.state_dict().items()}
+    ddg.seed(77)
+    rng_before = ddg.tensor.backend.get_rng_state()
+    net2, opt2, _ = _net()
+    ddg.tensor.backend.set_rng_state(rng_before)
+    state2 = elastic.State(model=net2, optimizer=opt2, checkpoint_dir=tmp_path, epoch=0)
+    assert state2.restore() and state2.epoch == 4
+    for k, v in net2.state_dict().items():
+        np.testing.assert_array_equal(v.numpy(), want[k])
+    assert ddg.tensor.backend.get_rng_state() == rng_before          # not another world's random state
+    assert "was made by 2 ranks, this job has 1" in capsys.readouterr().err
+
+
 def test_run_gives_sigterm_back_when_training_ends(tmp_path):
     before = signal.getsignal(signal.SIGTERM)
     net, _, _ = _net()
