@@ -3,6 +3,7 @@
     ddgrun -n N [mpiexec options...] script.py [args...]
     ddgrun -n N [mpiexec options...] python [python options] script.py [args...]
     ddgrun -n N [mpiexec options...] -m package.module [args...]
+    ddgrun --max_restarts K -n N ... : restart the job after a failure, up to K times
 
 With ``-n 1`` the script simply runs in this Python, without MPI. Otherwise the job
 is ``mpiexec -n N [options] <this python> rank_guard.py script.py args`` (the guard ends
@@ -21,7 +22,11 @@ cores and ranks (as the launcher tells it); without a guard, this machine's core
 and ``-ppn`` (else N) are used. When every host named (hostfile, ``-hosts``) is this
 machine, all N ranks share its cores.
 
-The exit status is the job's (128 + signal number when a rank died of a signal).
+``--max_restarts K`` (or ``--max-restarts``) starts the whole job again when it fails,
+up to K times, with a doubling pause; see launch/restarts.py.
+
+The exit status is the job's (128 + signal number when a rank died of a signal); with
+restarts, the last attempt's.
 MPICH's hydra mpiexec reports a signaled rank by exiting with the bare signal number
 (the raw wait status) and printing ``YOUR APPLICATION TERMINATED WITH THE EXIT STRING:
 ... (signal N)`` on its stdout, which ddgrun relays and reads to tell a rank killed by
@@ -36,7 +41,8 @@ import subprocess
 import sys
 import threading
 
-USAGE = "usage: ddgrun -n N [mpiexec options...] (script.py | python script.py | -m module) [args...]"
+USAGE = ("usage: ddgrun [--max_restarts K] -n N [mpiexec options...] "
+         "(script.py | python script.py | -m module) [args...]")
 
 # mpiexec options (MPICH/hydra, Intel MPI, Open MPI) that take one separate value.
 _ONE_VALUE = {
@@ -62,7 +68,15 @@ def parse_args(argv):
     ``program`` is the argv of one rank, starting with this Python unless the
     program is not a Python script.
     """
-    nprocs, per_node, dry_run = 1, None, False
+    return _parse(argv)[:5]
+
+
+_RESTARTS = ("--max_restarts", "--max-restarts")
+
+
+def _parse(argv):
+    """:func:`parse_args`' tuple plus the number of restarts allowed."""
+    nprocs, per_node, dry_run, max_restarts = 1, None, False, 0
     opts = []
     i = 0
     while i < len(argv):
@@ -71,6 +85,21 @@ def parse_args(argv):
             raise UsageError(None)
         if a == "--dry-run":
             dry_run = True
+            i += 1
+            continue
+        if a.partition("=")[0] in _RESTARTS:
+            name, eq, value = a.partition("=")
+            if not eq:
+                if i + 1 >= len(argv):
+                    raise UsageError(f"ddgrun: {a} needs a number of restarts")
+                value = argv[i + 1]
+                i += 1
+            try:
+                max_restarts = int(value)
+            except ValueError:
+                raise UsageError(f"ddgrun: {name} needs a number of restarts, got {value!r}") from None
+            if max_restarts < 0:
+                raise UsageError(f"ddgrun: {name} must be >= 0, got {max_restarts}")
             i += 1
             continue
         if a == "--":
@@ -114,7 +143,7 @@ def parse_args(argv):
     rest = argv[i:]
     if not rest:
         raise UsageError("ddgrun: no program given")
-    return nprocs, opts, _program(rest), per_node, dry_run
+    return nprocs, opts, _program(rest), per_node, dry_run, max_restarts
 
 
 def _is_python(token):
@@ -287,8 +316,9 @@ def _relay(src, dst, tail, on_rank_failed=None):
                 on_rank_failed(int(found.group(1)))
 
 
-def _run(cmd, env, mpi=False):
-    """Run the job and return its exit status, 128 + N when a rank died of signal N."""
+def _run(cmd, env, mpi=False, stopped=None):
+    """Run the job and return its exit status, 128 + N when a rank died of signal N.
+    The signals ddgrun passed on to the job are appended to ``stopped``."""
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE if mpi else None)
     tail = [b""]
     failed = []
@@ -311,6 +341,8 @@ def _run(cmd, env, mpi=False):
     # Pass SIGTERM/SIGINT on to the child (mpiexec then stops every rank) and keep
     # waiting for it, so that our exit status is the job's.
     def forward(signum, frame):
+        if stopped is not None:
+            stopped.append(signum)
         try:
             proc.send_signal(signum)
         except ProcessLookupError:
@@ -346,7 +378,7 @@ def job_status(rc, mpiexec_output=b""):
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        nprocs, opts, program, per_node, dry_run = parse_args(argv)
+        nprocs, opts, program, per_node, dry_run, max_restarts = _parse(argv)
         cmd = build_command(nprocs, opts, program)
     except UsageError as e:
         print(e.args[0] if e.args[0] else __doc__.strip() + "\n\n" + USAGE,
@@ -363,8 +395,23 @@ def main(argv=None):
     if dry_run:
         print(shlex.join(cmd))
         return 0
+    mpi = not (nprocs == 1 and not opts)
+    if max_restarts:
+        try:
+            from launch import restarts
+        except ImportError:               # run as a file (python launch/ddgrun.py): beside it
+            sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+            import restarts
+        try:
+            pause = restarts.restart_pause()
+        except ValueError as e:
+            print(f"ddgrun: {e}", file=sys.stderr)
+            return 2
     try:
-        return _run(cmd, env, mpi=not (nprocs == 1 and not opts))
+        if max_restarts == 0:
+            return _run(cmd, env, mpi=mpi)
+        return restarts.run_with_restarts(lambda e, stopped: _run(cmd, e, mpi=mpi, stopped=stopped),
+                                          max_restarts, env, pause=pause)
     except OSError as e:
         print(f"ddgrun: cannot start {cmd[0]}: {e}", file=sys.stderr)
         return 2

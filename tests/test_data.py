@@ -520,9 +520,10 @@ def _worker_processes():
     return [p for p in multiprocessing.active_children() if p.name.startswith("ddg-DataLoader-worker")]
 
 
-def _shm_leftovers():
+def _shm_leftovers(pid=None):
+    """Shared-memory files of the loading process ``pid`` (this one by default)."""
     from ddg.io import worker_process as W
-    return [n for n in os.listdir(W._SHM_DIR) if n.startswith(f"ddg-loader-{os.getpid()}-")]
+    return [n for n in os.listdir(W._SHM_DIR) if n.startswith(f"ddg-loader-{pid or os.getpid()}-")]
 
 
 class WorkerTagged(Squares):
@@ -623,3 +624,117 @@ def test_iterable_dataset_in_worker_processes():
     assert seen == list(range(21))                   # every sample once, in batches from each worker
     assert all(b[0].shape[1] == 300 for b in batches)
     assert _wait_no_processes() == [] and _shm_leftovers() == []
+
+
+_KILLED_LOADER = r"""
+import os, sys, time
+import numpy as np
+from ddg.io import DataLoader, Dataset
+
+class Slow(Dataset):
+    def __len__(self):
+        return 100000
+    def __getitem__(self, i):
+        time.sleep(0.002)
+        return {"x": np.full((32, 32), i, np.float32), "y": np.int64(i)}
+
+it = iter(DataLoader(Slow(), batch_size=4, num_workers=2, prefetch_factor=4))
+batch = next(it)
+print(" ".join(str(p.pid) for p in it._w.procs), flush=True)
+time.sleep(60)
+"""
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads process states from /proc (Linux)")
+def test_process_workers_end_with_a_killed_loader_and_leave_no_shared_memory():
+    """SIGKILL the loading process (as the out-of-memory killer does) while its workers
+    have batches in flight: the workers end at once and no shared-memory file stays."""
+    import signal
+    import subprocess
+    import sys
+    proc = subprocess.Popen([sys.executable, "-c", _KILLED_LOADER], stdout=subprocess.PIPE, text=True)
+    try:
+        pids = [int(p) for p in proc.stdout.readline().split()]
+        assert len(pids) == 2 and all(_alive(p) for p in pids)
+        time.sleep(0.3)                          # the workers fill their prefetch slots
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        end = time.time() + 5.0
+        while any(_alive(p) for p in pids) and time.time() < end:
+            time.sleep(0.02)
+        assert not any(_alive(p) for p in pids)
+        assert _shm_leftovers(proc.pid) == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_process_workers_without_memfd_use_unlinked_files(monkeypatch):
+    """Where there is no memfd (macOS), each block is a file in the shared-memory folder,
+    removed as soon as it is made: the batches are the same and no file stays."""
+    from ddg.io.worker_process import process_workers_available
+    if not process_workers_available():
+        pytest.skip("no fork here: workers are threads")
+    backend.seed(3)
+    want = [b[0].numpy() for b in DataLoader(WorkerTagged(24), batch_size=4, shuffle=True, num_workers=2)]
+    monkeypatch.delattr(os, "memfd_create", raising=False)
+    backend.seed(3)
+    got = [b[0].numpy() for b in DataLoader(WorkerTagged(24), batch_size=4, shuffle=True, num_workers=2)]
+    assert len(got) == 6
+    for a, b in zip(want, got):
+        np.testing.assert_array_equal(a, b)
+    assert _wait_no_processes() == [] and _shm_leftovers() == []
+
+
+@pytest.mark.parametrize("workers", ["none", "process", "thread"])
+@pytest.mark.parametrize("kind", ["shuffled", "distributed", "sequential"])
+def test_position_state_resumes_an_iteration_in_a_fresh_loader(kind, workers, monkeypatch):
+    """A loader stopped after k batches and rebuilt elsewhere (other generator state) goes on
+    with the same batches as the uninterrupted one, this epoch and the next."""
+    from ddg.io import DistributedBatchSampler
+    monkeypatch.setenv("DDG_DATALOADER_WORKERS", "thread" if workers == "thread" else "process")
+    n = 0 if workers == "none" else 2
+
+    def make():
+        ds = Squares(23)
+        if kind == "distributed":
+            return DataLoader(ds, batch_sampler=DistributedBatchSampler(ds, 3, num_replicas=2, rank=1, shuffle=True),
+                              num_workers=n)
+        return DataLoader(ds, batch_size=3, shuffle=kind == "shuffled", num_workers=n)
+
+    def ids(batch):
+        return batch[1].numpy().reshape(-1).tolist()
+
+    backend.seed(5)
+    loader = make()
+    want = [[ids(b) for b in loader] for _ in range(2)]
+    for k in (0, 2, len(want[0])):
+        backend.seed(5)
+        loader = make()
+        it = iter(loader)
+        seen = [ids(next(it)) for _ in range(k)]
+        state, rng = loader.position_state(), backend.get_rng_state()
+        del it
+        backend.seed(1234)
+        again = make()
+        again.set_position_state(state)
+        backend.set_rng_state(rng)
+        rest = [[ids(b) for b in again] for _ in range(2)]
+        assert seen + rest[0] == want[0] and rest[1] == want[1], (k, kind, workers)
+    assert _wait_no_processes() == []
+
+
+def test_position_state_of_an_iterable_dataset_mid_iteration_is_refused():
+    it = iter(DataLoader(SplitStream(9), batch_size=2))
+    next(it)
+    with pytest.raises(ValueError, match="IterableDataset cannot resume inside an iteration"):
+        it._loader.position_state()

@@ -1,10 +1,12 @@
 """nn.Layer registration, traversal, state dicts, hooks, containers, ParamAttr and initializers."""
+import re
 import warnings
 
 import numpy as np
 import pytest
 
 import ddg
+import ddg.nn.functional as F
 from ddg import nn
 from ddg.nn import initializer as I
 
@@ -202,3 +204,63 @@ def test_loss_errors():
         F.cross_entropy(ddg.ones([2, 3]), ddg.to_tensor([0, 5]))
     with pytest.raises(ValueError, match="linear"):
         nn.Linear(3, 2)(ddg.ones([2, 4]))
+
+
+# ---------------------------------------------------------------------------
+# losses refuse labels that make the loss meaningless (PyTorch raises; Paddle returns a value)
+
+def _t(a):
+    return ddg.to_tensor(np.asarray(a))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("form", ["functional", "layer"])
+def test_binary_cross_entropy_refuses_values_outside_0_1(dtype, form):
+    bce = F.binary_cross_entropy if form == "functional" else nn.BCELoss()
+    p = _t(np.array([[0.3, 0.6], [0.1, 0.9]], dtype))
+    for bad, shown in ((2.0, "0 to 2"), (-1.0, "-1 to 1"), (1.0001, "0 to 1.0001"), (np.nan, "nan to nan")):
+        label = np.array([[1.0, 0.0], [0.0, 1.0]], dtype)
+        label[0, 0] = bad
+        with pytest.raises(ValueError, match=rf"binary_cross_entropy: label must lie in \[0, 1\], got values "
+                                             rf"from {re.escape(shown)}"):
+            bce(p, _t(label))
+        bad_p = np.array([[0.3, 0.6], [0.1, 0.9]], dtype)
+        bad_p[1, 1] = bad
+        with pytest.raises(ValueError, match=r"binary_cross_entropy: input must lie in \[0, 1\]"):
+            bce(_t(bad_p), _t(np.ones((2, 2), dtype)))
+    with pytest.raises(TypeError, match="label must be a floating-point Tensor, got dtype int64"):
+        bce(p, _t(np.array([[1, 0], [0, 1]])))
+    # the edges and soft targets are fine, and the value is the formula's
+    label = np.array([[0.0, 1.0], [0.25, 1.0]], dtype)
+    got = float(bce(p, _t(label)))
+    pp = p.numpy().astype(np.float64)
+    want = -np.mean(label * np.log(pp) + (1 - label) * np.log(1 - pp))
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("form", ["functional", "layer"])
+def test_nll_loss_refuses_labels_out_of_range_or_not_integers(form):
+    nll = F.nll_loss if form == "functional" else nn.NLLLoss()
+    logp = F.log_softmax(_t(np.random.default_rng(0).standard_normal((4, 3))), axis=1)
+    for bad in (3, -1, 7):
+        with pytest.raises(ValueError, match=rf"nll_loss: label values must lie in \[0, 3\) .*got \[{bad}\]"):
+            nll(logp, _t(np.array([0, bad, 2, 1])))
+    with pytest.raises(TypeError, match="nll_loss: label must be an integer Tensor of class indices, got dtype float"):
+        nll(logp, _t(np.array([0.0, 1.0, 2.0, 1.0])))
+    with pytest.raises(ValueError, match=r"nll_loss: label shape \[3\] does not fit input shape \[4, 3\]"):
+        nll(logp, _t(np.array([0, 1, 2])))
+    ok = nll(logp, _t(np.array([0, -100, 2, 1])))          # ignore_index is allowed
+    lp = logp.numpy()
+    np.testing.assert_allclose(float(ok), -(lp[0, 0] + lp[2, 2] + lp[3, 1]) / 3, rtol=1e-6)
+
+
+def test_cross_entropy_refuses_fractional_float_labels():
+    logits = _t(np.random.default_rng(1).standard_normal((3, 4)).astype(np.float32))
+    with pytest.raises(ValueError, match="cross_entropy: label has dtype float32 with values that are not whole"):
+        F.cross_entropy(logits, _t(np.array([0.0, 1.5, 2.0], np.float32)))
+    # whole-number float labels stay accepted, as in Paddle (cast to int64)
+    a = float(F.cross_entropy(logits, _t(np.array([0.0, 1.0, 3.0], np.float32))))
+    b = float(F.cross_entropy(logits, _t(np.array([0, 1, 3]))))
+    assert a == b
+    with pytest.raises(ValueError, match=r"labels must lie in \[0, 4\)"):
+        F.cross_entropy(logits, _t(np.array([0, 4, 1])))

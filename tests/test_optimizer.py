@@ -2,6 +2,7 @@
 its formula written out in numpy, schedules against hand-computed sequences, state
 round trips bit for bit."""
 import copy
+import re
 import math
 
 import numpy as np
@@ -529,3 +530,51 @@ def test_scheduler_state_and_errors():
         L.PiecewiseDecay([1, 2], [1.0])
     with pytest.raises(TypeError):
         L.LambdaDecay(1.0, 3)
+
+
+# ---------------------------------------------------------------------------
+# inputs that would train nothing, or train the wrong way, raise (Paddle accepts them)
+
+OPTIMIZER_CLASSES = ["SGD", "Momentum", "Adam", "AdamW", "RMSProp", "Adagrad", "Adamax", "Adadelta", "RAdam", "NAdam",
+              "Lamb"]
+
+
+@pytest.mark.parametrize("name", OPTIMIZER_CLASSES)
+def test_optimizers_refuse_empty_parameters_and_bad_learning_rates(name):
+    cls = getattr(ddg.optimizer, name)
+    lin = ddg.nn.Linear(2, 2)
+    for empty in ([], (), iter([]), [{"params": []}], [{"params": []}, {"params": []}]):
+        with pytest.raises(ValueError, match=rf"ddg.optimizer.{name}: parameters is empty"):
+            cls(learning_rate=0.1, parameters=empty)
+    with pytest.raises(ValueError, match="more than once"):
+        cls(learning_rate=0.1, parameters=[lin.weight, lin.bias, lin.weight])
+    for bad in (-0.1, -1e-12, float("nan"), float("inf"), float("-inf")):
+        with pytest.raises(ValueError, match=rf"ddg.optimizer.{name}: learning_rate must be a finite number >= 0, "
+                                             rf"got {re.escape(repr(bad))}"):
+            cls(learning_rate=bad, parameters=lin.parameters())
+        with pytest.raises(ValueError, match="group learning_rate must be a finite number >= 0"):
+            cls(learning_rate=0.1, parameters=[{"params": lin.parameters(), "learning_rate": bad}])
+        opt = cls(learning_rate=0.1, parameters=lin.parameters())
+        with pytest.raises(ValueError, match="set_lr value must be a finite number >= 0"):
+            opt.set_lr(bad)
+        assert opt.get_lr() == 0.1
+    cls(learning_rate=0.0, parameters=lin.parameters())          # a frozen run is allowed
+    decay = "lamb_weight_decay" if name == "Lamb" else "weight_decay"      # Lamb's own name for it
+    for bad in (-0.01, float("nan")):
+        with pytest.raises(ValueError, match=rf"ddg.optimizer.{name}: {decay} must be a finite number >= 0"):
+            cls(learning_rate=0.1, parameters=lin.parameters(), **{decay: bad})
+
+
+@pytest.mark.parametrize("sched", ["StepDecay", "ExponentialDecay", "CosineAnnealingDecay", "NaturalExpDecay"])
+def test_schedulers_refuse_negative_learning_rates(sched):
+    args = {"StepDecay": dict(step_size=2), "ExponentialDecay": dict(gamma=0.9),
+            "CosineAnnealingDecay": dict(T_max=3), "NaturalExpDecay": dict(gamma=0.1)}[sched]
+    for bad in (-0.5, float("nan")):
+        with pytest.raises(ValueError, match=rf"ddg.optimizer.lr.{sched}: learning_rate must be a finite number"):
+            getattr(ddg.optimizer.lr, sched)(learning_rate=bad, **args)
+
+
+def test_momentum_refuses_negative_momentum():
+    lin = ddg.nn.Linear(2, 2)
+    with pytest.raises(ValueError, match=r"ddg.optimizer.Momentum: momentum must be >= 0, got -0.5"):
+        ddg.optimizer.Momentum(learning_rate=0.1, momentum=-0.5, parameters=lin.parameters())

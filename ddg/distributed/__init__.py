@@ -537,7 +537,7 @@ def save_checkpoint(obj, path, rank=0, group=None):
 def __getattr__(name):
     # ``paddle.distributed.launch`` is the launcher module (``python -m ...launch``); it is
     # imported on first use, so that importing ddg.distributed does not load the launcher
-    if name == "launch":
+    if name in ("launch", "elastic"):
         import importlib
-        return importlib.import_module(".launch", __name__)
+        return importlib.import_module("." + name, __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -4,13 +4,16 @@
     python -m ddg.distributed.launch --gpus 0,1 train.py
     python -m ddg.distributed.launch --ips 10.0.0.1,10.0.0.2 --nproc_per_node 4 train.py
     python -m ddg.distributed.launch --log_dir logs --nproc_per_node 2 train.py
+    python -m ddg.distributed.launch --max_restart 3 --nproc_per_node 2 train.py
 
 ``--nproc_per_node`` ranks on each machine of ``--ips`` (default: this one), ``--gpus``
 the devices they may use (CUDA_VISIBLE_DEVICES; also the default ``--nproc_per_node``),
 ``--log_dir`` a folder for each rank's output (``workerlog.<rank>``, stdout and stderr;
 the launcher says where they are and shows the end of a failed rank's log). Several
 machines take MPICH's mpiexec options (``-hosts``, ``-ppn``); with another MPI, use
-ddgrun with its own options. The job's exit status is ddgrun's.
+ddgrun with its own options. ``--max_restart N`` restarts the job after a failure, up to
+N times (ddgrun's ``--max_restarts``; default 0: Paddle's default of 3 applies only with
+its ``--elastic_level``, which ddg does not have). The job's exit status is ddgrun's.
 """
 import argparse
 import glob
@@ -30,6 +33,8 @@ def _parser():
     ap.add_argument("--log_dir", "--log-dir", dest="log_dir", default=None,
                     help="write each rank's output to LOG_DIR/workerlog.<rank>")
     ap.add_argument("--nnodes", type=int, default=None, help="machines (checked against --ips)")
+    ap.add_argument("--max_restart", "--max-restart", dest="max_restart", type=int, default=0,
+                    help="restart the whole job after a failure, up to this many times (default 0)")
     ap.add_argument("training_script", help="the script (or -m module is not supported here: use ddgrun)")
     ap.add_argument("training_script_args", nargs=argparse.REMAINDER)
     return ap
@@ -50,7 +55,10 @@ def build(argv):
         env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
     if args.log_dir:
         env["DDG_LOG_DIR"] = os.path.abspath(args.log_dir)
-    out = ["-n", str(per_node * len(ips))]
+    if args.max_restart < 0:
+        raise SystemExit(f"ddg.distributed.launch: --max_restart must be >= 0, got {args.max_restart}")
+    out = ["--max_restarts", str(args.max_restart)] if args.max_restart else []
+    out += ["-n", str(per_node * len(ips))]
     if len(ips) > 1 or ips[0] not in ("127.0.0.1", "localhost"):
         out += ["-hosts", ",".join(ips), "-ppn", str(per_node)]
     return out + [sys.executable, args.training_script] + list(args.training_script_args), env

@@ -9,7 +9,7 @@ latest values by name (``'loss'`` and the metrics' names), ``'step'`` and
 
 ``fit`` adds a :class:`ProgBarLogger` (unless ``verbose=0`` or one is given), a
 :class:`ModelCheckpoint` and an :class:`LRScheduler` to the callbacks it is given, as
-Paddle's does. Under several ranks, printing and saving happen on rank 0 only.
+Paddle's does, and an :class:`ElasticCheckpoint` under ``ddgrun --max_restarts``. Under several ranks, printing and saving happen on rank 0 only.
 """
 import numbers
 import os
@@ -21,7 +21,7 @@ import numpy as np
 from .progressbar import ProgressBar
 
 __all__ = ["Callback", "ProgBarLogger", "ModelCheckpoint", "LRScheduler", "EarlyStopping",
-           "ReduceLROnPlateau", "VisualDL", "WandbCallback", "config_callbacks", "CallbackList"]
+           "ReduceLROnPlateau", "ElasticCheckpoint", "VisualDL", "WandbCallback", "config_callbacks", "CallbackList"]
 
 
 def _rank():
@@ -46,6 +46,9 @@ def config_callbacks(callbacks=None, model=None, batch_size=None, epochs=None, s
             c.save_dir = save_dir
     if not any(isinstance(c, LRScheduler) for c in cbks):
         cbks = cbks + [LRScheduler()]
+    # commits see every other callback's work on the step (the scheduler's step included)
+    cbks = [c for c in cbks if not isinstance(c, ElasticCheckpoint)] + \
+        [c for c in cbks if isinstance(c, ElasticCheckpoint)]
     out = CallbackList(cbks)
     out.set_model(model)
     out.set_params({"batch_size": batch_size, "epochs": epochs, "steps": steps, "verbose": verbose,
@@ -342,6 +345,87 @@ class ModelCheckpoint(Callback):
     def on_train_end(self, logs=None):
         if self._is_save():
             self._save(f"{self.save_dir}/final")
+
+
+_fits = 0      # fits with an ElasticCheckpoint begun in this process
+
+
+class ElasticCheckpoint(Callback):
+    """Makes ``fit`` survive failures and preemption (``ddg.distributed.elastic``):
+    at the start it resumes from the last commit in ``checkpoint_dir`` (default
+    ``$DDG_ELASTIC_DIR``, else ``./ddg_elastic``) if there is one, skipping the epochs
+    done and, mid-epoch, the batches already seen; it commits the network, optimizer,
+    LR scheduler, loss scaler, the loader's position and every rank's random state
+    every ``save_steps`` optimizer steps and at each epoch's end. SIGTERM then commits
+    at the next step and ends the job with status 75 (see ``ddg.distributed.elastic``).
+
+    ``fit`` adds one by itself when the job runs under ``ddgrun --max_restarts N``
+    (``DDG_MAX_RESTARTS`` > 0) or ``DDG_ELASTIC_DIR`` is set. Not kept: the metrics
+    accumulated in an interrupted epoch (the resumed epoch's logs cover its remaining
+    batches) and the state of other callbacks (``EarlyStopping``'s patience count).
+    It runs after the other callbacks, so that each commit sees the step complete.
+
+    The k-th ``fit`` of a process commits into ``<checkpoint_dir>/fit-<k>``: a program
+    that calls ``fit`` several times, restarted, finds each call's own commit (the
+    finished ones restore their final state and train no more)."""
+
+    def __init__(self, save_steps=1, checkpoint_dir=None):
+        super().__init__()
+        if not isinstance(save_steps, numbers.Integral) or isinstance(save_steps, bool) or save_steps < 1:
+            raise ValueError(f"ElasticCheckpoint: save_steps must be a positive int, got {save_steps!r}")
+        self.save_steps = int(save_steps)
+        self.checkpoint_dir = checkpoint_dir
+        self.state = None
+        self._updates = 0
+
+    def on_train_begin(self, logs=None):
+        from ..distributed import elastic
+        from ..io.dataloader import DataLoader
+        model = self.model
+        objects = {"model": model.network}
+        if model._optimizer is not None:
+            objects["optimizer"] = model._optimizer
+        sched = _scheduler_of(model)
+        if sched is not None:
+            objects["lr_scheduler"] = sched
+        if getattr(model, "_scaler", None) is not None:
+            objects["scaler"] = model._scaler
+        loader = getattr(model, "_train_dataloader", None)
+        if isinstance(loader, DataLoader) and not loader._iterable:
+            objects["loader"] = loader
+        else:
+            warnings.warn("ElasticCheckpoint: the training data is not a DataLoader over a map-style dataset, "
+                          "so a resumed epoch starts over from its first batch")
+        global _fits
+        _fits += 1
+        where = os.path.join(self.checkpoint_dir or elastic.default_dir(), f"fit-{_fits}")
+        self.state = elastic.State(checkpoint_dir=where, epoch=0, **objects)
+        if not self.state.restore():
+            self.state.sync()
+        model._start_epoch = int(self.state.epoch)
+        self._updates = 0
+
+    def on_train_batch_end(self, step, logs=None):
+        if self.state is None:
+            return
+        steps = self.params.get("steps")
+        if (step + 1) % self.model._accumulate and not (steps is not None and step + 1 == steps):
+            return            # gradients are still adding up: not a step boundary
+        self._updates += 1
+        if self._updates % self.save_steps == 0:
+            self.state.commit()
+        else:
+            self.state.check_preemption()
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self.state is not None:
+            self.state.epoch = epoch + 1
+            self.state.commit()
+
+    def on_train_end(self, logs=None):
+        if self.state is not None:
+            self.state.close()
+        self.state = None
 
 
 def _scheduler_of(model):

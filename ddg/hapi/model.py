@@ -43,10 +43,21 @@ from ..static import InputSpec
 from ..tensor import backend
 from ..tensor.creation import to_tensor
 from ..tensor.tensor import Tensor
-from .callbacks import EarlyStopping, config_callbacks
+from .callbacks import EarlyStopping, ElasticCheckpoint, config_callbacks
 from .model_summary import summary as _summary
 
 __all__ = ["Model"]
+
+
+def _elastic_wanted(environ=None):
+    """Whether fit commits and resumes by itself: under ``ddgrun --max_restarts N`` (N > 0)
+    or with ``DDG_ELASTIC_DIR`` set."""
+    env = os.environ if environ is None else environ
+    try:
+        restarts = int(env.get("DDG_MAX_RESTARTS", "0") or 0)
+    except ValueError:
+        restarts = 0
+    return restarts > 0 or bool(env.get("DDG_ELASTIC_DIR"))
 
 
 def _to_list(value):
@@ -552,8 +563,11 @@ class Model:
         steps = self._len(loader)
         sampler = _sharding_sampler(loader, self._nranks, self._rank)
         shard = None
+        it = iter(loader)
+        # a DataLoader resumed mid-epoch (ddg.distributed.elastic) starts past the batches seen
+        first = loader.position_state()["position"] if isinstance(loader, DataLoader) and not loader._iterable else 0
         try:
-            for step, data in enumerate(loader):
+            for step, data in enumerate(it, first):
                 data = _flatten(data)
                 if not data:
                     raise ValueError("ddg.Model: the data loader yielded an empty batch")
@@ -647,14 +661,18 @@ class Model:
             if steps is not None:
                 epochs = num_iters // steps + 1
                 steps = min(num_iters, steps)
+        if _elastic_wanted() and not any(isinstance(c, ElasticCheckpoint) for c in _to_list(callbacks or [])):
+            callbacks = _to_list(callbacks or []) + [ElasticCheckpoint()]
         cbks = config_callbacks(callbacks, model=self, epochs=epochs, steps=steps, log_freq=log_freq,
                                 save_freq=save_freq, save_dir=save_dir, verbose=verbose,
                                 metrics=self._metrics_name())
         if any(isinstance(c, EarlyStopping) for c in cbks) and not do_eval:
             warnings.warn("EarlyStopping needs validation data.")
         logs = {}
+        self._train_dataloader = train_loader
+        self._start_epoch = 0                 # an ElasticCheckpoint that resumes moves it on
         cbks.on_begin("train")
-        for epoch in range(epochs):
+        for epoch in range(self._start_epoch, epochs):
             cbks.on_epoch_begin(epoch)
             logs = self._run_one_epoch(train_loader, cbks, "train")
             cbks.on_epoch_end(epoch, logs)
@@ -665,7 +683,7 @@ class Model:
             if self.stop_training:
                 break
         cbks.on_end("train", logs)
-        self._test_dataloader = None
+        self._test_dataloader = self._train_dataloader = None
 
     def evaluate(self, eval_data, batch_size=1, log_freq=10, verbose=2, num_workers=0, callbacks=None,
                  num_iters=None):

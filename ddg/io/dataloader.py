@@ -15,6 +15,7 @@ the GIL; see :mod:`ddg.io.worker_process`), or in worker threads where there is 
 ``fork`` or with ``DDG_DATALOADER_WORKERS=thread``, and step 3 runs in the calling
 thread (device placement is per thread in cupy).
 """
+import itertools
 import numbers
 import os
 import queue
@@ -217,6 +218,11 @@ class DataLoader:
         if collate_fn is None:
             collate_fn = default_collate_fn if self._auto_collate else default_convert_fn
         self._collate = collate_fn
+        self._iterations = 0          # iterations started (seeds the worker processes)
+        self._position = 0            # batches handed out by the current iteration
+        self._active = False          # an iteration started and not yet exhausted
+        self._start = None            # (generator state, sampler epoch) when it started
+        self._resume = None           # a position to resume the next iteration from
 
     def __len__(self):
         if self._iterable:
@@ -226,22 +232,75 @@ class DataLoader:
         return len(self.batch_sampler)
 
     def __iter__(self):
+        resume, self._resume = self._resume, None
+        if resume is not None and resume["active"]:
+            self._start = (resume["rng"], resume["epoch"])
+            self._position = resume["position"]
+        else:
+            self._start = (backend.get_rng_state(), getattr(self.batch_sampler, "epoch", None))
+            self._position = 0
+        self._skip = self._position if resume is not None and resume["active"] else None
+        self._iterations += 1
+        self._active = True
         if self.num_workers == 0:
-            return _SingleThreadIter(self)
-        if self.worker_mode == "process":
+            it = _SingleThreadIter(self)
+        elif self.worker_mode == "process":
             from .worker_process import ProcessIter
-            return ProcessIter(self)
-        return _ThreadedIter(self)
+            it = ProcessIter(self)
+        else:
+            it = _ThreadedIter(self)
+        return _Tracked(it, self)
+
+    # -- where an iteration is, to resume it in a restarted process ---------------
+    def position_state(self):
+        """Where this loader is: the batches its current iteration has handed out, and
+        what that iteration's order came from (the global generator's state and the
+        batch sampler's epoch when it started). :meth:`set_position_state` in a fresh
+        process makes the next iteration continue from there, skipping the batches
+        already handed out without loading them; ``ddg.distributed.elastic.State``
+        saves this with each commit."""
+        if self._iterable and self._active:
+            raise ValueError("DataLoader.position_state: a loader over an IterableDataset cannot "
+                             "resume inside an iteration (its stream has no positions); commit between epochs")
+        rng, epoch = self._start if self._start is not None else (None, None)
+        return {"active": self._active, "position": self._position, "rng": rng, "epoch": epoch,
+                "iterations": self._iterations - (1 if self._active else 0),
+                "sampler_epoch": getattr(self.batch_sampler, "epoch", None)}
+
+    def set_position_state(self, state):
+        """Resume from :meth:`position_state`'s ``state`` (see there)."""
+        self._iterations = int(state["iterations"])
+        self._resume = dict(state) if state["active"] else None
+        if state.get("sampler_epoch") is not None and hasattr(self.batch_sampler, "epoch"):
+            self.batch_sampler.epoch = state["sampler_epoch"]
+        self._active = False
 
     def __call__(self):
         return self.__iter__()
 
     # -- the pieces both iterators use ---------------------------------------------
     def _index_stream(self):
-        """What to fetch, one item per batch: index lists, or single indices."""
-        if self.batch_sampler is not None:
-            return iter(self.batch_sampler)
-        return iter(self._sampler)
+        """What to fetch, one item per batch: index lists, or single indices. A resumed
+        iteration draws its order as the interrupted one did (from the generator state
+        and sampler epoch it started with) and leaves out what that one handed out."""
+        source = self.batch_sampler if self.batch_sampler is not None else self._sampler
+        skip, self._skip = getattr(self, "_skip", None), None
+        if skip is None:
+            # not a resumed iteration; its order is drawn now, when the iteration starts
+            # (as with workers), so that a commit at any point comes after the draw
+            it = iter(source)
+            return itertools.chain(list(itertools.islice(it, 1)), it)
+        rng, epoch = self._start
+        if epoch is not None and hasattr(source, "epoch"):
+            source.epoch = epoch
+        now = backend.get_rng_state()
+        backend.set_rng_state(rng)
+        try:
+            it = iter(source)
+            head = list(itertools.islice(it, skip + 1))   # draws the order now, then restores
+        finally:
+            backend.set_rng_state(now)
+        return itertools.chain(head[skip:], it)
 
     def _fetch(self, index):
         if self._auto_collate:
@@ -268,6 +327,32 @@ class DataLoader:
         Tensor = _tensor_class()
         from ..tensor.creation import to_tensor
         return lambda batch: _to_tensors(batch, Tensor, to_tensor)
+
+
+class _Tracked:
+    """An iteration that keeps its loader's position up to date (the iterators of each
+    kind of worker do the loading; their attributes show through)."""
+
+    def __init__(self, it, loader):
+        self._it, self._loader = it, loader
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        loader = self._loader
+        try:
+            batch = next(self._it)
+        except StopIteration:
+            loader._active = False
+            raise
+        loader._position += 1
+        return batch
+
+    def __getattr__(self, name):
+        if name in ("_it", "_loader"):
+            raise AttributeError(name)
+        return getattr(self._it, name)
 
 
 class _SingleThreadIter:

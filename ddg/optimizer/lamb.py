@@ -33,6 +33,8 @@ class Lamb(Optimizer):
                  always_adapt=False, name=None):
         beta1, beta2, epsilon = _check_betas("Lamb", beta1, beta2, epsilon)
         wd = _scalar(lamb_weight_decay, "lamb_weight_decay", "Lamb")
+        if not (wd >= 0 and np.isfinite(wd)):
+            raise ValueError(f"ddg.optimizer.Lamb: lamb_weight_decay must be a finite number >= 0, got {wd!r}")
         if exclude_from_weight_decay_fn is not None and not callable(exclude_from_weight_decay_fn):
             raise TypeError("ddg.optimizer.Lamb: exclude_from_weight_decay_fn must be a callable(param) -> bool")
         self._default_dict = {"beta1": beta1, "beta2": beta2, "epsilon": epsilon, "lamb_weight_decay": wd}

@@ -43,6 +43,9 @@ class LRScheduler:
     def __init__(self, learning_rate=0.1, last_epoch=-1, verbose=False):
         name = type(self).__name__
         self.base_lr = _number(learning_rate, "learning_rate", name)
+        if not (self.base_lr >= 0 and np.isfinite(self.base_lr)):
+            raise ValueError(f"ddg.optimizer.lr.{name}: learning_rate must be a finite number >= 0, "
+                             f"got {self.base_lr!r}")
         self.last_lr = self.base_lr
         if not isinstance(last_epoch, numbers.Integral) or isinstance(last_epoch, bool):
             raise TypeError(f"ddg.optimizer.lr.{name}: last_epoch must be an int, got {type(last_epoch).__name__}")

@@ -19,6 +19,8 @@ class Momentum(Optimizer):
         if learning_rate is None:
             raise ValueError("ddg.optimizer.Momentum: learning_rate is not set")
         momentum = _scalar(momentum, "momentum", "Momentum")
+        if not momentum >= 0:
+            raise ValueError(f"ddg.optimizer.Momentum: momentum must be >= 0, got {momentum!r}")
         self._default_dict = {"momentum": momentum, "use_nesterov": bool(use_nesterov)}
         self._rescale_grad = _scalar(rescale_grad, "rescale_grad", "Momentum")
         super().__init__(learning_rate, parameters, weight_decay, grad_clip, name)

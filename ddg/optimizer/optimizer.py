@@ -57,6 +57,14 @@ def _scalar(value, what, owner):
     return float(value)
 
 
+def _learning_rate(value, what, owner):
+    """A learning rate: a finite float >= 0 (a negative one climbs the loss)."""
+    lr = _scalar(value, what, owner)
+    if not (lr >= 0 and np.isfinite(lr)):
+        raise ValueError(f"ddg.optimizer.{owner}: {what} must be a finite number >= 0, got {lr!r}")
+    return lr
+
+
 class Optimizer:
     """Base class of the optimizers.
 
@@ -76,10 +84,14 @@ class Optimizer:
         if isinstance(learning_rate, LRScheduler):
             self._learning_rate = learning_rate
         else:
-            self._learning_rate = _scalar(learning_rate, "learning_rate", owner)
+            self._learning_rate = _learning_rate(learning_rate, "learning_rate", owner)
         if grad_clip is not None and not callable(grad_clip):
             raise TypeError(f"ddg.optimizer.{owner}: grad_clip must be a ddg.nn.ClipGradBy* object (callable on "
                             f"(param, grad) pairs), got {type(grad_clip).__name__}")
+        if isinstance(weight_decay, numbers.Real) and not isinstance(weight_decay, bool) and \
+                not (weight_decay >= 0 and np.isfinite(weight_decay)):
+            raise ValueError(f"ddg.optimizer.{owner}: weight_decay must be a finite number >= 0, "
+                             f"got {weight_decay!r}")
         self._name = name
         self._grad_clip = grad_clip
         self._weight_decay = weight_decay
@@ -112,6 +124,9 @@ class Optimizer:
             else:
                 self._add_param_group({"params": parameters}, explicit=False)
             self._parameter_list = [p for g in self._param_groups for p in g["params"]]
+            if not self._parameter_list:
+                raise ValueError(f"ddg.optimizer.{owner}: parameters is empty (got {parameters!r}); an optimizer "
+                                 f"over no parameters would never change anything (pass model.parameters())")
 
     # -- parameter groups -----------------------------------------------------------------
     def _add_param_group(self, group, explicit=True):
@@ -142,7 +157,7 @@ class Optimizer:
             if key not in ("weight_decay", "grad_clip") and isinstance(group[key], Tensor):
                 group[key] = _scalar(group[key], key, owner)
         if "learning_rate" in group:
-            group["learning_rate"] = _scalar(group["learning_rate"], "group learning_rate", owner)
+            group["learning_rate"] = _learning_rate(group["learning_rate"], "group learning_rate", owner)
         self._param_groups.append(group)
         if self._parameter_list is not None:
             self._parameter_list.extend(params)
@@ -159,7 +174,7 @@ class Optimizer:
             raise RuntimeError(f"ddg.optimizer.{type(self).__name__}.set_lr: the learning rate is driven by "
                                f"{type(self._learning_rate).__name__}; call its step() instead, or "
                                f"set_lr_scheduler() to replace it")
-        self._learning_rate = _scalar(value, "set_lr value", type(self).__name__)
+        self._learning_rate = _learning_rate(value, "set_lr value", type(self).__name__)
 
     def set_lr_scheduler(self, scheduler):
         if not isinstance(scheduler, LRScheduler):

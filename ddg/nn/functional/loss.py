@@ -50,6 +50,38 @@ def _check_same_shape(a, b, op):
         raise ValueError(f"ddg.nn.functional.{op}: input shape {a.shape} and label shape {b.shape} differ")
 
 
+def _value_range(t):
+    """(min, max) of a Tensor's values as Python floats (nan when any value is nan)."""
+    a = t._data
+    xp = backend.get_array_module(a)
+    if xp.isnan(a).any() if a.dtype.kind in "fc" else False:
+        return float("nan"), float("nan")
+    return float(xp.min(a)), float(xp.max(a))
+
+
+def _check_in_unit_interval(t, what, op):
+    if t.size == 0:
+        return
+    lo, hi = _value_range(t)
+    if not (lo >= 0 and hi <= 1):
+        raise ValueError(f"ddg.nn.functional.{op}: {what} must lie in [0, 1], got values from {lo:g} to {hi:g} "
+                         f"({what} shape {t.shape}, dtype {t.dtype})")
+
+
+def _check_class_labels(label, n_cls, ignore_index, op):
+    """Integer class labels in [0, n_cls) or equal to ignore_index."""
+    if label.size == 0:
+        return
+    a = label._data
+    xp = backend.get_array_module(a)
+    bad = (a < 0) | (a >= n_cls)
+    bad &= a != ignore_index
+    if bad.any():
+        first = xp.asarray(a[bad]).reshape(-1)[:5].tolist()
+        raise ValueError(f"ddg.nn.functional.{op}: label values must lie in [0, {n_cls}) (the number of classes) "
+                         f"or equal ignore_index={ignore_index}; got {first} (label shape {label.shape})")
+
+
 def cross_entropy(input, label, weight=None, ignore_index=-100, reduction="mean", soft_label=False,  # noqa: A002
                   axis=-1, use_softmax=True, label_smoothing=0.0, name=None):
     """Softmax cross-entropy of logits ``input`` against integer labels (the input's shape
@@ -100,6 +132,11 @@ def cross_entropy(input, label, weight=None, ignore_index=-100, reduction="mean"
     if label.dtype.kind not in "iu":
         if label.dtype.kind not in "fV":
             raise TypeError(f"ddg.nn.functional.cross_entropy: hard labels must be integers, got {label.dtype}")
+        a = label._data.astype(np.float64) if label.dtype.kind == "V" else label._data
+        if label.size and not bool((backend.get_array_module(a).floor(a) == a).all()):
+            raise ValueError(f"ddg.nn.functional.cross_entropy: label has dtype {label.dtype} with values that are "
+                             f"not whole numbers, so they are no class indices; give integer labels, or "
+                             f"probabilities with soft_label=True")
         label = E.cast(label, "int64")
     if keep_axis:
         if label.shape[axis] != 1:
@@ -140,6 +177,17 @@ def softmax_with_cross_entropy(logits, label, soft_label=False, ignore_index=-10
 
 def nll_loss(input, label, weight=None, ignore_index=-100, reduction="mean", name=None):  # noqa: A002
     """Negative log-likelihood of log-probabilities ``input`` ``[N, C, ...]`` at integer labels."""
+    if label.dtype.kind not in "iu":
+        raise TypeError(f"ddg.nn.functional.nll_loss: label must be an integer Tensor of class indices, "
+                        f"got dtype {label.dtype}")
+    if input.ndim < 2:
+        raise ValueError(f"ddg.nn.functional.nll_loss: input must be [N, C, ...] log-probabilities, "
+                         f"got shape {input.shape}")
+    expect = [input.shape[0]] + list(input.shape[2:])
+    if list(label.shape) != expect:
+        raise ValueError(f"ddg.nn.functional.nll_loss: label shape {label.shape} does not fit input shape "
+                         f"{input.shape} (expected {expect})")
+    _check_class_labels(label, input.shape[1], ignore_index, "nll_loss")
     if input.ndim > 2:  # [N, C, d1...] -> [N*d1..., C]
         perm = [0] + list(range(2, input.ndim)) + [1]
         input = _transpose(input, perm).reshape([-1, input.shape[1]])
@@ -173,7 +221,16 @@ def smooth_l1_loss(input, label, reduction="mean", delta=1.0, name=None):  # noq
 
 
 def binary_cross_entropy(input, label, weight=None, reduction="mean", name=None):  # noqa: A002
+    """Binary cross-entropy of probabilities ``input`` against targets ``label``, both in
+    [0, 1] (anything else raises ValueError, as in PyTorch: a label of 2 gives a loss that
+    means nothing, and Paddle returns it)."""
     _check_same_shape(input, label, "binary_cross_entropy")
+    for t, what in ((input, "input"), (label, "label")):
+        if t.dtype.kind not in "fV":
+            raise TypeError(f"ddg.nn.functional.binary_cross_entropy: {what} must be a floating-point Tensor, "
+                            f"got dtype {t.dtype}")
+    _check_in_unit_interval(input, "input", "binary_cross_entropy")
+    _check_in_unit_interval(label, "label", "binary_cross_entropy")
     eps = 1e-12
     per = -(label * E.log(E.clip(input, eps, None)) + (1 - label) * E.log(E.clip(1 - input, eps, None)))
     if weight is not None:
