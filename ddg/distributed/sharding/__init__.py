@@ -1,0 +1,100 @@
+"""``ddg.distributed.sharding``: Paddle's ``group_sharded_parallel`` over ddg's data
+parallelism, with the optimizer state sharded across ranks (ZeRO stage 1; see
+:mod:`.optimizer`)."""
+import os
+import warnings
+
+from ...io import save
+from ...nn.layer.layers import Layer
+from ...parallel.comm import Communicator
+from .optimizer import ShardingOptimizer, assign_owners
+
+__all__ = ["group_sharded_parallel", "save_group_sharded_model", "ShardingOptimizer", "assign_owners"]
+
+_LEVELS = ("os", "os_g", "p_g_os")
+_warned = set()
+
+
+def _communicator(group, who):
+    from ...parallel.env import get_device_communicator
+    if group is None:
+        return get_device_communicator()
+    if isinstance(group, Communicator):
+        return group
+    comm = getattr(group, "comm", None)
+    if isinstance(comm, Communicator):
+        return comm
+    raise TypeError(f"ddg.distributed.sharding.{who}: group must be None, a ddg.distributed Group or a "
+                    f"Communicator, got {type(group).__name__}")
+
+
+def group_sharded_parallel(model, optimizer, level, scaler=None, group=None, offload=False, sync_buffers=False,
+                           buffer_max_size=2 ** 23, segment_size=2 ** 20, sync_comm=False, dp_group=None,
+                           exclude_layer=None):
+    """Paddle's ``paddle.distributed.sharding.group_sharded_parallel``: returns
+    ``(model, optimizer, scaler)`` to train with as usual.
+
+    ``model`` becomes a :class:`ddg.DataParallel` (gradients averaged over the ranks of
+    ``group``, the world by default) and ``optimizer`` a :class:`ShardingOptimizer`: each
+    rank keeps the optimizer state of its share of the parameters and updates only
+    those, then the updated parameters are broadcast by their owners. The parameters
+    after each step are those of unsharded DataParallel.
+
+    ``level``: ``'os'`` (optimizer state), ``'os_g'`` (and gradients), ``'p_g_os'`` (and
+    parameters). ddg shards the optimizer state at every level; gradients and
+    parameters stay whole on every rank (a warning says so once for ``'os_g'`` and
+    ``'p_g_os'``). ``offload``, ``buffer_max_size``, ``segment_size``, ``sync_comm`` and
+    ``exclude_layer`` are accepted for compatibility; ``sync_buffers`` is what
+    DataParallel always does (buffers broadcast from rank 0 in training forwards);
+    ``dp_group`` (a second, replicating dimension) is not supported.
+    """
+    from ...optimizer.optimizer import Optimizer
+    from ...parallel.data_parallel import DataParallel
+    if not isinstance(model, Layer):
+        raise TypeError(f"ddg.distributed.sharding.group_sharded_parallel: model must be a ddg.nn.Layer, "
+                        f"got {type(model).__name__}")
+    if isinstance(optimizer, ShardingOptimizer):
+        raise ValueError("ddg.distributed.sharding.group_sharded_parallel: the optimizer is already sharded")
+    if not isinstance(optimizer, Optimizer):
+        raise TypeError(f"ddg.distributed.sharding.group_sharded_parallel: optimizer must be a "
+                        f"ddg.optimizer.Optimizer, got {type(optimizer).__name__}")
+    if level not in _LEVELS:
+        raise ValueError(f"ddg.distributed.sharding.group_sharded_parallel: level must be one of "
+                         f"{', '.join(map(repr, _LEVELS))}, got {level!r}")
+    if dp_group is not None:
+        raise NotImplementedError("ddg.distributed.sharding.group_sharded_parallel: dp_group (sharding inside "
+                                  "data-parallel replicas) is not supported; shard over the whole group")
+    if level != "os" and level not in _warned:
+        _warned.add(level)
+        warnings.warn(f"ddg.distributed.sharding.group_sharded_parallel: level {level!r} shards the optimizer "
+                      f"state only (as 'os'); gradients{' and parameters' if level == 'p_g_os' else ''} stay "
+                      f"whole on every rank", stacklevel=2)
+    comm = _communicator(group, "group_sharded_parallel")
+    if not isinstance(model, DataParallel):
+        model = DataParallel(model, group=comm)
+    return model, ShardingOptimizer(optimizer, comm), scaler
+
+
+def save_group_sharded_model(model, output, optimizer=None):
+    """Write ``output/model.pdmodel`` (the model's full state dict) and, with an
+    optimizer, ``output/model.pdopt`` (its full state dict, gathered from every rank's
+    shard): ordinary checkpoints that ``ddg.load`` and ``set_state_dict`` read with or
+    without sharding, at any world size. Every rank must call it (the optimizer state is
+    gathered); rank 0 writes."""
+    if os.path.isfile(output):
+        raise ValueError(f"ddg.distributed.sharding.save_group_sharded_model: output {output!r} is a file; it "
+                         f"must be a directory")
+    if optimizer is not None and not isinstance(optimizer, ShardingOptimizer):
+        raise TypeError("ddg.distributed.sharding.save_group_sharded_model: optimizer must be the one "
+                        "group_sharded_parallel returned")
+    comm = optimizer._comm if optimizer is not None else _communicator(getattr(model, "_comm", None),
+                                                                         "save_group_sharded_model")
+    opt_state = optimizer.state_dict() if optimizer is not None else None
+    try:
+        if comm.rank == 0:
+            os.makedirs(output, exist_ok=True)
+            save(model.state_dict(), os.path.join(output, "model.pdmodel"))
+            if opt_state is not None:
+                save(opt_state, os.path.join(output, "model.pdopt"))
+    finally:
+        comm.barrier()
