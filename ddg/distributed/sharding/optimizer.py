@@ -23,6 +23,7 @@ from ...tensor.tensor import Tensor
 __all__ = ["ShardingOptimizer", "assign_owners"]
 
 _LOW = ("float16", "bfloat16")
+_MASTER = "_fp32_master_0"
 
 
 def assign_owners(sizes, nranks):
@@ -198,47 +199,68 @@ class ShardingOptimizer:
         mine = self._optim.state_dict()
         if self.nranks == 1:
             return mine
-        host = _to_host(mine)
-        full = {}
-        masters = {}
-        for part in self._comm.allgather_object(host):
+        parts = self._comm.allgather_object(_to_host(mine))
+        # entries in parameter order (as an unsharded optimizer writes them), then the schedule
+        order = {p.name: i for i, p in enumerate(self._params)}
+        entries, masters = [], {}
+        for part in parts:
             for k, v in part.items():
                 if k == "master_weights":
                     masters.update(v)
-                elif k == "LR_Scheduler":
-                    full.setdefault(k, v)
-                else:
-                    full[k] = v
+                elif k != "LR_Scheduler":
+                    base = max((n for n in order if k.startswith(n + "_")), key=len)
+                    entries.append((order[base], len(entries), k, v))
+        entries.sort(key=lambda e: e[:2])
+        full = {k: v for _, _, k, v in entries}
         if masters:
-            full["master_weights"] = masters
-        xp = None
-        for p in self._owned:
-            xp = backend.get_array_module(p._data)
-            break
-        return {k: (_from_host(v) if k not in ("LR_Scheduler",) else v) for k, v in full.items()} \
-            if xp is None or xp is np else _device_dict(full, xp)
+            full["master_weights"] = {p.name: masters[p.name] for p in self._params if p.name in masters}
+        if "LR_Scheduler" in mine:
+            full["LR_Scheduler"] = mine["LR_Scheduler"]
+        xp = np if not self._params else backend.get_array_module(self._params[0]._data)
+        conv = _from_host if xp is np else (lambda v: _device_dict({"v": v}, xp)["v"])
+        return {k: (v if k == "LR_Scheduler" else conv(v)) for k, v in full.items()}
 
     def set_state_dict(self, state_dict):
         """Load a full state dict (or this rank's shard): each rank keeps its parameters'
         entries."""
         if not isinstance(state_dict, dict):
             raise TypeError(f"ddg.distributed.sharding: set_state_dict needs a dict, got {type(state_dict).__name__}")
-        names = sorted((p.name for p in self._params), key=len, reverse=True)
+        opt = self._optim
+        names = {p.name for p in self._params}
         mine = {p.name for p in self._owned}
+        # each entry's parameter: the key's prefix before ``_<accumulator>_0`` (and the
+        # master-weight infix); by position when none of the names match (a model rebuilt
+        # in another process gets other automatic names), as the optimizers do
+        prefixes, of = [], {}
+        for k in state_dict:
+            if k in ("master_weights", "LR_Scheduler") or not isinstance(k, str):
+                continue
+            base = next((k[:-len(f"_{n}_0")] for n in opt._acc_names + opt._scalar_accs
+                         if k.endswith(f"_{n}_0")), None)
+            if base is None:
+                raise KeyError(f"ddg.distributed.sharding: state dict entry {k!r} is no accumulator of "
+                               f"{type(opt).__name__}")
+            base = base[:-len(_MASTER)] if base.endswith(_MASTER) else base
+            if base not in of:
+                of[base] = base
+                prefixes.append(base)
+        if prefixes and not names.intersection(prefixes):
+            if len(prefixes) != len(self._params):
+                raise ValueError(f"ddg.distributed.sharding: the state dict holds the state of {len(prefixes)} "
+                                 f"parameters whose names are not this model's, and the optimizer has "
+                                 f"{len(self._params)}; cannot match them by position")
+            of = {x: p.name for x, p in zip(prefixes, self._params)}
         part = {}
         for k, v in state_dict.items():
-            if k == "master_weights":
-                part[k] = {n: t for n, t in v.items() if n in mine}
-                continue
             if k == "LR_Scheduler":
                 part[k] = v
                 continue
-            owner = next((n for n in names if k.startswith(n + "_")), None)
-            if owner is None:
-                raise KeyError(f"ddg.distributed.sharding: state dict entry {k!r} names none of the optimizer's "
-                               f"parameters")
-            if owner in mine:
-                part[k] = v
+            if k == "master_weights":
+                part[k] = {of.get(n, n): t for n, t in v.items() if of.get(n, n) in mine}
+                continue
+            base = next(x for x in of if k.startswith(x + "_"))
+            if of[base] in mine:
+                part[of[base] + k[len(base):]] = v
         self._optim.set_state_dict(part)
 
 
