@@ -147,7 +147,7 @@ class Fleet:
             from ...parallel.env import get_device_communicator
             from ..sharding import ShardingOptimizer
             opt = ShardingOptimizer(opt, get_device_communicator())
-        if s.gradient_merge and s.gradient_merge_configs["k_steps"] > 1:
+        if s.gradient_merge and s.gradient_merge_configs["k_steps"] != 1:
             from .gradient_merge import GradientMergeOptimizer
             cfg = s.gradient_merge_configs
             opt = GradientMergeOptimizer(opt, cfg["k_steps"], cfg["avg"], model=self._model)

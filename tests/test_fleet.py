@@ -1,0 +1,178 @@
+"""ddg.distributed.fleet in one process: recompute (gradients of the plain forward,
+dropout included, every way of calling it), DistributedStrategy, gradient merge, and
+group_sharded_parallel at world size 1."""
+import numpy as np
+import pytest
+
+import ddg
+import ddg.nn.functional as F
+from ddg import nn
+from ddg.distributed import fleet
+from ddg.distributed.fleet.utils import recompute, recompute_sequential
+from ddg.distributed.sharding import assign_owners, group_sharded_parallel
+
+
+def _blocks(dropout=0.5):
+    ddg.seed(1)
+    prev = ddg.get_default_dtype()
+    ddg.set_default_dtype("float64")
+    try:
+        return (nn.Linear(6, 16),
+                nn.Sequential(nn.Linear(16, 16), nn.Tanh(), nn.Dropout(dropout), nn.Linear(16, 16)),
+                nn.Linear(16, 3))
+    finally:
+        ddg.set_default_dtype(prev)
+
+
+X = np.random.default_rng(0).standard_normal((5, 6))
+
+
+def _grads(mode):
+    """Gradients of every parameter and of the input, and a draw made after backward
+    (the random stream must be where the plain run leaves it)."""
+    a, b, c = _blocks()
+    ddg.seed(7)
+    x = ddg.to_tensor(X, stop_gradient=False)
+    h = a(x)
+    if mode == "plain":
+        h = b(h)
+    elif mode == "layer":
+        h = recompute(b, h)
+    elif mode == "function":
+        h = recompute(lambda t, scale=1.0: b(t) * scale, h, scale=1.0)
+    elif mode == "nested":
+        h = recompute(lambda t: recompute(b, t), h)
+    elif mode == "sequential":
+        h = recompute_sequential({"segments": 2}, b, h)
+    loss = (c(h) ** 2).sum()
+    loss.backward()
+    after = ddg.rand([3]).numpy()
+    return [p.grad.numpy() for m in (a, b, c) for p in m.parameters()] + [x.grad.numpy(), after]
+
+
+@pytest.mark.parametrize("mode", ["layer", "function", "nested", "sequential"])
+def test_recompute_gradients_equal_plain(mode):
+    want = _grads("plain")
+    got = _grads(mode)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-13, atol=1e-15)
+
+
+def test_recompute_without_rng_preservation_draws_new_masks():
+    """preserve_rng_state=False: the rerun draws fresh dropout masks, so the gradients
+    differ from the plain forward's (the case preservation exists for)."""
+    a, b, c = _blocks()
+    ddg.seed(7)
+    h = recompute(b, a(ddg.to_tensor(X)), preserve_rng_state=False)
+    (c(h) ** 2).sum().backward()
+    want = _grads("plain")
+    assert not np.allclose(a.weight.grad.numpy(), want[0])
+
+
+def test_recompute_multiple_outputs_and_frozen_inputs():
+    ddg.seed(3)
+    lin = nn.Linear(4, 4)
+    x = ddg.to_tensor(np.arange(8.0, dtype=np.float32).reshape(2, 4), stop_gradient=False)
+    k = ddg.to_tensor(np.ones((2, 4), dtype=np.float32))           # needs no gradient
+
+    def f(u, v):
+        y = lin(u)
+        return y * v, y.sum()
+    p, s = f(x, k)
+    (p.sum() + s * 2).backward()
+    want = [lin.weight.grad.numpy().copy(), lin.bias.grad.numpy().copy(), x.grad.numpy().copy()]
+    lin.clear_gradients()
+    x.clear_grad()
+    p, s = recompute(f, x, k)
+    assert k.grad is None and not p.stop_gradient
+    (p.sum() + s * 2).backward()
+    for g, w in zip([lin.weight.grad.numpy(), lin.bias.grad.numpy(), x.grad.numpy()], want):
+        np.testing.assert_allclose(g, w, rtol=1e-6)
+    with ddg.no_grad():
+        assert recompute(lin, x).stop_gradient
+    with pytest.raises(TypeError, match="recompute: function must be callable"):
+        recompute(3, x)
+    with pytest.raises(TypeError, match="must return a Tensor"):
+        recompute(lambda t: "no", x)
+
+
+def test_strategy_configs():
+    s = fleet.DistributedStrategy()
+    assert s.gradient_merge_configs == {"k_steps": 1, "avg": True}
+    assert s.sharding_configs["stage"] == 1 and s.amp_configs["init_loss_scaling"] == 32768.0
+    s.amp_configs = {"use_pure_fp16": True}
+    assert s.amp_configs["use_pure_fp16"] and s.amp_configs["incr_ratio"] == 2.0
+    with pytest.raises(ValueError, match="unknown key.*'k_step'"):
+        s.gradient_merge_configs = {"k_step": 2}
+    with pytest.raises(TypeError, match="must be True or False"):
+        s.amp = 1
+    with pytest.raises(AttributeError, match="no attribute 'ampp'"):
+        s.ampp = True
+    s.pipeline = True
+    with pytest.raises(NotImplementedError, match="pipeline"):
+        fleet.init(is_collective=True, strategy=s)
+
+
+def test_fleet_single_process_gradient_merge():
+    """k_steps=3 with avg: three micro-batches, one update, equal to one step on the
+    three of them together (the mean loss); the steps in between leave the parameters."""
+    def net():
+        ddg.seed(2)
+        prev = ddg.get_default_dtype()
+        ddg.set_default_dtype("float64")
+        try:
+            return nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3))
+        finally:
+            ddg.set_default_dtype(prev)
+    rng = np.random.default_rng(4)
+    x, y = rng.standard_normal((12, 6)), rng.integers(0, 3, 12)
+    ref = net()
+    ropt = ddg.optimizer.Adam(0.1, parameters=ref.parameters())
+    for s in range(2):
+        rows = slice(6 * s, 6 * s + 6)
+        F.cross_entropy(ref(ddg.to_tensor(x[rows])), ddg.to_tensor(y[rows])).backward()
+        ropt.step()
+        ropt.clear_grad()
+    s = fleet.DistributedStrategy()
+    s.gradient_merge = True
+    s.gradient_merge_configs = {"k_steps": 3}
+    fleet.init(is_collective=True, strategy=s)
+    assert fleet.worker_num() == 1 and fleet.worker_index() == 0 and fleet.is_first_worker()
+    fleet.barrier_worker()
+    model = fleet.distributed_model(net())
+    opt = fleet.distributed_optimizer(ddg.optimizer.Adam(0.1, parameters=model.parameters()))
+    start = [p.numpy().copy() for p in model.parameters()]
+    for m in range(6):
+        rows = slice(2 * m, 2 * m + 2)
+        F.cross_entropy(model(ddg.to_tensor(x[rows])), ddg.to_tensor(y[rows])).backward()
+        opt.step()
+        opt.clear_grad()
+        if m == 1:
+            assert all(np.array_equal(a, p.numpy()) for a, p in zip(start, model.parameters()))
+    for a, b in zip(ref.parameters(), model.parameters()):
+        np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-12, atol=1e-14)
+    with pytest.raises(ValueError, match="k_steps.*>= 1"):
+        s.gradient_merge_configs = {"k_steps": 0}
+        fleet.distributed_optimizer(ddg.optimizer.SGD(0.1, parameters=model.parameters()), strategy=s)
+
+
+def test_group_sharded_single_process_and_errors():
+    ddg.seed(2)
+    net = nn.Linear(4, 2)
+    with pytest.raises(ValueError, match="level must be one of"):
+        group_sharded_parallel(net, ddg.optimizer.SGD(0.1, parameters=net.parameters()), "os_x")
+    with pytest.raises(TypeError, match="optimizer must be a ddg.optimizer.Optimizer"):
+        group_sharded_parallel(net, object(), "os")
+    model, opt, scaler = group_sharded_parallel(net, ddg.optimizer.Adam(0.1, parameters=net.parameters()), "os")
+    assert scaler is None and opt.owned_parameters == list(net.parameters())
+    model(ddg.ones([3, 4])).sum().backward()
+    opt.step()
+    assert sorted(opt.state_dict()) == sorted(opt._optim.state_dict())
+
+
+def test_assign_owners_balances():
+    assert assign_owners([5, 3, 3, 1], 2) == [0, 1, 1, 0]
+    assert assign_owners([1] * 7, 3) == [0, 1, 2, 0, 1, 2, 0]
+    owners = assign_owners([100, 1, 1, 1, 1], 2)
+    assert owners[0] == 0 and owners[1:] == [1, 1, 1, 1]
