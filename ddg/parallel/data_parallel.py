@@ -89,9 +89,14 @@ class DataParallel(Layer):
         check_replicas(comm, layer)
         broadcast_state(comm, layer)
         params = [p for p in layer.parameters() if not p.stop_gradient]
-        self.reducer = Reducer(params, comm, comm_buffer_size, last_comm_buffer_size,
-                               compression="fp16" if fp16_allreduce else None,
-                               find_unused_parameters=find_unused_parameters)
+        self.reducer = self._build_reducer(params, comm)
+
+    def _build_reducer(self, params, comm):
+        """The gradient synchronization of ``params`` (a subclass may return another
+        object with the Reducer's interface)."""
+        return Reducer(params, comm, self.comm_buffer_size, self.last_comm_buffer_size,
+                       compression="fp16" if self.fp16_allreduce else None,
+                       find_unused_parameters=self.find_unused_parameters)
 
     # ------------------------------------------------------------------ forward
     def forward(self, *inputs, **kwargs):

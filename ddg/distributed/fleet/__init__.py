@@ -41,12 +41,14 @@ class Fleet:
         self._initialized = False
         self._model = None
         self._optimizer = None
+        self._owners = None     # the parameter owners a sharded model was built with
 
     def init(self, role_maker=None, is_collective=False, strategy=None, log_level="INFO"):
         if strategy is not None and not isinstance(strategy, DistributedStrategy):
             raise TypeError(f"ddg.distributed.fleet.init: strategy must be a DistributedStrategy, "
                             f"got {type(strategy).__name__}")
         self._strategy = strategy if strategy is not None else DistributedStrategy()
+        self._model = self._optimizer = self._owners = None
         self._check_strategy(self._strategy)
         init_parallel_env()
         self._initialized = True
@@ -113,14 +115,34 @@ class Fleet:
         if s.amp:
             model = self._amp_model(model, s)
         if not isinstance(model, DataParallel):
-            model = DataParallel(model, find_unused_parameters=s.find_unused_parameters,
-                                 comm_buffer_size=s.fuse_grad_size_in_MB,
-                                 last_comm_buffer_size=s.last_comm_group_size_MB,
-                                 fp16_allreduce=s.fp16_allreduce)
+            kw = dict(find_unused_parameters=s.find_unused_parameters, comm_buffer_size=s.fuse_grad_size_in_MB,
+                      last_comm_buffer_size=s.last_comm_group_size_MB, fp16_allreduce=s.fp16_allreduce)
+            if self._sharded(s):
+                model = self._sharded_model(model, s, kw)
+            else:
+                model = DataParallel(model, **kw)
         self._model = model
         if self._optimizer is not None and hasattr(self._optimizer, "attach_model"):
             self._optimizer.attach_model(model)
         return model
+
+    def _sharded_model(self, model, s, kw):
+        """ShardedDataParallel with the owners of the sharded optimizer (made already, or
+        computed here for the one distributed_optimizer will make)."""
+        from ...parallel.env import get_device_communicator
+        from ..sharding import ShardedDataParallel, ShardingOptimizer, assign_owners
+        opt = self._optimizer
+        while opt is not None and not isinstance(opt, ShardingOptimizer):
+            opt = getattr(opt, "_optim", None)
+        comm = get_device_communicator()
+        if opt is not None:
+            owners = opt.owners
+        else:
+            params = [p for p in model.parameters() if not p.stop_gradient]
+            owners = dict(zip(map(id, params), assign_owners([p._data.size for p in params], comm.size)))
+            self._owners = owners
+        stage = 1 if s.sharding_configs["stage"] == 1 and not s.hybrid_configs["sharding_degree"] > 1 else 2
+        return ShardedDataParallel(model, owners, stage=min(stage, 2), group=comm, **kw)
 
     def _amp_model(self, model, s):
         from ...amp import decorate
@@ -146,7 +168,10 @@ class Fleet:
         if self._sharded(s):
             from ...parallel.env import get_device_communicator
             from ..sharding import ShardingOptimizer
-            opt = ShardingOptimizer(opt, get_device_communicator())
+            params = [p for g in opt._param_groups for p in g["params"]]
+            owners = self._owners if self._owners is not None and all(id(p) in self._owners for p in params) \
+                else None
+            opt = ShardingOptimizer(opt, get_device_communicator(), owners)
         if s.gradient_merge and s.gradient_merge_configs["k_steps"] != 1:
             from .gradient_merge import GradientMergeOptimizer
             cfg = s.gradient_merge_configs

@@ -140,7 +140,16 @@ class _Recompute(Function):
         targets = [t for t in inputs if not t.stop_gradient] + list(self.leaves)
         if not roots:
             return (None,) * len(self.edges)
-        got = engine.run_backward(roots, root_grads, False, targets=targets)
+        # the leaves' own gradient hooks run once, in the outer backward that receives
+        # these gradients; not here as well
+        saved = [(p, p._hooks) for p in self.leaves if p._hooks]
+        for p, _ in saved:
+            p._hooks = None
+        try:
+            got = engine.run_backward(roots, root_grads, False, targets=targets)
+        finally:
+            for p, hooks in saved:
+                p._hooks = hooks
         out = []
         for t, g in zip(targets, got):
             if g is not None and g.shape != t._data.shape:

@@ -7,9 +7,11 @@ import warnings
 from ...io import save
 from ...nn.layer.layers import Layer
 from ...parallel.comm import Communicator
+from .model import ShardedDataParallel
 from .optimizer import ShardingOptimizer, assign_owners
 
-__all__ = ["group_sharded_parallel", "save_group_sharded_model", "ShardingOptimizer", "assign_owners"]
+__all__ = ["group_sharded_parallel", "save_group_sharded_model", "ShardingOptimizer", "ShardedDataParallel",
+           "assign_owners"]
 
 _LEVELS = ("os", "os_g", "p_g_os")
 _warned = set()
@@ -34,16 +36,17 @@ def group_sharded_parallel(model, optimizer, level, scaler=None, group=None, off
     """Paddle's ``paddle.distributed.sharding.group_sharded_parallel``: returns
     ``(model, optimizer, scaler)`` to train with as usual.
 
-    ``model`` becomes a :class:`ddg.DataParallel` (gradients averaged over the ranks of
-    ``group``, the world by default) and ``optimizer`` a :class:`ShardingOptimizer`: each
-    rank keeps the optimizer state of its share of the parameters and updates only
-    those, then the updated parameters are broadcast by their owners. The parameters
-    after each step are those of unsharded DataParallel.
+    ``optimizer`` becomes a :class:`ShardingOptimizer`: each rank keeps the optimizer
+    state of its share of the parameters and updates only those, then the updated
+    parameters are broadcast by their owners. ``model`` becomes a
+    :class:`~.model.ShardedDataParallel` over the ranks of ``group`` (the world by
+    default). The parameters after each step are those of unsharded DataParallel.
 
-    ``level``: ``'os'`` (optimizer state), ``'os_g'`` (and gradients), ``'p_g_os'`` (and
-    parameters). ddg shards the optimizer state at every level; gradients and
-    parameters stay whole on every rank (a warning says so once for ``'os_g'`` and
-    ``'p_g_os'``). ``offload``, ``buffer_max_size``, ``segment_size``, ``sync_comm`` and
+    ``level``: ``'os'`` (stage 1: optimizer state; gradients all-reduced as DataParallel
+    does), ``'os_g'`` (stage 2: and gradients, each reduced onto its owner during
+    backward and released elsewhere, see :mod:`.stage2`), ``'p_g_os'`` (stage 3: and
+    parameters; ddg runs it as ``'os_g'``, with a warning, parameters staying whole on
+    every rank). ``offload``, ``buffer_max_size``, ``segment_size``, ``sync_comm`` and
     ``exclude_layer`` are accepted for compatibility; ``sync_buffers`` is what
     DataParallel always does (buffers broadcast from rank 0 in training forwards);
     ``dp_group`` (a second, replicating dimension) is not supported.
@@ -64,15 +67,18 @@ def group_sharded_parallel(model, optimizer, level, scaler=None, group=None, off
     if dp_group is not None:
         raise NotImplementedError("ddg.distributed.sharding.group_sharded_parallel: dp_group (sharding inside "
                                   "data-parallel replicas) is not supported; shard over the whole group")
-    if level != "os" and level not in _warned:
+    if level == "p_g_os" and level not in _warned:
         _warned.add(level)
-        warnings.warn(f"ddg.distributed.sharding.group_sharded_parallel: level {level!r} shards the optimizer "
-                      f"state only (as 'os'); gradients{' and parameters' if level == 'p_g_os' else ''} stay "
-                      f"whole on every rank", stacklevel=2)
+        warnings.warn("ddg.distributed.sharding.group_sharded_parallel: level 'p_g_os' shards the optimizer "
+                      "state and the gradients (as 'os_g'); the parameters stay whole on every rank",
+                      stacklevel=2)
     comm = _communicator(group, "group_sharded_parallel")
-    if not isinstance(model, DataParallel):
-        model = DataParallel(model, group=comm)
-    return model, ShardingOptimizer(optimizer, comm), scaler
+    if isinstance(model, DataParallel):
+        raise ValueError("ddg.distributed.sharding.group_sharded_parallel: pass the model itself, not a "
+                         "DataParallel (the sharded wrapper synchronizes the gradients)")
+    sharded = ShardingOptimizer(optimizer, comm)
+    model = ShardedDataParallel(model, sharded.owners, stage=1 if level == "os" else 2, group=comm)
+    return model, sharded, scaler
 
 
 def save_group_sharded_model(model, output, optimizer=None):

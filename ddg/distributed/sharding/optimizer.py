@@ -40,7 +40,8 @@ def assign_owners(sizes, nranks):
 
 class ShardingOptimizer:
     """Wrap ``optimizer`` so that each rank of ``comm`` keeps and updates the state of its
-    own shard of the parameters (see the module docstring).
+    own shard of the parameters (see the module docstring); ``owners`` (``{id(param):
+    rank}``) overrides :func:`assign_owners`.
 
     Everything not listed here (``get_lr``, ``set_lr``, ``clear_grad``, ``_learning_rate``,
     parameter groups...) is the wrapped optimizer's. ``state_dict()`` gathers the shards
@@ -50,7 +51,7 @@ class ShardingOptimizer:
     ``sharded_state_dict()`` is this rank's part alone, for models too big to gather.
     """
 
-    def __init__(self, optimizer, comm):
+    def __init__(self, optimizer, comm, owners=None):
         from ...optimizer.optimizer import Optimizer
         if not isinstance(optimizer, Optimizer):
             raise TypeError(f"ddg.distributed.sharding: optimizer must be a ddg.optimizer.Optimizer, "
@@ -63,7 +64,12 @@ class ShardingOptimizer:
         self.rank, self.nranks = comm.rank, comm.size
         params = [p for g in optimizer._param_groups for p in g["params"]]
         self._params = params
-        self._owner = {id(p): r for p, r in zip(params, assign_owners([p._data.size for p in params], comm.size))}
+        if owners is None:
+            owners = dict(zip(map(id, params), assign_owners([p._data.size for p in params], comm.size)))
+        missing = [p.name for p in params if id(p) not in owners]
+        if missing:
+            raise ValueError(f"ddg.distributed.sharding: no owner rank given for parameter(s) {missing[:5]}")
+        self._owner = {id(p): int(owners[id(p)]) for p in params}
         self._owned = [p for p in params if self._owner[id(p)] == self.rank]
 
     # ------------------------------------------------------------------ delegation
@@ -76,6 +82,11 @@ class ShardingOptimizer:
     def owner_of(self, param):
         """The rank that keeps ``param``'s optimizer state and updates it."""
         return self._owner[id(param)]
+
+    @property
+    def owners(self):
+        """``{id(param): owner rank}``."""
+        return dict(self._owner)
 
     @property
     def owned_parameters(self):
@@ -199,21 +210,27 @@ class ShardingOptimizer:
         mine = self._optim.state_dict()
         if self.nranks == 1:
             return mine
-        parts = self._comm.allgather_object(_to_host(mine))
-        # entries in parameter order (as an unsharded optimizer writes them), then the schedule
-        order = {p.name: i for i, p in enumerate(self._params)}
+        # entries travel keyed by parameter position (ranks may have named their
+        # parameters differently), and come back in parameter order under this rank's names
+        index = {p.name: i for i, p in enumerate(self._params)}
+        host = _to_host(mine)
+        sent, sent_masters = [], []
+        for k, v in host.items():
+            if k == "master_weights":
+                sent_masters = [(index[n], t) for n, t in v.items()]
+            elif k != "LR_Scheduler":
+                base = max((n for n in index if k.startswith(n + "_")), key=len)
+                sent.append((index[base], k[len(base):], v))
         entries, masters = [], {}
-        for part in parts:
-            for k, v in part.items():
-                if k == "master_weights":
-                    masters.update(v)
-                elif k != "LR_Scheduler":
-                    base = max((n for n in order if k.startswith(n + "_")), key=len)
-                    entries.append((order[base], len(entries), k, v))
+        for part, part_masters in self._comm.allgather_object((sent, sent_masters)):
+            for i, suffix, v in part:
+                entries.append((i, len(entries), self._params[i].name + suffix, v))
+            for i, t in part_masters:
+                masters[i] = t
         entries.sort(key=lambda e: e[:2])
         full = {k: v for _, _, k, v in entries}
         if masters:
-            full["master_weights"] = {p.name: masters[p.name] for p in self._params if p.name in masters}
+            full["master_weights"] = {self._params[i].name: masters[i] for i in sorted(masters)}
         if "LR_Scheduler" in mine:
             full["LR_Scheduler"] = mine["LR_Scheduler"]
         xp = np if not self._params else backend.get_array_module(self._params[0]._data)
