@@ -16,7 +16,8 @@ import ddg.nn.functional as F
 from ddg import nn
 from ddg.distributed import fleet
 from ddg.distributed.fleet.utils import recompute
-from ddg.distributed.sharding import ShardingOptimizer, group_sharded_parallel, save_group_sharded_model
+from ddg.distributed.sharding import (ShardingOptimizer, group_sharded_parallel, load_sharded, save_group_sharded_model,
+                                     save_sharded)
 from ddg.parallel import comm as C
 
 pytestmark = pytest.mark.mpi(min_size=2)
@@ -207,12 +208,14 @@ def test_amp_o2_and_scaler(comm, level):
 @pytest.mark.parametrize("level", ["os", "os_g"])
 def test_checkpoint_full_and_other_world_size(comm, tmp_path_factory, level):
     """save_group_sharded_model writes ordinary files: an unsharded optimizer loads them and
-    continues as DataParallel would, and so does a sharded one over fewer ranks."""
+    continues as DataParallel would, and so does a sharded one over all or fewer ranks;
+    so do the per-rank shards that save_sharded writes, loaded by load_sharded."""
     path = comm.bcast_object(str(tmp_path_factory.mktemp("shard")) if comm.rank == 0 else None)
     net = _net()
     model, opt, _ = group_sharded_parallel(net, _opt("adam", net.parameters(), sched=True), level)
     _steps(model, opt, comm, 2)
     save_group_sharded_model(model, path, optimizer=opt)
+    save_sharded(model, opt, f"{path}/shards")
     ref = ddg.DataParallel(_net())
     ropt = _opt("adam", ref.parameters(), sched=True)
     _steps(ref, ropt, comm, 3)   # the loaded copies take the third step below
@@ -227,18 +230,25 @@ def test_checkpoint_full_and_other_world_size(comm, tmp_path_factory, level):
     F.cross_entropy(plain(ddg.to_tensor(x)), ddg.to_tensor(y)).backward()
     popt.step()
     results.append(max(float(np.abs(a - b).max()) for a, b in zip(want, _params(plain))))
-    # a sharded run over the first size-1 ranks (another world size)
-    sub = comm.split(list(range(comm.size - 1)))
-    if sub is not None:
-        snet = _net()
-        snet.set_state_dict(ddg.load(f"{path}/model.pdmodel"))
-        smodel, sopt, _ = group_sharded_parallel(snet, _opt("adam", snet.parameters(), sched=True), level,
-                                                 group=sub)
-        sopt.set_state_dict(ddg.load(f"{path}/model.pdopt"))
-        rows = np.array_split(np.arange(4 * comm.size), sub.size)[sub.rank]
-        F.cross_entropy(smodel(ddg.to_tensor(x[rows])), ddg.to_tensor(y[rows])).backward()
-        sopt.step()
-        results.append(max(float(np.abs(a - b).max()) for a, b in zip(want, _params(smodel))))
+    # sharded runs over all ranks and over the first size-1 ranks (another world size),
+    # from the gathered files and from the per-rank shards
+    for ranks in (list(range(comm.size)), list(range(comm.size - 1))):
+        sub = comm.split(ranks)
+        for source in ("full", "shards"):
+            if sub is None:
+                continue
+            snet = _net()
+            smodel, sopt, _ = group_sharded_parallel(snet, _opt("adam", snet.parameters(), sched=True), level,
+                                                     group=sub)
+            if source == "full":
+                smodel.set_state_dict(ddg.load(f"{path}/model.pdmodel"))
+                sopt.set_state_dict(ddg.load(f"{path}/model.pdopt"))
+            else:
+                load_sharded(smodel, sopt, f"{path}/shards")
+            rows = np.array_split(np.arange(4 * comm.size), sub.size)[sub.rank]
+            F.cross_entropy(smodel(ddg.to_tensor(x[rows])), ddg.to_tensor(y[rows])).backward()
+            sopt.step()
+            results.append(max(float(np.abs(a - b).max()) for a, b in zip(want, _params(smodel))))
     comm.barrier()
     _agree(comm, max(results) < 1e-12, f"diffs {results}")
 

@@ -4,14 +4,14 @@ parallelism, with the optimizer state sharded across ranks (ZeRO stage 1; see
 import os
 import warnings
 
-from ...io import save
+from ...io import load, save
 from ...nn.layer.layers import Layer
 from ...parallel.comm import Communicator
 from .model import ShardedDataParallel
 from .optimizer import ShardingOptimizer, assign_owners
 
-__all__ = ["group_sharded_parallel", "save_group_sharded_model", "ShardingOptimizer", "ShardedDataParallel",
-           "assign_owners"]
+__all__ = ["group_sharded_parallel", "save_group_sharded_model", "save_sharded", "load_sharded",
+           "ShardingOptimizer", "ShardedDataParallel", "assign_owners"]
 
 _LEVELS = ("os", "os_g", "p_g_os")
 _warned = set()
@@ -104,3 +104,63 @@ def save_group_sharded_model(model, output, optimizer=None):
                 save(opt_state, os.path.join(output, "model.pdopt"))
     finally:
         comm.barrier()
+
+
+def save_sharded(model, optimizer, output):
+    """Save without gathering, for optimizer states too big for one process: rank 0
+    writes ``output/model.pdmodel``; every rank writes its own shard of the optimizer
+    state, ``output/optimizer.rank<r>-of-<N>.pdopt`` (entries keyed by parameter
+    position). :func:`load_sharded` reads them back at this or another world size.
+    Every rank must call it."""
+    if not isinstance(optimizer, ShardingOptimizer):
+        raise TypeError("ddg.distributed.sharding.save_sharded: optimizer must be the one group_sharded_parallel "
+                        "returned")
+    if os.path.isfile(output):
+        raise ValueError(f"ddg.distributed.sharding.save_sharded: output {output!r} is a file; it must be a "
+                         f"directory")
+    comm = optimizer._comm
+    entries, masters, lr = optimizer._positional_shard()
+    try:
+        os.makedirs(output, exist_ok=True)
+        if comm.rank == 0:
+            save(model.state_dict(), os.path.join(output, "model.pdmodel"))
+        save({"entries": entries, "masters": masters, "LR_Scheduler": lr, "world_size": comm.size},
+             os.path.join(output, _shard_name(comm.rank, comm.size)))
+    finally:
+        comm.barrier()
+
+
+def load_sharded(model, optimizer, path):
+    """Load what :func:`save_sharded` wrote: the model's state on every rank, and into
+    ``optimizer`` (a ShardingOptimizer, at any world size) the entries of this rank's
+    parameters. At the world size of the save a rank reads its own shard only."""
+    if not isinstance(optimizer, ShardingOptimizer):
+        raise TypeError("ddg.distributed.sharding.load_sharded: optimizer must be the one group_sharded_parallel "
+                        "returned")
+    names = sorted(f for f in os.listdir(path) if f.startswith("optimizer.rank") and f.endswith(".pdopt"))
+    if not names:
+        raise FileNotFoundError(f"ddg.distributed.sharding.load_sharded: no optimizer.rank*.pdopt in {path!r}")
+    saved_size = int(names[0].split("-of-")[1].split(".")[0])
+    if len(names) != saved_size:
+        raise FileNotFoundError(f"ddg.distributed.sharding.load_sharded: {path!r} holds {len(names)} of the "
+                                f"{saved_size} shard files of the save")
+    model.set_state_dict(load(os.path.join(path, "model.pdmodel")))
+    comm = optimizer._comm
+    files = [_shard_name(comm.rank, comm.size)] if saved_size == comm.size else \
+        [_shard_name(r, saved_size) for r in range(saved_size)]
+    parts = []
+    for f in files:
+        d = load(os.path.join(path, f))
+        parts.append(([(int(i), s, _array(v)) for i, s, v in d["entries"]],
+                      [(int(i), _array(t)) for i, t in d["masters"]], d.get("LR_Scheduler")))
+    optimizer._load_positional(parts)
+
+
+def _shard_name(rank, size):
+    return f"optimizer.rank{rank}-of-{size}.pdopt"
+
+
+def _array(v):
+    import numpy as np
+    from ...tensor.tensor import Tensor
+    return v.numpy() if isinstance(v, Tensor) else np.asarray(v)

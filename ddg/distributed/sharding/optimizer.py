@@ -212,17 +212,8 @@ class ShardingOptimizer:
             return mine
         # entries travel keyed by parameter position (ranks may have named their
         # parameters differently), and come back in parameter order under this rank's names
-        index = {p.name: i for i, p in enumerate(self._params)}
-        host = _to_host(mine)
-        sent, sent_masters = [], []
-        for k, v in host.items():
-            if k == "master_weights":
-                sent_masters = [(index[n], t) for n, t in v.items()]
-            elif k != "LR_Scheduler":
-                base = max((n for n in index if k.startswith(n + "_")), key=len)
-                sent.append((index[base], k[len(base):], v))
         entries, masters = [], {}
-        for part, part_masters in self._comm.allgather_object((sent, sent_masters)):
+        for part, part_masters, _ in self._comm.allgather_object(self._positional_shard()):
             for i, suffix, v in part:
                 entries.append((i, len(entries), self._params[i].name + suffix, v))
             for i, t in part_masters:
@@ -236,6 +227,43 @@ class ShardingOptimizer:
         xp = np if not self._params else backend.get_array_module(self._params[0]._data)
         conv = _from_host if xp is np else (lambda v: _device_dict({"v": v}, xp)["v"])
         return {k: (v if k == "LR_Scheduler" else conv(v)) for k, v in full.items()}
+
+    def _positional_shard(self):
+        """This rank's entries keyed by parameter position: ``(entries, masters, lr)``."""
+        mine = self._optim.state_dict()
+        index = {p.name: i for i, p in enumerate(self._params)}
+        host = _to_host(mine)
+        entries, masters = [], []
+        for k, v in host.items():
+            if k == "master_weights":
+                masters = [(index[n], t) for n, t in v.items()]
+            elif k != "LR_Scheduler":
+                base = max((n for n in index if k.startswith(n + "_")), key=len)
+                entries.append((index[base], k[len(base):], v))
+        return entries, masters, mine.get("LR_Scheduler")
+
+    def _load_positional(self, parts):
+        """Load ``(entries, masters, lr)`` parts (from any world size): this rank keeps
+        the entries of its parameters."""
+        n = len(self._params)
+        mine = {i for i, p in enumerate(self._params) if self._owner[id(p)] == self.rank}
+        state, masters, lr = {}, {}, None
+        for entries, part_masters, part_lr in parts:
+            for i, suffix, v in entries:
+                if not 0 <= i < n:
+                    raise ValueError(f"ddg.distributed.sharding: the sharded checkpoint holds state for parameter "
+                                     f"#{i}; this optimizer has {n} parameters")
+                if i in mine:
+                    state[self._params[i].name + suffix] = _from_host(v)
+            for i, t in part_masters:
+                if i in mine:
+                    masters[self._params[i].name] = _from_host(t)
+            lr = part_lr if part_lr is not None else lr
+        if masters:
+            state["master_weights"] = masters
+        if lr is not None:
+            state["LR_Scheduler"] = lr
+        self._optim.set_state_dict(state)
 
     def set_state_dict(self, state_dict):
         """Load a full state dict (or this rank's shard): each rank keeps its parameters'
