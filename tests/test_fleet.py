@@ -176,3 +176,35 @@ def test_assign_owners_balances():
     assert assign_owners([1] * 7, 3) == [0, 1, 2, 0, 1, 2, 0]
     owners = assign_owners([100, 1, 1, 1, 1], 2)
     assert owners[0] == 0 and owners[1:] == [1, 1, 1, 1]
+
+
+def _run_example(args, n=None, tmp=None):
+    import os
+    import subprocess
+    import sys
+    from conftest import ROOT
+    from ddg.parallel.comm import launcher_env
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), OMP_NUM_THREADS="1")
+    for k in launcher_env.LAUNCHER_VARS + ("DDG_FORCE_MPI",):
+        env.pop(k, None)
+    cmd = [sys.executable] + args if n is None else \
+        [sys.executable, os.path.join(ROOT, "launch", "ddgrun.py"), "-n", str(n), sys.executable] + args
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
+
+
+@pytest.mark.parametrize("n", [None, 2])
+def test_paddle_examples_run(n, tmp_path):
+    """Paddle's fleet quick start and group_sharded_parallel example, one process and
+    under ddgrun -n 2; the sharded checkpoint is an ordinary one."""
+    out = _run_example(["examples/fleet_quickstart.py"], n)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert f"fleet quick start done on {n or 1} worker(s)" in out.stdout
+    assert out.stdout.count("[Epoch 0, batch 2]") == (n or 1)
+    out = _run_example(["examples/group_sharded.py", str(tmp_path)], n)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "step 2 loss" in out.stdout
+    model = ddg.nn.Linear(1000, 1000)
+    model.set_state_dict(ddg.load(str(tmp_path / "model.pdmodel")))
+    opt = ddg.optimizer.AdamW(0.001, parameters=model.parameters())
+    opt.set_state_dict(ddg.load(str(tmp_path / "model.pdopt")))
+    assert len(opt._state) == 2
