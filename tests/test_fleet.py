@@ -12,10 +12,10 @@ from ddg.distributed.fleet.utils import recompute, recompute_sequential
 from ddg.distributed.sharding import assign_owners, group_sharded_parallel
 
 
-def _blocks(dropout=0.5):
+def _blocks(dropout=0.5, dtype="float64"):
     ddg.seed(1)
     prev = ddg.get_default_dtype()
-    ddg.set_default_dtype("float64")
+    ddg.set_default_dtype(dtype)
     try:
         return (nn.Linear(6, 16),
                 nn.Sequential(nn.Linear(16, 16), nn.Tanh(), nn.Dropout(dropout), nn.Linear(16, 16)),
@@ -57,6 +57,22 @@ def test_recompute_gradients_equal_plain(mode):
     assert len(got) == len(want)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-13, atol=1e-15)
+
+
+def test_recompute_under_auto_cast():
+    """The rerun happens under the auto_cast policy of the first run (bfloat16 matmuls
+    here), even though backward runs outside the context."""
+    def run(use):
+        a, b, c = _blocks(dropout=0.0, dtype="float32")
+        x = ddg.to_tensor(X.astype("float32"), stop_gradient=False)
+        with ddg.amp.auto_cast(level="O1", dtype="bfloat16"):
+            h = recompute(b, a(x)) if use else b(a(x))
+            assert h.dtype == ddg.bfloat16
+            out = c(h)
+        (out.astype("float32") ** 2).sum().backward()
+        return [p.grad.numpy() for m in (a, b, c) for p in m.parameters()] + [x.grad.numpy()]
+    for g, w in zip(run(True), run(False)):
+        np.testing.assert_array_equal(g, w)
 
 
 def test_recompute_without_rng_preservation_draws_new_masks():

@@ -132,7 +132,9 @@ def test_stage2_gradients_live_on_their_owner(comm):
     (and a second synchronized backward without clear_grad) give DataParallel's sums."""
     ref = ddg.DataParallel(_net())
     net = _net()
-    model, opt, _ = group_sharded_parallel(net, _opt("adam", net.parameters()), "os_g")
+    # buckets of at most ~2 KB: several per owner, of uneven sizes
+    model, opt, _ = group_sharded_parallel(net, _opt("adam", net.parameters()), "os_g", buffer_max_size=2000)
+    assert len(model.reducer.buckets) > comm.size
     r, size, n = comm.rank, comm.size, 2
     for m in (ref, model):
         for step in range(3):

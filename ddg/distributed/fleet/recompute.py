@@ -136,7 +136,7 @@ class _Recompute(Function):
                                    f"{list(o._data.shape)}, the first run {list(g.shape)}; the function must be "
                                    f"deterministic given its inputs and the random state")
             roots.append(o)
-            root_grads.append(g if g.dtype == o._data.dtype else g.astype(o._data.dtype))
+            root_grads.append(g)
         targets = [t for t in inputs if not t.stop_gradient] + list(self.leaves)
         if not roots:
             return (None,) * len(self.edges)
@@ -152,8 +152,9 @@ class _Recompute(Function):
                 p._hooks = hooks
         out = []
         for t, g in zip(targets, got):
-            if g is not None and g.shape != t._data.shape:
-                g = backend.get_array_module(g).broadcast_to(g, t._data.shape)
+            if g is not None:
+                if g.shape != t._data.shape:
+                    g = backend.get_array_module(g).broadcast_to(g, t._data.shape)
             out.append(g)
         return tuple(out)
 

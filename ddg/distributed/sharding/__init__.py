@@ -46,8 +46,8 @@ def group_sharded_parallel(model, optimizer, level, scaler=None, group=None, off
     does), ``'os_g'`` (stage 2: and gradients, each reduced onto its owner during
     backward and released elsewhere, see :mod:`.stage2`), ``'p_g_os'`` (stage 3: and
     parameters; ddg runs it as ``'os_g'``, with a warning, parameters staying whole on
-    every rank). ``offload``, ``buffer_max_size``, ``segment_size``, ``sync_comm`` and
-    ``exclude_layer`` are accepted for compatibility; ``sync_buffers`` is what
+    every rank). ``buffer_max_size``: the gradient bucket size in bytes. ``offload``,
+    ``segment_size``, ``sync_comm`` and ``exclude_layer`` are accepted for compatibility; ``sync_buffers`` is what
     DataParallel always does (buffers broadcast from rank 0 in training forwards);
     ``dp_group`` (a second, replicating dimension) is not supported.
     """
@@ -77,7 +77,11 @@ def group_sharded_parallel(model, optimizer, level, scaler=None, group=None, off
         raise ValueError("ddg.distributed.sharding.group_sharded_parallel: pass the model itself, not a "
                          "DataParallel (the sharded wrapper synchronizes the gradients)")
     sharded = ShardingOptimizer(optimizer, comm)
-    model = ShardedDataParallel(model, sharded.owners, stage=1 if level == "os" else 2, group=comm)
+    if not isinstance(buffer_max_size, (int, float)) or buffer_max_size <= 0:
+        raise ValueError(f"ddg.distributed.sharding.group_sharded_parallel: buffer_max_size must be a positive "
+                         f"number of bytes, got {buffer_max_size!r}")
+    model = ShardedDataParallel(model, sharded.owners, stage=1 if level == "os" else 2, group=comm,
+                                comm_buffer_size=buffer_max_size / (1024 * 1024))
     return model, sharded, scaler
 
 
