@@ -38,7 +38,7 @@ def group_sharded_parallel(model, optimizer, level, scaler=None, group=None, off
 
     ``optimizer`` becomes a :class:`ShardingOptimizer`: each rank keeps the optimizer
     state of its share of the parameters and updates only those, then the updated
-    parameters are broadcast by their owners. ``model`` becomes a
+    parameters are all-gathered from their owners. ``model`` becomes a
     :class:`~.model.ShardedDataParallel` over the ranks of ``group`` (the world by
     default). The parameters after each step are those of unsharded DataParallel.
 

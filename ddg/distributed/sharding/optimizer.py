@@ -5,8 +5,8 @@ greedily balanced by size, as Paddle's sharding optimizer does). After the gradi
 have been averaged over ranks (DataParallel's all-reduce), every rank runs the wrapped
 optimizer on the parameters it owns only, so its accumulators (Adam's moments, master
 weights, Lamb's...) exist on that rank alone: per-rank optimizer state falls as 1/N.
-Then every rank broadcasts the parameters it updated (one flat buffer per owner and
-dtype), so all replicas hold the same values again.
+Then the updated parameters are all-gathered (one flat buffer per rank and dtype), so
+all replicas hold the same values again.
 
 Because whole parameters are sharded, every update rule works unchanged, Lamb's
 per-parameter trust ratio included. The one thing that needs all gradients,
@@ -127,8 +127,8 @@ class ShardingOptimizer:
                 p._grad = g
             for group, clip in clips:
                 group["grad_clip"] = clip
-        # 3. every owner sends what it updated
-        self._broadcast_params()
+        # 3. every owner sends what it updated to all
+        self._gather_params()
 
     def _global_norm_factors(self):
         """``{group index: clip factor}`` for the groups clipped by global norm; the
@@ -165,30 +165,38 @@ class ShardingOptimizer:
             out[gi] = clip.scale(norm)
         return out
 
-    def _broadcast_params(self):
-        """Each rank broadcasts its parameters, one flat buffer per (owner, dtype)."""
+    def _gather_params(self):
+        """Every rank gets the parameters their owners updated: one all-gather per dtype
+        (and device) of each rank's owned parameters, packed flat and padded to the
+        largest rank's share."""
         if self.nranks == 1:
             return
-        comm = self._comm
-        for r in range(self.nranks):
-            mine = [p for p in self._params if self._owner[id(p)] == r]
-            by_dtype = {}
-            for p in mine:
-                by_dtype.setdefault((p._data.dtype.str, backend.is_gpu_array(p._data)), []).append(p)
-            for ps in by_dtype.values():
-                xp = backend.get_array_module(ps[0]._data)
-                if r == self.rank:
-                    buf = xp.concatenate([p._data.reshape(-1) for p in ps])
-                else:
-                    buf = xp.empty(sum(p._data.size for p in ps), dtype=ps[0]._data.dtype)
-                comm.broadcast(buf, root=r)
-                if r != self.rank:
-                    off = 0
-                    for p in ps:
-                        n = p._data.size
-                        p._data[...] = buf[off:off + n].reshape(p._data.shape)
-                        p._bump()
-                        off += n
+        comm, rank = self._comm, self.rank
+        groups = {}
+        for p in self._params:
+            groups.setdefault((p._data.dtype.str, backend.is_gpu_array(p._data)), []).append(p)
+        for ps in groups.values():
+            by_rank = [[p for p in ps if self._owner[id(p)] == r] for r in range(self.nranks)]
+            width = max(sum(p._data.size for p in owned) for owned in by_rank)
+            if width == 0:
+                continue
+            xp = backend.get_array_module(ps[0]._data)
+            send = xp.zeros(width, dtype=ps[0]._data.dtype)
+            off = 0
+            for p in by_rank[rank]:
+                n = p._data.size
+                send[off:off + n] = p._data.reshape(-1)
+                off += n
+            got = comm.allgather(send)
+            for r, owned in enumerate(by_rank):
+                if r == rank:
+                    continue
+                off = 0
+                for p in owned:
+                    n = p._data.size
+                    p._data[...] = got[r, off:off + n].reshape(p._data.shape)
+                    p._bump()
+                    off += n
 
     def minimize(self, loss, startup_program=None, parameters=None, no_grad_set=None):
         self.step()
