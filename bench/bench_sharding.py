@@ -1,6 +1,6 @@
 """Sharded data parallel: per-rank memory and step time of DataParallel and ZeRO stages.
 
-    python bench/bench_sharding.py [--ranks 1 2 4] [--steps 4] [--width 2048] [--layers 12]
+    python bench/bench_sharding.py [--ranks 1 2 4] [--steps 4] [--rounds 3] [--width 2048] [--layers 12]
 
 The driver launches each measurement as its own job (``mpiexec -n N python
 bench/bench_sharding.py --worker ...``, one BLAS thread per rank) for: unsharded
@@ -10,8 +10,9 @@ square Linear layers of ``--width`` (12 x 2048 x 2048: 50.4 M float32 parameters
 8 rows per rank. Per rank (the largest over ranks) it reports the bytes of the
 parameters, of the gradients held after backward (DataParallel's flat buckets, or the
 owned gradients at stage 2), of the optimizer state (Adam's moments), the peak resident
-set size, and the median step time (forward, backward with its communication, step;
-the slowest rank). Writes ``bench/results/sharding.md``.
+set size, and the step time (forward, backward with its communication, step; the
+median over steps of the slowest rank, then the median over ``--rounds`` jobs, the
+levels alternating). Writes ``bench/results/sharding.md``.
 """
 import argparse
 import json
@@ -86,6 +87,7 @@ def main():
     ap.add_argument("--ranks", type=int, nargs="+", default=[1, 2, 4])
     ap.add_argument("--levels", nargs="+", default=["dp", "os", "os_g"])
     ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--width", type=int, default=2048)
     ap.add_argument("--layers", type=int, default=12)
     args = ap.parse_args()
@@ -96,15 +98,23 @@ def main():
     lines = ["| ranks | level | params MB | grads MB | optimizer state MB | peak RSS MB | step s | step / dp |",
              "|---|---|---|---|---|---|---|---|"]
     for n in args.ranks:
+        # levels alternate, round after round, so that load changes on a shared machine
+        # hit each alike; the step time is the median over rounds
+        runs = {level: [] for level in args.levels}
+        for _ in range(args.rounds):
+            for level in args.levels:
+                cmd = ["mpiexec", "-n", str(n), sys.executable, os.path.abspath(__file__), "--worker", "--level",
+                       level, "--steps", str(args.steps), "--width", str(args.width), "--layers", str(args.layers)]
+                out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
+                res = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
+                if out.returncode != 0 or not res:
+                    raise SystemExit(f"{' '.join(cmd)} failed:\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}")
+                runs[level].append(json.loads(res[0][7:]))
         base = None
         for level in args.levels:
-            cmd = ["mpiexec", "-n", str(n), sys.executable, os.path.abspath(__file__), "--worker", "--level", level,
-                   "--steps", str(args.steps), "--width", str(args.width), "--layers", str(args.layers)]
-            out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
-            res = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
-            if out.returncode != 0 or not res:
-                raise SystemExit(f"{' '.join(cmd)} failed:\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}")
-            r = json.loads(res[0][7:])
+            r = dict(runs[level][0])
+            r["step"] = sorted(x["step"] for x in runs[level])[len(runs[level]) // 2]
+            r["rss"] = max(x["rss"] for x in runs[level])
             base = r["step"] if level == "dp" else base
             ratio = f"{r['step'] / base:.2f}" if base else "-"
             line = (f"| {n} | {level} | {r['params'] / _MB:.0f} | {r['grads'] / _MB:.0f} | {r['state'] / _MB:.0f} | "

@@ -224,3 +224,33 @@ def test_paddle_examples_run(n, tmp_path):
     opt = ddg.optimizer.AdamW(0.001, parameters=model.parameters())
     opt.set_state_dict(ddg.load(str(tmp_path / "model.pdopt")))
     assert len(opt._state) == 2
+
+
+@pytest.mark.parametrize("pure", [False, True])
+def test_fleet_amp_strategy(pure):
+    """strategy.amp: the model's forward runs under auto_cast with amp_configs' lists
+    (O2 with use_pure_fp16: float16 parameters, master weights in the optimizer); the
+    state dict keeps the model's own names."""
+    def net():
+        ddg.seed(3)
+        return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    x = ddg.to_tensor(np.random.default_rng(0).standard_normal((4, 8)).astype("float32"))
+    s = fleet.DistributedStrategy()
+    s.amp = True
+    s.amp_configs = {"use_pure_fp16": pure, "custom_black_list": ["relu"]}
+    fleet.init(is_collective=True, strategy=s)
+    model = fleet.distributed_model(net())
+    opt = fleet.distributed_optimizer(ddg.optimizer.Adam(0.01, parameters=model.parameters()))
+    ref = net()
+    if pure:
+        ref = ddg.amp.decorate(models=ref, level="O2")
+    with ddg.amp.auto_cast(level="O2" if pure else "O1", custom_black_list={"relu"}):
+        want = ref(x)
+    out = model(x)
+    assert out.dtype == want.dtype == ddg.float16
+    np.testing.assert_array_equal(out.numpy(), want.numpy())
+    assert sorted(model.state_dict()) == sorted(ref.state_dict())
+    out.astype("float32").sum().backward()
+    opt.step()
+    assert len(opt._masters) == (4 if pure else 0)
+    assert {p.dtype for p in model.parameters()} == {ddg.float16 if pure else ddg.float32}
