@@ -150,6 +150,30 @@ def test_stage2_gradients_live_on_their_owner(comm):
     _agree(comm, placed and diff < 1e-12, f"grads only on owners {placed}, diff {diff:.2e}")
 
 
+@pytest.mark.parametrize("level", ["os", "os_g"])
+def test_join_uneven_inputs(comm, level):
+    """Under join(), rank r trains 1 + r steps: a rank out of data keeps answering the
+    synchronizations and takes part in each sharded step (it owns parameters the
+    others need); the parameters end as DataParallel's under join()."""
+    r, n = comm.rank, 2
+
+    def run(model, opt):
+        with model.join():
+            for step in range(1 + r):
+                x, y = _batch(10 * step + r, n)
+                F.cross_entropy(model(ddg.to_tensor(x)), ddg.to_tensor(y)).backward()
+                opt.step()
+                opt.clear_grad()
+        return _params(model)
+    ref = ddg.DataParallel(_net())
+    want = run(ref, _opt("adam", ref.parameters(), clip=True))
+    net = _net()
+    model, opt, _ = group_sharded_parallel(net, _opt("adam", net.parameters(), clip=True), level)
+    got = run(model, opt)
+    diff = max(float(np.abs(a - b).max()) for a, b in zip(want, got))
+    _agree(comm, diff < 1e-12, f"diff {diff:.2e}")
+
+
 class _nullcontext:
     def __enter__(self):
         return self

@@ -207,6 +207,11 @@ class Join:
         self.steps += 1
         self._round(1, sync and training, training)
 
+    def _shadow(self, syncing):
+        """A rank out of data answers a synchronization that ``syncing`` ranks make (a
+        subclass may also take part in what follows it, e.g. a collective step)."""
+        self.model.reducer.shadow_sync()
+
     def _round(self, active, sync, training):
         # summed over ranks: ranks still training; of those, ranks that will synchronize
         # gradients after this forward; ranks that broadcast buffers in it
@@ -229,7 +234,7 @@ class Join:
                 if training:
                     sync_buffers(comm, model._layers)
                 if sync:
-                    reducer.shadow_sync()
+                    self._shadow(int(sync))
             steps = comm.allgather_object(self.steps)
             broadcast_state(comm, model._layers, root=steps.index(max(steps)))
         finally:

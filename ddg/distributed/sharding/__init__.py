@@ -82,6 +82,7 @@ def group_sharded_parallel(model, optimizer, level, scaler=None, group=None, off
                          f"number of bytes, got {buffer_max_size!r}")
     model = ShardedDataParallel(model, sharded.owners, stage=1 if level == "os" else 2, group=comm,
                                 comm_buffer_size=buffer_max_size / (1024 * 1024))
+    model._attach_optimizer(sharded)
     return model, sharded, scaler
 
 

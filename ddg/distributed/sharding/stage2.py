@@ -59,6 +59,9 @@ class GradShardReducer:
         self._owed = False
         self._active = False
         self._next = 0
+        # under DataParallel.join(): the number of ranks that contribute to this
+        # synchronization (None: all of them)
+        self.sync_ranks = None
         items = [(p._data.nbytes, (self._owner[id(p)], p._data.dtype, backend.is_gpu_array(p._data)))
                  for p in self._params]
         # buckets: runs of consecutive parameters with the same key (owner, dtype, device)
@@ -156,6 +159,7 @@ class GradShardReducer:
 
     def _on_backward_complete(self):
         self._launch_rest()
+        self.sync_ranks = None
         self.stats.steps += 1
 
     def sync_now(self):
@@ -163,19 +167,22 @@ class GradShardReducer:
         self._next = 0
         self._launch_rest()
 
-    def _reduce(self, b):
+    def _reduce(self, b, shadow=False):
         first = b.params[0]._data
         xp = backend.get_array_module(first)
         k = len(b.params)
         buf = xp.zeros(b.numel + k, dtype=first.dtype)
         off = 0
         for slot, (p, n) in enumerate(zip(b.params, b.sizes)):
-            g = p._grad
+            g = None if shadow else p._grad
             if g is not None:
                 buf[off:off + n] = g._data.reshape(-1)
                 buf[b.numel + slot] = 1
             off += n
         self.comm.reduce(buf, root=b.root)
+        if self.rank == b.root and self.sync_ranks and self.sync_ranks < self.world_size:
+            grads = buf[:b.numel]
+            grads *= grads.dtype.type(self.world_size / self.sync_ranks)   # the mean over the ranks that train
         if self.rank != b.root:
             for p in b.params:
                 p._grad = None           # this rank does not update it: release the memory
@@ -193,8 +200,13 @@ class GradShardReducer:
                 p._grad = Tensor._wrap(view)
 
     def shadow_sync(self):
-        raise NotImplementedError("ddg.distributed.sharding: DataParallel.join() is not supported with sharded "
-                                  "gradients")
+        """Join a synchronization with nothing to contribute (a rank out of data under
+        ``join()``): zeros and no flags; as an owner, receive the others' mean."""
+        for b in self.buckets:
+            self._reduce(b, shadow=True)
+        self._next = 0
+        self._active = False
+        self.sync_ranks = None
 
 
 def _remove_handles(handles):
