@@ -20,6 +20,7 @@
 ``local_rank``, ``worker_endpoints`` describe the job.
 """
 import os
+import warnings
 
 from ...amp import auto_cast
 from ...nn.layer.layers import Layer
@@ -104,7 +105,20 @@ class Fleet:
 
     # ------------------------------------------------------------------ wrapping
     def _sharded(self, s):
-        return (s.sharding and s.sharding_configs["stage"] in (1, 2, 3)) or s.hybrid_configs["sharding_degree"] > 1
+        degree = s.hybrid_configs["sharding_degree"]
+        if degree > 1 and degree != get_world_size():
+            raise NotImplementedError(f"ddg.distributed.fleet: hybrid_configs['sharding_degree']={degree} with "
+                                      f"{get_world_size()} ranks; ddg shards over all ranks (sharding_degree 1 or "
+                                      f"the world size)")
+        if not (s.sharding or degree > 1):
+            return False
+        stage = s.sharding_configs["stage"]
+        if stage not in (1, 2, 3):
+            raise ValueError(f"ddg.distributed.fleet: sharding_configs['stage'] must be 1, 2 or 3, got {stage!r}")
+        if stage == 3:
+            warnings.warn("ddg.distributed.fleet: sharding stage 3 runs as stage 2 (the parameters stay whole on "
+                          "every rank)", stacklevel=3)
+        return True
 
     def distributed_model(self, model):
         from ...parallel.data_parallel import DataParallel
@@ -142,7 +156,10 @@ class Fleet:
             owners = dict(zip(map(id, params), assign_owners([p._data.size for p in params], comm.size)))
             self._owners = owners
         stage = 1 if s.sharding_configs["stage"] == 1 and not s.hybrid_configs["sharding_degree"] > 1 else 2
-        return ShardedDataParallel(model, owners, stage=min(stage, 2), group=comm, **kw)
+        model = ShardedDataParallel(model, owners, stage=min(stage, 2), group=comm, **kw)
+        if opt is not None:
+            model._attach_optimizer(opt)
+        return model
 
     def _amp_model(self, model, s):
         from ...amp import decorate
@@ -172,6 +189,8 @@ class Fleet:
             owners = self._owners if self._owners is not None and all(id(p) in self._owners for p in params) \
                 else None
             opt = ShardingOptimizer(opt, get_device_communicator(), owners)
+            if hasattr(self._model, "_attach_optimizer"):
+                self._model._attach_optimizer(opt)
         if s.gradient_merge and s.gradient_merge_configs["k_steps"] != 1:
             from .gradient_merge import GradientMergeOptimizer
             cfg = s.gradient_merge_configs

@@ -159,8 +159,8 @@ class ShardingOptimizer:
             if sums[2 * k + 1] == 0:
                 continue
             clip = group["grad_clip"]
-            dtype = "float64" if any(p._grad is not None and p._grad._data.dtype == np.float64
-                                     for p in group["params"]) else "float32"
+            # as ClipGradByGlobalNorm.squares: float64 for float64 gradients (the same on every rank)
+            dtype = "float64" if any(p._data.dtype == np.float64 for p in group["params"]) else "float32"
             norm = xp.sqrt(xp.asarray(sums[2 * k], dtype=dtype))
             out[gi] = clip.scale(norm)
         return out
