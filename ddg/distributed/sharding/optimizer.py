@@ -282,8 +282,9 @@ class ShardingOptimizer:
         names = {p.name for p in self._params}
         mine = {p.name for p in self._owned}
         # each entry's parameter: the key's prefix before ``_<accumulator>_0`` (and the
-        # master-weight infix); by position when none of the names match (a model rebuilt
-        # in another process gets other automatic names), as the optimizers do
+        # master-weight infix); by position unless every name is one of this optimizer's
+        # (a model rebuilt in another process gets other automatic names, some of which
+        # may be the names of other parameters here)
         prefixes, of = [], {}
         for k in state_dict:
             if k in ("master_weights", "LR_Scheduler") or not isinstance(k, str):
@@ -297,7 +298,7 @@ class ShardingOptimizer:
             if base not in of:
                 of[base] = base
                 prefixes.append(base)
-        if prefixes and not names.intersection(prefixes):
+        if prefixes and not names.issuperset(prefixes):
             if len(prefixes) != len(self._params):
                 raise ValueError(f"ddg.distributed.sharding: the state dict holds the state of {len(prefixes)} "
                                  f"parameters whose names are not this model's, and the optimizer has "
