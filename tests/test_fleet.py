@@ -59,6 +59,27 @@ def test_recompute_gradients_equal_plain(mode):
         np.testing.assert_allclose(g, w, rtol=1e-13, atol=1e-15)
 
 
+def test_recompute_keyword_tensor_with_its_own_graph():
+    """A Tensor with a graph of its own given as a keyword argument and also used
+    outside the segment: its gradient is counted once, and the outer graph is intact
+    whichever order the backward reaches the two uses in."""
+    def run(use, first):
+        a, b, c = _blocks(dropout=0.0)
+        x = ddg.to_tensor(X, stop_gradient=False)
+        side = a(x) * 2.0                        # outer graph, used inside and outside
+        h = a(x)
+
+        def seg(t, extra=None):
+            return b(t) + extra
+        h = recompute(seg, h, extra=side) if use else seg(h, extra=side)
+        parts = [(c(h) ** 2).sum(), (side ** 2).sum()]
+        (parts[0] + parts[1] if first else parts[1] + parts[0]).backward()
+        return [p.grad.numpy() for m in (a, b, c) for p in m.parameters()] + [x.grad.numpy()]
+    for first in (True, False):
+        for g, w in zip(run(True, first), run(False, first)):
+            np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-13)
+
+
 def test_recompute_under_auto_cast():
     """The rerun happens under the auto_cast policy of the first run (bfloat16 matmuls
     here), even though backward runs outside the context."""

@@ -118,12 +118,13 @@ class _Recompute(Function):
 
     def backward(self, grads):
         grads = (grads,) if self.n_out == 1 else tuple(grads)
-        args, kwargs, slots = list(self.args), self.kwargs, self.slots
+        args, kwargs, slots = list(self.args), dict(self.kwargs), self.slots
         inputs = []
         for i in slots:
-            t = args[i]
+            where = args if isinstance(i, int) else kwargs
+            t = where[i]
             d = Tensor._wrap(t._data, t.stop_gradient)
-            args[i] = d
+            where[i] = d
             inputs.append(d)
         with _rng_restored(self.rng), _autocast_as(self.policy), grad_mode.enable_grad():
             out, _ = _flatten(self.fn(*args, **kwargs), "the function")
@@ -146,7 +147,10 @@ class _Recompute(Function):
         for p, _ in saved:
             p._hooks = None
         try:
-            got = engine.run_backward(roots, root_grads, False, targets=targets)
+            # retain_graph: a Tensor the function reads from a closure brings part of the
+            # outer graph into this pass; the outer backward may still need those nodes
+            # (the rerun's own graph is dropped on return)
+            got = engine.run_backward(roots, root_grads, True, targets=targets)
         finally:
             for p, hooks in saved:
                 p._hooks = hooks
@@ -167,8 +171,11 @@ def recompute(function, *args, **kwargs):
     them. Keyword arguments consumed here: ``preserve_rng_state`` (default True: the rerun
     draws the same random numbers, so dropout masks match) and ``use_reentrant``
     (accepted; both of Paddle's modes give the same gradients here). Other keyword
-    arguments go to ``function``. The gradients equal those of ``function(*args)`` run
-    plainly; the memory of the activations inside the segment is freed once the segment
+    arguments go to ``function`` (Tensors among them are inputs like the positional ones).
+    A Tensor the function reads from a closure is best passed as an argument: its
+    gradient is right, but when it has a graph of its own that the outer backward
+    reaches first, the rerun raises ddg's "backward through the graph a second time".
+    The gradients equal those of ``function(*args)`` run plainly; the memory of the activations inside the segment is freed once the segment
     returns and comes back, one segment at a time, during backward.
     """
     preserve = kwargs.pop("preserve_rng_state", True)
@@ -178,22 +185,36 @@ def recompute(function, *args, **kwargs):
                         f"function), got {type(function).__name__}")
     if not grad_mode._enabled[0]:
         return function(*args, **kwargs)
-    slots = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
+    # the Tensor arguments (positional: their index, keyword: their name)
+    slots = [i for i, a in enumerate(args) if isinstance(a, Tensor)] + \
+        [k for k, v in kwargs.items() if isinstance(v, Tensor)]
+
+    def tensor(i, a=args, k=kwargs):
+        return a[i] if isinstance(i, int) else k[i]
     rng = _rng_snapshot() if preserve else None
     policy = _function._autocast[0]
     # a first run with gradients on finds the leaves inside; its graph is dropped right after
-    run_args = list(args)
+    run_args, run_kwargs = list(args), dict(kwargs)
+    wrapped = []
     for i in slots:
-        run_args[i] = Tensor._wrap(args[i]._data, args[i].stop_gradient)
-    out, single = _flatten(function(*run_args, **kwargs), "the function")
-    inner = {id(run_args[i]) for i in slots}
-    leaves = _leaves(out, inner)
-    needs = [args[i] for i in slots if not args[i].stop_gradient]
+        t = tensor(i)
+        d = Tensor._wrap(t._data, t.stop_gradient)
+        wrapped.append(d)
+        if isinstance(i, int):
+            run_args[i] = d
+        else:
+            run_kwargs[i] = d
+    out, single = _flatten(function(*run_args, **run_kwargs), "the function")
+    leaves = _leaves(out, {id(d) for d in wrapped})
+    del wrapped, run_args, run_kwargs
+    needs = [tensor(i) for i in slots if not tensor(i).stop_gradient]
     results = [None if o is None else Tensor._wrap(o._data, True) for o in out]
     if needs or leaves:
         node = _Recompute()
-        node.fn, node.kwargs, node.slots = function, kwargs, slots
+        node.fn, node.slots = function, slots
         node.args = tuple(Tensor._wrap(a._data, a.stop_gradient) if isinstance(a, Tensor) else a for a in args)
+        node.kwargs = {k: Tensor._wrap(v._data, v.stop_gradient) if isinstance(v, Tensor) else v
+                       for k, v in kwargs.items()}
         node.leaves = leaves
         node.rng, node.policy = rng, policy
         node.edges = tuple(((t, None) if t._node is None else (t._node, t._idx)) for t in needs) + \
