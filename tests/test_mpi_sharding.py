@@ -142,6 +142,35 @@ def test_sharding_matches_data_parallel(comm, kind, level):
                      f"owned {len(owned)} stateful {len(mine)}")
 
 
+def test_every_optimizer_at_both_stages(comm):
+    """The other optimizers (with their own accumulators and scalars), two steps at each
+    stage: the parameters equal DataParallel's."""
+    O = ddg.optimizer
+    makers = {
+        "SGD": lambda ps: O.SGD(0.1, parameters=ps, weight_decay=0.01),
+        "AdamW": lambda ps: O.AdamW(0.05, parameters=ps, weight_decay=0.1),
+        "RMSProp": lambda ps: O.RMSProp(0.01, parameters=ps, momentum=0.5, centered=True),
+        "Adagrad": lambda ps: O.Adagrad(0.1, parameters=ps),
+        "Adamax": lambda ps: O.Adamax(0.05, parameters=ps),
+        "Adadelta": lambda ps: O.Adadelta(0.5, parameters=ps),
+        "RAdam": lambda ps: O.RAdam(0.05, parameters=ps),
+        "NAdam": lambda ps: O.NAdam(0.05, parameters=ps),
+    }
+    bad = []
+    for name, make in makers.items():
+        ref = ddg.DataParallel(_net())
+        _steps(ref, make(ref.parameters()), comm, 2)
+        want = _params(ref)
+        for level in ("os", "os_g"):
+            net = _net()
+            model, opt, _ = group_sharded_parallel(net, make(net.parameters()), level)
+            _steps(model, opt, comm, 2)
+            diff = max(float(np.abs(a - b).max()) for a, b in zip(want, _params(model)))
+            if not diff < 1e-12:
+                bad.append(f"{name} {level}: {diff:.2e}")
+    _agree(comm, not bad, "; ".join(bad))
+
+
 def test_stage2_gradients_live_on_their_owner(comm):
     """Stage 2: after backward a rank holds the gradients of its own parameters only,
     and they are DataParallel's; no_sync() accumulation then one synchronized backward
