@@ -262,3 +262,41 @@ def test_each_rank_binds_its_own_gpu(world):
     got = [str(ddg.to_tensor([1.0], place="gpu").place), seen["t"], str(layer.weight.place),
            str(made.place), current]
     assert got == [want] * 5, got
+
+
+def test_sharded_training_on_gpu(world):
+    """group_sharded_parallel at stages 1 and 2 on the GPU (Adam, global-norm clipping):
+    the parameters equal DataParallel's to float32 rounding (the shards' squared norms
+    are summed in another order), and the gathered state dict is whole."""
+    import ddg.nn.functional as F
+    from ddg import nn
+    from ddg.distributed.sharding import group_sharded_parallel
+
+    def run(level):
+        ddg.seed(4)
+        net = nn.Sequential(nn.Linear(6, 12), nn.Tanh(), nn.Linear(12, 3))
+        net.to("gpu")
+        opt = ddg.optimizer.Adam(0.05, parameters=net.parameters(), grad_clip=nn.ClipGradByGlobalNorm(0.05))
+        if level == "dp":
+            model = ddg.DataParallel(net)
+        else:
+            model, opt, _ = group_sharded_parallel(net, opt, level)
+        n, size, r = 4, world.size, world.rank
+        for step in range(3):
+            rng = np.random.default_rng(step)
+            x = rng.standard_normal((n * size, 6)).astype("float32")
+            y = rng.integers(0, 3, n * size)
+            rows = slice(n * r, n * (r + 1))
+            loss = F.cross_entropy(model(ddg.to_tensor(x[rows], place="gpu")), ddg.to_tensor(y[rows], place="gpu"))
+            loss.backward()
+            opt.step()
+            opt.clear_grad()
+        return [p.numpy() for p in model.parameters()], len(opt.state_dict()), model.parameters()[0].place
+    want, n_state, _ = run("dp")
+    ok = []
+    for level in ("os", "os_g"):
+        got, m_state, place = run(level)
+        diff = max(float(np.abs(a - b).max()) for a, b in zip(want, got))
+        ok.append((diff < 1e-6 and m_state == n_state and "gpu" in str(place), level, diff))
+    everyone = world.allgather_object(ok)
+    assert all(o for mine in everyone for o, _, _ in mine), everyone

@@ -535,9 +535,13 @@ def save_checkpoint(obj, path, rank=0, group=None):
 
 
 def __getattr__(name):
-    # ``paddle.distributed.launch`` is the launcher module (``python -m ...launch``); it is
-    # imported on first use, so that importing ddg.distributed does not load the launcher
-    if name in ("launch", "elastic"):
+    # ``paddle.distributed.launch`` is the launcher module (``python -m ...launch``); it,
+    # ``elastic``, ``fleet``, ``sharding`` and ``DataParallel`` are imported on first use, so
+    # that importing ddg.distributed stays light (no launcher, no ddg.nn)
+    if name in ("launch", "elastic", "fleet", "sharding"):
         import importlib
         return importlib.import_module("." + name, __name__)
+    if name == "DataParallel":
+        from ..parallel.data_parallel import DataParallel
+        return DataParallel
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

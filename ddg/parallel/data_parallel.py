@@ -100,9 +100,14 @@ class DataParallel(Layer):
         broadcast_state(comm, layer)
         params = [p for p in layer.parameters() if not p.stop_gradient]
         self._reduced = frozenset(id(p) for p in params)
-        self.reducer = Reducer(params, comm, comm_buffer_size, last_comm_buffer_size,
-                               compression="fp16" if fp16_allreduce else None,
-                               find_unused_parameters=find_unused_parameters)
+        self.reducer = self._build_reducer(params, comm)
+
+    def _build_reducer(self, params, comm):
+        """The gradient synchronization of ``params`` (a subclass may return another
+        object with the Reducer's interface)."""
+        return Reducer(params, comm, self.comm_buffer_size, self.last_comm_buffer_size,
+                       compression="fp16" if self.fp16_allreduce else None,
+                       find_unused_parameters=self.find_unused_parameters)
 
     # ------------------------------------------------------------------ forward
     def forward(self, *inputs, **kwargs):
@@ -226,6 +231,11 @@ class Join:
         self.steps += 1
         return self._round(1, sync and training, training)[1]
 
+    def _shadow(self, syncing):
+        """A rank out of data answers a synchronization that ``syncing`` ranks make (a
+        subclass may also take part in what follows it, e.g. a collective step)."""
+        self.model.reducer.shadow_sync()
+
     def _round(self, active, sync, training):
         # summed over ranks: ranks still training; of those, ranks that will synchronize
         # gradients after this forward; ranks that broadcast their state after it; and
@@ -254,7 +264,7 @@ class Join:
                 if training:
                     model._sync_state(root)
                 if sync:
-                    reducer.shadow_sync()
+                    self._shadow(int(sync))
             steps = comm.allgather_object(self.steps)
             broadcast_state(comm, model._layers, root=steps.index(max(steps)))
         finally:

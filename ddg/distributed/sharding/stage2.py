@@ -1,0 +1,216 @@
+"""Gradient sharding (ZeRO stage 2): each gradient is reduced to the one rank that owns
+its parameter's optimizer state, during backward, and released everywhere else.
+
+:class:`GradShardReducer` takes the place of DataParallel's all-reduce Reducer (same
+interface: ``sync_enabled``, ``set_batch_weight``, ``mark_forward``, ``stats``,
+``remove``). The trainable parameters, in reverse registration order (roughly the order
+in which backward finishes them), are grouped into buckets of consecutive parameters with
+the same owner, dtype and device, of about ``bucket_cap_mb``. When backward has finished
+every parameter of a bucket (grad-ready hooks), and every earlier bucket has gone, the
+bucket's gradients are packed with one "has a gradient" flag per parameter and reduced
+(summed) onto the owner: the communication volume of a reduce-scatter, half that of an
+all-reduce. The owner's ``.grad`` then holds the mean over ranks; the other ranks drop
+their ``.grad`` (``None``), so between backward and the step a rank holds the gradients of
+its own shard only (plus, during backward, those not reduced yet).
+
+The mean is taken with equal weights: a leaf hook scales each gradient contribution by
+``1 / world_size`` as it arrives, so that what is reduced is linear in what every rank
+accumulated. Local accumulation (``no_sync()``, gradient merge) and several synchronized
+backward passes without ``clear_grad`` therefore give the sums of the means, as
+DataParallel does. DataParallel's weighting by uneven local batch sizes is not applied
+(ranks' slices are assumed equal, as PyTorch's DDP and FSDP assume).
+"""
+import weakref
+
+import numpy as np
+
+
+from ...autograd import engine
+from ...parallel.reducer import SyncStats, assign_buckets
+from ...tensor import backend
+from ...tensor.tensor import Tensor
+
+__all__ = ["GradShardReducer"]
+
+_MB = 1024 * 1024
+
+
+class _Bucket:
+    def __init__(self, index, params, root):
+        self.index, self.params, self.root = index, params, root
+        self.sizes = [int(p._data.size) for p in params]
+        self.numel = sum(self.sizes)
+        self.pending = 0
+
+
+class GradShardReducer:
+    """Reduces the gradients of ``params`` onto their owners during backward (see the
+    module docstring). ``owner``: a function from a parameter to its owner rank."""
+
+    def __init__(self, params, comm, owner, bucket_cap_mb=25, find_unused_parameters=False):
+        self.comm = comm
+        self.rank, self.world_size = comm.rank, comm.size
+        self.sync_enabled = True
+        self.find_unused_parameters = bool(find_unused_parameters)
+        self.stats = SyncStats()
+        self._params = list(reversed(params))
+        self._param_set = set(self._params)
+        self._owner = {id(p): int(owner(p)) for p in self._params}
+        self._owed = False
+        self._active = False
+        self._next = 0
+        # under DataParallel.join(): the number of ranks that contribute to this
+        # synchronization (None: all of them)
+        self.sync_ranks = None
+        items = [(p._data.nbytes, (self._owner[id(p)], p._data.dtype, backend.is_gpu_array(p._data)))
+                 for p in self._params]
+        # buckets: runs of consecutive parameters with the same key (owner, dtype, device)
+        runs, start = [], 0
+        for i in range(1, len(items) + 1):
+            if i == len(items) or items[i][1] != items[start][1]:
+                runs.append(list(range(start, i)))
+                start = i
+        self.buckets = []
+        for run in runs:
+            sub = assign_buckets([items[j] for j in run], bucket_cap_mb * _MB, bucket_cap_mb * _MB)
+            for members in sub:
+                ps = [self._params[run[j]] for j in members]
+                self.buckets.append(_Bucket(len(self.buckets), ps, self._owner[id(ps[0])]))
+        self._handles = self._install_hooks()
+        weakref.finalize(self, _remove_handles, self._handles)
+
+    def _install_hooks(self):
+        ref = weakref.ref(self)
+        handles = []
+        inv = 1.0 / self.world_size
+        for b in self.buckets:
+            for p in b.params:
+                def scale(g):
+                    a = g._data
+                    if a.dtype.itemsize == 2:    # float16/bfloat16: in float32, rounded once (as DataParallel)
+                        return Tensor._wrap((a.astype(np.float32) * np.float32(inv)).astype(a.dtype))
+                    return Tensor._wrap(a * a.dtype.type(inv))
+                handles.append(p.register_hook(scale))
+
+                def ready(_leaf, b=b):
+                    r = ref()
+                    if r is not None and r._active:
+                        r._param_ready(b)
+                handles.append(p.register_grad_ready_hook(ready))
+
+        def begin(leaves):
+            r = ref()
+            if r is not None:
+                r._on_backward_begin(leaves)
+
+        def complete():
+            r = ref()
+            if r is not None and r._active:
+                r._on_backward_complete()
+
+        handles.append(engine.register_backward_begin_callback(begin))
+        handles.append(engine.register_backward_complete_callback(complete))
+        return handles
+
+    def remove(self):
+        _remove_handles(self._handles)
+        self._handles.clear()
+
+    # ------------------------------------------------------------------ forward side
+    def set_batch_weight(self, weight):
+        """Accepted for DataParallel's interface; the mean has equal weights."""
+
+    def mark_forward(self, training):
+        self._owed = bool(training)
+
+    # ------------------------------------------------------------------ backward
+    def _on_backward_begin(self, leaves):
+        if self._active:
+            self._launch_rest()       # the previous pass raised before completing
+        if self._param_set.isdisjoint(leaves) and not (self.find_unused_parameters and self._owed):
+            return
+        self._owed = False
+        if not self.sync_enabled:
+            return
+        for b in self.buckets:
+            b.pending = sum(1 for p in b.params if p in leaves)
+        self._active = True
+        self._next = 0
+        self._launch_ready()
+
+    def _param_ready(self, bucket):
+        bucket.pending -= 1
+        if bucket.pending == 0 and bucket.index == self._next:
+            self._launch_ready()
+
+    def _launch_ready(self):
+        buckets = self.buckets
+        i = self._next
+        while i < len(buckets) and buckets[i].pending <= 0:
+            self._reduce(buckets[i])
+            i += 1
+        self._next = i
+
+    def _launch_rest(self):
+        for i in range(self._next, len(self.buckets)):
+            self._reduce(self.buckets[i])
+        self._next = len(self.buckets)
+        self._active = False
+
+    def _on_backward_complete(self):
+        self._launch_rest()
+        self.sync_ranks = None
+        self.stats.steps += 1
+
+    def sync_now(self):
+        """Reduce the current gradients now, outside backward."""
+        self._next = 0
+        self._launch_rest()
+
+    def _reduce(self, b, shadow=False):
+        first = b.params[0]._data
+        xp = backend.get_array_module(first)
+        k = len(b.params)
+        buf = xp.zeros(b.numel + k, dtype=first.dtype)
+        off = 0
+        for slot, (p, n) in enumerate(zip(b.params, b.sizes)):
+            g = None if shadow else p._grad
+            if g is not None:
+                buf[off:off + n] = g._data.reshape(-1)
+                buf[b.numel + slot] = 1
+            off += n
+        self.comm.reduce(buf, root=b.root)
+        if self.rank == b.root and self.sync_ranks and self.sync_ranks < self.world_size:
+            grads = buf[:b.numel]
+            grads *= grads.dtype.type(self.world_size / self.sync_ranks)   # the mean over the ranks that train
+        if self.rank != b.root:
+            for p in b.params:
+                p._grad = None           # this rank does not update it: release the memory
+            return
+        flags = backend.to_host(buf[b.numel:])
+        off = 0
+        for slot, (p, n) in enumerate(zip(b.params, b.sizes)):
+            view = buf[off:off + n].reshape(p._data.shape)
+            off += n
+            if flags[slot] == 0:
+                p._grad = None           # no rank had a gradient: as in one process
+            elif p._grad is not None and p._grad._data.shape == view.shape:
+                p._grad._data[...] = view
+            else:
+                p._grad = Tensor._wrap(view)
+
+    def shadow_sync(self):
+        """Join a synchronization with nothing to contribute (a rank out of data under
+        ``join()``): zeros and no flags; as an owner, receive the others' mean."""
+        for b in self.buckets:
+            self._reduce(b, shadow=True)
+        self._next = 0
+        self._active = False
+        self.sync_ranks = None
+
+
+def _remove_handles(handles):
+    for h in handles:
+        h.remove()
+
+

@@ -1,0 +1,386 @@
+"""Sharded data parallel (optimizer-state sharding), gradient merge and recompute across
+real MPI ranks (2 and 3):
+
+    mpiexec -n 2 python tests/mpi_pytest.py tests/test_mpi_sharding.py
+    mpiexec -n 3 python tests/mpi_pytest.py tests/test_mpi_sharding.py
+
+Every run is compared with unsharded DataParallel (and the one-process reference) on
+the same global batch, in float64 where the results are claimed equal. Results are
+gathered before assertions, so a failing rank does not leave the others waiting.
+"""
+import numpy as np
+import pytest
+
+import ddg
+import ddg.nn.functional as F
+from ddg import nn
+from ddg.distributed import fleet
+from ddg.distributed.fleet.utils import recompute
+from ddg.distributed.sharding import (ShardingOptimizer, group_sharded_parallel, load_sharded, save_group_sharded_model,
+                                     save_sharded)
+from ddg.parallel import comm as C
+
+pytestmark = pytest.mark.mpi(min_size=2)
+
+
+@pytest.fixture(scope="module")
+def comm():
+    c = C.get_world_communicator()
+    assert isinstance(c, C.MPICommunicator), "tests must run under mpiexec with --with-mpi"
+    return c
+
+
+@pytest.fixture(autouse=True)
+def same_names(comm):
+    """Layers built from here on get the same automatic parameter names on every rank
+    (earlier test modules may have built different numbers of layers per rank), as in a
+    job where every rank runs the same program."""
+    import itertools
+    from ddg.nn.layer import layers
+    mine = {k: next(v) for k, v in layers._name_counts.items()}
+    top = {}
+    for counts in comm.allgather_object(mine):
+        for k, v in counts.items():
+            top[k] = max(top.get(k, 0), v)
+    for k, v in top.items():
+        layers._name_counts[k] = itertools.count(v)
+
+
+def _net(dtype="float64", dropout=0.0):
+    ddg.seed(5)
+    prev = ddg.get_default_dtype()
+    ddg.set_default_dtype(dtype)
+    try:
+        layers = [nn.Linear(6, 24), nn.Tanh(), nn.Linear(24, 24), nn.Tanh()]
+        if dropout:
+            layers.append(nn.Dropout(dropout))
+        layers += [nn.Linear(24, 24), nn.Tanh(), nn.Linear(24, 3)]
+    finally:
+        ddg.set_default_dtype(prev)
+    net = nn.Sequential(*layers)
+    ddg.set_default_dtype(prev)
+    return net
+
+
+def _batch(step, n):
+    rng = np.random.default_rng(1000 + step)
+    return rng.standard_normal((n, 6)), rng.integers(0, 3, n)
+
+
+def _opt(kind, params, sched=False, clip=False):
+    lr = ddg.optimizer.lr.StepDecay(0.05, step_size=2, gamma=0.5) if sched else 0.05
+    gc = nn.ClipGradByGlobalNorm(0.05) if clip else None
+    if kind == "adam":
+        return ddg.optimizer.Adam(lr, parameters=params, grad_clip=gc, weight_decay=0.01)
+    if kind == "momentum":
+        return ddg.optimizer.Momentum(lr, momentum=0.9, parameters=params, grad_clip=gc, use_nesterov=True)
+    return ddg.optimizer.Lamb(lr, parameters=params, grad_clip=gc, lamb_weight_decay=0.02)
+
+
+def _steps(model, opt, comm, steps, n=4, dtype="float64"):
+    r, size = comm.rank, comm.size
+    for step in range(steps):
+        x, y = _batch(step, n * size)
+        sl = slice(r * n, (r + 1) * n)
+        loss = F.cross_entropy(model(ddg.to_tensor(x[sl].astype(dtype))), ddg.to_tensor(y[sl]))
+        loss.backward()
+        opt.step()
+        opt.clear_grad()
+        lr = opt._learning_rate
+        if not isinstance(lr, float):
+            lr.step()
+
+
+def _params(model):
+    return [p.numpy().copy() for p in model.parameters()]
+
+
+def _rename(state, old, new):
+    """``state``'s keys with each parameter name of ``old`` replaced by that of ``new``."""
+    names = sorted(((a.name, b.name) for a, b in zip(old, new)), key=lambda t: -len(t[0]))
+    out = {}
+    for k, v in state.items():
+        if k == "master_weights":
+            v = _rename(v, old, new)
+        for a, b in names:
+            if k == a or k.startswith(a + "_"):
+                k = b + k[len(a):]
+                break
+        out[k] = v
+    return out
+
+
+def _agree(comm, ok, what):
+    oks = comm.allgather_object((bool(ok), what))
+    bad = [f"rank {i}: {w}" for i, (o, w) in enumerate(oks) if not o]
+    assert not bad, "; ".join(bad)
+
+
+@pytest.mark.parametrize("level", ["os", "os_g"])
+@pytest.mark.parametrize("kind", ["adam", "momentum", "lamb"])
+def test_sharding_matches_data_parallel(comm, kind, level):
+    """Each optimizer, with global-norm clipping and a schedule, 3 steps, at stage 1 and
+    2: the sharded run gives DataParallel's parameters; each rank holds the state of its
+    share only, and the gathered state dict is DataParallel's optimizer's."""
+    ref = ddg.DataParallel(_net())
+    ropt = _opt(kind, ref.parameters(), sched=True, clip=True)
+    _steps(ref, ropt, comm, 3)
+    net = _net()
+    model, opt, _ = group_sharded_parallel(net, _opt(kind, net.parameters(), sched=True, clip=True), level)
+    assert isinstance(opt, ShardingOptimizer) and model.stage == (1 if level == "os" else 2)
+    _steps(model, opt, comm, 3)
+    diffs = [float(np.abs(a - b).max()) for a, b in zip(_params(ref), _params(model))]
+    owned = {id(p) for p in opt.owned_parameters}
+    mine = [p for p in model.parameters() if id(opt._optim._state.get(id(p), None)) != id(None)]
+    full, want = opt.state_dict(), _rename(ropt.state_dict(), ref.parameters(), model.parameters())
+    keys_ok = sorted(full) == sorted(want)
+    state_diff = max(float(np.abs(np.asarray(full[k].numpy()) - np.asarray(want[k].numpy())).max())
+                     for k in want if k != "LR_Scheduler") if keys_ok else np.inf
+    ok = max(diffs) < 1e-12 and {id(p) for p in mine} == owned and keys_ok and state_diff < 1e-12 \
+        and full["LR_Scheduler"] == want["LR_Scheduler"]
+    _agree(comm, ok, f"param diffs {max(diffs):.2e}, state {state_diff:.2e}, keys {keys_ok}, "
+                     f"owned {len(owned)} stateful {len(mine)}")
+
+
+def test_every_optimizer_at_both_stages(comm):
+    """The other optimizers (with their own accumulators and scalars), two steps at each
+    stage: the parameters equal DataParallel's."""
+    O = ddg.optimizer
+    makers = {
+        "SGD": lambda ps: O.SGD(0.1, parameters=ps, weight_decay=0.01),
+        "AdamW": lambda ps: O.AdamW(0.05, parameters=ps, weight_decay=0.1),
+        "RMSProp": lambda ps: O.RMSProp(0.01, parameters=ps, momentum=0.5, centered=True),
+        "Adagrad": lambda ps: O.Adagrad(0.1, parameters=ps),
+        "Adamax": lambda ps: O.Adamax(0.05, parameters=ps),
+        "Adadelta": lambda ps: O.Adadelta(0.5, parameters=ps),
+        "RAdam": lambda ps: O.RAdam(0.05, parameters=ps),
+        "NAdam": lambda ps: O.NAdam(0.05, parameters=ps),
+    }
+    bad = []
+    for name, make in makers.items():
+        ref = ddg.DataParallel(_net())
+        _steps(ref, make(ref.parameters()), comm, 2)
+        want = _params(ref)
+        for level in ("os", "os_g"):
+            net = _net()
+            model, opt, _ = group_sharded_parallel(net, make(net.parameters()), level)
+            _steps(model, opt, comm, 2)
+            diff = max(float(np.abs(a - b).max()) for a, b in zip(want, _params(model)))
+            if not diff < 1e-12:
+                bad.append(f"{name} {level}: {diff:.2e}")
+    _agree(comm, not bad, "; ".join(bad))
+
+
+def test_stage2_gradients_live_on_their_owner(comm):
+    """Stage 2: after backward a rank holds the gradients of its own parameters only,
+    and they are DataParallel's; no_sync() accumulation then one synchronized backward
+    (and a second synchronized backward without clear_grad) give DataParallel's sums."""
+    ref = ddg.DataParallel(_net())
+    net = _net()
+    # buckets of at most ~2 KB: several per owner, of uneven sizes
+    model, opt, _ = group_sharded_parallel(net, _opt("adam", net.parameters()), "os_g", buffer_max_size=2000)
+    assert len(model.reducer.buckets) > comm.size
+    r, size, n = comm.rank, comm.size, 2
+    for m in (ref, model):
+        for step in range(3):
+            x, y = _batch(step, n * size)
+            rows = slice(r * n, (r + 1) * n)
+            ctx = m.no_sync() if step == 0 else _nullcontext()
+            with ctx:
+                F.cross_entropy(m(ddg.to_tensor(x[rows])), ddg.to_tensor(y[rows])).backward()
+    owned = {id(p) for p in opt.owned_parameters}
+    placed = all((p.grad is not None) == (id(p) in owned) for p in model.parameters())
+    diff = max(float(np.abs(a.grad.numpy() - b.grad.numpy()).max())
+               for a, b in zip(ref.parameters(), model.parameters()) if id(b) in owned)
+    _agree(comm, placed and diff < 1e-12, f"grads only on owners {placed}, diff {diff:.2e}")
+
+
+@pytest.mark.parametrize("level", ["os", "os_g"])
+def test_join_uneven_inputs(comm, level):
+    """Under join(), rank r trains 1 + r steps: a rank out of data keeps answering the
+    synchronizations and takes part in each sharded step (it owns parameters the
+    others need); the parameters end as DataParallel's under join()."""
+    r, n = comm.rank, 2
+
+    def run(model, opt):
+        with model.join():
+            for step in range(1 + r):
+                x, y = _batch(10 * step + r, n)
+                F.cross_entropy(model(ddg.to_tensor(x)), ddg.to_tensor(y)).backward()
+                opt.step()
+                opt.clear_grad()
+        return _params(model)
+    ref = ddg.DataParallel(_net())
+    want = run(ref, _opt("adam", ref.parameters(), clip=True))
+    net = _net()
+    model, opt, _ = group_sharded_parallel(net, _opt("adam", net.parameters(), clip=True), level)
+    got = run(model, opt)
+    diff = max(float(np.abs(a - b).max()) for a, b in zip(want, got))
+    _agree(comm, diff < 1e-12, f"diff {diff:.2e}")
+
+
+class _nullcontext:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_state_spreads_over_ranks(comm):
+    """Every rank owns some parameters; together they own each exactly once."""
+    net = _net()
+    _, opt, _ = group_sharded_parallel(net, _opt("adam", net.parameters()), "os")
+    index = {id(p): i for i, p in enumerate(net.parameters())}
+    owned = comm.allgather_object(sorted(index[id(p)] for p in opt.owned_parameters))
+    assert all(owned) and sorted(i for o in owned for i in o) == list(range(len(index)))
+
+
+@pytest.mark.parametrize("level", ["os", "os_g"])
+def test_amp_o2_and_scaler(comm, level):
+    """float16 parameters with float32 master weights (ddg.amp.decorate O2) and a
+    GradScaler: the sharded run gives DataParallel's parameters, bit for bit at stage 1;
+    at stage 2 the float16 gradients are summed by a reduce instead of an all-reduce,
+    whose order of addition over 3 ranks may differ: equal to float16 rounding."""
+    def run(sharded):
+        net = _net("float32")
+        opt = ddg.optimizer.Adam(0.01, parameters=net.parameters())
+        net, opt = ddg.amp.decorate(models=net, optimizers=opt, level="O2")
+        scaler = ddg.amp.GradScaler(init_loss_scaling=1024.0)
+        if sharded:
+            model, opt, scaler = group_sharded_parallel(net, opt, level, scaler=scaler)
+        else:
+            model = ddg.DataParallel(net)
+        r, size, n = comm.rank, comm.size, 4
+        for step in range(3):
+            x, y = _batch(step, n * size)
+            with ddg.amp.auto_cast(level="O2"):
+                out = model(ddg.to_tensor(x[r * n:(r + 1) * n].astype("float16")))
+            loss = F.cross_entropy(out.astype("float32"), ddg.to_tensor(y[r * n:(r + 1) * n]))
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            opt.clear_grad()
+        return _params(model), opt.state_dict()
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        (a, sa), (b, sb) = run(False), run(True)
+    if level == "os" or comm.size == 2:
+        same = all(np.array_equal(u, v) for u, v in zip(a, b))
+    else:
+        same = all(np.allclose(u.astype(np.float32), v.astype(np.float32), rtol=4e-3, atol=1e-4)
+                   for u, v in zip(a, b))
+    same = same and a[0].dtype == np.float16
+    masters = len(sa.get("master_weights", {})) == len(sb.get("master_weights", {})) > 0
+    _agree(comm, same and masters, f"params equal {same}, master weights gathered {masters}")
+
+
+@pytest.mark.parametrize("level", ["os", "os_g"])
+def test_checkpoint_full_and_other_world_size(comm, tmp_path_factory, level):
+    """save_group_sharded_model writes ordinary files: an unsharded optimizer loads them and
+    continues as DataParallel would, and so does a sharded one over all or fewer ranks;
+    so do the per-rank shards that save_sharded writes, loaded by load_sharded."""
+    path = comm.bcast_object(str(tmp_path_factory.mktemp("shard")) if comm.rank == 0 else None)
+    net = _net()
+    model, opt, _ = group_sharded_parallel(net, _opt("adam", net.parameters(), sched=True), level)
+    _steps(model, opt, comm, 2)
+    save_group_sharded_model(model, path, optimizer=opt)
+    save_sharded(model, opt, f"{path}/shards")
+    ref = ddg.DataParallel(_net())
+    ropt = _opt("adam", ref.parameters(), sched=True)
+    _steps(ref, ropt, comm, 3)   # the loaded copies take the third step below
+    want = _params(ref)
+    results = []
+    # a plain, unsharded process (each rank alone, on the whole global batch)
+    plain = _net()
+    plain.set_state_dict(ddg.load(f"{path}/model.pdmodel"))
+    popt = _opt("adam", plain.parameters(), sched=True)
+    popt.set_state_dict(ddg.load(f"{path}/model.pdopt"))
+    x, y = _batch(2, 4 * comm.size)
+    F.cross_entropy(plain(ddg.to_tensor(x)), ddg.to_tensor(y)).backward()
+    popt.step()
+    results.append(max(float(np.abs(a - b).max()) for a, b in zip(want, _params(plain))))
+    # sharded runs over all ranks and over the first size-1 ranks (another world size),
+    # from the gathered files and from the per-rank shards
+    for ranks in (list(range(comm.size)), list(range(comm.size - 1))):
+        sub = comm.split(ranks)
+        for source in ("full", "shards"):
+            if sub is None:
+                continue
+            snet = _net()
+            smodel, sopt, _ = group_sharded_parallel(snet, _opt("adam", snet.parameters(), sched=True), level,
+                                                     group=sub)
+            if source == "full":
+                smodel.set_state_dict(ddg.load(f"{path}/model.pdmodel"))
+                sopt.set_state_dict(ddg.load(f"{path}/model.pdopt"))
+            else:
+                load_sharded(smodel, sopt, f"{path}/shards")
+            rows = np.array_split(np.arange(4 * comm.size), sub.size)[sub.rank]
+            F.cross_entropy(smodel(ddg.to_tensor(x[rows])), ddg.to_tensor(y[rows])).backward()
+            sopt.step()
+            results.append(max(float(np.abs(a - b).max()) for a, b in zip(want, _params(smodel))))
+    comm.barrier()
+    _agree(comm, max(results) < 1e-12, f"diffs {results}")
+
+
+def test_fleet_gradient_merge_and_recompute(comm):
+    """fleet with gradient_merge k_steps=2 (avg): two micro-batches per update equal one
+    DataParallel step on both; recompute inside the model (dropout included) gives the
+    gradients of the plain forward; with sharding stage 1 or 2 on as well, the same
+    parameters."""
+    r, size, n = comm.rank, comm.size, 3
+
+    class Net(nn.Layer):
+        def __init__(self, use):
+            super().__init__()
+            self.body = _net(dropout=0.3)
+            self.use = use
+
+        def forward(self, x):
+            h = self.body[0](x)
+            rest = nn.Sequential(*list(self.body.children())[1:])
+            return recompute(rest, h) if self.use else rest(h)
+
+    def reference():
+        ddg.seed(11 + r)
+        model = ddg.DataParallel(Net(False))
+        opt = _opt("adam", model.parameters())
+        for step in range(2):
+            x, y = _batch(step, 2 * n * size)
+            mine = np.concatenate([x[(2 * r + k) * n:(2 * r + k + 1) * n] for k in (0, 1)]), \
+                np.concatenate([y[(2 * r + k) * n:(2 * r + k + 1) * n] for k in (0, 1)])
+            F.cross_entropy(model(ddg.to_tensor(mine[0])), ddg.to_tensor(mine[1])).backward()
+            opt.step()
+            opt.clear_grad()
+        return _params(model)
+
+    def merged(stage):
+        s = fleet.DistributedStrategy()
+        s.gradient_merge = True
+        s.gradient_merge_configs = {"k_steps": 2, "avg": True}
+        s.sharding = stage > 0
+        s.sharding_configs = {"stage": max(stage, 1)}
+        fleet.init(is_collective=True, strategy=s)
+        ddg.seed(11 + r)
+        model = fleet.distributed_model(Net(True))
+        opt = fleet.distributed_optimizer(_opt("adam", model.parameters()))
+        syncs = 0
+        for step in range(2):
+            x, y = _batch(step, 2 * n * size)
+            for k in (0, 1):
+                rows = slice((2 * r + k) * n, (2 * r + k + 1) * n)
+                before = model.reducer.stats.steps
+                F.cross_entropy(model(ddg.to_tensor(x[rows])), ddg.to_tensor(y[rows])).backward()
+                syncs += model.reducer.stats.steps - before
+                opt.step()
+                opt.clear_grad()
+        return _params(model), syncs
+
+    want = reference()
+    diffs, syncs = [], []
+    for stage in (0, 1, 2):
+        got, k = merged(stage)
+        diffs.append(max(float(np.abs(a - b).max()) for a, b in zip(want, got)))
+        syncs.append(k)
+    _agree(comm, max(diffs) < 1e-12 and syncs == [2, 2, 2], f"diffs at stages 0-2 {diffs}, reductions {syncs}")
