@@ -31,7 +31,7 @@ import numpy as np
 from ...tensor import backend
 from ...tensor.dtypes import upcast
 from ..function import Function
-from ..higher import const, live_input
+from ..higher import live_input
 
 MODES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 
@@ -373,52 +373,7 @@ class RNNSequence(Function):
                          allow_unused=True))
         return tuple(next(got) if need else None for need in self.needs)
 
-    def composite(self, x, *rest):
-        """The same sequence written with ordinary ddg ops (one graph node per operation):
-        what ``backward_graph`` differentiates, and a reference for the fused kernels."""
-        from ... import matmul, stack
-        from . import elementwise as E
-        from . import movement as M
-        lstm = self.mode == "LSTM"
-        n_state = 2 if lstm else 1
-        states, (w_ih, w_hh, b_ih, b_hh) = list(rest[:n_state]), rest[n_state:]
-        xt = M.transpose(x, [1, 0, 2]) if self.batch_major else x
-        T, B = xt.shape[0], xt.shape[1]
-        H = w_hh.shape[1]
-        xg = matmul(xt, w_ih, transpose_y=True) + (b_ih if self.mode == "GRU" else b_ih + b_hh)
-        keep = self._masks(backend.get_array_module(x._data), T, B, x._data.dtype)
-        ys = [None] * T
-        h = states[0]
-        c = states[1] if lstm else None
-        for t in (range(T - 1, -1, -1) if self.reverse else range(T)):
-            hh = matmul(h, w_hh, transpose_y=True)
-            if self.mode == "LSTM":
-                i, f, g, o = M.split(xg[t] + hh, 4, axis=-1)
-                cn = E.sigmoid(f) * c + E.sigmoid(i) * E.tanh(g)
-                hn = E.sigmoid(o) * E.tanh(cn)
-            elif self.mode == "GRU":
-                hh = hh + b_hh
-                x_rz, x_c = M.split(xg[t], [2 * H, H], axis=-1)
-                h_rz, h_c = M.split(hh, [2 * H, H], axis=-1)
-                r, z = M.split(E.sigmoid(x_rz + h_rz), 2, axis=-1)
-                cand = E.tanh(x_c + r * h_c)
-                hn = (h - cand) * z + cand
-            else:
-                pre = xg[t] + hh
-                hn = E.relu(pre) if self.mode == "RNN_RELU" else E.tanh(pre)
-            m = keep[t]
-            if m is None:
-                ys[t] = hn
-            else:
-                mt, nm = const(m), const(1 - m)
-                ys[t] = hn * mt
-                hn = hn * mt + h * nm
-                if lstm:
-                    cn = cn * mt + c * nm
-            h = hn
-            if lstm:
-                c = cn
-        y = stack(ys, axis=0)
-        if self.batch_major:
-            y = M.transpose(y, [1, 0, 2])
-        return (y, h, c) if lstm else (y, h)
+    def composite(self, *inputs):
+        """The same sequence written with ordinary ddg ops (``composite.rnn_sequence``)."""
+        from ..composite import rnn_sequence
+        return rnn_sequence(self, *inputs)
