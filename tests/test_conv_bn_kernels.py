@@ -1,0 +1,90 @@
+"""The conv-net kernels: the fused training batch norm (BatchNormAffine) against numpy
+float64 and central differences, and layouts kept through ReLU's backward."""
+import numpy as np
+import pytest
+
+import ddg
+import ddg.nn.functional as F
+from ddg.autograd.gradcheck import gradcheck, gradgradcheck
+from ddg.autograd.ops.conv import _is_chwn
+from ddg.autograd.ops.norm import BatchNormAffine
+
+SHAPES = [((4, 3, 5, 2), (0, 2, 3)), ((6, 4), (0,)), ((3, 2, 5), (0, 2)), ((2, 5, 3, 2, 2), (0, 2, 3, 4))]
+
+
+def _ref(x, w, b, axes, eps):
+    mean = x.mean(axis=axes, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=axes, keepdims=True)
+    shape = [1] * x.ndim
+    shape[1] = -1
+    return (x - mean) / np.sqrt(var + eps) * w.reshape(shape) + b.reshape(shape), mean, var
+
+
+@pytest.mark.parametrize("shape,axes", SHAPES)
+def test_batch_norm_affine_forward_matches_numpy(shape, axes):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(shape) * 3 + 1
+    w, b = rng.standard_normal(shape[1]), rng.standard_normal(shape[1])
+    y, mean, var = BatchNormAffine(axes, 1e-3)(*(ddg.to_tensor(a) for a in (x, w, b)))
+    for got, want in zip((y, mean, var), _ref(x, w, b, axes, 1e-3)):
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("shape,axes", SHAPES)
+def test_batch_norm_affine_backward_matches_central_differences(shape, axes):
+    rng = np.random.default_rng(1)
+    ts = [ddg.to_tensor(a, stop_gradient=False) for a in
+          (rng.standard_normal(shape), rng.standard_normal(shape[1]), rng.standard_normal(shape[1]))]
+
+    def f(x, w, b):   # y and the two statistics, each checked
+        y, mean, var = BatchNormAffine(axes, 1e-3)(x, w, b)
+        return ddg.concat([y.flatten(), mean.flatten(), var.flatten()])
+    assert gradcheck(f, ts, atol=1e-6, rtol=1e-5)
+
+    def only_y(x, w, b):
+        return BatchNormAffine(axes, 1e-3)(x, w, b)[0]
+    assert gradcheck(only_y, ts, atol=1e-6, rtol=1e-5)
+    assert gradgradcheck(only_y, ts, atol=1e-5, rtol=1e-4)
+
+
+def test_functional_batch_norm_uses_one_op_and_matches_the_composite():
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((4, 3, 3, 3))
+    w, b = rng.standard_normal(3), rng.standard_normal(3)
+    outs = []
+    for fused in (True, False):
+        xt = ddg.to_tensor(x, stop_gradient=False)
+        wt, bt = ddg.to_tensor(w, stop_gradient=False), ddg.to_tensor(b, stop_gradient=False)
+        rm, rv = ddg.zeros([3], dtype="float64"), ddg.ones([3], dtype="float64")
+        if fused:
+            y = F.batch_norm(xt, rm, rv, wt, bt, training=True)
+            assert type(y._node).__name__ == "BatchNormAffine"
+        else:   # no weight/bias: the standardization, then the affine part by hand
+            y = F.batch_norm(xt, rm, rv, None, None, training=True) * wt.reshape([1, 3, 1, 1]) + \
+                bt.reshape([1, 3, 1, 1])
+        (y * y * y).sum().backward()
+        outs.append([y.numpy(), rm.numpy(), rv.numpy(), xt.grad.numpy(), wt.grad.numpy(), bt.grad.numpy()])
+    for a, c in zip(*outs):
+        np.testing.assert_allclose(a, c, rtol=1e-10, atol=1e-12)
+
+
+def test_relu_and_batch_norm_backward_keep_the_activation_layout():
+    # avg-pool's gradient arrives broadcast; ReLU's and the batch norm's backward give their
+    # results in the activations' (batch-innermost) layout, with the right values
+    from ddg.autograd.ops.elementwise import Relu
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((3, 4, 5, 5)).astype(np.float32)
+    chwn = np.ascontiguousarray(a.transpose(1, 2, 3, 0)).transpose(3, 0, 1, 2)
+    g = np.broadcast_to(rng.standard_normal((3, 4, 1, 1)).astype(np.float32), a.shape)
+    op = Relu()
+    out = op.forward(chwn)
+    res = op.backward(g)
+    assert _is_chwn(res)
+    np.testing.assert_array_equal(res, g * (a > 0))
+    bn = BatchNormAffine((0, 2, 3), 1e-5)
+    bn.needs = (True, True, True)
+    y, _, _ = bn.forward(out, np.ones(4, np.float32), np.zeros(4, np.float32))
+    assert _is_chwn(y)
+    gx, gw, gb = bn.backward((g, None, None))
+    assert _is_chwn(gx)
+    np.testing.assert_allclose(gb, g.sum(axis=(0, 2, 3)), rtol=1e-5)
