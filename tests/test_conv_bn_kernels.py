@@ -88,3 +88,44 @@ def test_relu_and_batch_norm_backward_keep_the_activation_layout():
     gx, gw, gb = bn.backward((g, None, None))
     assert _is_chwn(gx)
     np.testing.assert_allclose(gb, g.sum(axis=(0, 2, 3)), rtol=1e-5)
+
+
+CONV_CASES = [  # (kernel, stride, padding (top, bottom, left, right), dilation, groups)
+    ((3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
+    ((3, 3), (1, 1), (0, 2, 1, 0), (1, 1), 1),
+    ((5, 3), (1, 1), (2, 1, 0, 2), (1, 1), 1),
+    ((3, 3), (1, 1), (2, 2, 1, 2), (2, 1), 1),
+    ((2, 2), (1, 1), (0, 0, 0, 0), (1, 1), 1),
+    ((1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1),
+    ((1, 1), (2, 2), (0, 0, 0, 0), (1, 1), 1),
+    ((3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1),
+    ((3, 3), (1, 1), (3, 0, 0, 0), (1, 1), 1),   # padding beyond the kernel's extent: the col2im path
+    ((3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 2),
+]
+
+
+@pytest.mark.parametrize("kernel,stride,pads,dilation,groups", CONV_CASES)
+def test_conv2d_gradients_match_central_differences(kernel, stride, pads, dilation, groups):
+    from ddg.autograd.ops.conv import Conv2d
+    rng = np.random.default_rng(5)
+    x = ddg.to_tensor(rng.standard_normal((2, 4, 6, 5)), stop_gradient=False)
+    w = ddg.to_tensor(rng.standard_normal((4, 4 // groups) + kernel), stop_gradient=False)
+
+    def f(x, w):
+        return Conv2d(stride, pads, dilation, groups)(x, w)
+    assert gradcheck(f, [x, w], atol=1e-6, rtol=1e-5)
+    # the forward against a direct float64 loop
+    xn, wn = x.numpy(), w.numpy()
+    pt, pb, pl, pr = pads
+    xpad = np.pad(xn, ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    y = f(x, w).numpy()
+    cg, og = 4 // groups, 4 // groups
+    for o in range(4):
+        gi = o // og
+        for i in range(y.shape[2]):
+            for j in range(y.shape[3]):
+                r0, c0 = i * stride[0], j * stride[1]
+                win = xpad[:, gi * cg:(gi + 1) * cg, r0:r0 + dilation[0] * (kernel[0] - 1) + 1:dilation[0],
+                           c0:c0 + dilation[1] * (kernel[1] - 1) + 1:dilation[1]]
+                np.testing.assert_allclose(y[:, o, i, j], (win * wn[o]).sum(axis=(1, 2, 3)), rtol=1e-12,
+                                           atol=1e-12)

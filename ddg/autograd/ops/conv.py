@@ -11,8 +11,11 @@ returned as a view ``[N, O, OH, OW]`` -- no output copy. With the batch innermos
 every strided copy/add moves contiguous runs of ``OW*N`` elements (not ``OW``), which
 is what makes im2col/col2im cheap for small images. Elementwise ops keep the layout
 (numpy's order='K'), so a conv stack never pays for NCHW <-> CHWN transposes. Backward reuses the saved ``cols`` for the weight
-gradient, and scatters the column gradient back (col2im) with one strided slice-add
-per kernel offset (kh*kw vectorized adds; no ``add.at``, no loop over pixels).
+gradient. The input gradient of a stride-1 convolution is the convolution of the (padded)
+output gradient with the flipped, transposed kernel: one im2col of ``gy`` and one matrix
+product. Otherwise the column gradient is scattered back (col2im) with one strided
+slice-add per kernel offset (kh*kw vectorized adds; no ``add.at``, no loop over pixels);
+a 1x1 stride-1 window needs neither copy (its columns are the image itself).
 
 The pooling primitives (``pooling.py``) share this layout and these helpers.
 
@@ -99,6 +102,8 @@ def col2im(cols, hp, wp, sh, sw, dh, dw):
     returned as ``[N, C, Hp, Wp]`` (a CHWN view). One strided add per kernel offset."""
     xp = backend.get_array_module(cols)
     c, kh, kw, oh, ow, n = cols.shape
+    if kh == kw == 1 and (oh, ow) == (hp, wp):   # a 1x1 stride-1 window: the columns are the image
+        return cols.reshape(c, hp, wp, n).transpose(3, 0, 1, 2)
     out = xp.zeros((c, hp, wp, n), dtype=cols.dtype)
     he, we = sh * (oh - 1) + 1, sw * (ow - 1) + 1
     disjoint = sh >= dh * (kh - 1) + 1 and sw >= dw * (kw - 1) + 1
@@ -271,9 +276,20 @@ class Conv2d(Function):
         if len(needs) == 3 and needs[2]:
             gb = g2.sum(axis=1)
         if needs[0]:
-            gcols = _gmm(_swap(wm), gm).reshape(c, kh, kw, oh, ow, n)
-            (sh, sw), (dh, dw), (pt, _, pl, _) = self.stride, self.dilation, self.pads
-            gx = col2im(gcols, hp, wp, sh, sw, dh, dw)[:, :, pt:pt + h, pl:pl + wd]
+            (sh, sw), (dh, dw), (pt, pb, pl, pr) = self.stride, self.dilation, self.pads
+            fh, fw = dh * (kh - 1), dw * (kw - 1)
+            if gr == 1 and sh == sw == 1 and kh * kw > 1 and max(pt, pb) <= fh and max(pl, pr) <= fw:
+                # stride 1: the input gradient is itself a convolution of gy (padded by the
+                # kernel's extent less the forward padding) with the flipped, transposed
+                # kernel -- one strided gather (im2col) of gy instead of kh*kw strided adds
+                # into a zeroed image (col2im), for the same matrix product
+                gpad = _pad_input(gy, (fh - pt, fh - pb, fw - pl, fw - pr))
+                gcols = im2col(gpad, kh, kw, 1, 1, dh, dw, h, wd)
+                wf = w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3).reshape(c, -1)
+                gx = (wf @ gcols.reshape(o * kh * kw, -1)).reshape(c, h, wd, n).transpose(3, 0, 1, 2)
+            else:
+                gcols = _gmm(_swap(wm), gm).reshape(c, kh, kw, oh, ow, n)
+                gx = col2im(gcols, hp, wp, sh, sw, dh, dw)[:, :, pt:pt + h, pl:pl + wd]
         return (gx, gw, gb) if len(needs) == 3 else (gx, gw)
 
     def backward_graph(self, gy):
