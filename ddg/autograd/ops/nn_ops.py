@@ -127,7 +127,12 @@ class Linear(Function):
         if type(x) is np.ndarray:   # numpy has no half-precision BLAS: float32 products
             x, w, b = upcast(x), upcast(w), tuple(upcast(v) for v in b)
         self.x, self.w = x, w
-        out = x @ w
+        if x.ndim > 2 and w.ndim == 2:
+            # one [rows, in] x [in, out] product, not numpy's loop of one product per leading
+            # index (1.2-1.7x slower for a transformer's [batch, seq, d] activations)
+            out = (x.reshape(-1, x.shape[-1]) @ w).reshape(x.shape[:-1] + (w.shape[-1],))
+        else:
+            out = x @ w
         if b:
             out += b[0]
         return out
@@ -138,7 +143,7 @@ class Linear(Function):
         gx = gw = gb = None
         g2 = g.reshape(-1, g.shape[-1]) if g.ndim != 2 else g
         if needs[0]:
-            gx = g @ w.T
+            gx = (g2 @ w.T).reshape(g.shape[:-1] + (w.shape[0],)) if w.ndim == 2 else g @ w.T
         if needs[1]:
             x2 = x.reshape(-1, x.shape[-1]) if x.ndim != 2 else x
             gw = x2.T @ g2
