@@ -1,5 +1,6 @@
-"""The conv-net kernels: the fused training batch norm (BatchNormAffine) against numpy
-float64 and central differences, and layouts kept through ReLU's backward."""
+"""The fused kernels against numpy float64 and central differences: the training batch
+norm (BatchNormAffine), Conv2d's gradients over kernels, pads, dilations, strides and
+groups, the attention op; layouts kept through ReLU's and the batch norm's backward."""
 import numpy as np
 import pytest
 
@@ -129,3 +130,63 @@ def test_conv2d_gradients_match_central_differences(kernel, stride, pads, dilati
                            c0:c0 + dilation[1] * (kernel[1] - 1) + 1:dilation[1]]
                 np.testing.assert_allclose(y[:, o, i, j], (win * wn[o]).sum(axis=(1, 2, 3)), rtol=1e-12,
                                            atol=1e-12)
+
+
+ATTN_CASES = [  # (q shape, k shape, v shape, mask shape or None)
+    ((2, 3, 4, 5), (2, 3, 6, 5), (2, 3, 6, 2), None),
+    ((2, 3, 4, 5), (2, 3, 6, 5), (2, 3, 6, 2), (1, 1, 4, 6)),
+    ((3, 4, 2), (3, 5, 2), (3, 5, 3), (3, 4, 5)),
+    ((2, 2, 3, 2), (2, 2, 3, 2), (2, 2, 3, 4), (2, 1, 1, 3)),
+]
+
+
+@pytest.mark.parametrize("qs,ks,vs,ms", ATTN_CASES)
+def test_attention_op_matches_numpy_and_central_differences(qs, ks, vs, ms):
+    from ddg.autograd.ops.nn_ops import Attention
+    rng = np.random.default_rng(6)
+    arrs = [rng.standard_normal(qs), rng.standard_normal(ks), rng.standard_normal(vs)]
+    if ms is not None:
+        arrs.append(rng.standard_normal(ms))
+    ts = [ddg.to_tensor(a, stop_gradient=False) for a in arrs]
+    scale = 0.7
+    out, w = Attention(scale)(*ts)
+    s = arrs[0] @ np.swapaxes(arrs[1], -1, -2) * scale + (arrs[3] if ms is not None else 0)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    np.testing.assert_allclose(w.numpy(), p, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(out.numpy(), p @ arrs[2], rtol=1e-12, atol=1e-13)
+
+    def both(*xs):   # the output and the weights, each checked
+        o, wt = Attention(scale)(*xs)
+        return ddg.concat([o.flatten(), wt.flatten()])
+    assert gradcheck(both, ts, atol=1e-6, rtol=1e-5)
+
+    def only_out(*xs):
+        return Attention(scale)(*xs)[0]
+    assert gradcheck(only_out, ts, atol=1e-6, rtol=1e-5)
+    assert gradgradcheck(only_out, ts, atol=1e-5, rtol=1e-4)
+
+
+def test_multi_head_attention_fused_matches_composite_with_dropout_off(monkeypatch):
+    from ddg import nn
+    import ddg.nn.functional.attention as A
+    ddg.seed(3)
+    mha = nn.MultiHeadAttention(8, 2)
+    mha.to(dtype="float64")
+    x = np.random.default_rng(7).standard_normal((2, 5, 8))
+    mask = ddg.to_tensor(np.tril(np.ones((5, 5), bool)))
+
+    def run():
+        xt = ddg.to_tensor(x, stop_gradient=False)
+        out = mha(xt, attn_mask=mask)
+        for p in mha.parameters():
+            p.clear_gradient()
+        (out * out).sum().backward()
+        return [out.numpy(), xt.grad.numpy()] + [p.grad.numpy() for p in mha.parameters()]
+
+    fused = run()
+    monkeypatch.setattr(A, "Attention", None)
+    monkeypatch.setattr(A, "_autocast", [True])   # forces the composite path
+    composite = run()
+    for a, b in zip(fused, composite):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
