@@ -13,11 +13,13 @@ One step = forward + loss + backward + optimizer step (SGD with momentum). Model
 * ``transformer``: 2 post-norm encoder layers (d_model D, 4 heads, feed-forward 2D,
   no dropout), sequence 32, batch 16, mean over the sequence, Linear(D, 10).
 
-Without torch only ddg's times are printed. Both frameworks get the same
-weights-free workload (their own initialisations), the same data and steps; each
-size is raced on its own (alternating rounds, median step time).
+Without torch only ddg's times are printed. Both frameworks get the same model shape
+(each with its own initialisation), the same data and the same number of steps; each
+size is raced on its own (alternating rounds, median step time), the step count set so
+that a round of ddg steps takes about ``--round-time`` seconds.
 """
 import argparse
+import time
 
 import _common  # noqa: F401  (single-threaded BLAS, set before numpy loads)
 from _common import race, try_torch
@@ -171,18 +173,16 @@ def cases(only, quick):
         for c, hw in (RESNET_SIZES[:2] if quick else RESNET_SIZES):
             x = rng.standard_normal((BATCH, 3, hw, hw)).astype(np.float32)
             yield (f"resnet C={c} {hw}x{hw}", lambda: ddg_resnet(c, hw)[0],
-                   lambda t: torch_resnet(t, c, hw), x, y, max(1, 2 ** 16 // (c * hw * hw) * 8))
+                   lambda t: torch_resnet(t, c, hw), x, y)
     for kind in ("lstm", "gru"):
         if kind in only:
             for h, steps in (RNN_SIZES[:2] if quick else RNN_SIZES):
                 x = rng.standard_normal((BATCH, steps, 32)).astype(np.float32)
-                yield (f"{kind} H={h} T={steps}", lambda: _DdgRnnNet(kind, h), lambda t: torch_rnn(t, kind, h), x, y,
-                       max(1, 2 ** 18 // (h * steps * 4)))
+                yield (f"{kind} H={h} T={steps}", lambda: _DdgRnnNet(kind, h), lambda t: torch_rnn(t, kind, h), x, y)
     if "transformer" in only:
         for d in (TRANSFORMER_SIZES[:1] if quick else TRANSFORMER_SIZES):
             x = rng.standard_normal((BATCH, 32, d)).astype(np.float32)
-            yield (f"transformer d={d}", lambda: _DdgEncoder(d), lambda t: torch_encoder(t, d), x, y,
-                   max(1, 2 ** 14 // d))
+            yield (f"transformer d={d}", lambda: _DdgEncoder(d), lambda t: torch_encoder(t, d), x, y)
 
 
 def main():
@@ -190,13 +190,18 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--only", default="resnet,lstm,gru,transformer")
     ap.add_argument("--quick", action="store_true", help="the first sizes of each class only")
+    ap.add_argument("--round-time", type=float, default=0.25, help="seconds of ddg steps per round (sets the "
+                    "step count per size)")
     args = ap.parse_args()
     torch = try_torch()
     only = set(args.only.split(","))
     print("| model | ddg ms | torch ms | ddg/torch |\n|---|---|---|---|", flush=True)
-    for name, make_ddg, make_torch, x, y, steps in cases(only, args.quick):
-        steps = max(1, min(steps, 20))
+    for name, make_ddg, make_torch, x, y in cases(only, args.quick):
         fns = {"ddg": ddg_step(make_ddg(), x, y)}
+        fns["ddg"]()
+        t0 = time.perf_counter()
+        fns["ddg"]()
+        steps = max(1, min(50, round(args.round_time / (time.perf_counter() - t0))))
         if torch is not None:
             torch.manual_seed(0)
             fns["torch"] = torch_step(torch, make_torch(torch), x, y)
