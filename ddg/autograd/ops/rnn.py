@@ -291,32 +291,38 @@ class RNNSequence(Function):
 
     def _lstm_bwd(self, xp, gy, dh, dc, hprev, order, T, B, H, dt):
         A, C, TC = self.A, self.C, self.TC
-        D = A * (1 - A)                          # sigmoid' on i, f, o ...
-        ag = A[:, :, 2 * H:3 * H]
-        D[:, :, 2 * H:3 * H] = 1 - ag * ag       # ... tanh' on g
-        OT = A[:, :, 3 * H:] * (1 - TC * TC)     # dh -> dc through h = o * tanh(c)
+        ai, af, ag, ao = A[:, :, :H], A[:, :, H:2 * H], A[:, :, 2 * H:3 * H], A[:, :, 3 * H:]
+        # whole-sequence factors, so that each step's gate gradients are two products:
+        # (di, df, dg) = dc * Q with Q = (g * i(1-i), c_prev * f(1-f), i * (1-g^2)) and
+        # do = dh * tanh(c) * o(1-o); dh reaches dc through OT = o * (1 - tanh(c)^2)
+        cprev = self._buf(xp, T, B, H, dt)
+        cprev[order[0]] = self.states[1]
+        if self.reverse:
+            cprev[:-1] = C[1:]
+        else:
+            cprev[1:] = C[:-1]
+        Q = self._buf(xp, T, B, 3 * H, dt)
+        xp.multiply(ag, ai * (1 - ai), out=Q[:, :, :H])
+        xp.multiply(cprev, af * (1 - af), out=Q[:, :, H:2 * H])
+        xp.multiply(ai, 1 - ag * ag, out=Q[:, :, 2 * H:])
+        TCD = TC * ao * (1 - ao)
+        OT = ao * (1 - TC * TC)
         dP = self._buf(xp, T, B, 4 * H, dt)
-        first = order[0]
-        c0 = self.states[1]
         for t in reversed(order):
             g = self._step_grad(gy, dh, t)
-            a, p = A[t], dP[t]
-            cp = c0 if t == first else C[t + 1 if self.reverse else t - 1]
-            xp.multiply(g, TC[t], out=p[:, 3 * H:])              # do
+            p = dP[t]
+            xp.multiply(g, TCD[t], out=p[:, 3 * H:])                                     # do
             dct = g * OT[t]
             dct += dc
-            xp.multiply(dct, a[:, 2 * H:3 * H], out=p[:, :H])      # di
-            xp.multiply(dct, cp, out=p[:, H:2 * H])               # df
-            xp.multiply(dct, a[:, :H], out=p[:, 2 * H:3 * H])      # dg
-            p *= D[t]
+            xp.multiply(dct[:, None, :], Q[t].reshape(B, 3, H), out=p[:, :3 * H].reshape(B, 3, H))  # di, df, dg
             m = self.keep[t]
             if m is None:
-                dc = dct * a[:, H:2 * H]
+                dc = dct * af[t]
                 dh = p @ self.w_hh
             else:
                 p *= m
                 nm = 1 - m
-                dc_new = dct * a[:, H:2 * H]
+                dc_new = dct * af[t]
                 dc_new *= m
                 dc_new += dc * nm
                 dc = dc_new
