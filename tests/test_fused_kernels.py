@@ -92,8 +92,9 @@ def test_relu_and_batch_norm_backward_keep_the_activation_layout():
 
 
 CONV_CASES = [  # (kernel, stride, padding (top, bottom, left, right), dilation, groups)
-    ((3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
-    ((3, 3), (1, 1), (0, 2, 1, 0), (1, 1), 1),
+    ((3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),   # "same": gx as a convolution of gy
+    ((3, 3), (1, 1), (2, 1, 1, 2), (1, 1), 1),   # asymmetric, output larger than the input
+    ((3, 3), (1, 1), (0, 2, 1, 0), (1, 1), 1),   # output smaller: col2im
     ((5, 3), (1, 1), (2, 1, 0, 2), (1, 1), 1),
     ((3, 3), (1, 1), (2, 2, 1, 2), (2, 1), 1),
     ((2, 2), (1, 1), (0, 0, 0, 0), (1, 1), 1),

@@ -11,9 +11,9 @@ returned as a view ``[N, O, OH, OW]`` -- no output copy. With the batch innermos
 every strided copy/add moves contiguous runs of ``OW*N`` elements (not ``OW``), which
 is what makes im2col/col2im cheap for small images. Elementwise ops keep the layout
 (numpy's order='K'), so a conv stack never pays for NCHW <-> CHWN transposes. Backward reuses the saved ``cols`` for the weight
-gradient. The input gradient of a stride-1 convolution is the convolution of the (padded)
-output gradient with the flipped, transposed kernel: one im2col of ``gy`` and one matrix
-product. Otherwise the column gradient is scattered back (col2im) with one strided
+gradient. The input gradient of a stride-1 convolution whose output is no smaller than its
+input ("same" padding) is the convolution of the (padded) output gradient with the
+flipped, transposed kernel: one im2col of ``gy`` and one matrix product. Otherwise the column gradient is scattered back (col2im) with one strided
 slice-add per kernel offset (kh*kw vectorized adds; no ``add.at``, no loop over pixels);
 a 1x1 stride-1 window needs neither copy (its columns are the image itself).
 
@@ -278,11 +278,14 @@ class Conv2d(Function):
         if needs[0]:
             (sh, sw), (dh, dw), (pt, pb, pl, pr) = self.stride, self.dilation, self.pads
             fh, fw = dh * (kh - 1), dw * (kw - 1)
-            if gr == 1 and sh == sw == 1 and kh * kw > 1 and max(pt, pb) <= fh and max(pl, pr) <= fw:
+            if gr == 1 and sh == sw == 1 and kh * kw > 1 and max(pt, pb) <= fh and max(pl, pr) <= fw \
+                    and h * wd <= oh * ow:
                 # stride 1: the input gradient is itself a convolution of gy (padded by the
                 # kernel's extent less the forward padding) with the flipped, transposed
                 # kernel -- one strided gather (im2col) of gy instead of kh*kw strided adds
-                # into a zeroed image (col2im), for the same matrix product
+                # into a zeroed image (col2im); its product is as large as the col2im path's
+                # when the input is no larger than the output ("same" padding), larger for
+                # "valid" ones (H*W / (OH*OW) times), which keep col2im
                 gpad = _pad_input(gy, (fh - pt, fh - pb, fw - pl, fw - pr))
                 gcols = im2col(gpad, kh, kw, 1, 1, dh, dw, h, wd)
                 wf = w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3).reshape(c, -1)
