@@ -191,3 +191,81 @@ def test_multi_head_attention_fused_matches_composite_with_dropout_off(monkeypat
     composite = run()
     for a, b in zip(fused, composite):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+WINO_CASES = [(6, 6, (1, 1, 1, 1)), (5, 7, (1, 1, 1, 1)), (6, 5, (0, 0, 0, 0)), (5, 5, (2, 1, 0, 2)),
+              (3, 4, (2, 2, 2, 2))]
+
+
+@pytest.mark.parametrize("h,w,pads", WINO_CASES)
+@pytest.mark.parametrize("bias", [False, True])
+def test_winograd_conv_matches_central_differences(h, w, pads, bias, monkeypatch):
+    # the Winograd path forced on small float64 shapes (odd sizes, asymmetric and zero pads)
+    import ddg.autograd.ops.conv as CV
+    monkeypatch.setattr(CV, "_use_winograd", lambda *a: True)
+    rng = np.random.default_rng(8)
+    ts = [ddg.to_tensor(rng.standard_normal((2, 3, h, w)), stop_gradient=False),
+          ddg.to_tensor(rng.standard_normal((4, 3, 3, 3)), stop_gradient=False)]
+    if bias:
+        ts.append(ddg.to_tensor(rng.standard_normal(4), stop_gradient=False))
+    op = CV.Conv2d((1, 1), pads, (1, 1), 1)
+    y = op(*ts)
+    assert op.wino is not None
+    pt, pb, pl, pr = pads
+    xp_ = np.pad(ts[0].numpy(), ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    oh, ow = xp_.shape[2] - 2, xp_.shape[3] - 2
+    ref = sum(np.einsum("nchw,oc->nohw", xp_[:, :, i:i + oh, j:j + ow], ts[1].numpy()[:, :, i, j])
+              for i in range(3) for j in range(3))
+    if bias:
+        ref = ref + ts[2].numpy().reshape(1, -1, 1, 1)
+    np.testing.assert_allclose(y.numpy(), ref, rtol=1e-12, atol=1e-12)
+    assert gradcheck(lambda *a: CV.Conv2d((1, 1), pads, (1, 1), 1)(*a), ts, atol=1e-6, rtol=1e-5)
+
+
+def test_winograd_float32_error_bound(monkeypatch):
+    # chosen by shape (3x3, stride 1, >= 32 channels, large enough); float32 results within
+    # 2e-6 of float64 (computed by im2col), relative to the largest magnitude of each result
+    # (the float32 im2col path's error is of the same order, ~5e-7)
+    import ddg.autograd.ops.conv as CV
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((32, 32, 16, 16))
+    w = rng.standard_normal((32, 32, 3, 3)) / np.sqrt(9 * 32)
+    assert CV._use_winograd(x.astype(np.float32), w, (1, 1), (1, 1), 1, (1, 1, 1, 1))
+    assert not CV._use_winograd(x[:, :16], w[:16, :16], (1, 1), (1, 1), 1, (1, 1, 1, 1))
+    got = {}
+    for dt in ("float32", "float64"):
+        if dt == "float64":
+            monkeypatch.setattr(CV, "_use_winograd", lambda *a: False)
+        X = ddg.to_tensor(x.astype(dt), stop_gradient=False)
+        W = ddg.to_tensor(w.astype(dt), stop_gradient=False)
+        op = CV.Conv2d((1, 1), (1, 1, 1, 1), (1, 1), 1)
+        y = op(X, W)
+        assert (op.wino is not None) == (dt == "float32")
+        (y * ddg.to_tensor(np.cos(np.arange(y.size)).reshape(y.shape).astype(dt))).sum().backward()
+        got[dt] = [y.numpy(), X.grad.numpy(), W.grad.numpy()]
+    for a, b in zip(got["float32"], got["float64"]):
+        assert np.abs(a - b).max() <= 2e-6 * np.abs(b).max()
+
+
+def test_winograd_on_the_gpu_path_matches_numpy(monkeypatch):
+    # the same kernels on cupy arrays where cuDNN is not used (DDG_CUDNN=0, or tests/simgpu's
+    # simcupy)
+    from ddg.tensor import backend
+    if not backend.cupy_available():
+        pytest.skip("needs cupy (a GPU, or tests/simgpu's simcupy)")
+    import ddg.autograd.ops.conv as CV
+    monkeypatch.setattr(CV, "_use_winograd", lambda *a: True)
+    monkeypatch.setattr(CV, "_cudnn_for", lambda *a: None)
+    rng = np.random.default_rng(10)
+    x, w = rng.standard_normal((4, 32, 8, 8)), rng.standard_normal((32, 32, 3, 3))
+    res = []
+    for place in ("cpu", "gpu"):
+        X = ddg.to_tensor(x, place=place, stop_gradient=False)
+        W = ddg.to_tensor(w, place=place, stop_gradient=False)
+        op = CV.Conv2d((1, 1), (1, 1, 1, 1), (1, 1), 1)
+        y = op(X, W)
+        assert op.wino is not None
+        y.sum().backward()
+        res.append([y.numpy(), X.grad.numpy(), W.grad.numpy()])
+    for a, b in zip(*res):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10)
