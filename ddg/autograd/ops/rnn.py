@@ -43,7 +43,7 @@ class RNNSequence(Function):
     for LSTM ``c0`` ``[B, H]``, then ``w_ih [G*H, I]``, ``w_hh [G*H, H]``, ``b_ih [G*H]``,
     ``b_hh [G*H]``. Outputs: ``y`` (x's layout, ``H`` features), ``h_T`` and for LSTM
     ``c_T`` (the state after the last step processed: step 0 when ``reverse``)."""
-    save_inputs = (0, 3)          # x and the initial cell state (backward reads them); set in forward
+    save_inputs = True            # backward reads x, the initial states and both weights
     none_grads = True
 
     def __init__(self, mode, reverse=False, batch_major=False, lengths=None):
