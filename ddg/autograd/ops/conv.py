@@ -10,12 +10,13 @@ batched product over groups when ``groups > 1``), whose result ``[O, OH*OW*N]`` 
 returned as a view ``[N, O, OH, OW]`` -- no output copy. With the batch innermost,
 every strided copy/add moves contiguous runs of ``OW*N`` elements (not ``OW``), which
 is what makes im2col/col2im cheap for small images. Elementwise ops keep the layout
-(numpy's order='K'), so a conv stack never pays for NCHW <-> CHWN transposes. Backward reuses the saved ``cols`` for the weight
-gradient. The input gradient of a stride-1 convolution whose output is no smaller than its
-input ("same" padding) is the convolution of the (padded) output gradient with the
-flipped, transposed kernel: one im2col of ``gy`` and one matrix product. Otherwise the column gradient is scattered back (col2im) with one strided
-slice-add per kernel offset (kh*kw vectorized adds; no ``add.at``, no loop over pixels);
-a 1x1 stride-1 window needs neither copy (its columns are the image itself).
+(numpy's order='K'), so a conv stack never pays for NCHW <-> CHWN transposes. Backward
+reuses the saved ``cols`` for the weight gradient. The input gradient of a stride-1
+convolution whose output is no smaller than its input ("same" padding) is the convolution
+of the (padded) output gradient with the flipped, transposed kernel: one im2col of ``gy``
+and one matrix product. Otherwise the column gradient is scattered back (col2im) with one
+strided slice-add per kernel offset (kh*kw vectorized adds; no ``add.at``, no loop over
+pixels); a 1x1 stride-1 window needs neither copy (its columns are the image itself).
 
 Algorithm per shape: a 3x3 stride-1 convolution with enough channels runs as Winograd
 F(2x2, 3x3) (``_use_winograd`` says when; forward and both gradients: 16/36 of the
