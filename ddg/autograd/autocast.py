@@ -54,7 +54,7 @@ OP_CLASSES = {
     "cross_entropy": ("SoftmaxCrossEntropy",), "cross_entropy2": ("SoftmaxCrossEntropy",),
     "softmax_with_cross_entropy": ("SoftmaxCrossEntropy",), "c_softmax_with_cross_entropy": ("SoftmaxCrossEntropy",),
     "layer_norm": ("Standardize",), "group_norm": ("Standardize",), "instance_norm": ("Standardize",),
-    "batch_norm": ("Standardize", "_SyncStandardize"), "sync_batch_norm": ("_SyncStandardize",),
+    "batch_norm": ("Standardize", "BatchNormAffine", "_SyncStandardize"), "sync_batch_norm": ("_SyncStandardize",),
     "square": ("Square",), "reciprocal": ("Reciprocal",), "rsqrt": ("Rsqrt",), "sqrt": ("Sqrt",),
     "mean": ("Mean",), "reduce_mean": ("Mean",), "reduce_sum": ("Sum",), "sum": ("Sum",),
     "reduce_prod": ("Prod",), "logsumexp": ("LogSumExp",),

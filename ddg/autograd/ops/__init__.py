@@ -12,6 +12,7 @@ family per module:
 ``norm``           standardization (the core of batch/layer/group/instance norm)
 ``conv``           conv2d, conv2d_transpose, unfold (im2col)
 ``pooling``        max and average pooling
+``rnn``            a whole sequence through an LSTM/GRU/Elman layer (one direction)
 =================  ===========================================================
 
 Functions built from several primitives (var, std, dot, outer, masked_fill...) are in

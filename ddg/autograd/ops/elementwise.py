@@ -666,7 +666,17 @@ class Relu(Function):
         return self.out
 
     def backward(self, g):
-        return g * (self.out > 0)
+        out = self.out
+        xp = backend.get_array_module(out)
+        if g.strides != out.strides or g.dtype != out.dtype:
+            # a broadcast gradient (from a mean or a pool) or another layout: copy it into the
+            # output's layout first, where the masked product is one contiguous pass (numpy's
+            # mixed-type loop over a broadcast operand is ~40x slower than this copy)
+            res = xp.empty_like(out)
+            res[...] = g
+            res *= out > 0
+            return res
+        return xp.multiply(g, out > 0, out=xp.empty_like(out))
 
     def backward_graph(self, g):
         return g * const((self.out > 0).astype(g._data.dtype))

@@ -78,3 +78,95 @@ class Standardize(Function):
             n = self.out.size // self.rstd.size
             dx = dx + (g_mean + g_var * (2.0 * xc)) * (1.0 / n)
         return dx
+
+
+class BatchNormAffine(Function):
+    """Batch norm in training, affine part included: ``y = (x - mean) * rstd * w + b`` with
+    the batch statistics over ``axes`` (every axis but the channel axis); outputs ``y``
+    and, like ``Standardize(stats=True)``, the batch mean and biased variance (keepdims
+    shape). ``w`` and ``b`` are per-channel vectors.
+
+    One op instead of a standardization and two broadcasting ops: forward makes 6
+    whole-array passes (mean, x - mean, its square's mean, xhat, y = xhat * w + b),
+    backward 6 (the two per-channel sums ``sum(g)``, ``sum(g * xhat)`` and
+    ``dx = g * (w * rstd) - xhat * k - m``, with per-channel ``k`` and ``m``), every
+    full-size result laid out like ``x`` (so a conv net's batch-innermost arrays stay so).
+    """
+    save_inputs = (1,)   # w (backward reads it); x itself is not kept, only xhat
+    none_grads = True
+
+    def __init__(self, axes, eps):
+        self.axes, self.eps = tuple(axes), float(eps)
+
+    def forward(self, x, w, b):
+        if x.dtype.kind not in "fV":
+            raise TypeError(f"batch_norm expects a floating-point input, got {x.dtype}")
+        xp = backend.get_array_module(x)
+        x = upcast(x)
+        c_axis = next(i for i in range(x.ndim) if i not in self.axes)
+        shape = [1] * x.ndim
+        shape[c_axis] = -1
+        dt = x.dtype
+        w = w.astype(dt, copy=False).reshape(shape)
+        b = b.astype(dt, copy=False).reshape(shape)
+        mean = x.mean(axis=self.axes, keepdims=True)
+        xhat = xp.subtract(x, mean, out=xp.empty_like(x))
+        sq = xp.multiply(xhat, xhat, out=xp.empty_like(x))
+        var = sq.mean(axis=self.axes, keepdims=True)
+        rstd = 1.0 / xp.sqrt(var + dt.type(self.eps))
+        xhat *= rstd
+        y = xp.multiply(xhat, w, out=sq)
+        y += b
+        self.xhat, self.rstd, self.w = xhat, rstd, w
+        return y, mean, var
+
+    def backward(self, grads):
+        g, g_mean, g_var = grads
+        xhat, rstd, w, axes = self.xhat, self.rstd, self.w, self.axes
+        xp = backend.get_array_module(xhat)
+        n = xhat.size // rstd.size
+        needs = self.needs
+        gx = gw = gb = None
+        if g is None:
+            g = xp.zeros_like(xhat)
+        elif g.strides != xhat.strides or g.dtype != xhat.dtype:   # broadcast or another layout: x's
+            g2 = xp.empty_like(xhat)
+            g2[...] = g
+            g = g2
+        db = g.sum(axis=axes, keepdims=True)
+        gxh = xp.multiply(g, xhat, out=xp.empty_like(xhat))
+        dw = gxh.sum(axis=axes, keepdims=True)
+        if needs[1]:
+            gw = dw.reshape(-1)
+        if needs[2]:
+            gb = db.reshape(-1)
+        if needs[0]:
+            scale = w * rstd
+            # dx = scale * (g - db/n - xhat * dw/n), written into the g * xhat buffer
+            gx = xp.multiply(xhat, scale * dw / n, out=gxh)
+            xp.subtract(g * scale, gx, out=gx)
+            gx -= scale * db / n
+            if g_mean is not None:
+                gx += g_mean / n
+            if g_var is not None:
+                gx += g_var * (2.0 * xhat / rstd) / n
+        return gx, gw, gb
+
+    def backward_graph(self, grads):
+        # the standardization and the affine part recomputed with ops on x (rebuilt from
+        # xhat) and differentiated by the engine, so every order is available
+        from ..engine import grad as _grad
+        from ..grad_mode import enable_grad
+        # x = xhat / rstd + mean; the mean is not kept, and none of the gradients depends on it
+        ins = [live_input(self, 0, self.xhat / self.rstd), live_input(self, 1, self.w.reshape(-1)),
+               live_input(self, 2, self.w.reshape(-1) * 0)]
+        with enable_grad():
+            y, mean, var = Standardize(self.axes, self.eps, stats=True)(ins[0])
+            shape = [1] * y.ndim
+            shape[next(i for i in range(y.ndim) if i not in self.axes)] = -1
+            y = y * ins[1].reshape(shape) + ins[2].reshape(shape)
+        pairs = [(o, gg) for o, gg in zip((y, mean, var), grads) if gg is not None]
+        targets = [t for t, need in zip(ins, self.needs) if need]
+        got = iter(_grad([o for o, _ in pairs], targets, [gg for _, gg in pairs], create_graph=True,
+                         allow_unused=True))
+        return tuple(next(got) if need else None for need in self.needs)

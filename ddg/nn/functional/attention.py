@@ -1,11 +1,14 @@
-"""Scaled dot-product attention, as a composite of matmul, softmax and (optional) dropout."""
+"""Scaled dot-product attention: one op (``ops.nn_ops.Attention``), or, with dropout on the
+weights or under ``auto_cast``, a composite of matmul, softmax and dropout."""
 import math
 
 import numpy as np
 
 from ...autograd.ops import elementwise as E
 from ...autograd.ops import movement as M
+from ...autograd.function import _autocast
 from ...autograd.ops.linalg import matmul
+from ...autograd.ops.nn_ops import Attention
 from ...tensor import backend
 from ...tensor.dtypes import finfo
 from ...tensor.tensor import Tensor
@@ -34,6 +37,10 @@ def _convert_attention_mask(attn_mask, dtype):
 def _attend(q, k, v, mask=None, dropout_p=0.0, training=True, scale=None):
     """``softmax(q k^T * scale + mask) v`` on ``[..., L, d]`` tensors; returns ``(out, weights)``."""
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    if not (dropout_p and training) and _autocast[0] is None:
+        # one op (ops.nn_ops.Attention); under auto_cast the composite, so that the products
+        # and the softmax follow the casting policy's lists one by one
+        return tuple(Attention(scale)(q, k, v) if mask is None else Attention(scale)(q, k, v, mask))
     scores = matmul(q * scale, k, transpose_y=True)
     if mask is not None:
         scores = scores + mask

@@ -2,7 +2,8 @@
 (division by an L_p norm, a composite of reductions and elementwise ops).
 
 All of them standardize with the one primitive ``ops.norm.Standardize`` (mean and
-biased variance over some axes) and apply the affine part with broadcasting ops.
+biased variance over some axes) and apply the affine part with broadcasting ops, except
+batch norm in training with both weight and bias, which is one op (``BatchNormAffine``).
 
 Batch norm follows Paddle: ``momentum`` weighs the OLD running value,
 
@@ -17,7 +18,7 @@ from ...autograd.grad_mode import no_grad
 from ...autograd.ops import elementwise as E
 from ...autograd.ops import movement as M
 from ...autograd.ops import reduce as R
-from ...autograd.ops.norm import Standardize
+from ...autograd.ops.norm import BatchNormAffine, Standardize
 from ...tensor import backend
 from ...tensor.tensor import Tensor
 
@@ -76,6 +77,13 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
     if n <= 1:
         raise ValueError(f"ddg.nn.functional.{op}: training needs more than one value per channel, got input "
                          f"shape {x.shape}")
+    if weight is not None and bias is not None:   # one op for the statistics and the affine part
+        y, mean, var = BatchNormAffine(axes, epsilon)(x, weight, bias)
+        if running_mean is not None and running_var is not None:
+            with no_grad():
+                _update(running_mean, mean, momentum)
+                _update(running_var, var, momentum)
+        return y
     if running_mean is None or running_var is None:
         y = Standardize(axes, epsilon)(x)
     else:

@@ -2,10 +2,11 @@
 ``GRUCell``, the wrappers ``RNN`` / ``BiRNN`` and the multi-layer networks ``SimpleRNN``,
 ``LSTM``, ``GRU``.
 
-Everything is a composite of existing ops. For the built-in cells the input projection
-of the whole sequence is ONE matmul done before the time loop (``x @ W_ih^T + b_ih``
-for all time steps at once); inside the loop each step costs one matmul for the hidden
-projection plus the elementwise gate arithmetic. ``W_hh^T`` is formed once per call.
+The built-in cells run a whole sequence (one direction of one layer) as ONE op,
+``ops.rnn.RNNSequence``: the input projection of all steps in one matmul, the time loop
+and backpropagation through time inside the op (as cuDNN's RNN does); a cell called on
+its own runs the same op over one step. User-defined cells, and LSTM with ``proj_size``,
+run step by step as a composite of ordinary ops (the input projection still one matmul).
 
 Parameter layouts follow Paddle: ``weight_ih`` ``[gates*hidden, input]``, ``weight_hh``
 ``[gates*hidden, hidden]``, ``bias_ih`` / ``bias_hh`` ``[gates*hidden]``; gate order
@@ -26,6 +27,7 @@ import numpy as np
 
 from ...autograd.ops import elementwise as E
 from ...autograd.ops import movement as M
+from ...autograd.ops.rnn import RNNSequence
 from ...tensor import backend
 from ...tensor.tensor import Tensor
 from .. import functional as F
@@ -136,7 +138,24 @@ class _FusedCell(RNNCellBase):
         _check_tensor(inputs, type(self).__name__)
         if states is None:
             states = self.get_initial_states(inputs, self.state_shape)
+        if self._seq_mode() is not None and inputs.ndim == 2:
+            if inputs.shape[-1] != self.input_size:
+                raise ValueError(f"ddg.nn.{type(self).__name__}: input has {inputs.shape[-1]} features (shape "
+                                 f"{inputs.shape}) but the cell expects input_size={self.input_size}")
+            _, new = self._sequence(M.unsqueeze(inputs, 0), states, True)
+            return (new[0] if isinstance(new, tuple) else new), new
         return self._step(self._project(inputs), states, self._context())
+
+    def _seq_mode(self):
+        """The RNNSequence mode of this cell, or None where it runs step by step."""
+        return None
+
+    def _sequence(self, inputs, states, time_major, is_reverse=False, lengths=None):
+        """The whole sequence through one RNNSequence op: ``(outputs, final_states)``."""
+        flat = list(states) if isinstance(states, (tuple, list)) else [states]
+        outs = RNNSequence(self._seq_mode(), is_reverse, not time_major, lengths)(
+            inputs, *flat, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
+        return outs[0], (tuple(outs[1:]) if len(outs) > 2 else outs[1])
 
     def extra_repr(self):
         return f"{self.input_size}, {self.hidden_size}"
@@ -158,6 +177,9 @@ class SimpleRNNCell(_FusedCell):
     def _step(self, xg, h, whh_t):
         h = self._act(xg + F.linear(h, whh_t))
         return h, h
+
+    def _seq_mode(self):
+        return "RNN_TANH" if self.activation == "tanh" else "RNN_RELU"
 
     @property
     def state_shape(self):
@@ -183,6 +205,9 @@ class LSTMCell(_FusedCell):
             std = 1.0 / math.sqrt(hidden_size)
             self.weight_ho = self.create_parameter([hidden_size, proj_size], weight_hh_attr,
                                                    default_initializer=I.Uniform(-std, std))
+
+    def _seq_mode(self):
+        return None if self.proj_size else "LSTM"
 
     def _step(self, xg, states, whh_t):
         h, c = states
@@ -210,6 +235,9 @@ class GRUCell(_FusedCell):
                  bias_hh_attr=None, name=None):
         super().__init__()
         self._make_params(input_size, hidden_size, weight_ih_attr, weight_hh_attr, bias_ih_attr, bias_hh_attr)
+
+    def _seq_mode(self):
+        return "GRU"
 
     def _step(self, xg, h, whh_t):
         H = self.hidden_size
@@ -250,6 +278,18 @@ def _run(cell, inputs, initial_states=None, sequence_length=None, time_major=Fal
         raise ValueError(f"ddg.nn.RNN: inputs have no time steps (shape {inputs.shape})")
     if initial_states is None:
         initial_states = cell.get_initial_states(inputs, batch_dim_idx=b_axis)
+    if isinstance(cell, _FusedCell) and not kwargs and cell._seq_mode() is not None:
+        if inputs.shape[-1] != cell.input_size:
+            raise ValueError(f"ddg.nn.{type(cell).__name__}: input has {inputs.shape[-1]} features (shape "
+                             f"{inputs.shape}) but the cell expects input_size={cell.input_size}")
+        lengths = None
+        if sequence_length is not None:
+            lengths = np.asarray(backend.to_host(sequence_length._data) if isinstance(sequence_length, Tensor)
+                                 else sequence_length).reshape(-1)
+            if lengths.shape[0] != batch:
+                raise ValueError(f"ddg.nn.RNN: sequence_length has {lengths.shape[0]} entries, the batch has "
+                                 f"{batch}")
+        return cell._sequence(inputs, initial_states, time_major, is_reverse, lengths)
     if isinstance(cell, _FusedCell) and not kwargs:
         # one matmul for the input projection of every step, then one split along time
         xs = M.split(cell._project(inputs), steps, axis=t_axis)

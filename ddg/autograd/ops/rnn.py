@@ -1,0 +1,385 @@
+"""Recurrent primitives: one op runs a whole sequence through one direction of one layer of
+an Elman RNN (tanh or relu), an LSTM or a GRU, as cuDNN's RNN does.
+
+Forward makes the input projection of every step ONE matrix product
+(``x[T*B, I] @ W_ih^T + b``), then loops over time inside the op: per step one product
+``h @ W_hh^T`` and a handful of whole-array calls writing into preallocated ``[T, B, ...]``
+buffers (no graph nodes, no per-gate ops). Backward runs backpropagation through time in
+one loop (per step one product ``dP_t @ W_hh``) and then forms every weight gradient with
+one product over all steps (``dP[T*B, G*H]^T @ x``, ``dP^T @ h_prev``).
+
+The sigmoid gates are computed as ``sigmoid(p) = (tanh(p / 2) + 1) / 2``: one ``tanh`` over
+the whole gate block, with a per-column scale ``s`` (1/2 on sigmoid columns, 1 on tanh
+columns) applied to the projections, then ``a * s + (1 - s)``; the scaled copy of ``W_hh^T``
+is made once per call. Backward works with the unscaled weights and the saved
+activations.
+
+Paddle's gate layouts: LSTM ``(i, f, g, o)``, ``c = f*c + i*g``, ``h = o*tanh(c)``; GRU
+``(r, z, c)``, ``r, z = sigmoid(x_rz + h_rz)``, ``c = tanh(x_c + r * (W_hc h + b_hc))``,
+``h = z*h + (1-z)*c``; the Elman cell ``h = act(x W_ih^T + b_ih + h W_hh^T + b_hh)``.
+
+Sequence lengths (``lengths``, one per batch row) mask the steps past a row's length: the
+state is carried over unchanged and the output is zero there, in both directions (the
+reverse direction therefore starts at a row's last valid step).
+
+Higher-order gradients (``create_graph=True``) are taken by recomputing the sequence with
+ordinary ddg ops (``RNNSequence.backward_graph``), so every order of derivative is
+available, at the per-step graph's cost.
+"""
+import numpy as np
+
+from ...tensor import backend
+from ...tensor.dtypes import upcast
+from ..function import Function
+from ..higher import live_input
+
+MODES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
+
+
+class RNNSequence(Function):
+    """One direction of one recurrent layer over a whole sequence.
+
+    Inputs: ``x`` ``[T, B, I]`` (``[B, T, I]`` with ``batch_major=True``), ``h0`` ``[B, H]``,
+    for LSTM ``c0`` ``[B, H]``, then ``w_ih [G*H, I]``, ``w_hh [G*H, H]``, ``b_ih [G*H]``,
+    ``b_hh [G*H]``. Outputs: ``y`` (x's layout, ``H`` features), ``h_T`` and for LSTM
+    ``c_T`` (the state after the last step processed: step 0 when ``reverse``)."""
+    save_inputs = True            # backward reads x, the initial states and both weights
+    none_grads = True
+
+    def __init__(self, mode, reverse=False, batch_major=False, lengths=None):
+        if mode not in MODES:
+            raise ValueError(f"RNNSequence: mode must be one of {sorted(MODES)}, got {mode!r}")
+        self.mode, self.reverse, self.batch_major, self.lengths = mode, bool(reverse), bool(batch_major), lengths
+
+    # -- forward -------------------------------------------------------------------------------------
+    def forward(self, x, *rest):
+        lstm = self.mode == "LSTM"
+        n_state = 2 if lstm else 1
+        if len(rest) != n_state + 4:
+            raise ValueError(f"RNNSequence({self.mode}) takes x, {n_state} initial state(s) and 4 weights, got "
+                             f"{1 + len(rest)} inputs")
+        states, (w_ih, w_hh, b_ih, b_hh) = rest[:n_state], rest[n_state:]
+        if type(x) is np.ndarray:  # numpy has no half-precision BLAS: float32 arithmetic
+            x, w_ih, w_hh, b_ih, b_hh = (upcast(a) for a in (x, w_ih, w_hh, b_ih, b_hh))
+            states = tuple(upcast(s) for s in states)
+        xp = backend.get_array_module(x)
+        dt = x.dtype
+        if x.ndim != 3:
+            raise ValueError(f"RNNSequence: x must be 3-D, got shape {x.shape}")
+        xt = x.transpose(1, 0, 2) if self.batch_major else x          # [T, B, I] (a view)
+        T, B, I = xt.shape
+        G = MODES[self.mode]
+        H = w_hh.shape[1]
+        if w_ih.shape != (G * H, I) or w_hh.shape != (G * H, H) or b_ih.shape != (G * H,) or \
+                b_hh.shape != (G * H,):
+            raise ValueError(f"RNNSequence({self.mode}): with input size {I} and hidden size {H} the weights must "
+                             f"be w_ih [{G * H}, {I}], w_hh [{G * H}, {H}], biases [{G * H}]; got "
+                             f"{list(w_ih.shape)}, {list(w_hh.shape)}, {list(b_ih.shape)}, {list(b_hh.shape)}")
+        for s in states:
+            if s.shape != (B, H):
+                raise ValueError(f"RNNSequence({self.mode}): initial states must be [batch={B}, hidden={H}], got "
+                                 f"{list(s.shape)}")
+        w_ih, w_hh, b_ih, b_hh = (a.astype(dt, copy=False) for a in (w_ih, w_hh, b_ih, b_hh))
+        states = tuple(s.astype(dt, copy=False) for s in states)
+
+        # the input projection of every step at once, time-major [T, B, G*H] (a view when batch-major)
+        bias = b_ih if self.mode == "GRU" else b_ih + b_hh
+        xg = x.reshape(-1, I) @ w_ih.T
+        xg += bias
+        xg = self._tm(xg.reshape(x.shape[:2] + (G * H,)))
+        keep = self._masks(xp, T, B, dt)
+        order = range(T - 1, -1, -1) if self.reverse else range(T)
+        run = {"LSTM": self._lstm_fwd, "GRU": self._gru_fwd}.get(self.mode, self._elman_fwd)
+        S, final = run(xp, xg, states, w_hh, b_hh, order, keep, T, B, H, dt)
+        self.S, self.states, self.keep, self.order = S, states, keep, order
+        self.x, self.w_ih, self.w_hh, self.b_ih, self.b_hh = x, w_ih, w_hh, b_ih, b_hh
+        self.geom = (T, B, I, H, G)
+        if self.lengths is not None:        # outputs past a row's length are zero
+            y = S.copy()
+            for t, m in enumerate(keep):
+                if m is not None:
+                    y[t] *= m
+            S = y
+        return (self._xl(S),) + final
+
+    # -- layout helpers: buffers are laid out like x (batch-major or time-major) and indexed by time
+    def _tm(self, a):
+        """Array ``a`` in x's layout as a time-major view."""
+        return a.transpose(1, 0, 2) if self.batch_major else a
+
+    _xl = _tm   # and back (the transpose is its own inverse)
+
+    def _buf(self, xp, T, B, K, dt):
+        """A fresh ``[T, B, K]`` time-major view of a buffer laid out like x."""
+        return xp.empty((B, T, K), dt).transpose(1, 0, 2) if self.batch_major else xp.empty((T, B, K), dt)
+
+    def _masks(self, xp, T, B, dt):
+        """Per step, None when every row is valid, else the [B, 1] float mask (1 = valid)."""
+        if self.lengths is None:
+            return [None] * T
+        lens = np.asarray(self.lengths).reshape(-1)             # host array (given by the layer)
+        if lens.shape[0] != B:
+            raise ValueError(f"RNNSequence: {lens.shape[0]} sequence lengths for a batch of {B}")
+        valid = np.arange(T)[:, None] < lens[None, :]              # [T, B]
+        full = valid.all(axis=1).tolist()
+        m = xp.asarray(valid.astype(dt)[:, :, None])
+        return [None if full[t] else m[t] for t in range(T)]
+
+    @staticmethod
+    def _carry(new, old, m):
+        """``new`` where the row is valid (m = 1), ``old`` elsewhere, in place into ``new``."""
+        new -= old
+        new *= m
+        new += old
+
+    def _elman_fwd(self, xp, xg, states, w_hh, b_hh, order, keep, T, B, H, dt):
+        relu = self.mode == "RNN_RELU"
+        whh_t = w_hh.T
+        S = self._buf(xp, T, B, H, dt)          # state after each step
+        h = states[0]
+        for t in order:
+            st = S[t]
+            xp.matmul(h, whh_t, out=st)
+            st += xg[t]
+            if relu:
+                xp.maximum(st, 0, out=st)
+            else:
+                xp.tanh(st, out=st)
+            if keep[t] is not None:
+                self._carry(st, h, keep[t])
+            h = st
+        return S, (h,)
+
+    def _lstm_fwd(self, xp, xg, states, w_hh, b_hh, order, keep, T, B, H, dt):
+        s = xp.full(4 * H, 0.5, dtype=dt)        # column scale: 1/2 on the sigmoid gates (i, f, o)
+        s[2 * H:3 * H] = 1.0
+        one_minus_s = 1 - s
+        whh_s = w_hh.T * s                       # [H, 4H], scaled once per call
+        xg *= s                                  # the projections of all steps, scaled in one pass
+        A = self._buf(xp, T, B, 4 * H, dt)       # gate activations (i, f, g, o)
+        C = self._buf(xp, T, B, H, dt)           # cell state after each step
+        TC = self._buf(xp, T, B, H, dt)          # tanh(c)
+        S = self._buf(xp, T, B, H, dt)           # hidden state after each step
+        tmp = xp.empty((B, H), dt)
+        h, c = states
+        for t in order:
+            a = A[t]
+            xp.matmul(h, whh_s, out=a)
+            a += xg[t]
+            xp.tanh(a, out=a)
+            a *= s
+            a += one_minus_s
+            ct, tc, ht = C[t], TC[t], S[t]
+            xp.multiply(a[:, H:2 * H], c, out=ct)
+            xp.multiply(a[:, :H], a[:, 2 * H:3 * H], out=tmp)
+            ct += tmp
+            xp.tanh(ct, out=tc)
+            xp.multiply(a[:, 3 * H:], tc, out=ht)
+            if keep[t] is not None:
+                self._carry(ct, c, keep[t])
+                self._carry(ht, h, keep[t])
+            h, c = ht, ct
+        self.A, self.C, self.TC = A, C, TC
+        return S, (h, c)
+
+    def _gru_fwd(self, xp, xg, states, w_hh, b_hh, order, keep, T, B, H, dt):
+        s = xp.full(3 * H, 0.5, dtype=dt)        # column scale: 1/2 on the sigmoid gates (r, z)
+        s[2 * H:] = 1.0
+        whh_s = w_hh.T * s
+        bhh_s = b_hh * s
+        xg *= s
+        HG = self._buf(xp, T, B, 3 * H, dt)      # h @ W_hh^T + b_hh (scaled on r, z)
+        RZ = self._buf(xp, T, B, 2 * H, dt)      # r, z
+        CC = self._buf(xp, T, B, H, dt)          # candidate c
+        S = self._buf(xp, T, B, H, dt)
+        h = states[0]
+        for t in order:
+            hg, rz, c, ht, xt = HG[t], RZ[t], CC[t], S[t], xg[t]
+            xp.matmul(h, whh_s, out=hg)
+            hg += bhh_s
+            xp.add(xt[:, :2 * H], hg[:, :2 * H], out=rz)
+            xp.tanh(rz, out=rz)
+            rz *= 0.5
+            rz += 0.5
+            xp.multiply(rz[:, :H], hg[:, 2 * H:], out=c)
+            c += xt[:, 2 * H:]
+            xp.tanh(c, out=c)
+            xp.subtract(h, c, out=ht)
+            ht *= rz[:, H:]
+            ht += c
+            if keep[t] is not None:
+                self._carry(ht, h, keep[t])
+            h = ht
+        self.HG, self.RZ, self.CC = HG, RZ, CC
+        return S, (h,)
+
+    # -- backward ------------------------------------------------------------------------------------
+    def backward(self, grads):
+        lstm = self.mode == "LSTM"
+        gy, ghT = grads[0], grads[1]
+        gcT = grads[2] if lstm else None
+        T, B, I, H, G = self.geom
+        x, w_ih, w_hh, S = self.x, self.w_ih, self.w_hh, self.S
+        xp = backend.get_array_module(S)
+        dt = S.dtype
+        gy = None if gy is None else self._tm(gy.astype(dt, copy=False))
+        dh = xp.zeros((B, H), dt) if ghT is None else ghT.astype(dt, copy=True)
+        order = list(self.order)
+        # the state before each step, laid out like x
+        hprev = self._buf(xp, T, B, H, dt)
+        first = order[0]
+        hprev[first] = self.states[0]
+        if self.reverse:
+            hprev[:-1] = S[1:]
+        else:
+            hprev[1:] = S[:-1]
+        if lstm:
+            dc = xp.zeros((B, H), dt) if gcT is None else gcT.astype(dt, copy=True)
+            dP, dh, dc = self._lstm_bwd(xp, gy, dh, dc, hprev, order, T, B, H, dt)
+            dHG = dP
+        elif self.mode == "GRU":
+            dP, dHG, dh = self._gru_bwd(xp, gy, dh, hprev, order, T, B, H, dt)
+        else:
+            dP, dh = self._elman_bwd(xp, gy, dh, order, T, B, H, dt)
+            dHG = dP
+        needs = self.needs
+        n_state = 2 if lstm else 1
+        out = [None] * len(needs)
+        dPm = self._xl(dP).reshape(-1, G * H)
+        if needs[0]:
+            out[0] = (dPm @ w_ih).reshape(x.shape)
+        out[1] = dh if needs[1] else None
+        if lstm:
+            out[2] = dc if needs[2] else None
+        k = 1 + n_state
+        if needs[k]:
+            out[k] = dPm.T @ x.reshape(-1, I)
+        dHm = dPm if dHG is dP else self._xl(dHG).reshape(-1, G * H)
+        if needs[k + 1]:
+            out[k + 1] = dHm.T @ self._xl(hprev).reshape(-1, H)
+        if needs[k + 2]:
+            out[k + 2] = dPm.sum(axis=0)
+        if needs[k + 3]:
+            out[k + 3] = dHm.sum(axis=0)
+        return tuple(out)
+
+    def _step_grad(self, gy, dh, t):
+        """The hidden-state gradient at step t: the carried one plus the output's."""
+        if gy is None:
+            return dh
+        m = self.keep[t]
+        return dh + gy[t] if m is None else dh + gy[t] * m
+
+    def _elman_bwd(self, xp, gy, dh, order, T, B, H, dt):
+        S = self.S
+        if self.mode == "RNN_RELU":
+            D = (S > 0).astype(dt)
+        else:
+            D = 1 - S * S
+        dP = self._buf(xp, T, B, H, dt)
+        for t in reversed(order):
+            g = self._step_grad(gy, dh, t)
+            p = dP[t]
+            xp.multiply(g, D[t], out=p)
+            m = self.keep[t]
+            if m is not None:
+                p *= m
+            dh = p @ self.w_hh
+            if m is not None:
+                dh += g * (1 - m)
+        return dP, dh
+
+    def _lstm_bwd(self, xp, gy, dh, dc, hprev, order, T, B, H, dt):
+        A, C, TC = self.A, self.C, self.TC
+        ai, af, ag, ao = A[:, :, :H], A[:, :, H:2 * H], A[:, :, 2 * H:3 * H], A[:, :, 3 * H:]
+        # whole-sequence factors, so that each step's gate gradients are two products:
+        # (di, df, dg) = dc * Q with Q = (g * i(1-i), c_prev * f(1-f), i * (1-g^2)) and
+        # do = dh * tanh(c) * o(1-o); dh reaches dc through OT = o * (1 - tanh(c)^2)
+        cprev = self._buf(xp, T, B, H, dt)
+        cprev[order[0]] = self.states[1]
+        if self.reverse:
+            cprev[:-1] = C[1:]
+        else:
+            cprev[1:] = C[:-1]
+        Q = self._buf(xp, T, B, 3 * H, dt)
+        xp.multiply(ag, ai * (1 - ai), out=Q[:, :, :H])
+        xp.multiply(cprev, af * (1 - af), out=Q[:, :, H:2 * H])
+        xp.multiply(ai, 1 - ag * ag, out=Q[:, :, 2 * H:])
+        TCD = TC * ao * (1 - ao)
+        OT = ao * (1 - TC * TC)
+        dP = self._buf(xp, T, B, 4 * H, dt)
+        for t in reversed(order):
+            g = self._step_grad(gy, dh, t)
+            p = dP[t]
+            xp.multiply(g, TCD[t], out=p[:, 3 * H:])                                     # do
+            dct = g * OT[t]
+            dct += dc
+            xp.multiply(dct[:, None, :], Q[t].reshape(B, 3, H), out=p[:, :3 * H].reshape(B, 3, H))  # di, df, dg
+            m = self.keep[t]
+            if m is None:
+                dc = dct * af[t]
+                dh = p @ self.w_hh
+            else:
+                p *= m
+                nm = 1 - m
+                dc_new = dct * af[t]
+                dc_new *= m
+                dc_new += dc * nm
+                dc = dc_new
+                dh_new = p @ self.w_hh
+                dh_new += g * nm
+                dh = dh_new
+        return dP, dh, dc
+
+    def _gru_bwd(self, xp, gy, dh, hprev, order, T, B, H, dt):
+        HG, RZ, CC = self.HG, self.RZ, self.CC
+        Drz = RZ * (1 - RZ)
+        Dc = 1 - CC * CC
+        dP = self._buf(xp, T, B, 3 * H, dt)      # gradient of the input-side pre-activations
+        dHG = self._buf(xp, T, B, 3 * H, dt)     # ... and of h @ W_hh^T + b_hh
+        for t in reversed(order):
+            g = self._step_grad(gy, dh, t)
+            rz, c, p, q = RZ[t], CC[t], dP[t], dHG[t]
+            xp.subtract(hprev[t], c, out=p[:, H:2 * H])
+            p[:, H:2 * H] *= g                                     # dz
+            dhz = g * rz[:, H:]                                    # through h = z * h_prev + ...
+            dcc = g - dhz                                          # (1 - z) * g
+            xp.multiply(dcc, Dc[t], out=p[:, 2 * H:])              # d(candidate pre-activation)
+            xp.multiply(p[:, 2 * H:], HG[t][:, 2 * H:], out=p[:, :H])   # dr
+            p[:, :2 * H] *= Drz[t]
+            m = self.keep[t]
+            if m is not None:
+                p *= m
+            q[:, :2 * H] = p[:, :2 * H]
+            xp.multiply(p[:, 2 * H:], rz[:, :H], out=q[:, 2 * H:])
+            dh = q @ self.w_hh
+            if m is None:
+                dh += dhz
+            else:
+                dhz *= m
+                dh += dhz
+                dh += g * (1 - m)
+        return dP, dHG, dh
+
+    # -- higher-order gradients ------------------------------------------------------------------
+    def backward_graph(self, grads):
+        # the sequence recomputed with ordinary ops on the op's inputs (as graph Tensors), and
+        # its vector-Jacobian product recorded by the engine itself
+        from ..engine import grad as _grad
+        from ..grad_mode import enable_grad
+        arrays = (self.x,) + tuple(self.states) + (self.w_ih, self.w_hh, self.b_ih, self.b_hh)
+        ins = [live_input(self, i, a) for i, a in enumerate(arrays)]
+        with enable_grad():
+            outs = self.composite(*ins)
+        pairs = [(o, g) for o, g in zip(outs, grads) if g is not None]
+        targets = [t for t, need in zip(ins, self.needs) if need]
+        if not pairs:
+            return tuple(None for _ in self.needs)
+        got = iter(_grad([o for o, _ in pairs], targets, [g for _, g in pairs], create_graph=True,
+                         allow_unused=True))
+        return tuple(next(got) if need else None for need in self.needs)
+
+    def composite(self, *inputs):
+        """The same sequence written with ordinary ddg ops (``composite.rnn_sequence``)."""
+        from ..composite import rnn_sequence
+        return rnn_sequence(self, *inputs)

@@ -1,0 +1,205 @@
+"""The whole-sequence recurrent op (ops.rnn.RNNSequence): forward against a float64 numpy
+reference, backward against central differences and second derivatives through its
+backward_graph, for every mode, direction, layout and with sequence lengths; the layers
+(LSTM, GRU, SimpleRNN, cells, bidirectional, multi-layer) against the per-step graph."""
+import itertools
+
+import numpy as np
+import pytest
+
+import ddg
+from ddg import nn
+from ddg.autograd.gradcheck import gradcheck, gradgradcheck
+from ddg.autograd.ops.rnn import RNNSequence
+
+MODES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
+
+
+def _sig(v):
+    return 1 / (1 + np.exp(-v))
+
+
+def reference(mode, reverse, x, states, w_ih, w_hh, b_ih, b_hh, lengths=None):
+    """Time-major numpy float64 loop: (y [T, B, H], final states)."""
+    T, B, _ = x.shape
+    H = w_hh.shape[1]
+    h = states[0].copy()
+    c = states[1].copy() if mode == "LSTM" else None
+    y = np.zeros((T, B, H))
+    for t in (range(T - 1, -1, -1) if reverse else range(T)):
+        gx, gh = x[t] @ w_ih.T + b_ih, h @ w_hh.T + b_hh
+        if mode == "LSTM":
+            i, f, g, o = np.split(gx + gh, 4, axis=1)
+            cn = _sig(f) * c + _sig(i) * np.tanh(g)
+            hn = _sig(o) * np.tanh(cn)
+        elif mode == "GRU":
+            r = _sig(gx[:, :H] + gh[:, :H])
+            z = _sig(gx[:, H:2 * H] + gh[:, H:2 * H])
+            cand = np.tanh(gx[:, 2 * H:] + r * gh[:, 2 * H:])
+            hn = z * h + (1 - z) * cand
+        else:
+            pre = gx + gh
+            hn = np.maximum(pre, 0) if mode == "RNN_RELU" else np.tanh(pre)
+        valid = np.ones(B, bool) if lengths is None else t < np.asarray(lengths)
+        h = np.where(valid[:, None], hn, h)
+        if c is not None:
+            c = np.where(valid[:, None], cn, c)
+        y[t] = np.where(valid[:, None], hn, 0)
+    return y, (h, c) if c is not None else (h,)
+
+
+def _arrays(rng, mode, T, B, I, H, batch_major):
+    G = MODES[mode]
+    n_state = 2 if mode == "LSTM" else 1
+    x = rng.standard_normal((B, T, I) if batch_major else (T, B, I))
+    states = [rng.standard_normal((B, H)) * 0.5 for _ in range(n_state)]
+    ws = [rng.standard_normal((G * H, I)) * 0.6, rng.standard_normal((G * H, H)) * 0.6,
+          rng.standard_normal(G * H) * 0.3, rng.standard_normal(G * H) * 0.3]
+    return [x] + states + ws
+
+
+CASES = list(itertools.product(MODES, (False, True), (False, True), (None, (4, 1, 3))))
+
+
+@pytest.mark.parametrize("mode,reverse,batch_major,lengths", CASES)
+def test_forward_matches_numpy_float64(mode, reverse, batch_major, lengths):
+    rng = np.random.default_rng(1)
+    arrs = _arrays(rng, mode, 4, 3, 5, 3, batch_major)
+    outs = RNNSequence(mode, reverse, batch_major, None if lengths is None else np.array(lengths))(
+        *[ddg.to_tensor(a) for a in arrs])
+    x = arrs[0].transpose(1, 0, 2) if batch_major else arrs[0]
+    n_state = 2 if mode == "LSTM" else 1
+    y, fin = reference(mode, reverse, x, arrs[1:1 + n_state], *arrs[1 + n_state:], lengths=lengths)
+    if batch_major:
+        y = y.transpose(1, 0, 2)
+    np.testing.assert_allclose(outs[0].numpy(), y, rtol=1e-12, atol=1e-12)
+    for got, want in zip(outs[1:], fin):
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-12, atol=1e-12)
+
+
+def _flat_outputs(op_args):
+    mode, reverse, batch_major, lengths = op_args
+
+    def f(*ts):
+        outs = RNNSequence(mode, reverse, batch_major, lengths)(*ts)
+        return ddg.concat([o.flatten() for o in outs])
+    return f
+
+
+@pytest.mark.parametrize("mode,reverse,batch_major,lengths", CASES)
+def test_backward_matches_central_differences(mode, reverse, batch_major, lengths):
+    rng = np.random.default_rng(2)
+    lens = None if lengths is None else np.array(lengths)
+    ts = [ddg.to_tensor(a, stop_gradient=False) for a in _arrays(rng, mode, 4, 3, 2, 2, batch_major)]
+    assert gradcheck(_flat_outputs((mode, reverse, batch_major, lens)), ts, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_second_derivatives(mode):
+    rng = np.random.default_rng(3)
+    ts = [ddg.to_tensor(a, stop_gradient=False) for a in _arrays(rng, mode, 3, 2, 2, 2, True)]
+    assert gradgradcheck(_flat_outputs((mode, True, True, np.array([3, 2]))), ts, atol=1e-5, rtol=1e-4)
+
+
+def test_only_some_outputs_and_inputs_differentiated():
+    rng = np.random.default_rng(4)
+    arrs = _arrays(rng, "LSTM", 3, 2, 3, 2, False)
+    ts = [ddg.to_tensor(a, stop_gradient=i not in (0, 4)) for i, a in enumerate(arrs)]
+    y, h, c = RNNSequence("LSTM")(*ts)
+    c.sum().backward()         # y and h get no gradient
+    ref = [ddg.to_tensor(a, stop_gradient=i not in (0, 4)) for i, a in enumerate(arrs)]
+    RNNSequence("LSTM").composite(*ref)[2].sum().backward()
+    for i in (0, 4):
+        np.testing.assert_allclose(ts[i].grad.numpy(), ref[i].grad.numpy(), rtol=1e-12, atol=1e-12)
+    assert ts[1].grad is None
+
+
+def test_bad_shapes_name_the_op_and_shapes():
+    rng = np.random.default_rng(5)
+    arrs = _arrays(rng, "GRU", 3, 2, 3, 2, False)
+    arrs[2] = arrs[2][:, :2]
+    with pytest.raises(ValueError, match=r"RNNSequence\(GRU\).*w_ih \[6, 3\]"):
+        RNNSequence("GRU")(*[ddg.to_tensor(a) for a in arrs])
+    with pytest.raises(ValueError, match="mode must be one of"):
+        RNNSequence("LSTMX")
+
+
+# -- the layers against the per-step graph ------------------------------------------------------------------
+def _per_step(layer_fn, monkeypatch):
+    """Run ``layer_fn`` with every built-in cell forced onto the per-step composite."""
+    from ddg.nn.layer import rnn as R
+    for cls in (R.LSTMCell, R.GRUCell, R.SimpleRNNCell):
+        monkeypatch.setattr(cls, "_seq_mode", lambda self: None)
+    try:
+        return layer_fn()
+    finally:
+        monkeypatch.undo()
+
+
+LAYERS = [
+    ("lstm", lambda: nn.LSTM(4, 3, num_layers=2, direction="bidirect")),
+    ("gru", lambda: nn.GRU(4, 3, num_layers=2, time_major=True)),
+    ("rnn_relu", lambda: nn.SimpleRNN(4, 3, activation="relu", direction="bidirectional")),
+    ("rnn_tanh", lambda: nn.SimpleRNN(4, 3, num_layers=3)),
+]
+
+
+@pytest.mark.parametrize("name,make", LAYERS)
+@pytest.mark.parametrize("with_lengths", [False, True])
+def test_layers_match_per_step_graph(name, make, with_lengths, monkeypatch):
+    ddg.seed(7)
+    net = make()
+    net.to(dtype="float64")
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((5, 3, 4) if net.time_major else (3, 5, 4))   # time 5, batch 3
+    lens = ddg.to_tensor(np.array([5, 2, 4])) if with_lengths else None
+
+    def run():
+        xt = ddg.to_tensor(x, stop_gradient=False)
+        out, st = net(xt, sequence_length=lens)
+        st = [st] if not isinstance(st, tuple) else list(st)
+        loss = (out * out).sum() + sum((s * s * 0.5).sum() for s in st)
+        for p in net.parameters():
+            p.clear_gradient()
+        loss.backward()
+        return [out.numpy()] + [s.numpy() for s in st] + [xt.grad.numpy()] + \
+            [p.grad.numpy() for p in net.parameters()]
+
+    fused = run()
+    stepwise = _per_step(run, monkeypatch)
+    for a, b in zip(fused, stepwise):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("cls", [nn.LSTMCell, nn.GRUCell, nn.SimpleRNNCell])
+def test_cells_match_per_step_graph(cls, monkeypatch):
+    ddg.seed(8)
+    cell = cls(4, 3)
+    cell.to(dtype="float64")
+    x = np.random.default_rng(7).standard_normal((2, 4))
+
+    def run():
+        xt = ddg.to_tensor(x, stop_gradient=False)
+        out, st = cell(xt)
+        st = list(st) if isinstance(st, tuple) else [st]
+        loss = (out * 2).sum() + sum((s * s).sum() for s in st)
+        for p in cell.parameters():
+            p.clear_gradient()
+        loss.backward()
+        return [out.numpy(), xt.grad.numpy()] + [p.grad.numpy() for p in cell.parameters()]
+
+    fused = run()
+    stepwise = _per_step(run, monkeypatch)
+    for a, b in zip(fused, stepwise):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_float32_layer_close_to_float64():
+    ddg.seed(9)
+    net = nn.LSTM(6, 5, direction="bidirect")
+    x = np.random.default_rng(8).standard_normal((3, 7, 6)).astype(np.float32)
+    out32 = net(ddg.to_tensor(x))[0].numpy()
+    net.to(dtype="float64")
+    out64 = net(ddg.to_tensor(x.astype(np.float64)))[0].numpy()
+    assert out32.dtype == np.float32
+    np.testing.assert_allclose(out32, out64, rtol=1e-5, atol=1e-6)
