@@ -47,8 +47,12 @@ def count_nonzero(x, axis=None, keepdim=False, name=None):
 
 # -- products ------------------------------------------------------------------------------
 def dot(x, y, name=None):
-    """Inner product of vectors (row-wise for 2-D inputs, as in Paddle)."""
-    if x.ndim == 1 and y.ndim == 1:
+    """Inner product of vectors (row-wise for 2-D inputs, as in Paddle): ``x`` and ``y`` are
+    both 1-D or both 2-D, of the same shape."""
+    if x.ndim not in (1, 2) or list(x.shape) != list(y.shape):
+        raise ValueError(f"ddg.dot: needs two 1-D or two 2-D tensors of the same shape, got shapes {x.shape} "
+                         f"and {y.shape}")
+    if x.ndim == 1:
         return L.matmul(x, y)
     return R.sum(E.multiply(x, y), axis=-1)
 

@@ -27,6 +27,9 @@ class MatMul(Function):
         if type(a) is np.ndarray:   # numpy has no half-precision BLAS: float32 products
             a, b = upcast(a), upcast(b)
         self.a, self.b = a, b
+        if a.ndim == 0 or b.ndim == 0:
+            raise ValueError(f"matmul needs tensors of at least 1 dimension, got shapes {list(a.shape)} and "
+                             f"{list(b.shape)}")
         A = _swap(a) if self.tx else a
         B = _swap(b) if self.ty else b
         if A.shape[-1] != B.shape[-2 if B.ndim > 1 else 0]:
@@ -104,8 +107,8 @@ def matmul(x, y, transpose_x=False, transpose_y=False, name=None):
 
 
 def mm(input, mat2, name=None):  # noqa: A002
-    if input.ndim != 2 or mat2.ndim != 2:
-        raise ValueError(f"ddg.mm: needs two matrices, got shapes {input.shape} and {mat2.shape}")
+    """The matrix product as ``matmul`` computes it (Paddle's ``mm``): vectors, matrices and
+    batches of matrices, with the batch dimensions broadcast."""
     return MatMul()(input, mat2)
 
 
