@@ -89,6 +89,7 @@ _LAZY = {
     "jit": ".jit", "static": ".static", "distributed": ".distributed", "parallel": ".parallel",
     "utils": ".utils", "regularizer": ".regularizer", "linalg": ".linalg",
     "metric": ".metric", "callbacks": ".callbacks", "hapi": ".hapi", "amp": ".amp",
+    "framework": ".framework", "incubate": ".incubate",
 }
 _LAZY_ATTRS = {
     "save": (".io.serialization", "save"), "load": (".io.serialization", "load"),

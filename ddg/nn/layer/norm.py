@@ -29,15 +29,11 @@ class _BatchNormBase(Layer):
         self._num_features = num_features
         self._momentum, self._epsilon = momentum, epsilon
         self._data_format, self._use_global_stats = data_format, use_global_stats
-        # weight_attr/bias_attr False: a fixed scale 1 / shift 0 that is not trained (Paddle)
-        self.weight = self.create_parameter([num_features], attr=None if weight_attr is False else weight_attr,
-                                            default_initializer=Constant(1.0))
-        self.bias = self.create_parameter([num_features], attr=None if bias_attr is False else bias_attr,
-                                          is_bias=True)
-        if weight_attr is False:
-            self.weight.stop_gradient = True
-        if bias_attr is False:
-            self.bias.stop_gradient = True
+        self._weight_attr, self._bias_attr, self._name = weight_attr, bias_attr, name
+        self._fuse_with_relu, self._in_place = False, False
+        # weight_attr/bias_attr False: no scale / no shift, and no such parameter (Paddle 3)
+        self.weight = self.create_parameter([num_features], attr=weight_attr, default_initializer=Constant(1.0))
+        self.bias = self.create_parameter([num_features], attr=bias_attr, is_bias=True)
         # The running statistics are parameters that need no gradient (trainable=False), as in
         # Paddle: listed by parameters() (optimizers skip them: they never get a gradient) and
         # named as the next weights, batch_norm2d_0.w_1 and .w_2
@@ -63,7 +59,7 @@ class BatchNorm1D(_BatchNormBase):
 
     def __init__(self, num_features, momentum=0.9, epsilon=1e-05, weight_attr=None, bias_attr=None,
                  data_format="NCL", use_global_stats=None, name=None):
-        super().__init__(num_features, momentum, epsilon, weight_attr, bias_attr, data_format, use_global_stats)
+        super().__init__(num_features, momentum, epsilon, weight_attr, bias_attr, data_format, use_global_stats, name)
 
     def _check_input(self, x):
         if x.ndim not in (2, 3):
@@ -81,7 +77,7 @@ class BatchNorm3D(_BatchNormBase):
 
     def __init__(self, num_features, momentum=0.9, epsilon=1e-05, weight_attr=None, bias_attr=None,
                  data_format="NCDHW", use_global_stats=None, name=None):
-        super().__init__(num_features, momentum, epsilon, weight_attr, bias_attr, data_format, use_global_stats)
+        super().__init__(num_features, momentum, epsilon, weight_attr, bias_attr, data_format, use_global_stats, name)
 
     def _check_input(self, x):
         if x.ndim != 5:
@@ -98,9 +94,10 @@ class BatchNorm(_BatchNormBase):
                  bias_attr=None, dtype="float32", data_layout="NCHW", in_place=False, moving_mean_name=None,
                  moving_variance_name=None, do_model_average_for_mean_and_var=True, use_global_stats=False,
                  trainable_statistics=False):
-        super().__init__(num_channels, momentum, epsilon, param_attr, bias_attr, data_layout,
-                         True if use_global_stats else None)
+        super().__init__(num_channels, momentum, epsilon, param_attr, bias_attr, data_layout, use_global_stats)
         self._act, self._is_test = act, is_test
+        self._param_attr, self._data_layout, self._in_place = param_attr, data_layout, in_place
+        self._trainable_statistics = trainable_statistics
 
     def forward(self, x):
         fmt = self._data_format
@@ -108,7 +105,7 @@ class BatchNorm(_BatchNormBase):
             fmt = "NC" if x.ndim == 2 else ("NCL" if fmt == "NCHW" else "NLC") if x.ndim == 3 else \
                 ("NCDHW" if fmt == "NCHW" else "NDHWC")
         y = F.batch_norm(x, self._mean, self._variance, self.weight, self.bias, self.training and not self._is_test,
-                         self._momentum, self._epsilon, fmt, self._use_global_stats)
+                         self._momentum, self._epsilon, fmt, True if self._use_global_stats else None)
         if self._act:
             y = getattr(F, self._act)(y)
         return y
@@ -123,7 +120,7 @@ class LayerNorm(Layer):
         if isinstance(normalized_shape, int):
             normalized_shape = [normalized_shape]
         self._normalized_shape = [int(s) for s in normalized_shape]
-        self._epsilon = epsilon
+        self._epsilon, self._weight_attr, self._bias_attr = epsilon, weight_attr, bias_attr
         size = int(np.prod(self._normalized_shape))
         self.weight = self.create_parameter([size], attr=weight_attr, default_initializer=Constant(1.0))
         self.bias = self.create_parameter([size], attr=bias_attr, is_bias=True)
@@ -143,6 +140,7 @@ class GroupNorm(Layer):
             raise ValueError(f"ddg.nn.GroupNorm: num_groups={num_groups} must divide num_channels={num_channels}")
         self._num_groups, self._num_channels = num_groups, num_channels
         self._epsilon, self._data_format = epsilon, data_format
+        self._weight_attr, self._bias_attr = weight_attr, bias_attr
         self.weight = self.create_parameter([num_channels], attr=weight_attr, default_initializer=Constant(1.0))
         self.bias = self.create_parameter([num_channels], attr=bias_attr, is_bias=True)
 
@@ -158,6 +156,7 @@ class _InstanceNormBase(Layer):
                  data_format="NCHW", name=None):
         super().__init__()
         self._epsilon, self._data_format, self._num_features = epsilon, data_format, num_features
+        self._momentum, self._weight_attr, self._bias_attr = momentum, weight_attr, bias_attr
         # Paddle names the affine parameters ``scale`` and ``bias``; False disables them
         self.scale = self.create_parameter([num_features], attr=weight_attr, default_initializer=Constant(1.0))
         self.bias = self.create_parameter([num_features], attr=bias_attr, is_bias=True)
