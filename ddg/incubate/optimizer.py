@@ -110,8 +110,9 @@ class ModelAverage:
             if st["num_updates"] % self._MAX_NUM_ACCUMULATES == 0:
                 st["sum_2"] += st["sum_1"]
                 st["sum_1"][...] = 0
+            # (Paddle's kernel takes the window bound as an integer: the product truncated)
             if st["num_accumulates"] >= self.min_average_window and st["num_accumulates"] >= min(
-                    self.max_average_window, st["num_updates"] * self.average_window):
+                    self.max_average_window, int(st["num_updates"] * self.average_window)):
                 st["sum_3"][...] = st["sum_1"] + st["sum_2"]
                 st["sum_1"][...] = 0
                 st["sum_2"][...] = 0

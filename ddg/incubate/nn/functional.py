@@ -180,8 +180,8 @@ def _check_quant(quant_scale, op):
 def fused_rms_norm(x, norm_weight, norm_bias, epsilon, begin_norm_axis=1, bias=None, residual=None, quant_scale=-1,
                    quant_round_type=0, quant_max_bound=0, quant_min_bound=0):
     """RMS norm of ``x (+ bias) (+ residual)`` over the axes from ``begin_norm_axis`` on:
-    ``h / sqrt(mean(h^2) + epsilon) * norm_weight + norm_bias``. Returns ``(out, h)`` when
-    ``residual`` is given (the sum, for the next block), else ``out``."""
+    ``h / sqrt(mean(h^2) + epsilon) * norm_weight + norm_bias``. Returns ``(out, h)``, as
+    Paddle: ``h`` the sum (for the next block) when ``residual`` is given, else empty."""
     _check_quant(quant_scale, "fused_rms_norm")
     h = _norm_prologue(x, bias, residual)
     axes = list(range(begin_norm_axis % h.ndim, h.ndim))
@@ -191,21 +191,31 @@ def fused_rms_norm(x, norm_weight, norm_bias, epsilon, begin_norm_axis=1, bias=N
     out = out * M.reshape(norm_weight, list(h.shape[axes[0]:]))
     if norm_bias is not None:
         out = out + M.reshape(norm_bias, list(h.shape[axes[0]:]))
-    return (out, h) if residual is not None else out
+    if residual is None:
+        from ...tensor.creation import zeros
+        return out, zeros([0], dtype=x.dtype)
+    return out, h
 
 
 def fused_layer_norm(x, norm_weight, norm_bias, epsilon, residual_alpha=1.0, begin_norm_axis=1, bias=None,
                      residual=None, quant_scale=-1, quant_round_type=0, quant_max_bound=0, quant_min_bound=0):
-    """Layer norm of ``x (+ bias) (+ residual_alpha * residual)`` over the axes from
-    ``begin_norm_axis`` on. Returns ``(out, h)`` when ``residual`` is given, else ``out``."""
+    """Layer norm of ``h = x (+ bias) (+ residual_alpha * residual)`` over the axes from
+    ``begin_norm_axis`` on. Returns ``(out, h, mean, 1 / sqrt(variance + epsilon))`` as Paddle
+    does, the statistics one per normalised row."""
+    from ...autograd.ops import reduce as R
     _check_quant(quant_scale, "fused_layer_norm")
     h = _norm_prologue(x, bias, residual, residual_alpha)
-    shape = list(h.shape[begin_norm_axis % h.ndim:])
+    axis = begin_norm_axis % h.ndim
+    shape = list(h.shape[axis:])
     n = math.prod(shape)
     w = None if norm_weight is None else M.reshape(norm_weight, [n])
     b_ = None if norm_bias is None else M.reshape(norm_bias, [n])
     out = F.layer_norm(h, shape, w, b_, epsilon)
-    return (out, h) if residual is not None else out
+    rows = M.reshape(h, [-1, n])
+    mean = R.mean(rows, axis=1)
+    centred = rows - M.unsqueeze(mean, 1)
+    inv_std = E.rsqrt(R.mean(centred * centred, axis=1) + epsilon)
+    return out, h, mean, inv_std
 
 
 def swiglu(x, y=None, name=None):
