@@ -190,6 +190,54 @@ MODELS = {
 }
 
 
+# attributes that model-zoo subclasses change after construction: (case, attribute, new value,
+# input shape); the output after the change is recorded (its shape and a fingerprint)
+MUTATIONS = [
+    ("AdaptiveAvgPool2D", "_output_size", [2, 3], [1, 2, 5, 7]),
+    ("AdaptiveMaxPool2D", "_output_size", 3, [1, 2, 6, 6]),
+    ("AvgPool2D", "ksize", 2, [1, 2, 6, 6]),
+    ("MaxPool2D", "stride", 1, [1, 2, 6, 6]),
+    ("MaxPool1D", "kernel_size", 2, [1, 2, 7]),
+    ("LeakyReLU", "_negative_slope", 0.5, [2, 5]),
+    ("GELU", "_approximate", False, [2, 5]),
+    ("Softmax", "_axis", 0, [3, 4]),
+    ("Hardtanh", "_max", 0.5, [2, 5]),
+    ("ELU", "_alpha", 2.0, [2, 5]),
+    ("Softplus", "_beta", 3, [2, 5]),
+    ("PReLU/channels", "_data_format", "NCHW", [1, 4, 3, 3]),
+    ("Pad2D", "padding", [2, 2, 0, 1], [1, 2, 4, 4]),
+    ("Pad3D", "value", 5.0, [1, 1, 2, 2, 2]),
+    ("ZeroPad2D", "padding", [0, 1, 2, 0], [1, 2, 3, 3]),
+    ("Conv2D", "_updated_padding", [1, 1], [1, 2, 5, 5]),
+    ("Conv2D", "_stride", [2, 2], [1, 2, 5, 5]),
+    ("Conv1D", "_padding", 2, [1, 2, 6]),
+    ("Conv2DTranspose", "output_padding", 0, [1, 2, 3, 3]),
+    ("Dropout", "p", 0.0, [2, 5]),
+    ("Upsample", "scale_factor", 3, [1, 1, 2, 2]),
+    ("SmoothL1Loss", "is_huber", False, None),
+]
+
+
+def mutation_record(root, case, attr, value, shape):
+    """Output of the layer of ``case`` after ``setattr(layer, attr, value)``, fingerprinted
+    as in op_reference (float64 inputs and parameters)."""
+    import numpy as np
+    from op_reference import fingerprint
+    root.set_default_dtype("float64")
+    try:
+        layer = CASES[case](root.nn)
+    finally:
+        root.set_default_dtype("float32")
+    rng = np.random.default_rng(11)
+    for p in layer.parameters():
+        p.set_value(rng.standard_normal(list(p.shape)))
+    setattr(layer, attr, value)
+    if shape is None:   # a loss: input and label
+        a, b = (root.to_tensor(rng.standard_normal([6]) * 3) for _ in range(2))
+        return fingerprint(layer(a, b).numpy())
+    return fingerprint(layer(root.to_tensor(rng.standard_normal(shape))).numpy())
+
+
 def encode(v, _depth=0):
     """A JSON value that stands for the attribute value ``v`` (see the module docstring)."""
     import numpy as np
@@ -245,7 +293,8 @@ def record(root):
         models[key] = [[k, list(t.shape)] for k, t in m.state_dict().items()]
     p = nn.Linear(3, 4).weight
     param = {a: encode(getattr(p, a, "<missing>")) for a in PARAMETER_ATTRS if a != "name"}
-    return {"layers": layers, "models": models, "parameter": param}
+    mutations = {f"{c}.{a}": mutation_record(root, c, a, v, s) for c, a, v, s in MUTATIONS}
+    return {"layers": layers, "models": models, "parameter": param, "mutations": mutations}
 
 
 if __name__ == "__main__":

@@ -50,6 +50,31 @@ def test_vision_model_state_dict_keys_match_paddle(tables, model):
     assert tables[0]["models"][model] == tables[1]["models"][model]
 
 
+def test_changing_an_attribute_after_construction_acts_as_in_paddle(tables):
+    import numpy as np
+    ours, theirs = tables[0]["mutations"], tables[1]["mutations"]
+    # (1e-6: Paddle's interpolation computes its source coordinates in float32)
+    wrong = {k: (ours[k], v) for k, v in theirs.items()
+             if ours[k]["shape"] != v["shape"] or not np.allclose(ours[k]["fp"], v["fp"], rtol=1e-6, atol=1e-9)}
+    assert not wrong, f"outputs after changing an attribute differ from Paddle's (ddg, paddle): {wrong}"
+
+
+def test_a_paddle_state_dict_loads_into_prelu_and_a_shared_sublayer_is_listed_twice():
+    import numpy as np
+    prelu = ddg.nn.PReLU(3)
+    missing, unexpected = prelu.set_state_dict({"_weight": np.full([3], 0.7, dtype="float32")})
+    assert not missing and not unexpected and np.allclose(prelu._weight.numpy(), 0.7)
+
+    class Shared(ddg.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.a = ddg.nn.Linear(2, 2)
+            self.b = self.a
+
+    assert list(Shared().state_dict()) == ["a.weight", "a.bias", "b.weight", "b.bias"]
+    assert len(Shared().parameters()) == 2
+
+
 def test_parameter_attributes_match_paddle(tables):
     assert tables[0]["parameter"] == tables[1]["parameter"]
     p = ddg.nn.Linear(2, 2).weight
