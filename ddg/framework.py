@@ -7,6 +7,7 @@ The static-graph internals of the same module (``IrGraph``, ``LayerHelper``,
 ``OpProtoHolder``, ``core``) are not here: they build and run programs, which ddg does
 not have.
 """
+import contextlib
 import functools
 
 import numpy as np
@@ -104,3 +105,11 @@ def dygraph_not_support(func):
         raise RuntimeError(f"ddg.framework: {func.__name__} needs static-graph mode, which ddg does not have")
     return refuse
 
+
+
+@contextlib.contextmanager
+def _no_check_dy2st_diff():
+    """Paddle turns off its checks of dynamic/static behaviour differences inside; ddg has
+    no static graph, so there is nothing to check (model-zoo code enters it when
+    ``hasattr(paddle.framework, "_no_check_dy2st_diff")``)."""
+    yield

@@ -111,3 +111,19 @@ def test_names_needing_paddle_kernels_say_so(name):
     import importlib
     with pytest.raises(NotImplementedError, match="use|no equivalent"):
         getattr(importlib.import_module("ddg." + mod), attr)
+
+
+def test_framework_context_managers_model_zoo_code_enters():
+    x = ddg.ones([1, 2, 4, 4])
+    with ddg.framework._no_check_dy2st_diff():
+        y = ddg.nn.functional.avg_pool2d(x, 3, 1, 1)
+    with ddg.static.program_guard(ddg.static.Program()), ddg.static.name_scope("block"):
+        z = ddg.nn.functional.avg_pool2d(x, 3, 1, 1)
+    assert np.array_equal(y.numpy(), z.numpy())
+    prog = ddg.static.Program()
+    old = ddg.framework.switch_main_program(prog)
+    assert ddg.static.default_main_program() is prog
+    ddg.framework.switch_main_program(old)
+    with pytest.raises(TypeError, match="Program"):
+        with ddg.static.program_guard("main"):
+            pass

@@ -81,3 +81,24 @@ def test_parameter_attributes_match_paddle(tables):
     for a in PARAMETER_ATTRS:
         assert hasattr(p, a), a
     assert encode((1, [2])) == {"tuple": [1, [2]]}
+
+
+def test_nn_init_fills_in_place_as_paddle_does():
+    import numpy as np
+    from ddg.nn import init
+    w = ddg.nn.Linear(300, 200).weight                     # [in=300, out=200]
+    assert init.constant_(w, 0.25) is w and np.all(w.numpy() == 0.25)
+    init.zeros_(w), init.ones_(w)
+    assert np.all(w.numpy() == 1)
+    small = ddg.zeros([2, 3])
+    assert np.array_equal(init.eye_(small).numpy(), np.eye(2, 3))
+    # He normal: std gain / sqrt(fan); Paddle's fan_in of a [in, out] weight is in, fan_out is out
+    ddg.seed(3)
+    init.kaiming_normal_(w, mode="fan_out", nonlinearity="relu")
+    assert abs(w.numpy().std() / (np.sqrt(2.0) / np.sqrt(200)) - 1) < 0.05
+    init.kaiming_uniform_(w, a=0.1, mode="fan_in")
+    bound = np.sqrt(2.0 / (1 + 0.1 ** 2)) * np.sqrt(3.0 / 300)
+    assert np.abs(w.numpy()).max() <= bound and np.abs(w.numpy()).max() > 0.95 * bound
+    with pytest.raises(ValueError, match="mode"):
+        init.kaiming_normal_(w, mode="fan_avg")
+    assert ddg.nn.Module is ddg.nn.Layer and ddg.nn.layer.Layer is ddg.nn.Layer
