@@ -67,6 +67,86 @@ MATMUL_SHAPES = [
 PRODUCTS = ["matmul", "matmul_tx", "matmul_ty", "mm", "bmm", "dot", "inner", "outer"]
 
 
+RANK_SHAPES = [[], [3], [2, 3], [2, 3, 4], [2, 1, 3, 2]]
+REDUCTIONS = ["sum", "mean", "max", "min", "prod", "amax", "amin", "argmax", "argmin", "all", "any", "logsumexp",
+              "std", "var", "cumsum", "count_nonzero", "nansum"]
+SHAPE_OPS = {
+    "reshape_flat": lambda p, x: p.reshape(x, [-1]),
+    "reshape_back": lambda p, x: p.reshape(x, list(reversed(x.shape))),
+    "transpose_rev": lambda p, x: p.transpose(x, list(reversed(range(x.ndim)))),
+    "squeeze": lambda p, x: p.squeeze(x),
+    "squeeze_neg": lambda p, x: p.squeeze(x, axis=-1),
+    "unsqueeze_0": lambda p, x: p.unsqueeze(x, 0),
+    "unsqueeze_last": lambda p, x: p.unsqueeze(x, -1),
+    "unsqueeze_list": lambda p, x: p.unsqueeze(x, [0, 2]),
+    "flatten": lambda p, x: p.flatten(x),
+    "flatten_1": lambda p, x: p.flatten(x, 1),
+    "broadcast_to": lambda p, x: p.broadcast_to(x, [2] + list(x.shape)),
+    "expand": lambda p, x: p.expand(x, [3] + list(x.shape)),
+    "tile": lambda p, x: p.tile(x, [2]),
+    "flip": lambda p, x: p.flip(x, -1),
+    "roll": lambda p, x: p.roll(x, 1),
+    "roll_axis": lambda p, x: p.roll(x, 1, axis=-1),
+    "concat": lambda p, x: p.concat([x, x], axis=-1),
+    "stack_0": lambda p, x: p.stack([x, x], axis=0),
+    "stack_last": lambda p, x: p.stack([x, x], axis=-1),
+    "split_first": lambda p, x: p.concat(p.split(x, [1, x.shape[0] - 1], axis=0), axis=0),
+    "chunk_last": lambda p, x: p.chunk(x, 1, axis=-1)[0],
+    "t": lambda p, x: p.t(x),
+    "moveaxis": lambda p, x: p.moveaxis(x, 0, -1),
+    "diff": lambda p, x: p.diff(x),
+    "sort": lambda p, x: p.sort(x),
+    "argsort": lambda p, x: p.argsort(x),
+    "topk": lambda p, x: p.topk(x, 1)[0],
+    "tril": lambda p, x: p.tril(x),
+    "clone_T": lambda p, x: x.T,
+    "mT": lambda p, x: x.mT,
+}
+EINSUMS = [("i,i->", [[4], [4]]), ("ij,jk->ik", [[2, 3], [3, 4]]), ("bij,bjk->bik", [[2, 2, 3], [2, 3, 4]]),
+           ("ii->i", [[3, 3]]), ("ij->ji", [[2, 3]]), ("...ij,...jk->...ik", [[2, 2, 3], [3, 4]]),
+           ("i,j->ij", [[2], [3]]), ("bhqd,bhkd->bhqk", [[1, 2, 3, 4], [1, 2, 5, 4]]), ("ij->", [[2, 3]]),
+           ("ijk->kji", [[2, 3, 4]]), (",i->i", [[], [3]]), ("ii", [[3, 3]]), ("ij,ij->ij", [[2, 3], [2, 3]])]
+
+
+def run_reduction(paddle, op, shape, axis, keepdim):
+    (x,) = _inputs(len(shape) + 40, shape)
+    t = paddle.to_tensor(x)
+    if op in ("all", "any"):
+        t = t > 0
+    if op == "count_nonzero":
+        t = paddle.to_tensor(np.where(x > 0, x, 0))
+    fn = getattr(paddle, op)
+    if op == "cumsum":
+        return fn(t, axis=axis)
+    if op in ("argmax", "argmin"):
+        return fn(t, axis=axis, keepdim=keepdim)
+    return fn(t, axis=axis, keepdim=keepdim)
+
+
+def reduction_cases():
+    out = []
+    for op in REDUCTIONS:
+        for shape in RANK_SHAPES:
+            nd = len(shape)
+            axes = [None] + ([0, -1] if nd else [0, -1]) + ([[0, -1]] if nd >= 2 else [])
+            for axis in axes:
+                for keepdim in ((False,) if op == "cumsum" else (False, True)):
+                    if op == "cumsum" and isinstance(axis, list):
+                        continue
+                    out.append((f"{op}/{shape}/axis={axis}/keepdim={keepdim}", (op, shape, axis, keepdim)))
+    return out
+
+
+def run_shape_op(paddle, name, shape):
+    (x,) = _inputs(len(shape) + 60, shape)
+    return SHAPE_OPS[name](paddle, paddle.to_tensor(x))
+
+
+def run_einsum(paddle, eq, shapes):
+    arrays = _inputs(len(shapes) + 80, *shapes)
+    return paddle.einsum(eq, *[paddle.to_tensor(a) for a in arrays])
+
+
 def _inputs(seed, *shapes):
     rng = np.random.default_rng(seed)
     return [rng.standard_normal(s) for s in shapes]
@@ -118,6 +198,13 @@ def all_cases():
     for op in PRODUCTS:
         for sa, sb in MATMUL_SHAPES:
             cases[f"{op}/{sa}x{sb}"] = (run_product, (op, sa, sb))
+    for key, args in reduction_cases():
+        cases["reduce:" + key] = (run_reduction, args)
+    for name in SHAPE_OPS:
+        for shape in RANK_SHAPES:
+            cases[f"shape:{name}/{shape}"] = (run_shape_op, (name, shape))
+    for eq, shapes in EINSUMS:
+        cases[f"einsum:{eq}/{shapes}"] = (run_einsum, (eq, shapes))
     return cases
 
 
