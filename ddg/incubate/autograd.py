@@ -2,7 +2,11 @@
 ``Jacobian``, ``Hessian``, ``grad``, ``forward_grad``) on ddg's engine. ``enable_prim``/
 ``disable_prim`` switch Paddle's primitive-operator lowering of static programs; ddg has
 no static programs, so they only set the flag ``prim_enabled()`` reports."""
+import numpy as np
+
 from ..autograd import engine
+from ..autograd.ops import movement as M
+from ..autograd.ops import reduce as R
 from ..tensor.tensor import Tensor
 
 __all__ = ["vjp", "jvp", "Jacobian", "Hessian", "enable_prim", "disable_prim", "prim_enabled", "forward_grad",
@@ -111,8 +115,6 @@ class Jacobian:
         self.shape = (b, m, n) if is_batched else (m, n)
 
     def _build(self):
-        from ..autograd.ops import movement as M
-        import numpy as np
         ys, xs = self._ys, self._inputs
         b = self.shape[0] if self._batched else None
         flat = [M.reshape(y, [b, -1] if self._batched else [-1]) for y in ys]
@@ -141,7 +143,6 @@ class Hessian(Jacobian):
             if y.size != (inputs[0].shape[0] if is_batched else 1):
                 raise ValueError(f"ddg.incubate.autograd.Hessian: func must return one value (per batch row), got "
                                  f"shape {y.shape}")
-            from ..autograd.ops import reduce as R
             gs = engine.grad([R.sum(y)], list(inputs), create_graph=True, allow_unused=True)
             gs = [g if g is not None else x * 0 for g, x in zip(gs, inputs)]
             return gs if len(gs) > 1 else gs[0]

@@ -8,11 +8,14 @@ alternative.
 """
 import math
 
+import numpy as np
+
 from ...autograd.ops import elementwise as E
 from ...autograd.ops import linalg as L
 from ...autograd.ops import movement as M
+from ...autograd.ops import reduce as R
 from ...nn import functional as F
-from ...tensor.tensor import Tensor
+from ...tensor.creation import to_tensor, zeros
 
 __all__ = ["fused_linear", "fused_matmul_bias", "fused_linear_activation", "fused_dropout_add",
            "fused_bias_dropout_residual_layer_norm", "fused_feedforward", "fused_multi_head_attention",
@@ -185,14 +188,12 @@ def fused_rms_norm(x, norm_weight, norm_bias, epsilon, begin_norm_axis=1, bias=N
     _check_quant(quant_scale, "fused_rms_norm")
     h = _norm_prologue(x, bias, residual)
     axes = list(range(begin_norm_axis % h.ndim, h.ndim))
-    from ...autograd.ops import reduce as R
     ms = R.mean(h * h, axis=axes, keepdim=True)
     out = h * E.rsqrt(ms + epsilon)
     out = out * M.reshape(norm_weight, list(h.shape[axes[0]:]))
     if norm_bias is not None:
         out = out + M.reshape(norm_bias, list(h.shape[axes[0]:]))
     if residual is None:
-        from ...tensor.creation import zeros
         return out, zeros([0], dtype=x.dtype)
     return out, h
 
@@ -202,7 +203,6 @@ def fused_layer_norm(x, norm_weight, norm_bias, epsilon, residual_alpha=1.0, beg
     """Layer norm of ``h = x (+ bias) (+ residual_alpha * residual)`` over the axes from
     ``begin_norm_axis`` on. Returns ``(out, h, mean, 1 / sqrt(variance + epsilon))`` as Paddle
     does, the statistics one per normalised row."""
-    from ...autograd.ops import reduce as R
     _check_quant(quant_scale, "fused_layer_norm")
     h = _norm_prologue(x, bias, residual, residual_alpha)
     axis = begin_norm_axis % h.ndim
@@ -268,8 +268,6 @@ def fused_rotary_position_embedding(q, k=None, v=None, sin=None, cos=None, posit
     the two halves of the head (``use_neox_rotary_style``) or neighbouring elements. Without
     ``sin``/``cos`` they are built from ``rotary_emb_base``. Returns ``(q, k, v)`` (None for
     those not given)."""
-    import numpy as np
-    from ...tensor.creation import to_tensor
     op = "fused_rotary_position_embedding"
     if q.ndim != 4:
         raise ValueError(f"ddg.incubate.nn.functional.{op}: q must be 4-D [batch, seq, heads, head_dim], got {q.shape}")
