@@ -11,7 +11,8 @@ with its required arguments and with a few variants of the others) the table hol
   tuples as ``{"tuple": [...]}`` (so that a list and a tuple differ, as they do for code
   that appends to one), ``ParamAttr`` as its fields, tensors as their shape, layers as
   their class name, dtypes as their name, anything else as its type's name;
-* ``state_dict``: the keys of ``state_dict()`` in order, each with its shape.
+* ``state_dict``: the keys of ``state_dict()`` in order, each with its shape;
+* ``params``: each parameter's learning rate, ``trainable``, ``need_clip``, ``stop_gradient``.
 
 It also records the attributes of a dygraph ``Parameter`` (``PARAMETER_ATTRS``).
 """
@@ -30,6 +31,11 @@ BOOKKEEPING = {"_helper", "_built", "_op_recorder", "_loaddict_holder", "_custom
 
 PARAMETER_ATTRS = ["name", "persistable", "trainable", "stop_gradient", "optimize_attr", "regularizer",
                    "need_clip", "do_model_average", "is_distributed", "is_leaf"]
+
+
+def _attr(nn, name, lr, trainable=True):
+    return nn.ParamAttr(name=name, learning_rate=lr, trainable=trainable) if hasattr(nn, "ParamAttr") else \
+        __import__(nn.__name__.split(".")[0]).ParamAttr(name=name, learning_rate=lr, trainable=trainable)
 
 
 def _cell(nn):
@@ -110,6 +116,13 @@ CASES = {
     "LeakyReLU": lambda nn: nn.LeakyReLU(0.1),
     "Linear": lambda nn: nn.Linear(3, 4),
     "Linear/nobias": lambda nn: nn.Linear(3, 4, bias_attr=False),
+    "Linear/attrs": lambda nn: nn.Linear(3, 4, weight_attr=_attr(nn, "fc_w", 0.1),
+                                         bias_attr=_attr(nn, None, 2.0, trainable=False)),
+    "Conv2D/attrs": lambda nn: nn.Conv2D(2, 4, 3, weight_attr=_attr(nn, "cw", 0.5), bias_attr=False),
+    "BatchNorm2D/attrs": lambda nn: nn.BatchNorm2D(4, weight_attr=_attr(nn, None, 0.3), bias_attr=_attr(nn, None, 1.0)),
+    "Embedding/attrs": lambda nn: nn.Embedding(10, 4, weight_attr=_attr(nn, "emb", 1.0)),
+    "LayerNorm/attrs": lambda nn: nn.LayerNorm(4, weight_attr=_attr(nn, None, 0.5), bias_attr=False),
+    "PReLU/attrs": lambda nn: nn.PReLU(2, weight_attr=_attr(nn, None, 0.5)),
     "LocalResponseNorm": lambda nn: nn.LocalResponseNorm(3),
     "LogSigmoid": lambda nn: nn.LogSigmoid(),
     "LogSoftmax": lambda nn: nn.LogSoftmax(1),
@@ -272,7 +285,9 @@ def encode(v, _depth=0):
 def layer_record(layer, base_attrs):
     attrs = {k: encode(v) for k, v in vars(layer).items() if k not in base_attrs and k not in BOOKKEEPING}
     sd = [[k, list(t.shape)] for k, t in layer.state_dict().items()]
-    return {"class": type(layer).__name__, "attrs": attrs, "state_dict": sd}
+    params = {k: [p.optimize_attr["learning_rate"], p.trainable, p.need_clip, p.stop_gradient]
+              for k, p in layer.named_parameters()}
+    return {"class": type(layer).__name__, "attrs": attrs, "state_dict": sd, "params": params}
 
 
 def record(root):

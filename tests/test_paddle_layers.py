@@ -43,6 +43,7 @@ def test_layer_attributes_and_state_dict_match_paddle(tables, case):
              if k in ours["attrs"] and ours["attrs"][k] != v}
     assert not wrong, f"{case}: attribute values differ (ddg, paddle): {wrong}"
     assert ours["state_dict"] == theirs["state_dict"], case
+    assert ours["params"] == theirs["params"], case
 
 
 @pytest.mark.parametrize("model", sorted(MODELS))
