@@ -106,6 +106,7 @@ _LAZY = {
     "metric": ".metric", "callbacks": ".callbacks", "hapi": ".hapi", "amp": ".amp",
     "version": ".version", "fft": ".fft", "distribution": ".distribution", "profiler": ".profiler",
     "text": ".text",
+    "framework": ".framework", "incubate": ".incubate",
 }
 _LAZY_ATTRS = {
     "save": (".io.serialization", "save"), "load": (".io.serialization", "load"),

@@ -59,7 +59,6 @@ KNOWN = {
     ".nn:Conv2D": {"position"},
     ".nn:Conv3D": {"position"},
     ".nn:Dropout": {"position"},
-    ".nn:Embedding": {"position"},
     ".nn:GroupNorm": {"position"},
     ".nn:LayerNorm": {"position"},
     ".nn.functional:dropout": {"position"},

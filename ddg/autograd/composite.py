@@ -32,8 +32,8 @@ def var(x, axis=None, unbiased=None, keepdim=False, name=None, *, correction=1):
         n *= x._data.shape[a]
     d = E.subtract(x, R.mean(x, axis=axes, keepdim=True))
     v = R.mean(E.square(d), axis=axes, keepdim=keepdim)
-    if c:
-        v = E.multiply(v, n / _b.max(n - c, 1))
+    if c:   # n <= correction: no degrees of freedom left, NaN (as Paddle, numpy)
+        v = E.multiply(v, n / (n - c) if n > c else float("nan"))
     return v
 
 
@@ -47,8 +47,12 @@ def count_nonzero(x, axis=None, keepdim=False, name=None):
 
 # -- products ------------------------------------------------------------------------------
 def dot(x, y, name=None):
-    """Inner product of vectors (row-wise for 2-D inputs, as in Paddle)."""
-    if x.ndim == 1 and y.ndim == 1:
+    """Inner product of vectors (row-wise for 2-D inputs, as in Paddle): ``x`` and ``y`` are
+    both 1-D or both 2-D, of the same shape."""
+    if x.ndim not in (1, 2) or list(x.shape) != list(y.shape):
+        raise ValueError(f"ddg.dot: needs two 1-D or two 2-D tensors of the same shape, got shapes {x.shape} "
+                         f"and {y.shape}")
+    if x.ndim == 1:
         return L.matmul(x, y)
     return R.sum(E.multiply(x, y), axis=-1)
 
@@ -92,6 +96,10 @@ def topk(x, k, axis=None, largest=True, sorted=True, name=None):  # noqa: A002 -
     """The ``k`` largest (or smallest) values along ``axis`` (default the last) and their
     int64 indices, in sorted order."""
     k = int(k.item() if isinstance(k, Tensor) else k)
+    if x._data.ndim == 0:   # a 0-D tensor is its own top 1
+        if k not in (0, 1) or (axis is not None and axis not in (0, -1)):
+            raise ValueError(f"ddg.topk: k={k}, axis={axis} do not fit a 0-D tensor")
+        return x, M.reshape(G.not_equal(x, x), []).astype("int64")
     axis = -1 if axis is None else axis
     ax = normalize_axis(axis, x._data.ndim, "topk")
     n = x._data.shape[ax] if x._data.ndim else 1

@@ -1,5 +1,5 @@
 """``ddg.nn``: layers, parameters, initializers, losses, gradient clipping."""
-from . import functional, initializer  # noqa: F401
+from . import functional, init, initializer  # noqa: F401
 from .clip import ClipGradByGlobalNorm, ClipGradByNorm, ClipGradByValue  # noqa: F401
 from .layer.activation import *  # noqa: F401,F403
 from .layer.common import CosineSimilarity, Flatten, Identity, Linear  # noqa: F401
@@ -15,6 +15,8 @@ from .layer.pooling import (AdaptiveAvgPool1D, AdaptiveAvgPool2D, AdaptiveMaxPoo
                             AdaptiveAvgPool3D, AdaptiveMaxPool3D)
 from .layer.container import LayerDict, LayerList, ParameterDict, ParameterList, Sequential  # noqa: F401
 from .layer.layers import Layer  # noqa: F401
+
+Module = Layer   # Paddle 3's PyTorch spelling of Layer
 from .layer.loss import *  # noqa: F401,F403
 from .layer.rnn import (RNN, GRU, LSTM, BiRNN, GRUCell, LSTMCell, RNNCellBase,  # noqa: F401
                         SimpleRNN, SimpleRNNCell)

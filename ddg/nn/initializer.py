@@ -150,22 +150,30 @@ def calculate_gain(nonlinearity, param=None):
 
 
 class KaimingUniform(Initializer):
-    def __init__(self, fan_in=None, negative_slope=0.0, nonlinearity="relu", name=None):
-        self.fan_in, self.slope, self.nonlinearity = fan_in, negative_slope, nonlinearity
+    """He initialisation; ``mode='fan_out'`` scales by the fan-out instead of the fan-in."""
+
+    def __init__(self, fan_in=None, negative_slope=0.0, nonlinearity="relu", mode="fan_in", name=None):
+        if mode not in ("fan_in", "fan_out"):
+            raise ValueError(f"ddg.nn.initializer.{type(self).__name__}: mode must be 'fan_in' or 'fan_out', "
+                             f"got {mode!r}")
+        self.fan_in, self.slope, self.nonlinearity, self.mode = fan_in, negative_slope, nonlinearity, mode
+
+    def _fan(self, shape):
+        return self.fan_in or _fans(shape)[0 if self.mode == "fan_in" else 1]
 
     def _gain(self):
         return calculate_gain(self.nonlinearity, self.slope) if self.nonlinearity in ("relu", "leaky_relu") \
             else calculate_gain(self.nonlinearity)
 
     def _sample(self, shape):
-        fi = self.fan_in or _fans(shape)[0]
+        fi = self._fan(shape)
         limit = self._gain() * math.sqrt(3.0 / fi)
         return backend.rng().uniform(-limit, limit, shape)
 
 
 class KaimingNormal(KaimingUniform):
     def _sample(self, shape):
-        fi = self.fan_in or _fans(shape)[0]
+        fi = self._fan(shape)
         return backend.rng().normal(0.0, self._gain() / math.sqrt(fi), shape)
 
 

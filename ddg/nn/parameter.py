@@ -5,6 +5,7 @@ import numpy as np
 
 from ..tensor.dtypes import convert_dtype, default_float
 from ..tensor.place import current_place, move_array
+from ..static.program import default_main_program
 from ..tensor.tensor import Tensor
 from . import initializer as init
 from .param_attr import ParamAttr
@@ -24,8 +25,15 @@ class Parameter(Tensor):
         self.optimize_attr = {"learning_rate": 1.0 if attr is None else attr.learning_rate}
         self.regularizer = None if attr is None else attr.regularizer
         self.need_clip = True if attr is None else attr.need_clip
+        self.do_model_average = True if attr is None else attr.do_model_average
         self.is_distributed = False
         self.trainable = trainable
+
+    @property
+    def block(self):
+        """The global block of the default program (Paddle's dygraph parameters have one;
+        initializers accept it as their second argument and ignore it)."""
+        return default_main_program().global_block()
 
     @property
     def trainable(self):
@@ -44,6 +52,7 @@ class Parameter(Tensor):
         p = Parameter(self._data.copy(), trainable=self.trainable, name=self.name)
         p.optimize_attr = dict(self.optimize_attr)
         p.regularizer, p.need_clip = self.regularizer, self.need_clip
+        p.do_model_average, p.is_distributed = self.do_model_average, self.is_distributed
         memo[id(self)] = p
         return p
 

@@ -242,11 +242,12 @@ def _why_not_convertible(bn):
         if owner not in _KNOWN and owner is not Layer:
             return f"{owner.__name__} redefines {meth}()"
     params = [k for k, v in bn._parameters.items() if v is not None]
-    if sorted(params) != sorted(_STATE) or any(v is not None for v in bn._buffers.values()) \
-            or any(v is not None for v in bn._sub_layers.values()):
+    # weight and bias may be absent (weight_attr/bias_attr=False); the statistics may not
+    if not set(params) <= set(_STATE) or not set(_STATE[2:]) <= set(params) \
+            or any(v is not None for v in bn._buffers.values()) or any(v is not None for v in bn._sub_layers.values()):
         extra = sorted(set(params) - set(_STATE)) + [k for k, v in bn._buffers.items() if v is not None] + \
             [k for k, v in bn._sub_layers.items() if v is not None]
-        missing = sorted(set(_STATE) - set(params))
+        missing = sorted(set(_STATE[2:]) - set(params))
         return f"it holds state a SyncBatchNorm does not (extra {extra}, missing {missing})"
     return None
 
@@ -264,11 +265,15 @@ def _convert_one(cls, bn):
     d["_epsilon"] = float(bn._epsilon)
     d["_data_format"] = bn._data_format
     d["_group"] = None
-    d["_use_global_stats"] = bn._use_global_stats
+    d["_use_global_stats"] = bn._statistics_mode()
     d["_act"] = getattr(bn, "_act", None)
     d["_ndims"] = next((v for k, v in _NDIMS.items() if isinstance(bn, k)), (2, 3, 4, 5))
     # the very same Parameter objects, in the same order (optimizers, state_dict keys, reducer order)
     new._parameters.update(bn._parameters)
+    for name in ("weight", "bias"):      # weight_attr/bias_attr=False: no parameter at all
+        if bn._parameters.get(name) is None:
+            new._parameters.pop(name, None)
+            d[name] = None
     for key in ("_forward_pre_hooks", "_forward_post_hooks"):
         d[key].update(bn.__dict__[key])
     if "_state_dict_hooks" in bn.__dict__:

@@ -2,12 +2,19 @@
 
 ddg has no separate static-graph executor: ``ddg.jit.to_static`` records eager code
 and replays it. ``InputSpec`` describes an input (shape with ``None``/-1 for any
-size, dtype, name) for ``to_static`` and ``ddg.jit.save``."""
+size, dtype, name) for ``to_static`` and ``ddg.jit.save``. The names dygraph code
+touches (``Program``, ``Block``, ``Variable``, ``default_main_program``, ``program_guard``,
+``name_scope``, ``amp``) behave as they do in Paddle's dygraph mode (``program.py``,
+``amp/``)."""
 import numpy as np
 
 from ..tensor.dtypes import convert_dtype
+from . import amp  # noqa: F401
+from .program import (Block, Program, Variable, default_main_program, default_startup_program, name_scope,
+                      program_guard)
 
-__all__ = ["InputSpec"]
+__all__ = ["InputSpec", "Block", "Program", "Variable", "default_main_program", "default_startup_program",
+           "name_scope", "program_guard", "amp"]
 
 
 class InputSpec:

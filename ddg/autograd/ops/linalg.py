@@ -1,9 +1,12 @@
 """Matrix products: matmul (vectors, matrices, broadcast batches), mm, bmm, einsum;
 the matrix inverse. Their composites (dot, outer, t) are in ``ddg.autograd.composite``."""
+import string
+
 import numpy as np
 
 from ...tensor import backend
 from ...tensor.dtypes import upcast
+from ...tensor.tensor import Tensor
 from ..function import Function, same_float_dtype, sum_to
 from ..higher import live_input, live_output, sum_to_t
 
@@ -27,6 +30,9 @@ class MatMul(Function):
         if type(a) is np.ndarray:   # numpy has no half-precision BLAS: float32 products
             a, b = upcast(a), upcast(b)
         self.a, self.b = a, b
+        if a.ndim == 0 or b.ndim == 0:
+            raise ValueError(f"matmul needs tensors of at least 1 dimension, got shapes {list(a.shape)} and "
+                             f"{list(b.shape)}")
         A = _swap(a) if self.tx else a
         B = _swap(b) if self.ty else b
         if A.shape[-1] != B.shape[-2 if B.ndim > 1 else 0]:
@@ -104,8 +110,8 @@ def matmul(x, y, transpose_x=False, transpose_y=False, name=None):
 
 
 def mm(input, mat2, name=None):  # noqa: A002
-    if input.ndim != 2 or mat2.ndim != 2:
-        raise ValueError(f"ddg.mm: needs two matrices, got shapes {input.shape} and {mat2.shape}")
+    """The matrix product as ``matmul`` computes it (Paddle's ``mm``): vectors, matrices and
+    batches of matrices, with the batch dimensions broadcast."""
     return MatMul()(input, mat2)
 
 
@@ -199,26 +205,69 @@ class Einsum(Function):
 
 def einsum(equation, *operands):
     """Einstein summation, e.g. ``einsum('bij,bjk->bik', a, b)``. Without ``->`` the
-    output holds the letters used once, in alphabetical order (numpy's rule). Not
-    supported: ``...`` and a letter repeated within one operand (diagonals)."""
+    output holds the broadcast (``...``) axes, then the letters used once in alphabetical
+    order (numpy's rule). ``...`` stands for the leading axes of each operand, broadcast
+    against each other; a letter repeated within one operand takes its diagonal (each
+    extra occurrence is tied to the first by an identity matrix, so the gradient follows)."""
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
     eq = equation.replace(" ", "")
-    if "..." in eq:
-        raise ValueError(f"ddg.einsum: '...' is not supported (equation {equation!r})")
-    lhs, _, out = eq.partition("->")
+    lhs, arrow, out = eq.partition("->")
     ins = lhs.split(",")
     if len(ins) != len(operands):
         raise ValueError(f"ddg.einsum: {equation!r} names {len(ins)} operands, got {len(operands)}")
-    if "->" not in eq:
+    free = iter(c for c in string.ascii_letters if c not in eq)
+    # '...': the same fresh letters in every operand, right-aligned
+    ranks = []
+    for s_, t in zip(ins, operands):
+        if "..." in s_:
+            ranks.append(t.ndim - (len(s_) - 3))
+            if ranks[-1] < 0:
+                raise ValueError(f"ddg.einsum: subscripts {s_!r} do not fit an operand of shape {t.shape}")
+    ell = "".join(next(free) for _ in range(max(ranks, default=0)))
+    ins = [s_.replace("...", ell[len(ell) - (t.ndim - (len(s_) - 3)):]) if "..." in s_ else s_
+           for s_, t in zip(ins, operands)]
+    if not arrow:
         letters = "".join(ins)
-        out = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
-    for s, t in zip(ins, operands):
-        if len(set(s)) != len(s):
-            raise ValueError(f"ddg.einsum: operand subscripts {s!r} repeat a letter (diagonals are not supported)")
-        if len(s) != t.ndim:
-            raise ValueError(f"ddg.einsum: subscripts {s!r} do not fit an operand of shape {t.shape}")
-    return Einsum(ins, out)(*operands)
+        out = ell + "".join(sorted(c for c in set(letters) if letters.count(c) == 1 and c not in ell))
+    else:
+        out = out.replace("...", ell)
+    operands = list(operands)
+    for k, (s_, t) in enumerate(zip(ins, operands)):
+        if len(s_) != t.ndim:
+            raise ValueError(f"ddg.einsum: subscripts {s_!r} do not fit an operand of shape {t.shape}")
+    # broadcast the '...' axes of size 1
+    sizes = {}
+    for s_, t in zip(ins, operands):
+        for c, n in zip(s_, t.shape):
+            if c in ell and n != 1:
+                sizes[c] = n
+    for k, (s_, t) in enumerate(zip(ins, operands)):
+        want = [sizes.get(c, n) if c in ell else n for c, n in zip(s_, t.shape)]
+        if want != list(t.shape):
+            operands[k] = t.expand(want)
+    # diagonals: a repeated letter becomes a fresh one tied to the first by an identity
+    extra_subs, extra_ops = [], []
+    for k, s_ in enumerate(ins):
+        seen, chars = {}, list(s_)
+        for i, c in enumerate(chars):
+            if c in seen:
+                n, m = operands[k].shape[seen[c]], operands[k].shape[i]
+                if n != m:
+                    raise ValueError(f"ddg.einsum: the diagonal {c!r} of {s_!r} needs equal sizes, got {n} and {m} "
+                                     f"(shape {operands[k].shape})")
+                fresh = next(free)
+                chars[i] = fresh
+                extra_subs.append(c + fresh)
+                xp = backend.get_array_module(operands[k]._data)
+                extra_ops.append(Tensor._wrap(xp.eye(n, dtype=operands[k]._data.dtype)))
+            else:
+                seen[c] = i
+        ins[k] = "".join(chars)
+    for c in out:
+        if not any(c in s_ for s_ in ins):
+            raise ValueError(f"ddg.einsum: output letter {c!r} of {equation!r} is in no operand")
+    return Einsum(ins + extra_subs, out)(*operands, *extra_ops)
 
 
 def _inv_t(a):

@@ -427,6 +427,9 @@ def moveaxis(x, source, destination, name=None):
 
 def flatten(x, start_axis=0, stop_axis=-1, name=None):
     nd = x._data.ndim
+    for what, a in (("start_axis", start_axis), ("stop_axis", stop_axis)):
+        if not -max(nd, 1) <= a < max(nd, 1):
+            raise ValueError(f"ddg.flatten: {what}={a} is out of range for shape {x.shape}")
     if nd == 0:
         return reshape(x, [1])
     s, e = start_axis % nd, stop_axis % nd
@@ -445,8 +448,8 @@ def squeeze(x, axis=None, name=None):
         axes = [i for i, n in enumerate(shape) if n == 1]
     else:
         axes = [axis] if isinstance(axis, int) else list(axis)
-        axes = [_ax(a, len(shape), "squeeze") for a in axes]
-        axes = [a for a in axes if shape[a] == 1]  # Paddle ignores axes whose size is not 1
+        axes = [_ax(a, max(len(shape), 1), "squeeze") for a in axes]   # a 0-D tensor takes axis 0/-1
+        axes = [a for a in axes if a < len(shape) and shape[a] == 1]  # Paddle ignores axes whose size is not 1
     return reshape(x, [n for i, n in enumerate(shape) if i not in axes])
 
 
@@ -455,6 +458,9 @@ def unsqueeze(x, axis, name=None):
     shape = list(x._data.shape)
     for a in axes:
         a = int(a)
+        if not -(len(shape) + 1) <= a <= len(shape):
+            raise ValueError(f"ddg.unsqueeze: axis {a} is out of range for a result of rank {len(shape) + 1} "
+                             f"(input shape {x.shape}, axes {axis})")
         a = a + len(shape) + 1 if a < 0 else a
         shape.insert(a, 1)
     return reshape(x, shape)

@@ -284,6 +284,9 @@ def cumsum(x, axis=None, dtype=None, name=None):
         x = x.astype(dtype)
     elif x._data.dtype.kind in "biu" and x._data.dtype.itemsize < 8:
         x = x.astype("int64")  # Paddle's: integer cumulative sums are int64
+    if x._data.ndim == 0 and axis is not None:   # along its axis, a 0-D tensor stays 0-D
+        _axis(axis, 1, "cumsum")
+        return CumSum(None)(x).reshape([])
     if axis is None:
         return CumSum(None)(x)
     return CumSum(_axis(axis, x._data.ndim, "cumsum"))(x)
@@ -316,6 +319,11 @@ class ArgReduce(Function):
 
 def _arg(fn):
     def op(x, axis=None, keepdim=False, dtype="int64", name=None):
+        if x._data.ndim == 0 and axis is not None:
+            # a 0-D tensor: index 0, shaped [1] with keepdim (Paddle's rule)
+            _axes(int(axis), 1, fn)
+            out = ArgReduce(fn, None, False, convert_dtype(dtype))(x)
+            return out.reshape([1]) if keepdim else out
         ax = None if axis is None else _axes(int(axis), x._data.ndim, fn)[0]
         return ArgReduce(fn, ax, bool(keepdim), convert_dtype(dtype))(x)
     op.__name__ = fn

@@ -60,25 +60,27 @@ def _pads(padding, nd, channel_last, op):
 
 
 def _conv_pads(padding, in_sizes, kernel, stride, dilation, channel_last, op):
+    """Per-side pads and the dilation to convolve with. As in Paddle, ``'same'`` pads for
+    the undilated kernel and convolves with dilation 1 (whatever ``dilation`` says)."""
     nd = len(in_sizes)
     if isinstance(padding, str):
         mode = padding.upper()
         if mode == "VALID":
-            return (0,) * (2 * nd)
+            return (0,) * (2 * nd), dilation
         if mode != "SAME":
             raise ValueError(f"ddg.nn.functional.{op}: padding must be 'same', 'valid', an int or a list, "
                              f"got {padding!r}")
-        return same_pads(in_sizes, kernel, stride, dilation)
-    return _pads(padding, nd, channel_last, op)
+        return same_pads(in_sizes, kernel, stride), (1,) * nd
+    return _pads(padding, nd, channel_last, op), dilation
 
 
-def same_pads(in_sizes, kernel, stride, dilation=None):
+def same_pads(in_sizes, kernel, stride):
     """'SAME' padding of a convolution or pooling window: ceil(n / stride) outputs per axis,
-    the padding split as evenly as possible (the extra row/column at the end)."""
+    the padding split as evenly as possible (the extra row/column at the end). Paddle
+    computes it for the undilated kernel, and convolves with dilation 1."""
     out = []
-    for i, (n, k, s) in enumerate(zip(in_sizes, kernel, stride)):
-        d = 1 if dilation is None else dilation[i]
-        total = max((-(-n // s) - 1) * s + d * (k - 1) + 1 - n, 0)
+    for n, k, s in zip(in_sizes, kernel, stride):
+        total = max((-(-n // s) - 1) * s + k - n, 0)
         out += [total // 2, total - total // 2]
     return tuple(out)
 
@@ -122,7 +124,7 @@ def _conv(x, weight, bias, stride, padding, dilation, groups, data_format, op, f
     if weight.shape[1] * groups != x.shape[1]:
         raise ValueError(f"ddg.nn.functional.{op}: input has {x.shape[1]} channels (shape {x.shape}) but the weight "
                          f"{weight.shape} with groups={groups} expects {weight.shape[1] * groups}")
-    pads = _conv_pads(padding, x.shape[2:], weight.shape[2:], stride, dilation, channel_last, op)
+    pads, dilation = _conv_pads(padding, x.shape[2:], weight.shape[2:], stride, dilation, channel_last, op)
     fn = fn_cls(stride, pads, dilation, groups)
     y = fn(x, weight) if bias is None else fn(x, weight, bias)
     return _from_nchw(y, channel_last)
@@ -146,24 +148,23 @@ def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, data
     x = _to_nchw(x, channel_last)
     stride = _ntuple(stride, 1, "stride", op)
     dilation = _ntuple(dilation, 1, "dilation", op)
-    pads = _conv_pads(padding, x.shape[2:], weight.shape[2:], stride, dilation, False, op)
+    pads, dilation = _conv_pads(padding, x.shape[2:], weight.shape[2:], stride, dilation, False, op)
     y = conv2d(M.unsqueeze(x, 2), M.unsqueeze(weight, 2), bias, (1,) + stride, (0, 0) + pads, (1,) + dilation,
                groups)
     return _from_nchw(M.squeeze(y, 2), channel_last)
 
 
 def _transpose_geometry(in_sizes, kernel, stride, dilation, padding, output_padding, output_size, channel_last, op):
+    """Pads, output sizes and the dilation of a transposed convolution. ``'same'`` pads as
+    the forward convolution of the input would (Paddle's rule), with dilation 1."""
     nd = len(in_sizes)
     if isinstance(padding, str):
         mode = padding.upper()
         if mode == "VALID":
             pads = (0,) * (2 * nd)
         elif mode == "SAME":
-            pads = []
-            for k, s, d in zip(kernel, stride, dilation):
-                total = max(d * (k - 1) + 1 - s, 0)
-                pads += [total // 2, total - total // 2]
-            pads = tuple(pads)
+            pads = same_pads(in_sizes, kernel, stride)
+            dilation = (1,) * nd
         else:
             raise ValueError(f"ddg.nn.functional.{op}: padding must be 'same', 'valid', an int or a list, "
                              f"got {padding!r}")
@@ -181,7 +182,7 @@ def _transpose_geometry(in_sizes, kernel, stride, dilation, padding, output_padd
             if not b <= o < b + max(s, d):
                 raise ValueError(f"ddg.nn.functional.{op}: output_size {sizes} is not reachable; with this input "
                                  f"each size must lie in [{b}, {b} + stride)")
-        return pads, tuple(sizes)
+        return pads, tuple(sizes), dilation
     if isinstance(output_padding, (list, tuple)):
         op_pad = [int(v) for v in output_padding] if len(output_padding) == nd else [int(output_padding[0])] * nd
     else:
@@ -190,7 +191,7 @@ def _transpose_geometry(in_sizes, kernel, stride, dilation, padding, output_padd
         if p < 0 or p >= max(s, d):
             raise ValueError(f"ddg.nn.functional.{op}: output_padding {op_pad} must be smaller than the stride "
                              f"or the dilation {list(stride)}")
-    return pads, tuple(b + p for b, p in zip(base, op_pad))
+    return pads, tuple(b + p for b, p in zip(base, op_pad)), dilation
 
 
 def _conv_transpose(x, weight, bias, stride, padding, output_padding, dilation, groups, output_size,
@@ -211,8 +212,8 @@ def _conv_transpose(x, weight, bias, stride, padding, output_padding, dilation, 
     if weight.shape[0] != x.shape[1]:
         raise ValueError(f"ddg.nn.functional.{op}: input has {x.shape[1]} channels (shape {x.shape}) but the weight "
                          f"has shape {weight.shape}")
-    pads, out_sizes = _transpose_geometry(x.shape[2:], weight.shape[2:], stride, dilation, padding, output_padding,
-                                          output_size, channel_last, op)
+    pads, out_sizes, dilation = _transpose_geometry(x.shape[2:], weight.shape[2:], stride, dilation, padding,
+                                                    output_padding, output_size, channel_last, op)
     if min(out_sizes) <= 0:
         raise ValueError(f"ddg.nn.functional.{op}: the output would be empty ({list(out_sizes)}); padding too large")
     fn = fn_cls(stride, pads, dilation, groups, out_sizes)
@@ -246,9 +247,6 @@ def conv1d_transpose(x, weight, bias=None, stride=1, padding=0, output_padding=0
     if output_size is not None:
         output_size = [1, output_size if isinstance(output_size, int) else list(output_size)[0]]
     op_pad = output_padding if isinstance(output_padding, int) else list(output_padding)[0]
-    if isinstance(pad2, str) and pad2.upper() == "SAME":
-        pad2 = (0, 0) + _transpose_geometry([x.shape[2]], weight.shape[2:], stride, dilation, "SAME", 0, None,
-                                            False, op)[0]
     y = conv2d_transpose(M.unsqueeze(x, 2), M.unsqueeze(weight, 2), bias, (1,) + stride, pad2, (0, op_pad),
                          dilation=(1,) + dilation, groups=groups, output_size=output_size)
     return _from_nchw(M.squeeze(y, 2), channel_last)

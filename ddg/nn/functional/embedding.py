@@ -12,9 +12,11 @@ def embedding(x, weight, padding_idx=None, max_norm=None, norm_type=2.0, sparse=
               name=None):
     """Rows of ``weight`` ([num_embeddings, dim]) picked by the integer ids ``x``. Where
     ``x == padding_idx`` the output is zero and that row receives no gradient (Paddle).
-    ``sparse`` is accepted and ignored (gradients are dense)."""
-    if max_norm is not None or scale_grad_by_freq:
-        raise NotImplementedError("ddg.nn.functional.embedding: max_norm and scale_grad_by_freq are not supported")
+    ``sparse`` is accepted and ignored (gradients are dense). With ``max_norm`` the rows
+    looked up whose ``norm_type``-norm exceeds it are first scaled down to it, in place in
+    ``weight`` (Paddle's and PyTorch's rule, ``max_norm / (norm + 1e-7)``)."""
+    if scale_grad_by_freq:
+        raise NotImplementedError("ddg.nn.functional.embedding: scale_grad_by_freq is not supported")
     if x.dtype.kind not in "iu":
         raise TypeError(f"ddg.nn.functional.embedding: ids must be an integer tensor, got {x.dtype}")
     if weight.ndim != 2:
@@ -26,6 +28,8 @@ def embedding(x, weight, padding_idx=None, max_norm=None, norm_type=2.0, sparse=
     if not backend.is_gpu_array(ids) and ids.size and (int(ids.min()) < 0 or int(ids.max()) >= n):
         raise ValueError(f"ddg.nn.functional.embedding: ids must lie in [0, {n}), got values from {int(ids.min())} "
                          f"to {int(ids.max())}")
+    if max_norm is not None:
+        _renorm_rows(weight, ids, float(max_norm), float(norm_type))
     amp = _function._autocast[0]
     if amp is not None:  # ddg.amp: Paddle black-lists its embedding op (lookup_table_v2) at O1 and O2
         weight = amp.composite("lookup_table_v2", weight)
@@ -39,3 +43,14 @@ def embedding(x, weight, padding_idx=None, max_norm=None, norm_type=2.0, sparse=
         keep = E.cast(M.unsqueeze(not_equal(x, pidx), -1), weight.dtype)
         out = out * keep
     return out
+
+
+def _renorm_rows(weight, ids, max_norm, norm_type):
+    xp = backend.get_array_module(weight._data)
+    rows = xp.unique(ids.reshape(-1))
+    w = weight._data
+    norms = (xp.abs(w[rows]) ** norm_type).sum(axis=1) ** (1.0 / norm_type)
+    big = norms > max_norm
+    if bool(big.any()):
+        w[rows[big]] *= (max_norm / (norms[big] + 1e-7)).astype(w.dtype)[:, None]
+        weight._bump()

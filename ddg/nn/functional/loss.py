@@ -211,12 +211,15 @@ def l1_loss(input, label, reduction="mean", name=None):  # noqa: A002
     return _reduce(E.abs(input - label), reduction, "l1_loss")
 
 
-def smooth_l1_loss(input, label, reduction="mean", delta=1.0, name=None):  # noqa: A002
-    """Huber loss as Paddle defines it: 0.5 d^2 where |d| < delta, else delta(|d| - 0.5 delta)."""
+def smooth_l1_loss(input, label, reduction="mean", delta=1.0, is_huber=True, name=None):  # noqa: A002
+    """Huber loss as Paddle defines it: 0.5 d^2 where |d| < delta, else delta(|d| - 0.5 delta);
+    with ``is_huber=False`` the smooth L1 loss, the same divided by ``delta``."""
     _check_same_shape(input, label, "smooth_l1_loss")
     d = input - label
     ad = E.abs(d)
     per = E.where(ad < delta, 0.5 * d * d, delta * (ad - 0.5 * delta))
+    if not is_huber:
+        per = per / delta
     return _reduce(per, reduction, "smooth_l1_loss")
 
 

@@ -1,36 +1,44 @@
-"""Activation layers: thin wrappers over ddg.nn.functional."""
+"""Activation layers: thin wrappers over ddg.nn.functional. Each keeps its arguments under
+the attribute names Paddle's constructor uses (``_name``, ``_negative_slope``, ``_axis``...),
+and ``forward`` reads them there."""
 from .. import functional as F
 from ..initializer import Constant as _Constant  # private: ddg.nn star-imports this module
 from .layers import Layer
 
 
-def _simple(name, fn, doc):
+def _simple(name, fn, doc, name_attr="_name", **fixed):
+    """A layer without arguments but ``name``, kept as ``name_attr`` (Paddle's spelling for
+    that class), with the constant attributes ``fixed`` Paddle also sets."""
+    def __init__(self, name=None):
+        Layer.__init__(self)
+        setattr(self, name_attr, name)
+        for k, v in fixed.items():
+            setattr(self, k, v)
+
     def forward(self, x):
         return fn(x)
-    cls = type(name, (Layer,), {"forward": forward, "__doc__": doc,
-                                "__init__": lambda self, name=None: Layer.__init__(self)})
-    return cls
+    return type(name, (Layer,), {"forward": forward, "__doc__": doc, "__init__": __init__})
 
 
 ReLU = _simple("ReLU", F.relu, "max(x, 0)")
 ReLU6 = _simple("ReLU6", F.relu6, "min(max(x, 0), 6)")
-Sigmoid = _simple("Sigmoid", F.sigmoid, "1 / (1 + exp(-x))")
+Sigmoid = _simple("Sigmoid", F.sigmoid, "1 / (1 + exp(-x))", "name")
 Tanh = _simple("Tanh", F.tanh, "tanh(x)")
-SiLU = _simple("SiLU", F.silu, "x * sigmoid(x)")
-Swish = SiLU
+SiLU = _simple("SiLU", F.silu, "x * sigmoid(x)", _inplace=False)
+Swish = _simple("Swish", F.silu, "x * sigmoid(x)")
 Mish = _simple("Mish", F.mish, "x * tanh(softplus(x))")
 Hardswish = _simple("Hardswish", F.hardswish, "x * relu6(x + 3) / 6")
 Tanhshrink = _simple("Tanhshrink", F.tanhshrink, "x - tanh(x)")
 Softsign = _simple("Softsign", F.softsign, "x / (1 + |x|)")
 LogSigmoid = _simple("LogSigmoid", F.log_sigmoid, "log(sigmoid(x))")
-Silu = _simple("Silu", F.silu, "x * sigmoid(x) (Paddle's other spelling of SiLU)")
-Hardsigmoid = _simple("Hardsigmoid", F.hardsigmoid, "clip(x / 6 + 1 / 2, 0, 1)")
+Silu = _simple("Silu", F.silu, "x * sigmoid(x) (Paddle's other spelling of SiLU)", _inplace=False)
+Hardsigmoid = _simple("Hardsigmoid", F.hardsigmoid, "clip(x / 6 + 1 / 2, 0, 1)", "name")
 
 
 class GLU(Layer):
     def __init__(self, axis=-1, name=None):
         super().__init__()
-        self._axis = axis
+        self._axis, self._name = axis, name
 
     def forward(self, x):
         return F.glu(x, self._axis)
@@ -39,25 +47,25 @@ class GLU(Layer):
 class LeakyReLU(Layer):
     def __init__(self, negative_slope=0.01, name=None):
         super().__init__()
-        self.negative_slope = negative_slope
+        self._negative_slope, self._name = negative_slope, name
 
     def forward(self, x):
-        return F.leaky_relu(x, self.negative_slope)
+        return F.leaky_relu(x, self._negative_slope)
 
 
 class ELU(Layer):
     def __init__(self, alpha=1.0, name=None):
         super().__init__()
-        self.alpha = alpha
+        self._alpha, self._name = alpha, name
 
     def forward(self, x):
-        return F.elu(x, self.alpha)
+        return F.elu(x, self._alpha)
 
 
 class SELU(Layer):
     def __init__(self, scale=1.0507009873554805, alpha=1.6732632423543772, name=None):
         super().__init__()
-        self._scale, self._alpha = scale, alpha
+        self._scale, self._alpha, self._name = scale, alpha, name
 
     def forward(self, x):
         return F.selu(x, self._scale, self._alpha)
@@ -66,7 +74,7 @@ class SELU(Layer):
 class CELU(Layer):
     def __init__(self, alpha=1.0, name=None):
         super().__init__()
-        self._alpha = alpha
+        self._alpha, self._name = alpha, name
 
     def forward(self, x):
         return F.celu(x, self._alpha)
@@ -75,7 +83,7 @@ class CELU(Layer):
 class Softshrink(Layer):
     def __init__(self, threshold=0.5, name=None):
         super().__init__()
-        self._threshold = threshold
+        self._threshold, self._name = threshold, name
 
     def forward(self, x):
         return F.softshrink(x, self._threshold)
@@ -84,7 +92,7 @@ class Softshrink(Layer):
 class Hardshrink(Layer):
     def __init__(self, threshold=0.5, name=None):
         super().__init__()
-        self._threshold = threshold
+        self._threshold, self._name = threshold, name
 
     def forward(self, x):
         return F.hardshrink(x, self._threshold)
@@ -93,7 +101,7 @@ class Hardshrink(Layer):
 class ThresholdedReLU(Layer):
     def __init__(self, threshold=1.0, value=0.0, name=None):
         super().__init__()
-        self._threshold, self._value = threshold, value
+        self._threshold, self._value, self._name = threshold, value, name
 
     def forward(self, x):
         return F.thresholded_relu(x, self._threshold, self._value)
@@ -102,54 +110,56 @@ class ThresholdedReLU(Layer):
 class GELU(Layer):
     def __init__(self, approximate=False, name=None):
         super().__init__()
-        self.approximate = approximate
+        self._approximate, self._name = approximate, name
 
     def forward(self, x):
-        return F.gelu(x, self.approximate)
+        return F.gelu(x, self._approximate)
 
 
 class Hardtanh(Layer):
     def __init__(self, min=-1.0, max=1.0, name=None):  # noqa: A002
         super().__init__()
-        self.min, self.max = min, max
+        self._min, self._max, self._name = min, max, name
 
     def forward(self, x):
-        return F.hardtanh(x, self.min, self.max)
+        return F.hardtanh(x, self._min, self._max)
 
 
 class Softplus(Layer):
     def __init__(self, beta=1, threshold=20, name=None):
         super().__init__()
-        self.beta, self.threshold = beta, threshold
+        self._beta, self._threshold, self._name = beta, threshold, name
 
     def forward(self, x):
-        return F.softplus(x, self.beta, self.threshold)
+        return F.softplus(x, self._beta, self._threshold)
 
 
 class Softmax(Layer):
     def __init__(self, axis=-1, name=None):
         super().__init__()
-        self.axis = axis
+        self._axis, self._name = axis, name
 
     def forward(self, x):
-        return F.softmax(x, self.axis)
+        return F.softmax(x, self._axis)
 
 
 class LogSoftmax(Layer):
     def __init__(self, axis=-1, name=None):
         super().__init__()
-        self.axis = axis
+        self._axis, self._name = axis, name
 
     def forward(self, x):
-        return F.log_softmax(x, self.axis)
+        return F.log_softmax(x, self._axis)
 
 
 class PReLU(Layer):
     def __init__(self, num_parameters=1, init=0.25, weight_attr=None, data_format="NCHW", name=None):
         super().__init__()
-        self.data_format = data_format
-        self.weight = self.create_parameter([num_parameters], attr=weight_attr,
-                                            default_initializer=_Constant(init))
+        self._num_parameters, self._init, self._weight_attr = num_parameters, init, weight_attr
+        self._data_format, self._name = data_format, name
+        # Paddle's name for the parameter: its state_dict key is "_weight"
+        self._weight = self.create_parameter([num_parameters], attr=weight_attr,
+                                             default_initializer=_Constant(init))
 
     def forward(self, x):
-        return F.prelu(x, self.weight, self.data_format)
+        return F.prelu(x, self._weight, self._data_format)

@@ -11,6 +11,7 @@ class Linear(Layer):
     def __init__(self, in_features, out_features, weight_attr=None, bias_attr=None, name=None):
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
+        self._weight_attr, self._bias_attr, self.name = weight_attr, bias_attr, name
         self.weight = self.create_parameter([in_features, out_features], attr=weight_attr)
         self.bias = self.create_parameter([out_features], attr=bias_attr, is_bias=True)
 

@@ -36,9 +36,31 @@ class _ConvNd(Layer):
             raise ValueError(f"ddg.nn.{name}: only padding_mode='zeros' is supported for transposed convolutions")
         self._in_channels, self._out_channels = in_channels, out_channels
         self._kernel_size = list(_ntuple(kernel_size, nd, "kernel_size", name))
-        self._stride, self._padding, self._dilation = stride, padding, dilation
-        self._output_padding = output_padding
+        # Paddle's attribute names and forms: stride and dilation as lists, padding as given,
+        # the normalised padding in _updated_padding (2-D and 3-D), which forward reads
+        self._stride = list(_ntuple(stride, nd, "stride", name))
+        self._dilation = list(_ntuple(dilation, nd, "dilation", name))
+        self._padding, self.output_padding = padding, output_padding
         self._groups, self._padding_mode, self._data_format = groups, padding_mode, data_format
+        self._param_attr, self._bias_attr = weight_attr, bias_attr
+        self._channel_dim = nd + 1 if data_format[-1] == "C" else 1
+        channel_last = data_format[-1] == "C"
+        if isinstance(padding, str):
+            if padding.upper() not in ("SAME", "VALID"):
+                raise ValueError(f"ddg.nn.{name}: padding must be 'same', 'valid', an int or a list, got {padding!r}")
+            algorithm, updated = padding.upper(), [0] * nd
+        else:
+            pads = _pads(padding, nd, channel_last, name)
+            symmetric = all(pads[2 * i] == pads[2 * i + 1] for i in range(nd))
+            algorithm, updated = "EXPLICIT", list(pads[::2]) if symmetric else list(pads)
+        if padding_mode != "zeros":
+            if isinstance(padding, str):
+                raise ValueError(f"ddg.nn.{name}: padding_mode={padding_mode!r} needs numeric padding")
+            # F.pad lists the LAST spatial dim first
+            self._reversed_padding_repeated_twice = [p for i in reversed(range(nd)) for p in pads[2 * i:2 * i + 2]]
+            updated = [0] * nd
+        if nd > 1:
+            self._updated_padding, self._padding_algorithm = updated, algorithm
         if self._transposed:
             shape = [in_channels, out_channels // groups] + self._kernel_size
             init = None
@@ -47,22 +69,22 @@ class _ConvNd(Layer):
             init = Normal(0.0, math.sqrt(2.0 / (in_channels * math.prod(self._kernel_size))))
         self.weight = self.create_parameter(shape, attr=weight_attr, default_initializer=init)
         self.bias = self.create_parameter([out_channels], attr=bias_attr, is_bias=True)
-        if padding_mode != "zeros":
-            if isinstance(padding, str):
-                raise ValueError(f"ddg.nn.{name}: padding_mode={padding_mode!r} needs numeric padding")
-            pads = _pads(padding, nd, data_format[-1] == "C", name)
-            # F.pad lists the LAST spatial dim first
-            self._mode_pad = [p for i in reversed(range(nd)) for p in pads[2 * i:2 * i + 2]]
 
     def _pre_pad(self, x):
-        if self._padding_mode == "zeros":
+        """The input padded by padding_mode, and the padding the convolution then takes."""
+        if self._padding_mode != "zeros":
+            return F.pad(x, self._reversed_padding_repeated_twice, mode=self._padding_mode,
+                         data_format=self._data_format), 0
+        if self._nd == 1:
             return x, self._padding
-        return F.pad(x, self._mode_pad, mode=self._padding_mode, data_format=self._data_format), 0
+        if self._padding_algorithm != "EXPLICIT":
+            return x, self._padding_algorithm
+        return x, self._updated_padding
 
     def extra_repr(self):
         s = (f"{self._in_channels}, {self._out_channels}, kernel_size={self._kernel_size}, stride={self._stride}, "
              f"padding={self._padding}")
-        if self._dilation != 1:
+        if any(d != 1 for d in self._dilation):
             s += f", dilation={self._dilation}"
         if self._groups != 1:
             s += f", groups={self._groups}"
@@ -109,7 +131,7 @@ class Conv2DTranspose(_ConvNd):
 
     def forward(self, x, output_size=None):
         return F.conv2d_transpose(x, self.weight, self.bias, self._stride, self._padding,
-                                  0 if output_size is not None else self._output_padding, dilation=self._dilation,
+                                  0 if output_size is not None else self.output_padding, dilation=self._dilation,
                                   groups=self._groups, output_size=output_size, data_format=self._data_format)
 
 
@@ -124,7 +146,7 @@ class Conv1DTranspose(_ConvNd):
 
     def forward(self, x, output_size=None):
         return F.conv1d_transpose(x, self.weight, self.bias, self._stride, self._padding,
-                                  0 if output_size is not None else self._output_padding, self._groups,
+                                  0 if output_size is not None else self.output_padding, self._groups,
                                   self._dilation, output_size, self._data_format)
 
 
@@ -153,5 +175,5 @@ class Conv3DTranspose(_ConvNd):
 
     def forward(self, x, output_size=None):
         return F.conv3d_transpose(x, self.weight, self.bias, self._stride, self._padding,
-                                  0 if output_size is not None else self._output_padding, self._groups,
+                                  0 if output_size is not None else self.output_padding, self._groups,
                                   self._dilation, output_size, self._data_format)

@@ -8,7 +8,7 @@ class Dropout(Layer):
         super().__init__()
         if not 0 <= p <= 1:
             raise ValueError(f"ddg.nn.Dropout: p must be in [0, 1], got {p}")
-        self.p, self.axis, self.mode = p, axis, mode
+        self.p, self.axis, self.mode, self.name, self.inplace = p, axis, mode, name, False
 
     def forward(self, x):
         return F.dropout(x, self.p, self.axis, self.training, self.mode)
@@ -20,7 +20,7 @@ class Dropout(Layer):
 class Dropout2D(Layer):
     def __init__(self, p=0.5, data_format="NCHW", name=None):
         super().__init__()
-        self.p, self.data_format = p, data_format
+        self.p, self.data_format, self.name = p, data_format, name
 
     def forward(self, x):
         return F.dropout2d(x, self.p, self.training, self.data_format)

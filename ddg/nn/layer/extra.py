@@ -22,7 +22,7 @@ from .norm import _InstanceNormBase
 class PairwiseDistance(Layer):
     def __init__(self, p=2.0, epsilon=1e-6, keepdim=False, name=None):
         super().__init__()
-        self.p, self.epsilon, self.keepdim = p, epsilon, keepdim
+        self.p, self.epsilon, self.keepdim, self.name = p, epsilon, keepdim, name
 
     def forward(self, x, y):
         return F.pairwise_distance(x, y, self.p, self.epsilon, self.keepdim)
@@ -34,37 +34,37 @@ class PairwiseDistance(Layer):
 class PixelUnshuffle(Layer):
     def __init__(self, downscale_factor, data_format="NCHW", name=None):
         super().__init__()
-        self.downscale_factor, self.data_format = downscale_factor, data_format
+        self._downscale_factor, self._data_format, self._name = downscale_factor, data_format, name
 
     def forward(self, x):
-        return F.pixel_unshuffle(x, self.downscale_factor, self.data_format)
+        return F.pixel_unshuffle(x, self._downscale_factor, self._data_format)
 
     def extra_repr(self):
-        return f"downscale_factor={self.downscale_factor}"
+        return f"downscale_factor={self._downscale_factor}"
 
 
 class ChannelShuffle(Layer):
     def __init__(self, groups, data_format="NCHW", name=None):
         super().__init__()
-        self.groups, self.data_format = groups, data_format
+        self._groups, self._data_format, self._name = groups, data_format, name
 
     def forward(self, x):
-        return F.channel_shuffle(x, self.groups, self.data_format)
+        return F.channel_shuffle(x, self._groups, self._data_format)
 
     def extra_repr(self):
-        return f"groups={self.groups}"
+        return f"groups={self._groups}"
 
 
 class Maxout(Layer):
     def __init__(self, groups, axis=1, name=None):
         super().__init__()
-        self.groups, self.axis = groups, axis
+        self._groups, self._axis, self._name = groups, axis, name
 
     def forward(self, x):
-        return F.maxout(x, self.groups, self.axis)
+        return F.maxout(x, self._groups, self._axis)
 
     def extra_repr(self):
-        return f"groups={self.groups}, axis={self.axis}"
+        return f"groups={self._groups}, axis={self._axis}"
 
 
 class Softmax2D(Layer):
@@ -72,6 +72,7 @@ class Softmax2D(Layer):
 
     def __init__(self, name=None):
         super().__init__()
+        self._name = name
 
     def forward(self, x):
         if x.ndim not in (3, 4):
@@ -82,7 +83,7 @@ class Softmax2D(Layer):
 class Unflatten(Layer):
     def __init__(self, axis, shape, name=None):
         super().__init__()
-        self.axis, self.shape = axis, shape
+        self.axis, self.shape, self.name = axis, shape, name
 
     def forward(self, x):
         return unflatten(x, self.axis, self.shape)
@@ -94,7 +95,7 @@ class Unflatten(Layer):
 class AlphaDropout(Layer):
     def __init__(self, p=0.5, name=None):
         super().__init__()
-        self.p = p
+        self.p, self.name = p, name
 
     def forward(self, x):
         return F.alpha_dropout(x, self.p, self.training)
@@ -106,7 +107,7 @@ class AlphaDropout(Layer):
 class Dropout3D(Layer):
     def __init__(self, p=0.5, data_format="NCDHW", name=None):
         super().__init__()
-        self.p, self.data_format = p, data_format
+        self.p, self.data_format, self.name = p, data_format, name
 
     def forward(self, x):
         return F.dropout3d(x, self.p, self.training, self.data_format)
@@ -118,19 +119,20 @@ class Dropout3D(Layer):
 class RReLU(Layer):
     def __init__(self, lower=1.0 / 8.0, upper=1.0 / 3.0, name=None):
         super().__init__()
-        self.lower, self.upper = lower, upper
+        self._lower, self._upper, self._name = lower, upper, name
 
     def forward(self, x):
-        return F.rrelu(x, self.lower, self.upper, self.training)
+        return F.rrelu(x, self._lower, self._upper, self.training)
 
     def extra_repr(self):
-        return f"lower={self.lower}, upper={self.upper}"
+        return f"lower={self._lower}, upper={self._upper}"
 
 
 class LocalResponseNorm(Layer):
     def __init__(self, size, alpha=1e-4, beta=0.75, k=1.0, data_format="NCHW", name=None):
         super().__init__()
         self.size, self.alpha, self.beta, self.k, self.data_format = size, alpha, beta, k, data_format
+        self.name = name
 
     def forward(self, x):
         return F.local_response_norm(x, self.size, self.alpha, self.beta, self.k, self.data_format)
@@ -149,7 +151,7 @@ class Fold(Layer):
     def __init__(self, output_sizes, kernel_sizes, dilations=1, paddings=0, strides=1, name=None):
         super().__init__()
         self.output_sizes, self.kernel_sizes = output_sizes, kernel_sizes
-        self.dilations, self.paddings, self.strides = dilations, paddings, strides
+        self.dilations, self.paddings, self.strides, self.name = dilations, paddings, strides, name
 
     def forward(self, x):
         return F.fold(x, self.output_sizes, self.kernel_sizes, self.strides, self.paddings, self.dilations)
@@ -166,7 +168,7 @@ class _MaxUnPool(Layer):
         super().__init__()
         self.ksize, self.stride, self.padding = kernel_size, stride, padding
         self.data_format = data_format or self._fmt
-        self.output_size = output_size
+        self.output_size, self.name = output_size, name
 
     def forward(self, x, indices):
         return getattr(F, self._fn)(x, indices, self.ksize, self.stride, self.padding, self.data_format,
@@ -180,21 +182,21 @@ class MaxUnPool1D(_MaxUnPool):
     _fn, _fmt = "max_unpool1d", "NCL"
 
     def __init__(self, kernel_size, stride=None, padding=0, data_format="NCL", output_size=None, name=None):
-        super().__init__(kernel_size, stride, padding, data_format, output_size)
+        super().__init__(kernel_size, stride, padding, data_format, output_size, name)
 
 
 class MaxUnPool2D(_MaxUnPool):
     _fn, _fmt = "max_unpool2d", "NCHW"
 
     def __init__(self, kernel_size, stride=None, padding=0, data_format="NCHW", output_size=None, name=None):
-        super().__init__(kernel_size, stride, padding, data_format, output_size)
+        super().__init__(kernel_size, stride, padding, data_format, output_size, name)
 
 
 class MaxUnPool3D(_MaxUnPool):
     _fn, _fmt = "max_unpool3d", "NCDHW"
 
     def __init__(self, kernel_size, stride=None, padding=0, data_format="NCDHW", output_size=None, name=None):
-        super().__init__(kernel_size, stride, padding, data_format, output_size)
+        super().__init__(kernel_size, stride, padding, data_format, output_size, name)
 
 
 class Bilinear(Layer):
@@ -203,7 +205,8 @@ class Bilinear(Layer):
 
     def __init__(self, in1_features, in2_features, out_features, weight_attr=None, bias_attr=None, name=None):
         super().__init__()
-        self._in1, self._in2, self._out = in1_features, in2_features, out_features
+        self._in1_features, self._in2_features, self._out_features = in1_features, in2_features, out_features
+        self._weight_attr, self._bias_attr, self._name = weight_attr, bias_attr, name
         bound = 1.0 / math.sqrt(in1_features)
         self.weight = self.create_parameter([out_features, in1_features, in2_features], attr=weight_attr,
                                             default_initializer=Uniform(-bound, bound))
@@ -214,7 +217,8 @@ class Bilinear(Layer):
         return F.bilinear(x1, x2, self.weight, self.bias)
 
     def extra_repr(self):
-        return f"in1_features={self._in1}, in2_features={self._in2}, out_features={self._out}"
+        return (f"in1_features={self._in1_features}, in2_features={self._in2_features}, "
+                f"out_features={self._out_features}")
 
 
 class SpectralNorm(Layer):
@@ -227,7 +231,7 @@ class SpectralNorm(Layer):
         shape = list(weight_shape)
         if not 0 <= dim < len(shape):
             raise ValueError(f"ddg.nn.SpectralNorm: dim {dim} out of range for weight shape {shape}")
-        self._dim, self._power_iters, self._eps = dim, power_iters, eps
+        self._weight_shape, self._dim, self._power_iters, self._eps = shape, dim, power_iters, eps
         h = shape[dim]
         w = int(np.prod(shape)) // h
         self.weight_u = self.create_parameter([h], dtype=dtype, default_initializer=Normal(0.0, 1.0))
@@ -267,7 +271,7 @@ class CTCLoss(Layer):
 
 class GaussianNLLLoss(_Reduced):
     def __init__(self, full=False, epsilon=1e-6, reduction="mean", name=None):
-        super().__init__(reduction)
+        super().__init__(reduction, name)
         self.full, self.epsilon = full, epsilon
 
     def forward(self, input, label, variance):  # noqa: A002
@@ -276,16 +280,18 @@ class GaussianNLLLoss(_Reduced):
 
 class PoissonNLLLoss(_Reduced):
     def __init__(self, log_input=True, full=False, epsilon=1e-8, reduction="mean", name=None):
-        super().__init__(reduction)
-        self.log_input, self.full, self.epsilon = log_input, full, epsilon
+        super().__init__(reduction, name)
+        self._log_input, self._full, self._epsilon, self._reduction, self._name = \
+            log_input, full, epsilon, reduction, name
+        del self.reduction, self.name   # Paddle keeps them as _reduction, _name here
 
     def forward(self, input, label):  # noqa: A002
-        return F.poisson_nll_loss(input, label, self.log_input, self.full, self.epsilon, self.reduction)
+        return F.poisson_nll_loss(input, label, self._log_input, self._full, self._epsilon, self._reduction)
 
 
 class MultiMarginLoss(_Reduced):
     def __init__(self, p=1, margin=1.0, weight=None, reduction="mean", name=None):
-        super().__init__(reduction)
+        super().__init__(reduction, name)
         self.p, self.margin, self.weight = p, margin, weight
 
     def forward(self, input, label):  # noqa: A002
@@ -294,7 +300,7 @@ class MultiMarginLoss(_Reduced):
 
 class TripletMarginWithDistanceLoss(_Reduced):
     def __init__(self, distance_function=None, margin=1.0, swap=False, reduction="mean", name=None):
-        super().__init__(reduction)
+        super().__init__(reduction, name)
         self.distance_function, self.margin, self.swap = distance_function, margin, swap
 
     def forward(self, input, positive, negative):  # noqa: A002

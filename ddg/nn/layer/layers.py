@@ -347,16 +347,24 @@ class Layer:
 
     # -- state ----------------------------------------------------------------------------------------
     def state_dict(self, destination=None, include_sublayers=True, structured_name_prefix="", use_hook=True):
-        """Parameters and persistable buffers by dotted name, in registration order."""
+        """Parameters and persistable buffers by dotted name, in registration order. As in
+        Paddle, a parameter or sublayer held under two names is listed under both."""
         out = collections.OrderedDict() if destination is None else destination
-        layers = self.named_sublayers(include_self=True) if include_sublayers else [("", self)]
-        for lp, layer in layers:
+        root = next(self.named_sublayers(include_self=True))[1]   # the wrapped layer, for DataParallel
+
+        def collect(layer, prefix, path):
             for name, p in layer._parameters.items():
                 if p is not None:
-                    out[structured_name_prefix + (f"{lp}.{name}" if lp else name)] = p
+                    out[structured_name_prefix + prefix + name] = p
             for name, b in layer._buffers.items():
                 if b is not None and name not in layer._non_persistable_buffer_names:
-                    out[structured_name_prefix + (f"{lp}.{name}" if lp else name)] = b
+                    out[structured_name_prefix + prefix + name] = b
+            if include_sublayers:
+                for name, sub in layer._sub_layers.items():
+                    if sub is not None and id(sub) not in path:   # (a layer inside itself: once)
+                        collect(sub, f"{prefix}{name}.", path | {id(sub)})
+
+        collect(root, "", {id(root)})
         if use_hook:
             # the hooks of the layer asked (of the wrapped layer, for DataParallel)
             top = [layer for lp, layer in self.named_sublayers(include_self=True) if not lp][:1] or [self]

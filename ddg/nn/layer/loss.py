@@ -9,7 +9,7 @@ class CrossEntropyLoss(Layer):
         super().__init__()
         self.weight, self.ignore_index, self.reduction = weight, ignore_index, reduction
         self.soft_label, self.axis, self.use_softmax = soft_label, axis, use_softmax
-        self.label_smoothing = label_smoothing
+        self.label_smoothing, self.name = label_smoothing, name
 
     def forward(self, input, label):  # noqa: A002
         return F.cross_entropy(input, label, self.weight, self.ignore_index, self.reduction, self.soft_label,
@@ -19,22 +19,29 @@ class CrossEntropyLoss(Layer):
 class NLLLoss(Layer):
     def __init__(self, weight=None, ignore_index=-100, reduction="mean", name=None):
         super().__init__()
-        self.weight, self.ignore_index, self.reduction = weight, ignore_index, reduction
+        self._weight, self._ignore_index, self._reduction, self._name = weight, ignore_index, reduction, name
 
     def forward(self, input, label):  # noqa: A002
-        return F.nll_loss(input, label, self.weight, self.ignore_index, self.reduction)
+        return F.nll_loss(input, label, self._weight, self._ignore_index, self._reduction)
 
 
 class _Reduced(Layer):
+    """A loss with a ``reduction``; it keeps ``name`` as an attribute where Paddle's does."""
+    _keeps_name = True
+
     def __init__(self, reduction="mean", name=None):
         super().__init__()
         if reduction not in ("mean", "sum", "none", "batchmean"):
             raise ValueError(f"ddg.nn.{type(self).__name__}: reduction must be 'mean', 'sum' or 'none', "
                              f"got {reduction!r}")
         self.reduction = reduction
+        if self._keeps_name:
+            self.name = name
 
 
 class MSELoss(_Reduced):
+    _keeps_name = False
+
     def forward(self, input, label):  # noqa: A002
         return F.mse_loss(input, label, self.reduction)
 
@@ -46,16 +53,16 @@ class L1Loss(_Reduced):
 
 class SmoothL1Loss(_Reduced):
     def __init__(self, reduction="mean", delta=1.0, name=None):
-        super().__init__(reduction)
-        self.delta = delta
+        super().__init__(reduction, name)
+        self.delta, self.is_huber = delta, True
 
     def forward(self, input, label):  # noqa: A002
-        return F.smooth_l1_loss(input, label, self.reduction, self.delta)
+        return F.smooth_l1_loss(input, label, self.reduction, self.delta, self.is_huber)
 
 
 class BCELoss(_Reduced):
     def __init__(self, weight=None, reduction="mean", name=None):
-        super().__init__(reduction)
+        super().__init__(reduction, name)
         self.weight = weight
 
     def forward(self, input, label):  # noqa: A002
@@ -64,7 +71,7 @@ class BCELoss(_Reduced):
 
 class BCEWithLogitsLoss(_Reduced):
     def __init__(self, weight=None, reduction="mean", pos_weight=None, name=None):
-        super().__init__(reduction)
+        super().__init__(reduction, name)
         self.weight, self.pos_weight = weight, pos_weight
 
     def forward(self, logit, label):
@@ -72,8 +79,10 @@ class BCEWithLogitsLoss(_Reduced):
 
 
 class KLDivLoss(_Reduced):
+    _keeps_name = False
+
     def __init__(self, reduction="mean", log_target=False, name=None):
-        super().__init__(reduction)
+        super().__init__(reduction, name)
         self.log_target = log_target
 
     def forward(self, input, label):  # noqa: A002
@@ -85,7 +94,7 @@ class MarginRankingLoss(Layer):
         super().__init__()
         if reduction not in ("mean", "sum", "none"):
             raise ValueError(f"ddg.nn.MarginRankingLoss: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
-        self.margin, self.reduction = margin, reduction
+        self.margin, self.reduction, self.name = margin, reduction, name
 
     def forward(self, input, other, label):  # noqa: A002
         return F.margin_ranking_loss(input, other, label, self.margin, self.reduction)
@@ -98,7 +107,7 @@ class SoftMarginLoss(_Reduced):
 
 class HingeEmbeddingLoss(_Reduced):
     def __init__(self, margin=1.0, reduction="mean", name=None):
-        super().__init__(reduction)
+        super().__init__(reduction, name)
         self.margin = margin
 
     def forward(self, input, label):  # noqa: A002
@@ -107,7 +116,7 @@ class HingeEmbeddingLoss(_Reduced):
 
 class CosineEmbeddingLoss(_Reduced):
     def __init__(self, margin=0, reduction="mean", name=None):
-        super().__init__(reduction)
+        super().__init__(reduction, name)
         self.margin = margin
 
     def forward(self, input1, input2, label):
@@ -116,7 +125,7 @@ class CosineEmbeddingLoss(_Reduced):
 
 class TripletMarginLoss(_Reduced):
     def __init__(self, margin=1.0, p=2.0, epsilon=1e-6, swap=False, reduction="mean", name=None):
-        super().__init__(reduction)
+        super().__init__(reduction, name)
         self.margin, self.p, self.epsilon, self.swap = margin, p, epsilon, swap
 
     def forward(self, input, positive, negative):  # noqa: A002
@@ -126,7 +135,7 @@ class TripletMarginLoss(_Reduced):
 
 class MultiLabelSoftMarginLoss(_Reduced):
     def __init__(self, weight=None, reduction="mean", name=None):
-        super().__init__(reduction)
+        super().__init__(reduction, name)
         self.weight = weight
 
     def forward(self, input, label):  # noqa: A002

@@ -29,15 +29,11 @@ class _BatchNormBase(Layer):
         self._num_features = num_features
         self._momentum, self._epsilon = momentum, epsilon
         self._data_format, self._use_global_stats = data_format, use_global_stats
-        # weight_attr/bias_attr False: a fixed scale 1 / shift 0 that is not trained (Paddle)
-        self.weight = self.create_parameter([num_features], attr=None if weight_attr is False else weight_attr,
-                                            default_initializer=Constant(1.0))
-        self.bias = self.create_parameter([num_features], attr=None if bias_attr is False else bias_attr,
-                                          is_bias=True)
-        if weight_attr is False:
-            self.weight.stop_gradient = True
-        if bias_attr is False:
-            self.bias.stop_gradient = True
+        self._weight_attr, self._bias_attr, self._name = weight_attr, bias_attr, name
+        self._fuse_with_relu, self._in_place = False, False
+        # weight_attr/bias_attr False: no scale / no shift, and no such parameter (Paddle 3)
+        self.weight = self.create_parameter([num_features], attr=weight_attr, default_initializer=Constant(1.0))
+        self.bias = self.create_parameter([num_features], attr=bias_attr, is_bias=True)
         # The running statistics are parameters that need no gradient (trainable=False), as in
         # Paddle: listed by parameters() (optimizers skip them: they never get a gradient) and
         # named as the next weights, batch_norm2d_0.w_1 and .w_2
@@ -48,6 +44,10 @@ class _BatchNormBase(Layer):
 
     def _check_input(self, x):
         pass
+
+    def _statistics_mode(self):
+        """F.batch_norm's ``use_global_stats`` (True, False, or None: by training mode)."""
+        return self._use_global_stats
 
     def forward(self, x):
         self._check_input(x)
@@ -63,7 +63,7 @@ class BatchNorm1D(_BatchNormBase):
 
     def __init__(self, num_features, momentum=0.9, epsilon=1e-05, weight_attr=None, bias_attr=None,
                  data_format="NCL", use_global_stats=None, name=None):
-        super().__init__(num_features, momentum, epsilon, weight_attr, bias_attr, data_format, use_global_stats)
+        super().__init__(num_features, momentum, epsilon, weight_attr, bias_attr, data_format, use_global_stats, name)
 
     def _check_input(self, x):
         if x.ndim not in (2, 3):
@@ -81,7 +81,7 @@ class BatchNorm3D(_BatchNormBase):
 
     def __init__(self, num_features, momentum=0.9, epsilon=1e-05, weight_attr=None, bias_attr=None,
                  data_format="NCDHW", use_global_stats=None, name=None):
-        super().__init__(num_features, momentum, epsilon, weight_attr, bias_attr, data_format, use_global_stats)
+        super().__init__(num_features, momentum, epsilon, weight_attr, bias_attr, data_format, use_global_stats, name)
 
     def _check_input(self, x):
         if x.ndim != 5:
@@ -109,16 +109,26 @@ class BatchNorm(_BatchNormBase):
         if act is not None and (not isinstance(act, str) or _act_function(act) is None):
             raise ValueError(f"ddg.nn.BatchNorm: act must name an activation (a function of ddg.nn.functional "
                              f"or a Paddle activation op such as 'hard_swish'), got {act!r}")
-        ugs = True if use_global_stats else (False if trainable_statistics else None)
-        super().__init__(num_channels, momentum, epsilon, param_attr, bias_attr, data_layout, ugs, dtype=dtype)
+        super().__init__(num_channels, momentum, epsilon, param_attr, bias_attr, data_layout, None, dtype=dtype)
+        self._use_global_stats = use_global_stats
         self._act, self._is_test = act, is_test
+        self._param_attr, self._data_layout, self._in_place = param_attr, data_layout, in_place
         self._trainable_statistics = bool(trainable_statistics)
         self.training = not is_test
 
     def forward(self, x):
+        fmt = self._data_format        # fluid BatchNorm takes 2-D to 5-D inputs, channels at 1 (NCHW) or last
+        if x.ndim != 4:
+            fmt = "NC" if x.ndim == 2 else ("NCL" if fmt == "NCHW" else "NLC") if x.ndim == 3 else \
+                ("NCDHW" if fmt == "NCHW" else "NDHWC")
         y = F.batch_norm(x, self._mean, self._variance, self.weight, self.bias, self.training, self._momentum,
-                         self._epsilon, self._data_format, self._use_global_stats)
+                         self._epsilon, fmt, self._statistics_mode())
         return apply_act(y, self._act)
+
+    def _statistics_mode(self):
+        """F.batch_norm's ``use_global_stats``: True, the running statistics always;
+        False, the batch's always (``trainable_statistics``); None, by training mode."""
+        return True if self._use_global_stats else (False if self._trainable_statistics else None)
 
     def extra_repr(self):
         return super().extra_repr() + (f", act={self._act}" if self._act else "")
@@ -155,7 +165,7 @@ class LayerNorm(Layer):
         if isinstance(normalized_shape, int):
             normalized_shape = [normalized_shape]
         self._normalized_shape = [int(s) for s in normalized_shape]
-        self._epsilon = epsilon
+        self._epsilon, self._weight_attr, self._bias_attr = epsilon, weight_attr, bias_attr
         size = int(np.prod(self._normalized_shape))
         self.weight = self.create_parameter([size], attr=weight_attr, default_initializer=Constant(1.0))
         self.bias = self.create_parameter([size], attr=bias_attr, is_bias=True)
@@ -175,6 +185,7 @@ class GroupNorm(Layer):
             raise ValueError(f"ddg.nn.GroupNorm: num_groups={num_groups} must divide num_channels={num_channels}")
         self._num_groups, self._num_channels = num_groups, num_channels
         self._epsilon, self._data_format = epsilon, data_format
+        self._weight_attr, self._bias_attr = weight_attr, bias_attr
         self.weight = self.create_parameter([num_channels], attr=weight_attr, default_initializer=Constant(1.0))
         self.bias = self.create_parameter([num_channels], attr=bias_attr, is_bias=True)
 
@@ -190,6 +201,7 @@ class _InstanceNormBase(Layer):
                  data_format="NCHW", name=None):
         super().__init__()
         self._epsilon, self._data_format, self._num_features = epsilon, data_format, num_features
+        self._momentum, self._weight_attr, self._bias_attr = momentum, weight_attr, bias_attr
         # Paddle names the affine parameters ``scale`` and ``bias``; False disables them
         self.scale = self.create_parameter([num_features], attr=weight_attr, default_initializer=Constant(1.0))
         self.bias = self.create_parameter([num_features], attr=bias_attr, is_bias=True)

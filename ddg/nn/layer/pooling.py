@@ -1,5 +1,6 @@
-"""Pooling layers (Paddle signatures): MaxPool1D/2D, AvgPool1D/2D, AdaptiveAvgPool1D/2D,
-AdaptiveMaxPool1D/2D."""
+"""Pooling layers (Paddle signatures): MaxPool1D/2D/3D, AvgPool1D/2D/3D, AdaptiveAvgPool1D/2D/3D,
+AdaptiveMaxPool1D/2D/3D. Each keeps its arguments under Paddle's attribute names (which
+differ between the 1-D and the other classes, as in Paddle), and ``forward`` reads them."""
 from .. import functional as F
 from .layers import Layer
 
@@ -9,7 +10,7 @@ class MaxPool2D(Layer):
                  name=None):
         super().__init__()
         self.ksize, self.stride, self.padding = kernel_size, stride, padding
-        self.return_mask, self.ceil_mode, self.data_format = return_mask, ceil_mode, data_format
+        self.return_mask, self.ceil_mode, self.data_format, self.name = return_mask, ceil_mode, data_format, name
 
     def forward(self, x):
         return F.max_pool2d(x, self.ksize, self.stride, self.padding, self.return_mask, self.ceil_mode,
@@ -22,14 +23,14 @@ class MaxPool2D(Layer):
 class MaxPool1D(Layer):
     def __init__(self, kernel_size, stride=None, padding=0, return_mask=False, ceil_mode=False, name=None):
         super().__init__()
-        self.ksize, self.stride, self.padding = kernel_size, stride, padding
-        self.return_mask, self.ceil_mode = return_mask, ceil_mode
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        self.return_mask, self.ceil_mode, self.name = return_mask, ceil_mode, name
 
     def forward(self, x):
-        return F.max_pool1d(x, self.ksize, self.stride, self.padding, self.return_mask, self.ceil_mode)
+        return F.max_pool1d(x, self.kernel_size, self.stride, self.padding, self.return_mask, self.ceil_mode)
 
     def extra_repr(self):
-        return f"kernel_size={self.ksize}, stride={self.stride}, padding={self.padding}"
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
 class AvgPool2D(Layer):
@@ -38,7 +39,7 @@ class AvgPool2D(Layer):
         super().__init__()
         self.ksize, self.stride, self.padding = kernel_size, stride, padding
         self.ceil_mode, self.exclusive, self.divisor = ceil_mode, exclusive, divisor_override
-        self.data_format = data_format
+        self.data_format, self.name = data_format, name
 
     def forward(self, x):
         return F.avg_pool2d(x, self.ksize, self.stride, self.padding, self.ceil_mode, self.exclusive, self.divisor,
@@ -51,32 +52,32 @@ class AvgPool2D(Layer):
 class AvgPool1D(Layer):
     def __init__(self, kernel_size, stride=None, padding=0, exclusive=True, ceil_mode=False, name=None):
         super().__init__()
-        self.ksize, self.stride, self.padding = kernel_size, stride, padding
-        self.exclusive, self.ceil_mode = exclusive, ceil_mode
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        self.exclusive, self.ceil_mode, self.name = exclusive, ceil_mode, name
 
     def forward(self, x):
-        return F.avg_pool1d(x, self.ksize, self.stride, self.padding, self.exclusive, self.ceil_mode)
+        return F.avg_pool1d(x, self.kernel_size, self.stride, self.padding, self.exclusive, self.ceil_mode)
 
     def extra_repr(self):
-        return f"kernel_size={self.ksize}, stride={self.stride}, padding={self.padding}"
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
 class AdaptiveAvgPool2D(Layer):
     def __init__(self, output_size, data_format="NCHW", name=None):
         super().__init__()
-        self.output_size, self.data_format = output_size, data_format
+        self._output_size, self._data_format, self._name = output_size, data_format, name
 
     def forward(self, x):
-        return F.adaptive_avg_pool2d(x, self.output_size, self.data_format)
+        return F.adaptive_avg_pool2d(x, self._output_size, self._data_format)
 
     def extra_repr(self):
-        return f"output_size={self.output_size}"
+        return f"output_size={self._output_size}"
 
 
 class AdaptiveAvgPool1D(Layer):
     def __init__(self, output_size, name=None):
         super().__init__()
-        self.output_size = output_size
+        self.output_size, self.name = output_size, name
 
     def forward(self, x):
         return F.adaptive_avg_pool1d(x, self.output_size)
@@ -88,19 +89,19 @@ class AdaptiveAvgPool1D(Layer):
 class AdaptiveMaxPool2D(Layer):
     def __init__(self, output_size, return_mask=False, name=None):
         super().__init__()
-        self.output_size, self.return_mask = output_size, return_mask
+        self._output_size, self._return_mask, self._name = output_size, return_mask, name
 
     def forward(self, x):
-        return F.adaptive_max_pool2d(x, self.output_size, self.return_mask)
+        return F.adaptive_max_pool2d(x, self._output_size, self._return_mask)
 
     def extra_repr(self):
-        return f"output_size={self.output_size}"
+        return f"output_size={self._output_size}"
 
 
 class AdaptiveMaxPool1D(Layer):
     def __init__(self, output_size, return_mask=False, name=None):
         super().__init__()
-        self.output_size, self.return_mask = output_size, return_mask
+        self.output_size, self.return_mask, self.name = output_size, return_mask, name
 
     def forward(self, x):
         return F.adaptive_max_pool1d(x, self.output_size, self.return_mask)
@@ -114,7 +115,7 @@ class MaxPool3D(Layer):
                  name=None):
         super().__init__()
         self.ksize, self.stride, self.padding = kernel_size, stride, padding
-        self.return_mask, self.ceil_mode, self.data_format = return_mask, ceil_mode, data_format
+        self.return_mask, self.ceil_mode, self.data_format, self.name = return_mask, ceil_mode, data_format, name
 
     def forward(self, x):
         return F.max_pool3d(x, self.ksize, self.stride, self.padding, self.return_mask, self.ceil_mode,
@@ -130,7 +131,7 @@ class AvgPool3D(Layer):
         super().__init__()
         self.ksize, self.stride, self.padding = kernel_size, stride, padding
         self.ceil_mode, self.exclusive, self.divisor = ceil_mode, exclusive, divisor_override
-        self.data_format = data_format
+        self.data_format, self.name = data_format, name
 
     def forward(self, x):
         return F.avg_pool3d(x, self.ksize, self.stride, self.padding, self.ceil_mode, self.exclusive, self.divisor,
@@ -143,22 +144,22 @@ class AvgPool3D(Layer):
 class AdaptiveAvgPool3D(Layer):
     def __init__(self, output_size, data_format="NCDHW", name=None):
         super().__init__()
-        self.output_size, self.data_format = output_size, data_format
+        self._output_size, self._data_format, self._name = output_size, data_format, name
 
     def forward(self, x):
-        return F.adaptive_avg_pool3d(x, self.output_size, self.data_format)
+        return F.adaptive_avg_pool3d(x, self._output_size, self._data_format)
 
     def extra_repr(self):
-        return f"output_size={self.output_size}"
+        return f"output_size={self._output_size}"
 
 
 class AdaptiveMaxPool3D(Layer):
     def __init__(self, output_size, return_mask=False, name=None):
         super().__init__()
-        self.output_size, self.return_mask = output_size, return_mask
+        self._output_size, self._return_mask, self._name = output_size, return_mask, name
 
     def forward(self, x):
-        return F.adaptive_max_pool3d(x, self.output_size, self.return_mask)
+        return F.adaptive_max_pool3d(x, self._output_size, self._return_mask)
 
     def extra_repr(self):
-        return f"output_size={self.output_size}"
+        return f"output_size={self._output_size}"

@@ -171,11 +171,11 @@ class SimpleRNNCell(_FusedCell):
         if activation not in ("tanh", "relu"):
             raise ValueError(f"ddg.nn.SimpleRNNCell: activation must be 'tanh' or 'relu', got {activation!r}")
         self.activation = activation
-        self._act = E.tanh if activation == "tanh" else E.relu
+        self._activation_fn = E.tanh if activation == "tanh" else E.relu
         self._make_params(input_size, hidden_size, weight_ih_attr, weight_hh_attr, bias_ih_attr, bias_hh_attr)
 
     def _step(self, xg, h, whh_t):
-        h = self._act(xg + F.linear(h, whh_t))
+        h = self._activation_fn(xg + F.linear(h, whh_t))
         return h, h
 
     def _seq_mode(self):
@@ -201,6 +201,7 @@ class LSTMCell(_FusedCell):
         self._make_params(input_size, hidden_size, weight_ih_attr, weight_hh_attr, bias_ih_attr, bias_hh_attr,
                           hh_cols=proj_size or None)
         self.proj_size = proj_size
+        self._gate_activation, self._activation = E.sigmoid, E.tanh
         if proj_size:
             std = 1.0 / math.sqrt(hidden_size)
             self.weight_ho = self.create_parameter([hidden_size, proj_size], weight_hh_attr,
@@ -213,8 +214,9 @@ class LSTMCell(_FusedCell):
         h, c = states
         gates = xg + F.linear(h, whh_t)
         i, f, g, o = M.split(gates, 4, axis=-1)
-        c = E.sigmoid(f) * c + E.sigmoid(i) * E.tanh(g)
-        h = E.sigmoid(o) * E.tanh(c)
+        gate, act = self._gate_activation, self._activation
+        c = gate(f) * c + gate(i) * act(g)
+        h = gate(o) * act(c)
         if self.proj_size:
             h = F.linear(h, self.weight_ho)
         return h, (h, c)
@@ -235,6 +237,7 @@ class GRUCell(_FusedCell):
                  bias_hh_attr=None, name=None):
         super().__init__()
         self._make_params(input_size, hidden_size, weight_ih_attr, weight_hh_attr, bias_ih_attr, bias_hh_attr)
+        self._gate_activation, self._activation = E.sigmoid, E.tanh
 
     def _seq_mode(self):
         return "GRU"
@@ -244,8 +247,8 @@ class GRUCell(_FusedCell):
         hg = F.linear(h, whh_t, self.bias_hh)
         x_rz, x_c = M.split(xg, [2 * H, H], axis=-1)
         h_rz, h_c = M.split(hg, [2 * H, H], axis=-1)
-        r, z = M.split(E.sigmoid(x_rz + h_rz), 2, axis=-1)
-        c = E.tanh(x_c + r * h_c)
+        r, z = M.split(self._gate_activation(x_rz + h_rz), 2, axis=-1)
+        c = self._activation(x_c + r * h_c)
         h = (h - c) * z + c
         return h, h
 
@@ -404,17 +407,24 @@ class RNNBase(LayerList):
             else:
                 self.append(BiRNN(cls(in_size, hidden_size, **kw), cls(in_size, hidden_size, **kw), time_major))
 
-        # Paddle also exposes each cell's parameters on the network under flat names.
+        # Paddle also exposes each cell's parameters on the network under flat names, and
+        # lists them in _all_weights: every weight (layer by layer, direction by direction,
+        # input-hidden then hidden-hidden), then every bias in the same order
+        weights, biases = [], []
         for layer, rnn in enumerate(self):
             cells = [rnn.cell] if self.num_directions == 1 else [rnn.cell_fw, rnn.cell_bw]
             for d, cell in enumerate(cells):
                 sfx = f"l{layer}" + ("_reverse" if d else "")
                 self.add_parameter(f"weight_ih_{sfx}", cell.weight_ih)
                 self.add_parameter(f"weight_hh_{sfx}", cell.weight_hh)
+                weights += [cell.weight_ih, cell.weight_hh]
                 if bias_ih_attr is not False:
                     self.add_parameter(f"bias_ih_{sfx}", cell.bias_ih)
+                    biases.append(cell.bias_ih)
                 if bias_hh_attr is not False:
                     self.add_parameter(f"bias_hh_{sfx}", cell.bias_hh)
+                    biases.append(cell.bias_hh)
+        self._all_weights = weights + biases
 
     def flatten_parameters(self):
         """Kept for Paddle compatibility (cuDNN weight packing); a no-op here."""

@@ -17,16 +17,16 @@ class _PadNd(Layer):
         if len(padding) != 2 * self._nd:
             raise ValueError(f"ddg.nn.{type(self).__name__}: padding must be an int or {2 * self._nd} ints, "
                              f"got {padding}")
-        self._pad, self._mode, self._value = padding, mode, value
-        self._data_format = data_format or self._default_format
+        self.padding, self._mode, self.value = padding, mode, value
+        self._data_format, self._name = data_format or self._default_format, name
 
     def forward(self, x):
         if x.ndim != self._nd + 2:
             raise ValueError(f"ddg.nn.{type(self).__name__}: expected a {self._nd + 2}-D input, got shape {x.shape}")
-        return F.pad(x, self._pad, self._mode, self._value, self._data_format)
+        return F.pad(x, self.padding, self._mode, self.value, self._data_format)
 
     def extra_repr(self):
-        return f"padding={self._pad}, mode={self._mode!r}, value={self._value}, data_format={self._data_format}"
+        return f"padding={self.padding}, mode={self._mode!r}, value={self.value}, data_format={self._data_format}"
 
 
 class Pad1D(_PadNd):
@@ -49,19 +49,20 @@ class ZeroPad2D(Layer):
         super().__init__()
         if isinstance(padding, int):
             padding = [padding] * 4
-        self._pad, self._data_format = list(padding), data_format
+        self.padding, self._data_format, self._name = list(padding), data_format, name
+        self._mode, self.value = "constant", 0.0
 
     def forward(self, x):
-        return F.zeropad2d(x, self._pad, self._data_format)
+        return F.pad(x, self.padding, self._mode, self.value, self._data_format)
 
 
 class PixelShuffle(Layer):
     def __init__(self, upscale_factor, data_format="NCHW", name=None):
         super().__init__()
-        self._factor, self._data_format = upscale_factor, data_format
+        self._upscale_factor, self._data_format, self._name = upscale_factor, data_format, name
 
     def forward(self, x):
-        return F.pixel_shuffle(x, self._factor, self._data_format)
+        return F.pixel_shuffle(x, self._upscale_factor, self._data_format)
 
 
 class Pad3D(_PadNd):
@@ -78,6 +79,7 @@ class Upsample(Layer):
         super().__init__()
         self.size, self.scale_factor, self.mode = size, scale_factor, mode
         self.align_corners, self.align_mode, self.data_format = align_corners, align_mode, data_format
+        self.recompute_scale_factor, self.name = None, name
 
     def forward(self, x):
         return F.interpolate(x, self.size, self.scale_factor, self.mode, self.align_corners, self.align_mode,
@@ -90,18 +92,21 @@ class Upsample(Layer):
 
 class UpsamplingNearest2D(Upsample):
     def __init__(self, size=None, scale_factor=None, data_format="NCHW", name=None):
-        super().__init__(size, scale_factor, "nearest", False, 0, data_format)
+        super().__init__(size, scale_factor, "nearest", False, 0, data_format, name)
+        del self.recompute_scale_factor
 
 
 class UpsamplingBilinear2D(Upsample):
     def __init__(self, size=None, scale_factor=None, data_format="NCHW", name=None):
-        super().__init__(size, scale_factor, "bilinear", True, 0, data_format)
+        super().__init__(size, scale_factor, "bilinear", True, 0, data_format, name)
+        del self.recompute_scale_factor
 
 
 class Unfold(Layer):
     def __init__(self, kernel_sizes, dilations=1, paddings=0, strides=1, name=None):
         super().__init__()
         self.kernel_sizes, self.dilations, self.paddings, self.strides = kernel_sizes, dilations, paddings, strides
+        self.name = name
 
     def forward(self, x):
         return F.unfold(x, self.kernel_sizes, self.strides, self.paddings, self.dilations)
