@@ -59,9 +59,10 @@ class _ShardedJoin(Join):
 
     def announce(self, training, sync):
         self.steps += 1
-        state = self._round(1, sync and training, training)
+        (_active, syncing, _training), root = self._round(1, sync and training, training)
         if self.model.stage == 2:
-            self.model.reducer.sync_ranks = int(state[1])
+            self.model.reducer.sync_ranks = int(syncing)
+        return root
 
     def _shadow(self, syncing):
         reducer = self.model.reducer
