@@ -48,19 +48,12 @@ def erf_numpy(x):
         small += dt.type(c)
     small *= x
     z = np.abs(x)
-    t = z * dt.type(0.5)
-    t += 1
-    np.reciprocal(t, out=t)
-    poly = np.full_like(x, _ERFC_CHEB[-1])
-    for c in _ERFC_CHEB[-2::-1]:
-        poly *= t
-        poly += dt.type(c)
-    poly -= x2
-    np.exp(poly, out=poly)
-    poly *= t                      # erfc(|x|)
-    np.subtract(1, poly, out=poly)
-    np.copysign(poly, x, out=poly)
-    return np.where(z < 0.5, small, poly)
+    near0 = z < 0.5
+    big = _erfc_cheb(np, z)        # erfc(|x|)
+    np.subtract(1, big, out=big)
+    np.copysign(big, x, out=big)
+    big[near0] = small[near0]
+    return big
 
 
 def erf(xp, a):
@@ -74,6 +67,45 @@ def erf(xp, a):
         return _erf(a)
     import cupyx.scipy.special  # pragma: no cover - GPU only (simcupy simulates it)
     return cupyx.scipy.special.erf(a)
+
+
+def _erfc_cheb(xp, z):
+    """``erfc(z)`` for ``z >= 0`` from the Chebyshev fit: relative error < 1.2e-7, in z's dtype
+    (``z`` is overwritten)."""
+    dt = z.dtype.type
+    t = z * dt(0.5)
+    t += 1
+    xp.reciprocal(t, out=t)
+    poly = xp.full_like(z, _ERFC_CHEB[-1])
+    for c in _ERFC_CHEB[-2::-1]:
+        poly *= t
+        poly += dt(c)
+    z *= z
+    poly -= z
+    xp.exp(poly, out=poly)
+    poly *= t
+    return poly
+
+
+def _normal_cdf(xp, a):
+    """``Phi(a) = 0.5 (1 + erf(a / sqrt 2))``. On numpy below float64: ``0.5 erfc(|a| / sqrt 2)``
+    from the Chebyshev fit, reflected for a > 0: absolute error < 2.1e-7, relative error < 2e-5 in
+    the lower tail (float32 rounding of ``-z^2`` in the exponent); several times faster than
+    scipy's erf, which evaluates element by element."""
+    dt = a.dtype.type
+    if xp is not np or a.dtype == np.float64:
+        phi = erf(xp, a * dt(_SQRT1_2)).astype(a.dtype, copy=False)
+        phi += 1
+        phi *= dt(0.5)
+        return phi
+    z = xp.abs(a)
+    z *= dt(_SQRT1_2)
+    h = _erfc_cheb(xp, z)
+    h *= dt(0.5)                       # Phi(-|a|)
+    m = _mask(a > 0, a.dtype)          # Phi(a) = h + [a > 0] (1 - 2h)
+    m *= 1 - 2 * h
+    h += m
+    return h
 
 
 def _sigmoid(xp, a):
@@ -146,13 +178,11 @@ class Gelu(_Activation):
             xp.tanh(u, out=u)
             self.t = u                     # tanh(...)
             out = u + 1
-        else:
-            u = erf(xp, a * dt(_SQRT1_2)).astype(a.dtype, copy=False)
-            self.t = u                     # erf(x / sqrt 2)
-            out = u + 1
-        out *= a
-        out *= dt(0.5)
-        return out
+            out *= a
+            out *= dt(0.5)
+            return out
+        self.t = _normal_cdf(xp, a)        # Phi(x)
+        return a * self.t
 
     def deriv(self, xp):
         a, t = self.a, self.t
@@ -168,14 +198,13 @@ class Gelu(_Activation):
             d += dt(0.5) * t
             d += dt(0.5)
             return d
-        # Phi(x) + x phi(x) = 0.5 (1 + erf(x / sqrt 2)) + x exp(-x^2 / 2) / sqrt(2 pi)
+        # Phi(x) + x phi(x) = Phi(x) + x exp(-x^2 / 2) / sqrt(2 pi)
         d = a * a
         d *= dt(-0.5)
         xp.exp(d, out=d)
         d *= a
         d *= dt(_INV_SQRT_2PI)
-        d += dt(0.5) * t
-        d += dt(0.5)
+        d += t
         return d
 
     def deriv_graph(self, x):
