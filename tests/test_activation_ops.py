@@ -29,6 +29,7 @@ CASES = {
     "gelu": (lambda x: F.gelu(x), lambda x: 0.5 * x * (1 + _erf64(x / math.sqrt(2))), True),
     "gelu_tanh": (lambda x: F.gelu(x, approximate=True),
                   lambda x: 0.5 * x * (1 + np.tanh(K * (x + 0.044715 * x ** 3))), True),
+    "sigmoid": (F.sigmoid, _sig, True),
     "silu": (F.silu, lambda x: x * _sig(x), True),
     "swish": (F.swish, lambda x: x * _sig(x), True),
     "mish": (F.mish, lambda x: x * np.tanh(_softplus(x)), True),
@@ -204,3 +205,29 @@ def test_device_gives_the_cpu_results(name):
         assert (type(y._data) is np.ndarray) == (place == "cpu"), f"{name} left the {place}"
     np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(results[1][1], results[0][1], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("delta,is_huber", [(1.0, True), (0.3, True), (2.0, False)])
+def test_smooth_l1_loss_matches_its_branches(delta, is_huber):
+    rng = np.random.default_rng(4)
+    x, y = rng.standard_normal((5, 7)) * 2, rng.standard_normal((5, 7))
+    x[0, :3] = y[0, :3] + np.array([delta, -delta, 0.0])     # the branch boundary and d = 0
+    d = x - y
+    ref = np.where(np.abs(d) < delta, 0.5 * d * d, delta * (np.abs(d) - 0.5 * delta)) / (1 if is_huber else delta)
+    xt = ddg.to_tensor(x, stop_gradient=False)
+    out = F.smooth_l1_loss(xt, ddg.to_tensor(y), reduction="none", delta=delta, is_huber=is_huber)
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-14, atol=1e-15)
+    out.sum().backward()
+    gref = np.where(np.abs(d) < delta, d, delta * np.sign(d)) / (1 if is_huber else delta)
+    np.testing.assert_allclose(xt.grad.numpy(), gref, rtol=1e-14, atol=1e-15)
+
+
+def test_maximum_minimum_split_ties_and_broadcast():
+    a = ddg.to_tensor(np.array([[1.0, 2.0, 3.0], [3.0, 0.0, -1.0]]), stop_gradient=False)
+    b = ddg.to_tensor(np.array([2.0, 2.0, 1.0]), stop_gradient=False)
+    (ddg.maximum(a, b) * ddg.to_tensor(np.arange(1.0, 7.0).reshape(2, 3))).sum().backward()
+    np.testing.assert_array_equal(a.grad.numpy(), [[0, 1, 3], [4, 0, 0]])
+    np.testing.assert_array_equal(b.grad.numpy(), [1 + 0, 1 + 5, 6])
+    x = ddg.to_tensor(np.array([1.0, 2.0, 3.0]), stop_gradient=False)
+    ddg.minimum(x, ddg.to_tensor(np.array([2.0, 2.0, 2.0]))).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [1, 0.5, 0])

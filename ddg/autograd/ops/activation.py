@@ -111,6 +111,8 @@ def _normal_cdf(xp, a):
 def _sigmoid(xp, a):
     """The logistic function ``1 / (1 + exp(-a))``, accurate in both tails (exp overflowing to
     inf for a < -88 in float32 gives exactly 0)."""
+    if a.ndim == 0:
+        return _sigmoid(xp, a.reshape(1)).reshape(())
     s = xp.negative(a)
     if xp is np:
         with np.errstate(over="ignore"):
