@@ -231,3 +231,19 @@ def test_maximum_minimum_split_ties_and_broadcast():
     x = ddg.to_tensor(np.array([1.0, 2.0, 3.0]), stop_gradient=False)
     ddg.minimum(x, ddg.to_tensor(np.array([2.0, 2.0, 2.0]))).sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), [1, 0.5, 0])
+
+
+@pytest.mark.parametrize("shape,scale,mode_kw", [((2, 3, 4, 5), 2, {}), ((1, 2, 3, 4), (3, 2), {}),
+                                                  ((2, 3, 5), 4, {"data_format": "NCW"}),
+                                                  ((1, 2, 2, 3, 3), 2, {"data_format": "NCDHW"})])
+def test_nearest_integer_upsample_is_repeat_with_its_gradients(shape, scale, mode_kw):
+    x = np.random.default_rng(5).standard_normal(shape)
+    xt = ddg.to_tensor(x, stop_gradient=False)
+    y = F.interpolate(xt, scale_factor=scale, mode="nearest", **mode_kw)
+    ref = x
+    scales = scale if isinstance(scale, tuple) else (scale,) * (x.ndim - 2)
+    for ax, s in enumerate(scales, start=2):
+        ref = np.repeat(ref, s, axis=ax)
+    np.testing.assert_array_equal(y.numpy(), ref)
+    assert gradcheck(lambda t: F.interpolate(t, scale_factor=scale, mode="nearest", **mode_kw), [xt])
+    assert gradgradcheck(lambda t: F.interpolate(t, scale_factor=scale, mode="nearest", **mode_kw) ** 2, [xt])
