@@ -108,6 +108,14 @@ def _normal_cdf(xp, a):
     return h
 
 
+def clamp(xp, a, lo=-np.inf, hi=np.inf):
+    """``min(max(a, lo), hi)`` for float arrays as one ``clip`` with both bounds finite or
+    infinite: numpy's clip is ~4x faster than its maximum/minimum (which handle NaN
+    separately) and propagates NaN the same way."""
+    dt = a.dtype.type
+    return xp.clip(a, dt(lo), dt(hi))
+
+
 def _sigmoid(xp, a):
     """The logistic function ``1 / (1 + exp(-a))``, accurate in both tails (exp overflowing to
     inf for a < -88 in float32 gives exactly 0)."""
@@ -242,7 +250,7 @@ def _softplus(xp, a):
     """``log(1 + exp(a))`` without overflow: ``max(a, 0) + log1p(exp(-|a|))``."""
     out = xp.exp(-xp.abs(a))
     xp.log1p(out, out=out)
-    out += xp.maximum(a, 0)
+    out += clamp(xp, a, lo=0)
     return out
 
 
@@ -279,7 +287,7 @@ class LeakyRelu(_Activation):
         s = a.dtype.type(self.slope)
         if 0 <= self.slope <= 1:
             return xp.maximum(a, a * s)
-        out = xp.minimum(a, a.dtype.type(0))    # x + (slope - 1) min(x, 0)
+        out = clamp(xp, a, hi=0)                 # x + (slope - 1) min(x, 0)
         out *= a.dtype.type(self.slope - 1)
         out += a
         return out
@@ -305,12 +313,12 @@ class Elu(_Activation):
 
     def fn(self, xp, a):
         dt = a.dtype.type
-        neg = xp.minimum(a, 0)
+        neg = clamp(xp, a, hi=0)
         if self.c != 1:
             neg *= dt(1 / self.c)
         xp.expm1(neg, out=neg)
         neg *= dt(self.scale * self.alpha)
-        pos = xp.maximum(a, dt(0))           # one of the two terms is 0 everywhere
+        pos = clamp(xp, a, lo=0)             # one of the two terms is 0 everywhere
         if self.scale != 1:
             pos *= dt(self.scale)
         neg += pos
@@ -319,7 +327,7 @@ class Elu(_Activation):
     def deriv(self, xp):
         a = self.a
         dt = a.dtype.type
-        d = xp.minimum(a, dt(0))
+        d = clamp(xp, a, hi=0)
         if self.c != 1:
             d *= dt(1 / self.c)
         xp.exp(d, out=d)

@@ -666,7 +666,12 @@ class Relu(Function):
     save_output = True
 
     def forward(self, a):
-        self.out = backend.get_array_module(a).maximum(a, a.dtype.type(0))
+        xp = backend.get_array_module(a)
+        if a.dtype.kind in "fV":
+            from .activation import clamp
+            self.out = clamp(xp, a, lo=0)
+        else:
+            self.out = xp.maximum(a, a.dtype.type(0))
         return self.out
 
     def backward(self, g):
@@ -700,6 +705,9 @@ class Clip(Function):
     def forward(self, a):
         xp = backend.get_array_module(a)
         self.a = a
+        if a.dtype.kind in "fV":
+            from .activation import clamp
+            return clamp(xp, a, -np.inf if self.lo is None else self.lo, np.inf if self.hi is None else self.hi)
         out = a
         if self.lo is not None:
             out = xp.maximum(out, xp.asarray(self.lo, dtype=a.dtype))
