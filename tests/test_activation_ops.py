@@ -247,3 +247,23 @@ def test_nearest_integer_upsample_is_repeat_with_its_gradients(shape, scale, mod
     np.testing.assert_array_equal(y.numpy(), ref)
     assert gradcheck(lambda t: F.interpolate(t, scale_factor=scale, mode="nearest", **mode_kw), [xt])
     assert gradgradcheck(lambda t: F.interpolate(t, scale_factor=scale, mode="nearest", **mode_kw) ** 2, [xt])
+
+
+@pytest.mark.parametrize("shape,n_w,fmt", [((2, 3, 4, 5), 3, "NCHW"), ((2, 4, 5, 3), 3, "NHWC"), ((4, 6), 1, "NCHW"),
+                                            ((3, 4, 5), 4, "NCL")])
+def test_prelu_values_and_gradients(shape, n_w, fmt):
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal(shape)
+    x.flat[:3] = 0.0                                   # Paddle's gradient at 0 is w's branch
+    w = rng.uniform(0.1, 0.9, n_w)
+    ch = 1 if fmt.startswith("NC") else -1
+    wb = w.reshape([-1 if i == (ch % x.ndim) else 1 for i in range(x.ndim)]) if n_w > 1 else w
+    xt, wt = ddg.to_tensor(x, stop_gradient=False), ddg.to_tensor(w, stop_gradient=False)
+    y = F.prelu(xt, wt, data_format=fmt)
+    np.testing.assert_allclose(y.numpy(), np.where(x > 0, x, x * wb), rtol=1e-15)
+    g = rng.standard_normal(shape)
+    y.backward(ddg.to_tensor(g))
+    np.testing.assert_allclose(xt.grad.numpy(), np.where(x > 0, g, g * wb), rtol=1e-14)
+    gw = (g * np.minimum(x, 0))
+    gw = gw.sum() if n_w == 1 else gw.sum(axis=tuple(i for i in range(x.ndim) if i != ch % x.ndim))
+    np.testing.assert_allclose(wt.grad.numpy(), np.reshape(gw, w.shape), rtol=1e-12)
