@@ -6,6 +6,7 @@ import types
 import numpy as np
 
 from ...tensor import backend
+from ...tensor import kernels as _kernels
 from ...tensor.dtypes import bfloat16 as _BF16
 from ...tensor.dtypes import convert_dtype, default_float
 from ...tensor.tensor import Tensor
@@ -493,8 +494,7 @@ class Sigmoid(Function):
     def forward(self, a):
         # 1 / (1 + exp(-a)): exact in both tails (exp overflowing to inf gives exactly 0), and
         # four fast passes where numpy's where on the sign mask is a slow one
-        from .activation import _sigmoid
-        self.out = _sigmoid(backend.get_array_module(a), a)
+        self.out = _kernels.sigmoid(backend.get_array_module(a), a)
         return self.out
 
     def backward(self, g):
@@ -668,8 +668,7 @@ class Relu(Function):
     def forward(self, a):
         xp = backend.get_array_module(a)
         if a.dtype.kind in "fV":
-            from .activation import clamp
-            self.out = clamp(xp, a, lo=0)
+            self.out = _kernels.clamp(xp, a, lo=0)
         else:
             self.out = xp.maximum(a, a.dtype.type(0))
         return self.out
@@ -706,8 +705,7 @@ class Clip(Function):
         xp = backend.get_array_module(a)
         self.a = a
         if a.dtype.kind in "fV":
-            from .activation import clamp
-            return clamp(xp, a, -np.inf if self.lo is None else self.lo, np.inf if self.hi is None else self.hi)
+            return _kernels.clamp(xp, a, -np.inf if self.lo is None else self.lo, np.inf if self.hi is None else self.hi)
         out = a
         if self.lo is not None:
             out = xp.maximum(out, xp.asarray(self.lo, dtype=a.dtype))

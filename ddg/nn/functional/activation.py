@@ -7,8 +7,8 @@ from ...autograd.ops import elementwise as E
 from ...autograd.ops import movement as _M
 from ...autograd.ops import nn_ops
 from ...autograd.ops.elementwise import relu, sigmoid, tanh  # noqa: F401
-from ...tensor.dtypes import default_float
-from ...tensor.tensor import Tensor
+from ...tensor.dtypes import default_float as _default_float
+from ...tensor.tensor import Tensor as _Tensor
 
 
 def _float(x, op):
@@ -17,7 +17,7 @@ def _float(x, op):
     if k in "fV":
         return x
     if k in "iub":
-        return Tensor._wrap(x._data.astype(default_float()))
+        return _Tensor._wrap(x._data.astype(_default_float()))
     raise TypeError(f"ddg.nn.functional.{op}: needs a real tensor, got {x.dtype} (shape {x.shape})")
 
 
