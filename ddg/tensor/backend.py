@@ -202,16 +202,10 @@ def nccl_module():
 
 
 def erf(xp, a):
-    """The error function on either backend (scipy where available)."""
-    if xp is np:
-        try:
-            from scipy.special import erf as _erf
-            return _erf(a)
-        except ImportError:
-            import math
-            return np.vectorize(math.erf, otypes=[a.dtype])(a)
-    import cupyx.scipy.special  # pragma: no cover
-    return cupyx.scipy.special.erf(a)
+    """The error function on either backend (scipy where available, else a vectorized
+    approximation: ``ddg.tensor.kernels.erf``)."""
+    from .kernels import erf as _erf
+    return _erf(xp, a)
 
 
 # ---------------------------------------------------------------------------

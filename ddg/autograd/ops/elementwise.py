@@ -6,6 +6,7 @@ import types
 import numpy as np
 
 from ...tensor import backend
+from ...tensor import kernels as _kernels
 from ...tensor.dtypes import bfloat16 as _BF16
 from ...tensor.dtypes import convert_dtype, default_float
 from ...tensor.tensor import Tensor
@@ -146,21 +147,25 @@ class Maximum(Function):
     def _mask(self):
         return self.a > self.b
 
+    def _weights(self, dtype):
+        """Input a's share of the gradient: 1 where it wins, 0.5 at ties, else 0 (as 0/1
+        arithmetic: numpy's where on an unpredictable mask is a slow pass)."""
+        wa = (self.a == self.b).astype(dtype)
+        wa *= dtype.type(0.5)
+        wa += self._mask()
+        return wa
+
     def backward(self, g):
         # ties send half the gradient each way
-        xp = backend.get_array_module(g)
         a, b = self.a, self.b
-        win = self._mask()
-        tie = a == b
-        wa = xp.where(tie, g.dtype.type(0.5), win.astype(g.dtype)).astype(g.dtype)
+        wa = self._weights(g.dtype)
         na, nb = self.needs
         return (_fit(g * wa, a.shape, a.dtype) if na else None,
                 _fit(g * (1 - wa), b.shape, b.dtype) if nb else None)
 
     def backward_graph(self, g):
-        xp = backend.get_array_module(g._data)
         a, b = self.a, self.b
-        wa = xp.where(a == b, g.dtype.type(0.5), self._mask().astype(g.dtype)).astype(g.dtype)
+        wa = self._weights(g._data.dtype)
         na, nb = self.needs
         return (fit_t(g * const(wa), a.shape, a.dtype) if na else None,
                 fit_t(g * const(1 - wa), b.shape, b.dtype) if nb else None)
@@ -487,10 +492,9 @@ class Sigmoid(Function):
     save_output = True
 
     def forward(self, a):
-        xp = backend.get_array_module(a)
-        # stable for large |a|: exp of a non-positive number only
-        e = xp.exp(-xp.abs(a))
-        self.out = xp.where(a >= 0, 1 / (1 + e), e / (1 + e)).astype(a.dtype, copy=False)
+        # 1 / (1 + exp(-a)): exact in both tails (exp overflowing to inf gives exactly 0), and
+        # four fast passes where numpy's where on the sign mask is a slow one
+        self.out = _kernels.sigmoid(backend.get_array_module(a), a)
         return self.out
 
     def backward(self, g):
@@ -662,7 +666,11 @@ class Relu(Function):
     save_output = True
 
     def forward(self, a):
-        self.out = backend.get_array_module(a).maximum(a, a.dtype.type(0))
+        xp = backend.get_array_module(a)
+        if a.dtype.kind in "fV":
+            self.out = _kernels.clamp(xp, a, lo=0)
+        else:
+            self.out = xp.maximum(a, a.dtype.type(0))
         return self.out
 
     def backward(self, g):
@@ -696,6 +704,8 @@ class Clip(Function):
     def forward(self, a):
         xp = backend.get_array_module(a)
         self.a = a
+        if a.dtype.kind in "fV":
+            return _kernels.clamp(xp, a, -np.inf if self.lo is None else self.lo, np.inf if self.hi is None else self.hi)
         out = a
         if self.lo is not None:
             out = xp.maximum(out, xp.asarray(self.lo, dtype=a.dtype))

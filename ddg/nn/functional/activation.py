@@ -1,11 +1,24 @@
-"""Activations (composites, except the stable softmax family)."""
-import math
+"""Activations: single ops (``autograd/ops/activation.py``, the softmax family in ``nn_ops.py``)
+except the few composites at the end (prelu, glu)."""
 
 from ...autograd.axes import normalize_axis as _ax
+from ...autograd.ops import activation as A
 from ...autograd.ops import elementwise as E
 from ...autograd.ops import movement as _M
 from ...autograd.ops import nn_ops
 from ...autograd.ops.elementwise import relu, sigmoid, tanh  # noqa: F401
+from ...tensor.dtypes import default_float as _default_float
+from ...tensor.tensor import Tensor as _Tensor
+
+
+def _float(x, op):
+    """Float tensors as they are; integer and bool ones in the default float dtype."""
+    k = x._data.dtype.kind
+    if k in "fV":
+        return x
+    if k in "iub":
+        return _Tensor._wrap(x._data.astype(_default_float()))
+    raise TypeError(f"ddg.nn.functional.{op}: needs a real tensor, got {x.dtype} (shape {x.shape})")
 
 
 def relu6(x, name=None):
@@ -13,50 +26,46 @@ def relu6(x, name=None):
 
 
 def leaky_relu(x, negative_slope=0.01, name=None):
-    return E.where(x >= 0, x, x * negative_slope)  # gradient 1 at 0, as Paddle
+    return A.LeakyRelu(negative_slope)(_float(x, "leaky_relu"))  # gradient 1 at 0, as Paddle
 
 
 def elu(x, alpha=1.0, name=None):
-    # gradient alpha at 0 (the left branch's slope), as Paddle; the inner where keeps exp finite
-    return E.where(x > 0, x, (E.exp(E.where(x <= 0, x, 0.0)) - 1) * alpha)
+    return A.Elu(alpha)(_float(x, "elu"))  # gradient alpha at 0 (the left branch's slope), as Paddle
 
 
 def selu(x, scale=1.0507009873554805, alpha=1.6732632423543772, name=None):
-    # gradient scale * alpha at 0 (the left branch's slope), as Paddle
-    return scale * E.where(x > 0, x, (E.exp(E.where(x <= 0, x, 0.0)) - 1) * alpha)
+    return A.Elu(alpha, scale)(_float(x, "selu"))  # gradient scale * alpha at 0, as Paddle
 
 
 def celu(x, alpha=1.0, name=None):
     if alpha == 0:
         raise ZeroDivisionError("ddg.nn.functional.celu: alpha must not be 0")
-    return E.where(x > 0, x, (E.exp(E.where(x <= 0, x, 0.0) / alpha) - 1) * alpha)
+    return A.Elu(alpha, 1.0, alpha)(_float(x, "celu"))
 
 
 def softshrink(x, threshold=0.5, name=None):
     """``x - t`` above ``t``, ``x + t`` below ``-t``, 0 between (gradient 0 at ``±t``, as Paddle)."""
     if threshold < 0:
         raise ValueError(f"ddg.nn.functional.softshrink: threshold must be >= 0, got {threshold}")
-    return E.where(x > threshold, x - threshold, E.where(x < -threshold, x + threshold, 0.0))
+    return A.Softshrink(threshold)(_float(x, "softshrink"))
 
 
 def hardshrink(x, threshold=0.5, name=None):
     """``x`` where ``|x| >= threshold`` (Paddle keeps the bounds), else 0."""
-    return E.where(E.abs(x) >= threshold, x, 0.0)
+    return A.Hardshrink(threshold)(_float(x, "hardshrink"))
 
 
 def thresholded_relu(x, threshold=1.0, value=0.0, name=None):
     """``x`` where ``x > threshold``, else ``value``."""
-    return E.where(x > threshold, x, float(value))
+    return A.ThresholdedRelu(threshold, value)(_float(x, "thresholded_relu"))
 
 
 def gelu(x, approximate=False, name=None):
-    if approximate:
-        return 0.5 * x * (1 + E.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
-    return 0.5 * x * (1 + E.erf(x * (1 / math.sqrt(2))))
+    return A.Gelu(approximate)(_float(x, "gelu"))
 
 
 def silu(x, name=None):
-    return x * E.sigmoid(x)
+    return A.Silu()(_float(x, "silu"))
 
 
 swish = silu
@@ -67,33 +76,31 @@ def hardtanh(x, min=-1.0, max=1.0, name=None):  # noqa: A002
 
 
 def hardsigmoid(x, slope=0.1666667, offset=0.5, name=None):
-    return E.Clip(0.0, 1.0, strict=True)(x * slope + offset)
+    return A.Hardsigmoid(slope, offset)(_float(x, "hardsigmoid"))  # gradient 0 at the kinks, as Paddle
 
 
 def hardswish(x, name=None):
-    # Paddle's gradient at the kinks: 0 at -3, 1 at 3 (the strict clip gives exactly that)
-    return x * E.Clip(0.0, 6.0, strict=True)(x + 3) / 6
+    return A.Hardswish()(_float(x, "hardswish"))  # gradient 0 at -3, 1 at 3, as Paddle
 
 
 def softplus(x, beta=1, threshold=20, name=None):
-    bx = x * beta
-    return E.where(bx > threshold, x, E.log1p(E.exp(E.minimum(bx, float(threshold)))) / beta)
+    return A.Softplus(beta, threshold)(_float(x, "softplus"))
 
 
 def mish(x, name=None):
-    return x * E.tanh(softplus(x))
+    return A.Mish()(_float(x, "mish"))
 
 
 def log_sigmoid(x, name=None):
-    return -softplus(-x)
+    return A.LogSigmoid()(_float(x, "log_sigmoid"))
 
 
 def softsign(x, name=None):
-    return x / (1 + E.abs(x))
+    return A.Softsign()(_float(x, "softsign"))
 
 
 def tanhshrink(x, name=None):
-    return x - E.tanh(x)
+    return A.Tanhshrink()(_float(x, "tanhshrink"))
 
 
 def prelu(x, weight, data_format="NCHW", name=None):
@@ -102,7 +109,9 @@ def prelu(x, weight, data_format="NCHW", name=None):
         shape = [1] * x.ndim
         shape[1 if data_format.startswith("NC") else -1] = weight.size
         w = weight.reshape(shape)
-    return E.where(x > 0, x, x * w)
+    # max(x, 0) + w min(x, 0): gradient w at 0 (the strict clip gives 0 there), as Paddle; two
+    # clips instead of a where, which is a slow numpy pass on an unpredictable mask
+    return E.Clip(0.0, None, strict=True)(x) + E.Clip(None, 0.0)(x) * w
 
 
 def softmax(x, axis=-1, dtype=None, name=None):

@@ -217,7 +217,10 @@ def smooth_l1_loss(input, label, reduction="mean", delta=1.0, is_huber=True, nam
     _check_same_shape(input, label, "smooth_l1_loss")
     d = input - label
     ad = E.abs(d)
-    per = E.where(ad < delta, 0.5 * d * d, delta * (ad - 0.5 * delta))
+    # 0.5 m^2 + delta (|d| - m) with m = min(|d|, delta): the same two branches, without a
+    # where (a slow pass in numpy on an unpredictable mask)
+    m = E.minimum(ad, float(delta))
+    per = 0.5 * m * m + delta * (ad - m)
     if not is_huber:
         per = per / delta
     return _reduce(per, reduction, "smooth_l1_loss")

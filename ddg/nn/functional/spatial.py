@@ -107,6 +107,11 @@ def _resample_axis(x, axis, n_out, mode, align_corners, align_mode, scale):
     if mode == "nearest":
         src = np.floor(ratio * k + 0.5) if align_corners else np.floor(ratio * k)
         idx = np.clip(src, 0, n_in - 1).astype(np.int64)
+        rep = n_out // n_in
+        if n_out == rep * n_in and np.array_equal(idx, np.arange(n_out) // rep):
+            # an integer upscale: each element repeated ``rep`` times, a broadcast view copied
+            # once (backward: strided slices added), not a gather and its scatter-add
+            return M.RepeatEach(axis, rep)(x)
         return M.index_select(x, _const_like(idx, x), axis)
     if align_corners or align_mode == 1:
         src = ratio * k

@@ -1,0 +1,269 @@
+"""The single-op activations (ddg/autograd/ops/activation.py): forward against float64 numpy
+formulas, backward against central differences, second order through backward_graph,
+Paddle's gradients at the kinks, dtypes, and the vectorized erf's error bound."""
+import math
+
+import numpy as np
+import pytest
+
+import ddg
+import ddg.nn.functional as F
+from ddg.autograd.gradcheck import gradcheck, gradgradcheck
+from ddg.tensor.kernels import erf_numpy, normal_cdf
+from ddg.tensor import backend
+
+_erf64 = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def _sig(x):
+    return 1 / (1 + np.exp(-x))
+
+
+def _softplus(x, beta=1.0, threshold=20.0):
+    return np.where(beta * x > threshold, x, np.log1p(np.exp(np.minimum(beta * x, threshold))) / beta)
+
+
+K = math.sqrt(2 / math.pi)
+# name: (ddg call, float64 reference, smooth enough for second-order checks)
+CASES = {
+    "gelu": (lambda x: F.gelu(x), lambda x: 0.5 * x * (1 + _erf64(x / math.sqrt(2))), True),
+    "gelu_tanh": (lambda x: F.gelu(x, approximate=True),
+                  lambda x: 0.5 * x * (1 + np.tanh(K * (x + 0.044715 * x ** 3))), True),
+    "sigmoid": (F.sigmoid, _sig, True),
+    "silu": (F.silu, lambda x: x * _sig(x), True),
+    "swish": (F.swish, lambda x: x * _sig(x), True),
+    "mish": (F.mish, lambda x: x * np.tanh(_softplus(x)), True),
+    "leaky_relu": (F.leaky_relu, lambda x: np.where(x >= 0, x, 0.01 * x), False),
+    "leaky_relu_0.3": (lambda x: F.leaky_relu(x, 0.3), lambda x: np.where(x >= 0, x, 0.3 * x), False),
+    "leaky_relu_neg": (lambda x: F.leaky_relu(x, -0.5), lambda x: np.where(x >= 0, x, -0.5 * x), False),
+    "leaky_relu_2": (lambda x: F.leaky_relu(x, 2.0), lambda x: np.where(x >= 0, x, 2.0 * x), False),
+    "elu": (F.elu, lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, 0))), True),
+    "elu_0.5": (lambda x: F.elu(x, 0.5), lambda x: np.where(x > 0, x, 0.5 * np.expm1(np.minimum(x, 0))), True),
+    "selu": (F.selu, lambda x: 1.0507009873554805 * np.where(
+        x > 0, x, 1.6732632423543772 * np.expm1(np.minimum(x, 0))), True),
+    "selu_args": (lambda x: F.selu(x, 1.5, 0.7), lambda x: 1.5 * np.where(x > 0, x, 0.7 * np.expm1(np.minimum(x, 0))),
+                  True),
+    "celu": (F.celu, lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, 0))), True),
+    "celu_2": (lambda x: F.celu(x, 2.0), lambda x: np.where(x > 0, x, 2.0 * np.expm1(np.minimum(x, 0) / 2.0)), True),
+    "softplus": (F.softplus, _softplus, True),
+    "softplus_args": (lambda x: F.softplus(x, 2.0, 3.0), lambda x: _softplus(x, 2.0, 3.0), True),
+    "log_sigmoid": (F.log_sigmoid, lambda x: np.log(_sig(x)), True),
+    "hardswish": (F.hardswish, lambda x: x * np.clip(x + 3, 0, 6) / 6, True),
+    "hardsigmoid": (F.hardsigmoid, lambda x: np.clip(x * 0.1666667 + 0.5, 0, 1), True),
+    "hardsigmoid_args": (lambda x: F.hardsigmoid(x, 0.2, 0.3), lambda x: np.clip(x * 0.2 + 0.3, 0, 1), True),
+    "tanhshrink": (F.tanhshrink, lambda x: x - np.tanh(x), True),
+    "softsign": (F.softsign, lambda x: x / (1 + np.abs(x)), True),
+    "softshrink": (F.softshrink, lambda x: np.where(x > 0.5, x - 0.5, np.where(x < -0.5, x + 0.5, 0)), True),
+    "softshrink_1": (lambda x: F.softshrink(x, 1.0), lambda x: np.where(x > 1, x - 1, np.where(x < -1, x + 1, 0)),
+                     True),
+    "hardshrink": (F.hardshrink, lambda x: np.where(np.abs(x) >= 0.5, x, 0), True),
+    "thresholded_relu": (lambda x: F.thresholded_relu(x, 0.7, 0.2), lambda x: np.where(x > 0.7, x, 0.2), True),
+}
+
+
+def _points(n=200, seed=0):
+    """Values over [-8, 8], kept 1e-3 away from every kink of the cases (finite differences
+    straddle no kink)."""
+    x = np.random.default_rng(seed).uniform(-8, 8, n)
+    for k in (0.0, 0.5, -0.5, 1.0, -1.0, 0.7, 3.0, -3.0, 2.5, -2.5, 1.5, 3.0 / 2, 2.0 / 0.2 - 1.5):
+        x = np.where(np.abs(x - k) < 2e-3, x + 5e-3, x)
+    return x
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_forward_matches_float64_formula(name):
+    fn, ref, _ = CASES[name]
+    x = np.concatenate([_points(), [0.0, -20.0, 30.0, 1e-8, -1e-8]])
+    got = fn(ddg.to_tensor(x)).numpy()
+    assert got.dtype == np.float64
+    np.testing.assert_allclose(got, ref(x), rtol=1e-12, atol=3e-7 if name.startswith("gelu") else 1e-13)
+    got32 = fn(ddg.to_tensor(x.astype(np.float32))).numpy()
+    assert got32.dtype == np.float32
+    np.testing.assert_allclose(got32, ref(x.astype(np.float32).astype(np.float64)), rtol=2e-6, atol=2e-6)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_backward_matches_central_differences(name):
+    fn = CASES[name][0]
+    x = ddg.to_tensor(_points(60, seed=1).reshape(3, 4, 5))
+    x.stop_gradient = False
+    assert gradcheck(fn, [x], eps=1e-6, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", sorted(n for n, c in CASES.items() if c[2]))
+def test_second_order_matches_central_differences(name):
+    fn = CASES[name][0]
+    x = ddg.to_tensor(_points(24, seed=2).reshape(4, 6) / 2)
+    x.stop_gradient = False
+    assert gradgradcheck(fn, [x], eps=1e-6, atol=1e-5, rtol=1e-4)
+
+
+def test_each_activation_is_one_node():
+    x = ddg.to_tensor(np.linspace(-2, 2, 7))
+    x.stop_gradient = False
+    for name, (fn, _, _) in CASES.items():
+        y = fn(x)
+        assert y._node is not None and y._node.edges[0][0] is x, f"{name} is not a single op on its input"
+
+
+def test_gradients_at_kinks_are_paddles():
+    def grad_at(fn, values):
+        x = ddg.to_tensor(np.array(values, dtype=np.float64))
+        x.stop_gradient = False
+        fn(x).sum().backward()
+        return x.grad.numpy()
+    np.testing.assert_array_equal(grad_at(F.leaky_relu, [0.0]), [1.0])
+    np.testing.assert_array_equal(grad_at(lambda x: F.elu(x, 0.5), [0.0]), [0.5])
+    np.testing.assert_allclose(grad_at(F.selu, [0.0]), [1.0507009873554805 * 1.6732632423543772])
+    np.testing.assert_allclose(grad_at(lambda x: F.celu(x, 2.0), [0.0]), [1.0])
+    np.testing.assert_array_equal(grad_at(F.hardswish, [-3.0, 3.0]), [0.0, 1.0])
+    np.testing.assert_array_equal(grad_at(lambda x: F.hardsigmoid(x, 0.25, 0.5), [-2.0, 2.0, 0.0]), [0, 0, 0.25])
+    np.testing.assert_array_equal(grad_at(F.softshrink, [0.5, -0.5, 0.6]), [0, 0, 1])
+    np.testing.assert_array_equal(grad_at(F.hardshrink, [0.5, -0.5, 0.4]), [1, 1, 0])
+    np.testing.assert_array_equal(grad_at(lambda x: F.thresholded_relu(x, 1.0), [1.0, 1.1]), [0, 1])
+    # far tails stay finite
+    assert np.isfinite(grad_at(F.mish, [-100.0, 100.0])).all()
+    np.testing.assert_allclose(grad_at(F.softplus, [100.0, -100.0]), [1.0, 0.0], atol=1e-30)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_half_inputs_keep_their_dtype(dtype):
+    x = ddg.to_tensor(np.linspace(-3, 3, 13, dtype=np.float32)).astype(dtype)
+    x.stop_gradient = False
+    for name, (fn, ref, _) in CASES.items():
+        y = fn(x)
+        assert y.dtype == x.dtype, name
+        y.sum().backward()
+        assert x.grad.dtype == x.dtype, name
+        x.clear_grad()
+        tol = 1e-2 if dtype != "float32" else 1e-5
+        np.testing.assert_allclose(y.astype("float32").numpy(), ref(x.astype("float32").numpy().astype(np.float64)),
+                                   rtol=tol, atol=tol, err_msg=name)
+
+
+def test_integer_input_is_computed_in_the_default_float():
+    y = F.gelu(ddg.to_tensor(np.array([-1, 0, 2])))
+    assert y.dtype == ddg.float32
+    np.testing.assert_allclose(y.numpy(), 0.5 * np.array([-1, 0, 2]) * (1 + _erf64(np.array([-1, 0, 2]) / 2 ** 0.5)),
+                               rtol=1e-6)
+
+
+def test_erf_numpy_error_bound():
+    """erf_numpy's stated bound: within 2e-7 of math.erf computed in float64, 3e-7 in float32,
+    and relative error below 1e-10 (float64) near zero, where the series is used."""
+    x = np.concatenate([np.linspace(-7, 7, 200001), np.geomspace(1e-30, 0.5, 2001),
+                        -np.geomspace(1e-30, 0.5, 2001), [0.0, np.inf, -np.inf]])
+    ref = _erf64(x)
+    e64 = erf_numpy(x)
+    assert e64.dtype == np.float64
+    assert np.abs(e64 - ref).max() < 2e-7
+    x32 = x.astype(np.float32)
+    e32 = erf_numpy(x32)
+    assert e32.dtype == np.float32
+    assert np.abs(e32.astype(np.float64) - _erf64(x32.astype(np.float64))).max() < 3e-7
+    small = np.abs(x) < 0.5
+    nz = small & (x != 0)
+    assert (np.abs(e64[nz] - ref[nz]) / np.abs(ref[nz])).max() < 1e-10
+    assert (np.abs(e32[nz] - ref[nz]) / np.abs(ref[nz])).max() < 4e-7
+    np.testing.assert_array_equal(erf_numpy(np.array([0.0, np.inf, -np.inf])), [0.0, 1.0, -1.0])
+    assert np.isnan(erf_numpy(np.array([np.nan]))).all()
+
+
+def test_float32_normal_cdf_error_bound():
+    """GELU's Phi in float32 (the Chebyshev erfc, reflected): absolute error < 2.1e-7 and
+    relative error < 2e-5 down the lower tail, against float64 math.erfc."""
+    x = np.linspace(-12, 8, 100001).astype(np.float32)
+    ref = 0.5 * np.vectorize(math.erfc, otypes=[np.float64])(-x.astype(np.float64) / math.sqrt(2))
+    got = normal_cdf(np, x)
+    assert got.dtype == np.float32
+    got = got.astype(np.float64)
+    assert np.abs(got - ref).max() < 2.1e-7
+    tail = (x < 0) & (ref > 1e-37)
+    assert (np.abs(got - ref)[tail] / ref[tail]).max() < 2e-5
+
+
+def test_erf_op_without_scipy_uses_the_vectorized_approximation(monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, "scipy.special", None)   # import fails as if scipy were absent
+    x = np.linspace(-4, 4, 101)
+    np.testing.assert_allclose(ddg.erf(ddg.to_tensor(x)).numpy(), _erf64(x), atol=2e-7)
+    np.testing.assert_allclose(F.gelu(ddg.to_tensor(x)).numpy(), 0.5 * x * (1 + _erf64(x / 2 ** 0.5)), atol=2e-7)
+
+
+@pytest.mark.skipif(not backend.cupy_available(),
+                    reason="GPU tests need cupy and an NVIDIA GPU (cupy is not installed or sees no GPU)")
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_device_gives_the_cpu_results(name):
+    fn = CASES[name][0]
+    x = _points(60, seed=3).reshape(3, 20).astype(np.float32)
+    results = []
+    for place in ("cpu", "gpu"):
+        t = ddg.to_tensor(x, place=place, stop_gradient=False)
+        y = fn(t)
+        y.backward(ddg.ones_like(y) * 0.5)
+        results.append((y.numpy(), t.grad.numpy()))
+        assert (type(y._data) is np.ndarray) == (place == "cpu"), f"{name} left the {place}"
+    np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(results[1][1], results[0][1], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("delta,is_huber", [(1.0, True), (0.3, True), (2.0, False)])
+def test_smooth_l1_loss_matches_its_branches(delta, is_huber):
+    rng = np.random.default_rng(4)
+    x, y = rng.standard_normal((5, 7)) * 2, rng.standard_normal((5, 7))
+    x[0, :3] = y[0, :3] + np.array([delta, -delta, 0.0])     # the branch boundary and d = 0
+    d = x - y
+    ref = np.where(np.abs(d) < delta, 0.5 * d * d, delta * (np.abs(d) - 0.5 * delta)) / (1 if is_huber else delta)
+    xt = ddg.to_tensor(x, stop_gradient=False)
+    out = F.smooth_l1_loss(xt, ddg.to_tensor(y), reduction="none", delta=delta, is_huber=is_huber)
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-14, atol=1e-15)
+    out.sum().backward()
+    gref = np.where(np.abs(d) < delta, d, delta * np.sign(d)) / (1 if is_huber else delta)
+    np.testing.assert_allclose(xt.grad.numpy(), gref, rtol=1e-14, atol=1e-15)
+
+
+def test_maximum_minimum_split_ties_and_broadcast():
+    a = ddg.to_tensor(np.array([[1.0, 2.0, 3.0], [3.0, 0.0, -1.0]]), stop_gradient=False)
+    b = ddg.to_tensor(np.array([2.0, 2.0, 1.0]), stop_gradient=False)
+    (ddg.maximum(a, b) * ddg.to_tensor(np.arange(1.0, 7.0).reshape(2, 3))).sum().backward()
+    np.testing.assert_array_equal(a.grad.numpy(), [[0, 1, 3], [4, 0, 0]])
+    np.testing.assert_array_equal(b.grad.numpy(), [1 + 0, 1 + 5, 6])
+    x = ddg.to_tensor(np.array([1.0, 2.0, 3.0]), stop_gradient=False)
+    ddg.minimum(x, ddg.to_tensor(np.array([2.0, 2.0, 2.0]))).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [1, 0.5, 0])
+
+
+@pytest.mark.parametrize("shape,scale,mode_kw", [((2, 3, 4, 5), 2, {}), ((1, 2, 3, 4), (3, 2), {}),
+                                                  ((2, 3, 5), 4, {"data_format": "NCW"}),
+                                                  ((1, 2, 2, 3, 3), 2, {"data_format": "NCDHW"})])
+def test_nearest_integer_upsample_is_repeat_with_its_gradients(shape, scale, mode_kw):
+    x = np.random.default_rng(5).standard_normal(shape)
+    xt = ddg.to_tensor(x, stop_gradient=False)
+    y = F.interpolate(xt, scale_factor=scale, mode="nearest", **mode_kw)
+    ref = x
+    scales = scale if isinstance(scale, tuple) else (scale,) * (x.ndim - 2)
+    for ax, s in enumerate(scales, start=2):
+        ref = np.repeat(ref, s, axis=ax)
+    np.testing.assert_array_equal(y.numpy(), ref)
+    assert gradcheck(lambda t: F.interpolate(t, scale_factor=scale, mode="nearest", **mode_kw), [xt])
+    assert gradgradcheck(lambda t: F.interpolate(t, scale_factor=scale, mode="nearest", **mode_kw) ** 2, [xt])
+
+
+@pytest.mark.parametrize("shape,n_w,fmt", [((2, 3, 4, 5), 3, "NCHW"), ((2, 4, 5, 3), 3, "NHWC"), ((4, 6), 1, "NCHW"),
+                                            ((3, 4, 5), 4, "NCL")])
+def test_prelu_values_and_gradients(shape, n_w, fmt):
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal(shape)
+    x.flat[:3] = 0.0                                   # Paddle's gradient at 0 is w's branch
+    w = rng.uniform(0.1, 0.9, n_w)
+    ch = 1 if fmt.startswith("NC") else -1
+    wb = w.reshape([-1 if i == (ch % x.ndim) else 1 for i in range(x.ndim)]) if n_w > 1 else w
+    xt, wt = ddg.to_tensor(x, stop_gradient=False), ddg.to_tensor(w, stop_gradient=False)
+    y = F.prelu(xt, wt, data_format=fmt)
+    np.testing.assert_allclose(y.numpy(), np.where(x > 0, x, x * wb), rtol=1e-15)
+    g = rng.standard_normal(shape)
+    y.backward(ddg.to_tensor(g))
+    np.testing.assert_allclose(xt.grad.numpy(), np.where(x > 0, g, g * wb), rtol=1e-14)
+    gw = (g * np.minimum(x, 0))
+    gw = gw.sum() if n_w == 1 else gw.sum(axis=tuple(i for i in range(x.ndim) if i != ch % x.ndim))
+    np.testing.assert_allclose(wt.grad.numpy(), np.reshape(gw, w.shape), rtol=1e-12)
