@@ -90,7 +90,7 @@ class Function:
         multi-output ops); returns one Tensor or None per input."""
         raise NotImplementedError(
             f"ddg: op {self.name} does not support higher-order gradients (create_graph=True): it has no "
-            f"differentiable backward (backward_graph); the README's 'Higher-order gradients' section lists "
+            f"differentiable backward (backward_graph); docs/higher_order.md lists "
             f"the ops that have one")
 
     def apply_linear(self, u):
