@@ -126,7 +126,11 @@ class Function:
                 out = self.forward(tensors[0]._data)
             else:
                 out = self.forward(*[t._data for t in tensors])
-        except (ValueError, TypeError, IndexError, RuntimeError, AttributeError) as exc:
+        except (ValueError, TypeError, IndexError, RuntimeError) as exc:
+            raise _op_error(self, tensors, exc) from exc
+        except AttributeError as exc:
+            if not _blames_inputs(self, tensors, exc):
+                raise       # a bug inside ddg: surfaces as itself
             raise _op_error(self, tensors, exc) from exc
         if type(out) not in _ARRAY_TYPES:
             if type(out) is tuple:
@@ -304,6 +308,19 @@ def _op_error(fn, tensors, exc):
                           f"move them with .to(place) first. Inputs: {_describe(tensors)}")
     cls = type(exc) if isinstance(exc, (TypeError, IndexError, RuntimeError)) else ValueError
     return cls(f"ddg.{fn.name}: {exc} (inputs: {_describe(tensors)})")
+
+
+def _blames_inputs(fn, tensors, exc):
+    """Whether an AttributeError raised in ``fn.forward`` is about what the user passed:
+    the object that lacks the attribute is one of the input arrays, or one of the op's
+    non-array settings (an axis, a shape, a mode given to the op). Anything else (a
+    module without the function, an array ddg made itself) is a bug in ddg."""
+    obj = getattr(exc, "obj", None)
+    if obj is None:
+        return False
+    if any(obj is t._data for t in tensors):
+        return True
+    return any(obj is v for v in vars(fn).values() if type(v) not in _ARRAY_TYPES)
 
 
 def same_float_dtype(op, x, y):
