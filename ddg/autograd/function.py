@@ -17,6 +17,23 @@ wrong gradients.
 
 With ``ddg.set_flags({"FLAGS_check_nan_inf": True})`` every op checks its float
 outputs, and its gradients in backward, for nan/inf and raises naming itself.
+
+Interception slots. Features that must see every op hook in through one-element lists
+that the hot path reads once each (``None``/``False``: the feature is off). In the
+order an op call meets them:
+
+1. ``function._autocast`` (set by ``ddg.amp.auto_cast``): casts the inputs, then calls
+   the op again with the slot cleared, so the casts are ordinary ops.
+2. ``function._recorder`` (set by ``ddg.jit`` while tracing): records the call, then
+   runs it with the slot cleared; AMP comes first, so its casts are recorded too.
+3. ``grad_mode._enabled`` (``no_grad``, ``enable_grad``): whether a node is recorded.
+4. ``flags.check_nan_inf`` (``ddg.set_flags``): checks outputs here and gradients in
+   the engine.
+
+Two more slots sit outside the op call: ``tensor._watch`` (``ddg.jit`` while tracing)
+hears when a tensor's data goes to the host or is written in place, and
+``backend._rng_observer`` (``backend.observe_rng``, used by ``ddg.jit``) hears every
+random draw. ``docs/design.md`` has the same table.
 """
 import numpy as np
 
