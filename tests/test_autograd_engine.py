@@ -27,7 +27,7 @@ def test_shared_tensor_gradients_accumulate():
     w = leaf([[1.0, 2.0], [3.0, 4.0]])
     x = leaf([[0.5, -1.0]])
     h = ddg.matmul(x, w)
-    out = ddg.matmul(h, w, transpose_y=True)  # w used twice, as in seed 000's weight sharing
+    out = ddg.matmul(h, w, transpose_y=True)  # w used twice (weight sharing)
     out.sum().backward()
     # d/dw sum(x w w^T) = x^T (1 w) ... check against central differences
     assert ddg.autograd.gradcheck(lambda x_, w_: ddg.matmul(ddg.matmul(x_, w_), w_, transpose_y=True), [x, w])
@@ -216,7 +216,7 @@ def test_inplace_update_of_leaf_requires_no_grad():
     with ddg.no_grad():
         w -= 0.5 * ddg.to_tensor([2.0, 2.0], dtype="float64")
     np.testing.assert_allclose(w.numpy(), [0.0, 1.0])
-    assert not w.stop_gradient and w.is_leaf and alias is w  # updated in place (seed 002's manual SGD)
+    assert not w.stop_gradient and w.is_leaf and alias is w  # updated in place (PyTorch-style manual SGD)
 
 
 def test_inplace_arithmetic_on_intermediate_keeps_gradients_right():
