@@ -1,4 +1,4 @@
-"""Data-parallel MNIST: seed 001's LeNet trained with Adam on every rank.
+"""Data-parallel MNIST: the LeNet of the MNIST tutorial (acceptance s001_mnist.py) trained with Adam on every rank.
 
     ddgrun -n 2 python examples/mnist.py              # 2 ranks (python examples/mnist.py: 1)
     ddgrun -n 2 python examples/mnist.py --resume     # continue from runs/mnist/checkpoint.pdckpt
@@ -46,8 +46,8 @@ class ConvPool(nn.Layer):
 
 
 class LeNet(nn.Layer):
-    """Seed 001's network: two conv/pool stages (20 and 50 filters of 5x5) and a
-    linear classifier on the 50x4x4 features. Sublayer names follow the seed, so
+    """The tutorial's network: two conv/pool stages (20 and 50 filters of 5x5) and a
+    linear classifier on the 50x4x4 features. Sublayer names follow the tutorial, so
     its checkpoints load here and vice versa."""
 
     def __init__(self):

@@ -1,4 +1,4 @@
-"""The dynamic-graph tutorial (seed 000), in ddg: tensors, Python control flow, a
+"""The dynamic-graph tutorial (acceptance programs s000_*.py), in ddg: tensors, Python control flow, a
 network whose structure changes from step to step, and weight sharing.
 
     python examples/tutorial.py

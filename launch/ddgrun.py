@@ -397,9 +397,9 @@ def main(argv=None):
         return 0
     mpi = not (nprocs == 1 and not opts)
     if max_restarts:
-        try:
-            from launch import restarts
-        except ImportError:               # run as a file (python launch/ddgrun.py): beside it
+        if __package__:                   # installed as ddg_launch, or launch/ in a checkout
+            from . import restarts
+        else:                             # run as a file (python launch/ddgrun.py): beside it
             sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
             import restarts
         try:

@@ -12,9 +12,9 @@ from conftest import ROOT, SHARED
 
 ENV = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
 PROGRAMS = [
-    "s000_basic.py", "s000_control_flow.py", "s002_torch_style.py",   # issue 2: the core
-    "s000_train_mymodel.py", "s000_weight_sharing.py", "s001_mnist.py",  # issue 3: layers, data
-    "s002_static_graph.py", "s001_static_mnist.py",                     # issue 5: static graphs
+    "s000_basic.py", "s000_control_flow.py", "s002_torch_style.py",   # the core
+    "s000_train_mymodel.py", "s000_weight_sharing.py", "s001_mnist.py",  # layers, data
+    "s002_static_graph.py", "s001_static_mnist.py",                     # static graphs
 ]
 
 

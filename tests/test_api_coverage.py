@@ -9,7 +9,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "tools"))
 import api_coverage  # noqa: E402
 
-# measured coverage in percent, per module (the figures README.md reports)
+# measured coverage in percent, per module (the figures docs/paddle.md reports)
 FLOORS = {
     "paddle": 97.3,
     "paddle.Tensor": 94.1,

@@ -27,7 +27,7 @@ def test_shared_tensor_gradients_accumulate():
     w = leaf([[1.0, 2.0], [3.0, 4.0]])
     x = leaf([[0.5, -1.0]])
     h = ddg.matmul(x, w)
-    out = ddg.matmul(h, w, transpose_y=True)  # w used twice, as in seed 000's weight sharing
+    out = ddg.matmul(h, w, transpose_y=True)  # w used twice (weight sharing)
     out.sum().backward()
     # d/dw sum(x w w^T) = x^T (1 w) ... check against central differences
     assert ddg.autograd.gradcheck(lambda x_, w_: ddg.matmul(ddg.matmul(x_, w_), w_, transpose_y=True), [x, w])
@@ -216,7 +216,7 @@ def test_inplace_update_of_leaf_requires_no_grad():
     with ddg.no_grad():
         w -= 0.5 * ddg.to_tensor([2.0, 2.0], dtype="float64")
     np.testing.assert_allclose(w.numpy(), [0.0, 1.0])
-    assert not w.stop_gradient and w.is_leaf and alias is w  # updated in place (seed 002's manual SGD)
+    assert not w.stop_gradient and w.is_leaf and alias is w  # updated in place (PyTorch-style manual SGD)
 
 
 def test_inplace_arithmetic_on_intermediate_keeps_gradients_right():
@@ -314,3 +314,39 @@ def test_training_loop_memory_stays_flat():
     grown = tracemalloc.get_traced_memory()[0] - base
     tracemalloc.stop()
     assert grown < 200_000, f"memory grew by {grown} bytes over 1000 steps"
+
+
+def test_attribute_error_in_forward_blames_the_inputs_only_when_they_lack_the_attribute():
+    from ddg.autograd.function import Function
+
+    class ReadsInputAttr(Function):          # the input array lacks what forward reads
+        def forward(self, a):
+            return a.no_such_attribute
+
+    class ReadsSettingAttr(Function):        # a setting the caller gave lacks it
+        def __init__(self, shape):
+            self.shape = shape
+
+        def forward(self, a):
+            return a.reshape(self.shape.as_tuple())
+
+    class InternalBug(Function):             # ddg's own code asks numpy for a missing name
+        def forward(self, a):
+            return np.no_such_function(a)
+
+    class InternalArrayBug(Function):        # an array ddg made itself lacks it
+        def forward(self, a):
+            self.tmp = a * 2
+            return self.tmp.no_such_attribute
+
+    x = ddg.to_tensor(np.ones((2, 3), dtype="float32"))
+    with pytest.raises(ValueError, match=r"ddg\.ReadsInputAttr: .*no_such_attribute.*inputs: .*\[2, 3\]"):
+        ReadsInputAttr()(x)
+    with pytest.raises(ValueError, match=r"ddg\.ReadsSettingAttr: .*as_tuple.*inputs:"):
+        ReadsSettingAttr([3, 2])(x)
+    with pytest.raises(AttributeError, match="no_such_function") as info:
+        InternalBug()(x)
+    assert type(info.value) is AttributeError and "inputs:" not in str(info.value)
+    with pytest.raises(AttributeError, match="no_such_attribute") as info:
+        InternalArrayBug()(x)
+    assert type(info.value) is AttributeError

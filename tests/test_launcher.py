@@ -335,3 +335,21 @@ def test_distributed_launch_writes_each_ranks_log(tmp_path):
     assert r.returncode != 0
     assert "ValueError: rank one fails" in (logs / "workerlog.1").read_text()
     assert "---- end of" in r.stderr and "rank one fails" in r.stderr
+
+
+def test_installed_launcher_does_not_collide_with_another_launch_package(tmp_path):
+    """ddg installs launch/ as the package ``ddg_launch`` (the ``ddgrun`` script and
+    ``ddg.distributed.launch`` use it), so another distribution's top-level ``launch``
+    package, even first on the path, changes nothing."""
+    foreign = tmp_path / "launch"
+    foreign.mkdir()
+    (foreign / "__init__.py").write_text("raise ImportError('a foreign package named launch')\n")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    code = ("from ddg.distributed import launch as L; import ddg_launch.ddgrun as D; "
+            "print(L.ddgrun.__name__, D.main is L.ddgrun.main)")
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=str(tmp_path),
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["ddg_launch.ddgrun", "True"]
+    with open(os.path.join(REPO, "pyproject.toml")) as f:
+        assert 'ddgrun = "ddg_launch.ddgrun:main"' in f.read()

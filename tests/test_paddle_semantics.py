@@ -1,4 +1,4 @@
-"""Paddle's semantics where ddg used to differ silently (issue 14). The expected values
+"""Paddle's semantics: values, dtypes and errors as Paddle 3.3.1 gives them. The expected values
 were printed by the real Paddle 3.3.1 (CPU) on the same inputs; CI has no Paddle, so
 they are written out here."""
 import numpy as np
@@ -272,7 +272,7 @@ def test_augmented_assignment_rebinds_like_paddle():
     p = ddg.randn(3, requires_grad=True)
     alias = p
     with ddg.no_grad():
-        p -= 0.1 * ddg.ones([3])  # PyTorch-style manual SGD (seed 002): in place, stays the leaf
+        p -= 0.1 * ddg.ones([3])  # PyTorch-style manual SGD: in place, stays the leaf
     assert p is alias and p.is_leaf and not p.stop_gradient
 
 
@@ -295,7 +295,7 @@ def test_zero_d_float32_stays_float32(name):
     assert x.grad.dtype == ddg.float32
 
 
-# -- activations added for issue 14, values and gradients as Paddle 3.3.1 prints them ----------
+# -- activations: values and gradients as Paddle 3.3.1 prints them ----------
 _SHRINK_X = np.array([-1.0, -0.5, -0.2, 0.0, 0.2, 0.5, 1.0, 2.0], "float32")
 
 

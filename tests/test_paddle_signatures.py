@@ -14,7 +14,7 @@ public method of ``paddle.Tensor`` (without its first parameter), that ddg also 
 * a parameter ddg has sits at the same position as in Paddle (so positional calls mean
   the same), except ``name`` (never passed positionally).
 ddg may lack trailing parameters and may add its own after Paddle's (``place``,
-``device``, the PyTorch spellings seed 002 uses).
+``device``, the PyTorch spellings of the two-layer tutorial).
 
 ``KNOWN`` lists the differences still open (mostly parameters Paddle 3 inserted in the
 middle of 2.6 signatures: ``out``, ``inplace``, ``bias``...), each failing check by name;
@@ -36,7 +36,7 @@ MODULES = ["", ".nn", ".nn.functional", ".optimizer", ".optimizer.lr", ".nn.init
 # ddg-only public names, each with its reason
 DDG_ONLY = {
     ".:Place": "ddg's place class (Paddle has CPUPlace/CUDAPlace, which ddg exports too)",
-    ".:detach": "PyTorch spelling (seed 002)",
+    ".:detach": "PyTorch spelling (the two-layer tutorial)",
     ".io:default_collate_fn": "Paddle keeps it in paddle.io.dataloader.collate",
     ".io:default_convert_fn": "Paddle keeps it in paddle.io.dataloader.collate",
     ".io:load": "ddg.io holds the serialization module (ddg.load is the Paddle name)",

@@ -36,7 +36,7 @@ def test_creation_functions():
     u = ddg.uniform([1000], min=2, max=3).numpy()
     assert u.min() >= 2 and u.max() < 3
     assert ddg.normal(0.0, 1.0, [3]).shape == [3]
-    # PyTorch spellings used by seed 002
+    # PyTorch spellings (the two-layer tutorial)
     w = ddg.randn(4, 5, device=ddg.device("cpu"), requires_grad=True)
     assert w.shape == [4, 5] and w.requires_grad and not w.stop_gradient
     assert ddg.zeros(2, 3).shape == [2, 3]

@@ -1,4 +1,4 @@
-"""The done-when check of issue 15's vision part: ResNet-18 from ddg.vision.models
+"""Vision end to end: ResNet-18 from ddg.vision.models
 trains on a CIFAR-format archive read by ddg.vision.datasets.Cifar10, with RandomCrop
 (padding), RandomHorizontalFlip and Normalize run in DataLoader worker processes."""
 import os

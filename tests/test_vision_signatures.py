@@ -70,7 +70,7 @@ def test_paddle_vision_reexports():
 
 # paddle.vision names ddg leaves out, each with its reason
 VISION_LEFT_OUT = {
-    "ops": "detection operators (nms, roi_align, deform_conv2d, yolo_box...): not part of issue 15",
+    "ops": "detection operators (nms, roi_align, deform_conv2d, yolo_box...): not implemented",
     "nn": "Paddle's own import of paddle.nn inside paddle.vision, not an API",
     "paddle": "Paddle's own import, not an API",
 }

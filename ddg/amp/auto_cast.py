@@ -28,10 +28,6 @@ class _GlobalState:
     amp_dtype = "float32"
 
 
-def amp_global_state():
-    return _GlobalState
-
-
 def _dtype_name(dtype, who):
     if isinstance(dtype, str):
         name = dtype.rsplit(".", 1)[-1].lower()

@@ -17,6 +17,23 @@ wrong gradients.
 
 With ``ddg.set_flags({"FLAGS_check_nan_inf": True})`` every op checks its float
 outputs, and its gradients in backward, for nan/inf and raises naming itself.
+
+Interception slots. Features that must see every op hook in through one-element lists
+that the hot path reads once each (``None``/``False``: the feature is off). In the
+order an op call meets them:
+
+1. ``function._autocast`` (set by ``ddg.amp.auto_cast``): casts the inputs, then calls
+   the op again with the slot cleared, so the casts are ordinary ops.
+2. ``function._recorder`` (set by ``ddg.jit`` while tracing): records the call, then
+   runs it with the slot cleared; AMP comes first, so its casts are recorded too.
+3. ``grad_mode._enabled`` (``no_grad``, ``enable_grad``): whether a node is recorded.
+4. ``flags.check_nan_inf`` (``ddg.set_flags``): checks outputs here and gradients in
+   the engine.
+
+Two more slots sit outside the op call: ``tensor._watch`` (``ddg.jit`` while tracing)
+hears when a tensor's data goes to the host or is written in place, and
+``backend._rng_observer`` (``backend.observe_rng``, used by ``ddg.jit``) hears every
+random draw. ``docs/design.md`` has the same table.
 """
 import numpy as np
 
@@ -90,7 +107,7 @@ class Function:
         multi-output ops); returns one Tensor or None per input."""
         raise NotImplementedError(
             f"ddg: op {self.name} does not support higher-order gradients (create_graph=True): it has no "
-            f"differentiable backward (backward_graph); the README's 'Higher-order gradients' section lists "
+            f"differentiable backward (backward_graph); docs/higher_order.md lists "
             f"the ops that have one")
 
     def apply_linear(self, u):
@@ -126,7 +143,11 @@ class Function:
                 out = self.forward(tensors[0]._data)
             else:
                 out = self.forward(*[t._data for t in tensors])
-        except (ValueError, TypeError, IndexError, RuntimeError, AttributeError) as exc:
+        except (ValueError, TypeError, IndexError, RuntimeError) as exc:
+            raise _op_error(self, tensors, exc) from exc
+        except AttributeError as exc:
+            if not _blames_inputs(self, tensors, exc):
+                raise       # a bug inside ddg: surfaces as itself
             raise _op_error(self, tensors, exc) from exc
         if type(out) not in _ARRAY_TYPES:
             if type(out) is tuple:
@@ -304,6 +325,19 @@ def _op_error(fn, tensors, exc):
                           f"move them with .to(place) first. Inputs: {_describe(tensors)}")
     cls = type(exc) if isinstance(exc, (TypeError, IndexError, RuntimeError)) else ValueError
     return cls(f"ddg.{fn.name}: {exc} (inputs: {_describe(tensors)})")
+
+
+def _blames_inputs(fn, tensors, exc):
+    """Whether an AttributeError raised in ``fn.forward`` is about what the user passed:
+    the object that lacks the attribute is one of the input arrays, or one of the op's
+    non-array settings (an axis, a shape, a mode given to the op). Anything else (a
+    module without the function, an array ddg made itself) is a bug in ddg."""
+    obj = getattr(exc, "obj", None)
+    if obj is None:
+        return False
+    if any(obj is t._data for t in tensors):
+        return True
+    return any(obj is v for v in vars(fn).values() if type(v) not in _ARRAY_TYPES)
 
 
 def same_float_dtype(op, x, y):

@@ -20,7 +20,10 @@ import glob
 import os
 import sys
 
-from launch import ddgrun
+try:
+    from ddg_launch import ddgrun       # installed: the launch/ folder is the package ddg_launch
+except ImportError:                     # a source checkout on sys.path, not installed
+    from launch import ddgrun
 
 
 def _parser():

@@ -2,7 +2,7 @@
 
 Python floats become the default float dtype (float32) and Python ints int64, as in
 Paddle; numpy arrays keep their dtype. Random numbers come from one global generator
-per backend, reseeded by ``ddg.seed``. The PyTorch spellings that seed 002 uses
+per backend, reseeded by ``ddg.seed``. The PyTorch spellings of the two-layer tutorial
 (shape as varargs, ``device=``, ``requires_grad=``) are accepted too.
 """
 import numpy as np

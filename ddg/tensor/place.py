@@ -36,7 +36,7 @@ class Place:
     def __repr__(self):
         return f"Place({self})"
 
-    # PyTorch spelling used by seed 002 (torch.device('cpu').type)
+    # PyTorch spelling (torch.device('cpu').type), used by the PyTorch-style tutorial (acceptance program s002_torch_style.py)
     @property
     def type(self):
         return "cpu" if self.kind == "cpu" else "cuda"
@@ -123,7 +123,7 @@ def move_array(array, place):
 
 class _DeviceModule(types.ModuleType):
     """``ddg.device`` is Paddle's module (set_device, get_device, ...) and also callable as
-    PyTorch's ``torch.device('cpu')``, which seed 002 uses."""
+    PyTorch's ``torch.device('cpu')``, as PyTorch-style programs write it."""
 
     def __call__(self, spec="cpu", index=None):
         place = parse_place(spec)

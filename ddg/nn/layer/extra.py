@@ -1,4 +1,4 @@
-"""More of ``paddle.nn``'s layers (added for API coverage, see tools/api_coverage.py): thin
+"""More of ``paddle.nn``'s layers (the names tools/api_coverage.py counts): thin
 layers over ddg/nn/functional/extra.py and the 3-D variants of existing layers."""
 import math
 

@@ -65,11 +65,8 @@ class Request:
             if comm is None:            # an inner request records the wait itself
                 self._block()
             else:
-                comm._begin(self._what)
-                try:
+                with comm._busy(self._what):
                     self._block()
-                finally:
-                    comm._end()
             self._complete()
         return self._result
 
@@ -242,5 +239,26 @@ class Communicator:
     def _end(self):
         self._busy_since = 0.0
 
+    def _busy(self, what):
+        """``with comm._busy(what):`` around a blocking call: :meth:`activity` reports it
+        (and the stall watchdog can name it) until the block exits, however it exits."""
+        return _Busy(self, what)
+
     def __repr__(self):
         return f"<{type(self).__name__} rank={self.rank} size={self.size}>"
+
+
+class _Busy:
+    """The context manager :meth:`Communicator._busy` returns (a class rather than a
+    generator: it runs around every blocking call)."""
+    __slots__ = ("comm", "what")
+
+    def __init__(self, comm, what):
+        self.comm, self.what = comm, what
+
+    def __enter__(self):
+        self.comm._begin(self.what)
+
+    def __exit__(self, *exc):
+        self.comm._end()
+        return False

@@ -255,11 +255,8 @@ class MPICommunicator(Communicator):
             return staged.allreduce(array, op)
         work, mtype, mop, finish = self._reduction_buffer(array, op, "allreduce")
         sync_gpu(work)
-        self._begin(("allreduce", array, op))
-        try:
+        with self._busy(("allreduce", array, op)):
             self.comm.Allreduce(self._in_place, [work, mtype], mop)
-        finally:
-            self._end()
         if finish is not None:
             finish()
         return array
@@ -307,14 +304,11 @@ class MPICommunicator(Communicator):
         work, mtype, mop, finish = self._reduction_buffer(array, op, "reduce")
         sync_gpu(work)
         is_root = self.rank == root
-        self._begin(("reduce", array, op))
-        try:
+        with self._busy(("reduce", array, op)):
             if is_root:
                 self.comm.Reduce(self._in_place, [work, mtype], mop, root=root)
             else:
                 self.comm.Reduce([work, mtype], None, mop, root=root)
-        finally:
-            self._end()
         if finish is not None:
             finish(write=is_root)   # non-roots only release staging buffers
         return array
@@ -337,11 +331,8 @@ class MPICommunicator(Communicator):
         mtype = _mpi_type(work_dtype, "reduce_scatter")
         mop = _mpi_op(op, work_dtype, "reduce_scatter")
         sync_gpu(send)
-        self._begin(("reduce_scatter", array, op))
-        try:
+        with self._busy(("reduce_scatter", array, op)):
             self.comm.Reduce_scatter_block([send, mtype], [recv, mtype], mop)
-        finally:
-            self._end()
         if op == "avg":
             recv /= self.size
         return recv.astype(array.dtype) if half else recv
@@ -356,11 +347,8 @@ class MPICommunicator(Communicator):
         mtype = _mpi_type(array.dtype, "broadcast")
         work = array if array.flags.c_contiguous else array_module(array).ascontiguousarray(array)
         sync_gpu(work)
-        self._begin(("broadcast", array, f"root={root}"))
-        try:
+        with self._busy(("broadcast", array, f"root={root}")):
             self.comm.Bcast([work, mtype], root=root)
-        finally:
-            self._end()
         if work is not array:
             array[...] = work
         return array
@@ -375,11 +363,8 @@ class MPICommunicator(Communicator):
         send = xp.ascontiguousarray(array)
         out = xp.empty((self.size,) + tuple(array.shape), dtype=array.dtype)
         sync_gpu(send)
-        self._begin(("allgather", array, ""))
-        try:
+        with self._busy(("allgather", array, "")):
             self.comm.Allgather([send, mtype], [out, mtype])
-        finally:
-            self._end()
         return out
 
     def scatter(self, arrays, root=0, out=None):
@@ -388,11 +373,8 @@ class MPICommunicator(Communicator):
         # metadata, never array data), so a bad call raises on every rank instead of
         # leaving the others waiting.
         meta = _scatter_meta(arrays, self.size) if self.rank == root else None
-        self._begin(("scatter", out, f"root={root}"))
-        try:
+        with self._busy(("scatter", out, f"root={root}")):
             meta = self.comm.bcast(meta, root=root)
-        finally:
-            self._end()
         if isinstance(meta, str):
             raise ValueError(meta)
         shape, dtype, src_on_gpu = meta
@@ -419,11 +401,8 @@ class MPICommunicator(Communicator):
             send = xp.stack([xp.asarray(a) if direct else backend().to_host(a) for a in arrays])
         recv = xp.empty(shape, dtype=dtype)
         sync_gpu(send, recv)
-        self._begin(("scatter", recv, f"root={root}"))
-        try:
+        with self._busy(("scatter", recv, f"root={root}")):
             self.comm.Scatter(None if send is None else [send, mtype], [recv, mtype], root=root)
-        finally:
-            self._end()
         if gpu_result and not direct:
             recv = backend().cupy_module().asarray(recv)
         if out is None:
@@ -442,11 +421,8 @@ class MPICommunicator(Communicator):
         send = xp.ascontiguousarray(array)
         out = xp.empty((self.size,) + tuple(array.shape), dtype=array.dtype) if self.rank == root else None
         sync_gpu(send)
-        self._begin(("gather", array, f"root={root}"))
-        try:
+        with self._busy(("gather", array, f"root={root}")):
             self.comm.Gather([send, mtype], None if out is None else [out, mtype], root=root)
-        finally:
-            self._end()
         return out
 
     def alltoall(self, array):
@@ -459,19 +435,13 @@ class MPICommunicator(Communicator):
         send = xp.ascontiguousarray(array)
         out = xp.empty_like(send)
         sync_gpu(send)
-        self._begin(("alltoall", array, ""))
-        try:
+        with self._busy(("alltoall", array, "")):
             self.comm.Alltoall([send, mtype], [out, mtype])
-        finally:
-            self._end()
         return out
 
     def barrier(self):
-        self._begin(("barrier", None, ""))
-        try:
+        with self._busy(("barrier", None, "")):
             self.comm.Barrier()
-        finally:
-            self._end()
 
     # -- point to point ----------------------------------------------------------
     def isend(self, array, dest, tag=0):
@@ -509,16 +479,13 @@ class MPICommunicator(Communicator):
         ranks = check_group_ranks(ranks, self.size)
         MPI = _mpi()
         member = self.rank in ranks
-        self._begin(("split", None, f"ranks={list(ranks)}"))
-        try:
+        with self._busy(("split", None, f"ranks={list(ranks)}")):
             # every rank must name the same members: checked (a few bytes, at group creation)
             lists = self.comm.allgather(ranks)
             if any(other != ranks for other in lists):
                 raise ValueError("ddg.parallel.split: every rank must pass the same ranks; got " +
                                  "; ".join(f"rank {r}: {list(v)}" for r, v in enumerate(lists)))
             sub = self.comm.Split(0 if member else MPI.UNDEFINED, key=ranks.index(self.rank) if member else 0)
-        finally:
-            self._end()
         return MPICommunicator(sub) if member else None
 
     def free(self):
@@ -527,11 +494,8 @@ class MPICommunicator(Communicator):
 
     # -- picklable objects (small metadata, never tensors' data) -------------
     def _objects(self, name, root, call):
-        self._begin((name, None, "" if root is None else f"root={root}"))
-        try:
+        with self._busy((name, None, "" if root is None else f"root={root}")):
             return call()
-        finally:
-            self._end()
 
     def allgather_object(self, obj):
         return self._objects("allgather_object", None, lambda: self.comm.allgather(obj))
