@@ -164,6 +164,40 @@ class SyncStats:
         self.steps, self.exposed_seconds, self.early_launches = 0, 0.0, 0
 
 
+def install_sync_hooks(sync, buckets, grad_hook=None):
+    """The engine hooks a bucketed gradient synchronization needs; returns their handles.
+
+    ``sync`` (held weakly) has ``_active``, ``_param_ready(bucket)``,
+    ``_on_backward_begin(leaves)`` and ``_on_backward_complete()``. ``grad_hook``, when
+    given, is registered on every parameter of the buckets (before its readiness hook)."""
+    ref = weakref.ref(sync)
+    handles = []
+    for b in buckets:
+        for p in b.params:
+            if grad_hook is not None:
+                handles.append(p.register_hook(grad_hook))
+
+            def ready(_leaf, b=b):
+                r = ref()
+                if r is not None and r._active:
+                    r._param_ready(b)
+            handles.append(p.register_grad_ready_hook(ready))
+
+    def begin(leaves):
+        r = ref()
+        if r is not None:
+            r._on_backward_begin(leaves)
+
+    def complete():
+        r = ref()
+        if r is not None and r._active:
+            r._on_backward_complete()
+
+    handles.append(engine.register_backward_begin_callback(begin))
+    handles.append(engine.register_backward_complete_callback(complete))
+    return handles
+
+
 class Reducer:
     """All-reduces the gradients of ``params`` over ``comm`` during backward.
 
@@ -220,29 +254,7 @@ class Reducer:
         return buckets
 
     def _install_hooks(self):
-        ref = weakref.ref(self)
-        handles = []
-        for b in self.buckets:
-            for p in b.params:
-                def ready(_leaf, b=b):
-                    r = ref()
-                    if r is not None and r._active:
-                        r._param_ready(b)
-                handles.append(p.register_grad_ready_hook(ready))
-
-        def begin(leaves):
-            r = ref()
-            if r is not None:
-                r._on_backward_begin(leaves)
-
-        def complete():
-            r = ref()
-            if r is not None and r._active:
-                r._on_backward_complete()
-
-        handles.append(engine.register_backward_begin_callback(begin))
-        handles.append(engine.register_backward_complete_callback(complete))
-        return handles
+        return install_sync_hooks(self, self.buckets)
 
     def remove(self):
         """Remove the reducer's hooks: its parameters' backward no longer communicates."""

@@ -25,8 +25,7 @@ import weakref
 import numpy as np
 
 
-from ...autograd import engine
-from ...parallel.reducer import SyncStats, assign_buckets
+from ...parallel.reducer import SyncStats, assign_buckets, install_sync_hooks
 from ...tensor import backend
 from ...tensor.tensor import Tensor
 
@@ -80,37 +79,14 @@ class GradShardReducer:
         weakref.finalize(self, _remove_handles, self._handles)
 
     def _install_hooks(self):
-        ref = weakref.ref(self)
-        handles = []
         inv = 1.0 / self.world_size
-        for b in self.buckets:
-            for p in b.params:
-                def scale(g):
-                    a = g._data
-                    if a.dtype.itemsize == 2:    # float16/bfloat16: in float32, rounded once (as DataParallel)
-                        return Tensor._wrap((a.astype(np.float32) * np.float32(inv)).astype(a.dtype))
-                    return Tensor._wrap(a * a.dtype.type(inv))
-                handles.append(p.register_hook(scale))
 
-                def ready(_leaf, b=b):
-                    r = ref()
-                    if r is not None and r._active:
-                        r._param_ready(b)
-                handles.append(p.register_grad_ready_hook(ready))
-
-        def begin(leaves):
-            r = ref()
-            if r is not None:
-                r._on_backward_begin(leaves)
-
-        def complete():
-            r = ref()
-            if r is not None and r._active:
-                r._on_backward_complete()
-
-        handles.append(engine.register_backward_begin_callback(begin))
-        handles.append(engine.register_backward_complete_callback(complete))
-        return handles
+        def scale(g):
+            a = g._data
+            if a.dtype.itemsize == 2:    # float16/bfloat16: in float32, rounded once (as DataParallel)
+                return Tensor._wrap((a.astype(np.float32) * np.float32(inv)).astype(a.dtype))
+            return Tensor._wrap(a * a.dtype.type(inv))
+        return install_sync_hooks(self, self.buckets, grad_hook=scale)
 
     def remove(self):
         _remove_handles(self._handles)
