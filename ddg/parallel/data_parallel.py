@@ -12,7 +12,7 @@ import contextlib
 import numpy as np
 
 from ..autograd.grad_mode import _enabled as _grad_enabled
-from ..nn.layer.layers import Layer
+from ..nn.layer.layers import Layer, LayerWrapper
 from ..tensor.tensor import Tensor
 from .comm import Communicator
 from .env import get_device_communicator
@@ -22,7 +22,7 @@ from .replicas import broadcast_state, broadcast_tensors, check_replicas
 __all__ = ["DataParallel"]
 
 
-class DataParallel(Layer):
+class DataParallel(LayerWrapper):
     """Run ``layer`` data-parallel over all ranks (Paddle's ``paddle.DataParallel``).
 
     Args:
@@ -81,10 +81,7 @@ class DataParallel(Layer):
         else:
             raise TypeError(f"ddg.DataParallel: group must be None or a ddg.parallel.Communicator, "
                             f"got {type(group).__name__}")
-        super().__init__()
-        # Not registered as a sublayer: state_dict keys stay those of the wrapped layer.
-        object.__setattr__(self, "_layers", layer)
-        self.training = layer.training
+        super().__init__(layer)
         self._comm = comm
         self.world_size = comm.size
         self.find_unused_parameters = bool(find_unused_parameters)
@@ -166,29 +163,6 @@ class DataParallel(Layer):
         return Join(self)
 
     # ------------------------------------------------------------------ delegation
-    def named_sublayers(self, prefix="", include_self=False, layers_set=None):
-        # The wrapped layer stands in for this wrapper, so names carry no "_layers." prefix.
-        return self._layers.named_sublayers(prefix, include_self, layers_set)
-
-    def named_children(self):
-        yield "_layers", self._layers
-
-    def train(self):
-        self.training = True
-        self._layers.train()
-        return self
-
-    def eval(self):
-        self.training = False
-        self._layers.eval()
-        return self
-
-    def __getattr__(self, name):
-        d = self.__dict__
-        if "_layers" in d:
-            return getattr(d["_layers"], name)
-        raise AttributeError(f"'DataParallel' object has no attribute '{name}'")
-
     def __repr__(self):
         buckets = 0 if self.reducer is None else len(self.reducer.buckets)
         return f"DataParallel(world_size={self.world_size}, buckets={buckets},\n  " + \

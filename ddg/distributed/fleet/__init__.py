@@ -23,7 +23,7 @@ import os
 import warnings
 
 from ...amp import auto_cast
-from ...nn.layer.layers import Layer
+from ...nn.layer.layers import Layer, LayerWrapper
 from ...parallel.env import get_rank, get_world_size, init_parallel_env
 from .strategy import DistributedStrategy
 from . import utils  # noqa: F401
@@ -202,41 +202,17 @@ class Fleet:
         return scaler
 
 
-class _AutoCastForward(Layer):
+class _AutoCastForward(LayerWrapper):
     """The model, its forward run under ``auto_cast`` (fleet's ``amp`` strategy);
     parameter names and state dict keys are the model's own."""
 
     def __init__(self, layer, level, dtype, white, black):
-        super().__init__()
-        object.__setattr__(self, "_layers", layer)
-        self.training = layer.training
+        super().__init__(layer)
         self._cast = dict(level=level, dtype=dtype, custom_white_list=set(white), custom_black_list=set(black))
 
     def forward(self, *args, **kwargs):
         with auto_cast(**self._cast):
             return self._layers(*args, **kwargs)
-
-    def named_sublayers(self, prefix="", include_self=False, layers_set=None):
-        return self._layers.named_sublayers(prefix, include_self, layers_set)
-
-    def named_children(self):
-        yield "_layers", self._layers
-
-    def train(self):
-        self.training = True
-        self._layers.train()
-        return self
-
-    def eval(self):
-        self.training = False
-        self._layers.eval()
-        return self
-
-    def __getattr__(self, name):
-        d = self.__dict__
-        if "_layers" in d:
-            return getattr(d["_layers"], name)
-        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
 
 fleet = Fleet()

@@ -426,3 +426,38 @@ class Layer:
         if not lines:
             return head + ")"
         return head + "\n  " + "\n  ".join(lines) + "\n)"
+
+
+class LayerWrapper(Layer):
+    """A Layer that stands in for the layer it wraps (``self._layers``): sublayers,
+    parameters and state_dict keys are the wrapped layer's own (no ``_layers.`` prefix),
+    ``train()``/``eval()`` reach it, and unknown attributes are read from it.
+    ``DataParallel`` and fleet's auto-cast forward are such wrappers."""
+
+    def __init__(self, layer):
+        super().__init__()
+        # Not registered as a sublayer: state_dict keys stay those of the wrapped layer.
+        object.__setattr__(self, "_layers", layer)
+        self.training = layer.training
+
+    def named_sublayers(self, prefix="", include_self=False, layers_set=None):
+        return self._layers.named_sublayers(prefix, include_self, layers_set)
+
+    def named_children(self):
+        yield "_layers", self._layers
+
+    def train(self):
+        self.training = True
+        self._layers.train()
+        return self
+
+    def eval(self):
+        self.training = False
+        self._layers.eval()
+        return self
+
+    def __getattr__(self, name):
+        d = self.__dict__
+        if "_layers" in d:
+            return getattr(d["_layers"], name)
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
