@@ -62,6 +62,21 @@ class UsageError(Exception):
     pass
 
 
+def _int_option(argv, i, what):
+    """The integer value of the option at ``argv[i]`` (``--opt N`` or ``--opt=N``) and the
+    index after it."""
+    name, eq, value = argv[i].partition("=")
+    if not eq:
+        if i + 1 >= len(argv):
+            raise UsageError(f"ddgrun: {name} needs a number of {what}")
+        value = argv[i + 1]
+        i += 1
+    try:
+        return int(value), i + 1
+    except ValueError:
+        raise UsageError(f"ddgrun: {name} needs a number of {what}, got {value!r}") from None
+
+
 def parse_args(argv):
     """Split ddgrun's arguments into (nprocs, mpiexec_options, program, per_node, dry_run).
 
@@ -88,19 +103,9 @@ def _parse(argv):
             i += 1
             continue
         if a.partition("=")[0] in _RESTARTS:
-            name, eq, value = a.partition("=")
-            if not eq:
-                if i + 1 >= len(argv):
-                    raise UsageError(f"ddgrun: {a} needs a number of restarts")
-                value = argv[i + 1]
-                i += 1
-            try:
-                max_restarts = int(value)
-            except ValueError:
-                raise UsageError(f"ddgrun: {name} needs a number of restarts, got {value!r}") from None
+            max_restarts, i = _int_option(argv, i, "restarts")
             if max_restarts < 0:
-                raise UsageError(f"ddgrun: {name} must be >= 0, got {max_restarts}")
-            i += 1
+                raise UsageError(f"ddgrun: {a.partition('=')[0]} must be >= 0, got {max_restarts}")
             continue
         if a == "--":
             i += 1
@@ -111,18 +116,9 @@ def _parse(argv):
             break
         name, eq, value = a.partition("=")
         if name in _NPROC:
-            if not eq:
-                if i + 1 >= len(argv):
-                    raise UsageError(f"ddgrun: {a} needs a number of ranks")
-                value = argv[i + 1]
-                i += 1
-            try:
-                nprocs = int(value)
-            except ValueError:
-                raise UsageError(f"ddgrun: {name} needs a number of ranks, got {value!r}") from None
+            nprocs, i = _int_option(argv, i, "ranks")
             if nprocs < 1:
                 raise UsageError(f"ddgrun: the number of ranks must be at least 1, got {nprocs}")
-            i += 1
             continue
         # Any other option belongs to mpiexec, with the values it takes.
         take = 0
