@@ -1,0 +1,64 @@
+"""CPU kernels compiled with numba, for the loops numpy cannot express in one or two
+whole-array passes (an activation with its derivative, a normalization's statistics and
+update, a direct convolution, a recurrent cell's step).
+
+How a kernel is written and used::
+
+    from ..tensor.compiled import kernel
+
+    @kernel
+    def _gelu_fwd(x, out):          # plain Python over numpy arrays, numba's subset
+        for i in range(x.size):
+            ...
+
+    _gelu_fwd(x.ravel(), out.ravel())   # numpy arrays only; cupy takes its own path
+
+- **Lazy.** ``import ddg`` does not import numba; the first call of any kernel does (about
+  0.15 s), and the first call of each kernel for a given argument-type signature compiles it
+  (a fraction of a second). Later calls cost a dispatch of a few microseconds.
+- **Cached on disk** (numba's ``cache=True``): beside this package's sources in
+  ``__pycache__`` where that is writable, else in numba's per-user cache directory, or in
+  ``NUMBA_CACHE_DIR`` when set. numba writes each cache file under a temporary name and renames
+  it into place, so ranks that compile the same kernel at once each write a whole file and the
+  last rename wins; a reader never sees half a file.
+- **One thread** per kernel (no ``parallel=True``): ranks already fill the cores, and the
+  BLAS thread count of the benchmarks is the kernel's too.
+- **IEEE semantics kept**: the default fast-math flags allow contraction, reassociation and
+  approximate functions but not ``nnan``/``ninf``, so NaN and infinity propagate as they do in
+  numpy (``FLAGS_check_nan_inf`` and AMP's overflow checks rely on it).
+"""
+import functools
+import threading
+
+# fast-math without the no-NaN/no-Inf assumptions
+FASTMATH = frozenset({"contract", "reassoc", "afn", "arcp", "nsz"})
+
+_lock = threading.Lock()
+
+
+def _numba():
+    import numba  # noqa: PLC0415 - imported on the first kernel call, not with ddg
+    return numba
+
+
+def kernel(fn=None, **options):
+    """Decorate a module-level function as a lazily compiled, disk-cached numba kernel.
+    ``options`` go to ``numba.njit`` (defaults: ``cache=True``, ``fastmath=FASTMATH``,
+    ``nogil=True``). The undecorated function stays reachable as ``.py_func`` (for tests
+    that compare the compiled loop with the Python one)."""
+    if fn is None:
+        return functools.partial(kernel, **options)
+    opts = {"cache": True, "fastmath": set(FASTMATH), "nogil": True}
+    opts.update(options)
+    compiled = []
+
+    @functools.wraps(fn)
+    def call(*args):
+        if not compiled:
+            with _lock:
+                if not compiled:
+                    compiled.append(_numba().njit(**opts)(fn))
+        return compiled[0](*args)
+
+    call.py_func = fn
+    return call
