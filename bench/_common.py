@@ -1,8 +1,11 @@
-"""Shared helpers for the benchmarks: single-threaded BLAS, timing, page faults."""
+"""Shared helpers for the benchmarks: single-threaded BLAS, the repository's own ddg first
+on the path (whatever ddg the interpreter has installed), timing, page faults."""
 import os
+import sys
 
-for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
     os.environ.setdefault(_v, "1")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import resource  # noqa: E402
 import time  # noqa: E402
