@@ -13,57 +13,18 @@ from .tensor.place import (CPUPlace, CUDAPlace, Place, set_device, get_device,  
                            is_compiled_with_cuda)
 from .tensor.creation import (to_tensor, zeros, ones, full, zeros_like, ones_like, full_like,  # noqa: F401
                               empty, empty_like, arange, linspace, eye, rand, randn, randint, randperm,
-                              uniform, normal, seed, bernoulli, from_dlpack, multinomial)
+                              uniform, normal, seed, bernoulli, from_dlpack)
 from .tensor.printing import set_printoptions  # noqa: F401
-from .autograd import methods as _methods
 from .autograd.engine import grad  # noqa: F401
 from .autograd.grad_mode import no_grad, enable_grad, set_grad_enabled, is_grad_enabled  # noqa: F401
-from .autograd.ops.elementwise import (add, subtract, multiply, divide, pow, maximum, minimum,  # noqa: F401
-                                       floor_divide, remainder, mod, floor_mod, neg, abs, exp, log, log1p,
-                                       sqrt, rsqrt, square, sin, cos, tanh, sigmoid, erf, clip, clamp, sign,
-                                       floor, ceil, round, cast, where, tan, asin, acos, atan, sinh, cosh,
-                                       asinh, acosh, atanh, log2, log10, expm1, reciprocal, trunc)
-from .autograd.ops.logic import (equal, not_equal, less_than, less_equal, greater_than,  # noqa: F401
-                                 greater_equal, logical_and, logical_or, logical_xor, logical_not,
-                                 bitwise_and, bitwise_or, bitwise_xor, bitwise_not, isnan, isinf,
-                                 isfinite, equal_all, allclose, isclose, nonzero)
-from .autograd.ops.reduce import (sum, mean, max, min, amax, amin, prod, argmax, argmin,  # noqa: F401
-                                  logsumexp, all, any, cumsum, cumprod)
-from .autograd.ops.linalg import matmul, mm, bmm, inverse, einsum  # noqa: F401
-from .autograd.ops.movement import (reshape, transpose, flatten, squeeze, unsqueeze, broadcast_to,  # noqa: F401
-                                    expand, expand_as, broadcast_tensors, concat, cat, stack, split, chunk,
-                                    unbind, tile, gather, index_select, take_along_axis, flip, roll,
-                                    masked_select, moveaxis, numel, shape, clone, scatter, scatter_nd_add,
-                                    put_along_axis)
-from .autograd.composite import var, std, count_nonzero, dot, outer, t, masked_fill, scale  # noqa: F401
-from .autograd.composite import (sort, topk, tril, triu, diagonal, trace, diag, kron, meshgrid,  # noqa: F401
-                                 add_n, nan_to_num, unstack, norm, repeat_interleave, slice, gather_nd)
-from .autograd.ops.sort import argsort, unique, bincount  # noqa: F401
-from .autograd.composite import assign  # noqa: F401
-from .autograd.methods import detach  # noqa: F401
 from . import device  # noqa: F401  (callable: ddg.device('cpu'))
 from .flags import set_flags, get_flags  # noqa: F401
 from . import io as _io  # imported eagerly: it is light, and the hook below must sit on it
 
-_methods.install()
+from .autograd import tensor_api as _tensor_api  # noqa: E402
 
-from .autograd import methods_api as _methods_api  # noqa: E402
-from .autograd.composite_api import (  # noqa: E402,F401
-    addmm, mv, inner, tensordot, cross, dist, cdist, deg2rad, rad2deg, frac, hypot, lerp, logaddexp, logit, stanh,
-    sgn, heaviside, fmax, fmin, ldexp, frexp, nextafter, gcd, lcm, diff, trapezoid, cumulative_trapezoid,
-    logcumsumexp, cummax, cummin, nansum, nanmean, kthvalue, quantile, nanquantile, median, nanmedian, mode,
-    atleast_1d, atleast_2d, atleast_3d, broadcast_shape, unflatten, view, view_as, vsplit, reverse, rot90, crop,
-    strided_slice, unfold, as_strided, diagflat, diag_embed, diagonal_scatter, select_scatter, index_fill,
-    index_add, index_put, index_sample, take, multiplex, combinations, vander, renorm, scatter_nd, searchsorted,
-    bucketize, histogram, unique_consecutive, shard_index, tril_indices, triu_indices, logspace, increment,
-    is_tensor, is_complex, is_floating_point, is_integer, is_empty, rank, tolist, iinfo, finfo, poisson,
-    standard_normal, randint_like, multigammaln, atan2, masked_scatter, tensor_split, isin)
-from .autograd.ops.special import lgamma, digamma, polygamma, erfinv, i0, i0e, i1, i1e  # noqa: E402,F401
-from .autograd.ops.fft import real, imag, conj  # noqa: E402,F401
-
-_methods_api.install()
-from . import linalg as _linalg  # noqa: E402,F401  (attaches matrix_power, multi_dot, solve to Tensor)
-globals().update(_methods_api.function_forms())
+_tensor_api.install()  # Tensor's methods, in-place forms and operators
+globals().update(_tensor_api.exports())  # ddg.exp, ddg.exp_... (the table's function forms)
 
 
 def _io_getattr(name):

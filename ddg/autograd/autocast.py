@@ -33,7 +33,7 @@ time step of an RNN, is cast once.
 
 Op names: the lists use Paddle's op names (``matmul_v2``, ``conv2d``, ``reduce_mean``,
 ``softmax_with_cross_entropy``...); ``OP_CLASSES`` maps each to the ddg ``Function``
-classes that implement it. A list may also name ddg classes directly (``'MatMul'``) or
+classes that implement it (built from the ``amp`` entries of ``tensor_api``'s table). A list may also name ddg classes directly (``'MatMul'``) or
 hold the classes themselves. Names of Paddle ops that ddg builds as composites
 (``softplus``, ``nll_loss``...) map to nothing: their reductions and logarithms are
 black-listed primitives anyway.
@@ -42,31 +42,12 @@ import numpy as np
 
 from . import function as _function
 from .grad_mode import _enabled
+from . import tensor_api as _tensor_api
 from .ops.elementwise import Cast
 
-# Paddle op name -> names of the ddg Function classes that implement it.
-OP_CLASSES = {
-    "matmul": ("MatMul",), "matmul_v2": ("MatMul",), "mul": ("MatMul",), "bmm": ("MatMul",),
-    "linear": ("Linear",), "linear_v2": ("Linear",), "fused_gemm_epilogue": ("Linear",),
-    "conv2d": ("Conv2d",), "depthwise_conv2d": ("Conv2d",), "conv2d_transpose": ("Conv2dTranspose",),
-    "einsum": ("Einsum",),
-    "softmax": ("Softmax",), "log_softmax": ("LogSoftmax",),
-    "cross_entropy": ("SoftmaxCrossEntropy",), "cross_entropy2": ("SoftmaxCrossEntropy",),
-    "softmax_with_cross_entropy": ("SoftmaxCrossEntropy",), "c_softmax_with_cross_entropy": ("SoftmaxCrossEntropy",),
-    "layer_norm": ("Standardize",), "group_norm": ("Standardize",), "instance_norm": ("Standardize",),
-    "batch_norm": ("Standardize", "BatchNormAffine", "_SyncStandardize"), "sync_batch_norm": ("_SyncStandardize",),
-    "square": ("Square",), "reciprocal": ("Reciprocal",), "rsqrt": ("Rsqrt",), "sqrt": ("Sqrt",),
-    "mean": ("Mean",), "reduce_mean": ("Mean",), "reduce_sum": ("Sum",), "sum": ("Sum",),
-    "reduce_prod": ("Prod",), "logsumexp": ("LogSumExp",),
-    "exp": ("Exp",), "expm1": ("Expm1",), "log": ("Log",), "log2": ("Log2",), "log10": ("Log10",),
-    "log1p": ("Log1p",), "pow": ("Pow", "PowScalar", "RPowScalar"), "elementwise_pow": ("Pow",),
-    "cosh": ("Cosh",), "sinh": ("Sinh",), "tan": ("Tan",), "acos": ("Acos",), "asin": ("Asin",),
-    "atanh": ("Atanh",), "cumsum": ("CumSum",), "cumprod": ("CumProd",), "scatter": ("Scatter",),
-    "elementwise_add": ("Add", "AddScalar"), "elementwise_sub": ("Sub", "RSubScalar"),
-    "elementwise_mul": ("Mul", "MulScalar"), "elementwise_div": ("Div", "DivScalar", "RDivScalar"),
-    "relu": ("Relu",), "tanh": ("Tanh",), "sigmoid": ("Sigmoid",), "dropout": ("Dropout",),
-    "pool2d": ("MaxPool2d", "AvgPool2d"), "max_pool2d_with_index": ("MaxPool2d",),
-}
+# Paddle op name -> names of the ddg Function classes that implement it (the ``amp``
+# entries of the Tensor API table)
+OP_CLASSES = _tensor_api.op_classes()
 
 # never cast: casts, moves, in-place writes, graph plumbing
 _EXEMPT = frozenset({"Cast", "ToPlace", "SetItem", "ZeroGrad", "_PyLayerNode", "_Replay"})

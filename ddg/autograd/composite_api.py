@@ -1067,3 +1067,102 @@ def isin(x, test_x, assume_unique=False, invert=False, name=None):
             raise TypeError(f"ddg.isin: {n} must be a Tensor, got {type(t).__name__}")
     xp = _xp(x)
     return _nograd(xp.isin(x._data, test_x._data, assume_unique=assume_unique, invert=invert))
+
+
+# -- matrix functions of ddg.linalg that are Tensor methods too ------------------------------------------
+def vector_norm(x, p=2.0, axis=None, keepdim=False, name=None):
+    """The vector p-norm over ``axis`` (an int, a list of axes, or all of them when None)."""
+    axes = list(range(x.ndim)) if axis is None else ([axis] if isinstance(axis, int) else list(axis))
+    a = E.abs(x)
+    p = float(p)
+    if p == float("inf"):
+        return R.amax(a, axis=axes, keepdim=keepdim)
+    if p == float("-inf"):
+        return R.amin(a, axis=axes, keepdim=keepdim)
+    if p == 0:
+        return R.sum(E.sign(a), axis=axes, keepdim=keepdim)
+    if p == 2:
+        return E.sqrt(R.sum(E.square(x), axis=axes, keepdim=keepdim))
+    if p == 1:
+        return R.sum(a, axis=axes, keepdim=keepdim)
+    return E.pow(R.sum(E.pow(a, p), axis=axes, keepdim=keepdim), 1.0 / p)
+
+
+def matrix_power(x, n, name=None):
+    """``x`` multiplied by itself ``n`` times (powers of the inverse for negative ``n``,
+    the identity for 0)."""
+    n = int(n)
+    if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
+        raise ValueError(f"ddg.linalg.matrix_power: needs square matrices, got shape {x.shape}")
+    if n == 0:
+        xp = backend.get_array_module(x._data)
+        return M.broadcast_to(Tensor._wrap(xp.eye(x.shape[-1], dtype=x.dtype)), x.shape)
+    base = L.inverse(x) if n < 0 else x
+    out = base
+    for _ in range(abs(n) - 1):
+        out = L.matmul(out, base)
+    return out
+
+
+def multi_dot(x, name=None):
+    """``x[0] @ x[1] @ ...`` (left to right)."""
+    x = list(x)
+    if len(x) < 2:
+        raise ValueError(f"ddg.linalg.multi_dot: needs at least 2 tensors, got {len(x)}")
+    out = x[0]
+    for t in x[1:]:
+        out = L.matmul(out, t)
+    return out
+
+
+def cholesky_solve(x, y, upper=False, name=None):
+    """The solution ``X`` of ``A X = x`` given ``y``, the Cholesky factor of ``A`` (lower, or
+    upper with ``upper=True``)."""
+    low = M.transpose(y, list(range(y.ndim - 2)) + [y.ndim - 1, y.ndim - 2]) if upper else y
+    a = L.matmul(low, low, transpose_y=True)
+    return L.solve(a, x)
+
+
+# -- covariance --------------------------------------------------------------------------------------
+def cov(x, rowvar=True, ddof=True, fweights=None, aweights=None, name=None):
+    """Covariance of the variables in the rows (``rowvar``) of ``x``, with optional
+    integer frequency and float observation weights."""
+    if x.ndim > 2:
+        raise ValueError(f"ddg.cov: x must have at most 2 dimensions, got shape {x.shape}")
+    if x.ndim < 2:
+        x = M.reshape(x, [1, -1])
+    if not rowvar and x.shape[0] != 1:
+        x = M.transpose(x, [1, 0])
+    n = x.shape[1]
+    w = None
+    if fweights is not None:
+        w = E.cast(fweights, x.dtype)
+    if aweights is not None:
+        a = E.cast(aweights, x.dtype)
+        w = a if w is None else E.multiply(w, a)
+    if w is None:
+        avg = R.mean(x, axis=1, keepdim=True)
+        norm = n - (1 if ddof else 0)
+        d = E.subtract(x, avg)
+        out = E.divide(inner(d, d), float(norm))
+        return M.squeeze(out) if x.shape[0] == 1 else out
+    wsum = R.sum(w)
+    avg = E.divide(R.sum(E.multiply(x, w), axis=1, keepdim=True), wsum)
+    if not ddof:
+        norm = wsum
+    elif aweights is None:
+        norm = E.subtract(wsum, 1.0)
+    else:
+        norm = E.subtract(wsum, E.divide(R.sum(E.multiply(w, E.cast(aweights, x.dtype))), wsum))
+    d = E.subtract(x, avg)
+    out = E.divide(inner(E.multiply(d, w), d), norm)
+    return M.squeeze(out) if x.shape[0] == 1 else out
+
+
+def corrcoef(x, rowvar=True, name=None):
+    c = cov(x, rowvar)
+    if c.ndim == 0:
+        return E.divide(c, c)
+    d = E.sqrt(C.diagonal(c))
+    out = E.divide(E.divide(c, M.unsqueeze(d, 1)), M.unsqueeze(d, 0))
+    return E.clip(out, -1.0, 1.0)

@@ -19,7 +19,7 @@ one dynamic dimension (reshape/flatten targets: ``[batch, 800]``) and is stored 
 ``load(path)`` returns a ``TranslatedLayer`` that replays the graph with the same
 machinery as ``to_static``, without the Python class of the model. Only Function
 subclasses defined in ddg's own op modules (``ddg.autograd.ops.*``,
-``ddg.autograd.methods``, ``ddg.nn.functional.*``) can be named by a file; anything
+``ddg.nn.functional.*``, and the older names of ``_MOVED_OPS``) can be named by a file; anything
 else, and any inconsistent or truncated file, is refused with a ValueError naming the
 path.
 """
@@ -48,7 +48,7 @@ FORMAT = "ddg.jit.program"
 VERSION = 1
 _ARRAY_TYPES = backend.ARRAY_TYPES
 _DYN_SIZES = ((2, 3), (5, 7), (11, 13), (17, 19))  # dummy sizes of None dims in the two recordings
-_OP_MODULE = re.compile(r"^ddg\.(autograd\.ops\.[a-z_0-9]+|autograd\.methods|nn\.functional\.[a-z_0-9]+)$")
+_OP_MODULE = re.compile(r"^ddg\.(autograd\.ops\.[a-z_0-9]+|nn\.functional\.[a-z_0-9]+)$")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z_0-9]*$")
 # ops that moved since files were first written: a file names the class where it lived then
 _MOVED_OPS = {

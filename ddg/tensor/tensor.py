@@ -2,8 +2,9 @@
 came from in the recorded graph.
 
 Ops, operators and the methods that need them (``backward``, ``astype``, ``to``...)
-are attached to this class by ``ddg.autograd.methods.install()``: ddg/tensor sits above
-ddg/autograd in the package's layering, so this module imports nothing from there.
+are attached to this class by ``ddg.autograd.tensor_api.install()``, from the table of
+the Tensor API: ddg/tensor sits above ddg/autograd in the package's layering, so this
+module imports nothing from there.
 """
 import numpy as np
 
@@ -79,9 +80,6 @@ class Tensor:
 
     @property
     def size(self):
-        return int(self._data.size)
-
-    def numel(self):
         return int(self._data.size)
 
     @property
@@ -236,8 +234,7 @@ class Tensor:
         for i in range(self._data.shape[0]):
             yield self[i]
 
-    def __hash__(self):
-        return id(self)
+    __hash__ = object.__hash__  # by identity (the table's __eq__ is elementwise)
 
     def __repr__(self):
         return tensor_repr(self)
@@ -293,7 +290,7 @@ class Tensor:
         self._bump()
         return self
 
-    # -- device (``to``, ``astype``/``cast`` are attached by ddg.autograd.methods) --------
+    # -- device (``to``, ``astype``/``cast`` are attached by ddg.autograd.tensor_api) --------
     def cpu(self):
         return self.to("cpu")
 

@@ -12,6 +12,7 @@ from ...autograd.ops import linalg as L
 from ...autograd.ops import logic as G
 from ...autograd.ops import movement as M
 from ...autograd.ops import reduce as R
+from ...autograd.tensor_methods import inplace_function, inplace_method
 from ...tensor import backend
 from ...tensor.tensor import Tensor
 from .activation import elu, hardtanh, leaky_relu, log_softmax, softmax, thresholded_relu
@@ -423,43 +424,15 @@ def ctc_loss(log_probs, labels, input_lengths, label_lengths, blank=0, reduction
 
 
 # -- in-place activations ------------------------------------------------------------------------------
-def _inplace(fn, name):
-    def f(x, *args, **kwargs):
-        kwargs.pop("name", None)
-        from ...autograd.methods_api import _adopt
-        from ...autograd import grad_mode
-        if grad_mode._enabled[0] and x._node is None and not x.stop_gradient:
-            raise RuntimeError(f"ddg.nn.functional.{name}: in-place on a leaf tensor that requires grad "
-                               f"(shape {x.shape})")
-        return _adopt(x, fn(x, *args, **kwargs), name)
-    f.__name__ = f.__qualname__ = name
-    f.__doc__ = f"In-place ``{name[:-1]}`` of ``x`` (returns ``x``)."
-    return f
+def _inplace(name, fn):
+    """``F.<name>_(x, ...)``: ``fn`` written into ``x`` (the Tensor API's in-place rule)."""
+    return inplace_function(name, fn, inplace_method(name, fn))
 
 
-def elu_(x, alpha=1.0, name=None):
-    return _inplace(elu, "elu_")(x, alpha)
-
-
-def relu_(x, name=None):
-    return _inplace(E.relu, "relu_")(x)
-
-
-def tanh_(x, name=None):
-    return _inplace(E.tanh, "tanh_")(x)
-
-
-def softmax_(x, axis=-1, dtype=None, name=None):
-    return _inplace(softmax, "softmax_")(x, axis, dtype)
-
-
-def leaky_relu_(x, negative_slope=0.01, name=None):
-    return _inplace(leaky_relu, "leaky_relu_")(x, negative_slope)
-
-
-def hardtanh_(x, min=-1.0, max=1.0, name=None):  # noqa: A002
-    return _inplace(hardtanh, "hardtanh_")(x, min, max)
-
-
-def thresholded_relu_(x, threshold=1.0, value=0.0, name=None):
-    return _inplace(thresholded_relu, "thresholded_relu_")(x, threshold, value)
+elu_ = _inplace("elu", elu)
+relu_ = _inplace("relu", E.relu)
+tanh_ = _inplace("tanh", E.tanh)
+softmax_ = _inplace("softmax", softmax)
+leaky_relu_ = _inplace("leaky_relu", leaky_relu)
+hardtanh_ = _inplace("hardtanh", hardtanh)
+thresholded_relu_ = _inplace("thresholded_relu", thresholded_relu)
