@@ -1,5 +1,5 @@
-"""The tensor functions added for Paddle API coverage (ddg/autograd/composite_api.py,
-methods_api.py, ops/special.py): one row each, forward against numpy (float32), backward
+"""The wider Paddle tensor API (the composites of ddg/autograd/composite/, their in-place
+forms, ops/special.py): one row each, forward against numpy (float32), backward
 against float64 central differences, and the same results on every backend (simcupy
 included). Values Paddle's own semantics decide (ties, defaults) were checked against
 Paddle 3.3.1 and are asserted below the table."""

@@ -15,7 +15,8 @@ from ..tensor.dtypes import convert_dtype
 from ..tensor.place import Place, parse_place
 from ..tensor.tensor import Tensor, _watch
 from . import engine, grad_mode
-from .composite_api import diagonal_scatter, multi_dot as _multi_dot
+from .composite.matrices import diagonal_scatter
+from .composite.products import multi_dot as _multi_dot
 from .ops import elementwise as E
 from .ops import movement as M
 

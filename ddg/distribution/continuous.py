@@ -626,7 +626,7 @@ class LKJCholesky(Distribution):
         return Tensor._wrap(out if xp is np else xp.asarray(out))
 
     def log_prob(self, value):
-        from ..autograd.composite_api import multigammaln
+        from ..autograd.composite.arithmetic import multigammaln
         from ._ops import diagonal, to_tensor
         value = check_value(value, self.concentration, "LKJCholesky")
         d = self.dim

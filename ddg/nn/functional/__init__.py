@@ -14,4 +14,4 @@ from .pooling import (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_max_poo
 from .attention import scaled_dot_product_attention  # noqa: F401
 from .loss import *  # noqa: F401,F403
 from .extra import *  # noqa: F401,F403
-from ...autograd.composite_api import diag_embed  # noqa: F401  (Paddle has it here too)
+from ...autograd.composite.matrices import diag_embed  # noqa: F401  (Paddle has it here too)

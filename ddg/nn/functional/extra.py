@@ -5,7 +5,6 @@ import numbers
 
 import numpy as np
 
-from ...autograd import composite as C
 from ...autograd.axes import normalize_axis as _ax
 from ...autograd.ops import elementwise as E
 from ...autograd.ops import linalg as L

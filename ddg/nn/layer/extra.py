@@ -5,7 +5,7 @@ import math
 import numpy as np
 
 from ...autograd import grad_mode
-from ...autograd.composite_api import unflatten
+from ...autograd.composite.shapes import unflatten
 from ...autograd.ops import elementwise as E
 from ...autograd.ops import linalg as L
 from ...autograd.ops import movement as M
