@@ -1,5 +1,6 @@
 """The nn names added for Paddle API coverage: 3-D convolution and pooling, and the
-layers, functions and losses of ddg/nn/functional/extra.py. Forward against numpy
+rearrangements, unpooling, random and in-place activations, distances and losses
+(ddg/nn/functional/rearrange.py, unpooling.py, ...). Forward against numpy
 references, backward against float64 central differences, the same results on every
 backend (simcupy included); values that Paddle's conventions decide were checked
 against Paddle 3.3.1."""
@@ -131,7 +132,7 @@ def test_conv3d_layers_and_pool_masks(rng):
         F.conv3d(ddg.ones([2, 2, 4, 5, 4]), conv.weight)
 
 
-# -- ddg/nn/functional/extra.py: numpy references -----------------------------------------------------
+# -- numpy references --------------------------------------------------------------------------
 def _np_lrn(x, size=3, alpha=0.1, beta=0.75, k=1.0):
     sq = x ** 2
     c = x.shape[1]

@@ -1,8 +1,8 @@
 """``ddg.nn.functional``: every layer as a function, plus losses and helpers."""
 from .activation import *  # noqa: F401,F403
 from .activation import relu, sigmoid, tanh, softmax, log_softmax  # noqa: F401
-from .common import linear, one_hot, sequence_mask  # noqa: F401
-from .dropout import dropout, dropout2d, dropout3d  # noqa: F401
+from .common import bilinear, gather_tree, linear, one_hot, sequence_mask  # noqa: F401
+from .dropout import alpha_dropout, dropout, dropout2d, dropout3d  # noqa: F401
 from .embedding import embedding  # noqa: F401
 from .spatial import (affine_grid, grid_sample, interpolate, pad, pixel_shuffle, unfold, upsample,  # noqa: F401
                       zeropad2d)
@@ -13,5 +13,9 @@ from .pooling import (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_max_poo
                       avg_pool3d, adaptive_avg_pool3d, adaptive_max_pool3d)
 from .attention import scaled_dot_product_attention  # noqa: F401
 from .loss import *  # noqa: F401,F403
-from .extra import *  # noqa: F401,F403
+from .rearrange import *  # noqa: F401,F403
+from .unpooling import *  # noqa: F401,F403
+from .response_norm import *  # noqa: F401,F403
+from .random_activation import *  # noqa: F401,F403
+from .inplace_activation import *  # noqa: F401,F403
 from ...autograd.composite.matrices import diag_embed  # noqa: F401  (Paddle has it here too)

@@ -3,8 +3,14 @@
 draw fresh masks."""
 import numbers
 
+import numpy as np
+
+from ...autograd.ops import elementwise as E
+
 from ...autograd.ops import nn_ops
+from ...tensor import backend
 from ...tensor.tensor import Tensor
+from .common import _const, _xp
 
 
 # -- dropout -------------------------------------------------------------------------------------
@@ -47,3 +53,19 @@ def dropout3d(x, p=0.5, training=True, data_format="NCDHW", name=None):
     if x.ndim != 5:
         raise ValueError(f"ddg.nn.functional.dropout3d: expected a 5-D input, got shape {x.shape}")
     return dropout(x, p, [0, 1] if data_format == "NCDHW" else [0, 4], training)
+
+
+def alpha_dropout(x, p=0.5, training=True, name=None):
+    """Dropout that keeps SELU's zero mean and unit variance: dropped units take SELU's
+    negative saturation value, then an affine map restores the moments."""
+    if not isinstance(p, numbers.Number) or not 0 <= p <= 1:
+        raise ValueError(f"ddg.nn.functional.alpha_dropout: p must be in [0, 1], got {p!r}")
+    if not training or p == 0:
+        return x
+    alpha_p = -1.7580993408473766   # -scale * alpha of SELU
+    a = (1.0 / np.sqrt((alpha_p ** 2 * p + 1) * (1 - p)))
+    b = -a * alpha_p * p
+    keep = backend.rng(_xp(x)).uniform(0, 1, x._data.shape) >= p
+    keep_t = _const(keep.astype(x._data.dtype), x)
+    y = E.add(E.multiply(x, keep_t), E.multiply(E.subtract(1.0, keep_t), alpha_p))
+    return E.add(E.multiply(y, a), b)

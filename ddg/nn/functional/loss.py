@@ -1,9 +1,13 @@
-"""Losses with ``reduction='mean'|'sum'|'none'``. Composites, except softmax
-cross-entropy with integer labels (a primitive, see nn_ops)."""
+"""Losses with ``reduction='mean'|'sum'|'none'``, and ``pairwise_distance``. Composites,
+except softmax cross-entropy with integer labels (a primitive, see nn_ops) and
+``ctc_loss`` (ops/ctc.py)."""
 import numpy as np
 
 from ...autograd.axes import normalize_axis as _ax
 from ...autograd.ops import elementwise as E
+from ...autograd.ops import linalg as _L
+from ...autograd.ops import logic as _G
+from ...autograd.ops import movement as _M
 from ...autograd.ops import nn_ops
 from ...autograd.ops import reduce as R
 from ...autograd.ops.logic import not_equal as _not_equal
@@ -14,7 +18,7 @@ from ...autograd.ops.movement import unsqueeze as _unsqueeze  # private: ddg.nn.
 from ...tensor import backend
 from ...tensor.tensor import Tensor
 from .activation import log_softmax, softmax
-from .common import one_hot
+from .common import _const, one_hot
 
 
 def _reduce(loss, reduction, op):
@@ -369,3 +373,168 @@ def multi_label_soft_margin_loss(input, label, weight=None, reduction="mean", na
 
 def _log_sigmoid(x):
     return -(E.relu(-x) + E.log1p(E.exp(-E.abs(x))))
+
+
+def pairwise_distance(x, y, p=2.0, epsilon=1e-6, keepdim=False, name=None):
+    """The p-norm of ``x - y + epsilon`` over the last axis."""
+    if x.shape[-1:] != y.shape[-1:] and y.ndim and x.ndim:
+        raise ValueError(f"ddg.nn.functional.pairwise_distance: last dimensions differ: {x.shape} and {y.shape}")
+    d = _pairwise_distance(x, y, float(p), epsilon) if p != 0 else \
+        R.sum(E.cast(_G.not_equal(E.add(E.subtract(x, y), epsilon), 0), x.dtype), axis=-1)
+    return _M.unsqueeze(d, -1) if keepdim else d
+
+
+def gaussian_nll_loss(input, label, variance, full=False, epsilon=1e-6, reduction="mean", name=None):  # noqa: A002
+    """``0.5 * (log(max(var, eps)) + (input - label)^2 / max(var, eps))`` (+ ``0.5 log(2 pi)`` if full)."""
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"ddg.nn.functional.gaussian_nll_loss: reduction must be 'mean', 'sum' or 'none', "
+                         f"got {reduction!r}")
+    if variance.ndim == input.ndim - 1:
+        variance = _M.unsqueeze(variance, -1)
+    var = E.clip(variance, min=epsilon)
+    loss = E.multiply(E.add(E.log(var), E.divide(E.square(E.subtract(input, label)), var)), 0.5)
+    if full:
+        loss = E.add(loss, 0.5 * np.log(2 * np.pi))
+    return _reduce(loss, reduction, "gaussian_nll_loss")
+
+
+def poisson_nll_loss(input, label, log_input=True, full=False, epsilon=1e-8, reduction="mean", name=None):  # noqa: A002
+    """Negative log-likelihood of ``label`` under Poisson(rate): ``exp(input) - label * input``
+    with ``log_input``, else ``input - label * log(input + epsilon)``; ``full`` adds Stirling's
+    term for labels above 1."""
+    if log_input:
+        loss = E.subtract(E.exp(input), E.multiply(label, input))
+    else:
+        loss = E.subtract(input, E.multiply(label, E.log(E.add(input, epsilon))))
+    if full:
+        lab = Tensor._wrap(label._data)
+        safe = E.where(_G.greater_than(lab, 1), lab, _const(2.0, lab, lab._data.dtype))
+        stirling = E.add(E.subtract(E.multiply(safe, E.log(safe)), safe), E.multiply(E.log(E.multiply(safe, 2 * np.pi)), 0.5))
+        loss = E.add(loss, E.where(_G.greater_than(lab, 1), stirling, _const(0.0, lab, lab._data.dtype)))
+    return _reduce(loss, reduction, "poisson_nll_loss")
+
+
+def multi_margin_loss(input, label, p=1, margin=1.0, weight=None, reduction="mean", name=None):  # noqa: A002
+    """``sum_{i != y} max(0, margin - x[y] + x[i]) ** p / C`` per sample (times ``weight[y]``)."""
+    if p not in (1, 2):
+        raise ValueError(f"ddg.nn.functional.multi_margin_loss: p must be 1 or 2, got {p}")
+    if input.ndim != 2 or label.ndim != 1 or label.shape[0] != input.shape[0]:
+        raise ValueError(f"ddg.nn.functional.multi_margin_loss: needs input [N, C] and label [N], got {input.shape} "
+                         f"and {label.shape}")
+    n, c = input.shape
+    lab = _M.unsqueeze(E.cast(label, "int64"), 1)
+    xy = _M.take_along_axis(input, lab, 1)
+    m = E.relu(E.add(E.subtract(input, xy), margin))
+    if p == 2:
+        m = E.square(m)
+    if weight is not None:
+        m = E.multiply(m, _M.unsqueeze(_M.gather(weight, _M.squeeze(lab, 1)), 1))
+    not_y = _const((np.arange(c)[None, :] != backend.to_host(lab._data)).astype(input._data.dtype), input)
+    loss = E.divide(R.sum(E.multiply(m, not_y), axis=1), float(c))
+    return _reduce(loss, reduction, "multi_margin_loss")
+
+
+def triplet_margin_with_distance_loss(input, positive, negative, distance_function=None, margin=1.0,  # noqa: A002
+                                      swap=False, reduction="mean", name=None):
+    dist = distance_function or pairwise_distance
+    d_pos = dist(input, positive)
+    d_neg = dist(input, negative)
+    if swap:
+        d_neg = E.minimum(d_neg, dist(positive, negative))
+    return _reduce(E.relu(E.add(E.subtract(d_pos, d_neg), margin)), reduction, "triplet_margin_with_distance_loss")
+
+
+def dice_loss(input, label, epsilon=1e-5, name=None):  # noqa: A002
+    """``1 - 2 |X ∩ Y| / (|X| + |Y|)`` per sample, averaged; ``input`` holds class
+    probabilities on its last axis, ``label`` the class ids (last axis of size 1)."""
+    if label.shape[-1] != 1 or input.ndim != label.ndim:
+        raise ValueError(f"ddg.nn.functional.dice_loss: label must be input's shape with a last axis of 1, got "
+                         f"{input.shape} and {label.shape}")
+    c = input.shape[-1]
+    onehot = E.cast(_G.equal(E.cast(label, "int64"), _const(np.arange(c), label, "int64")), input.dtype)
+    axes = list(range(1, input.ndim))
+    inter = R.sum(E.multiply(input, onehot), axis=axes)
+    union = E.add(R.sum(input, axis=axes), R.sum(onehot, axis=axes))
+    return R.mean(E.subtract(1.0, E.divide(E.multiply(inter, 2.0), E.add(union, epsilon))))
+
+
+def npair_loss(anchor, positive, labels, l2_reg=0.002):
+    """N-pair loss: softmax cross entropy of anchor-positive similarities against the
+    label-equality targets, plus ``l2_reg`` times the embeddings' mean squared norm."""
+    lab = _M.reshape(E.cast(labels, "float32"), [-1, 1])
+    same = E.cast(_G.equal(lab, _M.transpose(lab, [1, 0])), anchor.dtype)
+    target = E.divide(same, R.sum(same, axis=1, keepdim=True))
+    l2 = E.multiply(E.add(R.mean(R.sum(E.square(anchor), axis=1)), R.mean(R.sum(E.square(positive), axis=1))),
+                    0.25 * l2_reg)
+    sim = _L.matmul(anchor, positive, transpose_y=True)
+    ce = R.mean(R.sum(E.multiply(E.neg(target), log_softmax(sim, axis=1)), axis=1))
+    return E.add(l2, ce)
+
+
+def margin_cross_entropy(logits, label, margin1=1.0, margin2=0.5, margin3=0.0, scale=64.0, group=None,
+                         return_softmax=False, reduction="mean"):
+    """ArcFace-style loss on cosine ``logits``: the target class's logit becomes
+    ``cos(margin1 * acos(x) + margin2) - margin3``, all are multiplied by ``scale``, then
+    softmax cross entropy (one process: the class dimension is not split over ranks)."""
+    if group not in (None, False):
+        raise NotImplementedError("ddg.nn.functional.margin_cross_entropy: model-parallel groups are not supported")
+    n, c = logits.shape
+    lab = E.cast(_M.reshape(label, [-1]), "int64")
+    onehot = _const((np.arange(c)[None, :] == backend.to_host(lab._data)[:, None]).astype(logits._data.dtype), logits)
+    cosv = E.clip(logits, -1.0, 1.0)
+    theta = E.acos(E.clip(cosv, -1.0 + 1e-7, 1.0 - 1e-7))
+    target = E.subtract(E.cos(E.add(E.multiply(theta, margin1), margin2)), margin3)
+    z = E.multiply(E.add(E.multiply(cosv, E.subtract(1.0, onehot)), E.multiply(target, onehot)), scale)
+    logp = log_softmax(z, axis=1)
+    loss = _M.unsqueeze(E.neg(R.sum(E.multiply(logp, onehot), axis=1)), 1)
+    if reduction == "mean":
+        loss = R.mean(loss)
+    elif reduction == "sum":
+        loss = R.sum(loss)
+    elif reduction not in (None, "none"):
+        raise ValueError(f"ddg.nn.functional.margin_cross_entropy: bad reduction {reduction!r}")
+    return (loss, E.exp(logp)) if return_softmax else loss
+
+
+def class_center_sample(label, num_classes, num_samples, group=None):
+    """The positive classes of ``label`` plus random negative ones, ``num_samples`` in all
+    (sorted), and ``label`` remapped to positions among them (one process)."""
+    if group not in (None, False):
+        raise NotImplementedError("ddg.nn.functional.class_center_sample: model-parallel groups are not supported")
+    lab = backend.to_host(label._data).astype(np.int64)
+    pos = np.unique(lab)
+    if num_samples < len(pos):
+        centers = pos
+    else:
+        rest = np.setdiff1d(np.arange(num_classes), pos)
+        draw = backend.rng(np).permutation(len(rest))[:num_samples - len(pos)]
+        centers = np.sort(np.concatenate([pos, rest[draw]]))
+    remap = np.searchsorted(centers, lab)
+    return _const(remap.astype(lab.dtype), label), _const(centers, label)
+
+
+def ctc_loss(log_probs, labels, input_lengths, label_lengths, blank=0, reduction="mean", norm_by_times=False,
+             zero_infinity=False):
+    """Connectionist temporal classification loss of ``log_probs`` ``[T, N, C]`` against padded
+    ``labels`` ``[N, S]``. As in Paddle, the scores are normalised over the classes first (so
+    raw scores and log-softmax outputs give the same loss). ``mean`` divides each sample's loss
+    by its label length, then averages."""
+    from ...autograd.ops.ctc import CTCLoss
+    if log_probs.ndim != 3 or labels.ndim != 2 or labels.shape[0] != log_probs.shape[1]:
+        raise ValueError(f"ddg.nn.functional.ctc_loss: needs log_probs [T, N, C] and labels [N, S], got "
+                         f"{log_probs.shape} and {labels.shape}")
+    il = backend.to_host(input_lengths._data).astype(np.int64).reshape(-1)
+    ll = backend.to_host(label_lengths._data).astype(np.int64).reshape(-1)
+    lab = backend.to_host(labels._data).astype(np.int64)
+    # Paddle (warp-ctc) normalises the scores itself: log_softmax is idempotent on log-probabilities,
+    # and on raw scores it gives the loss and the gradient Paddle gives
+    loss = CTCLoss(lab, il, ll, int(blank), bool(zero_infinity))(log_softmax(log_probs, axis=-1))
+    if norm_by_times:
+        loss = E.divide(loss, _const(il.astype(log_probs._data.dtype), loss))
+    if reduction == "mean":
+        return R.mean(E.divide(loss, _const(np.maximum(ll, 1).astype(log_probs._data.dtype), loss)))
+    if reduction == "sum":
+        return R.sum(loss)
+    if reduction == "none":
+        return loss
+    raise ValueError(f"ddg.nn.functional.ctc_loss: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")

@@ -163,3 +163,40 @@ class PReLU(Layer):
 
     def forward(self, x):
         return F.prelu(x, self._weight, self._data_format)
+
+
+class Maxout(Layer):
+    def __init__(self, groups, axis=1, name=None):
+        super().__init__()
+        self._groups, self._axis, self._name = groups, axis, name
+
+    def forward(self, x):
+        return F.maxout(x, self._groups, self._axis)
+
+    def extra_repr(self):
+        return f"groups={self._groups}, axis={self._axis}"
+
+
+class Softmax2D(Layer):
+    """Softmax over the channels of a [N, C, H, W] (or [C, H, W]) input."""
+
+    def __init__(self, name=None):
+        super().__init__()
+        self._name = name
+
+    def forward(self, x):
+        if x.ndim not in (3, 4):
+            raise ValueError(f"ddg.nn.Softmax2D: needs a 3-D or 4-D input, got shape {x.shape}")
+        return F.softmax(x, axis=-3)
+
+
+class RReLU(Layer):
+    def __init__(self, lower=1.0 / 8.0, upper=1.0 / 3.0, name=None):
+        super().__init__()
+        self._lower, self._upper, self._name = lower, upper, name
+
+    def forward(self, x):
+        return F.rrelu(x, self._lower, self._upper, self.training)
+
+    def extra_repr(self):
+        return f"lower={self._lower}, upper={self._upper}"

@@ -27,3 +27,27 @@ class Dropout2D(Layer):
 
     def extra_repr(self):
         return f"p={self.p}, data_format={self.data_format}"
+
+
+class AlphaDropout(Layer):
+    def __init__(self, p=0.5, name=None):
+        super().__init__()
+        self.p, self.name = p, name
+
+    def forward(self, x):
+        return F.alpha_dropout(x, self.p, self.training)
+
+    def extra_repr(self):
+        return f"p={self.p}"
+
+
+class Dropout3D(Layer):
+    def __init__(self, p=0.5, data_format="NCDHW", name=None):
+        super().__init__()
+        self.p, self.data_format, self.name = p, data_format, name
+
+    def forward(self, x):
+        return F.dropout3d(x, self.p, self.training, self.data_format)
+
+    def extra_repr(self):
+        return f"p={self.p}, data_format={self.data_format}"

@@ -140,3 +140,52 @@ class MultiLabelSoftMarginLoss(_Reduced):
 
     def forward(self, input, label):  # noqa: A002
         return F.multi_label_soft_margin_loss(input, label, self.weight, self.reduction)
+
+
+class CTCLoss(Layer):
+    def __init__(self, blank=0, reduction="mean", zero_infinity=False):
+        super().__init__()
+        self.blank, self.reduction, self.zero_infinity = blank, reduction, zero_infinity
+
+    def forward(self, log_probs, labels, input_lengths, label_lengths, norm_by_times=False):
+        return F.ctc_loss(log_probs, labels, input_lengths, label_lengths, self.blank, self.reduction, norm_by_times,
+                          self.zero_infinity)
+
+
+class GaussianNLLLoss(_Reduced):
+    def __init__(self, full=False, epsilon=1e-6, reduction="mean", name=None):
+        super().__init__(reduction, name)
+        self.full, self.epsilon = full, epsilon
+
+    def forward(self, input, label, variance):  # noqa: A002
+        return F.gaussian_nll_loss(input, label, variance, self.full, self.epsilon, self.reduction)
+
+
+class PoissonNLLLoss(_Reduced):
+    def __init__(self, log_input=True, full=False, epsilon=1e-8, reduction="mean", name=None):
+        super().__init__(reduction, name)
+        self._log_input, self._full, self._epsilon, self._reduction, self._name = \
+            log_input, full, epsilon, reduction, name
+        del self.reduction, self.name   # Paddle keeps them as _reduction, _name here
+
+    def forward(self, input, label):  # noqa: A002
+        return F.poisson_nll_loss(input, label, self._log_input, self._full, self._epsilon, self._reduction)
+
+
+class MultiMarginLoss(_Reduced):
+    def __init__(self, p=1, margin=1.0, weight=None, reduction="mean", name=None):
+        super().__init__(reduction, name)
+        self.p, self.margin, self.weight = p, margin, weight
+
+    def forward(self, input, label):  # noqa: A002
+        return F.multi_margin_loss(input, label, self.p, self.margin, self.weight, self.reduction)
+
+
+class TripletMarginWithDistanceLoss(_Reduced):
+    def __init__(self, distance_function=None, margin=1.0, swap=False, reduction="mean", name=None):
+        super().__init__(reduction, name)
+        self.distance_function, self.margin, self.swap = distance_function, margin, swap
+
+    def forward(self, input, positive, negative):  # noqa: A002
+        return F.triplet_margin_with_distance_loss(input, positive, negative, self.distance_function, self.margin,
+                                                   self.swap, self.reduction)

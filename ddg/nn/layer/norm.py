@@ -9,10 +9,17 @@ variance (see ddg.nn.functional.norm). Eval mode normalizes with them.
 """
 import numpy as np
 
+from ...autograd import grad_mode
+from ...autograd.ops import elementwise as E
+from ...autograd.ops import linalg as L
+from ...autograd.ops import movement as M
+from ...autograd.ops import reduce as R
+from ...tensor import backend
+
 from ...tensor.place import current_place, move_array
 from ...tensor.tensor import Tensor
 from .. import functional as F
-from ..initializer import Constant
+from ..initializer import Constant, Normal
 from ..param_attr import ParamAttr
 from .layers import Layer, _unique_name
 
@@ -221,3 +228,59 @@ class InstanceNorm1D(_InstanceNormBase):
 
 class InstanceNorm2D(_InstanceNormBase):
     pass
+
+
+class LocalResponseNorm(Layer):
+    def __init__(self, size, alpha=1e-4, beta=0.75, k=1.0, data_format="NCHW", name=None):
+        super().__init__()
+        self.size, self.alpha, self.beta, self.k, self.data_format = size, alpha, beta, k, data_format
+        self.name = name
+
+    def forward(self, x):
+        return F.local_response_norm(x, self.size, self.alpha, self.beta, self.k, self.data_format)
+
+    def extra_repr(self):
+        return f"size={self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
+
+
+class InstanceNorm3D(_InstanceNormBase):
+    def __init__(self, num_features, epsilon=1e-05, momentum=0.9, weight_attr=None, bias_attr=None,
+                 data_format="NCDHW", name=None):
+        super().__init__(num_features, epsilon, momentum, weight_attr, bias_attr, data_format)
+
+
+class SpectralNorm(Layer):
+    """Divides a weight by its largest singular value, estimated by ``power_iters`` steps of
+    power iteration whose vectors ``weight_u`` [h] and ``weight_v`` [w] persist (parameters
+    with stop_gradient=True, as in Paddle) between calls."""
+
+    def __init__(self, weight_shape, dim=0, power_iters=1, eps=1e-12, dtype="float32"):
+        super().__init__()
+        shape = list(weight_shape)
+        if not 0 <= dim < len(shape):
+            raise ValueError(f"ddg.nn.SpectralNorm: dim {dim} out of range for weight shape {shape}")
+        self._weight_shape, self._dim, self._power_iters, self._eps = shape, dim, power_iters, eps
+        h = shape[dim]
+        w = int(np.prod(shape)) // h
+        self.weight_u = self.create_parameter([h], dtype=dtype, default_initializer=Normal(0.0, 1.0))
+        self.weight_v = self.create_parameter([w], dtype=dtype, default_initializer=Normal(0.0, 1.0))
+        self.weight_u.stop_gradient = True
+        self.weight_v.stop_gradient = True
+
+    def forward(self, x):
+        perm = [self._dim] + [i for i in range(x.ndim) if i != self._dim]
+        mat = M.reshape(M.transpose(x, perm), [x.shape[self._dim], -1])
+        xp = backend.get_array_module(mat._data)
+        wm = mat._data
+        u, v = self.weight_u._data, self.weight_v._data
+        for _ in range(self._power_iters):
+            v = wm.T @ u
+            v = v / (xp.sqrt((v * v).sum()) + self._eps)
+            u = wm @ v
+            u = u / (xp.sqrt((u * u).sum()) + self._eps)
+        with grad_mode.no_grad():
+            self.weight_u.set_value(u)
+            self.weight_v.set_value(v)
+        ut, vt = Tensor._wrap(u), Tensor._wrap(v)
+        sigma = R.sum(E.multiply(L.matmul(mat, vt), ut))
+        return E.divide(x, sigma)

@@ -163,3 +163,42 @@ class AdaptiveMaxPool3D(Layer):
 
     def extra_repr(self):
         return f"output_size={self._output_size}"
+
+
+class _MaxUnPool(Layer):
+    _fn = None
+    _fmt = None
+
+    def __init__(self, kernel_size, stride=None, padding=0, data_format=None, output_size=None, name=None):
+        super().__init__()
+        self.ksize, self.stride, self.padding = kernel_size, stride, padding
+        self.data_format = data_format or self._fmt
+        self.output_size, self.name = output_size, name
+
+    def forward(self, x, indices):
+        return getattr(F, self._fn)(x, indices, self.ksize, self.stride, self.padding, self.data_format,
+                                    self.output_size)
+
+    def extra_repr(self):
+        return f"kernel_size={self.ksize}, stride={self.stride}, padding={self.padding}"
+
+
+class MaxUnPool1D(_MaxUnPool):
+    _fn, _fmt = "max_unpool1d", "NCL"
+
+    def __init__(self, kernel_size, stride=None, padding=0, data_format="NCL", output_size=None, name=None):
+        super().__init__(kernel_size, stride, padding, data_format, output_size, name)
+
+
+class MaxUnPool2D(_MaxUnPool):
+    _fn, _fmt = "max_unpool2d", "NCHW"
+
+    def __init__(self, kernel_size, stride=None, padding=0, data_format="NCHW", output_size=None, name=None):
+        super().__init__(kernel_size, stride, padding, data_format, output_size, name)
+
+
+class MaxUnPool3D(_MaxUnPool):
+    _fn, _fmt = "max_unpool3d", "NCDHW"
+
+    def __init__(self, kernel_size, stride=None, padding=0, data_format="NCDHW", output_size=None, name=None):
+        super().__init__(kernel_size, stride, padding, data_format, output_size, name)

@@ -113,3 +113,40 @@ class Unfold(Layer):
 
     def extra_repr(self):
         return f"kernel_sizes={self.kernel_sizes}, strides={self.strides}, paddings={self.paddings}"
+
+
+class PixelUnshuffle(Layer):
+    def __init__(self, downscale_factor, data_format="NCHW", name=None):
+        super().__init__()
+        self._downscale_factor, self._data_format, self._name = downscale_factor, data_format, name
+
+    def forward(self, x):
+        return F.pixel_unshuffle(x, self._downscale_factor, self._data_format)
+
+    def extra_repr(self):
+        return f"downscale_factor={self._downscale_factor}"
+
+
+class ChannelShuffle(Layer):
+    def __init__(self, groups, data_format="NCHW", name=None):
+        super().__init__()
+        self._groups, self._data_format, self._name = groups, data_format, name
+
+    def forward(self, x):
+        return F.channel_shuffle(x, self._groups, self._data_format)
+
+    def extra_repr(self):
+        return f"groups={self._groups}"
+
+
+class Fold(Layer):
+    def __init__(self, output_sizes, kernel_sizes, dilations=1, paddings=0, strides=1, name=None):
+        super().__init__()
+        self.output_sizes, self.kernel_sizes = output_sizes, kernel_sizes
+        self.dilations, self.paddings, self.strides, self.name = dilations, paddings, strides, name
+
+    def forward(self, x):
+        return F.fold(x, self.output_sizes, self.kernel_sizes, self.strides, self.paddings, self.dilations)
+
+    def extra_repr(self):
+        return f"output_sizes={self.output_sizes}, kernel_sizes={self.kernel_sizes}"

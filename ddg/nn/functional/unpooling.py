@@ -1,0 +1,44 @@
+"""``max_unpool1d/2d/3d``: the values of a max pooling written back at the positions its
+indices name, zeros elsewhere (the inverse of ``max_pool*d(return_mask=True)``)."""
+import numpy as np
+
+from ...autograd.ops import elementwise as E
+from ...autograd.ops import movement as M
+from ...tensor.tensor import Tensor
+from .common import _xp
+from .conv import _ntuple, _pads
+
+__all__ = ["max_unpool1d", "max_unpool2d", "max_unpool3d"]
+
+
+def _max_unpool(x, indices, kernel_size, stride, padding, output_size, nd, op):
+    k = _ntuple(kernel_size, nd, "kernel_size", op)
+    s = k if stride is None else _ntuple(stride, nd, "stride", op)
+    p = _pads(padding, nd, False, op)
+    if x.ndim != nd + 2 or list(indices.shape) != list(x.shape):
+        raise ValueError(f"ddg.nn.functional.{op}: x and indices must both be {nd + 2}-D of one shape, got "
+                         f"{x.shape} and {indices.shape}")
+    if output_size is None:
+        out = [(x.shape[2 + i] - 1) * s[i] - p[2 * i] - p[2 * i + 1] + k[i] for i in range(nd)]
+    else:
+        out = [int(v) for v in list(output_size)[-nd:]]
+    n, c = x.shape[:2]
+    total = int(np.prod(out))
+    flat_idx = M.reshape(E.cast(indices, "int64"), [n, c, -1])
+    if flat_idx._data.size and (int(flat_idx._data.max()) >= total or int(flat_idx._data.min()) < 0):
+        raise ValueError(f"ddg.nn.functional.{op}: indices out of range for an output of size {out}")
+    base = Tensor._wrap(_xp(x).zeros((n, c, total), dtype=x._data.dtype))
+    y = M.put_along_axis(base, flat_idx, M.reshape(x, [n, c, -1]), 2)
+    return M.reshape(y, [n, c] + out)
+
+
+def max_unpool1d(x, indices, kernel_size, stride=None, padding=0, data_format="NCL", output_size=None, name=None):
+    return _max_unpool(x, indices, kernel_size, stride, padding, output_size, 1, "max_unpool1d")
+
+
+def max_unpool2d(x, indices, kernel_size, stride=None, padding=0, data_format="NCHW", output_size=None, name=None):
+    return _max_unpool(x, indices, kernel_size, stride, padding, output_size, 2, "max_unpool2d")
+
+
+def max_unpool3d(x, indices, kernel_size, stride=None, padding=0, data_format="NCDHW", output_size=None, name=None):
+    return _max_unpool(x, indices, kernel_size, stride, padding, output_size, 3, "max_unpool3d")
