@@ -1,6 +1,6 @@
-"""Eager overhead of the core (issue 2): tiny-op cost with and without recording, and
-seed 002's two-layer training step, against raw numpy (and torch when installed),
-measured in one run. Ratios are what count; absolute times on shared machines are noise.
+"""Eager overhead of the core: tiny-op cost with and without recording, and the
+two-layer training step of the PyTorch tutorial (manual updates), against raw numpy
+(and torch when installed), measured in one run. Ratios are what count; absolute times on shared machines are noise.
 
     python bench/bench_core.py
 """
@@ -56,7 +56,7 @@ def two_layer():
         w1n.__isub__(lr * grad_w1)
         w2n.__isub__(lr * grad_w2)
 
-    # ddg, written as seed 002 writes it
+    # ddg, written as the tutorial writes it (PyTorch spellings)
     x, y = ddg.to_tensor(x_np), ddg.to_tensor(y_np)
     w1 = ddg.to_tensor(w1_0, stop_gradient=False)
     w2 = ddg.to_tensor(w2_0, stop_gradient=False)

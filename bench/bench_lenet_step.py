@@ -1,4 +1,4 @@
-"""LeNet (seed 001's MNIST model) training step: ddg vs PyTorch eager, single thread.
+"""LeNet (the MNIST model of the examples) training step: ddg vs PyTorch eager, single thread.
 
 One step = forward + cross-entropy + backward + a plain SGD update written inline
 (so the optimizer package does not enter the measurement), batch 64 of 1x28x28.

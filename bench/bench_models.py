@@ -1,10 +1,10 @@
-"""Training-step time of small models (issue 3): ddg vs PyTorch CPU eager (when
+"""Training-step time of small models: ddg vs PyTorch CPU eager (when
 installed) vs hand-written numpy, single-threaded, measured in one run.
 
     python bench/bench_models.py [--rounds 5]
 
 Models: MLP 128-256-256-1 (batch 64, MSE, SGD), MLP 784-1024-1024-10 (batch 256,
-cross-entropy, SGD) and seed 001's LeNet (batch 64, cross-entropy, Adam). Each
+cross-entropy, SGD) and the MNIST LeNet (batch 64, cross-entropy, Adam). Each
 framework runs the same number of steps in alternating rounds and the median step
 time is reported, so that load changes on a shared machine hit all of them alike.
 """
@@ -177,7 +177,7 @@ def main():
     fns = {"ddg": ddg_lenet()}
     if torch is not None:
         fns["torch"] = torch_lenet(torch)
-    rows.append(("LeNet (seed 001), b64, Adam", race(fns, 5, args.rounds)))
+    rows.append(("LeNet (MNIST), b64, Adam", race(fns, 5, args.rounds)))
 
     print("| model | ddg ms | numpy ms | torch ms | ddg/numpy | ddg/torch |\n|---|---|---|---|---|---|")
     for name, r in rows:

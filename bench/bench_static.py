@@ -1,9 +1,9 @@
 """to_static vs eager: training-step time ratios, measured in one run.
 
 Models (single-threaded BLAS, CPU):
-  * seed 002's two-layer net: N=64, 1000-100-10, relu, sum-of-squares loss, SGD;
+  * the tutorial's two-layer net: N=64, 1000-100-10, relu, sum-of-squares loss, SGD;
   * MLP 128-256-256-1, batch 64, MSE loss, SGD;
-  * LeNet (seed 001's MNIST net), batch 64, cross-entropy, SGD.
+  * LeNet (the MNIST net), batch 64, cross-entropy, SGD.
 
 A step is forward + backward + optimizer step + clear_grad. Eager and static models
 start from the same weights; the ratio static/eager is what matters (target <= 0.7

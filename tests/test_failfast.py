@@ -1,4 +1,4 @@
-"""Failures that used to hang a job or let it report success: each must now end the whole
+"""Failures that could hang a job or let it report success: each must end the whole
 job, non-zero and promptly, at 2 and 3 ranks, under ddgrun and under plain mpiexec
 (a rank that fails before ``import ddg`` under plain mpiexec: after DDG_STALL_TIMEOUT),
 on one node and across two simulated nodes (a hostfile naming this machine twice, so

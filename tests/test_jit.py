@@ -337,7 +337,7 @@ def test_functional_nograd_ops_replay_on_new_data(name):
 
 
 def test_where_greater_than_regression_x1_x1_x2():
-    """The reported case: the mask of x1 used to be replayed on x2."""
+    """Calls on x1, x1, x2: the mask computed from x2 is used on x2, not x1's replayed."""
     g = ddg.jit.to_static(lambda x: ddg.where(ddg.greater_than(x, 0 * x), x, 0 * x))
     x1 = ddg.to_tensor([1.0, -2.0, 3.0])
     g(x1)

@@ -1,4 +1,4 @@
-"""The nn names added for Paddle API coverage: 3-D convolution and pooling, and the
+"""The wider Paddle nn API: 3-D convolution and pooling, and the
 rearrangements, unpooling, random and in-place activations, distances and losses
 (ddg/nn/functional/rearrange.py, unpooling.py, ...). Forward against numpy
 references, backward against float64 central differences, the same results on every

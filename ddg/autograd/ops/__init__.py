@@ -3,19 +3,30 @@
 family per module:
 
 =================  ===========================================================
-``elementwise``    arithmetic, unary math, where, comparisons and logic
-``reduce``         sum, mean, max/min, prod, logsumexp, cumsum, arg-reductions
-``linalg``         matmul (mm, bmm)
-``movement``       reshape, transpose, concat/split, indexing, gather, clone,
-                   moves between places
+``elementwise``    arithmetic, unary math, ``where``, casts
+``logic``          comparisons, logic and bitwise ops, value tests, nonzero
+                   (no gradient)
+``special``        log-gamma and its derivatives, erfinv, Bessel functions, atan2
+``reduce``         sum, mean, max/min, prod, logsumexp, cumsum/cumprod,
+                   arg-reductions, all/any
+``linalg``         matmul (mm, bmm), einsum, inverse, det/slogdet, solve,
+                   cholesky, eigvalsh
+``movement``       reshape, transpose, concat/split, indexing, gather/scatter,
+                   clone, moves between places
+``sort``           argsort, unique, bincount (no gradient)
+``fft``            discrete Fourier transforms, real/imag/conj
+``activation``     activations as single ops (gelu, silu, softplus...)
 ``nn_ops``         softmax, log_softmax, softmax-cross-entropy, linear, dropout
 ``norm``           standardization (the core of batch/layer/group/instance norm)
-``conv``           conv2d, conv2d_transpose, unfold (im2col)
-``pooling``        max and average pooling
+``conv``           2-D conv2d, conv2d_transpose, unfold (im2col)
+``pooling``        2-D max and average pooling
+``conv3d``         convolution, transposed convolution and pooling on any number
+                   of spatial dimensions (the 3-D layers use it)
 ``rnn``            a whole sequence through an LSTM/GRU/Elman layer (one direction)
+``ctc``            connectionist temporal classification loss
 =================  ===========================================================
 
-Functions built from several primitives (var, std, dot, outer, masked_fill...) are in
-``ddg.autograd.composite``; the layers' functional forms in ``ddg.nn.functional``.
-This package imports nothing itself: import the family you need.
+Functions of Tensors built from several primitives (var, dot, tril, masked_fill...) are
+in ``ddg.autograd.composite`` (one file per subject); the layers' functional forms in
+``ddg.nn.functional``. This package imports nothing itself: import the family you need.
 """

@@ -1,5 +1,6 @@
 """Matrix products: matmul (vectors, matrices, broadcast batches), mm, bmm, einsum;
-the matrix inverse. Their composites (dot, outer, t) are in ``ddg.autograd.composite``."""
+the inverse, determinants (det, slogdet), solve, cholesky and eigvalsh. Composites of
+them (dot, outer, kron, norms, matrix_power...) are in ``ddg.autograd.composite.products``."""
 import string
 
 import numpy as np

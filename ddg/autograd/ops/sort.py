@@ -1,6 +1,6 @@
 """Sorting and counting, with integer results and so no gradient: the order of elements
 along an axis (``sort`` and ``topk`` are composites of it and ``take_along_axis`` in
-composite.py), ``unique`` and ``bincount``."""
+``composite/sorting.py``), ``unique`` and ``bincount``."""
 import numpy as np
 
 from ...tensor import backend
