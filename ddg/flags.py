@@ -19,11 +19,13 @@ parameters). Off, it costs one boolean test per op.
 
 import numpy as np
 
+from . import dispatch
+
 __all__ = ["set_flags", "get_flags"]
 
-# The switch ddg.autograd.function reads on every op: a one-element list, so that
-# reading it is one index, and set_flags changes it in place.
-check_nan_inf = [False]
+# The switch ddg.autograd.function reads on every op: an interception slot of
+# ddg/dispatch.py (a one-element list: reading it is one index).
+check_nan_inf = dispatch.CHECK_NAN_INF
 
 _BOOL_FLAGS = {"FLAGS_check_nan_inf": check_nan_inf}
 
@@ -42,7 +44,7 @@ def set_flags(flags):
         if not isinstance(value, (bool, int, np.bool_)):
             raise TypeError(f"ddg.set_flags: {name} takes a bool, got {value!r}")
     for name, value in flags.items():
-        _BOOL_FLAGS[name][0] = bool(value)
+        dispatch.install(_BOOL_FLAGS[name], bool(value))
 
 
 def get_flags(flags):

@@ -7,6 +7,7 @@ everything in float32. The casting itself happens at op dispatch, see
 """
 import contextlib
 
+from .. import dispatch
 from ..autograd import function as _function
 from ..autograd.autocast import AutoCast
 from ..nn.layer.layers import Layer
@@ -77,15 +78,14 @@ class _AutoCastContext(contextlib.ContextDecorator):
         policy = None
         if self.enable:
             policy = AutoCast(self.low, self.level, self.white, self.black, self.use_promote, *self.custom)
-        self._saved.append(_function._autocast[0])
-        _function._autocast[0] = policy
+        self._saved.append(dispatch.install(_function._autocast, policy))
         return self
 
     def __exit__(self, *exc):
         policy = _function._autocast[0]
         if policy is not None:
             policy.active = False
-        _function._autocast[0] = self._saved.pop()
+        dispatch.restore(_function._autocast, self._saved.pop())
         return False
 
 

@@ -18,9 +18,10 @@ wrong gradients.
 With ``ddg.set_flags({"FLAGS_check_nan_inf": True})`` every op checks its float
 outputs, and its gradients in backward, for nan/inf and raises naming itself.
 
-Interception slots. Features that must see every op hook in through one-element lists
-that the hot path reads once each (``None``/``False``: the feature is off). In the
-order an op call meets them:
+Interception slots (all held in ``ddg/dispatch.py``, with the one way to install a
+holder). Features that must see every op hook in through one-element lists that the hot
+path reads once each (``None``/``False``: the feature is off). In the order an op call
+meets them:
 
 1. ``function._autocast`` (set by ``ddg.amp.auto_cast``): casts the inputs, then calls
    the op again with the slot cleared, so the casts are ordinary ops.
@@ -33,10 +34,11 @@ order an op call meets them:
 Two more slots sit outside the op call: ``tensor._watch`` (``ddg.jit`` while tracing)
 hears when a tensor's data goes to the host or is written in place, and
 ``backend._rng_observer`` (``backend.observe_rng``, used by ``ddg.jit``) hears every
-random draw. ``docs/design.md`` has the same table.
+random draw. ``ddg/dispatch.py`` and ``docs/design.md`` have the same table.
 """
 import numpy as np
 
+from .. import dispatch
 from ..flags import check_nan_inf as _check_nan_inf
 from ..tensor import backend
 from ..tensor.tensor import Tensor
@@ -50,14 +52,14 @@ _FLOAT_KINDS = "fcV"  # V: bfloat16 (ml_dtypes), the only void-kind dtype ddg ma
 #: ``hook(fn, tensors)`` that every op call is routed through (the hook clears the slot
 #: while it runs the op, so the call takes the ordinary path). None otherwise: one list
 #: read per op when not recording.
-_recorder = [None]
+_recorder = dispatch.RECORDER
 
 #: ddg.amp's casting slot: inside ``auto_cast`` it holds the active ``AutoCast`` policy
 #: (ddg/autograd/autocast.py), a callable ``hook(fn, tensors)`` that casts the inputs of
 #: every op call to the dtype the op runs in under mixed precision, then runs it (with
 #: the slot cleared, so casts and the op take the ordinary path, and ddg.jit records
 #: them). None otherwise: one list read per op when AMP is off.
-_autocast = [None]
+_autocast = dispatch.AUTOCAST
 
 
 def sum_to(g, shape):

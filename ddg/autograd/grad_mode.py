@@ -1,8 +1,11 @@
 """Grad modes: whether ops record graph nodes. One process-wide switch (ops read it on
-every call, so it is a one-element list rather than a thread-local)."""
+every call, so it is an interception slot of ddg/dispatch.py, a one-element list,
+rather than a thread-local)."""
 import functools
 
-_enabled = [True]
+from .. import dispatch
+
+_enabled = dispatch.GRAD_ENABLED
 
 
 def is_grad_enabled():
@@ -17,12 +20,11 @@ class _GradMode:
         self._prev = []
 
     def __enter__(self):
-        self._prev.append(_enabled[0])
-        _enabled[0] = self._target
+        self._prev.append(dispatch.install(_enabled, self._target))
         return self
 
     def __exit__(self, *exc):
-        _enabled[0] = self._prev.pop()
+        dispatch.restore(_enabled, self._prev.pop())
         return False
 
     def __call__(self, fn):
@@ -59,8 +61,7 @@ class set_grad_enabled(_GradMode):
     def __init__(self, mode=True):
         super().__init__()
         self._target = bool(mode)
-        self._prev.append(_enabled[0])
-        _enabled[0] = self._target
+        self._prev.append(dispatch.install(_enabled, self._target))
 
     def __enter__(self):
         return self

@@ -8,11 +8,12 @@ shape and dtype). ``PyLayer``'s ``ctx.save_for_backward`` goes through the same 
 The innermost context applies. While no context is active nothing is patched; ops
 recorded inside one unpack at backward even after it closed.
 """
+from .. import dispatch
 from ..tensor import backend
 from ..tensor.tensor import Tensor
 
 _STACK = []            # (pack_hook, unpack_hook), innermost last
-_SAVED_CALL = [None]   # Function.__call__ while patched
+_WRAPPER = [None]      # the dispatch.wrap handle of Function.__call__ while one is active
 _SKIP = frozenset(["edges", "_vin", "_vout", "_out_shapes", "needs", "_hooks", "n_out"])
 
 
@@ -63,10 +64,7 @@ def _pack_node(node, pack, unpack):
     node.backward_graph = backward_graph
 
 
-def _install():
-    from .function import Function
-    orig = Function.__call__
-
+def _packing(orig):
     def call(fn, *tensors):
         out = orig(fn, *tensors)
         hooks = current_hooks()
@@ -75,15 +73,17 @@ def _install():
             if any(isinstance(o, Tensor) and o._node is fn for o in outs):
                 _pack_node(fn, *hooks)
         return out
+    return call
 
-    _SAVED_CALL[0] = orig
-    Function.__call__ = call
+
+def _install():
+    from .function import Function
+    _WRAPPER[0] = dispatch.wrap(Function, "__call__", _packing)
 
 
 def _uninstall():
-    from .function import Function
-    Function.__call__ = _SAVED_CALL[0]
-    _SAVED_CALL[0] = None
+    _WRAPPER[0].remove()
+    _WRAPPER[0] = None
 
 
 class saved_tensors_hooks:

@@ -24,6 +24,7 @@ import sys
 
 import numpy as np
 
+from .. import dispatch
 from ..autograd import function as _function
 from ..autograd import grad_mode
 from ..nn.parameter import Parameter
@@ -188,15 +189,15 @@ class Recorder:
         if _function._recorder[0] is not None:
             raise RuntimeError("ddg.jit: nested to_static recording")
         self._rng.__enter__()
-        _function._recorder[0] = self
-        _tensor._watch[0] = self._on_watch
+        self._prev = (dispatch.install(_function._recorder, self, exclusive=True),
+                      dispatch.install(_tensor._watch, self._on_watch))
         for b in self.buffers.values():
             self.track(b)
         return self
 
     def __exit__(self, *exc):
-        _function._recorder[0] = None
-        _tensor._watch[0] = None
+        dispatch.restore(_function._recorder, self._prev[0])
+        dispatch.restore(_tensor._watch, self._prev[1])
         self._rng.__exit__(*exc)
         return False
 

@@ -21,6 +21,8 @@ import threading
 import time
 from collections import defaultdict
 
+from .. import dispatch
+
 __all__ = ["ProfilerState", "ProfilerTarget", "make_scheduler", "export_chrome_tracing", "Profiler", "RecordEvent",
            "load_profiler_result", "SortedKeys", "SummaryView"]
 
@@ -162,45 +164,47 @@ class _Recorder:
         from ..optimizer.optimizer import Optimizer
         from ..tensor import backend
         rec = self
-        orig_call, orig_backward, orig_step = Function.__call__, engine.call_backward, Optimizer.step
         clock = time.perf_counter_ns
         sync = backend.synchronize if self.sync and hasattr(backend, "synchronize") else None
 
-        def call(fn, *tensors):
-            t0 = clock()
-            out = orig_call(fn, *tensors)
-            if sync is not None:
-                sync()
-            rec.add(fn.name, "Operator", t0, clock(),
-                    {"input_shapes": [list(getattr(t, "shape", ())) for t in tensors]})
-            return out
+        def timed_call(orig_call):
+            def call(fn, *tensors):
+                t0 = clock()
+                out = orig_call(fn, *tensors)
+                if sync is not None:
+                    sync()
+                rec.add(fn.name, "Operator", t0, clock(),
+                        {"input_shapes": [list(getattr(t, "shape", ())) for t in tensors]})
+                return out
+            return call
 
-        def call_backward(node, grads):
-            t0 = clock()
-            out = orig_backward(node, grads)
-            if sync is not None:
-                sync()
-            rec.add(f"{node.name}_grad", "Backward", t0, clock())
-            return out
+        def timed_backward(orig_backward):
+            def call_backward(node, grads):
+                t0 = clock()
+                out = orig_backward(node, grads)
+                if sync is not None:
+                    sync()
+                rec.add(f"{node.name}_grad", "Backward", t0, clock())
+                return out
+            return call_backward
 
-        def step(opt, *a, **k):
-            t0 = clock()
-            out = orig_step(opt, *a, **k)
-            rec.add(f"{type(opt).__name__}.step", "Optimization", t0, clock())
-            return out
+        def timed_step(orig_step):
+            def step(opt, *a, **k):
+                t0 = clock()
+                out = orig_step(opt, *a, **k)
+                rec.add(f"{type(opt).__name__}.step", "Optimization", t0, clock())
+                return out
+            return step
 
-        self._saved = (orig_call, orig_backward, orig_step)
-        Function.__call__ = call
-        engine.call_backward = call_backward
-        Optimizer.step = step
+        self._saved = (dispatch.wrap(Function, "__call__", timed_call),
+                       dispatch.wrap(engine, "call_backward", timed_backward),
+                       dispatch.wrap(Optimizer, "step", timed_step))
 
     def uninstall(self):
         if self._saved is None:
             return
-        from ..autograd import engine
-        from ..autograd.function import Function
-        from ..optimizer.optimizer import Optimizer
-        Function.__call__, engine.call_backward, Optimizer.step = self._saved
+        for handle in self._saved:
+            handle.remove()
         self._saved = None
 
 

@@ -9,6 +9,8 @@ import os
 
 import numpy as np
 
+from .. import dispatch
+
 try:  # pragma: no cover - exercised only where cupy is installed
     import cupy as _cupy
     try:
@@ -253,7 +255,7 @@ def seed_host(n):
     _np_rng = np.random.default_rng(int(n))
 
 
-_rng_observer = [None]
+_rng_observer = dispatch.RNG_OBSERVER  # an interception slot (ddg/dispatch.py)
 
 
 def rng(xp=np):
@@ -298,11 +300,11 @@ class observe_rng:
     def __enter__(self):
         if _rng_observer[0] is not None:
             raise RuntimeError("ddg: a random-number observer is already active")
-        _rng_observer[0] = self.observer
+        self._prev = dispatch.install(_rng_observer, self.observer)
         return self
 
     def __exit__(self, *exc):
-        _rng_observer[0] = None
+        dispatch.restore(_rng_observer, self._prev)
         return False
 
 

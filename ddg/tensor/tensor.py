@@ -8,6 +8,7 @@ module imports nothing from there.
 """
 import numpy as np
 
+from .. import dispatch
 from . import backend
 from .dtypes import convert_dtype, default_float
 from .place import current_place, move_array, parse_place, place_of
@@ -15,12 +16,12 @@ from .printing import tensor_repr
 
 _ARRAY_TYPES = backend.ARRAY_TYPES
 
-#: ddg.jit's watch slot. While ``to_static`` records, it holds a callable
+#: ddg.jit's watch slot (an interception slot of ddg/dispatch.py). While ``to_static`` records, it holds a callable
 #: ``watch(tensor, what, value)`` that the methods below call whenever a tensor's values
 #: reach Python (``what`` = "item", "numpy", "bool"...) or are written in place outside
 #: an op ("setitem", "add_"..., "set_value" with ``value`` the new value), so that the
 #: recording can refuse what it cannot replay. None otherwise: one list read per call.
-_watch = [None]
+_watch = dispatch.WATCH
 
 
 class Tensor:
