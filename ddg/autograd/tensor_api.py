@@ -71,6 +71,7 @@ class Row(NamedTuple):
     amp: tuple = ()
 
 
+# shorthands for the usual sets of forms, and for ``Row`` in the table below
 F, FM, FMI, ALL = FN, FN | METHOD, FN | METHOD | INPLACE, FN | METHOD | INPLACE | INPLACE_FN
 _ = Row
 ROWS = (
