@@ -1,12 +1,11 @@
 """dropout, dropout2d, dropout3d: ``x`` times a random keep-mask, through the primitive
 ``ops.nn_ops.Dropout``, which draws the mask inside the op so that ``to_static`` replays
-draw fresh masks."""
+draw fresh masks; alpha_dropout (for SELU networks), a composite."""
 import numbers
 
 import numpy as np
 
 from ...autograd.ops import elementwise as E
-
 from ...autograd.ops import nn_ops
 from ...tensor import backend
 from ...tensor.tensor import Tensor

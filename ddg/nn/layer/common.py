@@ -1,4 +1,4 @@
-"""Linear, Identity, Flatten."""
+"""Linear, Bilinear, Identity, Flatten, Unflatten, CosineSimilarity, PairwiseDistance."""
 import math
 
 from ...autograd.composite.shapes import unflatten

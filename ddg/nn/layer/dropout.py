@@ -1,4 +1,4 @@
-"""Dropout and Dropout2D layers (Paddle signatures)."""
+"""Dropout, Dropout2D, Dropout3D and AlphaDropout layers (Paddle signatures)."""
 from .. import functional as F
 from .layers import Layer
 

@@ -1,5 +1,5 @@
 """BatchNorm (BatchNorm1D/2D/3D and the fluid-style BatchNorm), LayerNorm, GroupNorm,
-InstanceNorm1D/2D (Paddle signatures).
+InstanceNorm1D/2D/3D, LocalResponseNorm, SpectralNorm (Paddle signatures).
 
 Batch norm keeps its running statistics in ``_mean`` (zeros) and ``_variance`` (ones),
 Paddle's names, non-trainable parameters as in Paddle (stop_gradient=True: listed by
@@ -15,7 +15,6 @@ from ...autograd.ops import linalg as L
 from ...autograd.ops import movement as M
 from ...autograd.ops import reduce as R
 from ...tensor import backend
-
 from ...tensor.place import current_place, move_array
 from ...tensor.tensor import Tensor
 from .. import functional as F

@@ -1,5 +1,5 @@
 """Pooling layers (Paddle signatures): MaxPool1D/2D/3D, AvgPool1D/2D/3D, AdaptiveAvgPool1D/2D/3D,
-AdaptiveMaxPool1D/2D/3D. Each keeps its arguments under Paddle's attribute names (which
+AdaptiveMaxPool1D/2D/3D, MaxUnPool1D/2D/3D. Each keeps its arguments under Paddle's attribute names (which
 differ between the 1-D and the other classes, as in Paddle), and ``forward`` reads them."""
 from .. import functional as F
 from .layers import Layer

@@ -1,5 +1,6 @@
 """Layers over the spatial axes: Pad1D/2D/3D, Upsample (+ UpsamplingNearest2D,
-UpsamplingBilinear2D), Unfold (Paddle signatures)."""
+UpsamplingBilinear2D), Unfold, Fold, PixelShuffle, PixelUnshuffle, ChannelShuffle (Paddle
+signatures)."""
 from .. import functional as F
 from .layers import Layer
 
