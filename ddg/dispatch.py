@@ -32,8 +32,9 @@ slot                installed by                    what the holder does
 ``install(slot, value)`` puts a holder in a slot and returns what was there;
 ``restore(slot, previous)`` puts it back; ``intercept(slot, value)`` does both as a
 context manager. ``exclusive=True`` refuses to replace another holder (tracing does not
-nest). A holder that runs the op itself (``AUTOCAST``, ``RECORDER``) clears its own
-slot around that call by writing the list directly: that write is on the op path.
+nest). Two writes stay direct because they sit on the op path: a holder that runs the
+op itself (``AUTOCAST``, ``RECORDER``) clears its own slot around that call, and the
+grad-mode contexts (entered around every optimizer update) flip ``GRAD_ENABLED``.
 
 Features that wrap a call rather than replace it (the profiler times
 ``Function.__call__``, the engine's ``call_backward`` and ``Optimizer.step``;
