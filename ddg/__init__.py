@@ -21,10 +21,10 @@ from . import device  # noqa: F401  (callable: ddg.device('cpu'))
 from .flags import set_flags, get_flags  # noqa: F401
 from . import io as _io  # imported eagerly: it is light, and the hook below must sit on it
 
-from .autograd import tensor_api as _tensor_api  # noqa: E402
+from .autograd import tensor_table as _tensor_table  # noqa: E402
 
-_tensor_api.install()  # Tensor's methods, in-place forms and operators
-globals().update(_tensor_api.exports())  # ddg.exp, ddg.exp_... (the table's function forms)
+_tensor_table.install()  # Tensor's methods, in-place forms and operators
+globals().update(_tensor_table.exports())  # ddg.exp, ddg.exp_... (the table's function forms)
 
 
 def _io_getattr(name):

@@ -1,4 +1,4 @@
-"""The Tensor API table (``ddg/autograd/tensor_api.py``) generates every form it declares
+"""The Tensor API table (``ddg/autograd/tensor_table.py``) generates every form it declares
 (function, method, in-place method and function, operators, AMP entries), and nothing is
 attached to ``Tensor`` outside it."""
 import ast
@@ -10,7 +10,7 @@ import pytest
 
 import ddg
 from ddg.amp import amp_lists
-from ddg.autograd import autocast, tensor_api as T
+from ddg.autograd import autocast, tensor_table as T
 from ddg.autograd.function import Function
 from ddg.tensor import backend
 from ddg.tensor.tensor import Tensor
@@ -65,13 +65,13 @@ def test_nothing_is_attached_to_tensor_outside_the_table():
     assert not foreign, f"attached to Tensor outside the table: {foreign}"
     replaced = sorted(k for k, v in T.INSTALLED.items() if vars(Tensor)[k] is not v)
     assert not replaced, f"table entries replaced after install: {replaced}"
-    # and in the sources: no assignment to a Tensor attribute outside tensor_api.py
+    # and in the sources: no assignment to a Tensor attribute outside tensor_table.py
     pat = re.compile(r"setattr\(\s*_?Tensor\b|^\s*_?(Tensor|T)\.[A-Za-z_]\w*\s*=[^=]", re.M)
     hits = []
     for dirpath, _dirs, files in os.walk(ROOT):
         for f in files:
             path = os.path.join(dirpath, f)
-            if f.endswith(".py") and not path.endswith(os.path.join("autograd", "tensor_api.py")):
+            if f.endswith(".py") and not path.endswith(os.path.join("autograd", "tensor_table.py")):
                 with open(path, encoding="utf-8") as fh:
                     hits += [f"{path}: {m.group(0).strip()}" for m in pat.finditer(fh.read())]
     assert not hits, hits

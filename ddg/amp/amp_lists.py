@@ -1,11 +1,11 @@
 """The default op lists of ``ddg.amp.auto_cast``, by Paddle's op names (the same sets as
 Paddle 3.3.1's ``paddle.amp.white_list()``/``black_list()``, so custom lists written for
 Paddle mean the same here), generated from the ``amp`` entries of the Tensor API table
-(``ddg/autograd/tensor_api.py``), which also map each name to the ddg ops that implement
+(``ddg/autograd/tensor_table.py``), which also map each name to the ddg ops that implement
 it; names of ops that ddg has no primitive for simply match nothing."""
 import copy
 
-from ..autograd import tensor_api as _T
+from ..autograd import tensor_table as _T
 
 # float16 and bfloat16 share the white list, except that bfloat16 leaves out a few fused ops;
 # black: ops whose low-precision results are numerically unsafe (float32 at O1); always

@@ -33,7 +33,7 @@ time step of an RNN, is cast once.
 
 Op names: the lists use Paddle's op names (``matmul_v2``, ``conv2d``, ``reduce_mean``,
 ``softmax_with_cross_entropy``...); ``OP_CLASSES`` maps each to the ddg ``Function``
-classes that implement it (built from the ``amp`` entries of ``tensor_api``'s table). A list may also name ddg classes directly (``'MatMul'``) or
+classes that implement it (built from the ``amp`` entries of ``tensor_table``'s table). A list may also name ddg classes directly (``'MatMul'``) or
 hold the classes themselves. Names of Paddle ops that ddg builds as composites
 (``softplus``, ``nll_loss``...) map to nothing: their reductions and logarithms are
 black-listed primitives anyway.
@@ -42,12 +42,12 @@ import numpy as np
 
 from . import function as _function
 from .grad_mode import _enabled
-from . import tensor_api as _tensor_api
+from . import tensor_table as _tensor_table
 from .ops.elementwise import Cast
 
 # Paddle op name -> names of the ddg Function classes that implement it (the ``amp``
 # entries of the Tensor API table)
-OP_CLASSES = _tensor_api.op_classes()
+OP_CLASSES = _tensor_table.op_classes()
 
 # never cast: casts, moves, in-place writes, graph plumbing
 _EXEMPT = frozenset({"Cast", "ToPlace", "SetItem", "ZeroGrad", "_PyLayerNode", "_Replay"})

@@ -2,7 +2,7 @@
 ``retain_grads``, the random fills (``uniform_``, ``normal_``...), ``fill_diagonal_``,
 the small queries (``is_contiguous``, ``data_ptr``...), and the one helper that builds
 every in-place form (``x.exp_()``, ``ddg.exp_(x)``, ``F.relu_(x)``) from its
-out-of-place op. ``ddg/autograd/tensor_api.py`` names each of them in its table and
+out-of-place op. ``ddg/autograd/tensor_table.py`` names each of them in its table and
 attaches them to ``Tensor``; ddg/tensor sits above ddg/autograd in the package's
 layering, so ``Tensor`` itself imports none of them."""
 import functools

@@ -2,7 +2,7 @@
 came from in the recorded graph.
 
 Ops, operators and the methods that need them (``backward``, ``astype``, ``to``...)
-are attached to this class by ``ddg.autograd.tensor_api.install()``, from the table of
+are attached to this class by ``ddg.autograd.tensor_table.install()``, from the table of
 the Tensor API: ddg/tensor sits above ddg/autograd in the package's layering, so this
 module imports nothing from there.
 """
@@ -291,7 +291,7 @@ class Tensor:
         self._bump()
         return self
 
-    # -- device (``to``, ``astype``/``cast`` are attached by ddg.autograd.tensor_api) --------
+    # -- device (``to``, ``astype``/``cast`` are attached by ddg.autograd.tensor_table) --------
     def cpu(self):
         return self.to("cpu")
 
