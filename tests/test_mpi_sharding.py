@@ -92,6 +92,10 @@ def _steps(model, opt, comm, steps, n=4, dtype="float64"):
 
 
 def _params(model):
+    """The parameters' values (at stage 3 gathered through the model's state dict: a
+    rank holds only its own parameters' data)."""
+    if getattr(model, "sharder", None) is not None:
+        return [t.numpy().copy() for t in model.state_dict().values()]
     return [p.numpy().copy() for p in model.parameters()]
 
 
@@ -116,18 +120,18 @@ def _agree(comm, ok, what):
     assert not bad, "; ".join(bad)
 
 
-@pytest.mark.parametrize("level", ["os", "os_g"])
+@pytest.mark.parametrize("level", ["os", "os_g", "p_g_os"])
 @pytest.mark.parametrize("kind", ["adam", "momentum", "lamb"])
 def test_sharding_matches_data_parallel(comm, kind, level):
-    """Each optimizer, with global-norm clipping and a schedule, 3 steps, at stage 1 and
-    2: the sharded run gives DataParallel's parameters; each rank holds the state of its
+    """Each optimizer, with global-norm clipping and a schedule, 3 steps, at stages 1, 2
+    and 3: the sharded run gives DataParallel's parameters; each rank holds the state of its
     share only, and the gathered state dict is DataParallel's optimizer's."""
     ref = ddg.DataParallel(_net())
     ropt = _opt(kind, ref.parameters(), sched=True, clip=True)
     _steps(ref, ropt, comm, 3)
     net = _net()
     model, opt, _ = group_sharded_parallel(net, _opt(kind, net.parameters(), sched=True, clip=True), level)
-    assert isinstance(opt, ShardingOptimizer) and model.stage == (1 if level == "os" else 2)
+    assert isinstance(opt, ShardingOptimizer) and model.stage == ["os", "os_g", "p_g_os"].index(level) + 1
     _steps(model, opt, comm, 3)
     diffs = [float(np.abs(a - b).max()) for a, b in zip(_params(ref), _params(model))]
     owned = {id(p) for p in opt.owned_parameters}
@@ -144,7 +148,7 @@ def test_sharding_matches_data_parallel(comm, kind, level):
 
 def test_every_optimizer_at_both_stages(comm):
     """The other optimizers (with their own accumulators and scalars), two steps at each
-    stage: the parameters equal DataParallel's."""
+    stage (1, 2, 3): the parameters equal DataParallel's."""
     O = ddg.optimizer
     makers = {
         "SGD": lambda ps: O.SGD(0.1, parameters=ps, weight_decay=0.01),
@@ -161,7 +165,7 @@ def test_every_optimizer_at_both_stages(comm):
         ref = ddg.DataParallel(_net())
         _steps(ref, make(ref.parameters()), comm, 2)
         want = _params(ref)
-        for level in ("os", "os_g"):
+        for level in ("os", "os_g", "p_g_os"):
             net = _net()
             model, opt, _ = group_sharded_parallel(net, make(net.parameters()), level)
             _steps(model, opt, comm, 2)
@@ -236,11 +240,11 @@ def test_state_spreads_over_ranks(comm):
     assert all(owned) and sorted(i for o in owned for i in o) == list(range(len(index)))
 
 
-@pytest.mark.parametrize("level", ["os", "os_g"])
+@pytest.mark.parametrize("level", ["os", "os_g", "p_g_os"])
 def test_amp_o2_and_scaler(comm, level):
     """float16 parameters with float32 master weights (ddg.amp.decorate O2) and a
     GradScaler: the sharded run gives DataParallel's parameters, bit for bit at stage 1;
-    at stage 2 the float16 gradients are summed by a reduce instead of an all-reduce,
+    at stages 2 and 3 the float16 gradients are summed by a reduce instead of an all-reduce,
     whose order of addition over 3 ranks may differ: equal to float16 rounding."""
     def run(sharded):
         net = _net("float32")
@@ -276,7 +280,7 @@ def test_amp_o2_and_scaler(comm, level):
     _agree(comm, same and masters, f"params equal {same}, master weights gathered {masters}")
 
 
-@pytest.mark.parametrize("level", ["os", "os_g"])
+@pytest.mark.parametrize("level", ["os", "os_g", "p_g_os"])
 def test_checkpoint_full_and_other_world_size(comm, tmp_path_factory, level):
     """save_group_sharded_model writes ordinary files: an unsharded optimizer loads them and
     continues as DataParallel would, and so does a sharded one over all or fewer ranks;
@@ -384,3 +388,73 @@ def test_fleet_gradient_merge_and_recompute(comm):
         diffs.append(max(float(np.abs(a - b).max()) for a, b in zip(want, got)))
         syncs.append(k)
     _agree(comm, max(diffs) < 1e-12 and syncs == [2, 2, 2], f"diffs at stages 0-2 {diffs}, reductions {syncs}")
+
+
+def test_stage3_parameter_memory(comm):
+    """Stage 3 with 6 equal Linear layers: between steps a rank holds the data of its own
+    parameters only (about 1/N of the bytes; the others are one-element NaN
+    placeholders); in forward and backward at most two layers' parameters besides; the
+    parameters still equal DataParallel's after 2 steps."""
+    from ddg.distributed.sharding.stage3 import held_parameter_bytes
+
+    def deep():
+        ddg.seed(3)
+        prev = ddg.get_default_dtype()
+        ddg.set_default_dtype("float64")
+        try:
+            layers = [nn.Linear(6, 24)] + [m for _ in range(6) for m in (nn.Tanh(), nn.Linear(24, 24))]
+            return nn.Sequential(*layers, nn.Tanh(), nn.Linear(24, 3))
+        finally:
+            ddg.set_default_dtype(prev)
+    ref = ddg.DataParallel(deep())
+    _steps(ref, _opt("adam", ref.parameters()), comm, 2)
+    net = deep()
+    total = held_parameter_bytes(net.parameters())
+    biggest = max(p._data.nbytes for p in net.parameters())
+    layer = 24 * 25 * 8
+    model, opt, _ = group_sharded_parallel(net, _opt("adam", net.parameters()), "p_g_os")
+    sharder = model.sharder
+    peaks = []
+
+    def probe(*_):
+        peaks.append(held_parameter_bytes(net.parameters()) +
+                     sum(a.nbytes for i, a in sharder._gathered.items() if not sharder.owns(_by_id[i])))
+    _by_id = {id(p): p for p in net.parameters()}
+    # after the sharder's own pre-hook (registered first) has gathered the layer's parameters
+    hooks = [m.register_forward_pre_hook(probe) for m in net.sublayers() if isinstance(m, nn.Linear)]
+    gather_unit = sharder._gather_unit
+    sharder._gather_unit = lambda unit: (gather_unit(unit), probe())   # backward gathers
+    _steps(model, opt, comm, 2)
+    between = held_parameter_bytes(net.parameters())
+    owned = sum(p._data.nbytes for p in opt.owned_parameters)
+    placeholders = all(p._data.strides == (0,) * p._data.ndim and np.isnan(p.numpy()).all()
+                       for p in net.parameters() if not sharder.owns(p))
+    for h in hooks:
+        h.remove()
+    diff = max(float(np.abs(a - b).max()) for a, b in zip(_params(ref), _params(model)))
+    ok = placeholders and between <= owned + 8 * len(_by_id) and owned <= total / comm.size + biggest \
+        and max(peaks) <= between + 2 * layer and diff < 1e-12 and sharder.gathers > 0
+    _agree(comm, ok, f"held {between} of {total} bytes (owned {owned}), peak {max(peaks)}, placeholders "
+                     f"{placeholders}, diff {diff:.2e}")
+
+
+def test_stage3_retain_graph_and_no_sync(comm):
+    """Stage 3: a second backward through a retained graph gathers the parameters again,
+    and no_sync() accumulation followed by a synchronized backward gives DataParallel's
+    gradients on the owners."""
+    ref = ddg.DataParallel(_net())
+    net = _net()
+    model, opt, _ = group_sharded_parallel(net, _opt("adam", net.parameters()), "p_g_os")
+    r, size, n = comm.rank, comm.size, 2
+    for m in (ref, model):
+        x, y = _batch(0, n * size)
+        rows = slice(r * n, (r + 1) * n)
+        with m.no_sync():
+            F.cross_entropy(m(ddg.to_tensor(x[rows])), ddg.to_tensor(y[rows])).backward()
+        loss = F.cross_entropy(m(ddg.to_tensor(x[rows] * 0.5)), ddg.to_tensor(y[rows]))
+        loss.backward(retain_graph=True)
+        loss.backward()
+    owned = {id(p) for p in opt.owned_parameters}
+    diff = max(float(np.abs(a.grad.numpy() - b.grad.numpy()).max())
+               for a, b in zip(ref.parameters(), model.parameters()) if id(b) in owned)
+    _agree(comm, diff < 1e-12 and not model.sharder._gathered, f"diff {diff:.2e}")

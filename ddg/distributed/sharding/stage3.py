@@ -1,0 +1,358 @@
+"""Parameter sharding (ZeRO stage 3): each trainable parameter's data lives on its owner
+rank only (the rank that keeps its optimizer state and receives its reduced gradient);
+the other ranks hold a placeholder of the right shape and dtype that takes one element
+of memory and reads as NaN.
+
+:class:`ParamSharder` gathers the parameters layer by layer:
+
+* Units: every sublayer that holds sharded parameters directly (a Linear: its weight
+  and bias). A forward pre-hook on the unit broadcasts each of its parameters from the
+  owner into a full array on every rank; a forward post-hook gives the parameter its
+  placeholder back.
+* Ops keep references to their input arrays for backward. The post-hook walks the
+  graph that the unit's forward built (from its outputs back to nodes seen before in
+  this forward) and, in each node, replaces every saved array that is a gathered
+  parameter, or a numpy view of one, by a small record of which parameter (and which
+  view) it was. The node's ``_pre_backward`` (called by the engine just before the
+  node's backward) gathers the unit's parameters again and puts the arrays back; a
+  gathered array is dropped when the last node waiting for it has had it back (at the
+  latest when the backward pass ends). With ``retain_graph=True`` the records are put
+  back in the nodes after the pass, so a second backward gathers again.
+* Between steps a rank holds its own parameters only (about 1/N of them); during
+  forward, one unit's parameters besides; during backward, those of the units whose
+  nodes are running.
+
+Every rank takes the same decisions (gather on the same unit calls, in the same
+backward order), so the broadcasts match across ranks as long as the ranks build the
+same graph, as data parallelism assumes. A parameter read outside the model's forward
+on a rank that does not own it reads as NaN (use the model's ``state_dict()``, which
+gathers). Saved arrays that are copies of a parameter (an AMP cast, numpy's float32
+product for float16 inputs) are not parameters any more and stay in their nodes until
+backward, like activations.
+"""
+import numpy as np
+
+from ...autograd import engine
+from ...autograd.grad_mode import _enabled as _grad_enabled
+from ...tensor import backend
+from ...tensor.tensor import Tensor
+
+__all__ = ["ParamSharder", "held_parameter_bytes"]
+
+
+def _root(a):
+    """The array that owns ``a``'s memory (numpy views only; other arrays are their own)."""
+    if type(a) is not np.ndarray:
+        return a
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
+
+
+def _bounds(a):
+    """``(first byte, end byte)`` of a C-contiguous numpy array's memory, else None."""
+    if type(a) is not np.ndarray or not a.flags.c_contiguous:
+        return None
+    lo = a.__array_interface__["data"][0]
+    return lo, lo + a.nbytes
+
+
+def _record(a, targets):
+    """A :class:`_Saved` if array ``a`` is the data of one of ``targets`` (``(array,
+    bounds, param)``) or a numpy view inside it, else None."""
+    for arr, bounds, p in targets:
+        if a is arr:
+            return _Saved(p, None)
+        if bounds is not None and type(a) is np.ndarray and a.size:
+            lo, hi = np.lib.array_utils.byte_bounds(a)
+            if bounds[0] <= lo and hi <= bounds[1]:
+                offset = a.__array_interface__["data"][0] - bounds[0]
+                return _Saved(p, (a.shape, a.strides, offset, a.dtype))
+    return None
+
+
+def held_parameter_bytes(params):
+    """Bytes of memory that the data of ``params`` occupies (each buffer once; a
+    stage-3 placeholder counts its one element)."""
+    seen, total = set(), 0
+    for p in params:
+        r = _root(p._data)
+        if id(r) not in seen:
+            seen.add(id(r))
+            total += int(r.nbytes)
+    return total
+
+
+def _placeholder(p):
+    a = p._data
+    xp = backend.get_array_module(a)
+    one = xp.full((), np.nan, dtype=a.dtype)
+    return xp.broadcast_to(one, a.shape)
+
+
+class _Saved:
+    """What stands in a node for a saved parameter array: the parameter, and for a
+    numpy view of it ``(shape, strides, byte offset, dtype)``."""
+    __slots__ = ("param", "view")
+
+    def __init__(self, param, view):
+        self.param, self.view = param, view
+
+    def rebuild(self, full):
+        if self.view is None:
+            return full
+        shape, strides, offset, dtype = self.view
+        return np.ndarray(shape, dtype=dtype, buffer=full, offset=offset, strides=strides)
+
+
+class _Unit:
+    __slots__ = ("layer", "params", "index")
+
+    def __init__(self, layer, params, index):
+        self.layer, self.params, self.index = layer, params, index
+
+
+class ParamSharder:
+    """Keeps ``params`` (trainable parameters of ``layer``) on their owners only and
+    gathers them layer by layer for forward and backward (see the module docstring).
+    ``owner``: ``{id(param): rank}``; ``comm``: the sharding group."""
+
+    def __init__(self, layer, params, owner, comm):
+        self.comm = comm
+        self.rank = comm.rank
+        self._owner = {id(p): int(owner[id(p)]) for p in params}
+        self.params = list(params)
+        self._units, self._unit_of = [], {}
+        for sub in layer.sublayers(include_self=True):
+            own = [p for p in sub._parameters.values() if p is not None and id(p) in self._owner]
+            if not own:
+                continue
+            unit = _Unit(sub, own, len(self._units))
+            self._units.append(unit)
+            for p in own:
+                self._unit_of.setdefault(id(p), unit)
+        missing = [p.name for p in self.params if id(p) not in self._unit_of]
+        if missing:
+            raise ValueError(f"ddg.distributed.sharding: parameter(s) {missing[:5]} are not held by any sublayer "
+                             f"of the model; stage 3 gathers parameters per layer")
+        self._placeholders = {id(p): _placeholder(p) for p in self.params}
+        self._live = {id(p): 0 for p in self.params}          # open forward windows per parameter
+        self._waiting = {id(p): 0 for p in self.params}       # records in nodes per parameter
+        self._gathered = {}                                   # backward: id(param) -> full array
+        self._restored = []                                   # (node, records) put back in this pass
+        self._queued = False
+        self._pass = object()                                 # marks the nodes walked in this forward
+        self.loading = False
+        self.gathers = 0                                      # broadcasts issued (for tests and benches)
+        self._handles = []
+        for unit in self._units:
+            self._handles.append(unit.layer.register_forward_pre_hook(self._pre_hook(unit)))
+            self._handles.append(unit.layer.register_forward_post_hook(self._post_hook(unit)))
+        for p in self.params:
+            self._release(p)
+
+    # ------------------------------------------------------------------ gathering
+    def owns(self, p):
+        return self._owner[id(p)] == self.rank
+
+    def _gather(self, p):
+        """``p``'s full data on every rank (a broadcast from its owner; collective)."""
+        self.gathers += 1
+        root = self._owner[id(p)]
+        if root == self.rank:
+            self.comm.broadcast(p._data, root=root)
+            return p._data
+        ph = self._placeholders[id(p)]
+        arr = backend.get_array_module(ph).empty(ph.shape, dtype=ph.dtype)
+        return self.comm.broadcast(arr, root=root)
+
+    def _release(self, p):
+        if not self.owns(p):
+            p._data = self._placeholders[id(p)]
+
+    def _pre_hook(self, unit):
+        def hook(layer, inputs):
+            for p in unit.params:
+                if self._live[id(p)] == 0:
+                    full = self._gather(p)
+                    if not self.owns(p):
+                        p._data = full
+                self._live[id(p)] += 1
+        return hook
+
+    def _post_hook(self, unit):
+        def hook(layer, inputs, out):
+            try:
+                if _grad_enabled[0]:
+                    self._take_from_graph(unit, out)
+            finally:
+                for p in unit.params:
+                    n = self._live[id(p)] - 1
+                    self._live[id(p)] = n
+                    if n == 0:
+                        self._release(p)
+        return hook
+
+    # ------------------------------------------------------------------ the graph
+    def _take_from_graph(self, unit, out):
+        targets = [(p._data, _bounds(p._data), p) for p in unit.params]
+        stack = [t._node for t in _tensors(out) if t._node is not None]
+        mark = self._pass
+        while stack:
+            node = stack.pop()
+            d = node.__dict__
+            if d.get("_s3_pass") is mark:
+                continue
+            d["_s3_pass"] = mark
+            records = []
+            for k, v in list(d.items()):
+                if type(v) in backend.ARRAY_TYPES:
+                    rec = _record(v, targets)
+                    if rec is not None:
+                        d[k] = rec
+                        records.append((k, None, rec))
+                elif type(v) is tuple and v and any(type(x) in backend.ARRAY_TYPES for x in v):
+                    items = list(v)
+                    for i, x in enumerate(items):
+                        rec = _record(x, targets) if type(x) in backend.ARRAY_TYPES else None
+                        if rec is not None:
+                            items[i] = rec
+                            records.append((k, i, rec))
+                    d[k] = tuple(items)
+            if records:
+                self._arm(node, records)
+            for e in node.edges or ():
+                if e is not None and e[1] is not None and e[0].edges is not None:
+                    stack.append(e[0])
+
+    def _arm(self, node, records):
+        old = node.__dict__.get("_s3_records")
+        node._s3_records = records if old is None else old + records
+        node._pre_backward = self._before_backward
+        for _, _, rec in records:
+            self._waiting[id(rec.param)] += 1
+
+    def _before_backward(self, node):
+        d = node.__dict__
+        records = d.pop("_s3_records", None)
+        d.pop("_pre_backward", None)
+        if not records:
+            return
+        if not self._queued:
+            self._queued = True
+            engine.queue_callback(self.end_backward)
+        for k, i, rec in records:
+            p = rec.param
+            full = self._gathered.get(id(p))
+            if full is None:
+                self._gather_unit(self._unit_of[id(p)])
+                full = self._gathered[id(p)]
+            arr = rec.rebuild(full)
+            if i is None:
+                d[k] = arr
+            else:
+                items = list(d[k])
+                items[i] = arr
+                d[k] = tuple(items)
+            n = self._waiting[id(p)] - 1
+            self._waiting[id(p)] = n
+            if n <= 0:
+                self._gathered.pop(id(p), None)
+        self._restored.append((node, records))
+
+    def _gather_unit(self, unit):
+        """Backward: the unit's parameters that nodes still wait for (the same on every
+        rank)."""
+        for p in unit.params:
+            if id(p) not in self._gathered and self._waiting[id(p)] > 0:
+                self._gathered[id(p)] = self._gather(p)
+
+    def end_backward(self):
+        """After a backward pass: drop the gathered arrays; nodes kept by
+        ``retain_graph=True`` get their records back."""
+        self._queued = False
+        self._gathered.clear()
+        restored, self._restored = self._restored, []
+        for node, records in restored:
+            if node.edges is None:
+                continue
+            d = node.__dict__
+            for k, i, rec in records:
+                if i is None:
+                    d[k] = rec
+                else:
+                    items = list(d[k])
+                    items[i] = rec
+                    d[k] = tuple(items)
+            self._arm(node, records)
+
+    # ------------------------------------------------------------------ the model's forward
+    def begin_forward(self):
+        if self._restored or self._gathered:     # a pass that did not end through backward()
+            self.end_backward()
+        self._pass = object()
+
+    def end_forward(self):
+        """Release what an exception left gathered."""
+        for p in self.params:
+            if self._live[id(p)]:
+                self._live[id(p)] = 0
+                self._release(p)
+
+    # ------------------------------------------------------------------ checkpoints
+    def gather_state(self, state):
+        """``state`` (a model state dict) with each sharded parameter replaced by its full
+        value (collective: every rank must call it)."""
+        out = type(state)()
+        for k, v in state.items():
+            if isinstance(v, Tensor) and id(v) in self._owner:
+                full = self._gather(v)
+                if full is not v._data:
+                    t = Tensor._wrap(full)
+                    t.name = v.name
+                    v = t
+            out[k] = v
+        return out
+
+    def writable(self):
+        """A context in which every sharded parameter has a full, writable array (this
+        rank's own, or scratch that is dropped on exit): for loading a full state dict."""
+        return _Writable(self)
+
+    def remove(self):
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+
+
+class _Writable:
+    def __init__(self, sharder):
+        self.sharder = sharder
+
+    def __enter__(self):
+        sh = self.sharder
+        sh.loading = True
+        for p in sh.params:
+            if not sh.owns(p) and sh._live[id(p)] == 0:
+                ph = sh._placeholders[id(p)]
+                p._data = backend.get_array_module(ph).empty(ph.shape, dtype=ph.dtype)
+        return sh
+
+    def __exit__(self, *exc):
+        sh = self.sharder
+        sh.loading = False
+        for p in sh.params:
+            if sh._live[id(p)] == 0:
+                sh._release(p)
+        return False
+
+
+def _tensors(out):
+    if isinstance(out, Tensor):
+        yield out
+    elif isinstance(out, (tuple, list)):
+        for o in out:
+            yield from _tensors(o)
+    elif isinstance(out, dict):
+        for o in out.values():
+            yield from _tensors(o)
