@@ -331,7 +331,7 @@ def test_checkpoint_full_and_other_world_size(comm, tmp_path_factory, level):
 def test_fleet_gradient_merge_and_recompute(comm):
     """fleet with gradient_merge k_steps=2 (avg): two micro-batches per update equal one
     DataParallel step on both; recompute inside the model (dropout included) gives the
-    gradients of the plain forward; with sharding stage 1 or 2 on as well, the same
+    gradients of the plain forward; with sharding stage 1, 2 or 3 on as well, the same
     parameters."""
     r, size, n = comm.rank, comm.size, 3
 
@@ -369,6 +369,7 @@ def test_fleet_gradient_merge_and_recompute(comm):
         ddg.seed(11 + r)
         model = fleet.distributed_model(Net(True))
         opt = fleet.distributed_optimizer(_opt("adam", model.parameters()))
+        assert stage == 0 or (model.stage == stage and (model.sharder is not None) == (stage == 3))
         syncs = 0
         for step in range(2):
             x, y = _batch(step, 2 * n * size)
@@ -383,11 +384,11 @@ def test_fleet_gradient_merge_and_recompute(comm):
 
     want = reference()
     diffs, syncs = [], []
-    for stage in (0, 1, 2):
+    for stage in (0, 1, 2, 3):
         got, k = merged(stage)
         diffs.append(max(float(np.abs(a - b).max()) for a, b in zip(want, got)))
         syncs.append(k)
-    _agree(comm, max(diffs) < 1e-12 and syncs == [2, 2, 2], f"diffs at stages 0-2 {diffs}, reductions {syncs}")
+    _agree(comm, max(diffs) < 1e-12 and syncs == [2, 2, 2, 2], f"diffs at stages 0-3 {diffs}, reductions {syncs}")
 
 
 def test_stage3_parameter_memory(comm):
