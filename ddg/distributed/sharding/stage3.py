@@ -144,10 +144,9 @@ class ParamSharder:
         self._pass = object()                                 # marks the nodes walked in this forward
         self.loading = False
         self.gathers = 0                                      # broadcasts issued (for tests and benches)
-        self._handles = []
         for unit in self._units:
-            self._handles.append(unit.layer.register_forward_pre_hook(self._pre_hook(unit)))
-            self._handles.append(unit.layer.register_forward_post_hook(self._post_hook(unit)))
+            unit.layer.register_forward_pre_hook(self._pre_hook(unit))
+            unit.layer.register_forward_post_hook(self._post_hook(unit))
         for p in self.params:
             self._release(p)
 
@@ -318,11 +317,6 @@ class ParamSharder:
         """A context in which every sharded parameter has a full, writable array (this
         rank's own, or scratch that is dropped on exit): for loading a full state dict."""
         return _Writable(self)
-
-    def remove(self):
-        for h in self._handles:
-            h.remove()
-        self._handles.clear()
 
 
 class _Writable:
