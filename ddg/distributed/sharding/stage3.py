@@ -106,10 +106,10 @@ class _Saved:
 
 
 class _Unit:
-    __slots__ = ("layer", "params", "index")
+    __slots__ = ("layer", "params")
 
-    def __init__(self, layer, params, index):
-        self.layer, self.params, self.index = layer, params, index
+    def __init__(self, layer, params):
+        self.layer, self.params = layer, params
 
 
 class ParamSharder:
@@ -127,7 +127,7 @@ class ParamSharder:
             own = [p for p in sub._parameters.values() if p is not None and id(p) in self._owner]
             if not own:
                 continue
-            unit = _Unit(sub, own, len(self._units))
+            unit = _Unit(sub, own)
             self._units.append(unit)
             for p in own:
                 self._unit_of.setdefault(id(p), unit)
