@@ -157,13 +157,16 @@ class GradShardReducer:
         first = b.params[0]._data
         xp = backend.get_array_module(first)
         k = len(b.params)
-        buf = xp.zeros(b.numel + k, dtype=first.dtype)
+        buf = xp.empty(b.numel + k, dtype=first.dtype)     # every slot is written below
         off = 0
         for slot, (p, n) in enumerate(zip(b.params, b.sizes)):
             g = None if shadow else p._grad
             if g is not None:
                 buf[off:off + n] = g._data.reshape(-1)
                 buf[b.numel + slot] = 1
+            else:
+                buf[off:off + n] = 0
+                buf[b.numel + slot] = 0
             off += n
         if self.rank != b.root:
             for p in b.params:
