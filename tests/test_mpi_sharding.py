@@ -459,3 +459,59 @@ def test_stage3_retain_graph_and_no_sync(comm):
     diff = max(float(np.abs(a.grad.numpy() - b.grad.numpy()).max())
                for a, b in zip(ref.parameters(), model.parameters()) if id(b) in owned)
     _agree(comm, diff < 1e-12 and not model.sharder._gathered, f"diff {diff:.2e}")
+
+
+def test_stage3_other_layers_shared_weights(comm):
+    """Stage 3 beyond Linear: a convolution, batch norm (whose ops save their weights),
+    an embedding, a layer called twice in one forward and a weight held by two layers:
+    after 2 Adam steps the parameters equal DataParallel's."""
+    class Net(nn.Layer):
+        def __init__(self):
+            super().__init__()
+            # no bias before batch norm: its gradient would be rounding noise, which Adam
+            # turns into full-size steps (equal only to that noise's rounding)
+            self.conv = nn.Conv2D(2, 3, 3, padding=1, bias_attr=False)
+            self.bn = nn.BatchNorm2D(3)
+            self.emb = nn.Embedding(5, 12)
+            self.fc = nn.Linear(12, 12)
+            self.out = nn.Linear(12, 3)
+            self.tied = nn.Linear(12, 12)
+            self.tied.weight = self.fc.weight        # one parameter, two layers
+
+        def forward(self, x, ids):
+            h = F.relu(self.bn(self.conv(x))).reshape([x.shape[0], -1])[:, :12]
+            h = h + self.emb(ids).sum(axis=1)
+            h = ddg.tanh(self.fc(h))
+            h = ddg.tanh(self.fc(h))                 # the same layer again
+            return self.out(ddg.tanh(self.tied(h)))
+
+    def build():
+        ddg.seed(9)
+        prev = ddg.get_default_dtype()
+        ddg.set_default_dtype("float64")
+        try:
+            return Net()
+        finally:
+            ddg.set_default_dtype(prev)
+
+    def run(model, opt):
+        r, n = comm.rank, 2
+        for step in range(2):
+            rng = np.random.default_rng(50 + step)
+            x = rng.standard_normal((n * comm.size, 2, 4, 4))
+            ids = rng.integers(0, 5, (n * comm.size, 3))
+            y = rng.integers(0, 3, n * comm.size)
+            rows = slice(r * n, (r + 1) * n)
+            out = model(ddg.to_tensor(x[rows]), ddg.to_tensor(ids[rows]))
+            F.cross_entropy(out, ddg.to_tensor(y[rows])).backward()
+            opt.step()
+            opt.clear_grad()
+        return {k: v.numpy().copy() for k, v in model.state_dict().items()}   # buffers too
+    ref = ddg.DataParallel(build())
+    want = run(ref, _opt("adam", ref.parameters()))
+    net = build()
+    model, opt, _ = group_sharded_parallel(net, _opt("adam", net.parameters()), "p_g_os")
+    got = run(model, opt)
+    same_keys = sorted(want) == sorted(got) and "tied.weight" in got
+    diff = max(float(np.abs(want[k] - got[k]).max()) for k in want) if same_keys else np.inf
+    _agree(comm, diff < 1e-12, f"diff {diff:.2e}, keys equal {same_keys}")
