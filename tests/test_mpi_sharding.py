@@ -146,7 +146,7 @@ def test_sharding_matches_data_parallel(comm, kind, level):
                      f"owned {len(owned)} stateful {len(mine)}")
 
 
-def test_every_optimizer_at_both_stages(comm):
+def test_every_optimizer_at_each_stage(comm):
     """The other optimizers (with their own accumulators and scalars), two steps at each
     stage (1, 2, 3): the parameters equal DataParallel's."""
     O = ddg.optimizer
