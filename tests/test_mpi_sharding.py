@@ -463,8 +463,30 @@ def test_stage3_retain_graph_and_no_sync(comm):
 
 def test_stage3_other_layers_shared_weights(comm):
     """Stage 3 beyond Linear: a convolution, batch norm (whose ops save their weights),
-    an embedding, a layer called twice in one forward and a weight held by two layers:
-    after 2 Adam steps the parameters equal DataParallel's."""
+    an embedding, a PyLayer that saves its weight Tensor, a layer called twice in one
+    forward and a weight held by two layers: after 2 Adam steps the parameters equal
+    DataParallel's."""
+    from ddg.autograd import PyLayer
+
+    class MatMul(PyLayer):
+        @staticmethod
+        def forward(ctx, x, w):
+            ctx.save_for_backward(x, w)
+            return ddg.matmul(x, w)
+
+        @staticmethod
+        def backward(ctx, g):
+            x, w = ctx.saved_tensor()
+            return ddg.matmul(g, w, transpose_y=True), ddg.matmul(x, g, transpose_x=True)
+
+    class Custom(nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.w = self.create_parameter([12, 12])
+
+        def forward(self, x):
+            return MatMul.apply(x, self.w)
+
     class Net(nn.Layer):
         def __init__(self):
             super().__init__()
@@ -477,12 +499,14 @@ def test_stage3_other_layers_shared_weights(comm):
             self.out = nn.Linear(12, 3)
             self.tied = nn.Linear(12, 12)
             self.tied.weight = self.fc.weight        # one parameter, two layers
+            self.custom = Custom()
 
         def forward(self, x, ids):
             h = F.relu(self.bn(self.conv(x))).reshape([x.shape[0], -1])[:, :12]
             h = h + self.emb(ids).sum(axis=1)
             h = ddg.tanh(self.fc(h))
             h = ddg.tanh(self.fc(h))                 # the same layer again
+            h = ddg.tanh(self.custom(h))
             return self.out(ddg.tanh(self.tied(h)))
 
     def build():

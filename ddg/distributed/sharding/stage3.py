@@ -12,8 +12,9 @@ of memory and reads as NaN.
 * Ops keep references to their input arrays for backward. The post-hook walks the
   graph that the unit's forward built (from its outputs back to nodes seen before in
   this forward) and, in each node, replaces every saved array that is a gathered
-  parameter, or a numpy view of one, by a small record of which parameter (and which
-  view) it was. The node's ``_pre_backward`` (called by the engine just before the
+  parameter, or a numpy view of one (and, in a PyLayer's ``ctx.save_for_backward``,
+  the parameter Tensor itself), by a small record of which parameter (and which view)
+  it was. The node's ``_pre_backward`` (called by the engine just before the
   node's backward) gathers the unit's parameters again and puts the arrays back; a
   gathered array is dropped when the last node waiting for it has had it back (at the
   latest when the backward pass ends). With ``retain_graph=True`` the records are put
@@ -24,8 +25,10 @@ of memory and reads as NaN.
 
 Every rank takes the same decisions (gather on the same unit calls, in the same
 backward order), so the broadcasts match across ranks as long as the ranks build the
-same graph, as data parallelism assumes. A parameter read outside the model's forward
-on a rank that does not own it reads as NaN (use the model's ``state_dict()``, which
+same graph, as data parallelism assumes. A parameter read outside the forward of a
+layer that holds it (outside the model's forward, or from a parent layer's forward, as
+a weight tied to an embedding and read by the model's own ``forward``) reads as NaN on
+the ranks that do not own it (read values through the model's ``state_dict()``, which
 gathers). Saved arrays that are copies of a parameter (an AMP cast, numpy's float32
 product for float16 inputs) are not parameters any more and stay in their nodes until
 backward, like activations.
@@ -91,18 +94,59 @@ def _placeholder(p):
 
 
 class _Saved:
-    """What stands in a node for a saved parameter array: the parameter, and for a
-    numpy view of it ``(shape, strides, byte offset, dtype)``."""
-    __slots__ = ("param", "view")
+    """What stands in a node for a saved parameter array: the parameter, for a numpy
+    view of it ``(shape, strides, byte offset, dtype)``, and whether the node held the
+    parameter Tensor itself (a PyLayer's saved tensors: it gets a Tensor of the full
+    value back)."""
+    __slots__ = ("param", "view", "tensor")
 
-    def __init__(self, param, view):
-        self.param, self.view = param, view
+    def __init__(self, param, view, tensor=False):
+        self.param, self.view, self.tensor = param, view, tensor
 
     def rebuild(self, full):
-        if self.view is None:
-            return full
-        shape, strides, offset, dtype = self.view
-        return np.ndarray(shape, dtype=dtype, buffer=full, offset=offset, strides=strides)
+        if self.view is not None:
+            shape, strides, offset, dtype = self.view
+            full = np.ndarray(shape, dtype=dtype, buffer=full, offset=offset, strides=strides)
+        return Tensor._wrap(full) if self.tensor else full
+
+
+def _swap_out(d, targets, keys=None):
+    """Replace, in the attribute dict ``d`` (only ``keys`` when given), every array (or
+    element of a tuple) that is one of ``targets``' parameter data by a :class:`_Saved`;
+    and every parameter Tensor of ``targets`` held in a tuple. Returns the records
+    ``(d, key, tuple index or None, saved)``."""
+    records = []
+    for k in (list(d) if keys is None else keys):
+        v = d[k]
+        if type(v) in backend.ARRAY_TYPES:
+            rec = _record(v, targets)
+            if rec is not None:
+                d[k] = rec
+                records.append((d, k, None, rec))
+        elif type(v) is tuple and v:
+            items, changed = list(v), False
+            for i, x in enumerate(items):
+                if type(x) in backend.ARRAY_TYPES:
+                    rec = _record(x, targets)
+                elif isinstance(x, Tensor):
+                    rec = next((_Saved(p, None, True) for _, _, p in targets if x is p), None)
+                else:
+                    continue
+                if rec is not None:
+                    items[i], changed = rec, True
+                    records.append((d, k, i, rec))
+            if changed:
+                d[k] = tuple(items)
+    return records
+
+
+def _put(d, k, i, value):
+    if i is None:
+        d[k] = value
+    else:
+        items = list(d[k])
+        items[i] = value
+        d[k] = tuple(items)
 
 
 class _Unit:
@@ -203,21 +247,11 @@ class ParamSharder:
             if d.get("_s3_pass") is mark:
                 continue
             d["_s3_pass"] = mark
-            records = []
-            for k, v in list(d.items()):
-                if type(v) in backend.ARRAY_TYPES:
-                    rec = _record(v, targets)
-                    if rec is not None:
-                        d[k] = rec
-                        records.append((k, None, rec))
-                elif type(v) is tuple and v and any(type(x) in backend.ARRAY_TYPES for x in v):
-                    items = list(v)
-                    for i, x in enumerate(items):
-                        rec = _record(x, targets) if type(x) in backend.ARRAY_TYPES else None
-                        if rec is not None:
-                            items[i] = rec
-                            records.append((k, i, rec))
-                    d[k] = tuple(items)
+            records = _swap_out(d, targets)
+            ctx = d.get("ctx")
+            if ctx is not None and type(getattr(ctx, "_saved", None)) is tuple:
+                # a PyLayer: the Tensors its forward saved with ctx.save_for_backward
+                records += _swap_out(ctx.__dict__, targets, keys=("_saved",))
             if records:
                 self._arm(node, records)
             for e in node.edges or ():
@@ -228,8 +262,8 @@ class ParamSharder:
         old = node.__dict__.get("_s3_records")
         node._s3_records = records if old is None else old + records
         node._pre_backward = self._before_backward
-        for _, _, rec in records:
-            self._waiting[id(rec.param)] += 1
+        for rec in records:
+            self._waiting[id(rec[3].param)] += 1
 
     def _before_backward(self, node):
         d = node.__dict__
@@ -240,19 +274,13 @@ class ParamSharder:
         if not self._queued:
             self._queued = True
             engine.queue_callback(self.end_backward)
-        for k, i, rec in records:
+        for holder, k, i, rec in records:
             p = rec.param
             full = self._gathered.get(id(p))
             if full is None:
                 self._gather_unit(self._unit_of[id(p)])
                 full = self._gathered[id(p)]
-            arr = rec.rebuild(full)
-            if i is None:
-                d[k] = arr
-            else:
-                items = list(d[k])
-                items[i] = arr
-                d[k] = tuple(items)
+            _put(holder, k, i, rec.rebuild(full))
             n = self._waiting[id(p)] - 1
             self._waiting[id(p)] = n
             if n <= 0:
@@ -275,14 +303,8 @@ class ParamSharder:
         for node, records in restored:
             if node.edges is None:
                 continue
-            d = node.__dict__
-            for k, i, rec in records:
-                if i is None:
-                    d[k] = rec
-                else:
-                    items = list(d[k])
-                    items[i] = rec
-                    d[k] = tuple(items)
+            for holder, k, i, rec in records:
+                _put(holder, k, i, rec)
             self._arm(node, records)
 
     # ------------------------------------------------------------------ the model's forward
