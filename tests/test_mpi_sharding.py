@@ -539,3 +539,32 @@ def test_stage3_other_layers_shared_weights(comm):
     same_keys = sorted(want) == sorted(got) and "tied.weight" in got
     diff = max(float(np.abs(want[k] - got[k]).max()) for k in want) if same_keys else np.inf
     _agree(comm, diff < 1e-12, f"diff {diff:.2e}, keys equal {same_keys}")
+
+
+def test_stage3_parameter_read_outside_its_layer_raises(comm):
+    """Stage 3: a weight read in a parent layer's forward (an output projection tied to
+    an embedding) is only a placeholder on the ranks that do not own it; every rank
+    raises a ValueError naming the parameter instead of training on NaN."""
+    class Tied(nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(7, 6)
+            self.fc = nn.Linear(6, 6)
+
+        def forward(self, ids):
+            h = ddg.tanh(self.fc(self.emb(ids).sum(axis=1)))
+            return ddg.matmul(h, self.emb.weight, transpose_y=True)
+
+    ddg.seed(2)
+    net = Tied()
+    model, opt, _ = group_sharded_parallel(net, _opt("adam", net.parameters()), "p_g_os")
+    ids = ddg.to_tensor(np.arange(6).reshape(2, 3) % 7)
+    try:
+        model(ids)
+        msg = ""
+    except ValueError as exc:
+        msg = str(exc)
+    with ddg.no_grad():
+        out = model(ids)                  # no graph: nothing is checked (nor walked)
+    _agree(comm, net.emb.weight.name in msg and "outside the forward" in msg and out.shape == [2, 7],
+           f"message: {msg[:200]!r}")

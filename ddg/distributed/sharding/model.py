@@ -1,5 +1,6 @@
 """``ShardedDataParallel``: DataParallel whose gradient synchronization follows a
 :class:`~.optimizer.ShardingOptimizer`'s parameter owners."""
+from ...autograd.grad_mode import _enabled as _grad_enabled
 from ...parallel.data_parallel import DataParallel, Join
 from .stage2 import GradShardReducer
 from .stage3 import ParamSharder
@@ -59,9 +60,12 @@ class ShardedDataParallel(DataParallel):
             return super().forward(*inputs, **kwargs)
         sharder.begin_forward()
         try:
-            return super().forward(*inputs, **kwargs)
+            out = super().forward(*inputs, **kwargs)
         finally:
             sharder.end_forward()
+        if _grad_enabled[0]:
+            sharder.check_forward(out)
+        return out
 
     def state_dict(self, destination=None, include_sublayers=True, structured_name_prefix="", use_hook=True):
         """The model's state dict; at stage 3 with every parameter's full value, gathered

@@ -29,7 +29,8 @@ same graph, as data parallelism assumes. A parameter read outside the forward of
 layer that holds it (outside the model's forward, or from a parent layer's forward, as
 a weight tied to an embedding and read by the model's own ``forward``) reads as NaN on
 the ranks that do not own it (read values through the model's ``state_dict()``, which
-gathers). Saved arrays that are copies of a parameter (an AMP cast, numpy's float32
+gathers); when such a read lands in the graph of a training forward,
+:meth:`ParamSharder.check_forward` makes every rank raise a ValueError naming it. Saved arrays that are copies of a parameter (an AMP cast, numpy's float32
 product for float16 inputs) are not parameters any more and stay in their nodes until
 backward, like activations.
 """
@@ -180,6 +181,8 @@ class ParamSharder:
             raise ValueError(f"ddg.distributed.sharding: parameter(s) {missing[:5]} are not held by any sublayer "
                              f"of the model; stage 3 gathers parameters per layer")
         self._placeholders = {id(p): _placeholder(p) for p in self.params}
+        self._placeholder_roots = {id(_root(self._placeholders[id(p)])): p for p in self.params}
+        self._misread = set()                                 # names of parameters read while released
         self._live = {id(p): 0 for p in self.params}          # open forward windows per parameter
         self._waiting = {id(p): 0 for p in self.params}       # records in nodes per parameter
         self._gathered = {}                                   # backward: id(param) -> full array
@@ -238,7 +241,10 @@ class ParamSharder:
 
     # ------------------------------------------------------------------ the graph
     def _take_from_graph(self, unit, out):
-        targets = [(p._data, _bounds(p._data), p) for p in unit.params]
+        """Swap the unit's parameter arrays out of the nodes its forward built (``unit``
+        None: only walk the nodes no unit has walked); note nodes that computed with a
+        placeholder."""
+        targets = [] if unit is None else [(p._data, _bounds(p._data), p) for p in unit.params]
         stack = [t._node for t in _tensors(out) if t._node is not None]
         mark = self._pass
         while stack:
@@ -247,7 +253,8 @@ class ParamSharder:
             if d.get("_s3_pass") is mark:
                 continue
             d["_s3_pass"] = mark
-            records = _swap_out(d, targets)
+            records = _swap_out(d, targets) if targets else []
+            self._note_misreads(d)
             ctx = d.get("ctx")
             if ctx is not None and type(getattr(ctx, "_saved", None)) is tuple:
                 # a PyLayer: the Tensors its forward saved with ctx.save_for_backward
@@ -257,6 +264,31 @@ class ParamSharder:
             for e in node.edges or ():
                 if e is not None and e[1] is not None and e[0].edges is not None:
                     stack.append(e[0])
+
+    def _note_misreads(self, d):
+        roots = self._placeholder_roots
+        for v in d.values():
+            for a in (v if type(v) is tuple else (v,)):
+                if type(a) in backend.ARRAY_TYPES:
+                    p = roots.get(id(_root(a)))
+                    if p is not None:
+                        self._misread.add(p.name)
+
+    def check_forward(self, out):
+        """After the model's forward with grad on: walk the nodes no unit has walked (ops
+        of a parent layer's forward); if an op on any rank computed with a placeholder
+        (a parameter read outside the forward of a layer that holds it), raise on every
+        rank (one small all-reduce)."""
+        self._take_from_graph(None, out)
+        bad = np.array([len(self._misread)], dtype=np.int64)
+        self.comm.allreduce(bad)
+        if bad[0]:
+            names = sorted(set().union(*map(set, self.comm.allgather_object(sorted(self._misread)))))
+            self._misread.clear()
+            raise ValueError(f"ddg.distributed.sharding (stage 3): parameter(s) {names[:5]} were read outside the "
+                             f"forward of a layer that holds them, where this rank has only a placeholder (stage 3 "
+                             f"gathers a parameter during its own layer's forward); read them inside that layer, "
+                             f"e.g. make a tied output projection a sublayer that holds the same parameter")
 
     def _arm(self, node, records):
         old = node.__dict__.get("_s3_records")
@@ -312,6 +344,7 @@ class ParamSharder:
         if self._restored or self._gathered:     # a pass that did not end through backward()
             self.end_backward()
         self._pass = object()
+        self._misread.clear()
 
     def end_forward(self):
         """Release what an exception left gathered."""
