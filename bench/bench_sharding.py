@@ -11,9 +11,9 @@ square Linear layers of ``--width`` (12 x 2048 x 2048: 50.4 M float32 parameters
 8 rows per rank. Per rank (the largest over ranks) it reports the bytes of the
 parameters held between steps (memory actually allocated: a stage-3 placeholder counts
 one element), the most parameter bytes held at once during forward and backward
-(stage 3: the own parameters plus the gathered ones), the bytes of the gradients held after backward (DataParallel's flat buckets, or the
-owned gradients at stage 2), of the optimizer state (Adam's moments), the peak resident
-set size, and the step time (forward, backward with its communication, step; the
+(stage 3: the own parameters plus the gathered ones), the bytes of the gradients held
+after backward (DataParallel's flat buckets, or the owned gradients at stages 2-3), of
+the optimizer state (Adam's moments), the peak resident set size, and the step time (forward, backward with its communication, step; the
 median over steps of the slowest rank, then the median over ``--rounds`` jobs, the
 levels alternating). Writes ``bench/results/sharding.md``.
 """

@@ -30,9 +30,10 @@ layer that holds it (outside the model's forward, or from a parent layer's forwa
 a weight tied to an embedding and read by the model's own ``forward``) reads as NaN on
 the ranks that do not own it (read values through the model's ``state_dict()``, which
 gathers); when such a read lands in the graph of a training forward,
-:meth:`ParamSharder.check_forward` makes every rank raise a ValueError naming it. Saved arrays that are copies of a parameter (an AMP cast, numpy's float32
-product for float16 inputs) are not parameters any more and stay in their nodes until
-backward, like activations.
+:meth:`ParamSharder.check_forward` makes every rank raise a ValueError naming it.
+Saved arrays that are copies of a parameter (an AMP cast, numpy's float32 product for
+float16 inputs) are not parameters any more and stay in their nodes until backward,
+like activations.
 """
 import numpy as np
 
