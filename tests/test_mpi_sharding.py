@@ -568,3 +568,27 @@ def test_stage3_parameter_read_outside_its_layer_raises(comm):
         out = model(ids)                  # no graph: nothing is checked (nor walked)
     _agree(comm, net.emb.weight.name in msg and "outside the forward" in msg and out.shape == [2, 7],
            f"message: {msg[:200]!r}")
+
+
+def test_stage3_amp_o1(comm):
+    """Stage 3 under auto_cast O1 (float32 parameters cast to float16 for the products):
+    the parameters equal DataParallel's to float32 rounding (the mean is taken in
+    another order)."""
+    def run(sharded):
+        net = _net("float32")
+        opt = ddg.optimizer.Adam(0.01, parameters=net.parameters())
+        model = group_sharded_parallel(net, opt, "p_g_os")[:2] if sharded else ddg.DataParallel(net)
+        if sharded:
+            model, opt = model
+        r, n = comm.rank, 4
+        for step in range(2):
+            x, y = _batch(step, n * comm.size)
+            with ddg.amp.auto_cast(level="O1"):
+                out = model(ddg.to_tensor(x[r * n:(r + 1) * n].astype("float32")))
+            F.cross_entropy(out.astype("float32"), ddg.to_tensor(y[r * n:(r + 1) * n])).backward()
+            opt.step()
+            opt.clear_grad()
+        return _params(model)
+    a, b = run(False), run(True)
+    diff = max(float(np.abs(u - v).max()) for u, v in zip(a, b))
+    _agree(comm, diff < 1e-6 and a[0].dtype == np.float32, f"diff {diff:.2e}")
