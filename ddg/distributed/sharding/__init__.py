@@ -42,12 +42,12 @@ def group_sharded_parallel(model, optimizer, level, scaler=None, group=None, off
     default). The parameters after each step are those of unsharded DataParallel.
 
     ``level``: ``'os'`` (stage 1: optimizer state; gradients all-reduced as DataParallel
-    does), ``'os_g'`` (stage 2: and gradients, each reduced onto its owner during
-    backward and released elsewhere, see :mod:`.stage2`), ``'p_g_os'`` (stage 3: and
+    does), ``'os_g'`` (stage 2: and gradients, each summed over the ranks during
+    backward and kept by its owner only, see :mod:`.stage2`), ``'p_g_os'`` (stage 3: and
     parameters, each kept on its owner and gathered layer by layer for forward and
-    backward, see :mod:`.stage3`). ``buffer_max_size``: the gradient bucket size in bytes. ``offload``,
-    ``segment_size``, ``sync_comm`` and ``exclude_layer`` are accepted for compatibility; ``sync_buffers`` is what
-    DataParallel always does (buffers broadcast from rank 0 in training forwards);
+    backward, see :mod:`.stage3`). ``buffer_max_size``: the gradient bucket size in
+    bytes. ``offload``, ``segment_size``, ``sync_comm`` and ``exclude_layer`` are
+    accepted for compatibility; ``sync_buffers`` is what DataParallel always does (buffers broadcast from rank 0 in training forwards);
     ``dp_group`` (a second, replicating dimension) is not supported.
     """
     from ...optimizer.optimizer import Optimizer
