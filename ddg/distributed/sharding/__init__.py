@@ -37,7 +37,7 @@ def group_sharded_parallel(model, optimizer, level, scaler=None, group=None, off
 
     ``optimizer`` becomes a :class:`ShardingOptimizer`: each rank keeps the optimizer
     state of its share of the parameters and updates only those, then the updated
-    parameters are all-gathered from their owners. ``model`` becomes a
+    parameters are all-gathered from their owners (at stages 1 and 2). ``model`` becomes a
     :class:`~.model.ShardedDataParallel` over the ranks of ``group`` (the world by
     default). The parameters after each step are those of unsharded DataParallel.
 
@@ -47,8 +47,9 @@ def group_sharded_parallel(model, optimizer, level, scaler=None, group=None, off
     parameters, each kept on its owner and gathered layer by layer for forward and
     backward, see :mod:`.stage3`). ``buffer_max_size``: the gradient bucket size in
     bytes. ``offload``, ``segment_size``, ``sync_comm`` and ``exclude_layer`` are
-    accepted for compatibility; ``sync_buffers`` is what DataParallel always does (buffers broadcast from rank 0 in training forwards);
-    ``dp_group`` (a second, replicating dimension) is not supported.
+    accepted for compatibility; ``sync_buffers`` is what DataParallel always does
+    (buffers broadcast from rank 0 in training forwards); ``dp_group`` (a second,
+    replicating dimension) is not supported.
     """
     from ...optimizer.optimizer import Optimizer
     from ...parallel.data_parallel import DataParallel
