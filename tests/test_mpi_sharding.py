@@ -592,3 +592,25 @@ def test_stage3_amp_o1(comm):
     a, b = run(False), run(True)
     diff = max(float(np.abs(u - v).max()) for u, v in zip(a, b))
     _agree(comm, diff < 1e-6 and a[0].dtype == np.float32, f"diff {diff:.2e}")
+
+
+@pytest.mark.parametrize("level", ["os_g", "p_g_os"])
+def test_grad_gives_local_gradients(comm, level):
+    """ddg.grad through a stage-2/3 model gives this rank's own, unscaled gradients (as
+    through DataParallel, with no communication); a backward() afterwards still leaves
+    DataParallel's mean on the owners."""
+    ref = ddg.DataParallel(_net())
+    net = _net()
+    model, opt, _ = group_sharded_parallel(net, _opt("adam", net.parameters()), level)
+    r, n = comm.rank, 2
+    x, y = _batch(0, n * comm.size)
+    rows = slice(r * n, (r + 1) * n)
+    local, owned = [], {id(p) for p in opt.owned_parameters}
+    for m in (ref, model):
+        loss = F.cross_entropy(m(ddg.to_tensor(x[rows])), ddg.to_tensor(y[rows]))
+        local.append([g.numpy() for g in ddg.grad(loss, m.parameters(), retain_graph=True)])
+        loss.backward()
+    diff = max(float(np.abs(a - b).max()) for a, b in zip(*local))
+    mean = max(float(np.abs(a.grad.numpy() - b.grad.numpy()).max())
+               for a, b in zip(ref.parameters(), model.parameters()) if id(b) in owned)
+    _agree(comm, diff < 1e-14 and mean < 1e-12, f"ddg.grad diff {diff:.2e}, backward diff {mean:.2e}")

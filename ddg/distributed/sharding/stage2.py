@@ -20,7 +20,8 @@ The mean is taken with equal weights: a leaf hook scales each gradient contribut
 ``1 / world_size`` as it arrives, so that what is reduced is linear in what every rank
 accumulated. Local accumulation (``no_sync()``, gradient merge) and several synchronized
 backward passes without ``clear_grad`` therefore give the sums of the means, as
-DataParallel does. DataParallel's weighting by uneven local batch sizes is not applied
+DataParallel does. The hook scales only during ``backward()`` passes (from the engine's
+begin callback to the pass's end), so ``ddg.grad`` returns the local gradients. DataParallel's weighting by uneven local batch sizes is not applied
 (ranks' slices are assumed equal, as PyTorch's DDP and FSDP assume).
 """
 import weakref
@@ -28,6 +29,7 @@ import weakref
 import numpy as np
 
 
+from ...autograd import engine
 from ...parallel.reducer import SyncStats, assign_buckets, install_sync_hooks
 from ...tensor import backend
 from ...tensor.tensor import Tensor
@@ -79,13 +81,19 @@ class GradShardReducer:
             for members in sub:
                 ps = [self._params[run[j]] for j in members]
                 self.buckets.append(_Bucket(len(self.buckets), ps, self._owner[id(ps[0])]))
+        # whether the gradient hook scales: from the start of each backward() pass that
+        # reaches the engine's begin callbacks (ddg.grad does not) to its end
+        self._scaling = [False]
         self._handles = self._install_hooks()
         weakref.finalize(self, _remove_handles, self._handles)
 
     def _install_hooks(self):
         inv = 1.0 / self.world_size
+        on = self._scaling
 
         def scale(g):
+            if not on[0]:
+                return None                  # ddg.grad outside backward(): the local gradient
             a = g._data
             if a.dtype.itemsize == 2:    # float16/bfloat16: in float32, rounded once (as DataParallel)
                 return Tensor._wrap((a.astype(np.float32) * np.float32(inv)).astype(a.dtype))
@@ -105,6 +113,9 @@ class GradShardReducer:
 
     # ------------------------------------------------------------------ backward
     def _on_backward_begin(self, leaves):
+        if not self._scaling[0]:
+            self._scaling[0] = True
+            engine.queue_callback(self._end_pass)
         if self._active:
             self._launch_rest()       # the previous pass raised before completing
         if self._param_set.isdisjoint(leaves) and not (self.find_unused_parameters and self._owed):
@@ -117,6 +128,9 @@ class GradShardReducer:
         self._active = True
         self._next = 0
         self._launch_ready()
+
+    def _end_pass(self):
+        self._scaling[0] = False
 
     def _param_ready(self, bucket):
         bucket.pending -= 1
