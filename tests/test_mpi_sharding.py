@@ -614,3 +614,16 @@ def test_grad_gives_local_gradients(comm, level):
     mean = max(float(np.abs(a.grad.numpy() - b.grad.numpy()).max())
                for a, b in zip(ref.parameters(), model.parameters()) if id(b) in owned)
     _agree(comm, diff < 1e-14 and mean < 1e-12, f"ddg.grad diff {diff:.2e}, backward diff {mean:.2e}")
+
+
+def test_stage3_to_static_refused(comm):
+    """ddg.jit.to_static over a stage-3 model raises on every rank (a replay would
+    compute with the placeholders, skipping the gathers)."""
+    net = _net()
+    model, _, _ = group_sharded_parallel(net, _opt("adam", net.parameters()), "p_g_os")
+    try:
+        ddg.jit.to_static(model)(ddg.to_tensor(np.ones((2, 6))))
+        msg = ""
+    except NotImplementedError as exc:
+        msg = str(exc)
+    _agree(comm, "to_static" in msg, f"message {msg[:120]!r}")

@@ -38,6 +38,7 @@ like activations.
 import numpy as np
 
 from ...autograd import engine
+from ...autograd.function import _recorder
 from ...autograd.grad_mode import _enabled as _grad_enabled
 from ...tensor import backend
 from ...tensor.tensor import Tensor
@@ -219,6 +220,12 @@ class ParamSharder:
 
     def _pre_hook(self, unit):
         def hook(layer, inputs):
+            if _recorder[0] is not None:
+                # a replay would run the recorded ops on the placeholders, without gathering
+                raise NotImplementedError(
+                    f"ddg.distributed.sharding (stage 3): ddg.jit.to_static cannot trace a model whose "
+                    f"parameters are sharded ({type(layer).__name__} gathers its parameters in forward "
+                    f"hooks, which a replay does not run); use level 'os_g' or run the model eagerly")
             for p in unit.params:
                 if self._live[id(p)] == 0:
                     full = self._gather(p)
