@@ -5,12 +5,15 @@
 The driver launches each measurement as its own job (``mpiexec -n N python
 bench/bench_sharding.py --worker ...``, one BLAS thread per rank) for: unsharded
 ``DataParallel`` (dp), ``group_sharded_parallel`` level ``'os'`` (stage 1: optimizer state
-sharded) and ``'os_g'`` (stage 2: and gradients). The model is an MLP of ``--layers``
+sharded), ``'os_g'`` (stage 2: and gradients) and ``'p_g_os'`` (stage 3: and parameters).
+The model is an MLP of ``--layers``
 square Linear layers of ``--width`` (12 x 2048 x 2048: 50.4 M float32 parameters), Adam,
 8 rows per rank. Per rank (the largest over ranks) it reports the bytes of the
-parameters, of the gradients held after backward (DataParallel's flat buckets, or the
-owned gradients at stage 2), of the optimizer state (Adam's moments), the peak resident
-set size, and the step time (forward, backward with its communication, step; the
+parameters held between steps (memory actually allocated: a stage-3 placeholder counts
+one element), the most parameter bytes held at once during forward and backward
+(stage 3: the own parameters plus the gathered ones), the bytes of the gradients held
+after backward (DataParallel's flat buckets, or the owned gradients at stages 2-3), of
+the optimizer state (Adam's moments), the peak resident set size, and the step time (forward, backward with its communication, step; the
 median over steps of the slowest rank, then the median over ``--rounds`` jobs, the
 levels alternating). Writes ``bench/results/sharding.md``.
 """
@@ -35,6 +38,7 @@ def worker(args):
     import ddg.nn.functional as F
     from ddg import nn
     from ddg.distributed.sharding import group_sharded_parallel
+    from ddg.distributed.sharding.stage3 import held_parameter_bytes
     from ddg.parallel import comm as C
 
     comm = C.get_world_communicator()
@@ -45,6 +49,19 @@ def worker(args):
         model = ddg.DataParallel(net)
     else:
         model, opt, _ = group_sharded_parallel(net, opt, args.level)
+    params = list(net.parameters())
+    peak = [held_parameter_bytes(params)]
+    sharder = getattr(model, "sharder", None)
+    if sharder is not None:
+        # the most parameter bytes alive at once: own data, the layer gathered for
+        # forward, and the arrays gathered for backward
+        def probe(*_):
+            gathered = {id(a): a.nbytes for a in sharder._gathered.values()}
+            peak[0] = max(peak[0], held_parameter_bytes(params) + sum(gathered.values()))
+        for m in net.sublayers():
+            m.register_forward_pre_hook(probe)
+        gather_unit = sharder._gather_unit
+        sharder._gather_unit = lambda unit: (gather_unit(unit), probe())
     rng = np.random.default_rng(comm.rank)
     x = ddg.to_tensor(rng.standard_normal((8, args.width)).astype("float32"))
     y = ddg.to_tensor(rng.integers(0, args.width, 8))
@@ -69,9 +86,10 @@ def worker(args):
         times.append(time.perf_counter() - t)
     inner = getattr(opt, "_optim", opt)
     state_bytes = sum(v.nbytes for st in inner._state.values() for v in st.values() if hasattr(v, "nbytes"))
-    param_bytes = sum(p._data.nbytes for p in model.parameters())
+    param_bytes = held_parameter_bytes(params)
+    peak[0] = max(peak[0], param_bytes)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    mine = dict(params=param_bytes, grads=grad_bytes, state=state_bytes, rss=rss,
+    mine = dict(params=param_bytes, peak_params=peak[0], grads=grad_bytes, state=state_bytes, rss=rss,
                 step=float(np.median(times[1:])))
     rows = comm.allgather_object(mine) if comm.size > 1 else [mine]
     if comm.rank == 0:
@@ -85,7 +103,7 @@ def main():
     ap.add_argument("--worker", action="store_true")
     ap.add_argument("--level", default="dp")
     ap.add_argument("--ranks", type=int, nargs="+", default=[1, 2, 4])
-    ap.add_argument("--levels", nargs="+", default=["dp", "os", "os_g"])
+    ap.add_argument("--levels", nargs="+", default=["dp", "os", "os_g", "p_g_os"])
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--width", type=int, default=2048)
@@ -95,8 +113,8 @@ def main():
         return worker(args)
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
                PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    lines = ["| ranks | level | params MB | grads MB | optimizer state MB | peak RSS MB | step s | step / dp |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| ranks | level | params MB | peak params MB | grads MB | optimizer state MB | peak RSS MB | step s | "
+             "step / dp |", "|---|---|---|---|---|---|---|---|---|"]
     for n in args.ranks:
         # levels alternate, round after round, so that load changes on a shared machine
         # hit each alike; the step time is the median over rounds
@@ -117,7 +135,8 @@ def main():
             r["rss"] = max(x["rss"] for x in runs[level])
             base = r["step"] if level == "dp" else base
             ratio = f"{r['step'] / base:.2f}" if base else "-"
-            line = (f"| {n} | {level} | {r['params'] / _MB:.0f} | {r['grads'] / _MB:.0f} | {r['state'] / _MB:.0f} | "
+            line = (f"| {n} | {level} | {r['params'] / _MB:.0f} | {r['peak_params'] / _MB:.0f} | "
+                    f"{r['grads'] / _MB:.0f} | {r['state'] / _MB:.0f} | "
                     f"{r['rss'] / _MB:.0f} | {r['step']:.3f} | {ratio} |")
             print(line, flush=True)
             lines.append(line)

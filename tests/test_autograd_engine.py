@@ -137,6 +137,32 @@ def test_queue_callback_runs_once_at_end():
     assert ran == [1, 1]
 
 
+def test_pre_backward_runs_just_before_the_node_and_can_restore_saved_arrays():
+    """A node's ``_pre_backward`` is called with the node once, before its backward and
+    after the backward of the node that consumes it; what it puts back is what the
+    backward reads (ZeRO stage 3 swaps saved parameter arrays out and back this way)."""
+    w = leaf([[1.0, 2.0], [3.0, 4.0]])
+    x = leaf([[0.5, -1.0]])
+    h = ddg.nn.functional.linear(x, w)
+    out = (h * h).sum()
+    lin = h._node
+    order = []
+    mul = out._node.edges[0][0]            # the product node between the sum and the linear
+    mul._pre_backward = lambda node: order.append("mul")
+    saved = lin.w
+    lin.w = None                           # taken away after forward ...
+
+    def restore(node):
+        order.append(("linear", node is lin))
+        node.w = saved                     # ... and put back just in time
+    lin._pre_backward = restore
+    out.backward()
+    hv = x.numpy() @ w.numpy()
+    assert order == ["mul", ("linear", True)]
+    np.testing.assert_allclose(w.grad.numpy(), x.numpy().T @ (2 * hv), rtol=1e-15)
+    np.testing.assert_allclose(x.grad.numpy(), (2 * hv) @ w.numpy().T, rtol=1e-15)
+
+
 def test_no_grad_enable_grad_set_grad_enabled():
     x = leaf([1.0])
     with ddg.no_grad():

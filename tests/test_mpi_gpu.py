@@ -265,7 +265,7 @@ def test_each_rank_binds_its_own_gpu(world):
 
 
 def test_sharded_training_on_gpu(world):
-    """group_sharded_parallel at stages 1 and 2 on the GPU (Adam, global-norm clipping):
+    """group_sharded_parallel at stages 1, 2 and 3 on the GPU (Adam, global-norm clipping):
     the parameters equal DataParallel's to float32 rounding (the shards' squared norms
     are summed in another order), and the gathered state dict is whole."""
     import ddg.nn.functional as F
@@ -291,10 +291,12 @@ def test_sharded_training_on_gpu(world):
             loss.backward()
             opt.step()
             opt.clear_grad()
-        return [p.numpy() for p in model.parameters()], len(opt.state_dict()), model.parameters()[0].place
+        # stage 3: a rank holds its own parameters only; the state dict gathers them
+        values = model.state_dict().values() if level == "p_g_os" else model.parameters()
+        return [p.numpy() for p in values], len(opt.state_dict()), model.parameters()[0].place
     want, n_state, _ = run("dp")
     ok = []
-    for level in ("os", "os_g"):
+    for level in ("os", "os_g", "p_g_os"):
         got, m_state, place = run(level)
         diff = max(float(np.abs(a - b).max()) for a, b in zip(want, got))
         ok.append((diff < 1e-6 and m_state == n_state and "gpu" in str(place), level, diff))

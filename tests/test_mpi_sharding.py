@@ -92,6 +92,10 @@ def _steps(model, opt, comm, steps, n=4, dtype="float64"):
 
 
 def _params(model):
+    """The parameters' values (at stage 3 gathered through the model's state dict: a
+    rank holds only its own parameters' data)."""
+    if getattr(model, "sharder", None) is not None:
+        return [t.numpy().copy() for t in model.state_dict().values()]
     return [p.numpy().copy() for p in model.parameters()]
 
 
@@ -116,18 +120,18 @@ def _agree(comm, ok, what):
     assert not bad, "; ".join(bad)
 
 
-@pytest.mark.parametrize("level", ["os", "os_g"])
+@pytest.mark.parametrize("level", ["os", "os_g", "p_g_os"])
 @pytest.mark.parametrize("kind", ["adam", "momentum", "lamb"])
 def test_sharding_matches_data_parallel(comm, kind, level):
-    """Each optimizer, with global-norm clipping and a schedule, 3 steps, at stage 1 and
-    2: the sharded run gives DataParallel's parameters; each rank holds the state of its
+    """Each optimizer, with global-norm clipping and a schedule, 3 steps, at stages 1, 2
+    and 3: the sharded run gives DataParallel's parameters; each rank holds the state of its
     share only, and the gathered state dict is DataParallel's optimizer's."""
     ref = ddg.DataParallel(_net())
     ropt = _opt(kind, ref.parameters(), sched=True, clip=True)
     _steps(ref, ropt, comm, 3)
     net = _net()
     model, opt, _ = group_sharded_parallel(net, _opt(kind, net.parameters(), sched=True, clip=True), level)
-    assert isinstance(opt, ShardingOptimizer) and model.stage == (1 if level == "os" else 2)
+    assert isinstance(opt, ShardingOptimizer) and model.stage == ["os", "os_g", "p_g_os"].index(level) + 1
     _steps(model, opt, comm, 3)
     diffs = [float(np.abs(a - b).max()) for a, b in zip(_params(ref), _params(model))]
     owned = {id(p) for p in opt.owned_parameters}
@@ -142,9 +146,9 @@ def test_sharding_matches_data_parallel(comm, kind, level):
                      f"owned {len(owned)} stateful {len(mine)}")
 
 
-def test_every_optimizer_at_both_stages(comm):
+def test_every_optimizer_at_each_stage(comm):
     """The other optimizers (with their own accumulators and scalars), two steps at each
-    stage: the parameters equal DataParallel's."""
+    stage (1, 2, 3): the parameters equal DataParallel's."""
     O = ddg.optimizer
     makers = {
         "SGD": lambda ps: O.SGD(0.1, parameters=ps, weight_decay=0.01),
@@ -161,7 +165,7 @@ def test_every_optimizer_at_both_stages(comm):
         ref = ddg.DataParallel(_net())
         _steps(ref, make(ref.parameters()), comm, 2)
         want = _params(ref)
-        for level in ("os", "os_g"):
+        for level in ("os", "os_g", "p_g_os"):
             net = _net()
             model, opt, _ = group_sharded_parallel(net, make(net.parameters()), level)
             _steps(model, opt, comm, 2)
@@ -236,11 +240,11 @@ def test_state_spreads_over_ranks(comm):
     assert all(owned) and sorted(i for o in owned for i in o) == list(range(len(index)))
 
 
-@pytest.mark.parametrize("level", ["os", "os_g"])
+@pytest.mark.parametrize("level", ["os", "os_g", "p_g_os"])
 def test_amp_o2_and_scaler(comm, level):
     """float16 parameters with float32 master weights (ddg.amp.decorate O2) and a
     GradScaler: the sharded run gives DataParallel's parameters, bit for bit at stage 1;
-    at stage 2 the float16 gradients are summed by a reduce instead of an all-reduce,
+    at stages 2 and 3 the float16 gradients are summed by a reduce instead of an all-reduce,
     whose order of addition over 3 ranks may differ: equal to float16 rounding."""
     def run(sharded):
         net = _net("float32")
@@ -276,7 +280,7 @@ def test_amp_o2_and_scaler(comm, level):
     _agree(comm, same and masters, f"params equal {same}, master weights gathered {masters}")
 
 
-@pytest.mark.parametrize("level", ["os", "os_g"])
+@pytest.mark.parametrize("level", ["os", "os_g", "p_g_os"])
 def test_checkpoint_full_and_other_world_size(comm, tmp_path_factory, level):
     """save_group_sharded_model writes ordinary files: an unsharded optimizer loads them and
     continues as DataParallel would, and so does a sharded one over all or fewer ranks;
@@ -327,7 +331,7 @@ def test_checkpoint_full_and_other_world_size(comm, tmp_path_factory, level):
 def test_fleet_gradient_merge_and_recompute(comm):
     """fleet with gradient_merge k_steps=2 (avg): two micro-batches per update equal one
     DataParallel step on both; recompute inside the model (dropout included) gives the
-    gradients of the plain forward; with sharding stage 1 or 2 on as well, the same
+    gradients of the plain forward; with sharding stage 1, 2 or 3 on as well, the same
     parameters."""
     r, size, n = comm.rank, comm.size, 3
 
@@ -365,6 +369,7 @@ def test_fleet_gradient_merge_and_recompute(comm):
         ddg.seed(11 + r)
         model = fleet.distributed_model(Net(True))
         opt = fleet.distributed_optimizer(_opt("adam", model.parameters()))
+        assert stage == 0 or (model.stage == stage and (model.sharder is not None) == (stage == 3))
         syncs = 0
         for step in range(2):
             x, y = _batch(step, 2 * n * size)
@@ -379,8 +384,246 @@ def test_fleet_gradient_merge_and_recompute(comm):
 
     want = reference()
     diffs, syncs = [], []
-    for stage in (0, 1, 2):
+    for stage in (0, 1, 2, 3):
         got, k = merged(stage)
         diffs.append(max(float(np.abs(a - b).max()) for a, b in zip(want, got)))
         syncs.append(k)
-    _agree(comm, max(diffs) < 1e-12 and syncs == [2, 2, 2], f"diffs at stages 0-2 {diffs}, reductions {syncs}")
+    _agree(comm, max(diffs) < 1e-12 and syncs == [2, 2, 2, 2], f"diffs at stages 0-3 {diffs}, reductions {syncs}")
+
+
+def test_stage3_parameter_memory(comm):
+    """Stage 3 with 6 equal Linear layers: between steps a rank holds the data of its own
+    parameters only (about 1/N of the bytes; the others are one-element NaN
+    placeholders); in forward and backward at most two layers' parameters besides; the
+    parameters still equal DataParallel's after 2 steps."""
+    from ddg.distributed.sharding.stage3 import held_parameter_bytes
+
+    def deep():
+        ddg.seed(3)
+        prev = ddg.get_default_dtype()
+        ddg.set_default_dtype("float64")
+        try:
+            layers = [nn.Linear(6, 24)] + [m for _ in range(6) for m in (nn.Tanh(), nn.Linear(24, 24))]
+            return nn.Sequential(*layers, nn.Tanh(), nn.Linear(24, 3))
+        finally:
+            ddg.set_default_dtype(prev)
+    ref = ddg.DataParallel(deep())
+    _steps(ref, _opt("adam", ref.parameters()), comm, 2)
+    net = deep()
+    total = held_parameter_bytes(net.parameters())
+    biggest = max(p._data.nbytes for p in net.parameters())
+    layer = 24 * 25 * 8
+    model, opt, _ = group_sharded_parallel(net, _opt("adam", net.parameters()), "p_g_os")
+    sharder = model.sharder
+    peaks = []
+
+    def probe(*_):
+        peaks.append(held_parameter_bytes(net.parameters()) +
+                     sum(a.nbytes for i, a in sharder._gathered.items() if not sharder.owns(_by_id[i])))
+    _by_id = {id(p): p for p in net.parameters()}
+    # after the sharder's own pre-hook (registered first) has gathered the layer's parameters
+    hooks = [m.register_forward_pre_hook(probe) for m in net.sublayers() if isinstance(m, nn.Linear)]
+    gather_unit = sharder._gather_unit
+    sharder._gather_unit = lambda unit: (gather_unit(unit), probe())   # backward gathers
+    _steps(model, opt, comm, 2)
+    between = held_parameter_bytes(net.parameters())
+    owned = sum(p._data.nbytes for p in opt.owned_parameters)
+    placeholders = all(p._data.strides == (0,) * p._data.ndim and np.isnan(p.numpy()).all()
+                       for p in net.parameters() if not sharder.owns(p))
+    for h in hooks:
+        h.remove()
+    diff = max(float(np.abs(a - b).max()) for a, b in zip(_params(ref), _params(model)))
+    ok = placeholders and between <= owned + 8 * len(_by_id) and owned <= total / comm.size + biggest \
+        and max(peaks) <= between + 2 * layer and diff < 1e-12 and sharder.gathers > 0
+    _agree(comm, ok, f"held {between} of {total} bytes (owned {owned}), peak {max(peaks)}, placeholders "
+                     f"{placeholders}, diff {diff:.2e}")
+
+
+def test_stage3_retain_graph_and_no_sync(comm):
+    """Stage 3: a second backward through a retained graph gathers the parameters again,
+    and no_sync() accumulation followed by a synchronized backward gives DataParallel's
+    gradients on the owners."""
+    ref = ddg.DataParallel(_net())
+    net = _net()
+    model, opt, _ = group_sharded_parallel(net, _opt("adam", net.parameters()), "p_g_os")
+    r, size, n = comm.rank, comm.size, 2
+    for m in (ref, model):
+        x, y = _batch(0, n * size)
+        rows = slice(r * n, (r + 1) * n)
+        with m.no_sync():
+            F.cross_entropy(m(ddg.to_tensor(x[rows])), ddg.to_tensor(y[rows])).backward()
+        loss = F.cross_entropy(m(ddg.to_tensor(x[rows] * 0.5)), ddg.to_tensor(y[rows]))
+        loss.backward(retain_graph=True)
+        loss.backward()
+    owned = {id(p) for p in opt.owned_parameters}
+    diff = max(float(np.abs(a.grad.numpy() - b.grad.numpy()).max())
+               for a, b in zip(ref.parameters(), model.parameters()) if id(b) in owned)
+    _agree(comm, diff < 1e-12 and not model.sharder._gathered, f"diff {diff:.2e}")
+
+
+def test_stage3_other_layers_shared_weights(comm):
+    """Stage 3 beyond Linear: a convolution, batch norm (whose ops save their weights),
+    an embedding, a PyLayer that saves its weight Tensor, a layer called twice in one
+    forward and a weight held by two layers: after 2 Adam steps the parameters equal
+    DataParallel's."""
+    from ddg.autograd import PyLayer
+
+    class MatMul(PyLayer):
+        @staticmethod
+        def forward(ctx, x, w):
+            ctx.save_for_backward(x, w)
+            return ddg.matmul(x, w)
+
+        @staticmethod
+        def backward(ctx, g):
+            x, w = ctx.saved_tensor()
+            return ddg.matmul(g, w, transpose_y=True), ddg.matmul(x, g, transpose_x=True)
+
+    class Custom(nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.w = self.create_parameter([12, 12])
+
+        def forward(self, x):
+            return MatMul.apply(x, self.w)
+
+    class Net(nn.Layer):
+        def __init__(self):
+            super().__init__()
+            # no bias before batch norm: its gradient would be rounding noise, which Adam
+            # turns into full-size steps (equal only to that noise's rounding)
+            self.conv = nn.Conv2D(2, 3, 3, padding=1, bias_attr=False)
+            self.bn = nn.BatchNorm2D(3)
+            self.emb = nn.Embedding(5, 12)
+            self.fc = nn.Linear(12, 12)
+            self.out = nn.Linear(12, 3)
+            self.tied = nn.Linear(12, 12)
+            self.tied.weight = self.fc.weight        # one parameter, two layers
+            self.custom = Custom()
+
+        def forward(self, x, ids):
+            h = F.relu(self.bn(self.conv(x))).reshape([x.shape[0], -1])[:, :12]
+            h = h + self.emb(ids).sum(axis=1)
+            h = ddg.tanh(self.fc(h))
+            h = ddg.tanh(self.fc(h))                 # the same layer again
+            h = ddg.tanh(self.custom(h))
+            return self.out(ddg.tanh(self.tied(h)))
+
+    def build():
+        ddg.seed(9)
+        prev = ddg.get_default_dtype()
+        ddg.set_default_dtype("float64")
+        try:
+            return Net()
+        finally:
+            ddg.set_default_dtype(prev)
+
+    def run(model, opt):
+        r, n = comm.rank, 2
+        for step in range(2):
+            rng = np.random.default_rng(50 + step)
+            x = rng.standard_normal((n * comm.size, 2, 4, 4))
+            ids = rng.integers(0, 5, (n * comm.size, 3))
+            y = rng.integers(0, 3, n * comm.size)
+            rows = slice(r * n, (r + 1) * n)
+            out = model(ddg.to_tensor(x[rows]), ddg.to_tensor(ids[rows]))
+            F.cross_entropy(out, ddg.to_tensor(y[rows])).backward()
+            opt.step()
+            opt.clear_grad()
+        return {k: v.numpy().copy() for k, v in model.state_dict().items()}   # buffers too
+    ref = ddg.DataParallel(build())
+    want = run(ref, _opt("adam", ref.parameters()))
+    net = build()
+    model, opt, _ = group_sharded_parallel(net, _opt("adam", net.parameters()), "p_g_os")
+    got = run(model, opt)
+    same_keys = sorted(want) == sorted(got) and "tied.weight" in got
+    diff = max(float(np.abs(want[k] - got[k]).max()) for k in want) if same_keys else np.inf
+    _agree(comm, diff < 1e-12, f"diff {diff:.2e}, keys equal {same_keys}")
+
+
+def test_stage3_parameter_read_outside_its_layer_raises(comm):
+    """Stage 3: a weight read in a parent layer's forward (an output projection tied to
+    an embedding) is only a placeholder on the ranks that do not own it; every rank
+    raises a ValueError naming the parameter instead of training on NaN."""
+    class Tied(nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(7, 6)
+            self.fc = nn.Linear(6, 6)
+
+        def forward(self, ids):
+            h = ddg.tanh(self.fc(self.emb(ids).sum(axis=1)))
+            return ddg.matmul(h, self.emb.weight, transpose_y=True)
+
+    ddg.seed(2)
+    net = Tied()
+    model, opt, _ = group_sharded_parallel(net, _opt("adam", net.parameters()), "p_g_os")
+    ids = ddg.to_tensor(np.arange(6).reshape(2, 3) % 7)
+    try:
+        model(ids)
+        msg = ""
+    except ValueError as exc:
+        msg = str(exc)
+    with ddg.no_grad():
+        out = model(ids)                  # no graph: nothing is checked (nor walked)
+    _agree(comm, net.emb.weight.name in msg and "outside the forward" in msg and out.shape == [2, 7],
+           f"message: {msg[:200]!r}")
+
+
+def test_stage3_amp_o1(comm):
+    """Stage 3 under auto_cast O1 (float32 parameters cast to float16 for the products):
+    the parameters equal DataParallel's to float32 rounding (the mean is taken in
+    another order)."""
+    def run(sharded):
+        net = _net("float32")
+        opt = ddg.optimizer.Adam(0.01, parameters=net.parameters())
+        model = group_sharded_parallel(net, opt, "p_g_os")[:2] if sharded else ddg.DataParallel(net)
+        if sharded:
+            model, opt = model
+        r, n = comm.rank, 4
+        for step in range(2):
+            x, y = _batch(step, n * comm.size)
+            with ddg.amp.auto_cast(level="O1"):
+                out = model(ddg.to_tensor(x[r * n:(r + 1) * n].astype("float32")))
+            F.cross_entropy(out.astype("float32"), ddg.to_tensor(y[r * n:(r + 1) * n])).backward()
+            opt.step()
+            opt.clear_grad()
+        return _params(model)
+    a, b = run(False), run(True)
+    diff = max(float(np.abs(u - v).max()) for u, v in zip(a, b))
+    _agree(comm, diff < 1e-6 and a[0].dtype == np.float32, f"diff {diff:.2e}")
+
+
+@pytest.mark.parametrize("level", ["os_g", "p_g_os"])
+def test_grad_gives_local_gradients(comm, level):
+    """ddg.grad through a stage-2/3 model gives this rank's own, unscaled gradients (as
+    through DataParallel, with no communication); a backward() afterwards still leaves
+    DataParallel's mean on the owners."""
+    ref = ddg.DataParallel(_net())
+    net = _net()
+    model, opt, _ = group_sharded_parallel(net, _opt("adam", net.parameters()), level)
+    r, n = comm.rank, 2
+    x, y = _batch(0, n * comm.size)
+    rows = slice(r * n, (r + 1) * n)
+    local, owned = [], {id(p) for p in opt.owned_parameters}
+    for m in (ref, model):
+        loss = F.cross_entropy(m(ddg.to_tensor(x[rows])), ddg.to_tensor(y[rows]))
+        local.append([g.numpy() for g in ddg.grad(loss, m.parameters(), retain_graph=True)])
+        loss.backward()
+    diff = max(float(np.abs(a - b).max()) for a, b in zip(*local))
+    mean = max(float(np.abs(a.grad.numpy() - b.grad.numpy()).max())
+               for a, b in zip(ref.parameters(), model.parameters()) if id(b) in owned)
+    _agree(comm, diff < 1e-14 and mean < 1e-12, f"ddg.grad diff {diff:.2e}, backward diff {mean:.2e}")
+
+
+def test_stage3_to_static_refused(comm):
+    """ddg.jit.to_static over a stage-3 model raises on every rank (a replay would
+    compute with the placeholders, skipping the gathers)."""
+    net = _net()
+    model, _, _ = group_sharded_parallel(net, _opt("adam", net.parameters()), "p_g_os")
+    try:
+        ddg.jit.to_static(model)(ddg.to_tensor(np.ones((2, 6))))
+        msg = ""
+    except NotImplementedError as exc:
+        msg = str(exc)
+    _agree(comm, "to_static" in msg, f"message {msg[:120]!r}")

@@ -9,6 +9,9 @@
 3. A leaf's gradient is final when its count reaches zero: its tensor hooks run, the
    gradient is accumulated into ``.grad``, and its grad-ready hooks fire (exactly once
    per backward). DataParallel starts its all-reduces from those hooks.
+4. A node whose ``_pre_backward`` is set (a callable) has it called with the node just
+   before its backward runs: ZeRO stage 3 puts back the parameter arrays it took from
+   the node after forward (ddg/distributed/sharding/stage3.py).
 
 Observers: ``register_backward_begin_callback(fn)`` calls ``fn(leaves)`` with the
 leaves this backward will reach (before any gradient is computed), and
@@ -202,6 +205,8 @@ def _run(roots, root_grads, retain_graph, targets, call, finish_graph):
                 raise RuntimeError(
                     f"ddg: the output of op {node.name} was modified in place after it was saved for backward; "
                     f"its gradient would be wrong. Clone the tensor before writing to it.")
+            if node._pre_backward is not None:
+                node._pre_backward(node)
             results = call(node, grads)
         if not retain_graph:
             node._release()

@@ -91,6 +91,7 @@ class Function:
     _vin = None
     _vout = None
     _hooks = None
+    _pre_backward = None  # callable(node) the engine runs just before this node's backward
 
     @property
     def name(self):

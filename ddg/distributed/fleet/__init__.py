@@ -5,8 +5,8 @@
 ``fleet.distributed_optimizer(optimizer)`` the optimizer, both as the strategy says:
 
 * ``sharding`` (``sharding_configs['stage']`` 1-3, or ``hybrid_configs['sharding_degree']``
-  > 1): the optimizer state is sharded across the ranks
-  (:mod:`ddg.distributed.sharding`);
+  > 1): the optimizer state (stage 1), also the gradients (2) and the parameters (3)
+  are sharded across the ranks (:mod:`ddg.distributed.sharding`);
 * ``gradient_merge`` (``k_steps``, ``avg``): one update and one gradient reduction every
   ``k_steps`` steps (:mod:`.gradient_merge`);
 * ``amp``: the model's forward runs under ``ddg.amp.auto_cast`` with ``amp_configs``'
@@ -20,7 +20,6 @@
 ``local_rank``, ``worker_endpoints`` describe the job.
 """
 import os
-import warnings
 
 from ...amp import auto_cast
 from ...nn.layer.layers import Layer, LayerWrapper
@@ -115,10 +114,14 @@ class Fleet:
         stage = s.sharding_configs["stage"]
         if stage not in (1, 2, 3):
             raise ValueError(f"ddg.distributed.fleet: sharding_configs['stage'] must be 1, 2 or 3, got {stage!r}")
-        if stage == 3:
-            warnings.warn("ddg.distributed.fleet: sharding stage 3 runs as stage 2 (the parameters stay whole on "
-                          "every rank)", stacklevel=3)
         return True
+
+    @staticmethod
+    def _stage(s):
+        """The ZeRO stage: ``sharding_configs['stage']``; 2 when only
+        ``hybrid_configs['sharding_degree']`` asks for sharding with stage 1."""
+        stage = s.sharding_configs["stage"]
+        return 2 if stage == 1 and s.hybrid_configs["sharding_degree"] > 1 else stage
 
     def distributed_model(self, model):
         from ...parallel.data_parallel import DataParallel
@@ -155,8 +158,7 @@ class Fleet:
             params = [p for p in model.parameters() if not p.stop_gradient]
             owners = dict(zip(map(id, params), assign_owners([p._data.size for p in params], comm.size)))
             self._owners = owners
-        stage = 1 if s.sharding_configs["stage"] == 1 and not s.hybrid_configs["sharding_degree"] > 1 else 2
-        model = ShardedDataParallel(model, owners, stage=min(stage, 2), group=comm, **kw)
+        model = ShardedDataParallel(model, owners, stage=self._stage(s), group=comm, **kw)
         if opt is not None:
             model._attach_optimizer(opt)
         return model
@@ -189,6 +191,7 @@ class Fleet:
             owners = self._owners if self._owners is not None and all(id(p) in self._owners for p in params) \
                 else None
             opt = ShardingOptimizer(opt, get_device_communicator(), owners)
+            opt.gather_after_step = self._stage(s) < 3
             if hasattr(self._model, "_attach_optimizer"):
                 self._model._attach_optimizer(opt)
         if s.gradient_merge and s.gradient_merge_configs["k_steps"] != 1:

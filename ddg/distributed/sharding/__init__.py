@@ -1,8 +1,8 @@
 """``ddg.distributed.sharding``: Paddle's ``group_sharded_parallel`` over ddg's data
-parallelism, with the optimizer state sharded across ranks (ZeRO stage 1; see
-:mod:`.optimizer`)."""
+parallelism: the optimizer state sharded across ranks (ZeRO stage 1, :mod:`.optimizer`),
+the gradients too (stage 2, :mod:`.stage2`), and the parameters too (stage 3,
+:mod:`.stage3`)."""
 import os
-import warnings
 
 from ...io import load, save
 from ...nn.layer.layers import Layer
@@ -14,7 +14,6 @@ __all__ = ["group_sharded_parallel", "save_group_sharded_model", "save_sharded",
            "ShardingOptimizer", "ShardedDataParallel", "assign_owners"]
 
 _LEVELS = ("os", "os_g", "p_g_os")
-_warned = set()
 
 
 def _communicator(group, who):
@@ -38,18 +37,19 @@ def group_sharded_parallel(model, optimizer, level, scaler=None, group=None, off
 
     ``optimizer`` becomes a :class:`ShardingOptimizer`: each rank keeps the optimizer
     state of its share of the parameters and updates only those, then the updated
-    parameters are all-gathered from their owners. ``model`` becomes a
+    parameters are all-gathered from their owners (at stages 1 and 2). ``model`` becomes a
     :class:`~.model.ShardedDataParallel` over the ranks of ``group`` (the world by
     default). The parameters after each step are those of unsharded DataParallel.
 
     ``level``: ``'os'`` (stage 1: optimizer state; gradients all-reduced as DataParallel
-    does), ``'os_g'`` (stage 2: and gradients, each reduced onto its owner during
-    backward and released elsewhere, see :mod:`.stage2`), ``'p_g_os'`` (stage 3: and
-    parameters; ddg runs it as ``'os_g'``, with a warning, parameters staying whole on
-    every rank). ``buffer_max_size``: the gradient bucket size in bytes. ``offload``,
-    ``segment_size``, ``sync_comm`` and ``exclude_layer`` are accepted for compatibility; ``sync_buffers`` is what
-    DataParallel always does (buffers broadcast from rank 0 in training forwards);
-    ``dp_group`` (a second, replicating dimension) is not supported.
+    does), ``'os_g'`` (stage 2: and gradients, each summed over the ranks during
+    backward and kept by its owner only, see :mod:`.stage2`), ``'p_g_os'`` (stage 3: and
+    parameters, each kept on its owner and gathered layer by layer for forward and
+    backward, see :mod:`.stage3`). ``buffer_max_size``: the gradient bucket size in
+    bytes. ``offload``, ``segment_size``, ``sync_comm`` and ``exclude_layer`` are
+    accepted for compatibility; ``sync_buffers`` is what DataParallel always does
+    (buffers broadcast from rank 0 in training forwards); ``dp_group`` (a second,
+    replicating dimension) is not supported.
     """
     from ...optimizer.optimizer import Optimizer
     from ...parallel.data_parallel import DataParallel
@@ -67,11 +67,6 @@ def group_sharded_parallel(model, optimizer, level, scaler=None, group=None, off
     if dp_group is not None:
         raise NotImplementedError("ddg.distributed.sharding.group_sharded_parallel: dp_group (sharding inside "
                                   "data-parallel replicas) is not supported; shard over the whole group")
-    if level == "p_g_os" and level not in _warned:
-        _warned.add(level)
-        warnings.warn("ddg.distributed.sharding.group_sharded_parallel: level 'p_g_os' shards the optimizer "
-                      "state and the gradients (as 'os_g'); the parameters stay whole on every rank",
-                      stacklevel=2)
     comm = _communicator(group, "group_sharded_parallel")
     if isinstance(model, DataParallel):
         raise ValueError("ddg.distributed.sharding.group_sharded_parallel: pass the model itself, not a "
@@ -80,7 +75,9 @@ def group_sharded_parallel(model, optimizer, level, scaler=None, group=None, off
     if not isinstance(buffer_max_size, (int, float)) or buffer_max_size <= 0:
         raise ValueError(f"ddg.distributed.sharding.group_sharded_parallel: buffer_max_size must be a positive "
                          f"number of bytes, got {buffer_max_size!r}")
-    model = ShardedDataParallel(model, sharded.owners, stage=1 if level == "os" else 2, group=comm,
+    stage = _LEVELS.index(level) + 1
+    sharded.gather_after_step = stage < 3
+    model = ShardedDataParallel(model, sharded.owners, stage=stage, group=comm,
                                 comm_buffer_size=buffer_max_size / (1024 * 1024))
     model._attach_optimizer(sharded)
     return model, sharded, scaler
@@ -101,10 +98,11 @@ def save_group_sharded_model(model, output, optimizer=None):
     comm = optimizer._comm if optimizer is not None else _communicator(getattr(model, "_comm", None),
                                                                          "save_group_sharded_model")
     opt_state = optimizer.state_dict() if optimizer is not None else None
+    model_state = model.state_dict()      # gathered from the owners at stage 3 (every rank calls it)
     try:
         if comm.rank == 0:
             os.makedirs(output, exist_ok=True)
-            save(model.state_dict(), os.path.join(output, "model.pdmodel"))
+            save(model_state, os.path.join(output, "model.pdmodel"))
             if opt_state is not None:
                 save(opt_state, os.path.join(output, "model.pdopt"))
     finally:
@@ -125,10 +123,11 @@ def save_sharded(model, optimizer, output):
                          f"directory")
     comm = optimizer._comm
     entries, masters, lr = optimizer._positional_shard()
+    model_state = model.state_dict()      # gathered from the owners at stage 3 (every rank calls it)
     try:
         os.makedirs(output, exist_ok=True)
         if comm.rank == 0:
-            save(model.state_dict(), os.path.join(output, "model.pdmodel"))
+            save(model_state, os.path.join(output, "model.pdmodel"))
         save({"entries": entries, "masters": masters, "LR_Scheduler": lr, "world_size": comm.size},
              os.path.join(output, _shard_name(comm.rank, comm.size)))
     finally:

@@ -1,7 +1,9 @@
 """``ShardedDataParallel``: DataParallel whose gradient synchronization follows a
 :class:`~.optimizer.ShardingOptimizer`'s parameter owners."""
+from ...autograd.grad_mode import _enabled as _grad_enabled
 from ...parallel.data_parallel import DataParallel, Join
 from .stage2 import GradShardReducer
+from .stage3 import ParamSharder
 
 __all__ = ["ShardedDataParallel"]
 
@@ -10,18 +12,27 @@ class ShardedDataParallel(DataParallel):
     """The model side of :func:`~ddg.distributed.sharding.group_sharded_parallel`.
 
     ``stage`` 1: gradients are all-reduced (DataParallel's Reducer, weighted by local
-    batch sizes). ``stage`` 2: each gradient is reduced onto the rank that owns the
-    parameter (``owners``: ``{id(param): rank}``, a ShardingOptimizer's ``owners``) and
+    batch sizes). ``stage`` 2: each gradient is summed over the ranks and kept by the
+    rank that owns the parameter (``owners``: ``{id(param): rank}``, a ShardingOptimizer's ``owners``) and
     dropped elsewhere (:class:`~.stage2.GradShardReducer`; parameters not in ``owners``
-    belong to rank 0). ``no_sync()`` and ``join()`` work at both stages.
+    belong to rank 0). ``stage`` 3: as stage 2, and each parameter's data is kept on its
+    owner only, gathered layer by layer for forward and backward
+    (:class:`~.stage3.ParamSharder`); ``state_dict()`` gathers the full values
+    (collective) and ``set_state_dict`` keeps this rank's. ``no_sync()`` works at every
+    stage, ``join()`` at stages 1 and 2.
     """
 
     def __init__(self, layer, owners, stage=1, group=None, **kwargs):
-        if stage not in (1, 2):
-            raise ValueError(f"ddg.distributed.sharding.ShardedDataParallel: stage must be 1 or 2, got {stage!r}")
+        if stage not in (1, 2, 3):
+            raise ValueError(f"ddg.distributed.sharding.ShardedDataParallel: stage must be 1, 2 or 3, got {stage!r}")
         object.__setattr__(self, "_shard_stage", stage)
         object.__setattr__(self, "_shard_owners", dict(owners))
+        object.__setattr__(self, "_sharder", None)
         super().__init__(layer, group=group, **kwargs)
+        if stage == 3 and self.reducer is not None:
+            params = [p for p in layer.parameters() if not p.stop_gradient]
+            owner = {id(p): self._shard_owners.get(id(p), 0) for p in params}
+            object.__setattr__(self, "_sharder", ParamSharder(layer, params, owner, self._comm))
 
     def _build_reducer(self, params, comm):
         if self._shard_stage == 1:
@@ -38,13 +49,56 @@ class ShardedDataParallel(DataParallel):
     def stage(self):
         return self._shard_stage
 
+    @property
+    def sharder(self):
+        """The stage-3 :class:`~.stage3.ParamSharder` (None at stages 1-2 and on one rank)."""
+        return self._sharder
+
+    def forward(self, *inputs, **kwargs):
+        sharder = self._sharder
+        if sharder is None:
+            return super().forward(*inputs, **kwargs)
+        sharder.begin_forward()
+        try:
+            out = super().forward(*inputs, **kwargs)
+        finally:
+            sharder.end_forward()
+        if _grad_enabled[0]:
+            sharder.check_forward(out)
+        return out
+
+    def state_dict(self, destination=None, include_sublayers=True, structured_name_prefix="", use_hook=True):
+        """The model's state dict; at stage 3 with every parameter's full value, gathered
+        from its owner (every rank must call it)."""
+        state = super().state_dict(destination, include_sublayers, structured_name_prefix, use_hook)
+        sharder = self._sharder
+        if sharder is None or sharder.loading:
+            return state
+        return sharder.gather_state(state)
+
+    def set_state_dict(self, state_dict, use_structured_name=True):
+        """Load a full state dict; at stage 3 each rank keeps the values of its own
+        parameters (the others' pass through scratch arrays, dropped after)."""
+        sharder = self._sharder
+        if sharder is None:
+            return super().set_state_dict(state_dict, use_structured_name)
+        with sharder.writable():
+            return super().set_state_dict(state_dict, use_structured_name)
+
+    set_dict = set_state_dict
+    load_dict = set_state_dict
+
     def join(self):
         """``with model.join(): ...`` for uneven inputs, as DataParallel's. A rank whose
         data has ended keeps answering the others' gradient synchronizations and also
         takes part in the sharded step that follows each (it owns parameters the others
         need updated), so every rank must call ``optimizer.step()`` once after each
         synchronized backward. At stage 2 the mean is taken over the ranks that still
-        train (the others contribute nothing)."""
+        train (the others contribute nothing). Not at stage 3 (a rank out of data would
+        have to answer the others' parameter gathers too)."""
+        if self._shard_stage == 3 and self.reducer is not None:
+            raise NotImplementedError("ddg.distributed.sharding: join() is not supported at stage 3 ('p_g_os'); "
+                                      "give every rank the same number of batches")
         opt = self.__dict__.get("_shard_optim")
         if opt is None and self.reducer is not None:
             raise RuntimeError("ddg.distributed.sharding: join() needs the sharded optimizer; use the model and "

@@ -71,6 +71,8 @@ class ShardingOptimizer:
             raise ValueError(f"ddg.distributed.sharding: no owner rank given for parameter(s) {missing[:5]}")
         self._owner = {id(p): int(owners[id(p)]) for p in params}
         self._owned = [p for p in params if self._owner[id(p)] == self.rank]
+        # False at ZeRO stage 3: parameters stay on their owners after the update
+        self.gather_after_step = True
 
     # ------------------------------------------------------------------ delegation
     def __getattr__(self, name):
@@ -127,8 +129,9 @@ class ShardingOptimizer:
                 p._grad = g
             for group, clip in clips:
                 group["grad_clip"] = clip
-        # 3. every owner sends what it updated to all
-        self._gather_params()
+        # 3. every owner sends what it updated to all (stages 1 and 2)
+        if self.gather_after_step:
+            self._gather_params()
 
     def _global_norm_factors(self):
         """``{group index: clip factor}`` for the groups clipped by global norm; the

@@ -7,17 +7,21 @@ interface: ``sync_enabled``, ``set_batch_weight``, ``mark_forward``, ``stats``,
 in which backward finishes them), are grouped into buckets of consecutive parameters with
 the same owner, dtype and device, of about ``bucket_cap_mb``. When backward has finished
 every parameter of a bucket (grad-ready hooks), and every earlier bucket has gone, the
-bucket's gradients are packed with one "has a gradient" flag per parameter and reduced
-(summed) onto the owner: the communication volume of a reduce-scatter, half that of an
-all-reduce. The owner's ``.grad`` then holds the mean over ranks; the other ranks drop
-their ``.grad`` (``None``), so between backward and the step a rank holds the gradients of
-its own shard only (plus, during backward, those not reduced yet).
+bucket's gradients are packed with one "has a gradient" flag per parameter and a
+non-blocking sum over the ranks starts (the communicator's ``iallreduce``: the
+collective that can run while backward goes on; buckets are launched in bucket order on
+every rank). The ranks that do not own the bucket drop their ``.grad`` (``None``) when
+it is packed; each grad-ready hook tests the requests in flight, and the owner takes
+the mean over ranks into its ``.grad`` when a request completes (at the latest when
+backward ends). Between backward and the step a rank holds the gradients of its own
+shard only (during backward, also the packed buffers in flight).
 
 The mean is taken with equal weights: a leaf hook scales each gradient contribution by
 ``1 / world_size`` as it arrives, so that what is reduced is linear in what every rank
 accumulated. Local accumulation (``no_sync()``, gradient merge) and several synchronized
 backward passes without ``clear_grad`` therefore give the sums of the means, as
-DataParallel does. DataParallel's weighting by uneven local batch sizes is not applied
+DataParallel does. The hook scales only during ``backward()`` passes (from the engine's
+begin callback to the pass's end), so ``ddg.grad`` returns the local gradients. DataParallel's weighting by uneven local batch sizes is not applied
 (ranks' slices are assumed equal, as PyTorch's DDP and FSDP assume).
 """
 import weakref
@@ -25,6 +29,7 @@ import weakref
 import numpy as np
 
 
+from ...autograd import engine
 from ...parallel.reducer import SyncStats, assign_buckets, install_sync_hooks
 from ...tensor import backend
 from ...tensor.tensor import Tensor
@@ -61,6 +66,7 @@ class GradShardReducer:
         # under DataParallel.join(): the number of ranks that contribute to this
         # synchronization (None: all of them)
         self.sync_ranks = None
+        self._inflight = []              # (bucket, buffer, request, factor), in launch order
         items = [(p._data.nbytes, (self._owner[id(p)], p._data.dtype, backend.is_gpu_array(p._data)))
                  for p in self._params]
         # buckets: runs of consecutive parameters with the same key (owner, dtype, device)
@@ -75,13 +81,19 @@ class GradShardReducer:
             for members in sub:
                 ps = [self._params[run[j]] for j in members]
                 self.buckets.append(_Bucket(len(self.buckets), ps, self._owner[id(ps[0])]))
+        # whether the gradient hook scales: from the start of each backward() pass that
+        # reaches the engine's begin callbacks (ddg.grad does not) to its end
+        self._scaling = [False]
         self._handles = self._install_hooks()
         weakref.finalize(self, _remove_handles, self._handles)
 
     def _install_hooks(self):
         inv = 1.0 / self.world_size
+        on = self._scaling
 
         def scale(g):
+            if not on[0]:
+                return None                  # ddg.grad outside backward(): the local gradient
             a = g._data
             if a.dtype.itemsize == 2:    # float16/bfloat16: in float32, rounded once (as DataParallel)
                 return Tensor._wrap((a.astype(np.float32) * np.float32(inv)).astype(a.dtype))
@@ -101,6 +113,9 @@ class GradShardReducer:
 
     # ------------------------------------------------------------------ backward
     def _on_backward_begin(self, leaves):
+        if not self._scaling[0]:
+            self._scaling[0] = True
+            engine.queue_callback(self._end_pass)
         if self._active:
             self._launch_rest()       # the previous pass raised before completing
         if self._param_set.isdisjoint(leaves) and not (self.find_unused_parameters and self._owed):
@@ -114,24 +129,31 @@ class GradShardReducer:
         self._next = 0
         self._launch_ready()
 
+    def _end_pass(self):
+        self._scaling[0] = False
+
     def _param_ready(self, bucket):
         bucket.pending -= 1
         if bucket.pending == 0 and bucket.index == self._next:
             self._launch_ready()
+        elif self._inflight:
+            self._progress()
 
     def _launch_ready(self):
         buckets = self.buckets
         i = self._next
         while i < len(buckets) and buckets[i].pending <= 0:
-            self._reduce(buckets[i])
+            self._launch(buckets[i])
             i += 1
         self._next = i
+        self._progress()
 
     def _launch_rest(self):
         for i in range(self._next, len(self.buckets)):
-            self._reduce(self.buckets[i])
+            self._launch(self.buckets[i])
         self._next = len(self.buckets)
         self._active = False
+        self._wait_all()
 
     def _on_backward_complete(self):
         self._launch_rest()
@@ -143,26 +165,53 @@ class GradShardReducer:
         self._next = 0
         self._launch_rest()
 
-    def _reduce(self, b, shadow=False):
+    def _launch(self, b, shadow=False):
+        """Pack the bucket's gradients (with their flags) and start summing them over the
+        ranks; a rank that does not own the bucket drops its gradients at once."""
         first = b.params[0]._data
         xp = backend.get_array_module(first)
         k = len(b.params)
-        buf = xp.zeros(b.numel + k, dtype=first.dtype)
+        buf = xp.empty(b.numel + k, dtype=first.dtype)     # every slot is written below
         off = 0
         for slot, (p, n) in enumerate(zip(b.params, b.sizes)):
             g = None if shadow else p._grad
             if g is not None:
                 buf[off:off + n] = g._data.reshape(-1)
                 buf[b.numel + slot] = 1
+            else:
+                buf[off:off + n] = 0
+                buf[b.numel + slot] = 0
             off += n
-        self.comm.reduce(buf, root=b.root)
-        if self.rank == b.root and self.sync_ranks and self.sync_ranks < self.world_size:
-            grads = buf[:b.numel]
-            grads *= grads.dtype.type(self.world_size / self.sync_ranks)   # the mean over the ranks that train
         if self.rank != b.root:
             for p in b.params:
                 p._grad = None           # this rank does not update it: release the memory
+        factor = self.world_size / self.sync_ranks if self.sync_ranks and self.sync_ranks < self.world_size \
+            else None                    # under join(): the mean over the ranks that train
+        self._inflight.append((b, buf, self.comm.iallreduce(buf, "sum"), factor))
+
+    def _progress(self):
+        """Let the requests in flight advance (a non-blocking test); finish, in launch
+        order, those that have completed."""
+        inflight = self._inflight
+        while inflight and inflight[0][2].test():
+            self._complete(*inflight.pop(0))
+        for entry in inflight[1:]:
+            entry[2].test()
+
+    def _wait_all(self):
+        inflight = self._inflight
+        while inflight:
+            b, buf, req, factor = inflight.pop(0)
+            req.wait()
+            self._complete(b, buf, req, factor)
+
+    def _complete(self, b, buf, _req, factor):
+        """The owner takes the summed gradients; the other ranks drop the buffer."""
+        if self.rank != b.root:
             return
+        if factor is not None:
+            grads = buf[:b.numel]
+            grads *= grads.dtype.type(factor)
         flags = backend.to_host(buf[b.numel:])
         off = 0
         for slot, (p, n) in enumerate(zip(b.params, b.sizes)):
@@ -179,7 +228,8 @@ class GradShardReducer:
         """Join a synchronization with nothing to contribute (a rank out of data under
         ``join()``): zeros and no flags; as an owner, receive the others' mean."""
         for b in self.buckets:
-            self._reduce(b, shadow=True)
+            self._launch(b, shadow=True)
+        self._wait_all()
         self._next = 0
         self._active = False
         self.sync_ranks = None
