@@ -67,7 +67,7 @@ CASES = [
     (ddg.sign, [_f(3)]), (ddg.floor, [_f(3)]),
     (lambda x: x.astype("float64") * 2, [_f(3)]),
     (lambda x: x.astype("float32") * 2, [_f(3).astype(bfloat16)]),
-    (lambda a, b: ddg.where(ddg.to_tensor(_COND), a, b), [_f(2, 3), _f(3)]),
+    (lambda a, b: ddg.where(ddg.to_tensor(_COND, place=a.place), a, b), [_f(2, 3), _f(3)]),
     (ddg.square, [_f(3)]), (ddg.erf, [_f(3)]), (ddg.nn.functional.sigmoid, [_f(3)]),
     (ddg.rsqrt, [_f(3, lo=0.5, hi=2)]), (ddg.reciprocal, [_f(3, lo=0.5, hi=2)]),
     (ddg.acosh, [_f(3, lo=1.5, hi=3)]),
@@ -75,10 +75,12 @@ CASES = [
      for n in "exp expm1 log log1p log2 log10 sqrt sin cos tan tanh asin acos atan sinh cosh asinh atanh".split()]
 
 
-def _grads(fn, arrays, dtype, create_graph):
-    ts = [ddg.to_tensor(a if a.dtype != np.float32 else a.astype(dtype), stop_gradient=False) for a in arrays]
+def _grads(fn, arrays, dtype, create_graph, place):
+    ts = [ddg.to_tensor(a if a.dtype != np.float32 else a.astype(dtype), place=place, stop_gradient=False)
+          for a in arrays]
     out = fn(*ts)
-    g_out = ddg.to_tensor(np.linspace(-1.5, 2, int(np.prod(out.shape))).reshape(out.shape).astype(out._data.dtype))
+    g_out = ddg.to_tensor(np.linspace(-1.5, 2, int(np.prod(out.shape))).reshape(out.shape).astype(out._data.dtype),
+                          place=place)
     nodes, todo = set(), [out._node]
     while todo:  # the op classes this case ran
         n = todo.pop()
@@ -90,14 +92,14 @@ def _grads(fn, arrays, dtype, create_graph):
 
 
 @pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")  # (-1) ** 0.7
-def test_array_and_graph_paths_of_every_formula_agree():
+def test_array_and_graph_paths_of_every_formula_agree(place):
     seen = set()
     for fn, arrays in CASES:
         # halves: the graph path sums broadcast gradients with ddg's reductions, which
         # accumulate in float32, the array path with numpy's, in the half dtype
         for dtype, rtol in ((np.float32, 1e-6), (np.float16, 2e-3), (bfloat16, 1e-2)):
-            plain, nodes = _grads(fn, arrays, dtype, False)
-            graph, _ = _grads(fn, arrays, dtype, True)
+            plain, nodes = _grads(fn, arrays, dtype, False, place)
+            graph, _ = _grads(fn, arrays, dtype, True, place)
             seen |= nodes
             for (a, da), (b, db) in zip(plain, graph):
                 assert da == db, (fn, dtype, da, db)
