@@ -148,6 +148,8 @@ class GraphMath:
         """numpy's function ``name`` as a ddg op: on arguments that include a Tensor the
         Tensor method of that name (called on the first argument, arrays and scalars
         made constants), on arrays alone a constant of numpy's (cupy's) result."""
+        if name.startswith("_"):
+            raise AttributeError(name)
         module = self.module
 
         def fn(*args):
