@@ -7,6 +7,8 @@ differentiated again. Inside it an op reaches its saved arrays as graph-connecte
 through ``live_input`` / ``live_output`` (a saved input array becomes a Tensor that sends
 its gradient along the same edge the op's own input did; a saved output becomes a Tensor
 produced by the op itself, so differentiating through it runs the op's backward again).
+An op whose gradient is a formula in its saved arrays writes it once for both paths
+(``Formula.grad`` in ``ddg/autograd/formula.py``, which uses these pieces on the graph path).
 
 Ops that are linear in their (first) input and whose backward reads only shapes or
 indices (pooling, tile, gather, cumsum, unfold...) need no formula: ``linear_backward_graph``

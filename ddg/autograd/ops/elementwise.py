@@ -1,106 +1,77 @@
 """Elementwise primitives: arithmetic (tensor-tensor and tensor-scalar), unary math,
-comparisons and logic. Gradients undo broadcasting with ``sum_to`` and come back in
-each input's own dtype."""
-import types
-
+``clip``, ``cast`` and ``where``. Each op's derivative is one ``grad(self, xp, g)``
+formula (``ddg/autograd/formula.py``) that serves both the array backward and the
+differentiable ``backward_graph``. Gradients undo broadcasting with ``xp.fit`` and come
+back in each input's own dtype."""
 import numpy as np
 
 from ...tensor import backend
 from ...tensor import kernels as _kernels
-from ...tensor.dtypes import bfloat16 as _BF16
 from ...tensor.dtypes import convert_dtype, default_float
 from ...tensor.tensor import Tensor
-from ..function import Function, sum_to
-from ..higher import const, fit_t, live_input, live_output
+from ..formula import Formula
+from ..formula import scalar_operand as _sc
+from ..function import Function
 from ..promotion import result_dtype
 from .logic import nonzero
 
 _SCALARS = (int, float, bool, np.number, np.bool_)
 
 
-def _fit(g, shape, dtype):
-    """Gradient ``g`` summed down to ``shape`` (undoing broadcasting) in ``dtype``."""
-    g = sum_to(g, shape)
-    return g if g.dtype == dtype else g.astype(dtype)
-
-
 # -- tensor (op) tensor ------------------------------------------------------------
-class Add(Function):
+class Add(Formula):
     save_inputs = False
 
     def forward(self, a, b):
         self.meta = (a.shape, a.dtype, b.shape, b.dtype)
         return a + b
 
-    def backward(self, g):
+    def grad(self, xp, g):
         na, nb = self.needs
         sa, da, sb, db = self.meta
-        return (_fit(g, sa, da) if na else None, _fit(g, sb, db) if nb else None)
-
-    def backward_graph(self, g):
-        na, nb = self.needs
-        sa, da, sb, db = self.meta
-        return (fit_t(g, sa, da) if na else None, fit_t(g, sb, db) if nb else None)
+        return (xp.fit(g, sa, da) if na else None, xp.fit(g, sb, db) if nb else None)
 
 
-class Sub(Function):
+class Sub(Formula):
     save_inputs = False
 
     def forward(self, a, b):
         self.meta = (a.shape, a.dtype, b.shape, b.dtype)
         return a - b
 
-    def backward(self, g):
+    def grad(self, xp, g):
         na, nb = self.needs
         sa, da, sb, db = self.meta
-        return (_fit(g, sa, da) if na else None, _fit(-g, sb, db) if nb else None)
-
-    def backward_graph(self, g):
-        na, nb = self.needs
-        sa, da, sb, db = self.meta
-        return (fit_t(g, sa, da) if na else None, fit_t(-g, sb, db) if nb else None)
+        return (xp.fit(g, sa, da) if na else None, xp.fit(-g, sb, db) if nb else None)
 
 
-class Mul(Function):
+class Mul(Formula):
     def forward(self, a, b):
         self.a, self.b = a, b
         return a * b
 
-    def backward(self, g):
+    def grad(self, xp, g):
         na, nb = self.needs
         a, b = self.a, self.b
-        return (_fit(g * b, a.shape, a.dtype) if na else None, _fit(g * a, b.shape, b.dtype) if nb else None)
-
-    def backward_graph(self, g):
-        na, nb = self.needs
-        a, b = self.a, self.b
-        at, bt = live_input(self, 0, a), live_input(self, 1, b)
-        return (fit_t(g * bt, a.shape, a.dtype) if na else None, fit_t(g * at, b.shape, b.dtype) if nb else None)
+        return (xp.fit(g * xp.input(1, b), a.shape, a.dtype) if na else None,
+                xp.fit(g * xp.input(0, a), b.shape, b.dtype) if nb else None)
 
 
-class Div(Function):
+class Div(Formula):
     def forward(self, a, b):
         self.a, self.b = a, b
         return a / b
 
-    def backward(self, g):
-        na, nb = self.needs
-        gb = None
-        ga = g / self.b
-        if nb:
-            gb = _fit(-ga * self.a / self.b, self.b.shape, self.b.dtype)
-        return (_fit(ga, self.a.shape, self.a.dtype) if na else None, gb)
-
-    def backward_graph(self, g):
+    def grad(self, xp, g):
         na, nb = self.needs
         a, b = self.a, self.b
-        bt = live_input(self, 1, b)
+        bt = xp.input(1, b)
         ga = g / bt
-        gb = fit_t(-ga * live_input(self, 0, a) / bt, b.shape, b.dtype) if nb else None
-        return (fit_t(ga, a.shape, a.dtype) if na else None, gb)
+        return (xp.fit(ga, a.shape, a.dtype) if na else None,
+                xp.fit(-ga * xp.input(0, a) / bt, b.shape, b.dtype) if nb else None)
 
 
-class Pow(Function):
+class Pow(Formula):
     save_output = True
 
     def forward(self, a, b):
@@ -108,34 +79,23 @@ class Pow(Function):
         self.out = a ** b
         return self.out
 
-    def backward(self, g):
+    def grad(self, xp, g):
         na, nb = self.needs
-        xp = backend.get_array_module(g)
         a, b = self.a, self.b
-        ga = _fit(g * b * a ** (b - 1), a.shape, a.dtype) if na else None
+        at, bt = xp.input(0, a), xp.input(1, b)
+        ga = xp.fit(g * bt * at ** (bt - 1), a.shape, a.dtype) if na else None
         gb = None
         if nb:
+            # log(a) where a > 0, else 0 (the log's input is kept positive); the scalars are
+            # typed: numpy 1.x would pick float16 for a bare 1
+            pos = a > 0
             with np.errstate(divide="ignore", invalid="ignore"):
-                one, zero = a.dtype.type(1), a.dtype.type(0)  # typed: numpy 1.x would pick float16 for 1
-                log_a = xp.where(a > 0, xp.log(xp.where(a > 0, a, one)), zero)
-            gb = _fit(g * self.out * log_a, b.shape, b.dtype)
-        return ga, gb
-
-    def backward_graph(self, g):
-        na, nb = self.needs
-        a, b = self.a, self.b
-        at, bt = live_input(self, 0, a), live_input(self, 1, b)
-        ga = fit_t(g * bt * at ** (bt - 1), a.shape, a.dtype) if na else None
-        gb = None
-        if nb:
-            pos = const((a > 0).astype(a.dtype))
-            # log(a) where a > 0, else 0 (the log's input is kept positive)
-            log_a = (at * pos + (1 - pos)).log() * pos
-            gb = fit_t(g * live_output(self, self.out) * log_a, b.shape, b.dtype)
+                log_a = xp.where(pos, xp.log(xp.where(pos, at, a.dtype.type(1))), a.dtype.type(0))
+            gb = xp.fit(g * xp.output(self.out) * log_a, b.shape, b.dtype)
         return ga, gb
 
 
-class Maximum(Function):
+class Maximum(Formula):
     def forward(self, a, b):
         self.a, self.b = a, b
         return self._pick(a, b)
@@ -155,20 +115,13 @@ class Maximum(Function):
         wa += self._mask()
         return wa
 
-    def backward(self, g):
+    def grad(self, xp, g):
         # ties send half the gradient each way
         a, b = self.a, self.b
-        wa = self._weights(g.dtype)
+        wa = xp.const(self._weights(g.dtype))
         na, nb = self.needs
-        return (_fit(g * wa, a.shape, a.dtype) if na else None,
-                _fit(g * (1 - wa), b.shape, b.dtype) if nb else None)
-
-    def backward_graph(self, g):
-        a, b = self.a, self.b
-        wa = self._weights(g._data.dtype)
-        na, nb = self.needs
-        return (fit_t(g * const(wa), a.shape, a.dtype) if na else None,
-                fit_t(g * const(1 - wa), b.shape, b.dtype) if nb else None)
+        return (xp.fit(g * wa, a.shape, a.dtype) if na else None,
+                xp.fit(g * (1 - wa), b.shape, b.dtype) if nb else None)
 
 
 class Minimum(Maximum):
@@ -187,40 +140,20 @@ class FloorDiv(Function):
         return backend.get_array_module(a, b).floor_divide(a, b)
 
 
-class Mod(Function):
+class Mod(Formula):
     def forward(self, a, b):
         self.a, self.b = a, b
         return backend.get_array_module(a, b).mod(a, b)
 
-    def backward(self, g):
-        xp = backend.get_array_module(g)
+    def grad(self, xp, g):
         na, nb = self.needs
-        return (_fit(g, self.a.shape, self.a.dtype) if na else None,
-                _fit(-g * xp.floor_divide(self.a, self.b), self.b.shape, self.b.dtype) if nb else None)
-
-    def backward_graph(self, g):
-        xp = backend.get_array_module(g._data)
-        na, nb = self.needs
-        return (fit_t(g, self.a.shape, self.a.dtype) if na else None,
-                fit_t(-g * const(xp.floor_divide(self.a, self.b)), self.b.shape, self.b.dtype) if nb else None)
+        a, b = self.a, self.b
+        return (xp.fit(g, a.shape, a.dtype) if na else None,
+                xp.fit(-g * xp.floor_divide(a, b), b.shape, b.dtype) if nb else None)
 
 
 # -- tensor (op) python scalar ----------------------------------------------------
-def _sc(s, a):
-    """The Python scalar ``s`` as an operand for array ``a``. numpy 1.x promotes a 0-d
-    array with a Python scalar by value (a float32 0-d array times 2 is float64 there,
-    float32 under numpy 2's rules and in Paddle), so for 0-d arrays the scalar is given
-    ``a``'s dtype, which keeps ``a``'s dtype under every numpy. numpy scalars
-    (``np.float64(0.5)``) count as Python scalars, as in Paddle."""
-    if a.dtype == _BF16 and not isinstance(s, (bool, np.bool_)):
-        return _BF16.type(s)   # numpy widens bfloat16 (ml_dtypes) with a Python float to float32
-    if (a.ndim == 0 or isinstance(s, np.generic)) and (a.dtype.kind in "fc" or (a.dtype.kind in "iu" and isinstance(s, (int, np.integer))
-                                                and not isinstance(s, (bool, np.bool_)))):
-        return a.dtype.type(s)
-    return s
-
-
-class AddScalar(Function):
+class AddScalar(Formula):
     save_inputs = False
 
     def __init__(self, s):
@@ -229,14 +162,11 @@ class AddScalar(Function):
     def forward(self, a):
         return a + _sc(self.s, a)
 
-    def backward(self, g):
-        return g
-
-    def backward_graph(self, g):
+    def grad(self, xp, g):
         return g
 
 
-class MulScalar(Function):
+class MulScalar(Formula):
     save_inputs = False
 
     def __init__(self, s):
@@ -245,14 +175,11 @@ class MulScalar(Function):
     def forward(self, a):
         return a * _sc(self.s, a)
 
-    def backward(self, g):
-        return g * _sc(self.s, g)
-
-    def backward_graph(self, g):
-        return g * self.s
+    def grad(self, xp, g):
+        return g * xp.scalar(self.s, g)
 
 
-class RSubScalar(Function):  # s - a
+class RSubScalar(Formula):  # s - a
     save_inputs = False
 
     def __init__(self, s):
@@ -261,14 +188,11 @@ class RSubScalar(Function):  # s - a
     def forward(self, a):
         return _sc(self.s, a) - a
 
-    def backward(self, g):
-        return -g
-
-    def backward_graph(self, g):
+    def grad(self, xp, g):
         return -g
 
 
-class DivScalar(Function):  # a / s
+class DivScalar(Formula):  # a / s
     save_inputs = False
 
     def __init__(self, s):
@@ -277,14 +201,11 @@ class DivScalar(Function):  # a / s
     def forward(self, a):
         return a / _sc(self.s, a)
 
-    def backward(self, g):
-        return g / _sc(self.s, g)
-
-    def backward_graph(self, g):
-        return g / self.s
+    def grad(self, xp, g):
+        return g / xp.scalar(self.s, g)
 
 
-class RDivScalar(Function):  # s / a
+class RDivScalar(Formula):  # s / a
     save_output = True
 
     def __init__(self, s):
@@ -295,14 +216,11 @@ class RDivScalar(Function):  # s / a
         self.out = _sc(self.s, a) / a
         return self.out
 
-    def backward(self, g):
-        return -g * self.out / self.a
-
-    def backward_graph(self, g):
-        return -g * live_output(self, self.out) / live_input(self, 0, self.a)
+    def grad(self, xp, g):
+        return -g * xp.output(self.out) / xp.input(0, self.a)
 
 
-class PowScalar(Function):  # a ** s
+class PowScalar(Formula):  # a ** s
     def __init__(self, s):
         self.s = s
 
@@ -310,19 +228,14 @@ class PowScalar(Function):  # a ** s
         self.a = a
         return a ** _sc(self.s, a)
 
-    def backward(self, g):
-        s = self.s
+    def grad(self, xp, g):
+        s, a = self.s, xp.input(0, self.a)
         if s == 2:
-            return g * (2 * self.a)
-        return g * (_sc(s, self.a) * self.a ** _sc(s - 1, self.a))
-
-    def backward_graph(self, g):
-        s = self.s
-        a = live_input(self, 0, self.a)
-        return g * (2 * a) if s == 2 else g * (s * a ** (s - 1))
+            return g * (2 * a)
+        return g * (xp.scalar(s, a) * a ** xp.scalar(s - 1, a))
 
 
-class RPowScalar(Function):  # s ** a
+class RPowScalar(Formula):  # s ** a
     save_inputs = False
     save_output = True
 
@@ -333,338 +246,244 @@ class RPowScalar(Function):  # s ** a
         self.out = _sc(self.s, a) ** a
         return self.out
 
-    def backward(self, g):
-        return g * self.out * _sc(float(np.log(self.s)), g)
-
-    def backward_graph(self, g):
-        return g * live_output(self, self.out) * float(np.log(self.s))
+    def grad(self, xp, g):
+        return g * xp.output(self.out) * xp.scalar(float(np.log(self.s)), g)
 
 
 # -- unary math ----------------------------------------------------------------------
-class Neg(Function):
+class Neg(Formula):
     save_inputs = False
 
     def forward(self, a):
         return -a
 
-    def backward(self, g):
-        return -g
-
-    def backward_graph(self, g):
+    def grad(self, xp, g):
         return -g
 
 
-class Abs(Function):
-    def forward(self, a):
-        self.a = a
-        return backend.get_array_module(a).abs(a)
-
-    def backward(self, g):
-        return g * backend.get_array_module(g).sign(self.a)
-
-    def backward_graph(self, g):
-        return g * const(backend.get_array_module(self.a).sign(self.a))
-
-
-class Exp(Function):
-    save_inputs = False
-    save_output = True
-
-    def forward(self, a):
-        self.out = backend.get_array_module(a).exp(a)
-        return self.out
-
-    def backward(self, g):
-        return g * self.out
-
-    def backward_graph(self, g):
-        return g * live_output(self, self.out)
-
-
-class Log(Function):
-    def forward(self, a):
-        self.a = a
-        return backend.get_array_module(a).log(a)
-
-    def backward(self, g):
-        return g / self.a
-
-    def backward_graph(self, g):
-        return g / live_input(self, 0, self.a)
-
-
-class Log1p(Function):
-    def forward(self, a):
-        self.a = a
-        return backend.get_array_module(a).log1p(a)
-
-    def backward(self, g):
-        return g / (1 + self.a)
-
-    def backward_graph(self, g):
-        return g / (1 + live_input(self, 0, self.a))
-
-
-class Sqrt(Function):
-    save_inputs = False
-    save_output = True
-
-    def forward(self, a):
-        self.out = backend.get_array_module(a).sqrt(a)
-        return self.out
-
-    def backward(self, g):
-        return g / (2 * self.out)
-
-    def backward_graph(self, g):
-        return g / (2 * live_output(self, self.out))
-
-
-class Rsqrt(Function):
-    save_inputs = False
-    save_output = True
-
-    def forward(self, a):
-        self.out = a.dtype.type(1) / backend.get_array_module(a).sqrt(a)
-        return self.out
-
-    def backward(self, g):
-        return g * (-0.5 * self.out ** 3)
-
-    def backward_graph(self, g):
-        return g * (-0.5 * live_output(self, self.out) ** 3)
-
-
-class Square(Function):
-    def forward(self, a):
-        self.a = a
-        return a * a
-
-    def backward(self, g):
-        return g * (2 * self.a)
-
-    def backward_graph(self, g):
-        return g * (2 * live_input(self, 0, self.a))
-
-
-class Sin(Function):
-    def forward(self, a):
-        self.a = a
-        return backend.get_array_module(a).sin(a)
-
-    def backward(self, g):
-        return g * backend.get_array_module(g).cos(self.a)
-
-    def backward_graph(self, g):
-        return g * live_input(self, 0, self.a).cos()
-
-
-class Cos(Function):
-    def forward(self, a):
-        self.a = a
-        return backend.get_array_module(a).cos(a)
-
-    def backward(self, g):
-        return -g * backend.get_array_module(g).sin(self.a)
-
-    def backward_graph(self, g):
-        return -g * live_input(self, 0, self.a).sin()
-
-
-class Tanh(Function):
-    save_inputs = False
-    save_output = True
-
-    def forward(self, a):
-        self.out = backend.get_array_module(a).tanh(a)
-        return self.out
-
-    def backward(self, g):
-        return g * (1 - self.out * self.out)
-
-    def backward_graph(self, g):
-        y = live_output(self, self.out)
-        return g * (1 - y * y)
-
-
-class Sigmoid(Function):
-    save_inputs = False
-    save_output = True
-
-    def forward(self, a):
-        # 1 / (1 + exp(-a)): exact in both tails (exp overflowing to inf gives exactly 0), and
-        # four fast passes where numpy's where on the sign mask is a slow one
-        self.out = _kernels.sigmoid(backend.get_array_module(a), a)
-        return self.out
-
-    def backward(self, g):
-        return g * self.out * (1 - self.out)
-
-    def backward_graph(self, g):
-        y = live_output(self, self.out)
-        return g * y * (1 - y)
-
-
-class Erf(Function):
-    def forward(self, a):
-        self.a = a
-        return backend.erf(backend.get_array_module(a), a).astype(a.dtype, copy=False)
-
-    def backward(self, g):
-        xp = backend.get_array_module(g)
-        return g * _sc(float(2 / np.sqrt(np.pi)), g) * xp.exp(-self.a * self.a)
-
-    def backward_graph(self, g):
-        a = live_input(self, 0, self.a)
-        return g * float(2 / np.sqrt(np.pi)) * (-a * a).exp()
-
-
-class Tan(Function):
-    save_inputs = False
-    save_output = True
-
-    def forward(self, a):
-        self.out = backend.get_array_module(a).tan(a)
-        return self.out
-
-    def backward(self, g):
-        return g * (1 + self.out * self.out)
-
-    def backward_graph(self, g):
-        y = live_output(self, self.out)
-        return g * (1 + y * y)
-
-
-class _InputUnary(Function):
-    """A unary op whose gradient is ``g * d(a)``, with ``d`` a function of the input."""
+class _OfInput(Formula):
+    """A unary op computed by the array function named ``fn``, whose gradient reads the
+    input (``grad`` gets it with ``xp.input(0, self.a)``)."""
     fn = None
 
     def forward(self, a):
         self.a = a
         return getattr(backend.get_array_module(a), self.fn)(a)
 
-    def backward(self, g):
-        return g * self.d(backend.get_array_module(g), self.a)
 
-    def backward_graph(self, g):
-        return g * self.d(_TensorMath, live_input(self, 0, self.a))
-
-
-class Asin(_InputUnary):
-    fn = "arcsin"
-
-    @staticmethod
-    def d(xp, a):
-        return 1 / xp.sqrt(1 - a * a)
-
-
-class Acos(_InputUnary):
-    fn = "arccos"
-
-    @staticmethod
-    def d(xp, a):
-        return -1 / xp.sqrt(1 - a * a)
-
-
-class Atan(_InputUnary):
-    fn = "arctan"
-
-    @staticmethod
-    def d(xp, a):
-        return 1 / (1 + a * a)
-
-
-class Sinh(_InputUnary):
-    fn = "sinh"
-
-    @staticmethod
-    def d(xp, a):
-        return xp.cosh(a)
-
-
-class Cosh(_InputUnary):
-    fn = "cosh"
-
-    @staticmethod
-    def d(xp, a):
-        return xp.sinh(a)
-
-
-class Asinh(_InputUnary):
-    fn = "arcsinh"
-
-    @staticmethod
-    def d(xp, a):
-        return 1 / xp.sqrt(a * a + 1)
-
-
-class Acosh(_InputUnary):
-    fn = "arccosh"
-
-    @staticmethod
-    def d(xp, a):
-        return 1 / xp.sqrt(a * a - 1)
-
-
-class Atanh(_InputUnary):
-    fn = "arctanh"
-
-    @staticmethod
-    def d(xp, a):
-        return 1 / (1 - a * a)
-
-
-class Log2(_InputUnary):
-    fn = "log2"
-
-    @staticmethod
-    def d(xp, a):
-        return 1 / (a * a.dtype.type(np.log(2)))
-
-
-class Log10(_InputUnary):
-    fn = "log10"
-
-    @staticmethod
-    def d(xp, a):
-        return 1 / (a * a.dtype.type(np.log(10)))
-
-
-class Expm1(Function):
+class _OfOutput(Formula):
+    """A unary op computed by the array function named ``fn``, whose gradient reads only
+    the output (``xp.output(self.out)``)."""
     save_inputs = False
     save_output = True
+    fn = None
 
     def forward(self, a):
-        self.out = backend.get_array_module(a).expm1(a)
+        self.out = getattr(backend.get_array_module(a), self.fn)(a)
         return self.out
 
-    def backward(self, g):
-        return g * (self.out + 1)
 
-    def backward_graph(self, g):
-        return g * (live_output(self, self.out) + 1)
+class Abs(_OfInput):
+    fn = "abs"
+
+    def grad(self, xp, g):
+        return g * xp.sign(self.a)   # a constant: the saved array, not the input on the graph
 
 
-class Reciprocal(Function):
-    save_inputs = False
-    save_output = True
+class Exp(_OfOutput):
+    fn = "exp"
 
+    def grad(self, xp, g):
+        return g * xp.output(self.out)
+
+
+class Expm1(_OfOutput):
+    fn = "expm1"
+
+    def grad(self, xp, g):
+        return g * (xp.output(self.out) + 1)
+
+
+class Log(_OfInput):
+    fn = "log"
+
+    def grad(self, xp, g):
+        return g / xp.input(0, self.a)
+
+
+class Log1p(_OfInput):
+    fn = "log1p"
+
+    def grad(self, xp, g):
+        return g / (1 + xp.input(0, self.a))
+
+
+class Log2(_OfInput):
+    fn = "log2"
+
+    def grad(self, xp, g):
+        a = xp.input(0, self.a)
+        return g * (1 / (a * a.dtype.type(np.log(2))))
+
+
+class Log10(_OfInput):
+    fn = "log10"
+
+    def grad(self, xp, g):
+        a = xp.input(0, self.a)
+        return g * (1 / (a * a.dtype.type(np.log(10))))
+
+
+class Sqrt(_OfOutput):
+    fn = "sqrt"
+
+    def grad(self, xp, g):
+        return g / (2 * xp.output(self.out))
+
+
+class Rsqrt(_OfOutput):
+    def forward(self, a):
+        self.out = a.dtype.type(1) / backend.get_array_module(a).sqrt(a)
+        return self.out
+
+    def grad(self, xp, g):
+        return g * (-0.5 * xp.output(self.out) ** 3)
+
+
+class Reciprocal(_OfOutput):
     def forward(self, a):
         self.out = a.dtype.type(1) / a
         return self.out
 
-    def backward(self, g):
-        return -g * self.out * self.out
-
-    def backward_graph(self, g):
-        y = live_output(self, self.out)
+    def grad(self, xp, g):
+        y = xp.output(self.out)
         return -g * y * y
 
 
-class Relu(Function):
-    save_inputs = False
-    save_output = True
+class Square(_OfInput):
+    def forward(self, a):
+        self.a = a
+        return a * a
 
+    def grad(self, xp, g):
+        return g * (2 * xp.input(0, self.a))
+
+
+class Sin(_OfInput):
+    fn = "sin"
+
+    def grad(self, xp, g):
+        return g * xp.cos(xp.input(0, self.a))
+
+
+class Cos(_OfInput):
+    fn = "cos"
+
+    def grad(self, xp, g):
+        return -g * xp.sin(xp.input(0, self.a))
+
+
+class Tan(_OfOutput):
+    fn = "tan"
+
+    def grad(self, xp, g):
+        y = xp.output(self.out)
+        return g * (1 + y * y)
+
+
+class Asin(_OfInput):
+    fn = "arcsin"
+
+    def grad(self, xp, g):
+        a = xp.input(0, self.a)
+        return g * (1 / xp.sqrt(1 - a * a))
+
+
+class Acos(_OfInput):
+    fn = "arccos"
+
+    def grad(self, xp, g):
+        a = xp.input(0, self.a)
+        return g * (-1 / xp.sqrt(1 - a * a))
+
+
+class Atan(_OfInput):
+    fn = "arctan"
+
+    def grad(self, xp, g):
+        a = xp.input(0, self.a)
+        return g * (1 / (1 + a * a))
+
+
+class Sinh(_OfInput):
+    fn = "sinh"
+
+    def grad(self, xp, g):
+        return g * xp.cosh(xp.input(0, self.a))
+
+
+class Cosh(_OfInput):
+    fn = "cosh"
+
+    def grad(self, xp, g):
+        return g * xp.sinh(xp.input(0, self.a))
+
+
+class Tanh(_OfOutput):
+    fn = "tanh"
+
+    def grad(self, xp, g):
+        y = xp.output(self.out)
+        return g * (1 - y * y)
+
+
+class Asinh(_OfInput):
+    fn = "arcsinh"
+
+    def grad(self, xp, g):
+        a = xp.input(0, self.a)
+        return g * (1 / xp.sqrt(a * a + 1))
+
+
+class Acosh(_OfInput):
+    fn = "arccosh"
+
+    def grad(self, xp, g):
+        a = xp.input(0, self.a)
+        return g * (1 / xp.sqrt(a * a - 1))
+
+
+class Atanh(_OfInput):
+    fn = "arctanh"
+
+    def grad(self, xp, g):
+        a = xp.input(0, self.a)
+        return g * (1 / (1 - a * a))
+
+
+class Sigmoid(_OfOutput):
+    def forward(self, a):
+        # 1 / (1 + exp(-a)): exact in both tails (exp overflowing to inf gives exactly 0), and
+        # four fast passes where numpy's where on the sign mask is a slow one
+        self.out = _kernels.sigmoid(backend.get_array_module(a), a)
+        return self.out
+
+    def grad(self, xp, g):
+        y = xp.output(self.out)
+        return g * y * (1 - y)
+
+
+class Erf(_OfInput):
+    def forward(self, a):
+        self.a = a
+        return backend.erf(backend.get_array_module(a), a).astype(a.dtype, copy=False)
+
+    def grad(self, xp, g):
+        a = xp.input(0, self.a)
+        return g * xp.scalar(float(2 / np.sqrt(np.pi)), g) * xp.exp(-a * a)
+
+
+class Relu(_OfOutput):
     def forward(self, a):
         xp = backend.get_array_module(a)
         if a.dtype.kind in "fV":
@@ -673,28 +492,16 @@ class Relu(Function):
             self.out = xp.maximum(a, a.dtype.type(0))
         return self.out
 
-    def backward(self, g):
-        out = self.out
-        xp = backend.get_array_module(out)
-        if g.strides != out.strides or g.dtype != out.dtype:
-            # a broadcast gradient (from a mean or a pool) or another layout: copy it into the
-            # output's layout first, where the masked product is one contiguous pass (numpy's
-            # mixed-type loop over a broadcast operand is ~40x slower than this copy)
-            res = xp.empty_like(out)
-            res[...] = g
-            res *= out > 0
-            return res
-        return xp.multiply(g, out > 0, out=xp.empty_like(out))
-
-    def backward_graph(self, g):
-        return g * const((self.out > 0).astype(g._data.dtype))
+    def grad(self, xp, g):
+        # the array result in the output's layout (a broadcast gradient is copied into it)
+        return xp.masked(g, self.out > 0, self.out)
 
 
-class Clip(Function):
+class Clip(Formula):
     """``clip`` passes the gradient where ``lo <= x <= hi`` (bounds included, as Paddle's
     clip); with ``strict`` only where ``lo < x < hi``, which is the gradient Paddle gives
     relu6, hardtanh and hardsigmoid at their kinks."""
-    strict = False  # class default: programs saved before the attribute existed load unchanged
+    strict = False  # class default: programs saved without the attribute load unchanged
 
     def __init__(self, lo, hi, strict=False):
         self.lo, self.hi = lo, hi
@@ -713,24 +520,16 @@ class Clip(Function):
             out = xp.minimum(out, xp.asarray(self.hi, dtype=a.dtype))
         return out if out is not a else a.copy()
 
-    def backward(self, g):
-        mask = True
+    def grad(self, xp, g):
+        a, keep = self.a, True
         if self.lo is not None:
-            mask = self.a > self.lo if self.strict else self.a >= self.lo
+            keep = a > self.lo if self.strict else a >= self.lo
         if self.hi is not None:
-            mask = mask & (self.a < self.hi if self.strict else self.a <= self.hi)
-        return g * mask
-
-    def backward_graph(self, g):
-        mask = True
-        if self.lo is not None:
-            mask = self.a > self.lo if self.strict else self.a >= self.lo
-        if self.hi is not None:
-            mask = mask & (self.a < self.hi if self.strict else self.a <= self.hi)
-        return g * const(backend.get_array_module(self.a).asarray(mask).astype(g._data.dtype))
+            keep = keep & (a < self.hi if self.strict else a <= self.hi)
+        return xp.masked(g, keep)
 
 
-class ZeroGrad(Function):
+class ZeroGrad(Formula):
     """sign, floor, ceil, round: piecewise constant, so the gradient is zero."""
     save_inputs = False
 
@@ -745,14 +544,11 @@ class ZeroGrad(Function):
         self.meta = (a.shape, a.dtype)
         return getattr(backend.get_array_module(a), self.fn)(a)
 
-    def backward(self, g):
-        return backend.get_array_module(g).zeros(*self.meta)
-
-    def backward_graph(self, g):
-        return const(backend.get_array_module(g._data).zeros(*self.meta))
+    def grad(self, xp, g):
+        return xp.zeros(*self.meta)
 
 
-class Cast(Function):
+class Cast(Formula):
     save_inputs = False
     keep_half = False   # the one op whose point is to change the dtype
 
@@ -763,39 +559,24 @@ class Cast(Function):
         self.src = a.dtype
         return a.astype(self.dtype)
 
-    def backward(self, g):
+    def grad(self, xp, g):
+        # arrays and Tensors both cast with astype (on Tensors a Cast node)
         return g.astype(self.src) if self.src.kind in "fcV" else None
 
-    def backward_graph(self, g):
-        return Cast(self.src)(g) if self.src.kind in "fc" else None
 
-
-class Where(Function):
+class Where(Formula):
     def forward(self, cond, a, b):
         self.cond = cond
         self.a_meta = (a.shape, a.dtype)
         self.b_meta = (b.shape, b.dtype)
         return backend.get_array_module(a, b).where(cond, a, b)
 
-    def backward(self, g):
+    def grad(self, xp, g):
         _, na, nb = self.needs
         zero = g.dtype.type(0)
-        xp = backend.get_array_module(g)
         return (None,
-                _fit(xp.where(self.cond, g, zero), *self.a_meta) if na else None,
-                _fit(xp.where(self.cond, zero, g), *self.b_meta) if nb else None)
-
-    def backward_graph(self, g):
-        _, na, nb = self.needs
-        c = const(self.cond)
-        z = const(backend.get_array_module(g._data).zeros((), g._data.dtype))
-        return (None,
-                fit_t(Where()(c, g, z), *self.a_meta) if na else None,
-                fit_t(Where()(c, z, g), *self.b_meta) if nb else None)
-
-
-# the ``xp`` functions ``_InputUnary.d`` uses, on Tensors (for ``backward_graph``)
-_TensorMath = types.SimpleNamespace(sqrt=lambda t: t.sqrt(), cosh=lambda t: t.cosh(), sinh=lambda t: t.sinh())
+                xp.fit(xp.where(self.cond, g, zero), *self.a_meta) if na else None,
+                xp.fit(xp.where(self.cond, zero, g), *self.b_meta) if nb else None)
 
 
 # -- public functions -------------------------------------------------------------------
