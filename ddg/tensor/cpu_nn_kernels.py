@@ -321,3 +321,163 @@ def act_backward(kind, x, g, out, p0, p1, p2):
     elif kind == THRESHOLDED:
         for i in range(n):
             out[i] = g[i] if x[i] > p0 else zero
+
+
+# -- normalizations -------------------------------------------------------------------------------
+# Statistics are shifted sums in float64: s1 = sum(x - k), s2 = sum((x - k)^2) with k the
+# group's first element, mean = k + s1/n, var = s2/n - (s1/n)^2. One pass, and with the shift
+# the cancellation in the variance is that of float64 on values of the group's own spread:
+# float32 inputs keep full float32 accuracy whatever their mean. The mean is then applied as
+# ``xhat = (x - mu) * rstd - dl`` with ``mu`` the mean rounded to x's dtype (``x - mu`` is exact
+# for x near the mean) and ``dl = (mean - mu) * rstd`` its rounding error in standardized units
+# (without it a float32 mean of 1e4 offsets every output by up to 5e-4 / std).
+
+@kernel(error_model="numpy")
+def rows_norm_forward(x, w, b, out, mean, rstd, P, K, eps):
+    """Rows of ``x`` [R, M] standardized (``mean``/``rstd`` [R] float64 out), then
+    ``out = xhat * w[j] + b[j]`` with ``j = (r % P) * K + m // (M // K)`` (LayerNorm: P 1,
+    K M; GroupNorm: P groups, K channels per group; InstanceNorm: P channels, K 1)."""
+    R, M = x.shape
+    S = M // K
+    for r in range(R):
+        row = x[r]
+        o = out[r]
+        sh = np.float64(row[0])
+        s1 = 0.0
+        s2 = 0.0
+        for i in range(M):
+            d = np.float64(row[i]) - sh
+            s1 += d
+            s2 += d * d
+        m1 = s1 / M
+        var = s2 / M - m1 * m1
+        var = 0.0 if var < 0.0 else var
+        mu = sh + m1
+        rs = 1.0 / math.sqrt(var + eps)
+        mean[r] = mu
+        rstd[r] = rs
+        base = (r % P) * K
+        mu_t = _as(row[0], mu)
+        rs_t = _as(row[0], rs)
+        dl = _as(row[0], (mu - np.float64(mu_t)) * rs)
+        if S == 1:
+            for k in range(M):
+                o[k] = ((row[k] - mu_t) * rs_t - dl) * w[base + k] + b[base + k]
+        else:
+            for k in range(K):
+                a = w[base + k]
+                c = b[base + k]
+                for s in range(k * S, (k + 1) * S):
+                    o[s] = ((row[s] - mu_t) * rs_t - dl) * a + c
+
+
+@kernel(error_model="numpy")
+def rows_norm_backward(x, w, g, mean, rstd, P, K, gx, gw, gb):
+    """The gradients of ``rows_norm_forward``: ``gx`` [R, M] written, ``gw``/``gb`` [P*K]
+    float64 accumulated into. ``gx = rstd (gy - mean(gy) - xhat mean(gy xhat))`` with
+    ``gy = g * w``, per row."""
+    R, M = x.shape
+    S = M // K
+    for r in range(R):
+        row = x[r]
+        gr = g[r]
+        o = gx[r]
+        mu = _as(row[0], mean[r])
+        rs = _as(row[0], rstd[r])
+        dl = _as(row[0], (mean[r] - np.float64(mu)) * rstd[r])
+        base = (r % P) * K
+        a = 0.0
+        c = 0.0
+        if S == 1:
+            for k in range(M):
+                xh = (row[k] - mu) * rs - dl
+                gv = gr[k]
+                gb[base + k] += gv
+                gw[base + k] += gv * xh
+                gy = gv * w[base + k]
+                a += gy
+                c += gy * xh
+        else:
+            for k in range(K):
+                sg = 0.0
+                sgx = 0.0
+                for s in range(k * S, (k + 1) * S):
+                    gv = gr[s]
+                    sg += gv
+                    sgx += gv * ((row[s] - mu) * rs - dl)
+                gb[base + k] += sg
+                gw[base + k] += sgx
+                a += w[base + k] * sg
+                c += w[base + k] * sgx
+        am = _as(mu, a / M)
+        cm = _as(mu, c / M)
+        if S == 1:
+            for k in range(M):
+                xh = (row[k] - mu) * rs - dl
+                o[k] = rs * (gr[k] * w[base + k] - am - xh * cm)
+        else:
+            for k in range(K):
+                wk = w[base + k]
+                for s in range(k * S, (k + 1) * S):
+                    xh = (row[s] - mu) * rs - dl
+                    o[s] = rs * (gr[s] * wk - am - xh * cm)
+
+
+@kernel(error_model="numpy")
+def channel_stats(x, s1, s2, shift):
+    """Per channel of ``x`` [A, C, S]: shifted sums ``s1 = sum(x - shift)``, ``s2 = sum((x -
+    shift)^2)`` (float64 [C], accumulated into)."""
+    A, C, S = x.shape
+    for a in range(A):
+        for c in range(C):
+            sh = shift[c]
+            blk = x[a, c]
+            t1 = 0.0
+            t2 = 0.0
+            for s in range(S):
+                d = np.float64(blk[s]) - sh
+                t1 += d
+                t2 += d * d
+            s1[c] += t1
+            s2[c] += t2
+
+
+@kernel(error_model="numpy")
+def channel_grad_sums(x, g, mean, rstd, sg, sgx):
+    """Per channel of ``x``, ``g`` [A, C, S]: ``sg = sum(g)``, ``sgx = sum(g * xhat)`` with
+    ``xhat = (x - mean) * rstd`` (float64 [C], accumulated into)."""
+    A, C, S = x.shape
+    for a in range(A):
+        for c in range(C):
+            mu = _as(x[0, 0, 0], mean[c])
+            rs = _as(x[0, 0, 0], rstd[c])
+            dl = _as(x[0, 0, 0], (mean[c] - np.float64(mu)) * rstd[c])
+            xb = x[a, c]
+            gb = g[a, c]
+            t1 = 0.0
+            t2 = 0.0
+            for s in range(S):
+                gv = gb[s]
+                t1 += gv
+                t2 += gv * ((xb[s] - mu) * rs - dl)
+            sg[c] += t1
+            sgx[c] += t2
+
+
+@kernel(error_model="numpy")
+def channel_apply(x, g, mean, p, q, t, out):
+    """``out = p[c] * g + q[c] * (x - mean[c]) + t[c]`` over ``x``, ``g``, ``out`` [A, C, S]
+    (batch norm's output with p = 0, and its input gradient); ``mean`` must hold values of
+    x's dtype (the caller moves the rounding error into ``t``)."""
+    A, C, S = x.shape
+    for a in range(A):
+        for c in range(C):
+            mu = _as(x[0, 0, 0], mean[c])
+            pc = _as(x[0, 0, 0], p[c])
+            qc = _as(x[0, 0, 0], q[c])
+            tc = _as(x[0, 0, 0], t[c])
+            xb = x[a, c]
+            gb = g[a, c]
+            ob = out[a, c]
+            for s in range(S):
+                ob[s] = pc * gb[s] + qc * (xb[s] - mu) + tc
