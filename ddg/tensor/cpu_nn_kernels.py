@@ -361,14 +361,18 @@ def rows_norm_forward(x, w, b, out, mean, rstd, P, K, eps):
         rs_t = _as(row[0], rs)
         dl = _as(row[0], (mu - np.float64(mu_t)) * rs)
         if S == 1:
+            ws = w[base:base + M]
+            bs = b[base:base + M]
             for k in range(M):
-                o[k] = ((row[k] - mu_t) * rs_t - dl) * w[base + k] + b[base + k]
+                o[k] = ((row[k] - mu_t) * rs_t - dl) * ws[k] + bs[k]
         else:
-            for k in range(K):
+            for k in range(K):    # slices indexed from 0: numba then proves no wraparound and vectorizes
                 a = w[base + k]
                 c = b[base + k]
-                for s in range(k * S, (k + 1) * S):
-                    o[s] = ((row[s] - mu_t) * rs_t - dl) * a + c
+                xs = row[k * S:(k + 1) * S]
+                os = o[k * S:(k + 1) * S]
+                for s in range(S):
+                    os[s] = ((xs[s] - mu_t) * rs_t - dl) * a + c
 
 
 @kernel(error_model="numpy")
@@ -389,22 +393,27 @@ def rows_norm_backward(x, w, g, mean, rstd, P, K, gx, gw, gb):
         a = 0.0
         c = 0.0
         if S == 1:
+            ws = w[base:base + M]
+            gws = gw[base:base + M]
+            gbs = gb[base:base + M]
             for k in range(M):
                 xh = (row[k] - mu) * rs - dl
                 gv = gr[k]
-                gb[base + k] += gv
-                gw[base + k] += gv * xh
-                gy = gv * w[base + k]
+                gbs[k] += gv
+                gws[k] += gv * xh
+                gy = gv * ws[k]
                 a += gy
                 c += gy * xh
         else:
             for k in range(K):
                 sg = 0.0
                 sgx = 0.0
-                for s in range(k * S, (k + 1) * S):
-                    gv = gr[s]
+                xs = row[k * S:(k + 1) * S]
+                gs = gr[k * S:(k + 1) * S]
+                for s in range(S):
+                    gv = gs[s]
                     sg += gv
-                    sgx += gv * ((row[s] - mu) * rs - dl)
+                    sgx += gv * ((xs[s] - mu) * rs - dl)
                 gb[base + k] += sg
                 gw[base + k] += sgx
                 a += w[base + k] * sg
@@ -414,13 +423,16 @@ def rows_norm_backward(x, w, g, mean, rstd, P, K, gx, gw, gb):
         if S == 1:
             for k in range(M):
                 xh = (row[k] - mu) * rs - dl
-                o[k] = rs * (gr[k] * w[base + k] - am - xh * cm)
+                o[k] = rs * (gr[k] * ws[k] - am - xh * cm)
         else:
             for k in range(K):
                 wk = w[base + k]
-                for s in range(k * S, (k + 1) * S):
-                    xh = (row[s] - mu) * rs - dl
-                    o[s] = rs * (gr[s] * wk - am - xh * cm)
+                xs = row[k * S:(k + 1) * S]
+                gs = gr[k * S:(k + 1) * S]
+                os = o[k * S:(k + 1) * S]
+                for s in range(S):
+                    xh = (xs[s] - mu) * rs - dl
+                    os[s] = rs * (gs[s] * wk - am - xh * cm)
 
 
 @kernel(error_model="numpy")
@@ -481,3 +493,19 @@ def channel_apply(x, g, mean, p, q, t, out):
             ob = out[a, c]
             for s in range(S):
                 ob[s] = pc * gb[s] + qc * (xb[s] - mu) + tc
+
+
+# -- embedding ------------------------------------------------------------------------------------
+@kernel(error_model="numpy")
+def embedding_backward(ids, g, gw, pad):
+    """``gw[ids[i]] += g[i]`` for every lookup ``i`` whose id is not ``pad`` (``ids`` int64
+    [n], ``g`` [n, D], ``gw`` [V, D] zeroed by the caller): a scatter-add of contiguous rows,
+    one pass over ``g``."""
+    n, D = g.shape
+    for i in range(n):
+        r = ids[i]
+        if r != pad:
+            row = gw[r]
+            gi = g[i]
+            for j in range(D):
+                row[j] += gi[j]

@@ -9,7 +9,10 @@ family per module:
 ``movement``       reshape, transpose, concat/split, indexing, gather, clone,
                    moves between places
 ``nn_ops``         softmax, log_softmax, softmax-cross-entropy, linear, dropout
-``norm``           standardization (the core of batch/layer/group/instance norm)
+``norm``           standardization (the core of batch/layer/group/instance norm);
+                   batch norm and layer/group/instance norm with their affine part
+``activation``     the activations as single ops
+``embedding``      embedding lookup (gather of rows, scatter-add backward)
 ``conv``           conv2d, conv2d_transpose, unfold (im2col)
 ``pooling``        max and average pooling
 ``rnn``            a whole sequence through an LSTM/GRU/Elman layer (one direction)
