@@ -509,3 +509,166 @@ def embedding_backward(ids, g, gw, pad):
             gi = g[i]
             for j in range(D):
                 row[j] += gi[j]
+
+
+# -- upsampling -----------------------------------------------------------------------------------
+# Channels-first inputs have B = 1: those loops index 3-D views by position (a 1-element view per
+# element costs more than the copy), with unsigned indices where they are computed (numba then
+# emits no negative-index wraparound, which keeps the loops vectorizable).
+
+@kernel(error_model="numpy")
+def upsample_nearest(x, out, rh, rw):
+    """``out[a, h*rh + i, w*rw + j, :] = x[a, h, w, :]``: ``x`` [A, H, W, B] repeated ``rh`` x
+    ``rw`` times into ``out`` [A, H*rh, W*rw, B]."""
+    A, H, W, B = x.shape
+    if B == 1:
+        x3 = x.reshape((A, H, W))
+        o3 = out.reshape((A, H * rh, W * rw))
+    for a in range(A):
+        for h in range(H):
+            if B == 1:
+                xr = x3[a, h]
+                o0 = o3[a, h * rh]
+                if rw == 2:
+                    for w in range(W):
+                        v = xr[w]
+                        o0[2 * w] = v
+                        o0[2 * w + 1] = v
+                else:
+                    for w in range(W):
+                        v = xr[w]
+                        for j in range(rw):
+                            o0[np.uint64(w * rw + j)] = v
+                for i in range(1, rh):
+                    o3[a, h * rh + i] = o0
+            else:
+                xr = x[a, h]
+                o4 = out[a, h * rh]
+                for w in range(W):
+                    xb = xr[w]
+                    for j in range(rw):
+                        ob = o4[np.uint64(w * rw + j)]
+                        for b in range(B):
+                            ob[b] = xb[b]
+                for i in range(1, rh):
+                    out[a, h * rh + i] = o4
+
+
+@kernel(error_model="numpy")
+def upsample_nearest_backward(g, gx, rh, rw):
+    """The adjoint of ``upsample_nearest``: ``gx[a, h, w, :]`` = the sum of its ``rh`` x ``rw``
+    block of ``g`` (``gx`` zeroed by the caller)."""
+    A, H, W, B = gx.shape
+    if B == 1:
+        g3 = g.reshape((A, H * rh, W * rw))
+        gx3 = gx.reshape((A, H, W))
+    for a in range(A):
+        for h in range(H):
+            for i in range(rh):
+                if B == 1:
+                    gr = gx3[a, h]
+                    gi = g3[a, h * rh + i]
+                    if rw == 2:
+                        for w in range(W):
+                            gr[w] += gi[2 * w] + gi[2 * w + 1]
+                    else:
+                        for w in range(W):
+                            t = gr[w]
+                            for j in range(rw):
+                                t += gi[np.uint64(w * rw + j)]
+                            gr[w] = t
+                else:
+                    gr4 = gx[a, h]
+                    gi4 = g[a, h * rh + i]
+                    for w in range(W):
+                        ob = gr4[w]
+                        for j in range(rw):
+                            gb = gi4[np.uint64(w * rw + j)]
+                            for b in range(B):
+                                ob[b] += gb[b]
+
+
+@kernel(error_model="numpy")
+def resample_linear(x, ih0, ih1, fh, iw0, iw1, fw, out):
+    """Separable two-tap resampling of axes 1 and 2 of ``x`` [A, H, W, B] into ``out`` [A, OH,
+    OW, B]: output row ``oh`` mixes input rows ``ih0[oh]`` and ``ih1[oh]`` with weights
+    ``1 - fh[oh]`` and ``fh[oh]``; the same along W (bilinear, linear with H = 1, and any
+    nearest resize with ``f = 0``). Indices are uint64."""
+    A, H, W, B = x.shape
+    OH = out.shape[1]
+    OW = out.shape[2]
+    if B == 1:
+        x3 = x.reshape((A, H, W))
+        o3 = out.reshape((A, OH, OW))
+    for a in range(A):
+        for oh in range(OH):
+            f = fh[oh]
+            e = _as(f, 1.0) - f
+            if B == 1:
+                r0 = x3[a, ih0[oh]]
+                r1 = x3[a, ih1[oh]]
+                o = o3[a, oh]
+                for ow in range(OW):
+                    w0 = iw0[ow]
+                    w1 = iw1[ow]
+                    u = fw[ow]
+                    v = _as(u, 1.0) - u
+                    o[ow] = e * (v * r0[w0] + u * r0[w1]) + f * (v * r1[w0] + u * r1[w1])
+            else:
+                q0 = x[a, ih0[oh]]
+                q1 = x[a, ih1[oh]]
+                o4 = out[a, oh]
+                for ow in range(OW):
+                    w0 = iw0[ow]
+                    w1 = iw1[ow]
+                    u = fw[ow]
+                    v = _as(u, 1.0) - u
+                    ob = o4[ow]
+                    for b in range(B):
+                        ob[b] = e * (v * q0[w0, b] + u * q0[w1, b]) + f * (v * q1[w0, b] + u * q1[w1, b])
+
+
+@kernel(error_model="numpy")
+def resample_linear_backward(g, ih0, ih1, fh, iw0, iw1, fw, gx):
+    """The adjoint of ``resample_linear``: each output gradient spread back onto its four
+    taps (``gx`` [A, H, W, B] zeroed by the caller)."""
+    A, H, W, B = gx.shape
+    OH = g.shape[1]
+    OW = g.shape[2]
+    if B == 1:
+        g3 = g.reshape((A, OH, OW))
+        gx3 = gx.reshape((A, H, W))
+    for a in range(A):
+        for oh in range(OH):
+            f = fh[oh]
+            e = _as(f, 1.0) - f
+            if B == 1:
+                r0 = gx3[a, ih0[oh]]
+                r1 = gx3[a, ih1[oh]]
+                go = g3[a, oh]
+                for ow in range(OW):
+                    w0 = iw0[ow]
+                    w1 = iw1[ow]
+                    u = fw[ow]
+                    v = _as(u, 1.0) - u
+                    val = go[ow]
+                    r0[w0] += e * v * val
+                    r0[w1] += e * u * val
+                    r1[w0] += f * v * val
+                    r1[w1] += f * u * val
+            else:
+                q0 = gx[a, ih0[oh]]
+                q1 = gx[a, ih1[oh]]
+                go4 = g[a, oh]
+                for ow in range(OW):
+                    w0 = iw0[ow]
+                    w1 = iw1[ow]
+                    u = fw[ow]
+                    v = _as(u, 1.0) - u
+                    gb = go4[ow]
+                    for b in range(B):
+                        val = gb[b]
+                        q0[w0, b] += e * v * val
+                        q0[w1, b] += e * u * val
+                        q1[w0, b] += f * v * val
+                        q1[w1, b] += f * u * val
