@@ -514,78 +514,55 @@ def embedding_backward(ids, g, gw, pad):
 # -- upsampling -----------------------------------------------------------------------------------
 # Channels-first inputs have B = 1: those loops index 3-D views by position (a 1-element view per
 # element costs more than the copy), with unsigned indices where they are computed (numba then
-# emits no negative-index wraparound, which keeps the loops vectorizable).
+# emits no negative-index wraparound, which keeps the loops vectorizable). Array-slice
+# assignment is written as loops: numba's broadcasting setitem is slow to compile.
 
 @kernel(error_model="numpy")
 def upsample_nearest(x, out, rh, rw):
-    """``out[a, h*rh + i, w*rw + j, :] = x[a, h, w, :]``: ``x`` [A, H, W, B] repeated ``rh`` x
-    ``rw`` times into ``out`` [A, H*rh, W*rw, B]."""
-    A, H, W, B = x.shape
-    if B == 1:
-        x3 = x.reshape((A, H, W))
-        o3 = out.reshape((A, H * rh, W * rw))
+    """``out[a, h*rh + i, w*rw + j] = x[a, h, w]``: ``x`` [A, H, W] repeated ``rh`` x ``rw``
+    times into ``out`` [A, H*rh, W*rw] (channels-first inputs; channels-last ones take
+    ``resample_linear``)."""
+    A, H, W = x.shape
+    OW = W * rw
     for a in range(A):
         for h in range(H):
-            if B == 1:
-                xr = x3[a, h]
-                o0 = o3[a, h * rh]
-                if rw == 2:
-                    for w in range(W):
-                        v = xr[w]
-                        o0[2 * w] = v
-                        o0[2 * w + 1] = v
-                else:
-                    for w in range(W):
-                        v = xr[w]
-                        for j in range(rw):
-                            o0[np.uint64(w * rw + j)] = v
-                for i in range(1, rh):
-                    o3[a, h * rh + i] = o0
-            else:
-                xr = x[a, h]
-                o4 = out[a, h * rh]
+            xr = x[a, h]
+            o0 = out[a, h * rh]
+            if rw == 2:
                 for w in range(W):
-                    xb = xr[w]
+                    v = xr[w]
+                    o0[2 * w] = v
+                    o0[2 * w + 1] = v
+            else:
+                for w in range(W):
+                    v = xr[w]
                     for j in range(rw):
-                        ob = o4[np.uint64(w * rw + j)]
-                        for b in range(B):
-                            ob[b] = xb[b]
-                for i in range(1, rh):
-                    out[a, h * rh + i] = o4
+                        o0[np.uint64(w * rw + j)] = v
+            for i in range(1, rh):
+                oi = out[a, h * rh + i]
+                for k in range(OW):
+                    oi[k] = o0[k]
 
 
 @kernel(error_model="numpy")
 def upsample_nearest_backward(g, gx, rh, rw):
-    """The adjoint of ``upsample_nearest``: ``gx[a, h, w, :]`` = the sum of its ``rh`` x ``rw``
+    """The adjoint of ``upsample_nearest``: ``gx[a, h, w]`` = the sum of its ``rh`` x ``rw``
     block of ``g`` (``gx`` zeroed by the caller)."""
-    A, H, W, B = gx.shape
-    if B == 1:
-        g3 = g.reshape((A, H * rh, W * rw))
-        gx3 = gx.reshape((A, H, W))
+    A, H, W = gx.shape
     for a in range(A):
         for h in range(H):
+            gr = gx[a, h]
             for i in range(rh):
-                if B == 1:
-                    gr = gx3[a, h]
-                    gi = g3[a, h * rh + i]
-                    if rw == 2:
-                        for w in range(W):
-                            gr[w] += gi[2 * w] + gi[2 * w + 1]
-                    else:
-                        for w in range(W):
-                            t = gr[w]
-                            for j in range(rw):
-                                t += gi[np.uint64(w * rw + j)]
-                            gr[w] = t
-                else:
-                    gr4 = gx[a, h]
-                    gi4 = g[a, h * rh + i]
+                gi = g[a, h * rh + i]
+                if rw == 2:
                     for w in range(W):
-                        ob = gr4[w]
+                        gr[w] += gi[2 * w] + gi[2 * w + 1]
+                else:
+                    for w in range(W):
+                        t = gr[w]
                         for j in range(rw):
-                            gb = gi4[np.uint64(w * rw + j)]
-                            for b in range(B):
-                                ob[b] += gb[b]
+                            t += gi[np.uint64(w * rw + j)]
+                        gr[w] = t
 
 
 @kernel(error_model="numpy")

@@ -41,7 +41,7 @@ class Resample2D(Function):
         out = np.empty(self.view_out, dt)
         k = _kernels()
         if self.reps is not None:
-            k.upsample_nearest(x4, out, *self.reps)
+            k.upsample_nearest(x4[..., 0], out[..., 0], *self.reps)
         else:
             ih0, ih1, fh, iw0, iw1, fw = self.taps
             k.resample_linear(x4, ih0, ih1, fh.astype(dt), iw0, iw1, fw.astype(dt), out)
@@ -53,7 +53,7 @@ class Resample2D(Function):
         k = _kernels()
         gx = np.zeros(self.view_in, dt)
         if self.reps is not None:
-            k.upsample_nearest_backward(g4, gx, *self.reps)
+            k.upsample_nearest_backward(g4[..., 0], gx[..., 0], *self.reps)
         else:
             ih0, ih1, fh, iw0, iw1, fw = self.taps
             k.resample_linear_backward(g4, ih0, ih1, fh.astype(dt), iw0, iw1, fw.astype(dt), gx)

@@ -154,10 +154,10 @@ def _resample_cpu(x, axes, taps, channel_last):
     out_shape = list(shape)
     for ax, t in zip(axes, taps[-len(axes):]):
         out_shape[ax] = len(t[0])
-    if all(t[3] is not None for t in taps):
+    if b_ == 1 and all(t[3] is not None for t in taps):
         return Resample2D([a_] + sp_in + [b_], [a_] + sp_out + [b_], out_shape,
                           reps=(taps[0][3], taps[1][3]))(x)
-    flat = (taps[0][0], taps[0][1], taps[0][2], taps[1][0], taps[1][1], taps[1][2])
+    flat = (taps[0][0], taps[0][1], taps[0][2], taps[1][0], taps[1][1], taps[1][2])   # also nearest: f = 0
     return Resample2D([a_] + sp_in + [b_], [a_] + sp_out + [b_], out_shape, taps=flat)(x)
 
 
