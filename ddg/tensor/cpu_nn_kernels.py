@@ -436,13 +436,19 @@ def rows_norm_backward(x, w, g, mean, rstd, P, K, gx, gw, gb):
 
 
 @kernel(error_model="numpy")
-def channel_stats(x, s1, s2, shift):
-    """Per channel of ``x`` [A, C, S]: shifted sums ``s1 = sum(x - shift)``, ``s2 = sum((x -
-    shift)^2)`` (float64 [C], accumulated into)."""
+def batch_norm_forward(x, w, b, eps, y, mean, var, rstd):
+    """Training batch norm of ``x`` [A, C, S] (statistics over A and S per channel): the
+    float64 ``mean``, biased ``var`` and ``rstd`` [C] written, then
+    ``y = (x - mean) * (w * rstd) + b`` (the mean's rounding to x's dtype compensated)."""
     A, C, S = x.shape
+    n = A * S
+    s1 = np.zeros(C)
+    s2 = np.zeros(C)
+    for c in range(C):
+        mean[c] = x[0, c, 0]             # the shift
     for a in range(A):
         for c in range(C):
-            sh = shift[c]
+            sh = mean[c]
             blk = x[a, c]
             t1 = 0.0
             t2 = 0.0
@@ -452,47 +458,68 @@ def channel_stats(x, s1, s2, shift):
                 t2 += d * d
             s1[c] += t1
             s2[c] += t2
-
-
-@kernel(error_model="numpy")
-def channel_grad_sums(x, g, mean, rstd, sg, sgx):
-    """Per channel of ``x``, ``g`` [A, C, S]: ``sg = sum(g)``, ``sgx = sum(g * xhat)`` with
-    ``xhat = (x - mean) * rstd`` (float64 [C], accumulated into)."""
-    A, C, S = x.shape
+    for c in range(C):
+        m1 = s1[c] / n
+        v = s2[c] / n - m1 * m1
+        v = 0.0 if v < 0.0 else v
+        mean[c] += m1
+        var[c] = v
+        rstd[c] = 1.0 / math.sqrt(v + eps)
     for a in range(A):
         for c in range(C):
             mu = _as(x[0, 0, 0], mean[c])
-            rs = _as(x[0, 0, 0], rstd[c])
-            dl = _as(x[0, 0, 0], (mean[c] - np.float64(mu)) * rstd[c])
+            q64 = np.float64(w[c]) * rstd[c]
+            q = _as(mu, q64)
+            t = _as(mu, np.float64(b[c]) - q64 * (mean[c] - np.float64(mu)))
             xb = x[a, c]
-            gb = g[a, c]
+            yb = y[a, c]
+            for s in range(S):
+                yb[s] = (xb[s] - mu) * q + t
+
+
+@kernel(error_model="numpy")
+def batch_norm_backward(x, g, w, mean, rstd, g_mean, g_var, gx, gw, gb):
+    """The gradients of ``batch_norm_forward``: ``gw = sum(g * xhat)``, ``gb = sum(g)``
+    (float64 [C], written), and ``gx = p g + q (x - mean) + t`` per channel with
+    ``p = w rstd``, ``q = (2 g_var - p rstd gw) / n``, ``t = (g_mean - p gb) / n`` (``g_mean``,
+    ``g_var``: the gradients of the batch statistics, zeros when they have none); ``gx`` is
+    skipped when it has size 0."""
+    A, C, S = x.shape
+    n = A * S
+    for c in range(C):
+        gw[c] = 0.0
+        gb[c] = 0.0
+    for a in range(A):
+        for c in range(C):
+            mu = _as(x[0, 0, 0], mean[c])
+            rs = _as(mu, rstd[c])
+            dl = _as(mu, (mean[c] - np.float64(mu)) * rstd[c])
+            xb = x[a, c]
+            gbk = g[a, c]
             t1 = 0.0
             t2 = 0.0
             for s in range(S):
-                gv = gb[s]
+                gv = gbk[s]
                 t1 += gv
                 t2 += gv * ((xb[s] - mu) * rs - dl)
-            sg[c] += t1
-            sgx[c] += t2
-
-
-@kernel(error_model="numpy")
-def channel_apply(x, g, mean, p, q, t, out):
-    """``out = p[c] * g + q[c] * (x - mean[c]) + t[c]`` over ``x``, ``g``, ``out`` [A, C, S]
-    (batch norm's output with p = 0, and its input gradient); ``mean`` must hold values of
-    x's dtype (the caller moves the rounding error into ``t``)."""
-    A, C, S = x.shape
+            gb[c] += t1
+            gw[c] += t2
+    if gx.size == 0:
+        return
     for a in range(A):
         for c in range(C):
             mu = _as(x[0, 0, 0], mean[c])
-            pc = _as(x[0, 0, 0], p[c])
-            qc = _as(x[0, 0, 0], q[c])
-            tc = _as(x[0, 0, 0], t[c])
+            p64 = np.float64(w[c]) * rstd[c]
+            q64 = (2.0 * g_var[c] - p64 * rstd[c] * gw[c]) / n
+            t64 = (g_mean[c] - p64 * gb[c]) / n - q64 * (mean[c] - np.float64(mu))
+            p = _as(mu, p64)
+            q = _as(mu, q64)
+            t = _as(mu, t64)
             xb = x[a, c]
-            gb = g[a, c]
-            ob = out[a, c]
+            gbk = g[a, c]
+            ob = gx[a, c]
             for s in range(S):
-                ob[s] = pc * gb[s] + qc * (xb[s] - mu) + tc
+                ob[s] = p * gbk[s] + q * (xb[s] - mu) + t
 
 
 # -- embedding ------------------------------------------------------------------------------------

@@ -45,11 +45,6 @@ def _channel_view(a, c_axis):
     return a, t.reshape(int(np.prod(shape[:p])), shape[p], int(np.prod(shape[p + 1:]))), perm
 
 
-def _round_off(v, dt):
-    """``v - v.astype(dt)`` in float64: what rounding the float64 ``v`` to ``dt`` loses."""
-    return v - v.astype(dt).astype(np.float64)
-
-
 def _view3(b, perm, shape3):
     return b.transpose(perm).reshape(shape3)
 
@@ -126,11 +121,12 @@ class BatchNormAffine(Function):
     and, like ``Standardize(stats=True)``, the batch mean and biased variance (keepdims
     shape). ``w`` and ``b`` are per-channel vectors.
 
-    One op instead of a standardization and two broadcasting ops. On numpy (compiled
-    kernels, ``cpu_nn_kernels``) forward makes 2 whole-array passes (the statistics as
-    shifted float64 sums, then ``y = (x - mean) * (w * rstd) + b``) and backward 2 (the
-    per-channel sums ``sum(g)``, ``sum(g * xhat)``, then ``dx = p g + q (x - mean) + t`` with
-    per-channel ``p``, ``q``, ``t``); it keeps ``x``. On cupy forward makes 6 array passes
+    One op instead of a standardization and two broadcasting ops. On numpy it is one
+    compiled kernel each way (``cpu_nn_kernels.batch_norm_forward``/``_backward``) of 2
+    whole-array passes: forward the statistics as shifted float64 sums, then
+    ``y = (x - mean) * (w * rstd) + b``; backward the per-channel sums ``sum(g)``,
+    ``sum(g * xhat)``, then ``dx = p g + q (x - mean) + t`` with per-channel ``p``, ``q``,
+    ``t``; it keeps ``x``. On cupy forward makes 6 array passes
     (mean, x - mean, its square's mean, xhat, y = xhat * w + b), backward 6, and keeps
     ``xhat``. Every full-size result is laid out like ``x`` (so a conv net's
     batch-innermost arrays stay so).
@@ -170,56 +166,33 @@ class BatchNormAffine(Function):
         self.save_inputs = (0, 1)     # backward reads x itself, not xhat
         dt = x.dtype
         x, x3, perm = _channel_view(x, c_axis)
-        k = _kernels()
         c = x3.shape[1]
-        n = x3.shape[0] * x3.shape[2]
-        shift = x3[0, :, 0].astype(np.float64)
-        s1, s2 = np.zeros(c), np.zeros(c)
-        k.channel_stats(x3, s1, s2, shift)
-        m1 = s1 / n
-        var = np.maximum(s2 / n - m1 * m1, 0.0)
-        mean = shift + m1
-        rstd = 1.0 / np.sqrt(var + self.eps)
-        w64 = w.astype(np.float64)
+        mean, var, rstd = np.empty(c), np.empty(c), np.empty(c)
         y = np.empty_like(x)
-        q = w64 * rstd
-        k.channel_apply(x3, x3, mean.astype(dt), np.zeros(c, dt), q.astype(dt), (b - q * _round_off(mean, dt)).astype(dt),
-                        _view3(y, perm, x3.shape))
-        self.x, self.x3, self.perm, self.mean64, self.rstd64, self.w64 = x, x3, perm, mean, rstd, w64
-        self.wdt = w.dtype
+        _kernels().batch_norm_forward(x3, w.astype(dt, copy=False), b.astype(dt, copy=False), self.eps,
+                                      _view3(y, perm, x3.shape), mean, var, rstd)
+        self.x, self.x3, self.perm, self.mean64, self.rstd64 = x, x3, perm, mean, rstd
+        self.wx, self.wdt = w.astype(dt, copy=False), w.dtype
         shape = [1] * x.ndim
         shape[c_axis] = c
         return y, mean.astype(dt).reshape(shape), var.astype(dt).reshape(shape)
 
     def _backward_cpu(self, grads):
         g, g_mean, g_var = grads
-        x, x3, perm, mean, rstd, w = self.x, self.x3, self.perm, self.mean64, self.rstd64, self.w64
-        dt = x.dtype
+        x, x3 = self.x, self.x3
         c = x3.shape[1]
-        n = x3.shape[0] * x3.shape[2]
-        k = _kernels()
         if g is None:
             g = np.zeros_like(x)
-        g3 = _view3(_like(x, g), perm, x3.shape)
-        sg, sgx = np.zeros(c), np.zeros(c)
-        k.channel_grad_sums(x3, g3, mean, rstd, sg, sgx)
+        g3 = _view3(_like(x, g), self.perm, x3.shape)
+        gm = np.zeros(c) if g_mean is None else g_mean.reshape(-1).astype(np.float64)
+        gv = np.zeros(c) if g_var is None else g_var.reshape(-1).astype(np.float64)
+        gw, gb = np.empty(c), np.empty(c)
         needs = self.needs
-        gx = None
-        if needs[0]:
-            # gx = p g + q (x - mean) + t, per channel
-            p = w * rstd
-            q = -p * rstd * sgx / n
-            t = -p * sg / n
-            if g_mean is not None:
-                t += g_mean.reshape(-1).astype(np.float64) / n
-            if g_var is not None:
-                q += 2.0 * g_var.reshape(-1).astype(np.float64) / n
-            gx = np.empty_like(x)
-            t -= q * _round_off(mean, dt)
-            k.channel_apply(x3, g3, mean.astype(dt), p.astype(dt), q.astype(dt), t.astype(dt),
-                            _view3(gx, perm, x3.shape))
+        gx = np.empty_like(x) if needs[0] else np.empty((1, 0, 1), x.dtype)
+        _kernels().batch_norm_backward(x3, g3, self.wx, self.mean64, self.rstd64, gm, gv,
+                                       _view3(gx, self.perm, x3.shape) if needs[0] else gx, gw, gb)
         wdt = self.wdt
-        return (gx, sgx.astype(wdt) if needs[1] else None, sg.astype(wdt) if needs[2] else None)
+        return (gx if needs[0] else None, gw.astype(wdt) if needs[1] else None, gb.astype(wdt) if needs[2] else None)
 
     def backward(self, grads):
         if getattr(self, "x3", None) is not None:
@@ -263,7 +236,7 @@ class BatchNormAffine(Function):
         # x = xhat / rstd + mean on cupy, where the mean is not kept (none of the gradients
         # depends on it); x itself on numpy
         cpu = getattr(self, "x3", None) is not None
-        w = self.w64.astype(self.wdt) if cpu else self.w.reshape(-1)
+        w = self.wx.astype(self.wdt) if cpu else self.w.reshape(-1)
         ins = [live_input(self, 0, self.x if cpu else self.xhat / self.rstd), live_input(self, 1, w),
                live_input(self, 2, w * 0)]
         with enable_grad():
