@@ -35,10 +35,12 @@ def _lin_matrix(n_in, n_out, align_corners, align_mode=0, nearest=False):
 
 # (input shape, interpolate kwargs, data_format, reference matrices' arguments per spatial axis)
 CASES = {
-    "nearest2x": ((2, 3, 4, 5), dict(scale_factor=2, mode="nearest"), "NCHW", [(4, 8, False, 0, True), (5, 10, False, 0, True)]),
+    "nearest2x": ((2, 3, 4, 5), dict(scale_factor=2, mode="nearest"), "NCHW",
+                  [(4, 8, False, 0, True), (5, 10, False, 0, True)]),
     "nearest3x2_nhwc": ((2, 4, 3, 3), dict(scale_factor=(3, 2), mode="nearest"), "NHWC",
                         [(4, 12, False, 0, True), (3, 6, False, 0, True)]),
-    "nearest_size": ((1, 2, 5, 4), dict(size=[3, 7], mode="nearest"), "NCHW", [(5, 3, False, 0, True), (4, 7, False, 0, True)]),
+    "nearest_size": ((1, 2, 5, 4), dict(size=[3, 7], mode="nearest"), "NCHW",
+                     [(5, 3, False, 0, True), (4, 7, False, 0, True)]),
     "bilinear_ac": ((2, 2, 4, 5), dict(size=[7, 9], mode="bilinear", align_corners=True), "NCHW",
                     [(4, 7, True), (5, 9, True)]),
     "bilinear_half": ((2, 2, 4, 5), dict(size=[6, 3], mode="bilinear"), "NCHW", [(4, 6, False), (5, 3, False)]),
