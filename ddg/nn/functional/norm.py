@@ -134,8 +134,8 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, epsilon=1e-05, name=
     for t, what in ((weight, "weight"), (bias, "bias")):
         if t is not None and t.size != size:
             raise ValueError(f"ddg.nn.functional.{op}: {what} has shape {t.shape}, expected {size} entries")
-    if _on_cpu(x):
-        return _row_norm(x, x.size // size if size else 0, 1, size, epsilon, weight, bias)
+    if _on_cpu(x) and x.size:
+        return _row_norm(x, x.size // size, 1, size, epsilon, weight, bias)
     y = Standardize(tuple(range(x.ndim - k, x.ndim)), epsilon)(x)
     if weight is not None:
         y = y * (weight if weight.shape == normalized_shape else M.reshape(weight, normalized_shape))
