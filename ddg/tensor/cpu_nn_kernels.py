@@ -1,7 +1,7 @@
 """numba CPU kernels of the neural-network layers that numpy cannot run in one or two
 whole-array passes: activations (forward, and backward ``g * f'(x)``), normalizations
 (statistics, standardization and affine part in one kernel; backward in one), embedding
-backward (a segment sum) and nearest/bilinear upsampling.
+backward (a scatter-add of rows) and nearest/bilinear upsampling.
 
 Kernels take contiguous numpy float32/float64 arrays only (``ddg.tensor.compiled.kernel``):
 cupy arrays keep the ops' array-module code, float16/bfloat16 are computed in float32.
