@@ -17,7 +17,10 @@ family per module:
 ``fft``            discrete Fourier transforms, real/imag/conj
 ``activation``     activations as single ops (gelu, silu, softplus...)
 ``nn_ops``         softmax, log_softmax, softmax-cross-entropy, linear, dropout
-``norm``           standardization (the core of batch/layer/group/instance norm)
+``norm``           standardization (the core of batch/layer/group/instance norm);
+                   batch norm and layer/group/instance norm with their affine part
+``embedding``      embedding lookup (gather of rows, scatter-add backward)
+``resample``       interpolate/upsample of 1-D and 2-D inputs (nearest, linear)
 ``conv``           2-D conv2d, conv2d_transpose, unfold (im2col)
 ``pooling``        2-D max and average pooling
 ``conv3d``         convolution, transposed convolution and pooling on any number

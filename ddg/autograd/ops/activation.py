@@ -1,6 +1,10 @@
-"""Activations as single ops: one node each, forward and backward in a few whole-array passes
-(in place where the temporaries are the op's own), instead of a composite of 3-6 nodes that
-each cost a pass and a temporary forward and backward.
+"""Activations as single ops: one node each, instead of a composite of 3-6 nodes that each
+cost a pass and a temporary forward and backward.
+
+On numpy (float32/float64; float16/bfloat16 computed in float32) forward and backward are
+one compiled pass each (``ddg/tensor/cpu_nn_kernels.py``: ``act_forward`` computes ``f(x)``,
+``act_backward`` ``g * f'(x)`` from the saved input). On cupy they are a few whole-array
+passes (in place where the temporaries are the op's own): ``fn`` and ``deriv`` below.
 
 Each op keeps its input (and, where backward needs it, one intermediate array such as
 GELU's ``Phi(x)``). ``backward`` multiplies the incoming gradient by the derivative;
@@ -8,8 +12,9 @@ GELU's ``Phi(x)``). ``backward`` multiplies the incoming gradient by the derivat
 of derivative is available. The gradients at kinks are Paddle's (each op says which).
 float16/bfloat16 inputs are computed in float32 and returned in their dtype.
 
-The array kernels (the normal CDF, ``erf`` without scipy, sigmoid, softplus, clamp) are in
-``ddg/tensor/kernels.py``, with their error bounds.
+The array-module pieces (the normal CDF, sigmoid, softplus, clamp) are in
+``ddg/tensor/kernels.py``; the compiled float32 polynomials' error bounds are in
+``cpu_nn_kernels.py``.
 """
 import math
 
@@ -17,7 +22,7 @@ import numpy as np
 
 from ...tensor import backend
 from ...tensor.dtypes import upcast
-from ...tensor.kernels import clamp, erf, normal_cdf
+from ...tensor.kernels import clamp, normal_cdf
 from ...tensor.kernels import mask01 as _mask
 from ...tensor.kernels import sigmoid as _sigmoid
 from ...tensor.kernels import softplus as _softplus
@@ -30,14 +35,45 @@ _TANH_K = math.sqrt(2 / math.pi)
 _TANH_C = 0.044715
 
 
+def _kernels():
+    from ...tensor import cpu_nn_kernels  # noqa: PLC0415 - imports numba on the first numpy call
+    return cpu_nn_kernels
+
+
+def _dense_like(a):
+    """``(a, out)``: ``a`` (copied if it is not dense) and an empty array laid out like it, so
+    that both flatten (``ravel("K")``) to views in the same element order."""
+    out = np.empty_like(a)
+    if out.strides != a.strides:
+        a = np.ascontiguousarray(a)
+        out = np.empty_like(a)
+    return a, out
+
+
 class _Activation(Function):
-    """``out = f(x)``; ``backward``: ``g * f'(x)`` from ``self.deriv(xp)`` (an array it may
-    overwrite); ``backward_graph``: ``g * self.deriv_graph(x)`` with x the live input."""
+    """``out = f(x)``; ``backward``: ``g * f'(x)``. On numpy: the compiled kernels for
+    activation ``kind`` (a code's name in ``cpu_nn_kernels``) with ``params()``; on cupy: ``self.fn(xp, a)`` and
+    ``self.deriv(xp)`` (an array it may overwrite). ``backward_graph``: ``g * self.deriv_graph(x)``
+    with x the live input."""
     save_inputs = True
+    kind = None
+
+    def params(self):
+        return ()
+
+    def _pvals(self, dt):
+        p = tuple(self.params()) + (0.0,) * (3 - len(self.params()))
+        return tuple(dt.type(v) for v in p)
 
     def forward(self, a):
         self.dtype = a.dtype
         a = upcast(a)
+        if type(a) is np.ndarray:
+            a, out = _dense_like(a)
+            self.a = a
+            k = _kernels()
+            k.act_forward(getattr(k, self.kind), a.ravel("K"), out.ravel("K"), *self._pvals(a.dtype))
+            return out
         if a.ndim == 0:   # in-place steps need arrays, not numpy scalars
             a = a.reshape(1)
             self.a = a
@@ -46,6 +82,8 @@ class _Activation(Function):
         return self.fn(backend.get_array_module(a), a)
 
     def backward(self, g):
+        if type(self.a) is np.ndarray:
+            return self._backward_cpu(g)
         if g.ndim == 0:
             g = g.reshape(1)
             return self.backward(g).reshape(())
@@ -54,6 +92,17 @@ class _Activation(Function):
             d *= g
             return d
         return (d * g).astype(self.dtype, copy=False)
+
+    def _backward_cpu(self, g):
+        a = self.a
+        out = np.empty_like(a)
+        if g.strides != a.strides or g.dtype != a.dtype or g.shape != a.shape:   # a's layout and dtype
+            g2 = np.empty_like(a)
+            g2[...] = g
+            g = g2
+        k = _kernels()
+        k.act_backward(getattr(k, self.kind), a.ravel("K"), g.ravel("K"), out.ravel("K"), *self._pvals(a.dtype))
+        return out if out.dtype == self.dtype else out.astype(self.dtype)
 
     def backward_graph(self, g):
         x = live_input(self, 0, self.a)
@@ -69,6 +118,7 @@ class Gelu(_Activation):
 
     def __init__(self, approximate=False):
         self.approximate = bool(approximate)
+        self.kind = "GELU_TANH" if self.approximate else "GELU"
 
     def fn(self, xp, a):
         dt = a.dtype.type
@@ -119,6 +169,7 @@ class Gelu(_Activation):
 
 class Silu(_Activation):
     """``x * sigmoid(x)``; derivative ``s (1 + x (1 - s))``."""
+    kind = "SILU"
 
     def fn(self, xp, a):
         self.s = _sigmoid(xp, a)
@@ -139,6 +190,7 @@ class Silu(_Activation):
 
 class Mish(_Activation):
     """``x * tanh(softplus(x))``; derivative ``t + x (1 - t^2) sigmoid(x)``."""
+    kind = "MISH"
 
     def fn(self, xp, a):
         t = _softplus(xp, a)
@@ -162,8 +214,13 @@ class Mish(_Activation):
 class LeakyRelu(_Activation):
     """``x`` where ``x >= 0``, else ``slope * x`` (gradient 1 at 0, as Paddle)."""
 
+    kind = "LEAKY"
+
     def __init__(self, slope):
         self.slope = float(slope)
+
+    def params(self):
+        return (self.slope,)
 
     def fn(self, xp, a):
         s = a.dtype.type(self.slope)
@@ -190,8 +247,13 @@ class Elu(_Activation):
     c 1), SELU (c 1), CELU (scale 1, c alpha). Gradient at 0 is the left branch's slope
     ``scale * alpha / c``, as Paddle."""
 
+    kind = "ELU"
+
     def __init__(self, alpha, scale=1.0, c=1.0):
         self.alpha, self.scale, self.c = float(alpha), float(scale), float(c)
+
+    def params(self):
+        return self.alpha, self.scale, 1 / self.c
 
     def fn(self, xp, a):
         dt = a.dtype.type
@@ -229,8 +291,13 @@ class Elu(_Activation):
 class Softplus(_Activation):
     """``log(1 + exp(beta x)) / beta``, and ``x`` where ``beta x > threshold``."""
 
+    kind = "SOFTPLUS"
+
     def __init__(self, beta, threshold):
         self.beta, self.threshold = float(beta), float(threshold)
+
+    def params(self):
+        return self.beta, self.threshold, 1 / self.beta
 
     def fn(self, xp, a):
         dt = a.dtype.type
@@ -259,6 +326,7 @@ class Softplus(_Activation):
 
 class LogSigmoid(_Activation):
     """``log(sigmoid(x)) = -softplus(-x)``; derivative ``sigmoid(-x)``."""
+    kind = "LOGSIGMOID"
 
     def fn(self, xp, a):
         out = _softplus(xp, -a)
@@ -274,6 +342,7 @@ class LogSigmoid(_Activation):
 
 class Hardswish(_Activation):
     """``x * clip(x + 3, 0, 6) / 6``; gradient 0 at -3 and 1 at 3, as Paddle."""
+    kind = "HARDSWISH"
 
     def fn(self, xp, a):
         dt = a.dtype.type
@@ -302,8 +371,13 @@ class Hardsigmoid(_Activation):
     """``clip(slope x + offset, 0, 1)``; gradient ``slope`` strictly inside, 0 at the kinks
     (as Paddle)."""
 
+    kind = "HARDSIGMOID"
+
     def __init__(self, slope, offset):
         self.slope, self.offset = float(slope), float(offset)
+
+    def params(self):
+        return self.slope, self.offset
 
     def fn(self, xp, a):
         dt = a.dtype.type
@@ -325,6 +399,7 @@ class Hardsigmoid(_Activation):
 
 class Tanhshrink(_Activation):
     """``x - tanh(x)``; derivative ``tanh(x)^2``."""
+    kind = "TANHSHRINK"
 
     def fn(self, xp, a):
         self.t = xp.tanh(a)
@@ -340,6 +415,7 @@ class Tanhshrink(_Activation):
 
 class Softsign(_Activation):
     """``x / (1 + |x|)``; derivative ``1 / (1 + |x|)^2``."""
+    kind = "SOFTSIGN"
 
     def fn(self, xp, a):
         d = xp.abs(a)
@@ -364,6 +440,8 @@ class _Piecewise(_Activation):
         return self.mask().astype(self.a.dtype)
 
     def backward(self, g):
+        if type(self.a) is np.ndarray:
+            return self._backward_cpu(g)
         if g.ndim == 0:
             return (g * self.mask().reshape(())).astype(self.dtype, copy=False)
         return (g * self.mask()).astype(self.dtype, copy=False)
@@ -374,9 +452,13 @@ class _Piecewise(_Activation):
 
 class Softshrink(_Piecewise):
     """``x - t`` above ``t``, ``x + t`` below ``-t``, 0 between (gradient 0 at ``±t``)."""
+    kind = "SOFTSHRINK"
 
     def __init__(self, threshold):
         self.threshold = float(threshold)
+
+    def params(self):
+        return (self.threshold,)
 
     def fn(self, xp, a):
         t = a.dtype.type(self.threshold)
@@ -390,9 +472,13 @@ class Softshrink(_Piecewise):
 
 class Hardshrink(_Piecewise):
     """``x`` where ``|x| >= threshold`` (Paddle keeps the bounds), else 0."""
+    kind = "HARDSHRINK"
 
     def __init__(self, threshold):
         self.threshold = float(threshold)
+
+    def params(self):
+        return (self.threshold,)
 
     def fn(self, xp, a):
         return a * _mask(xp.abs(a) >= self.threshold, a.dtype)
@@ -404,8 +490,13 @@ class Hardshrink(_Piecewise):
 class ThresholdedRelu(_Piecewise):
     """``x`` where ``x > threshold``, else ``value``."""
 
+    kind = "THRESHOLDED"
+
     def __init__(self, threshold, value):
         self.threshold, self.value = float(threshold), float(value)
+
+    def params(self):
+        return self.threshold, self.value
 
     def fn(self, xp, a):
         m = _mask(a > self.threshold, a.dtype)

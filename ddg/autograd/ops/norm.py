@@ -17,10 +17,45 @@ kernel, when they are None: the statistics were not differentiated):
 
     dx += g_mean / n + g_var * 2 * (x - mean) / n,    x - mean = xhat / rstd
 """
+import numpy as np
+
 from ...tensor import backend
 from ...tensor.dtypes import upcast
 from ..function import Function
 from ..higher import live_input
+
+
+def _kernels():
+    from ...tensor import cpu_nn_kernels  # noqa: PLC0415 - imports numba on the first numpy call
+    return cpu_nn_kernels
+
+
+def _channel_view(a, c_axis):
+    """``(a, view, perm)``: ``a`` (copied if it is not dense) and a view of it as [A, C, S]
+    in memory order, C its axis ``c_axis``; ``perm`` puts a's axes in memory order (an array
+    laid out like ``a`` has the same view through it)."""
+    perm = sorted(range(a.ndim), key=lambda i: -a.strides[i])
+    t = a.transpose(perm)
+    if not t.flags.c_contiguous:
+        a = np.ascontiguousarray(a)
+        perm = list(range(a.ndim))
+        t = a
+    p = perm.index(c_axis)
+    shape = t.shape
+    return a, t.reshape(int(np.prod(shape[:p])), shape[p], int(np.prod(shape[p + 1:]))), perm
+
+
+def _view3(b, perm, shape3):
+    return b.transpose(perm).reshape(shape3)
+
+
+def _like(a, g):
+    """``g`` in ``a``'s layout and dtype (copied when it is not)."""
+    if g.strides != a.strides or g.dtype != a.dtype or g.shape != a.shape:
+        g2 = np.empty_like(a)
+        g2[...] = g
+        return g2
+    return g
 
 
 class Standardize(Function):
@@ -86,11 +121,15 @@ class BatchNormAffine(Function):
     and, like ``Standardize(stats=True)``, the batch mean and biased variance (keepdims
     shape). ``w`` and ``b`` are per-channel vectors.
 
-    One op instead of a standardization and two broadcasting ops: forward makes 6
-    whole-array passes (mean, x - mean, its square's mean, xhat, y = xhat * w + b),
-    backward 6 (the two per-channel sums ``sum(g)``, ``sum(g * xhat)`` and
-    ``dx = g * (w * rstd) - xhat * k - m``, with per-channel ``k`` and ``m``), every
-    full-size result laid out like ``x`` (so a conv net's batch-innermost arrays stay so).
+    One op instead of a standardization and two broadcasting ops. On numpy it is one
+    compiled kernel each way (``cpu_nn_kernels.batch_norm_forward``/``_backward``) of 2
+    whole-array passes: forward the statistics as shifted float64 sums, then
+    ``y = (x - mean) * (w * rstd) + b``; backward the per-channel sums ``sum(g)``,
+    ``sum(g * xhat)``, then ``dx = p g + q (x - mean) + t`` with per-channel ``p``, ``q``,
+    ``t``; it keeps ``x``. On cupy forward makes 6 array passes
+    (mean, x - mean, its square's mean, xhat, y = xhat * w + b), backward 6, and keeps
+    ``xhat``. Every full-size result is laid out like ``x`` (so a conv net's
+    batch-innermost arrays stay so).
     """
     save_inputs = (1,)   # w (backward reads it); x itself is not kept, only xhat
     none_grads = True
@@ -104,6 +143,8 @@ class BatchNormAffine(Function):
         xp = backend.get_array_module(x)
         x = upcast(x)
         c_axis = next(i for i in range(x.ndim) if i not in self.axes)
+        if xp is np:
+            return self._forward_cpu(x, w, b, c_axis)
         shape = [1] * x.ndim
         shape[c_axis] = -1
         dt = x.dtype
@@ -120,7 +161,42 @@ class BatchNormAffine(Function):
         self.xhat, self.rstd, self.w = xhat, rstd, w
         return y, mean, var
 
+    def _forward_cpu(self, x, w, b, c_axis):
+        # statistics in one pass (shifted float64 sums), the output in another
+        self.save_inputs = (0, 1)     # backward reads x itself, not xhat
+        dt = x.dtype
+        x, x3, perm = _channel_view(x, c_axis)
+        c = x3.shape[1]
+        mean, var, rstd = np.empty(c), np.empty(c), np.empty(c)
+        y = np.empty_like(x)
+        _kernels().batch_norm_forward(x3, w.astype(dt, copy=False), b.astype(dt, copy=False), self.eps,
+                                      _view3(y, perm, x3.shape), mean, var, rstd)
+        self.x, self.x3, self.perm, self.mean64, self.rstd64 = x, x3, perm, mean, rstd
+        self.wx, self.wdt = w.astype(dt, copy=False), w.dtype
+        shape = [1] * x.ndim
+        shape[c_axis] = c
+        return y, mean.astype(dt).reshape(shape), var.astype(dt).reshape(shape)
+
+    def _backward_cpu(self, grads):
+        g, g_mean, g_var = grads
+        x, x3 = self.x, self.x3
+        c = x3.shape[1]
+        if g is None:
+            g = np.zeros_like(x)
+        g3 = _view3(_like(x, g), self.perm, x3.shape)
+        gm = np.zeros(c) if g_mean is None else g_mean.reshape(-1).astype(np.float64)
+        gv = np.zeros(c) if g_var is None else g_var.reshape(-1).astype(np.float64)
+        gw, gb = np.empty(c), np.empty(c)
+        needs = self.needs
+        gx = np.empty_like(x) if needs[0] else np.empty((1, 0, 1), x.dtype)
+        _kernels().batch_norm_backward(x3, g3, self.wx, self.mean64, self.rstd64, gm, gv,
+                                       _view3(gx, self.perm, x3.shape) if needs[0] else gx, gw, gb)
+        wdt = self.wdt
+        return (gx if needs[0] else None, gw.astype(wdt) if needs[1] else None, gb.astype(wdt) if needs[2] else None)
+
     def backward(self, grads):
+        if getattr(self, "x3", None) is not None:
+            return self._backward_cpu(grads)
         g, g_mean, g_var = grads
         xhat, rstd, w, axes = self.xhat, self.rstd, self.w, self.axes
         xp = backend.get_array_module(xhat)
@@ -157,9 +233,12 @@ class BatchNormAffine(Function):
         # xhat) and differentiated by the engine, so every order is available
         from ..engine import grad as _grad
         from ..grad_mode import enable_grad
-        # x = xhat / rstd + mean; the mean is not kept, and none of the gradients depends on it
-        ins = [live_input(self, 0, self.xhat / self.rstd), live_input(self, 1, self.w.reshape(-1)),
-               live_input(self, 2, self.w.reshape(-1) * 0)]
+        # x = xhat / rstd + mean on cupy, where the mean is not kept (none of the gradients
+        # depends on it); x itself on numpy
+        cpu = getattr(self, "x3", None) is not None
+        w = self.wx.astype(self.wdt) if cpu else self.w.reshape(-1)
+        ins = [live_input(self, 0, self.x if cpu else self.xhat / self.rstd), live_input(self, 1, w),
+               live_input(self, 2, w * 0)]
         with enable_grad():
             y, mean, var = Standardize(self.axes, self.eps, stats=True)(ins[0])
             shape = [1] * y.ndim
@@ -170,3 +249,80 @@ class BatchNormAffine(Function):
         got = iter(_grad([o for o, _ in pairs], targets, [gg for _, gg in pairs], create_graph=True,
                          allow_unused=True))
         return tuple(next(got) if need else None for need in self.needs)
+
+
+class RowNorm(Function):
+    """Layer, group and instance norm on numpy, affine part included: the input seen as rows
+    [R, M] is standardized per row (statistics as shifted float64 sums), then
+    ``y = xhat * w[j] + b[j]`` with ``j = (r % P) * K + m // (M // K)``: layer norm P = 1,
+    K = M; group norm P = groups, K = channels per group; instance norm P = channels, K = 1.
+    ``w``/``b`` are optional inputs (``has_w``, ``has_b``), flat with P*K entries.
+
+    Forward is one kernel over each row (its statistics, then its output while it is in
+    cache), backward one (the row's two sums, then its gradient); ``x`` is kept. Outputs
+    ``y`` only (cupy keeps ``Standardize`` and broadcasting ops)."""
+    save_inputs = True
+
+    def __init__(self, rows, P, K, eps, has_w, has_b):
+        self.rows, self.P, self.K, self.eps = int(rows), int(P), int(K), float(eps)
+        self.has_w, self.has_b = bool(has_w), bool(has_b)
+
+    def forward(self, x, *wb):
+        if x.dtype.kind not in "fV":
+            raise TypeError(f"normalization expects a floating-point input, got {x.dtype}")
+        self.shape = x.shape
+        x = upcast(x)
+        dt = x.dtype
+        x2 = np.ascontiguousarray(x).reshape(self.rows, -1)
+        n = self.P * self.K
+        it = iter(wb)
+        w = next(it).astype(dt, copy=False).reshape(-1) if self.has_w else np.ones(n, dt)
+        b = next(it).astype(dt, copy=False).reshape(-1) if self.has_b else np.zeros(n, dt)
+        self.wdt = wb[0].dtype if wb else dt
+        mean, rstd = np.empty(self.rows), np.empty(self.rows)
+        out = np.empty_like(x2)
+        _kernels().rows_norm_forward(x2, w, b, out, mean, rstd, self.P, self.K, dt.type(self.eps))
+        self.x2, self.w, self.mean, self.rstd = x2, w, mean, rstd
+        return out.reshape(self.shape)
+
+    def backward(self, g):
+        x2 = self.x2
+        g2 = np.ascontiguousarray(g, dtype=x2.dtype).reshape(x2.shape)
+        n = self.P * self.K
+        gx = np.empty_like(x2)
+        gw, gb = np.zeros(n), np.zeros(n)
+        _kernels().rows_norm_backward(x2, self.w, g2, self.mean, self.rstd, self.P, self.K, gx, gw, gb)
+        grads = [gx.reshape(self.shape)]
+        i = 1
+        for has, gr in ((self.has_w, gw), (self.has_b, gb)):
+            if has:
+                grads.append(gr.astype(self.wdt) if self.needs[i] else None)
+                i += 1
+        return tuple(grads) if len(grads) > 1 else grads[0]
+
+    def backward_graph(self, g):
+        # the standardization (Standardize over each row's axes) and the affine part
+        # recomputed with ops on the live inputs and differentiated by the engine
+        from ..engine import grad as _grad
+        from ..grad_mode import enable_grad
+        from . import movement as M
+        n_in = 1 + self.has_w + self.has_b
+        ins = [live_input(self, 0, self.x2.reshape(self.shape))]
+        if self.has_w:
+            ins.append(live_input(self, 1, self.w))
+        if self.has_b:
+            ins.append(live_input(self, n_in - 1, np.zeros(self.P * self.K, self.x2.dtype)))
+        with enable_grad():
+            x2 = M.reshape(ins[0], [self.rows // self.P, self.P, self.K, -1])
+            y = Standardize((2, 3), self.eps)(x2)
+            j = 1
+            if self.has_w:
+                y = y * M.reshape(ins[j], [self.P, self.K, 1])
+                j += 1
+            if self.has_b:
+                y = y + M.reshape(ins[j], [self.P, self.K, 1])
+            y = M.reshape(y, list(self.shape))
+        targets = [t for t, need in zip(ins, self.needs) if need]
+        got = iter(_grad([y], targets, [g], create_graph=True, allow_unused=True))
+        out = tuple(next(got) if need else None for need in self.needs)
+        return out if len(out) > 1 else out[0]

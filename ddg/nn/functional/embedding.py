@@ -1,9 +1,7 @@
-"""embedding: rows of a weight matrix picked by integer ids (an integer-array index,
-whose backward scatter-adds into the picked rows)."""
+"""embedding: rows of a weight matrix picked by integer ids (one op,
+``ops.embedding.Embedding``, whose backward scatter-adds into the picked rows)."""
 from ...autograd import function as _function
-from ...autograd.ops import elementwise as E
-from ...autograd.ops import movement as M
-from ...autograd.ops.logic import not_equal
+from ...autograd.ops.embedding import Embedding
 from ...tensor import backend
 
 
@@ -12,7 +10,9 @@ def embedding(x, weight, padding_idx=None, max_norm=None, norm_type=2.0, sparse=
               name=None):
     """Rows of ``weight`` ([num_embeddings, dim]) picked by the integer ids ``x``. Where
     ``x == padding_idx`` the output is zero and that row receives no gradient (Paddle).
-    ``sparse`` is accepted and ignored (gradients are dense). With ``max_norm`` the rows
+    ``sparse`` is accepted and gives the same dense gradient (Paddle's ``sparse=True`` makes
+    the weight's gradient a SelectedRows of one row per lookup, for optimizers that update
+    only those rows; ddg has no sparse gradient type). With ``max_norm`` the rows
     looked up whose ``norm_type``-norm exceeds it are first scaled down to it, in place in
     ``weight`` (Paddle's and PyTorch's rule, ``max_norm / (norm + 1e-7)``)."""
     if scale_grad_by_freq:
@@ -33,16 +33,14 @@ def embedding(x, weight, padding_idx=None, max_norm=None, norm_type=2.0, sparse=
     amp = _function._autocast[0]
     if amp is not None:  # ddg.amp: Paddle black-lists its embedding op (lookup_table_v2) at O1 and O2
         weight = amp.composite("lookup_table_v2", weight)
-    out = M.getitem(weight, x)
+    pidx = -1
     if padding_idx is not None:
         pidx = int(padding_idx)
         if not -n <= pidx < n:
             raise ValueError(f"ddg.nn.functional.embedding: padding_idx {padding_idx} out of range [-{n}, {n})")
         pidx %= n
-        # in ops, not on the raw ids, so that ddg.jit replays the mask on new ids
-        keep = E.cast(M.unsqueeze(not_equal(x, pidx), -1), weight.dtype)
-        out = out * keep
-    return out
+    # the padding rows are zeroed inside the op, on the ids it is given (ddg.jit replays it on new ids)
+    return Embedding(pidx)(weight, x)
 
 
 def _renorm_rows(weight, ids, max_norm, norm_type):

@@ -1,9 +1,11 @@
 """Normalization: batch_norm, layer_norm, group_norm, instance_norm, and normalize
 (division by an L_p norm, a composite of reductions and elementwise ops).
 
-All of them standardize with the one primitive ``ops.norm.Standardize`` (mean and
-biased variance over some axes) and apply the affine part with broadcasting ops, except
-batch norm in training with both weight and bias, which is one op (``BatchNormAffine``).
+On numpy, layer, group and instance norm are one op each with their affine part
+(``ops.norm.RowNorm``, compiled kernels), and batch norm in training with weight and bias
+is one op (``BatchNormAffine``, compiled kernels on numpy). Otherwise (cupy, and batch
+norm without weight or bias) they standardize with the primitive ``ops.norm.Standardize``
+(mean and biased variance over some axes) and apply the affine part with broadcasting ops.
 
 Batch norm follows Paddle: ``momentum`` weighs the OLD running value,
 
@@ -14,11 +16,13 @@ and ``batch_var`` is the biased variance (divided by the number of elements per
 channel, as in Paddle's kernels and documentation; PyTorch uses the unbiased one
 here). ``use_global_stats=None`` means "running statistics unless training".
 """
+import numpy as np
+
 from ...autograd.grad_mode import no_grad
 from ...autograd.ops import elementwise as E
 from ...autograd.ops import movement as M
 from ...autograd.ops import reduce as R
-from ...autograd.ops.norm import BatchNormAffine, Standardize
+from ...autograd.ops.norm import BatchNormAffine, RowNorm, Standardize
 from ...tensor import backend
 from ...tensor.tensor import Tensor
 
@@ -45,6 +49,16 @@ def _affine(y, weight, bias, ndim, axis):
     if bias is not None:
         y = y + _per_channel(bias, ndim, axis)
     return y
+
+
+def _row_norm(x, rows, P, K, eps, weight, bias):
+    """``RowNorm`` with the optional affine inputs (numpy)."""
+    ins = [t for t in (weight, bias) if t is not None]
+    return RowNorm(rows, P, K, eps, weight is not None, bias is not None)(x, *ins)
+
+
+def _on_cpu(x):
+    return type(x._data) is np.ndarray
 
 
 def _check_channels(t, c, what, op):
@@ -120,6 +134,8 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, epsilon=1e-05, name=
     for t, what in ((weight, "weight"), (bias, "bias")):
         if t is not None and t.size != size:
             raise ValueError(f"ddg.nn.functional.{op}: {what} has shape {t.shape}, expected {size} entries")
+    if _on_cpu(x) and x.size:
+        return _row_norm(x, x.size // size, 1, size, epsilon, weight, bias)
     y = Standardize(tuple(range(x.ndim - k, x.ndim)), epsilon)(x)
     if weight is not None:
         y = y * (weight if weight.shape == normalized_shape else M.reshape(weight, normalized_shape))
@@ -140,6 +156,9 @@ def group_norm(x, num_groups, epsilon=1e-05, weight=None, bias=None, data_format
                          f"(input shape {x.shape})")
     _check_channels(weight, c, "weight", op)
     _check_channels(bias, c, "bias", op)
+    if _on_cpu(x) and x.size:
+        y = _row_norm(x, n * g, g, c // g, epsilon, weight, bias)
+        return M.moveaxis(y, 1, axis) if axis != 1 else y
     y = Standardize((2,), epsilon)(M.reshape(x, [n, g, -1]))
     y = _affine(M.reshape(y, x.shape), weight, bias, x.ndim, 1)
     return M.moveaxis(y, 1, axis) if axis != 1 else y
@@ -157,6 +176,10 @@ def instance_norm(x, running_mean=None, running_var=None, weight=None, bias=None
     _check_channels(bias, c, "bias", op)
     if not use_input_stats and running_mean is not None and running_var is not None:
         return batch_norm(x, running_mean, running_var, weight, bias, False, momentum, eps, data_format, True)
+    if _on_cpu(x) and x.size:
+        xc = M.moveaxis(x, axis, 1) if axis != 1 else x
+        y = _row_norm(xc, x.shape[0] * c, c, 1, eps, weight, bias)
+        return M.moveaxis(y, 1, axis) if axis != 1 else y
     axes = tuple(i for i in range(1, x.ndim) if i != axis)
     return _affine(Standardize(axes, eps)(x), weight, bias, x.ndim, axis)
 

@@ -11,6 +11,7 @@ import numpy as np
 from ...autograd.ops import conv as C
 from ...autograd.ops import elementwise as E
 from ...autograd.ops import movement as M
+from ...autograd.ops.resample import Resample2D
 from ...tensor import backend
 from ...tensor.tensor import Tensor
 from .conv import _ntuple
@@ -95,10 +96,11 @@ def _along(w, ndim, axis, x):
     return _const_like(w.astype(x.dtype).reshape(shape), x)
 
 
-def _resample_axis(x, axis, n_out, mode, align_corners, align_mode, scale):
-    n_in = x.shape[axis]
-    if n_out == n_in and (mode == "nearest" or align_corners or align_mode == 0):
-        return x
+def _taps(n_in, n_out, mode, align_corners, align_mode, scale):
+    """The source indices and weights of each output index along one axis: ``(i0, i1, f,
+    rep)``, output k = ``(1 - f[k]) x[i0[k]] + f[k] x[i1[k]]`` (nearest: i1 = i0, f = 0), and
+    ``rep`` the factor when that is an integer nearest upscale (each input repeated), else
+    None. Paddle's index conventions (see ``interpolate``)."""
     k = np.arange(n_out, dtype=np.float64)
     if align_corners:
         ratio = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
@@ -108,21 +110,55 @@ def _resample_axis(x, axis, n_out, mode, align_corners, align_mode, scale):
         src = np.floor(ratio * k + 0.5) if align_corners else np.floor(ratio * k)
         idx = np.clip(src, 0, n_in - 1).astype(np.int64)
         rep = n_out // n_in
-        if n_out == rep * n_in and np.array_equal(idx, np.arange(n_out) // rep):
-            # an integer upscale: each element repeated ``rep`` times, a broadcast view copied
-            # once (backward: strided slices added), not a gather and its scatter-add
-            return M.RepeatEach(axis, rep)(x)
-        return M.index_select(x, _const_like(idx, x), axis)
+        rep = rep if n_out == rep * n_in and np.array_equal(idx, np.arange(n_out) // rep) else None
+        return idx, idx, np.zeros(n_out), rep
+    if n_out == n_in and (align_corners or align_mode == 0):
+        idx = np.arange(n_in, dtype=np.int64)
+        return idx, idx, np.zeros(n_out), 1
     if align_corners or align_mode == 1:
         src = ratio * k
     else:
         src = np.maximum(ratio * (k + 0.5) - 0.5, 0.0)
     i0 = np.minimum(np.floor(src).astype(np.int64), n_in - 1)
     i1 = np.minimum(i0 + 1, n_in - 1)
-    w1 = src - i0
+    return i0, i1, src - i0, None
+
+
+def _resample_axis(x, axis, taps):
+    i0, i1, w1, rep = taps
+    if rep == 1:
+        return x
+    if rep is not None:
+        # an integer upscale: each element repeated ``rep`` times, a broadcast view copied
+        # once (backward: strided slices added), not a gather and its scatter-add
+        return M.RepeatEach(axis, rep)(x)
+    if not w1.any():
+        return M.index_select(x, _const_like(i0, x), axis)
     lo = M.index_select(x, _const_like(i0, x), axis)
     hi = M.index_select(x, _const_like(i1, x), axis)
     return lo * _along(1.0 - w1, x.ndim, axis, x) + hi * _along(w1, x.ndim, axis, x)
+
+
+def _resample_cpu(x, axes, taps, channel_last):
+    """One ``Resample2D`` op for the (one or two) spatial axes of a numpy input."""
+    shape = list(x.shape)
+    n = shape[0]
+    if len(axes) == 1:
+        taps = [(np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1), 1)] + list(taps)
+        sp_in = [1, shape[axes[0]]]
+    else:
+        sp_in = [shape[a] for a in axes]
+    sp_out = [len(t[0]) for t in taps]
+    c = shape[-1] if channel_last else shape[1]
+    a_, b_ = (n, c) if channel_last else (n * c, 1)
+    out_shape = list(shape)
+    for ax, t in zip(axes, taps[-len(axes):]):
+        out_shape[ax] = len(t[0])
+    if b_ == 1 and all(t[3] is not None for t in taps):
+        return Resample2D([a_] + sp_in + [b_], [a_] + sp_out + [b_], out_shape,
+                          reps=(taps[0][3], taps[1][3]))(x)
+    flat = (taps[0][0], taps[0][1], taps[0][2], taps[1][0], taps[1][1], taps[1][2])   # also nearest: f = 0
+    return Resample2D([a_] + sp_in + [b_], [a_] + sp_out + [b_], out_shape, taps=flat)(x)
 
 
 def interpolate(x, size=None, scale_factor=None, mode="nearest", align_corners=False, align_mode=0,
@@ -173,9 +209,14 @@ def interpolate(x, size=None, scale_factor=None, mode="nearest", align_corners=F
         y = adaptive_avg_pool2d(xc, sizes) if nd == 2 else adaptive_avg_pool1d(xc, sizes[0])
         return M.moveaxis(y, 1, -1) if channel_last else y
     kind = "nearest" if mode == "nearest" else "linear"
+    taps = [_taps(x.shape[ax], n_out, kind, align_corners, align_mode, s) for ax, n_out, s in zip(axes, sizes, scales)]
+    if all(t[3] == 1 for t in taps):
+        return x
+    if nd <= 2 and type(x._data) is np.ndarray and x._data.dtype in (np.float32, np.float64):
+        return _resample_cpu(x, axes, taps, channel_last)
     out = x
-    for ax, n_out, s in zip(axes, sizes, scales):
-        out = _resample_axis(out, ax, n_out, kind, align_corners, align_mode, s)
+    for ax, t in zip(axes, taps):
+        out = _resample_axis(out, ax, t)
     return out
 
 
