@@ -305,7 +305,6 @@ class RowNorm(Function):
         # recomputed with ops on the live inputs and differentiated by the engine
         from ..engine import grad as _grad
         from ..grad_mode import enable_grad
-        from . import movement as M
         n_in = 1 + self.has_w + self.has_b
         ins = [live_input(self, 0, self.x2.reshape(self.shape))]
         if self.has_w:
@@ -313,15 +312,15 @@ class RowNorm(Function):
         if self.has_b:
             ins.append(live_input(self, n_in - 1, np.zeros(self.P * self.K, self.x2.dtype)))
         with enable_grad():
-            x2 = M.reshape(ins[0], [self.rows // self.P, self.P, self.K, -1])
+            x2 = ins[0].reshape([self.rows // self.P, self.P, self.K, -1])
             y = Standardize((2, 3), self.eps)(x2)
             j = 1
             if self.has_w:
-                y = y * M.reshape(ins[j], [self.P, self.K, 1])
+                y = y * ins[j].reshape([self.P, self.K, 1])
                 j += 1
             if self.has_b:
-                y = y + M.reshape(ins[j], [self.P, self.K, 1])
-            y = M.reshape(y, list(self.shape))
+                y = y + ins[j].reshape([self.P, self.K, 1])
+            y = y.reshape(list(self.shape))
         targets = [t for t, need in zip(ins, self.needs) if need]
         got = iter(_grad([y], targets, [g], create_graph=True, allow_unused=True))
         out = tuple(next(got) if need else None for need in self.needs)
