@@ -205,7 +205,7 @@ def test_float32_layer_close_to_float64():
     np.testing.assert_allclose(out32, out64, rtol=1e-5, atol=1e-6)
 
 
-# -- the compiled float32 LSTM loops (ops.rnn_kernels) -------------------------------------------------------
+# -- the compiled float32 LSTM and GRU loops (ops.rnn_kernels) -------------------------------------------------------
 def test_compiled_tanh_within_a_few_ulp_of_float64():
     from ddg.autograd.ops import rnn_kernels
     x = np.concatenate([np.linspace(-12, 12, 200001), [0.0, -0.0, 1e-30, -1e-8, 3e-4, 40.0, -40.0]]).astype(np.float32)
@@ -223,25 +223,25 @@ def test_compiled_tanh_within_a_few_ulp_of_float64():
     assert np.isnan(out[0]) and out[1] == 1 and out[2] == -1
 
 
-def _lstm_run(arrs, dtype, reverse, batch_major, lengths):
-    """Outputs and every input's gradient of one LSTM sequence op under a fixed loss."""
+def _seq_run(mode, arrs, dtype, reverse, batch_major, lengths):
+    """Outputs and every input's gradient of one sequence op under a fixed loss."""
     ts = [ddg.to_tensor(a.astype(dtype), stop_gradient=False) for a in arrs]
-    y, h, c = RNNSequence("LSTM", reverse, batch_major, lengths)(*ts)
-    ((y * y).sum() + (h * 3).sum() + (c * c).sum()).backward()
-    return [o.numpy() for o in (y, h, c)] + [t.grad.numpy() for t in ts]
+    outs = RNNSequence(mode, reverse, batch_major, lengths)(*ts)
+    sum(((o * o) * (i + 1)).sum() for i, o in enumerate(outs)).backward()
+    return [o.numpy() for o in outs] + [t.grad.numpy() for t in ts]
 
 
-@pytest.mark.parametrize("reverse,batch_major,lengths", list(itertools.product((False, True), (False, True),
-                                                                              (None, (5, 1, 3, 5)))))
-def test_compiled_lstm_matches_float64_and_numpy_path(reverse, batch_major, lengths, monkeypatch):
+@pytest.mark.parametrize("mode,reverse,batch_major,lengths", list(itertools.product(
+    ("LSTM", "GRU"), (False, True), (False, True), (None, (5, 1, 3, 5)))))
+def test_compiled_loops_match_float64_and_numpy_path(mode, reverse, batch_major, lengths, monkeypatch):
     from ddg.autograd.ops import rnn
     rng = np.random.default_rng(10)
-    arrs = _arrays(rng, "LSTM", 5, 4, 3, 6, batch_major)
+    arrs = _arrays(rng, mode, 5, 4, 3, 6, batch_major)
     lens = None if lengths is None else np.array(lengths)
-    got = _lstm_run(arrs, np.float32, reverse, batch_major, lens)          # compiled loops
-    ref = _lstm_run(arrs, np.float64, reverse, batch_major, lens)          # numpy path, float64
+    got = _seq_run(mode, arrs, np.float32, reverse, batch_major, lens)          # compiled loops
+    ref = _seq_run(mode, arrs, np.float64, reverse, batch_major, lens)          # numpy path, float64
     monkeypatch.setattr(rnn, "COMPILED", set())
-    numpy32 = _lstm_run(arrs, np.float32, reverse, batch_major, lens)      # numpy path, float32
+    numpy32 = _seq_run(mode, arrs, np.float32, reverse, batch_major, lens)      # numpy path, float32
     for g, r, n in zip(got, ref, numpy32):
         assert g.dtype == np.float32 and g.shape == r.shape
         scale = np.abs(r).max() + 1
@@ -252,16 +252,18 @@ def test_compiled_lstm_matches_float64_and_numpy_path(reverse, batch_major, leng
         assert not y[1, 1:].any() and not y[2, 3:].any()
 
 
-def test_compiled_lstm_some_inputs_and_second_order():
+@pytest.mark.parametrize("mode", ["LSTM", "GRU"])
+def test_compiled_loops_some_inputs_and_second_order(mode):
     rng = np.random.default_rng(11)
-    arrs = _arrays(rng, "LSTM", 3, 2, 3, 4, True)
+    arrs = _arrays(rng, mode, 3, 2, 3, 4, True)
+    w_hh = 4 if mode == "LSTM" else 3
     res = {}
     for dt in (np.float32, np.float64):
-        ts = [ddg.to_tensor(a.astype(dt), stop_gradient=i not in (0, 4)) for i, a in enumerate(arrs)]
-        y, h, c = RNNSequence("LSTM", True, True)(*ts)
-        g_x, = ddg.grad([y.sum()], [ts[0]], create_graph=True)
+        ts = [ddg.to_tensor(a.astype(dt), stop_gradient=i not in (0, w_hh)) for i, a in enumerate(arrs)]
+        outs = RNNSequence(mode, True, True)(*ts)
+        g_x, = ddg.grad([outs[0].sum()], [ts[0]], create_graph=True)
         (g_x * g_x).sum().backward()       # through backward_graph
-        res[dt] = (c.numpy(), g_x.numpy(), ts[4].grad.numpy())
+        res[dt] = (outs[-1].numpy(), g_x.numpy(), ts[w_hh].grad.numpy())
         assert ts[1].grad is None
     for a, b in zip(res[np.float32], res[np.float64]):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)

@@ -37,7 +37,7 @@ MODES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 
 # modes whose float32 numpy sequences run the compiled time loops of rnn_kernels (tests
 # clear it to compare those loops with the numpy path)
-COMPILED = {"LSTM"}
+COMPILED = {"LSTM", "GRU"}
 
 
 class RNNSequence(Function):
@@ -90,7 +90,7 @@ class RNNSequence(Function):
         self.geom = (T, B, I, H, G)
         self.compiled = xp is np and dt == np.float32 and self.mode in COMPILED
         if self.compiled:
-            return self._compiled_fwd(xt, states, w_ih, w_hh, b_ih + b_hh, T, B, I, H)
+            return self._compiled_fwd(xt, states, w_ih, w_hh, b_ih, b_hh, T, B, I, H, G)
         # the input projection of every step at once, time-major [T, B, G*H] (a view when batch-major)
         bias = b_ih if self.mode == "GRU" else b_ih + b_hh
         xg = x.reshape(-1, I) @ w_ih.T
@@ -122,69 +122,91 @@ class RNNSequence(Function):
     # The compiled loops keep the state feature-major ([H, B]): the step's product is then
     # W_hh [4H, H] @ h [H, B] (and W_hh^T @ dP backward), which numpy's BLAS runs 1.3-2x
     # faster than h [B, H] @ W_hh^T at batch 16, hidden 128-1024.
-    def _compiled_fwd(self, xt, states, w_ih, w_hh, bias, T, B, I, H):
+    def _compiled_fwd(self, xt, states, w_ih, w_hh, b_ih, b_hh, T, B, I, H, G):
         from . import rnn_kernels as K
+        lstm = self.mode == "LSTM"
         dt = xt.dtype
         order = range(T - 1, -1, -1) if self.reverse else range(T)
         valid = self._valid(T, B)
         has_mask = not valid.all()
         xtm = xt.reshape(T * B, I)               # time-major rows (a copy when x is batch-major)
-        xgt = w_ih @ xtm.T                        # [4H, T*B]: every step's input projection
-        xgt += bias[:, None]
-        xgt = xgt.reshape(4 * H, T, B)
-        ht, ct = (np.array(s.T, dt, order="C") for s in states)
-        act = np.empty((T, 4 * H, B), dt)
-        cs, tcs = np.empty((T, H, B), dt), np.empty((T, H, B), dt)
+        xgt = w_ih @ xtm.T                        # [G*H, T*B]: every step's input projection
+        xgt += (b_ih + b_hh if lstm else b_ih)[:, None]
+        xgt = xgt.reshape(G * H, T, B)
+        st = [np.array(s.T, dt, order="C") for s in states]
+        act = np.empty((T, G * H, B), dt)
+        aux = [np.empty((T, H, B), dt) for _ in range(2 if lstm else 1)]  # c, tanh(c) | W_hc h + b_hc
         hpt = np.empty((H, T, B), dt)
         y = np.empty(self.x.shape[:2] + (H,), dt)
-        gt = np.empty((4 * H, B), dt)
-        w_hh = np.ascontiguousarray(w_hh)
-        for t in order:
-            np.matmul(w_hh, ht, out=gt)
-            K.lstm_step_forward(gt, xgt, t, valid, has_mask, ht, ct, act, cs, tcs, hpt, y, self.batch_major)
+        gt = np.empty((G * H, B), dt)
+        w_hh, bm = np.ascontiguousarray(w_hh), self.batch_major
+        if lstm:
+            for t in order:
+                np.matmul(w_hh, st[0], out=gt)
+                K.lstm_step_forward(gt, xgt, t, valid, has_mask, st[0], st[1], act, aux[0], aux[1], hpt, y, bm)
+        else:
+            b_hh = np.ascontiguousarray(b_hh)
+            for t in order:
+                np.matmul(w_hh, st[0], out=gt)
+                K.gru_step_forward(gt, xgt, b_hh, t, valid, has_mask, st[0], act, aux[0], hpt, y, bm)
         self.states, self.order, self.valid, self.has_mask = states, order, valid, has_mask
-        self.xtm, self.act, self.cs, self.tcs, self.hpt = xtm, act, cs, tcs, hpt
-        return y, np.ascontiguousarray(ht.T), np.ascontiguousarray(ct.T)
+        self.xtm, self.act, self.aux, self.hpt = xtm, act, aux, hpt
+        return (y,) + tuple(np.ascontiguousarray(s.T) for s in st)
 
     def _compiled_bwd(self, gy, ghT, gcT):
         from . import rnn_kernels as K
         T, B, I, H, G = self.geom
+        lstm = self.mode == "LSTM"
         dt = self.act.dtype
         has_gy = gy is not None
         gy = np.ascontiguousarray(gy, dt) if has_gy else np.zeros((1, 1, 1), dt)
         dht = np.zeros((H, B), dt) if ghT is None else np.array(ghT.T, dt, order="C")
-        dct = np.zeros((H, B), dt) if gcT is None else np.array(gcT.T, dt, order="C")
-        dpt = np.empty((4 * H, T, B), dt)
-        scratch, dhn = np.empty((4 * H, B), dt), np.empty((H, B), dt)
+        dpt = np.empty((G * H, T, B), dt)
+        sp, tmp = np.empty((G * H, B), dt), np.empty((H, B), dt)
         # a view: BLAS reads it transposed while packing; numpy's transposed copy of a
-        # [4H, H] matrix with H a power of two runs at cache-conflict speed (10 ms at H=512)
+        # [G*H, H] matrix with H a power of two runs at cache-conflict speed (10 ms at H=512)
         whh_t = self.w_hh.T
-        c0t = np.array(self.states[1].T, dt, order="C")
-        valid, has_mask, cs, order = self.valid, self.has_mask, self.cs, list(self.order)
-        for k in range(T - 1, -1, -1):
-            t = order[k]
-            K.lstm_step_backward(gy, has_gy, t, valid, has_mask, self.act, cs[order[k - 1]] if k else c0t,
-                                 self.tcs, dht, dct, dpt, scratch, self.batch_major)
-            np.matmul(whh_t, scratch, out=dhn)
-            if has_mask:                          # rows past their length keep their dh
-                np.copyto(dhn, dht, where=~valid[t])
-            dht, dhn = dhn, dht
+        valid, has_mask, act, aux, order, bm = self.valid, self.has_mask, self.act, self.aux, list(self.order), \
+            self.batch_major
+        if lstm:
+            dct = np.zeros((H, B), dt) if gcT is None else np.array(gcT.T, dt, order="C")
+            c0t = np.array(self.states[1].T, dt, order="C")
+            cs, tcs = aux
+            for k in range(T - 1, -1, -1):
+                t = order[k]
+                K.lstm_step_backward(gy, has_gy, t, valid, has_mask, act, cs[order[k - 1]] if k else c0t, tcs, dht,
+                                     dct, dpt, sp, bm)
+                np.matmul(whh_t, sp, out=tmp)
+                if has_mask:                      # rows past their length keep their dh
+                    np.copyto(tmp, dht, where=~valid[t])
+                dht, tmp = tmp, dht
+            dqt = dpt
+        else:
+            dqt, sq = np.empty((G * H, T, B), dt), np.empty((G * H, B), dt)
+            for k in range(T - 1, -1, -1):
+                t = order[k]
+                K.gru_step_backward(gy, has_gy, t, valid, has_mask, act, aux[0], self.hpt, dht, sp, sq, dpt, dqt, bm)
+                np.matmul(whh_t, sq, out=tmp)
+                dht += tmp
         # every input's gradient with one product over all steps
-        needs, out = self.needs, [None] * 7
-        dp = dpt.reshape(4 * H, T * B)
+        needs = self.needs
+        out = [None] * len(needs)
+        dp, dq = dpt.reshape(G * H, T * B), dqt.reshape(G * H, T * B)
         if needs[0]:
             dx = (dp.T @ self.w_ih).reshape(T, B, I)
-            out[0] = np.ascontiguousarray(dx.transpose(1, 0, 2)) if self.batch_major else dx
+            out[0] = np.ascontiguousarray(dx.transpose(1, 0, 2)) if bm else dx
         out[1] = np.ascontiguousarray(dht.T) if needs[1] else None
-        out[2] = np.ascontiguousarray(dct.T) if needs[2] else None
-        if needs[3]:
-            out[3] = dp @ self.xtm
-        if needs[4]:
-            out[4] = dp @ self.hpt.reshape(H, T * B).T
-        if needs[5] or needs[6]:
-            db = dp.sum(axis=1)
-            out[5] = db if needs[5] else None
-            out[6] = db.copy() if needs[6] else None
+        if lstm and needs[2]:
+            out[2] = np.ascontiguousarray(dct.T)
+        k = 3 if lstm else 2
+        if needs[k]:
+            out[k] = dp @ self.xtm
+        if needs[k + 1]:
+            out[k + 1] = dq @ self.hpt.reshape(H, T * B).T
+        if needs[k + 2]:
+            out[k + 2] = dp.sum(axis=1)
+        if needs[k + 3]:
+            out[k + 3] = dq.sum(axis=1) if dq is not dp else dp.sum(axis=1)
         return tuple(out)
 
     # -- layout helpers: buffers are laid out like x (batch-major or time-major) and indexed by time

@@ -174,3 +174,112 @@ def lstm_step_backward(gy, has_gy, t, valid, has_mask, act, cp, tcs, dht, dct, d
         dr, sr = dpt[j, t], scratch[j]
         for b in range(B):
             dr[b] = sr[b]
+
+
+@kernel(error_model="numpy")
+def gru_step_forward(gt, xgt, b_hh, t, valid, has_mask, ht, act, hcs, hpt, y, bm):
+    """Step t of a GRU, feature-major: ``gt`` ``[3H, B]`` holds ``W_hh @ h`` (and is
+    overwritten), ``xgt`` ``[3H, T, B]`` the input projections plus ``b_ih`` (gates r, z,
+    c), ``b_hh`` ``[3H]``; ``ht`` ``[H, B]`` holds the state before the step and is updated
+    in place. Writes the activations ``act[t]`` (r, z, c), the candidate's recurrent part
+    ``hcs[t]`` (``W_hc h + b_hc``), the state before the step ``hpt[:, t]`` and the output
+    ``y`` at step t (laid out like x)."""
+    H, B = ht.shape
+    n = H * B
+    for j in range(3 * H):
+        gr, bb = gt[j], b_hh[j]
+        for b in range(B):
+            gr[b] += bb
+    for j in range(H):
+        hr, hb, cr, gr = hpt[j, t], ht[j], hcs[t, j], gt[2 * H + j]
+        for b in range(B):
+            hr[b] = hb[b]
+        for b in range(B):
+            cr[b] = gr[b]
+    for j in range(3 * H):
+        gr, xr = gt[j], xgt[j, t]
+        if j < 2 * H:
+            for b in range(B):
+                gr[b] += xr[b]
+        else:
+            for b in range(B):
+                gr[b] = xr[b]
+    g, a, hc, h = gt.reshape(3 * n), act[t].reshape(3 * n), hcs[t].reshape(n), ht.reshape(n)
+    for k in range(2 * n):
+        a[k] = _sig(g[k])
+    for k in range(n):
+        a[2 * n + k] = _tanh(g[2 * n + k] + a[k] * hc[k])
+    if has_mask:
+        for j in range(H):
+            for b in range(B):
+                if valid[t, b]:
+                    k = j * B + b
+                    h[k] = a[2 * n + k] + a[n + k] * (h[k] - a[2 * n + k])
+    else:
+        for k in range(n):
+            c = a[2 * n + k]
+            h[k] = c + a[n + k] * (h[k] - c)
+    for b in range(B):
+        yr = y[b, t] if bm else y[t, b]
+        if valid[t, b]:
+            for j in range(H):
+                yr[j] = ht[j, b]
+        else:
+            for j in range(H):
+                yr[j] = _ZERO
+
+
+@kernel(error_model="numpy")
+def gru_step_backward(gy, has_gy, t, valid, has_mask, act, hcs, hpt, dht, sp, sq, dpt, dqt, bm):
+    """The gate gradients of step t of ``gru_step_forward``: ``gy`` the output's gradient
+    (laid out like x; ignored unless ``has_gy``), ``dht`` ``[H, B]`` the gradient of the
+    state after the step, replaced by its part ``z * dh`` of the state before it (the
+    caller adds ``W_hh^T @ sq``). Writes ``sp`` ``[3H, B]``, the gradients of the input
+    side's pre-activations (r, z, c), and ``sq``, those of ``W_hh @ h + b_hh`` (zero past a
+    row's length), and copies them to ``dpt[:, t]`` and ``dqt[:, t]``."""
+    H, B = dht.shape
+    n = H * B
+    if has_gy:
+        for b in range(B):
+            if valid[t, b]:
+                gyr = gy[b, t] if bm else gy[t, b]
+                for j in range(H):
+                    dht[j, b] += gyr[j]
+    a, hc, dh, p, q = act[t].reshape(3 * n), hcs[t].reshape(n), dht.reshape(n), sp.reshape(3 * n), \
+        sq.reshape(3 * n)
+    for j in range(H):               # dz = dh * (h_prev - c)
+        hr = hpt[j, t]
+        for b in range(B):
+            k = j * B + b
+            p[n + k] = dh[k] * (hr[b] - a[2 * n + k])
+    for k in range(n):
+        z = a[n + k]
+        p[n + k] *= z * (_ONE - z)
+    for k in range(n):               # the candidate's pre-activation
+        c = a[2 * n + k]
+        p[2 * n + k] = dh[k] * (_ONE - a[n + k]) * (_ONE - c * c)
+    for k in range(n):               # dr
+        r = a[k]
+        p[k] = p[2 * n + k] * hc[k] * r * (_ONE - r)
+    for k in range(2 * n):
+        q[k] = p[k]
+    for k in range(n):
+        q[2 * n + k] = p[2 * n + k] * a[k]
+    if has_mask:
+        for j in range(H):
+            for b in range(B):
+                if valid[t, b]:
+                    dh[j * B + b] *= a[n + j * B + b]
+                else:
+                    for g in range(3):
+                        p[g * n + j * B + b] = _ZERO
+                        q[g * n + j * B + b] = _ZERO
+    else:
+        for k in range(n):
+            dh[k] *= a[n + k]
+    for j in range(3 * H):
+        dr, sr, er, qr = dpt[j, t], sp[j], dqt[j, t], sq[j]
+        for b in range(B):
+            dr[b] = sr[b]
+        for b in range(B):
+            er[b] = qr[b]
