@@ -203,10 +203,10 @@ class RNNSequence(Function):
             out[k] = dp @ self.xtm
         if needs[k + 1]:
             out[k + 1] = dq @ self.hpt.reshape(H, T * B).T
-        if needs[k + 2]:
-            out[k + 2] = dp.sum(axis=1)
+        db_ih = dp.sum(axis=1) if needs[k + 2] or (needs[k + 3] and dq is dp) else None
+        out[k + 2] = db_ih if needs[k + 2] else None
         if needs[k + 3]:
-            out[k + 3] = dq.sum(axis=1) if dq is not dp else dp.sum(axis=1)
+            out[k + 3] = dq.sum(axis=1) if dq is not dp else db_ih.copy()
         return tuple(out)
 
     # -- layout helpers: buffers are laid out like x (batch-major or time-major) and indexed by time
