@@ -57,10 +57,10 @@ def _tanh_py(x):
 # error_model="numpy": a float division by zero gives inf/nan instead of raising, so the
 # division carries no branch and the loops vectorize
 _OPTS = {"fastmath": set(FASTMATH), "cache": True, "error_model": "numpy"}
-_tanh = numba.njit(_tanh_py, inline="always", **_OPTS)
+_tanh = numba.njit(_tanh_py, **_OPTS)
 
 
-@numba.njit(inline="always", **_OPTS)
+@numba.njit(**_OPTS)
 def _sig(x):
     return _tanh(x * _HALF) * _HALF + _HALF
 
