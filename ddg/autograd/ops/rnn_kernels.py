@@ -1,26 +1,27 @@
-"""Compiled time loops of ``RNNSequence`` for float32 numpy arrays (LSTM and GRU).
+"""Compiled steps of ``RNNSequence`` for float32 numpy arrays (LSTM and GRU).
 
-Each kernel is one time step: one pass over every batch row that computes all gates and
-the state update (forward) or every gate gradient of that row (backward), where the
-numpy path makes a dozen ufunc calls over the whole batch per step. Each loop over a row
-touches few arrays, so that LLVM's alias checks stay few and the loops vectorize (one
-loop over all of a row's gates, with the gate offsets unknown at compile time, does not). The step's product with
-``W_hh`` stays a numpy ``matmul`` between the kernel calls: numba's ``np.dot`` goes
-through scipy's BLAS, measured 10-30 % slower than numpy's on these shapes.
+Each kernel is one time step over the whole batch: every gate, the state update and the
+saved activations (forward), or every gate gradient (backward), in a few vectorized loops
+where the numpy path makes a dozen ufunc calls. The step's product with ``W_hh`` stays a
+numpy ``matmul`` between the kernel calls (``ops.rnn``): numba's ``np.dot`` needs scipy,
+which ddg does not depend on, and goes through scipy's own BLAS build.
 
-``tanh`` (and ``sigmoid(x) = tanh(x/2)/2 + 1/2``) is a rational minimax approximation
-of degree 13/6 on [-7.9988, 7.9988] (tanh rounds to +-1 in float32 outside), the one
-Eigen and XLA use for float32: its error is within a few float32 units in the last
-place (tested against float64 ``np.tanh``), and it has no calls into libm, so the loops
-vectorize (numba's ``np.tanh`` calls libm per element and runs ~15x slower than numpy's
-SIMD ``tanh``). float64 arrays keep the numpy path, where ``np.tanh`` is exact to the ulp.
+Layouts: the state, the gates and the saved activations are feature-major, ``[K, B]`` per
+step (``act`` ``[T, G*H, B]``, ``cs``/``tcs``/``hcs`` ``[T, H, B]``; ``xgt``, ``hpt``,
+``dpt`` ``[K, T, B]`` so that all steps form one ``[K, T*B]`` matrix for the weight
+gradients); ``y`` and ``gy`` are laid out like x (``[B, T, H]`` when ``bm``, else
+``[T, B, H]``). ``valid[t, b]`` is False past row b's length: the state is carried, the
+output is zero and no gradient enters the step (``has_mask`` False skips the checks).
+Every array argument is C-contiguous float32, so each kernel compiles once (one
+signature). Each loop touches few arrays: a loop over all four gates of a row at offsets
+unknown at compile time needs more alias checks than LLVM makes and stays scalar.
 
-Layouts: the buffers ``xg``, ``hp`` (state before each step), ``y``, ``gy`` and ``dp`` are
-laid out like ``x`` (``[B, T, K]`` when ``bm``, else ``[T, B, K]``) and indexed by step;
-the saved activations (``act``, ``cs``, ``tcs``) are time-major ``[T, B, K]``.
-``valid[t, b]`` is False past row b's length: the state is carried, the output is zero
-and no gradient enters the step.
-Every array argument is C-contiguous, so each kernel compiles once (one signature).
+``tanh`` (and ``sigmoid(x) = tanh(x/2)/2 + 1/2``) is the float32 rational approximation
+that Eigen and XLA use (degree 13/6, clamped to [-7.9988, 7.9988], where float32 tanh
+rounds to +-1): within 3e-7 of float64 ``np.tanh`` (tested), NaN propagating, and free of
+libm calls, so the loops vectorize (numba's ``np.tanh`` calls libm per element, ~15x
+slower than numpy's SIMD ``tanh``). ``error_model="numpy"``: a division carries no
+zero-check branch, which would also keep the loops scalar. float64 keeps the numpy path.
 
 This module imports numba; ``rnn.py`` imports it only when a float32 numpy sequence runs.
 """
