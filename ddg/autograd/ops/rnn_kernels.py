@@ -92,12 +92,9 @@ def lstm_step_forward(gt, xgt, t, valid, has_mask, ht, ct, act, cs, tcs, hpt, y,
         for b in range(B):
             hr[b] = hb[b]
     g, a = gt.reshape(4 * n), act[t].reshape(4 * n)
-    for k in range(2 * n):
-        a[k] = _sig(g[k])
-    for k in range(2 * n, 3 * n):
-        a[k] = _tanh(g[k])
-    for k in range(3 * n, 4 * n):
-        a[k] = _sig(g[k])
+    for k in range(4 * n):           # sigmoid(x) = tanh(x/2)/2 + 1/2 on i, f, o; tanh on g
+        s = _ONE if 2 * n <= k < 3 * n else _HALF
+        a[k] = _tanh(g[k] * s) * s + (_ONE - s)
     cp, hp, c, tc = ct.reshape(n), ht.reshape(n), cs[t].reshape(n), tcs[t].reshape(n)
     for k in range(n):
         c[k] = a[n + k] * cp[k] + a[k] * a[2 * n + k]
