@@ -14,6 +14,11 @@ columns) applied to the projections, then ``a * s + (1 - s)``; the scaled copy o
 is made once per call. Backward works with the unscaled weights and the saved
 activations.
 
+Float32 LSTM and GRU sequences on numpy run compiled per-step kernels instead
+(``rnn_kernels``, modes in ``COMPILED``): a feature-major state ``[H, B]``, per step one
+numpy product ``W_hh @ h`` and one kernel for all gates; backward one kernel and one
+product ``W_hh^T @ dP`` per step, then the weight gradients as above.
+
 Paddle's gate layouts: LSTM ``(i, f, g, o)``, ``c = f*c + i*g``, ``h = o*tanh(c)``; GRU
 ``(r, z, c)``, ``r, z = sigmoid(x_rz + h_rz)``, ``c = tanh(x_c + r * (W_hc h + b_hc))``,
 ``h = z*h + (1-z)*c``; the Elman cell ``h = act(x W_ih^T + b_ih + h W_hh^T + b_hh)``.
