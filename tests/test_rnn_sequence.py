@@ -267,3 +267,22 @@ def test_compiled_loops_some_inputs_and_second_order(mode):
         assert ts[1].grad is None
     for a, b in zip(res[np.float32], res[np.float64]):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode,T,lengths", [("LSTM", 0, None), ("GRU", 0, None), ("LSTM", 3, (0, 3)),
+                                            ("GRU", 3, (0, 2))])
+def test_empty_sequences_and_zero_lengths(mode, T, lengths):
+    rng = np.random.default_rng(13)
+    arrs = _arrays(rng, mode, T, 2, 3, 4, True)
+    lens = None if lengths is None else np.array(lengths)
+    got = _seq_run(mode, arrs, np.float32, False, True, lens)      # compiled loops
+    ref = _seq_run(mode, arrs, np.float64, False, True, lens)      # numpy path
+    for g, r in zip(got, ref):
+        np.testing.assert_allclose(g, r, rtol=0, atol=2e-6 * (np.abs(r).max(initial=0) + 1))
+    n_state = 2 if mode == "LSTM" else 1
+    if T == 0:       # the states pass through, the weights get zero gradients
+        for i in range(n_state):
+            np.testing.assert_allclose(ref[1 + i], arrs[1 + i])
+        assert not any(g.any() for g in ref[-4:])
+    else:            # a row of length 0 keeps its initial state
+        np.testing.assert_allclose(got[1][0], arrs[1][0], rtol=1e-6)

@@ -342,8 +342,8 @@ class RNNSequence(Function):
         order = list(self.order)
         # the state before each step, laid out like x
         hprev = self._buf(xp, T, B, H, dt)
-        first = order[0]
-        hprev[first] = self.states[0]
+        if T:
+            hprev[order[0]] = self.states[0]
         if self.reverse:
             hprev[:-1] = S[1:]
         else:
@@ -421,7 +421,8 @@ class RNNSequence(Function):
         # (di, df, dg) = dc * Q with Q = (g * i(1-i), c_prev * f(1-f), i * (1-g^2)) and
         # do = dh * tanh(c) * o(1-o); dh reaches dc through OT = o * (1 - tanh(c)^2)
         cprev = self._buf(xp, T, B, H, dt)
-        cprev[order[0]] = self.states[1]
+        if T:
+            cprev[order[0]] = self.states[1]
         if self.reverse:
             cprev[:-1] = C[1:]
         else:
