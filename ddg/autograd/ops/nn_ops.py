@@ -76,7 +76,6 @@ class Attention(Function):
             if q.shape[0] != k.shape[0] or k.shape[:2] != v.shape[:2]:
                 raise ValueError(f"attention: q {list(q.shape)}, k {list(k.shape)} and v {list(v.shape)} do not "
                                  f"fit (need q [batch, Lq, E], k [batch, Lk, E], v [batch, Lk, Ev])")
-            self.shapes = (q.shape, k.shape, v.shape)
             q, k, v = self._split(q, "q"), self._split(k, "k"), self._split(v, "v")
         if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
             raise ValueError(f"attention: q {list(q.shape)}, k {list(k.shape)} and v {list(v.shape)} do not fit "
