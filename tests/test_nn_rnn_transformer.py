@@ -364,3 +364,28 @@ def test_transformer_encoder_trains():
             p._data -= 0.05 * p.grad._data
             p.clear_grad()
     assert losses[-1] < losses[0]
+
+
+@pytest.mark.parametrize("mask_shape", [None, (2, 1, 4, 5)])
+def test_attention_op_splitting_heads_matches_split_op_and_differences(mask_shape):
+    from ddg.autograd.ops.nn_ops import Attention
+    from ddg.autograd.gradcheck import gradgradcheck
+    rng = np.random.default_rng(12)
+    arrs = [rng.standard_normal((2, 4, 6)), rng.standard_normal((2, 5, 6)), rng.standard_normal((2, 5, 4))]
+    if mask_shape is not None:
+        arrs.append(rng.standard_normal(mask_shape))
+    ts = [_t(a, grad=True) for a in arrs]
+    out, w = Attention(0.6, heads=2)(*ts)
+    split = [a.reshape(2, a.shape[1], 2, -1).transpose(0, 2, 1, 3) for a in arrs[:3]]
+    ro, rw = Attention(0.6)(*[_t(a) for a in split + arrs[3:]])
+    assert out.shape == [2, 4, 4] and w.shape == [2, 2, 4, 5]
+    np.testing.assert_allclose(out.numpy(), ro.numpy().transpose(0, 2, 1, 3).reshape(2, 4, 4), rtol=1e-12)
+    np.testing.assert_allclose(w.numpy(), rw.numpy(), rtol=1e-12)
+
+    def both(*xs):
+        o, wt = Attention(0.6, heads=2)(*xs)
+        return ddg.concat([(o * o).flatten(), wt.flatten()])
+    assert gradcheck(both, ts, atol=1e-6, rtol=1e-5)
+    assert gradgradcheck(lambda *xs: Attention(0.6, heads=2)(*xs)[0], ts, atol=1e-5, rtol=1e-4)
+    with pytest.raises(ValueError, match="2 heads"):
+        Attention(0.6, heads=2)(_t(arrs[0][..., :5]), _t(arrs[1][..., :5]), ts[2])

@@ -203,3 +203,86 @@ def test_float32_layer_close_to_float64():
     out64 = net(ddg.to_tensor(x.astype(np.float64)))[0].numpy()
     assert out32.dtype == np.float32
     np.testing.assert_allclose(out32, out64, rtol=1e-5, atol=1e-6)
+
+
+# -- the compiled float32 LSTM and GRU loops (ddg.tensor.rnn_kernels) -------------------------------------------------------
+def test_compiled_tanh_within_a_few_ulp_of_float64():
+    from ddg.tensor import rnn_kernels
+    x = np.concatenate([np.linspace(-12, 12, 200001), [0.0, -0.0, 1e-30, -1e-8, 3e-4, 40.0, -40.0]]).astype(np.float32)
+    got = np.empty_like(x)
+    rnn_kernels.tanh_f32(x, got)
+    want = np.tanh(x.astype(np.float64))
+    err = np.abs(got - want)
+    assert err.max() <= 3e-7                                     # 5 float32 ulps of values near 1
+    small = np.abs(x) < 0.5
+    assert (err[small] <= 4 * np.finfo(np.float32).eps * np.abs(want[small]) + 1e-38).all()
+    assert np.abs(got).max() <= 1.0
+    nan = np.array([np.nan, np.inf, -np.inf], np.float32)
+    out = np.empty_like(nan)
+    rnn_kernels.tanh_f32(nan, out)
+    assert np.isnan(out[0]) and out[1] == 1 and out[2] == -1
+
+
+def _seq_run(mode, arrs, dtype, reverse, batch_major, lengths):
+    """Outputs and every input's gradient of one sequence op under a fixed loss."""
+    ts = [ddg.to_tensor(a.astype(dtype), stop_gradient=False) for a in arrs]
+    outs = RNNSequence(mode, reverse, batch_major, lengths)(*ts)
+    sum(((o * o) * (i + 1)).sum() for i, o in enumerate(outs)).backward()
+    return [o.numpy() for o in outs] + [t.grad.numpy() for t in ts]
+
+
+@pytest.mark.parametrize("mode,reverse,batch_major,lengths", list(itertools.product(
+    ("LSTM", "GRU"), (False, True), (False, True), (None, (5, 1, 3, 5)))))
+def test_compiled_loops_match_float64_and_numpy_path(mode, reverse, batch_major, lengths, monkeypatch):
+    from ddg.autograd.ops import rnn
+    rng = np.random.default_rng(10)
+    arrs = _arrays(rng, mode, 5, 4, 3, 6, batch_major)
+    lens = None if lengths is None else np.array(lengths)
+    got = _seq_run(mode, arrs, np.float32, reverse, batch_major, lens)          # compiled loops
+    ref = _seq_run(mode, arrs, np.float64, reverse, batch_major, lens)          # numpy path, float64
+    monkeypatch.setattr(rnn, "COMPILED", set())
+    numpy32 = _seq_run(mode, arrs, np.float32, reverse, batch_major, lens)      # numpy path, float32
+    for g, r, n in zip(got, ref, numpy32):
+        assert g.dtype == np.float32 and g.shape == r.shape
+        scale = np.abs(r).max() + 1
+        np.testing.assert_allclose(g, r, rtol=0, atol=2e-6 * scale)
+        np.testing.assert_allclose(g, n, rtol=0, atol=2e-6 * scale)
+    if lengths is not None:                # outputs past a row's length are zero
+        y = got[0] if batch_major else got[0].transpose(1, 0, 2)
+        assert not y[1, 1:].any() and not y[2, 3:].any()
+
+
+@pytest.mark.parametrize("mode", ["LSTM", "GRU"])
+def test_compiled_loops_some_inputs_and_second_order(mode):
+    rng = np.random.default_rng(11)
+    arrs = _arrays(rng, mode, 3, 2, 3, 4, True)
+    w_hh = 4 if mode == "LSTM" else 3
+    res = {}
+    for dt in (np.float32, np.float64):
+        ts = [ddg.to_tensor(a.astype(dt), stop_gradient=i not in (0, w_hh)) for i, a in enumerate(arrs)]
+        outs = RNNSequence(mode, True, True)(*ts)
+        g_x, = ddg.grad([outs[0].sum()], [ts[0]], create_graph=True)
+        (g_x * g_x).sum().backward()       # through backward_graph
+        res[dt] = (outs[-1].numpy(), g_x.numpy(), ts[w_hh].grad.numpy())
+        assert ts[1].grad is None
+    for a, b in zip(res[np.float32], res[np.float64]):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode,T,lengths", [("LSTM", 0, None), ("GRU", 0, None), ("LSTM", 3, (0, 3)),
+                                            ("GRU", 3, (0, 2))])
+def test_empty_sequences_and_zero_lengths(mode, T, lengths):
+    rng = np.random.default_rng(13)
+    arrs = _arrays(rng, mode, T, 2, 3, 4, True)
+    lens = None if lengths is None else np.array(lengths)
+    got = _seq_run(mode, arrs, np.float32, False, True, lens)      # compiled loops
+    ref = _seq_run(mode, arrs, np.float64, False, True, lens)      # numpy path
+    for g, r in zip(got, ref):
+        np.testing.assert_allclose(g, r, rtol=0, atol=2e-6 * (np.abs(r).max(initial=0) + 1))
+    n_state = 2 if mode == "LSTM" else 1
+    if T == 0:       # the states pass through, the weights get zero gradients
+        for i in range(n_state):
+            np.testing.assert_allclose(ref[1 + i], arrs[1 + i])
+        assert not any(g.any() for g in ref[-4:])
+    else:            # a row of length 0 keeps its initial state
+        np.testing.assert_allclose(got[1][0], arrs[1][0], rtol=1e-6)

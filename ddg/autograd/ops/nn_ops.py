@@ -41,17 +41,42 @@ class Attention(Function):
 
         dv = p^T g,   ds = p * (dp - sum(dp * p)) with dp = g v^T (+ the weights' gradient),
         dq = scale * ds k,   dk = scale * ds^T q,   dmask = ds (summed to the mask's shape)
+
+    With ``heads`` given, q, k and v are ``[batch, L, heads * d]`` (the projections as they
+    come out of a Linear) and the values come back as ``[batch, Lq, heads * dv]`` (ready for
+    the output projection): the split into ``[batch, heads, L, d]`` and the merge are
+    strided views and one copy inside the op instead of a reshape and a transpose node
+    per tensor (and their backward copies). The weights are ``[batch, heads, Lq, Lk]``.
     """
     none_grads = True
 
-    def __init__(self, scale):
+    def __init__(self, scale, heads=None):
         self.scale = float(scale)
+        self.heads = heads
+
+    def _split(self, t, what):
+        if t.ndim != 3 or t.shape[-1] % self.heads:
+            raise ValueError(f"attention: with {self.heads} heads, {what} must be [batch, L, heads * d], got "
+                             f"{list(t.shape)}")
+        b, length, e = t.shape
+        return t.reshape(b, length, self.heads, e // self.heads).transpose(0, 2, 1, 3)
+
+    @staticmethod
+    def _merge(t):
+        """``[batch, heads, L, d]`` -> ``[batch, L, heads * d]`` (a copy)."""
+        b, h, length, d = t.shape
+        return t.transpose(0, 2, 1, 3).reshape(b, length, h * d)
 
     def forward(self, q, k, v, *mask):
         xp = backend.get_array_module(q)
         if type(q) is np.ndarray:   # numpy has no half-precision BLAS: float32 products
             q, k, v = upcast(q), upcast(k), upcast(v)
             mask = tuple(upcast(m) for m in mask)
+        if self.heads is not None:
+            if q.shape[0] != k.shape[0] or k.shape[:2] != v.shape[:2]:
+                raise ValueError(f"attention: q {list(q.shape)}, k {list(k.shape)} and v {list(v.shape)} do not "
+                                 f"fit (need q [batch, Lq, E], k [batch, Lk, E], v [batch, Lk, Ev])")
+            q, k, v = self._split(q, "q"), self._split(k, "k"), self._split(v, "v")
         if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
             raise ValueError(f"attention: q {list(q.shape)}, k {list(k.shape)} and v {list(v.shape)} do not fit "
                              f"(need q [..., Lq, d], k [..., Lk, d], v [..., Lk, dv])")
@@ -64,10 +89,19 @@ class Attention(Function):
         s /= s.sum(axis=-1, keepdims=True)
         self.q, self.k, self.v, self.p = q, k, v, s
         self.mask_shape = mask[0].shape if mask else None
-        return xp.matmul(s, v), s
+        out = xp.matmul(s, v)
+        return (out if self.heads is None else self._merge(out)), s
 
     def backward(self, grads):
         g, gp = grads
+        if self.heads is None:
+            return self._backward(g, gp)
+        if g is not None:
+            g = self._split(g, "the values' gradient")
+        got = self._backward(g, gp)
+        return tuple(None if d is None else self._merge(d) for d in got[:3]) + got[3:]
+
+    def _backward(self, g, gp):
         q, k, v, p = self.q, self.k, self.v, self.p
         xp = backend.get_array_module(p)
         needs = self.needs
@@ -100,17 +134,26 @@ class Attention(Function):
         from ..engine import grad as _grad
         from ..grad_mode import enable_grad
         arrays = (self.q, self.k, self.v)
+        if self.heads is not None:
+            arrays = tuple(self._merge(a) for a in arrays)
         ins = [live_input(self, i, a) for i, a in enumerate(arrays)]
         if self.mask_shape is not None:
             # the mask's value does not enter any gradient (the scores are linear in it)
             xp = backend.get_array_module(self.p)
             ins.append(live_input(self, 3, xp.zeros(self.mask_shape, self.p.dtype)))
         with enable_grad():
-            s = (ins[0] * self.scale).matmul(ins[1], transpose_y=True)
+            q, k, v = ins[:3]
+            if self.heads is not None:
+                q, k, v = (t.reshape(list(t.shape[:2]) + [self.heads, t.shape[2] // self.heads]).transpose([0, 2, 1, 3])
+                           for t in (q, k, v))
+            s = (q * self.scale).matmul(k, transpose_y=True)
             if len(ins) == 4:
                 s = s + ins[3]
             p = Softmax(-1)(s)
-            out = p.matmul(ins[2])
+            out = p.matmul(v)
+            if self.heads is not None:
+                out = out.transpose([0, 2, 1, 3])
+                out = out.reshape(list(out.shape[:2]) + [out.shape[2] * out.shape[3]])
         pairs = [(o, g) for o, g in zip((out, p), grads) if g is not None]
         targets = [t for t, need in zip(ins, self.needs) if need]
         got = iter(_grad([o for o, _ in pairs], targets, [g for _, g in pairs], create_graph=True,
@@ -203,6 +246,16 @@ class SoftmaxCrossEntropy(Function):
         return (dx.reshape(list(self.shape)), None) + ((None,) if len(self.needs) == 3 else ())
 
 
+def _column_sums(g2):
+    """``g2.sum(axis=0)`` of a 2-D gradient. On numpy float32/float64 as the product
+    ``ones @ g2`` (a BLAS gemv): 5-8x faster than numpy's row-by-row reduction on
+    ``[512, 64-256]`` float32, and no less accurate (both accumulate in the array's dtype;
+    measured 3e-7 against 8e-7 relative error in float32)."""
+    if type(g2) is np.ndarray and g2.dtype in (np.float32, np.float64):
+        return np.ones(g2.shape[0], g2.dtype) @ g2
+    return g2.sum(axis=0)
+
+
 class Linear(Function):
     """``x @ w + b``: one node instead of two (a speed primitive: the per-op cost
     dominates small models)."""
@@ -234,7 +287,7 @@ class Linear(Function):
             gw = x2.T @ g2
         if len(needs) == 3:
             if needs[2]:
-                gb = g2.sum(axis=0)
+                gb = _column_sums(g2)
             return gx, gw, gb
         return gx, gw
 

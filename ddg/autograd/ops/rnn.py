@@ -14,6 +14,11 @@ columns) applied to the projections, then ``a * s + (1 - s)``; the scaled copy o
 is made once per call. Backward works with the unscaled weights and the saved
 activations.
 
+Float32 LSTM and GRU sequences on numpy run compiled per-step kernels instead
+(``ddg.tensor.rnn_kernels``, modes in ``COMPILED``): a feature-major state ``[H, B]``, per step one
+numpy product ``W_hh @ h`` and one kernel for all gates; backward one kernel and one
+product ``W_hh^T @ dP`` per step, then the weight gradients as above.
+
 Paddle's gate layouts: LSTM ``(i, f, g, o)``, ``c = f*c + i*g``, ``h = o*tanh(c)``; GRU
 ``(r, z, c)``, ``r, z = sigmoid(x_rz + h_rz)``, ``c = tanh(x_c + r * (W_hc h + b_hc))``,
 ``h = z*h + (1-z)*c``; the Elman cell ``h = act(x W_ih^T + b_ih + h W_hh^T + b_hh)``.
@@ -34,6 +39,10 @@ from ..function import Function
 from ..higher import live_input
 
 MODES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
+
+# modes whose float32 numpy sequences run the compiled time loops of rnn_kernels (tests
+# clear it to compare those loops with the numpy path)
+COMPILED = {"LSTM", "GRU"}
 
 
 class RNNSequence(Function):
@@ -82,6 +91,11 @@ class RNNSequence(Function):
         w_ih, w_hh, b_ih, b_hh = (a.astype(dt, copy=False) for a in (w_ih, w_hh, b_ih, b_hh))
         states = tuple(s.astype(dt, copy=False) for s in states)
 
+        self.x, self.w_ih, self.w_hh, self.b_ih, self.b_hh = x, w_ih, w_hh, b_ih, b_hh
+        self.geom = (T, B, I, H, G)
+        self.compiled = xp is np and dt == np.float32 and self.mode in COMPILED
+        if self.compiled:
+            return self._compiled_fwd(xt, states, w_ih, w_hh, b_ih, b_hh, T, B, I, H, G)
         # the input projection of every step at once, time-major [T, B, G*H] (a view when batch-major)
         bias = b_ih if self.mode == "GRU" else b_ih + b_hh
         xg = x.reshape(-1, I) @ w_ih.T
@@ -92,8 +106,6 @@ class RNNSequence(Function):
         run = {"LSTM": self._lstm_fwd, "GRU": self._gru_fwd}.get(self.mode, self._elman_fwd)
         S, final = run(xp, xg, states, w_hh, b_hh, order, keep, T, B, H, dt)
         self.S, self.states, self.keep, self.order = S, states, keep, order
-        self.x, self.w_ih, self.w_hh, self.b_ih, self.b_hh = x, w_ih, w_hh, b_ih, b_hh
-        self.geom = (T, B, I, H, G)
         if self.lengths is not None:        # outputs past a row's length are zero
             y = S.copy()
             for t, m in enumerate(keep):
@@ -101,6 +113,108 @@ class RNNSequence(Function):
                     y[t] *= m
             S = y
         return (self._xl(S),) + final
+
+    # -- compiled float32 loops (rnn_kernels) ----------------------------------------------------------
+    def _valid(self, T, B):
+        """``[T, B]`` bool: step t of row b is within the row's length."""
+        if self.lengths is None:
+            return np.ones((T, B), bool)
+        lens = np.asarray(self.lengths).reshape(-1)
+        if lens.shape[0] != B:
+            raise ValueError(f"RNNSequence: {lens.shape[0]} sequence lengths for a batch of {B}")
+        return np.arange(T)[:, None] < lens[None, :]
+
+    # The compiled loops keep the state feature-major ([H, B]): the step's product is then
+    # W_hh [G*H, H] @ h [H, B] (and W_hh^T @ dP backward), which numpy's BLAS (OpenBLAS)
+    # ran 1.3x faster than h [B, H] @ W_hh^T at batch 16, hidden 128, 1.6-1.7x at 256-512
+    # and 1.0-1.3x at 1024.
+    def _compiled_fwd(self, xt, states, w_ih, w_hh, b_ih, b_hh, T, B, I, H, G):
+        from ...tensor import rnn_kernels as K
+        lstm = self.mode == "LSTM"
+        dt = xt.dtype
+        order = range(T - 1, -1, -1) if self.reverse else range(T)
+        valid = self._valid(T, B)
+        has_mask = not valid.all()
+        xtm = xt.reshape(T * B, I)               # time-major rows (a copy when x is batch-major)
+        xgt = w_ih @ xtm.T                        # [G*H, T*B]: every step's input projection
+        xgt += (b_ih + b_hh if lstm else b_ih)[:, None]
+        xgt = xgt.reshape(G * H, T, B)
+        st = [np.array(s.T, dt, order="C") for s in states]
+        act = np.empty((T, G * H, B), dt)
+        aux = [np.empty((T, H, B), dt) for _ in range(2 if lstm else 1)]  # c, tanh(c) | W_hc h + b_hc
+        hpt = np.empty((H, T, B), dt)
+        y = np.empty(self.x.shape[:2] + (H,), dt)
+        gt = np.empty((G * H, B), dt)
+        w_hh, bm = np.ascontiguousarray(w_hh), self.batch_major
+        if lstm:
+            for t in order:
+                np.matmul(w_hh, st[0], out=gt)
+                K.lstm_step_forward(gt, xgt, t, valid, has_mask, st[0], st[1], act, aux[0], aux[1], hpt, y, bm)
+        else:
+            b_hh = np.ascontiguousarray(b_hh)
+            for t in order:
+                np.matmul(w_hh, st[0], out=gt)
+                K.gru_step_forward(gt, xgt, b_hh, t, valid, has_mask, st[0], act, aux[0], hpt, y, bm)
+        self.states, self.order, self.valid, self.has_mask = states, order, valid, has_mask
+        self.xtm, self.act, self.aux, self.hpt = xtm, act, aux, hpt
+        return (y,) + tuple(np.ascontiguousarray(s.T) for s in st)
+
+    def _compiled_bwd(self, gy, ghT, gcT):
+        from ...tensor import rnn_kernels as K
+        T, B, I, H, G = self.geom
+        lstm = self.mode == "LSTM"
+        dt = self.act.dtype
+        has_gy = gy is not None
+        gy = np.ascontiguousarray(gy, dt) if has_gy else np.zeros((1, 1, 1), dt)
+        dht = np.zeros((H, B), dt) if ghT is None else np.array(ghT.T, dt, order="C")
+        dpt = np.empty((G * H, T, B), dt)
+        sp, tmp = np.empty((G * H, B), dt), np.empty((H, B), dt)
+        # a view: BLAS reads it transposed while packing; numpy's transposed copy of a
+        # [G*H, H] matrix with H a power of two runs at cache-conflict speed (10 ms at H=512)
+        whh_t = self.w_hh.T
+        valid, has_mask, act, aux, order, bm = self.valid, self.has_mask, self.act, self.aux, list(self.order), \
+            self.batch_major
+        if lstm:
+            dct = np.zeros((H, B), dt) if gcT is None else np.array(gcT.T, dt, order="C")
+            c0t = np.array(self.states[1].T, dt, order="C")
+            cs, tcs = aux
+            for k in range(T - 1, -1, -1):
+                t = order[k]
+                K.lstm_step_backward(gy, has_gy, t, valid, has_mask, act, cs[order[k - 1]] if k else c0t, tcs, dht,
+                                     dct, dpt, sp, bm)
+                np.matmul(whh_t, sp, out=tmp)
+                if has_mask:                      # rows past their length keep their dh
+                    np.copyto(tmp, dht, where=~valid[t])
+                dht, tmp = tmp, dht
+            dqt = dpt
+        else:
+            dqt, sq = np.empty((G * H, T, B), dt), np.empty((G * H, B), dt)
+            for k in range(T - 1, -1, -1):
+                t = order[k]
+                K.gru_step_backward(gy, has_gy, t, valid, has_mask, act, aux[0], self.hpt, dht, sp, sq, dpt, dqt, bm)
+                np.matmul(whh_t, sq, out=tmp)
+                dht += tmp
+        # every input's gradient with one product over all steps
+        needs = self.needs
+        out = [None] * len(needs)
+        dp, dq = dpt.reshape(G * H, T * B), dqt.reshape(G * H, T * B)
+        if needs[0]:
+            dx = (dp.T @ self.w_ih).reshape(T, B, I)
+            out[0] = np.ascontiguousarray(dx.transpose(1, 0, 2)) if bm else dx
+        out[1] = np.ascontiguousarray(dht.T) if needs[1] else None
+        if lstm and needs[2]:
+            out[2] = np.ascontiguousarray(dct.T)
+        k = 3 if lstm else 2
+        if needs[k]:
+            out[k] = dp @ self.xtm
+        if needs[k + 1]:
+            out[k + 1] = dq @ self.hpt.reshape(H, T * B).T
+        ones = np.ones(T * B, dt)            # row sums as BLAS gemv: ~4x numpy's sum(axis=1) here
+        db_ih = dp @ ones if needs[k + 2] or (needs[k + 3] and dq is dp) else None
+        out[k + 2] = db_ih if needs[k + 2] else None
+        if needs[k + 3]:
+            out[k + 3] = dq @ ones if dq is not dp else db_ih.copy()
+        return tuple(out)
 
     # -- layout helpers: buffers are laid out like x (batch-major or time-major) and indexed by time
     def _tm(self, a):
@@ -154,7 +268,7 @@ class RNNSequence(Function):
         s = xp.full(4 * H, 0.5, dtype=dt)        # column scale: 1/2 on the sigmoid gates (i, f, o)
         s[2 * H:3 * H] = 1.0
         one_minus_s = 1 - s
-        whh_s = w_hh.T * s                       # [H, 4H], scaled once per call
+        whh_s = (w_hh * s[:, None]).T            # [H, 4H] (a view), scaled once per call
         xg *= s                                  # the projections of all steps, scaled in one pass
         A = self._buf(xp, T, B, 4 * H, dt)       # gate activations (i, f, g, o)
         C = self._buf(xp, T, B, H, dt)           # cell state after each step
@@ -185,7 +299,7 @@ class RNNSequence(Function):
     def _gru_fwd(self, xp, xg, states, w_hh, b_hh, order, keep, T, B, H, dt):
         s = xp.full(3 * H, 0.5, dtype=dt)        # column scale: 1/2 on the sigmoid gates (r, z)
         s[2 * H:] = 1.0
-        whh_s = w_hh.T * s
+        whh_s = (w_hh * s[:, None]).T
         bhh_s = b_hh * s
         xg *= s
         HG = self._buf(xp, T, B, 3 * H, dt)      # h @ W_hh^T + b_hh (scaled on r, z)
@@ -219,7 +333,9 @@ class RNNSequence(Function):
         gy, ghT = grads[0], grads[1]
         gcT = grads[2] if lstm else None
         T, B, I, H, G = self.geom
-        x, w_ih, w_hh, S = self.x, self.w_ih, self.w_hh, self.S
+        if self.compiled:
+            return self._compiled_bwd(gy, ghT, gcT)
+        S = self.S
         xp = backend.get_array_module(S)
         dt = S.dtype
         gy = None if gy is None else self._tm(gy.astype(dt, copy=False))
@@ -227,12 +343,13 @@ class RNNSequence(Function):
         order = list(self.order)
         # the state before each step, laid out like x
         hprev = self._buf(xp, T, B, H, dt)
-        first = order[0]
-        hprev[first] = self.states[0]
+        if T:
+            hprev[order[0]] = self.states[0]
         if self.reverse:
             hprev[:-1] = S[1:]
         else:
             hprev[1:] = S[:-1]
+        dc = None
         if lstm:
             dc = xp.zeros((B, H), dt) if gcT is None else gcT.astype(dt, copy=True)
             dP, dh, dc = self._lstm_bwd(xp, gy, dh, dc, hprev, order, T, B, H, dt)
@@ -242,6 +359,15 @@ class RNNSequence(Function):
         else:
             dP, dh = self._elman_bwd(xp, gy, dh, order, T, B, H, dt)
             dHG = dP
+        return self._weight_grads(dP, dHG, hprev, dh, dc)
+
+    def _weight_grads(self, dP, dHG, hprev, dh, dc):
+        """Every input's gradient from the time-major views ``dP`` (input-side
+        pre-activations), ``dHG`` (recurrent side) and ``hprev`` of buffers laid out like x,
+        and the initial states' gradients ``dh``, ``dc``: one product over all steps each."""
+        T, B, I, H, G = self.geom
+        x, w_ih = self.x, self.w_ih
+        lstm = self.mode == "LSTM"
         needs = self.needs
         n_state = 2 if lstm else 1
         out = [None] * len(needs)
@@ -296,7 +422,8 @@ class RNNSequence(Function):
         # (di, df, dg) = dc * Q with Q = (g * i(1-i), c_prev * f(1-f), i * (1-g^2)) and
         # do = dh * tanh(c) * o(1-o); dh reaches dc through OT = o * (1 - tanh(c)^2)
         cprev = self._buf(xp, T, B, H, dt)
-        cprev[order[0]] = self.states[1]
+        if T:
+            cprev[order[0]] = self.states[1]
         if self.reverse:
             cprev[:-1] = C[1:]
         else:

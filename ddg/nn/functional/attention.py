@@ -50,6 +50,19 @@ def _attend(q, k, v, mask=None, dropout_p=0.0, training=True, scale=None):
     return matmul(weights, v), weights
 
 
+def _attend_heads(q, k, v, heads, mask=None, dropout_p=0.0, training=True):
+    """Multi-head attention on projections ``[batch, L, heads * d]``: returns the values
+    ``[batch, Lq, heads * dv]`` and the weights ``[batch, heads, Lq, Lk]``. One op that splits
+    and merges the heads itself where ``_attend`` takes one op; else the heads are split with
+    reshape/transpose ops around the composite."""
+    scale = 1.0 / math.sqrt(q.shape[-1] // heads)
+    if not (dropout_p and training) and _autocast[0] is None:
+        return tuple(Attention(scale, heads)(q, k, v) if mask is None else Attention(scale, heads)(q, k, v, mask))
+    q, k, v = (M.transpose(M.reshape(t, [0, 0, heads, t.shape[-1] // heads]), [0, 2, 1, 3]) for t in (q, k, v))
+    out, weights = _attend(q, k, v, mask, dropout_p, training, scale)
+    return M.reshape(M.transpose(out, [0, 2, 1, 3]), [0, 0, out.shape[1] * out.shape[3]]), weights
+
+
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
                                  training=True, name=None):
     """Paddle's ``F.scaled_dot_product_attention``: inputs ``[batch, seq_len, num_heads,

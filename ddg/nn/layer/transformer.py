@@ -18,7 +18,7 @@ from ...tensor.dtypes import default_float
 from ...tensor.place import current_place, move_array
 from ...tensor.tensor import Tensor
 from .. import functional as F
-from ..functional.attention import _attend, _convert_attention_mask
+from ..functional.attention import _attend, _attend_heads, _convert_attention_mask
 from ..param_attr import ParamAttr
 from .common import Linear
 from .container import LayerList
@@ -125,6 +125,17 @@ class MultiHeadAttention(Layer):
         key = query if key is None else key
         value = query if value is None else value
         _check_3d(query, "query", "MultiHeadAttention", self.embed_dim)
+        if cache is None:                   # heads split and merged inside the attention op
+            _check_3d(key, "key", "MultiHeadAttention", self.kdim)
+            _check_3d(value, "value", "MultiHeadAttention", self.vdim)
+            if key.shape[:2] != value.shape[:2] or query.shape[0] != key.shape[0]:
+                raise ValueError(f"ddg.nn.MultiHeadAttention: query {query.shape}, key {key.shape} and value "
+                                 f"{value.shape} need one batch size, key and value one sequence length")
+            q, k, v = self.q_proj(query), self.k_proj(key), self.v_proj(value)
+            mask = _convert_attention_mask(attn_mask, q.dtype)
+            out, weights = _attend_heads(q, k, v, self.num_heads, mask, self.dropout, self.training)
+            out = self.out_proj(out)
+            return (out, weights) if self.need_weights else out
         q = self._heads(self.q_proj(query))
         if isinstance(cache, self.StaticCache):
             k, v = cache.k, cache.v

@@ -1,0 +1,283 @@
+"""Compiled steps of ``RNNSequence`` for float32 numpy arrays (LSTM and GRU).
+
+Each kernel is one time step over the whole batch: every gate, the state update and the
+saved activations (forward), or every gate gradient (backward), in a few vectorized loops
+where the numpy path makes a dozen ufunc calls. The step's product with ``W_hh`` stays a
+numpy ``matmul`` between the kernel calls (``ops.rnn``): numba's ``np.dot`` needs scipy,
+which ddg does not depend on, and goes through scipy's own BLAS build.
+
+Layouts: the state, the gates and the saved activations are feature-major, ``[K, B]`` per
+step (``act`` ``[T, G*H, B]``, ``cs``/``tcs``/``hcs`` ``[T, H, B]``; ``xgt``, ``hpt``,
+``dpt`` ``[K, T, B]`` so that all steps form one ``[K, T*B]`` matrix for the weight
+gradients); ``y`` and ``gy`` are laid out like x (``[B, T, H]`` when ``bm``, else
+``[T, B, H]``). ``valid[t, b]`` is False past row b's length: the state is carried, the
+output is zero and no gradient enters the step (``has_mask`` False skips the checks).
+Every array argument is C-contiguous float32, so each kernel compiles once (one
+signature). Each loop touches few arrays: a loop over all four gates of a row at offsets
+unknown at compile time needs more alias checks than LLVM makes and stays scalar.
+
+``tanh`` (and ``sigmoid(x) = tanh(x/2)/2 + 1/2``) is the float32 rational approximation
+that Eigen and XLA use (degree 13/6, clamped to [-7.9988, 7.9988], where float32 tanh
+rounds to +-1): within 3e-7 of float64 ``np.tanh`` (tested), NaN propagating, and free of
+libm calls, so the loops vectorize (numba's ``np.tanh`` calls libm per element, ~15x
+slower than numpy's SIMD ``tanh``). ``error_model="numpy"``: a division carries no
+zero-check branch, which would also keep the loops scalar. float64 keeps the numpy path.
+
+This module imports numba; ``rnn.py`` imports it only when a float32 numpy sequence runs.
+"""
+import numba
+import numpy as np
+
+from .compiled import FASTMATH, kernel
+
+_F = np.float32
+_CLAMP = _F(7.99881172180175781)
+_A1, _A3, _A5, _A7 = _F(4.89352455891786e-03), _F(6.37261928875436e-04), _F(1.48572235717979e-05), \
+    _F(5.12229709037114e-08)
+_A9, _A11, _A13 = _F(-8.60467152213735e-11), _F(2.00018790482477e-13), _F(-2.76076847742355e-16)
+_B0, _B2, _B4, _B6 = _F(4.89352518554385e-03), _F(2.26843463243900e-03), _F(1.18534705686654e-04), \
+    _F(1.19825839466702e-06)
+_HALF, _ONE, _ZERO = _F(0.5), _F(1.0), _F(0.0)
+
+
+def _tanh_py(x):
+    x = min(max(x, -_CLAMP), _CLAMP)
+    x2 = x * x
+    p = x2 * _A13 + _A11
+    p = x2 * p + _A9
+    p = x2 * p + _A7
+    p = x2 * p + _A5
+    p = x2 * p + _A3
+    p = x2 * p + _A1
+    q = x2 * _B6 + _B4
+    q = x2 * q + _B2
+    q = x2 * q + _B0
+    return x * p / q
+
+
+# error_model="numpy": a float division by zero gives inf/nan instead of raising, so the
+# division carries no branch and the loops vectorize
+_OPTS = {"fastmath": set(FASTMATH), "cache": True, "error_model": "numpy"}
+_tanh = numba.njit(_tanh_py, **_OPTS)
+
+
+@numba.njit(**_OPTS)
+def _sig(x):
+    return _tanh(x * _HALF) * _HALF + _HALF
+
+
+@kernel(error_model="numpy")
+def tanh_f32(x, out):
+    """The approximation over a 1-D float32 array (for tests)."""
+    for i in range(x.shape[0]):
+        out[i] = _tanh(x[i])
+
+
+@kernel(error_model="numpy")
+def lstm_step_forward(gt, xgt, t, valid, has_mask, ht, ct, act, cs, tcs, hpt, y, bm):
+    """Step t of an LSTM, feature-major: ``gt`` ``[4H, B]`` holds ``W_hh @ h`` (and is
+    overwritten), ``xgt`` ``[4H, T, B]`` the input projections plus both biases (gates i, f,
+    g, o); ``ht``, ``ct`` ``[H, B]`` hold the state before the step and are updated in
+    place. Writes the activations ``act[t]``, the cell state ``cs[t]``, ``tanh(c)``
+    ``tcs[t]``, the state before the step ``hpt[:, t]`` and the output ``y`` at step t
+    (laid out like x)."""
+    H, B = ht.shape
+    n = H * B
+    for j in range(4 * H):
+        gr, xr = gt[j], xgt[j, t]
+        for b in range(B):
+            gr[b] += xr[b]
+    for j in range(H):
+        hr, hb = hpt[j, t], ht[j]
+        for b in range(B):
+            hr[b] = hb[b]
+    g, a = gt.reshape(4 * n), act[t].reshape(4 * n)
+    for k in range(4 * n):           # sigmoid(x) = tanh(x/2)/2 + 1/2 on i, f, o; tanh on g
+        s = _ONE if 2 * n <= k < 3 * n else _HALF
+        a[k] = _tanh(g[k] * s) * s + (_ONE - s)
+    cp, hp, c, tc = ct.reshape(n), ht.reshape(n), cs[t].reshape(n), tcs[t].reshape(n)
+    for k in range(n):
+        c[k] = a[n + k] * cp[k] + a[k] * a[2 * n + k]
+    if has_mask:                     # past a row's length the state is carried
+        for j in range(H):
+            for b in range(B):
+                if not valid[t, b]:
+                    c[j * B + b] = cp[j * B + b]
+    for k in range(n):
+        tc[k] = _tanh(c[k])
+    for k in range(n):
+        cp[k] = c[k]
+    if has_mask:
+        for j in range(H):
+            for b in range(B):
+                if valid[t, b]:
+                    hp[j * B + b] = a[3 * n + j * B + b] * tc[j * B + b]
+    else:
+        for k in range(n):
+            hp[k] = a[3 * n + k] * tc[k]
+    for b in range(B):               # the output, laid out like x (zero past the length)
+        yr = y[b, t] if bm else y[t, b]
+        if valid[t, b]:
+            for j in range(H):
+                yr[j] = ht[j, b]
+        else:
+            for j in range(H):
+                yr[j] = _ZERO
+
+
+@kernel(error_model="numpy")
+def lstm_step_backward(gy, has_gy, t, valid, has_mask, act, cp, tcs, dht, dct, dpt, scratch, bm):
+    """The gate gradients of step t of ``lstm_step_forward``: ``gy`` the output's gradient
+    (laid out like x; ignored unless ``has_gy``), ``cp`` ``[H, B]`` the cell state before
+    the step, ``dht``, ``dct`` ``[H, B]`` the gradients of the state after it (``dct``
+    becomes the one before it; the caller forms ``dht`` before it as ``W_hh^T @ dp``, plus
+    ``dht`` itself on rows past their length). Writes ``scratch`` ``[4H, B]`` (the gate
+    pre-activations' gradients, zero past a row's length) and copies it to ``dpt[:, t]``."""
+    H, B = dht.shape
+    n = H * B
+    if has_gy:
+        for b in range(B):
+            if valid[t, b]:
+                gyr = gy[b, t] if bm else gy[t, b]
+                for j in range(H):
+                    dht[j, b] += gyr[j]
+    a, tc, c0 = act[t].reshape(4 * n), tcs[t].reshape(n), cp.reshape(n)
+    dh, dc, p = dht.reshape(n), dct.reshape(n), scratch.reshape(4 * n)
+    keep = dc.copy() if has_mask else dc     # dc of the rows past their length passes through
+    for k in range(n):           # the cell state's gradient
+        o, x = a[3 * n + k], tc[k]
+        dc[k] += dh[k] * o * (_ONE - x * x)
+    for k in range(n):           # do
+        o = a[3 * n + k]
+        p[3 * n + k] = dh[k] * tc[k] * o * (_ONE - o)
+    for k in range(n):           # dg
+        g = a[2 * n + k]
+        p[2 * n + k] = dc[k] * a[k] * (_ONE - g * g)
+    for k in range(n):           # df
+        f = a[n + k]
+        p[n + k] = dc[k] * c0[k] * f * (_ONE - f)
+    for k in range(n):           # di
+        i = a[k]
+        p[k] = dc[k] * a[2 * n + k] * i * (_ONE - i)
+    for k in range(n):           # on to the cell state before the step
+        dc[k] *= a[n + k]
+    if has_mask:
+        for j in range(H):
+            for b in range(B):
+                if not valid[t, b]:
+                    dc[j * B + b] = keep[j * B + b]
+                    for q in range(4):
+                        p[q * n + j * B + b] = _ZERO
+    for j in range(4 * H):
+        dr, sr = dpt[j, t], scratch[j]
+        for b in range(B):
+            dr[b] = sr[b]
+
+
+@kernel(error_model="numpy")
+def gru_step_forward(gt, xgt, b_hh, t, valid, has_mask, ht, act, hcs, hpt, y, bm):
+    """Step t of a GRU, feature-major: ``gt`` ``[3H, B]`` holds ``W_hh @ h`` (and is
+    overwritten), ``xgt`` ``[3H, T, B]`` the input projections plus ``b_ih`` (gates r, z,
+    c), ``b_hh`` ``[3H]``; ``ht`` ``[H, B]`` holds the state before the step and is updated
+    in place. Writes the activations ``act[t]`` (r, z, c), the candidate's recurrent part
+    ``hcs[t]`` (``W_hc h + b_hc``), the state before the step ``hpt[:, t]`` and the output
+    ``y`` at step t (laid out like x)."""
+    H, B = ht.shape
+    n = H * B
+    for j in range(3 * H):
+        gr, bb = gt[j], b_hh[j]
+        for b in range(B):
+            gr[b] += bb
+    for j in range(H):
+        hr, hb, cr, gr = hpt[j, t], ht[j], hcs[t, j], gt[2 * H + j]
+        for b in range(B):
+            hr[b] = hb[b]
+        for b in range(B):
+            cr[b] = gr[b]
+    for j in range(3 * H):
+        gr, xr = gt[j], xgt[j, t]
+        if j < 2 * H:
+            for b in range(B):
+                gr[b] += xr[b]
+        else:
+            for b in range(B):
+                gr[b] = xr[b]
+    g, a, hc, h = gt.reshape(3 * n), act[t].reshape(3 * n), hcs[t].reshape(n), ht.reshape(n)
+    for k in range(2 * n):
+        a[k] = _sig(g[k])
+    for k in range(n):
+        a[2 * n + k] = _tanh(g[2 * n + k] + a[k] * hc[k])
+    if has_mask:
+        for j in range(H):
+            for b in range(B):
+                if valid[t, b]:
+                    k = j * B + b
+                    h[k] = a[2 * n + k] + a[n + k] * (h[k] - a[2 * n + k])
+    else:
+        for k in range(n):
+            c = a[2 * n + k]
+            h[k] = c + a[n + k] * (h[k] - c)
+    for b in range(B):
+        yr = y[b, t] if bm else y[t, b]
+        if valid[t, b]:
+            for j in range(H):
+                yr[j] = ht[j, b]
+        else:
+            for j in range(H):
+                yr[j] = _ZERO
+
+
+@kernel(error_model="numpy")
+def gru_step_backward(gy, has_gy, t, valid, has_mask, act, hcs, hpt, dht, sp, sq, dpt, dqt, bm):
+    """The gate gradients of step t of ``gru_step_forward``: ``gy`` the output's gradient
+    (laid out like x; ignored unless ``has_gy``), ``dht`` ``[H, B]`` the gradient of the
+    state after the step, replaced by its part ``z * dh`` of the state before it (the
+    caller adds ``W_hh^T @ sq``). Writes ``sp`` ``[3H, B]``, the gradients of the input
+    side's pre-activations (r, z, c), and ``sq``, those of ``W_hh @ h + b_hh`` (zero past a
+    row's length), and copies them to ``dpt[:, t]`` and ``dqt[:, t]``."""
+    H, B = dht.shape
+    n = H * B
+    if has_gy:
+        for b in range(B):
+            if valid[t, b]:
+                gyr = gy[b, t] if bm else gy[t, b]
+                for j in range(H):
+                    dht[j, b] += gyr[j]
+    a, hc, dh, p, q = act[t].reshape(3 * n), hcs[t].reshape(n), dht.reshape(n), sp.reshape(3 * n), \
+        sq.reshape(3 * n)
+    for j in range(H):               # dz = dh * (h_prev - c)
+        hr = hpt[j, t]
+        for b in range(B):
+            k = j * B + b
+            p[n + k] = dh[k] * (hr[b] - a[2 * n + k])
+    for k in range(n):
+        z = a[n + k]
+        p[n + k] *= z * (_ONE - z)
+    for k in range(n):               # the candidate's pre-activation
+        c = a[2 * n + k]
+        p[2 * n + k] = dh[k] * (_ONE - a[n + k]) * (_ONE - c * c)
+    for k in range(n):               # dr
+        r = a[k]
+        p[k] = p[2 * n + k] * hc[k] * r * (_ONE - r)
+    for k in range(2 * n):
+        q[k] = p[k]
+    for k in range(n):
+        q[2 * n + k] = p[2 * n + k] * a[k]
+    if has_mask:
+        for j in range(H):
+            for b in range(B):
+                if valid[t, b]:
+                    dh[j * B + b] *= a[n + j * B + b]
+                else:
+                    for g in range(3):
+                        p[g * n + j * B + b] = _ZERO
+                        q[g * n + j * B + b] = _ZERO
+    else:
+        for k in range(n):
+            dh[k] *= a[n + k]
+    for j in range(3 * H):
+        dr, sr, er, qr = dpt[j, t], sp[j], dqt[j, t], sq[j]
+        for b in range(B):
+            dr[b] = sr[b]
+        for b in range(B):
+            er[b] = qr[b]
