@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# The whole test suite: the MPI tests under 2 and 3 ranks, then everything else,
-# then (without a GPU) the tests that exercise a device again on a simulated one.
+# The whole test suite: everything that runs in one process, then the MPI tests under 2
+# and 3 ranks, then (without a GPU) the tests that exercise a device again on a simulated
+# one. The single-process run goes first so that it compiles the numba CPU kernels once
+# into their disk cache (ddg/tensor/compiled.py); the MPI ranks then load them instead of
+# each compiling the same kernels at once.
 # Exits non-zero if any run fails or collects no test (pytest's exit code 5).
 set -u
 cd "$(dirname "$0")/.."
@@ -15,13 +18,13 @@ run() {
         status=1
     fi
 }
+run python -m pytest -q --timeout=600 "$@"
 MPI_TESTS=$(ls tests/test_mpi_*.py 2>/dev/null)
 if [ -n "$MPI_TESTS" ]; then
     for n in 2 3; do
         run timeout 900 mpiexec -n "$n" python tests/mpi_pytest.py -q --timeout=300 $MPI_TESTS
     done
 fi
-run python -m pytest -q --timeout=600 "$@"
 # Without a real GPU, run the GPU code paths once more on simcupy, the numpy-backed
 # stand-in for cupy in tests/simgpu (see its docstring for what that does and does
 # not prove). On a machine where cupy sees a GPU the runs above already used it.
