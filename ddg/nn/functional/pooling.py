@@ -175,13 +175,12 @@ def adaptive_max_pool1d(x, output_size, return_mask=False, name=None):
 # -- 3-D pooling ----------------------------------------------------------------------------------
 def max_pool3d(x, kernel_size, stride=None, padding=0, return_mask=False, ceil_mode=False, data_format="NCDHW",
                name=None):
-    from ...autograd.ops import conv3d as C3
     op = "max_pool3d"
     channel_last = _check_format(data_format, ("NCDHW", "NDHWC"), op)
     _check_x(x, 5, op)
     kernel, stride, pads = _pool_args(x, kernel_size, stride, padding, ceil_mode, 3, channel_last, op)
     x = _to_nchw(x, channel_last)
-    fn = C3.MaxPoolNd(kernel, stride, pads, bool(ceil_mode))
+    fn = P.MaxPoolNd(kernel, stride, pads, bool(ceil_mode))
     y = _from_nchw(fn(x), channel_last)
     if return_mask:
         return y, _from_nchw(Tensor._wrap(fn.mask()), channel_last)
@@ -190,13 +189,12 @@ def max_pool3d(x, kernel_size, stride=None, padding=0, return_mask=False, ceil_m
 
 def avg_pool3d(x, kernel_size, stride=None, padding=0, ceil_mode=False, exclusive=True, divisor_override=None,
                data_format="NCDHW", name=None):
-    from ...autograd.ops import conv3d as C3
     op = "avg_pool3d"
     channel_last = _check_format(data_format, ("NCDHW", "NDHWC"), op)
     _check_x(x, 5, op)
     kernel, stride, pads = _pool_args(x, kernel_size, stride, padding, ceil_mode, 3, channel_last, op)
     x = _to_nchw(x, channel_last)
-    y = C3.AvgPoolNd(kernel, stride, pads, bool(ceil_mode), bool(exclusive), divisor_override)(x)
+    y = P.AvgPoolNd(kernel, stride, pads, bool(ceil_mode), bool(exclusive), divisor_override)(x)
     return _from_nchw(y, channel_last)
 
 

@@ -1,8 +1,8 @@
-"""3-D convolution, transposed convolution and pooling (NCDHW), on any number of spatial
-dimensions in fact: windows are a strided view of the padded input (im2col without a
-copy until the matrix product), gradients are scattered back with one strided
-slice-add per kernel offset (col2im). The 2-D primitives in ``conv.py``/``pooling.py``
-keep their own tuned CHWN layout; these are plain and general.
+"""Convolution and transposed convolution over any number of spatial dimensions (used for
+3-D, NCDHW): windows are a strided view of the padded input (im2col without a copy until
+the matrix product), gradients are scattered back with one strided slice-add per kernel
+offset (col2im). The 2-D primitives in ``conv.py`` keep their own tuned CHWN layout; the
+N-d pooling primitives (``pooling.py``) share these window helpers.
 """
 import itertools
 
@@ -165,109 +165,3 @@ class ConvTransposeNd(Function):
         if has_b and self.needs[2]:
             gb = gy.sum(axis=(0,) + tuple(range(2, 2 + nd)))
         return (gx, gw, gb) if has_b else (gx, gw)
-
-
-def pool_out_sizes(spatial, k, s, pads, ceil_mode):
-    out = []
-    for i in range(len(k)):
-        n = spatial[i] + pads[2 * i] + pads[2 * i + 1] - k[i]
-        o = (-(-n // s[i]) if ceil_mode else n // s[i]) + 1
-        if ceil_mode and (o - 1) * s[i] >= spatial[i] + pads[2 * i]:
-            o -= 1   # the last window must start inside the input or its leading padding
-        out.append(o)
-    return tuple(out)
-
-
-def _pool_pads(spatial, k, s, pads, o):
-    """``pads`` with the trailing side grown so that every window of ``o`` fits (ceil_mode)."""
-    p = list(pads)
-    for i in range(len(k)):
-        need = (o[i] - 1) * s[i] + k[i] - (spatial[i] + p[2 * i] + p[2 * i + 1])
-        if need > 0:
-            p[2 * i + 1] += need
-    return tuple(p)
-
-
-class MaxPoolNd(Function):
-    save_inputs = False
-
-    def __init__(self, kernel, stride, pads, ceil_mode):
-        self.k, self.s, self.pads, self.ceil = tuple(kernel), tuple(stride), tuple(pads), ceil_mode
-
-    def forward(self, x):
-        xp = backend.get_array_module(x)
-        sp = x.shape[2:]
-        o = pool_out_sizes(sp, self.k, self.s, self.pads, self.ceil)
-        if min(o) <= 0:
-            raise ValueError(f"ddg.max_pool3d: the output would be empty: input {list(x.shape)}, kernel {list(self.k)}")
-        pads = _pool_pads(sp, self.k, self.s, self.pads, o)
-        fill = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
-        win = _windows(_pad(x, pads, fill), self.k, self.s, (1,) * len(self.k), o)
-        win = win.reshape(x.shape[:2] + o + (-1,))
-        self.idx = win.argmax(-1)
-        self.meta = (x.shape, o, pads)
-        return xp.ascontiguousarray(xp.take_along_axis(win, self.idx[..., None], -1)[..., 0])
-
-    def backward(self, g):
-        xp = backend.get_array_module(g)
-        xs, o, pads = self.meta
-        kk = int(np.prod(self.k))
-        gw = (xp.arange(kk) == self.idx[..., None]) * g[..., None]
-        gw = gw.astype(g.dtype).reshape(g.shape + self.k)
-        padded = tuple(xs[2 + i] + pads[2 * i] + pads[2 * i + 1] for i in range(len(o)))
-        return xp.ascontiguousarray(_crop(_scatter(gw, padded, self.k, self.s, (1,) * len(o), o), pads, xs[2:]))
-
-    def mask(self):
-        """Paddle's mask: each maximum's flat index into the input's spatial dims (int32)."""
-        xp = backend.get_array_module(self.idx)
-        xs, o, pads = self.meta
-        nd = len(o)
-        offs = xp.unravel_index(self.idx, self.k) if hasattr(xp, "unravel_index") else None
-        flat = 0
-        for i in range(nd):
-            shape = [1] * (2 + nd)
-            shape[2 + i] = o[i]
-            pos = xp.arange(o[i]).reshape(shape) * self.s[i] - self.pads[2 * i] + offs[i]
-            flat = flat * xs[2 + i] + pos
-        return flat.astype("int32")
-
-
-class AvgPoolNd(Function):
-    save_inputs = False
-
-    def __init__(self, kernel, stride, pads, ceil_mode, exclusive, divisor_override):
-        self.k, self.s, self.pads, self.ceil = tuple(kernel), tuple(stride), tuple(pads), ceil_mode
-        self.exclusive, self.divisor = exclusive, divisor_override
-
-    def forward(self, x):
-        xp = backend.get_array_module(x)
-        sp = x.shape[2:]
-        o = pool_out_sizes(sp, self.k, self.s, self.pads, self.ceil)
-        if min(o) <= 0:
-            raise ValueError(f"ddg.avg_pool3d: the output would be empty: input {list(x.shape)}, kernel {list(self.k)}")
-        pads = _pool_pads(sp, self.k, self.s, self.pads, o)
-        one = (1,) * len(o)
-        total = _windows(_pad(x, pads), self.k, self.s, one, o).sum(axis=tuple(range(-len(o), 0)))
-        if self.divisor:
-            count = xp.asarray(float(self.divisor), dtype=x.dtype)
-        elif self.exclusive:
-            ones = xp.ones((1, 1) + tuple(sp), dtype=x.dtype)
-            count = _windows(_pad(ones, pads), self.k, self.s, one, o).sum(axis=tuple(range(-len(o), 0)))
-        else:
-            # padding the caller asked for counts; the extra trailing padding of ceil_mode does not
-            ones = xp.ones((1, 1) + tuple(s + self.pads[2 * i] + self.pads[2 * i + 1] for i, s in enumerate(sp)),
-                           dtype=x.dtype)
-            extra = []
-            for i in range(len(o)):
-                extra += [0, pads[2 * i + 1] - self.pads[2 * i + 1]]
-            count = _windows(_pad(ones, extra), self.k, self.s, one, o).sum(axis=tuple(range(-len(o), 0)))
-        self.count, self.meta = count, (x.shape, o, pads)
-        return (total / count).astype(x.dtype, copy=False)
-
-    def backward(self, g):
-        xp = backend.get_array_module(g)
-        xs, o, pads = self.meta
-        gq = (g / self.count).astype(g.dtype, copy=False)
-        gw = xp.broadcast_to(gq.reshape(gq.shape + (1,) * len(o)), gq.shape + self.k)
-        padded = tuple(xs[2 + i] + pads[2 * i] + pads[2 * i + 1] for i in range(len(o)))
-        return xp.ascontiguousarray(_crop(_scatter(gw, padded, self.k, self.s, (1,) * len(o), o), pads, xs[2:]))
