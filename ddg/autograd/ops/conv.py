@@ -40,6 +40,7 @@ from ...tensor import backend
 from ...tensor.dtypes import upcast
 from ..function import Function
 from ..higher import linear_backward_graph, live_input
+from . import conv_kernels as K
 
 
 # -- helpers ------------------------------------------------------------------------------
@@ -382,9 +383,18 @@ class Conv2d(Function):
             return _cudnn_conv(self.cudnn, x, w, b[0] if b else None, _symmetric(self.pads), (sh, sw), (dh, dw),
                                g, (oh, ow))
         self.cudnn = None
-        self.wino = None
+        self.wino = self.dw_x = None
         if _use_winograd(x, w, self.stride, self.dilation, g, self.pads):
             return self._forward_winograd(x, w, b, oh, ow)
+        if g == c and cg == 1 and K.usable(x, w, *b):
+            # depthwise: the compiled direct loop (kh*kw multiply-adds of contiguous rows per
+            # output row) instead of a batch of one-row matrix products
+            self.dw_x = K.chwn(x)
+            y = K.depthwise_forward(self.dw_x, w, self.pads, (sh, sw), (dh, dw), oh, ow)
+            if b:
+                y += b[0].reshape(1, o, 1, 1)
+            self.w, self.x = w, x
+            return y
         xpad = _pad_input(x, self.pads)
         cols = im2col(xpad, kh, kw, sh, sw, dh, dw, oh, ow)
         if g == 1:
@@ -440,11 +450,20 @@ class Conv2d(Function):
             return gx, gw, gb
         return gx, gw
 
+    def _backward_depthwise(self, gy):
+        needs = self.needs
+        gx, gw = K.depthwise_backward(self.dw_x, self.w, gy, self.pads, self.stride, self.dilation, needs[0], needs[1])
+        if len(needs) == 3:
+            return gx, gw, (gy.sum(axis=(0, 2, 3)) if needs[2] else None)
+        return gx, gw
+
     def backward(self, gy):
         if self.cudnn is not None:
             return self._backward_cudnn(gy)
         if self.wino is not None:
             return self._backward_winograd(gy)
+        if self.dw_x is not None:
+            return self._backward_depthwise(gy)
         needs = self.needs
         w, cols, gr = self.w, self.cols, self.groups
         n, c, h, wd, hp, wp, oh, ow = self.geom

@@ -1,0 +1,174 @@
+"""Compiled (numba) CPU loops of the convolution and pooling primitives, for the shapes a
+matrix product serves poorly. numpy float32/float64 arrays only: cupy arrays and half
+dtypes keep the whole-array paths of ``conv.py``/``pooling.py``.
+
+All kernels work on the batch-innermost layout of ``conv.py`` (an image is ``[C, H, W, N]``
+C-contiguous): one output row ``[OW, N]`` is a contiguous run, and for a window stride of 1
+the input run that a kernel offset multiplies is contiguous too, so the innermost loop is a
+plain multiply-add over ``OW*N`` elements that the compiler vectorizes.
+
+Depthwise convolution (``groups == C``, output channel ``o`` reads input channel
+``o // mult``): per output row and kernel offset one multiply-add of a row (forward),
+the same scatter for the input gradient, and a dot product of rows for the weight
+gradient. Its work is ``kh*kw`` multiply-adds per output, the same as a matrix product's,
+without building columns.
+"""
+import numpy as np
+
+from ...tensor.compiled import kernel
+
+
+@kernel
+def _depthwise_fwd(x, w, y, geom):
+    """``y[o, oy, ox, n] = sum_ij w[o, i, j] * x[o // mult, oy*sh + i*dh - pt, ox*sw + j*dw - pl, n]``
+    on flat C-contiguous arrays ``x`` [C, H, W, N], ``w`` [O, kh, kw], ``y`` [O, OH, OW, N]
+    (overwritten); taps outside the image (the padding) are skipped. ``geom`` = (N, H, W, O,
+    OH, OW, kh, kw, sh, sw, dh, dw, pt, pl, mult); ``u`` below is N, the lanes of a pixel.
+
+    Rows are taken as slices so that the innermost index starts at 0: numba then drops its
+    negative-index check and the multiply-add over a row vectorizes."""
+    u, h, wd, o_n, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl, mult = geom
+    for o in range(o_n):
+        c = o // mult
+        for oy in range(oh):
+            y0 = (o * oh + oy) * ow * u
+            yr = y[y0:y0 + ow * u]
+            yr[:] = 0.0
+            for i in range(kh):
+                iy = oy * sh + i * dh - pt
+                if iy < 0 or iy >= h:
+                    continue
+                x0 = (c * h + iy) * wd * u
+                for j in range(kw):
+                    off = j * dw - pl
+                    lo = max(0, (sw - 1 - off) // sw)          # first ox whose tap is inside
+                    hi = min(ow, (wd - 1 - off) // sw + 1)     # one past the last
+                    if hi <= lo:
+                        continue
+                    wv = w[(o * kh + i) * kw + j]
+                    if sw == 1:
+                        m = (hi - lo) * u
+                        xr = x[x0 + (lo + off) * u:x0 + (lo + off) * u + m]
+                        rr = yr[lo * u:lo * u + m]
+                        for k in range(m):
+                            rr[k] += wv * xr[k]
+                    elif u == 1:                                # a batch of one, strided window
+                        xr = x[x0 + lo * sw + off:x0 + (hi - 1) * sw + off + 1]
+                        rr = yr[lo:hi]
+                        for k in range(hi - lo):
+                            rr[k] += wv * xr[k * sw]
+                    else:
+                        for ox in range(lo, hi):
+                            xr = x[x0 + (ox * sw + off) * u:x0 + (ox * sw + off + 1) * u]
+                            rr = yr[ox * u:(ox + 1) * u]
+                            for k in range(u):
+                                rr[k] += wv * xr[k]
+
+
+@kernel
+def _depthwise_bwd(x, w, gy, gx, gw, geom, need_x, need_w, zero):
+    """Gradients of ``_depthwise_fwd`` (same layouts; ``gy`` as ``y``, ``gx`` as ``x``, zeroed
+    by the caller) for the output gradient ``gy``: ``gx`` gains ``w * gy`` at every
+    tap (``need_x``), ``gw`` [O, kh, kw] (float64, overwritten) the dot products of ``gy``
+    with the taps' input (``need_w``): per row in the input's dtype (``zero`` is a 0 of it),
+    the rows summed in float64."""
+    u, h, wd, o_n, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl, mult = geom
+    gw[:] = 0.0
+    for o in range(o_n):
+        c = o // mult
+        for oy in range(oh):
+            y0 = (o * oh + oy) * ow * u
+            yr = gy[y0:y0 + ow * u]
+            for i in range(kh):
+                iy = oy * sh + i * dh - pt
+                if iy < 0 or iy >= h:
+                    continue
+                x0 = (c * h + iy) * wd * u
+                for j in range(kw):
+                    off = j * dw - pl
+                    lo = max(0, (sw - 1 - off) // sw)
+                    hi = min(ow, (wd - 1 - off) // sw + 1)
+                    if hi <= lo:
+                        continue
+                    t = (o * kh + i) * kw + j
+                    wv = w[t]
+                    s = zero
+                    if sw == 1:
+                        m = (hi - lo) * u
+                        a = x0 + (lo + off) * u
+                        rr = yr[lo * u:lo * u + m]
+                        if need_w:
+                            xr = x[a:a + m]
+                            for k in range(m):
+                                s += rr[k] * xr[k]
+                        if need_x:
+                            gr = gx[a:a + m]
+                            for k in range(m):
+                                gr[k] += wv * rr[k]
+                    elif u == 1:                                # a batch of one, strided window
+                        a = x0 + lo * sw + off
+                        e = x0 + (hi - 1) * sw + off + 1
+                        rr = yr[lo:hi]
+                        if need_w:
+                            xr = x[a:e]
+                            for k in range(hi - lo):
+                                s += rr[k] * xr[k * sw]
+                        if need_x:
+                            gr = gx[a:e]
+                            for k in range(hi - lo):
+                                gr[k * sw] += wv * rr[k]
+                    else:
+                        for ox in range(lo, hi):
+                            a = x0 + (ox * sw + off) * u
+                            rr = yr[ox * u:(ox + 1) * u]
+                            if need_w:
+                                xr = x[a:a + u]
+                                for k in range(u):
+                                    s += rr[k] * xr[k]
+                            if need_x:
+                                gr = gx[a:a + u]
+                                for k in range(u):
+                                    gr[k] += wv * rr[k]
+                    gw[t] += s
+
+
+def usable(*arrays):
+    """Whether the compiled loops take these arrays: numpy float32/float64, one dtype."""
+    dt = arrays[0].dtype
+    return all(type(a) is np.ndarray and a.dtype == dt for a in arrays) and dt in (np.float32, np.float64)
+
+
+def chwn(a):
+    """[N, C, H, W] ``a`` as the C-contiguous [C, H, W, N] array the loops take (free when
+    ``a`` is laid out batch-innermost, as the convolutions' outputs are; else one copy)."""
+    return np.ascontiguousarray(a.transpose(1, 2, 3, 0))
+
+
+def _geom(x4, w, pads, stride, dilation, oh, ow):
+    c, h, wd, n = x4.shape
+    o, _, kh, kw = w.shape
+    return (n, h, wd, o, oh, ow, kh, kw, stride[0], stride[1], dilation[0], dilation[1], pads[0], pads[2], o // c)
+
+
+def depthwise_forward(x4, w, pads, stride, dilation, oh, ow):
+    """Depthwise convolution of ``x4`` [C, H, W, N] (see ``chwn``) with ``w`` [O, 1, kh, kw]
+    (O a multiple of C), padded by ``pads`` = (top, bottom, left, right): the output
+    [N, O, OH, OW] (a batch-innermost view)."""
+    y = np.empty((w.shape[0], oh, ow, x4.shape[3]), x4.dtype)
+    _depthwise_fwd(x4.reshape(-1), np.ascontiguousarray(w).reshape(-1), y.reshape(-1),
+                   _geom(x4, w, pads, stride, dilation, oh, ow))
+    return y.transpose(3, 0, 1, 2)
+
+
+def depthwise_backward(x4, w, gy, pads, stride, dilation, need_x, need_w):
+    """Gradients of ``depthwise_forward`` for the output gradient ``gy`` [N, O, OH, OW]: the
+    input gradient [N, C, H, W] (a batch-innermost view) and the weight gradient
+    [O, 1, kh, kw], each None unless asked for."""
+    oh, ow = gy.shape[2:]
+    g4 = chwn(gy.astype(x4.dtype, copy=False))
+    gx = np.zeros_like(x4) if need_x else x4[:0]
+    gw = np.empty(w.size, np.float64)
+    _depthwise_bwd(x4.reshape(-1), np.ascontiguousarray(w).reshape(-1), g4.reshape(-1), gx.reshape(-1), gw,
+                   _geom(x4, w, pads, stride, dilation, oh, ow), bool(need_x), bool(need_w), x4.dtype.type(0))
+    return (gx.transpose(3, 0, 1, 2) if need_x else None,
+            gw.astype(w.dtype).reshape(w.shape) if need_w else None)
