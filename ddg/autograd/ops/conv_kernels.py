@@ -132,6 +132,83 @@ def _depthwise_bwd(x, w, gy, gx, gw, geom, need_x, need_w, zero):
                     gw[t] += s
 
 
+@kernel
+def _col2im3(cols, out, geom):
+    """Columns ``[C, kd, kh, kw, od, oh, ow, N]`` summed into ``out`` [C, Dp, Hp, Wp, N]
+    (zeroed by the caller; flat C-contiguous arrays): column (a, i, j, z, y, x) lands at
+    (z*sd + a*dd, y*sh + i*dh, x*sw + j*dw). ``geom`` = (C, kd, kh, kw, od, oh, ow, N, Dp, Hp,
+    Wp, sd, sh, sw, dd, dh, dw). For stride 1 along the width each (offset, output row)
+    adds one contiguous run of ``ow*N`` elements."""
+    c_n, kd, kh, kw, od, oh, ow, n, dp, hp, wp, sd, sh, sw, dd, dh, dw = geom
+    row = ow * n
+    src = 0
+    for c in range(c_n):
+        for a in range(kd):
+            for i in range(kh):
+                for j in range(kw):
+                    for z in range(od):
+                        for y in range(oh):
+                            dst = (((c * dp + z * sd + a * dd) * hp + y * sh + i * dh) * wp + j * dw) * n
+                            cr = cols[src:src + row]
+                            if sw == 1:
+                                orow = out[dst:dst + row]
+                                for k in range(row):
+                                    orow[k] += cr[k]
+                            else:
+                                for x in range(ow):
+                                    orow = out[dst + x * sw * n:dst + x * sw * n + n]
+                                    for k in range(n):
+                                        orow[k] += cr[x * n + k]
+                            src += row
+
+
+@kernel
+def _im2col3(x, cols, geom):
+    """The adjoint of ``_col2im3`` (same flat layouts and ``geom``): ``cols`` [C, kd, kh, kw,
+    od, oh, ow, N] (overwritten) gathers the padded input ``x`` [C, Dp, Hp, Wp, N]."""
+    c_n, kd, kh, kw, od, oh, ow, n, dp, hp, wp, sd, sh, sw, dd, dh, dw = geom
+    row = ow * n
+    dst = 0
+    for c in range(c_n):
+        for a in range(kd):
+            for i in range(kh):
+                for j in range(kw):
+                    for z in range(od):
+                        for y in range(oh):
+                            src = (((c * dp + z * sd + a * dd) * hp + y * sh + i * dh) * wp + j * dw) * n
+                            cr = cols[dst:dst + row]
+                            if sw == 1:
+                                xr = x[src:src + row]
+                                for k in range(row):
+                                    cr[k] = xr[k]
+                            else:
+                                for q in range(ow):
+                                    xr = x[src + q * sw * n:src + q * sw * n + n]
+                                    for k in range(n):
+                                        cr[q * n + k] = xr[k]
+                            dst += row
+
+
+def im2col(x, kernel, out, stride, dilation):
+    """Columns [C, kd, kh, kw, od, oh, ow, N] of the padded ``x`` [C, Dp, Hp, Wp, N] (C-contiguous,
+    numpy float32/float64) for windows ``kernel`` at ``stride``/``dilation``, ``out`` =
+    (od, oh, ow) output positions."""
+    c, dp, hp, wp, n = x.shape
+    cols = np.empty((c,) + tuple(kernel) + tuple(out) + (n,), x.dtype)
+    _im2col3(x.reshape(-1), cols.reshape(-1), (c,) + tuple(kernel) + tuple(out) + (n, dp, hp, wp) + tuple(stride) +
+             tuple(dilation))
+    return cols
+
+
+def col2im(cols, out, stride, dilation):
+    """``cols`` [C, kd, kh, kw, od, oh, ow, N] summed into the zero ``out`` [C, Dp, Hp, Wp, N]
+    (both C-contiguous, numpy float32/float64) at the windows of ``stride``/``dilation``."""
+    c, kd, kh, kw, od, oh, ow, n = cols.shape
+    _, dp, hp, wp, _ = out.shape
+    _col2im3(cols.reshape(-1), out.reshape(-1), (c, kd, kh, kw, od, oh, ow, n, dp, hp, wp) + tuple(stride) +
+             tuple(dilation))
+
+
 def usable(*arrays):
     """Whether the compiled loops take these arrays: numpy float32/float64, one dtype."""
     dt = arrays[0].dtype

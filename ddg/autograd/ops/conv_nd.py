@@ -1,8 +1,15 @@
 """Convolution and transposed convolution over any number of spatial dimensions (used for
-3-D, NCDHW): windows are a strided view of the padded input (im2col without a copy until
-the matrix product), gradients are scattered back with one strided slice-add per kernel
-offset (col2im). The 2-D primitives in ``conv.py`` keep their own tuned CHWN layout; the
-N-d pooling primitives (``pooling.py``) share these window helpers.
+3-D, NCDHW), in the batch-innermost layout of ``conv.py``: the padded input is copied
+once to ``[C, *S, N]``, its columns ``[C, *k, *o, N]`` are one contiguous gather of a
+strided view (runs of ``o_last*N`` elements for stride 1), the convolution is one matrix
+product per group whose result ``[O, *o, N]`` is handed out as a transposed view
+``[N, O, *o]`` (no output copy), and gradients are scattered back (col2im) by a compiled
+loop on numpy float32/float64 (``conv_kernels.col2im``; one strided add per kernel offset
+on cupy and for other dtypes). The transposed convolution is the adjoint: a product then
+col2im forward, im2col then products backward (no columns of inserted zeros).
+
+The N-d pooling primitives (``pooling.py``) share the window helpers ``_pad``,
+``_windows``, ``_scatter`` and ``_crop`` (plain NC* layout).
 """
 import itertools
 
@@ -10,6 +17,8 @@ import numpy as np
 
 from ...tensor import backend
 from ..function import Function
+from . import conv_kernels as K
+from .conv import _wgrad
 
 
 def _pad(a, pads, fill=0.0):
@@ -50,25 +59,62 @@ def _crop(a, pads, spatial):
     return a[(slice(None), slice(None)) + tuple(slice(pads[2 * i], pads[2 * i] + spatial[i]) for i in range(nd))]
 
 
-def _im2col(x, pads, k, s, d, o, groups):
-    """[G, N*prod(o), C/G*prod(k)] columns of ``x`` [N, C, *S]."""
-    n, c = x.shape[:2]
-    nd = len(k)
-    win = _windows(_pad(x, pads), k, s, d, o)
-    win = win.reshape((n, groups, c // groups) + tuple(o) + tuple(k))
-    perm = (1, 0) + tuple(range(3, 3 + nd)) + (2,) + tuple(range(3 + nd, 3 + 2 * nd))
-    return win.transpose(perm).reshape(groups, n * int(np.prod(o)), (c // groups) * int(np.prod(k)))
+def _cl(a, pads=None, extent=None):
+    """``a`` [N, C, *S] as a C-contiguous batch-innermost array ``[C, *Sp, N]``, padded by
+    ``pads`` (before_0, after_0, ...) or placed at ``pads``' leading offsets in a zero array
+    of spatial size ``extent``. Without padding, free when ``a`` is already such a view."""
+    xp = backend.get_array_module(a)
+    nd = a.ndim - 2
+    perm = tuple(range(1, nd + 2)) + (0,)
+    if extent is None and (pads is None or not any(pads)):
+        return xp.ascontiguousarray(a.transpose(perm))
+    if extent is None:
+        extent = tuple(a.shape[2 + i] + pads[2 * i] + pads[2 * i + 1] for i in range(nd))
+    out = xp.zeros((a.shape[1],) + tuple(extent) + (a.shape[0],), dtype=a.dtype)
+    out[(slice(None),) + tuple(slice(pads[2 * i], pads[2 * i] + a.shape[2 + i]) for i in range(nd))] = \
+        a.transpose(perm)
+    return out
 
 
-def _col2im(cols, n, c, spatial, pads, k, s, d, o, groups):
-    """The adjoint of ``_im2col``: [N, C, *spatial]."""
+def _from_cl(a):
+    """``[C, *S, N]`` as the logical ``[N, C, *S]`` (a view)."""
+    return a.transpose((a.ndim - 1,) + tuple(range(a.ndim - 1)))
+
+
+def _im2col(xcl, k, s, d, o):
+    """Contiguous columns ``[C, *k, *o, N]`` of the batch-innermost ``xcl`` [C, *Sp, N]."""
+    xp = backend.get_array_module(xcl)
     nd = len(k)
-    cg = c // groups
-    g = cols.reshape((groups, n) + tuple(o) + (cg,) + tuple(k))
-    perm = (1, 0, 2 + nd) + tuple(range(2, 2 + nd)) + tuple(range(3 + nd, 3 + 2 * nd))
-    g = g.transpose(perm).reshape((n, c) + tuple(o) + tuple(k))
-    padded = tuple(spatial[i] + pads[2 * i] + pads[2 * i + 1] for i in range(nd))
-    return _crop(_scatter(g, padded, k, s, d, o), pads, spatial)
+    if nd <= 3 and K.usable(xcl):
+        one = (1,) * (3 - nd)
+        c, n = xcl.shape[0], xcl.shape[-1]
+        cols = K.im2col(xcl.reshape((c,) + one + xcl.shape[1:-1] + (n,)), one + tuple(k), one + tuple(o),
+                        one + tuple(s), one + tuple(d))
+        return cols.reshape((c,) + tuple(k) + tuple(o) + (n,))
+    st = xcl.strides
+    shape = (xcl.shape[0],) + tuple(k) + tuple(o) + (xcl.shape[-1],)
+    strides = (st[0],) + tuple(st[1 + i] * d[i] for i in range(nd)) + tuple(st[1 + i] * s[i] for i in range(nd)) + \
+        (st[-1],)
+    return xp.ascontiguousarray(xp.lib.stride_tricks.as_strided(xcl, shape, strides))
+
+
+def _col2im(cols, extent, s, d):
+    """The adjoint of ``_im2col``: columns ``[C, *k, *o, N]`` summed into a zero
+    ``[C, *extent, N]``."""
+    xp = backend.get_array_module(cols)
+    nd = len(extent)
+    c, n = cols.shape[0], cols.shape[-1]
+    k, o = cols.shape[1:1 + nd], cols.shape[1 + nd:1 + 2 * nd]
+    out = xp.zeros((c,) + tuple(extent) + (n,), dtype=cols.dtype)
+    if nd <= 3 and K.usable(cols):
+        pad = (1,) * (3 - nd)
+        K.col2im(cols.reshape((c,) + pad + tuple(k) + pad + tuple(o) + (n,)),
+                 out.reshape((c,) + pad + tuple(extent) + (n,)), pad + tuple(s), pad + tuple(d))
+        return out
+    for off in itertools.product(*[range(m) for m in k]):
+        sl = tuple(slice(off[i] * d[i], off[i] * d[i] + s[i] * (o[i] - 1) + 1, s[i]) for i in range(nd))
+        out[(slice(None),) + sl] += cols[(slice(None),) + off]
+    return out
 
 
 def _out_sizes(spatial, k, s, pads, d):
@@ -76,47 +122,61 @@ def _out_sizes(spatial, k, s, pads, d):
                  for i in range(len(k)))
 
 
+def _gmm(a, b):
+    """``a @ b`` per group: [G, m, k] x [G, k, n] -> [G, m, n], as 2-D products (numpy's
+    stacked matmul does not reach BLAS for every operand layout)."""
+    xp = backend.get_array_module(a)
+    if a.shape[0] == 1:
+        return (a[0] @ b[0])[None]
+    return xp.stack([a[i] @ b[i] for i in range(a.shape[0])])
+
+
+def _wgrad_g(g, cols, chunks):
+    """Per group ``g @ cols.T`` ([G, O, K] x [G, CKK, K] -> [G, O, CKK]) through ``conv._wgrad``
+    (the product shape BLAS runs well)."""
+    xp = backend.get_array_module(g)
+    return xp.stack([_wgrad(g[i], cols[i], chunks) for i in range(g.shape[0])])
+
+
 class ConvNd(Function):
     """N-d convolution (cross-correlation) of [N, C, *S] with weight [O, C/groups, *k]."""
-    save_inputs = (0, 1)   # the saved columns and weight matrix may be views of them
+    save_inputs = (1,)   # backward reads the weight and the columns (a copy of x)
 
     def __init__(self, stride, pads, dilation, groups):
         self.s, self.pads, self.d, self.groups = tuple(stride), tuple(pads), tuple(dilation), groups
 
     def forward(self, x, w, b=None):
-        xp = backend.get_array_module(x, w)
         k = w.shape[2:]
         n, c = x.shape[:2]
         o = _out_sizes(x.shape[2:], k, self.s, self.pads, self.d)
         if min(o) <= 0:
             raise ValueError(f"ddg.conv3d: the output would be empty: input {list(x.shape)}, kernel {list(k)}")
         g = self.groups
-        cols = _im2col(x, self.pads, k, self.s, self.d, o, g)
-        wm = w.reshape(g, w.shape[0] // g, -1)
-        out = xp.matmul(cols, wm.transpose(0, 2, 1))             # G, N*P, O/G
-        og = w.shape[0] // g
-        out = out.reshape((g, n) + o + (og,))
-        nd = len(o)
-        out = out.transpose((1, 0, 2 + nd) + tuple(range(2, 2 + nd))).reshape((n, w.shape[0]) + o)
+        cols = _im2col(_cl(x, self.pads), k, self.s, self.d, o)
+        out = _gmm(w.reshape(g, w.shape[0] // g, -1), cols.reshape(g, -1, int(np.prod(o)) * n))
+        out = out.reshape((w.shape[0],) + o + (n,))
         if b is not None:
-            out = out + b.reshape((1, -1) + (1,) * nd)
-        self.cols, self.wm, self.meta = cols, wm, (x.shape, w.shape, o, b is not None)
-        return xp.ascontiguousarray(out)
+            out += b.reshape((-1,) + (1,) * (len(o) + 1))
+        self.cols, self.w, self.meta = cols, w, (x.shape, o, b is not None)
+        return _from_cl(out)
 
     def backward(self, gy):
-        xp = backend.get_array_module(gy)
-        xs, ws, o, has_b = self.meta
-        g = self.groups
-        n = xs[0]
+        xs, o, has_b = self.meta
+        w, g = self.w, self.groups
         nd = len(o)
-        og = ws[0] // g
-        gm = gy.reshape((n, g, og) + o).transpose((1, 0) + tuple(range(3, 3 + nd)) + (2,)).reshape(g, -1, og)
+        og = w.shape[0] // g
+        gm = _cl(gy.astype(w.dtype, copy=False)).reshape(g, og, -1)        # [G, O/G, P*N]
+        cm = self.cols.reshape(g, -1, gm.shape[-1])                          # [G, C/G*K, P*N]
         needs = self.needs
         gx = gw = gb = None
         if needs[0]:
-            gx = _col2im(xp.matmul(gm, self.wm), n, xs[1], xs[2:], self.pads, ws[2:], self.s, self.d, o, g)
+            gcols = _gmm(w.reshape(g, og, -1).transpose(0, 2, 1), gm).reshape(self.cols.shape)
+            padded = tuple(xs[2 + i] + self.pads[2 * i] + self.pads[2 * i + 1] for i in range(nd))
+            full = _col2im(gcols, padded, self.s, self.d)
+            gx = _from_cl(full[(slice(None),) + tuple(slice(self.pads[2 * i], self.pads[2 * i] + xs[2 + i])
+                                                      for i in range(nd))])
         if needs[1]:
-            gw = xp.matmul(gm.transpose(0, 2, 1), self.cols).reshape(ws)
+            gw = _wgrad_g(gm, cm, o[0]).reshape(w.shape)
         if has_b and needs[2]:
             gb = gy.sum(axis=(0,) + tuple(range(2, 2 + nd)))
         return (gx, gw, gb) if has_b else (gx, gw)
@@ -124,44 +184,50 @@ class ConvNd(Function):
 
 class ConvTransposeNd(Function):
     """N-d transposed convolution (the input-gradient of ConvNd) of [N, Cin, *S] with weight
-    [Cin, Cout/groups, *k], to spatial size ``out_sizes``."""
-    save_inputs = (0, 1)
+    [Cin, Cout/groups, *k], to spatial size ``out_sizes``: the product ``W^T x`` gives the
+    columns, col2im sums them into the output (no im2col of inserted zeros)."""
+    save_inputs = (1,)   # backward reads the weight and x's batch-innermost copy
 
     def __init__(self, stride, pads, dilation, groups, out_sizes):
         self.s, self.pads, self.d, self.groups = tuple(stride), tuple(pads), tuple(dilation), groups
         self.out_sizes = tuple(out_sizes)
 
+    def _extent(self, sp, k):
+        """The spatial size the windows cover, with room for the output (output_padding)."""
+        return tuple(max((sp[i] - 1) * self.s[i] + self.d[i] * (k[i] - 1) + 1, self.pads[2 * i] + self.out_sizes[i])
+                     for i in range(len(k)))
+
     def forward(self, x, w, b=None):
-        xp = backend.get_array_module(x, w)
         g = self.groups
         n, cin = x.shape[:2]
-        o = tuple(x.shape[2:])
-        nd = len(o)
-        xm = x.reshape((n, g, cin // g) + o).transpose((1, 0) + tuple(range(3, 3 + nd)) + (2,)).reshape(
-            g, -1, cin // g)
-        wm = w.reshape(g, cin // g, -1)
+        sp = tuple(x.shape[2:])
+        k = tuple(w.shape[2:])
+        nd = len(sp)
+        xcl = _cl(x)                                                        # [Cin, *S, N]
+        xm = xcl.reshape(g, cin // g, -1)
+        cols = _gmm(w.reshape(g, cin // g, -1).transpose(0, 2, 1), xm)  # [G, Cout/G*K, S*N]
         cout = w.shape[1] * g
-        out = _col2im(xp.matmul(xm, wm), n, cout, self.out_sizes, self.pads, w.shape[2:], self.s, self.d, o, g)
+        full = _col2im(cols.reshape((cout,) + k + sp + (n,)), self._extent(sp, k), self.s, self.d)
+        out = full[(slice(None),) + tuple(slice(self.pads[2 * i], self.pads[2 * i] + self.out_sizes[i])
+                                          for i in range(nd))]
         if b is not None:
-            out = out + b.reshape((1, -1) + (1,) * nd)
-        self.xm, self.wm, self.meta = xm, wm, (x.shape, w.shape, b is not None)
-        return xp.ascontiguousarray(out)
+            out = out + b.reshape((-1,) + (1,) * (nd + 1))
+        self.xm, self.w, self.meta = xm, w, (x.shape, b is not None)
+        return _from_cl(out)
 
     def backward(self, gy):
-        xp = backend.get_array_module(gy)
-        xs, ws, has_b = self.meta
-        g = self.groups
+        xs, has_b = self.meta
+        w, g = self.w, self.groups
         n, cin = xs[:2]
-        o = tuple(xs[2:])
-        nd = len(o)
-        cols = _im2col(gy, self.pads, ws[2:], self.s, self.d, o, g)   # G, N*P, Cout/G*K
+        sp, k = tuple(xs[2:]), tuple(w.shape[2:])
+        nd = len(sp)
+        gpad = _cl(gy.astype(w.dtype, copy=False), self.pads, self._extent(sp, k))   # [Cout, *extent, N]
+        gcols = _im2col(gpad, k, self.s, self.d, sp).reshape(g, -1, self.xm.shape[-1])   # [G, Cout/G*K, S*N]
         gx = gw = gb = None
         if self.needs[0]:
-            gx = xp.matmul(cols, self.wm.transpose(0, 2, 1))           # G, N*P, Cin/G
-            gx = gx.reshape((g, n) + o + (cin // g,)).transpose((1, 0, 2 + nd) + tuple(range(2, 2 + nd)))
-            gx = xp.ascontiguousarray(gx).reshape(xs)
+            gx = _from_cl(_gmm(w.reshape(g, cin // g, -1), gcols).reshape((cin,) + sp + (n,)))
         if self.needs[1]:
-            gw = xp.matmul(self.xm.transpose(0, 2, 1), cols).reshape(ws)
+            gw = _wgrad_g(self.xm, gcols, sp[0]).reshape(w.shape)
         if has_b and self.needs[2]:
             gb = gy.sum(axis=(0,) + tuple(range(2, 2 + nd)))
         return (gx, gw, gb) if has_b else (gx, gw)
