@@ -96,9 +96,14 @@ def _pad_input(x, pads, fill=0.0, extra=(0, 0), to_chwn=True):
 
 def im2col(xpad, kh, kw, sh, sw, dh, dw, oh, ow):
     """Contiguous columns ``[C, kh, kw, OH, OW, N]`` of the padded input ``[N, C, Hp, Wp]``
-    (any strides; fastest when CHWN) -- one strided gather."""
+    (any strides; fastest when CHWN) -- one strided gather (the compiled loop of
+    ``conv_kernels`` for a CHWN numpy float32/float64 input)."""
     xp = backend.get_array_module(xpad)
     n, c = xpad.shape[:2]
+    if K.usable(xpad) and _is_chwn(xpad) and xpad.transpose(1, 2, 3, 0).flags.c_contiguous:
+        x4 = xpad.transpose(1, 2, 3, 0)
+        cols = K.im2col(x4.reshape((c, 1) + x4.shape[1:]), (1, kh, kw), (1, oh, ow), (1, sh, sw), (1, dh, dw))
+        return cols.reshape(c, kh, kw, oh, ow, n)
     s_n, s_c, s_h, s_w = xpad.strides
     view = _strided(xp)(xpad, shape=(c, kh, kw, oh, ow, n),
                         strides=(s_c, dh * s_h, dw * s_w, sh * s_h, sw * s_w, s_n))
@@ -107,12 +112,16 @@ def im2col(xpad, kh, kw, sh, sw, dh, dw, oh, ow):
 
 def col2im(cols, hp, wp, sh, sw, dh, dw):
     """Adjoint of ``im2col``: sum columns ``[C, kh, kw, OH, OW, N]`` into a padded image,
-    returned as ``[N, C, Hp, Wp]`` (a CHWN view). One strided add per kernel offset."""
+    returned as ``[N, C, Hp, Wp]`` (a CHWN view). A compiled loop on numpy float32/float64
+    (one pass over the columns), else one strided add per kernel offset."""
     xp = backend.get_array_module(cols)
     c, kh, kw, oh, ow, n = cols.shape
     if kh == kw == 1 and (oh, ow) == (hp, wp):   # a 1x1 stride-1 window: the columns are the image
         return cols.reshape(c, hp, wp, n).transpose(3, 0, 1, 2)
     out = xp.zeros((c, hp, wp, n), dtype=cols.dtype)
+    if K.usable(cols) and cols.flags.c_contiguous:
+        K.col2im(cols.reshape(c, 1, kh, kw, 1, oh, ow, n), out.reshape(c, 1, hp, wp, n), (1, sh, sw), (1, dh, dw))
+        return out.transpose(3, 0, 1, 2)
     he, we = sh * (oh - 1) + 1, sw * (ow - 1) + 1
     disjoint = sh >= dh * (kh - 1) + 1 and sw >= dw * (kw - 1) + 1
     for i in range(kh):
