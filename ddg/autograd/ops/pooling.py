@@ -7,8 +7,11 @@ strided slice; max pooling keeps the (small, int) offset of the winner per outpu
 the backward scatters the gradient with it. With cupy arrays and a usable cuDNN, pools
 with symmetric padding (no ceil mode, no divisor override) call cuDNN instead.
 
-The N-d primitives at the end (``MaxPoolNd``, ``AvgPoolNd``, used for 3-D) work on any
-number of spatial dimensions through the window helpers of ``conv_nd.py``.
+The N-d primitives at the end (``MaxPoolNd``, ``AvgPoolNd``, used for 3-D; ``AdaptivePool``
+for adaptive pooling whose bins do not tile evenly) run as one compiled pass over the
+windows on numpy float32/float64 (``conv_kernels.pool_forward``: per output a loop over its
+box, the maximum's index kept for the backward), else through the strided window views
+of ``conv_nd.py`` (cupy, other dtypes).
 """
 import numpy as np
 
@@ -16,6 +19,7 @@ from ...tensor import backend
 from ..function import Function
 from ..higher import linear_backward_graph
 from .conv import _alloc, _contig, _cudnn_for, _pad_input, _symmetric, out_size
+from . import conv_kernels as K
 from .conv_nd import _crop, _pad, _scatter, _windows
 
 
@@ -276,6 +280,22 @@ def _pool_pads(spatial, k, s, pads, o):
     return tuple(p)
 
 
+def _window_bins(spatial, k, s, pads, o):
+    """Per axis the [start, end) of each output's window clipped to the input, and the
+    length of the window clipped to the caller's padding (the inclusive mean's count)."""
+    bins, incl = [], []
+    for i in range(len(k)):
+        start = np.arange(o[i]) * s[i] - pads[2 * i]
+        end = start + k[i]
+        bins.append((np.clip(start, 0, spatial[i]), np.clip(end, 0, spatial[i])))
+        incl.append((np.minimum(end, spatial[i] + pads[2 * i + 1]) - np.maximum(start, -pads[2 * i])).astype(float))
+    return bins, incl
+
+
+def _kernel_ok(x):
+    return x.ndim <= 5 and K.usable(x)
+
+
 class MaxPoolNd(Function):
     save_inputs = False
 
@@ -288,6 +308,12 @@ class MaxPoolNd(Function):
         o = pool_out_sizes(sp, self.k, self.s, self.pads, self.ceil)
         if min(o) <= 0:
             raise ValueError(f"ddg.max_pool3d: the output would be empty: input {list(x.shape)}, kernel {list(self.k)}")
+        self.compiled = _kernel_ok(x)
+        if self.compiled:   # one pass, the windows clipped to the input (padding never wins)
+            bins, _ = _window_bins(sp, self.k, self.s, self.pads, o)
+            y, self.idx, self.state = K.pool_forward(x, bins, None, 0, True)
+            self.meta = (x.shape, o, None)
+            return y
         pads = _pool_pads(sp, self.k, self.s, self.pads, o)
         fill = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
         win = _windows(_pad(x, pads, fill), self.k, self.s, (1,) * len(self.k), o)
@@ -299,6 +325,8 @@ class MaxPoolNd(Function):
     def backward(self, g):
         xp = backend.get_array_module(g)
         xs, o, pads = self.meta
+        if self.compiled:
+            return K.pool_backward(g, xs, self.state, 0, True, self.idx)
         kk = int(np.prod(self.k))
         gw = (xp.arange(kk) == self.idx[..., None]) * g[..., None]
         gw = gw.astype(g.dtype).reshape(g.shape + self.k)
@@ -309,6 +337,8 @@ class MaxPoolNd(Function):
         """Paddle's mask: each maximum's flat index into the input's spatial dims (int32)."""
         xp = backend.get_array_module(self.idx)
         xs, o, pads = self.meta
+        if self.compiled:
+            return self.idx.astype("int32")
         nd = len(o)
         offs = xp.unravel_index(self.idx, self.k) if hasattr(xp, "unravel_index") else None
         flat = 0
@@ -333,6 +363,14 @@ class AvgPoolNd(Function):
         o = pool_out_sizes(sp, self.k, self.s, self.pads, self.ceil)
         if min(o) <= 0:
             raise ValueError(f"ddg.avg_pool3d: the output would be empty: input {list(x.shape)}, kernel {list(self.k)}")
+        self.compiled = _kernel_ok(x)
+        if self.compiled:   # one pass; the divisor per axis, or the override
+            bins, incl = _window_bins(sp, self.k, self.s, self.pads, o)
+            cnt = [e - b for b, e in bins] if self.exclusive else incl
+            self.div = self.divisor or 0
+            y, _, self.state = K.pool_forward(x, bins, cnt, self.div, False)
+            self.meta = (x.shape, o, None)
+            return y
         pads = _pool_pads(sp, self.k, self.s, self.pads, o)
         one = (1,) * len(o)
         total = _windows(_pad(x, pads), self.k, self.s, one, o).sum(axis=tuple(range(-len(o), 0)))
@@ -355,7 +393,48 @@ class AvgPoolNd(Function):
     def backward(self, g):
         xp = backend.get_array_module(g)
         xs, o, pads = self.meta
+        if self.compiled:
+            return K.pool_backward(g, xs, self.state, self.div, False, None)
         gq = (g / self.count).astype(g.dtype, copy=False)
         gw = xp.broadcast_to(gq.reshape(gq.shape + (1,) * len(o)), gq.shape + self.k)
         padded = tuple(xs[2 + i] + pads[2 * i] + pads[2 * i + 1] for i in range(len(o)))
         return xp.ascontiguousarray(_crop(_scatter(gw, padded, self.k, self.s, (1,) * len(o), o), pads, xs[2:]))
+
+
+class AdaptivePool(Function):
+    """Adaptive max or mean pooling of [N, C, *S] (1 to 3 spatial axes) to ``out_sizes``:
+    output i of an axis of length n pools [floor(i*n/o), ceil((i+1)*n/o)) (Paddle's bins).
+    One compiled pass (numpy float32/float64 only: the functional layer keeps its composite
+    elsewhere). Max routes each output's gradient to the first maximal element of its bin."""
+    save_inputs = False
+
+    def __init__(self, kind, out_sizes):
+        self.max, self.out_sizes = kind == "max", tuple(out_sizes)
+
+    def forward(self, x):
+        self.bins = []
+        for n, o in zip(x.shape[2:], self.out_sizes):
+            i = np.arange(o)
+            self.bins.append(((i * n) // o, -(-((i + 1) * n) // o)))
+        cnt = None if self.max else [(e - b).astype(float) for b, e in self.bins]
+        y, self.idx, self.state = K.pool_forward(x, self.bins, cnt, 0, self.max)
+        self.x_shape = x.shape
+        return y
+
+    def backward(self, g):
+        return K.pool_backward(g, self.x_shape, self.state, 0, self.max, self.idx)
+
+    backward_graph = linear_backward_graph
+
+    def apply_linear(self, u):
+        """``u`` read at each bin's maximum, or averaged over each bin (the forward map)."""
+        if self.max:
+            n, c = u.shape[:2]
+            flat = np.ascontiguousarray(u).reshape(n, c, -1)
+            return np.take_along_axis(flat, self.idx.reshape(n, c, -1), axis=2).reshape(self.idx.shape)
+        cnt = [(e - b).astype(float) for b, e in self.bins]
+        return K.pool_forward(u, self.bins, cnt, 0, False)[0]
+
+    def mask(self):
+        """Paddle's mask: each maximum's flat index into the input's spatial dims (int32)."""
+        return self.idx.astype("int32")

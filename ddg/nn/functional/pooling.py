@@ -88,6 +88,11 @@ def avg_pool1d(x, kernel_size, stride=None, padding=0, exclusive=True, ceil_mode
 
 
 # -- adaptive pooling ----------------------------------------------------------------------------
+def _compiled(x):
+    """Whether adaptive pooling of ``x`` runs as the compiled one-pass op (numpy float32/float64)."""
+    return P.K.usable(x._data)
+
+
 def _bins(n_in, n_out):
     """Paddle's adaptive bins: output i pools [floor(i*n/o), ceil((i+1)*n/o))."""
     starts = [(i * n_in) // n_out for i in range(n_out)]
@@ -126,6 +131,8 @@ def adaptive_avg_pool2d(x, output_size, data_format="NCHW", name=None):
     oh, ow = _adaptive_sizes(output_size, (h, w), op)
     if oh == 1 and ow == 1:
         y = R.mean(x, axis=[2, 3], keepdim=True)
+    elif _compiled(x):
+        y = P.AdaptivePool("avg", (oh, ow))(x)
     elif h % oh == 0 and w % ow == 0:
         y = avg_pool2d(x, (h // oh, w // ow), (h // oh, w // ow))
     else:
@@ -143,12 +150,17 @@ def adaptive_avg_pool1d(x, output_size, name=None):
 
 
 def adaptive_max_pool2d(x, output_size, return_mask=False, name=None):
-    """Adaptive max pooling. Evenly dividing sizes use max_pool2d; otherwise one max per
-    output bin (a loop over the output grid, which adaptive pooling keeps small)."""
+    """Adaptive max pooling. On numpy float32/float64, bins that do not tile evenly run as one
+    compiled op; evenly dividing sizes use max_pool2d; elsewhere (cupy, half dtypes) one max
+    per output bin (a loop over the output grid, which adaptive pooling keeps small)."""
     op = "adaptive_max_pool2d"
     _check_x(x, 4, op)
     h, w = x.shape[2:]
     oh, ow = _adaptive_sizes(output_size, (h, w), op)
+    if _compiled(x) and (h % oh or w % ow):
+        fn = P.AdaptivePool("max", (oh, ow))
+        y = fn(x)
+        return (y, Tensor._wrap(fn.mask())) if return_mask else y
     if h % oh == 0 and w % ow == 0:
         return max_pool2d(x, (h // oh, w // ow), (h // oh, w // ow), return_mask=return_mask)
     if return_mask:
@@ -199,12 +211,15 @@ def avg_pool3d(x, kernel_size, stride=None, padding=0, ceil_mode=False, exclusiv
 
 
 def adaptive_avg_pool3d(x, output_size, data_format="NCDHW", name=None):
-    """Adaptive average pooling: one small averaging matrix per spatial axis."""
+    """Adaptive average pooling: one compiled pass on numpy float32/float64, elsewhere one
+    small averaging matrix per spatial axis."""
     op = "adaptive_avg_pool3d"
     channel_last = _check_format(data_format, ("NCDHW", "NDHWC"), op)
     _check_x(x, 5, op)
     x = _to_nchw(x, channel_last)
     sizes = _adaptive_sizes(output_size, x.shape[2:], op)
+    if _compiled(x):
+        return _from_nchw(P.AdaptivePool("avg", sizes)(x), channel_last)
     xp = backend.get_array_module(x._data)
     y = x
     for axis, (n, o) in enumerate(zip(x.shape[2:], sizes)):
@@ -216,11 +231,16 @@ def adaptive_avg_pool3d(x, output_size, data_format="NCDHW", name=None):
 
 
 def adaptive_max_pool3d(x, output_size, return_mask=False, name=None):
-    """Adaptive max pooling: max_pool3d when the sizes divide evenly, else one max per bin."""
+    """Adaptive max pooling: one compiled pass on numpy float32/float64; elsewhere max_pool3d
+    when the sizes divide evenly, else one max per bin."""
     op = "adaptive_max_pool3d"
     _check_x(x, 5, op)
     d, h, w = x.shape[2:]
     od, oh, ow = _adaptive_sizes(output_size, (d, h, w), op)
+    if _compiled(x):
+        fn = P.AdaptivePool("max", (od, oh, ow))
+        y = fn(x)
+        return (y, Tensor._wrap(fn.mask())) if return_mask else y
     if d % od == 0 and h % oh == 0 and w % ow == 0:
         k = (d // od, h // oh, w // ow)
         return max_pool3d(x, k, k, return_mask=return_mask)
