@@ -18,7 +18,7 @@ import numpy as np
 from ...tensor import backend
 from ..function import Function
 from . import conv_kernels as K
-from .conv import _wgrad
+from .conv import _gmm, _wgrad
 
 
 def _pad(a, pads, fill=0.0):
@@ -122,22 +122,6 @@ def _out_sizes(spatial, k, s, pads, d):
                  for i in range(len(k)))
 
 
-def _gmm(a, b):
-    """``a @ b`` per group: [G, m, k] x [G, k, n] -> [G, m, n], as 2-D products (numpy's
-    stacked matmul does not reach BLAS for every operand layout)."""
-    xp = backend.get_array_module(a)
-    if a.shape[0] == 1:
-        return (a[0] @ b[0])[None]
-    return xp.stack([a[i] @ b[i] for i in range(a.shape[0])])
-
-
-def _wgrad_g(g, cols, chunks):
-    """Per group ``g @ cols.T`` ([G, O, K] x [G, CKK, K] -> [G, O, CKK]) through ``conv._wgrad``
-    (the product shape BLAS runs well)."""
-    xp = backend.get_array_module(g)
-    return xp.stack([_wgrad(g[i], cols[i], chunks) for i in range(g.shape[0])])
-
-
 class ConvNd(Function):
     """N-d convolution (cross-correlation) of [N, C, *S] with weight [O, C/groups, *k]."""
     save_inputs = (1,)   # backward reads the weight and the columns (a copy of x)
@@ -176,7 +160,7 @@ class ConvNd(Function):
             gx = _from_cl(full[(slice(None),) + tuple(slice(self.pads[2 * i], self.pads[2 * i] + xs[2 + i])
                                                       for i in range(nd))])
         if needs[1]:
-            gw = _wgrad_g(gm, cm, o[0]).reshape(w.shape)
+            gw = _wgrad(gm, cm, o[0]).reshape(w.shape)
         if has_b and needs[2]:
             gb = gy.sum(axis=(0,) + tuple(range(2, 2 + nd)))
         return (gx, gw, gb) if has_b else (gx, gw)
@@ -227,7 +211,7 @@ class ConvTransposeNd(Function):
         if self.needs[0]:
             gx = _from_cl(_gmm(w.reshape(g, cin // g, -1), gcols).reshape((cin,) + sp + (n,)))
         if self.needs[1]:
-            gw = _wgrad_g(self.xm, gcols, sp[0]).reshape(w.shape)
+            gw = _wgrad(self.xm, gcols, sp[0]).reshape(w.shape)
         if has_b and self.needs[2]:
             gb = gy.sum(axis=(0,) + tuple(range(2, 2 + nd)))
         return (gx, gw, gb) if has_b else (gx, gw)
