@@ -141,15 +141,16 @@ def _cn_matrix(a):
 
 
 def _gmm(a, b):
-    """Matrix product, batched over groups when the operands are 3-D: one 2-D product per
-    group written into the result (numpy's stacked matmul misses BLAS for some operand
+    """Matrix product, batched over groups when the operands are 3-D: on numpy one 2-D product
+    per group written into the result (numpy's stacked matmul misses BLAS for some operand
     layouts, measured 5-10x slower on these shapes)."""
     if a.ndim == 2:
         return a @ b
-    xp = backend.get_array_module(a)
-    out = xp.empty((a.shape[0], a.shape[1], b.shape[2]), dtype=xp.result_type(a, b))
+    if type(a) is not np.ndarray:   # cupy: one batched (cuBLAS) product
+        return backend.get_array_module(a).matmul(a, b)
+    out = np.empty((a.shape[0], a.shape[1], b.shape[2]), dtype=np.result_type(a, b))
     for i in range(a.shape[0]):
-        xp.matmul(a[i], b[i], out=out[i])
+        np.matmul(a[i], b[i], out=out[i])
     return out
 
 
@@ -161,6 +162,8 @@ def _wgrad(g, cols, chunks):
     computed as ``(cols @ g.T).T``, which OpenBLAS runs faster than the transposed form."""
     xp = backend.get_array_module(g)
     if g.ndim == 3:
+        if type(g) is not np.ndarray:
+            return xp.matmul(g, cols.transpose(0, 2, 1))
         return xp.stack([_wgrad(g[i], cols[i], chunks) for i in range(g.shape[0])])
     m, k = g.shape
     n = cols.shape[0]
@@ -430,9 +433,13 @@ class Conv2d(Function):
         th, tw = -(-oh // 2), -(-ow // 2)
         hp, wp = 2 * th + 2, 2 * tw + 2
         xpad = _pad_input(x, (pt, hp - h - pt, pl, wp - wd - pl))
-        v = _wino_in(xpad, th, tw).reshape(16, c, -1)
         u = _wino_weight(w)
-        y = _wino_out(xp.matmul(u, v).reshape(4, 4, o, th, tw, n))[:, :oh, :ow]
+        if K.usable(x, w):   # the compiled transforms: each element read and written once
+            v = K.wino_in(xp.ascontiguousarray(xpad.transpose(1, 2, 3, 0)), th, tw).reshape(16, c, -1)
+            y = K.wino_out(_gmm(u, v).reshape(4, 4, o, th, tw, n))[:, :oh, :ow]
+        else:
+            v = _wino_in(xpad, th, tw).reshape(16, c, -1)
+            y = _wino_out(_gmm(u, v).reshape(4, 4, o, th, tw, n))[:, :oh, :ow]
         if b:
             y += b[0].reshape(o, 1, 1, 1)
         self.wino = (v, u, th, tw, hp, wp)
@@ -447,19 +454,26 @@ class Conv2d(Function):
         n, c, h, wd = x.shape
         o = w.shape[0]
         oh, ow = gy.shape[2:]
-        g = gy.transpose(1, 2, 3, 0)                                  # [O, OH, OW, N]
+        g = gy.astype(v.dtype, copy=False).transpose(1, 2, 3, 0)      # [O, OH, OW, N]
         if (oh, ow) != (2 * th, 2 * tw):                              # odd sizes: zero-padded tiles
             gp = xp.zeros((o, 2 * th, 2 * tw, n), gy.dtype)
             gp[:, :oh, :ow] = g
             g = gp
-        gm = _wino_out_adjoint(g).reshape(16, o, -1)
+        compiled = K.usable(v, g)
+        if compiled:
+            gm = K.wino_out_adjoint(xp.ascontiguousarray(g)).reshape(16, o, -1)
+        else:
+            gm = _wino_out_adjoint(g).reshape(16, o, -1)
         gx = gw = gb = None
         if needs[1]:
-            gw = _wino_weight_adjoint(xp.matmul(gm, v.transpose(0, 2, 1)), o, c)
+            gw = _wino_weight_adjoint(_wgrad(gm, v, 1), o, c)
         if needs[0]:
             pt, _, pl, _ = self.pads
-            gv = xp.matmul(u.transpose(0, 2, 1), gm).reshape(4, 4, c, th, tw, n)
-            gx = _wino_in_adjoint(gv, hp, wp)[:, :, pt:pt + h, pl:pl + wd]
+            gv = _gmm(u.transpose(0, 2, 1), gm).reshape(4, 4, c, th, tw, n)
+            if compiled:
+                gx = K.wino_in_adjoint(gv, hp, wp).transpose(3, 0, 1, 2)[:, :, pt:pt + h, pl:pl + wd]
+            else:
+                gx = _wino_in_adjoint(gv, hp, wp)[:, :, pt:pt + h, pl:pl + wd]
         if len(needs) == 3:
             gb = gy.sum(axis=(0, 2, 3)) if needs[2] else None
             return gx, gw, gb

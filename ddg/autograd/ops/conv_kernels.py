@@ -334,6 +334,164 @@ def pool_backward(g, x_shape, state, div, is_max, idx):
     return gx
 
 
+# -- Winograd F(2x2, 3x3) tile transforms: each element read once, written once --------------------------
+# (the matrices B^T, A^T and the adjoints are those of ``conv.py``'s Winograd section)
+@kernel
+def _wino_in(x, v, geom):
+    """``V = B^T d B`` of every 4x4 tile ``d`` (stride 2) of the padded image ``x`` [C, Hp, Wp, N]
+    given as rows [C*Hp, Wp*N]; ``v`` [4, 4, C*th, tw*N] (overwritten); ``geom`` = (C, Hp, th,
+    tw, N). Per tile row: the row transform over whole image rows (contiguous, vectorized)
+    into a scratch row, then the column transform read at a stride of two pixels."""
+    c_n, hp, th, tw, n = geom
+    wn = x.shape[1]
+    t = np.empty((4, wn), x.dtype)
+    t0, t1, t2, t3 = t[0], t[1], t[2], t[3]
+    for c in range(c_n):
+        for ty in range(th):
+            r = c * hp + 2 * ty
+            d0, d1, d2, d3 = x[r], x[r + 1], x[r + 2], x[r + 3]
+            for q in range(wn):
+                t0[q] = d0[q] - d2[q]
+                t1[q] = d1[q] + d2[q]
+                t2[q] = d2[q] - d1[q]
+                t3[q] = d1[q] - d3[q]
+            o = c * th + ty
+            for i in range(4):
+                ti = t[i]
+                v0, v1, v2, v3 = v[i, 0, o], v[i, 1, o], v[i, 2, o], v[i, 3, o]
+                for tx in range(tw):
+                    for k in range(n):
+                        p = 2 * tx * n + k
+                        a0, a1, a2, a3 = ti[p], ti[p + n], ti[p + 2 * n], ti[p + 3 * n]
+                        q = tx * n + k
+                        v0[q] = a0 - a2
+                        v1[q] = a1 + a2
+                        v2[q] = a2 - a1
+                        v3[q] = a1 - a3
+
+
+@kernel
+def _wino_in_adj(gv, out, geom):
+    """The adjoint of ``_wino_in``: tile gradients ``gv`` [4, 4, C*th, tw*N] summed into the
+    zeroed image rows ``out`` [C*Hp, Wp*N] (overlapping tiles add)."""
+    c_n, hp, th, tw, n = geom
+    wn = out.shape[1]
+    gr = np.empty((4, wn), out.dtype)
+    for c in range(c_n):
+        for ty in range(th):
+            gr[:] = 0.0
+            o = c * th + ty
+            for i in range(4):
+                gi = gr[i]
+                g0, g1, g2, g3 = gv[i, 0, o], gv[i, 1, o], gv[i, 2, o], gv[i, 3, o]
+                for tx in range(tw):
+                    for k in range(n):
+                        q = tx * n + k
+                        p = 2 * tx * n + k
+                        gi[p] += g0[q]
+                        gi[p + n] += g1[q] - g2[q] + g3[q]
+                        gi[p + 2 * n] += g2[q] + g1[q] - g0[q]
+                        gi[p + 3 * n] -= g3[q]
+            r = c * hp + 2 * ty
+            o0, o1, o2, o3 = out[r], out[r + 1], out[r + 2], out[r + 3]
+            r0, r1, r2, r3 = gr[0], gr[1], gr[2], gr[3]
+            for q in range(wn):
+                o0[q] += r0[q]
+                o1[q] += r1[q] - r2[q] + r3[q]
+                o2[q] += r1[q] + r2[q] - r0[q]
+                o3[q] -= r3[q]
+
+
+@kernel
+def _wino_out(m, y, geom):
+    """``Y = A^T M A`` per tile: products ``m`` [4, 4, O*th, tw*N] to the output rows ``y``
+    [O*2*th, 2*tw*N] (overwritten); ``geom`` = (O, th, tw, N)."""
+    o_n, th, tw, n = geom
+    s = np.empty((2, 4, tw * n), y.dtype)
+    for o in range(o_n):
+        for ty in range(th):
+            r = o * th + ty
+            for j in range(4):
+                m0, m1, m2, m3 = m[0, j, r], m[1, j, r], m[2, j, r], m[3, j, r]
+                s0, s1 = s[0, j], s[1, j]
+                for q in range(tw * n):
+                    s0[q] = m0[q] + m1[q] + m2[q]
+                    s1[q] = m1[q] - m2[q] - m3[q]
+            for a in range(2):
+                yr = y[o * 2 * th + 2 * ty + a]
+                sa0, sa1, sa2, sa3 = s[a, 0], s[a, 1], s[a, 2], s[a, 3]
+                for tx in range(tw):
+                    for k in range(n):
+                        q = tx * n + k
+                        p = 2 * tx * n + k
+                        yr[p] = sa0[q] + sa1[q] + sa2[q]
+                        yr[p + n] = sa1[q] - sa2[q] - sa3[q]
+
+
+@kernel
+def _wino_out_adj(gy, gm, geom):
+    """The adjoint of ``_wino_out``: output-gradient rows ``gy`` [O*2*th, 2*tw*N] to the
+    products' gradients ``gm`` [4, 4, O*th, tw*N] (overwritten)."""
+    o_n, th, tw, n = geom
+    gs = np.empty((2, 4, tw * n), gy.dtype)
+    for o in range(o_n):
+        for ty in range(th):
+            for a in range(2):
+                g = gy[o * 2 * th + 2 * ty + a]
+                s0, s1, s2, s3 = gs[a, 0], gs[a, 1], gs[a, 2], gs[a, 3]
+                for tx in range(tw):
+                    for k in range(n):
+                        q = tx * n + k
+                        p = 2 * tx * n + k
+                        e0, e1 = g[p], g[p + n]
+                        s0[q] = e0
+                        s1[q] = e0 + e1
+                        s2[q] = e0 - e1
+                        s3[q] = -e1
+            r = o * th + ty
+            for j in range(4):
+                u0, u1 = gs[0, j], gs[1, j]
+                m0, m1, m2, m3 = gm[0, j, r], gm[1, j, r], gm[2, j, r], gm[3, j, r]
+                for q in range(tw * n):
+                    m0[q] = u0[q]
+                    m1[q] = u0[q] + u1[q]
+                    m2[q] = u0[q] - u1[q]
+                    m3[q] = -u1[q]
+
+
+def wino_in(x4, th, tw):
+    """``B^T d B`` of every tile of the padded ``x4`` [C, Hp, Wp, N] (C-contiguous): [4, 4, C, th, tw, N]."""
+    c, hp, wp, n = x4.shape
+    v = np.empty((4, 4, c, th, tw, n), x4.dtype)
+    _wino_in(x4.reshape(c * hp, wp * n), v.reshape(4, 4, c * th, tw * n), (c, hp, th, tw, n))
+    return v
+
+
+def wino_in_adjoint(gv, hp, wp):
+    """The adjoint of ``wino_in``: [4, 4, C, th, tw, N] (C-contiguous) -> the image [C, Hp, Wp, N]."""
+    c, th, tw, n = gv.shape[2:]
+    out = np.zeros((c, hp, wp, n), gv.dtype)
+    _wino_in_adj(gv.reshape(4, 4, c * th, tw * n), out.reshape(c * hp, wp * n), (c, hp, th, tw, n))
+    return out
+
+
+def wino_out(m):
+    """``A^T M A`` of the products [4, 4, O, th, tw, N] (C-contiguous): the output [O, 2*th, 2*tw, N]."""
+    o, th, tw, n = m.shape[2:]
+    y = np.empty((o, 2 * th, 2 * tw, n), m.dtype)
+    _wino_out(m.reshape(4, 4, o * th, tw * n), y.reshape(o * 2 * th, 2 * tw * n), (o, th, tw, n))
+    return y
+
+
+def wino_out_adjoint(gy):
+    """The adjoint of ``wino_out``: [O, 2*th, 2*tw, N] (C-contiguous) -> [4, 4, O, th, tw, N]."""
+    o, h2, w2, n = gy.shape
+    th, tw = h2 // 2, w2 // 2
+    gm = np.empty((4, 4, o, th, tw, n), gy.dtype)
+    _wino_out_adj(gy.reshape(o * h2, w2 * n), gm.reshape(4, 4, o * th, tw * n), (o, th, tw, n))
+    return gm
+
+
 def usable(*arrays):
     """Whether the compiled loops take these arrays: numpy float32/float64, one dtype."""
     dt = arrays[0].dtype
