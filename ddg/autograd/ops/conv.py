@@ -20,9 +20,11 @@ pixels); a 1x1 stride-1 window needs neither copy (its columns are the image its
 
 Algorithm per shape: a 3x3 stride-1 convolution with enough channels runs as Winograd
 F(2x2, 3x3) (``_use_winograd`` says when; forward and both gradients: 16/36 of the
-multiplications, the tile transforms as whole-array adds on the same batch-innermost
-layout); a 1x1 stride-1 one is a plain product over the image itself; everything else is
-im2col + one product. On the GPU cuDNN, where usable, takes precedence over all three.
+multiplications, the tile transforms compiled loops on numpy, whole-array adds on cupy, on
+the same batch-innermost layout); a depthwise one (groups == channels) is a compiled direct
+loop on numpy (``conv_kernels``); a 1x1 stride-1 one is a plain product over the image
+itself; everything else is im2col + one product (per group), im2col and col2im compiled
+loops on numpy. On the GPU cuDNN, where usable, takes precedence over all of them.
 
 The pooling primitives (``pooling.py``) share this layout and these helpers.
 
@@ -184,22 +186,25 @@ def _swap(a):
 # channel pairs done as 16 matrix products [O, C] x [C, tiles*N]: 16/36 of im2col's
 # multiplications. B^T, A^T have entries 0 and +-1 (the transforms are adds), G has +-1/2: the
 # rounding error is that of a few extra additions (float32: ~1e-6 relative to the output's
-# scale, tested against float64). The transforms are whole-array adds over strided tile views
-# (memory-bound passes): they pay off where the products dominate, i.e. with many channels.
+# scale, tested against float64). On numpy float32/float64 the transforms are compiled loops
+# (``conv_kernels.wino_*``: each element read and written once); on cupy and other dtypes they
+# are the whole-array adds over strided tile views below.
 _WINO_G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
 
 
 def _use_winograd(x, w, stride, dilation, groups, pads):
     """Whether Conv2d takes the Winograd path: 3x3, stride 1, no dilation, one group, padding
-    within the kernel, and a product large enough for the saved multiplications to outweigh
-    the transforms: at least 32 channels in and out and 2**23 output-channel products
-    (C*O*H*W*N). Measured, forward + backward, batch 16, against im2col: 0.74x at C=32 on
-    32x32, 0.54-0.8x at C=128-256 on 8x8, 1.0x at C=64 on 8x8; 1.2-1.3x at C=16, which
-    keeps im2col."""
+    within the kernel, at least 32 channels in and out, an output of at least 8x8 (smaller
+    ones are mostly tile edges) and at least 2**20 output-channel products (C*O*H*W*N).
+    Measured with the compiled transforms, forward + backward, batch 16, Winograd / im2col
+    time: 0.45-0.65 at C=32-128 on 16x16 to 64x64, 0.6-0.8 at C=32-256 on 8x8, 1.15-1.55
+    on 4x4 (which keeps im2col); C=16 is mixed (0.6-0.8 on 16x16 and 32x32, 1.2 on 8x8 and
+    64x64) and keeps im2col."""
     o, cg, kh, kw = w.shape
     n, _, h, wd = x.shape
+    oh, ow = h + pads[0] + pads[1] - 2, wd + pads[2] + pads[3] - 2
     return (kh == kw == 3 and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1) and groups == 1
-            and max(pads) <= 2 and cg >= 32 and o >= 32 and cg * o * h * wd * n >= 1 << 23
+            and max(pads) <= 2 and cg >= 32 and o >= 32 and min(oh, ow) >= 8 and cg * o * h * wd * n >= 1 << 20
             and x.dtype.kind == "f")
 
 
