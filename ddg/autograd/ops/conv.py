@@ -412,8 +412,8 @@ class Conv2d(Function):
         if g == c and cg == 1 and K.usable(x, w, *b):
             # depthwise: the compiled direct loop (kh*kw multiply-adds of contiguous rows per
             # output row) instead of a batch of one-row matrix products
-            self.dw_x = K.chwn(x)
-            y = K.depthwise_forward(self.dw_x, w, self.pads, (sh, sw), (dh, dw), oh, ow)
+            self.dw_x = np.ascontiguousarray(_pad_input(x, self.pads).transpose(1, 2, 3, 0))
+            y = K.depthwise_forward(self.dw_x, w, (sh, sw), (dh, dw), oh, ow)
             if b:
                 y += b[0].reshape(1, o, 1, 1)
             self.w, self.x = w, x
@@ -486,7 +486,11 @@ class Conv2d(Function):
 
     def _backward_depthwise(self, gy):
         needs = self.needs
-        gx, gw = K.depthwise_backward(self.dw_x, self.w, gy, self.pads, self.stride, self.dilation, needs[0], needs[1])
+        gx, gw = K.depthwise_backward(self.dw_x, self.w, gy, self.stride, self.dilation, needs[0], needs[1])
+        if gx is not None:
+            h, wd = self.x.shape[2:]
+            pt, _, pl, _ = self.pads
+            gx = gx[:, :, pt:pt + h, pl:pl + wd]
         if len(needs) == 3:
             return gx, gw, (gy.sum(axis=(0, 2, 3)) if needs[2] else None)
         return gx, gw

@@ -8,10 +8,10 @@ the input run that a kernel offset multiplies is contiguous too, so the innermos
 plain multiply-add over ``OW*N`` elements that the compiler vectorizes.
 
 Depthwise convolution (``groups == C``, output channel ``o`` reads input channel
-``o // mult``): per output row and kernel offset one multiply-add of a row (forward),
-the same scatter for the input gradient, and a dot product of rows for the weight
-gradient. Its work is ``kh*kw`` multiply-adds per output, the same as a matrix product's,
-without building columns.
+``o // mult``) on the padded input: per output row and kernel offset one multiply-add of a
+row (forward), the same scatter for the input gradient, and a dot product of rows for the
+weight gradient. Its work is ``kh*kw`` multiply-adds per output, the same as a matrix
+product's, without building columns.
 """
 import numpy as np
 
@@ -20,115 +20,77 @@ from ...tensor.compiled import kernel
 
 @kernel
 def _depthwise_fwd(x, w, y, geom):
-    """``y[o, oy, ox, n] = sum_ij w[o, i, j] * x[o // mult, oy*sh + i*dh - pt, ox*sw + j*dw - pl, n]``
-    on flat C-contiguous arrays ``x`` [C, H, W, N], ``w`` [O, kh, kw], ``y`` [O, OH, OW, N]
-    (overwritten); taps outside the image (the padding) are skipped. ``geom`` = (N, H, W, O,
-    OH, OW, kh, kw, sh, sw, dh, dw, pt, pl, mult); ``u`` below is N, the lanes of a pixel.
-
-    Rows are taken as slices so that the innermost index starts at 0: numba then drops its
-    negative-index check and the multiply-add over a row vectorizes."""
-    u, h, wd, o_n, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl, mult = geom
+    """``y[o, oy, ox, n] = sum_ij w[o, i, j] * x[o // mult, oy*sh + i*dh, ox*sw + j*dw, n]`` on
+    flat C-contiguous arrays: ``x`` [C, Hp, Wp, N] (padded), ``w`` [O, kh, kw], ``y``
+    [O, OH, OW, N] (overwritten). ``geom`` = (Hp, Wp, N, O, OH, OW, kh, kw, sh, sw, dh, dw,
+    mult). Rows are taken as slices, so that the innermost index starts at 0: numba then
+    drops its negative-index check and the multiply-add over a row vectorizes (measured 2x
+    faster than skipping the padding's taps, which shortens rows unevenly)."""
+    hp, wp, n, o_n, oh, ow, kh, kw, sh, sw, dh, dw, mult = geom
+    row = ow * n
     for o in range(o_n):
         c = o // mult
         for oy in range(oh):
-            y0 = (o * oh + oy) * ow * u
-            yr = y[y0:y0 + ow * u]
+            yr = y[(o * oh + oy) * row:(o * oh + oy + 1) * row]
             yr[:] = 0.0
             for i in range(kh):
-                iy = oy * sh + i * dh - pt
-                if iy < 0 or iy >= h:
-                    continue
-                x0 = (c * h + iy) * wd * u
+                x0 = (c * hp + oy * sh + i * dh) * wp * n
                 for j in range(kw):
-                    off = j * dw - pl
-                    lo = max(0, (sw - 1 - off) // sw)          # first ox whose tap is inside
-                    hi = min(ow, (wd - 1 - off) // sw + 1)     # one past the last
-                    if hi <= lo:
-                        continue
                     wv = w[(o * kh + i) * kw + j]
                     if sw == 1:
-                        m = (hi - lo) * u
-                        xr = x[x0 + (lo + off) * u:x0 + (lo + off) * u + m]
-                        rr = yr[lo * u:lo * u + m]
-                        for k in range(m):
-                            rr[k] += wv * xr[k]
-                    elif u == 1:                                # a batch of one, strided window
-                        xr = x[x0 + lo * sw + off:x0 + (hi - 1) * sw + off + 1]
-                        rr = yr[lo:hi]
-                        for k in range(hi - lo):
-                            rr[k] += wv * xr[k * sw]
+                        xr = x[x0 + j * dw * n:x0 + j * dw * n + row]
+                        for k in range(row):
+                            yr[k] += wv * xr[k]
                     else:
-                        for ox in range(lo, hi):
-                            xr = x[x0 + (ox * sw + off) * u:x0 + (ox * sw + off + 1) * u]
-                            rr = yr[ox * u:(ox + 1) * u]
-                            for k in range(u):
+                        for ox in range(ow):
+                            a = x0 + (ox * sw + j * dw) * n
+                            xr = x[a:a + n]
+                            rr = yr[ox * n:(ox + 1) * n]
+                            for k in range(n):
                                 rr[k] += wv * xr[k]
 
 
 @kernel
 def _depthwise_bwd(x, w, gy, gx, gw, geom, need_x, need_w, zero):
-    """Gradients of ``_depthwise_fwd`` (same layouts; ``gy`` as ``y``, ``gx`` as ``x``, zeroed
-    by the caller) for the output gradient ``gy``: ``gx`` gains ``w * gy`` at every
-    tap (``need_x``), ``gw`` [O, kh, kw] (float64, overwritten) the dot products of ``gy``
-    with the taps' input (``need_w``): per row in the input's dtype (``zero`` is a 0 of it),
-    the rows summed in float64."""
-    u, h, wd, o_n, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl, mult = geom
+    """Gradients of ``_depthwise_fwd`` (same layouts) for the output gradient ``gy``: ``gx``
+    [C, Hp, Wp, N] (zeroed by the caller) gains ``w * gy`` at every tap (``need_x``), ``gw``
+    [O, kh, kw] (float64, overwritten) the dot products of ``gy`` with the taps' input rows
+    (``need_w``): per row in the input's dtype (``zero`` is a 0 of it), summed in float64."""
+    hp, wp, n, o_n, oh, ow, kh, kw, sh, sw, dh, dw, mult = geom
+    row = ow * n
     gw[:] = 0.0
     for o in range(o_n):
         c = o // mult
         for oy in range(oh):
-            y0 = (o * oh + oy) * ow * u
-            yr = gy[y0:y0 + ow * u]
+            gr = gy[(o * oh + oy) * row:(o * oh + oy + 1) * row]
             for i in range(kh):
-                iy = oy * sh + i * dh - pt
-                if iy < 0 or iy >= h:
-                    continue
-                x0 = (c * h + iy) * wd * u
+                x0 = (c * hp + oy * sh + i * dh) * wp * n
                 for j in range(kw):
-                    off = j * dw - pl
-                    lo = max(0, (sw - 1 - off) // sw)
-                    hi = min(ow, (wd - 1 - off) // sw + 1)
-                    if hi <= lo:
-                        continue
                     t = (o * kh + i) * kw + j
                     wv = w[t]
                     s = zero
                     if sw == 1:
-                        m = (hi - lo) * u
-                        a = x0 + (lo + off) * u
-                        rr = yr[lo * u:lo * u + m]
+                        a = x0 + j * dw * n
                         if need_w:
-                            xr = x[a:a + m]
-                            for k in range(m):
-                                s += rr[k] * xr[k]
+                            xr = x[a:a + row]
+                            for k in range(row):
+                                s += gr[k] * xr[k]
                         if need_x:
-                            gr = gx[a:a + m]
-                            for k in range(m):
-                                gr[k] += wv * rr[k]
-                    elif u == 1:                                # a batch of one, strided window
-                        a = x0 + lo * sw + off
-                        e = x0 + (hi - 1) * sw + off + 1
-                        rr = yr[lo:hi]
-                        if need_w:
-                            xr = x[a:e]
-                            for k in range(hi - lo):
-                                s += rr[k] * xr[k * sw]
-                        if need_x:
-                            gr = gx[a:e]
-                            for k in range(hi - lo):
-                                gr[k * sw] += wv * rr[k]
+                            gxr = gx[a:a + row]
+                            for k in range(row):
+                                gxr[k] += wv * gr[k]
                     else:
-                        for ox in range(lo, hi):
-                            a = x0 + (ox * sw + off) * u
-                            rr = yr[ox * u:(ox + 1) * u]
+                        for ox in range(ow):
+                            a = x0 + (ox * sw + j * dw) * n
+                            g1 = gr[ox * n:(ox + 1) * n]
                             if need_w:
-                                xr = x[a:a + u]
-                                for k in range(u):
-                                    s += rr[k] * xr[k]
+                                xr = x[a:a + n]
+                                for k in range(n):
+                                    s += g1[k] * xr[k]
                             if need_x:
-                                gr = gx[a:a + u]
-                                for k in range(u):
-                                    gr[k] += wv * rr[k]
+                                gxr = gx[a:a + n]
+                                for k in range(n):
+                                    gxr[k] += wv * g1[k]
                     gw[t] += s
 
 
@@ -498,37 +460,30 @@ def usable(*arrays):
     return all(type(a) is np.ndarray and a.dtype == dt for a in arrays) and dt in (np.float32, np.float64)
 
 
-def chwn(a):
-    """[N, C, H, W] ``a`` as the C-contiguous [C, H, W, N] array the loops take (free when
-    ``a`` is laid out batch-innermost, as the convolutions' outputs are; else one copy)."""
-    return np.ascontiguousarray(a.transpose(1, 2, 3, 0))
-
-
-def _geom(x4, w, pads, stride, dilation, oh, ow):
-    c, h, wd, n = x4.shape
+def _geom(x4, w, stride, dilation, oh, ow):
+    c, hp, wp, n = x4.shape
     o, _, kh, kw = w.shape
-    return (n, h, wd, o, oh, ow, kh, kw, stride[0], stride[1], dilation[0], dilation[1], pads[0], pads[2], o // c)
+    return (hp, wp, n, o, oh, ow, kh, kw, stride[0], stride[1], dilation[0], dilation[1], o // c)
 
 
-def depthwise_forward(x4, w, pads, stride, dilation, oh, ow):
-    """Depthwise convolution of ``x4`` [C, H, W, N] (see ``chwn``) with ``w`` [O, 1, kh, kw]
-    (O a multiple of C), padded by ``pads`` = (top, bottom, left, right): the output
-    [N, O, OH, OW] (a batch-innermost view)."""
+def depthwise_forward(x4, w, stride, dilation, oh, ow):
+    """Depthwise convolution of the padded ``x4`` [C, Hp, Wp, N] (C-contiguous) with ``w``
+    [O, 1, kh, kw] (O a multiple of C): the output [N, O, OH, OW] (a batch-innermost view)."""
     y = np.empty((w.shape[0], oh, ow, x4.shape[3]), x4.dtype)
     _depthwise_fwd(x4.reshape(-1), np.ascontiguousarray(w).reshape(-1), y.reshape(-1),
-                   _geom(x4, w, pads, stride, dilation, oh, ow))
+                   _geom(x4, w, stride, dilation, oh, ow))
     return y.transpose(3, 0, 1, 2)
 
 
-def depthwise_backward(x4, w, gy, pads, stride, dilation, need_x, need_w):
+def depthwise_backward(x4, w, gy, stride, dilation, need_x, need_w):
     """Gradients of ``depthwise_forward`` for the output gradient ``gy`` [N, O, OH, OW]: the
-    input gradient [N, C, H, W] (a batch-innermost view) and the weight gradient
+    padded input's gradient [N, C, Hp, Wp] (a batch-innermost view) and the weight gradient
     [O, 1, kh, kw], each None unless asked for."""
     oh, ow = gy.shape[2:]
-    g4 = chwn(gy.astype(x4.dtype, copy=False))
+    g4 = np.ascontiguousarray(gy.astype(x4.dtype, copy=False).transpose(1, 2, 3, 0))
     gx = np.zeros_like(x4) if need_x else x4[:0]
     gw = np.empty(w.size, np.float64)
     _depthwise_bwd(x4.reshape(-1), np.ascontiguousarray(w).reshape(-1), g4.reshape(-1), gx.reshape(-1), gw,
-                   _geom(x4, w, pads, stride, dilation, oh, ow), bool(need_x), bool(need_w), x4.dtype.type(0))
+                   _geom(x4, w, stride, dilation, oh, ow), bool(need_x), bool(need_w), x4.dtype.type(0))
     return (gx.transpose(3, 0, 1, 2) if need_x else None,
             gw.astype(w.dtype).reshape(w.shape) if need_w else None)
