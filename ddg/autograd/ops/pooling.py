@@ -13,6 +13,8 @@ windows on numpy float32/float64 (``conv_kernels.pool_forward``: per output a lo
 box, the maximum's index kept for the backward), else through the strided window views
 of ``conv_nd.py`` (cupy, other dtypes).
 """
+import functools
+
 import numpy as np
 
 from ...tensor import backend
@@ -280,9 +282,11 @@ def _pool_pads(spatial, k, s, pads, o):
     return tuple(p)
 
 
+@functools.lru_cache(maxsize=256)
 def _window_bins(spatial, k, s, pads, o):
     """Per axis the [start, end) of each output's window clipped to the input, and the
-    length of the window clipped to the caller's padding (the inclusive mean's count)."""
+    length of the window clipped to the caller's padding (the inclusive mean's count).
+    Cached per geometry (the arrays are only read)."""
     bins, incl = [], []
     for i in range(len(k)):
         start = np.arange(o[i]) * s[i] - pads[2 * i]
@@ -310,7 +314,7 @@ class MaxPoolNd(Function):
             raise ValueError(f"ddg.max_pool3d: the output would be empty: input {list(x.shape)}, kernel {list(self.k)}")
         self.compiled = _kernel_ok(x)
         if self.compiled:   # one pass, the windows clipped to the input (padding never wins)
-            bins, _ = _window_bins(sp, self.k, self.s, self.pads, o)
+            bins, _ = _window_bins(tuple(sp), self.k, self.s, self.pads, tuple(o))
             y, self.idx, self.state = K.pool_forward(x, bins, None, 0, True)
             self.meta = (x.shape, o, None)
             return y
@@ -365,7 +369,7 @@ class AvgPoolNd(Function):
             raise ValueError(f"ddg.avg_pool3d: the output would be empty: input {list(x.shape)}, kernel {list(self.k)}")
         self.compiled = _kernel_ok(x)
         if self.compiled:   # one pass; the divisor per axis, or the override
-            bins, incl = _window_bins(sp, self.k, self.s, self.pads, o)
+            bins, incl = _window_bins(tuple(sp), self.k, self.s, self.pads, tuple(o))
             cnt = [e - b for b, e in bins] if self.exclusive else incl
             self.div = self.divisor or 0
             y, _, self.state = K.pool_forward(x, bins, cnt, self.div, False)
