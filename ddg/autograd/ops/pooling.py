@@ -7,8 +7,8 @@ strided slice; max pooling keeps the (small, int) offset of the winner per outpu
 the backward scatters the gradient with it. With cupy arrays and a usable cuDNN, pools
 with symmetric padding (no ceil mode, no divisor override) call cuDNN instead.
 
-The N-d primitives at the end (``MaxPoolNd``, ``AvgPoolNd``, used for 3-D; ``AdaptivePool``
-for adaptive pooling whose bins do not tile evenly) run as one compiled pass over the
+The N-d primitives at the end (``MaxPoolNd``, ``AvgPoolNd``, used for 3-D; ``AdaptiveMaxPool``
+for adaptive max pooling) run as one compiled pass over the
 windows on numpy float32/float64 (``conv_kernels.pool_forward``: per output a loop over its
 box, the maximum's index kept for the backward), else through the strided window views
 of ``conv_nd.py`` (cupy, other dtypes).
@@ -405,39 +405,35 @@ class AvgPoolNd(Function):
         return xp.ascontiguousarray(_crop(_scatter(gw, padded, self.k, self.s, (1,) * len(o), o), pads, xs[2:]))
 
 
-class AdaptivePool(Function):
-    """Adaptive max or mean pooling of [N, C, *S] (1 to 3 spatial axes) to ``out_sizes``:
-    output i of an axis of length n pools [floor(i*n/o), ceil((i+1)*n/o)) (Paddle's bins).
-    One compiled pass (numpy float32/float64 only: the functional layer keeps its composite
-    elsewhere). Max routes each output's gradient to the first maximal element of its bin."""
+class AdaptiveMaxPool(Function):
+    """Adaptive max pooling of [N, C, *S] (1 to 3 spatial axes) to ``out_sizes``: output i of
+    an axis of length n pools [floor(i*n/o), ceil((i+1)*n/o)) (Paddle's bins). One compiled
+    pass (numpy float32/float64 only: the functional layer keeps its composite elsewhere);
+    each output's gradient goes to the first maximal element of its bin."""
     save_inputs = False
 
-    def __init__(self, kind, out_sizes):
-        self.max, self.out_sizes = kind == "max", tuple(out_sizes)
+    def __init__(self, out_sizes):
+        self.out_sizes = tuple(out_sizes)
 
     def forward(self, x):
-        self.bins = []
+        bins = []
         for n, o in zip(x.shape[2:], self.out_sizes):
             i = np.arange(o)
-            self.bins.append(((i * n) // o, -(-((i + 1) * n) // o)))
-        cnt = None if self.max else [(e - b).astype(float) for b, e in self.bins]
-        y, self.idx, self.state = K.pool_forward(x, self.bins, cnt, 0, self.max)
+            bins.append(((i * n) // o, -(-((i + 1) * n) // o)))
+        y, self.idx, self.state = K.pool_forward(x, bins, None, 0, True)
         self.x_shape = x.shape
         return y
 
     def backward(self, g):
-        return K.pool_backward(g, self.x_shape, self.state, 0, self.max, self.idx)
+        return K.pool_backward(g, self.x_shape, self.state, 0, True, self.idx)
 
     backward_graph = linear_backward_graph
 
     def apply_linear(self, u):
-        """``u`` read at each bin's maximum, or averaged over each bin (the forward map)."""
-        if self.max:
-            n, c = u.shape[:2]
-            flat = np.ascontiguousarray(u).reshape(n, c, -1)
-            return np.take_along_axis(flat, self.idx.reshape(n, c, -1), axis=2).reshape(self.idx.shape)
-        cnt = [(e - b).astype(float) for b, e in self.bins]
-        return K.pool_forward(u, self.bins, cnt, 0, False)[0]
+        """``u`` read at each bin's maximum (the adjoint of ``backward``)."""
+        n, c = u.shape[:2]
+        flat = np.ascontiguousarray(u).reshape(n, c, -1)
+        return np.take_along_axis(flat, self.idx.reshape(n, c, -1), axis=2).reshape(self.idx.shape)
 
     def mask(self):
         """Paddle's mask: each maximum's flat index into the input's spatial dims (int32)."""

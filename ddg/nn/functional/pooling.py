@@ -89,7 +89,9 @@ def avg_pool1d(x, kernel_size, stride=None, padding=0, exclusive=True, ceil_mode
 
 # -- adaptive pooling ----------------------------------------------------------------------------
 def _compiled(x):
-    """Whether adaptive pooling of ``x`` runs as the compiled one-pass op (numpy float32/float64)."""
+    """Whether adaptive max pooling of ``x`` runs as the compiled one-pass op (numpy
+    float32/float64). Adaptive means stay products with small averaging matrices (measured
+    faster than the compiled pass, whose backward scatters into overlapping bins)."""
     return P.K.usable(x._data)
 
 
@@ -131,8 +133,6 @@ def adaptive_avg_pool2d(x, output_size, data_format="NCHW", name=None):
     oh, ow = _adaptive_sizes(output_size, (h, w), op)
     if oh == 1 and ow == 1:
         y = R.mean(x, axis=[2, 3], keepdim=True)
-    elif _compiled(x):
-        y = P.AdaptivePool("avg", (oh, ow))(x)
     elif h % oh == 0 and w % ow == 0:
         y = avg_pool2d(x, (h // oh, w // ow), (h // oh, w // ow))
     else:
@@ -158,7 +158,7 @@ def adaptive_max_pool2d(x, output_size, return_mask=False, name=None):
     h, w = x.shape[2:]
     oh, ow = _adaptive_sizes(output_size, (h, w), op)
     if _compiled(x) and (h % oh or w % ow):
-        fn = P.AdaptivePool("max", (oh, ow))
+        fn = P.AdaptiveMaxPool((oh, ow))
         y = fn(x)
         return (y, Tensor._wrap(fn.mask())) if return_mask else y
     if h % oh == 0 and w % ow == 0:
@@ -211,15 +211,12 @@ def avg_pool3d(x, kernel_size, stride=None, padding=0, ceil_mode=False, exclusiv
 
 
 def adaptive_avg_pool3d(x, output_size, data_format="NCDHW", name=None):
-    """Adaptive average pooling: one compiled pass on numpy float32/float64, elsewhere one
-    small averaging matrix per spatial axis."""
+    """Adaptive average pooling: one small averaging matrix per spatial axis."""
     op = "adaptive_avg_pool3d"
     channel_last = _check_format(data_format, ("NCDHW", "NDHWC"), op)
     _check_x(x, 5, op)
     x = _to_nchw(x, channel_last)
     sizes = _adaptive_sizes(output_size, x.shape[2:], op)
-    if _compiled(x):
-        return _from_nchw(P.AdaptivePool("avg", sizes)(x), channel_last)
     xp = backend.get_array_module(x._data)
     y = x
     for axis, (n, o) in enumerate(zip(x.shape[2:], sizes)):
@@ -238,7 +235,7 @@ def adaptive_max_pool3d(x, output_size, return_mask=False, name=None):
     d, h, w = x.shape[2:]
     od, oh, ow = _adaptive_sizes(output_size, (d, h, w), op)
     if _compiled(x):
-        fn = P.AdaptivePool("max", (od, oh, ow))
+        fn = P.AdaptiveMaxPool((od, oh, ow))
         y = fn(x)
         return (y, Tensor._wrap(fn.mask())) if return_mask else y
     if d % od == 0 and h % oh == 0 and w % ow == 0:
