@@ -1,17 +1,24 @@
-"""Compiled (numba) CPU loops of the convolution and pooling primitives, for the shapes a
-matrix product serves poorly. numpy float32/float64 arrays only: cupy arrays and half
-dtypes keep the whole-array paths of ``conv.py``/``pooling.py``.
+"""Compiled (numba) CPU loops of the convolution and pooling primitives, for the work numpy
+does in many whole-array passes or with a matrix product of a poor shape. numpy
+float32/float64 arrays only (``usable``): cupy arrays and half dtypes keep the whole-array
+paths of ``conv.py``, ``conv_nd.py`` and ``pooling.py``.
 
-All kernels work on the batch-innermost layout of ``conv.py`` (an image is ``[C, H, W, N]``
-C-contiguous): one output row ``[OW, N]`` is a contiguous run, and for a window stride of 1
-the input run that a kernel offset multiplies is contiguous too, so the innermost loop is a
-plain multiply-add over ``OW*N`` elements that the compiler vectorizes.
+The convolution loops work on the batch-innermost layout of ``conv.py`` (an image is
+``[C, H, W, N]`` C-contiguous): an output row ``[OW, N]`` is a contiguous run, and for a
+window stride of 1 so is the input run a kernel offset multiplies, so the innermost loop is
+a multiply-add (or copy) over ``OW*N`` elements that the compiler vectorizes. Rows are taken
+as slices, so that the innermost index starts at 0 (numba then drops its negative-index
+check, which otherwise keeps the loop scalar: measured 5x).
 
-Depthwise convolution (``groups == C``, output channel ``o`` reads input channel
-``o // mult``) on the padded input: per output row and kernel offset one multiply-add of a
-row (forward), the same scatter for the input gradient, and a dot product of rows for the
-weight gradient. Its work is ``kh*kw`` multiply-adds per output, the same as a matrix
-product's, without building columns.
+* depthwise convolution (``groups == C``; output channel ``o`` reads input channel
+  ``o // mult``): per output row and kernel offset one multiply-add of a row, the same
+  scatter for the input gradient, row dot products for the weight gradient;
+* im2col / col2im over up to three spatial axes (2-D is ``kd = od = 1``): one gather /
+  scatter-add pass;
+* the four tile transforms of Winograd F(2x2, 3x3) (``conv.py``'s matrices), each element
+  read and written once;
+* pooling over one box per output (3-D pooling, adaptive max pooling), max with its
+  argmax for the backward.
 """
 import numpy as np
 
