@@ -50,6 +50,26 @@ def test_depthwise_gradients(xs, mult, k, stride, padding, dil):
     assert gradcheck(lambda x: F.conv2d(x, T(w.numpy()), None, stride, padding, dil, c), [x])
 
 
+# (x shape, groups, output channels, kernel, stride, padding, dilation): narrow groups
+GROUPED = [
+    ((2, 6, 7, 8), 3, 9, (3, 3), 1, 1, 1),
+    ((2, 8, 9, 7), 2, 4, (3, 2), (2, 1), [1, 0, 2, 1], (1, 2)),
+]
+
+
+@pytest.mark.parametrize("xs,groups,o,k,stride,padding,dil", GROUPED)
+def test_grouped_direct_forward_and_gradients(xs, groups, o, k, stride, padding, dil):
+    c = xs[1]
+    x, w, b = RNG.standard_normal(xs), RNG.standard_normal((o, c // groups) + k), RNG.standard_normal(o)
+    ref = ref_conv2d(x, w, b, _pair(stride), _pads4(padding), _pair(dil), groups)
+    np.testing.assert_allclose(F.conv2d(T(x), T(w), T(b), stride, padding, dil, groups).numpy(), ref,
+                               rtol=1e-12, atol=1e-12)
+    y32 = F.conv2d(T(x, dtype="float32"), T(w, dtype="float32"), T(b, dtype="float32"), stride, padding, dil, groups)
+    np.testing.assert_allclose(y32.numpy(), ref, rtol=0, atol=2e-6 * np.abs(ref).max())
+    assert gradcheck(lambda x, w, b: F.conv2d(x, w, b, stride, padding, dil, groups),
+                     [T(x[:1], True), T(w, True), T(b, True)])
+
+
 def test_depthwise_float32_gradients_match_float64():
     x, w = RNG.standard_normal((4, 8, 12, 12)), RNG.standard_normal((8, 1, 3, 3))
     grads = {}

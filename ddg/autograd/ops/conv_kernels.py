@@ -26,79 +26,83 @@ from ...tensor.compiled import kernel
 
 
 @kernel
-def _depthwise_fwd(x, w, y, geom):
-    """``y[o, oy, ox, n] = sum_ij w[o, i, j] * x[o // mult, oy*sh + i*dh, ox*sw + j*dw, n]`` on
-    flat C-contiguous arrays: ``x`` [C, Hp, Wp, N] (padded), ``w`` [O, kh, kw], ``y``
-    [O, OH, OW, N] (overwritten). ``geom`` = (Hp, Wp, N, O, OH, OW, kh, kw, sh, sw, dh, dw,
-    mult). Rows are taken as slices, so that the innermost index starts at 0: numba then
-    drops its negative-index check and the multiply-add over a row vectorizes (measured 2x
-    faster than skipping the padding's taps, which shortens rows unevenly)."""
-    hp, wp, n, o_n, oh, ow, kh, kw, sh, sw, dh, dw, mult = geom
+def _direct_fwd(x, w, y, geom):
+    """Grouped direct convolution: ``y[o, oy, ox, n] = sum_qij w[o, q, i, j] *
+    x[(o // og)*cg + q, oy*sh + i*dh, ox*sw + j*dw, n]`` on flat C-contiguous arrays: ``x``
+    [C, Hp, Wp, N] (padded), ``w`` [O, cg, kh, kw], ``y`` [O, OH, OW, N] (overwritten).
+    ``geom`` = (Hp, Wp, N, O, OH, OW, kh, kw, sh, sw, dh, dw, og, cg): ``og``/``cg`` output /
+    input channels per group (depthwise: cg = 1, og = the channel multiplier). Padding is
+    in ``x`` (measured 2x faster than skipping the padding's taps, which shortens rows
+    unevenly)."""
+    hp, wp, n, o_n, oh, ow, kh, kw, sh, sw, dh, dw, og, cg = geom
     row = ow * n
     for o in range(o_n):
-        c = o // mult
+        c0 = (o // og) * cg
         for oy in range(oh):
             yr = y[(o * oh + oy) * row:(o * oh + oy + 1) * row]
             yr[:] = 0.0
-            for i in range(kh):
-                x0 = (c * hp + oy * sh + i * dh) * wp * n
-                for j in range(kw):
-                    wv = w[(o * kh + i) * kw + j]
-                    if sw == 1:
-                        xr = x[x0 + j * dw * n:x0 + j * dw * n + row]
-                        for k in range(row):
-                            yr[k] += wv * xr[k]
-                    else:
-                        for ox in range(ow):
-                            a = x0 + (ox * sw + j * dw) * n
-                            xr = x[a:a + n]
-                            rr = yr[ox * n:(ox + 1) * n]
-                            for k in range(n):
-                                rr[k] += wv * xr[k]
+            for q in range(cg):
+                for i in range(kh):
+                    x0 = ((c0 + q) * hp + oy * sh + i * dh) * wp * n
+                    for j in range(kw):
+                        wv = w[((o * cg + q) * kh + i) * kw + j]
+                        if sw == 1:
+                            xr = x[x0 + j * dw * n:x0 + j * dw * n + row]
+                            for k in range(row):
+                                yr[k] += wv * xr[k]
+                        else:
+                            for ox in range(ow):
+                                a = x0 + (ox * sw + j * dw) * n
+                                xr = x[a:a + n]
+                                rr = yr[ox * n:(ox + 1) * n]
+                                for k in range(n):
+                                    rr[k] += wv * xr[k]
 
 
 @kernel
-def _depthwise_bwd(x, w, gy, gx, gw, geom, need_x, need_w, zero):
-    """Gradients of ``_depthwise_fwd`` (same layouts) for the output gradient ``gy``: ``gx``
+def _direct_bwd(x, w, gy, gx, gw, geom, need_x, need_w, zero):
+    """Gradients of ``_direct_fwd`` (same layouts) for the output gradient ``gy``: ``gx``
     [C, Hp, Wp, N] (zeroed by the caller) gains ``w * gy`` at every tap (``need_x``), ``gw``
-    [O, kh, kw] (float64, overwritten) the dot products of ``gy`` with the taps' input rows
-    (``need_w``): per row in the input's dtype (``zero`` is a 0 of it), summed in float64."""
-    hp, wp, n, o_n, oh, ow, kh, kw, sh, sw, dh, dw, mult = geom
+    [O, cg, kh, kw] (float64, overwritten) the dot products of ``gy`` with the taps' input
+    rows (``need_w``): per row in the input's dtype (``zero`` is a 0 of it), summed in
+    float64."""
+    hp, wp, n, o_n, oh, ow, kh, kw, sh, sw, dh, dw, og, cg = geom
     row = ow * n
     gw[:] = 0.0
     for o in range(o_n):
-        c = o // mult
+        c0 = (o // og) * cg
         for oy in range(oh):
             gr = gy[(o * oh + oy) * row:(o * oh + oy + 1) * row]
-            for i in range(kh):
-                x0 = (c * hp + oy * sh + i * dh) * wp * n
-                for j in range(kw):
-                    t = (o * kh + i) * kw + j
-                    wv = w[t]
-                    s = zero
-                    if sw == 1:
-                        a = x0 + j * dw * n
-                        if need_w:
-                            xr = x[a:a + row]
-                            for k in range(row):
-                                s += gr[k] * xr[k]
-                        if need_x:
-                            gxr = gx[a:a + row]
-                            for k in range(row):
-                                gxr[k] += wv * gr[k]
-                    else:
-                        for ox in range(ow):
-                            a = x0 + (ox * sw + j * dw) * n
-                            g1 = gr[ox * n:(ox + 1) * n]
+            for q in range(cg):
+                for i in range(kh):
+                    x0 = ((c0 + q) * hp + oy * sh + i * dh) * wp * n
+                    for j in range(kw):
+                        t = ((o * cg + q) * kh + i) * kw + j
+                        wv = w[t]
+                        s = zero
+                        if sw == 1:
+                            a = x0 + j * dw * n
                             if need_w:
-                                xr = x[a:a + n]
-                                for k in range(n):
-                                    s += g1[k] * xr[k]
+                                xr = x[a:a + row]
+                                for k in range(row):
+                                    s += gr[k] * xr[k]
                             if need_x:
-                                gxr = gx[a:a + n]
-                                for k in range(n):
-                                    gxr[k] += wv * g1[k]
-                    gw[t] += s
+                                gxr = gx[a:a + row]
+                                for k in range(row):
+                                    gxr[k] += wv * gr[k]
+                        else:
+                            for ox in range(ow):
+                                a = x0 + (ox * sw + j * dw) * n
+                                g1 = gr[ox * n:(ox + 1) * n]
+                                if need_w:
+                                    xr = x[a:a + n]
+                                    for k in range(n):
+                                        s += g1[k] * xr[k]
+                                if need_x:
+                                    gxr = gx[a:a + n]
+                                    for k in range(n):
+                                        gxr[k] += wv * g1[k]
+                        gw[t] += s
 
 
 @kernel
@@ -467,30 +471,30 @@ def usable(*arrays):
     return all(type(a) is np.ndarray and a.dtype == dt for a in arrays) and dt in (np.float32, np.float64)
 
 
-def _geom(x4, w, stride, dilation, oh, ow):
+def _geom(x4, w, groups, stride, dilation, oh, ow):
     c, hp, wp, n = x4.shape
-    o, _, kh, kw = w.shape
-    return (hp, wp, n, o, oh, ow, kh, kw, stride[0], stride[1], dilation[0], dilation[1], o // c)
+    o, cg, kh, kw = w.shape
+    return (hp, wp, n, o, oh, ow, kh, kw, stride[0], stride[1], dilation[0], dilation[1], o // groups, cg)
 
 
-def depthwise_forward(x4, w, stride, dilation, oh, ow):
-    """Depthwise convolution of the padded ``x4`` [C, Hp, Wp, N] (C-contiguous) with ``w``
-    [O, 1, kh, kw] (O a multiple of C): the output [N, O, OH, OW] (a batch-innermost view)."""
+def direct_forward(x4, w, groups, stride, dilation, oh, ow):
+    """Grouped direct convolution of the padded ``x4`` [C, Hp, Wp, N] (C-contiguous) with
+    ``w`` [O, C/groups, kh, kw]: the output [N, O, OH, OW] (a batch-innermost view)."""
     y = np.empty((w.shape[0], oh, ow, x4.shape[3]), x4.dtype)
-    _depthwise_fwd(x4.reshape(-1), np.ascontiguousarray(w).reshape(-1), y.reshape(-1),
-                   _geom(x4, w, stride, dilation, oh, ow))
+    _direct_fwd(x4.reshape(-1), np.ascontiguousarray(w).reshape(-1), y.reshape(-1),
+                _geom(x4, w, groups, stride, dilation, oh, ow))
     return y.transpose(3, 0, 1, 2)
 
 
-def depthwise_backward(x4, w, gy, stride, dilation, need_x, need_w):
-    """Gradients of ``depthwise_forward`` for the output gradient ``gy`` [N, O, OH, OW]: the
-    padded input's gradient [N, C, Hp, Wp] (a batch-innermost view) and the weight gradient
-    [O, 1, kh, kw], each None unless asked for."""
+def direct_backward(x4, w, gy, groups, stride, dilation, need_x, need_w):
+    """Gradients of ``direct_forward`` for the output gradient ``gy`` [N, O, OH, OW]: the
+    padded input's gradient [N, C, Hp, Wp] (a batch-innermost view) and the weight gradient,
+    each None unless asked for."""
     oh, ow = gy.shape[2:]
     g4 = np.ascontiguousarray(gy.astype(x4.dtype, copy=False).transpose(1, 2, 3, 0))
     gx = np.zeros_like(x4) if need_x else x4[:0]
     gw = np.empty(w.size, np.float64)
-    _depthwise_bwd(x4.reshape(-1), np.ascontiguousarray(w).reshape(-1), g4.reshape(-1), gx.reshape(-1), gw,
-                   _geom(x4, w, stride, dilation, oh, ow), bool(need_x), bool(need_w), x4.dtype.type(0))
+    _direct_bwd(x4.reshape(-1), np.ascontiguousarray(w).reshape(-1), g4.reshape(-1), gx.reshape(-1), gw,
+                _geom(x4, w, groups, stride, dilation, oh, ow), bool(need_x), bool(need_w), x4.dtype.type(0))
     return (gx.transpose(3, 0, 1, 2) if need_x else None,
             gw.astype(w.dtype).reshape(w.shape) if need_w else None)
