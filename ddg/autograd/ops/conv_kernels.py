@@ -191,7 +191,8 @@ def _pool_fwd(x, xs, geom, bins, cnt, div, is_max, y, idx):
     divisor is their product, or ``div`` when > 0). ``y`` [N, C, OD, OH, OW] flat
     (overwritten); with ``is_max``, ``idx`` (as ``y``) gets each maximum's flat index
     ``(d*H + h)*W + w`` in its input plane: the first maximal element in row-major order,
-    a NaN winning over numbers (as numpy's max). Means are summed in float64."""
+    a NaN winning over numbers (as numpy's max). Means are summed in float64. Window rows
+    are read as (strided) slices indexed from 0 (no negative-index check per element)."""
     n_n, c_n, h_n, w_n, od, oh, ow = geom
     o = 0
     for n in range(n_n):
@@ -209,11 +210,12 @@ def _pool_fwd(x, xs, geom, bins, cnt, div, is_max, y, idx):
                             for d in range(d0, d1):
                                 for h in range(h0, h1):
                                     p = base + d * xs[2] + h * xs[3]
-                                    for w in range(w0, w1):
-                                        v = x[p + w * xs[4]]
+                                    xr = x[p + w0 * xs[4]:p + (w1 - 1) * xs[4] + 1:xs[4]]
+                                    for t in range(w1 - w0):
+                                        v = xr[t]
                                         if v > best or (v != v and best == best):
                                             best = v
-                                            bi = (d * h_n + h) * w_n + w
+                                            bi = (d * h_n + h) * w_n + w0 + t
                             y[o] = best
                             idx[o] = bi
                         else:
@@ -221,8 +223,9 @@ def _pool_fwd(x, xs, geom, bins, cnt, div, is_max, y, idx):
                             for d in range(d0, d1):
                                 for h in range(h0, h1):
                                     p = base + d * xs[2] + h * xs[3]
-                                    for w in range(w0, w1):
-                                        acc += x[p + w * xs[4]]
+                                    xr = x[p + w0 * xs[4]:p + (w1 - 1) * xs[4] + 1:xs[4]]
+                                    for t in range(w1 - w0):
+                                        acc += xr[t]
                             y[o] = acc / (div if div > 0 else cnt[0, a] * cnt[1, i] * cnt[2, j])
                         o += 1
 

@@ -139,9 +139,11 @@ def adaptive_avg_pool2d(x, output_size, data_format="NCHW", name=None):
         y = avg_pool2d(x, (h // oh, w // ow), (h // oh, w // ow))
     else:
         xp = backend.get_array_module(x._data)
-        ph = _avg_matrix(h, oh, x.dtype, xp)
-        pw = _avg_matrix(w, ow, x.dtype, xp)
-        y = L.matmul(L.matmul(ph, x), M.transpose(pw, [1, 0]))
+        y = x
+        if oh != h:
+            y = L.matmul(_avg_matrix(h, oh, x.dtype, xp), y)
+        if ow != w:   # (1-D pooling comes here with h == oh == 1)
+            y = L.matmul(y, M.transpose(_avg_matrix(w, ow, x.dtype, xp), [1, 0]))
     return _from_nchw(y, channel_last)
 
 
