@@ -51,12 +51,11 @@ def _direct_fwd(x, w, y, geom):
                             for k in range(row):
                                 yr[k] += wv * xr[k]
                         else:
+                            a = x0 + j * dw * n
+                            xr = x[a:a + ((ow - 1) * sw + 1) * n]
                             for ox in range(ow):
-                                a = x0 + (ox * sw + j * dw) * n
-                                xr = x[a:a + n]
-                                rr = yr[ox * n:(ox + 1) * n]
                                 for k in range(n):
-                                    rr[k] += wv * xr[k]
+                                    yr[ox * n + k] += wv * xr[ox * sw * n + k]
 
 
 @kernel
@@ -91,17 +90,18 @@ def _direct_bwd(x, w, gy, gx, gw, geom, need_x, need_w, zero):
                                 for k in range(row):
                                     gxr[k] += wv * gr[k]
                         else:
-                            for ox in range(ow):
-                                a = x0 + (ox * sw + j * dw) * n
-                                g1 = gr[ox * n:(ox + 1) * n]
-                                if need_w:
-                                    xr = x[a:a + n]
+                            a = x0 + j * dw * n
+                            e = a + ((ow - 1) * sw + 1) * n
+                            if need_w:
+                                xr = x[a:e]
+                                for ox in range(ow):
                                     for k in range(n):
-                                        s += g1[k] * xr[k]
-                                if need_x:
-                                    gxr = gx[a:a + n]
+                                        s += gr[ox * n + k] * xr[ox * sw * n + k]
+                            if need_x:
+                                gxr = gx[a:e]
+                                for ox in range(ow):
                                     for k in range(n):
-                                        gxr[k] += wv * g1[k]
+                                        gxr[ox * sw * n + k] += wv * gr[ox * n + k]
                         gw[t] += s
 
 
@@ -127,11 +127,11 @@ def _col2im3(cols, out, geom):
                                 orow = out[dst:dst + row]
                                 for k in range(row):
                                     orow[k] += cr[k]
-                            else:
+                            else:   # one row slice, indexed from 0 (no slice per pixel)
+                                orow = out[dst:dst + ((ow - 1) * sw + 1) * n]
                                 for x in range(ow):
-                                    orow = out[dst + x * sw * n:dst + x * sw * n + n]
                                     for k in range(n):
-                                        orow[k] += cr[x * n + k]
+                                        orow[x * sw * n + k] += cr[x * n + k]
                             src += row
 
 
@@ -155,10 +155,10 @@ def _im2col3(x, cols, geom):
                                 for k in range(row):
                                     cr[k] = xr[k]
                             else:
+                                xr = x[src:src + ((ow - 1) * sw + 1) * n]
                                 for q in range(ow):
-                                    xr = x[src + q * sw * n:src + q * sw * n + n]
                                     for k in range(n):
-                                        cr[q * n + k] = xr[k]
+                                        cr[q * n + k] = xr[q * sw * n + k]
                             dst += row
 
 
