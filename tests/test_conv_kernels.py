@@ -236,3 +236,22 @@ def test_kernels_and_array_paths_agree_on_device(place):
         for a, b in zip(res[place], res["cpu"]):
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
 
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_dilated_same_conv_as_winograd_on_parity_classes(bias, monkeypatch):
+    # 3x3, dilation 2, padding 2: run as Winograd over the four row/column parity classes
+    # (forced on a small shape); forward against the float64 loop, backward against
+    # central differences, second order through backward_graph
+    import ddg.autograd.ops.conv as CV
+    monkeypatch.setattr(CV, "_use_winograd", lambda x, w, s, d, g, p: tuple(d) == (1, 1) and tuple(s) == (1, 1))
+    x, w, b = RNG.standard_normal((2, 3, 6, 8)), RNG.standard_normal((4, 3, 3, 3)), RNG.standard_normal(4)
+    ts = [T(x, True), T(w, True)] + ([T(b, True)] if bias else [])
+    op = CV.Conv2d((1, 1), (2, 2, 2, 2), (2, 2), 1)
+    y = op(*ts)
+    assert op.phases is not None
+    ref = ref_conv2d(x, w, b if bias else None, (1, 1), (2, 2, 2, 2), (2, 2), 1)
+    np.testing.assert_allclose(y.numpy(), ref, rtol=1e-12, atol=1e-12)
+    assert gradcheck(lambda *a: CV.Conv2d((1, 1), (2, 2, 2, 2), (2, 2), 1)(*a), ts)
+    if not bias:
+        assert gradgradcheck(lambda x, w: ddg.tanh(F.conv2d(x, w, None, 1, 2, 2)), ts)

@@ -22,9 +22,11 @@ Algorithm per shape: a 3x3 stride-1 convolution with enough channels runs as Win
 F(2x2, 3x3) (``_use_winograd`` says when; forward and both gradients: 16/36 of the
 multiplications, the tile transforms compiled loops on numpy, whole-array adds on cupy, on
 the same batch-innermost layout); a depthwise one, or grouped with at most 8 channels per
-group, is a compiled direct loop on numpy (``conv_kernels``); a 1x1 stride-1 one is a plain
-product over the image itself; everything else is im2col + one product (per group), im2col
-and col2im compiled loops on numpy. On the GPU cuDNN, where usable, takes precedence over all of them.
+group, is a compiled direct loop on numpy (``conv_kernels``); a 3x3 one dilated by 2 with
+"same" padding is Winograd on the image's four parity classes (numpy); a 1x1 stride-1 one
+is a plain product over the image itself; everything else is im2col + one product (per
+group), im2col and col2im compiled loops on numpy. On the GPU cuDNN, where usable, takes
+precedence over all of them.
 
 The pooling primitives (``pooling.py``) share this layout and these helpers.
 
@@ -206,6 +208,26 @@ def _use_winograd(x, w, stride, dilation, groups, pads):
     return (kh == kw == 3 and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1) and groups == 1
             and max(pads) <= 2 and min(cg, o) >= 16 and min(oh, ow) >= (8 if min(cg, o) >= 32 else 16)
             and cg * o * h * wd * n >= 1 << 20 and x.dtype.kind == "f")
+
+
+def _use_phases(x, w, stride, dilation, groups, pads):
+    """Whether Conv2d runs a 3x3 convolution dilated by 2 with "same" padding (2 on each side)
+    as Winograd on the four parity classes of the image (``Conv2d._forward_phases``):
+    numpy float32/float64, even height and width, and the classes' convolution taking the
+    Winograd path."""
+    n, c, h, wd = x.shape
+    if not (w.shape[2:] == (3, 3) and tuple(stride) == (1, 1) and tuple(dilation) == (2, 2) and groups == 1
+            and tuple(pads) == (2, 2, 2, 2) and h % 2 == 0 and wd % 2 == 0 and K.usable(x, w)):
+        return False
+    return _use_winograd(np.empty((4 * n, c, h // 2, wd // 2), x.dtype), w, (1, 1), (1, 1), 1, (1, 1, 1, 1))
+
+
+def _from_phases(a, n):
+    """[4N, C, h, w] parity classes (class (p, q) in batch rows (2p + q)*N ...) back to the
+    image [N, C, 2h, 2w] (one copy, batch-innermost)."""
+    c, hh, ww = a.shape[1:]
+    t = a.transpose(1, 2, 3, 0).reshape(c, hh, ww, 2, 2, n).transpose(0, 1, 3, 2, 4, 5)
+    return np.ascontiguousarray(t).reshape(c, 2 * hh, 2 * ww, n).transpose(3, 0, 1, 2)
 
 
 def _wino_in(xpad, th, tw):
@@ -406,9 +428,11 @@ class Conv2d(Function):
             return _cudnn_conv(self.cudnn, x, w, b[0] if b else None, _symmetric(self.pads), (sh, sw), (dh, dw),
                                g, (oh, ow))
         self.cudnn = None
-        self.wino = self.direct_x = None
+        self.wino = self.direct_x = self.phases = None
         if _use_winograd(x, w, self.stride, self.dilation, g, self.pads):
             return self._forward_winograd(x, w, b, oh, ow)
+        if _use_phases(x, w, self.stride, self.dilation, g, self.pads):
+            return self._forward_phases(x, w, b)
         if g > 1 and cg <= 8 and K.usable(x, w, *b):
             # depthwise and narrow groups: the compiled direct loop (per output row cg*kh*kw
             # multiply-adds of contiguous rows) instead of per-group products with a few-row
@@ -486,6 +510,29 @@ class Conv2d(Function):
             return gx, gw, gb
         return gx, gw
 
+    def _forward_phases(self, x, w, b):
+        # a 3x3 convolution dilated by 2 with "same" padding reads, for each output pixel,
+        # only pixels of its own row and column parity: per parity class (4 of them) it is
+        # an undilated 3x3 convolution padded by 1 of that class's sub-image. The classes go
+        # into the batch axis (one copy) and the Winograd path runs on them.
+        n, c, h, wd = x.shape
+        xs = x.transpose(1, 2, 3, 0).reshape(c, h // 2, 2, wd // 2, 2, n).transpose(0, 1, 3, 2, 4, 5)
+        xs = np.ascontiguousarray(xs).reshape(c, h // 2, wd // 2, 4 * n).transpose(3, 0, 1, 2)
+        self.phases = Conv2d((1, 1), (1, 1, 1, 1), (1, 1), 1)
+        ys = self.phases.forward(xs, w, *b)
+        self.w, self.x = w, x
+        return _from_phases(ys, n)
+
+    def _backward_phases(self, gy):
+        n, c, h, wd = self.x.shape
+        o = gy.shape[1]
+        g = gy.astype(self.w.dtype, copy=False).transpose(1, 2, 3, 0).reshape(o, h // 2, 2, wd // 2, 2, n)
+        g = np.ascontiguousarray(g.transpose(0, 1, 3, 2, 4, 5)).reshape(o, h // 2, wd // 2, 4 * n)
+        self.phases.needs = self.needs
+        grads = self.phases.backward(g.transpose(3, 0, 1, 2))
+        gx = grads[0]
+        return (None if gx is None else _from_phases(gx, n),) + tuple(grads[1:])
+
     def _backward_direct(self, gy):
         needs = self.needs
         gx, gw = K.direct_backward(self.direct_x, self.w, gy, self.groups, self.stride, self.dilation, needs[0],
@@ -505,6 +552,8 @@ class Conv2d(Function):
             return self._backward_winograd(gy)
         if self.direct_x is not None:
             return self._backward_direct(gy)
+        if self.phases is not None:
+            return self._backward_phases(gy)
         needs = self.needs
         w, cols, gr = self.w, self.cols, self.groups
         n, c, h, wd, hp, wp, oh, ow = self.geom
