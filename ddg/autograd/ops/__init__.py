@@ -22,9 +22,9 @@ family per module:
 ``embedding``      embedding lookup (gather of rows, scatter-add backward)
 ``resample``       interpolate/upsample of 1-D and 2-D inputs (nearest, linear)
 ``conv``           2-D conv2d, conv2d_transpose, unfold (im2col)
-``pooling``        2-D max and average pooling
-``conv3d``         convolution, transposed convolution and pooling on any number
-                   of spatial dimensions (the 3-D layers use it)
+``conv_nd``        convolution and transposed convolution on any number of spatial
+                   dimensions (the 1-D and 3-D layers use it)
+``pooling``        max and average pooling, 2-D and N-d, adaptive max pooling
 ``rnn``            a whole sequence through an LSTM/GRU/Elman layer (one direction)
 ``ctc``            connectionist temporal classification loss
 =================  ===========================================================

@@ -20,9 +20,13 @@ pixels); a 1x1 stride-1 window needs neither copy (its columns are the image its
 
 Algorithm per shape: a 3x3 stride-1 convolution with enough channels runs as Winograd
 F(2x2, 3x3) (``_use_winograd`` says when; forward and both gradients: 16/36 of the
-multiplications, the tile transforms as whole-array adds on the same batch-innermost
-layout); a 1x1 stride-1 one is a plain product over the image itself; everything else is
-im2col + one product. On the GPU cuDNN, where usable, takes precedence over all three.
+multiplications, the tile transforms compiled loops on numpy, whole-array adds on cupy, on
+the same batch-innermost layout); a depthwise one, or grouped with at most 8 channels per
+group, is a compiled direct loop on numpy (``conv_kernels``); a 3x3 one dilated by 2 with
+"same" padding is Winograd on the image's four parity classes (numpy); a 1x1 stride-1 one
+is a plain product over the image itself; everything else is im2col + one product (per
+group), im2col and col2im compiled loops on numpy. On the GPU cuDNN, where usable, takes
+precedence over all of them.
 
 The pooling primitives (``pooling.py``) share this layout and these helpers.
 
@@ -40,6 +44,7 @@ from ...tensor import backend
 from ...tensor.dtypes import upcast
 from ..function import Function
 from ..higher import linear_backward_graph, live_input
+from ...tensor import conv_kernels as K
 
 
 # -- helpers ------------------------------------------------------------------------------
@@ -95,9 +100,14 @@ def _pad_input(x, pads, fill=0.0, extra=(0, 0), to_chwn=True):
 
 def im2col(xpad, kh, kw, sh, sw, dh, dw, oh, ow):
     """Contiguous columns ``[C, kh, kw, OH, OW, N]`` of the padded input ``[N, C, Hp, Wp]``
-    (any strides; fastest when CHWN) -- one strided gather."""
+    (any strides; fastest when CHWN) -- one strided gather (the compiled loop of
+    ``conv_kernels`` for a CHWN numpy float32/float64 input)."""
     xp = backend.get_array_module(xpad)
     n, c = xpad.shape[:2]
+    if K.usable(xpad) and _is_chwn(xpad) and xpad.transpose(1, 2, 3, 0).flags.c_contiguous:
+        x4 = xpad.transpose(1, 2, 3, 0)
+        cols = K.im2col(x4.reshape((c, 1) + x4.shape[1:]), (1, kh, kw), (1, oh, ow), (1, sh, sw), (1, dh, dw))
+        return cols.reshape(c, kh, kw, oh, ow, n)
     s_n, s_c, s_h, s_w = xpad.strides
     view = _strided(xp)(xpad, shape=(c, kh, kw, oh, ow, n),
                         strides=(s_c, dh * s_h, dw * s_w, sh * s_h, sw * s_w, s_n))
@@ -106,12 +116,16 @@ def im2col(xpad, kh, kw, sh, sw, dh, dw, oh, ow):
 
 def col2im(cols, hp, wp, sh, sw, dh, dw):
     """Adjoint of ``im2col``: sum columns ``[C, kh, kw, OH, OW, N]`` into a padded image,
-    returned as ``[N, C, Hp, Wp]`` (a CHWN view). One strided add per kernel offset."""
+    returned as ``[N, C, Hp, Wp]`` (a CHWN view). A compiled loop on numpy float32/float64
+    (one pass over the columns), else one strided add per kernel offset."""
     xp = backend.get_array_module(cols)
     c, kh, kw, oh, ow, n = cols.shape
     if kh == kw == 1 and (oh, ow) == (hp, wp):   # a 1x1 stride-1 window: the columns are the image
         return cols.reshape(c, hp, wp, n).transpose(3, 0, 1, 2)
     out = xp.zeros((c, hp, wp, n), dtype=cols.dtype)
+    if K.usable(cols) and cols.flags.c_contiguous:
+        K.col2im(cols.reshape(c, 1, kh, kw, 1, oh, ow, n), out.reshape(c, 1, hp, wp, n), (1, sh, sw), (1, dh, dw))
+        return out.transpose(3, 0, 1, 2)
     he, we = sh * (oh - 1) + 1, sw * (ow - 1) + 1
     disjoint = sh >= dh * (kh - 1) + 1 and sw >= dw * (kw - 1) + 1
     for i in range(kh):
@@ -131,28 +145,37 @@ def _cn_matrix(a):
 
 
 def _gmm(a, b):
-    """Matrix product, batched over groups when the operands are 3-D."""
+    """Matrix product, batched over groups when the operands are 3-D: on numpy one 2-D product
+    per group written into the result (numpy's stacked matmul misses BLAS for some operand
+    layouts, measured 5-10x slower on these shapes)."""
     if a.ndim == 2:
         return a @ b
-    return backend.get_array_module(a).matmul(a, b)
+    if type(a) is not np.ndarray:   # cupy: one batched (cuBLAS) product
+        return backend.get_array_module(a).matmul(a, b)
+    out = np.empty((a.shape[0], a.shape[1], b.shape[2]), dtype=np.result_type(a, b))
+    for i in range(a.shape[0]):
+        np.matmul(a[i], b[i], out=out[i])
+    return out
 
 
 def _wgrad(g, cols, chunks):
-    """``g @ cols.T`` ([O, K] x [CKK, K] -> [O, CKK], batched over groups when 3-D).
+    """``g @ cols.T`` ([O, K] x [CKK, K] -> [O, CKK]; per group when 3-D).
     K = OH*OW*N is often far larger than O and CKK (first layers), a shape for which
     BLAS runs poorly; then K is cut into ``chunks`` slabs, multiplied as one batched
     product and summed (measured 3x faster for LeNet's first conv). Otherwise it is
     computed as ``(cols @ g.T).T``, which OpenBLAS runs faster than the transposed form."""
     xp = backend.get_array_module(g)
-    if g.ndim == 2:
-        m, k = g.shape
-        n = cols.shape[0]
-        if chunks > 1 and k % chunks == 0 and k >= 16 * max(m, n):
-            gs = g.reshape(m, chunks, -1).transpose(1, 0, 2)
-            cs = cols.reshape(n, chunks, -1).transpose(1, 2, 0)
-            return xp.matmul(gs, cs).sum(axis=0)
-        return (cols @ g.T).T
-    return xp.matmul(g, cols.transpose(0, 2, 1))
+    if g.ndim == 3:
+        if type(g) is not np.ndarray:
+            return xp.matmul(g, cols.transpose(0, 2, 1))
+        return xp.stack([_wgrad(g[i], cols[i], chunks) for i in range(g.shape[0])])
+    m, k = g.shape
+    n = cols.shape[0]
+    if chunks > 1 and k % chunks == 0 and k >= 16 * max(m, n):
+        gs = g.reshape(m, chunks, -1).transpose(1, 0, 2)
+        cs = cols.reshape(n, chunks, -1).transpose(1, 2, 0)
+        return xp.matmul(gs, cs).sum(axis=0)
+    return (cols @ g.T).T
 
 
 def _swap(a):
@@ -165,23 +188,47 @@ def _swap(a):
 # channel pairs done as 16 matrix products [O, C] x [C, tiles*N]: 16/36 of im2col's
 # multiplications. B^T, A^T have entries 0 and +-1 (the transforms are adds), G has +-1/2: the
 # rounding error is that of a few extra additions (float32: ~1e-6 relative to the output's
-# scale, tested against float64). The transforms are whole-array adds over strided tile views
-# (memory-bound passes): they pay off where the products dominate, i.e. with many channels.
+# scale, tested against float64). On numpy float32/float64 the transforms are compiled loops
+# (``conv_kernels.wino_*``: each element read and written once); on cupy and other dtypes they
+# are the whole-array adds over strided tile views below.
 _WINO_G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
 
 
 def _use_winograd(x, w, stride, dilation, groups, pads):
     """Whether Conv2d takes the Winograd path: 3x3, stride 1, no dilation, one group, padding
-    within the kernel, and a product large enough for the saved multiplications to outweigh
-    the transforms: at least 32 channels in and out and 2**23 output-channel products
-    (C*O*H*W*N). Measured, forward + backward, batch 16, against im2col: 0.74x at C=32 on
-    32x32, 0.54-0.8x at C=128-256 on 8x8, 1.0x at C=64 on 8x8; 1.2-1.3x at C=16, which
-    keeps im2col."""
+    within the kernel, at least 16 channels in and out, an output of at least 8x8 (16x16
+    below 32 channels; smaller tiles grids are mostly edges) and at least 2**20
+    output-channel products (C*O*H*W*N). Measured with the compiled transforms, forward +
+    backward, batch 16, Winograd / im2col time: 0.45-0.65 at C=32-128 on 16x16 to 64x64,
+    0.6-0.8 at C=32-256 on 8x8, 1.15-1.55 on 4x4; at C=16 0.45-0.8 on 16x16 and 32x32,
+    0.6-1.1 on 64x64, 1.2 on 8x8."""
     o, cg, kh, kw = w.shape
     n, _, h, wd = x.shape
+    oh, ow = h + pads[0] + pads[1] - 2, wd + pads[2] + pads[3] - 2
     return (kh == kw == 3 and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1) and groups == 1
-            and max(pads) <= 2 and cg >= 32 and o >= 32 and cg * o * h * wd * n >= 1 << 23
-            and x.dtype.kind == "f")
+            and max(pads) <= 2 and min(cg, o) >= 16 and min(oh, ow) >= (8 if min(cg, o) >= 32 else 16)
+            and cg * o * h * wd * n >= 1 << 20 and x.dtype.kind == "f")
+
+
+def _use_phases(x, w, stride, dilation, groups, pads):
+    """Whether Conv2d runs a 3x3 convolution dilated by 2 with "same" padding (2 on each side)
+    as Winograd on the four parity classes of the image (``Conv2d._forward_phases``):
+    numpy float32/float64, even height and width, and the classes' convolution taking the
+    Winograd path."""
+    n, c, h, wd = x.shape
+    if not (w.shape[2:] == (3, 3) and tuple(stride) == (1, 1) and tuple(dilation) == (2, 2) and groups == 1
+            and tuple(pads) == (2, 2, 2, 2) and h % 2 == 0 and wd % 2 == 0 and K.usable(x, w)):
+        return False
+    classes = np.broadcast_to(np.zeros((), x.dtype), (4 * n, c, h // 2, wd // 2))   # the shape, no memory
+    return _use_winograd(classes, w, (1, 1), (1, 1), 1, (1, 1, 1, 1))
+
+
+def _from_phases(a, n):
+    """[4N, C, h, w] parity classes (class (p, q) in batch rows (2p + q)*N ...) back to the
+    image [N, C, 2h, 2w] (one copy, batch-innermost)."""
+    c, hh, ww = a.shape[1:]
+    t = a.transpose(1, 2, 3, 0).reshape(c, hh, ww, 2, 2, n).transpose(0, 1, 3, 2, 4, 5)
+    return np.ascontiguousarray(t).reshape(c, 2 * hh, 2 * ww, n).transpose(3, 0, 1, 2)
 
 
 def _wino_in(xpad, th, tw):
@@ -382,9 +429,22 @@ class Conv2d(Function):
             return _cudnn_conv(self.cudnn, x, w, b[0] if b else None, _symmetric(self.pads), (sh, sw), (dh, dw),
                                g, (oh, ow))
         self.cudnn = None
-        self.wino = None
+        self.wino = self.direct_x = self.phases = None
         if _use_winograd(x, w, self.stride, self.dilation, g, self.pads):
             return self._forward_winograd(x, w, b, oh, ow)
+        if _use_phases(x, w, self.stride, self.dilation, g, self.pads):
+            return self._forward_phases(x, w, b)
+        if g > 1 and cg <= 8 and K.usable(x, w, *b):
+            # depthwise and narrow groups: the compiled direct loop (per output row cg*kh*kw
+            # multiply-adds of contiguous rows) instead of per-group products with a few-row
+            # operand; measured 0.45-0.66 of im2col's time at 2-4 channels per group, even at
+            # 16, 2x slower at 32
+            self.direct_x = np.ascontiguousarray(_pad_input(x, self.pads).transpose(1, 2, 3, 0))
+            y = K.direct_forward(self.direct_x, w, g, (sh, sw), (dh, dw), oh, ow)
+            if b:
+                y += b[0].reshape(1, o, 1, 1)
+            self.w, self.x = w, x
+            return y
         xpad = _pad_input(x, self.pads)
         cols = im2col(xpad, kh, kw, sh, sw, dh, dw, oh, ow)
         if g == 1:
@@ -405,9 +465,13 @@ class Conv2d(Function):
         th, tw = -(-oh // 2), -(-ow // 2)
         hp, wp = 2 * th + 2, 2 * tw + 2
         xpad = _pad_input(x, (pt, hp - h - pt, pl, wp - wd - pl))
-        v = _wino_in(xpad, th, tw).reshape(16, c, -1)
         u = _wino_weight(w)
-        y = _wino_out(xp.matmul(u, v).reshape(4, 4, o, th, tw, n))[:, :oh, :ow]
+        if K.usable(x, w):   # the compiled transforms: each element read and written once
+            v = K.wino_in(xp.ascontiguousarray(xpad.transpose(1, 2, 3, 0)), th, tw).reshape(16, c, -1)
+            y = K.wino_out(_gmm(u, v).reshape(4, 4, o, th, tw, n))[:, :oh, :ow]
+        else:
+            v = _wino_in(xpad, th, tw).reshape(16, c, -1)
+            y = _wino_out(_gmm(u, v).reshape(4, 4, o, th, tw, n))[:, :oh, :ow]
         if b:
             y += b[0].reshape(o, 1, 1, 1)
         self.wino = (v, u, th, tw, hp, wp)
@@ -422,22 +486,64 @@ class Conv2d(Function):
         n, c, h, wd = x.shape
         o = w.shape[0]
         oh, ow = gy.shape[2:]
-        g = gy.transpose(1, 2, 3, 0)                                  # [O, OH, OW, N]
+        g = gy.astype(v.dtype, copy=False).transpose(1, 2, 3, 0)      # [O, OH, OW, N]
         if (oh, ow) != (2 * th, 2 * tw):                              # odd sizes: zero-padded tiles
             gp = xp.zeros((o, 2 * th, 2 * tw, n), gy.dtype)
             gp[:, :oh, :ow] = g
             g = gp
-        gm = _wino_out_adjoint(g).reshape(16, o, -1)
+        compiled = K.usable(v, g)
+        if compiled:
+            gm = K.wino_out_adjoint(xp.ascontiguousarray(g)).reshape(16, o, -1)
+        else:
+            gm = _wino_out_adjoint(g).reshape(16, o, -1)
         gx = gw = gb = None
         if needs[1]:
-            gw = _wino_weight_adjoint(xp.matmul(gm, v.transpose(0, 2, 1)), o, c)
+            gw = _wino_weight_adjoint(_wgrad(gm, v, 1), o, c)
         if needs[0]:
             pt, _, pl, _ = self.pads
-            gv = xp.matmul(u.transpose(0, 2, 1), gm).reshape(4, 4, c, th, tw, n)
-            gx = _wino_in_adjoint(gv, hp, wp)[:, :, pt:pt + h, pl:pl + wd]
+            gv = _gmm(u.transpose(0, 2, 1), gm).reshape(4, 4, c, th, tw, n)
+            if compiled:
+                gx = K.wino_in_adjoint(gv, hp, wp).transpose(3, 0, 1, 2)[:, :, pt:pt + h, pl:pl + wd]
+            else:
+                gx = _wino_in_adjoint(gv, hp, wp)[:, :, pt:pt + h, pl:pl + wd]
         if len(needs) == 3:
             gb = gy.sum(axis=(0, 2, 3)) if needs[2] else None
             return gx, gw, gb
+        return gx, gw
+
+    def _forward_phases(self, x, w, b):
+        # a 3x3 convolution dilated by 2 with "same" padding reads, for each output pixel,
+        # only pixels of its own row and column parity: per parity class (4 of them) it is
+        # an undilated 3x3 convolution padded by 1 of that class's sub-image. The classes go
+        # into the batch axis (one copy) and the Winograd path runs on them.
+        n, c, h, wd = x.shape
+        xs = x.transpose(1, 2, 3, 0).reshape(c, h // 2, 2, wd // 2, 2, n).transpose(0, 1, 3, 2, 4, 5)
+        xs = np.ascontiguousarray(xs).reshape(c, h // 2, wd // 2, 4 * n).transpose(3, 0, 1, 2)
+        self.phases = Conv2d((1, 1), (1, 1, 1, 1), (1, 1), 1)
+        ys = self.phases.forward(xs, w, *b)
+        self.w, self.x = w, x
+        return _from_phases(ys, n)
+
+    def _backward_phases(self, gy):
+        n, c, h, wd = self.x.shape
+        o = gy.shape[1]
+        g = gy.astype(self.w.dtype, copy=False).transpose(1, 2, 3, 0).reshape(o, h // 2, 2, wd // 2, 2, n)
+        g = np.ascontiguousarray(g.transpose(0, 1, 3, 2, 4, 5)).reshape(o, h // 2, wd // 2, 4 * n)
+        self.phases.needs = self.needs
+        grads = self.phases.backward(g.transpose(3, 0, 1, 2))
+        gx = grads[0]
+        return (None if gx is None else _from_phases(gx, n),) + tuple(grads[1:])
+
+    def _backward_direct(self, gy):
+        needs = self.needs
+        gx, gw = K.direct_backward(self.direct_x, self.w, gy, self.groups, self.stride, self.dilation, needs[0],
+                                   needs[1])
+        if gx is not None:
+            h, wd = self.x.shape[2:]
+            pt, _, pl, _ = self.pads
+            gx = gx[:, :, pt:pt + h, pl:pl + wd]
+        if len(needs) == 3:
+            return gx, gw, (gy.sum(axis=(0, 2, 3)) if needs[2] else None)
         return gx, gw
 
     def backward(self, gy):
@@ -445,6 +551,10 @@ class Conv2d(Function):
             return self._backward_cudnn(gy)
         if self.wino is not None:
             return self._backward_winograd(gy)
+        if self.direct_x is not None:
+            return self._backward_direct(gy)
+        if self.phases is not None:
+            return self._backward_phases(gy)
         needs = self.needs
         w, cols, gr = self.w, self.cols, self.groups
         n, c, h, wd, hp, wp, oh, ow = self.geom

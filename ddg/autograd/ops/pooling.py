@@ -6,13 +6,23 @@ Pooling loops over the kh*kw kernel offsets, each step a vectorized operation on
 strided slice; max pooling keeps the (small, int) offset of the winner per output, and
 the backward scatters the gradient with it. With cupy arrays and a usable cuDNN, pools
 with symmetric padding (no ceil mode, no divisor override) call cuDNN instead.
+
+The N-d primitives at the end (``MaxPoolNd``, ``AvgPoolNd``, used for 3-D; ``AdaptiveMaxPool``
+for adaptive max pooling) run as one compiled pass over the
+windows on numpy float32/float64 (``conv_kernels.pool_forward``: per output a loop over its
+box, the maximum's index kept for the backward), else through the strided window views
+of ``conv_nd.py`` (cupy, other dtypes).
 """
+import functools
+
 import numpy as np
 
 from ...tensor import backend
 from ..function import Function
 from ..higher import linear_backward_graph
 from .conv import _alloc, _contig, _cudnn_for, _pad_input, _symmetric, out_size
+from ...tensor import conv_kernels as K
+from .conv_nd import _crop, _pad, _scatter, _windows
 
 
 # -- pooling --------------------------------------------------------------------------------------
@@ -248,3 +258,183 @@ class AvgPool2d(Function):
         return gx[:, :, pt:pt + h, pl:pl + w]
 
     backward_graph = linear_backward_graph  # linear: apply_linear is forward itself
+
+
+# -- N-d pooling (3-D) ------------------------------------------------------------------------
+def pool_out_sizes(spatial, k, s, pads, ceil_mode):
+    out = []
+    for i in range(len(k)):
+        n = spatial[i] + pads[2 * i] + pads[2 * i + 1] - k[i]
+        o = (-(-n // s[i]) if ceil_mode else n // s[i]) + 1
+        if ceil_mode and (o - 1) * s[i] >= spatial[i] + pads[2 * i]:
+            o -= 1   # the last window must start inside the input or its leading padding
+        out.append(o)
+    return tuple(out)
+
+
+def _pool_pads(spatial, k, s, pads, o):
+    """``pads`` with the trailing side grown so that every window of ``o`` fits (ceil_mode)."""
+    p = list(pads)
+    for i in range(len(k)):
+        need = (o[i] - 1) * s[i] + k[i] - (spatial[i] + p[2 * i] + p[2 * i + 1])
+        if need > 0:
+            p[2 * i + 1] += need
+    return tuple(p)
+
+
+@functools.lru_cache(maxsize=256)
+def _window_bins(spatial, k, s, pads, o):
+    """Per axis the [start, end) of each output's window clipped to the input, and the
+    length of the window clipped to the caller's padding (the inclusive mean's count).
+    Cached per geometry (the arrays are only read)."""
+    bins, incl = [], []
+    for i in range(len(k)):
+        start = np.arange(o[i]) * s[i] - pads[2 * i]
+        end = start + k[i]
+        bins.append((np.clip(start, 0, spatial[i]), np.clip(end, 0, spatial[i])))
+        incl.append((np.minimum(end, spatial[i] + pads[2 * i + 1]) - np.maximum(start, -pads[2 * i])).astype(float))
+    return bins, incl
+
+
+def _kernel_ok(x):
+    return x.ndim <= 5 and K.usable(x)
+
+
+class MaxPoolNd(Function):
+    save_inputs = False
+
+    def __init__(self, kernel, stride, pads, ceil_mode):
+        self.k, self.s, self.pads, self.ceil = tuple(kernel), tuple(stride), tuple(pads), ceil_mode
+
+    def forward(self, x):
+        xp = backend.get_array_module(x)
+        sp = x.shape[2:]
+        o = pool_out_sizes(sp, self.k, self.s, self.pads, self.ceil)
+        if min(o) <= 0:
+            raise ValueError(f"ddg.max_pool3d: the output would be empty: input {list(x.shape)}, kernel {list(self.k)}")
+        self.compiled = _kernel_ok(x)
+        if self.compiled:   # one pass, the windows clipped to the input (padding never wins)
+            bins, _ = _window_bins(tuple(sp), self.k, self.s, self.pads, tuple(o))
+            y, self.idx, self.state = K.pool_forward(x, bins, None, 0, True)
+            self.meta = (x.shape, o, None)
+            return y
+        pads = _pool_pads(sp, self.k, self.s, self.pads, o)
+        fill = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+        win = _windows(_pad(x, pads, fill), self.k, self.s, (1,) * len(self.k), o)
+        win = win.reshape(x.shape[:2] + o + (-1,))
+        self.idx = win.argmax(-1)
+        self.meta = (x.shape, o, pads)
+        return xp.ascontiguousarray(xp.take_along_axis(win, self.idx[..., None], -1)[..., 0])
+
+    def backward(self, g):
+        xp = backend.get_array_module(g)
+        xs, o, pads = self.meta
+        if self.compiled:
+            return K.pool_backward(g, xs, self.state, 0, True, self.idx)
+        kk = int(np.prod(self.k))
+        gw = (xp.arange(kk) == self.idx[..., None]) * g[..., None]
+        gw = gw.astype(g.dtype).reshape(g.shape + self.k)
+        padded = tuple(xs[2 + i] + pads[2 * i] + pads[2 * i + 1] for i in range(len(o)))
+        return xp.ascontiguousarray(_crop(_scatter(gw, padded, self.k, self.s, (1,) * len(o), o), pads, xs[2:]))
+
+    def mask(self):
+        """Paddle's mask: each maximum's flat index into the input's spatial dims (int32)."""
+        xp = backend.get_array_module(self.idx)
+        xs, o, pads = self.meta
+        if self.compiled:
+            return self.idx.astype("int32")
+        nd = len(o)
+        offs = xp.unravel_index(self.idx, self.k) if hasattr(xp, "unravel_index") else None
+        flat = 0
+        for i in range(nd):
+            shape = [1] * (2 + nd)
+            shape[2 + i] = o[i]
+            pos = xp.arange(o[i]).reshape(shape) * self.s[i] - self.pads[2 * i] + offs[i]
+            flat = flat * xs[2 + i] + pos
+        return flat.astype("int32")
+
+
+class AvgPoolNd(Function):
+    save_inputs = False
+
+    def __init__(self, kernel, stride, pads, ceil_mode, exclusive, divisor_override):
+        self.k, self.s, self.pads, self.ceil = tuple(kernel), tuple(stride), tuple(pads), ceil_mode
+        self.exclusive, self.divisor = exclusive, divisor_override
+
+    def forward(self, x):
+        xp = backend.get_array_module(x)
+        sp = x.shape[2:]
+        o = pool_out_sizes(sp, self.k, self.s, self.pads, self.ceil)
+        if min(o) <= 0:
+            raise ValueError(f"ddg.avg_pool3d: the output would be empty: input {list(x.shape)}, kernel {list(self.k)}")
+        self.compiled = _kernel_ok(x)
+        if self.compiled:   # one pass; the divisor per axis, or the override
+            bins, incl = _window_bins(tuple(sp), self.k, self.s, self.pads, tuple(o))
+            cnt = [e - b for b, e in bins] if self.exclusive else incl
+            self.div = self.divisor or 0
+            y, _, self.state = K.pool_forward(x, bins, cnt, self.div, False)
+            self.meta = (x.shape, o, None)
+            return y
+        pads = _pool_pads(sp, self.k, self.s, self.pads, o)
+        one = (1,) * len(o)
+        total = _windows(_pad(x, pads), self.k, self.s, one, o).sum(axis=tuple(range(-len(o), 0)))
+        if self.divisor:
+            count = xp.asarray(float(self.divisor), dtype=x.dtype)
+        elif self.exclusive:
+            ones = xp.ones((1, 1) + tuple(sp), dtype=x.dtype)
+            count = _windows(_pad(ones, pads), self.k, self.s, one, o).sum(axis=tuple(range(-len(o), 0)))
+        else:
+            # padding the caller asked for counts; the extra trailing padding of ceil_mode does not
+            ones = xp.ones((1, 1) + tuple(s + self.pads[2 * i] + self.pads[2 * i + 1] for i, s in enumerate(sp)),
+                           dtype=x.dtype)
+            extra = []
+            for i in range(len(o)):
+                extra += [0, pads[2 * i + 1] - self.pads[2 * i + 1]]
+            count = _windows(_pad(ones, extra), self.k, self.s, one, o).sum(axis=tuple(range(-len(o), 0)))
+        self.count, self.meta = count, (x.shape, o, pads)
+        return (total / count).astype(x.dtype, copy=False)
+
+    def backward(self, g):
+        xp = backend.get_array_module(g)
+        xs, o, pads = self.meta
+        if self.compiled:
+            return K.pool_backward(g, xs, self.state, self.div, False, None)
+        gq = (g / self.count).astype(g.dtype, copy=False)
+        gw = xp.broadcast_to(gq.reshape(gq.shape + (1,) * len(o)), gq.shape + self.k)
+        padded = tuple(xs[2 + i] + pads[2 * i] + pads[2 * i + 1] for i in range(len(o)))
+        return xp.ascontiguousarray(_crop(_scatter(gw, padded, self.k, self.s, (1,) * len(o), o), pads, xs[2:]))
+
+
+class AdaptiveMaxPool(Function):
+    """Adaptive max pooling of [N, C, *S] (1 to 3 spatial axes) to ``out_sizes``: output i of
+    an axis of length n pools [floor(i*n/o), ceil((i+1)*n/o)) (Paddle's bins). One compiled
+    pass (numpy float32/float64 only: the functional layer keeps its composite elsewhere);
+    each output's gradient goes to the first maximal element of its bin."""
+    save_inputs = False
+
+    def __init__(self, out_sizes):
+        self.out_sizes = tuple(out_sizes)
+
+    def forward(self, x):
+        bins = []
+        for n, o in zip(x.shape[2:], self.out_sizes):
+            i = np.arange(o)
+            bins.append(((i * n) // o, -(-((i + 1) * n) // o)))
+        y, self.idx, self.state = K.pool_forward(x, bins, None, 0, True)
+        self.x_shape = x.shape
+        return y
+
+    def backward(self, g):
+        return K.pool_backward(g, self.x_shape, self.state, 0, True, self.idx)
+
+    backward_graph = linear_backward_graph
+
+    def apply_linear(self, u):
+        """``u`` read at each bin's maximum (the adjoint of ``backward``)."""
+        n, c = u.shape[:2]
+        flat = np.ascontiguousarray(u).reshape(n, c, -1)
+        return np.take_along_axis(flat, self.idx.reshape(n, c, -1), axis=2).reshape(self.idx.shape)
+
+    def mask(self):
+        """Paddle's mask: each maximum's flat index into the input's spatial dims (int32)."""
+        return self.idx.astype("int32")

@@ -254,7 +254,7 @@ def conv1d_transpose(x, weight, bias=None, stride=1, padding=0, output_padding=0
 
 def conv3d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, data_format="NCDHW", name=None):
     """3-D convolution of NCDHW (or NDHWC) ``x`` with weight ``[O, C/groups, kd, kh, kw]``."""
-    from ...autograd.ops import conv3d as C3
+    from ...autograd.ops import conv_nd as C3
     return _conv(x, weight, bias, stride, padding, dilation, groups, data_format, "conv3d", ("NCDHW", "NDHWC"),
                  C3.ConvNd, "kd, kh, kw")
 
@@ -262,7 +262,7 @@ def conv3d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, data
 def conv3d_transpose(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1,
                      output_size=None, data_format="NCDHW", name=None):
     """Transposed 3-D convolution with weight ``[C_in, C_out/groups, kd, kh, kw]``."""
-    from ...autograd.ops import conv3d as C3
+    from ...autograd.ops import conv_nd as C3
     return _conv_transpose(x, weight, bias, stride, padding, output_padding, dilation, groups, output_size,
                            data_format, "conv3d_transpose", ("NCDHW", "NDHWC"), C3.ConvTransposeNd, "kd, kh, kw")
 

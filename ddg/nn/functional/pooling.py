@@ -88,6 +88,13 @@ def avg_pool1d(x, kernel_size, stride=None, padding=0, exclusive=True, ceil_mode
 
 
 # -- adaptive pooling ----------------------------------------------------------------------------
+def _compiled(x):
+    """Whether adaptive max pooling of ``x`` runs as the compiled one-pass op (numpy
+    float32/float64). Adaptive means stay products with small averaging matrices (measured
+    faster than the compiled pass, whose backward scatters into overlapping bins)."""
+    return P.K.usable(x._data)
+
+
 def _bins(n_in, n_out):
     """Paddle's adaptive bins: output i pools [floor(i*n/o), ceil((i+1)*n/o))."""
     starts = [(i * n_in) // n_out for i in range(n_out)]
@@ -126,13 +133,17 @@ def adaptive_avg_pool2d(x, output_size, data_format="NCHW", name=None):
     oh, ow = _adaptive_sizes(output_size, (h, w), op)
     if oh == 1 and ow == 1:
         y = R.mean(x, axis=[2, 3], keepdim=True)
-    elif h % oh == 0 and w % ow == 0:
+    elif h % oh == 0 and w % ow == 0 and type(x._data) is not np.ndarray:
+        # on cupy a pool (cuDNN); on numpy the two products below measured 7x faster than
+        # the pool's kh*kw strided passes (56x56 -> 7x7)
         y = avg_pool2d(x, (h // oh, w // ow), (h // oh, w // ow))
     else:
         xp = backend.get_array_module(x._data)
-        ph = _avg_matrix(h, oh, x.dtype, xp)
-        pw = _avg_matrix(w, ow, x.dtype, xp)
-        y = L.matmul(L.matmul(ph, x), M.transpose(pw, [1, 0]))
+        y = x
+        if oh != h:
+            y = L.matmul(_avg_matrix(h, oh, x.dtype, xp), y)
+        if ow != w:   # (1-D pooling comes here with h == oh == 1)
+            y = L.matmul(y, M.transpose(_avg_matrix(w, ow, x.dtype, xp), [1, 0]))
     return _from_nchw(y, channel_last)
 
 
@@ -143,12 +154,17 @@ def adaptive_avg_pool1d(x, output_size, name=None):
 
 
 def adaptive_max_pool2d(x, output_size, return_mask=False, name=None):
-    """Adaptive max pooling. Evenly dividing sizes use max_pool2d; otherwise one max per
-    output bin (a loop over the output grid, which adaptive pooling keeps small)."""
+    """Adaptive max pooling. On numpy float32/float64, bins that do not tile evenly run as one
+    compiled op; evenly dividing sizes use max_pool2d; elsewhere (cupy, half dtypes) one max
+    per output bin (a loop over the output grid, which adaptive pooling keeps small)."""
     op = "adaptive_max_pool2d"
     _check_x(x, 4, op)
     h, w = x.shape[2:]
     oh, ow = _adaptive_sizes(output_size, (h, w), op)
+    if _compiled(x) and (h % oh or w % ow):
+        fn = P.AdaptiveMaxPool((oh, ow))
+        y = fn(x)
+        return (y, Tensor._wrap(fn.mask())) if return_mask else y
     if h % oh == 0 and w % ow == 0:
         return max_pool2d(x, (h // oh, w // ow), (h // oh, w // ow), return_mask=return_mask)
     if return_mask:
@@ -175,13 +191,12 @@ def adaptive_max_pool1d(x, output_size, return_mask=False, name=None):
 # -- 3-D pooling ----------------------------------------------------------------------------------
 def max_pool3d(x, kernel_size, stride=None, padding=0, return_mask=False, ceil_mode=False, data_format="NCDHW",
                name=None):
-    from ...autograd.ops import conv3d as C3
     op = "max_pool3d"
     channel_last = _check_format(data_format, ("NCDHW", "NDHWC"), op)
     _check_x(x, 5, op)
     kernel, stride, pads = _pool_args(x, kernel_size, stride, padding, ceil_mode, 3, channel_last, op)
     x = _to_nchw(x, channel_last)
-    fn = C3.MaxPoolNd(kernel, stride, pads, bool(ceil_mode))
+    fn = P.MaxPoolNd(kernel, stride, pads, bool(ceil_mode))
     y = _from_nchw(fn(x), channel_last)
     if return_mask:
         return y, _from_nchw(Tensor._wrap(fn.mask()), channel_last)
@@ -190,13 +205,12 @@ def max_pool3d(x, kernel_size, stride=None, padding=0, return_mask=False, ceil_m
 
 def avg_pool3d(x, kernel_size, stride=None, padding=0, ceil_mode=False, exclusive=True, divisor_override=None,
                data_format="NCDHW", name=None):
-    from ...autograd.ops import conv3d as C3
     op = "avg_pool3d"
     channel_last = _check_format(data_format, ("NCDHW", "NDHWC"), op)
     _check_x(x, 5, op)
     kernel, stride, pads = _pool_args(x, kernel_size, stride, padding, ceil_mode, 3, channel_last, op)
     x = _to_nchw(x, channel_last)
-    y = C3.AvgPoolNd(kernel, stride, pads, bool(ceil_mode), bool(exclusive), divisor_override)(x)
+    y = P.AvgPoolNd(kernel, stride, pads, bool(ceil_mode), bool(exclusive), divisor_override)(x)
     return _from_nchw(y, channel_last)
 
 
@@ -218,11 +232,16 @@ def adaptive_avg_pool3d(x, output_size, data_format="NCDHW", name=None):
 
 
 def adaptive_max_pool3d(x, output_size, return_mask=False, name=None):
-    """Adaptive max pooling: max_pool3d when the sizes divide evenly, else one max per bin."""
+    """Adaptive max pooling: one compiled pass on numpy float32/float64; elsewhere max_pool3d
+    when the sizes divide evenly, else one max per bin."""
     op = "adaptive_max_pool3d"
     _check_x(x, 5, op)
     d, h, w = x.shape[2:]
     od, oh, ow = _adaptive_sizes(output_size, (d, h, w), op)
+    if _compiled(x):
+        fn = P.AdaptiveMaxPool((od, oh, ow))
+        y = fn(x)
+        return (y, Tensor._wrap(fn.mask())) if return_mask else y
     if d % od == 0 and h % oh == 0 and w % ow == 0:
         k = (d // od, h // oh, w // ow)
         return max_pool3d(x, k, k, return_mask=return_mask)

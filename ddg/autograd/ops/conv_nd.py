@@ -1,0 +1,217 @@
+"""Convolution and transposed convolution over any number of spatial dimensions (used for
+3-D, NCDHW), in the batch-innermost layout of ``conv.py``: the padded input is copied
+once to ``[C, *S, N]``, its columns ``[C, *k, *o, N]`` are one contiguous gather of a
+strided view (runs of ``o_last*N`` elements for stride 1), the convolution is one matrix
+product per group whose result ``[O, *o, N]`` is handed out as a transposed view
+``[N, O, *o]`` (no output copy), and gradients are scattered back (col2im) by a compiled
+loop on numpy float32/float64 (``conv_kernels.col2im``; one strided add per kernel offset
+on cupy and for other dtypes). The transposed convolution is the adjoint: a product then
+col2im forward, im2col then products backward (no columns of inserted zeros).
+
+The N-d pooling primitives (``pooling.py``) share the window helpers ``_pad``,
+``_windows``, ``_scatter`` and ``_crop`` (plain NC* layout).
+"""
+import itertools
+
+import numpy as np
+
+from ...tensor import backend
+from ..function import Function
+from ...tensor import conv_kernels as K
+from .conv import _gmm, _wgrad
+
+
+def _pad(a, pads, fill=0.0):
+    """``a`` [N, C, *S] padded by ``pads`` = (before_0, after_0, before_1, ...)."""
+    xp = backend.get_array_module(a)
+    nd = a.ndim - 2
+    if not any(pads):
+        return a
+    out = xp.full(a.shape[:2] + tuple(a.shape[2 + i] + pads[2 * i] + pads[2 * i + 1] for i in range(nd)),
+                  fill, dtype=a.dtype)
+    out[(slice(None), slice(None)) + tuple(slice(pads[2 * i], pads[2 * i] + a.shape[2 + i]) for i in range(nd))] = a
+    return out
+
+
+def _windows(a, k, s, d, o):
+    """The strided view [N, C, *o, *k] of padded ``a``: window (i...) at i*s, taps at j*d."""
+    xp = backend.get_array_module(a)
+    st = a.strides
+    nd = len(k)
+    shape = a.shape[:2] + tuple(o) + tuple(k)
+    strides = st[:2] + tuple(st[2 + i] * s[i] for i in range(nd)) + tuple(st[2 + i] * d[i] for i in range(nd))
+    return xp.lib.stride_tricks.as_strided(a, shape, strides)
+
+
+def _scatter(gw, padded_spatial, k, s, d, o):
+    """The adjoint of ``_windows``: gw [N, C, *o, *k] summed into a zero [N, C, *padded]."""
+    xp = backend.get_array_module(gw)
+    out = xp.zeros(gw.shape[:2] + tuple(padded_spatial), dtype=gw.dtype)
+    nd = len(k)
+    for off in itertools.product(*[range(n) for n in k]):
+        sl = tuple(slice(off[i] * d[i], off[i] * d[i] + s[i] * (o[i] - 1) + 1, s[i]) for i in range(nd))
+        out[(slice(None), slice(None)) + sl] += gw[(Ellipsis,) + off]
+    return out
+
+
+def _crop(a, pads, spatial):
+    nd = len(spatial)
+    return a[(slice(None), slice(None)) + tuple(slice(pads[2 * i], pads[2 * i] + spatial[i]) for i in range(nd))]
+
+
+def _cl(a, pads=None, extent=None):
+    """``a`` [N, C, *S] as a C-contiguous batch-innermost array ``[C, *Sp, N]``, padded by
+    ``pads`` (before_0, after_0, ...) or placed at ``pads``' leading offsets in a zero array
+    of spatial size ``extent``. Without padding, free when ``a`` is already such a view."""
+    xp = backend.get_array_module(a)
+    nd = a.ndim - 2
+    perm = tuple(range(1, nd + 2)) + (0,)
+    if extent is None and (pads is None or not any(pads)):
+        return xp.ascontiguousarray(a.transpose(perm))
+    if extent is None:
+        extent = tuple(a.shape[2 + i] + pads[2 * i] + pads[2 * i + 1] for i in range(nd))
+    out = xp.zeros((a.shape[1],) + tuple(extent) + (a.shape[0],), dtype=a.dtype)
+    out[(slice(None),) + tuple(slice(pads[2 * i], pads[2 * i] + a.shape[2 + i]) for i in range(nd))] = \
+        a.transpose(perm)
+    return out
+
+
+def _from_cl(a):
+    """``[C, *S, N]`` as the logical ``[N, C, *S]`` (a view)."""
+    return a.transpose((a.ndim - 1,) + tuple(range(a.ndim - 1)))
+
+
+def _im2col(xcl, k, s, d, o):
+    """Contiguous columns ``[C, *k, *o, N]`` of the batch-innermost ``xcl`` [C, *Sp, N]."""
+    xp = backend.get_array_module(xcl)
+    nd = len(k)
+    if nd <= 3 and K.usable(xcl):
+        one = (1,) * (3 - nd)
+        c, n = xcl.shape[0], xcl.shape[-1]
+        cols = K.im2col(xcl.reshape((c,) + one + xcl.shape[1:-1] + (n,)), one + tuple(k), one + tuple(o),
+                        one + tuple(s), one + tuple(d))
+        return cols.reshape((c,) + tuple(k) + tuple(o) + (n,))
+    st = xcl.strides
+    shape = (xcl.shape[0],) + tuple(k) + tuple(o) + (xcl.shape[-1],)
+    strides = (st[0],) + tuple(st[1 + i] * d[i] for i in range(nd)) + tuple(st[1 + i] * s[i] for i in range(nd)) + \
+        (st[-1],)
+    return xp.ascontiguousarray(xp.lib.stride_tricks.as_strided(xcl, shape, strides))
+
+
+def _col2im(cols, extent, s, d):
+    """The adjoint of ``_im2col``: columns ``[C, *k, *o, N]`` summed into a zero
+    ``[C, *extent, N]``."""
+    xp = backend.get_array_module(cols)
+    nd = len(extent)
+    c, n = cols.shape[0], cols.shape[-1]
+    k, o = cols.shape[1:1 + nd], cols.shape[1 + nd:1 + 2 * nd]
+    out = xp.zeros((c,) + tuple(extent) + (n,), dtype=cols.dtype)
+    if nd <= 3 and K.usable(cols):
+        pad = (1,) * (3 - nd)
+        K.col2im(cols.reshape((c,) + pad + tuple(k) + pad + tuple(o) + (n,)),
+                 out.reshape((c,) + pad + tuple(extent) + (n,)), pad + tuple(s), pad + tuple(d))
+        return out
+    for off in itertools.product(*[range(m) for m in k]):
+        sl = tuple(slice(off[i] * d[i], off[i] * d[i] + s[i] * (o[i] - 1) + 1, s[i]) for i in range(nd))
+        out[(slice(None),) + sl] += cols[(slice(None),) + off]
+    return out
+
+
+def _out_sizes(spatial, k, s, pads, d):
+    return tuple((spatial[i] + pads[2 * i] + pads[2 * i + 1] - d[i] * (k[i] - 1) - 1) // s[i] + 1
+                 for i in range(len(k)))
+
+
+class ConvNd(Function):
+    """N-d convolution (cross-correlation) of [N, C, *S] with weight [O, C/groups, *k]."""
+    save_inputs = (1,)   # backward reads the weight and the columns (a copy of x)
+
+    def __init__(self, stride, pads, dilation, groups):
+        self.s, self.pads, self.d, self.groups = tuple(stride), tuple(pads), tuple(dilation), groups
+
+    def forward(self, x, w, b=None):
+        k = w.shape[2:]
+        n, c = x.shape[:2]
+        o = _out_sizes(x.shape[2:], k, self.s, self.pads, self.d)
+        if min(o) <= 0:
+            raise ValueError(f"ddg.conv3d: the output would be empty: input {list(x.shape)}, kernel {list(k)}")
+        g = self.groups
+        cols = _im2col(_cl(x, self.pads), k, self.s, self.d, o)
+        out = _gmm(w.reshape(g, w.shape[0] // g, -1), cols.reshape(g, -1, int(np.prod(o)) * n))
+        out = out.reshape((w.shape[0],) + o + (n,))
+        if b is not None:
+            out += b.reshape((-1,) + (1,) * (len(o) + 1))
+        self.cols, self.w, self.meta = cols, w, (x.shape, o, b is not None)
+        return _from_cl(out)
+
+    def backward(self, gy):
+        xs, o, has_b = self.meta
+        w, g = self.w, self.groups
+        nd = len(o)
+        og = w.shape[0] // g
+        gm = _cl(gy.astype(w.dtype, copy=False)).reshape(g, og, -1)        # [G, O/G, P*N]
+        cm = self.cols.reshape(g, -1, gm.shape[-1])                          # [G, C/G*K, P*N]
+        needs = self.needs
+        gx = gw = gb = None
+        if needs[0]:
+            gcols = _gmm(w.reshape(g, og, -1).transpose(0, 2, 1), gm).reshape(self.cols.shape)
+            padded = tuple(xs[2 + i] + self.pads[2 * i] + self.pads[2 * i + 1] for i in range(nd))
+            full = _col2im(gcols, padded, self.s, self.d)
+            gx = _from_cl(full[(slice(None),) + tuple(slice(self.pads[2 * i], self.pads[2 * i] + xs[2 + i])
+                                                      for i in range(nd))])
+        if needs[1]:
+            gw = _wgrad(gm, cm, o[0]).reshape(w.shape)
+        if has_b and needs[2]:
+            gb = gy.sum(axis=(0,) + tuple(range(2, 2 + nd)))
+        return (gx, gw, gb) if has_b else (gx, gw)
+
+
+class ConvTransposeNd(Function):
+    """N-d transposed convolution (the input-gradient of ConvNd) of [N, Cin, *S] with weight
+    [Cin, Cout/groups, *k], to spatial size ``out_sizes``: the product ``W^T x`` gives the
+    columns, col2im sums them into the output (no im2col of inserted zeros)."""
+    save_inputs = (1,)   # backward reads the weight and x's batch-innermost copy
+
+    def __init__(self, stride, pads, dilation, groups, out_sizes):
+        self.s, self.pads, self.d, self.groups = tuple(stride), tuple(pads), tuple(dilation), groups
+        self.out_sizes = tuple(out_sizes)
+
+    def _extent(self, sp, k):
+        """The spatial size the windows cover, with room for the output (output_padding)."""
+        return tuple(max((sp[i] - 1) * self.s[i] + self.d[i] * (k[i] - 1) + 1, self.pads[2 * i] + self.out_sizes[i])
+                     for i in range(len(k)))
+
+    def forward(self, x, w, b=None):
+        g = self.groups
+        n, cin = x.shape[:2]
+        sp = tuple(x.shape[2:])
+        k = tuple(w.shape[2:])
+        nd = len(sp)
+        xcl = _cl(x)                                                        # [Cin, *S, N]
+        xm = xcl.reshape(g, cin // g, -1)
+        cols = _gmm(w.reshape(g, cin // g, -1).transpose(0, 2, 1), xm)  # [G, Cout/G*K, S*N]
+        cout = w.shape[1] * g
+        full = _col2im(cols.reshape((cout,) + k + sp + (n,)), self._extent(sp, k), self.s, self.d)
+        out = full[(slice(None),) + tuple(slice(self.pads[2 * i], self.pads[2 * i] + self.out_sizes[i])
+                                          for i in range(nd))]
+        if b is not None:
+            out = out + b.reshape((-1,) + (1,) * (nd + 1))
+        self.xm, self.w, self.meta = xm, w, (x.shape, b is not None)
+        return _from_cl(out)
+
+    def backward(self, gy):
+        xs, has_b = self.meta
+        w, g = self.w, self.groups
+        n, cin = xs[:2]
+        sp, k = tuple(xs[2:]), tuple(w.shape[2:])
+        nd = len(sp)
+        gpad = _cl(gy.astype(w.dtype, copy=False), self.pads, self._extent(sp, k))   # [Cout, *extent, N]
+        gcols = _im2col(gpad, k, self.s, self.d, sp).reshape(g, -1, self.xm.shape[-1])   # [G, Cout/G*K, S*N]
+        gx = gw = gb = None
+        if self.needs[0]:
+            gx = _from_cl(_gmm(w.reshape(g, cin // g, -1), gcols).reshape((cin,) + sp + (n,)))
+        if self.needs[1]:
+            gw = _wgrad(self.xm, gcols, sp[0]).reshape(w.shape)
+        if has_b and self.needs[2]:
+            gb = gy.sum(axis=(0,) + tuple(range(2, 2 + nd)))
+        return (gx, gw, gb) if has_b else (gx, gw)

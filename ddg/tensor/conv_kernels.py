@@ -1,0 +1,503 @@
+"""Compiled (numba) CPU loops of the convolution and pooling primitives, for the work numpy
+does in many whole-array passes or with a matrix product of a poor shape. numpy
+float32/float64 arrays only (``usable``): cupy arrays and half dtypes keep the whole-array
+paths of ``conv.py``, ``conv_nd.py`` and ``pooling.py``.
+
+The convolution loops work on the batch-innermost layout of ``conv.py`` (an image is
+``[C, H, W, N]`` C-contiguous): an output row ``[OW, N]`` is a contiguous run, and for a
+window stride of 1 so is the input run a kernel offset multiplies, so the innermost loop is
+a multiply-add (or copy) over ``OW*N`` elements that the compiler vectorizes. Rows are taken
+as slices, so that the innermost index starts at 0 (numba then drops its negative-index
+check, which otherwise keeps the loop scalar: measured 5x).
+
+* depthwise convolution (``groups == C``; output channel ``o`` reads input channel
+  ``o // mult``): per output row and kernel offset one multiply-add of a row, the same
+  scatter for the input gradient, row dot products for the weight gradient;
+* im2col / col2im over up to three spatial axes (2-D is ``kd = od = 1``): one gather /
+  scatter-add pass;
+* the four tile transforms of Winograd F(2x2, 3x3) (``conv.py``'s matrices), each element
+  read and written once;
+* pooling over one box per output (3-D pooling, adaptive max pooling), max with its
+  argmax for the backward.
+"""
+import numpy as np
+
+from .compiled import kernel
+
+
+@kernel
+def _direct_fwd(x, w, y, geom):
+    """Grouped direct convolution: ``y[o, oy, ox, n] = sum_qij w[o, q, i, j] *
+    x[(o // og)*cg + q, oy*sh + i*dh, ox*sw + j*dw, n]`` on flat C-contiguous arrays: ``x``
+    [C, Hp, Wp, N] (padded), ``w`` [O, cg, kh, kw], ``y`` [O, OH, OW, N] (overwritten).
+    ``geom`` = (Hp, Wp, N, O, OH, OW, kh, kw, sh, sw, dh, dw, og, cg): ``og``/``cg`` output /
+    input channels per group (depthwise: cg = 1, og = the channel multiplier). Padding is
+    in ``x`` (measured 2x faster than skipping the padding's taps, which shortens rows
+    unevenly)."""
+    hp, wp, n, o_n, oh, ow, kh, kw, sh, sw, dh, dw, og, cg = geom
+    row = ow * n
+    for o in range(o_n):
+        c0 = (o // og) * cg
+        for oy in range(oh):
+            yr = y[(o * oh + oy) * row:(o * oh + oy + 1) * row]
+            yr[:] = 0.0
+            for q in range(cg):
+                for i in range(kh):
+                    x0 = ((c0 + q) * hp + oy * sh + i * dh) * wp * n
+                    for j in range(kw):
+                        wv = w[((o * cg + q) * kh + i) * kw + j]
+                        if sw == 1:
+                            xr = x[x0 + j * dw * n:x0 + j * dw * n + row]
+                            for k in range(row):
+                                yr[k] += wv * xr[k]
+                        else:
+                            a = x0 + j * dw * n
+                            xr = x[a:a + ((ow - 1) * sw + 1) * n]
+                            for ox in range(ow):
+                                for k in range(n):
+                                    yr[ox * n + k] += wv * xr[ox * sw * n + k]
+
+
+@kernel
+def _direct_bwd(x, w, gy, gx, gw, geom, need_x, need_w, zero):
+    """Gradients of ``_direct_fwd`` (same layouts) for the output gradient ``gy``: ``gx``
+    [C, Hp, Wp, N] (zeroed by the caller) gains ``w * gy`` at every tap (``need_x``), ``gw``
+    [O, cg, kh, kw] (float64, overwritten) the dot products of ``gy`` with the taps' input
+    rows (``need_w``): per row in the input's dtype (``zero`` is a 0 of it), summed in
+    float64."""
+    hp, wp, n, o_n, oh, ow, kh, kw, sh, sw, dh, dw, og, cg = geom
+    row = ow * n
+    gw[:] = 0.0
+    for o in range(o_n):
+        c0 = (o // og) * cg
+        for oy in range(oh):
+            gr = gy[(o * oh + oy) * row:(o * oh + oy + 1) * row]
+            for q in range(cg):
+                for i in range(kh):
+                    x0 = ((c0 + q) * hp + oy * sh + i * dh) * wp * n
+                    for j in range(kw):
+                        t = ((o * cg + q) * kh + i) * kw + j
+                        wv = w[t]
+                        s = zero
+                        if sw == 1:
+                            a = x0 + j * dw * n
+                            if need_w:
+                                xr = x[a:a + row]
+                                for k in range(row):
+                                    s += gr[k] * xr[k]
+                            if need_x:
+                                gxr = gx[a:a + row]
+                                for k in range(row):
+                                    gxr[k] += wv * gr[k]
+                        else:
+                            a = x0 + j * dw * n
+                            e = a + ((ow - 1) * sw + 1) * n
+                            if need_w:
+                                xr = x[a:e]
+                                for ox in range(ow):
+                                    for k in range(n):
+                                        s += gr[ox * n + k] * xr[ox * sw * n + k]
+                            if need_x:
+                                gxr = gx[a:e]
+                                for ox in range(ow):
+                                    for k in range(n):
+                                        gxr[ox * sw * n + k] += wv * gr[ox * n + k]
+                        gw[t] += s
+
+
+@kernel
+def _col2im3(cols, out, geom):
+    """Columns ``[C, kd, kh, kw, od, oh, ow, N]`` summed into ``out`` [C, Dp, Hp, Wp, N]
+    (zeroed by the caller; flat C-contiguous arrays): column (a, i, j, z, y, x) lands at
+    (z*sd + a*dd, y*sh + i*dh, x*sw + j*dw). ``geom`` = (C, kd, kh, kw, od, oh, ow, N, Dp, Hp,
+    Wp, sd, sh, sw, dd, dh, dw). For stride 1 along the width each (offset, output row)
+    adds one contiguous run of ``ow*N`` elements."""
+    c_n, kd, kh, kw, od, oh, ow, n, dp, hp, wp, sd, sh, sw, dd, dh, dw = geom
+    row = ow * n
+    src = 0
+    for c in range(c_n):
+        for a in range(kd):
+            for i in range(kh):
+                for j in range(kw):
+                    for z in range(od):
+                        for y in range(oh):
+                            dst = (((c * dp + z * sd + a * dd) * hp + y * sh + i * dh) * wp + j * dw) * n
+                            cr = cols[src:src + row]
+                            if sw == 1:
+                                orow = out[dst:dst + row]
+                                for k in range(row):
+                                    orow[k] += cr[k]
+                            else:   # one row slice, indexed from 0 (no slice per pixel)
+                                orow = out[dst:dst + ((ow - 1) * sw + 1) * n]
+                                for x in range(ow):
+                                    for k in range(n):
+                                        orow[x * sw * n + k] += cr[x * n + k]
+                            src += row
+
+
+@kernel
+def _im2col3(x, cols, geom):
+    """The adjoint of ``_col2im3`` (same flat layouts and ``geom``): ``cols`` [C, kd, kh, kw,
+    od, oh, ow, N] (overwritten) gathers the padded input ``x`` [C, Dp, Hp, Wp, N]."""
+    c_n, kd, kh, kw, od, oh, ow, n, dp, hp, wp, sd, sh, sw, dd, dh, dw = geom
+    row = ow * n
+    dst = 0
+    for c in range(c_n):
+        for a in range(kd):
+            for i in range(kh):
+                for j in range(kw):
+                    for z in range(od):
+                        for y in range(oh):
+                            src = (((c * dp + z * sd + a * dd) * hp + y * sh + i * dh) * wp + j * dw) * n
+                            cr = cols[dst:dst + row]
+                            if sw == 1:
+                                xr = x[src:src + row]
+                                for k in range(row):
+                                    cr[k] = xr[k]
+                            else:
+                                xr = x[src:src + ((ow - 1) * sw + 1) * n]
+                                for q in range(ow):
+                                    for k in range(n):
+                                        cr[q * n + k] = xr[q * sw * n + k]
+                            dst += row
+
+
+def im2col(x, kernel, out, stride, dilation):
+    """Columns [C, kd, kh, kw, od, oh, ow, N] of the padded ``x`` [C, Dp, Hp, Wp, N] (C-contiguous,
+    numpy float32/float64) for windows ``kernel`` at ``stride``/``dilation``, ``out`` =
+    (od, oh, ow) output positions."""
+    c, dp, hp, wp, n = x.shape
+    cols = np.empty((c,) + tuple(kernel) + tuple(out) + (n,), x.dtype)
+    _im2col3(x.reshape(-1), cols.reshape(-1), (c,) + tuple(kernel) + tuple(out) + (n, dp, hp, wp) + tuple(stride) +
+             tuple(dilation))
+    return cols
+
+
+def col2im(cols, out, stride, dilation):
+    """``cols`` [C, kd, kh, kw, od, oh, ow, N] summed into the zero ``out`` [C, Dp, Hp, Wp, N]
+    (both C-contiguous, numpy float32/float64) at the windows of ``stride``/``dilation``."""
+    c, kd, kh, kw, od, oh, ow, n = cols.shape
+    _, dp, hp, wp, _ = out.shape
+    _col2im3(cols.reshape(-1), out.reshape(-1), (c, kd, kh, kw, od, oh, ow, n, dp, hp, wp) + tuple(stride) +
+             tuple(dilation))
+
+
+@kernel
+def _pool_fwd(x, xs, geom, bins, cnt, div, is_max, y, idx):
+    """Max or mean of ``x`` over one box per output. ``x`` flat with element strides ``xs`` =
+    (n, c, d, h, w) of a logical [N, C, D, H, W]; ``geom`` = (N, C, H, W, OD, OH, OW);
+    ``bins`` [3, 2, O] int64: per spatial axis the [start, end) of each output's window,
+    clipped to the input; ``cnt`` [3, O] float64: per axis the count a mean divides by (the
+    divisor is their product, or ``div`` when > 0). ``y`` [N, C, OD, OH, OW] flat
+    (overwritten); with ``is_max``, ``idx`` (as ``y``) gets each maximum's flat index
+    ``(d*H + h)*W + w`` in its input plane: the first maximal element in row-major order,
+    a NaN winning over numbers (as numpy's max). Means are summed in float64. Window rows
+    are read as (strided) slices indexed from 0 (no negative-index check per element)."""
+    n_n, c_n, h_n, w_n, od, oh, ow = geom
+    o = 0
+    for n in range(n_n):
+        for c in range(c_n):
+            base = n * xs[0] + c * xs[1]
+            for a in range(od):
+                d0, d1 = bins[0, 0, a], bins[0, 1, a]
+                for i in range(oh):
+                    h0, h1 = bins[1, 0, i], bins[1, 1, i]
+                    for j in range(ow):
+                        w0, w1 = bins[2, 0, j], bins[2, 1, j]
+                        if is_max:
+                            best = x[base + d0 * xs[2] + h0 * xs[3] + w0 * xs[4]]
+                            bi = (d0 * h_n + h0) * w_n + w0
+                            for d in range(d0, d1):
+                                for h in range(h0, h1):
+                                    p = base + d * xs[2] + h * xs[3]
+                                    xr = x[p + w0 * xs[4]:p + (w1 - 1) * xs[4] + 1:xs[4]]
+                                    for t in range(w1 - w0):
+                                        v = xr[t]
+                                        if v > best or (v != v and best == best):
+                                            best = v
+                                            bi = (d * h_n + h) * w_n + w0 + t
+                            y[o] = best
+                            idx[o] = bi
+                        else:
+                            acc = 0.0
+                            for d in range(d0, d1):
+                                for h in range(h0, h1):
+                                    p = base + d * xs[2] + h * xs[3]
+                                    xr = x[p + w0 * xs[4]:p + (w1 - 1) * xs[4] + 1:xs[4]]
+                                    for t in range(w1 - w0):
+                                        acc += xr[t]
+                            y[o] = acc / (div if div > 0 else cnt[0, a] * cnt[1, i] * cnt[2, j])
+                        o += 1
+
+
+@kernel
+def _pool_bwd(g, gx, geom, bins, cnt, div, is_max, idx):
+    """The adjoint of ``_pool_fwd``: ``g`` [N, C, OD, OH, OW] flat, ``gx`` [N, C, D, H, W]
+    flat C-contiguous (zeroed by the caller) gains each output's gradient at its maximum
+    (``is_max``) or spread over its window divided by the mean's divisor."""
+    n_n, c_n, h_n, w_n, od, oh, ow = geom
+    plane = gx.size // (n_n * c_n)
+    o = 0
+    for q in range(n_n * c_n):
+        base = q * plane
+        for a in range(od):
+            d0, d1 = bins[0, 0, a], bins[0, 1, a]
+            for i in range(oh):
+                h0, h1 = bins[1, 0, i], bins[1, 1, i]
+                for j in range(ow):
+                    if is_max:
+                        gx[base + idx[o]] += g[o]
+                    else:
+                        w0, w1 = bins[2, 0, j], bins[2, 1, j]
+                        v = g[o] / (div if div > 0 else cnt[0, a] * cnt[1, i] * cnt[2, j])
+                        for d in range(d0, d1):
+                            for h in range(h0, h1):
+                                p = base + (d * h_n + h) * w_n
+                                for w in range(w0, w1):
+                                    gx[p + w] += v
+                    o += 1
+
+
+def flat_strided(a):
+    """``a`` as (flat buffer, element strides) without a copy when its memory is one dense
+    block in some axis order (NCHW, batch-innermost, ...), else after a C-contiguous copy."""
+    order = sorted(range(a.ndim), key=lambda i: -a.strides[i])
+    b = a.transpose(order)
+    if not b.flags.c_contiguous:
+        a = np.ascontiguousarray(a)
+        b = a
+    return b.reshape(-1), tuple(st // a.itemsize for st in a.strides)
+
+
+def pool_forward(x, bins, cnt, div, is_max):
+    """Max or mean pooling of ``x`` [N, C, *S] (1 to 3 spatial axes, numpy float32/float64,
+    any dense layout) over per-axis windows ``bins`` (list of (starts, ends) int arrays,
+    clipped to the input) with per-axis mean counts ``cnt`` (list of float arrays) or the
+    divisor ``div`` (> 0). Returns the C-contiguous output [N, C, *O] and, for max, the
+    argmax index array (flat in the input plane, int64)."""
+    nd = x.ndim - 2
+    n, c = x.shape[:2]
+    x5 = x[(slice(None), slice(None)) + (None,) * (3 - nd)]
+    sp = x5.shape[2:]
+    o = [1] * (3 - nd) + [len(b[0]) for b in bins]
+    size = max(o)
+    bb = np.zeros((3, 2, size), np.int64)
+    cc = np.ones((3, size), np.float64)
+    for ax in range(3):
+        if ax < 3 - nd:
+            bb[ax, 1, 0] = 1
+            continue
+        st, en = bins[ax - (3 - nd)]
+        bb[ax, 0, :len(st)], bb[ax, 1, :len(en)] = st, en
+        if cnt is not None:
+            cc[ax, :len(st)] = cnt[ax - (3 - nd)]
+    xf, xs = flat_strided(x5)
+    y = np.empty((n, c) + tuple(o), x.dtype)
+    idx = np.empty(y.size if is_max else 1, np.int64)
+    geom = (n, c, sp[1], sp[2], o[0], o[1], o[2])
+    _pool_fwd(xf, xs, geom, bb, cc, float(div or 0.0), bool(is_max), y.reshape(-1), idx)
+    out_shape = (n, c) + tuple(o[3 - nd:])
+    return y.reshape(out_shape), (idx.reshape(out_shape) if is_max else None), (bb, cc, geom)
+
+
+def pool_backward(g, x_shape, state, div, is_max, idx):
+    """The input gradient [N, C, *S] (C-contiguous) of ``pool_forward`` for the output
+    gradient ``g``; ``state`` is the third value ``pool_forward`` returned."""
+    bb, cc, geom = state
+    gx = np.zeros(x_shape, g.dtype)
+    gi = idx.reshape(-1) if is_max else np.empty(1, np.int64)
+    _pool_bwd(np.ascontiguousarray(g).reshape(-1), gx.reshape(-1), geom, bb, cc, float(div or 0.0), bool(is_max), gi)
+    return gx
+
+
+# -- Winograd F(2x2, 3x3) tile transforms: each element read once, written once --------------------------
+# (the matrices B^T, A^T and the adjoints are those of ``conv.py``'s Winograd section)
+@kernel
+def _wino_in(x, v, geom):
+    """``V = B^T d B`` of every 4x4 tile ``d`` (stride 2) of the padded image ``x`` [C, Hp, Wp, N]
+    given as rows [C*Hp, Wp*N]; ``v`` [4, 4, C*th, tw*N] (overwritten); ``geom`` = (C, Hp, th,
+    tw, N). Per tile row: the row transform over whole image rows (contiguous, vectorized)
+    into a scratch row, then the column transform read at a stride of two pixels."""
+    c_n, hp, th, tw, n = geom
+    wn = x.shape[1]
+    t = np.empty((4, wn), x.dtype)
+    t0, t1, t2, t3 = t[0], t[1], t[2], t[3]
+    for c in range(c_n):
+        for ty in range(th):
+            r = c * hp + 2 * ty
+            d0, d1, d2, d3 = x[r], x[r + 1], x[r + 2], x[r + 3]
+            for q in range(wn):
+                t0[q] = d0[q] - d2[q]
+                t1[q] = d1[q] + d2[q]
+                t2[q] = d2[q] - d1[q]
+                t3[q] = d1[q] - d3[q]
+            o = c * th + ty
+            for i in range(4):
+                ti = t[i]
+                v0, v1, v2, v3 = v[i, 0, o], v[i, 1, o], v[i, 2, o], v[i, 3, o]
+                for tx in range(tw):
+                    for k in range(n):
+                        p = 2 * tx * n + k
+                        a0, a1, a2, a3 = ti[p], ti[p + n], ti[p + 2 * n], ti[p + 3 * n]
+                        q = tx * n + k
+                        v0[q] = a0 - a2
+                        v1[q] = a1 + a2
+                        v2[q] = a2 - a1
+                        v3[q] = a1 - a3
+
+
+@kernel
+def _wino_in_adj(gv, out, geom):
+    """The adjoint of ``_wino_in``: tile gradients ``gv`` [4, 4, C*th, tw*N] summed into the
+    zeroed image rows ``out`` [C*Hp, Wp*N] (overlapping tiles add)."""
+    c_n, hp, th, tw, n = geom
+    wn = out.shape[1]
+    gr = np.empty((4, wn), out.dtype)
+    for c in range(c_n):
+        for ty in range(th):
+            gr[:] = 0.0
+            o = c * th + ty
+            for i in range(4):
+                gi = gr[i]
+                g0, g1, g2, g3 = gv[i, 0, o], gv[i, 1, o], gv[i, 2, o], gv[i, 3, o]
+                for tx in range(tw):
+                    for k in range(n):
+                        q = tx * n + k
+                        p = 2 * tx * n + k
+                        gi[p] += g0[q]
+                        gi[p + n] += g1[q] - g2[q] + g3[q]
+                        gi[p + 2 * n] += g2[q] + g1[q] - g0[q]
+                        gi[p + 3 * n] -= g3[q]
+            r = c * hp + 2 * ty
+            o0, o1, o2, o3 = out[r], out[r + 1], out[r + 2], out[r + 3]
+            r0, r1, r2, r3 = gr[0], gr[1], gr[2], gr[3]
+            for q in range(wn):
+                o0[q] += r0[q]
+                o1[q] += r1[q] - r2[q] + r3[q]
+                o2[q] += r1[q] + r2[q] - r0[q]
+                o3[q] -= r3[q]
+
+
+@kernel
+def _wino_out(m, y, geom):
+    """``Y = A^T M A`` per tile: products ``m`` [4, 4, O*th, tw*N] to the output rows ``y``
+    [O*2*th, 2*tw*N] (overwritten); ``geom`` = (O, th, tw, N)."""
+    o_n, th, tw, n = geom
+    s = np.empty((2, 4, tw * n), y.dtype)
+    for o in range(o_n):
+        for ty in range(th):
+            r = o * th + ty
+            for j in range(4):
+                m0, m1, m2, m3 = m[0, j, r], m[1, j, r], m[2, j, r], m[3, j, r]
+                s0, s1 = s[0, j], s[1, j]
+                for q in range(tw * n):
+                    s0[q] = m0[q] + m1[q] + m2[q]
+                    s1[q] = m1[q] - m2[q] - m3[q]
+            for a in range(2):
+                yr = y[o * 2 * th + 2 * ty + a]
+                sa0, sa1, sa2, sa3 = s[a, 0], s[a, 1], s[a, 2], s[a, 3]
+                for tx in range(tw):
+                    for k in range(n):
+                        q = tx * n + k
+                        p = 2 * tx * n + k
+                        yr[p] = sa0[q] + sa1[q] + sa2[q]
+                        yr[p + n] = sa1[q] - sa2[q] - sa3[q]
+
+
+@kernel
+def _wino_out_adj(gy, gm, geom):
+    """The adjoint of ``_wino_out``: output-gradient rows ``gy`` [O*2*th, 2*tw*N] to the
+    products' gradients ``gm`` [4, 4, O*th, tw*N] (overwritten)."""
+    o_n, th, tw, n = geom
+    gs = np.empty((2, 4, tw * n), gy.dtype)
+    for o in range(o_n):
+        for ty in range(th):
+            for a in range(2):
+                g = gy[o * 2 * th + 2 * ty + a]
+                s0, s1, s2, s3 = gs[a, 0], gs[a, 1], gs[a, 2], gs[a, 3]
+                for tx in range(tw):
+                    for k in range(n):
+                        q = tx * n + k
+                        p = 2 * tx * n + k
+                        e0, e1 = g[p], g[p + n]
+                        s0[q] = e0
+                        s1[q] = e0 + e1
+                        s2[q] = e0 - e1
+                        s3[q] = -e1
+            r = o * th + ty
+            for j in range(4):
+                u0, u1 = gs[0, j], gs[1, j]
+                m0, m1, m2, m3 = gm[0, j, r], gm[1, j, r], gm[2, j, r], gm[3, j, r]
+                for q in range(tw * n):
+                    m0[q] = u0[q]
+                    m1[q] = u0[q] + u1[q]
+                    m2[q] = u0[q] - u1[q]
+                    m3[q] = -u1[q]
+
+
+def wino_in(x4, th, tw):
+    """``B^T d B`` of every tile of the padded ``x4`` [C, Hp, Wp, N] (C-contiguous): [4, 4, C, th, tw, N]."""
+    c, hp, wp, n = x4.shape
+    v = np.empty((4, 4, c, th, tw, n), x4.dtype)
+    _wino_in(x4.reshape(c * hp, wp * n), v.reshape(4, 4, c * th, tw * n), (c, hp, th, tw, n))
+    return v
+
+
+def wino_in_adjoint(gv, hp, wp):
+    """The adjoint of ``wino_in``: [4, 4, C, th, tw, N] (C-contiguous) -> the image [C, Hp, Wp, N]."""
+    c, th, tw, n = gv.shape[2:]
+    out = np.zeros((c, hp, wp, n), gv.dtype)
+    _wino_in_adj(gv.reshape(4, 4, c * th, tw * n), out.reshape(c * hp, wp * n), (c, hp, th, tw, n))
+    return out
+
+
+def wino_out(m):
+    """``A^T M A`` of the products [4, 4, O, th, tw, N] (C-contiguous): the output [O, 2*th, 2*tw, N]."""
+    o, th, tw, n = m.shape[2:]
+    y = np.empty((o, 2 * th, 2 * tw, n), m.dtype)
+    _wino_out(m.reshape(4, 4, o * th, tw * n), y.reshape(o * 2 * th, 2 * tw * n), (o, th, tw, n))
+    return y
+
+
+def wino_out_adjoint(gy):
+    """The adjoint of ``wino_out``: [O, 2*th, 2*tw, N] (C-contiguous) -> [4, 4, O, th, tw, N]."""
+    o, h2, w2, n = gy.shape
+    th, tw = h2 // 2, w2 // 2
+    gm = np.empty((4, 4, o, th, tw, n), gy.dtype)
+    _wino_out_adj(gy.reshape(o * h2, w2 * n), gm.reshape(4, 4, o * th, tw * n), (o, th, tw, n))
+    return gm
+
+
+def usable(*arrays):
+    """Whether the compiled loops take these arrays: numpy float32/float64, one dtype."""
+    dt = arrays[0].dtype
+    return all(type(a) is np.ndarray and a.dtype == dt for a in arrays) and dt in (np.float32, np.float64)
+
+
+def _geom(x4, w, groups, stride, dilation, oh, ow):
+    c, hp, wp, n = x4.shape
+    o, cg, kh, kw = w.shape
+    return (hp, wp, n, o, oh, ow, kh, kw, stride[0], stride[1], dilation[0], dilation[1], o // groups, cg)
+
+
+def direct_forward(x4, w, groups, stride, dilation, oh, ow):
+    """Grouped direct convolution of the padded ``x4`` [C, Hp, Wp, N] (C-contiguous) with
+    ``w`` [O, C/groups, kh, kw]: the output [N, O, OH, OW] (a batch-innermost view)."""
+    y = np.empty((w.shape[0], oh, ow, x4.shape[3]), x4.dtype)
+    _direct_fwd(x4.reshape(-1), np.ascontiguousarray(w).reshape(-1), y.reshape(-1),
+                _geom(x4, w, groups, stride, dilation, oh, ow))
+    return y.transpose(3, 0, 1, 2)
+
+
+def direct_backward(x4, w, gy, groups, stride, dilation, need_x, need_w):
+    """Gradients of ``direct_forward`` for the output gradient ``gy`` [N, O, OH, OW]: the
+    padded input's gradient [N, C, Hp, Wp] (a batch-innermost view) and the weight gradient,
+    each None unless asked for."""
+    oh, ow = gy.shape[2:]
+    g4 = np.ascontiguousarray(gy.astype(x4.dtype, copy=False).transpose(1, 2, 3, 0))
+    gx = np.zeros_like(x4) if need_x else x4[:0]
+    gw = np.empty(w.size, np.float64)
+    _direct_bwd(x4.reshape(-1), np.ascontiguousarray(w).reshape(-1), g4.reshape(-1), gx.reshape(-1), gw,
+                _geom(x4, w, groups, stride, dilation, oh, ow), bool(need_x), bool(need_w), x4.dtype.type(0))
+    return (gx.transpose(3, 0, 1, 2) if need_x else None,
+            gw.astype(w.dtype).reshape(w.shape) if need_w else None)

@@ -1,0 +1,257 @@
+"""The compiled convolution and pooling loops (``ddg.tensor.conv_kernels``): forward
+against float64 plain-loop references, backward against central differences, second-order
+gradients through ``backward_graph``, float32 within round-off of float64."""
+import numpy as np
+import pytest
+
+import ddg
+import ddg.nn.functional as F
+from ddg.autograd import gradcheck, gradgradcheck
+from test_nn_conv_pool import _pads4, _pair, ref_conv2d
+
+RNG = np.random.default_rng(3)
+
+
+def T(a, grad=False, dtype="float64"):
+    return ddg.to_tensor(np.asarray(a, dtype=dtype), stop_gradient=not grad)
+
+
+# (x shape, channel multiplier, kernel, stride, padding, dilation)
+DEPTHWISE = [
+    ((2, 3, 7, 8), 1, (3, 3), 1, 1, 1),
+    ((3, 4, 9, 9), 2, (3, 3), 2, 1, 1),
+    ((2, 2, 8, 7), 1, (5, 3), 1, [2, 1], (2, 1)),
+    ((1, 2, 7, 7), 3, (3, 3), (3, 2), 0, 1),
+    ((2, 3, 6, 6), 1, (2, 2), 1, [1, 0, 0, 1], 1),     # asymmetric pads
+]
+
+
+@pytest.mark.parametrize("xs,mult,k,stride,padding,dil", DEPTHWISE)
+def test_depthwise_forward_float64_and_float32(xs, mult, k, stride, padding, dil):
+    c = xs[1]
+    x, w, b = RNG.standard_normal(xs), RNG.standard_normal((c * mult, 1) + k), RNG.standard_normal(c * mult)
+    ref = ref_conv2d(x, w, b, _pair(stride), _pads4(padding), _pair(dil), c)
+    y = F.conv2d(T(x), T(w), T(b), stride, padding, dil, c).numpy()
+    np.testing.assert_allclose(y, ref, rtol=1e-12, atol=1e-12)
+    y32 = F.conv2d(T(x, dtype="float32"), T(w, dtype="float32"), T(b, dtype="float32"), stride, padding, dil, c)
+    assert y32.dtype == ddg.float32
+    np.testing.assert_allclose(y32.numpy(), ref, rtol=0, atol=2e-6 * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("xs,mult,k,stride,padding,dil", DEPTHWISE)
+def test_depthwise_gradients(xs, mult, k, stride, padding, dil):
+    c = xs[1]
+    x = T(RNG.standard_normal(xs), True)
+    w = T(RNG.standard_normal((c * mult, 1) + k), True)
+    b = T(RNG.standard_normal(c * mult), True)
+    assert gradcheck(lambda x, w, b: F.conv2d(x, w, b, stride, padding, dil, c), [x, w, b])
+    # only one of the two gradients asked for
+    assert gradcheck(lambda w: F.conv2d(T(x.numpy()), w, None, stride, padding, dil, c), [w])
+    assert gradcheck(lambda x: F.conv2d(x, T(w.numpy()), None, stride, padding, dil, c), [x])
+
+
+# (x shape, groups, output channels, kernel, stride, padding, dilation): narrow groups
+GROUPED = [
+    ((2, 6, 7, 8), 3, 9, (3, 3), 1, 1, 1),
+    ((2, 8, 9, 7), 2, 4, (3, 2), (2, 1), [1, 0, 2, 1], (1, 2)),
+]
+
+
+@pytest.mark.parametrize("xs,groups,o,k,stride,padding,dil", GROUPED)
+def test_grouped_direct_forward_and_gradients(xs, groups, o, k, stride, padding, dil):
+    c = xs[1]
+    x, w, b = RNG.standard_normal(xs), RNG.standard_normal((o, c // groups) + k), RNG.standard_normal(o)
+    ref = ref_conv2d(x, w, b, _pair(stride), _pads4(padding), _pair(dil), groups)
+    np.testing.assert_allclose(F.conv2d(T(x), T(w), T(b), stride, padding, dil, groups).numpy(), ref,
+                               rtol=1e-12, atol=1e-12)
+    y32 = F.conv2d(T(x, dtype="float32"), T(w, dtype="float32"), T(b, dtype="float32"), stride, padding, dil, groups)
+    np.testing.assert_allclose(y32.numpy(), ref, rtol=0, atol=2e-6 * np.abs(ref).max())
+    assert gradcheck(lambda x, w, b: F.conv2d(x, w, b, stride, padding, dil, groups),
+                     [T(x[:1], True), T(w, True), T(b, True)])
+
+
+def test_depthwise_float32_gradients_match_float64():
+    x, w = RNG.standard_normal((4, 8, 12, 12)), RNG.standard_normal((8, 1, 3, 3))
+    grads = {}
+    for dt in ("float64", "float32"):
+        xt, wt = T(x, True, dt), T(w, True, dt)
+        (F.conv2d(xt, wt, None, 1, 1, 1, 8) ** 2).sum().backward()
+        grads[dt] = (xt.grad.numpy(), wt.grad.numpy())
+    for a, r in zip(grads["float32"], grads["float64"]):
+        np.testing.assert_allclose(a, r, rtol=0, atol=1e-5 * np.abs(r).max())
+
+
+def test_depthwise_second_order():
+    x = T(RNG.standard_normal((2, 3, 6, 6)), True)
+    w = T(RNG.standard_normal((3, 1, 3, 3)), True)
+    assert gradgradcheck(lambda x, w: ddg.tanh(F.conv2d(x, w, None, 2, 1, 1, 3)), [x, w])
+
+
+# -- N-d convolution ------------------------------------------------------------------------------
+def _ref_conv3d(x, w, stride, pad, dil, groups):
+    n, c, *sp = x.shape
+    o, cg, *k = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0)) + tuple((p, p) for p in pad))
+    out_sp = [(sp[i] + 2 * pad[i] - dil[i] * (k[i] - 1) - 1) // stride[i] + 1 for i in range(3)]
+    out = np.zeros((n, o) + tuple(out_sp))
+    og = o // groups
+    for oo in range(o):
+        gi = oo // og
+        for a in range(k[0]):
+            for i in range(k[1]):
+                for j in range(k[2]):
+                    sl = tuple(slice(t * dil[q], t * dil[q] + stride[q] * (out_sp[q] - 1) + 1, stride[q])
+                               for q, t in enumerate((a, i, j)))
+                    patch = xp[(slice(None), slice(gi * cg, (gi + 1) * cg)) + sl]
+                    out[:, oo] += np.einsum("nc...,c->n...", patch, w[oo, :, a, i, j])
+    return out
+
+
+def test_conv3d_float32_and_float64_against_loops():
+    x, w = RNG.standard_normal((2, 4, 5, 6, 7)), RNG.standard_normal((6, 2, 3, 2, 3))
+    for stride, pad, dil in (((1, 1, 1), (1, 0, 1), (1, 1, 1)), ((2, 1, 2), (0, 1, 1), (1, 2, 1))):
+        ref = _ref_conv3d(x, w, stride, pad, dil, 2)
+        y = F.conv3d(T(x), T(w), None, stride, pad, dil, 2).numpy()
+        np.testing.assert_allclose(y, ref, rtol=1e-12, atol=1e-12)
+        y32 = F.conv3d(T(x, dtype="float32"), T(w, dtype="float32"), None, stride, pad, dil, 2).numpy()
+        np.testing.assert_allclose(y32, ref, rtol=0, atol=2e-6 * np.abs(ref).max())
+
+
+def test_conv3d_transpose_is_the_adjoint_of_conv3d():
+    # <conv(x), y> == <x, conv_transpose(y)> for the same weight, stride, padding, dilation
+    x, w = RNG.standard_normal((2, 4, 7, 6, 5)), RNG.standard_normal((3, 4, 3, 2, 3))
+    stride, pad, dil = (2, 1, 2), (1, 0, 1), (1, 2, 1)
+    y = F.conv3d(T(x), T(w), None, stride, pad, dil).numpy()
+    v = RNG.standard_normal(y.shape)
+    xt = F.conv3d_transpose(T(v), T(w), None, stride, pad, output_size=x.shape[2:], dilation=dil).numpy()
+    np.testing.assert_allclose((y * v).sum(), (x * xt).sum(), rtol=1e-12)
+    vt, wt = T(v, True), T(w, True)
+    assert gradcheck(lambda v, w: F.conv3d_transpose(v, w, None, stride, pad, output_size=x.shape[2:],
+                                                     dilation=dil), [vt, wt])
+
+
+# -- pooling ----------------------------------------------------------------------------------------
+def _ref_pool3d(x, k, s, pad, ceil, kind, exclusive=True, divisor=None):
+    n, c, *sp = x.shape
+    outs = []
+    for i in range(3):
+        room = sp[i] + 2 * pad[i] - k[i]
+        o = (-(-room // s[i]) if ceil else room // s[i]) + 1
+        if ceil and (o - 1) * s[i] >= sp[i] + pad[i]:
+            o -= 1
+        outs.append(o)
+    y = np.zeros((n, c) + tuple(outs))
+    for idx in np.ndindex(*outs):
+        lo = [idx[i] * s[i] - pad[i] for i in range(3)]
+        sl = tuple(slice(max(lo[i], 0), min(lo[i] + k[i], sp[i])) for i in range(3))
+        win = x[(slice(None), slice(None)) + sl].reshape(n, c, -1)
+        if kind == "max":
+            y[(slice(None), slice(None)) + idx] = win.max(-1)
+        else:
+            cnt = divisor or (win.shape[-1] if exclusive else
+                              np.prod([min(lo[i] + k[i], sp[i] + pad[i]) - max(lo[i], -pad[i]) for i in range(3)]))
+            y[(slice(None), slice(None)) + idx] = win.sum(-1) / cnt
+    return y
+
+
+@pytest.mark.parametrize("k,s,pad,ceil", [((2, 2, 2), (2, 2, 2), (0, 0, 0), False),
+                                          ((3, 2, 3), (2, 1, 2), (1, 0, 1), True)])
+def test_pool3d_against_loops_and_gradients(k, s, pad, ceil):
+    x = RNG.standard_normal((2, 3, 6, 5, 7))
+    ym = F.max_pool3d(T(x), k, s, pad, ceil_mode=ceil).numpy()
+    np.testing.assert_allclose(ym, _ref_pool3d(x, k, s, pad, ceil, "max"), rtol=0, atol=0)
+    for exclusive, div in ((True, None), (False, None), (True, 5)):
+        ya = F.avg_pool3d(T(x), k, s, pad, ceil_mode=ceil, exclusive=exclusive, divisor_override=div).numpy()
+        np.testing.assert_allclose(ya, _ref_pool3d(x, k, s, pad, ceil, "avg", exclusive, div), rtol=1e-12, atol=1e-14)
+        assert gradcheck(lambda t: F.avg_pool3d(t, k, s, pad, ceil_mode=ceil, exclusive=exclusive,
+                                                divisor_override=div), [T(x[:1, :2], True)])
+    assert gradcheck(lambda t: F.max_pool3d(t, k, s, pad, ceil_mode=ceil), [T(x[:1, :2], True)])
+    y32 = F.avg_pool3d(T(x, dtype="float32"), k, s, pad, ceil_mode=ceil).numpy()
+    np.testing.assert_allclose(y32, _ref_pool3d(x, k, s, pad, ceil, "avg"), rtol=0, atol=1e-6)
+
+
+def test_max_pool3d_ties_nan_and_mask():
+    x = np.zeros((1, 1, 2, 2, 4))
+    x[0, 0, 1, 1, 3] = np.nan
+    t = T(x, True)
+    y, mask = F.max_pool3d(t, 2, 2, return_mask=True)
+    assert mask.numpy().tolist() == [[[[[0, 15]]]]]          # the first of the tied zeros; the NaN
+    assert np.isnan(y.numpy()[0, 0, 0, 0, 1]) and y.numpy()[0, 0, 0, 0, 0] == 0
+    y.sum().backward()
+    g = np.zeros_like(x)
+    g[0, 0, 0, 0, 0] = g[0, 0, 1, 1, 3] = 1
+    np.testing.assert_array_equal(t.grad.numpy(), g)
+
+
+def _ref_adaptive(x, sizes, kind):
+    sp = x.shape[2:]
+    y = np.zeros(x.shape[:2] + tuple(sizes))
+    for idx in np.ndindex(*sizes):
+        sl = tuple(slice(i * n // o, -(-((i + 1) * n) // o)) for i, n, o in zip(idx, sp, sizes))
+        win = x[(slice(None), slice(None)) + sl].reshape(x.shape[0], x.shape[1], -1)
+        y[(slice(None), slice(None)) + idx] = win.max(-1) if kind == "max" else win.mean(-1)
+    return y
+
+
+@pytest.mark.parametrize("shape,sizes", [((2, 3, 10), (4,)), ((2, 3, 7, 9), (3, 4)), ((1, 2, 5, 6, 7), (2, 4, 3))])
+def test_adaptive_pools_against_loops_and_gradients(shape, sizes):
+    x = RNG.standard_normal(shape)
+    nd = len(sizes)
+    fmax = getattr(F, f"adaptive_max_pool{nd}d")
+    favg = getattr(F, f"adaptive_avg_pool{nd}d")
+    out = sizes[0] if nd == 1 else sizes
+    np.testing.assert_array_equal(fmax(T(x), out).numpy(), _ref_adaptive(x, sizes, "max"))
+    np.testing.assert_allclose(favg(T(x), out).numpy(), _ref_adaptive(x, sizes, "avg"), rtol=1e-12, atol=1e-14)
+    y, mask = fmax(T(x), out, return_mask=True)
+    flat = x.reshape(x.shape[0], x.shape[1], -1)
+    np.testing.assert_array_equal(np.take_along_axis(flat, mask.numpy().reshape(*x.shape[:2], -1), 2),
+                                  y.numpy().reshape(*x.shape[:2], -1))
+    small = T(x[:1, :2], True)
+    assert gradcheck(lambda t: favg(t, out), [small])
+    assert gradcheck(lambda t: fmax(t, out), [small])
+    assert gradgradcheck(lambda t: ddg.tanh(fmax(t, out)) + ddg.tanh(favg(t, out)), [small])
+
+
+def test_kernels_and_array_paths_agree_on_device(place):
+    """On the GPU (cupy; simcupy in CI) the array paths run: the same results as the compiled
+    loops on the CPU, forward and backward."""
+    w2, w3, w3t = (RNG.standard_normal(s).astype("float32") for s in ((8, 1, 3, 3), (6, 4, 3, 3, 3), (4, 3, 4, 4, 4)))
+    cases = [
+        (lambda x, p: F.conv2d(x, ddg.to_tensor(w2, place=p), None, 2, 1, 1, 4), (2, 4, 9, 9)),
+        (lambda x, p: F.conv3d(x, ddg.to_tensor(w3, place=p), None, 1, 1), (2, 4, 5, 5, 5)),
+        (lambda x, p: F.conv3d_transpose(x, ddg.to_tensor(w3t, place=p), None, 2, 1), (2, 4, 3, 4, 3)),
+        (lambda x, p: F.max_pool3d(x, 2, 2, ceil_mode=True), (2, 3, 5, 5, 5)),
+        (lambda x, p: F.avg_pool3d(x, 3, 2, 1, exclusive=False), (2, 3, 5, 5, 5)),
+        (lambda x, p: F.adaptive_max_pool2d(x, (3, 4)), (2, 3, 7, 9)),
+        (lambda x, p: F.adaptive_avg_pool3d(x, (2, 3, 2)), (2, 3, 5, 7, 5)),
+    ]
+    for fn, shape in cases:
+        x = RNG.standard_normal(shape).astype("float32")
+        res = {}
+        for where in ("cpu", place):
+            t = ddg.to_tensor(x, place=where, stop_gradient=False)
+            y = fn(t, where)
+            (y * y).sum().backward()
+            res[where] = (y.numpy(), t.grad.numpy())
+        for a, b in zip(res[place], res["cpu"]):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_dilated_same_conv_as_winograd_on_parity_classes(bias, monkeypatch):
+    # 3x3, dilation 2, padding 2: run as Winograd over the four row/column parity classes
+    # (forced on a small shape); forward against the float64 loop, backward against
+    # central differences, second order through backward_graph
+    import ddg.autograd.ops.conv as CV
+    monkeypatch.setattr(CV, "_use_winograd", lambda x, w, s, d, g, p: tuple(d) == (1, 1) and tuple(s) == (1, 1))
+    x, w, b = RNG.standard_normal((2, 3, 6, 8)), RNG.standard_normal((4, 3, 3, 3)), RNG.standard_normal(4)
+    ts = [T(x, True), T(w, True)] + ([T(b, True)] if bias else [])
+    op = CV.Conv2d((1, 1), (2, 2, 2, 2), (2, 2), 1)
+    y = op(*ts)
+    assert op.phases is not None
+    ref = ref_conv2d(x, w, b if bias else None, (1, 1), (2, 2, 2, 2), (2, 2), 1)
+    np.testing.assert_allclose(y.numpy(), ref, rtol=1e-12, atol=1e-12)
+    assert gradcheck(lambda *a: CV.Conv2d((1, 1), (2, 2, 2, 2), (2, 2), 1)(*a), ts)
+    if not bias:
+        assert gradgradcheck(lambda x, w: ddg.tanh(F.conv2d(x, w, None, 1, 2, 2)), ts)
