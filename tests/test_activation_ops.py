@@ -58,6 +58,13 @@ CASES = {
                      True),
     "hardshrink": (F.hardshrink, lambda x: np.where(np.abs(x) >= 0.5, x, 0), True),
     "thresholded_relu": (lambda x: F.thresholded_relu(x, 0.7, 0.2), lambda x: np.where(x > 0.7, x, 0.2), True),
+    "relu": (F.relu, lambda x: np.maximum(x, 0), True),
+    "relu6": (F.relu6, lambda x: np.clip(x, 0, 6), True),
+    "hardtanh": (F.hardtanh, lambda x: np.clip(x, -1, 1), True),
+    "hardtanh_args": (lambda x: F.hardtanh(x, -2.5, 1.5), lambda x: np.clip(x, -2.5, 1.5), True),
+    "clip": (lambda x: ddg.clip(x, -0.5, 0.7), lambda x: np.clip(x, -0.5, 0.7), True),
+    "clip_lo": (lambda x: ddg.clip(x, min=-3.0), lambda x: np.maximum(x, -3.0), True),
+    "rrelu_eval": (lambda x: F.rrelu(x, 0.1, 0.3, training=False), lambda x: np.where(x >= 0, x, 0.2 * x), False),
 }
 
 
@@ -65,7 +72,7 @@ def _points(n=200, seed=0):
     """Values over [-8, 8], kept 1e-3 away from every kink of the cases (finite differences
     straddle no kink)."""
     x = np.random.default_rng(seed).uniform(-8, 8, n)
-    for k in (0.0, 0.5, -0.5, 1.0, -1.0, 0.7, 3.0, -3.0, 2.5, -2.5, 1.5, 3.0 / 2, 2.0 / 0.2 - 1.5):
+    for k in (0.0, 0.5, -0.5, 1.0, -1.0, 0.7, 3.0, -3.0, 6.0, 2.5, -2.5, 1.5, 3.0 / 2, 2.0 / 0.2 - 1.5):
         x = np.where(np.abs(x - k) < 2e-3, x + 5e-3, x)
     return x
 
@@ -121,6 +128,11 @@ def test_gradients_at_kinks_are_paddles():
     np.testing.assert_array_equal(grad_at(F.softshrink, [0.5, -0.5, 0.6]), [0, 0, 1])
     np.testing.assert_array_equal(grad_at(F.hardshrink, [0.5, -0.5, 0.4]), [1, 1, 0])
     np.testing.assert_array_equal(grad_at(lambda x: F.thresholded_relu(x, 1.0), [1.0, 1.1]), [0, 1])
+    np.testing.assert_array_equal(grad_at(F.relu, [0.0, 1e-30]), [0, 1])
+    np.testing.assert_array_equal(grad_at(F.relu6, [0.0, 6.0, 5.9]), [0, 0, 1])           # strict at both kinks
+    np.testing.assert_array_equal(grad_at(F.hardtanh, [-1.0, 1.0, 0.9]), [0, 0, 1])
+    np.testing.assert_array_equal(grad_at(lambda x: ddg.clip(x, -1.0, 1.0), [-1.0, 1.0, 1.1]), [1, 1, 0])  # bounds kept
+    np.testing.assert_array_equal(grad_at(lambda x: F.rrelu(x, training=True), [0.0]), [1.0])
     # far tails stay finite
     assert np.isfinite(grad_at(F.mish, [-100.0, 100.0])).all()
     np.testing.assert_allclose(grad_at(F.softplus, [100.0, -100.0]), [1.0, 0.0], atol=1e-30)
@@ -192,6 +204,35 @@ def test_device_gives_the_cpu_results(name):
         assert (type(y._data) is np.ndarray) == (place == "cpu"), f"{name} left the {place}"
     np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(results[1][1], results[0][1], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_rrelu_with_given_slopes(dtype):
+    """The RRelu op against its formula with fixed slopes (it owns and overwrites the slope
+    array it is given, hence the copies), its gradients by central differences, and the
+    training-mode function's slopes within [lower, upper] with the gradient they imply."""
+    from ddg.autograd.ops.activation import RRelu
+    rng = np.random.default_rng(7)
+    x = _points(60, seed=4).reshape(3, 4, 5)
+    slope = rng.uniform(0.1, 0.3, x.shape)
+    y = RRelu(slope.astype(dtype))(ddg.to_tensor(x.astype(dtype))).numpy()
+    assert y.dtype == dtype
+    np.testing.assert_allclose(y, np.where(x >= 0, x, x * slope.astype(dtype)), rtol=1e-6 if dtype == "float32" else 1e-15)
+    if dtype == "float64":
+        xt = ddg.to_tensor(x, stop_gradient=False)
+        assert gradcheck(lambda t: RRelu(slope.copy())(t), [xt], eps=1e-6, atol=1e-6, rtol=1e-5)
+        assert gradgradcheck(lambda t: RRelu(slope.copy())(t) ** 2, [xt], eps=1e-6, atol=1e-5, rtol=1e-4)
+    xt = ddg.to_tensor(x.astype(dtype).T, stop_gradient=False)        # a transposed (F-ordered) input
+    y = F.rrelu(xt, 0.1, 0.3, training=True)
+    g = rng.standard_normal(y.shape).astype(dtype)
+    y.backward(ddg.to_tensor(g))
+    xa, ya = x.astype(dtype).T, y.numpy()
+    s = ya[xa < 0] / xa[xa < 0]
+    assert s.min() >= 0.1 - 1e-6 and s.max() <= 0.3 + 1e-6 and s.std() > 0.03   # drawn per element
+    d = np.where(xa >= 0, 1, ya / np.where(xa == 0, 1, xa))
+    np.testing.assert_allclose(xt.grad.numpy(), g * d, rtol=1e-5)
+    with pytest.raises(TypeError, match="rrelu"):
+        F.rrelu(ddg.to_tensor(np.array([1, -2])))
 
 
 @pytest.mark.parametrize("delta,is_huber", [(1.0, True), (0.3, True), (2.0, False)])

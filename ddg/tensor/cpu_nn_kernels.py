@@ -42,9 +42,12 @@ from .compiled import kernel
 
 f32 = np.float32
 
-# activation codes (one loop each in act_forward / act_backward)
+# activation codes (one loop each in act_forward / act_backward). SIGMOID's and RELU's
+# backward loops read the op's output (passed as ``x``), not its input; RELU has no forward
+# loop (numpy's clip is one pass) and CLIP none either (its backward: the gradient where
+# ``p0 <= x <= p1``, or strictly inside when ``p2`` is nonzero).
 GELU, GELU_TANH, SILU, MISH, LEAKY, ELU, SOFTPLUS, LOGSIGMOID, HARDSWISH, HARDSIGMOID, TANHSHRINK, SOFTSIGN, \
-    SOFTSHRINK, HARDSHRINK, THRESHOLDED = range(15)
+    SOFTSHRINK, HARDSHRINK, THRESHOLDED, SIGMOID, RELU, CLIP = range(18)
 
 _SQRT1_2 = 1 / math.sqrt(2)
 _INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
@@ -261,6 +264,9 @@ def act_forward(kind, x, out, p0, p1, p2):
         for i in range(n):
             v = x[i]
             out[i] = p1 if v <= p0 else v
+    elif kind == SIGMOID:
+        for i in range(n):
+            out[i] = one / (one + _exp(-x[i]))
 
 
 @kernel(error_model="numpy")
@@ -335,6 +341,38 @@ def act_backward(kind, x, g, out, p0, p1, p2):
     elif kind == THRESHOLDED:
         for i in range(n):
             out[i] = g[i] if x[i] > p0 else zero
+    elif kind == SIGMOID:        # x: the output y; g y (1 - y)
+        for i in range(n):
+            y = x[i]
+            out[i] = g[i] * (y * (one - y))
+    elif kind == RELU:           # x: the output y
+        for i in range(n):
+            out[i] = g[i] if x[i] > zero else zero
+    elif kind == CLIP:           # p0, p1: the bounds (+-inf when absent), p2: strict if nonzero
+        if p2 != zero:
+            for i in range(n):
+                v = x[i]
+                out[i] = g[i] if (v > p0 and v < p1) else zero
+        else:
+            for i in range(n):
+                v = x[i]
+                out[i] = g[i] if (v >= p0 and v <= p1) else zero
+
+
+@kernel(error_model="numpy")
+def rrelu_forward(x, slope, out):
+    """Randomized leaky ReLU with per-element slopes: ``out = x`` where ``x >= 0``, else
+    ``slope * x``; ``slope`` is overwritten with the derivative (1 where ``x >= 0``)."""
+    if x.size == 0:
+        return
+    one = _as(x[0], 1.0)
+    for i in range(x.size):
+        v = x[i]
+        if v >= 0:
+            out[i] = v
+            slope[i] = one
+        else:
+            out[i] = v * slope[i]
 
 
 # -- normalizations -------------------------------------------------------------------------------

@@ -513,3 +513,41 @@ class ThresholdedRelu(_Piecewise):
 
 def xp_abs(a):
     return backend.get_array_module(a).abs(a)
+
+
+class RRelu(Function):
+    """Leaky ReLU with a slope per element, ``slope`` (an array of the input's shape and dtype,
+    a constant: no gradient flows to it): ``x`` where ``x >= 0``, else ``slope * x``. The op
+    keeps the derivative (1 or the slope) and multiplies the gradient by it. On numpy
+    float32/float64 the forward is one compiled pass that writes the output and turns the
+    slope array (owned by the op) into the derivative."""
+
+    save_inputs = False
+
+    def __init__(self, slope):
+        self.slope = slope
+
+    def forward(self, a):
+        s, self.slope = self.slope, None
+        if s.shape != a.shape or s.dtype != a.dtype:
+            raise ValueError(f"ddg rrelu: the slopes must have the input's shape and dtype, got "
+                             f"{s.shape} {s.dtype} for an input {a.shape} {a.dtype}")
+        if type(a) is np.ndarray and a.dtype in (np.float32, np.float64):
+            a = np.ascontiguousarray(a)
+            s = np.ascontiguousarray(s)
+            out = np.empty_like(a)
+            _kernels().rrelu_forward(a.ravel(), s.ravel(), out.ravel())
+            self.d = s
+            return out
+        xp = backend.get_array_module(a)
+        self.d = xp.where(a >= 0, a.dtype.type(1), s)
+        return a * self.d
+
+    def backward(self, g):
+        d = self.d
+        if g.strides == d.strides and g.dtype == d.dtype:
+            return np.multiply(g, d, out=np.empty_like(d)) if type(d) is np.ndarray else g * d
+        return (g * d).astype(d.dtype, copy=False)
+
+    def backward_graph(self, g):
+        return g * const(self.d)
