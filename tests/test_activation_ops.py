@@ -208,20 +208,21 @@ def test_device_gives_the_cpu_results(name):
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_rrelu_with_given_slopes(dtype):
-    """The RRelu op against its formula with fixed slopes (it owns and overwrites the slope
+    """The RRelu op against its formula with fixed uniform draws (it owns and overwrites the
     array it is given, hence the copies), its gradients by central differences, and the
     training-mode function's slopes within [lower, upper] with the gradient they imply."""
     from ddg.autograd.ops.activation import RRelu
     rng = np.random.default_rng(7)
     x = _points(60, seed=4).reshape(3, 4, 5)
-    slope = rng.uniform(0.1, 0.3, x.shape)
-    y = RRelu(slope.astype(dtype))(ddg.to_tensor(x.astype(dtype))).numpy()
+    u = rng.uniform(0, 1, x.shape)
+    slope = 0.1 + 0.2 * u.astype(dtype).astype(np.float64)
+    y = RRelu(u.astype(dtype), 0.1, 0.3)(ddg.to_tensor(x.astype(dtype))).numpy()
     assert y.dtype == dtype
-    np.testing.assert_allclose(y, np.where(x >= 0, x, x * slope.astype(dtype)), rtol=1e-6 if dtype == "float32" else 1e-15)
+    np.testing.assert_allclose(y, np.where(x >= 0, x, x * slope), rtol=1e-6 if dtype == "float32" else 1e-14)
     if dtype == "float64":
         xt = ddg.to_tensor(x, stop_gradient=False)
-        assert gradcheck(lambda t: RRelu(slope.copy())(t), [xt], eps=1e-6, atol=1e-6, rtol=1e-5)
-        assert gradgradcheck(lambda t: RRelu(slope.copy())(t) ** 2, [xt], eps=1e-6, atol=1e-5, rtol=1e-4)
+        assert gradcheck(lambda t: RRelu(u.copy(), 0.1, 0.3)(t), [xt], eps=1e-6, atol=1e-6, rtol=1e-5)
+        assert gradgradcheck(lambda t: RRelu(u.copy(), 0.1, 0.3)(t) ** 2, [xt], eps=1e-6, atol=1e-5, rtol=1e-4)
     xt = ddg.to_tensor(x.astype(dtype).T, stop_gradient=False)        # a transposed (F-ordered) input
     y = F.rrelu(xt, 0.1, 0.3, training=True)
     g = rng.standard_normal(y.shape).astype(dtype)
@@ -295,3 +296,17 @@ def test_prelu_values_and_gradients(shape, n_w, fmt):
     gw = (g * np.minimum(x, 0))
     gw = gw.sum() if n_w == 1 else gw.sum(axis=tuple(i for i in range(x.ndim) if i != ch % x.ndim))
     np.testing.assert_allclose(wt.grad.numpy(), np.reshape(gw, w.shape), rtol=1e-12)
+
+
+@pytest.mark.skipif(not backend.cupy_available(),
+                    reason="GPU tests need cupy and an NVIDIA GPU (cupy is not installed or sees no GPU)")
+def test_rrelu_training_on_device():
+    x = _points(60, seed=5).reshape(6, 10).astype(np.float32)
+    xt = ddg.to_tensor(x, place="gpu", stop_gradient=False)
+    y = F.rrelu(xt, 0.1, 0.3, training=True)
+    assert type(y._data) is not np.ndarray
+    y.backward(ddg.ones_like(y) * 0.5)
+    ya, ga = y.numpy(), xt.grad.numpy()
+    s = ya[x < 0] / x[x < 0]
+    assert s.min() >= 0.1 - 1e-6 and s.max() <= 0.3 + 1e-6
+    np.testing.assert_allclose(ga, 0.5 * np.where(x >= 0, 1, ya / x), rtol=1e-5)

@@ -360,19 +360,16 @@ def act_backward(kind, x, g, out, p0, p1, p2):
 
 
 @kernel(error_model="numpy")
-def rrelu_forward(x, slope, out):
-    """Randomized leaky ReLU with per-element slopes: ``out = x`` where ``x >= 0``, else
-    ``slope * x``; ``slope`` is overwritten with the derivative (1 where ``x >= 0``)."""
-    if x.size == 0:
-        return
-    one = _as(x[0], 1.0)
+def rrelu_forward(x, u, out, lower, width):
+    """Randomized leaky ReLU with per-element slopes ``lower + width * u`` (``u`` uniform in
+    [0, 1)): ``out = x`` where ``x >= 0``, else ``slope * x``; ``u`` is overwritten with the
+    derivative (1 where ``x >= 0``, else the slope)."""
+    one = _as(lower, 1.0)
     for i in range(x.size):
         v = x[i]
-        if v >= 0:
-            out[i] = v
-            slope[i] = one
-        else:
-            out[i] = v * slope[i]
+        d = one if v >= 0 else lower + width * u[i]
+        out[i] = v * d
+        u[i] = d
 
 
 # -- normalizations -------------------------------------------------------------------------------

@@ -516,31 +516,33 @@ def xp_abs(a):
 
 
 class RRelu(Function):
-    """Leaky ReLU with a slope per element, ``slope`` (an array of the input's shape and dtype,
-    a constant: no gradient flows to it): ``x`` where ``x >= 0``, else ``slope * x``. The op
-    keeps the derivative (1 or the slope) and multiplies the gradient by it. On numpy
-    float32/float64 the forward is one compiled pass that writes the output and turns the
-    slope array (owned by the op) into the derivative."""
+    """Leaky ReLU with a slope per element, ``lower + (upper - lower) * u`` for ``u`` an array of
+    uniform [0, 1) draws of the input's shape and dtype (a constant: no gradient flows to it):
+    ``x`` where ``x >= 0``, else ``slope * x``. The op keeps the derivative (1 or the slope)
+    and multiplies the gradient by it. On numpy float32/float64 the forward is one compiled
+    pass that writes the output and turns ``u`` (owned by the op) into the derivative."""
 
     save_inputs = False
 
-    def __init__(self, slope):
-        self.slope = slope
+    def __init__(self, u, lower, upper):
+        self.u, self.lower, self.upper = u, float(lower), float(upper)
 
     def forward(self, a):
-        s, self.slope = self.slope, None
-        if s.shape != a.shape or s.dtype != a.dtype:
-            raise ValueError(f"ddg rrelu: the slopes must have the input's shape and dtype, got "
-                             f"{s.shape} {s.dtype} for an input {a.shape} {a.dtype}")
+        u, self.u = self.u, None
+        if u.shape != a.shape or u.dtype != a.dtype:
+            raise ValueError(f"ddg rrelu: the uniform draws must have the input's shape and dtype, got "
+                             f"{u.shape} {u.dtype} for an input {a.shape} {a.dtype}")
+        dt = a.dtype.type
         if type(a) is np.ndarray and a.dtype in (np.float32, np.float64):
             a = np.ascontiguousarray(a)
-            s = np.ascontiguousarray(s)
+            u = np.ascontiguousarray(u)
             out = np.empty_like(a)
-            _kernels().rrelu_forward(a.ravel(), s.ravel(), out.ravel())
-            self.d = s
+            _kernels().rrelu_forward(a.ravel(), u.ravel(), out.ravel(), dt(self.lower), dt(self.upper - self.lower))
+            self.d = u
             return out
         xp = backend.get_array_module(a)
-        self.d = xp.where(a >= 0, a.dtype.type(1), s)
+        u = u * dt(self.upper - self.lower) + dt(self.lower)
+        self.d = xp.where(a >= 0, dt(1), u)
         return a * self.d
 
     def backward(self, g):
