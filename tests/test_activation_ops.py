@@ -310,3 +310,32 @@ def test_rrelu_training_on_device():
     s = ya[x < 0] / x[x < 0]
     assert s.min() >= 0.1 - 1e-6 and s.max() <= 0.3 + 1e-6
     np.testing.assert_allclose(ga, 0.5 * np.where(x >= 0, 1, ya / x), rtol=1e-5)
+
+
+@pytest.mark.parametrize("shape,n_w,fmt", [((2, 3, 4, 5), 3, "NCHW"), ((2, 4, 3), 3, "NLC"), ((3, 5), 1, "NCHW")])
+def test_prelu_op_gradients_and_float32(shape, n_w, fmt):
+    """The compiled PReLU op: both gradients by central differences, second order, and float32
+    against the float64 formula (the weight gradient summed in float64)."""
+    rng = np.random.default_rng(8)
+    x = _points(int(np.prod(shape)), seed=6).reshape(shape)
+    w = rng.uniform(0.1, 0.9, n_w)
+    xt, wt = ddg.to_tensor(x, stop_gradient=False), ddg.to_tensor(w, stop_gradient=False)
+    assert F.prelu(xt, wt, data_format=fmt)._node.name == "PRelu"
+    fn = lambda a, b: F.prelu(a, b, data_format=fmt)   # noqa: E731
+    assert gradcheck(fn, [xt, wt], eps=1e-6, atol=1e-6, rtol=1e-5)
+    assert gradgradcheck(lambda a, b: fn(a, b) ** 2, [xt, wt], eps=1e-6, atol=1e-5, rtol=1e-4)
+    big = rng.standard_normal((4, n_w, 50, 50) if fmt == "NCHW" and len(shape) == 4 else (40, 50, n_w))
+    f = "NLC" if big.shape[-1] == n_w and len(big.shape) == 3 else "NCHW"
+    x32, w32 = ddg.to_tensor(big.astype(np.float32), stop_gradient=False), ddg.to_tensor(w.astype(np.float32),
+                                                                                          stop_gradient=False)
+    y = F.prelu(x32, w32, data_format=f)
+    g = rng.standard_normal(big.shape).astype(np.float32)
+    y.backward(ddg.to_tensor(g))
+    ch = 1 if f == "NCHW" else -1
+    wb = w.astype(np.float32).astype(np.float64).reshape([-1 if i == ch % big.ndim else 1 for i in range(big.ndim)])
+    xb = big.astype(np.float32).astype(np.float64)
+    np.testing.assert_allclose(y.numpy(), np.where(xb > 0, xb, xb * wb), rtol=1e-6)
+    axes = tuple(i for i in range(big.ndim) if i != ch % big.ndim)
+    gw = (g * np.minimum(xb, 0)).sum(axis=axes)
+    np.testing.assert_allclose(w32.grad.numpy(), gw, rtol=1e-5)
+    assert w32.grad.dtype == np.float32 and x32.grad.dtype == np.float32

@@ -372,6 +372,44 @@ def rrelu_forward(x, u, out, lower, width):
         u[i] = d
 
 
+
+@kernel(error_model="numpy")
+def prelu_forward(x, w, out):
+    """Channel-wise PReLU on ``x`` [A, C, B] (C the channels, B the positions after them):
+    ``out = x`` where ``x > 0``, else ``w[c] * x``."""
+    A, C, B = x.shape
+    for a in range(A):
+        for c in range(C):
+            wc = w[c]
+            xs = x[a, c]
+            os = out[a, c]
+            for b in range(B):
+                v = xs[b]
+                os[b] = v if v > 0 else v * wc
+
+
+@kernel(error_model="numpy")
+def prelu_backward(x, g, w, gx, gw):
+    """The gradients of ``prelu_forward``: ``gx`` [A, C, B] written (``g``, or ``g * w[c]``
+    where ``x <= 0``), ``gw`` [C] float64 accumulated into (the sum of ``g * x`` where
+    ``x <= 0``)."""
+    A, C, B = x.shape
+    one = _as(w[0], 1.0)
+    for a in range(A):
+        for c in range(C):
+            wc = w[c]
+            xs = x[a, c]
+            gs = g[a, c]
+            gxs = gx[a, c]
+            acc = 0.0
+            for b in range(B):
+                v = xs[b]
+                gv = gs[b]
+                pos = v > 0
+                gxs[b] = gv * (one if pos else wc)
+                acc += 0.0 if pos else np.float64(gv * v)
+            gw[c] += acc
+
 # -- normalizations -------------------------------------------------------------------------------
 # Statistics are shifted sums in float64: s1 = sum(x - k), s2 = sum((x - k)^2) with k the
 # group's first element, mean = k + s1/n, var = s2/n - (s1/n)^2. One pass, and with the shift

@@ -27,7 +27,7 @@ from ...tensor.kernels import mask01 as _mask
 from ...tensor.kernels import sigmoid as _sigmoid
 from ...tensor.kernels import softplus as _softplus
 from ..function import Function
-from ..higher import const, live_input
+from ..higher import const, fit_t, live_input
 
 _SQRT1_2 = 1 / math.sqrt(2)
 _INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
@@ -553,3 +553,56 @@ class RRelu(Function):
 
     def backward_graph(self, g):
         return g * const(self.d)
+
+
+class PRelu(Function):
+    """PReLU on numpy float32/float64 as one compiled pass each way: ``x`` where ``x > 0``,
+    else ``w[c] x`` with ``c`` the index along ``axis`` (``axis`` None: one weight for all);
+    gradient ``w`` at 0, as Paddle. Inputs ``x`` and ``w`` [C] of one dtype; backward gives
+    ``x``'s gradient and ``w``'s (a float64 sum per channel, returned in ``w``'s dtype)."""
+
+    def __init__(self, axis):
+        self.axis = axis
+
+    def _view3(self, a):
+        s = a.shape
+        if self.axis is None:
+            return a.reshape(1, 1, -1)
+        ax = self.axis
+        return a.reshape(math.prod(s[:ax]), s[ax], math.prod(s[ax + 1:]))
+
+    def forward(self, x, w):
+        if self.axis is not None and (x.ndim <= self.axis or x.shape[self.axis] != w.size):
+            raise ValueError(f"ddg prelu: {w.size} weights for an input of shape {x.shape} "
+                             f"(channel axis {self.axis})")
+        if type(x) is not np.ndarray or x.dtype not in (np.float32, np.float64) or w.dtype != x.dtype:
+            raise TypeError(f"ddg prelu: the compiled op needs numpy float32/float64 x and w of one dtype, "
+                            f"got {type(x).__name__} {x.dtype} and {w.dtype}")
+        x = np.ascontiguousarray(x)
+        self.x, self.w = x, np.ascontiguousarray(w.reshape(-1))
+        out = np.empty_like(x)
+        _kernels().prelu_forward(self._view3(x), self.w, self._view3(out))
+        return out
+
+    def backward(self, g):
+        x = self.x
+        if g.strides != x.strides or g.dtype != x.dtype or g.shape != x.shape:
+            g2 = np.empty_like(x)
+            g2[...] = g
+            g = g2
+        gx = np.empty_like(x)
+        gw = np.zeros(self.w.size, np.float64)
+        _kernels().prelu_backward(self._view3(x), self._view3(g), self.w, self._view3(gx), gw)
+        return gx, gw.astype(self.w.dtype)
+
+    def backward_graph(self, g):
+        x = live_input(self, 0, self.x)
+        w = live_input(self, 1, self.w)
+        shape = [1] * self.x.ndim
+        if self.axis is not None:
+            shape[self.axis] = self.w.size
+        m = const((self.x > 0).astype(self.x.dtype))
+        wb = w.reshape(shape) if self.axis is not None else w.reshape([1] * self.x.ndim)
+        gx = g * (m + (1 - m) * wb)
+        gw = fit_t(g * x * (1 - m), tuple(shape), self.x.dtype).reshape([self.w.size])
+        return gx, gw
