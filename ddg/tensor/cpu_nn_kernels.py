@@ -1,5 +1,6 @@
 """numba CPU kernels of the neural-network layers that numpy cannot run in one or two
-whole-array passes: activations (forward, and backward ``g * f'(x)``), normalizations
+whole-array passes: activations (forward, and backward ``g * f'(x)``; rrelu's and prelu's
+their own kernels), normalizations
 (statistics, standardization and affine part in one kernel; backward in one), embedding
 backward (a scatter-add of rows) and nearest/bilinear upsampling.
 

@@ -1,5 +1,5 @@
 """Activations: single ops (``autograd/ops/activation.py``, the softmax family in ``nn_ops.py``)
-except the few composites at the end (prelu, glu)."""
+except the composites at the end (glu; prelu on cupy and in half precision)."""
 
 import numpy as np
 
