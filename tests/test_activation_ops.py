@@ -339,3 +339,13 @@ def test_prelu_op_gradients_and_float32(shape, n_w, fmt):
     gw = (g * np.minimum(xb, 0)).sum(axis=axes)
     np.testing.assert_allclose(w32.grad.numpy(), gw, rtol=1e-5)
     assert w32.grad.dtype == np.float32 and x32.grad.dtype == np.float32
+
+
+@pytest.mark.parametrize("value", [np.float32(-2.0), np.float32(0.5), np.zeros((0, 3), np.float32)])
+def test_compiled_activations_keep_scalar_and_empty_shapes(value):
+    w = ddg.to_tensor(np.array([0.25], np.float32))
+    for fn in (F.sigmoid, F.relu, F.relu6, lambda t: F.rrelu(t, training=True), lambda t: F.prelu(t, w)):
+        x = ddg.to_tensor(value, stop_gradient=False)
+        y = fn(x)
+        y.sum().backward()
+        assert y.shape == x.shape and x.grad.shape == x.shape

@@ -511,6 +511,12 @@ class ThresholdedRelu(_Piecewise):
         return self.a > self.threshold
 
 
+def _c_order(a):
+    """``a`` C-contiguous, copied only if it is not (``np.ascontiguousarray`` would make a 0-d
+    array 1-d)."""
+    return a if a.flags.c_contiguous else np.ascontiguousarray(a)
+
+
 def xp_abs(a):
     return backend.get_array_module(a).abs(a)
 
@@ -534,8 +540,7 @@ class RRelu(Function):
                              f"{u.shape} {u.dtype} for an input {a.shape} {a.dtype}")
         dt = a.dtype.type
         if type(a) is np.ndarray and a.dtype in (np.float32, np.float64):
-            a = np.ascontiguousarray(a)
-            u = np.ascontiguousarray(u)
+            a, u = _c_order(a), _c_order(u)
             out = np.empty_like(a)
             _kernels().rrelu_forward(a.ravel(), u.ravel(), out.ravel(), dt(self.lower), dt(self.upper - self.lower))
             self.d = u
@@ -578,8 +583,8 @@ class PRelu(Function):
         if type(x) is not np.ndarray or x.dtype not in (np.float32, np.float64) or w.dtype != x.dtype:
             raise TypeError(f"ddg prelu: the compiled op needs numpy float32/float64 x and w of one dtype, "
                             f"got {type(x).__name__} {x.dtype} and {w.dtype}")
-        x = np.ascontiguousarray(x)
-        self.x, self.w = x, np.ascontiguousarray(w.reshape(-1))
+        x = _c_order(x)
+        self.x, self.w = x, _c_order(w.reshape(-1))
         out = np.empty_like(x)
         _kernels().prelu_forward(self._view3(x), self.w, self._view3(out))
         return out
