@@ -58,6 +58,13 @@ CASES = {
                      True),
     "hardshrink": (F.hardshrink, lambda x: np.where(np.abs(x) >= 0.5, x, 0), True),
     "thresholded_relu": (lambda x: F.thresholded_relu(x, 0.7, 0.2), lambda x: np.where(x > 0.7, x, 0.2), True),
+    "relu": (F.relu, lambda x: np.maximum(x, 0), True),
+    "relu6": (F.relu6, lambda x: np.clip(x, 0, 6), True),
+    "hardtanh": (F.hardtanh, lambda x: np.clip(x, -1, 1), True),
+    "hardtanh_args": (lambda x: F.hardtanh(x, -2.5, 1.5), lambda x: np.clip(x, -2.5, 1.5), True),
+    "clip": (lambda x: ddg.clip(x, -0.5, 0.7), lambda x: np.clip(x, -0.5, 0.7), True),
+    "clip_lo": (lambda x: ddg.clip(x, min=-3.0), lambda x: np.maximum(x, -3.0), True),
+    "rrelu_eval": (lambda x: F.rrelu(x, 0.1, 0.3, training=False), lambda x: np.where(x >= 0, x, 0.2 * x), False),
 }
 
 
@@ -65,7 +72,7 @@ def _points(n=200, seed=0):
     """Values over [-8, 8], kept 1e-3 away from every kink of the cases (finite differences
     straddle no kink)."""
     x = np.random.default_rng(seed).uniform(-8, 8, n)
-    for k in (0.0, 0.5, -0.5, 1.0, -1.0, 0.7, 3.0, -3.0, 2.5, -2.5, 1.5, 3.0 / 2, 2.0 / 0.2 - 1.5):
+    for k in (0.0, 0.5, -0.5, 1.0, -1.0, 0.7, 3.0, -3.0, 6.0, 2.5, -2.5, 1.5, 3.0 / 2, 2.0 / 0.2 - 1.5):
         x = np.where(np.abs(x - k) < 2e-3, x + 5e-3, x)
     return x
 
@@ -121,6 +128,11 @@ def test_gradients_at_kinks_are_paddles():
     np.testing.assert_array_equal(grad_at(F.softshrink, [0.5, -0.5, 0.6]), [0, 0, 1])
     np.testing.assert_array_equal(grad_at(F.hardshrink, [0.5, -0.5, 0.4]), [1, 1, 0])
     np.testing.assert_array_equal(grad_at(lambda x: F.thresholded_relu(x, 1.0), [1.0, 1.1]), [0, 1])
+    np.testing.assert_array_equal(grad_at(F.relu, [0.0, 1e-30]), [0, 1])
+    np.testing.assert_array_equal(grad_at(F.relu6, [0.0, 6.0, 5.9]), [0, 0, 1])           # strict at both kinks
+    np.testing.assert_array_equal(grad_at(F.hardtanh, [-1.0, 1.0, 0.9]), [0, 0, 1])
+    np.testing.assert_array_equal(grad_at(lambda x: ddg.clip(x, -1.0, 1.0), [-1.0, 1.0, 1.1]), [1, 1, 0])  # bounds kept
+    np.testing.assert_array_equal(grad_at(lambda x: F.rrelu(x, training=True), [0.0]), [1.0])
     # far tails stay finite
     assert np.isfinite(grad_at(F.mish, [-100.0, 100.0])).all()
     np.testing.assert_allclose(grad_at(F.softplus, [100.0, -100.0]), [1.0, 0.0], atol=1e-30)
@@ -194,6 +206,36 @@ def test_device_gives_the_cpu_results(name):
     np.testing.assert_allclose(results[1][1], results[0][1], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_rrelu_with_given_slopes(dtype):
+    """The RRelu op against its formula with fixed uniform draws (it owns and overwrites the
+    array it is given, hence the copies), its gradients by central differences, and the
+    training-mode function's slopes within [lower, upper] with the gradient they imply."""
+    from ddg.autograd.ops.activation import RRelu
+    rng = np.random.default_rng(7)
+    x = _points(60, seed=4).reshape(3, 4, 5)
+    u = rng.uniform(0, 1, x.shape)
+    slope = 0.1 + 0.2 * u.astype(dtype).astype(np.float64)
+    y = RRelu(u.astype(dtype), 0.1, 0.3)(ddg.to_tensor(x.astype(dtype))).numpy()
+    assert y.dtype == dtype
+    np.testing.assert_allclose(y, np.where(x >= 0, x, x * slope), rtol=1e-6 if dtype == "float32" else 1e-14)
+    if dtype == "float64":
+        xt = ddg.to_tensor(x, stop_gradient=False)
+        assert gradcheck(lambda t: RRelu(u.copy(), 0.1, 0.3)(t), [xt], eps=1e-6, atol=1e-6, rtol=1e-5)
+        assert gradgradcheck(lambda t: RRelu(u.copy(), 0.1, 0.3)(t) ** 2, [xt], eps=1e-6, atol=1e-5, rtol=1e-4)
+    xt = ddg.to_tensor(x.astype(dtype).T, stop_gradient=False)        # a transposed (F-ordered) input
+    y = F.rrelu(xt, 0.1, 0.3, training=True)
+    g = rng.standard_normal(y.shape).astype(dtype)
+    y.backward(ddg.to_tensor(g))
+    xa, ya = x.astype(dtype).T, y.numpy()
+    s = ya[xa < 0] / xa[xa < 0]
+    assert s.min() >= 0.1 - 1e-6 and s.max() <= 0.3 + 1e-6 and s.std() > 0.03   # drawn per element
+    d = np.where(xa >= 0, 1, ya / np.where(xa == 0, 1, xa))
+    np.testing.assert_allclose(xt.grad.numpy(), g * d, rtol=1e-5)
+    with pytest.raises(TypeError, match="rrelu"):
+        F.rrelu(ddg.to_tensor(np.array([1, -2])))
+
+
 @pytest.mark.parametrize("delta,is_huber", [(1.0, True), (0.3, True), (2.0, False)])
 def test_smooth_l1_loss_matches_its_branches(delta, is_huber):
     rng = np.random.default_rng(4)
@@ -254,3 +296,56 @@ def test_prelu_values_and_gradients(shape, n_w, fmt):
     gw = (g * np.minimum(x, 0))
     gw = gw.sum() if n_w == 1 else gw.sum(axis=tuple(i for i in range(x.ndim) if i != ch % x.ndim))
     np.testing.assert_allclose(wt.grad.numpy(), np.reshape(gw, w.shape), rtol=1e-12)
+
+
+@pytest.mark.skipif(not backend.cupy_available(),
+                    reason="GPU tests need cupy and an NVIDIA GPU (cupy is not installed or sees no GPU)")
+def test_rrelu_training_on_device():
+    x = _points(60, seed=5).reshape(6, 10).astype(np.float32)
+    xt = ddg.to_tensor(x, place="gpu", stop_gradient=False)
+    y = F.rrelu(xt, 0.1, 0.3, training=True)
+    assert type(y._data) is not np.ndarray
+    y.backward(ddg.ones_like(y) * 0.5)
+    ya, ga = y.numpy(), xt.grad.numpy()
+    s = ya[x < 0] / x[x < 0]
+    assert s.min() >= 0.1 - 1e-6 and s.max() <= 0.3 + 1e-6
+    np.testing.assert_allclose(ga, 0.5 * np.where(x >= 0, 1, ya / x), rtol=1e-5)
+
+
+@pytest.mark.parametrize("shape,n_w,fmt", [((2, 3, 4, 5), 3, "NCHW"), ((2, 4, 3), 3, "NLC"), ((3, 5), 1, "NCHW")])
+def test_prelu_op_gradients_and_float32(shape, n_w, fmt):
+    """The compiled PReLU op: both gradients by central differences, second order, and float32
+    against the float64 formula (the weight gradient summed in float64)."""
+    rng = np.random.default_rng(8)
+    x = _points(int(np.prod(shape)), seed=6).reshape(shape)
+    w = rng.uniform(0.1, 0.9, n_w)
+    xt, wt = ddg.to_tensor(x, stop_gradient=False), ddg.to_tensor(w, stop_gradient=False)
+    assert F.prelu(xt, wt, data_format=fmt)._node.name == "PRelu"
+    fn = lambda a, b: F.prelu(a, b, data_format=fmt)   # noqa: E731
+    assert gradcheck(fn, [xt, wt], eps=1e-6, atol=1e-6, rtol=1e-5)
+    assert gradgradcheck(lambda a, b: fn(a, b) ** 2, [xt, wt], eps=1e-6, atol=1e-5, rtol=1e-4)
+    big = rng.standard_normal((4, n_w, 50, 50) if fmt == "NCHW" and len(shape) == 4 else (40, 50, n_w))
+    f = "NLC" if big.shape[-1] == n_w and len(big.shape) == 3 else "NCHW"
+    x32, w32 = ddg.to_tensor(big.astype(np.float32), stop_gradient=False), ddg.to_tensor(w.astype(np.float32),
+                                                                                          stop_gradient=False)
+    y = F.prelu(x32, w32, data_format=f)
+    g = rng.standard_normal(big.shape).astype(np.float32)
+    y.backward(ddg.to_tensor(g))
+    ch = 1 if f == "NCHW" else -1
+    wb = w.astype(np.float32).astype(np.float64).reshape([-1 if i == ch % big.ndim else 1 for i in range(big.ndim)])
+    xb = big.astype(np.float32).astype(np.float64)
+    np.testing.assert_allclose(y.numpy(), np.where(xb > 0, xb, xb * wb), rtol=1e-6)
+    axes = tuple(i for i in range(big.ndim) if i != ch % big.ndim)
+    gw = (g * np.minimum(xb, 0)).sum(axis=axes)
+    np.testing.assert_allclose(w32.grad.numpy(), gw, rtol=1e-5)
+    assert w32.grad.dtype == np.float32 and x32.grad.dtype == np.float32
+
+
+@pytest.mark.parametrize("value", [np.float32(-2.0), np.float32(0.5), np.zeros((0, 3), np.float32)])
+def test_compiled_activations_keep_scalar_and_empty_shapes(value):
+    w = ddg.to_tensor(np.array([0.25], np.float32))
+    for fn in (F.sigmoid, F.relu, F.relu6, lambda t: F.rrelu(t, training=True), lambda t: F.prelu(t, w)):
+        x = ddg.to_tensor(value, stop_gradient=False)
+        y = fn(x)
+        y.sum().backward()
+        assert y.shape == x.shape and x.grad.shape == x.shape

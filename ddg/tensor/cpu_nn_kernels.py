@@ -1,5 +1,6 @@
 """numba CPU kernels of the neural-network layers that numpy cannot run in one or two
-whole-array passes: activations (forward, and backward ``g * f'(x)``), normalizations
+whole-array passes: activations (forward, and backward ``g * f'(x)``; rrelu's and prelu's
+their own kernels), normalizations
 (statistics, standardization and affine part in one kernel; backward in one), embedding
 backward (a scatter-add of rows) and nearest/bilinear upsampling.
 
@@ -42,9 +43,12 @@ from .compiled import kernel
 
 f32 = np.float32
 
-# activation codes (one loop each in act_forward / act_backward)
+# activation codes (one loop each in act_forward / act_backward). SIGMOID's and RELU's
+# backward loops read the op's output (passed as ``x``), not its input; RELU has no forward
+# loop (numpy's clip is one pass) and CLIP none either (its backward: the gradient where
+# ``p0 <= x <= p1``, or strictly inside when ``p2`` is nonzero).
 GELU, GELU_TANH, SILU, MISH, LEAKY, ELU, SOFTPLUS, LOGSIGMOID, HARDSWISH, HARDSIGMOID, TANHSHRINK, SOFTSIGN, \
-    SOFTSHRINK, HARDSHRINK, THRESHOLDED = range(15)
+    SOFTSHRINK, HARDSHRINK, THRESHOLDED, SIGMOID, RELU, CLIP = range(18)
 
 _SQRT1_2 = 1 / math.sqrt(2)
 _INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
@@ -261,6 +265,9 @@ def act_forward(kind, x, out, p0, p1, p2):
         for i in range(n):
             v = x[i]
             out[i] = p1 if v <= p0 else v
+    elif kind == SIGMOID:
+        for i in range(n):
+            out[i] = one / (one + _exp(-x[i]))
 
 
 @kernel(error_model="numpy")
@@ -335,7 +342,74 @@ def act_backward(kind, x, g, out, p0, p1, p2):
     elif kind == THRESHOLDED:
         for i in range(n):
             out[i] = g[i] if x[i] > p0 else zero
+    elif kind == SIGMOID:        # x: the output y; g y (1 - y)
+        for i in range(n):
+            y = x[i]
+            out[i] = g[i] * (y * (one - y))
+    elif kind == RELU:           # x: the output y
+        for i in range(n):
+            out[i] = g[i] if x[i] > zero else zero
+    elif kind == CLIP:           # p0, p1: the bounds (+-inf when absent), p2: strict if nonzero
+        if p2 != zero:
+            for i in range(n):
+                v = x[i]
+                out[i] = g[i] if (v > p0 and v < p1) else zero
+        else:
+            for i in range(n):
+                v = x[i]
+                out[i] = g[i] if (v >= p0 and v <= p1) else zero
 
+
+@kernel(error_model="numpy")
+def rrelu_forward(x, u, out, lower, width):
+    """Randomized leaky ReLU with per-element slopes ``lower + width * u`` (``u`` uniform in
+    [0, 1)): ``out = x`` where ``x >= 0``, else ``slope * x``; ``u`` is overwritten with the
+    derivative (1 where ``x >= 0``, else the slope)."""
+    one = _as(lower, 1.0)
+    for i in range(x.size):
+        v = x[i]
+        d = one if v >= 0 else lower + width * u[i]
+        out[i] = v * d
+        u[i] = d
+
+
+
+@kernel(error_model="numpy")
+def prelu_forward(x, w, out):
+    """Channel-wise PReLU on ``x`` [A, C, B] (C the channels, B the positions after them):
+    ``out = x`` where ``x > 0``, else ``w[c] * x``."""
+    A, C, B = x.shape
+    for a in range(A):
+        for c in range(C):
+            wc = w[c]
+            xs = x[a, c]
+            os = out[a, c]
+            for b in range(B):
+                v = xs[b]
+                os[b] = v if v > 0 else v * wc
+
+
+@kernel(error_model="numpy")
+def prelu_backward(x, g, w, gx, gw):
+    """The gradients of ``prelu_forward``: ``gx`` [A, C, B] written (``g``, or ``g * w[c]``
+    where ``x <= 0``), ``gw`` [C] float64 accumulated into (the sum of ``g * x`` where
+    ``x <= 0``)."""
+    A, C, B = x.shape
+    one = _as(w[0], 1.0)
+    for a in range(A):
+        for c in range(C):
+            wc = w[c]
+            xs = x[a, c]
+            gs = g[a, c]
+            gxs = gx[a, c]
+            acc = 0.0
+            for b in range(B):
+                v = xs[b]
+                gv = gs[b]
+                pos = v > 0
+                gxs[b] = gv * (one if pos else wc)
+                acc += 0.0 if pos else np.float64(gv * v)
+            gw[c] += acc
 
 # -- normalizations -------------------------------------------------------------------------------
 # Statistics are shifted sums in float64: s1 = sum(x - k), s2 = sum((x - k)^2) with k the

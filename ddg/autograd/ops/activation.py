@@ -27,7 +27,7 @@ from ...tensor.kernels import mask01 as _mask
 from ...tensor.kernels import sigmoid as _sigmoid
 from ...tensor.kernels import softplus as _softplus
 from ..function import Function
-from ..higher import const, live_input
+from ..higher import const, fit_t, live_input
 
 _SQRT1_2 = 1 / math.sqrt(2)
 _INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
@@ -511,5 +511,103 @@ class ThresholdedRelu(_Piecewise):
         return self.a > self.threshold
 
 
+def _c_order(a):
+    """``a`` C-contiguous, copied only if it is not (``np.ascontiguousarray`` would make a 0-d
+    array 1-d)."""
+    return a if a.flags.c_contiguous else np.ascontiguousarray(a)
+
+
 def xp_abs(a):
     return backend.get_array_module(a).abs(a)
+
+
+class RRelu(Function):
+    """Leaky ReLU with a slope per element, ``lower + (upper - lower) * u`` for ``u`` an array of
+    uniform [0, 1) draws of the input's shape and dtype (a constant: no gradient flows to it):
+    ``x`` where ``x >= 0``, else ``slope * x``. The op keeps the derivative (1 or the slope)
+    and multiplies the gradient by it. On numpy float32/float64 the forward is one compiled
+    pass that writes the output and turns ``u`` (owned by the op) into the derivative."""
+
+    save_inputs = False
+
+    def __init__(self, u, lower, upper):
+        self.u, self.lower, self.upper = u, float(lower), float(upper)
+
+    def forward(self, a):
+        u, self.u = self.u, None
+        if u.shape != a.shape or u.dtype != a.dtype:
+            raise ValueError(f"ddg rrelu: the uniform draws must have the input's shape and dtype, got "
+                             f"{u.shape} {u.dtype} for an input {a.shape} {a.dtype}")
+        dt = a.dtype.type
+        if type(a) is np.ndarray and a.dtype in (np.float32, np.float64):
+            a, u = _c_order(a), _c_order(u)
+            out = np.empty_like(a)
+            _kernels().rrelu_forward(a.ravel(), u.ravel(), out.ravel(), dt(self.lower), dt(self.upper - self.lower))
+            self.d = u
+            return out
+        xp = backend.get_array_module(a)
+        u = u * dt(self.upper - self.lower) + dt(self.lower)
+        self.d = xp.where(a >= 0, dt(1), u)
+        return a * self.d
+
+    def backward(self, g):
+        d = self.d
+        if g.strides == d.strides and g.dtype == d.dtype:
+            return np.multiply(g, d, out=np.empty_like(d)) if type(d) is np.ndarray else g * d
+        return (g * d).astype(d.dtype, copy=False)
+
+    def backward_graph(self, g):
+        return g * const(self.d)
+
+
+class PRelu(Function):
+    """PReLU on numpy float32/float64 as one compiled pass each way: ``x`` where ``x > 0``,
+    else ``w[c] x`` with ``c`` the index along ``axis`` (``axis`` None: one weight for all);
+    gradient ``w`` at 0, as Paddle. Inputs ``x`` and ``w`` [C] of one dtype; backward gives
+    ``x``'s gradient and ``w``'s (a float64 sum per channel, returned in ``w``'s dtype)."""
+
+    def __init__(self, axis):
+        self.axis = axis
+
+    def _view3(self, a):
+        s = a.shape
+        if self.axis is None:
+            return a.reshape(1, 1, -1)
+        ax = self.axis
+        return a.reshape(math.prod(s[:ax]), s[ax], math.prod(s[ax + 1:]))
+
+    def forward(self, x, w):
+        if self.axis is not None and (x.ndim <= self.axis or x.shape[self.axis] != w.size):
+            raise ValueError(f"ddg prelu: {w.size} weights for an input of shape {x.shape} "
+                             f"(channel axis {self.axis})")
+        if type(x) is not np.ndarray or x.dtype not in (np.float32, np.float64) or w.dtype != x.dtype:
+            raise TypeError(f"ddg prelu: the compiled op needs numpy float32/float64 x and w of one dtype, "
+                            f"got {type(x).__name__} {x.dtype} and {w.dtype}")
+        x = _c_order(x)
+        self.x, self.w = x, _c_order(w.reshape(-1))
+        out = np.empty_like(x)
+        _kernels().prelu_forward(self._view3(x), self.w, self._view3(out))
+        return out
+
+    def backward(self, g):
+        x = self.x
+        if g.strides != x.strides or g.dtype != x.dtype or g.shape != x.shape:
+            g2 = np.empty_like(x)
+            g2[...] = g
+            g = g2
+        gx = np.empty_like(x)
+        gw = np.zeros(self.w.size, np.float64)
+        _kernels().prelu_backward(self._view3(x), self._view3(g), self.w, self._view3(gx), gw)
+        return gx, gw.astype(self.w.dtype)
+
+    def backward_graph(self, g):
+        x = live_input(self, 0, self.x)
+        w = live_input(self, 1, self.w)
+        shape = [1] * self.x.ndim
+        if self.axis is not None:
+            shape[self.axis] = self.w.size
+        m = const((self.x > 0).astype(self.x.dtype))
+        wb = w.reshape(shape) if self.axis is not None else w.reshape([1] * self.x.ndim)
+        gx = g * (m + (1 - m) * wb)
+        gw = fit_t(g * x * (1 - m), tuple(shape), self.x.dtype).reshape([self.w.size])
+        return gx, gw

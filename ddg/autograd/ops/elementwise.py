@@ -261,6 +261,44 @@ class Neg(Formula):
         return -g
 
 
+_COMPILED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _compiled(a):
+    """Whether ``a`` takes the compiled activation kernels: numpy float32/float64 arrays (cupy
+    arrays and float16/bfloat16 keep the array-module formulas)."""
+    return type(a) is np.ndarray and a.dtype in _COMPILED_DTYPES
+
+
+def _cpu_kernels():
+    from ...tensor import cpu_nn_kernels  # noqa: PLC0415 - imports numba on the first numpy call
+    return cpu_nn_kernels
+
+
+def _dense(a):
+    """``(a, out)``: ``a`` (copied if it is not dense) and an empty array of its layout, so that
+    both flatten (``ravel("K")``) to views in the same element order."""
+    out = np.empty_like(a)
+    if out.strides != a.strides:
+        a = np.ascontiguousarray(a)
+        out = np.empty_like(a)
+    return a, out
+
+
+def _act_backward(code, x, g, p0=0.0, p1=0.0, p2=0.0):
+    """``g * f'`` by the compiled loop ``code`` of ``act_backward`` reading the saved array ``x``
+    (the op's input or output, as the code says), in ``x``'s memory layout and dtype."""
+    x, out = _dense(x)
+    if g.strides != x.strides or g.dtype != x.dtype or g.shape != x.shape:
+        g2 = np.empty_like(x)
+        g2[...] = g
+        g = g2
+    k = _cpu_kernels()
+    t = x.dtype.type
+    k.act_backward(getattr(k, code), x.ravel("K"), g.ravel("K"), out.ravel("K"), t(p0), t(p1), t(p2))
+    return out
+
+
 class _OfInput(Formula):
     """A unary op computed by the array function named ``fn``, whose gradient reads the
     input (``grad`` gets it with ``xp.input(0, self.a)``)."""
@@ -462,11 +500,25 @@ class Atanh(_OfInput):
 
 
 class Sigmoid(_OfOutput):
+    """``1 / (1 + exp(-x))``. numpy float32/float64: one compiled pass each way (the backward
+    reads the output); otherwise four array passes, exact in both tails (exp overflowing to
+    inf gives exactly 0) where numpy's where on the sign mask would be a slow one."""
+
     def forward(self, a):
-        # 1 / (1 + exp(-a)): exact in both tails (exp overflowing to inf gives exactly 0), and
-        # four fast passes where numpy's where on the sign mask is a slow one
+        if _compiled(a):
+            a, out = _dense(a)
+            k = _cpu_kernels()
+            z = a.dtype.type(0)
+            k.act_forward(k.SIGMOID, a.ravel("K"), out.ravel("K"), z, z, z)
+            self.out = out
+            return out
         self.out = _kernels.sigmoid(backend.get_array_module(a), a)
         return self.out
+
+    def backward(self, g):
+        if _compiled(self.out) and type(g) is np.ndarray:
+            return _act_backward("SIGMOID", self.out, g)
+        return Formula.backward(self, g)
 
     def grad(self, xp, g):
         y = xp.output(self.out)
@@ -491,6 +543,11 @@ class Relu(_OfOutput):
         else:
             self.out = xp.maximum(a, a.dtype.type(0))
         return self.out
+
+    def backward(self, g):
+        if _compiled(self.out) and type(g) is np.ndarray:   # one compiled pass
+            return _act_backward("RELU", self.out, g)
+        return Formula.backward(self, g)
 
     def grad(self, xp, g):
         # the array result in the output's layout (a broadcast gradient is copied into it)
@@ -519,6 +576,12 @@ class Clip(Formula):
         if self.hi is not None:
             out = xp.minimum(out, xp.asarray(self.hi, dtype=a.dtype))
         return out if out is not a else a.copy()
+
+    def backward(self, g):
+        if _compiled(self.a) and type(g) is np.ndarray:   # one compiled pass
+            return _act_backward("CLIP", self.a, g, -np.inf if self.lo is None else self.lo,
+                                 np.inf if self.hi is None else self.hi, 1.0 if self.strict else 0.0)
+        return Formula.backward(self, g)
 
     def grad(self, xp, g):
         a, keep = self.a, True

@@ -1,5 +1,7 @@
 """Activations: single ops (``autograd/ops/activation.py``, the softmax family in ``nn_ops.py``)
-except the few composites at the end (prelu, glu)."""
+except the composites at the end (glu; prelu on cupy and in half precision)."""
+
+import numpy as np
 
 from ...autograd.axes import normalize_axis as _ax
 from ...autograd.ops import activation as A
@@ -104,6 +106,11 @@ def tanhshrink(x, name=None):
 
 
 def prelu(x, weight, data_format="NCHW", name=None):
+    dt = x._data.dtype
+    if (type(x._data) is np.ndarray and dt in (np.float32, np.float64) and weight._data.dtype == dt
+            and weight.ndim == 1 and (weight.size == 1 or x.ndim > 1)):
+        axis = None if weight.size == 1 else (1 if data_format.startswith("NC") else x.ndim - 1)
+        return A.PRelu(axis)(x, weight)          # one compiled pass each way
     w = weight
     if x.ndim > 1 and weight.size > 1:
         shape = [1] * x.ndim

@@ -1,7 +1,9 @@
 """Activations that draw random numbers: ``rrelu`` (a random leaky slope in training)
 and ``gumbel_softmax``."""
+import numpy as np
+
+from ...autograd.ops import activation as A
 from ...autograd.ops import elementwise as E
-from ...autograd.ops import logic as G
 from ...tensor import backend
 from ...tensor.tensor import Tensor
 from .activation import softmax
@@ -15,11 +17,16 @@ def rrelu(x, lower=1.0 / 8.0, upper=1.0 / 3.0, training=True, name=None):
     training, and ``(lower + upper) / 2`` otherwise."""
     if not 0 <= lower <= upper <= 1:
         raise ValueError(f"ddg.nn.functional.rrelu: need 0 <= lower <= upper <= 1, got {lower}, {upper}")
-    if training:
-        slope = _const(backend.rng(_xp(x)).uniform(lower, upper, x._data.shape).astype(x._data.dtype), x)
+    if x._data.dtype.kind not in "fV":
+        raise TypeError(f"ddg.nn.functional.rrelu: needs a float tensor, got {x.dtype} (shape {x.shape})")
+    if not training:
+        return A.LeakyRelu((lower + upper) / 2.0)(x)   # gradient 1 at 0, as the training form
+    xp, dt = _xp(x), x._data.dtype
+    if xp is np and dt in (np.float32, np.float64):
+        u = backend.rng(np).random(x._data.shape, dtype=dt)      # drawn in the input's dtype
     else:
-        slope = (lower + upper) / 2.0
-    return E.where(G.greater_equal(x, 0), x, E.multiply(x, slope))
+        u = backend.rng(xp).uniform(0.0, 1.0, x._data.shape).astype(dt)
+    return A.RRelu(u, lower, upper)(x)
 
 
 def gumbel_softmax(x, temperature=1.0, hard=False, axis=-1, name=None):
