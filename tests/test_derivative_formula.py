@@ -116,3 +116,36 @@ def test_cast_from_half_gives_its_gradient_under_create_graph(src):
     (g,) = ddg.grad([(x.astype("float32") ** 2).sum()], [x], create_graph=True)
     assert g._data.dtype == src
     np.testing.assert_array_equal(g.numpy().astype(np.float64), [2.0, -4.0, 6.0])
+
+
+# ops whose array backward runs a compiled kernel of their formula (``Formula.fast``)
+_FAST_CASES = {
+    "Sigmoid": lambda: E.Sigmoid(),
+    "Relu": lambda: E.Relu(),
+    "Clip": lambda: E.Clip(-0.5, 0.5),
+    "Clip/strict": lambda: E.Clip(0.0, 0.5, strict=True),
+    "Clip/lo": lambda: E.Clip(-0.25, None),
+}
+
+
+def test_every_fast_path_is_named_here():
+    fast = {c.__name__ for c in _op_classes() if vars(c).get("fast") is not None}
+    assert fast == {name.split("/")[0] for name in _FAST_CASES}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", sorted(_FAST_CASES))
+def test_fast_path_equals_the_formula(case, dtype):
+    x = np.concatenate([_f(64).astype(dtype), np.array([0.0, 0.5, -0.5, -0.25], dtype)])
+    g = _f(x.size).astype(dtype)
+    op = _FAST_CASES[case]()
+    op.forward(x)
+    got = op.fast(g)
+    assert got is not None, "the compiled path declined a float array"
+    want = op.grad(formula._NUMPY, g)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-6 if dtype == np.float32 else 1e-14, atol=0)
+
+    half = _FAST_CASES[case]()
+    half.forward(x.astype(np.float16))
+    assert half.fast(g.astype(np.float16)) is None   # half precision takes the formula

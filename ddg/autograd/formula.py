@@ -165,13 +165,26 @@ _NUMPY = ArrayMath(np)
 
 class Formula(Function):
     """A ``Function`` whose ``backward`` and ``backward_graph`` are one formula,
-    ``grad(self, xp, g)`` (see the module docstring)."""
+    ``grad(self, xp, g)`` (see the module docstring).
+
+    An op may also name a compiled kernel of the same derivative for numpy arrays,
+    ``fast(self, g)``: the array backward tries it first and falls back to the formula
+    when it returns None (a dtype or layout the kernel does not take). It is an
+    implementation of ``grad``, not a second definition: its tests compare it with the
+    formula and with central differences."""
+    fast = None
 
     def grad(self, xp, g):  # pragma: no cover - abstract
         raise NotImplementedError
 
     def backward(self, g, _numpy=_NUMPY, _ndarray=np.ndarray):  # (bound once: the hot path)
-        return self.grad(_numpy if type(g) is _ndarray else ArrayMath.of(g), g)
+        if type(g) is _ndarray:
+            if self.fast is not None:
+                res = self.fast(g)
+                if res is not None:
+                    return res
+            return self.grad(_numpy, g)
+        return self.grad(ArrayMath.of(g), g)
 
     def backward_graph(self, g):
         return self.grad(GraphMath(self, g), g)

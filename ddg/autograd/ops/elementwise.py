@@ -515,10 +515,10 @@ class Sigmoid(_OfOutput):
         self.out = _kernels.sigmoid(backend.get_array_module(a), a)
         return self.out
 
-    def backward(self, g):
-        if _compiled(self.out) and type(g) is np.ndarray:
+    def fast(self, g):   # one compiled pass on numpy float32/float64
+        if _compiled(self.out):
             return _act_backward("SIGMOID", self.out, g)
-        return Formula.backward(self, g)
+        return None
 
     def grad(self, xp, g):
         y = xp.output(self.out)
@@ -544,10 +544,10 @@ class Relu(_OfOutput):
             self.out = xp.maximum(a, a.dtype.type(0))
         return self.out
 
-    def backward(self, g):
-        if _compiled(self.out) and type(g) is np.ndarray:   # one compiled pass
+    def fast(self, g):   # one compiled pass on numpy float32/float64
+        if _compiled(self.out):
             return _act_backward("RELU", self.out, g)
-        return Formula.backward(self, g)
+        return None
 
     def grad(self, xp, g):
         # the array result in the output's layout (a broadcast gradient is copied into it)
@@ -577,11 +577,11 @@ class Clip(Formula):
             out = xp.minimum(out, xp.asarray(self.hi, dtype=a.dtype))
         return out if out is not a else a.copy()
 
-    def backward(self, g):
-        if _compiled(self.a) and type(g) is np.ndarray:   # one compiled pass
+    def fast(self, g):   # one compiled pass on numpy float32/float64
+        if _compiled(self.a):
             return _act_backward("CLIP", self.a, g, -np.inf if self.lo is None else self.lo,
                                  np.inf if self.hi is None else self.hi, 1.0 if self.strict else 0.0)
-        return Formula.backward(self, g)
+        return None
 
     def grad(self, xp, g):
         a, keep = self.a, True
