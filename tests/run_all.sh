@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The whole test suite: everything that runs in one process, then the MPI tests under 2
+# The whole test suite: everything that runs without MPI, then the MPI tests under 2
 # and 3 ranks, then (without a GPU) the tests that exercise a device again on a simulated
-# one. The single-process run goes first so that it compiles the numba CPU kernels once
+# one. The run without MPI goes first so that it compiles the numba CPU kernels once
 # into their disk cache (ddg/tensor/compiled.py); the MPI ranks then load them instead of
 # each compiling the same kernels at once.
 # Exits non-zero if any run fails or collects no test (pytest's exit code 5).
@@ -18,7 +18,10 @@ run() {
         status=1
     fi
 }
-run python -m pytest -q --timeout=600 "$@"
+# two pytest workers (pytest-xdist), whole files to a worker: the machine's two cores
+PARALLEL=""
+if python -c "import xdist" 2>/dev/null; then PARALLEL="-n 2 --dist loadfile"; fi
+run python -m pytest -q --timeout=600 $PARALLEL "$@"
 MPI_TESTS=$(ls tests/test_mpi_*.py 2>/dev/null)
 if [ -n "$MPI_TESTS" ]; then
     for n in 2 3; do
