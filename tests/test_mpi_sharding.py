@@ -199,6 +199,48 @@ def test_stage2_gradients_live_on_their_owner(comm):
     _agree(comm, placed and diff < 1e-12, f"grads only on owners {placed}, diff {diff:.2e}")
 
 
+class _Spy:
+    """Delegates to a communicator; records each non-blocking collective started as
+    ``(name, root, probe())``."""
+
+    def __init__(self, inner, probe):
+        self._inner, self._probe, self.calls = inner, probe, []
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def ireduce(self, array, root=0, op="sum"):
+        self.calls.append(("ireduce", root, self._probe()))
+        return self._inner.ireduce(array, root, op)
+
+    def iallreduce(self, array, op="sum", compression=None):
+        self.calls.append(("iallreduce", None, self._probe()))
+        return self._inner.iallreduce(array, op, compression)
+
+    def ibroadcast(self, array, root=0):
+        self.calls.append(("ibroadcast", root, self._probe()))
+        return self._inner.ibroadcast(array, root)
+
+
+def test_stage2_reduces_to_owners_during_backward(comm):
+    """Stage 2 sends each bucket to its owner only (a reduce, not an all-reduce), and the
+    first buckets start while backward is still running (the first layer's weight, the
+    last gradient backward computes, does not exist yet)."""
+    net = _net()
+    model, opt, _ = group_sharded_parallel(net, _opt("adam", net.parameters()), "os_g", buffer_max_size=2000)
+    first = net[0].weight
+    spy = _Spy(model.reducer.comm, lambda: first._grad is None)
+    model.reducer.comm = spy
+    x, y = _batch(0, 2 * comm.size)
+    F.cross_entropy(model(ddg.to_tensor(x[:2])), ddg.to_tensor(y[:2])).backward()
+    names = {c[0] for c in spy.calls}
+    roots = [c[1] for c in spy.calls]
+    want = [b.root for b in model.reducer.buckets]
+    early = spy.calls[0][2] if spy.calls else False
+    _agree(comm, names == {"ireduce"} and roots == want and early,
+           f"collectives {names}, roots {roots} (buckets' owners {want}), first started during backward {early}")
+
+
 @pytest.mark.parametrize("level", ["os", "os_g"])
 def test_join_uneven_inputs(comm, level):
     """Under join(), rank r trains 1 + r steps: a rank out of data keeps answering the

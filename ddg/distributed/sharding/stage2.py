@@ -8,9 +8,9 @@ in which backward finishes them), are grouped into buckets of consecutive parame
 the same owner, dtype and device, of about ``bucket_cap_mb``. When backward has finished
 every parameter of a bucket (grad-ready hooks), and every earlier bucket has gone, the
 bucket's gradients are packed with one "has a gradient" flag per parameter and a
-non-blocking sum over the ranks starts (the communicator's ``iallreduce``: the
-collective that can run while backward goes on; buckets are launched in bucket order on
-every rank). The ranks that do not own the bucket drop their ``.grad`` (``None``) when
+non-blocking sum onto the bucket's owner starts (the communicator's ``ireduce``: half
+the bytes of an all-reduce, and it runs while backward goes on; buckets are launched in
+bucket order on every rank). The ranks that do not own the bucket drop their ``.grad`` (``None``) when
 it is packed; each grad-ready hook tests the requests in flight, and the owner takes
 the mean over ranks into its ``.grad`` when a request completes (at the latest when
 backward ends). Between backward and the step a rank holds the gradients of its own
@@ -187,7 +187,7 @@ class GradShardReducer:
                 p._grad = None           # this rank does not update it: release the memory
         factor = self.world_size / self.sync_ranks if self.sync_ranks and self.sync_ranks < self.world_size \
             else None                    # under join(): the mean over the ranks that train
-        self._inflight.append((b, buf, self.comm.iallreduce(buf, "sum"), factor))
+        self._inflight.append((b, buf, self.comm.ireduce(buf, b.root, "sum"), factor))
 
     def _progress(self):
         """Let the requests in flight advance (a non-blocking test); finish, in launch
