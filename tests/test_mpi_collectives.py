@@ -480,7 +480,19 @@ def test_cupy_collectives(comm, gpu_mode, dtype):
     c = cp.asarray(rank_data(comm.rank, dtype))
     comm.broadcast(c, 0)
     g = comm.allgather(cp.asarray(rank_data(comm.rank, dtype)))
+    d = cp.asarray(rank_data(comm.rank, dtype))
+    e = cp.asarray(rank_data(comm.rank, dtype))
+    reqs = [comm.ireduce(d, comm.size - 1, "sum"), comm.ibroadcast(e, comm.size - 1),
+            comm.iallgather(cp.asarray(rank_data(comm.rank, dtype)))]
+    ig = reqs[2].wait()
+    reqs[1].wait()
+    reqs[0].wait()
     stack = all_data(comm.size, dtype)
+    last = comm.rank == comm.size - 1
+    assert isinstance(ig, cp.ndarray)
+    np.testing.assert_array_equal(cp.asnumpy(d), reference(stack, "sum") if last else rank_data(comm.rank, dtype))
+    np.testing.assert_array_equal(cp.asnumpy(e), rank_data(comm.size - 1, dtype))
+    np.testing.assert_array_equal(cp.asnumpy(ig), stack)
     assert isinstance(a, cp.ndarray) and isinstance(g, cp.ndarray)
     np.testing.assert_array_equal(cp.asnumpy(a), reference(stack, "sum"))
     np.testing.assert_array_equal(cp.asnumpy(b), reference(stack, "max"))

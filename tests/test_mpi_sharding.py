@@ -242,6 +242,41 @@ def test_stage2_reduces_to_owners_during_backward(comm):
 
 
 @pytest.mark.parametrize("level", ["os", "os_g"])
+def test_gather_after_step_overlaps_next_forward(comm, level):
+    """Stages 1-2: step() returns with the owners' broadcasts in flight; the first layer's
+    forward sees its parameters at their new values while later layers' are still
+    pending; reading through model.parameters() waits. With sync_comm=True the step
+    waits for everything."""
+    ref = ddg.DataParallel(_net())
+    _steps(ref, _opt("adam", ref.parameters()), comm, 1)
+    want = _params(ref)
+    net = _net()
+    model, opt, _ = group_sharded_parallel(net, _opt("adam", net.parameters()), level)
+    opt.gather_chunk_bytes = 1             # one broadcast per parameter
+    _steps(model, opt, comm, 1)
+    in_flight = opt.gather_in_flight
+    seen = {}
+
+    def probe(layer, inputs, out):
+        seen["first"] = max(float(np.abs(a.numpy() - b).max()) for a, b in zip(layer.parameters(), want[:2]))
+        later = [p for p in net[2:].parameters() if id(p) in opt._pending_of]
+        seen["later pending"] = len(later)
+    h = net[0].register_forward_post_hook(probe)
+    with ddg.no_grad():
+        model(ddg.to_tensor(_batch(7, 2)[0]))
+    h.remove()
+    diff = max(float(np.abs(a - b).max()) for a, b in zip(_params(model), want))
+    net2 = _net()
+    m2, o2, _ = group_sharded_parallel(net2, _opt("adam", net2.parameters()), level, sync_comm=True)
+    _steps(m2, o2, comm, 1)
+    sync_ok = not o2.gather_in_flight and not o2.overlap_gather
+    diff2 = max(float(np.abs(p.numpy() - b).max()) for p, b in zip(net2.parameters(), want))
+    ok = in_flight and seen["first"] < 1e-12 and seen["later pending"] > 0 and diff < 1e-12 and sync_ok \
+        and diff2 < 1e-12
+    _agree(comm, ok, f"in flight after step {in_flight}, {seen}, diff {diff:.2e}, sync_comm {sync_ok} {diff2:.2e}")
+
+
+@pytest.mark.parametrize("level", ["os", "os_g"])
 def test_join_uneven_inputs(comm, level):
     """Under join(), rank r trains 1 + r steps: a rank out of data keeps answering the
     synchronizations and takes part in each sharded step (it owns parameters the
