@@ -516,6 +516,41 @@ def test_stage3_parameter_memory(comm):
                      f"{placeholders}, diff {diff:.2e}")
 
 
+def test_stage3_prefetches_next_layer(comm):
+    """Stage 3, from the second forward on: while a layer runs, the broadcasts of the
+    next layer's parameters (in the last forward's order) are in flight, and backward
+    starts those of the layer before; the result is DataParallel's. sync_comm=True
+    prefetches nothing."""
+    ref = ddg.DataParallel(_net())
+    _steps(ref, _opt("adam", ref.parameters()), comm, 3)
+    want = _params(ref)
+    net = _net()
+    model, opt, _ = group_sharded_parallel(net, _opt("adam", net.parameters()), "p_g_os")
+    sh = model.sharder
+    seen = []
+    nxt = {id(p) for p in net[2].parameters()}
+    h = net[0].register_forward_post_hook(lambda layer, i, o: seen.append(nxt <= set(sh._inflight)))
+    counts = []
+    r, size, n = comm.rank, comm.size, 4
+    for step in range(3):
+        x, y = _batch(step, n * size)
+        loss = F.cross_entropy(model(ddg.to_tensor(x[r * n:(r + 1) * n])), ddg.to_tensor(y[r * n:(r + 1) * n]))
+        before = sh.prefetches
+        loss.backward()
+        counts.append(sh.prefetches - before)
+        opt.step()
+        opt.clear_grad()
+    h.remove()
+    diff = max(float(np.abs(a - b).max()) for a, b in zip(_params(model), want))
+    net2 = _net()
+    m2, o2, _ = group_sharded_parallel(net2, _opt("adam", net2.parameters()), "p_g_os", sync_comm=True)
+    _steps(m2, o2, comm, 2)
+    ok = seen == [False, True, True] and all(c > 0 for c in counts[1:]) and diff < 1e-12 \
+        and m2.sharder.prefetches == 0 and not sh._inflight
+    _agree(comm, ok, f"next layer in flight during forwards {seen}, backward prefetches {counts}, diff {diff:.2e}, "
+                     f"sync_comm prefetches {m2.sharder.prefetches}")
+
+
 def test_stage3_retain_graph_and_no_sync(comm):
     """Stage 3: a second backward through a retained graph gathers the parameters again,
     and no_sync() accumulation followed by a synchronized backward gives DataParallel's

@@ -35,6 +35,7 @@ class ShardedDataParallel(DataParallel):
             params = [p for p in layer.parameters() if not p.stop_gradient]
             owner = {id(p): self._shard_owners.get(id(p), 0) for p in params}
             object.__setattr__(self, "_sharder", ParamSharder(layer, params, owner, self._comm))
+            self._sharder.sync = bool(sync_comm)
 
     def _build_reducer(self, params, comm):
         if self._shard_stage == 1:
