@@ -5,8 +5,9 @@ greedily balanced by size, as Paddle's sharding optimizer does). After the gradi
 have been averaged over ranks (DataParallel's all-reduce), every rank runs the wrapped
 optimizer on the parameters it owns only, so its accumulators (Adam's moments, master
 weights, Lamb's...) exist on that rank alone: per-rank optimizer state falls as 1/N.
-Then the updated parameters are all-gathered (one flat buffer per rank and dtype), so
-all replicas hold the same values again.
+Then each owner broadcasts its updated parameters (non-blocking, packed in chunks), so
+all replicas hold the same values again: at once, or, with ``overlap_gather`` (set by
+the sharded model), as each layer's forward first needs them.
 
 Because whole parameters are sharded, every update rule works unchanged, Lamb's
 per-parameter trust ratio included. The one thing that needs all gradients,
