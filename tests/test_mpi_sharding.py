@@ -223,22 +223,32 @@ class _Spy:
 
 
 def test_stage2_reduces_to_owners_during_backward(comm):
-    """Stage 2 sends each bucket to its owner only (a reduce, not an all-reduce), and the
-    first buckets start while backward is still running (the first layer's weight, the
-    last gradient backward computes, does not exist yet)."""
+    """Stage 2 with reduce_to_owner sends each bucket to its owner only (a reduce, not
+    an all-reduce), the owners get DataParallel's gradients, and the first buckets start
+    while backward is still running (the first layer's weight, the last gradient
+    backward computes, does not exist yet)."""
     net = _net()
     model, opt, _ = group_sharded_parallel(net, _opt("adam", net.parameters()), "os_g", buffer_max_size=2000)
+    ref = ddg.DataParallel(_net())
     first = net[0].weight
     spy = _Spy(model.reducer.comm, lambda: first._grad is None)
     model.reducer.comm = spy
+    model.reducer.reduce_to_owner = True
     x, y = _batch(0, 2 * comm.size)
-    F.cross_entropy(model(ddg.to_tensor(x[:2])), ddg.to_tensor(y[:2])).backward()
+    rows = slice(2 * comm.rank, 2 * comm.rank + 2)
+    for m in (ref, model):
+        F.cross_entropy(m(ddg.to_tensor(x[rows])), ddg.to_tensor(y[rows])).backward()
     names = {c[0] for c in spy.calls}
     roots = [c[1] for c in spy.calls]
     want = [b.root for b in model.reducer.buckets]
     early = spy.calls[0][2] if spy.calls else False
-    _agree(comm, names == {"ireduce"} and roots == want and early,
-           f"collectives {names}, roots {roots} (buckets' owners {want}), first started during backward {early}")
+    owned = {id(p) for p in opt.owned_parameters}
+    diff = max(float(np.abs(a.grad.numpy() - b.grad.numpy()).max())
+               for a, b in zip(ref.parameters(), model.parameters()) if id(b) in owned)
+    placed = all((p.grad is not None) == (id(p) in owned) for p in model.parameters())
+    _agree(comm, names == {"ireduce"} and roots == want and early and diff < 1e-12 and placed,
+           f"collectives {names}, roots {roots} (buckets' owners {want}), first started during backward {early}, "
+           f"grads on owners {placed}, diff {diff:.2e}")
 
 
 @pytest.mark.parametrize("level", ["os", "os_g"])
