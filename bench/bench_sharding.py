@@ -13,8 +13,10 @@ parameters held between steps (memory actually allocated: a stage-3 placeholder 
 one element), the most parameter bytes held at once during forward and backward
 (stage 3: the own parameters plus the gathered ones), the bytes of the gradients held
 after backward (DataParallel's flat buckets, or the owned gradients at stages 2-3), of
-the optimizer state (Adam's moments), the peak resident set size, and the step time (forward, backward with its communication, step; the
-median over steps of the slowest rank, then the median over ``--rounds`` jobs, the
+the optimizer state (Adam's moments), the peak resident set size, and the step time
+(barrier, forward, backward with its communication, step: the barrier is timed so that
+communication a step leaves in flight is counted where it is finished; the median over
+steps of the slowest rank, then the median over ``--rounds`` jobs, the
 levels alternating). Writes ``bench/results/sharding.md``.
 """
 import argparse
@@ -57,6 +59,9 @@ def worker(args):
         # forward, and the arrays gathered for backward
         def probe(*_):
             gathered = {id(a): a.nbytes for a in sharder._gathered.values()}
+            for a, _ in getattr(sharder, "_inflight", {}).values():   # prefetched, in flight
+                if all(a is not p._data for p in params):
+                    gathered[id(a)] = a.nbytes
             peak[0] = max(peak[0], held_parameter_bytes(params) + sum(gathered.values()))
         for m in net.sublayers():
             m.register_forward_pre_hook(probe)
@@ -67,8 +72,10 @@ def worker(args):
     y = ddg.to_tensor(rng.integers(0, args.width, 8))
     times, grad_bytes = [], 0
     for step in range(args.steps + 1):
-        comm.barrier()
+        # the clock starts before the barrier: what a step leaves in flight (stages 1-2's
+        # parameter broadcasts) and finishes in the barrier or the next forward is counted
         t = time.perf_counter()
+        comm.barrier()
         loss = F.cross_entropy(model(x), y)
         loss.backward()
         if step == args.steps:

@@ -96,6 +96,20 @@ def test_single_data_movement(dtype):
     out = np.zeros_like(a)
     assert c.scatter([a], 0, out=out) is out
     np.testing.assert_array_equal(out, a)
+    # the non-blocking forms: complete at once, same results, same argument checks
+    ref = a.copy()
+    r = c.ireduce(a, 0, "max")
+    assert r.test() and r.wait() is a
+    r = c.ibroadcast(a, 0)
+    assert r.test() and r.wait() is a
+    np.testing.assert_array_equal(a, ref)
+    g2 = c.iallgather(a).wait()
+    assert g2.shape == (1, 3, 4) and g2 is not a
+    np.testing.assert_array_equal(g2[0], a)
+    with pytest.raises(ValueError, match="root"):
+        c.ibroadcast(a, 1)
+    with pytest.raises(ValueError, match="root"):
+        c.ireduce(a, 1)
 
 
 def test_single_objects_and_errors():

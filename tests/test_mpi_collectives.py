@@ -215,6 +215,87 @@ def test_reduce_every_root(comm, dtype, op):
             np.testing.assert_array_equal(a, rank_data(comm.rank, dtype))
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float64", "int32", "bool"])
+def test_nonblocking_reduce_broadcast_allgather(comm, dtype):
+    """ireduce / ibroadcast / iallgather to and from every root, all started before any
+    is waited on (contiguous and strided arrays), finished out of order."""
+    size, rank = comm.size, comm.rank
+    stack = all_data(size, dtype)
+    op = "max" if np.dtype(dtype) == np.bool_ else "sum"
+    started = []
+    for root in range(size):
+        red = rank_data(rank, dtype)
+        red_nc = np.zeros((SHAPE[0], 2 * SHAPE[1]), dtype=dtype)[:, ::2]
+        red_nc[...] = rank_data(rank, dtype)
+        bc = rank_data(rank, dtype)
+        bc_nc = np.zeros((SHAPE[0], 2 * SHAPE[1]), dtype=dtype)[:, 1::2]
+        bc_nc[...] = rank_data(rank, dtype)
+        reqs = [comm.ireduce(red, root, op), comm.ireduce(red_nc, root, op),
+                comm.ibroadcast(bc, root), comm.ibroadcast(bc_nc, root)]
+        started.append((root, red, red_nc, bc, bc_nc, reqs))
+    gather = comm.iallgather(np.asfortranarray(rank_data(rank, dtype)))
+    g = gather.wait()
+    np.testing.assert_array_equal(g, stack)
+    for root, red, red_nc, bc, bc_nc, reqs in reversed(started):
+        for r, a in zip(reqs, (red, red_nc, bc, bc_nc)):
+            assert r.wait() is a and r.test()
+        expect = reference(stack, op) if rank == root else rank_data(rank, dtype)
+        np.testing.assert_array_equal(red, expect)
+        np.testing.assert_array_equal(red_nc, expect)
+        np.testing.assert_array_equal(bc, rank_data(root, dtype))
+        np.testing.assert_array_equal(bc_nc, rank_data(root, dtype))
+    assert comm.activity() is None
+
+
+def test_nonblocking_collectives_poll_and_record_waits(comm):
+    """test() polls an ireduce/ibroadcast/iallgather to completion without blocking; a
+    wait is recorded for the stall watchdog while it blocks, and cleared after."""
+    n = 1 << 15
+    a = np.full(n, comm.rank + 1.0)
+    b = np.full(n, float(comm.rank))
+    reqs = [comm.ireduce(a, comm.size - 1, "sum"), comm.ibroadcast(b, 1), comm.iallgather(np.arange(3) + comm.rank)]
+    deadline = time.monotonic() + 30
+    while not all(r.test() for r in reqs) and time.monotonic() < deadline:
+        pass
+    assert all(r.test() for r in reqs)
+    total = comm.size * (comm.size + 1) / 2
+    np.testing.assert_array_equal(a, np.full(n, total if comm.rank == comm.size - 1 else comm.rank + 1.0))
+    np.testing.assert_array_equal(b, np.full(n, 1.0))
+    np.testing.assert_array_equal(reqs[2].wait(), np.arange(3)[None, :] + np.arange(comm.size)[:, None])
+    # the wait is what the watchdog sees: rank 0 enters its wait before the others start
+    seen = []
+    if comm.rank == 0:
+        c = np.zeros(4)
+        r = comm.ibroadcast(c, 1)
+        orig = r._block
+
+        def block():
+            seen.append(comm.activity())
+            orig()
+        r._block = block
+        comm.barrier()
+        r.wait()
+    else:
+        comm.barrier()
+        c = np.full(4, 7.0)
+        comm.ibroadcast(c, 1).wait()
+    np.testing.assert_array_equal(c, np.full(4, 7.0))
+    if comm.rank == 0:
+        assert seen[0] is not None and seen[0][0][0] == "ibroadcast.wait"
+    assert comm.activity() is None
+
+
+def test_nonblocking_errors_name_the_collective(comm):
+    with pytest.raises(ValueError, match="ireduce"):
+        comm.ireduce(np.ones(2), comm.size, "sum")
+    with pytest.raises(TypeError, match="ireduce"):
+        comm.ireduce(np.ones(2, dtype=np.int32), 0, "avg")
+    with pytest.raises(ValueError, match="ibroadcast"):
+        comm.ibroadcast(np.ones(2), -1)
+    with pytest.raises(TypeError, match="iallgather"):
+        comm.iallgather(np.ones(2, dtype=np.longdouble))
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_scatter_every_root(comm, dtype):
     results = []
@@ -333,6 +414,13 @@ def test_staged_collectives(comm, dtype):
     rd = rank_data(comm.rank, dtype)
     s.reduce(rd, 0, "sum")
     allocs_same_size = s.pool.allocations
+    ird = rank_data(comm.rank, dtype)
+    ibc = rank_data(comm.rank, dtype)
+    r_ird, r_ibc = s.ireduce(ird, comm.size - 1, "max"), s.ibroadcast(ibc, comm.size - 1)
+    r_ig = s.iallgather(rank_data(comm.rank, dtype))
+    r_ibc.wait()
+    r_ird.wait()
+    ig = r_ig.wait()
     rs = s.reduce_scatter(rank_data(comm.rank, dtype, (comm.size, 4)), "min")
     parts = [rank_data(r, dtype) for r in range(comm.size)] if comm.rank == 0 else None
     out = np.zeros(SHAPE, dtype=dtype)
@@ -347,6 +435,10 @@ def test_staged_collectives(comm, dtype):
     np.testing.assert_array_equal(bc, rank_data(comm.size - 1, dtype))
     np.testing.assert_array_equal(g, stack)
     np.testing.assert_array_equal(rd, reference(stack, "sum") if comm.rank == 0 else rank_data(comm.rank, dtype))
+    last = comm.rank == comm.size - 1
+    np.testing.assert_array_equal(ird, reference(stack, "max") if last else rank_data(comm.rank, dtype))
+    np.testing.assert_array_equal(ibc, rank_data(comm.size - 1, dtype))
+    np.testing.assert_array_equal(ig, stack)
     full = reference(all_data(comm.size, dtype, (comm.size, 4)), "min")
     np.testing.assert_array_equal(rs, full[comm.rank: comm.rank + 1])
     np.testing.assert_array_equal(out, rank_data(comm.rank, dtype))
@@ -388,7 +480,19 @@ def test_cupy_collectives(comm, gpu_mode, dtype):
     c = cp.asarray(rank_data(comm.rank, dtype))
     comm.broadcast(c, 0)
     g = comm.allgather(cp.asarray(rank_data(comm.rank, dtype)))
+    d = cp.asarray(rank_data(comm.rank, dtype))
+    e = cp.asarray(rank_data(comm.rank, dtype))
+    reqs = [comm.ireduce(d, comm.size - 1, "sum"), comm.ibroadcast(e, comm.size - 1),
+            comm.iallgather(cp.asarray(rank_data(comm.rank, dtype)))]
+    ig = reqs[2].wait()
+    reqs[1].wait()
+    reqs[0].wait()
     stack = all_data(comm.size, dtype)
+    last = comm.rank == comm.size - 1
+    assert isinstance(ig, cp.ndarray)
+    np.testing.assert_array_equal(cp.asnumpy(d), reference(stack, "sum") if last else rank_data(comm.rank, dtype))
+    np.testing.assert_array_equal(cp.asnumpy(e), rank_data(comm.size - 1, dtype))
+    np.testing.assert_array_equal(cp.asnumpy(ig), stack)
     assert isinstance(a, cp.ndarray) and isinstance(g, cp.ndarray)
     np.testing.assert_array_equal(cp.asnumpy(a), reference(stack, "sum"))
     np.testing.assert_array_equal(cp.asnumpy(b), reference(stack, "max"))

@@ -199,6 +199,93 @@ def test_stage2_gradients_live_on_their_owner(comm):
     _agree(comm, placed and diff < 1e-12, f"grads only on owners {placed}, diff {diff:.2e}")
 
 
+class _Spy:
+    """Delegates to a communicator; records each non-blocking collective started as
+    ``(name, root, probe())``."""
+
+    def __init__(self, inner, probe):
+        self._inner, self._probe, self.calls = inner, probe, []
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def ireduce(self, array, root=0, op="sum"):
+        self.calls.append(("ireduce", root, self._probe()))
+        return self._inner.ireduce(array, root, op)
+
+    def iallreduce(self, array, op="sum", compression=None):
+        self.calls.append(("iallreduce", None, self._probe()))
+        return self._inner.iallreduce(array, op, compression)
+
+    def ibroadcast(self, array, root=0):
+        self.calls.append(("ibroadcast", root, self._probe()))
+        return self._inner.ibroadcast(array, root)
+
+
+def test_stage2_reduces_to_owners_during_backward(comm):
+    """Stage 2 with reduce_to_owner sends each bucket to its owner only (a reduce, not
+    an all-reduce), the owners get DataParallel's gradients, and the first buckets start
+    while backward is still running (the first layer's weight, the last gradient
+    backward computes, does not exist yet)."""
+    net = _net()
+    model, opt, _ = group_sharded_parallel(net, _opt("adam", net.parameters()), "os_g", buffer_max_size=2000)
+    ref = ddg.DataParallel(_net())
+    first = net[0].weight
+    spy = _Spy(model.reducer.comm, lambda: first._grad is None)
+    model.reducer.comm = spy
+    model.reducer.reduce_to_owner = True
+    x, y = _batch(0, 2 * comm.size)
+    rows = slice(2 * comm.rank, 2 * comm.rank + 2)
+    for m in (ref, model):
+        F.cross_entropy(m(ddg.to_tensor(x[rows])), ddg.to_tensor(y[rows])).backward()
+    names = {c[0] for c in spy.calls}
+    roots = [c[1] for c in spy.calls]
+    want = [b.root for b in model.reducer.buckets]
+    early = spy.calls[0][2] if spy.calls else False
+    owned = {id(p) for p in opt.owned_parameters}
+    diff = max(float(np.abs(a.grad.numpy() - b.grad.numpy()).max())
+               for a, b in zip(ref.parameters(), model.parameters()) if id(b) in owned)
+    placed = all((p.grad is not None) == (id(p) in owned) for p in model.parameters())
+    _agree(comm, names == {"ireduce"} and roots == want and early and diff < 1e-12 and placed,
+           f"collectives {names}, roots {roots} (buckets' owners {want}), first started during backward {early}, "
+           f"grads on owners {placed}, diff {diff:.2e}")
+
+
+@pytest.mark.parametrize("level", ["os", "os_g"])
+def test_gather_after_step_overlaps_next_forward(comm, level):
+    """Stages 1-2: step() returns with the owners' broadcasts in flight; the first layer's
+    forward sees its parameters at their new values while later layers' are still
+    pending; reading through model.parameters() waits. With sync_comm=True the step
+    waits for everything."""
+    ref = ddg.DataParallel(_net())
+    _steps(ref, _opt("adam", ref.parameters()), comm, 1)
+    want = _params(ref)
+    net = _net()
+    model, opt, _ = group_sharded_parallel(net, _opt("adam", net.parameters()), level)
+    opt.gather_chunk_bytes = 1             # one broadcast per parameter
+    _steps(model, opt, comm, 1)
+    in_flight = opt.gather_in_flight
+    seen = {}
+
+    def probe(layer, inputs, out):
+        seen["first"] = max(float(np.abs(a.numpy() - b).max()) for a, b in zip(layer.parameters(), want[:2]))
+        later = [p for p in net[2:].parameters() if id(p) in opt._pending_of]
+        seen["later pending"] = len(later)
+    h = net[0].register_forward_post_hook(probe)
+    with ddg.no_grad():
+        model(ddg.to_tensor(_batch(7, 2)[0]))
+    h.remove()
+    diff = max(float(np.abs(a - b).max()) for a, b in zip(_params(model), want))
+    net2 = _net()
+    m2, o2, _ = group_sharded_parallel(net2, _opt("adam", net2.parameters()), level, sync_comm=True)
+    _steps(m2, o2, comm, 1)
+    sync_ok = not o2.gather_in_flight and not o2.overlap_gather
+    diff2 = max(float(np.abs(p.numpy() - b).max()) for p, b in zip(net2.parameters(), want))
+    ok = in_flight and seen["first"] < 1e-12 and seen["later pending"] > 0 and diff < 1e-12 and sync_ok \
+        and diff2 < 1e-12
+    _agree(comm, ok, f"in flight after step {in_flight}, {seen}, diff {diff:.2e}, sync_comm {sync_ok} {diff2:.2e}")
+
+
 @pytest.mark.parametrize("level", ["os", "os_g"])
 def test_join_uneven_inputs(comm, level):
     """Under join(), rank r trains 1 + r steps: a rank out of data keeps answering the
@@ -437,6 +524,41 @@ def test_stage3_parameter_memory(comm):
         and max(peaks) <= between + 2 * layer and diff < 1e-12 and sharder.gathers > 0
     _agree(comm, ok, f"held {between} of {total} bytes (owned {owned}), peak {max(peaks)}, placeholders "
                      f"{placeholders}, diff {diff:.2e}")
+
+
+def test_stage3_prefetches_next_layer(comm):
+    """Stage 3, from the second forward on: while a layer runs, the broadcasts of the
+    next layer's parameters (in the last forward's order) are in flight, and backward
+    starts those of the layer before; the result is DataParallel's. sync_comm=True
+    prefetches nothing."""
+    ref = ddg.DataParallel(_net())
+    _steps(ref, _opt("adam", ref.parameters()), comm, 3)
+    want = _params(ref)
+    net = _net()
+    model, opt, _ = group_sharded_parallel(net, _opt("adam", net.parameters()), "p_g_os")
+    sh = model.sharder
+    seen = []
+    nxt = {id(p) for p in net[2].parameters()}
+    h = net[0].register_forward_post_hook(lambda layer, i, o: seen.append(nxt <= set(sh._inflight)))
+    counts = []
+    r, size, n = comm.rank, comm.size, 4
+    for step in range(3):
+        x, y = _batch(step, n * size)
+        loss = F.cross_entropy(model(ddg.to_tensor(x[r * n:(r + 1) * n])), ddg.to_tensor(y[r * n:(r + 1) * n]))
+        before = sh.prefetches
+        loss.backward()
+        counts.append(sh.prefetches - before)
+        opt.step()
+        opt.clear_grad()
+    h.remove()
+    diff = max(float(np.abs(a - b).max()) for a, b in zip(_params(model), want))
+    net2 = _net()
+    m2, o2, _ = group_sharded_parallel(net2, _opt("adam", net2.parameters()), "p_g_os", sync_comm=True)
+    _steps(m2, o2, comm, 2)
+    ok = seen == [False, True, True] and all(c > 0 for c in counts[1:]) and diff < 1e-12 \
+        and m2.sharder.prefetches == 0 and not sh._inflight
+    _agree(comm, ok, f"next layer in flight during forwards {seen}, backward prefetches {counts}, diff {diff:.2e}, "
+                     f"sync_comm prefetches {m2.sharder.prefetches}")
 
 
 def test_stage3_retain_graph_and_no_sync(comm):

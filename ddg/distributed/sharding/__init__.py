@@ -36,8 +36,9 @@ def group_sharded_parallel(model, optimizer, level, scaler=None, group=None, off
     ``(model, optimizer, scaler)`` to train with as usual.
 
     ``optimizer`` becomes a :class:`ShardingOptimizer`: each rank keeps the optimizer
-    state of its share of the parameters and updates only those, then the updated
-    parameters are all-gathered from their owners (at stages 1 and 2). ``model`` becomes a
+    state of its share of the parameters and updates only those, then each owner
+    broadcasts its updated parameters (at stages 1 and 2; non-blocking: each layer waits
+    for its parameters in a forward pre-hook, so the broadcasts overlap the next forward). ``model`` becomes a
     :class:`~.model.ShardedDataParallel` over the ranks of ``group`` (the world by
     default). The parameters after each step are those of unsharded DataParallel.
 
@@ -46,8 +47,9 @@ def group_sharded_parallel(model, optimizer, level, scaler=None, group=None, off
     backward and kept by its owner only, see :mod:`.stage2`), ``'p_g_os'`` (stage 3: and
     parameters, each kept on its owner and gathered layer by layer for forward and
     backward, see :mod:`.stage3`). ``buffer_max_size``: the gradient bucket size in
-    bytes. ``offload``, ``segment_size``, ``sync_comm`` and ``exclude_layer`` are
-    accepted for compatibility; ``sync_buffers`` is what DataParallel always does
+    bytes. ``sync_comm=True``: the step waits for the broadcasts of the updated
+    parameters, and stage 3 gathers without prefetching. ``offload``, ``segment_size``
+    and ``exclude_layer`` are accepted for compatibility; ``sync_buffers`` is what DataParallel always does
     (buffers broadcast from rank 0 in training forwards); ``dp_group`` (a second,
     replicating dimension) is not supported.
     """
@@ -78,7 +80,7 @@ def group_sharded_parallel(model, optimizer, level, scaler=None, group=None, off
     stage = _LEVELS.index(level) + 1
     sharded.gather_after_step = stage < 3
     model = ShardedDataParallel(model, sharded.owners, stage=stage, group=comm,
-                                comm_buffer_size=buffer_max_size / (1024 * 1024))
+                                comm_buffer_size=buffer_max_size / (1024 * 1024), sync_comm=sync_comm)
     model._attach_optimizer(sharded)
     return model, sharded, scaler
 

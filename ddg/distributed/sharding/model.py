@@ -1,5 +1,6 @@
 """``ShardedDataParallel``: DataParallel whose gradient synchronization follows a
 :class:`~.optimizer.ShardingOptimizer`'s parameter owners."""
+from ...autograd.function import _recorder
 from ...autograd.grad_mode import _enabled as _grad_enabled
 from ...parallel.data_parallel import DataParallel, Join
 from .stage2 import GradShardReducer
@@ -22,17 +23,19 @@ class ShardedDataParallel(DataParallel):
     stage, ``join()`` at stages 1 and 2.
     """
 
-    def __init__(self, layer, owners, stage=1, group=None, **kwargs):
+    def __init__(self, layer, owners, stage=1, group=None, sync_comm=False, **kwargs):
         if stage not in (1, 2, 3):
             raise ValueError(f"ddg.distributed.sharding.ShardedDataParallel: stage must be 1, 2 or 3, got {stage!r}")
         object.__setattr__(self, "_shard_stage", stage)
         object.__setattr__(self, "_shard_owners", dict(owners))
         object.__setattr__(self, "_sharder", None)
+        object.__setattr__(self, "_sync_comm", bool(sync_comm))
         super().__init__(layer, group=group, **kwargs)
         if stage == 3 and self.reducer is not None:
             params = [p for p in layer.parameters() if not p.stop_gradient]
             owner = {id(p): self._shard_owners.get(id(p), 0) for p in params}
             object.__setattr__(self, "_sharder", ParamSharder(layer, params, owner, self._comm))
+            self._sharder.sync = bool(sync_comm)
 
     def _build_reducer(self, params, comm):
         if self._shard_stage == 1:
@@ -42,8 +45,43 @@ class ShardedDataParallel(DataParallel):
                                 self.find_unused_parameters)
 
     def _attach_optimizer(self, optimizer):
-        """The ShardingOptimizer whose step a joined rank out of data takes part in."""
+        """The ShardingOptimizer whose step a joined rank out of data takes part in. At
+        stages 1 and 2 (unless ``sync_comm``) its step returns with the gather of the
+        updated parameters in flight, and a forward pre-hook on each layer waits for that
+        layer's parameters just before it runs (a state-dict hook and
+        :meth:`parameters` wait for all of them)."""
         object.__setattr__(self, "_shard_optim", optimizer)
+        for h in self.__dict__.get("_gather_handles", ()):
+            h.remove()
+        handles = []
+        object.__setattr__(self, "_gather_handles", handles)
+        if self._shard_stage == 3 or self.reducer is None or not optimizer.gather_after_step \
+                or self.__dict__.get("_sync_comm"):
+            optimizer.overlap_gather = False
+            return
+        optimizer.overlap_gather = True
+        mine = {id(p) for p in optimizer._params}
+        seen = set()
+        for sub in self._layers.sublayers(include_self=True):
+            ps = [p for p in sub._parameters.values() if p is not None and id(p) in mine and id(p) not in seen]
+            if ps:
+                seen.update(map(id, ps))
+                handles.append(sub.register_forward_pre_hook(_wait_hook(optimizer, ps)))
+        handles.append(self._layers.register_state_dict_hook(lambda state: optimizer.wait_gather()))
+
+    def _wait_gather(self):
+        opt = self.__dict__.get("_shard_optim")
+        if opt is not None:
+            opt.wait_gather()
+
+    def named_parameters(self, prefix="", include_sublayers=True):
+        """As Layer's, with the values of the last step's gather (waited for here)."""
+        self._wait_gather()
+        return super().named_parameters(prefix, include_sublayers)
+
+    def parameters(self, include_sublayers=True):
+        self._wait_gather()
+        return super().parameters(include_sublayers)
 
     @property
     def stage(self):
@@ -70,6 +108,7 @@ class ShardedDataParallel(DataParallel):
     def state_dict(self, destination=None, include_sublayers=True, structured_name_prefix="", use_hook=True):
         """The model's state dict; at stage 3 with every parameter's full value, gathered
         from its owner (every rank must call it)."""
+        self._wait_gather()
         state = super().state_dict(destination, include_sublayers, structured_name_prefix, use_hook)
         sharder = self._sharder
         if sharder is None or sharder.loading:
@@ -79,6 +118,7 @@ class ShardedDataParallel(DataParallel):
     def set_state_dict(self, state_dict, use_structured_name=True):
         """Load a full state dict; at stage 3 each rank keeps the values of its own
         parameters (the others' pass through scratch arrays, dropped after)."""
+        self._wait_gather()
         sharder = self._sharder
         if sharder is None:
             return super().set_state_dict(state_dict, use_structured_name)
@@ -106,6 +146,17 @@ class ShardedDataParallel(DataParallel):
         return _ShardedJoin(self, opt)
 
 
+def _wait_hook(optimizer, params):
+    def hook(layer, inputs):
+        if _recorder[0] is not None:
+            # ddg.jit replays do not run hooks: from here on the step waits for its gather
+            optimizer.overlap_gather = False
+            optimizer.wait_gather()
+            return
+        optimizer.wait_gather(params)
+    return hook
+
+
 class _ShardedJoin(Join):
     def __init__(self, model, optimizer):
         super().__init__(model)
@@ -117,6 +168,13 @@ class _ShardedJoin(Join):
         if self.model.stage == 2:
             self.model.reducer.sync_ranks = int(syncing)
         return root
+
+    def __exit__(self, etype, value, tb):
+        # the exit broadcasts the parameters of the rank that trained longest: with their
+        # last step's values
+        if self.optimizer is not None and etype is None:
+            self.optimizer.wait_gather()
+        return super().__exit__(etype, value, tb)
 
     def _shadow(self, syncing):
         reducer = self.model.reducer

@@ -5,8 +5,9 @@ greedily balanced by size, as Paddle's sharding optimizer does). After the gradi
 have been averaged over ranks (DataParallel's all-reduce), every rank runs the wrapped
 optimizer on the parameters it owns only, so its accumulators (Adam's moments, master
 weights, Lamb's...) exist on that rank alone: per-rank optimizer state falls as 1/N.
-Then the updated parameters are all-gathered (one flat buffer per rank and dtype), so
-all replicas hold the same values again.
+Then each owner broadcasts its updated parameters (non-blocking, packed in chunks), so
+all replicas hold the same values again: at once, or, with ``overlap_gather`` (set by
+the sharded model), as each layer's forward first needs them.
 
 Because whole parameters are sharded, every update rule works unchanged, Lamb's
 per-parameter trust ratio included. The one thing that needs all gradients,
@@ -14,6 +15,8 @@ per-parameter trust ratio included. The one thing that needs all gradients,
 parameters' gradients, one all-reduce adds the shards' sums, and the factor is applied
 to the owned gradients before the update (the wrapped optimizer's clip is off for it).
 """
+import weakref
+
 import numpy as np
 
 from ...nn.clip import ClipGradByGlobalNorm
@@ -73,6 +76,14 @@ class ShardingOptimizer:
         self._owned = [p for p in params if self._owner[id(p)] == self.rank]
         # False at ZeRO stage 3: parameters stay on their owners after the update
         self.gather_after_step = True
+        # True: step() returns with the gather in flight (see _gather_params)
+        self.overlap_gather = False
+        self.gather_chunk_bytes = 4 * 1024 * 1024
+        self.gathers_started = 0
+        self._chunks = None
+        self._pending = []           # _Chunk broadcasts in flight, in start order
+        self._pending_of = {}        # id(param) -> its _Chunk in flight (parameters of other owners)
+        weakref.finalize(self, _drain, self._pending)
 
     # ------------------------------------------------------------------ delegation
     def __getattr__(self, name):
@@ -96,6 +107,7 @@ class ShardingOptimizer:
 
     # ------------------------------------------------------------------ the step
     def step(self):
+        self.wait_gather()
         opt = self._optim
         owned = {id(p) for p in self._owned}
         hidden, clips, replaced = [], [], []
@@ -168,38 +180,84 @@ class ShardingOptimizer:
             out[gi] = clip.scale(norm)
         return out
 
+    def _gather_chunks(self):
+        """The broadcasts of the gather, built once: per dtype (and device) and owner, runs
+        of the owner's parameters in parameter order, of at most ``gather_chunk_bytes``
+        (a single larger parameter travels alone); ordered by their first parameter, so
+        that what the forward needs first is sent first. The same on every rank."""
+        if self._chunks is None:
+            cap = self.gather_chunk_bytes
+            order = {id(p): i for i, p in enumerate(self._params)}
+            chunks, open_ = [], {}
+            for p in self._params:
+                key = (p._data.dtype.str, backend.is_gpu_array(p._data), self._owner[id(p)])
+                cur = open_.get(key)
+                nbytes = p._data.nbytes
+                if cur is None or (cur[1] and cur[1] + nbytes > cap):
+                    cur = open_[key] = [[], 0, key[2]]
+                    chunks.append(cur)
+                cur[0].append(p)
+                cur[1] += nbytes
+            chunks.sort(key=lambda c: order[id(c[0][0])])
+            self._chunks = [(ps, owner) for ps, _, owner in chunks]
+        return self._chunks
+
     def _gather_params(self):
-        """Every rank gets the parameters their owners updated: one all-gather per dtype
-        (and device) of each rank's owned parameters, packed flat and padded to the
-        largest rank's share."""
+        """Every rank gets the parameters their owners updated: each owner broadcasts its
+        parameters, packed flat in chunks (:meth:`_gather_chunks`), with the
+        communicator's non-blocking broadcast. With ``overlap_gather`` the step returns
+        with the broadcasts in flight: a parameter's new value is written in when
+        :meth:`wait_gather` asks for it (the sharded model's forward pre-hooks ask for
+        each layer's parameters before the layer runs); otherwise the step waits for all."""
         if self.nranks == 1:
             return
+        self.wait_gather()
         comm, rank = self._comm, self.rank
-        groups = {}
-        for p in self._params:
-            groups.setdefault((p._data.dtype.str, backend.is_gpu_array(p._data)), []).append(p)
-        for ps in groups.values():
-            by_rank = [[p for p in ps if self._owner[id(p)] == r] for r in range(self.nranks)]
-            width = max(sum(p._data.size for p in owned) for owned in by_rank)
-            if width == 0:
-                continue
+        pending, pending_of = self._pending, self._pending_of
+        for ps, owner in self._gather_chunks():
             xp = backend.get_array_module(ps[0]._data)
-            send = xp.zeros(width, dtype=ps[0]._data.dtype)
-            off = 0
-            for p in by_rank[rank]:
-                n = p._data.size
-                send[off:off + n] = p._data.reshape(-1)
-                off += n
-            got = comm.allgather(send)
-            for r, owned in enumerate(by_rank):
-                if r == rank:
-                    continue
+            buf = xp.empty(sum(p._data.size for p in ps), dtype=ps[0]._data.dtype)
+            if owner == rank:
                 off = 0
-                for p in owned:
+                for p in ps:
                     n = p._data.size
-                    p._data[...] = got[r, off:off + n].reshape(p._data.shape)
-                    p._bump()
+                    buf[off:off + n] = p._data.reshape(-1)
                     off += n
+            chunk = _Chunk(ps, owner == rank, buf, comm.ibroadcast(buf, owner))
+            pending.append(chunk)
+            if not chunk.mine:
+                for p in ps:
+                    pending_of[id(p)] = chunk
+        self.gathers_started += 1
+        if not self.overlap_gather:
+            self.wait_gather()
+
+    def wait_gather(self, params=None):
+        """Finish the parameter gather in flight for ``params`` (all of it when None):
+        their data then holds the values their owners computed at the last step. The
+        other broadcasts in flight are polled (so that they progress)."""
+        pending = self._pending
+        if not pending:
+            return
+        if params is None:
+            for chunk in pending:
+                chunk.finish(self._pending_of)
+            pending.clear()
+            return
+        of = self._pending_of
+        for p in params:
+            chunk = of.get(id(p))
+            if chunk is not None:
+                chunk.finish(of)
+        for chunk in pending:
+            chunk.req.test()
+        while pending and pending[0].done:
+            pending.pop(0)
+
+    @property
+    def gather_in_flight(self):
+        """Whether broadcasts of updated parameters are still pending on this rank."""
+        return any(not c.done for c in self._pending)
 
     def minimize(self, loss, startup_program=None, parameters=None, no_grad_set=None):
         self.step()
@@ -214,10 +272,12 @@ class ShardingOptimizer:
     def sharded_state_dict(self):
         """This rank's part of the optimizer state (its parameters' entries, and the
         learning-rate schedule)."""
+        self.wait_gather()
         return self._optim.state_dict()
 
     def state_dict(self):
         """The full state dict, gathered from every rank's shard (on every rank)."""
+        self.wait_gather()
         mine = self._optim.state_dict()
         if self.nranks == 1:
             return mine
@@ -281,6 +341,7 @@ class ShardingOptimizer:
         entries."""
         if not isinstance(state_dict, dict):
             raise TypeError(f"ddg.distributed.sharding: set_state_dict needs a dict, got {type(state_dict).__name__}")
+        self.wait_gather()
         opt = self._optim
         names = {p.name for p in self._params}
         mine = {p.name for p in self._owned}
@@ -319,6 +380,41 @@ class ShardingOptimizer:
             if of[base] in mine:
                 part[of[base] + k[len(base):]] = v
         self._optim.set_state_dict(part)
+
+
+class _Chunk:
+    """One owner's broadcast of a run of its parameters, in flight."""
+    __slots__ = ("params", "mine", "buf", "req", "done")
+
+    def __init__(self, params, mine, buf, req):
+        self.params, self.mine, self.buf, self.req = params, mine, buf, req
+        self.done = False
+
+    def finish(self, pending_of):
+        """Wait for the broadcast; on a receiving rank, write the values into the
+        parameters."""
+        if self.done:
+            return
+        self.req.wait()
+        self.done = True
+        if not self.mine:
+            off, buf = 0, self.buf
+            for p in self.params:
+                n = p._data.size
+                p._data[...] = buf[off:off + n].reshape(p._data.shape)
+                p._bump()
+                pending_of.pop(id(p), None)
+                off += n
+        self.buf = None
+
+
+def _drain(pending):
+    """Complete the broadcasts still in flight (at exit: before MPI finalizes)."""
+    for chunk in pending:
+        if not chunk.done:
+            chunk.req.wait()
+            chunk.done = True
+    pending.clear()
 
 
 def _to_host(d):

@@ -19,9 +19,17 @@ of memory and reads as NaN.
   gathered array is dropped when the last node waiting for it has had it back (at the
   latest when the backward pass ends). With ``retain_graph=True`` the records are put
   back in the nodes after the pass, so a second backward gathers again.
+* Prefetch: each forward records the order in which the units ran. In the next
+  forward, a unit's pre-hook, once its own parameters are there, starts the
+  non-blocking broadcasts (the communicator's ``ibroadcast``) of the unit that ran after
+  it last time; in backward, gathering a unit's parameters starts those of the unit
+  that ran before it. A prefetched array is waited for when it is needed; one that is
+  not taken is waited for and dropped when the forward (or backward) ends.
+  ``sync = True`` (``group_sharded_parallel(sync_comm=True)``) turns prefetching off.
 * Between steps a rank holds its own parameters only (about 1/N of them); during
-  forward, one unit's parameters besides; during backward, those of the units whose
-  nodes are running.
+  forward, one unit's parameters besides (two while the next one's are prefetched);
+  during backward, those of the units whose nodes are running and of the one
+  prefetched.
 
 Every rank takes the same decisions (gather on the same unit calls, in the same
 backward order), so the broadcasts match across ranks as long as the ranks build the
@@ -193,6 +201,11 @@ class ParamSharder:
         self._pass = object()                                 # marks the nodes walked in this forward
         self.loading = False
         self.gathers = 0                                      # broadcasts issued (for tests and benches)
+        self.prefetches = 0                                   # ... of them started ahead of need
+        self.sync = False                                     # True: no prefetching
+        self._inflight = {}                                   # id(param) -> (array, request) prefetched
+        self._order, self._calls, self._pos = [], [], 0       # units in the last forward's call order
+        self._before = {}                                     # unit -> the unit called before it
         for unit in self._units:
             unit.layer.register_forward_pre_hook(self._pre_hook(unit))
             unit.layer.register_forward_post_hook(self._post_hook(unit))
@@ -204,7 +217,11 @@ class ParamSharder:
         return self._owner[id(p)] == self.rank
 
     def _gather(self, p):
-        """``p``'s full data on every rank (a broadcast from its owner; collective)."""
+        """``p``'s full data on every rank (a broadcast from its owner; collective). A
+        broadcast already started by a prefetch is waited for instead."""
+        started = self._inflight.pop(id(p), None)
+        if started is not None:
+            return started[1].wait()
         self.gathers += 1
         root = self._owner[id(p)]
         if root == self.rank:
@@ -213,6 +230,37 @@ class ParamSharder:
         ph = self._placeholders[id(p)]
         arr = backend.get_array_module(ph).empty(ph.shape, dtype=ph.dtype)
         return self.comm.broadcast(arr, root=root)
+
+    def _prefetch(self, unit, backward=False):
+        """Start the non-blocking broadcasts of ``unit``'s parameters that are not
+        gathered or in flight already (in backward: only those that nodes wait for). The
+        same decisions on every rank."""
+        if unit is None or self.sync:
+            return
+        for p in unit.params:
+            i = id(p)
+            if i in self._inflight:
+                continue
+            if backward:
+                if i in self._gathered or self._waiting[i] <= 0:
+                    continue
+            elif self._live[i] > 0:
+                continue
+            self.gathers += 1
+            self.prefetches += 1
+            root = self._owner[i]
+            if root == self.rank:
+                arr = p._data
+            else:
+                ph = self._placeholders[i]
+                arr = backend.get_array_module(ph).empty(ph.shape, dtype=ph.dtype)
+            self._inflight[i] = (arr, self.comm.ibroadcast(arr, root=root))
+
+    def _drain(self):
+        """Finish and drop the prefetched broadcasts nobody took."""
+        inflight, self._inflight = self._inflight, {}
+        for _, req in inflight.values():
+            req.wait()
 
     def _release(self, p):
         if not self.owns(p):
@@ -232,6 +280,13 @@ class ParamSharder:
                     if not self.owns(p):
                         p._data = full
                 self._live[id(p)] += 1
+            # the unit that ran after this one in the last forward: its broadcasts start now
+            order = self._order
+            if self._pos < len(order) and order[self._pos] is unit:
+                self._pos += 1
+                self._prefetch(order[self._pos] if self._pos < len(order) else None)
+            if len(self._calls) <= 4 * len(self._units):   # (bounded: a forward not through the model)
+                self._calls.append(unit)
         return hook
 
     def _post_hook(self, unit):
@@ -329,15 +384,17 @@ class ParamSharder:
 
     def _gather_unit(self, unit):
         """Backward: the unit's parameters that nodes still wait for (the same on every
-        rank)."""
+        rank); then start those of the unit that ran before it in forward."""
         for p in unit.params:
             if id(p) not in self._gathered and self._waiting[id(p)] > 0:
                 self._gathered[id(p)] = self._gather(p)
+        self._prefetch(self._before.get(unit), backward=True)
 
     def end_backward(self):
         """After a backward pass: drop the gathered arrays; nodes kept by
         ``retain_graph=True`` get their records back."""
         self._queued = False
+        self._drain()
         self._gathered.clear()
         restored, self._restored = self._restored, []
         for node, records in restored:
@@ -353,9 +410,21 @@ class ParamSharder:
             self.end_backward()
         self._pass = object()
         self._misread.clear()
+        self._drain()
+        self._pos, self._calls = 0, []
 
     def end_forward(self):
-        """Release what an exception left gathered."""
+        """Learn this forward's unit order (the next forward prefetches along it, and
+        backward along its reverse); drop unused prefetches; release what an exception
+        left gathered."""
+        self._drain()
+        calls = self._calls
+        if calls != self._order:
+            self._order = calls
+            before = {}
+            for a, b in zip(calls, calls[1:]):
+                before[b] = a            # a unit called twice: the call before its last
+            self._before = before
         for p in self.params:
             if self._live[id(p)]:
                 self._live[id(p)] = 0

@@ -2,7 +2,9 @@
 checks every implementation shares.
 
 Array collectives reduce *in place* (``allreduce``, ``broadcast``, ``reduce``) or return a
-new array (``allgather``, ``reduce_scatter``, ``scatter``). Reduction ops are the strings
+new array (``allgather``, ``reduce_scatter``, ``scatter``). ``iallreduce``, ``ireduce``,
+``ibroadcast`` and ``iallgather`` start the same collectives without blocking and return
+a :class:`Request`; every rank must start collectives in the same order. Reduction ops are the strings
 ``'sum'``, ``'avg'``, ``'max'``, ``'min'``, ``'prod'``. ``allreduce``/``iallreduce`` take an
 optional gradient ``compression`` (see :mod:`.compression`), which the communicator
 applies around the reduction.
@@ -144,6 +146,12 @@ class Communicator:
         """Reduce onto ``root``, in place there; other ranks' arrays are left unchanged."""
         raise NotImplementedError
 
+    def ireduce(self, array, root=0, op="sum"):
+        """Start a reduction onto ``root`` (in place there; other ranks' arrays are left
+        unchanged); returns a :class:`Request` whose result is ``array``. By default the
+        blocking :meth:`reduce`, complete when it returns."""
+        return Request.completed(self.reduce(array, root, op))
+
     def reduce_scatter(self, array, op="sum"):
         """Reduce ``array`` (first axis divisible by size) over ranks; return this rank's
         block of ``array.shape[0] // size`` rows."""
@@ -157,6 +165,17 @@ class Communicator:
     def allgather(self, array):
         """A new array of shape ``(size,) + array.shape``: row ``r`` is rank r's array."""
         raise NotImplementedError
+
+    def ibroadcast(self, array, root=0):
+        """Start overwriting ``array`` with root's on every rank; a :class:`Request` whose
+        result is ``array`` (root must not write it, nor the others read it, before it
+        completes). By default the blocking :meth:`broadcast`."""
+        return Request.completed(self.broadcast(array, root))
+
+    def iallgather(self, array):
+        """Start an :meth:`allgather`; a :class:`Request` whose result is the new
+        ``(size,) + array.shape`` array. By default the blocking one."""
+        return Request.completed(self.allgather(array))
 
     def scatter(self, arrays, root=0, out=None):
         """Root passes ``size`` equally-shaped arrays (others pass None); every rank gets

@@ -313,6 +313,25 @@ class MPICommunicator(Communicator):
             finish(write=is_root)   # non-roots only release staging buffers
         return array
 
+    def ireduce(self, array, root=0, op="sum"):
+        check_array(array, "ireduce")
+        check_root(root, self.size, "ireduce")
+        staged = self._gpu_route(array)
+        if staged is not None:
+            return staged.ireduce(array, root, op)
+        work, mtype, mop, finish = self._reduction_buffer(array, op, "ireduce")
+        sync_gpu(work)
+        is_root = self.rank == root
+        if is_root:
+            req = self.comm.Ireduce(self._in_place, [work, mtype], mop, root=root)
+        else:
+            req = self.comm.Ireduce([work, mtype], None, mop, root=root)
+        done = None
+        if finish is not None:
+            def done():
+                finish(write=is_root)     # non-roots only release staging buffers
+        return _mpi_request(self, req, array, done, ("ireduce.wait", array, f"{op} to rank {root}"))
+
     def reduce_scatter(self, array, op="sum"):
         check_array(array, "reduce_scatter")
         if array.ndim == 0 or array.shape[0] % self.size:
@@ -352,6 +371,36 @@ class MPICommunicator(Communicator):
         if work is not array:
             array[...] = work
         return array
+
+    def ibroadcast(self, array, root=0):
+        check_array(array, "ibroadcast")
+        check_root(root, self.size, "ibroadcast")
+        staged = self._gpu_route(array)
+        if staged is not None:
+            return staged.ibroadcast(array, root)
+        mtype = _mpi_type(array.dtype, "ibroadcast")
+        work = array if array.flags.c_contiguous else array_module(array).ascontiguousarray(array)
+        sync_gpu(work)
+        req = self.comm.Ibcast([work, mtype], root=root)
+        finish = None
+        if work is not array:
+            def finish():
+                array[...] = work
+        return _mpi_request(self, req, array, finish, ("ibroadcast.wait", array, f"root={root}"))
+
+    def iallgather(self, array):
+        check_array(array, "iallgather")
+        staged = self._gpu_route(array)
+        if staged is not None:
+            return staged.iallgather(array)
+        mtype = _mpi_type(array.dtype, "iallgather")
+        xp = array_module(array)
+        send = xp.ascontiguousarray(array)
+        out = xp.empty((self.size,) + tuple(array.shape), dtype=array.dtype)
+        sync_gpu(send)
+        req = self.comm.Iallgather([send, mtype], [out, mtype])
+        # `finish` holds `send` (a contiguous copy, maybe) until the gather has completed
+        return _mpi_request(self, req, out, lambda: send, ("iallgather.wait", array, ""))
 
     def allgather(self, array):
         check_array(array, "allgather")

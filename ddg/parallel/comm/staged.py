@@ -87,10 +87,10 @@ class StagedCommunicator(Communicator):
             self.pool.release(buf)
         return array
 
-    def _staged_request(self, array, start):
+    def _staged_request(self, array, start, name="iallreduce", copy_back=True):
         """Stage ``array`` in, start ``start(host)`` (an inner request), and copy the result
-        back to the device when it completes."""
-        check_array(array, "iallreduce")
+        back to the device when it completes (unless ``copy_back`` is False)."""
+        check_array(array, name)
         buf, host = self._stage_in(array)
         try:
             inner = start(host)
@@ -100,7 +100,8 @@ class StagedCommunicator(Communicator):
 
         def finish():
             try:
-                self._to_device(host, array)
+                if copy_back:
+                    self._to_device(host, array)
             finally:
                 self.pool.release(buf)
         # no owner: the inner request records its wait for the stall watchdog itself
@@ -111,6 +112,30 @@ class StagedCommunicator(Communicator):
 
     def _iallreduce_wire(self, wire):
         return self._staged_request(wire, self.inner._iallreduce_wire)
+
+    def ireduce(self, array, root=0, op="sum"):
+        return self._staged_request(array, lambda h: self.inner.ireduce(h, root, op), "ireduce",
+                                    copy_back=self.rank == root)
+
+    def ibroadcast(self, array, root=0):
+        return self._staged_request(array, lambda h: self.inner.ibroadcast(h, root), "ibroadcast",
+                                    copy_back=self.rank != root)
+
+    def iallgather(self, array):
+        check_array(array, "iallgather")
+        buf, host = self._stage_in(array)
+        try:
+            inner = self.inner.iallgather(host)
+        except BaseException:
+            self.pool.release(buf)
+            raise
+        req = None
+
+        def finish():
+            self.pool.release(buf)
+            req._result = self._new_device(inner.wait())
+        req = Request(None, None, poll=inner.test, block=inner.wait, finish=finish)
+        return req
 
     def allgather(self, array):
         check_array(array, "allgather")
