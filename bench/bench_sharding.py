@@ -50,7 +50,8 @@ def worker(args):
     if args.level == "dp":
         model = ddg.DataParallel(net)
     else:
-        model, opt, _ = group_sharded_parallel(net, opt, args.level)
+        level, _, option = args.level.partition("+")   # 'os+overlap': overlap_gather=True
+        model, opt, _ = group_sharded_parallel(net, opt, level, overlap_gather=option == "overlap")
     params = list(net.parameters())
     peak = [held_parameter_bytes(params)]
     sharder = getattr(model, "sharder", None)
@@ -110,7 +111,9 @@ def main():
     ap.add_argument("--worker", action="store_true")
     ap.add_argument("--level", default="dp")
     ap.add_argument("--ranks", type=int, nargs="+", default=[1, 2, 4])
-    ap.add_argument("--levels", nargs="+", default=["dp", "os", "os_g", "p_g_os"])
+    ap.add_argument("--levels", nargs="+", default=["dp", "os", "os_g", "p_g_os"],
+                    help="dp, os, os_g, p_g_os; os+overlap / os_g+overlap: the gather after the "
+                         "step overlapping the next forward (overlap_gather=True)")
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--width", type=int, default=2048)

@@ -261,7 +261,7 @@ def test_gather_after_step_overlaps_next_forward(comm, level):
     _steps(ref, _opt("adam", ref.parameters()), comm, 1)
     want = _params(ref)
     net = _net()
-    model, opt, _ = group_sharded_parallel(net, _opt("adam", net.parameters()), level)
+    model, opt, _ = group_sharded_parallel(net, _opt("adam", net.parameters()), level, overlap_gather=True)
     opt.gather_chunk_bytes = 1             # one broadcast per parameter
     _steps(model, opt, comm, 1)
     in_flight = opt.gather_in_flight
@@ -277,9 +277,18 @@ def test_gather_after_step_overlaps_next_forward(comm, level):
     h.remove()
     diff = max(float(np.abs(a - b).max()) for a, b in zip(_params(model), want))
     net2 = _net()
-    m2, o2, _ = group_sharded_parallel(net2, _opt("adam", net2.parameters()), level, sync_comm=True)
+    m2, o2, _ = group_sharded_parallel(net2, _opt("adam", net2.parameters()), level, sync_comm=True,
+                                       overlap_gather=True)
     _steps(m2, o2, comm, 1)
     sync_ok = not o2.gather_in_flight and not o2.overlap_gather
+    # the default: the step waits, so a parameter read right after it is already new
+    net3 = _net()
+    m3, o3, _ = group_sharded_parallel(net3, _opt("adam", net3.parameters()), level)
+    kept = list(net3.parameters())
+    _steps(m3, o3, comm, 1)
+    sync_ok = sync_ok and not o3.gather_in_flight and not o3.overlap_gather
+    diff3 = max(float(np.abs(p.numpy() - w).max()) for p, w in zip(kept, want))
+    sync_ok = sync_ok and diff3 < 1e-12
     diff2 = max(float(np.abs(p.numpy() - b).max()) for p, b in zip(net2.parameters(), want))
     ok = in_flight and seen["first"] < 1e-12 and seen["later pending"] > 0 and diff < 1e-12 and sync_ok \
         and diff2 < 1e-12

@@ -31,14 +31,17 @@ def _communicator(group, who):
 
 def group_sharded_parallel(model, optimizer, level, scaler=None, group=None, offload=False, sync_buffers=False,
                            buffer_max_size=2 ** 23, segment_size=2 ** 20, sync_comm=False, dp_group=None,
-                           exclude_layer=None):
+                           exclude_layer=None, overlap_gather=False):
     """Paddle's ``paddle.distributed.sharding.group_sharded_parallel``: returns
     ``(model, optimizer, scaler)`` to train with as usual.
 
     ``optimizer`` becomes a :class:`ShardingOptimizer`: each rank keeps the optimizer
     state of its share of the parameters and updates only those, then each owner
-    broadcasts its updated parameters (at stages 1 and 2; non-blocking: each layer waits
-    for its parameters in a forward pre-hook, so the broadcasts overlap the next forward). ``model`` becomes a
+    broadcasts its updated parameters (at stages 1 and 2; the step waits for them unless
+    ``overlap_gather=True``, a ddg option: then each layer waits for its parameters in a
+    forward pre-hook, so the broadcasts overlap the next forward, and a parameter Tensor
+    read directly between the step and the next forward may still hold its previous
+    value: see ``docs/sharding.md``). ``model`` becomes a
     :class:`~.model.ShardedDataParallel` over the ranks of ``group`` (the world by
     default). The parameters after each step are those of unsharded DataParallel.
 
@@ -80,7 +83,8 @@ def group_sharded_parallel(model, optimizer, level, scaler=None, group=None, off
     stage = _LEVELS.index(level) + 1
     sharded.gather_after_step = stage < 3
     model = ShardedDataParallel(model, sharded.owners, stage=stage, group=comm,
-                                comm_buffer_size=buffer_max_size / (1024 * 1024), sync_comm=sync_comm)
+                                comm_buffer_size=buffer_max_size / (1024 * 1024), sync_comm=sync_comm,
+                                overlap_gather=overlap_gather)
     model._attach_optimizer(sharded)
     return model, sharded, scaler
 

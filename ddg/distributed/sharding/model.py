@@ -23,13 +23,14 @@ class ShardedDataParallel(DataParallel):
     stage, ``join()`` at stages 1 and 2.
     """
 
-    def __init__(self, layer, owners, stage=1, group=None, sync_comm=False, **kwargs):
+    def __init__(self, layer, owners, stage=1, group=None, sync_comm=False, overlap_gather=False, **kwargs):
         if stage not in (1, 2, 3):
             raise ValueError(f"ddg.distributed.sharding.ShardedDataParallel: stage must be 1, 2 or 3, got {stage!r}")
         object.__setattr__(self, "_shard_stage", stage)
         object.__setattr__(self, "_shard_owners", dict(owners))
         object.__setattr__(self, "_sharder", None)
         object.__setattr__(self, "_sync_comm", bool(sync_comm))
+        object.__setattr__(self, "_overlap_gather", bool(overlap_gather) and not sync_comm)
         super().__init__(layer, group=group, **kwargs)
         if stage == 3 and self.reducer is not None:
             params = [p for p in layer.parameters() if not p.stop_gradient]
@@ -46,7 +47,7 @@ class ShardedDataParallel(DataParallel):
 
     def _attach_optimizer(self, optimizer):
         """The ShardingOptimizer whose step a joined rank out of data takes part in. At
-        stages 1 and 2 (unless ``sync_comm``) its step returns with the gather of the
+        stages 1 and 2 with ``overlap_gather`` its step returns with the gather of the
         updated parameters in flight, and a forward pre-hook on each layer waits for that
         layer's parameters just before it runs (a state-dict hook and
         :meth:`parameters` wait for all of them)."""
@@ -56,7 +57,7 @@ class ShardedDataParallel(DataParallel):
         handles = []
         object.__setattr__(self, "_gather_handles", handles)
         if self._shard_stage == 3 or self.reducer is None or not optimizer.gather_after_step \
-                or self.__dict__.get("_sync_comm"):
+                or not self.__dict__.get("_overlap_gather"):
             optimizer.overlap_gather = False
             return
         optimizer.overlap_gather = True
