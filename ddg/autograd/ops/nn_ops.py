@@ -3,13 +3,16 @@
 import numpy as np
 
 from ...tensor import backend
+from ...tensor import softmax_kernels as SK
 from ...tensor.dtypes import upcast
 from ..function import Function, _frozen, same_float_dtype, sum_to
 from ..higher import const, linear_backward_graph, live_input, live_output
 
 
 class Softmax(Function):
-    """Primitive for stability: subtracts the row max before exponentiating."""
+    """Primitive for stability: subtracts the row max before exponentiating. Backward over
+    the last axis of a numpy float32/float64 array is a compiled row loop
+    (``tensor/softmax_kernels.py``)."""
     save_inputs = False
     save_output = True
 
@@ -19,13 +22,17 @@ class Softmax(Function):
     def forward(self, a):   # float16/bfloat16 computed in float32, returned in their dtype
         xp = backend.get_array_module(a)
         a = upcast(a)
-        e = xp.exp(a - a.max(axis=self.axis, keepdims=True))
+        e = xp.asarray(a - a.max(axis=self.axis, keepdims=True))  # an array also for 0-d inputs
+        xp.exp(e, out=e)
         e /= e.sum(axis=self.axis, keepdims=True)
         self.out = e
         return e
 
     def backward(self, g):
         y = self.out
+        rows = SK.rows_of(y, self.axis)
+        if rows is not None:
+            return SK.softmax_last_grad(rows, g, False).reshape(y.shape)
         return y * (g - (g * y).sum(axis=self.axis, keepdims=True))
 
     def backward_graph(self, g):
@@ -119,7 +126,9 @@ class Attention(Function):
 
 
 class LogSoftmax(Function):
-    """Primitive for stability (log of a sum of exponentials, max subtracted)."""
+    """Primitive for stability (log of a sum of exponentials, max subtracted). Over the last
+    axis of a numpy float32/float64 array forward keeps the probabilities it computes on the
+    way, and backward is a compiled row loop over them (``tensor/softmax_kernels.py``)."""
     save_inputs = False
     save_output = True
 
@@ -129,11 +138,20 @@ class LogSoftmax(Function):
     def forward(self, a):
         xp = backend.get_array_module(a)
         a = upcast(a)
-        shifted = a - a.max(axis=self.axis, keepdims=True)
-        self.out = shifted - xp.log(xp.exp(shifted).sum(axis=self.axis, keepdims=True))
-        return self.out
+        out = xp.asarray(a - a.max(axis=self.axis, keepdims=True))  # an array also for 0-d inputs
+        e = xp.exp(out)
+        s = e.sum(axis=self.axis, keepdims=True)
+        self.p = None
+        if SK.rows_of(e, self.axis) is not None:
+            e /= s
+            self.p = e
+        out -= xp.log(s)
+        self.out = out
+        return out
 
     def backward(self, g):
+        if self.p is not None:
+            return SK.softmax_last_grad(SK.rows_of(self.p, self.axis), g, True).reshape(self.out.shape)
         xp = backend.get_array_module(g)
         return g - xp.exp(self.out) * g.sum(axis=self.axis, keepdims=True)
 
