@@ -407,3 +407,53 @@ class Pad(Function):
 def pad(x, pairs, mode="constant", value=0.0):
     """``x`` padded by ``pairs[ax] = (before, after)`` on every axis (see ``Pad``)."""
     return Pad(pairs, mode, value)(x)
+
+
+class SmoothL1Loss(Function):
+    """Huber loss of ``x - y`` with ``reduction`` (``mean``/``sum``/``none``): per element
+    ``m * (d - m / 2) * scale`` with ``d = x - y`` and ``m = clip(d, -delta, delta)``, which is
+    ``d^2 / 2`` inside ``(-delta, delta)`` and ``delta * (|d| - delta / 2)`` outside.
+
+    A primitive for speed: forward is five whole-array passes (the reduction a dot product
+    of ``m`` with ``d - m / 2``) and keeps ``m``, which is the gradient; backward is one
+    scaling per input. As a composite it was nine nodes, each a pass forward and backward.
+    ``x`` and ``y`` have one shape and one floating dtype."""
+    save_inputs = False
+
+    def __init__(self, delta, scale, reduction):
+        self.delta, self.scale, self.reduction = float(delta), float(scale), reduction
+
+    def forward(self, x, y):
+        xp = backend.get_array_module(x)
+        self.x, self.y, self.dtype = x, y, x.dtype
+        d = upcast(x) - upcast(y)
+        m = xp.clip(d, -self.delta, self.delta)
+        d -= m * 0.5
+        self.m, self.n = m, m.size
+        if self.reduction == "none":
+            d *= m
+            if self.scale != 1.0:
+                d *= self.scale
+            return d.astype(self.dtype, copy=False)
+        total = xp.vdot(m.ravel(), d.ravel()) * self.scale
+        if self.reduction == "mean":
+            total = total / self.n if self.n else xp.nan
+        return xp.asarray(total, dtype=self.dtype)
+
+    def _grad_scale(self):
+        return self.scale / self.n if self.reduction == "mean" and self.n else self.scale
+
+    def backward(self, g):
+        gx = self.m * (g * self._grad_scale())
+        return (gx.astype(self.dtype, copy=False) if self.needs[0] else None,
+                (-gx).astype(self.dtype, copy=False) if self.needs[1] else None)
+
+    def backward_graph(self, g):
+        d = live_input(self, 0, self.x) - live_input(self, 1, self.y)
+        gx = d.clip(-self.delta, self.delta) * (g * self._grad_scale())
+        return (gx if self.needs[0] else None, -gx if self.needs[1] else None)
+
+
+def smooth_l1_loss(x, y, delta, scale, reduction):
+    """See ``SmoothL1Loss``."""
+    return SmoothL1Loss(delta, scale, reduction)(x, y)

@@ -1,6 +1,6 @@
 """Losses with ``reduction='mean'|'sum'|'none'``, and ``pairwise_distance``. Composites,
-except softmax cross-entropy with integer labels (a primitive, see nn_ops) and
-``ctc_loss`` (ops/ctc.py)."""
+except softmax cross-entropy with integer labels and the smooth L1 loss of two tensors of one
+floating dtype (primitives, see nn_ops) and ``ctc_loss`` (ops/ctc.py)."""
 import numpy as np
 
 from ...autograd.axes import normalize_axis as _ax
@@ -219,6 +219,10 @@ def smooth_l1_loss(input, label, reduction="mean", delta=1.0, is_huber=True, nam
     """Huber loss as Paddle defines it: 0.5 d^2 where |d| < delta, else delta(|d| - 0.5 delta);
     with ``is_huber=False`` the smooth L1 loss, the same divided by ``delta``."""
     _check_same_shape(input, label, "smooth_l1_loss")
+    if reduction not in ("mean", "sum", "none"):
+        _reduce(input, reduction, "smooth_l1_loss")  # raises
+    if input.dtype == label.dtype and input.dtype.kind == "f":
+        return nn_ops.smooth_l1_loss(input, label, delta, 1.0 if is_huber else 1.0 / delta, reduction)
     d = input - label
     ad = E.abs(d)
     # 0.5 m^2 + delta (|d| - m) with m = min(|d|, delta): the same two branches, without a
