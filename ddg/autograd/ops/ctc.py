@@ -1,9 +1,11 @@
 """Connectionist temporal classification: the loss and its gradient by the forward-backward
-recursions in log space, vectorised over the batch and the extended label positions
-(one Python step per time step)."""
+recursions in log space. On numpy they are compiled loops (``tensor/ctc_kernels.py``); on
+cupy whole-array steps vectorised over the batch and the extended label positions (one
+Python step per time step)."""
 import numpy as np
 
 from ...tensor import backend
+from ...tensor import ctc_kernels as _K
 from ..function import Function
 
 
@@ -44,11 +46,24 @@ class CTCLoss(Function):
         t_max, n, c = lp.shape
         if self.il.max(initial=0) > t_max:
             raise ValueError(f"ddg.ctc_loss: an input length ({self.il.max()}) exceeds the {t_max} time steps")
+        if (self.il < 0).any() or (self.ll < 0).any():
+            raise ValueError(f"ddg.ctc_loss: input and label lengths must be non-negative, got {self.il.tolist()} "
+                             f"and {self.ll.tolist()}")
+        if n and self.ext.min(initial=0) < 0:
+            raise ValueError(f"ddg.ctc_loss: labels must be non-negative, got {self.ext.min()}")
         if n and self.ext.max(initial=0) >= c:
             raise ValueError(f"ddg.ctc_loss: a label ({self.ext.max()}) is not below the {c} classes")
+        lext = 2 * self.ll + 1
+        if xp is np:  # compiled recursions (float64), one loop per sample over its own length
+            self.kernel_args = (self.ext, self.skip, lext, self.il.astype(np.int64))
+            ll, self.alpha, self.beta = _K.ctc_forward(lp, *self.kernel_args)
+            loss = -ll
+            if self.zero_inf:
+                loss = np.where(np.isfinite(loss), loss, 0)
+            self.lp, self.logp = lp, ll
+            return loss.astype(lp.dtype)
         ext = xp.asarray(self.ext)
         skip = xp.asarray(self.skip)
-        lext = 2 * self.ll + 1
         valid = xp.asarray(np.arange(ext.shape[1])[None, :] < lext[:, None])
         rows = xp.arange(n)[:, None]
         ninf = xp.asarray(-np.inf, dtype=lp.dtype)
@@ -94,6 +109,9 @@ class CTCLoss(Function):
 
     def backward(self, g):
         xp = backend.get_array_module(g)
+        if xp is np:
+            ext, _, lext, il = self.kernel_args
+            return _K.ctc_grad(self.lp, ext, lext, il, self.alpha, self.beta, self.logp, g).astype(self.lp.dtype)
         t_max, n, c = self.lp.shape
         ext = xp.asarray(self.ext)
         ab = self.alpha + self.beta                                  # T, N, S'
