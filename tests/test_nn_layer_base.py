@@ -194,6 +194,26 @@ def test_loss_gradients(loss):
     assert ddg.autograd.gradcheck(lambda t: loss(t, y), [x])
 
 
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_nll_loss_weights_ignore_index_images_and_second_order(reduction):
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((3, 4, 2))             # [N, C, d]: 6 samples of 4 classes
+    lab = np.array([[0, 3], [2, 2], [1, 3]])
+    wts = np.array([1.0, 2.0, 0.5, 3.0])
+    flat_x, flat_l = x.transpose(0, 2, 1).reshape(6, 4), lab.reshape(6)
+    keep = flat_l != 3                               # ignore_index=3
+    per = np.where(keep, -flat_x[np.arange(6), np.where(keep, flat_l, 0)] * wts[np.where(keep, flat_l, 0)], 0)
+    ref = {"mean": per.sum() / (wts[flat_l] * keep).sum(), "sum": per.sum(), "none": per.reshape(3, 2)}[reduction]
+    args = dict(weight=ddg.to_tensor(wts), ignore_index=3, reduction=reduction)
+    xt = ddg.to_tensor(x, stop_gradient=False)
+    out = F.nll_loss(xt, ddg.to_tensor(lab), **args)
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-14)
+    assert ddg.autograd.gradcheck(lambda t: F.nll_loss(t, ddg.to_tensor(lab), **args), [xt])
+    assert ddg.autograd.gradgradcheck(lambda t: F.nll_loss(t, ddg.to_tensor(lab), **args) ** 2, [xt])
+    every_ignored = F.nll_loss(ddg.to_tensor(x[:1, :, :1]), ddg.to_tensor(np.array([[3]])), **args)
+    assert not np.isnan(every_ignored.numpy()).any() and not every_ignored.numpy().any()
+
+
 def test_loss_errors():
     F = nn.functional
     with pytest.raises(ValueError, match="reduction"):

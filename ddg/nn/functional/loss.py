@@ -1,6 +1,6 @@
 """Losses with ``reduction='mean'|'sum'|'none'``, and ``pairwise_distance``. Composites,
-except softmax cross-entropy with integer labels and the smooth L1 loss of two tensors of one
-floating dtype (primitives, see nn_ops) and ``ctc_loss`` (ops/ctc.py)."""
+except softmax cross-entropy with integer labels, nll_loss and the smooth L1 loss of two
+tensors of one floating dtype (primitives, see nn_ops) and ``ctc_loss`` (ops/ctc.py)."""
 import numpy as np
 
 from ...autograd.axes import normalize_axis as _ax
@@ -196,13 +196,11 @@ def nll_loss(input, label, weight=None, ignore_index=-100, reduction="mean", nam
         perm = [0] + list(range(2, input.ndim)) + [1]
         input = _transpose(input, perm).reshape([-1, input.shape[1]])
         label = label.reshape([-1])
-    # in ops, not raw label arrays, so that ddg.jit replays it on new labels
-    w, safe = _sample_weight(label, weight, ignore_index, input.dtype)
-    rows = Tensor._wrap(backend.get_array_module(label._data).arange(label.shape[0]))
-    per = -input[rows, safe] * w
-    if reduction == "mean":
-        return _weighted_mean(R.sum(per), R.sum(w))
-    return _reduce(per, reduction, "nll_loss")
+    if reduction not in ("mean", "sum", "none"):
+        _reduce(input, reduction, "nll_loss")  # raises
+    # the labels are an input of the op, not a saved array, so that ddg.jit replays it on new labels
+    out = nn_ops.nll_loss(input, label, weight, ignore_index, reduction)
+    return out.reshape(expect) if reduction == "none" and len(expect) > 1 else out  # Paddle: [N, d1...]
 
 
 def mse_loss(input, label, reduction="mean", name=None):  # noqa: A002
