@@ -275,6 +275,23 @@ def test_functional_same_results_on_every_backend(name, fn, ref, shapes, place, 
         np.testing.assert_allclose(d.grad.numpy(), c.grad.numpy(), rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.parametrize("nd", [1, 3])
+def test_max_unpool_scatters_to_the_pooled_positions_first_and_second_order(nd):
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((2, 3) + (4,) * nd)
+    pool = getattr(F, f"max_pool{nd}d")
+    unpool = getattr(F, f"max_unpool{nd}d")
+    y, idx = pool(ddg.to_tensor(x), 2, return_mask=True)
+    out = unpool(y, idx, 2).numpy()
+    ref = np.zeros((6, 4 ** nd))
+    np.put_along_axis(ref, idx.numpy().reshape(6, -1).astype(np.int64), y.numpy().reshape(6, -1), 1)
+    np.testing.assert_array_equal(out, ref.reshape(out.shape))
+    assert (out != 0).sum() == y.size  # each window's max, back at its place
+    yt = ddg.to_tensor(y.numpy(), stop_gradient=False)
+    assert gradcheck(lambda t: unpool(t, idx, 2), [yt])
+    assert ddg.autograd.gradgradcheck(lambda t: unpool(t, idx, 2) ** 2, [yt])
+
+
 def test_ctc_edge_lengths_repeats_and_impossible_alignments():
     # samples: a repeated label (needs a blank between), no time steps and no label, no time
     # steps with a label (impossible), too few steps for a repeat (impossible), the full length

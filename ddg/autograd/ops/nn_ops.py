@@ -503,3 +503,38 @@ def nll_loss(x, label, weight, ignore_index, reduction):
     """See ``NLLLoss``."""
     args = (x, label) if weight is None else (x, label, weight.detach())
     return NLLLoss(ignore_index, reduction)(*args)
+
+
+class MaxUnpool(Function):
+    """``x`` ``[N, C, L]`` written into zeros ``[N, C, total]`` at the positions ``index``
+    ``[N, C, L]`` (int64, each in ``[0, total)``) names: the inverse of a max pooling that
+    returned its indices. A primitive for speed: one flat scatter forward (positions
+    offset per ``(n, c)`` row), one flat gather backward. Linear in ``x``; where two values
+    name one position the last written wins and the gradient goes to every one of them."""
+    save_inputs = False
+
+    def __init__(self, total):
+        self.total = total
+
+    def forward(self, x, index):
+        xp = backend.get_array_module(x)
+        n, c, _ = self.in_shape = index.shape
+        self.flat = (index + xp.arange(0, n * c * self.total, self.total).reshape(n, c, 1)).ravel()
+        return self.apply_linear(x)
+
+    def apply_linear(self, u):
+        xp = backend.get_array_module(u)
+        n, c = u.shape[:2]
+        out = xp.zeros(n * c * self.total, dtype=u.dtype)
+        out[self.flat] = u.ravel()
+        return out.reshape(n, c, self.total)
+
+    def backward(self, g):
+        return (g.reshape(-1)[self.flat].reshape(self.in_shape),) + (None,) * (len(self.needs) - 1)
+
+    backward_graph = linear_backward_graph
+
+
+def max_unpool(x, index, total):
+    """See ``MaxUnpool``."""
+    return MaxUnpool(total)(x, index)
