@@ -214,6 +214,27 @@ def test_nll_loss_weights_ignore_index_images_and_second_order(reduction):
     assert not np.isnan(every_ignored.numpy()).any() and not every_ignored.numpy().any()
 
 
+def test_sigmoid_cross_entropy_losses_extreme_logits_both_gradients_second_order():
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((3, 4)) * 3
+    x[0, :2] = [800.0, -800.0]           # exp(|x|) would overflow: the stable form stays finite
+    y = rng.uniform(size=(3, 4))
+    ref = np.logaddexp(0, x) - x * y      # softplus(x) - x y
+    xt, yt = ddg.to_tensor(x, stop_gradient=False), ddg.to_tensor(y, stop_gradient=False)
+    out = F.binary_cross_entropy_with_logits(xt, yt, reduction="none")
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-13)
+    out.backward(ddg.ones_like(out))
+    np.testing.assert_allclose(xt.grad.numpy(), 0.5 + 0.5 * np.tanh(x / 2) - y, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(yt.grad.numpy(), -x, rtol=1e-15)
+    np.testing.assert_allclose(F.multi_label_soft_margin_loss(ddg.to_tensor(x), ddg.to_tensor(y), reduction="none")
+                               .numpy(), ref.mean(-1), rtol=1e-13)
+    xs, ys = ddg.to_tensor(x[1:], stop_gradient=False), ddg.to_tensor(y[1:], stop_gradient=False)
+    for fn in (lambda a, b: F.binary_cross_entropy_with_logits(a, b, weight=ddg.to_tensor(y[1:])),
+               lambda a, b: F.multi_label_soft_margin_loss(a, b, reduction="sum")):
+        assert ddg.autograd.gradcheck(fn, [xs, ys])
+        assert ddg.autograd.gradgradcheck(fn, [xs, ys])
+
+
 def test_loss_errors():
     F = nn.functional
     with pytest.raises(ValueError, match="reduction"):

@@ -538,3 +538,49 @@ class MaxUnpool(Function):
 def max_unpool(x, index, total):
     """See ``MaxUnpool``."""
     return MaxUnpool(total)(x, index)
+
+
+class SigmoidCrossEntropy(Function):
+    """Elementwise ``softplus(x) - x * y``: the cross-entropy of ``sigmoid(x)`` against a target
+    ``y`` (``-y log sigmoid(x) - (1 - y) log sigmoid(-x)``), computed as
+    ``max(x, 0) - x y + log1p(exp(-|x|))`` so that no exponent overflows. ``x`` and ``y`` have
+    one shape and one floating dtype; both may need a gradient (``sigmoid(x) - y`` and
+    ``-x``).
+
+    A primitive for speed: the binary cross-entropy with logits and the multi-label soft
+    margin loss are this op and a reduction; as composites they were seven to ten nodes. Forward keeps
+    ``exp(-|x|)``, from which backward gets ``sigmoid(x)`` in two passes."""
+    save_inputs = False
+
+    def forward(self, x, y):
+        xp = backend.get_array_module(x)
+        self.x, self.y = x, y
+        e = xp.abs(x)
+        xp.negative(e, out=e)
+        xp.exp(e, out=e)
+        self.e = e
+        per = xp.log1p(e)
+        per += xp.maximum(x, 0)
+        per -= x * y
+        return per
+
+    def backward(self, g):
+        xp = backend.get_array_module(g)
+        gx = gy = None
+        if self.needs[0]:
+            gx = xp.where(self.x >= 0, 1, self.e).astype(self.e.dtype, copy=False)
+            gx /= 1 + self.e          # sigmoid(x)
+            gx -= self.y
+            gx *= g
+        if self.needs[1]:
+            gy = -self.x * g
+        return gx, gy
+
+    def backward_graph(self, g):
+        x, y = live_input(self, 0, self.x), live_input(self, 1, self.y)
+        return ((x.sigmoid() - y) * g if self.needs[0] else None, -x * g if self.needs[1] else None)
+
+
+def sigmoid_cross_entropy(x, y):
+    """See ``SigmoidCrossEntropy``."""
+    return SigmoidCrossEntropy()(x, y)

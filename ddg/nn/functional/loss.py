@@ -1,6 +1,7 @@
 """Losses with ``reduction='mean'|'sum'|'none'``, and ``pairwise_distance``. Composites,
-except softmax cross-entropy with integer labels, nll_loss and the smooth L1 loss of two
-tensors of one floating dtype (primitives, see nn_ops) and ``ctc_loss`` (ops/ctc.py)."""
+except softmax cross-entropy with integer labels, nll_loss, the smooth L1 loss and the
+sigmoid cross-entropy under the logit losses (primitives, see nn_ops) and ``ctc_loss``
+(ops/ctc.py)."""
 import numpy as np
 
 from ...autograd.axes import normalize_axis as _ax
@@ -253,6 +254,11 @@ def binary_cross_entropy(input, label, weight=None, reduction="mean", name=None)
 def binary_cross_entropy_with_logits(logit, label, weight=None, reduction="mean", pos_weight=None, name=None):
     """Stable form: max(x, 0) - x*y + log(1 + exp(-|x|)), with optional pos_weight."""
     _check_same_shape(logit, label, "binary_cross_entropy_with_logits")
+    if pos_weight is None and logit.dtype == label.dtype and logit.dtype.kind == "f":
+        per = nn_ops.sigmoid_cross_entropy(logit, label)
+        if weight is not None:
+            per = per * weight
+        return _reduce(per, reduction, "binary_cross_entropy_with_logits")
     log1pexp = E.log1p(E.exp(-E.abs(logit)))
     if pos_weight is None:
         per = E.relu(logit) - logit * label + log1pexp
@@ -367,7 +373,10 @@ def multi_label_soft_margin_loss(input, label, weight=None, reduction="mean", na
     """``-mean_c(w_c * (y log sigmoid(x) + (1 - y) log sigmoid(-x)))`` per sample."""
     _check_same_shape(input, label, "multi_label_soft_margin_loss")
     lab = E.cast(label, input.dtype)
-    per = -(lab * _log_sigmoid(input) + (1 - lab) * _log_sigmoid(-input))
+    if input.dtype.kind == "f":  # -(y log sigmoid(x) + (1 - y) log sigmoid(-x)) = softplus(x) - x y
+        per = nn_ops.sigmoid_cross_entropy(input, lab)
+    else:
+        per = -(lab * _log_sigmoid(input) + (1 - lab) * _log_sigmoid(-input))
     if weight is not None:
         per = per * weight
     return _reduce(R.mean(per, axis=-1), reduction, "multi_label_soft_margin_loss")
