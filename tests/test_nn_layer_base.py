@@ -235,6 +235,24 @@ def test_sigmoid_cross_entropy_losses_extreme_logits_both_gradients_second_order
         assert ddg.autograd.gradgradcheck(fn, [xs, ys])
 
 
+def test_binary_cross_entropy_clipped_ends_both_gradients_second_order():
+    rng = np.random.default_rng(10)
+    x, y = rng.uniform(size=(3, 4)), rng.uniform(size=(3, 4))
+    x[0, :2] = [0.0, 1.0]                 # log(0) clipped at 1e-12: finite, no gradient through the clip
+    cx, c1x = np.maximum(x, 1e-12), np.maximum(1 - x, 1e-12)
+    xt, yt = ddg.to_tensor(x, stop_gradient=False), ddg.to_tensor(y, stop_gradient=False)
+    out = F.binary_cross_entropy(xt, yt, reduction="none")
+    np.testing.assert_allclose(out.numpy(), -(y * np.log(cx) + (1 - y) * np.log(c1x)), rtol=1e-14)
+    out.backward(ddg.ones_like(out))
+    gx = np.where(1 - x >= 1e-12, (1 - y) / c1x, 0) - np.where(x >= 1e-12, y / cx, 0)
+    np.testing.assert_allclose(xt.grad.numpy(), gx, rtol=1e-14)
+    np.testing.assert_allclose(yt.grad.numpy(), np.log(c1x) - np.log(cx), rtol=1e-14)
+    xs, ys = ddg.to_tensor(x[1:] * 0.8 + 0.1, stop_gradient=False), ddg.to_tensor(y[1:], stop_gradient=False)
+    fn = lambda a, b: F.binary_cross_entropy(a, b, weight=ddg.to_tensor(y[1:]))  # noqa: E731
+    assert ddg.autograd.gradcheck(fn, [xs, ys])
+    assert ddg.autograd.gradgradcheck(fn, [xs, ys])
+
+
 def test_loss_errors():
     F = nn.functional
     with pytest.raises(ValueError, match="reduction"):

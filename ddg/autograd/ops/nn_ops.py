@@ -584,3 +584,57 @@ class SigmoidCrossEntropy(Function):
 def sigmoid_cross_entropy(x, y):
     """See ``SigmoidCrossEntropy``."""
     return SigmoidCrossEntropy()(x, y)
+
+
+class BinaryCrossEntropy(Function):
+    """Elementwise ``-(y log(x) + (1 - y) log(1 - x))`` of probabilities ``x`` against targets
+    ``y`` (one shape, one floating dtype), each logarithm's argument clipped below at
+    ``eps`` (there the gradient through it is 0, as a clip's is). Both inputs may need a
+    gradient: ``(1 - y) / (1 - x) - y / x`` and ``log(1 - x) - log(x)``.
+
+    A primitive for speed: as a composite it was eleven nodes, which cost more than the
+    arithmetic at small sizes."""
+    save_inputs = False
+
+    def __init__(self, eps):
+        self.eps = eps
+
+    def forward(self, x, y):
+        xp = backend.get_array_module(x)
+        self.x, self.y = x, y
+        lx = xp.log(xp.maximum(x, self.eps))
+        l1x = xp.log(xp.maximum(1 - x, self.eps))
+        self.diff = lx - l1x            # -d/dy
+        per = self.diff * y
+        per += l1x
+        xp.negative(per, out=per)
+        return per
+
+    def backward(self, g):
+        xp = backend.get_array_module(g)
+        x, y, eps = self.x, self.y, self.eps
+        gx = gy = None
+        if self.needs[0]:
+            one = x.dtype.type(1)
+            gx = xp.where(1 - x >= eps, (one - y) / xp.maximum(1 - x, eps), 0)
+            gx -= xp.where(x >= eps, y / xp.maximum(x, eps), 0)
+            gx = (gx * g).astype(x.dtype, copy=False)
+        if self.needs[1]:
+            gy = -self.diff * g
+        return gx, gy
+
+    def backward_graph(self, g):
+        x, y, eps = live_input(self, 0, self.x), live_input(self, 1, self.y), self.eps
+        m0 = const((self.x >= eps).astype(self.x.dtype))
+        m1 = const((1 - self.x >= eps).astype(self.x.dtype))
+        gx = gy = None
+        if self.needs[0]:
+            gx = ((1 - y) / (1 - x).clip(eps) * m1 - y / x.clip(eps) * m0) * g
+        if self.needs[1]:
+            gy = ((1 - x).clip(eps).log() - x.clip(eps).log()) * g
+        return gx, gy
+
+
+def binary_cross_entropy(x, y, eps):
+    """See ``BinaryCrossEntropy``."""
+    return BinaryCrossEntropy(eps)(x, y)

@@ -1,7 +1,7 @@
 """Losses with ``reduction='mean'|'sum'|'none'``, and ``pairwise_distance``. Composites,
 except softmax cross-entropy with integer labels, nll_loss, the smooth L1 loss and the
-sigmoid cross-entropy under the logit losses (primitives, see nn_ops) and ``ctc_loss``
-(ops/ctc.py)."""
+binary cross-entropies of probabilities and of logits (primitives, see nn_ops) and
+``ctc_loss`` (ops/ctc.py)."""
 import numpy as np
 
 from ...autograd.axes import normalize_axis as _ax
@@ -245,7 +245,10 @@ def binary_cross_entropy(input, label, weight=None, reduction="mean", name=None)
     _check_in_unit_interval(input, "input", "binary_cross_entropy")
     _check_in_unit_interval(label, "label", "binary_cross_entropy")
     eps = 1e-12
-    per = -(label * E.log(E.clip(input, eps, None)) + (1 - label) * E.log(E.clip(1 - input, eps, None)))
+    if input.dtype == label.dtype and input.dtype.kind == "f":
+        per = nn_ops.binary_cross_entropy(input, label, eps)
+    else:
+        per = -(label * E.log(E.clip(input, eps, None)) + (1 - label) * E.log(E.clip(1 - input, eps, None)))
     if weight is not None:
         per = per * weight
     return _reduce(per, reduction, "binary_cross_entropy")
