@@ -568,8 +568,13 @@ class SigmoidCrossEntropy(Function):
         xp = backend.get_array_module(g)
         gx = gy = None
         if self.needs[0]:
-            gx = xp.where(self.x >= 0, 1, self.e).astype(self.e.dtype, copy=False)
-            gx /= 1 + self.e          # sigmoid(x)
+            # sigmoid(x) = 1 / (1 + e) for x >= 0 and e / (1 + e) = 1 - 1 / (1 + e) below:
+            # 1/2 + copysign(1 / (1 + e) - 1/2, x), with no mask and no branch
+            gx = self.e + 1
+            xp.reciprocal(gx, out=gx)
+            gx -= 0.5
+            xp.copysign(gx, self.x, out=gx)
+            gx += 0.5
             gx -= self.y
             gx *= g
         if self.needs[1]:
@@ -616,9 +621,18 @@ class BinaryCrossEntropy(Function):
         gx = gy = None
         if self.needs[0]:
             one = x.dtype.type(1)
-            gx = xp.where(1 - x >= eps, (one - y) / xp.maximum(1 - x, eps), 0)
-            gx -= xp.where(x >= eps, y / xp.maximum(x, eps), 0)
-            gx = (gx * g).astype(x.dtype, copy=False)
+            rest = 1 - x
+            if xp is np and not ((x < eps).any() or (rest < eps).any()):
+                # no clipped element (the usual case): in place, no masks
+                gx = one - y
+                gx /= rest
+                rest = y / x
+                gx -= rest
+            else:
+                gx = xp.where(rest >= eps, (one - y) / xp.maximum(rest, eps), 0)
+                gx -= xp.where(x >= eps, y / xp.maximum(x, eps), 0)
+            gx *= g
+            gx = gx.astype(x.dtype, copy=False)
         if self.needs[1]:
             gy = -self.diff * g
         return gx, gy
