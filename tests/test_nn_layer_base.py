@@ -251,6 +251,13 @@ def test_binary_cross_entropy_clipped_ends_both_gradients_second_order():
     fn = lambda a, b: F.binary_cross_entropy(a, b, weight=ddg.to_tensor(y[1:]))  # noqa: E731
     assert ddg.autograd.gradcheck(fn, [xs, ys])
     assert ddg.autograd.gradgradcheck(fn, [xs, ys])
+    for loss, ref in ((F.binary_cross_entropy, -(0.6 * np.log(0.3) + 0.4 * np.log(0.7))),
+                      (F.binary_cross_entropy_with_logits, np.logaddexp(0, 0.3) - 0.18),
+                      (F.smooth_l1_loss, 0.5 * 0.09)):    # 0-d inputs
+        s = ddg.to_tensor(np.float64(0.3), stop_gradient=False)
+        out = loss(s, ddg.to_tensor(np.float64(0.6 if loss is not F.smooth_l1_loss else 0.0)))
+        out.backward()
+        assert out.item() == pytest.approx(ref, rel=1e-14) and s.grad.shape == []
 
 
 def test_loss_errors():

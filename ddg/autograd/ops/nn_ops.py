@@ -555,7 +555,7 @@ class SigmoidCrossEntropy(Function):
     def forward(self, x, y):
         xp = backend.get_array_module(x)
         self.x, self.y = x, y
-        e = xp.abs(x)
+        e = xp.asarray(xp.abs(x))      # an array also for 0-d inputs (written in place below)
         xp.negative(e, out=e)
         xp.exp(e, out=e)
         self.e = e
@@ -570,7 +570,7 @@ class SigmoidCrossEntropy(Function):
         if self.needs[0]:
             # sigmoid(x) = 1 / (1 + e) for x >= 0 and e / (1 + e) = 1 - 1 / (1 + e) below:
             # 1/2 + copysign(1 / (1 + e) - 1/2, x), with no mask and no branch
-            gx = self.e + 1
+            gx = xp.asarray(self.e + 1)
             xp.reciprocal(gx, out=gx)
             gx -= 0.5
             xp.copysign(gx, self.x, out=gx)
@@ -607,10 +607,14 @@ class BinaryCrossEntropy(Function):
     def forward(self, x, y):
         xp = backend.get_array_module(x)
         self.x, self.y = x, y
-        lx = xp.log(xp.maximum(x, self.eps))
-        l1x = xp.log(xp.maximum(1 - x, self.eps))
-        self.diff = lx - l1x            # -d/dy
-        per = self.diff * y
+        lx = xp.asarray(xp.maximum(x, self.eps))  # in place below: each fresh temporary costs a pass
+        xp.log(lx, out=lx)
+        l1x = xp.asarray(1 - x)         # asarray: an array also for 0-d inputs
+        xp.maximum(l1x, self.eps, out=l1x)
+        xp.log(l1x, out=l1x)
+        lx -= l1x
+        self.diff = lx                  # log(x) - log(1 - x) = -d/dy
+        per = xp.asarray(lx * y)
         per += l1x
         xp.negative(per, out=per)
         return per
@@ -624,7 +628,7 @@ class BinaryCrossEntropy(Function):
             rest = 1 - x
             if xp is np and not ((x < eps).any() or (rest < eps).any()):
                 # no clipped element (the usual case): in place, no masks
-                gx = one - y
+                gx = xp.asarray(one - y)
                 gx /= rest
                 rest = y / x
                 gx -= rest
