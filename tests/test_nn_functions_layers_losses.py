@@ -315,6 +315,10 @@ def test_ctc_edge_lengths_repeats_and_impossible_alignments():
         assert not g[1:, 1].any() and not g[:, 3].any()  # samples 1-3: no path, no gradient
     with pytest.raises(ValueError, match="ctc_loss"):
         F.ctc_loss(ddg.to_tensor(x), ddg.to_tensor(-lab), *args[1:])
+    with pytest.raises(ValueError, match="non-negative"):
+        F.ctc_loss(ddg.to_tensor(x), args[0], ddg.to_tensor([5, 0, 0, -1, 5]), args[2])
+    with pytest.raises(ValueError, match="label columns"):
+        F.ctc_loss(ddg.to_tensor(x), args[0], args[1], ddg.to_tensor([2, 0, 1, 2, 4]))
 
 
 def test_values_paddle_printed():

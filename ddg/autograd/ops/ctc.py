@@ -31,10 +31,15 @@ class CTCLoss(Function):
         if len(input_lengths) != n or len(label_lengths) != n:
             raise ValueError(f"ddg.ctc_loss: {n} label rows but {len(input_lengths)} input lengths and "
                              f"{len(label_lengths)} label lengths")
+        if (input_lengths < 0).any() or (label_lengths < 0).any():
+            raise ValueError(f"ddg.ctc_loss: input and label lengths must be non-negative, got "
+                             f"{input_lengths.tolist()} and {label_lengths.tolist()}")
         s = int(label_lengths.max()) if n else 0
+        if s > labels.shape[1]:
+            raise ValueError(f"ddg.ctc_loss: a label length ({s}) exceeds the {labels.shape[1]} label columns")
         ext = np.full((n, 2 * s + 1), blank, dtype=np.int64)
-        for i in range(n):
-            ext[i, 1:2 * label_lengths[i]:2] = labels[i, :label_lengths[i]]
+        # the labels at the odd positions, blanks past each row's length
+        ext[:, 1::2] = np.where(np.arange(s)[None, :] < label_lengths[:, None], labels[:, :s], blank)
         # a label may skip the blank before it when it differs from the one two back
         skip = np.zeros_like(ext, dtype=bool)
         skip[:, 2:] = (ext[:, 2:] != blank) & (ext[:, 2:] != ext[:, :-2])
@@ -46,9 +51,6 @@ class CTCLoss(Function):
         t_max, n, c = lp.shape
         if self.il.max(initial=0) > t_max:
             raise ValueError(f"ddg.ctc_loss: an input length ({self.il.max()}) exceeds the {t_max} time steps")
-        if (self.il < 0).any() or (self.ll < 0).any():
-            raise ValueError(f"ddg.ctc_loss: input and label lengths must be non-negative, got {self.il.tolist()} "
-                             f"and {self.ll.tolist()}")
         if n and self.ext.min(initial=0) < 0:
             raise ValueError(f"ddg.ctc_loss: labels must be non-negative, got {self.ext.min()}")
         if n and self.ext.max(initial=0) >= c:
