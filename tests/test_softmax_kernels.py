@@ -63,6 +63,9 @@ def test_rows_with_inf_nan_one_element_and_0d(dtype):
         assert np.isnan(gx[1]).all() and np.isfinite(gx[[0, 2, 3]]).all()
         # d softmax_j / d x_j = p_j (1 - p_j) = 0 there; d log_softmax_j / d x_j = 1 - p_j = 1
         np.testing.assert_allclose(gx[0, :3], w[0, :3] if log else 0, rtol=1e-6)
+    edge = np.array([[np.nan, 1.0, 2.0], [-np.inf, -np.inf, -np.inf]], dtype=dtype)  # NaN first; all masked
+    assert np.isnan(F.softmax(ddg.to_tensor(edge)).numpy()).all()
+    assert np.isnan(F.log_softmax(ddg.to_tensor(edge)).numpy()).all()
     one = ddg.to_tensor(np.array([[3.0], [-1.0]], dtype=dtype))
     np.testing.assert_array_equal(F.softmax(one).numpy(), [[1.0], [1.0]])
     np.testing.assert_array_equal(F.log_softmax(one).numpy(), [[0.0], [0.0]])

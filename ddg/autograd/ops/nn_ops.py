@@ -10,8 +10,8 @@ from ..higher import const, linear_backward_graph, live_input, live_output
 
 
 class Softmax(Function):
-    """Primitive for stability: subtracts the row max before exponentiating. Backward over
-    the last axis of a numpy float32/float64 array is a compiled row loop
+    """Primitive for stability: subtracts the row max before exponentiating. Over the last
+    axis of a numpy float32/float64 array forward and backward are compiled row loops
     (``tensor/softmax_kernels.py``)."""
     save_inputs = False
     save_output = True
@@ -20,6 +20,10 @@ class Softmax(Function):
         self.axis = axis
 
     def forward(self, a):   # float16/bfloat16 computed in float32, returned in their dtype
+        rows = SK.rows_of(a, self.axis)
+        if rows is not None:  # numpy float32/float64 over the last axis: compiled row loops
+            self.out = SK.softmax_last(rows, False).reshape(a.shape)
+            return self.out
         xp = backend.get_array_module(a)
         a = upcast(a)
         e = xp.asarray(a - a.max(axis=self.axis, keepdims=True))  # an array also for 0-d inputs
@@ -127,8 +131,9 @@ class Attention(Function):
 
 class LogSoftmax(Function):
     """Primitive for stability (log of a sum of exponentials, max subtracted). Over the last
-    axis of a numpy float32/float64 array forward keeps the probabilities it computes on the
-    way, and backward is a compiled row loop over them (``tensor/softmax_kernels.py``)."""
+    axis of a numpy float32/float64 array forward and backward are compiled row loops
+    (``tensor/softmax_kernels.py``); forward keeps the probabilities it computes on the way,
+    from which backward needs no ``exp``."""
     save_inputs = False
     save_output = True
 
@@ -136,16 +141,16 @@ class LogSoftmax(Function):
         self.axis = axis
 
     def forward(self, a):
+        self.p = None
+        rows = SK.rows_of(a, self.axis)
+        if rows is not None:  # numpy float32/float64 over the last axis: compiled row loops
+            out, p = SK.softmax_last(rows, True)
+            self.out, self.p = out.reshape(a.shape), p.reshape(a.shape)
+            return self.out
         xp = backend.get_array_module(a)
         a = upcast(a)
         out = xp.asarray(a - a.max(axis=self.axis, keepdims=True))  # an array also for 0-d inputs
-        e = xp.exp(out)
-        s = e.sum(axis=self.axis, keepdims=True)
-        self.p = None
-        if SK.rows_of(e, self.axis) is not None:
-            e /= s
-            self.p = e
-        out -= xp.log(s)
+        out -= xp.log(xp.exp(out).sum(axis=self.axis, keepdims=True))
         self.out = out
         return out
 
