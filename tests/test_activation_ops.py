@@ -251,6 +251,31 @@ def test_smooth_l1_loss_matches_its_branches(delta, is_huber):
     np.testing.assert_allclose(xt.grad.numpy(), gref, rtol=1e-14, atol=1e-15)
 
 
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_smooth_l1_loss_reductions_both_gradients_and_second_order(reduction):
+    from ddg.autograd import gradcheck, gradgradcheck
+    rng = np.random.default_rng(5)
+    x, y = rng.standard_normal((4, 6)) * 2, rng.standard_normal((4, 6))
+    d = x - y
+    per = np.where(np.abs(d) < 0.5, 0.5 * d * d, 0.5 * (np.abs(d) - 0.25)) / 0.5
+    xt, yt = ddg.to_tensor(x, stop_gradient=False), ddg.to_tensor(y, stop_gradient=False)
+    out = F.smooth_l1_loss(xt, yt, reduction=reduction, delta=0.5, is_huber=False)
+    assert out.shape == [] and out.dtype == xt.dtype
+    np.testing.assert_allclose(out.numpy(), per.mean() if reduction == "mean" else per.sum(), rtol=1e-14)
+    out.backward()
+    g = np.clip(d, -0.5, 0.5) / 0.5 / (d.size if reduction == "mean" else 1)
+    np.testing.assert_allclose(xt.grad.numpy(), g, rtol=1e-14)
+    np.testing.assert_allclose(yt.grad.numpy(), -g, rtol=1e-14)
+    xs, ys = (ddg.to_tensor(a[:2, :3] + 0.01, stop_gradient=False) for a in (x, y))  # off the kinks
+    assert gradcheck(lambda a, b: F.smooth_l1_loss(a, b, reduction=reduction, delta=0.5), [xs, ys])
+    assert gradgradcheck(lambda a, b: F.smooth_l1_loss(a, b, reduction=reduction, delta=0.5) ** 2, [xs, ys])
+    x32 = ddg.to_tensor(x.astype("float32"))
+    o32 = F.smooth_l1_loss(x32, ddg.to_tensor(y.astype("float32")), reduction=reduction, delta=0.5)
+    assert o32.dtype == x32.dtype
+    with pytest.raises(ValueError, match="smooth_l1_loss"):
+        F.smooth_l1_loss(xt, yt, reduction="avg")
+
+
 def test_maximum_minimum_split_ties_and_broadcast():
     a = ddg.to_tensor(np.array([[1.0, 2.0, 3.0], [3.0, 0.0, -1.0]]), stop_gradient=False)
     b = ddg.to_tensor(np.array([2.0, 2.0, 1.0]), stop_gradient=False)

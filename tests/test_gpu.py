@@ -105,6 +105,7 @@ LAYERS = [
     ("pad1d_replicate", lambda: nn.Pad1D(2, mode="replicate"), (2, 3, 5), TIGHT),
     ("pad2d_reflect", lambda: nn.Pad2D(1, mode="reflect"), (2, 3, 4, 4), TIGHT),
     ("pad3d_constant", lambda: nn.Pad3D(1, value=0.5), (1, 2, 3, 3, 3), TIGHT),
+    ("pad3d_circular", lambda: nn.Pad3D([1, 2, 0, 1, 2, 0], mode="circular"), (1, 2, 3, 3, 3), TIGHT),
     ("unfold", lambda: nn.Unfold(2), (2, 3, 4, 4), TIGHT),
     ("upsample_nearest", lambda: nn.Upsample(scale_factor=2, mode="nearest"), (2, 3, 4, 4), TIGHT),
     ("upsample_bilinear", lambda: nn.UpsamplingBilinear2D(scale_factor=2), (2, 3, 4, 4), TIGHT),

@@ -275,6 +275,52 @@ def test_functional_same_results_on_every_backend(name, fn, ref, shapes, place, 
         np.testing.assert_allclose(d.grad.numpy(), c.grad.numpy(), rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.parametrize("nd", [1, 3])
+def test_max_unpool_scatters_to_the_pooled_positions_first_and_second_order(nd):
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((2, 3) + (4,) * nd)
+    pool = getattr(F, f"max_pool{nd}d")
+    unpool = getattr(F, f"max_unpool{nd}d")
+    y, idx = pool(ddg.to_tensor(x), 2, return_mask=True)
+    out = unpool(y, idx, 2).numpy()
+    ref = np.zeros((6, 4 ** nd))
+    np.put_along_axis(ref, idx.numpy().reshape(6, -1).astype(np.int64), y.numpy().reshape(6, -1), 1)
+    np.testing.assert_array_equal(out, ref.reshape(out.shape))
+    assert (out != 0).sum() == y.size  # each window's max, back at its place
+    yt = ddg.to_tensor(y.numpy(), stop_gradient=False)
+    assert gradcheck(lambda t: unpool(t, idx, 2), [yt])
+    assert ddg.autograd.gradgradcheck(lambda t: unpool(t, idx, 2) ** 2, [yt])
+
+
+def test_ctc_edge_lengths_repeats_and_impossible_alignments():
+    # samples: a repeated label (needs a blank between), no time steps and no label, no time
+    # steps with a label (impossible), too few steps for a repeat (impossible), the full length
+    x = np.random.default_rng(3).standard_normal((5, 5, 4))
+    lab = np.array([[2, 2, 0], [0, 0, 0], [1, 0, 0], [3, 3, 0], [1, 2, 3]])
+    il, ll = [5, 0, 0, 2, 5], [2, 0, 1, 2, 3]
+    args = (ddg.to_tensor(lab), ddg.to_tensor(il), ddg.to_tensor(ll))
+    for dtype, tol in (("float64", 1e-12), ("float32", 1e-5)):
+        xt = ddg.to_tensor(x.astype(dtype), stop_gradient=False)
+        loss = F.ctc_loss(xt, *args, reduction="none")
+        assert loss.dtype == xt.dtype
+        got = loss.numpy()
+        np.testing.assert_allclose(got[[0, 4]], _np_ctc(x[:, [0, 4]], lab[[0, 4]], [5, 5], [2, 3]), rtol=tol)
+        assert got[1] == 0 and np.isposinf(got[2]) and np.isposinf(got[3])
+        zt = ddg.to_tensor(x.astype(dtype), stop_gradient=False)
+        z = F.ctc_loss(zt, *args, reduction="sum", zero_infinity=True)
+        np.testing.assert_allclose(z.item(), got[[0, 4]].sum(), rtol=tol)
+        z.backward()
+        g = zt.grad.numpy()
+        assert np.isfinite(g).all() and not g[:, 1:4].any() and g[:, 0].any() and g[:, 4].any()
+        assert not g[1:, 1].any() and not g[:, 3].any()  # samples 1-3: no path, no gradient
+    with pytest.raises(ValueError, match="ctc_loss"):
+        F.ctc_loss(ddg.to_tensor(x), ddg.to_tensor(-lab), *args[1:])
+    with pytest.raises(ValueError, match="non-negative"):
+        F.ctc_loss(ddg.to_tensor(x), args[0], ddg.to_tensor([5, 0, 0, -1, 5]), args[2])
+    with pytest.raises(ValueError, match="label columns"):
+        F.ctc_loss(ddg.to_tensor(x), args[0], args[1], ddg.to_tensor([2, 0, 1, 2, 4]))
+
+
 def test_values_paddle_printed():
     # Paddle 3.3.1: ctc_loss normalises raw scores itself (same loss for x and log_softmax(x)), mean
     # divides by the label lengths; these inputs gave [8.45387949, 6.19035567] and 2.95656883294824

@@ -194,6 +194,72 @@ def test_loss_gradients(loss):
     assert ddg.autograd.gradcheck(lambda t: loss(t, y), [x])
 
 
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_nll_loss_weights_ignore_index_images_and_second_order(reduction):
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((3, 4, 2))             # [N, C, d]: 6 samples of 4 classes
+    lab = np.array([[0, 3], [2, 2], [1, 3]])
+    wts = np.array([1.0, 2.0, 0.5, 3.0])
+    flat_x, flat_l = x.transpose(0, 2, 1).reshape(6, 4), lab.reshape(6)
+    keep = flat_l != 3                               # ignore_index=3
+    per = np.where(keep, -flat_x[np.arange(6), np.where(keep, flat_l, 0)] * wts[np.where(keep, flat_l, 0)], 0)
+    ref = {"mean": per.sum() / (wts[flat_l] * keep).sum(), "sum": per.sum(), "none": per.reshape(3, 2)}[reduction]
+    args = dict(weight=ddg.to_tensor(wts), ignore_index=3, reduction=reduction)
+    xt = ddg.to_tensor(x, stop_gradient=False)
+    out = F.nll_loss(xt, ddg.to_tensor(lab), **args)
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-14)
+    assert ddg.autograd.gradcheck(lambda t: F.nll_loss(t, ddg.to_tensor(lab), **args), [xt])
+    assert ddg.autograd.gradgradcheck(lambda t: F.nll_loss(t, ddg.to_tensor(lab), **args) ** 2, [xt])
+    every_ignored = F.nll_loss(ddg.to_tensor(x[:1, :, :1]), ddg.to_tensor(np.array([[3]])), **args)
+    assert not np.isnan(every_ignored.numpy()).any() and not every_ignored.numpy().any()
+
+
+def test_sigmoid_cross_entropy_losses_extreme_logits_both_gradients_second_order():
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((3, 4)) * 3
+    x[0, :2] = [800.0, -800.0]           # exp(|x|) would overflow: the stable form stays finite
+    y = rng.uniform(size=(3, 4))
+    ref = np.logaddexp(0, x) - x * y      # softplus(x) - x y
+    xt, yt = ddg.to_tensor(x, stop_gradient=False), ddg.to_tensor(y, stop_gradient=False)
+    out = F.binary_cross_entropy_with_logits(xt, yt, reduction="none")
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-13)
+    out.backward(ddg.ones_like(out))
+    np.testing.assert_allclose(xt.grad.numpy(), 0.5 + 0.5 * np.tanh(x / 2) - y, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(yt.grad.numpy(), -x, rtol=1e-15)
+    np.testing.assert_allclose(F.multi_label_soft_margin_loss(ddg.to_tensor(x), ddg.to_tensor(y), reduction="none")
+                               .numpy(), ref.mean(-1), rtol=1e-13)
+    xs, ys = ddg.to_tensor(x[1:], stop_gradient=False), ddg.to_tensor(y[1:], stop_gradient=False)
+    for fn in (lambda a, b: F.binary_cross_entropy_with_logits(a, b, weight=ddg.to_tensor(y[1:])),
+               lambda a, b: F.multi_label_soft_margin_loss(a, b, reduction="sum")):
+        assert ddg.autograd.gradcheck(fn, [xs, ys])
+        assert ddg.autograd.gradgradcheck(fn, [xs, ys])
+
+
+def test_binary_cross_entropy_clipped_ends_both_gradients_second_order():
+    rng = np.random.default_rng(10)
+    x, y = rng.uniform(size=(3, 4)), rng.uniform(size=(3, 4))
+    x[0, :2] = [0.0, 1.0]                 # log(0) clipped at 1e-12: finite, no gradient through the clip
+    cx, c1x = np.maximum(x, 1e-12), np.maximum(1 - x, 1e-12)
+    xt, yt = ddg.to_tensor(x, stop_gradient=False), ddg.to_tensor(y, stop_gradient=False)
+    out = F.binary_cross_entropy(xt, yt, reduction="none")
+    np.testing.assert_allclose(out.numpy(), -(y * np.log(cx) + (1 - y) * np.log(c1x)), rtol=1e-14)
+    out.backward(ddg.ones_like(out))
+    gx = np.where(1 - x >= 1e-12, (1 - y) / c1x, 0) - np.where(x >= 1e-12, y / cx, 0)
+    np.testing.assert_allclose(xt.grad.numpy(), gx, rtol=1e-14)
+    np.testing.assert_allclose(yt.grad.numpy(), np.log(c1x) - np.log(cx), rtol=1e-14)
+    xs, ys = ddg.to_tensor(x[1:] * 0.8 + 0.1, stop_gradient=False), ddg.to_tensor(y[1:], stop_gradient=False)
+    fn = lambda a, b: F.binary_cross_entropy(a, b, weight=ddg.to_tensor(y[1:]))  # noqa: E731
+    assert ddg.autograd.gradcheck(fn, [xs, ys])
+    assert ddg.autograd.gradgradcheck(fn, [xs, ys])
+    for loss, ref in ((F.binary_cross_entropy, -(0.6 * np.log(0.3) + 0.4 * np.log(0.7))),
+                      (F.binary_cross_entropy_with_logits, np.logaddexp(0, 0.3) - 0.18),
+                      (F.smooth_l1_loss, 0.5 * 0.09)):    # 0-d inputs
+        s = ddg.to_tensor(np.float64(0.3), stop_gradient=False)
+        out = loss(s, ddg.to_tensor(np.float64(0.6 if loss is not F.smooth_l1_loss else 0.0)))
+        out.backward()
+        assert out.item() == pytest.approx(ref, rel=1e-14) and s.grad.shape == []
+
+
 def test_loss_errors():
     F = nn.functional
     with pytest.raises(ValueError, match="reduction"):

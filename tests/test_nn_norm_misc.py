@@ -6,7 +6,7 @@ import pytest
 import ddg
 import ddg.nn.functional as F
 from ddg import nn
-from ddg.autograd import gradcheck
+from ddg.autograd import gradcheck, gradgradcheck
 
 RNG = np.random.default_rng(1)
 
@@ -177,6 +177,25 @@ def test_pad_constant_all_dims_value_and_nhwc():
                                   np.pad(x3, ((0, 0), (0, 0), (2, 1)), mode="edge"))
     with pytest.raises(ValueError, match="pad"):
         F.pad(T(x4), [1, 2, 3], mode="reflect")
+
+
+@pytest.mark.parametrize("mode,npmode", [("constant", "constant"), ("reflect", "reflect"),
+                                         ("replicate", "edge"), ("circular", "wrap")])
+def test_pad_3d_every_side_first_and_second_order(mode, npmode):
+    # pads as wide as each mode allows, on three axes at once: the borders of one axis are
+    # copied from (and their gradient added back onto) the already padded other axes
+    x = rand(1, 2, 3, 4, 3)
+    pads = [2, 1, 0, 3, 2, 2]  # [left, right, top, bottom, front, back]
+    kw = {"value": 0.5} if mode == "constant" else {}
+    ref = np.pad(x, ((0, 0), (0, 0), (2, 2), (0, 3), (2, 1)), mode=npmode,
+                 **({"constant_values": 0.5} if mode == "constant" else {}))
+    np.testing.assert_array_equal(F.pad(T(x), pads, mode=mode, **kw).numpy(), ref)
+    xs = T(x[:, :1], True)
+    assert gradcheck(lambda x: F.pad(x, pads, mode=mode, **kw), [xs])
+    assert gradgradcheck(lambda x: F.pad(x, pads, mode=mode, **kw) ** 2, [xs])
+    if mode in ("reflect", "circular"):  # reflect: pad < size, circular: pad <= size (H is 4)
+        with pytest.raises(ValueError, match="pad"):
+            F.pad(T(x), [0, 0, 4 if mode == "reflect" else 5, 0, 0, 0], mode=mode)
 
 
 # -- normalize -----------------------------------------------------------------------------------------------

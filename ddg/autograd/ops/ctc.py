@@ -1,9 +1,11 @@
 """Connectionist temporal classification: the loss and its gradient by the forward-backward
-recursions in log space, vectorised over the batch and the extended label positions
-(one Python step per time step)."""
+recursions in log space. On numpy they are compiled loops (``tensor/ctc_kernels.py``); on
+cupy whole-array steps vectorised over the batch and the extended label positions (one
+Python step per time step)."""
 import numpy as np
 
 from ...tensor import backend
+from ...tensor import ctc_kernels as _K
 from ..function import Function
 
 
@@ -29,10 +31,15 @@ class CTCLoss(Function):
         if len(input_lengths) != n or len(label_lengths) != n:
             raise ValueError(f"ddg.ctc_loss: {n} label rows but {len(input_lengths)} input lengths and "
                              f"{len(label_lengths)} label lengths")
+        if (input_lengths < 0).any() or (label_lengths < 0).any():
+            raise ValueError(f"ddg.ctc_loss: input and label lengths must be non-negative, got "
+                             f"{input_lengths.tolist()} and {label_lengths.tolist()}")
         s = int(label_lengths.max()) if n else 0
+        if s > labels.shape[1]:
+            raise ValueError(f"ddg.ctc_loss: a label length ({s}) exceeds the {labels.shape[1]} label columns")
         ext = np.full((n, 2 * s + 1), blank, dtype=np.int64)
-        for i in range(n):
-            ext[i, 1:2 * label_lengths[i]:2] = labels[i, :label_lengths[i]]
+        # the labels at the odd positions, blanks past each row's length
+        ext[:, 1::2] = np.where(np.arange(s)[None, :] < label_lengths[:, None], labels[:, :s], blank)
         # a label may skip the blank before it when it differs from the one two back
         skip = np.zeros_like(ext, dtype=bool)
         skip[:, 2:] = (ext[:, 2:] != blank) & (ext[:, 2:] != ext[:, :-2])
@@ -44,11 +51,21 @@ class CTCLoss(Function):
         t_max, n, c = lp.shape
         if self.il.max(initial=0) > t_max:
             raise ValueError(f"ddg.ctc_loss: an input length ({self.il.max()}) exceeds the {t_max} time steps")
+        if n and self.ext.min(initial=0) < 0:
+            raise ValueError(f"ddg.ctc_loss: labels must be non-negative, got {self.ext.min()}")
         if n and self.ext.max(initial=0) >= c:
             raise ValueError(f"ddg.ctc_loss: a label ({self.ext.max()}) is not below the {c} classes")
+        lext = 2 * self.ll + 1
+        if xp is np:  # compiled recursions (float64), one loop per sample over its own length
+            self.kernel_args = (self.ext, self.skip, lext, self.il.astype(np.int64))
+            ll, self.alpha, self.beta = _K.ctc_forward(lp, *self.kernel_args)
+            loss = -ll
+            if self.zero_inf:
+                loss = np.where(np.isfinite(loss), loss, 0)
+            self.lp, self.logp = lp, ll
+            return loss.astype(lp.dtype)
         ext = xp.asarray(self.ext)
         skip = xp.asarray(self.skip)
-        lext = 2 * self.ll + 1
         valid = xp.asarray(np.arange(ext.shape[1])[None, :] < lext[:, None])
         rows = xp.arange(n)[:, None]
         ninf = xp.asarray(-np.inf, dtype=lp.dtype)
@@ -94,6 +111,9 @@ class CTCLoss(Function):
 
     def backward(self, g):
         xp = backend.get_array_module(g)
+        if xp is np:
+            ext, _, lext, il = self.kernel_args
+            return _K.ctc_grad(self.lp, ext, lext, il, self.alpha, self.beta, self.logp, g).astype(self.lp.dtype)
         t_max, n, c = self.lp.shape
         ext = xp.asarray(self.ext)
         ab = self.alpha + self.beta                                  # T, N, S'

@@ -3,13 +3,16 @@
 import numpy as np
 
 from ...tensor import backend
+from ...tensor import softmax_kernels as SK
 from ...tensor.dtypes import upcast
-from ..function import Function, same_float_dtype, sum_to
-from ..higher import const, live_input, live_output
+from ..function import Function, _frozen, same_float_dtype, sum_to
+from ..higher import const, linear_backward_graph, live_input, live_output
 
 
 class Softmax(Function):
-    """Primitive for stability: subtracts the row max before exponentiating."""
+    """Primitive for stability: subtracts the row max before exponentiating. Over the last
+    axis of a numpy float32/float64 array forward and backward are compiled row loops
+    (``tensor/softmax_kernels.py``)."""
     save_inputs = False
     save_output = True
 
@@ -17,15 +20,23 @@ class Softmax(Function):
         self.axis = axis
 
     def forward(self, a):   # float16/bfloat16 computed in float32, returned in their dtype
+        rows = SK.rows_of(a, self.axis)
+        if rows is not None:  # numpy float32/float64 over the last axis: compiled row loops
+            self.out = SK.softmax_last(rows, False).reshape(a.shape)
+            return self.out
         xp = backend.get_array_module(a)
         a = upcast(a)
-        e = xp.exp(a - a.max(axis=self.axis, keepdims=True))
+        e = xp.asarray(a - a.max(axis=self.axis, keepdims=True))  # an array also for 0-d inputs
+        xp.exp(e, out=e)
         e /= e.sum(axis=self.axis, keepdims=True)
         self.out = e
         return e
 
     def backward(self, g):
         y = self.out
+        rows = SK.rows_of(y, self.axis)
+        if rows is not None:
+            return SK.softmax_last_grad(rows, g, False).reshape(y.shape)
         return y * (g - (g * y).sum(axis=self.axis, keepdims=True))
 
     def backward_graph(self, g):
@@ -162,7 +173,10 @@ class Attention(Function):
 
 
 class LogSoftmax(Function):
-    """Primitive for stability (log of a sum of exponentials, max subtracted)."""
+    """Primitive for stability (log of a sum of exponentials, max subtracted). Over the last
+    axis of a numpy float32/float64 array forward and backward are compiled row loops
+    (``tensor/softmax_kernels.py``); forward keeps the probabilities it computes on the way,
+    from which backward needs no ``exp``."""
     save_inputs = False
     save_output = True
 
@@ -170,13 +184,22 @@ class LogSoftmax(Function):
         self.axis = axis
 
     def forward(self, a):
+        self.p = None
+        rows = SK.rows_of(a, self.axis)
+        if rows is not None:  # numpy float32/float64 over the last axis: compiled row loops
+            out, p = SK.softmax_last(rows, True)
+            self.out, self.p = out.reshape(a.shape), p.reshape(a.shape)
+            return self.out
         xp = backend.get_array_module(a)
         a = upcast(a)
-        shifted = a - a.max(axis=self.axis, keepdims=True)
-        self.out = shifted - xp.log(xp.exp(shifted).sum(axis=self.axis, keepdims=True))
-        return self.out
+        out = xp.asarray(a - a.max(axis=self.axis, keepdims=True))  # an array also for 0-d inputs
+        out -= xp.log(xp.exp(out).sum(axis=self.axis, keepdims=True))
+        self.out = out
+        return out
 
     def backward(self, g):
+        if self.p is not None:
+            return SK.softmax_last_grad(SK.rows_of(self.p, self.axis), g, True).reshape(self.out.shape)
         xp = backend.get_array_module(g)
         return g - xp.exp(self.out) * g.sum(axis=self.axis, keepdims=True)
 
@@ -344,3 +367,350 @@ class Dropout(Function):
 
     def backward_graph(self, g):
         return (g * const(self.mask),)
+
+
+class Pad(Function):
+    """Padding of every axis at once: ``pairs[ax] = (before, after)`` for each axis, ``mode``
+    one of ``constant`` (filled with ``value``), ``reflect`` (mirrored without repeating the
+    edge), ``replicate`` (the edge repeated) or ``circular`` (wrapped around).
+
+    A primitive for speed: forward is one allocation, one copy of the input into the middle
+    and, per padded axis, a few slice copies that fill the borders from the already written
+    part of the output; backward copies the gradient once, adds each border back onto the
+    slice it was copied from (axes in reverse order) and returns the middle. A gather per
+    axis and its scatter-add would cost several whole-array passes more."""
+    save_inputs = False
+
+    def __init__(self, pairs, mode, value=0.0):
+        self.pairs, self.mode, self.value = tuple(pairs), mode, value
+
+    def _sel(self, shape, k, ax, region):
+        """Index selecting ``region`` on axis ``ax``, the full extent of the axes padded before
+        it (``k`` = its rank among the padded axes) and the middle of the axes padded after."""
+        idx = []
+        for d, (b, a) in enumerate(self.pairs):
+            if d == ax:
+                idx.append(region)
+            elif d in self._order[:k] or (b == 0 and a == 0):
+                idx.append(slice(None))
+            else:
+                idx.append(slice(b, b + shape[d]))
+        return tuple(idx)
+
+    def _regions(self, ax, n):
+        """(border, source) slice pairs along ``ax``: border = source in forward (replicate:
+        the source is the one edge element, broadcast)."""
+        b, a = self.pairs[ax]
+        out = []
+        if self.mode == "reflect":
+            if b:
+                out.append((slice(0, b), slice(2 * b, b, -1)))
+            if a:
+                stop = b + n - 2 - a
+                out.append((slice(b + n, b + n + a), slice(b + n - 2, stop if stop >= 0 else None, -1)))
+        elif self.mode == "replicate":
+            if b:
+                out.append((slice(0, b), slice(b, b + 1)))
+            if a:
+                out.append((slice(b + n, b + n + a), slice(b + n - 1, b + n)))
+        else:  # circular
+            if b:
+                out.append((slice(0, b), slice(n, n + b)))
+            if a:
+                out.append((slice(b + n, b + n + a), slice(b, b + a)))
+        return out
+
+    def forward(self, x):
+        xp = backend.get_array_module(x)
+        self.in_shape = x.shape
+        self._order = [d for d, (b, a) in enumerate(self.pairs) if b or a]
+        shape = tuple(n + b + a for n, (b, a) in zip(x.shape, self.pairs))
+        middle = tuple(slice(b, b + n) for n, (b, _) in zip(x.shape, self.pairs))
+        if self.mode == "constant":
+            out = xp.full(shape, self.value, dtype=x.dtype)
+            out[middle] = x
+            return out
+        out = xp.empty(shape, dtype=x.dtype)
+        out[middle] = x
+        for k, ax in enumerate(self._order):
+            for border, src in self._regions(ax, x.shape[ax]):
+                out[self._sel(x.shape, k, ax, border)] = out[self._sel(x.shape, k, ax, src)]
+        return out
+
+    def backward(self, g):
+        xp = backend.get_array_module(g)
+        shape = self.in_shape
+        middle = tuple(slice(b, b + n) for n, (b, _) in zip(shape, self.pairs))
+        if self.mode == "constant":
+            return xp.ascontiguousarray(g[middle])
+        g = g.copy()
+        for k in reversed(range(len(self._order))):
+            ax = self._order[k]
+            for border, src in self._regions(ax, shape[ax]):
+                part = g[self._sel(shape, k, ax, border)]
+                if self.mode == "replicate":
+                    part = part.sum(axis=ax, keepdims=True)
+                g[self._sel(shape, k, ax, src)] += part
+        return xp.ascontiguousarray(g[middle])
+
+    backward_graph = linear_backward_graph
+
+    def apply_linear(self, u):
+        # the linear part of the map: a constant border is 0 in a derivative
+        op = _frozen(self)
+        op.value = 0.0
+        return op.forward(u)
+
+
+def pad(x, pairs, mode="constant", value=0.0):
+    """``x`` padded by ``pairs[ax] = (before, after)`` on every axis (see ``Pad``)."""
+    return Pad(pairs, mode, value)(x)
+
+
+class SmoothL1Loss(Function):
+    """Huber loss of ``x - y`` with ``reduction`` (``mean``/``sum``/``none``): per element
+    ``m * (d - m / 2) * scale`` with ``d = x - y`` and ``m = clip(d, -delta, delta)``, which is
+    ``d^2 / 2`` inside ``(-delta, delta)`` and ``delta * (|d| - delta / 2)`` outside.
+
+    A primitive for speed: forward is five whole-array passes (the reduction a dot product
+    of ``m`` with ``d - m / 2``) and keeps ``m``, which is the gradient; backward is one
+    scaling per input. As a composite it was nine nodes, each a pass forward and backward.
+    ``x`` and ``y`` have one shape and one floating dtype."""
+    save_inputs = False
+
+    def __init__(self, delta, scale, reduction):
+        self.delta, self.scale, self.reduction = float(delta), float(scale), reduction
+
+    def forward(self, x, y):
+        xp = backend.get_array_module(x)
+        self.x, self.y, self.dtype = x, y, x.dtype
+        d = upcast(x) - upcast(y)
+        m = xp.clip(d, -self.delta, self.delta)
+        d -= m * 0.5
+        self.m, self.n = m, m.size
+        if self.reduction == "none":
+            d *= m
+            if self.scale != 1.0:
+                d *= self.scale
+            return d.astype(self.dtype, copy=False)
+        total = xp.vdot(m.ravel(), d.ravel()) * self.scale
+        if self.reduction == "mean":
+            total = total / self.n if self.n else xp.nan
+        return xp.asarray(total, dtype=self.dtype)
+
+    def _grad_scale(self):
+        return self.scale / self.n if self.reduction == "mean" and self.n else self.scale
+
+    def backward(self, g):
+        gx = self.m * (g * self._grad_scale())
+        return (gx.astype(self.dtype, copy=False) if self.needs[0] else None,
+                (-gx).astype(self.dtype, copy=False) if self.needs[1] else None)
+
+    def backward_graph(self, g):
+        d = live_input(self, 0, self.x) - live_input(self, 1, self.y)
+        gx = d.clip(-self.delta, self.delta) * (g * self._grad_scale())
+        return (gx if self.needs[0] else None, -gx if self.needs[1] else None)
+
+
+def smooth_l1_loss(x, y, delta, scale, reduction):
+    """See ``SmoothL1Loss``."""
+    return SmoothL1Loss(delta, scale, reduction)(x, y)
+
+
+class NLLLoss(Function):
+    """Negative log-likelihood of ``x`` ``[M, C]`` (log-probabilities) at integer labels
+    ``[M]``, with optional class weights (a constant: no gradient), ``ignore_index`` and
+    ``reduction``; ``mean`` divides by the total weight of the kept samples (at least 1e-12).
+
+    A primitive for speed: forward is a gather and a sum, backward a scatter into zeros
+    (one index per row, so no collisions). As a composite it was about ten nodes, which at
+    small sizes cost more than the arithmetic. Linear in ``x``: higher orders replay it."""
+    save_inputs = False
+
+    def __init__(self, ignore_index, reduction):
+        self.ignore_index, self.reduction = ignore_index, reduction
+
+    def forward(self, x, label, *weight):
+        xp = backend.get_array_module(x)
+        valid = label != self.ignore_index
+        safe = xp.where(valid, label, 0)
+        w = valid.astype(x.dtype)
+        if weight:
+            w *= weight[0][safe].astype(x.dtype)
+        self.rows, self.safe, self.w, self.shape = xp.arange(label.shape[0]), safe, w, x.shape
+        self.coef = w
+        if self.reduction == "mean":  # on the device: no synchronizing copy of the total weight
+            self.coef = w / xp.maximum(w.sum(), x.dtype.type(1e-12))
+        return self.apply_linear(x)
+
+    def apply_linear(self, u):
+        xp = backend.get_array_module(u)
+        per = u[self.rows, self.safe] * -self.coef
+        return per if self.reduction == "none" else xp.asarray(per.sum(), dtype=u.dtype)
+
+    def backward(self, g):
+        xp = backend.get_array_module(g)
+        dx = xp.zeros(self.shape, dtype=g.dtype)
+        dx[self.rows, self.safe] = self.coef * -g
+        return (dx,) + (None,) * (len(self.needs) - 1)
+
+    backward_graph = linear_backward_graph
+
+
+def nll_loss(x, label, weight, ignore_index, reduction):
+    """See ``NLLLoss``."""
+    args = (x, label) if weight is None else (x, label, weight.detach())
+    return NLLLoss(ignore_index, reduction)(*args)
+
+
+class MaxUnpool(Function):
+    """``x`` ``[N, C, L]`` written into zeros ``[N, C, total]`` at the positions ``index``
+    ``[N, C, L]`` (int64, each in ``[0, total)``) names: the inverse of a max pooling that
+    returned its indices. A primitive for speed: one flat scatter forward (positions
+    offset per ``(n, c)`` row), one flat gather backward. Linear in ``x``; where two values
+    name one position the last written wins and the gradient goes to every one of them."""
+    save_inputs = False
+
+    def __init__(self, total):
+        self.total = total
+
+    def forward(self, x, index):
+        xp = backend.get_array_module(x)
+        n, c, _ = self.in_shape = index.shape
+        self.flat = (index + xp.arange(0, n * c * self.total, self.total).reshape(n, c, 1)).ravel()
+        return self.apply_linear(x)
+
+    def apply_linear(self, u):
+        xp = backend.get_array_module(u)
+        n, c = u.shape[:2]
+        out = xp.zeros(n * c * self.total, dtype=u.dtype)
+        out[self.flat] = u.ravel()
+        return out.reshape(n, c, self.total)
+
+    def backward(self, g):
+        return (g.reshape(-1)[self.flat].reshape(self.in_shape),) + (None,) * (len(self.needs) - 1)
+
+    backward_graph = linear_backward_graph
+
+
+def max_unpool(x, index, total):
+    """See ``MaxUnpool``."""
+    return MaxUnpool(total)(x, index)
+
+
+class SigmoidCrossEntropy(Function):
+    """Elementwise ``softplus(x) - x * y``: the cross-entropy of ``sigmoid(x)`` against a target
+    ``y`` (``-y log sigmoid(x) - (1 - y) log sigmoid(-x)``), computed as
+    ``max(x, 0) - x y + log1p(exp(-|x|))`` so that no exponent overflows. ``x`` and ``y`` have
+    one shape and one floating dtype; both may need a gradient (``sigmoid(x) - y`` and
+    ``-x``).
+
+    A primitive for speed: the binary cross-entropy with logits and the multi-label soft
+    margin loss are this op and a reduction; as composites they were seven to ten nodes. Forward keeps
+    ``exp(-|x|)``, from which backward gets ``sigmoid(x)`` in two passes."""
+    save_inputs = False
+
+    def forward(self, x, y):
+        xp = backend.get_array_module(x)
+        self.x, self.y = x, y
+        e = xp.asarray(xp.abs(x))      # an array also for 0-d inputs (written in place below)
+        xp.negative(e, out=e)
+        xp.exp(e, out=e)
+        self.e = e
+        per = xp.log1p(e)
+        per += xp.maximum(x, 0)
+        per -= x * y
+        return per
+
+    def backward(self, g):
+        xp = backend.get_array_module(g)
+        gx = gy = None
+        if self.needs[0]:
+            # sigmoid(x) = 1 / (1 + e) for x >= 0 and e / (1 + e) = 1 - 1 / (1 + e) below:
+            # 1/2 + copysign(1 / (1 + e) - 1/2, x), with no mask and no branch
+            gx = xp.asarray(self.e + 1)
+            xp.reciprocal(gx, out=gx)
+            gx -= 0.5
+            xp.copysign(gx, self.x, out=gx)
+            gx += 0.5
+            gx -= self.y
+            gx *= g
+        if self.needs[1]:
+            gy = -self.x * g
+        return gx, gy
+
+    def backward_graph(self, g):
+        x, y = live_input(self, 0, self.x), live_input(self, 1, self.y)
+        return ((x.sigmoid() - y) * g if self.needs[0] else None, -x * g if self.needs[1] else None)
+
+
+def sigmoid_cross_entropy(x, y):
+    """See ``SigmoidCrossEntropy``."""
+    return SigmoidCrossEntropy()(x, y)
+
+
+class BinaryCrossEntropy(Function):
+    """Elementwise ``-(y log(x) + (1 - y) log(1 - x))`` of probabilities ``x`` against targets
+    ``y`` (one shape, one floating dtype), each logarithm's argument clipped below at
+    ``eps`` (there the gradient through it is 0, as a clip's is). Both inputs may need a
+    gradient: ``(1 - y) / (1 - x) - y / x`` and ``log(1 - x) - log(x)``.
+
+    A primitive for speed: as a composite it was eleven nodes, which cost more than the
+    arithmetic at small sizes."""
+    save_inputs = False
+
+    def __init__(self, eps):
+        self.eps = eps
+
+    def forward(self, x, y):
+        xp = backend.get_array_module(x)
+        self.x, self.y = x, y
+        lx = xp.asarray(xp.maximum(x, self.eps))  # in place below: each fresh temporary costs a pass
+        xp.log(lx, out=lx)
+        l1x = xp.asarray(1 - x)         # asarray: an array also for 0-d inputs
+        xp.maximum(l1x, self.eps, out=l1x)
+        xp.log(l1x, out=l1x)
+        lx -= l1x
+        self.diff = lx                  # log(x) - log(1 - x) = -d/dy
+        per = xp.asarray(lx * y)
+        per += l1x
+        xp.negative(per, out=per)
+        return per
+
+    def backward(self, g):
+        xp = backend.get_array_module(g)
+        x, y, eps = self.x, self.y, self.eps
+        gx = gy = None
+        if self.needs[0]:
+            one = x.dtype.type(1)
+            rest = 1 - x
+            if xp is np and not ((x < eps).any() or (rest < eps).any()):
+                # no clipped element (the usual case): in place, no masks
+                gx = xp.asarray(one - y)
+                gx /= rest
+                rest = y / x
+                gx -= rest
+            else:
+                gx = xp.where(rest >= eps, (one - y) / xp.maximum(rest, eps), 0)
+                gx -= xp.where(x >= eps, y / xp.maximum(x, eps), 0)
+            gx *= g
+            gx = gx.astype(x.dtype, copy=False)
+        if self.needs[1]:
+            gy = -self.diff * g
+        return gx, gy
+
+    def backward_graph(self, g):
+        x, y, eps = live_input(self, 0, self.x), live_input(self, 1, self.y), self.eps
+        m0 = const((self.x >= eps).astype(self.x.dtype))
+        m1 = const((1 - self.x >= eps).astype(self.x.dtype))
+        gx = gy = None
+        if self.needs[0]:
+            gx = ((1 - y) / (1 - x).clip(eps) * m1 - y / x.clip(eps) * m0) * g
+        if self.needs[1]:
+            gy = ((1 - x).clip(eps).log() - x.clip(eps).log()) * g
+        return gx, gy
+
+
+def binary_cross_entropy(x, y, eps):
+    """See ``BinaryCrossEntropy``."""
+    return BinaryCrossEntropy(eps)(x, y)

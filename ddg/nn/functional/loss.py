@@ -1,5 +1,6 @@
 """Losses with ``reduction='mean'|'sum'|'none'``, and ``pairwise_distance``. Composites,
-except softmax cross-entropy with integer labels (a primitive, see nn_ops) and
+except softmax cross-entropy with integer labels, nll_loss, the smooth L1 loss and the
+binary cross-entropies of probabilities and of logits (primitives, see nn_ops) and
 ``ctc_loss`` (ops/ctc.py)."""
 import numpy as np
 
@@ -196,13 +197,11 @@ def nll_loss(input, label, weight=None, ignore_index=-100, reduction="mean", nam
         perm = [0] + list(range(2, input.ndim)) + [1]
         input = _transpose(input, perm).reshape([-1, input.shape[1]])
         label = label.reshape([-1])
-    # in ops, not raw label arrays, so that ddg.jit replays it on new labels
-    w, safe = _sample_weight(label, weight, ignore_index, input.dtype)
-    rows = Tensor._wrap(backend.get_array_module(label._data).arange(label.shape[0]))
-    per = -input[rows, safe] * w
-    if reduction == "mean":
-        return _weighted_mean(R.sum(per), R.sum(w))
-    return _reduce(per, reduction, "nll_loss")
+    if reduction not in ("mean", "sum", "none"):
+        _reduce(input, reduction, "nll_loss")  # raises
+    # the labels are an input of the op, not a saved array, so that ddg.jit replays it on new labels
+    out = nn_ops.nll_loss(input, label, weight, ignore_index, reduction)
+    return out.reshape(expect) if reduction == "none" and len(expect) > 1 else out  # Paddle: [N, d1...]
 
 
 def mse_loss(input, label, reduction="mean", name=None):  # noqa: A002
@@ -219,6 +218,10 @@ def smooth_l1_loss(input, label, reduction="mean", delta=1.0, is_huber=True, nam
     """Huber loss as Paddle defines it: 0.5 d^2 where |d| < delta, else delta(|d| - 0.5 delta);
     with ``is_huber=False`` the smooth L1 loss, the same divided by ``delta``."""
     _check_same_shape(input, label, "smooth_l1_loss")
+    if reduction not in ("mean", "sum", "none"):
+        _reduce(input, reduction, "smooth_l1_loss")  # raises
+    if input.dtype == label.dtype and input.dtype.kind == "f":
+        return nn_ops.smooth_l1_loss(input, label, delta, 1.0 if is_huber else 1.0 / delta, reduction)
     d = input - label
     ad = E.abs(d)
     # 0.5 m^2 + delta (|d| - m) with m = min(|d|, delta): the same two branches, without a
@@ -242,7 +245,10 @@ def binary_cross_entropy(input, label, weight=None, reduction="mean", name=None)
     _check_in_unit_interval(input, "input", "binary_cross_entropy")
     _check_in_unit_interval(label, "label", "binary_cross_entropy")
     eps = 1e-12
-    per = -(label * E.log(E.clip(input, eps, None)) + (1 - label) * E.log(E.clip(1 - input, eps, None)))
+    if input.dtype == label.dtype and input.dtype.kind == "f":
+        per = nn_ops.binary_cross_entropy(input, label, eps)
+    else:
+        per = -(label * E.log(E.clip(input, eps, None)) + (1 - label) * E.log(E.clip(1 - input, eps, None)))
     if weight is not None:
         per = per * weight
     return _reduce(per, reduction, "binary_cross_entropy")
@@ -251,6 +257,11 @@ def binary_cross_entropy(input, label, weight=None, reduction="mean", name=None)
 def binary_cross_entropy_with_logits(logit, label, weight=None, reduction="mean", pos_weight=None, name=None):
     """Stable form: max(x, 0) - x*y + log(1 + exp(-|x|)), with optional pos_weight."""
     _check_same_shape(logit, label, "binary_cross_entropy_with_logits")
+    if pos_weight is None and logit.dtype == label.dtype and logit.dtype.kind == "f":
+        per = nn_ops.sigmoid_cross_entropy(logit, label)
+        if weight is not None:
+            per = per * weight
+        return _reduce(per, reduction, "binary_cross_entropy_with_logits")
     log1pexp = E.log1p(E.exp(-E.abs(logit)))
     if pos_weight is None:
         per = E.relu(logit) - logit * label + log1pexp
@@ -365,7 +376,10 @@ def multi_label_soft_margin_loss(input, label, weight=None, reduction="mean", na
     """``-mean_c(w_c * (y log sigmoid(x) + (1 - y) log sigmoid(-x)))`` per sample."""
     _check_same_shape(input, label, "multi_label_soft_margin_loss")
     lab = E.cast(label, input.dtype)
-    per = -(lab * _log_sigmoid(input) + (1 - lab) * _log_sigmoid(-input))
+    if input.dtype.kind == "f":  # -(y log sigmoid(x) + (1 - y) log sigmoid(-x)) = softplus(x) - x y
+        per = nn_ops.sigmoid_cross_entropy(input, lab)
+    else:
+        per = -(lab * _log_sigmoid(input) + (1 - lab) * _log_sigmoid(-input))
     if weight is not None:
         per = per * weight
     return _reduce(R.mean(per, axis=-1), reduction, "multi_label_soft_margin_loss")

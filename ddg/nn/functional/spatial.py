@@ -1,8 +1,8 @@
 """Ops along the spatial axes of images and sequences: pad, interpolate/upsample, unfold.
 
-pad and interpolate are composites that gather along one axis at a time
-(``index_select``, whose backward scatter-adds); unfold is the im2col primitive
-``ops.conv.Unfold``.
+pad is the primitive ``ops.nn_ops.Pad`` (slice copies forward, slice adds backward);
+interpolate is a composite that gathers along one axis at a time (``index_select``, whose
+backward scatter-adds); unfold is the im2col primitive ``ops.conv.Unfold``.
 """
 import math
 
@@ -11,6 +11,7 @@ import numpy as np
 from ...autograd.ops import conv as C
 from ...autograd.ops import elementwise as E
 from ...autograd.ops import movement as M
+from ...autograd.ops import nn_ops as NN
 from ...autograd.ops.resample import Resample2D
 from ...tensor import backend
 from ...tensor.tensor import Tensor
@@ -24,30 +25,17 @@ def _const_like(arr, x):
 
 
 # -- pad -------------------------------------------------------------------------------------------------
-_PAD_MODES = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}
-
-
-def _pad_axis(x, axis, before, after, mode, value):
-    if before == 0 and after == 0:
-        return x
-    n = x.shape[axis]
-    if mode == "constant":
-        parts = []
-        xp = backend.get_array_module(x._data)
-        for k in (before, after):
-            shape = list(x.shape)
-            shape[axis] = k
-            parts.append(Tensor._wrap(xp.full(shape, value, dtype=x.dtype)) if k else None)
-        seq = [t for t in (parts[0], x, parts[1]) if t is not None]
-        return M.concat(seq, axis=axis)
-    if mode == "reflect" and (before >= n or after >= n):
-        raise ValueError(f"ddg.nn.functional.pad: reflect padding ({before}, {after}) must be smaller than the "
-                         f"padded dimension ({n})")
-    if mode == "circular" and (before > n or after > n):
-        raise ValueError(f"ddg.nn.functional.pad: circular padding ({before}, {after}) must not exceed the padded "
-                         f"dimension ({n})")
-    idx = np.pad(np.arange(n), (before, after), mode=_PAD_MODES[mode])
-    return M.index_select(x, _const_like(idx.astype(np.int64), x), axis)
+def _check_pads(mode, shape, pairs):
+    for ax, (before, after) in pairs.items():
+        n = shape[ax]
+        if mode == "reflect" and (before >= n or after >= n):
+            raise ValueError(f"ddg.nn.functional.pad: reflect padding ({before}, {after}) must be smaller than the "
+                             f"padded dimension ({n})")
+        if mode == "circular" and (before > n or after > n):
+            raise ValueError(f"ddg.nn.functional.pad: circular padding ({before}, {after}) must not exceed the "
+                             f"padded dimension ({n})")
+        if mode == "replicate" and n == 0 and (before or after):
+            raise ValueError(f"ddg.nn.functional.pad: replicate padding of an empty dimension (shape {shape})")
 
 
 def pad(x, pad, mode="constant", value=0.0, data_format=None, name=None):  # noqa: A002
@@ -80,10 +68,10 @@ def pad(x, pad, mode="constant", value=0.0, data_format=None, name=None):  # noq
         pairs = {}
         for k, ax in enumerate(reversed(spatial)):  # pad[0:2] is the last spatial dim
             pairs[ax] = (pad[2 * k], pad[2 * k + 1])
-    out = x
-    for ax, (b, a) in pairs.items():
-        out = _pad_axis(out, ax, b, a, mode, value)
-    return out
+    _check_pads(mode, x.shape, pairs)
+    if not any(b or a for b, a in pairs.values()):
+        return x
+    return NN.pad(x, [pairs.get(ax, (0, 0)) for ax in range(nd)], mode, value)
 
 
 # -- interpolate ---------------------------------------------------------------------------------------

@@ -4,8 +4,7 @@ import numpy as np
 
 from ...autograd.ops import elementwise as E
 from ...autograd.ops import movement as M
-from ...tensor.tensor import Tensor
-from .common import _xp
+from ...autograd.ops import nn_ops as NN
 from .conv import _ntuple, _pads
 
 __all__ = ["max_unpool1d", "max_unpool2d", "max_unpool3d"]
@@ -27,8 +26,7 @@ def _max_unpool(x, indices, kernel_size, stride, padding, output_size, nd, op):
     flat_idx = M.reshape(E.cast(indices, "int64"), [n, c, -1])
     if flat_idx._data.size and (int(flat_idx._data.max()) >= total or int(flat_idx._data.min()) < 0):
         raise ValueError(f"ddg.nn.functional.{op}: indices out of range for an output of size {out}")
-    base = Tensor._wrap(_xp(x).zeros((n, c, total), dtype=x._data.dtype))
-    y = M.put_along_axis(base, flat_idx, M.reshape(x, [n, c, -1]), 2)
+    y = NN.max_unpool(M.reshape(x, [n, c, -1]), flat_idx, total)
     return M.reshape(y, [n, c] + out)
 
 
