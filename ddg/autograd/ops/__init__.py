@@ -16,7 +16,9 @@ family per module:
 ``sort``           argsort, unique, bincount (no gradient)
 ``fft``            discrete Fourier transforms, real/imag/conj
 ``activation``     activations as single ops (gelu, silu, softplus...)
-``nn_ops``         softmax, log_softmax, softmax-cross-entropy, linear, dropout
+``nn_ops``         softmax, log_softmax, linear, dropout, attention, padding,
+                   unpooling, the losses that are single ops (cross-entropies,
+                   NLL, smooth L1)
 ``norm``           standardization (the core of batch/layer/group/instance norm);
                    batch norm and layer/group/instance norm with their affine part
 ``embedding``      embedding lookup (gather of rows, scatter-add backward)
