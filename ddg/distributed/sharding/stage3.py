@@ -31,6 +31,10 @@ of memory and reads as NaN.
   during backward, those of the units whose nodes are running and of the one
   prefetched.
 
+Replicated mode (:meth:`ParamSharder.replicate` until :meth:`ParamSharder.shard`): every
+rank holds every parameter and the hooks do nothing; ``join()`` uses it for an uneven
+tail, where a rank out of data cannot follow the others' per-layer gathers.
+
 Every rank takes the same decisions (gather on the same unit calls, in the same
 backward order), so the broadcasts match across ranks as long as the ranks build the
 same graph, as data parallelism assumes. A parameter read outside the forward of a
