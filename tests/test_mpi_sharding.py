@@ -319,6 +319,56 @@ def test_join_uneven_inputs(comm, level):
     _agree(comm, diff < 1e-12, f"diff {diff:.2e}")
 
 
+@pytest.mark.parametrize("first", [1, 0])
+def test_join_stage3(comm, first):
+    """Stage 3 under join(): rank r trains ``first + r`` batches (``first`` 0: rank 0 is
+    out of data at the first step) after a synchronous step. At the block's end the
+    parameters and the checkpoint equal DataParallel's under join() with the same data;
+    a synchronous step after the block equals stage 2's (DataParallel's ranks disagree
+    there: its idle rank's Adam skipped the tail steps). During the uneven tail every
+    rank holds every parameter, after the block only its own again (plus placeholders)."""
+    from ddg.distributed.sharding.stage3 import held_parameter_bytes
+    r, n = comm.rank, 2
+    held = {}
+
+    def run(model, opt, net):
+        held.clear()
+        _steps(model, opt, comm, 1)
+        with model.join():
+            for step in range(first + r):
+                x, y = _batch(10 * step + r, n)
+                F.cross_entropy(model(ddg.to_tensor(x)), ddg.to_tensor(y)).backward()
+                opt.step()
+                opt.clear_grad()
+                held.setdefault("tail", []).append(held_parameter_bytes(net.parameters()))
+        held["after"] = held_parameter_bytes(net.parameters())
+        state = {k: v.numpy().copy() for k, v in model.state_dict().items()}
+        joined = _params(model)
+        _steps(model, opt, comm, 1)
+        return joined, state, _params(model)
+    ref_net = _net()
+    ref = ddg.DataParallel(ref_net)
+    want, want_state, _ = run(ref, _opt("adam", ref.parameters(), clip=True), ref_net)
+    net2 = _net()
+    m2, o2, _ = group_sharded_parallel(net2, _opt("adam", net2.parameters(), clip=True), "os_g")
+    _, _, want_after = run(m2, o2, net2)
+    net = _net()
+    total = held_parameter_bytes(net.parameters())
+    model, opt, _ = group_sharded_parallel(net, _opt("adam", net.parameters(), clip=True), "p_g_os")
+    got, state, after = run(model, opt, net)
+    diff = max(float(np.abs(a - b).max()) for a, b in zip(want, got))
+    sdiff = max(float(np.abs(want_state[k] - state[k]).max()) for k in want_state)
+    adiff = max(float(np.abs(a - b).max()) for a, b in zip(want_after, after))
+    owned = sum(p._data.nbytes for p in opt.owned_parameters)
+    sharded = not model.sharder.replicated and held_parameter_bytes(net.parameters()) < total \
+        and held["after"] <= owned + 8 * len(list(net.parameters()))
+    # the last training rank's final step runs while another rank is out of data
+    tail_full = r != comm.size - 1 or held["tail"][-1] == total
+    _agree(comm, diff < 1e-12 and sdiff < 1e-12 and adiff < 1e-12 and sharded and tail_full,
+           f"diff {diff:.2e}, state diff {sdiff:.2e}, after {adiff:.2e}, sharded {sharded} (held {held['after']}, "
+           f"owned {owned}, total {total}), tail {held.get('tail')}")
+
+
 class _nullcontext:
     def __enter__(self):
         return self

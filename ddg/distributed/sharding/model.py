@@ -20,7 +20,8 @@ class ShardedDataParallel(DataParallel):
     owner only, gathered layer by layer for forward and backward
     (:class:`~.stage3.ParamSharder`); ``state_dict()`` gathers the full values
     (collective) and ``set_state_dict`` keeps this rank's. ``no_sync()`` works at every
-    stage, ``join()`` at stages 1 and 2.
+    stage, and so does ``join()`` (at stage 3 replicating the parameters for an uneven
+    tail).
     """
 
     def __init__(self, layer, owners, stage=1, group=None, sync_comm=False, overlap_gather=False, **kwargs):
@@ -134,12 +135,13 @@ class ShardedDataParallel(DataParallel):
         data has ended keeps answering the others' gradient synchronizations and also
         takes part in the sharded step that follows each (it owns parameters the others
         need updated), so every rank must call ``optimizer.step()`` once after each
-        synchronized backward. At stage 2 the mean is taken over the ranks that still
-        train (the others contribute nothing). Not at stage 3 (a rank out of data would
-        have to answer the others' parameter gathers too)."""
-        if self._shard_stage == 3 and self.reducer is not None:
-            raise NotImplementedError("ddg.distributed.sharding: join() is not supported at stage 3 ('p_g_os'); "
-                                      "give every rank the same number of batches")
+        synchronized backward. At stages 2 and 3 the mean is taken over the ranks that
+        still train (the others contribute nothing). At stage 3, from the first round in
+        which some rank is out of data (and at the block's exit), every rank gathers all
+        parameters and holds them until the block ends (:meth:`ParamSharder.replicate`:
+        the memory of unsharded parameters during the uneven tail); the steps then
+        broadcast the owners' updated values to all, and at the exit each rank drops the
+        parameters it does not own again."""
         opt = self.__dict__.get("_shard_optim")
         if opt is None and self.reducer is not None:
             raise RuntimeError("ddg.distributed.sharding: join() needs the sharded optimizer; use the model and "
@@ -166,20 +168,39 @@ class _ShardedJoin(Join):
     def announce(self, training, sync):
         self.steps += 1
         (_active, syncing, _training), root = self._round(1, sync and training, training)
-        if self.model.stage == 2:
+        if self.model.stage >= 2:
             self.model.reducer.sync_ranks = int(syncing)
         return root
+
+    def _round(self, active, sync, training):
+        totals, root = super()._round(active, sync, training)
+        sharder = self.model.sharder
+        # stage 3: once a rank is out of data (the same totals on every rank), or at the
+        # exit's last round, every rank holds every parameter until the block ends
+        if sharder is not None and not sharder.replicated and totals[0] < self.model._comm.size:
+            sharder.replicate()
+            if self.optimizer is not None:
+                self.optimizer.gather_after_step = True
+        return totals, root
 
     def __exit__(self, etype, value, tb):
         # the exit broadcasts the parameters of the rank that trained longest: with their
         # last step's values
         if self.optimizer is not None and etype is None:
             self.optimizer.wait_gather()
-        return super().__exit__(etype, value, tb)
+        try:
+            return super().__exit__(etype, value, tb)
+        finally:
+            sharder = self.model.sharder
+            if sharder is not None and sharder.replicated:
+                if self.optimizer is not None:
+                    self.optimizer.wait_gather()
+                    self.optimizer.gather_after_step = False
+                sharder.shard()
 
     def _shadow(self, syncing):
         reducer = self.model.reducer
-        if self.model.stage == 2:
+        if self.model.stage >= 2:
             reducer.sync_ranks = syncing
         reducer.shadow_sync()
         self.optimizer.step()

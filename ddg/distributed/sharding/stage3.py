@@ -31,6 +31,10 @@ of memory and reads as NaN.
   during backward, those of the units whose nodes are running and of the one
   prefetched.
 
+Replicated mode (:meth:`ParamSharder.replicate` until :meth:`ParamSharder.shard`): every
+rank holds every parameter and the hooks do nothing; ``join()`` uses it for an uneven
+tail, where a rank out of data cannot follow the others' per-layer gathers.
+
 Every rank takes the same decisions (gather on the same unit calls, in the same
 backward order), so the broadcasts match across ranks as long as the ranks build the
 same graph, as data parallelism assumes. A parameter read outside the forward of a
@@ -203,6 +207,7 @@ class ParamSharder:
         self.gathers = 0                                      # broadcasts issued (for tests and benches)
         self.prefetches = 0                                   # ... of them started ahead of need
         self.sync = False                                     # True: no prefetching
+        self.replicated = False                               # True: every rank holds every parameter
         self._inflight = {}                                   # id(param) -> (array, request) prefetched
         self._order, self._calls, self._pos = [], [], 0       # units in the last forward's call order
         self._before = {}                                     # unit -> the unit called before it
@@ -263,8 +268,37 @@ class ParamSharder:
             req.wait()
 
     def _release(self, p):
-        if not self.owns(p):
+        if not self.owns(p) and not self.replicated:
             p._data = self._placeholders[id(p)]
+
+    # ------------------------------------------------------------------ replicated mode
+    def replicate(self):
+        """Gather every parameter onto every rank (a broadcast of each from its owner;
+        collective) and keep them there: until :meth:`shard`, forward and backward gather
+        and release nothing (the memory of unsharded data parallelism). For ``join()``'s
+        uneven tail, where a rank out of data cannot follow the others' per-layer gathers."""
+        if self.replicated:
+            return
+        self.end_backward()
+        self._drain()
+        for p in self.params:
+            full = self._gather(p)
+            if not self.owns(p):
+                p._data = full
+        self.replicated = True
+
+    def shard(self):
+        """Leave replicated mode: each rank drops the data of the parameters it does not
+        own (local, no communication; the values are equal on every rank)."""
+        if not self.replicated:
+            return
+        self.replicated = False
+        # the ranks ran different forwards meanwhile: forget the learned unit order, so
+        # that every rank prefetches alike (from the next forward's order on)
+        self._order, self._before, self._pos, self._calls = [], {}, 0, []
+        for p in self.params:
+            self._live[id(p)] = 0
+            self._release(p)
 
     def _pre_hook(self, unit):
         def hook(layer, inputs):
@@ -274,6 +308,8 @@ class ParamSharder:
                     f"ddg.distributed.sharding (stage 3): ddg.jit.to_static cannot trace a model whose "
                     f"parameters are sharded ({type(layer).__name__} gathers its parameters in forward "
                     f"hooks, which a replay does not run); use level 'os_g' or run the model eagerly")
+            if self.replicated:
+                return
             for p in unit.params:
                 if self._live[id(p)] == 0:
                     full = self._gather(p)
@@ -291,6 +327,8 @@ class ParamSharder:
 
     def _post_hook(self, unit):
         def hook(layer, inputs, out):
+            if self.replicated:
+                return
             try:
                 if _grad_enabled[0]:
                     self._take_from_graph(unit, out)
@@ -341,7 +379,9 @@ class ParamSharder:
         """After the model's forward with grad on: walk the nodes no unit has walked (ops
         of a parent layer's forward); if an op on any rank computed with a placeholder
         (a parameter read outside the forward of a layer that holds it), raise on every
-        rank (one small all-reduce)."""
+        rank (one small all-reduce). Nothing to check in replicated mode."""
+        if self.replicated:
+            return
         self._take_from_graph(None, out)
         bad = np.array([len(self._misread)], dtype=np.int64)
         self.comm.allreduce(bad)
@@ -459,7 +499,7 @@ class _Writable:
         sh = self.sharder
         sh.loading = True
         for p in sh.params:
-            if not sh.owns(p) and sh._live[id(p)] == 0:
+            if not sh.owns(p) and sh._live[id(p)] == 0 and not sh.replicated:
                 ph = sh._placeholders[id(p)]
                 p._data = backend.get_array_module(ph).empty(ph.shape, dtype=ph.dtype)
         return sh
