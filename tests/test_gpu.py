@@ -107,6 +107,8 @@ LAYERS = [
     ("pad3d_constant", lambda: nn.Pad3D(1, value=0.5), (1, 2, 3, 3, 3), TIGHT),
     ("pad3d_circular", lambda: nn.Pad3D([1, 2, 0, 1, 2, 0], mode="circular"), (1, 2, 3, 3, 3), TIGHT),
     ("unfold", lambda: nn.Unfold(2), (2, 3, 4, 4), TIGHT),
+    ("fold_strided_padded", lambda: nn.Fold([5, 4], [3, 2], strides=[2, 1], paddings=1, dilations=[1, 2]), (2, 18, 12),
+     TIGHT),
     ("upsample_nearest", lambda: nn.Upsample(scale_factor=2, mode="nearest"), (2, 3, 4, 4), TIGHT),
     ("upsample_bilinear", lambda: nn.UpsamplingBilinear2D(scale_factor=2), (2, 3, 4, 4), TIGHT),
     ("flatten", lambda: nn.Flatten(), (2, 3, 4), TIGHT),

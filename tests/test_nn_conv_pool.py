@@ -332,6 +332,32 @@ def test_unfold():
     assert nn.Unfold([2, 2])(T(x)).shape == [2, 12, 20]
 
 
+def test_fold_strided_dilated_padded_against_numpy():
+    """fold sums each column back into its window (overlapping windows add); its gradient is
+    unfold, checked by central differences, and unfold(fold) holds for float32 too."""
+    h, w, (kh, kw), (sh, sw), (dh, dw), (pt, pl, pb, pr) = 7, 6, (3, 2), (2, 1), (1, 2), (1, 0, 2, 1)
+    oh, ow = (h + pt + pb - dh * (kh - 1) - 1) // sh + 1, (w + pl + pr - dw * (kw - 1) - 1) // sw + 1
+    x = rand(2, 3 * kh * kw, oh * ow)
+    y = F.fold(T(x), [h, w], [kh, kw], [sh, sw], [pt, pl, pb, pr], [dh, dw])
+    ref = np.zeros((2, 3, h + pt + pb, w + pl + pr))
+    cols = x.reshape(2, 3, kh, kw, oh, ow)
+    for i in range(kh):
+        for j in range(kw):
+            for a in range(oh):
+                for b in range(ow):
+                    ref[:, :, a * sh + i * dh, b * sw + j * dw] += cols[:, :, i, j, a, b]
+    np.testing.assert_allclose(y.numpy(), ref[:, :, pt:pt + h, pl:pl + w], rtol=1e-12)
+    assert gradcheck(lambda v: F.fold(v, [h, w], [kh, kw], [sh, sw], [pt, pl, pb, pr], [dh, dw]), [T(x[:1], True)])
+    x32 = T(x.astype(np.float32), True)
+    y32 = F.fold(x32, [h, w], [kh, kw], [sh, sw], [pt, pl, pb, pr], [dh, dw])
+    assert y32.dtype == ddg.float32
+    (y32 * y32).sum().backward()
+    g = F.unfold(2 * y32.detach(), [kh, kw], [sh, sw], [pt, pl, pb, pr], [dh, dw]).numpy()
+    np.testing.assert_allclose(x32.grad.numpy(), g, rtol=1e-5)
+    with pytest.raises(ValueError, match="fold"):
+        F.fold(T(x[:, :, :-1]), [h, w], [kh, kw], [sh, sw], [pt, pl, pb, pr], [dh, dw])
+
+
 def test_lenet_step_runs():
     model = nn.Sequential(nn.Conv2D(1, 4, 5), nn.ReLU(), nn.MaxPool2D(2, 2), nn.Conv2D(4, 6, 5), nn.ReLU(),
                           nn.MaxPool2D(2, 2), nn.Flatten(), nn.Linear(96, 10))

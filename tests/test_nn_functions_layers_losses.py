@@ -384,3 +384,21 @@ def test_in_place_activations_and_spectral_norm(rng):
     out = sn(w)
     np.testing.assert_allclose(np.linalg.svd(out.numpy(), compute_uv=False)[0], 1.0, rtol=1e-4)
     assert all(p.stop_gradient for p in sn.parameters())
+
+
+def test_soft_margin_loss_one_op_against_numpy_and_differences():
+    """Per element log(1 + exp(-y x)) in float64 (large |x| included: no overflow), its
+    first and second gradients by central differences, and one node before the reduction."""
+    from ddg.autograd import gradgradcheck
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(3, 5)) * 3
+    x[0, 0], x[0, 1] = 800.0, -800.0
+    y = np.where(rng.random((3, 5)) < 0.5, -1.0, 1.0)
+    got = F.soft_margin_loss(ddg.to_tensor(x), ddg.to_tensor(y), reduction="none").numpy()
+    np.testing.assert_allclose(got, np.logaddexp(0.0, -y * x), rtol=1e-13)
+    xs, ys = x[1:] / 3, rng.normal(size=(2, 5))
+    f = lambda a, b: F.soft_margin_loss(a, b, reduction="sum")  # noqa: E731
+    assert gradcheck(f, [ddg.to_tensor(xs, stop_gradient=False), ddg.to_tensor(ys, stop_gradient=False)])
+    assert gradgradcheck(f, [ddg.to_tensor(xs, stop_gradient=False), ddg.to_tensor(ys, stop_gradient=False)])
+    with pytest.raises(ValueError, match="soft_margin_loss"):
+        F.soft_margin_loss(ddg.to_tensor(x), ddg.to_tensor(y[:2]))

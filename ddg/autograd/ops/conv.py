@@ -80,6 +80,17 @@ def _is_chwn(a):
     return s[0] == a.itemsize and s[3] >= s[0] * a.shape[0] and s[2] >= s[3] and s[1] >= s[2]
 
 
+def _nchw_padded(x, pads):
+    """``x`` [N, C, H, W] (numpy) padded per side into a C-contiguous NCHW buffer."""
+    top, bottom, left, right = pads
+    if not (top or bottom or left or right):
+        return np.ascontiguousarray(x)
+    n, c, h, w = x.shape
+    buf = np.zeros((n, c, h + top + bottom, w + left + right), x.dtype)
+    buf[:, :, top:top + h, left:left + w] = x
+    return buf
+
+
 def _pad_input(x, pads, fill=0.0, extra=(0, 0), to_chwn=True):
     """``x`` [N, C, H, W] padded per side (``extra`` adds rows/cols at the bottom/right,
     for ceil mode), in a CHWN buffer. Without padding ``x`` itself is returned, copied
@@ -768,6 +779,12 @@ class Unfold(Function):
         oh, ow = out_size(h, kh, sh, pt, pb, dh), out_size(w, kw, sw, pl, pr, dw)
         if oh <= 0 or ow <= 0:
             raise ValueError(f"unfold: kernel {kh}x{kw} is larger than the padded input {h + pt + pb}x{w + pl + pr}")
+        if K.usable(x):   # one compiled gather on the NCHW image: (N*C) planes, batch of one
+            xpad = _nchw_padded(x, self.pads)
+            cols = K.im2col(xpad.reshape(n * c, 1, xpad.shape[2], xpad.shape[3], 1), (1, kh, kw), (1, oh, ow),
+                            (1, sh, sw), (1, dh, dw))
+            self.geom = (h, w, xpad.shape[2], xpad.shape[3], oh, ow)
+            return cols.reshape(n, c * kh * kw, oh * ow)
         xpad = _pad_input(x, self.pads)
         cols = im2col(xpad, kh, kw, sh, sw, dh, dw, oh, ow)
         self.geom = (h, w, xpad.shape[2], xpad.shape[3], oh, ow)
@@ -777,7 +794,37 @@ class Unfold(Function):
         h, w, hp, wp, oh, ow = self.geom
         n, ckk, _ = g.shape
         (kh, kw), (sh, sw), (dh, dw), (pt, _, pl, _) = self.kernel, self.stride, self.dilation, self.pads
+        if K.usable(g):   # one compiled scatter-add into the NCHW image
+            c = ckk // (kh * kw)
+            out = np.zeros((n * c, 1, hp, wp, 1), g.dtype)
+            K.col2im(np.ascontiguousarray(g).reshape(n * c, 1, kh, kw, 1, oh, ow, 1), out, (1, sh, sw), (1, dh, dw))
+            return out.reshape(n, c, hp, wp)[:, :, pt:pt + h, pl:pl + w]
         cols = g.transpose(1, 2, 0).reshape(ckk // (kh * kw), kh, kw, oh, ow, n)
         return col2im(cols, hp, wp, sh, sw, dh, dw)[:, :, pt:pt + h, pl:pl + w]
+
+    backward_graph = linear_backward_graph  # linear: apply_linear is forward itself
+
+
+class Fold(Function):
+    """col2im as an op, the adjoint of ``Unfold``: ``[N, C*kh*kw, L]`` summed into
+    ``[N, C, H, W]`` (Paddle's F.fold); its backward is ``Unfold``'s forward."""
+    save_inputs = False
+
+    def __init__(self, out_hw, kernel, stride, pads, dilation):
+        self.out_hw = tuple(out_hw)
+        self.unfold = Unfold(kernel, stride, pads, dilation)
+
+    def forward(self, x):
+        u = self.unfold
+        (h, w), (kh, kw), (sh, sw), (dh, dw), (pt, pb, pl, pr) = self.out_hw, u.kernel, u.stride, u.dilation, u.pads
+        oh, ow = out_size(h, kh, sh, pt, pb, dh), out_size(w, kw, sw, pl, pr, dw)
+        if x.ndim != 3 or x.shape[1] % (kh * kw) or x.shape[2] != oh * ow or oh <= 0 or ow <= 0:
+            raise ValueError(f"fold: input of shape {tuple(x.shape)} is not [N, C*{kh}*{kw}, {oh}*{ow}] for output "
+                             f"{h}x{w}, kernel {kh}x{kw}, stride {sh}x{sw}, dilation {dh}x{dw}, pads {u.pads}")
+        u.geom = (h, w, h + pt + pb, w + pl + pr, oh, ow)
+        return u.backward(x)
+
+    def backward(self, g):
+        return self.unfold.forward(g)
 
     backward_graph = linear_backward_graph  # linear: apply_linear is forward itself

@@ -714,3 +714,30 @@ class BinaryCrossEntropy(Function):
 def binary_cross_entropy(x, y, eps):
     """See ``BinaryCrossEntropy``."""
     return BinaryCrossEntropy(eps)(x, y)
+
+
+class SoftMarginLoss(Function):
+    """Per-element ``log(1 + exp(-y * x))`` (labels ``y`` in {1, -1}, cast to ``x``'s dtype)
+    in one pass; the gradient is ``-y * sigmoid(-y * x)`` for ``x`` (``-x * sigmoid(-y * x)``
+    for a floating ``y``)."""
+
+    def forward(self, x, y):
+        if x.shape != y.shape:
+            raise ValueError(f"soft_margin_loss: input {tuple(x.shape)} and label {tuple(y.shape)} differ in shape")
+        xp = backend.get_array_module(x)
+        self.x, self.y = x, y.astype(x.dtype, copy=False)
+        z = -self.y * x
+        per = xp.maximum(z, 0) + xp.log1p(xp.exp(-xp.abs(z)))
+        self.s = xp.exp(z - per)   # sigmoid(z): the exponent is <= 0, no overflow
+        return per
+
+    def backward(self, g):
+        gs = self.s * g
+        gx = -self.y * gs if self.needs[0] else None
+        gy = (-self.x * gs).astype(self.x.dtype, copy=False) if self.needs[1] else None
+        return gx, gy
+
+    def backward_graph(self, g):
+        x, y = live_input(self, 0, self.x), live_input(self, 1, self.y)
+        gs = (-y * x).sigmoid() * g
+        return (-y * gs if self.needs[0] else None), (-x * gs if self.needs[1] else None)

@@ -330,8 +330,7 @@ def sigmoid_focal_loss(logit, label, normalizer=None, alpha=0.25, gamma=2.0, red
 def soft_margin_loss(input, label, reduction="mean", name=None):  # noqa: A002
     """``log(1 + exp(-label * input))`` with labels in {1, -1}."""
     _check_same_shape(input, label, "soft_margin_loss")
-    z = -E.cast(label, input.dtype) * input
-    return _reduce(E.relu(z) + E.log1p(E.exp(-E.abs(z))), reduction, "soft_margin_loss")
+    return _reduce(nn_ops.SoftMarginLoss()(input, E.cast(label, input.dtype)), reduction, "soft_margin_loss")
 
 
 def hinge_embedding_loss(input, label, margin=1.0, reduction="mean", name=None):  # noqa: A002

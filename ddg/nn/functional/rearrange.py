@@ -1,14 +1,15 @@
 """Rearrangements of channels, pixels and frames: ``pixel_unshuffle``,
 ``channel_shuffle``, ``temporal_shift``, ``fold`` (the inverse of ``unfold``), and
-``maxout`` (the maximum over groups of channels). Composites of the primitives."""
-import numpy as np
+``maxout`` (the maximum over groups of channels). Composites of the primitives; ``fold``
+is the op ``ops.conv.Fold``."""
 
 from ...autograd.axes import normalize_axis as _ax
+from ...autograd.ops import conv as C
 from ...autograd.ops import movement as M
 from ...autograd.ops import reduce as R
 from ...tensor.tensor import Tensor
-from .common import _const, _xp
-from .conv import _ntuple, _pads, conv2d_transpose
+from .common import _xp
+from .conv import _ntuple, _pads
 
 __all__ = ["pixel_unshuffle", "channel_shuffle", "maxout", "temporal_shift", "fold"]
 
@@ -75,11 +76,7 @@ def fold(x, output_sizes, kernel_sizes, strides=1, paddings=0, dilations=1, name
     if blocks[0] * blocks[1] != length:
         raise ValueError(f"ddg.nn.functional.fold: L = {length} blocks, but output {out}, kernel {list(k)}, stride "
                          f"{list(s)}, padding {list(p)} and dilation {list(d)} give {blocks[0]} x {blocks[1]}")
-    w = np.zeros((ck, 1) + k)
-    for ch in range(ck):
-        w[ch, 0].flat[ch % kk] = 1.0
-    y = M.reshape(x, [n, ck] + blocks)
-    return conv2d_transpose(y, _const(w, x, x._data.dtype), None, s, p, 0, d, c, output_size=out)
+    return C.Fold(out, k, s, p, d)(x)
 
 
 def temporal_shift(x, seg_num, shift_ratio=0.25, name=None, data_format="NCHW"):
