@@ -66,6 +66,33 @@ def _sig(x):
     return _tanh(x * _HALF) * _HALF + _HALF
 
 
+@numba.njit(**_OPTS)
+def _write_output(y, t, ht, valid, bm):
+    """Step t's output, laid out like x (``bm``: batch-major), from the feature-major state
+    ``ht`` [H, B]; zero on rows past their length."""
+    H, B = ht.shape
+    for b in range(B):
+        yr = y[b, t] if bm else y[t, b]
+        if valid[t, b]:
+            for j in range(H):
+                yr[j] = ht[j, b]
+        else:
+            for j in range(H):
+                yr[j] = _ZERO
+
+
+@numba.njit(**_OPTS)
+def _add_output_grad(gy, t, dht, valid, bm):
+    """Adds step t's output gradient (laid out like x) into the state gradient ``dht``
+    [H, B], on rows within their length."""
+    H, B = dht.shape
+    for b in range(B):
+        if valid[t, b]:
+            gyr = gy[b, t] if bm else gy[t, b]
+            for j in range(H):
+                dht[j, b] += gyr[j]
+
+
 @kernel(error_model="numpy")
 def tanh_f32(x, out):
     """The approximation over a 1-D float32 array (for tests)."""
@@ -115,14 +142,7 @@ def lstm_step_forward(gt, xgt, t, valid, has_mask, ht, ct, act, cs, tcs, hpt, y,
     else:
         for k in range(n):
             hp[k] = a[3 * n + k] * tc[k]
-    for b in range(B):               # the output, laid out like x (zero past the length)
-        yr = y[b, t] if bm else y[t, b]
-        if valid[t, b]:
-            for j in range(H):
-                yr[j] = ht[j, b]
-        else:
-            for j in range(H):
-                yr[j] = _ZERO
+    _write_output(y, t, ht, valid, bm)
 
 
 @kernel(error_model="numpy")
@@ -136,11 +156,7 @@ def lstm_step_backward(gy, has_gy, t, valid, has_mask, act, cp, tcs, dht, dct, d
     H, B = dht.shape
     n = H * B
     if has_gy:
-        for b in range(B):
-            if valid[t, b]:
-                gyr = gy[b, t] if bm else gy[t, b]
-                for j in range(H):
-                    dht[j, b] += gyr[j]
+        _add_output_grad(gy, t, dht, valid, bm)
     a, tc, c0 = act[t].reshape(4 * n), tcs[t].reshape(n), cp.reshape(n)
     dh, dc, p = dht.reshape(n), dct.reshape(n), scratch.reshape(4 * n)
     keep = dc.copy() if has_mask else dc     # dc of the rows past their length passes through
@@ -217,14 +233,7 @@ def gru_step_forward(gt, xgt, b_hh, t, valid, has_mask, ht, act, hcs, hpt, y, bm
         for k in range(n):
             c = a[2 * n + k]
             h[k] = c + a[n + k] * (h[k] - c)
-    for b in range(B):
-        yr = y[b, t] if bm else y[t, b]
-        if valid[t, b]:
-            for j in range(H):
-                yr[j] = ht[j, b]
-        else:
-            for j in range(H):
-                yr[j] = _ZERO
+    _write_output(y, t, ht, valid, bm)
 
 
 @kernel(error_model="numpy")
@@ -238,11 +247,7 @@ def gru_step_backward(gy, has_gy, t, valid, has_mask, act, hcs, hpt, dht, sp, sq
     H, B = dht.shape
     n = H * B
     if has_gy:
-        for b in range(B):
-            if valid[t, b]:
-                gyr = gy[b, t] if bm else gy[t, b]
-                for j in range(H):
-                    dht[j, b] += gyr[j]
+        _add_output_grad(gy, t, dht, valid, bm)
     a, hc, dh, p, q = act[t].reshape(3 * n), hcs[t].reshape(n), dht.reshape(n), sp.reshape(3 * n), \
         sq.reshape(3 * n)
     for j in range(H):               # dz = dh * (h_prev - c)
