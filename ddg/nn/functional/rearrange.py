@@ -9,7 +9,7 @@ from ...autograd.ops import movement as M
 from ...autograd.ops import reduce as R
 from ...tensor.tensor import Tensor
 from .common import _xp
-from .conv import _ntuple, _pads
+from .spatial import block_args
 
 __all__ = ["pixel_unshuffle", "channel_shuffle", "maxout", "temporal_shift", "fold"]
 
@@ -56,17 +56,12 @@ def maxout(x, groups, axis=1, name=None):
 
 
 def fold(x, output_sizes, kernel_sizes, strides=1, paddings=0, dilations=1, name=None):
-    """Sum sliding blocks ``[N, C*kh*kw, L]`` back into ``[N, C, H, W]`` (the adjoint of
-    ``unfold``): a transposed convolution whose weight picks one kernel tap per channel."""
-    op = "fold"
+    """Sum sliding blocks ``[N, C*kh*kw, L]`` back into ``[N, C, H, W]``: the adjoint of
+    ``unfold``, one op (``ops.conv.Fold``)."""
     if x.ndim != 3:
         raise ValueError(f"ddg.nn.functional.fold: x must be [N, C*kh*kw, L], got shape {x.shape}")
-    k = _ntuple(kernel_sizes, 2, "kernel_sizes", op)
-    s = _ntuple(strides, 2, "strides", op)
-    d = _ntuple(dilations, 2, "dilations", op)
+    k, s, p, d = block_args(kernel_sizes, strides, paddings, dilations, "fold")
     out = [int(v) for v in ((output_sizes,) * 2 if isinstance(output_sizes, int) else output_sizes)]
-    p = _pads(paddings, 2, False, op) if not (isinstance(paddings, (list, tuple)) and len(paddings) == 4) else \
-        (paddings[0], paddings[2], paddings[1], paddings[3])
     kk = k[0] * k[1]
     n, ck, length = x.shape
     if ck % kk:

@@ -214,12 +214,9 @@ def upsample(x, size=None, scale_factor=None, mode="nearest", align_corners=Fals
 
 
 # -- unfold -------------------------------------------------------------------------------------------
-def unfold(x, kernel_sizes, strides=1, paddings=0, dilations=1, name=None):
-    """im2col: ``[N, C, H, W]`` -> ``[N, C*kh*kw, L]`` (L sliding positions). ``paddings``
-    is an int, ``[ph, pw]`` or ``[top, left, bottom, right]`` (Paddle's order)."""
-    op = "unfold"
-    if x.ndim != 4:
-        raise ValueError(f"ddg.nn.functional.{op}: expected a 4-D input, got shape {x.shape}")
+def block_args(kernel_sizes, strides, paddings, dilations, op):
+    """``(kernel, stride, pads, dilation)`` of unfold/fold: ``pads`` = (top, bottom, left,
+    right) from an int, ``[ph, pw]`` or ``[top, left, bottom, right]`` (Paddle's order)."""
     k = _ntuple(kernel_sizes, 2, "kernel_sizes", op)
     s = _ntuple(strides, 2, "strides", op)
     d = _ntuple(dilations, 2, "dilations", op)
@@ -235,6 +232,15 @@ def unfold(x, kernel_sizes, strides=1, paddings=0, dilations=1, name=None):
             raise ValueError(f"ddg.nn.functional.{op}: paddings must be an int, 2 or 4 ints, got {paddings!r}")
     if any(p < 0 for p in pads):
         raise ValueError(f"ddg.nn.functional.{op}: paddings must be non-negative, got {paddings!r}")
+    return k, s, pads, d
+
+
+def unfold(x, kernel_sizes, strides=1, paddings=0, dilations=1, name=None):
+    """im2col: ``[N, C, H, W]`` -> ``[N, C*kh*kw, L]`` (L sliding positions). ``paddings``
+    is an int, ``[ph, pw]`` or ``[top, left, bottom, right]`` (Paddle's order)."""
+    if x.ndim != 4:
+        raise ValueError(f"ddg.nn.functional.unfold: expected a 4-D input, got shape {x.shape}")
+    k, s, pads, d = block_args(kernel_sizes, strides, paddings, dilations, "unfold")
     return C.Unfold(k, s, pads, d)(x)
 
 
