@@ -21,44 +21,6 @@ from ...tensor import conv_kernels as K
 from .conv import _gmm, _wgrad
 
 
-def _pad(a, pads, fill=0.0):
-    """``a`` [N, C, *S] padded by ``pads`` = (before_0, after_0, before_1, ...)."""
-    xp = backend.get_array_module(a)
-    nd = a.ndim - 2
-    if not any(pads):
-        return a
-    out = xp.full(a.shape[:2] + tuple(a.shape[2 + i] + pads[2 * i] + pads[2 * i + 1] for i in range(nd)),
-                  fill, dtype=a.dtype)
-    out[(slice(None), slice(None)) + tuple(slice(pads[2 * i], pads[2 * i] + a.shape[2 + i]) for i in range(nd))] = a
-    return out
-
-
-def _windows(a, k, s, d, o):
-    """The strided view [N, C, *o, *k] of padded ``a``: window (i...) at i*s, taps at j*d."""
-    xp = backend.get_array_module(a)
-    st = a.strides
-    nd = len(k)
-    shape = a.shape[:2] + tuple(o) + tuple(k)
-    strides = st[:2] + tuple(st[2 + i] * s[i] for i in range(nd)) + tuple(st[2 + i] * d[i] for i in range(nd))
-    return xp.lib.stride_tricks.as_strided(a, shape, strides)
-
-
-def _scatter(gw, padded_spatial, k, s, d, o):
-    """The adjoint of ``_windows``: gw [N, C, *o, *k] summed into a zero [N, C, *padded]."""
-    xp = backend.get_array_module(gw)
-    out = xp.zeros(gw.shape[:2] + tuple(padded_spatial), dtype=gw.dtype)
-    nd = len(k)
-    for off in itertools.product(*[range(n) for n in k]):
-        sl = tuple(slice(off[i] * d[i], off[i] * d[i] + s[i] * (o[i] - 1) + 1, s[i]) for i in range(nd))
-        out[(slice(None), slice(None)) + sl] += gw[(Ellipsis,) + off]
-    return out
-
-
-def _crop(a, pads, spatial):
-    nd = len(spatial)
-    return a[(slice(None), slice(None)) + tuple(slice(pads[2 * i], pads[2 * i] + spatial[i]) for i in range(nd))]
-
-
 def _cl(a, pads=None, extent=None):
     """``a`` [N, C, *S] as a C-contiguous batch-innermost array ``[C, *Sp, N]``, padded by
     ``pads`` (before_0, after_0, ...) or placed at ``pads``' leading offsets in a zero array

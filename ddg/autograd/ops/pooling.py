@@ -11,9 +11,10 @@ The N-d primitives at the end (``MaxPoolNd``, ``AvgPoolNd``, used for 3-D; ``Ada
 for adaptive max pooling) run as one compiled pass over the
 windows on numpy float32/float64 (``conv_kernels.pool_forward``: per output a loop over its
 box, the maximum's index kept for the backward), else through the strided window views
-of ``conv_nd.py`` (cupy, other dtypes).
+defined here (cupy, other dtypes).
 """
 import functools
+import itertools
 
 import numpy as np
 
@@ -22,10 +23,49 @@ from ..function import Function
 from ..higher import linear_backward_graph
 from .conv import _alloc, _contig, _cudnn_for, _pad_input, _symmetric, out_size
 from ...tensor import conv_kernels as K
-from .conv_nd import _crop, _pad, _scatter, _windows
 
 
 # -- pooling --------------------------------------------------------------------------------------
+# -- N-d windows: padding, the strided window view and its adjoint --------------------------------
+def _pad(a, pads, fill=0.0):
+    """``a`` [N, C, *S] padded by ``pads`` = (before_0, after_0, before_1, ...)."""
+    xp = backend.get_array_module(a)
+    nd = a.ndim - 2
+    if not any(pads):
+        return a
+    out = xp.full(a.shape[:2] + tuple(a.shape[2 + i] + pads[2 * i] + pads[2 * i + 1] for i in range(nd)),
+                  fill, dtype=a.dtype)
+    out[(slice(None), slice(None)) + tuple(slice(pads[2 * i], pads[2 * i] + a.shape[2 + i]) for i in range(nd))] = a
+    return out
+
+
+def _windows(a, k, s, d, o):
+    """The strided view [N, C, *o, *k] of padded ``a``: window (i...) at i*s, taps at j*d."""
+    xp = backend.get_array_module(a)
+    st = a.strides
+    nd = len(k)
+    shape = a.shape[:2] + tuple(o) + tuple(k)
+    strides = st[:2] + tuple(st[2 + i] * s[i] for i in range(nd)) + tuple(st[2 + i] * d[i] for i in range(nd))
+    return xp.lib.stride_tricks.as_strided(a, shape, strides)
+
+
+def _scatter(gw, padded_spatial, k, s, d, o):
+    """The adjoint of ``_windows``: gw [N, C, *o, *k] summed into a zero [N, C, *padded]."""
+    xp = backend.get_array_module(gw)
+    out = xp.zeros(gw.shape[:2] + tuple(padded_spatial), dtype=gw.dtype)
+    nd = len(k)
+    for off in itertools.product(*[range(n) for n in k]):
+        sl = tuple(slice(off[i] * d[i], off[i] * d[i] + s[i] * (o[i] - 1) + 1, s[i]) for i in range(nd))
+        out[(slice(None), slice(None)) + sl] += gw[(Ellipsis,) + off]
+    return out
+
+
+def _crop(a, pads, spatial):
+    nd = len(spatial)
+    return a[(slice(None), slice(None)) + tuple(slice(pads[2 * i], pads[2 * i] + spatial[i]) for i in range(nd))]
+
+
+
 def _pool_geometry(shape, kernel, stride, pads, ceil_mode):
     n, c, h, w = shape
     (kh, kw), (sh, sw), (pt, pb, pl, pr) = kernel, stride, pads
