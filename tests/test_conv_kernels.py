@@ -193,8 +193,10 @@ def _ref_adaptive(x, sizes, kind):
     return y
 
 
-@pytest.mark.parametrize("shape,sizes", [((2, 3, 10), (4,)), ((2, 3, 7, 9), (3, 4)), ((1, 2, 5, 6, 7), (2, 4, 3))])
+@pytest.mark.parametrize("shape,sizes", [((2, 3, 10), (4,)), ((2, 3, 7, 9), (3, 4)), ((1, 2, 5, 6, 7), (2, 4, 3)),
+                                         ((2, 3, 12), (4,)), ((2, 3, 8, 6), (4, 3)), ((1, 2, 4, 6, 4), (2, 3, 2))])
 def test_adaptive_pools_against_loops_and_gradients(shape, sizes):
+    """Bins of uneven and (the last three) of even sizes, which take different paths."""
     x = RNG.standard_normal(shape)
     nd = len(sizes)
     fmax = getattr(F, f"adaptive_max_pool{nd}d")
@@ -206,6 +208,13 @@ def test_adaptive_pools_against_loops_and_gradients(shape, sizes):
     flat = x.reshape(x.shape[0], x.shape[1], -1)
     np.testing.assert_array_equal(np.take_along_axis(flat, mask.numpy().reshape(*x.shape[:2], -1), 2),
                                   y.numpy().reshape(*x.shape[:2], -1))
+    # ties: every bin constant, so the gradient goes to each bin's first element
+    xt = T(np.round(x * 0) + 1.0, True)
+    fmax(xt, out).sum().backward()
+    first = np.zeros(x.shape[2:])
+    for idx in np.ndindex(*sizes):
+        first[tuple(i * n // o for i, n, o in zip(idx, x.shape[2:], sizes))] = 1
+    np.testing.assert_array_equal(xt.grad.numpy(), np.broadcast_to(first, x.shape))
     small = T(x[:1, :2], True)
     assert gradcheck(lambda t: favg(t, out), [small])
     assert gradcheck(lambda t: fmax(t, out), [small])

@@ -447,25 +447,57 @@ class AvgPoolNd(Function):
 
 class AdaptiveMaxPool(Function):
     """Adaptive max pooling of [N, C, *S] (1 to 3 spatial axes) to ``out_sizes``: output i of
-    an axis of length n pools [floor(i*n/o), ceil((i+1)*n/o)) (Paddle's bins). One compiled
-    pass (numpy float32/float64 only: the functional layer keeps its composite elsewhere);
-    each output's gradient goes to the first maximal element of its bin."""
+    an axis of length n pools [floor(i*n/o), ceil((i+1)*n/o)) (Paddle's bins). numpy
+    float32/float64 only (the functional layer keeps its composite elsewhere); each output's
+    gradient goes to the first maximal element of its bin.
+
+    When every output size divides its input size the bins tile the input: the input is
+    viewed as [N, C, *O, *K] (a copy only to bring the kernel axes last when there are
+    several) and numpy's argmax runs over the last axis; the backward writes each gradient
+    at its maximum (the bins are disjoint). Otherwise one compiled pass over the bins."""
     save_inputs = False
 
     def __init__(self, out_sizes):
         self.out_sizes = tuple(out_sizes)
 
     def forward(self, x):
-        bins = []
-        for n, o in zip(x.shape[2:], self.out_sizes):
-            i = np.arange(o)
-            bins.append(((i * n) // o, -(-((i + 1) * n) // o)))
-        y, self.idx, self.state = K.pool_forward(x, bins, None, 0, True)
+        sp, o = x.shape[2:], self.out_sizes
         self.x_shape = x.shape
+        if all(n % m == 0 for n, m in zip(sp, o)):
+            return self._tiled(x, sp, o)
+        self.state = None
+        bins = []
+        for n, m in zip(sp, o):
+            i = np.arange(m)
+            bins.append(((i * n) // m, -(-((i + 1) * n) // m)))
+        y, self.idx, self.state = K.pool_forward(x, bins, None, 0, True)
+        return y
+
+    def _tiled(self, x, sp, o):
+        nd = len(sp)
+        k = tuple(n // m for n, m in zip(sp, o))
+        v = np.ascontiguousarray(x).reshape(x.shape[:2] + sum(((m, kk) for m, kk in zip(o, k)), ()))
+        perm = (0, 1) + tuple(2 + 2 * i for i in range(nd)) + tuple(3 + 2 * i for i in range(nd))
+        w = v.transpose(perm).reshape(x.shape[:2] + o + (-1,))
+        arg = w.argmax(-1)
+        y = np.take_along_axis(w, arg[..., None], -1)[..., 0]
+        flat, inner = 0, int(np.prod(k))
+        for i in range(nd):      # the winner's flat index in its input plane
+            inner //= k[i]
+            shape = [1] * (2 + nd)
+            shape[2 + i] = o[i]
+            pos = np.arange(o[i]).reshape(shape) * k[i] + (arg // inner) % k[i]
+            flat = flat * sp[i] + pos
+        self.idx, self.state = flat, None
         return y
 
     def backward(self, g):
-        return K.pool_backward(g, self.x_shape, self.state, 0, True, self.idx)
+        if self.state is not None:
+            return K.pool_backward(g, self.x_shape, self.state, 0, True, self.idx)
+        n, c = self.x_shape[:2]
+        gx = np.zeros((n, c, int(np.prod(self.x_shape[2:]))), g.dtype)
+        np.put_along_axis(gx, self.idx.reshape(n, c, -1), g.reshape(n, c, -1), axis=2)
+        return gx.reshape(self.x_shape)
 
     backward_graph = linear_backward_graph
 

@@ -154,14 +154,14 @@ def adaptive_avg_pool1d(x, output_size, name=None):
 
 
 def adaptive_max_pool2d(x, output_size, return_mask=False, name=None):
-    """Adaptive max pooling. On numpy float32/float64, bins that do not tile evenly run as one
-    compiled op; evenly dividing sizes use max_pool2d; elsewhere (cupy, half dtypes) one max
-    per output bin (a loop over the output grid, which adaptive pooling keeps small)."""
+    """Adaptive max pooling. On numpy float32/float64 one op (``P.AdaptiveMaxPool``); elsewhere
+    (cupy, half dtypes) max_pool2d when the sizes divide evenly, else one max per output bin
+    (a loop over the output grid, which adaptive pooling keeps small)."""
     op = "adaptive_max_pool2d"
     _check_x(x, 4, op)
     h, w = x.shape[2:]
     oh, ow = _adaptive_sizes(output_size, (h, w), op)
-    if _compiled(x) and (h % oh or w % ow):
+    if _compiled(x):
         fn = P.AdaptiveMaxPool((oh, ow))
         y = fn(x)
         return (y, Tensor._wrap(fn.mask())) if return_mask else y
@@ -182,6 +182,10 @@ def adaptive_max_pool2d(x, output_size, return_mask=False, name=None):
 def adaptive_max_pool1d(x, output_size, return_mask=False, name=None):
     _check_x(x, 3, "adaptive_max_pool1d")
     o = _adaptive_sizes(output_size, x.shape[2:], "adaptive_max_pool1d")[0]
+    if _compiled(x):
+        fn = P.AdaptiveMaxPool((o,))
+        y = fn(x)
+        return (y, Tensor._wrap(fn.mask())) if return_mask else y
     out = adaptive_max_pool2d(M.unsqueeze(x, 2), (1, o), return_mask)
     if return_mask:
         return M.squeeze(out[0], 2), M.squeeze(out[1], 2)
