@@ -94,6 +94,8 @@ NN_ROWS = [
     ("max_pool2d", lambda x: F.max_pool2d(x, 2), [(2, 3, 4, 6)], "any"),
     ("avg_pool2d", lambda x: F.avg_pool2d(x, 3, stride=1, padding=1), [(2, 3, 4, 5)], "any"),
     ("adaptive_avg_pool2d", lambda x: F.adaptive_avg_pool2d(x, 1), [(2, 3, 4, 4)], "any"),
+    ("adaptive_avg_pool3d", lambda x: F.adaptive_avg_pool3d(x, (2, 3, 1)), [(2, 3, 4, 5, 3)], "any"),
+    ("adaptive_max_pool1d", lambda x: F.adaptive_max_pool1d(x, 3), [(2, 3, 7)], "any"),
     ("conv2d_groups", lambda x, w: F.conv2d(x, w, stride=2, padding=1, groups=2), [(2, 4, 5, 5), (6, 2, 3, 3)],
      "any"),
     ("conv2d_transpose", lambda x, w, b: F.conv2d_transpose(x, w, b, stride=2, padding=1),

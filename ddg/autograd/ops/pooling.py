@@ -21,6 +21,7 @@ import numpy as np
 from ...tensor import backend
 from ..function import Function
 from ..higher import linear_backward_graph
+from ...tensor.dtypes import upcast
 from .conv import _alloc, _contig, _cudnn_for, _pad_input, _symmetric, out_size
 from ...tensor import conv_kernels as K
 
@@ -510,3 +511,57 @@ class AdaptiveMaxPool(Function):
     def mask(self):
         """Paddle's mask: each maximum's flat index into the input's spatial dims (int32)."""
         return self.idx.astype("int32")
+
+
+@functools.lru_cache(maxsize=128)
+def _avg_matrix(n_in, n_out, dtype):
+    """[n_out, n_in]: row i averages Paddle's adaptive bin [floor(i*n/o), ceil((i+1)*n/o))."""
+    m = np.zeros((n_out, n_in), dtype=dtype)
+    for i in range(n_out):
+        a, b = (i * n_in) // n_out, -(-((i + 1) * n_in) // n_out)
+        m[i, a:b] = 1.0 / (b - a)
+    m.flags.writeable = False
+    return m
+
+
+def _along(xp, a, m, axis):
+    """``m`` [o, n] applied to axis ``axis`` of ``a`` (one matrix product, no transpose copy)."""
+    shape = a.shape
+    if axis == a.ndim - 1:
+        return xp.matmul(a.reshape(-1, shape[-1]), m.T).reshape(shape[:-1] + (m.shape[0],))
+    after = int(np.prod(shape[axis + 1:]))
+    out = xp.matmul(m, a.reshape(-1, shape[axis], after))
+    return out.reshape(shape[:axis] + (m.shape[0],) + shape[axis + 1:])
+
+
+class AdaptiveAvgPool(Function):
+    """Adaptive average pooling of [N, C, *S] (1 to 3 spatial axes) to ``out_sizes``:
+    separable, so one small averaging matrix per pooled axis (``_avg_matrix``) applied as a
+    matrix product along that axis, the last axis first; backward applies the transposed
+    matrices in the reverse order. One node for the whole pool; 2-byte floats are computed
+    in float32."""
+    save_inputs = False
+
+    def __init__(self, out_sizes):
+        self.out_sizes = tuple(out_sizes)
+
+    def _mats(self, xp, shape, dtype):
+        return [(2 + i, xp.asarray(_avg_matrix(n, o, np.dtype(dtype).str)))
+                for i, (n, o) in reversed(list(enumerate(zip(shape[2:], self.out_sizes)))) if n != o]
+
+    def forward(self, x):
+        xp = backend.get_array_module(x)
+        self.x_shape, self.dtype = x.shape, x.dtype
+        a = upcast(x)
+        for ax, m in self._mats(xp, x.shape, a.dtype):
+            a = _along(xp, a, m, ax)
+        return a if a is not x else a.copy()
+
+    def backward(self, g):
+        xp = backend.get_array_module(g)
+        a = upcast(g)
+        for ax, m in reversed(self._mats(xp, self.x_shape, a.dtype)):
+            a = _along(xp, a, m.T, ax)
+        return a.astype(self.dtype, copy=False) if a is not g else a.copy()
+
+    backward_graph = linear_backward_graph   # linear: apply_linear is forward itself
