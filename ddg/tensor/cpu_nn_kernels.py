@@ -764,3 +764,32 @@ def resample_linear_backward(g, ih0, ih1, fh, iw0, iw1, fw, gx):
                         q0[w1, b] += e * u * val
                         q1[w0, b] += f * v * val
                         q1[w1, b] += f * u * val
+
+
+# -- GLU ------------------------------------------------------------------------------------------
+@kernel(error_model="numpy")
+def glu_pass(x, g, out, one, grad):
+    """GLU over ``x`` [P, 2, Q] (the two halves ``a``, ``b`` of the split axis, C-contiguous),
+    ``s = sigmoid(b)``, ``one`` 1 in x's dtype. Forward (``grad`` False): ``out`` [P, 1, Q] gets
+    ``a s`` (``g`` is not read). Backward: ``out`` [P, 2, Q] gets ``g s`` and ``g a s (1 - s)``
+    for the output gradient ``g`` [P, Q]. One kernel for both directions: two signatures
+    (float32, float64) to compile, not four."""
+    P, _, Q = x.shape
+    for p in range(P):
+        a = x[p, 0]
+        b = x[p, 1]
+        if grad:
+            gp = g[p]
+            ga = out[p, 0]
+            gb = out[p, 1]
+            for q in range(Q):         # the gate first: this loop and the next vectorize,
+                ga[q] = one / (one + _exp(-b[q]))      # one loop doing both does not
+            for q in range(Q):
+                s = ga[q]
+                t = gp[q] * s
+                ga[q] = t
+                gb[q] = t * a[q] * (one - s)
+        else:
+            o = out[p, 0]
+            for q in range(Q):
+                o[q] = a[q] / (one + _exp(-b[q]))
