@@ -793,3 +793,31 @@ def glu_pass(x, g, out, one, grad):
             o = out[p, 0]
             for q in range(Q):
                 o[q] = a[q] / (one + _exp(-b[q]))
+
+
+# -- padding by index (reflect, replicate, circular) ---------------------------------------------
+@kernel(error_model="numpy")
+def pad_gather(x, out, i0, i1, i2, i3, grad):
+    """Padding as a gather: ``out[p, a, b, c, d] = x[p, i0[a], i1[b], i2[c], i3[d]]`` with ``x``
+    [P, A, B, C, D] and ``out`` [P, len(i0), ..., len(i3)], both C-contiguous, and per axis the
+    source index of every padded position (int64). With ``grad`` the adjoint instead: ``x``
+    (zeroed by the caller) gains ``out`` at those positions (a border element adds onto the
+    element it was copied from). One kernel for both directions: two signatures."""
+    P = x.shape[0]
+    n0, n1, n2, n3 = i0.size, i1.size, i2.size, i3.size
+    for p in range(P):
+        for a in range(n0):
+            xa = x[p, i0[a]]
+            oa = out[p, a]
+            for b in range(n1):
+                xb = xa[i1[b]]
+                ob = oa[b]
+                for c in range(n2):
+                    xr = xb[i2[c]]
+                    orow = ob[c]
+                    if grad:
+                        for d in range(n3):
+                            xr[i3[d]] += orow[d]
+                    else:
+                        for d in range(n3):
+                            orow[d] = xr[i3[d]]

@@ -1,5 +1,8 @@
 """Neural-network primitives that are primitives for numerical stability or speed
 (each says which). Everything else in ddg.nn.functional is a composite."""
+import functools
+import math
+
 import numpy as np
 
 from ...tensor import backend
@@ -374,11 +377,14 @@ class Pad(Function):
     one of ``constant`` (filled with ``value``), ``reflect`` (mirrored without repeating the
     edge), ``replicate`` (the edge repeated) or ``circular`` (wrapped around).
 
-    A primitive for speed: forward is one allocation, one copy of the input into the middle
-    and, per padded axis, a few slice copies that fill the borders from the already written
-    part of the output; backward copies the gradient once, adds each border back onto the
-    slice it was copied from (axes in reverse order) and returns the middle. A gather per
-    axis and its scatter-add would cost several whole-array passes more."""
+    A primitive for speed. On numpy float32/float64 the non-constant modes are one compiled
+    gather (``cpu_nn_kernels.pad_gather``: each output element read from its source, the
+    source index per axis from ``_pad_index``) and backward its adjoint, one scatter-add pass.
+    Elsewhere (constant mode, cupy, other dtypes) forward is one allocation, one copy of the
+    input into the middle and, per padded axis, a few slice copies that fill the borders from
+    the already written part of the output; backward copies the gradient once, adds each
+    border back onto the slice it was copied from (axes in reverse order) and returns the
+    middle."""
     save_inputs = False
 
     def __init__(self, pairs, mode, value=0.0):
@@ -420,10 +426,32 @@ class Pad(Function):
                 out.append((slice(b + n, b + n + a), slice(b, b + a)))
         return out
 
+    def _compiled(self, x):
+        """The 5-D view [P, 4 trailing axes] and per-axis source indices of the compiled gather
+        (numpy float32/float64, a non-constant mode, the padded axes among the last four from
+        the first padded one), or None."""
+        if self.mode == "constant" or type(x) is not np.ndarray or x.dtype not in (np.float32, np.float64):
+            return None
+        first = self._order[0] if self._order else x.ndim
+        if x.ndim - first > 4:
+            return None
+        trail = (1,) * (4 - (x.ndim - first)) + x.shape[first:]
+        pairs = ((0, 0),) * (4 - (x.ndim - first)) + self.pairs[first:]
+        idx = [_pad_index(n, b, a, self.mode) for n, (b, a) in zip(trail, pairs)]
+        return (math.prod(x.shape[:first]),) + trail, idx
+
     def forward(self, x):
         xp = backend.get_array_module(x)
         self.in_shape = x.shape
         self._order = [d for d, (b, a) in enumerate(self.pairs) if b or a]
+        self.plan = self._compiled(x)
+        if self.plan is not None:   # one compiled gather
+            view, idx = self.plan
+            self.plan_dtype = x.dtype
+            out = np.empty(tuple(n + b + a for n, (b, a) in zip(x.shape, self.pairs)), x.dtype)
+            _cpu_kernels().pad_gather(np.ascontiguousarray(x).reshape(view),
+                                      out.reshape((view[0],) + tuple(i.size for i in idx)), *idx, False)
+            return out
         shape = tuple(n + b + a for n, (b, a) in zip(x.shape, self.pairs))
         middle = tuple(slice(b, b + n) for n, (b, _) in zip(x.shape, self.pairs))
         if self.mode == "constant":
@@ -443,6 +471,13 @@ class Pad(Function):
         middle = tuple(slice(b, b + n) for n, (b, _) in zip(shape, self.pairs))
         if self.mode == "constant":
             return xp.ascontiguousarray(g[middle])
+        if self.plan is not None:   # the gather's adjoint, one compiled pass
+            view, idx = self.plan
+            gx = np.zeros(shape, self.plan_dtype)
+            gg = np.ascontiguousarray(g, dtype=gx.dtype)
+            _cpu_kernels().pad_gather(gx.reshape(view), gg.reshape((view[0],) + tuple(i.size for i in idx)), *idx,
+                                      True)
+            return gx
         g = g.copy()
         for k in reversed(range(len(self._order))):
             ax = self._order[k]
@@ -460,6 +495,27 @@ class Pad(Function):
         op = _frozen(self)
         op.value = 0.0
         return op.forward(u)
+
+
+@functools.lru_cache(maxsize=256)
+def _pad_index(n, before, after, mode):
+    """For an axis of length ``n`` padded by (before, after): the source index of every output
+    position (int64, read-only)."""
+    k = np.arange(-before, n + after, dtype=np.int64)
+    if mode == "reflect":
+        k = np.abs(k)
+        k = np.where(k >= n, 2 * (n - 1) - k, k)
+    elif mode == "replicate":
+        k = np.clip(k, 0, n - 1)
+    else:   # circular
+        k = k % n
+    k.flags.writeable = False
+    return k
+
+
+def _cpu_kernels():
+    from ...tensor import cpu_nn_kernels  # noqa: PLC0415 - imports numba on the first numpy call
+    return cpu_nn_kernels
 
 
 def pad(x, pairs, mode="constant", value=0.0):
