@@ -821,3 +821,42 @@ def pad_gather(x, out, i0, i1, i2, i3, grad):
                     else:
                         for d in range(n3):
                             orow[d] = xr[i3[d]]
+
+
+# -- multi-class margin loss ----------------------------------------------------------------------
+@kernel(error_model="numpy")
+def multi_margin(x, lab, w, margin, square, raw, coef):
+    """Per sample ``i`` of ``x`` [N, C] with label ``y = lab[i]``: ``raw[i]`` (float64) =
+    ``sum_{j != y} h_j^k / C`` with ``h_j = max(0, margin - x[i, y] + x[i, j])`` and k = 2 when
+    ``square`` else 1; ``coef[i]`` [C] = the derivative of ``w[y] * raw[i]`` by ``x[i]``
+    (``w[y] k h_j^(k-1) / C`` where ``h_j > 0``, the column ``y`` minus their sum). Returns -1,
+    or the first sample whose label is outside [0, C) (nothing after it is written)."""
+    N, C = x.shape
+    zero = _as(margin, 0.0)
+    two = _as(margin, 2.0)
+    fc = _as(margin, C)
+    for i in range(N):
+        y = lab[i]
+        if y < 0 or y >= C:
+            return i
+        xi = x[i]
+        ci = coef[i]
+        xy = xi[y]
+        s = w[y] / fc
+        acc = 0.0
+        tot = zero
+        for j in range(C):
+            m = margin - xy + xi[j]
+            c = zero
+            if m > zero and j != y:
+                if square:
+                    acc += m * m
+                    c = two * m * s
+                else:
+                    acc += m
+                    c = s
+            ci[j] = c
+            tot += c
+        ci[y] = -tot
+        raw[i] = acc / C
+    return -1
