@@ -449,3 +449,34 @@ def test_multi_margin_loss_rejects_bad_labels_and_shapes():
         F.multi_margin_loss(x, ddg.to_tensor(np.array([0, 1, 2])))
     with pytest.raises(ValueError, match="multi_margin_loss.*weight"):
         F.multi_margin_loss(x, ddg.to_tensor(np.array([0, 1])), weight=ddg.to_tensor(np.ones(2, np.float32)))
+
+
+@pytest.mark.parametrize("reduction,norm", [("mean", False), ("sum", True), ("none", True)])
+def test_ctc_loss_reductions_gradients_and_backends(reduction, norm, place):
+    """One op from the scores to the reduced loss: values against the per-sample reference,
+    gradients against central differences, and the device path against the CPU's."""
+    x = np.random.default_rng(7).standard_normal((6, 2, 5))
+    il, ll = np.array([6, 5]), np.array([3, 2])
+    per = _np_ctc(x, _CTC_LAB, il, ll)
+    if norm:
+        per = per / il
+    want = {"mean": (per / ll).mean(), "sum": per.sum(), "none": per}[reduction]
+
+    def fn(t, where="cpu"):
+        args = [ddg.to_tensor(a, place=where) for a in (_CTC_LAB, il, ll)]
+        return F.ctc_loss(t, *args, reduction=reduction, norm_by_times=norm)
+
+    out = fn(ddg.to_tensor(x))
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-12)
+    assert out._node is None and fn(ddg.to_tensor(x, stop_gradient=False))._node.edges[0] is not None
+    if place == "cpu":
+        assert gradcheck(fn, [ddg.to_tensor(x, stop_gradient=False)], eps=1e-6, atol=1e-6, rtol=1e-5)
+        return
+    res = []
+    for where in ("cpu", place):
+        t = ddg.to_tensor(x, place=where, stop_gradient=False)
+        y = fn(t, where)
+        y.backward(ddg.to_tensor(np.linspace(0.5, 1.5, y.size).reshape(y.shape), place=where))
+        res.append((y.numpy(), t.grad.numpy()))
+    for a, b in zip(*res):
+        np.testing.assert_allclose(b, a, rtol=1e-9, atol=1e-12)

@@ -530,15 +530,9 @@ def ctc_loss(log_probs, labels, input_lengths, label_lengths, blank=0, reduction
     il = backend.to_host(input_lengths._data).astype(np.int64).reshape(-1)
     ll = backend.to_host(label_lengths._data).astype(np.int64).reshape(-1)
     lab = backend.to_host(labels._data).astype(np.int64)
-    # Paddle (warp-ctc) normalises the scores itself: log_softmax is idempotent on log-probabilities,
-    # and on raw scores it gives the loss and the gradient Paddle gives
-    loss = CTCLoss(lab, il, ll, int(blank), bool(zero_infinity))(log_softmax(log_probs, axis=-1))
-    if norm_by_times:
-        loss = E.divide(loss, _const(il.astype(log_probs._data.dtype), loss))
-    if reduction == "mean":
-        return R.mean(E.divide(loss, _const(np.maximum(ll, 1).astype(log_probs._data.dtype), loss)))
-    if reduction == "sum":
-        return R.sum(loss)
-    if reduction == "none":
-        return loss
-    raise ValueError(f"ddg.nn.functional.ctc_loss: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"ddg.nn.functional.ctc_loss: reduction must be 'mean', 'sum' or 'none', "
+                         f"got {reduction!r}")
+    # Paddle (warp-ctc) normalises the scores itself: the op's log-softmax is idempotent on
+    # log-probabilities, and on raw scores it gives the loss and the gradient Paddle gives
+    return CTCLoss(lab, il, ll, int(blank), bool(zero_infinity), reduction, bool(norm_by_times))(log_probs)
