@@ -446,6 +446,17 @@ class AvgPoolNd(Function):
         return xp.ascontiguousarray(_crop(_scatter(gw, padded, self.k, self.s, (1,) * len(o), o), pads, xs[2:]))
 
 
+@functools.lru_cache(maxsize=256)
+def _adaptive_bins(spatial, out):
+    """Per axis the (starts, ends) of Paddle's adaptive bins: output i of an axis of length n
+    pools [floor(i*n/o), ceil((i+1)*n/o)). Cached per geometry (the arrays are only read)."""
+    bins = []
+    for n, m in zip(spatial, out):
+        i = np.arange(m)
+        bins.append(((i * n) // m, -(-((i + 1) * n) // m)))
+    return bins
+
+
 class AdaptiveMaxPool(Function):
     """Adaptive max pooling of [N, C, *S] (1 to 3 spatial axes) to ``out_sizes``: output i of
     an axis of length n pools [floor(i*n/o), ceil((i+1)*n/o)) (Paddle's bins). numpy
@@ -467,12 +478,7 @@ class AdaptiveMaxPool(Function):
         self.x_shape = x.shape
         if len(sp) == 1 and sp[0] % o[0] == 0 and sp[0] // o[0] >= 32:
             return self._tiled(x, sp, o)
-        self.state = None
-        bins = []
-        for n, m in zip(sp, o):
-            i = np.arange(m)
-            bins.append(((i * n) // m, -(-((i + 1) * n) // m)))
-        y, self.idx, self.state = K.pool_forward(x, bins, None, 0, True)
+        y, self.idx, self.state = K.pool_forward(x, _adaptive_bins(tuple(sp), o), None, 0, True)
         return y
 
     def _tiled(self, x, sp, o):
