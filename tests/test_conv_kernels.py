@@ -170,6 +170,33 @@ def test_pool3d_against_loops_and_gradients(k, s, pad, ceil):
     np.testing.assert_allclose(y32, _ref_pool3d(x, k, s, pad, ceil, "avg"), rtol=0, atol=1e-6)
 
 
+@pytest.mark.parametrize("k,ceil", [((2, 2, 2), False), ((1, 3, 2), True)])
+def test_pool3d_disjoint_windows_float32_values_and_gradients(k, ceil):
+    """stride = kernel without padding (the disjoint-window kernel): float32 forward against the
+    loops, the max gradient at each mask position, the mean's spread over each window and
+    zero on the rows no window covers."""
+    shape = (2, 3, 4, 6, 8) if ceil else (2, 3, 5, 7, 9)
+    x = RNG.standard_normal(shape).astype(np.float32)
+    t = T(x, True)
+    y, mask = F.max_pool3d(t, k, k, 0, return_mask=True, ceil_mode=ceil)
+    np.testing.assert_array_equal(y.numpy(), _ref_pool3d(x.astype(np.float64), k, k, (0, 0, 0), ceil, "max"))
+    g = RNG.standard_normal(y.shape).astype(np.float32)
+    y.backward(T(g))
+    ref = np.zeros((6, x[0, 0].size), np.float32)
+    np.put_along_axis(ref, mask.numpy().reshape(6, -1).astype(np.int64), g.reshape(6, -1), 1)
+    np.testing.assert_array_equal(t.grad.numpy(), ref.reshape(shape))
+    t = T(x, True)
+    ya = F.avg_pool3d(t, k, k, 0, ceil_mode=ceil)
+    np.testing.assert_allclose(ya.numpy(), _ref_pool3d(x.astype(np.float64), k, k, (0, 0, 0), ceil, "avg"),
+                               rtol=1e-6, atol=1e-6)
+    ya.backward(T(g))
+    o = g.shape[2:]
+    spread = np.zeros(shape, np.float32)
+    spread[:, :, :o[0] * k[0], :o[1] * k[1], :o[2] * k[2]] = (
+        g.repeat(k[0], 2).repeat(k[1], 3).repeat(k[2], 4) / np.prod(k))
+    np.testing.assert_allclose(t.grad.numpy(), spread, rtol=1e-6, atol=1e-7)
+
+
 def test_max_pool3d_ties_nan_and_mask():
     x = np.zeros((1, 1, 2, 2, 4))
     x[0, 0, 1, 1, 3] = np.nan

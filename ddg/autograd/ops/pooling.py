@@ -341,6 +341,29 @@ def _kernel_ok(x):
     return x.ndim <= 5 and K.usable(x)
 
 
+def _tiled3d(x, k, s, pads, o):
+    """Whether a 3-D pool runs as ``cpu_nn_kernels.pool3d_tiled``: numpy float32/float64,
+    disjoint windows (stride = kernel), no padding, and the output the floor division (no
+    ceil-mode window past the end)."""
+    return (x.ndim == 5 and K.usable(x) and tuple(k) == tuple(s) and not any(pads)
+            and all(m == n // kk for m, n, kk in zip(o, x.shape[2:], k)))
+
+
+def _nn_kernels():
+    from ...tensor import cpu_nn_kernels  # noqa: PLC0415 - imports numba on the first numpy call
+    return cpu_nn_kernels
+
+
+def _tiled_run(x, k, o, mode, scale, idx=None):
+    n, c = x.shape[:2]
+    xv = np.ascontiguousarray(x).reshape((n * c,) + x.shape[2:])
+    out = np.empty((n * c,) + tuple(o), x.dtype)
+    if idx is None:
+        idx = np.empty(out.shape if mode == 0 else (1, 1, 1, 1), np.int64)
+    _nn_kernels().pool3d_tiled(xv, out, idx, k[0], k[1], k[2], mode, x.dtype.type(scale))
+    return out.reshape((n, c) + tuple(o)), idx
+
+
 class MaxPoolNd(Function):
     save_inputs = False
 
@@ -353,6 +376,11 @@ class MaxPoolNd(Function):
         o = pool_out_sizes(sp, self.k, self.s, self.pads, self.ceil)
         if min(o) <= 0:
             raise ValueError(f"ddg.max_pool3d: the output would be empty: input {list(x.shape)}, kernel {list(self.k)}")
+        self.tiled = _tiled3d(x, self.k, self.s, self.pads, o)
+        if self.tiled:      # disjoint windows: each input row read once
+            y, idx = _tiled_run(x, self.k, o, 0, 0.0)
+            self.idx, self.meta, self.compiled = idx.reshape(y.shape), (x.shape, o, None), True
+            return y
         self.compiled = _kernel_ok(x)
         if self.compiled:   # one pass, the windows clipped to the input (padding never wins)
             bins, _ = _window_bins(tuple(sp), self.k, self.s, self.pads, tuple(o))
@@ -370,6 +398,13 @@ class MaxPoolNd(Function):
     def backward(self, g):
         xp = backend.get_array_module(g)
         xs, o, pads = self.meta
+        if self.tiled:      # disjoint windows: each gradient written at its maximum
+            n, c = xs[:2]
+            gx = np.empty(xs, g.dtype)
+            gv = np.ascontiguousarray(g).reshape((n * c,) + tuple(o))
+            _nn_kernels().pool3d_tiled(gx.reshape((n * c,) + xs[2:]), gv, self.idx.reshape(gv.shape),
+                                       self.k[0], self.k[1], self.k[2], 3, g.dtype.type(0))
+            return gx
         if self.compiled:
             return K.pool_backward(g, xs, self.state, 0, True, self.idx)
         kk = int(np.prod(self.k))
@@ -408,6 +443,12 @@ class AvgPoolNd(Function):
         o = pool_out_sizes(sp, self.k, self.s, self.pads, self.ceil)
         if min(o) <= 0:
             raise ValueError(f"ddg.avg_pool3d: the output would be empty: input {list(x.shape)}, kernel {list(self.k)}")
+        self.tiled = _tiled3d(x, self.k, self.s, self.pads, o)
+        if self.tiled:      # disjoint full windows: one divisor
+            self.scale = 1.0 / (self.divisor or int(np.prod(self.k)))
+            y, _ = _tiled_run(x, self.k, o, 1, self.scale)
+            self.meta = (x.shape, o, None)
+            return y
         self.compiled = _kernel_ok(x)
         if self.compiled:   # one pass; the divisor per axis, or the override
             bins, incl = _window_bins(tuple(sp), self.k, self.s, self.pads, tuple(o))
@@ -438,6 +479,13 @@ class AvgPoolNd(Function):
     def backward(self, g):
         xp = backend.get_array_module(g)
         xs, o, pads = self.meta
+        if self.tiled:
+            n, c = xs[:2]
+            gx = np.empty(xs, g.dtype)
+            gv = np.ascontiguousarray(g).reshape((n * c,) + tuple(o))
+            _nn_kernels().pool3d_tiled(gx.reshape((n * c,) + xs[2:]), gv, np.empty((1, 1, 1, 1), np.int64),
+                                       self.k[0], self.k[1], self.k[2], 2, g.dtype.type(self.scale))
+            return gx
         if self.compiled:
             return K.pool_backward(g, xs, self.state, self.div, False, None)
         gq = (g / self.count).astype(g.dtype, copy=False)
