@@ -342,11 +342,12 @@ def _kernel_ok(x):
 
 
 def _tiled3d(x, k, s, pads, o):
-    """Whether a 3-D pool runs as ``cpu_nn_kernels.pool3d_tiled``: numpy float32/float64,
-    disjoint windows (stride = kernel), no padding, and the output the floor division (no
-    ceil-mode window past the end)."""
-    return (x.ndim == 5 and K.usable(x) and tuple(k) == tuple(s) and not any(pads)
-            and all(m == n // kk for m, n, kk in zip(o, x.shape[2:], k)))
+    """Whether a 3-D pool runs as ``cpu_nn_kernels.pool3d_tiled``: numpy float32 (the kernel
+    takes about a second to compile per dtype; float64 keeps the general pass), disjoint
+    windows (stride = kernel), no padding, and the output the floor division (no ceil-mode
+    window past the end)."""
+    return (x.ndim == 5 and type(x) is np.ndarray and x.dtype == np.float32 and tuple(k) == tuple(s)
+            and not any(pads) and all(m == n // kk for m, n, kk in zip(o, x.shape[2:], k)))
 
 
 def _nn_kernels():
