@@ -197,9 +197,11 @@ def test_pool3d_disjoint_windows_float32_values_and_gradients(k, ceil):
     np.testing.assert_allclose(t.grad.numpy(), spread, rtol=1e-6, atol=1e-7)
 
 
-def test_max_pool3d_ties_nan_and_mask():
-    x = np.zeros((1, 1, 2, 2, 4))
+@pytest.mark.parametrize("dtype", ["float64", "float32"])   # the general pass, the disjoint-window kernel
+def test_max_pool3d_ties_nan_and_mask(dtype):
+    x = np.zeros((1, 1, 2, 2, 4), dtype)
     x[0, 0, 1, 1, 3] = np.nan
+    x[0, 0, 1, 0, 2] = 7.0                                     # a NaN wins over a larger number before it
     t = T(x, True)
     y, mask = F.max_pool3d(t, 2, 2, return_mask=True)
     assert mask.numpy().tolist() == [[[[[0, 15]]]]]          # the first of the tied zeros; the NaN
