@@ -293,3 +293,24 @@ def test_dilated_same_conv_as_winograd_on_parity_classes(bias, monkeypatch):
     assert gradcheck(lambda *a: CV.Conv2d((1, 1), (2, 2, 2, 2), (2, 2), 1)(*a), ts)
     if not bias:
         assert gradgradcheck(lambda x, w: ddg.tanh(F.conv2d(x, w, None, 1, 2, 2)), ts)
+
+
+@pytest.mark.parametrize("shape,sizes", [((2, 3, 10), (4,)), ((2, 3, 7, 9), (3, 4)), ((1, 2, 5, 6, 7), (2, 4, 3))])
+def test_adaptive_avg_pool_separable_products_match_the_whole_matrix(shape, sizes, monkeypatch):
+    """Small pools are one product with the whole pool's matrix, larger ones a product per
+    axis: the per-axis path (forced here) gives the loops' values and the same gradients."""
+    from ddg.autograd.ops import pooling as P
+    x = RNG.standard_normal(shape)
+    favg = getattr(F, f"adaptive_avg_pool{len(sizes)}d")
+    out = sizes[0] if len(sizes) == 1 else sizes
+    g = RNG.standard_normal(x.shape[:2] + tuple(sizes))
+    res = []
+    for full in (P.AdaptiveAvgPool._FULL, 0):
+        monkeypatch.setattr(P.AdaptiveAvgPool, "_FULL", full)
+        t = T(x, True)
+        y = favg(t, out)
+        np.testing.assert_allclose(y.numpy(), _ref_adaptive(x, sizes, "avg"), rtol=1e-12, atol=1e-14)
+        y.backward(T(g))
+        res.append(t.grad.numpy())
+    np.testing.assert_allclose(res[1], res[0], rtol=1e-12, atol=1e-14)
+    assert gradgradcheck(lambda v: ddg.tanh(favg(v, out)), [T(x[:1, :2], True)])

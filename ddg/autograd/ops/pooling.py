@@ -15,6 +15,7 @@ defined here (cupy, other dtypes).
 """
 import functools
 import itertools
+import math
 
 import numpy as np
 
@@ -590,12 +591,26 @@ def _along(xp, a, m, axis):
     return out.reshape(shape[:axis] + (m.shape[0],) + shape[axis + 1:])
 
 
+@functools.lru_cache(maxsize=64)
+def _avg_matrix_full(spatial, out, dtype):
+    """[prod(out), prod(spatial)]: the whole pool over the flattened spatial axes (the
+    Kronecker product of the per-axis matrices)."""
+    m = np.ones((1, 1), dtype=dtype)
+    for n, o in zip(spatial, out):
+        m = np.kron(m, _avg_matrix(n, o, dtype))
+    m.flags.writeable = False
+    return m
+
+
 class AdaptiveAvgPool(Function):
     """Adaptive average pooling of [N, C, *S] (1 to 3 spatial axes) to ``out_sizes``:
     separable, so one small averaging matrix per pooled axis (``_avg_matrix``) applied as a
     matrix product along that axis, the last axis first; backward applies the transposed
-    matrices in the reverse order. One node for the whole pool; 2-byte floats are computed
-    in float32."""
+    matrices in the reverse order. When one product with the whole pool's matrix (over the
+    flattened spatial axes) costs at most 2^18 multiply-adds it is that product instead:
+    at small sizes each product along an axis costs more in calls and batched loops than
+    in arithmetic. One node for the whole pool; 2-byte floats are computed in float32."""
+    _FULL = 1 << 18
     save_inputs = False
 
     def __init__(self, out_sizes):
@@ -605,10 +620,19 @@ class AdaptiveAvgPool(Function):
         return [(2 + i, xp.asarray(_avg_matrix(n, o, np.dtype(dtype).str)))
                 for i, (n, o) in reversed(list(enumerate(zip(shape[2:], self.out_sizes)))) if n != o]
 
+    def _full(self, xp, shape, dtype):
+        sp = tuple(shape[2:])
+        if shape[0] * shape[1] * math.prod(sp) * math.prod(self.out_sizes) > self._FULL:
+            return None
+        return xp.asarray(_avg_matrix_full(sp, self.out_sizes, np.dtype(dtype).str))
+
     def forward(self, x):
         xp = backend.get_array_module(x)
         self.x_shape, self.dtype = x.shape, x.dtype
         a = upcast(x)
+        m = self._full(xp, x.shape, a.dtype)
+        if m is not None:
+            return xp.matmul(a.reshape(x.shape[0] * x.shape[1], -1), m.T).reshape(x.shape[:2] + self.out_sizes)
         for ax, m in self._mats(xp, x.shape, a.dtype):
             a = _along(xp, a, m, ax)
         return a if a is not x else a.copy()
@@ -616,6 +640,10 @@ class AdaptiveAvgPool(Function):
     def backward(self, g):
         xp = backend.get_array_module(g)
         a = upcast(g)
+        m = self._full(xp, self.x_shape, a.dtype)
+        if m is not None:
+            a = xp.matmul(a.reshape(g.shape[0] * g.shape[1], -1), m).reshape(self.x_shape)
+            return a.astype(self.dtype, copy=False)
         for ax, m in reversed(self._mats(xp, self.x_shape, a.dtype)):
             a = _along(xp, a, m.T, ax)
         return a.astype(self.dtype, copy=False) if a is not g else a.copy()
