@@ -390,7 +390,7 @@ class MaxPoolNd(Function):
             self.meta = (x.shape, o, None)
             return y
         pads = _pool_pads(sp, self.k, self.s, self.pads, o)
-        fill = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+        fill = -np.inf if x.dtype.kind in "fV" else np.iinfo(x.dtype).min   # V: bfloat16
         win = _windows(_pad(x, pads, fill), self.k, self.s, (1,) * len(self.k), o)
         win = win.reshape(x.shape[:2] + o + (-1,))
         self.idx = win.argmax(-1)
