@@ -11,7 +11,9 @@ The N-d primitives at the end (``MaxPoolNd``, ``AvgPoolNd``, used for 3-D; ``Ada
 for adaptive max pooling) run as one compiled pass over the
 windows on numpy float32/float64 (``conv_kernels.pool_forward``: per output a loop over its
 box, the maximum's index kept for the backward), else through the strided window views
-defined here (cupy, other dtypes).
+defined here (cupy, other dtypes). 3-D float32 pools with disjoint windows (stride = kernel,
+no padding) take ``cpu_nn_kernels.pool3d_tiled`` instead, which reads each input row once.
+``AdaptiveAvgPool`` (1-D to 3-D) is a product with small averaging matrices.
 """
 import functools
 import itertools
@@ -356,12 +358,13 @@ def _nn_kernels():
     return cpu_nn_kernels
 
 
-def _tiled_run(x, k, o, mode, scale, idx=None):
+def _tiled_run(x, k, o, mode, scale):
+    """``pool3d_tiled``'s forward (``mode`` 0 max, 1 mean times ``scale``) of [N, C, D, H, W]
+    ``x``: the output and, for max, the winners' indices in their planes."""
     n, c = x.shape[:2]
     xv = np.ascontiguousarray(x).reshape((n * c,) + x.shape[2:])
     out = np.empty((n * c,) + tuple(o), x.dtype)
-    if idx is None:
-        idx = np.empty(out.shape if mode == 0 else (1, 1, 1, 1), np.int64)
+    idx = np.empty(out.shape if mode == 0 else (1, 1, 1, 1), np.int64)
     _nn_kernels().pool3d_tiled(xv, out, idx, k[0], k[1], k[2], mode, x.dtype.type(scale))
     return out.reshape((n, c) + tuple(o)), idx
 
