@@ -3,8 +3,9 @@
 
 Forward is ``take`` along the rows (and zeroing the padding lookups). Backward adds each
 lookup's gradient row into its id's row of a zeroed ``[V, D]`` gradient: on numpy one
-compiled pass (``cpu_nn_kernels.embedding_backward``; numpy's ``add.at`` runs an
-unbuffered loop per element, several times slower), on cupy ``cupyx.scatter_add``.
+compiled pass (``cpu_nn_kernels.embedding_backward``, float16/bfloat16 summed in float32;
+numpy's ``add.at`` runs an unbuffered loop per element, several times slower), on cupy
+``cupyx.scatter_add``.
 The op is linear in the weight, so higher orders use its own backward and forward
 (``linear_backward_graph``).
 
@@ -19,6 +20,7 @@ sparse result (see docs/optimizers.md).
 import numpy as np
 
 from ...tensor import backend
+from ...tensor.dtypes import upcast
 from ..function import Function
 from ..higher import linear_backward_graph
 
@@ -47,12 +49,14 @@ class Embedding(Function):
         ids = self.ids.reshape(-1)
         d = self.wshape[1]
         g2 = g.reshape(-1, d)
-        gw = xp.zeros(self.wshape, g.dtype)
-        if xp is np and g.dtype in (np.float32, np.float64):
+        if xp is np and g.dtype.kind in "fV":   # 2-byte floats summed in float32
             from ...tensor import cpu_nn_kernels  # noqa: PLC0415 - imports numba on the first call
+            g2 = upcast(g2)
+            gw = np.zeros(self.wshape, g2.dtype)
             cpu_nn_kernels.embedding_backward(ids.astype(np.int64, copy=False), np.ascontiguousarray(g2), gw,
                                               self.pad)
         else:
+            gw = xp.zeros(self.wshape, g.dtype)
             if self.pad >= 0:
                 g2 = g2 * (ids != self.pad)[:, None].astype(g.dtype)
             if xp is np:
