@@ -238,12 +238,26 @@ def test_adaptive_pools_against_loops_and_gradients(shape, sizes):
     np.testing.assert_array_equal(np.take_along_axis(flat, mask.numpy().reshape(*x.shape[:2], -1), 2),
                                   y.numpy().reshape(*x.shape[:2], -1))
     # ties: every bin constant, so the gradient goes to each bin's first element
-    xt = T(np.round(x * 0) + 1.0, True)
-    fmax(xt, out).sum().backward()
     first = np.zeros(x.shape[2:])
     for idx in np.ndindex(*sizes):
         first[tuple(i * n // o for i, n, o in zip(idx, x.shape[2:], sizes))] = 1
-    np.testing.assert_array_equal(xt.grad.numpy(), np.broadcast_to(first, x.shape))
+    for dt in (np.float64, np.float32):
+        xt = T(np.ones(x.shape, dt), True)
+        fmax(xt, out).sum().backward()
+        np.testing.assert_array_equal(xt.grad.numpy(), np.broadcast_to(first, x.shape))
+    # float32 (the row kernel): the loops' maxima, the mask, and the float64 path's gradient
+    x32 = x.astype(np.float32)
+    t32 = T(x32, True)
+    y32, m32 = fmax(t32, out, return_mask=True)
+    np.testing.assert_array_equal(y32.numpy(), _ref_adaptive(x32.astype(np.float64), sizes, "max"))
+    np.testing.assert_array_equal(np.take_along_axis(x32.reshape(*x.shape[:2], -1),
+                                                     m32.numpy().reshape(*x.shape[:2], -1), 2),
+                                  y32.numpy().reshape(*x.shape[:2], -1))
+    g = RNG.standard_normal(y32.shape)
+    y32.backward(T(g.astype(np.float32)))
+    t64 = T(x32.astype(np.float64), True)
+    fmax(t64, out).backward(T(g))
+    np.testing.assert_allclose(t32.grad.numpy(), t64.grad.numpy(), rtol=1e-6, atol=1e-6)
     small = T(x[:1, :2], True)
     assert gradcheck(lambda t: favg(t, out), [small])
     assert gradcheck(lambda t: fmax(t, out), [small])

@@ -862,85 +862,71 @@ def multi_margin(x, lab, w, margin, square, raw, coef):
     return -1
 
 
-# -- 3-D pooling with disjoint windows (stride = kernel, no padding) --------------------------------
+# -- pooling over per-axis bins (3-D disjoint windows, adaptive max pooling) -----------------------
 @kernel(error_model="numpy")
-def pool3d_tiled(x, out, idx, k0, k1, k2, mode, scale):
-    """Pooling of ``x`` [P, D, H, W] (C-contiguous) over disjoint k0 x k1 x k2 windows into
-    ``out`` [P, OD, OH, OW] (OD*k0 <= D, ...), input rows read once, in order. ``mode`` 0: max,
-    ``idx`` (int64, as ``out``) gets each maximum's flat index ``(d*H + h)*W + w`` in its plane,
-    the first maximal element in row-major order, a NaN winning over numbers; 1: the window
-    sums times ``scale``; 2: the adjoint of 1, ``x`` (overwritten) gets ``out * scale``
-    spread over each window; 3: the adjoint of 0, ``x`` (overwritten) gets ``out`` at the
-    positions ``idx`` holds (modes 2 and 3 zero the elements outside every window)."""
+def pool_bins(x, out, idx, b0, b1, b2, mode, scale):
+    """Pooling of ``x`` [P, D, H, W] (C-contiguous) into ``out`` [P, OD, OH, OW] over boxes given
+    per axis by ``b0`` [2, OD], ``b1`` [2, OH], ``b2`` [2, OW] (int64 start and end rows, inside
+    the input; boxes may overlap), input rows read in order. ``mode`` 0: max, ``idx`` (int64, as
+    ``out``) gets each maximum's flat index ``(d*H + h)*W + w`` in its plane, the first maximal
+    element in row-major order, a NaN winning over numbers; 1: the box sums times ``scale``;
+    2: the adjoint of 1, ``x`` (overwritten) gets ``out * scale`` added over each box; 3: the
+    adjoint of 0, ``x`` (overwritten) gets ``out`` added at the positions ``idx`` holds."""
     P, D, H, W = x.shape
     OD, OH, OW = out.shape[1], out.shape[2], out.shape[3]
     zero = scale - scale
     xf = x.reshape(P, D * H * W)
     for p in range(P):
-        if mode == 3:
+        if mode >= 2:
             xr = xf[p]
             for q in range(D * H * W):
                 xr[q] = zero
-            for a in range(OD):
-                for i in range(OH):
-                    o = out[p, a, i]
-                    ix = idx[p, a, i]
-                    for j in range(OW):
-                        xr[ix[j]] = o[j]
-            continue
-        if mode == 2:
-            xp_ = x[p]
-            for d in range(D):
-                for h in range(H):
-                    r = xp_[d, h]
-                    for w in range(W):
-                        r[w] = zero
         for a in range(OD):
             for i in range(OH):
                 o = out[p, a, i]
+                if mode == 3:
+                    ix = idx[p, a, i]
+                    xr = xf[p]
+                    for j in range(OW):
+                        xr[ix[j]] += o[j]
+                    continue
                 if mode == 0:
                     ix = idx[p, a, i]
-                    r0 = x[p, a * k0, i * k1]
-                    base0 = (a * k0 * H + i * k1) * W
-                    for j in range(OW):   # each window's first element, then every row compared
-                        o[j] = r0[j * k2]
-                        ix[j] = base0 + j * k2
-                    for dd in range(k0):
-                        d = a * k0 + dd
-                        for hh in range(k1):
-                            h = i * k1 + hh
-                            r = x[p, d, h]
-                            base = (d * H + h) * W
-                            for j in range(OW):
-                                w0 = j * k2
-                                best = o[j]
-                                bi = ix[j]
-                                for t in range(k2):
-                                    v = r[w0 + t]
-                                    # bitwise, not short-circuit: selects, no branch to mispredict
-                                    take = (v > best) | ((v != v) & (best == best))
-                                    best = v if take else best
-                                    bi = base + w0 + t if take else bi
-                                o[j] = best
-                                ix[j] = bi
+                    r0 = x[p, b0[0, a], b1[0, i]]
+                    base0 = (b0[0, a] * H + b1[0, i]) * W
+                    for j in range(OW):   # each box's first element, then every row compared
+                        o[j] = r0[b2[0, j]]
+                        ix[j] = base0 + b2[0, j]
                 elif mode == 1:
                     for j in range(OW):
                         o[j] = zero
-                    for dd in range(k0):
-                        for hh in range(k1):
-                            r = x[p, a * k0 + dd, i * k1 + hh]
+                for d in range(b0[0, a], b0[1, a]):
+                    for h in range(b1[0, i], b1[1, i]):
+                        r = x[p, d, h]
+                        if mode == 0:
+                            base = (d * H + h) * W
                             for j in range(OW):
-                                s = zero
-                                for t in range(k2):
-                                    s += r[j * k2 + t]
-                                o[j] += s
-                    for j in range(OW):
-                        o[j] *= scale
-                else:
-                    for dd in range(k0):
-                        for hh in range(k1):
-                            r = x[p, a * k0 + dd, i * k1 + hh]
+                                best = o[j]
+                                bi = ix[j]
+                                for w in range(b2[0, j], b2[1, j]):
+                                    v = r[w]
+                                    # bitwise, not short-circuit: selects, no branch to mispredict
+                                    take = (v > best) | ((v != v) & (best == best))
+                                    best = v if take else best
+                                    bi = base + w if take else bi
+                                o[j] = best
+                                ix[j] = bi
+                        elif mode == 1:
+                            for j in range(OW):
+                                acc = zero
+                                for w in range(b2[0, j], b2[1, j]):
+                                    acc += r[w]
+                                o[j] += acc
+                        else:
                             for j in range(OW):
                                 v = o[j] * scale
-                                for t in range(k2):
-                                    r[j * k2 + t] = v
+                                for w in range(b2[0, j], b2[1, j]):
+                                    r[w] += v
+                if mode == 1:
+                    for j in range(OW):
+                        o[j] *= scale

@@ -12,7 +12,10 @@ for adaptive max pooling) run as one compiled pass over the
 windows on numpy float32/float64 (``conv_kernels.pool_forward``: per output a loop over its
 box, the maximum's index kept for the backward), else through the strided window views
 defined here (cupy, other dtypes). 3-D float32 pools with disjoint windows (stride = kernel,
-no padding) take ``cpu_nn_kernels.pool3d_tiled`` instead, which reads each input row once.
+no padding) take ``cpu_nn_kernels.pool_bins`` instead, which reads each input row once and
+keeps the maxima with branch-free selects (faster for small windows, whose comparisons a
+branch mispredicts; slower for long ones, where the selects chain: adaptive bins keep the
+per-output pass).
 ``AdaptiveAvgPool`` (1-D to 3-D) is a product with small averaging matrices.
 """
 import functools
@@ -345,7 +348,7 @@ def _kernel_ok(x):
 
 
 def _tiled3d(x, k, s, pads, o):
-    """Whether a 3-D pool runs as ``cpu_nn_kernels.pool3d_tiled``: numpy float32 (the kernel
+    """Whether a 3-D pool runs as ``cpu_nn_kernels.pool_bins``: numpy float32 (the kernel
     takes about a second to compile per dtype; float64 keeps the general pass), disjoint
     windows (stride = kernel), no padding, and the output the floor division (no ceil-mode
     window past the end)."""
@@ -358,15 +361,35 @@ def _nn_kernels():
     return cpu_nn_kernels
 
 
-def _tiled_run(x, k, o, mode, scale):
-    """``pool3d_tiled``'s forward (``mode`` 0 max, 1 mean times ``scale``) of [N, C, D, H, W]
-    ``x``: the output and, for max, the winners' indices in their planes."""
+@functools.lru_cache(maxsize=256)
+def _tiled_boxes(k, o):
+    """``pool_bins``' per-axis [2, O] start/end rows of disjoint windows of size ``k``."""
+    return tuple(np.stack([np.arange(m) * kk, np.arange(m) * kk + kk]).astype(np.int64) for kk, m in zip(k, o))
+
+
+def _boxes_run(x, boxes, o, mode, scale):
+    """``pool_bins``' forward (``mode`` 0 max, 1 sum times ``scale``) of [N, C, *S] ``x`` (1 to 3
+    spatial axes; ``boxes`` for 3): the output [N, C, *o] and, for max, the winners' indices in
+    their planes."""
     n, c = x.shape[:2]
-    xv = np.ascontiguousarray(x).reshape((n * c,) + x.shape[2:])
-    out = np.empty((n * c,) + tuple(o), x.dtype)
+    lead = (1,) * (5 - x.ndim)
+    xv = np.ascontiguousarray(x).reshape((n * c,) + lead + x.shape[2:])
+    out = np.empty((n * c,) + lead + tuple(o), x.dtype)
     idx = np.empty(out.shape if mode == 0 else (1, 1, 1, 1), np.int64)
-    _nn_kernels().pool3d_tiled(xv, out, idx, k[0], k[1], k[2], mode, x.dtype.type(scale))
-    return out.reshape((n, c) + tuple(o)), idx
+    _nn_kernels().pool_bins(xv, out, idx, *boxes, mode, x.dtype.type(scale))
+    return out.reshape((n, c) + tuple(o)), idx.reshape((n, c) + tuple(o)) if mode == 0 else None
+
+
+def _boxes_adjoint(g, x_shape, boxes, mode, scale, idx=None):
+    """``pool_bins``' adjoints: the input gradient [N, C, *S] for the output gradient ``g``
+    (``mode`` 3: at the maxima ``idx``; 2: spread times ``scale``)."""
+    n, c = x_shape[:2]
+    lead = (1,) * (5 - len(x_shape))
+    gx = np.empty(x_shape, g.dtype)
+    gv = np.ascontiguousarray(g).reshape((n * c,) + lead + g.shape[2:])
+    iv = idx.reshape(gv.shape) if idx is not None else np.empty((1, 1, 1, 1), np.int64)
+    _nn_kernels().pool_bins(gx.reshape((n * c,) + lead + x_shape[2:]), gv, iv, *boxes, mode, g.dtype.type(scale))
+    return gx
 
 
 class MaxPoolNd(Function):
@@ -383,8 +406,9 @@ class MaxPoolNd(Function):
             raise ValueError(f"ddg.max_pool3d: the output would be empty: input {list(x.shape)}, kernel {list(self.k)}")
         self.tiled = _tiled3d(x, self.k, self.s, self.pads, o)
         if self.tiled:      # disjoint windows: each input row read once
-            y, idx = _tiled_run(x, self.k, o, 0, 0.0)
-            self.idx, self.meta, self.compiled = idx.reshape(y.shape), (x.shape, o, None), True
+            self.boxes = _tiled_boxes(self.k, tuple(o))
+            y, self.idx = _boxes_run(x, self.boxes, o, 0, 0.0)
+            self.meta, self.compiled = (x.shape, o, None), True
             return y
         self.compiled = _kernel_ok(x)
         if self.compiled:   # one pass, the windows clipped to the input (padding never wins)
@@ -403,13 +427,8 @@ class MaxPoolNd(Function):
     def backward(self, g):
         xp = backend.get_array_module(g)
         xs, o, pads = self.meta
-        if self.tiled:      # disjoint windows: each gradient written at its maximum
-            n, c = xs[:2]
-            gx = np.empty(xs, g.dtype)
-            gv = np.ascontiguousarray(g).reshape((n * c,) + tuple(o))
-            _nn_kernels().pool3d_tiled(gx.reshape((n * c,) + xs[2:]), gv, self.idx.reshape(gv.shape),
-                                       self.k[0], self.k[1], self.k[2], 3, g.dtype.type(0))
-            return gx
+        if self.tiled:      # each gradient added at its maximum
+            return _boxes_adjoint(g, xs, self.boxes, 3, 0.0, self.idx)
         if self.compiled:
             return K.pool_backward(g, xs, self.state, 0, True, self.idx)
         kk = int(np.prod(self.k))
@@ -451,7 +470,8 @@ class AvgPoolNd(Function):
         self.tiled = _tiled3d(x, self.k, self.s, self.pads, o)
         if self.tiled:      # disjoint full windows: one divisor
             self.scale = 1.0 / (self.divisor or int(np.prod(self.k)))
-            y, _ = _tiled_run(x, self.k, o, 1, self.scale)
+            self.boxes = _tiled_boxes(self.k, tuple(o))
+            y, _ = _boxes_run(x, self.boxes, o, 1, self.scale)
             self.meta = (x.shape, o, None)
             return y
         self.compiled = _kernel_ok(x)
@@ -485,12 +505,7 @@ class AvgPoolNd(Function):
         xp = backend.get_array_module(g)
         xs, o, pads = self.meta
         if self.tiled:
-            n, c = xs[:2]
-            gx = np.empty(xs, g.dtype)
-            gv = np.ascontiguousarray(g).reshape((n * c,) + tuple(o))
-            _nn_kernels().pool3d_tiled(gx.reshape((n * c,) + xs[2:]), gv, np.empty((1, 1, 1, 1), np.int64),
-                                       self.k[0], self.k[1], self.k[2], 2, g.dtype.type(self.scale))
-            return gx
+            return _boxes_adjoint(g, xs, self.boxes, 2, self.scale)
         if self.compiled:
             return K.pool_backward(g, xs, self.state, self.div, False, None)
         gq = (g / self.count).astype(g.dtype, copy=False)
