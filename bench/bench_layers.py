@@ -464,7 +464,11 @@ def _calls_for(fn, min_time):
 
 
 def race(steps, rounds, min_time):
-    """Median seconds per call of each step, rounds alternating between them."""
+    """Median seconds per call of each step, rounds alternating between them. Each step runs
+    once before its calls per round are counted: a first call loads (or compiles) lazily
+    imported kernels, and counted from it a round would time a single call."""
+    for f in steps.values():
+        f()
     counts = {k: _calls_for(f, min_time) for k, f in steps.items()}
     times = {k: [] for k in steps}
     for _ in range(rounds):

@@ -374,3 +374,62 @@ def test_compiled_activations_keep_scalar_and_empty_shapes(value):
         y = fn(x)
         y.sum().backward()
         assert y.shape == x.shape and x.grad.shape == x.shape
+
+
+def _glu64(x, ax):
+    a, b = np.split(x, 2, ax)
+    return a / (1 + np.exp(-b))
+
+
+@pytest.mark.parametrize("shape,axis", [((3, 4, 6), -1), ((4, 6, 5), 1), ((6, 3), 0), ((2, 0, 4), -1)])
+def test_glu_is_one_op_matching_float64_and_its_gradients(shape, axis):
+    x = np.random.default_rng(4).uniform(-6, 6, shape)
+    if x.size:
+        x.flat[0], x.flat[-1] = -100.0, 100.0          # saturated gates stay finite
+    t = ddg.to_tensor(x, stop_gradient=False)
+    y = F.glu(t, axis)
+    assert y._node is not None and y._node.edges[0][0] is t          # one node on its input
+    np.testing.assert_allclose(y.numpy(), _glu64(x, axis), rtol=1e-13, atol=1e-300)
+    y32 = F.glu(ddg.to_tensor(x.astype(np.float32)), axis).numpy()
+    assert y32.dtype == np.float32
+    np.testing.assert_allclose(y32, _glu64(x.astype(np.float32).astype(np.float64), axis), rtol=2e-6, atol=2e-6)
+    if not x.size:
+        return
+    small = ddg.to_tensor(x / 4, stop_gradient=False)
+    assert gradcheck(lambda v: F.glu(v, axis), [small], eps=1e-6, atol=1e-6, rtol=1e-5)
+    assert gradgradcheck(lambda v: F.glu(v, axis), [small], eps=1e-6, atol=1e-5, rtol=1e-4)
+    # float32 gradients against float64 ones
+    g = np.random.default_rng(5).standard_normal(y.shape)
+    grads = []
+    for dt in (np.float64, np.float32):
+        v = ddg.to_tensor(x.astype(dt), stop_gradient=False)
+        F.glu(v, axis).backward(ddg.to_tensor(g.astype(dt)))
+        grads.append(v.grad.numpy())
+    assert grads[1].dtype == np.float32
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_glu_half_inputs_keep_their_dtype(dtype):
+    x = ddg.to_tensor(np.linspace(-3, 3, 12, dtype=np.float32).reshape(3, 4)).astype(dtype)
+    x.stop_gradient = False
+    y = F.glu(x)
+    assert y.dtype == x.dtype
+    y.sum().backward()
+    assert x.grad.dtype == x.dtype
+    np.testing.assert_allclose(y.astype("float32").numpy(), _glu64(x.astype("float32").numpy().astype(np.float64), -1),
+                               rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.skipif(not backend.cupy_available(),
+                    reason="GPU tests need cupy and an NVIDIA GPU (cupy is not installed or sees no GPU)")
+def test_glu_on_gpu_gives_the_cpu_results():
+    x = np.random.default_rng(6).uniform(-5, 5, (3, 4, 6)).astype(np.float32)
+    results = []
+    for place in ("cpu", "gpu"):
+        t = ddg.to_tensor(x, place=place, stop_gradient=False)
+        y = F.glu(t, 1)
+        y.backward(ddg.ones_like(y) * 0.5)
+        results.append((y.numpy(), t.grad.numpy()))
+    np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(results[1][1], results[0][1], rtol=1e-5, atol=1e-6)

@@ -170,9 +170,38 @@ def test_pool3d_against_loops_and_gradients(k, s, pad, ceil):
     np.testing.assert_allclose(y32, _ref_pool3d(x, k, s, pad, ceil, "avg"), rtol=0, atol=1e-6)
 
 
-def test_max_pool3d_ties_nan_and_mask():
-    x = np.zeros((1, 1, 2, 2, 4))
+@pytest.mark.parametrize("k,ceil", [((2, 2, 2), False), ((1, 3, 2), True)])
+def test_pool3d_disjoint_windows_float32_values_and_gradients(k, ceil):
+    """stride = kernel without padding (the disjoint-window kernel): float32 forward against the
+    loops, the max gradient at each mask position, the mean's spread over each window and
+    zero on the rows no window covers."""
+    shape = (2, 3, 4, 6, 8) if ceil else (2, 3, 5, 7, 9)
+    x = RNG.standard_normal(shape).astype(np.float32)
+    t = T(x, True)
+    y, mask = F.max_pool3d(t, k, k, 0, return_mask=True, ceil_mode=ceil)
+    np.testing.assert_array_equal(y.numpy(), _ref_pool3d(x.astype(np.float64), k, k, (0, 0, 0), ceil, "max"))
+    g = RNG.standard_normal(y.shape).astype(np.float32)
+    y.backward(T(g))
+    ref = np.zeros((6, x[0, 0].size), np.float32)
+    np.put_along_axis(ref, mask.numpy().reshape(6, -1).astype(np.int64), g.reshape(6, -1), 1)
+    np.testing.assert_array_equal(t.grad.numpy(), ref.reshape(shape))
+    t = T(x, True)
+    ya = F.avg_pool3d(t, k, k, 0, ceil_mode=ceil)
+    np.testing.assert_allclose(ya.numpy(), _ref_pool3d(x.astype(np.float64), k, k, (0, 0, 0), ceil, "avg"),
+                               rtol=1e-6, atol=1e-6)
+    ya.backward(T(g))
+    o = g.shape[2:]
+    spread = np.zeros(shape, np.float32)
+    spread[:, :, :o[0] * k[0], :o[1] * k[1], :o[2] * k[2]] = (
+        g.repeat(k[0], 2).repeat(k[1], 3).repeat(k[2], 4) / np.prod(k))
+    np.testing.assert_allclose(t.grad.numpy(), spread, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])   # the general pass, the disjoint-window kernel
+def test_max_pool3d_ties_nan_and_mask(dtype):
+    x = np.zeros((1, 1, 2, 2, 4), dtype)
     x[0, 0, 1, 1, 3] = np.nan
+    x[0, 0, 1, 0, 2] = 7.0                                     # a NaN wins over a larger number before it
     t = T(x, True)
     y, mask = F.max_pool3d(t, 2, 2, return_mask=True)
     assert mask.numpy().tolist() == [[[[[0, 15]]]]]          # the first of the tied zeros; the NaN
@@ -193,8 +222,10 @@ def _ref_adaptive(x, sizes, kind):
     return y
 
 
-@pytest.mark.parametrize("shape,sizes", [((2, 3, 10), (4,)), ((2, 3, 7, 9), (3, 4)), ((1, 2, 5, 6, 7), (2, 4, 3))])
+@pytest.mark.parametrize("shape,sizes", [((2, 3, 10), (4,)), ((2, 3, 7, 9), (3, 4)), ((1, 2, 5, 6, 7), (2, 4, 3)),
+                                         ((2, 3, 64), (2,)), ((2, 3, 8, 6), (4, 3)), ((1, 2, 4, 6, 4), (2, 3, 2))])
 def test_adaptive_pools_against_loops_and_gradients(shape, sizes):
+    """Bins of uneven and (the last three) of even sizes; long 1-D bins take numpy's argmax."""
     x = RNG.standard_normal(shape)
     nd = len(sizes)
     fmax = getattr(F, f"adaptive_max_pool{nd}d")
@@ -206,6 +237,27 @@ def test_adaptive_pools_against_loops_and_gradients(shape, sizes):
     flat = x.reshape(x.shape[0], x.shape[1], -1)
     np.testing.assert_array_equal(np.take_along_axis(flat, mask.numpy().reshape(*x.shape[:2], -1), 2),
                                   y.numpy().reshape(*x.shape[:2], -1))
+    # ties: every bin constant, so the gradient goes to each bin's first element
+    first = np.zeros(x.shape[2:])
+    for idx in np.ndindex(*sizes):
+        first[tuple(i * n // o for i, n, o in zip(idx, x.shape[2:], sizes))] = 1
+    for dt in (np.float64, np.float32):
+        xt = T(np.ones(x.shape, dt), True)
+        fmax(xt, out).sum().backward()
+        np.testing.assert_array_equal(xt.grad.numpy(), np.broadcast_to(first, x.shape))
+    # float32 (the row kernel): the loops' maxima, the mask, and the float64 path's gradient
+    x32 = x.astype(np.float32)
+    t32 = T(x32, True)
+    y32, m32 = fmax(t32, out, return_mask=True)
+    np.testing.assert_array_equal(y32.numpy(), _ref_adaptive(x32.astype(np.float64), sizes, "max"))
+    np.testing.assert_array_equal(np.take_along_axis(x32.reshape(*x.shape[:2], -1),
+                                                     m32.numpy().reshape(*x.shape[:2], -1), 2),
+                                  y32.numpy().reshape(*x.shape[:2], -1))
+    g = RNG.standard_normal(y32.shape)
+    y32.backward(T(g.astype(np.float32)))
+    t64 = T(x32.astype(np.float64), True)
+    fmax(t64, out).backward(T(g))
+    np.testing.assert_allclose(t32.grad.numpy(), t64.grad.numpy(), rtol=1e-6, atol=1e-6)
     small = T(x[:1, :2], True)
     assert gradcheck(lambda t: favg(t, out), [small])
     assert gradcheck(lambda t: fmax(t, out), [small])
@@ -255,3 +307,24 @@ def test_dilated_same_conv_as_winograd_on_parity_classes(bias, monkeypatch):
     assert gradcheck(lambda *a: CV.Conv2d((1, 1), (2, 2, 2, 2), (2, 2), 1)(*a), ts)
     if not bias:
         assert gradgradcheck(lambda x, w: ddg.tanh(F.conv2d(x, w, None, 1, 2, 2)), ts)
+
+
+@pytest.mark.parametrize("shape,sizes", [((2, 3, 10), (4,)), ((2, 3, 7, 9), (3, 4)), ((1, 2, 5, 6, 7), (2, 4, 3))])
+def test_adaptive_avg_pool_separable_products_match_the_whole_matrix(shape, sizes, monkeypatch):
+    """Small pools are one product with the whole pool's matrix, larger ones a product per
+    axis: the per-axis path (forced here) gives the loops' values and the same gradients."""
+    from ddg.autograd.ops import pooling as P
+    x = RNG.standard_normal(shape)
+    favg = getattr(F, f"adaptive_avg_pool{len(sizes)}d")
+    out = sizes[0] if len(sizes) == 1 else sizes
+    g = RNG.standard_normal(x.shape[:2] + tuple(sizes))
+    res = []
+    for full in (P.AdaptiveAvgPool._FULL, 0):
+        monkeypatch.setattr(P.AdaptiveAvgPool, "_FULL", full)
+        t = T(x, True)
+        y = favg(t, out)
+        np.testing.assert_allclose(y.numpy(), _ref_adaptive(x, sizes, "avg"), rtol=1e-12, atol=1e-14)
+        y.backward(T(g))
+        res.append(t.grad.numpy())
+    np.testing.assert_allclose(res[1], res[0], rtol=1e-12, atol=1e-14)
+    assert gradgradcheck(lambda v: ddg.tanh(favg(v, out)), [T(x[:1, :2], True)])

@@ -12,7 +12,7 @@ import pytest
 import ddg
 import ddg.nn as nn
 import ddg.nn.functional as F
-from ddg.autograd import gradcheck
+from ddg.autograd import gradcheck, gradgradcheck
 
 
 def _np_conv3d(x, w, b, stride, pads, dil, groups):
@@ -402,3 +402,81 @@ def test_soft_margin_loss_one_op_against_numpy_and_differences():
     assert gradgradcheck(f, [ddg.to_tensor(xs, stop_gradient=False), ddg.to_tensor(ys, stop_gradient=False)])
     with pytest.raises(ValueError, match="soft_margin_loss"):
         F.soft_margin_loss(ddg.to_tensor(x), ddg.to_tensor(y[:2]))
+
+
+def _np_mml_any(x, lab, p, margin, w):
+    n, c = x.shape
+    out = np.zeros(n)
+    for i in range(n):
+        m = np.maximum(0, margin - x[i, lab[i]] + x[i]) ** p
+        m[lab[i]] = 0
+        out[i] = m.sum() / c * (1.0 if w is None else w[lab[i]])
+    return out
+
+
+@pytest.mark.parametrize("p", [1, 2])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_multi_margin_loss_one_op_values_first_and_second_order(p, reduction, weighted):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((5, 4))
+    lab = np.array([1, 0, 3, 3, 2])
+    w = rng.uniform(0.5, 2.0, 4) if weighted else None
+    per = _np_mml_any(x, lab, p, 0.7, w)
+    want = {"mean": per.mean(), "sum": per.sum(), "none": per}[reduction]
+
+    def fn(xt, *wt):
+        return F.multi_margin_loss(xt, ddg.to_tensor(lab), p, 0.7, wt[0] if wt else None, reduction)
+
+    for dt, tol in ((np.float64, 1e-13), (np.float32, 2e-6)):
+        args = [ddg.to_tensor(x.astype(dt))] + ([ddg.to_tensor(w.astype(dt))] if weighted else [])
+        out = fn(*args)
+        assert out.dtype == dt and out._node is None
+        np.testing.assert_allclose(out.numpy(), want, rtol=tol, atol=tol)
+    # away from the hinge's kinks (|margin - x_y + x_j| > 1e-3) for the finite differences
+    inputs = [ddg.to_tensor(x, stop_gradient=False)] + ([ddg.to_tensor(w, stop_gradient=False)] if weighted else [])
+    y = fn(*inputs)
+    assert y._node is not None and y._node.edges[0][0] is inputs[0]          # one node
+    assert gradcheck(fn, inputs, eps=1e-6, atol=1e-6, rtol=1e-5)
+    assert gradgradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-4)
+
+
+def test_multi_margin_loss_rejects_bad_labels_and_shapes():
+    x = ddg.to_tensor(np.zeros((2, 3), np.float32))
+    with pytest.raises(IndexError, match="multi_margin_loss.*label 3"):
+        F.multi_margin_loss(x, ddg.to_tensor(np.array([0, 3])))
+    with pytest.raises(ValueError, match="multi_margin_loss"):
+        F.multi_margin_loss(x, ddg.to_tensor(np.array([0, 1, 2])))
+    with pytest.raises(ValueError, match="multi_margin_loss.*weight"):
+        F.multi_margin_loss(x, ddg.to_tensor(np.array([0, 1])), weight=ddg.to_tensor(np.ones(2, np.float32)))
+
+
+@pytest.mark.parametrize("reduction,norm", [("mean", False), ("sum", True), ("none", True)])
+def test_ctc_loss_reductions_gradients_and_backends(reduction, norm, place):
+    """One op from the scores to the reduced loss: values against the per-sample reference,
+    gradients against central differences, and the device path against the CPU's."""
+    x = np.random.default_rng(7).standard_normal((6, 2, 5))
+    il, ll = np.array([6, 5]), np.array([3, 2])
+    per = _np_ctc(x, _CTC_LAB, il, ll)
+    if norm:
+        per = per / il
+    want = {"mean": (per / ll).mean(), "sum": per.sum(), "none": per}[reduction]
+
+    def fn(t, where="cpu"):
+        args = [ddg.to_tensor(a, place=where) for a in (_CTC_LAB, il, ll)]
+        return F.ctc_loss(t, *args, reduction=reduction, norm_by_times=norm)
+
+    out = fn(ddg.to_tensor(x))
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-12)
+    assert out._node is None and fn(ddg.to_tensor(x, stop_gradient=False))._node.edges[0] is not None
+    if place == "cpu":
+        assert gradcheck(fn, [ddg.to_tensor(x, stop_gradient=False)], eps=1e-6, atol=1e-6, rtol=1e-5)
+        return
+    res = []
+    for where in ("cpu", place):
+        t = ddg.to_tensor(x, place=where, stop_gradient=False)
+        y = fn(t, where)
+        y.backward(ddg.to_tensor(np.linspace(0.5, 1.5, y.size).reshape(y.shape), place=where))
+        res.append((y.numpy(), t.grad.numpy()))
+    for a, b in zip(*res):
+        np.testing.assert_allclose(b, a, rtol=1e-9, atol=1e-12)

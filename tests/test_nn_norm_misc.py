@@ -247,3 +247,29 @@ def test_interpolate_nearest_and_bilinear():
     np.testing.assert_allclose(lin, _ref_linear_axis(x[:, :, 0], 2, 9, True), atol=1e-12)
     with pytest.raises(ValueError, match="interpolate"):
         F.interpolate(T(x), size=[2, 2], mode="trilinear")
+
+
+@pytest.mark.parametrize("mode,npmode", [("reflect", "reflect"), ("replicate", "edge"), ("circular", "wrap")])
+@pytest.mark.parametrize("shape,pads,fmt", [((2, 3, 7), [2, 3], None), ((2, 3, 5, 4), [1, 2, 3, 0], None),
+                                            ((2, 5, 4, 3), [1, 2, 3, 0], "NHWC"),
+                                            ((1, 2, 3, 4, 5), [1, 2, 0, 3, 2, 1], None),
+                                            ((1, 3, 4, 5, 2), [1, 2, 0, 3, 2, 1], "NDHWC")])
+def test_pad_float32_values_and_gradient_are_the_gather_and_its_adjoint(mode, npmode, shape, pads, fmt):
+    """Every padded element is a copy of one input element: the output is np.pad's, and the
+    gradient adds each output's gradient onto its source (a bincount over np.pad of indices)."""
+    x = rand(*shape).astype(np.float32)
+    nd = len(shape) - 2
+    spatial = list(range(1, 1 + nd)) if fmt else list(range(2, 2 + nd))
+    widths = [(0, 0)] * len(shape)
+    for k, ax in enumerate(reversed(spatial)):
+        widths[ax] = (pads[2 * k], pads[2 * k + 1])
+    t = T(x, True)
+    y = F.pad(t, pads, mode=mode, data_format=fmt)
+    assert y.dtype == ddg.float32
+    np.testing.assert_array_equal(y.numpy(), np.pad(x, widths, mode=npmode))
+    g = rand(*y.shape).astype(np.float32)
+    y.backward(T(g))
+    src = np.pad(np.arange(x.size).reshape(shape), widths, mode=npmode)
+    ref = np.bincount(src.ravel(), weights=g.ravel().astype(np.float64), minlength=x.size).reshape(shape)
+    assert t.grad.dtype == ddg.float32
+    np.testing.assert_allclose(t.grad.numpy(), ref, rtol=1e-6, atol=1e-6)

@@ -43,6 +43,14 @@ class Parameter(Tensor):
     def trainable(self, value):
         self._set_stop_gradient(not value)
 
+    def clear_grad(self, set_to_zero=True):
+        """Zero the gradient in place (or drop it), and forget the rows that sparse embedding
+        lookups recorded for lazy optimizer updates."""
+        self.__dict__.pop("_sparse_rows", None)
+        Tensor.clear_grad(self, set_to_zero)
+
+    clear_gradient = clear_grad
+
     def __repr__(self):
         return "Parameter containing:\n" + Tensor.__repr__(self)
 

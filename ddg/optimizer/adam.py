@@ -14,9 +14,18 @@ scaled by sqrt(1 - beta2^t) so that it applies to the bias-corrected v). With
 AdamW decouples the weight decay (as Paddle's kernel): with ``lr' = lr * lr_ratio(param)``,
 ``param *= 1 - lr' * coeff`` and then the Adam update with ``lr'``; parameters for
 which ``apply_decay_param_fun(param.name)`` is False are not decayed.
+
+``lazy_mode``: for a parameter whose gradient came from sparse embedding lookups
+(``Embedding(sparse=True)``, which records the rows it looked up), the moments and the
+parameter are updated on those rows only, the other rows keeping their moments (Paddle's
+lazy mode with a SelectedRows gradient); any other parameter gets the usual update. The bias
+correction is the step's own, as in the dense update: Paddle 3.3.1's sparse Adam kernel
+applies the next step's (``beta^(t+1)``; its first step moves a touched row by 0.744 lr
+instead of lr), ddg does not copy that. AdamW's decoupled decay still scales every row.
 """
 import math
 
+from ..autograd.ops.embedding import sparse_rows
 from ..tensor import backend
 from ..tensor.tensor import Tensor
 from .fused import per_element
@@ -58,7 +67,7 @@ class Adam(Optimizer):
                  weight_decay=None, grad_clip=None, lazy_mode=False, multi_precision=False, use_multi_tensor=False,
                  amsgrad=False, name=None):
         beta1, beta2, epsilon = _check_betas(type(self).__name__, beta1, beta2, epsilon)
-        # lazy_mode only changes sparse (row-wise) updates, which ddg does not have.
+        # lazy_mode changes the update of parameters with sparse embedding rows (see the module docstring)
         defaults = getattr(self, "_default_dict", {})
         defaults.update(beta1=beta1, beta2=beta2, epsilon=epsilon, lazy_mode=bool(lazy_mode))
         self._default_dict = defaults
@@ -97,7 +106,30 @@ class Adam(Optimizer):
 
     def _update(self, param, p, g, lr, state, group):
         lr_t, eps_t = self._corrections(lr, state, group)
+        rows = sparse_rows(param) if group.get("lazy_mode") else None
+        if rows is not None and p.ndim >= 1 and rows.size < p.shape[0]:
+            # lazy: the rows sparse lookups touched, gathered, updated and written back
+            xp = backend.get_array_module(p)
+            rows = xp.asarray(rows)
+            acc = {k: state[k][rows] for k in self._acc_names}
+            pr = p[rows]
+            self._core(xp, pr, g[rows], acc, xp.empty_like(pr), lr_t, eps_t, group)
+            p[rows] = pr
+            for k, a in acc.items():
+                state[k][rows] = a
+            return
         self._core(backend.get_array_module(p), p, g, state, self._scratch(p, 0), lr_t, eps_t, group)
+
+    def _apply_group(self, pairs, gi, lr):
+        # a parameter with sparse rows under lazy_mode takes the per-parameter path
+        if self._param_groups[gi].get("lazy_mode") and self._use_fused and any(
+                sparse_rows(p) is not None for p, g in pairs if g is not None):
+            self._use_fused = False
+            try:
+                return super()._apply_group(pairs, gi, lr)
+            finally:
+                self._use_fused = True
+        return super()._apply_group(pairs, gi, lr)
 
     def _fused_update(self, params, p, g, lrs, states, flat, group, xp):
         pairs = [self._corrections(lr, st, group) for lr, st in zip(lrs, states)]

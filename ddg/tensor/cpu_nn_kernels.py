@@ -764,3 +764,169 @@ def resample_linear_backward(g, ih0, ih1, fh, iw0, iw1, fw, gx):
                         q0[w1, b] += e * u * val
                         q1[w0, b] += f * v * val
                         q1[w1, b] += f * u * val
+
+
+# -- GLU ------------------------------------------------------------------------------------------
+@kernel(error_model="numpy")
+def glu_pass(x, g, out, one, grad):
+    """GLU over ``x`` [P, 2, Q] (the two halves ``a``, ``b`` of the split axis, C-contiguous),
+    ``s = sigmoid(b)``, ``one`` 1 in x's dtype. Forward (``grad`` False): ``out`` [P, 1, Q] gets
+    ``a s`` (``g`` is not read). Backward: ``out`` [P, 2, Q] gets ``g s`` and ``g a s (1 - s)``
+    for the output gradient ``g`` [P, Q]. One kernel for both directions: two signatures
+    (float32, float64) to compile, not four."""
+    P, _, Q = x.shape
+    for p in range(P):
+        a = x[p, 0]
+        b = x[p, 1]
+        if grad:
+            gp = g[p]
+            ga = out[p, 0]
+            gb = out[p, 1]
+            for q in range(Q):         # the gate first: this loop and the next vectorize,
+                ga[q] = one / (one + _exp(-b[q]))      # one loop doing both does not
+            for q in range(Q):
+                s = ga[q]
+                t = gp[q] * s
+                ga[q] = t
+                gb[q] = t * a[q] * (one - s)
+        else:
+            o = out[p, 0]
+            for q in range(Q):
+                o[q] = a[q] / (one + _exp(-b[q]))
+
+
+# -- padding by index (reflect, replicate, circular) ---------------------------------------------
+@kernel(error_model="numpy")
+def pad_gather(x, out, i0, i1, i2, i3, grad):
+    """Padding as a gather: ``out[p, a, b, c, d] = x[p, i0[a], i1[b], i2[c], i3[d]]`` with ``x``
+    [P, A, B, C, D] and ``out`` [P, len(i0), ..., len(i3)], both C-contiguous, and per axis the
+    source index of every padded position (int64). With ``grad`` the adjoint instead: ``x``
+    (zeroed by the caller) gains ``out`` at those positions (a border element adds onto the
+    element it was copied from). One kernel for both directions: two signatures."""
+    P = x.shape[0]
+    n0, n1, n2, n3 = i0.size, i1.size, i2.size, i3.size
+    for p in range(P):
+        for a in range(n0):
+            xa = x[p, i0[a]]
+            oa = out[p, a]
+            for b in range(n1):
+                xb = xa[i1[b]]
+                ob = oa[b]
+                for c in range(n2):
+                    xr = xb[i2[c]]
+                    orow = ob[c]
+                    if grad:
+                        for d in range(n3):
+                            xr[i3[d]] += orow[d]
+                    else:
+                        for d in range(n3):
+                            orow[d] = xr[i3[d]]
+
+
+# -- multi-class margin loss ----------------------------------------------------------------------
+@kernel(error_model="numpy")
+def multi_margin(x, lab, w, margin, square, raw, coef):
+    """Per sample ``i`` of ``x`` [N, C] with label ``y = lab[i]``: ``raw[i]`` (float64) =
+    ``sum_{j != y} h_j^k / C`` with ``h_j = max(0, margin - x[i, y] + x[i, j])`` and k = 2 when
+    ``square`` else 1; ``coef[i]`` [C] = the derivative of ``w[y] * raw[i]`` by ``x[i]``
+    (``w[y] k h_j^(k-1) / C`` where ``h_j > 0``, the column ``y`` minus their sum). Returns -1,
+    or the first sample whose label is outside [0, C) (nothing after it is written)."""
+    N, C = x.shape
+    zero = _as(margin, 0.0)
+    two = _as(margin, 2.0)
+    fc = _as(margin, C)
+    for i in range(N):
+        y = lab[i]
+        if y < 0 or y >= C:
+            return i
+        xi = x[i]
+        ci = coef[i]
+        xy = xi[y]
+        s = w[y] / fc
+        acc = 0.0
+        tot = zero
+        for j in range(C):
+            m = margin - xy + xi[j]
+            c = zero
+            if m > zero and j != y:
+                if square:
+                    acc += m * m
+                    c = two * m * s
+                else:
+                    acc += m
+                    c = s
+            ci[j] = c
+            tot += c
+        ci[y] = -tot
+        raw[i] = acc / C
+    return -1
+
+
+# -- pooling over per-axis bins (3-D disjoint windows, adaptive max pooling) -----------------------
+@kernel(error_model="numpy")
+def pool_bins(x, out, idx, b0, b1, b2, mode, scale):
+    """Pooling of ``x`` [P, D, H, W] (C-contiguous) into ``out`` [P, OD, OH, OW] over boxes given
+    per axis by ``b0`` [2, OD], ``b1`` [2, OH], ``b2`` [2, OW] (int64 start and end rows, inside
+    the input; boxes may overlap), input rows read in order. ``mode`` 0: max, ``idx`` (int64, as
+    ``out``) gets each maximum's flat index ``(d*H + h)*W + w`` in its plane, the first maximal
+    element in row-major order, a NaN winning over numbers; 1: the box sums times ``scale``;
+    2: the adjoint of 1, ``x`` (overwritten) gets ``out * scale`` added over each box; 3: the
+    adjoint of 0, ``x`` (overwritten) gets ``out`` added at the positions ``idx`` holds."""
+    P, D, H, W = x.shape
+    OD, OH, OW = out.shape[1], out.shape[2], out.shape[3]
+    zero = scale - scale
+    xf = x.reshape(P, D * H * W)
+    for p in range(P):
+        if mode >= 2:
+            xr = xf[p]
+            for q in range(D * H * W):
+                xr[q] = zero
+        for a in range(OD):
+            for i in range(OH):
+                o = out[p, a, i]
+                if mode == 3:
+                    ix = idx[p, a, i]
+                    xr = xf[p]
+                    for j in range(OW):
+                        xr[ix[j]] += o[j]
+                    continue
+                if mode == 0:
+                    ix = idx[p, a, i]
+                    r0 = x[p, b0[0, a], b1[0, i]]
+                    base0 = (b0[0, a] * H + b1[0, i]) * W
+                    for j in range(OW):   # each box's first element, then every row compared
+                        o[j] = r0[b2[0, j]]
+                        ix[j] = base0 + b2[0, j]
+                elif mode == 1:
+                    for j in range(OW):
+                        o[j] = zero
+                for d in range(b0[0, a], b0[1, a]):
+                    for h in range(b1[0, i], b1[1, i]):
+                        r = x[p, d, h]
+                        if mode == 0:
+                            base = (d * H + h) * W
+                            for j in range(OW):
+                                best = o[j]
+                                bi = ix[j]
+                                for w in range(b2[0, j], b2[1, j]):
+                                    v = r[w]
+                                    # bitwise, not short-circuit: selects, no branch to mispredict
+                                    take = (v > best) | ((v != v) & (best == best))
+                                    best = v if take else best
+                                    bi = base + w if take else bi
+                                o[j] = best
+                                ix[j] = bi
+                        elif mode == 1:
+                            for j in range(OW):
+                                acc = zero
+                                for w in range(b2[0, j], b2[1, j]):
+                                    acc += r[w]
+                                o[j] += acc
+                        else:
+                            for j in range(OW):
+                                v = o[j] * scale
+                                for w in range(b2[0, j], b2[1, j]):
+                                    r[w] += v
+                if mode == 1:
+                    for j in range(OW):
+                        o[j] *= scale

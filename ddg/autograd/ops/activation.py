@@ -611,3 +611,63 @@ class PRelu(Function):
         gx = g * (m + (1 - m) * wb)
         gw = fit_t(g * x * (1 - m), tuple(shape), self.x.dtype).reshape([self.w.size])
         return gx, gw
+
+
+class Glu(Function):
+    """Gated linear unit along ``axis``: ``a * sigmoid(b)`` with ``a``, ``b`` the two halves of
+    the input (the axis has an even size). Gradients ``g s`` for ``a`` and ``g a s (1 - s)`` for
+    ``b`` (``s = sigmoid(b)``). On numpy float32/float64 one compiled pass each way over the
+    input viewed as [before, 2, half * after] (``glu_pass``; float32 with
+    the kernels' exp polynomial); on cupy a few whole-array passes keeping ``s``. 2-byte floats
+    are computed in float32."""
+    save_inputs = True
+
+    def __init__(self, axis):
+        self.axis = axis
+
+    def _view3(self, a):
+        ax = self.axis
+        return a.reshape(math.prod(a.shape[:ax]), 2, -1)
+
+    def forward(self, x):
+        ax = self.axis
+        if x.shape[ax] % 2:
+            raise ValueError(f"ddg glu: axis {ax} of shape {list(x.shape)} must have an even size")
+        self.dtype = x.dtype
+        a = upcast(x)
+        oshape = x.shape[:ax] + (x.shape[ax] // 2,) + x.shape[ax + 1:]
+        if type(a) is np.ndarray and a.size:
+            a = _c_order(a)
+            self.x = a
+            out = np.empty(oshape, a.dtype)
+            v = self._view3(a)
+            _kernels().glu_pass(v, out.reshape(v.shape[0], -1), out.reshape(v.shape[0], 1, -1), a.dtype.type(1),
+                                False)
+            return out
+        xp = backend.get_array_module(a)
+        self.x = a
+        h, b = xp.split(a, 2, axis=ax)
+        self.s = _sigmoid(xp, xp.ascontiguousarray(b)) if b.size else b
+        return h * self.s
+
+    def backward(self, g):
+        x = self.x
+        if type(x) is np.ndarray and x.size:
+            g = np.ascontiguousarray(g, dtype=x.dtype)
+            gx = np.empty_like(x)
+            v = self._view3(x)
+            _kernels().glu_pass(v, g.reshape(v.shape[0], -1), self._view3(gx), x.dtype.type(1), True)
+        else:
+            xp = backend.get_array_module(g)
+            h = xp.split(x, 2, axis=self.axis)[0]
+            s = self.s
+            ga = g * s
+            gx = xp.concatenate([ga, ga * h * (1 - s)], axis=self.axis)
+        return gx if gx.dtype == self.dtype else gx.astype(self.dtype)
+
+    def backward_graph(self, g):
+        x = live_input(self, 0, self.x)
+        h, b = x.split(2, self.axis)          # Tensor methods: ops/ files do not import each other
+        s = b.sigmoid()
+        ga = g * s
+        return ga.concat(ga * h * (1 - s), axis=self.axis)

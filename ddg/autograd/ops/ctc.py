@@ -1,12 +1,18 @@
 """Connectionist temporal classification: the loss and its gradient by the forward-backward
 recursions in log space. On numpy they are compiled loops (``tensor/ctc_kernels.py``); on
 cupy whole-array steps vectorised over the batch and the extended label positions (one
-Python step per time step)."""
+Python step per time step). One node from the scores to the reduced loss: the log-softmax
+over the classes before the recursions and the reduction after them are part of the op."""
 import numpy as np
 
 from ...tensor import backend
-from ...tensor import ctc_kernels as _K
+from ...tensor.dtypes import upcast
 from ..function import Function
+
+
+def _kernels():
+    from ...tensor import ctc_kernels  # noqa: PLC0415 - imports numba on the first numpy call
+    return ctc_kernels
 
 
 def _lse(*arrays):
@@ -23,10 +29,14 @@ def _lse(*arrays):
 
 
 class CTCLoss(Function):
-    """Per-sample negative log-likelihood ``[N]`` of ``log_probs`` ``[T, N, C]``; the labels and
+    """Negative log-likelihood of the scores ``x`` ``[T, N, C]`` (normalised over the classes by
+    a log-softmax first) per sample, then ``reduction``: ``none`` (``[N]``), ``sum``, or ``mean``
+    (each sample's loss divided by its label length, at least 1, then averaged); with
+    ``norm_by_times`` each sample's loss is divided by its input length first. The labels and
     lengths are host arrays fixed at construction."""
 
-    def __init__(self, labels, input_lengths, label_lengths, blank, zero_infinity):
+    def __init__(self, labels, input_lengths, label_lengths, blank, zero_infinity, reduction="none",
+                 norm_by_times=False):
         n = labels.shape[0]
         if len(input_lengths) != n or len(label_lengths) != n:
             raise ValueError(f"ddg.ctc_loss: {n} label rows but {len(input_lengths)} input lengths and "
@@ -45,8 +55,50 @@ class CTCLoss(Function):
         skip[:, 2:] = (ext[:, 2:] != blank) & (ext[:, 2:] != ext[:, :-2])
         self.ext, self.skip = ext, skip
         self.il, self.ll, self.blank, self.zero_inf = input_lengths, label_lengths, blank, zero_infinity
+        if reduction not in ("mean", "sum", "none"):
+            raise ValueError(f"ddg.ctc_loss: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+        # each sample's loss is multiplied by ``weights`` before the sum (none: returned as is)
+        w = np.ones(n)
+        if norm_by_times:
+            with np.errstate(divide="ignore"):
+                w = w / input_lengths
+        if reduction == "mean":
+            w = w / (np.maximum(label_lengths, 1) * max(n, 1))
+        self.reduction, self.norm, self.weights = reduction, bool(norm_by_times), w
 
-    def forward(self, lp):
+    def forward(self, x):
+        out = self._nll(x)
+        xp = backend.get_array_module(out)
+        w = self.weights if xp is np else xp.asarray(self.weights)
+        if self.reduction == "none":
+            return (out * w).astype(x.dtype, copy=False) if self.norm else out.astype(x.dtype, copy=False)
+        return (out * w).sum().astype(x.dtype)
+
+    def backward(self, g):
+        xp = backend.get_array_module(g)
+        w = self.weights if xp is np else xp.asarray(self.weights)
+        gx = self._grad(g * w)
+        xp = backend.get_array_module(gx)
+        if xp is not np:   # through the log-softmax: minus softmax times each row's sum
+            gx = gx - xp.exp(self.lp) * gx.sum(axis=-1, keepdims=True)
+        return gx.astype(self.dtype, copy=False)
+
+    def _nll(self, x):
+        """Per-sample -log p of the scores ``x`` (kept for backward: the log-softmax ``lp`` and
+        the recursions' tables)."""
+        xp = backend.get_array_module(x)
+        self.dtype = x.dtype
+        if xp is np:
+            lp, self.prob = _kernels().log_softmax(x)
+        else:
+            x = upcast(x)
+            m = x.max(axis=-1, keepdims=True)
+            m = xp.where(xp.isfinite(m), m, 0)
+            lp = x - m
+            lp = lp - xp.log(xp.exp(lp).sum(axis=-1, keepdims=True))
+        return self._recursions(lp)
+
+    def _recursions(self, lp):
         xp = backend.get_array_module(lp)
         t_max, n, c = lp.shape
         if self.il.max(initial=0) > t_max:
@@ -58,12 +110,12 @@ class CTCLoss(Function):
         lext = 2 * self.ll + 1
         if xp is np:  # compiled recursions (float64), one loop per sample over its own length
             self.kernel_args = (self.ext, self.skip, lext, self.il.astype(np.int64))
-            ll, self.alpha, self.beta = _K.ctc_forward(lp, *self.kernel_args)
+            ll, self.alpha, self.beta = _kernels().ctc_forward(lp, *self.kernel_args)
             loss = -ll
             if self.zero_inf:
                 loss = np.where(np.isfinite(loss), loss, 0)
             self.lp, self.logp = lp, ll
-            return loss.astype(lp.dtype)
+            return loss
         ext = xp.asarray(self.ext)
         skip = xp.asarray(self.skip)
         valid = xp.asarray(np.arange(ext.shape[1])[None, :] < lext[:, None])
@@ -109,11 +161,14 @@ class CTCLoss(Function):
         self.lp, self.alpha, self.beta, self.logp = lp, alpha, beta, ll
         return loss.astype(lp.dtype, copy=False)
 
-    def backward(self, g):
+    def _grad(self, g):
+        """The gradient of ``sum(g * loss)`` with respect to the scores (numpy) or to ``lp``
+        (cupy: ``backward`` takes it through the log-softmax)."""
         xp = backend.get_array_module(g)
         if xp is np:
             ext, _, lext, il = self.kernel_args
-            return _K.ctc_grad(self.lp, ext, lext, il, self.alpha, self.beta, self.logp, g).astype(self.lp.dtype)
+            return _kernels().ctc_grad(self.lp, ext, lext, il, self.alpha, self.beta, self.logp, g,
+                                       prob=self.prob)
         t_max, n, c = self.lp.shape
         ext = xp.asarray(self.ext)
         ab = self.alpha + self.beta                                  # T, N, S'

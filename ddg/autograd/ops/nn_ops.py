@@ -1,5 +1,8 @@
 """Neural-network primitives that are primitives for numerical stability or speed
 (each says which). Everything else in ddg.nn.functional is a composite."""
+import functools
+import math
+
 import numpy as np
 
 from ...tensor import backend
@@ -374,11 +377,14 @@ class Pad(Function):
     one of ``constant`` (filled with ``value``), ``reflect`` (mirrored without repeating the
     edge), ``replicate`` (the edge repeated) or ``circular`` (wrapped around).
 
-    A primitive for speed: forward is one allocation, one copy of the input into the middle
-    and, per padded axis, a few slice copies that fill the borders from the already written
-    part of the output; backward copies the gradient once, adds each border back onto the
-    slice it was copied from (axes in reverse order) and returns the middle. A gather per
-    axis and its scatter-add would cost several whole-array passes more."""
+    A primitive for speed. On numpy float32/float64 the non-constant modes are one compiled
+    gather (``cpu_nn_kernels.pad_gather``: each output element read from its source, the
+    source index per axis from ``_pad_index``) and backward its adjoint, one scatter-add pass.
+    Elsewhere (constant mode, cupy, other dtypes) forward is one allocation, one copy of the
+    input into the middle and, per padded axis, a few slice copies that fill the borders from
+    the already written part of the output; backward copies the gradient once, adds each
+    border back onto the slice it was copied from (axes in reverse order) and returns the
+    middle."""
     save_inputs = False
 
     def __init__(self, pairs, mode, value=0.0):
@@ -420,10 +426,32 @@ class Pad(Function):
                 out.append((slice(b + n, b + n + a), slice(b, b + a)))
         return out
 
+    def _compiled(self, x):
+        """The 5-D view [P, 4 trailing axes] and per-axis source indices of the compiled gather
+        (numpy float32/float64, a non-constant mode, the padded axes among the last four from
+        the first padded one), or None."""
+        if self.mode == "constant" or type(x) is not np.ndarray or x.dtype not in (np.float32, np.float64):
+            return None
+        first = self._order[0] if self._order else x.ndim
+        if x.ndim - first > 4:
+            return None
+        trail = (1,) * (4 - (x.ndim - first)) + x.shape[first:]
+        pairs = ((0, 0),) * (4 - (x.ndim - first)) + self.pairs[first:]
+        idx = [_pad_index(n, b, a, self.mode) for n, (b, a) in zip(trail, pairs)]
+        return (math.prod(x.shape[:first]),) + trail, idx
+
     def forward(self, x):
         xp = backend.get_array_module(x)
         self.in_shape = x.shape
         self._order = [d for d, (b, a) in enumerate(self.pairs) if b or a]
+        self.plan = self._compiled(x)
+        if self.plan is not None:   # one compiled gather
+            view, idx = self.plan
+            self.plan_dtype = x.dtype
+            out = np.empty(tuple(n + b + a for n, (b, a) in zip(x.shape, self.pairs)), x.dtype)
+            _cpu_kernels().pad_gather(np.ascontiguousarray(x).reshape(view),
+                                      out.reshape((view[0],) + tuple(i.size for i in idx)), *idx, False)
+            return out
         shape = tuple(n + b + a for n, (b, a) in zip(x.shape, self.pairs))
         middle = tuple(slice(b, b + n) for n, (b, _) in zip(x.shape, self.pairs))
         if self.mode == "constant":
@@ -443,6 +471,13 @@ class Pad(Function):
         middle = tuple(slice(b, b + n) for n, (b, _) in zip(shape, self.pairs))
         if self.mode == "constant":
             return xp.ascontiguousarray(g[middle])
+        if self.plan is not None:   # the gather's adjoint, one compiled pass
+            view, idx = self.plan
+            gx = np.zeros(shape, self.plan_dtype)
+            gg = np.ascontiguousarray(g, dtype=gx.dtype)
+            _cpu_kernels().pad_gather(gx.reshape(view), gg.reshape((view[0],) + tuple(i.size for i in idx)), *idx,
+                                      True)
+            return gx
         g = g.copy()
         for k in reversed(range(len(self._order))):
             ax = self._order[k]
@@ -460,6 +495,27 @@ class Pad(Function):
         op = _frozen(self)
         op.value = 0.0
         return op.forward(u)
+
+
+@functools.lru_cache(maxsize=256)
+def _pad_index(n, before, after, mode):
+    """For an axis of length ``n`` padded by (before, after): the source index of every output
+    position (int64, read-only)."""
+    k = np.arange(-before, n + after, dtype=np.int64)
+    if mode == "reflect":
+        k = np.abs(k)
+        k = np.where(k >= n, 2 * (n - 1) - k, k)
+    elif mode == "replicate":
+        k = np.clip(k, 0, n - 1)
+    else:   # circular
+        k = k % n
+    k.flags.writeable = False
+    return k
+
+
+def _cpu_kernels():
+    from ...tensor import cpu_nn_kernels  # noqa: PLC0415 - imports numba on the first numpy call
+    return cpu_nn_kernels
 
 
 def pad(x, pairs, mode="constant", value=0.0):
@@ -741,3 +797,108 @@ class SoftMarginLoss(Function):
         x, y = live_input(self, 0, self.x), live_input(self, 1, self.y)
         gs = (-y * x).sigmoid() * g
         return (-y * gs if self.needs[0] else None), (-x * gs if self.needs[1] else None)
+
+
+class MultiMarginLoss(Function):
+    """Multi-class margin loss of ``x`` [N, C] with integer labels ``lab`` [N] and optional class
+    weights ``w`` [C]: per sample ``w[y] * sum_{j != y} max(0, margin - x[y] + x[j])^p / C``
+    (p = 1 or 2), then ``reduction`` (``mean``/``sum``/``none``), in one node.
+
+    On numpy float32/float64 one compiled pass (``cpu_nn_kernels.multi_margin``) gives each
+    sample's unweighted loss and the derivative by its row (kept: backward is one product
+    with the incoming gradient); elsewhere the same from a few whole-array passes. The
+    weights' gradient is each sample's unweighted loss summed per label. Second order through
+    ``backward_graph`` (written on the live inputs)."""
+
+    def __init__(self, p, margin, reduction):
+        self.p, self.margin, self.reduction = p, float(margin), reduction
+
+    def forward(self, x, lab, *weight):
+        if x.ndim != 2 or lab.ndim != 1 or lab.shape[0] != x.shape[0]:
+            raise ValueError(f"multi_margin_loss: needs input [N, C] and label [N], got {list(x.shape)} and "
+                             f"{list(lab.shape)}")
+        if x.dtype.kind not in "fV":
+            raise TypeError(f"multi_margin_loss: input must be floating point, got {x.dtype}")
+        xp = backend.get_array_module(x)
+        n, c = x.shape
+        x = upcast(x)
+        lab = lab.astype(np.int64, copy=False)
+        w = weight[0].astype(x.dtype, copy=False) if weight else None
+        if w is not None and w.shape != (c,):
+            raise ValueError(f"multi_margin_loss: weight must have shape [{c}], got {list(w.shape)}")
+        if type(x) is np.ndarray and x.dtype in (np.float32, np.float64):
+            x = np.ascontiguousarray(x)
+            wv = np.ascontiguousarray(w) if w is not None else np.ones(c, x.dtype)
+            raw, coef = np.empty(n, np.float64), np.empty_like(x)
+            bad = _cpu_kernels().multi_margin(x, np.ascontiguousarray(lab), wv, x.dtype.type(self.margin),
+                                              self.p == 2, raw, coef)
+            if bad >= 0:
+                raise IndexError(f"multi_margin_loss: label {int(lab[bad])} of sample {bad} is outside [0, {c})")
+            per = (raw * wv[lab]).astype(x.dtype)
+        else:
+            if n and (int(lab.min()) < 0 or int(lab.max()) >= c):
+                raise IndexError(f"multi_margin_loss: labels must lie in [0, {c})")
+            rows = xp.arange(n)
+            h = self.margin - x[rows, lab][:, None] + x
+            xp.maximum(h, 0, out=h)
+            h[rows, lab] = 0
+            wy = (w[lab] if w is not None else xp.ones(n, x.dtype)) / x.dtype.type(c)
+            raw = ((h * h) if self.p == 2 else h).sum(axis=1) / c
+            coef = (h * 2 if self.p == 2 else (h > 0).astype(x.dtype)) * wy[:, None]
+            coef[rows, lab] = -coef.sum(axis=1)
+            per = (raw * wy * c).astype(x.dtype, copy=False)
+        self.x, self.lab, self.w, self.raw, self.coef = x, lab, w, raw, coef
+        if self.reduction == "mean":
+            return per.mean()
+        if self.reduction == "sum":
+            return per.sum()
+        return per
+
+    def _scale(self, g):
+        """The incoming gradient as a per-sample column (or a scalar)."""
+        if self.reduction == "none":
+            return g.reshape(-1, 1)
+        return g / self.x.shape[0] if self.reduction == "mean" else g
+
+    def backward(self, g):
+        s = self._scale(g)
+        gx = (self.coef * s).astype(self.x.dtype, copy=False) if self.needs[0] else None
+        if len(self.needs) < 3:
+            return gx, None
+        gw = None
+        if self.needs[2]:
+            xp = backend.get_array_module(self.coef)
+            per = self.raw * xp.broadcast_to(xp.asarray(s, dtype=np.float64).reshape(-1), self.raw.shape)
+            c = self.x.shape[1]
+            if xp is np:
+                gw = np.bincount(self.lab, weights=per, minlength=c)
+            else:   # a product with the labels' one-hot rows
+                gw = per @ (self.lab[:, None] == xp.arange(c)).astype(per.dtype)
+            gw = gw.astype(self.w.dtype)
+        return gx, None, gw
+
+    def backward_graph(self, g):
+        xp = backend.get_array_module(self.coef)
+        n, c = self.x.shape
+        onehot = xp.zeros((n, c), self.x.dtype)
+        onehot[xp.arange(n), self.lab] = 1
+        x = live_input(self, 0, self.x)
+        hot, cold = const(onehot), const(1 - onehot)
+        h = (self.margin - (x * hot).sum(axis=1, keepdim=True) + x).relu() * cold
+        s = g.reshape([n, 1]) if self.reduction == "none" else (g / n if self.reduction == "mean" else g)
+        if self.w is not None:
+            w = live_input(self, 2, self.w)
+            wy = (hot * w.reshape([1, c])).sum(axis=1, keepdim=True)
+        else:
+            wy = 1.0
+        dh = h * 2 if self.p == 2 else const((h._data > 0).astype(self.x.dtype))
+        coef = dh * (wy / c)
+        coef = coef - hot * coef.sum(axis=1, keepdim=True)
+        gx = coef * s if self.needs[0] else None
+        if len(self.needs) < 3:
+            return gx, None
+        gw = None
+        if self.needs[2]:
+            raw = ((h * h) if self.p == 2 else h).sum(axis=1, keepdim=True) / c
+            gw = (hot * (raw * s)).sum(axis=0)
+        return gx, None, gw

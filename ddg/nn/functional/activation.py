@@ -6,7 +6,6 @@ import numpy as np
 from ...autograd.axes import normalize_axis as _ax
 from ...autograd.ops import activation as A
 from ...autograd.ops import elementwise as E
-from ...autograd.ops import movement as _M
 from ...autograd.ops import nn_ops
 from ...autograd.ops.elementwise import relu, sigmoid, tanh  # noqa: F401
 from ...tensor.dtypes import default_float as _default_float
@@ -142,5 +141,4 @@ def glu(x, axis=-1, name=None):
     ax = _ax(axis, x.ndim, "glu")
     if x.shape[ax] % 2:
         raise ValueError(f"ddg.nn.functional.glu: axis {axis} of shape {x.shape} must have an even size")
-    a, b = _M.split(x, 2, ax)
-    return a * E.sigmoid(b)
+    return A.Glu(ax)(x)

@@ -10,9 +10,10 @@ def embedding(x, weight, padding_idx=None, max_norm=None, norm_type=2.0, sparse=
               name=None):
     """Rows of ``weight`` ([num_embeddings, dim]) picked by the integer ids ``x``. Where
     ``x == padding_idx`` the output is zero and that row receives no gradient (Paddle).
-    ``sparse`` is accepted and gives the same dense gradient (Paddle's ``sparse=True`` makes
-    the weight's gradient a SelectedRows of one row per lookup, for optimizers that update
-    only those rows; ddg has no sparse gradient type). With ``max_norm`` the rows
+    With ``sparse`` (Paddle's ``sparse=True``, whose weight gradient is a SelectedRows of one
+    row per lookup) the gradient is still dense, and the looked-up rows are recorded on the
+    weight, so that optimizers in ``lazy_mode`` update only them (``ops.embedding``'s
+    docstring and docs/optimizers.md say what matches Paddle). With ``max_norm`` the rows
     looked up whose ``norm_type``-norm exceeds it are first scaled down to it, in place in
     ``weight`` (Paddle's and PyTorch's rule, ``max_norm / (norm + 1e-7)``)."""
     if scale_grad_by_freq:
@@ -40,7 +41,7 @@ def embedding(x, weight, padding_idx=None, max_norm=None, norm_type=2.0, sparse=
             raise ValueError(f"ddg.nn.functional.embedding: padding_idx {padding_idx} out of range [-{n}, {n})")
         pidx %= n
     # the padding rows are zeroed inside the op, on the ids it is given (ddg.jit replays it on new ids)
-    return Embedding(pidx)(weight, x)
+    return Embedding(pidx, bool(sparse))(weight, x)
 
 
 def _renorm_rows(weight, ids, max_norm, norm_type):

@@ -1,7 +1,7 @@
 """Losses with ``reduction='mean'|'sum'|'none'``, and ``pairwise_distance``. Composites,
 except softmax cross-entropy with integer labels, nll_loss, the smooth L1 loss and the
-binary cross-entropies of probabilities and of logits (primitives, see nn_ops) and
-``ctc_loss`` (ops/ctc.py)."""
+binary cross-entropies of probabilities and of logits, the soft and the multi-class margin
+losses (primitives, see nn_ops) and ``ctc_loss`` (ops/ctc.py)."""
 import numpy as np
 
 from ...autograd.axes import normalize_axis as _ax
@@ -431,20 +431,11 @@ def multi_margin_loss(input, label, p=1, margin=1.0, weight=None, reduction="mea
     """``sum_{i != y} max(0, margin - x[y] + x[i]) ** p / C`` per sample (times ``weight[y]``)."""
     if p not in (1, 2):
         raise ValueError(f"ddg.nn.functional.multi_margin_loss: p must be 1 or 2, got {p}")
-    if input.ndim != 2 or label.ndim != 1 or label.shape[0] != input.shape[0]:
-        raise ValueError(f"ddg.nn.functional.multi_margin_loss: needs input [N, C] and label [N], got {input.shape} "
-                         f"and {label.shape}")
-    n, c = input.shape
-    lab = _M.unsqueeze(E.cast(label, "int64"), 1)
-    xy = _M.take_along_axis(input, lab, 1)
-    m = E.relu(E.add(E.subtract(input, xy), margin))
-    if p == 2:
-        m = E.square(m)
-    if weight is not None:
-        m = E.multiply(m, _M.unsqueeze(_M.gather(weight, _M.squeeze(lab, 1)), 1))
-    not_y = _const((np.arange(c)[None, :] != backend.to_host(lab._data)).astype(input._data.dtype), input)
-    loss = E.divide(R.sum(E.multiply(m, not_y), axis=1), float(c))
-    return _reduce(loss, reduction, "multi_margin_loss")
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"ddg.nn.functional.multi_margin_loss: reduction must be 'mean', 'sum' or 'none', "
+                         f"got {reduction!r}")
+    op = nn_ops.MultiMarginLoss(p, margin, reduction)
+    return op(input, label) if weight is None else op(input, label, weight)
 
 
 def triplet_margin_with_distance_loss(input, positive, negative, distance_function=None, margin=1.0,  # noqa: A002
@@ -539,15 +530,9 @@ def ctc_loss(log_probs, labels, input_lengths, label_lengths, blank=0, reduction
     il = backend.to_host(input_lengths._data).astype(np.int64).reshape(-1)
     ll = backend.to_host(label_lengths._data).astype(np.int64).reshape(-1)
     lab = backend.to_host(labels._data).astype(np.int64)
-    # Paddle (warp-ctc) normalises the scores itself: log_softmax is idempotent on log-probabilities,
-    # and on raw scores it gives the loss and the gradient Paddle gives
-    loss = CTCLoss(lab, il, ll, int(blank), bool(zero_infinity))(log_softmax(log_probs, axis=-1))
-    if norm_by_times:
-        loss = E.divide(loss, _const(il.astype(log_probs._data.dtype), loss))
-    if reduction == "mean":
-        return R.mean(E.divide(loss, _const(np.maximum(ll, 1).astype(log_probs._data.dtype), loss)))
-    if reduction == "sum":
-        return R.sum(loss)
-    if reduction == "none":
-        return loss
-    raise ValueError(f"ddg.nn.functional.ctc_loss: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"ddg.nn.functional.ctc_loss: reduction must be 'mean', 'sum' or 'none', "
+                         f"got {reduction!r}")
+    # Paddle (warp-ctc) normalises the scores itself: the op's log-softmax is idempotent on
+    # log-probabilities, and on raw scores it gives the loss and the gradient Paddle gives
+    return CTCLoss(lab, il, ll, int(blank), bool(zero_infinity), reduction, bool(norm_by_times))(log_probs)

@@ -1,14 +1,13 @@
 """Pooling: max/avg pooling (1-D, 2-D) on the primitives of ``ddg.autograd.ops.pooling``,
-adaptive average pooling as a composite (two small averaging matrices, one matmul
-per spatial axis), adaptive max pooling as a composite of max_pool2d or per-bin maxes.
+adaptive average pooling as one op (a small averaging matrix per spatial axis, one matrix
+product each), adaptive max pooling as one op on numpy float32/float64 (elsewhere
+max_pool2d/3d or per-bin maxes).
 """
 import numpy as np
 
-from ...autograd.ops import linalg as L
 from ...autograd.ops import movement as M
 from ...autograd.ops import pooling as P
 from ...autograd.ops import reduce as R
-from ...tensor import backend
 from ...tensor.tensor import Tensor
 from .conv import _check_format, _check_x, _from_nchw, _ntuple, _pads, _to_nchw, same_pads
 
@@ -102,13 +101,6 @@ def _bins(n_in, n_out):
     return starts, ends
 
 
-def _avg_matrix(n_in, n_out, dtype, xp):
-    m = np.zeros((n_out, n_in), dtype=dtype)
-    for i, (a, b) in enumerate(zip(*_bins(n_in, n_out))):
-        m[i, a:b] = 1.0 / (b - a)
-    return Tensor._wrap(xp.asarray(m))
-
-
 def _adaptive_sizes(output_size, in_sizes, op):
     nd = len(in_sizes)
     if isinstance(output_size, Tensor):
@@ -138,30 +130,25 @@ def adaptive_avg_pool2d(x, output_size, data_format="NCHW", name=None):
         # the pool's kh*kw strided passes (56x56 -> 7x7)
         y = avg_pool2d(x, (h // oh, w // ow), (h // oh, w // ow))
     else:
-        xp = backend.get_array_module(x._data)
-        y = x
-        if oh != h:
-            y = L.matmul(_avg_matrix(h, oh, x.dtype, xp), y)
-        if ow != w:   # (1-D pooling comes here with h == oh == 1)
-            y = L.matmul(y, M.transpose(_avg_matrix(w, ow, x.dtype, xp), [1, 0]))
+        y = P.AdaptiveAvgPool((oh, ow))(x)
     return _from_nchw(y, channel_last)
 
 
 def adaptive_avg_pool1d(x, output_size, name=None):
     _check_x(x, 3, "adaptive_avg_pool1d")
     o = _adaptive_sizes(output_size, x.shape[2:], "adaptive_avg_pool1d")[0]
-    return M.squeeze(adaptive_avg_pool2d(M.unsqueeze(x, 2), (1, o)), 2)
+    return P.AdaptiveAvgPool((o,))(x)
 
 
 def adaptive_max_pool2d(x, output_size, return_mask=False, name=None):
-    """Adaptive max pooling. On numpy float32/float64, bins that do not tile evenly run as one
-    compiled op; evenly dividing sizes use max_pool2d; elsewhere (cupy, half dtypes) one max
-    per output bin (a loop over the output grid, which adaptive pooling keeps small)."""
+    """Adaptive max pooling. On numpy float32/float64 one op (``P.AdaptiveMaxPool``); elsewhere
+    (cupy, half dtypes) max_pool2d when the sizes divide evenly, else one max per output bin
+    (a loop over the output grid, which adaptive pooling keeps small)."""
     op = "adaptive_max_pool2d"
     _check_x(x, 4, op)
     h, w = x.shape[2:]
     oh, ow = _adaptive_sizes(output_size, (h, w), op)
-    if _compiled(x) and (h % oh or w % ow):
+    if _compiled(x):
         fn = P.AdaptiveMaxPool((oh, ow))
         y = fn(x)
         return (y, Tensor._wrap(fn.mask())) if return_mask else y
@@ -182,6 +169,10 @@ def adaptive_max_pool2d(x, output_size, return_mask=False, name=None):
 def adaptive_max_pool1d(x, output_size, return_mask=False, name=None):
     _check_x(x, 3, "adaptive_max_pool1d")
     o = _adaptive_sizes(output_size, x.shape[2:], "adaptive_max_pool1d")[0]
+    if _compiled(x):
+        fn = P.AdaptiveMaxPool((o,))
+        y = fn(x)
+        return (y, Tensor._wrap(fn.mask())) if return_mask else y
     out = adaptive_max_pool2d(M.unsqueeze(x, 2), (1, o), return_mask)
     if return_mask:
         return M.squeeze(out[0], 2), M.squeeze(out[1], 2)
@@ -215,20 +206,13 @@ def avg_pool3d(x, kernel_size, stride=None, padding=0, ceil_mode=False, exclusiv
 
 
 def adaptive_avg_pool3d(x, output_size, data_format="NCDHW", name=None):
-    """Adaptive average pooling: one small averaging matrix per spatial axis."""
+    """Adaptive average pooling: one small averaging matrix per spatial axis, one op."""
     op = "adaptive_avg_pool3d"
     channel_last = _check_format(data_format, ("NCDHW", "NDHWC"), op)
     _check_x(x, 5, op)
     x = _to_nchw(x, channel_last)
     sizes = _adaptive_sizes(output_size, x.shape[2:], op)
-    xp = backend.get_array_module(x._data)
-    y = x
-    for axis, (n, o) in enumerate(zip(x.shape[2:], sizes)):
-        if n == o:
-            continue
-        m = _avg_matrix(n, o, x.dtype, xp)                      # [o, n]
-        y = M.moveaxis(L.matmul(M.moveaxis(y, 2 + axis, -1), M.transpose(m, [1, 0])), -1, 2 + axis)
-    return _from_nchw(y, channel_last)
+    return _from_nchw(P.AdaptiveAvgPool(sizes)(x), channel_last)
 
 
 def adaptive_max_pool3d(x, output_size, return_mask=False, name=None):
