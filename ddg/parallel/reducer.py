@@ -59,6 +59,7 @@ import numpy as np
 
 from .. import flags as _flags
 from ..autograd import engine
+from ..autograd.ops.embedding import unite_sparse_rows
 from ..tensor import backend
 from ..tensor.tensor import Tensor
 from .comm import get_compression
@@ -397,6 +398,7 @@ class Reducer:
             elif total > 0:
                 self._mean_weight = total * m / self.world_size
         launched, self._next = self._next, 0
+        unite_sparse_rows(self._params, self.comm)
         if _flags.check_nan_inf[0]:
             self._check_finite(self.buckets[:launched])
 

@@ -15,7 +15,9 @@ records the looked-up rows on the weight when it is a parameter (a leaf with att
 merged over the backward passes until its gradient is cleared: ``sparse_rows(weight)``. An
 optimizer with ``lazy_mode`` (Adam, AdamW) then updates only those rows, as Paddle's lazy
 mode does with sparse gradients; the others update every row, which for them gives Paddle's
-sparse result (see docs/optimizers.md).
+sparse result (see ``ddg/optimizer/adam.py``). Under ``DataParallel`` the reducer replaces each
+rank's record by the union over ranks after the all-reduce, as Paddle gathers sparse
+gradients' rows, so every rank updates the same rows.
 """
 import numpy as np
 
@@ -84,6 +86,24 @@ def _note_rows(edge, ids, pad):
         rows = rows[rows != pad]
     old = d.get("_sparse_rows")
     d["_sparse_rows"] = xp.unique(rows if old is None else xp.concatenate([old, rows]))
+    d["_sparse_lookup"] = True      # lasting mark: the data-parallel reducer unites the records
+
+
+def unite_sparse_rows(params, comm):
+    """Replaces the row record of every parameter of ``params`` that sparse lookups have
+    marked by the union of all ranks' records (one ``allgather_object`` when any is marked).
+    Every rank must call it with the same parameters at the same point: the mark is set by
+    the same backward on every rank (a rank without lookups this step contributes none)."""
+    marked = [p for p in params if getattr(p, "__dict__", {}).get("_sparse_lookup")]
+    if not marked:
+        return
+    mine = [None if sparse_rows(p) is None else backend.to_host(sparse_rows(p)) for p in marked]
+    gathered = comm.allgather_object(mine)
+    for i, p in enumerate(marked):
+        parts = [r[i] for r in gathered if r[i] is not None]
+        if parts:
+            xp = backend.get_array_module(p._data)
+            p.__dict__["_sparse_rows"] = xp.asarray(np.unique(np.concatenate(parts)))
 
 
 def sparse_rows(param):

@@ -13,7 +13,7 @@ def embedding(x, weight, padding_idx=None, max_norm=None, norm_type=2.0, sparse=
     With ``sparse`` (Paddle's ``sparse=True``, whose weight gradient is a SelectedRows of one
     row per lookup) the gradient is still dense, and the looked-up rows are recorded on the
     weight, so that optimizers in ``lazy_mode`` update only them (``ops.embedding``'s
-    docstring and docs/optimizers.md say what matches Paddle). With ``max_norm`` the rows
+    docstring and ``ddg/optimizer/adam.py`` say what matches Paddle). With ``max_norm`` the rows
     looked up whose ``norm_type``-norm exceeds it are first scaled down to it, in place in
     ``weight`` (Paddle's and PyTorch's rule, ``max_norm / (norm + 1e-7)``)."""
     if scale_grad_by_freq:
