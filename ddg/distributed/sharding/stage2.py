@@ -32,6 +32,7 @@ import numpy as np
 
 
 from ...autograd import engine
+from ...autograd.ops.embedding import unite_sparse_rows
 from ...parallel.reducer import SyncStats, assign_buckets, install_sync_hooks
 from ...tensor import backend
 from ...tensor.tensor import Tensor
@@ -213,6 +214,7 @@ class GradShardReducer:
             b, buf, req, factor = inflight.pop(0)
             req.wait()
             self._complete(b, buf, req, factor)
+        unite_sparse_rows(self._params, self.comm)   # lazy updates: every rank's looked-up rows
 
     def _complete(self, b, buf, _req, factor):
         """The owner takes the summed gradients; the other ranks drop the buffer."""
