@@ -501,3 +501,191 @@ def direct_backward(x4, w, gy, groups, stride, dilation, need_x, need_w):
                 _geom(x4, w, groups, stride, dilation, oh, ow), bool(need_x), bool(need_w), x4.dtype.type(0))
     return (gx.transpose(3, 0, 1, 2) if need_x else None,
             gw.astype(w.dtype).reshape(w.shape) if need_w else None)
+
+
+# -- Winograd F(4x4, 3x3) tile transforms (6x6 input tiles at a stride of 4, 4x4 output tiles) ----------
+# The matrices (interpolation points 0, +-1, +-2 and infinity) are those of ``conv.py``'s
+# ``_WINO4_*``; each kernel reads and writes every element once, like the F(2x2, 3x3) ones. The
+# constants are float32 scalars: exact in both dtypes, and a float64 array keeps float64 sums.
+@kernel
+def _wino4_in(x, v, geom):
+    """``V = B^T d B`` of every 6x6 tile ``d`` (stride 4) of the padded image ``x`` [C, Hp, Wp, N]
+    given as rows [C*Hp, Wp*N]; ``v`` [6, 6, C*th, tw*N] (overwritten); ``geom`` = (C, Hp, th,
+    tw, N). Per tile row: the row transform over whole image rows into a scratch block, then
+    the column transform read at a stride of four pixels."""
+    c_n, hp, th, tw, n = geom
+    wn = x.shape[1]
+    f2, f4, f5 = np.float32(2.0), np.float32(4.0), np.float32(5.0)
+    t = np.empty((6, wn), x.dtype)
+    t0, t1, t2, t3, t4, t5 = t[0], t[1], t[2], t[3], t[4], t[5]
+    for c in range(c_n):
+        for ty in range(th):
+            r = c * hp + 4 * ty
+            d0, d1, d2, d3, d4, d5 = x[r], x[r + 1], x[r + 2], x[r + 3], x[r + 4], x[r + 5]
+            for q in range(wn):
+                a0, a1, a2, a3, a4, a5 = d0[q], d1[q], d2[q], d3[q], d4[q], d5[q]
+                t0[q] = f4 * a0 - f5 * a2 + a4
+                t1[q] = a3 + a4 - f4 * (a1 + a2)
+                t2[q] = f4 * (a1 - a2) + a4 - a3
+                t3[q] = f2 * (a3 - a1) + a4 - a2
+                t4[q] = f2 * (a1 - a3) + a4 - a2
+                t5[q] = f4 * a1 - f5 * a3 + a5
+            o = c * th + ty
+            for i in range(6):
+                ti = t[i]
+                v0, v1, v2, v3, v4, v5 = v[i, 0, o], v[i, 1, o], v[i, 2, o], v[i, 3, o], v[i, 4, o], v[i, 5, o]
+                for tx in range(tw):
+                    for k in range(n):
+                        p = 4 * tx * n + k
+                        a0, a1, a2, a3 = ti[p], ti[p + n], ti[p + 2 * n], ti[p + 3 * n]
+                        a4, a5 = ti[p + 4 * n], ti[p + 5 * n]
+                        q = tx * n + k
+                        v0[q] = f4 * a0 - f5 * a2 + a4
+                        v1[q] = a3 + a4 - f4 * (a1 + a2)
+                        v2[q] = f4 * (a1 - a2) + a4 - a3
+                        v3[q] = f2 * (a3 - a1) + a4 - a2
+                        v4[q] = f2 * (a1 - a3) + a4 - a2
+                        v5[q] = f4 * a1 - f5 * a3 + a5
+
+
+@kernel
+def _wino4_in_adj(gv, out, geom):
+    """The adjoint of ``_wino4_in``: tile gradients ``gv`` [6, 6, C*th, tw*N] summed into the
+    zeroed image rows ``out`` [C*Hp, Wp*N] (overlapping tiles add)."""
+    c_n, hp, th, tw, n = geom
+    wn = out.shape[1]
+    f2, f4, f5 = np.float32(2.0), np.float32(4.0), np.float32(5.0)
+    gr = np.empty((6, wn), out.dtype)
+    for c in range(c_n):
+        for ty in range(th):
+            gr[:] = 0.0
+            o = c * th + ty
+            for i in range(6):
+                gi = gr[i]
+                h0, h1, h2, h3, h4, h5 = gv[i, 0, o], gv[i, 1, o], gv[i, 2, o], gv[i, 3, o], gv[i, 4, o], gv[i, 5, o]
+                for tx in range(tw):
+                    for k in range(n):
+                        q = tx * n + k
+                        g0, g1, g2, g3, g4, g5 = h0[q], h1[q], h2[q], h3[q], h4[q], h5[q]
+                        p = 4 * tx * n + k
+                        gi[p] += f4 * g0
+                        gi[p + n] += f4 * (g2 - g1 + g5) + f2 * (g4 - g3)
+                        gi[p + 2 * n] -= f5 * g0 + f4 * (g1 + g2) + g3 + g4
+                        gi[p + 3 * n] += g1 - g2 + f2 * (g3 - g4) - f5 * g5
+                        gi[p + 4 * n] += g0 + g1 + g2 + g3 + g4
+                        gi[p + 5 * n] += g5
+            r = c * hp + 4 * ty
+            o0, o1, o2, o3, o4, o5 = out[r], out[r + 1], out[r + 2], out[r + 3], out[r + 4], out[r + 5]
+            r0, r1, r2, r3, r4, r5 = gr[0], gr[1], gr[2], gr[3], gr[4], gr[5]
+            for q in range(wn):
+                g0, g1, g2, g3, g4, g5 = r0[q], r1[q], r2[q], r3[q], r4[q], r5[q]
+                o0[q] += f4 * g0
+                o1[q] += f4 * (g2 - g1 + g5) + f2 * (g4 - g3)
+                o2[q] -= f5 * g0 + f4 * (g1 + g2) + g3 + g4
+                o3[q] += g1 - g2 + f2 * (g3 - g4) - f5 * g5
+                o4[q] += g0 + g1 + g2 + g3 + g4
+                o5[q] += g5
+
+
+@kernel
+def _wino4_out(m, y, geom):
+    """``Y = A^T M A`` per tile: products ``m`` [6, 6, O*th, tw*N] to the output rows ``y``
+    [O*4*th, 4*tw*N] (overwritten); ``geom`` = (O, th, tw, N)."""
+    o_n, th, tw, n = geom
+    f2, f4, f8 = np.float32(2.0), np.float32(4.0), np.float32(8.0)
+    s = np.empty((4, 6, tw * n), y.dtype)
+    for o in range(o_n):
+        for ty in range(th):
+            r = o * th + ty
+            for j in range(6):
+                m0, m1, m2, m3, m4, m5 = m[0, j, r], m[1, j, r], m[2, j, r], m[3, j, r], m[4, j, r], m[5, j, r]
+                s0, s1, s2, s3 = s[0, j], s[1, j], s[2, j], s[3, j]
+                for q in range(tw * n):
+                    a1, a2, a3, a4 = m1[q], m2[q], m3[q], m4[q]
+                    s0[q] = m0[q] + a1 + a2 + a3 + a4
+                    s1[q] = a1 - a2 + f2 * (a3 - a4)
+                    s2[q] = a1 + a2 + f4 * (a3 + a4)
+                    s3[q] = a1 - a2 + f8 * (a3 - a4) + m5[q]
+            for a in range(4):
+                yr = y[o * 4 * th + 4 * ty + a]
+                sa0, sa1, sa2, sa3, sa4, sa5 = s[a, 0], s[a, 1], s[a, 2], s[a, 3], s[a, 4], s[a, 5]
+                for tx in range(tw):
+                    for k in range(n):
+                        q = tx * n + k
+                        p = 4 * tx * n + k
+                        a1, a2, a3, a4 = sa1[q], sa2[q], sa3[q], sa4[q]
+                        yr[p] = sa0[q] + a1 + a2 + a3 + a4
+                        yr[p + n] = a1 - a2 + f2 * (a3 - a4)
+                        yr[p + 2 * n] = a1 + a2 + f4 * (a3 + a4)
+                        yr[p + 3 * n] = a1 - a2 + f8 * (a3 - a4) + sa5[q]
+
+
+@kernel
+def _wino4_out_adj(gy, gm, geom):
+    """The adjoint of ``_wino4_out``: output-gradient rows ``gy`` [O*4*th, 4*tw*N] to the
+    products' gradients ``gm`` [6, 6, O*th, tw*N] (overwritten)."""
+    o_n, th, tw, n = geom
+    f2, f4, f8 = np.float32(2.0), np.float32(4.0), np.float32(8.0)
+    gs = np.empty((4, 6, tw * n), gy.dtype)
+    for o in range(o_n):
+        for ty in range(th):
+            for a in range(4):
+                g = gy[o * 4 * th + 4 * ty + a]
+                s0, s1, s2, s3, s4, s5 = gs[a, 0], gs[a, 1], gs[a, 2], gs[a, 3], gs[a, 4], gs[a, 5]
+                for tx in range(tw):
+                    for k in range(n):
+                        q = tx * n + k
+                        p = 4 * tx * n + k
+                        e0, e1, e2, e3 = g[p], g[p + n], g[p + 2 * n], g[p + 3 * n]
+                        s0[q] = e0
+                        s1[q] = e0 + e1 + e2 + e3
+                        s2[q] = e0 - e1 + e2 - e3
+                        s3[q] = e0 + f2 * e1 + f4 * e2 + f8 * e3
+                        s4[q] = e0 - f2 * e1 + f4 * e2 - f8 * e3
+                        s5[q] = e3
+            r = o * th + ty
+            for j in range(6):
+                u0, u1, u2, u3 = gs[0, j], gs[1, j], gs[2, j], gs[3, j]
+                m0, m1, m2, m3, m4, m5 = gm[0, j, r], gm[1, j, r], gm[2, j, r], gm[3, j, r], gm[4, j, r], gm[5, j, r]
+                for q in range(tw * n):
+                    e0, e1, e2, e3 = u0[q], u1[q], u2[q], u3[q]
+                    m0[q] = e0
+                    m1[q] = e0 + e1 + e2 + e3
+                    m2[q] = e0 - e1 + e2 - e3
+                    m3[q] = e0 + f2 * e1 + f4 * e2 + f8 * e3
+                    m4[q] = e0 - f2 * e1 + f4 * e2 - f8 * e3
+                    m5[q] = e3
+
+
+def wino4_in(x4, th, tw):
+    """``B^T d B`` of every 6x6 tile (stride 4) of the padded ``x4`` [C, 4*th+2, 4*tw+2, N]
+    (C-contiguous): [6, 6, C, th, tw, N]."""
+    c, hp, wp, n = x4.shape
+    v = np.empty((6, 6, c, th, tw, n), x4.dtype)
+    _wino4_in(x4.reshape(c * hp, wp * n), v.reshape(6, 6, c * th, tw * n), (c, hp, th, tw, n))
+    return v
+
+
+def wino4_in_adjoint(gv, hp, wp):
+    """The adjoint of ``wino4_in``: [6, 6, C, th, tw, N] (C-contiguous) -> the image [C, Hp, Wp, N]."""
+    c, th, tw, n = gv.shape[2:]
+    out = np.zeros((c, hp, wp, n), gv.dtype)
+    _wino4_in_adj(gv.reshape(6, 6, c * th, tw * n), out.reshape(c * hp, wp * n), (c, hp, th, tw, n))
+    return out
+
+
+def wino4_out(m):
+    """``A^T M A`` of the products [6, 6, O, th, tw, N] (C-contiguous): the output [O, 4*th, 4*tw, N]."""
+    o, th, tw, n = m.shape[2:]
+    y = np.empty((o, 4 * th, 4 * tw, n), m.dtype)
+    _wino4_out(m.reshape(6, 6, o * th, tw * n), y.reshape(o * 4 * th, 4 * tw * n), (o, th, tw, n))
+    return y
+
+
+def wino4_out_adjoint(gy):
+    """The adjoint of ``wino4_out``: [O, 4*th, 4*tw, N] (C-contiguous) -> [6, 6, O, th, tw, N]."""
+    o, h4, w4, n = gy.shape
+    th, tw = h4 // 4, w4 // 4
+    gm = np.empty((6, 6, o, th, tw, n), gy.dtype)
+    _wino4_out_adj(gy.reshape(o * h4, w4 * n), gm.reshape(6, 6, o * th, tw * n), (o, th, tw, n))
+    return gm

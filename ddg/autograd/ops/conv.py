@@ -204,6 +204,21 @@ def _swap(a):
 # are the whole-array adds over strided tile views below.
 _WINO_G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
 
+# Winograd F(4x4, 3x3): 6x6 input tiles (stride 4) giving 4x4 output tiles, 36 products per tile:
+# 36/144 = 1/4 of im2col's multiplications, and transformed tiles 36/16 = 2.25 times the image
+# (F(2x2, 3x3): 4 times), so for few channels, where the 16 or 36 products [O, C] x [C, tiles*N]
+# are bound by memory rather than arithmetic, it moves about half the data. Interpolation points
+# 0, +-1, +-2 and infinity (B^T, A^T have small integer entries, G has 1/4, 1/6, 1/12, 1/24):
+# its rounding error is larger than F(2x2, 3x3)'s (float32: ~1e-5 relative to the output's
+# scale, tested against float64). numpy float32/float64 only (the compiled transforms
+# ``conv_kernels.wino4_*``); cupy and the other dtypes keep F(2x2, 3x3).
+_WINO4_BT = np.array([[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0],
+                      [0, -2, -1, 2, 1, 0], [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]], dtype=float)
+_WINO4_G = np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6],
+                     [1 / 24, 1 / 12, 1 / 6], [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]])
+_WINO4_AT = np.array([[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]],
+                     dtype=float)
+
 
 def _use_winograd(x, w, stride, dilation, groups, pads):
     """Whether Conv2d takes the Winograd path: 3x3, stride 1, no dilation, one group, padding
@@ -219,6 +234,17 @@ def _use_winograd(x, w, stride, dilation, groups, pads):
     return (kh == kw == 3 and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1) and groups == 1
             and max(pads) <= 2 and min(cg, o) >= 16 and min(oh, ow) >= (8 if min(cg, o) >= 32 else 16)
             and cg * o * h * wd * n >= 1 << 20 and x.dtype.kind == "f")
+
+
+def _wino_tile(x, w, oh, ow):
+    """The output tile of a Winograd convolution: 4 (F(4x4, 3x3)) on numpy float32/float64 for an
+    output of at least 16x16, or 8x8 with at most 128 channels in and out; else 2 (F(2x2, 3x3)).
+    Measured forward + backward, batch 16, F(4x4) / F(2x2) time: 0.5-0.7 at C=16-64 on 16x16
+    to 64x64, 0.55-0.9 at C=64-128 on 8x8; 1.0 at C=256 on 8x8 (where F(4x4)'s larger rounding
+    error buys nothing) and ~1.1 at C=32 on 8x8."""
+    if not K.usable(x, w) or min(oh, ow) < 8:
+        return 2
+    return 4 if min(oh, ow) >= 16 or max(w.shape[0], w.shape[1]) <= 128 else 2
 
 
 def _use_phases(x, w, stride, dilation, groups, pads):
@@ -331,20 +357,23 @@ def _wino_out_adjoint(gy):
     return gm
 
 
-def _wino_weight(w):
-    """``U = G w G^T`` per (o, c): [O, C, 3, 3] -> [16, O, C]."""
+def _wino_weight(w, gm=_WINO_G):
+    """``U = G w G^T`` per (o, c): [O, C, 3, 3] -> [t*t, O, C] for the t x 3 matrix ``gm``
+    (``_WINO_G``, t = 4, or ``_WINO4_G``, t = 6)."""
     xp = backend.get_array_module(w)
-    g = xp.asarray(_WINO_G, dtype=w.dtype)
-    t = xp.tensordot(w, g, axes=([3], [1]))                # [O, C, 3 (i), 4 (b)]
-    u = xp.tensordot(g, t, axes=([1], [2]))                # [4 (a), O, C, 4 (b)]
-    return xp.ascontiguousarray(u.transpose(0, 3, 1, 2)).reshape(16, w.shape[0], w.shape[1])
+    t_ = gm.shape[0]
+    g = xp.asarray(gm, dtype=w.dtype)
+    t = xp.tensordot(w, g, axes=([3], [1]))                # [O, C, 3 (i), t (b)]
+    u = xp.tensordot(g, t, axes=([1], [2]))                # [t (a), O, C, t (b)]
+    return xp.ascontiguousarray(u.transpose(0, 3, 1, 2)).reshape(t_ * t_, w.shape[0], w.shape[1])
 
 
-def _wino_weight_adjoint(gu, o, c):
-    """The adjoint of ``_wino_weight``: [16, O, C] -> [O, C, 3, 3]."""
+def _wino_weight_adjoint(gu, o, c, gm=_WINO_G):
+    """The adjoint of ``_wino_weight``: [t*t, O, C] -> [O, C, 3, 3]."""
     xp = backend.get_array_module(gu)
-    g = xp.asarray(_WINO_G, dtype=gu.dtype)
-    t = xp.tensordot(g, gu.reshape(4, 4, o, c), axes=([0], [0]))   # [3 (i), 4 (b), O, C]
+    t_ = gm.shape[0]
+    g = xp.asarray(gm, dtype=gu.dtype)
+    t = xp.tensordot(g, gu.reshape(t_, t_, o, c), axes=([0], [0]))   # [3 (i), t (b), O, C]
     return xp.tensordot(t, g, axes=([1], [0])).transpose(1, 2, 0, 3)   # [O, C, 3 (i), 3 (j)]
 
 
@@ -473,50 +502,66 @@ class Conv2d(Function):
         n, c, h, wd = x.shape
         o = w.shape[0]
         pt, _, pl, _ = self.pads
-        th, tw = -(-oh // 2), -(-ow // 2)
-        hp, wp = 2 * th + 2, 2 * tw + 2
+        m = _wino_tile(x, w, oh, ow)
+        t = m + 2
+        th, tw = -(-oh // m), -(-ow // m)
+        hp, wp = m * th + 2, m * tw + 2
         xpad = _pad_input(x, (pt, hp - h - pt, pl, wp - wd - pl))
-        u = _wino_weight(w)
-        if K.usable(x, w):   # the compiled transforms: each element read and written once
+        if m == 4:   # F(4x4, 3x3): compiled transforms (numpy float32/float64)
+            u = _wino_weight(w, _WINO4_G)
+            v = K.wino4_in(np.ascontiguousarray(xpad.transpose(1, 2, 3, 0)), th, tw).reshape(36, c, -1)
+            y = K.wino4_out(_gmm(u, v).reshape(6, 6, o, th, tw, n))[:, :oh, :ow]
+        elif K.usable(x, w):   # the compiled transforms: each element read and written once
+            u = _wino_weight(w)
             v = K.wino_in(xp.ascontiguousarray(xpad.transpose(1, 2, 3, 0)), th, tw).reshape(16, c, -1)
             y = K.wino_out(_gmm(u, v).reshape(4, 4, o, th, tw, n))[:, :oh, :ow]
         else:
+            u = _wino_weight(w)
             v = _wino_in(xpad, th, tw).reshape(16, c, -1)
             y = _wino_out(_gmm(u, v).reshape(4, 4, o, th, tw, n))[:, :oh, :ow]
         if b:
             y += b[0].reshape(o, 1, 1, 1)
-        self.wino = (v, u, th, tw, hp, wp)
+        self.wino = (v, u, th, tw, hp, wp, m)
         self.w, self.x = w, x
         return y.transpose(3, 0, 1, 2)
 
     def _backward_winograd(self, gy):
         needs = self.needs
-        v, u, th, tw, hp, wp = self.wino
+        v, u, th, tw, hp, wp, m = self.wino
+        t = m + 2
         x, w = self.x, self.w
         xp = backend.get_array_module(gy)
         n, c, h, wd = x.shape
         o = w.shape[0]
         oh, ow = gy.shape[2:]
         g = gy.astype(v.dtype, copy=False).transpose(1, 2, 3, 0)      # [O, OH, OW, N]
-        if (oh, ow) != (2 * th, 2 * tw):                              # odd sizes: zero-padded tiles
-            gp = xp.zeros((o, 2 * th, 2 * tw, n), gy.dtype)
+        if (oh, ow) != (m * th, m * tw):                              # partial tiles: zero-padded
+            gp = xp.zeros((o, m * th, m * tw, n), gy.dtype)
             gp[:, :oh, :ow] = g
             g = gp
         compiled = K.usable(v, g)
-        if compiled:
+        if m == 4:
+            gm = K.wino4_out_adjoint(np.ascontiguousarray(g)).reshape(36, o, -1)
+        elif compiled:
             gm = K.wino_out_adjoint(xp.ascontiguousarray(g)).reshape(16, o, -1)
         else:
             gm = _wino_out_adjoint(g).reshape(16, o, -1)
         gx = gw = gb = None
         if needs[1]:
-            gw = _wino_weight_adjoint(_wgrad(gm, v, 1), o, c)
+            gw = _wino_weight_adjoint(_wgrad(gm, v, 1), o, c, _WINO4_G if m == 4 else _WINO_G)
         if needs[0]:
             pt, _, pl, _ = self.pads
-            gv = _gmm(u.transpose(0, 2, 1), gm).reshape(4, 4, c, th, tw, n)
-            if compiled:
-                gx = K.wino_in_adjoint(gv, hp, wp).transpose(3, 0, 1, 2)[:, :, pt:pt + h, pl:pl + wd]
+            gv = _gmm(u.transpose(0, 2, 1), gm).reshape(t, t, c, th, tw, n)
+            if m == 4:
+                gx = K.wino4_in_adjoint(gv, hp, wp)
+            elif compiled:
+                gx = K.wino_in_adjoint(gv, hp, wp)
             else:
+                gx = None
+            if gx is None:
                 gx = _wino_in_adjoint(gv, hp, wp)[:, :, pt:pt + h, pl:pl + wd]
+            else:
+                gx = gx.transpose(3, 0, 1, 2)[:, :, pt:pt + h, pl:pl + wd]
         if len(needs) == 3:
             gb = gy.sum(axis=(0, 2, 3)) if needs[2] else None
             return gx, gw, gb
