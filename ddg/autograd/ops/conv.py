@@ -359,22 +359,19 @@ def _wino_out_adjoint(gy):
 
 def _wino_weight(w, gm=_WINO_G):
     """``U = G w G^T`` per (o, c): [O, C, 3, 3] -> [t*t, O, C] for the t x 3 matrix ``gm``
-    (``_WINO_G``, t = 4, or ``_WINO4_G``, t = 6)."""
+    (``_WINO_G``, t = 4, or ``_WINO4_G``, t = 6), as one product of the Kronecker matrix
+    ``G (x) G`` [t*t, 9] with the weight seen as [O*C, 9] (no transposed copies)."""
     xp = backend.get_array_module(w)
-    t_ = gm.shape[0]
-    g = xp.asarray(gm, dtype=w.dtype)
-    t = xp.tensordot(w, g, axes=([3], [1]))                # [O, C, 3 (i), t (b)]
-    u = xp.tensordot(g, t, axes=([1], [2]))                # [t (a), O, C, t (b)]
-    return xp.ascontiguousarray(u.transpose(0, 3, 1, 2)).reshape(t_ * t_, w.shape[0], w.shape[1])
+    kr = xp.asarray(np.kron(gm, gm), dtype=w.dtype)
+    o, c = w.shape[:2]
+    return (kr @ w.reshape(o * c, 9).T).reshape(-1, o, c)
 
 
 def _wino_weight_adjoint(gu, o, c, gm=_WINO_G):
     """The adjoint of ``_wino_weight``: [t*t, O, C] -> [O, C, 3, 3]."""
     xp = backend.get_array_module(gu)
-    t_ = gm.shape[0]
-    g = xp.asarray(gm, dtype=gu.dtype)
-    t = xp.tensordot(g, gu.reshape(t_, t_, o, c), axes=([0], [0]))   # [3 (i), t (b), O, C]
-    return xp.tensordot(t, g, axes=([1], [0])).transpose(1, 2, 0, 3)   # [O, C, 3 (i), 3 (j)]
+    kr = xp.asarray(np.kron(gm, gm), dtype=gu.dtype)
+    return (gu.reshape(-1, o * c).T @ kr).reshape(o, c, 3, 3)
 
 
 # -- cuDNN (GPU only) --------------------------------------------------------------------------
@@ -548,7 +545,9 @@ class Conv2d(Function):
             gm = _wino_out_adjoint(g).reshape(16, o, -1)
         gx = gw = gb = None
         if needs[1]:
-            gw = _wino_weight_adjoint(_wgrad(gm, v, 1), o, c, _WINO4_G if m == 4 else _WINO_G)
+            # one stacked product: measured 10-20 % faster than _wgrad's per-position loop here
+            gu = np.matmul(gm, v.transpose(0, 2, 1)) if type(gm) is np.ndarray else _wgrad(gm, v, 1)
+            gw = _wino_weight_adjoint(gu, o, c, _WINO4_G if m == 4 else _WINO_G)
         if needs[0]:
             pt, _, pl, _ = self.pads
             gv = _gmm(u.transpose(0, 2, 1), gm).reshape(t, t, c, th, tw, n)
