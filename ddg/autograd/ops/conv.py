@@ -238,13 +238,9 @@ def _use_winograd(x, w, stride, dilation, groups, pads):
 
 def _wino_tile(x, w, oh, ow):
     """The output tile of a Winograd convolution: 4 (F(4x4, 3x3)) on numpy float32/float64 for an
-    output of at least 16x16, or 8x8 with at most 128 channels in and out; else 2 (F(2x2, 3x3)).
-    Measured forward + backward, batch 16, F(4x4) / F(2x2) time: 0.5-0.7 at C=16-64 on 16x16
-    to 64x64, 0.55-0.9 at C=64-128 on 8x8; 1.0 at C=256 on 8x8 (where F(4x4)'s larger rounding
-    error buys nothing) and ~1.1 at C=32 on 8x8."""
-    if not K.usable(x, w) or min(oh, ow) < 8:
-        return 2
-    return 4 if min(oh, ow) >= 16 or max(w.shape[0], w.shape[1]) <= 128 else 2
+    output of at least 8x8, else 2 (F(2x2, 3x3)). Measured forward + backward, batch 16,
+    F(4x4) / F(2x2) time: 0.5-0.75 at C=16-256 on 16x16 to 64x64, 0.7-0.9 at C=32-256 on 8x8."""
+    return 4 if K.usable(x, w) and min(oh, ow) >= 8 else 2
 
 
 def _use_phases(x, w, stride, dilation, groups, pads):
