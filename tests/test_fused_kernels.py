@@ -1,5 +1,5 @@
 """The fused kernels against numpy float64 and central differences: the training batch
-norm (BatchNormAffine), Conv2d's gradients over kernels, pads, dilations, strides and
+norm (BatchNormAffine, also with its ReLU), Conv2d's gradients over kernels, pads, dilations, strides and
 groups, the attention op; layouts kept through ReLU's and the batch norm's backward."""
 import numpy as np
 import pytest
@@ -66,6 +66,75 @@ def test_functional_batch_norm_uses_one_op_and_matches_the_composite():
         (y * y * y).sum().backward()
         outs.append([y.numpy(), rm.numpy(), rv.numpy(), xt.grad.numpy(), wt.grad.numpy(), bt.grad.numpy()])
     for a, c in zip(*outs):
+        np.testing.assert_allclose(a, c, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("shape,axes", SHAPES)
+def test_batch_norm_relu_matches_numpy_and_central_differences(shape, axes):
+    # BatchNormAffine(act='relu'): max(batch norm, 0) in the op; forward against float64
+    # numpy, first and second order against central differences (y and the statistics)
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(shape) * 3 + 1
+    w, b = rng.standard_normal(shape[1]), rng.standard_normal(shape[1])
+    y, mean, var = BatchNormAffine(axes, 1e-3, "relu")(*(ddg.to_tensor(a) for a in (x, w, b)))
+    ry, rm, rv = _ref(x, w, b, axes, 1e-3)
+    for got, want in zip((y, mean, var), (np.maximum(ry, 0), rm, rv)):
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-12, atol=1e-12)
+    assert (ry < 0).any() and (ry > 0).any()
+    ts = [ddg.to_tensor(a, stop_gradient=False) for a in (x, w, b)]
+
+    def f(x, w, b):
+        y, mean, var = BatchNormAffine(axes, 1e-3, "relu")(x, w, b)
+        return ddg.concat([y.flatten(), mean.flatten(), var.flatten()])
+    assert gradcheck(f, ts, atol=1e-6, rtol=1e-5)
+    assert gradgradcheck(lambda *a: BatchNormAffine(axes, 1e-3, "relu")(*a)[0], ts, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC", "NC"])
+def test_fluid_batch_norm_relu_is_one_op_equal_to_batch_norm_then_relu(dtype, layout):
+    # nn.BatchNorm(act='relu') in training: one BatchNormAffine op whose output, gradients and
+    # running statistics equal BatchNorm2D then F.relu (the mask recomputed in backward)
+    from ddg import nn
+    rng = np.random.default_rng(6)
+    shape = {"NCHW": (4, 3, 5, 6), "NHWC": (4, 5, 6, 3), "NC": (6, 3)}[layout]
+    x = rng.standard_normal(shape).astype(dtype)
+    w, b = rng.standard_normal(3).astype(dtype), rng.standard_normal(3).astype(dtype)
+    gy = np.cos(np.arange(x.size)).reshape(shape).astype(dtype)
+    res = []
+    for act in ("relu", None):
+        bn = nn.BatchNorm(3, act=act, momentum=0.8, dtype=dtype, data_layout="NHWC" if layout == "NHWC" else "NCHW")
+        bn.weight.set_value(w)
+        bn.bias.set_value(b)
+        xt = ddg.to_tensor(x, stop_gradient=False)
+        y = bn(xt)
+        if act is None:
+            y = F.relu(y)
+        else:
+            assert type(y._node).__name__ == "BatchNormAffine" and y._node.act == "relu"
+        (y * ddg.to_tensor(gy)).sum().backward()
+        res.append([y.numpy(), xt.grad.numpy(), bn.weight.grad.numpy(), bn.bias.grad.numpy(), bn._mean.numpy(),
+                    bn._variance.numpy()])
+    tol = 1e-12 if dtype == "float64" else 1e-5
+    for a, c in zip(*res):
+        np.testing.assert_allclose(a, c, rtol=tol, atol=tol)
+
+
+def test_batch_norm_relu_on_the_gpu_path_matches_numpy():
+    # the cupy path (clamp after the affine part, mask recomputed from xhat * w + b)
+    from ddg.tensor import backend
+    if not backend.cupy_available():
+        pytest.skip("needs cupy (a GPU, or tests/simgpu's simcupy)")
+    rng = np.random.default_rng(7)
+    x, w, b = rng.standard_normal((4, 3, 5, 2)), rng.standard_normal(3), rng.standard_normal(3)
+    gy = rng.standard_normal(x.shape)
+    res = []
+    for place in ("cpu", "gpu"):
+        ts = [ddg.to_tensor(a, place=place, stop_gradient=False) for a in (x, w, b)]
+        y, mean, var = BatchNormAffine((0, 2, 3), 1e-3, "relu")(*ts)
+        (y * ddg.to_tensor(gy, place=place)).sum().backward()
+        res.append([y.numpy(), mean.numpy(), var.numpy()] + [t.grad.numpy() for t in ts])
+    for a, c in zip(*res):
         np.testing.assert_allclose(a, c, rtol=1e-10, atol=1e-12)
 
 
