@@ -268,13 +268,15 @@ WINO_CASES = [(6, 6, (1, 1, 1, 1)), (5, 7, (1, 1, 1, 1)), (6, 5, (0, 0, 0, 0)), 
 
 @pytest.mark.parametrize("h,w,pads", WINO_CASES)
 @pytest.mark.parametrize("bias", [False, True])
-@pytest.mark.parametrize("tile", [2, 4])
-def test_winograd_conv_matches_central_differences(h, w, pads, bias, tile, monkeypatch):
-    # the Winograd path (F(2x2, 3x3) or F(4x4, 3x3)) forced on small float64 shapes (odd
-    # sizes, partial tiles, asymmetric and zero pads)
+@pytest.mark.parametrize("tile,block_bytes", [(2, None), (4, None), (4, 1)])
+def test_winograd_conv_matches_central_differences(h, w, pads, bias, tile, block_bytes, monkeypatch):
+    # the Winograd path (F(2x2, 3x3), or F(4x4, 3x3) in one block or one block per tile row)
+    # forced on small float64 shapes (odd sizes, partial tiles, asymmetric and zero pads)
     import ddg.autograd.ops.conv as CV
     monkeypatch.setattr(CV, "_use_winograd", lambda *a: True)
     monkeypatch.setattr(CV, "_wino_tile", lambda *a: tile)
+    if block_bytes is not None:
+        monkeypatch.setattr(CV, "_WINO_BLOCK_BYTES", block_bytes)
     rng = np.random.default_rng(8)
     ts = [ddg.to_tensor(rng.standard_normal((2, 3, h, w)), stop_gradient=False),
           ddg.to_tensor(rng.standard_normal((4, 3, 3, 3)), stop_gradient=False)]
@@ -308,6 +310,7 @@ def test_winograd_float32_error_bound(tile, bound, monkeypatch):
     assert not CV._use_winograd(x[:, :16, :8, :8], w[:16, :16], (1, 1), (1, 1), 1, (1, 1, 1, 1))
     f32 = x.astype(np.float32)
     assert CV._wino_tile(f32, w.astype(np.float32), 16, 16) == 4
+    assert len(CV._wino_blocks(32, 32, 4, 4, 32)) == 2    # F(4x4, 3x3) here in two blocks of tile rows
     assert CV._wino_tile(f32, w.astype(np.float32), 8, 8) == 4
     assert CV._wino_tile(f32, w.astype(np.float32), 4, 8) == 2
     assert CV._wino_tile(f32.astype(np.float16), w.astype(np.float16), 16, 16) == 2

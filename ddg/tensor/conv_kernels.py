@@ -509,17 +509,19 @@ def direct_backward(x4, w, gy, groups, stride, dilation, need_x, need_w):
 # constants are float32 scalars: exact in both dtypes, and a float64 array keeps float64 sums.
 @kernel
 def _wino4_in(x, v, geom):
-    """``V = B^T d B`` of every 6x6 tile ``d`` (stride 4) of the padded image ``x`` [C, Hp, Wp, N]
-    given as rows [C*Hp, Wp*N]; ``v`` [6, 6, C*th, tw*N] (overwritten); ``geom`` = (C, Hp, th,
-    tw, N). Per tile row: the row transform over whole image rows into a scratch block, then
-    the column transform read at a stride of four pixels."""
-    c_n, hp, th, tw, n = geom
+    """``V = B^T d B`` of the 6x6 tiles ``d`` (stride 4) in tile rows ``ty0 <= ty < ty1`` of the
+    padded image ``x`` [C, Hp, Wp, N] given as rows [C*Hp, Wp*N]; ``v`` [6, 6, C*bt, tw*N]
+    (bt = ty1 - ty0, overwritten); ``geom`` = (C, Hp, ty0, ty1, tw, N). Per tile row: the row
+    transform over whole image rows into a scratch block, then the column transform read at a
+    stride of four pixels."""
+    c_n, hp, ty0, ty1, tw, n = geom
+    bt = ty1 - ty0
     wn = x.shape[1]
     f2, f4, f5 = np.float32(2.0), np.float32(4.0), np.float32(5.0)
     t = np.empty((6, wn), x.dtype)
     t0, t1, t2, t3, t4, t5 = t[0], t[1], t[2], t[3], t[4], t[5]
     for c in range(c_n):
-        for ty in range(th):
+        for ty in range(ty0, ty1):
             r = c * hp + 4 * ty
             d0, d1, d2, d3, d4, d5 = x[r], x[r + 1], x[r + 2], x[r + 3], x[r + 4], x[r + 5]
             for q in range(wn):
@@ -530,7 +532,7 @@ def _wino4_in(x, v, geom):
                 t3[q] = f2 * (a3 - a1) + a4 - a2
                 t4[q] = f2 * (a1 - a3) + a4 - a2
                 t5[q] = f4 * a1 - f5 * a3 + a5
-            o = c * th + ty
+            o = c * bt + ty - ty0
             for i in range(6):
                 ti = t[i]
                 v0, v1, v2, v3, v4, v5 = v[i, 0, o], v[i, 1, o], v[i, 2, o], v[i, 3, o], v[i, 4, o], v[i, 5, o]
@@ -550,16 +552,17 @@ def _wino4_in(x, v, geom):
 
 @kernel
 def _wino4_in_adj(gv, out, geom):
-    """The adjoint of ``_wino4_in``: tile gradients ``gv`` [6, 6, C*th, tw*N] summed into the
-    zeroed image rows ``out`` [C*Hp, Wp*N] (overlapping tiles add)."""
-    c_n, hp, th, tw, n = geom
+    """The adjoint of ``_wino4_in``: tile gradients ``gv`` [6, 6, C*bt, tw*N] of tile rows ``ty0``
+    to ``ty1`` added into the image rows ``out`` [C*Hp, Wp*N] (overlapping tiles add)."""
+    c_n, hp, ty0, ty1, tw, n = geom
+    bt = ty1 - ty0
     wn = out.shape[1]
     f2, f4, f5 = np.float32(2.0), np.float32(4.0), np.float32(5.0)
     gr = np.empty((6, wn), out.dtype)
     for c in range(c_n):
-        for ty in range(th):
+        for ty in range(ty0, ty1):
             gr[:] = 0.0
-            o = c * th + ty
+            o = c * bt + ty - ty0
             for i in range(6):
                 gi = gr[i]
                 h0, h1, h2, h3, h4, h5 = gv[i, 0, o], gv[i, 1, o], gv[i, 2, o], gv[i, 3, o], gv[i, 4, o], gv[i, 5, o]
@@ -589,14 +592,16 @@ def _wino4_in_adj(gv, out, geom):
 
 @kernel
 def _wino4_out(m, y, geom):
-    """``Y = A^T M A`` per tile: products ``m`` [6, 6, O*th, tw*N] to the output rows ``y``
-    [O*4*th, 4*tw*N] (overwritten); ``geom`` = (O, th, tw, N)."""
-    o_n, th, tw, n = geom
+    """``Y = A^T M A`` per tile: products ``m`` [6, 6, O*bt, tw*N] of tile rows ``ty0 <= ty < ty1``
+    to their output rows in ``y`` [O*4*th, 4*tw*N] (overwritten); ``geom`` = (O, th, ty0, ty1,
+    tw, N)."""
+    o_n, th, ty0, ty1, tw, n = geom
+    bt = ty1 - ty0
     f2, f4, f8 = np.float32(2.0), np.float32(4.0), np.float32(8.0)
     s = np.empty((4, 6, tw * n), y.dtype)
     for o in range(o_n):
-        for ty in range(th):
-            r = o * th + ty
+        for ty in range(ty0, ty1):
+            r = o * bt + ty - ty0
             for j in range(6):
                 m0, m1, m2, m3, m4, m5 = m[0, j, r], m[1, j, r], m[2, j, r], m[3, j, r], m[4, j, r], m[5, j, r]
                 s0, s1, s2, s3 = s[0, j], s[1, j], s[2, j], s[3, j]
@@ -622,13 +627,14 @@ def _wino4_out(m, y, geom):
 
 @kernel
 def _wino4_out_adj(gy, gm, geom):
-    """The adjoint of ``_wino4_out``: output-gradient rows ``gy`` [O*4*th, 4*tw*N] to the
-    products' gradients ``gm`` [6, 6, O*th, tw*N] (overwritten)."""
-    o_n, th, tw, n = geom
+    """The adjoint of ``_wino4_out``: output-gradient rows ``gy`` [O*4*th, 4*tw*N] of tile rows
+    ``ty0`` to ``ty1`` to the products' gradients ``gm`` [6, 6, O*bt, tw*N] (overwritten)."""
+    o_n, th, ty0, ty1, tw, n = geom
+    bt = ty1 - ty0
     f2, f4, f8 = np.float32(2.0), np.float32(4.0), np.float32(8.0)
     gs = np.empty((4, 6, tw * n), gy.dtype)
     for o in range(o_n):
-        for ty in range(th):
+        for ty in range(ty0, ty1):
             for a in range(4):
                 g = gy[o * 4 * th + 4 * ty + a]
                 s0, s1, s2, s3, s4, s5 = gs[a, 0], gs[a, 1], gs[a, 2], gs[a, 3], gs[a, 4], gs[a, 5]
@@ -643,7 +649,7 @@ def _wino4_out_adj(gy, gm, geom):
                         s3[q] = e0 + f2 * e1 + f4 * e2 + f8 * e3
                         s4[q] = e0 - f2 * e1 + f4 * e2 - f8 * e3
                         s5[q] = e3
-            r = o * th + ty
+            r = o * bt + ty - ty0
             for j in range(6):
                 u0, u1, u2, u3 = gs[0, j], gs[1, j], gs[2, j], gs[3, j]
                 m0, m1, m2, m3, m4, m5 = gm[0, j, r], gm[1, j, r], gm[2, j, r], gm[3, j, r], gm[4, j, r], gm[5, j, r]
@@ -657,35 +663,40 @@ def _wino4_out_adj(gy, gm, geom):
                     m5[q] = e3
 
 
-def wino4_in(x4, th, tw):
-    """``B^T d B`` of every 6x6 tile (stride 4) of the padded ``x4`` [C, 4*th+2, 4*tw+2, N]
-    (C-contiguous): [6, 6, C, th, tw, N]."""
+def wino4_in(x4, th, tw, ty0=0, ty1=None):
+    """``B^T d B`` of the 6x6 tiles (stride 4) in tile rows ``ty0`` to ``ty1`` (default: all
+    ``th``) of the padded ``x4`` [C, 4*th+2, 4*tw+2, N] (C-contiguous): [6, 6, C, bt, tw, N]."""
     c, hp, wp, n = x4.shape
-    v = np.empty((6, 6, c, th, tw, n), x4.dtype)
-    _wino4_in(x4.reshape(c * hp, wp * n), v.reshape(6, 6, c * th, tw * n), (c, hp, th, tw, n))
+    ty1 = th if ty1 is None else ty1
+    v = np.empty((6, 6, c, ty1 - ty0, tw, n), x4.dtype)
+    _wino4_in(x4.reshape(c * hp, wp * n), v.reshape(6, 6, c * (ty1 - ty0), tw * n), (c, hp, ty0, ty1, tw, n))
     return v
 
 
-def wino4_in_adjoint(gv, hp, wp):
-    """The adjoint of ``wino4_in``: [6, 6, C, th, tw, N] (C-contiguous) -> the image [C, Hp, Wp, N]."""
-    c, th, tw, n = gv.shape[2:]
-    out = np.zeros((c, hp, wp, n), gv.dtype)
-    _wino4_in_adj(gv.reshape(6, 6, c * th, tw * n), out.reshape(c * hp, wp * n), (c, hp, th, tw, n))
+def wino4_in_adjoint_add(gv, out, ty0=0):
+    """The adjoint of ``wino4_in``: the tile gradients [6, 6, C, bt, tw, N] (C-contiguous) of tile
+    rows ``ty0`` to ``ty0 + bt`` added into the image ``out`` [C, Hp, Wp, N] (C-contiguous)."""
+    c, bt, tw, n = gv.shape[2:]
+    hp, wp = out.shape[1:3]
+    _wino4_in_adj(gv.reshape(6, 6, c * bt, tw * n), out.reshape(c * hp, wp * n), (c, hp, ty0, ty0 + bt, tw, n))
     return out
 
 
-def wino4_out(m):
-    """``A^T M A`` of the products [6, 6, O, th, tw, N] (C-contiguous): the output [O, 4*th, 4*tw, N]."""
-    o, th, tw, n = m.shape[2:]
-    y = np.empty((o, 4 * th, 4 * tw, n), m.dtype)
-    _wino4_out(m.reshape(6, 6, o * th, tw * n), y.reshape(o * 4 * th, 4 * tw * n), (o, th, tw, n))
+def wino4_out_into(m, y, ty0=0):
+    """``A^T M A`` of the products [6, 6, O, bt, tw, N] (C-contiguous) of tile rows ``ty0`` to
+    ``ty0 + bt``, written into their rows of the output ``y`` [O, 4*th, 4*tw, N] (C-contiguous)."""
+    o, bt, tw, n = m.shape[2:]
+    h4 = y.shape[1]
+    _wino4_out(m.reshape(6, 6, o * bt, tw * n), y.reshape(o * h4, 4 * tw * n), (o, h4 // 4, ty0, ty0 + bt, tw, n))
     return y
 
 
-def wino4_out_adjoint(gy):
-    """The adjoint of ``wino4_out``: [O, 4*th, 4*tw, N] (C-contiguous) -> [6, 6, O, th, tw, N]."""
+def wino4_out_adjoint(gy, ty0=0, ty1=None):
+    """The adjoint of ``wino4_out_into``: the rows of tile rows ``ty0`` to ``ty1`` (default: all)
+    of [O, 4*th, 4*tw, N] (C-contiguous) -> [6, 6, O, bt, tw, N]."""
     o, h4, w4, n = gy.shape
     th, tw = h4 // 4, w4 // 4
-    gm = np.empty((6, 6, o, th, tw, n), gy.dtype)
-    _wino4_out_adj(gy.reshape(o * h4, w4 * n), gm.reshape(6, 6, o * th, tw * n), (o, th, tw, n))
+    ty1 = th if ty1 is None else ty1
+    gm = np.empty((6, 6, o, ty1 - ty0, tw, n), gy.dtype)
+    _wino4_out_adj(gy.reshape(o * h4, w4 * n), gm.reshape(6, 6, o * (ty1 - ty0), tw * n), (o, th, ty0, ty1, tw, n))
     return gm

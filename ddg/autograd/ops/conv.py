@@ -236,6 +236,19 @@ def _use_winograd(x, w, stride, dilation, groups, pads):
             and cg * o * h * wd * n >= 1 << 20 and x.dtype.kind == "f")
 
 
+#: bytes of transformed tiles (and as many of products) per block of tile rows in F(4x4, 3x3):
+#: each block's tiles go through the transform, the 36 products and the output transform while
+#: they are in cache (measured ~30 % faster than whole-image passes at C=16 on 64x64)
+_WINO_BLOCK_BYTES = 1 << 21
+
+
+def _wino_blocks(c, o, th, tw, n):
+    """``(ty0, ty1)`` ranges of tile rows, each with at most ``_WINO_BLOCK_BYTES`` of float32
+    transformed tiles (at least one tile row)."""
+    bt = max(1, _WINO_BLOCK_BYTES // (36 * 4 * max(c, o) * tw * n))
+    return [(t0, min(t0 + bt, th)) for t0 in range(0, th, bt)]
+
+
 def _wino_tile(x, w, oh, ow):
     """The output tile of a Winograd convolution: 4 (F(4x4, 3x3)) on numpy float32/float64 for an
     output of at least 8x8, else 2 (F(2x2, 3x3)). Measured forward + backward, batch 16,
@@ -500,10 +513,14 @@ class Conv2d(Function):
         th, tw = -(-oh // m), -(-ow // m)
         hp, wp = m * th + 2, m * tw + 2
         xpad = _pad_input(x, (pt, hp - h - pt, pl, wp - wd - pl))
-        if m == 4:   # F(4x4, 3x3): compiled transforms (numpy float32/float64)
+        if m == 4:   # F(4x4, 3x3): compiled transforms (numpy float32/float64), by blocks of tile rows
             u = _wino_weight(w, _WINO4_G)
-            v = K.wino4_in(np.ascontiguousarray(xpad.transpose(1, 2, 3, 0)), th, tw).reshape(36, c, -1)
-            y = K.wino4_out(_gmm(u, v).reshape(6, 6, o, th, tw, n))[:, :oh, :ow]
+            v = np.ascontiguousarray(xpad.transpose(1, 2, 3, 0))     # kept: backward recomputes the tiles
+            y = np.empty((o, 4 * th, 4 * tw, n), x.dtype)
+            for t0, t1 in _wino_blocks(c, o, th, tw, n):
+                vb = K.wino4_in(v, th, tw, t0, t1).reshape(36, c, -1)
+                K.wino4_out_into(_gmm(u, vb).reshape(6, 6, o, t1 - t0, tw, n), y, t0)
+            y = y[:, :oh, :ow]
         elif K.usable(x, w):   # the compiled transforms: each element read and written once
             u = _wino_weight(w)
             v = K.wino_in(xp.ascontiguousarray(xpad.transpose(1, 2, 3, 0)), th, tw).reshape(16, c, -1)
@@ -534,8 +551,8 @@ class Conv2d(Function):
             g = gp
         compiled = K.usable(v, g)
         if m == 4:
-            gm = K.wino4_out_adjoint(np.ascontiguousarray(g)).reshape(36, o, -1)
-        elif compiled:
+            return self._backward_winograd4(gy, np.ascontiguousarray(g))
+        if compiled:
             gm = K.wino_out_adjoint(xp.ascontiguousarray(g)).reshape(16, o, -1)
         else:
             gm = _wino_out_adjoint(g).reshape(16, o, -1)
@@ -543,23 +560,44 @@ class Conv2d(Function):
         if needs[1]:
             # one stacked product: measured 10-20 % faster than _wgrad's per-position loop here
             gu = np.matmul(gm, v.transpose(0, 2, 1)) if type(gm) is np.ndarray else _wgrad(gm, v, 1)
-            gw = _wino_weight_adjoint(gu, o, c, _WINO4_G if m == 4 else _WINO_G)
+            gw = _wino_weight_adjoint(gu, o, c)
         if needs[0]:
             pt, _, pl, _ = self.pads
             gv = _gmm(u.transpose(0, 2, 1), gm).reshape(t, t, c, th, tw, n)
-            if m == 4:
-                gx = K.wino4_in_adjoint(gv, hp, wp)
-            elif compiled:
-                gx = K.wino_in_adjoint(gv, hp, wp)
+            if compiled:
+                gx = K.wino_in_adjoint(gv, hp, wp).transpose(3, 0, 1, 2)[:, :, pt:pt + h, pl:pl + wd]
             else:
-                gx = None
-            if gx is None:
                 gx = _wino_in_adjoint(gv, hp, wp)[:, :, pt:pt + h, pl:pl + wd]
-            else:
-                gx = gx.transpose(3, 0, 1, 2)[:, :, pt:pt + h, pl:pl + wd]
         if len(needs) == 3:
             gb = gy.sum(axis=(0, 2, 3)) if needs[2] else None
             return gx, gw, gb
+        return gx, gw
+
+    def _backward_winograd4(self, gy, g):
+        # F(4x4, 3x3) by the forward's blocks of tile rows: the block's tiles recomputed from the
+        # kept padded input, its products' gradients, then the weight gradient's products
+        # (accumulated) and the input gradient's (added into the padded image)
+        needs = self.needs
+        x4, u, th, tw, hp, wp, _ = self.wino
+        n, c, h, wd = self.x.shape
+        o = u.shape[1]
+        gu = np.zeros((36, o, c), x4.dtype) if needs[1] else None
+        gx4 = np.zeros((c, hp, wp, n), x4.dtype) if needs[0] else None
+        ut = u.transpose(0, 2, 1)
+        for t0, t1 in _wino_blocks(c, o, th, tw, n):
+            gm = K.wino4_out_adjoint(g, t0, t1).reshape(36, o, -1)
+            if needs[1]:
+                vb = K.wino4_in(x4, th, tw, t0, t1).reshape(36, c, -1)
+                gu += np.matmul(gm, vb.transpose(0, 2, 1))
+            if needs[0]:
+                K.wino4_in_adjoint_add(_gmm(ut, gm).reshape(6, 6, c, t1 - t0, tw, n), gx4, t0)
+        gw = _wino_weight_adjoint(gu, o, c, _WINO4_G) if needs[1] else None
+        gx = None
+        if needs[0]:
+            pt, _, pl, _ = self.pads
+            gx = gx4.transpose(3, 0, 1, 2)[:, :, pt:pt + h, pl:pl + wd]
+        if len(needs) == 3:
+            return gx, gw, (gy.sum(axis=(0, 2, 3)) if needs[2] else None)
         return gx, gw
 
     def _forward_phases(self, x, w, b):
