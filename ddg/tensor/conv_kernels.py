@@ -15,8 +15,8 @@ check, which otherwise keeps the loop scalar: measured 5x).
   scatter for the input gradient, row dot products for the weight gradient;
 * im2col / col2im over up to three spatial axes (2-D is ``kd = od = 1``): one gather /
   scatter-add pass;
-* the four tile transforms of Winograd F(2x2, 3x3) (``conv.py``'s matrices), each element
-  read and written once;
+* the four tile transforms of Winograd F(2x2, 3x3) and the four of F(4x4, 3x3) (``conv.py``'s
+  matrices; F(4x4)'s over a range of tile rows), each element read and written once;
 * pooling over one box per output (3-D pooling, adaptive max pooling), max with its
   argmax for the backward.
 """

@@ -19,9 +19,11 @@ strided slice-add per kernel offset (kh*kw vectorized adds; no ``add.at``, no lo
 pixels); a 1x1 stride-1 window needs neither copy (its columns are the image itself).
 
 Algorithm per shape: a 3x3 stride-1 convolution with enough channels runs as Winograd
-F(2x2, 3x3) (``_use_winograd`` says when; forward and both gradients: 16/36 of the
-multiplications, the tile transforms compiled loops on numpy, whole-array adds on cupy, on
-the same batch-innermost layout); a depthwise one, or grouped with at most 8 channels per
+(``_use_winograd`` says when; forward and both gradients, on the same batch-innermost
+layout): F(4x4, 3x3) on numpy float32/float64 for outputs of at least 8x8 (``_wino_tile``;
+1/4 of the multiplications, compiled tile transforms, by cache-sized blocks of tile rows),
+else F(2x2, 3x3) (16/36 of them, the tile transforms compiled loops on numpy, whole-array
+adds on cupy); a depthwise one, or grouped with at most 8 channels per
 group, is a compiled direct loop on numpy (``conv_kernels``); a 3x3 one dilated by 2 with
 "same" padding is Winograd on the image's four parity classes (numpy); a 1x1 stride-1 one
 is a plain product over the image itself; everything else is im2col + one product (per
