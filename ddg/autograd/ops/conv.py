@@ -368,12 +368,23 @@ def _wino_out_adjoint(gy):
     return gm
 
 
+_KRON = {}
+
+
+def _kron(gm):
+    """``G (x) G`` for one of the two (constant) G matrices, computed once."""
+    k = _KRON.get(gm.shape[0])
+    if k is None:
+        k = _KRON[gm.shape[0]] = np.kron(gm, gm)
+    return k
+
+
 def _wino_weight(w, gm=_WINO_G):
     """``U = G w G^T`` per (o, c): [O, C, 3, 3] -> [t*t, O, C] for the t x 3 matrix ``gm``
     (``_WINO_G``, t = 4, or ``_WINO4_G``, t = 6), as one product of the Kronecker matrix
     ``G (x) G`` [t*t, 9] with the weight seen as [O*C, 9] (no transposed copies)."""
     xp = backend.get_array_module(w)
-    kr = xp.asarray(np.kron(gm, gm), dtype=w.dtype)
+    kr = xp.asarray(_kron(gm), dtype=w.dtype)
     o, c = w.shape[:2]
     return (kr @ w.reshape(o * c, 9).T).reshape(-1, o, c)
 
@@ -381,7 +392,7 @@ def _wino_weight(w, gm=_WINO_G):
 def _wino_weight_adjoint(gu, o, c, gm=_WINO_G):
     """The adjoint of ``_wino_weight``: [t*t, O, C] -> [O, C, 3, 3]."""
     xp = backend.get_array_module(gu)
-    kr = xp.asarray(np.kron(gm, gm), dtype=gu.dtype)
+    kr = xp.asarray(_kron(gm), dtype=gu.dtype)
     return (gu.reshape(-1, o * c).T @ kr).reshape(o, c, 3, 3)
 
 
