@@ -262,9 +262,8 @@ class BatchNormAffine(Function):
             shape = [1] * y.ndim
             shape[next(i for i in range(y.ndim) if i not in self.axes)] = -1
             y = y * ins[1].reshape(shape) + ins[2].reshape(shape)
-            if self.act == "relu":
-                from .elementwise import relu as _relu   # noqa: PLC0415
-                y = _relu(y)
+            if self.act == "relu":   # ReLU as y times its (constant) positive mask
+                y = y * (y > 0).astype(y.dtype)
         pairs = [(o, gg) for o, gg in zip((y, mean, var), grads) if gg is not None]
         targets = [t for t, need in zip(ins, self.needs) if need]
         got = iter(_grad([o for o, _ in pairs], targets, [gg for _, gg in pairs], create_graph=True,
