@@ -22,8 +22,8 @@ Algorithm per shape: a 3x3 stride-1 convolution with enough channels runs as Win
 (``_use_winograd`` says when; forward and both gradients, on the same batch-innermost
 layout): F(4x4, 3x3) on numpy float32/float64 for outputs of at least 8x8 (``_wino_tile``;
 1/4 of the multiplications, compiled tile transforms, by cache-sized blocks of tile rows),
-else F(2x2, 3x3) (16/36 of them, the tile transforms compiled loops on numpy, whole-array
-adds on cupy); a depthwise one, or grouped with at most 8 channels per
+else F(2x2, 3x3) (16/36 of them, the tile transforms whole-array adds: cupy, or numpy with
+mixed dtypes); a depthwise one, or grouped with at most 8 channels per
 group, is a compiled direct loop on numpy (``conv_kernels``); a 3x3 one dilated by 2 with
 "same" padding is Winograd on the image's four parity classes (numpy); a 1x1 stride-1 one
 is a plain product over the image itself; everything else is im2col + one product (per
@@ -201,9 +201,8 @@ def _swap(a):
 # channel pairs done as 16 matrix products [O, C] x [C, tiles*N]: 16/36 of im2col's
 # multiplications. B^T, A^T have entries 0 and +-1 (the transforms are adds), G has +-1/2: the
 # rounding error is that of a few extra additions (float32: ~1e-6 relative to the output's
-# scale, tested against float64). On numpy float32/float64 the transforms are compiled loops
-# (``conv_kernels.wino_*``: each element read and written once); on cupy and other dtypes they
-# are the whole-array adds over strided tile views below.
+# scale, tested against float64). The transforms are the whole-array adds over strided tile views
+# below: cupy takes this variant (numpy float32/float64 take F(4x4, 3x3), compiled).
 _WINO_G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
 
 # Winograd F(4x4, 3x3): 6x6 input tiles (stride 4) giving 4x4 output tiles, 36 products per tile:
@@ -213,7 +212,7 @@ _WINO_G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.
 # 0, +-1, +-2 and infinity (B^T, A^T have small integer entries, G has 1/4, 1/6, 1/12, 1/24):
 # its rounding error is larger than F(2x2, 3x3)'s (float32: ~1e-5 relative to the output's
 # scale, tested against float64). numpy float32/float64 only (the compiled transforms
-# ``conv_kernels.wino4_*``); cupy and the other dtypes keep F(2x2, 3x3).
+# ``conv_kernels.wino4_*``, by blocks of tile rows); cupy and mixed dtypes keep F(2x2, 3x3).
 _WINO4_BT = np.array([[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0],
                       [0, -2, -1, 2, 1, 0], [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]], dtype=float)
 _WINO4_G = np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6],
@@ -534,10 +533,6 @@ class Conv2d(Function):
                 vb = K.wino4_in(v, th, tw, t0, t1).reshape(36, c, -1)
                 K.wino4_out_into(_gmm(u, vb).reshape(6, 6, o, t1 - t0, tw, n), y, t0)
             y = y[:, :oh, :ow]
-        elif K.usable(x, w):   # the compiled transforms: each element read and written once
-            u = _wino_weight(w)
-            v = K.wino_in(xp.ascontiguousarray(xpad.transpose(1, 2, 3, 0)), th, tw).reshape(16, c, -1)
-            y = K.wino_out(_gmm(u, v).reshape(4, 4, o, th, tw, n))[:, :oh, :ow]
         else:
             u = _wino_weight(w)
             v = _wino_in(xpad, th, tw).reshape(16, c, -1)
@@ -562,13 +557,9 @@ class Conv2d(Function):
             gp = xp.zeros((o, m * th, m * tw, n), gy.dtype)
             gp[:, :oh, :ow] = g
             g = gp
-        compiled = K.usable(v, g)
         if m == 4:
             return self._backward_winograd4(gy, np.ascontiguousarray(g))
-        if compiled:
-            gm = K.wino_out_adjoint(xp.ascontiguousarray(g)).reshape(16, o, -1)
-        else:
-            gm = _wino_out_adjoint(g).reshape(16, o, -1)
+        gm = _wino_out_adjoint(g).reshape(16, o, -1)
         gx = gw = gb = None
         if needs[1]:
             # one stacked product: measured 10-20 % faster than _wgrad's per-position loop here
@@ -577,10 +568,7 @@ class Conv2d(Function):
         if needs[0]:
             pt, _, pl, _ = self.pads
             gv = _gmm(u.transpose(0, 2, 1), gm).reshape(t, t, c, th, tw, n)
-            if compiled:
-                gx = K.wino_in_adjoint(gv, hp, wp).transpose(3, 0, 1, 2)[:, :, pt:pt + h, pl:pl + wd]
-            else:
-                gx = _wino_in_adjoint(gv, hp, wp)[:, :, pt:pt + h, pl:pl + wd]
+            gx = _wino_in_adjoint(gv, hp, wp)[:, :, pt:pt + h, pl:pl + wd]
         if len(needs) == 3:
             gb = gy.sum(axis=(0, 2, 3)) if needs[2] else None
             return gx, gw, gb
