@@ -244,10 +244,12 @@ _WINO_BLOCK_BYTES = 1 << 21
 
 
 def _wino_blocks(c, o, th, tw, n):
-    """``(ty0, ty1)`` ranges of tile rows, each with at most ``_WINO_BLOCK_BYTES`` of float32
-    transformed tiles (at least one tile row)."""
-    bt = max(1, _WINO_BLOCK_BYTES // (36 * 4 * max(c, o) * tw * n))
-    return [(t0, min(t0 + bt, th)) for t0 in range(0, th, bt)]
+    """``(ty0, ty1)`` ranges of tile rows of even sizes, each with at most ``_WINO_BLOCK_BYTES`` of
+    float32 transformed tiles (at least one tile row)."""
+    most = max(1, _WINO_BLOCK_BYTES // (36 * 4 * max(c, o) * tw * n))
+    nb = -(-th // most)
+    bounds = [th * i // nb for i in range(nb + 1)]
+    return list(zip(bounds[:-1], bounds[1:]))
 
 
 def _wino_tile(x, w, oh, ow):
