@@ -531,9 +531,12 @@ class Conv2d(Function):
             u = _wino_weight(w, _WINO4_G)
             v = np.ascontiguousarray(xpad.transpose(1, 2, 3, 0))     # kept: backward recomputes the tiles
             y = np.empty((o, 4 * th, 4 * tw, n), x.dtype)
-            for t0, t1 in _wino_blocks(c, o, th, tw, n):
+            blocks = _wino_blocks(c, o, th, tw, n)
+            for t0, t1 in blocks:
                 vb = K.wino4_in(v, th, tw, t0, t1).reshape(36, c, -1)
                 K.wino4_out_into(_gmm(u, vb).reshape(6, 6, o, t1 - t0, tw, n), y, t0)
+            # one block (at most _WINO_BLOCK_BYTES): its tiles are kept, not recomputed in backward
+            self.wino_v = vb if len(blocks) == 1 else None
             y = y[:, :oh, :ow]
         else:
             u = _wino_weight(w)
@@ -590,7 +593,7 @@ class Conv2d(Function):
         for t0, t1 in _wino_blocks(c, o, th, tw, n):
             gm = K.wino4_out_adjoint(g, t0, t1).reshape(36, o, -1)
             if needs[1]:
-                vb = K.wino4_in(x4, th, tw, t0, t1).reshape(36, c, -1)
+                vb = self.wino_v if self.wino_v is not None else K.wino4_in(x4, th, tw, t0, t1).reshape(36, c, -1)
                 gu += np.matmul(gm, vb.transpose(0, 2, 1))
             if needs[0]:
                 K.wino4_in_adjoint_add(_gmm(ut, gm).reshape(6, 6, c, t1 - t0, tw, n), gx4, t0)
