@@ -296,6 +296,31 @@ def test_winograd_conv_matches_central_differences(h, w, pads, bias, tile, block
     assert gradcheck(lambda *a: CV.Conv2d((1, 1), pads, (1, 1), 1)(*a), ts, atol=1e-6, rtol=1e-5)
 
 
+def test_winograd4_kernels_apply_the_documented_matrices():
+    # F(4x4, 3x3): A^T [(G w G^T) * (B^T d B)] A is the 3x3 correlation of a 6x6 tile, and the
+    # compiled transforms compute B^T d B and A^T M A tile by tile (two tiles, two channels,
+    # batch 3), the adjoints' being their transposes
+    import ddg.autograd.ops.conv as CV
+    from ddg.tensor import conv_kernels as K
+    BT, G, AT = CV._WINO4_BT, CV._WINO4_G, CV._WINO4_AT
+    rng = np.random.default_rng(11)
+    d, w = rng.standard_normal((6, 6)), rng.standard_normal((3, 3))
+    direct = np.array([[np.sum(d[i:i + 3, j:j + 3] * w) for j in range(4)] for i in range(4)])
+    np.testing.assert_allclose(AT @ ((G @ w @ G.T) * (BT @ d @ BT.T)) @ AT.T, direct, rtol=1e-12, atol=1e-12)
+    x4 = rng.standard_normal((2, 6, 10, 3))                       # [C, Hp, Wp, N]: 1 x 2 tiles
+    v = K.wino4_in(x4, 1, 2)                                      # [6, 6, C, 1, 2, N]
+    for c, tx, k in ((0, 0, 0), (1, 1, 2)):
+        tile = x4[c, :, 4 * tx:4 * tx + 6, k]
+        np.testing.assert_allclose(v[:, :, c, 0, tx, k], BT @ tile @ BT.T, rtol=1e-12, atol=1e-12)
+    y = K.wino4_out_into(v, np.empty((2, 4, 8, 3)))
+    np.testing.assert_allclose(y[1, :, 4:8, 2], AT @ v[:, :, 1, 0, 1, 2] @ AT.T, rtol=1e-12, atol=1e-12)
+    gy = rng.standard_normal(y.shape)
+    gm = K.wino4_out_adjoint(gy)                                  # <gy, out(v)> = <adjoint(gy), v>
+    np.testing.assert_allclose(np.vdot(gy, y), np.vdot(gm, v), rtol=1e-12)
+    gx = K.wino4_in_adjoint_add(gm, np.zeros_like(x4))
+    np.testing.assert_allclose(np.vdot(gm, v), np.vdot(gx, x4), rtol=1e-12)
+
+
 @pytest.mark.parametrize("tile,bound", [(2, 2e-6), (4, 1.5e-5)])
 def test_winograd_float32_error_bound(tile, bound, monkeypatch):
     # chosen by shape (3x3, stride 1, >= 32 channels, large enough; F(4x4, 3x3) on numpy from
