@@ -22,7 +22,7 @@ import numpy as np
 from ..autograd.function import Function
 from ..autograd.grad_mode import no_grad
 from ..nn import functional as F
-from ..nn.functional.norm import _update as _update_running
+from ..nn.functional.norm import _update as _update_running, batch_norm_act
 from ..nn import initializer as init
 from ..nn.layer.layers import Layer
 from ..nn.layer.norm import BatchNorm, BatchNorm1D, BatchNorm2D, BatchNorm3D, _BatchNormBase, apply_act
@@ -147,7 +147,11 @@ class SyncBatchNorm(Layer):
         batch_stats = self.training if ugs is None else not ugs
         comm = self._communicator() if batch_stats else None
         if comm is None or comm.size == 1:
-            # running statistics, or a world of one: exactly what a batch norm computes
+            # running statistics, or a world of one: exactly what a batch norm computes (a ReLU
+            # folded into it as BatchNorm(act='relu') does)
+            if self._act in (None, "relu"):
+                return batch_norm_act(x, self._mean, self._variance, self.weight, self.bias, batch_stats,
+                                      self._momentum, self._epsilon, self._data_format, not batch_stats, self._act)
             y = F.batch_norm(x, self._mean, self._variance, self.weight, self.bias, batch_stats, self._momentum,
                              self._epsilon, self._data_format, not batch_stats)
             return apply_act(y, self._act)

@@ -15,8 +15,9 @@ check, which otherwise keeps the loop scalar: measured 5x).
   scatter for the input gradient, row dot products for the weight gradient;
 * im2col / col2im over up to three spatial axes (2-D is ``kd = od = 1``): one gather /
   scatter-add pass;
-* the four tile transforms of Winograd F(2x2, 3x3) (``conv.py``'s matrices), each element
-  read and written once;
+* the four tile transforms of Winograd F(4x4, 3x3) (``conv.py``'s matrices) over a range of
+  tile rows, each element read and written once (F(2x2, 3x3), which numpy float32/float64
+  no longer take, keeps the whole-array version of ``conv.py`` that cupy runs);
 * pooling over one box per output (3-D pooling, adaptive max pooling), max with its
   argmax for the backward.
 """
@@ -310,164 +311,6 @@ def pool_backward(g, x_shape, state, div, is_max, idx):
     return gx
 
 
-# -- Winograd F(2x2, 3x3) tile transforms: each element read once, written once --------------------------
-# (the matrices B^T, A^T and the adjoints are those of ``conv.py``'s Winograd section)
-@kernel
-def _wino_in(x, v, geom):
-    """``V = B^T d B`` of every 4x4 tile ``d`` (stride 2) of the padded image ``x`` [C, Hp, Wp, N]
-    given as rows [C*Hp, Wp*N]; ``v`` [4, 4, C*th, tw*N] (overwritten); ``geom`` = (C, Hp, th,
-    tw, N). Per tile row: the row transform over whole image rows (contiguous, vectorized)
-    into a scratch row, then the column transform read at a stride of two pixels."""
-    c_n, hp, th, tw, n = geom
-    wn = x.shape[1]
-    t = np.empty((4, wn), x.dtype)
-    t0, t1, t2, t3 = t[0], t[1], t[2], t[3]
-    for c in range(c_n):
-        for ty in range(th):
-            r = c * hp + 2 * ty
-            d0, d1, d2, d3 = x[r], x[r + 1], x[r + 2], x[r + 3]
-            for q in range(wn):
-                t0[q] = d0[q] - d2[q]
-                t1[q] = d1[q] + d2[q]
-                t2[q] = d2[q] - d1[q]
-                t3[q] = d1[q] - d3[q]
-            o = c * th + ty
-            for i in range(4):
-                ti = t[i]
-                v0, v1, v2, v3 = v[i, 0, o], v[i, 1, o], v[i, 2, o], v[i, 3, o]
-                for tx in range(tw):
-                    for k in range(n):
-                        p = 2 * tx * n + k
-                        a0, a1, a2, a3 = ti[p], ti[p + n], ti[p + 2 * n], ti[p + 3 * n]
-                        q = tx * n + k
-                        v0[q] = a0 - a2
-                        v1[q] = a1 + a2
-                        v2[q] = a2 - a1
-                        v3[q] = a1 - a3
-
-
-@kernel
-def _wino_in_adj(gv, out, geom):
-    """The adjoint of ``_wino_in``: tile gradients ``gv`` [4, 4, C*th, tw*N] summed into the
-    zeroed image rows ``out`` [C*Hp, Wp*N] (overlapping tiles add)."""
-    c_n, hp, th, tw, n = geom
-    wn = out.shape[1]
-    gr = np.empty((4, wn), out.dtype)
-    for c in range(c_n):
-        for ty in range(th):
-            gr[:] = 0.0
-            o = c * th + ty
-            for i in range(4):
-                gi = gr[i]
-                g0, g1, g2, g3 = gv[i, 0, o], gv[i, 1, o], gv[i, 2, o], gv[i, 3, o]
-                for tx in range(tw):
-                    for k in range(n):
-                        q = tx * n + k
-                        p = 2 * tx * n + k
-                        gi[p] += g0[q]
-                        gi[p + n] += g1[q] - g2[q] + g3[q]
-                        gi[p + 2 * n] += g2[q] + g1[q] - g0[q]
-                        gi[p + 3 * n] -= g3[q]
-            r = c * hp + 2 * ty
-            o0, o1, o2, o3 = out[r], out[r + 1], out[r + 2], out[r + 3]
-            r0, r1, r2, r3 = gr[0], gr[1], gr[2], gr[3]
-            for q in range(wn):
-                o0[q] += r0[q]
-                o1[q] += r1[q] - r2[q] + r3[q]
-                o2[q] += r1[q] + r2[q] - r0[q]
-                o3[q] -= r3[q]
-
-
-@kernel
-def _wino_out(m, y, geom):
-    """``Y = A^T M A`` per tile: products ``m`` [4, 4, O*th, tw*N] to the output rows ``y``
-    [O*2*th, 2*tw*N] (overwritten); ``geom`` = (O, th, tw, N)."""
-    o_n, th, tw, n = geom
-    s = np.empty((2, 4, tw * n), y.dtype)
-    for o in range(o_n):
-        for ty in range(th):
-            r = o * th + ty
-            for j in range(4):
-                m0, m1, m2, m3 = m[0, j, r], m[1, j, r], m[2, j, r], m[3, j, r]
-                s0, s1 = s[0, j], s[1, j]
-                for q in range(tw * n):
-                    s0[q] = m0[q] + m1[q] + m2[q]
-                    s1[q] = m1[q] - m2[q] - m3[q]
-            for a in range(2):
-                yr = y[o * 2 * th + 2 * ty + a]
-                sa0, sa1, sa2, sa3 = s[a, 0], s[a, 1], s[a, 2], s[a, 3]
-                for tx in range(tw):
-                    for k in range(n):
-                        q = tx * n + k
-                        p = 2 * tx * n + k
-                        yr[p] = sa0[q] + sa1[q] + sa2[q]
-                        yr[p + n] = sa1[q] - sa2[q] - sa3[q]
-
-
-@kernel
-def _wino_out_adj(gy, gm, geom):
-    """The adjoint of ``_wino_out``: output-gradient rows ``gy`` [O*2*th, 2*tw*N] to the
-    products' gradients ``gm`` [4, 4, O*th, tw*N] (overwritten)."""
-    o_n, th, tw, n = geom
-    gs = np.empty((2, 4, tw * n), gy.dtype)
-    for o in range(o_n):
-        for ty in range(th):
-            for a in range(2):
-                g = gy[o * 2 * th + 2 * ty + a]
-                s0, s1, s2, s3 = gs[a, 0], gs[a, 1], gs[a, 2], gs[a, 3]
-                for tx in range(tw):
-                    for k in range(n):
-                        q = tx * n + k
-                        p = 2 * tx * n + k
-                        e0, e1 = g[p], g[p + n]
-                        s0[q] = e0
-                        s1[q] = e0 + e1
-                        s2[q] = e0 - e1
-                        s3[q] = -e1
-            r = o * th + ty
-            for j in range(4):
-                u0, u1 = gs[0, j], gs[1, j]
-                m0, m1, m2, m3 = gm[0, j, r], gm[1, j, r], gm[2, j, r], gm[3, j, r]
-                for q in range(tw * n):
-                    m0[q] = u0[q]
-                    m1[q] = u0[q] + u1[q]
-                    m2[q] = u0[q] - u1[q]
-                    m3[q] = -u1[q]
-
-
-def wino_in(x4, th, tw):
-    """``B^T d B`` of every tile of the padded ``x4`` [C, Hp, Wp, N] (C-contiguous): [4, 4, C, th, tw, N]."""
-    c, hp, wp, n = x4.shape
-    v = np.empty((4, 4, c, th, tw, n), x4.dtype)
-    _wino_in(x4.reshape(c * hp, wp * n), v.reshape(4, 4, c * th, tw * n), (c, hp, th, tw, n))
-    return v
-
-
-def wino_in_adjoint(gv, hp, wp):
-    """The adjoint of ``wino_in``: [4, 4, C, th, tw, N] (C-contiguous) -> the image [C, Hp, Wp, N]."""
-    c, th, tw, n = gv.shape[2:]
-    out = np.zeros((c, hp, wp, n), gv.dtype)
-    _wino_in_adj(gv.reshape(4, 4, c * th, tw * n), out.reshape(c * hp, wp * n), (c, hp, th, tw, n))
-    return out
-
-
-def wino_out(m):
-    """``A^T M A`` of the products [4, 4, O, th, tw, N] (C-contiguous): the output [O, 2*th, 2*tw, N]."""
-    o, th, tw, n = m.shape[2:]
-    y = np.empty((o, 2 * th, 2 * tw, n), m.dtype)
-    _wino_out(m.reshape(4, 4, o * th, tw * n), y.reshape(o * 2 * th, 2 * tw * n), (o, th, tw, n))
-    return y
-
-
-def wino_out_adjoint(gy):
-    """The adjoint of ``wino_out``: [O, 2*th, 2*tw, N] (C-contiguous) -> [4, 4, O, th, tw, N]."""
-    o, h2, w2, n = gy.shape
-    th, tw = h2 // 2, w2 // 2
-    gm = np.empty((4, 4, o, th, tw, n), gy.dtype)
-    _wino_out_adj(gy.reshape(o * h2, w2 * n), gm.reshape(4, 4, o * th, tw * n), (o, th, tw, n))
-    return gm
-
-
 def usable(*arrays):
     """Whether the compiled loops take these arrays: numpy float32/float64, one dtype."""
     dt = arrays[0].dtype
@@ -501,3 +344,202 @@ def direct_backward(x4, w, gy, groups, stride, dilation, need_x, need_w):
                 _geom(x4, w, groups, stride, dilation, oh, ow), bool(need_x), bool(need_w), x4.dtype.type(0))
     return (gx.transpose(3, 0, 1, 2) if need_x else None,
             gw.astype(w.dtype).reshape(w.shape) if need_w else None)
+
+
+# -- Winograd F(4x4, 3x3) tile transforms (6x6 input tiles at a stride of 4, 4x4 output tiles) ----------
+# The matrices (interpolation points 0, +-1, +-2 and infinity) are those of ``conv.py``'s
+# ``_WINO4_*``; each kernel reads and writes every element once, like the F(2x2, 3x3) ones. The
+# constants are float32 scalars: exact in both dtypes, and a float64 array keeps float64 sums.
+@kernel
+def _wino4_in(x, v, geom):
+    """``V = B^T d B`` of the 6x6 tiles ``d`` (stride 4) in tile rows ``ty0 <= ty < ty1`` of the
+    padded image ``x`` [C, Hp, Wp, N] given as rows [C*Hp, Wp*N]; ``v`` [6, 6, C*bt, tw*N]
+    (bt = ty1 - ty0, overwritten); ``geom`` = (C, Hp, ty0, ty1, tw, N). Per tile row: the row
+    transform over whole image rows into a scratch block, then the column transform read at a
+    stride of four pixels."""
+    c_n, hp, ty0, ty1, tw, n = geom
+    bt = ty1 - ty0
+    wn = x.shape[1]
+    f2, f4, f5 = np.float32(2.0), np.float32(4.0), np.float32(5.0)
+    t = np.empty((6, wn), x.dtype)
+    t0, t1, t2, t3, t4, t5 = t[0], t[1], t[2], t[3], t[4], t[5]
+    for c in range(c_n):
+        for ty in range(ty0, ty1):
+            r = c * hp + 4 * ty
+            d0, d1, d2, d3, d4, d5 = x[r], x[r + 1], x[r + 2], x[r + 3], x[r + 4], x[r + 5]
+            for q in range(wn):
+                a0, a1, a2, a3, a4, a5 = d0[q], d1[q], d2[q], d3[q], d4[q], d5[q]
+                t0[q] = f4 * a0 - f5 * a2 + a4
+                t1[q] = a3 + a4 - f4 * (a1 + a2)
+                t2[q] = f4 * (a1 - a2) + a4 - a3
+                t3[q] = f2 * (a3 - a1) + a4 - a2
+                t4[q] = f2 * (a1 - a3) + a4 - a2
+                t5[q] = f4 * a1 - f5 * a3 + a5
+            o = c * bt + ty - ty0
+            for i in range(6):
+                ti = t[i]
+                v0, v1, v2, v3, v4, v5 = v[i, 0, o], v[i, 1, o], v[i, 2, o], v[i, 3, o], v[i, 4, o], v[i, 5, o]
+                for tx in range(tw):
+                    for k in range(n):
+                        p = 4 * tx * n + k
+                        a0, a1, a2, a3 = ti[p], ti[p + n], ti[p + 2 * n], ti[p + 3 * n]
+                        a4, a5 = ti[p + 4 * n], ti[p + 5 * n]
+                        q = tx * n + k
+                        v0[q] = f4 * a0 - f5 * a2 + a4
+                        v1[q] = a3 + a4 - f4 * (a1 + a2)
+                        v2[q] = f4 * (a1 - a2) + a4 - a3
+                        v3[q] = f2 * (a3 - a1) + a4 - a2
+                        v4[q] = f2 * (a1 - a3) + a4 - a2
+                        v5[q] = f4 * a1 - f5 * a3 + a5
+
+
+@kernel
+def _wino4_in_adj(gv, out, geom):
+    """The adjoint of ``_wino4_in``: tile gradients ``gv`` [6, 6, C*bt, tw*N] of tile rows ``ty0``
+    to ``ty1`` added into the image rows ``out`` [C*Hp, Wp*N] (overlapping tiles add)."""
+    c_n, hp, ty0, ty1, tw, n = geom
+    bt = ty1 - ty0
+    wn = out.shape[1]
+    f2, f4, f5 = np.float32(2.0), np.float32(4.0), np.float32(5.0)
+    gr = np.empty((6, wn), out.dtype)
+    for c in range(c_n):
+        for ty in range(ty0, ty1):
+            gr[:] = 0.0
+            o = c * bt + ty - ty0
+            for i in range(6):
+                gi = gr[i]
+                h0, h1, h2, h3, h4, h5 = gv[i, 0, o], gv[i, 1, o], gv[i, 2, o], gv[i, 3, o], gv[i, 4, o], gv[i, 5, o]
+                for tx in range(tw):
+                    for k in range(n):
+                        q = tx * n + k
+                        g0, g1, g2, g3, g4, g5 = h0[q], h1[q], h2[q], h3[q], h4[q], h5[q]
+                        p = 4 * tx * n + k
+                        gi[p] += f4 * g0
+                        gi[p + n] += f4 * (g2 - g1 + g5) + f2 * (g4 - g3)
+                        gi[p + 2 * n] -= f5 * g0 + f4 * (g1 + g2) + g3 + g4
+                        gi[p + 3 * n] += g1 - g2 + f2 * (g3 - g4) - f5 * g5
+                        gi[p + 4 * n] += g0 + g1 + g2 + g3 + g4
+                        gi[p + 5 * n] += g5
+            r = c * hp + 4 * ty
+            o0, o1, o2, o3, o4, o5 = out[r], out[r + 1], out[r + 2], out[r + 3], out[r + 4], out[r + 5]
+            r0, r1, r2, r3, r4, r5 = gr[0], gr[1], gr[2], gr[3], gr[4], gr[5]
+            for q in range(wn):
+                g0, g1, g2, g3, g4, g5 = r0[q], r1[q], r2[q], r3[q], r4[q], r5[q]
+                o0[q] += f4 * g0
+                o1[q] += f4 * (g2 - g1 + g5) + f2 * (g4 - g3)
+                o2[q] -= f5 * g0 + f4 * (g1 + g2) + g3 + g4
+                o3[q] += g1 - g2 + f2 * (g3 - g4) - f5 * g5
+                o4[q] += g0 + g1 + g2 + g3 + g4
+                o5[q] += g5
+
+
+@kernel
+def _wino4_out(m, y, geom):
+    """``Y = A^T M A`` per tile: products ``m`` [6, 6, O*bt, tw*N] of tile rows ``ty0 <= ty < ty1``
+    to their output rows in ``y`` [O*4*th, 4*tw*N] (overwritten); ``geom`` = (O, th, ty0, ty1,
+    tw, N)."""
+    o_n, th, ty0, ty1, tw, n = geom
+    bt = ty1 - ty0
+    f2, f4, f8 = np.float32(2.0), np.float32(4.0), np.float32(8.0)
+    s = np.empty((4, 6, tw * n), y.dtype)
+    for o in range(o_n):
+        for ty in range(ty0, ty1):
+            r = o * bt + ty - ty0
+            for j in range(6):
+                m0, m1, m2, m3, m4, m5 = m[0, j, r], m[1, j, r], m[2, j, r], m[3, j, r], m[4, j, r], m[5, j, r]
+                s0, s1, s2, s3 = s[0, j], s[1, j], s[2, j], s[3, j]
+                for q in range(tw * n):
+                    a1, a2, a3, a4 = m1[q], m2[q], m3[q], m4[q]
+                    s0[q] = m0[q] + a1 + a2 + a3 + a4
+                    s1[q] = a1 - a2 + f2 * (a3 - a4)
+                    s2[q] = a1 + a2 + f4 * (a3 + a4)
+                    s3[q] = a1 - a2 + f8 * (a3 - a4) + m5[q]
+            for a in range(4):
+                yr = y[o * 4 * th + 4 * ty + a]
+                sa0, sa1, sa2, sa3, sa4, sa5 = s[a, 0], s[a, 1], s[a, 2], s[a, 3], s[a, 4], s[a, 5]
+                for tx in range(tw):
+                    for k in range(n):
+                        q = tx * n + k
+                        p = 4 * tx * n + k
+                        a1, a2, a3, a4 = sa1[q], sa2[q], sa3[q], sa4[q]
+                        yr[p] = sa0[q] + a1 + a2 + a3 + a4
+                        yr[p + n] = a1 - a2 + f2 * (a3 - a4)
+                        yr[p + 2 * n] = a1 + a2 + f4 * (a3 + a4)
+                        yr[p + 3 * n] = a1 - a2 + f8 * (a3 - a4) + sa5[q]
+
+
+@kernel
+def _wino4_out_adj(gy, gm, geom):
+    """The adjoint of ``_wino4_out``: output-gradient rows ``gy`` [O*4*th, 4*tw*N] of tile rows
+    ``ty0`` to ``ty1`` to the products' gradients ``gm`` [6, 6, O*bt, tw*N] (overwritten)."""
+    o_n, th, ty0, ty1, tw, n = geom
+    bt = ty1 - ty0
+    f2, f4, f8 = np.float32(2.0), np.float32(4.0), np.float32(8.0)
+    gs = np.empty((4, 6, tw * n), gy.dtype)
+    for o in range(o_n):
+        for ty in range(ty0, ty1):
+            for a in range(4):
+                g = gy[o * 4 * th + 4 * ty + a]
+                s0, s1, s2, s3, s4, s5 = gs[a, 0], gs[a, 1], gs[a, 2], gs[a, 3], gs[a, 4], gs[a, 5]
+                for tx in range(tw):
+                    for k in range(n):
+                        q = tx * n + k
+                        p = 4 * tx * n + k
+                        e0, e1, e2, e3 = g[p], g[p + n], g[p + 2 * n], g[p + 3 * n]
+                        s0[q] = e0
+                        s1[q] = e0 + e1 + e2 + e3
+                        s2[q] = e0 - e1 + e2 - e3
+                        s3[q] = e0 + f2 * e1 + f4 * e2 + f8 * e3
+                        s4[q] = e0 - f2 * e1 + f4 * e2 - f8 * e3
+                        s5[q] = e3
+            r = o * bt + ty - ty0
+            for j in range(6):
+                u0, u1, u2, u3 = gs[0, j], gs[1, j], gs[2, j], gs[3, j]
+                m0, m1, m2, m3, m4, m5 = gm[0, j, r], gm[1, j, r], gm[2, j, r], gm[3, j, r], gm[4, j, r], gm[5, j, r]
+                for q in range(tw * n):
+                    e0, e1, e2, e3 = u0[q], u1[q], u2[q], u3[q]
+                    m0[q] = e0
+                    m1[q] = e0 + e1 + e2 + e3
+                    m2[q] = e0 - e1 + e2 - e3
+                    m3[q] = e0 + f2 * e1 + f4 * e2 + f8 * e3
+                    m4[q] = e0 - f2 * e1 + f4 * e2 - f8 * e3
+                    m5[q] = e3
+
+
+def wino4_in(x4, th, tw, ty0=0, ty1=None):
+    """``B^T d B`` of the 6x6 tiles (stride 4) in tile rows ``ty0`` to ``ty1`` (default: all
+    ``th``) of the padded ``x4`` [C, 4*th+2, 4*tw+2, N] (C-contiguous): [6, 6, C, bt, tw, N]."""
+    c, hp, wp, n = x4.shape
+    ty1 = th if ty1 is None else ty1
+    v = np.empty((6, 6, c, ty1 - ty0, tw, n), x4.dtype)
+    _wino4_in(x4.reshape(c * hp, wp * n), v.reshape(6, 6, c * (ty1 - ty0), tw * n), (c, hp, ty0, ty1, tw, n))
+    return v
+
+
+def wino4_in_adjoint_add(gv, out, ty0=0):
+    """The adjoint of ``wino4_in``: the tile gradients [6, 6, C, bt, tw, N] (C-contiguous) of tile
+    rows ``ty0`` to ``ty0 + bt`` added into the image ``out`` [C, Hp, Wp, N] (C-contiguous)."""
+    c, bt, tw, n = gv.shape[2:]
+    hp, wp = out.shape[1:3]
+    _wino4_in_adj(gv.reshape(6, 6, c * bt, tw * n), out.reshape(c * hp, wp * n), (c, hp, ty0, ty0 + bt, tw, n))
+    return out
+
+
+def wino4_out_into(m, y, ty0=0):
+    """``A^T M A`` of the products [6, 6, O, bt, tw, N] (C-contiguous) of tile rows ``ty0`` to
+    ``ty0 + bt``, written into their rows of the output ``y`` [O, 4*th, 4*tw, N] (C-contiguous)."""
+    o, bt, tw, n = m.shape[2:]
+    h4 = y.shape[1]
+    _wino4_out(m.reshape(6, 6, o * bt, tw * n), y.reshape(o * h4, 4 * tw * n), (o, h4 // 4, ty0, ty0 + bt, tw, n))
+    return y
+
+
+def wino4_out_adjoint(gy, ty0=0, ty1=None):
+    """The adjoint of ``wino4_out_into``: the rows of tile rows ``ty0`` to ``ty1`` (default: all)
+    of [O, 4*th, 4*tw, N] (C-contiguous) -> [6, 6, O, bt, tw, N]."""
+    o, h4, w4, n = gy.shape
+    th, tw = h4 // 4, w4 // 4
+    ty1 = th if ty1 is None else ty1
+    gm = np.empty((6, 6, o, ty1 - ty0, tw, n), gy.dtype)
+    _wino4_out_adj(gy.reshape(o * h4, w4 * n), gm.reshape(6, 6, o * (ty1 - ty0), tw * n), (o, th, ty0, ty1, tw, n))
+    return gm

@@ -524,10 +524,11 @@ def rows_norm_backward(x, w, g, mean, rstd, P, K, gx, gw, gb):
 
 
 @kernel(error_model="numpy")
-def batch_norm_forward(x, w, b, eps, y, mean, var, rstd):
+def batch_norm_forward(x, w, b, eps, y, mean, var, rstd, relu):
     """Training batch norm of ``x`` [A, C, S] (statistics over A and S per channel): the
     float64 ``mean``, biased ``var`` and ``rstd`` [C] written, then
-    ``y = (x - mean) * (w * rstd) + b`` (the mean's rounding to x's dtype compensated)."""
+    ``y = (x - mean) * (w * rstd) + b`` (the mean's rounding to x's dtype compensated),
+    ``max(y, 0)`` when ``relu``."""
     A, C, S = x.shape
     n = A * S
     s1 = np.zeros(C)
@@ -555,23 +556,36 @@ def batch_norm_forward(x, w, b, eps, y, mean, var, rstd):
         rstd[c] = 1.0 / math.sqrt(v + eps)
     for a in range(A):
         for c in range(C):
-            mu = _as(x[0, 0, 0], mean[c])
-            q64 = np.float64(w[c]) * rstd[c]
-            q = _as(mu, q64)
-            t = _as(mu, np.float64(b[c]) - q64 * (mean[c] - np.float64(mu)))
+            mu, q, t = _bn_scale_shift(x[0, 0, 0], w[c], b[c], mean[c], rstd[c])
             xb = x[a, c]
             yb = y[a, c]
-            for s in range(S):
-                yb[s] = (xb[s] - mu) * q + t
+            if relu:
+                zero = _as(mu, 0.0)
+                for s in range(S):
+                    yb[s] = max((xb[s] - mu) * q + t, zero)
+            else:
+                for s in range(S):
+                    yb[s] = (xb[s] - mu) * q + t
+
+
+@register_jitable
+def _bn_scale_shift(like, w, b, mean, rstd):
+    """``(mu, q, t)`` in ``like``'s dtype with ``y = (x - mu) * q + t`` for one channel: ``mu``
+    the mean rounded, ``t`` compensating that rounding (the forward's output, and the
+    backward's ReLU mask recomputed from ``x`` with the same operations)."""
+    mu = _as(like, mean)
+    q64 = np.float64(w) * rstd
+    return mu, _as(mu, q64), _as(mu, np.float64(b) - q64 * (mean - np.float64(mu)))
 
 
 @kernel(error_model="numpy")
-def batch_norm_backward(x, g, w, mean, rstd, g_mean, g_var, gx, gw, gb):
+def batch_norm_backward(x, g, w, b, mean, rstd, g_mean, g_var, relu, gx, gw, gb):
     """The gradients of ``batch_norm_forward``: ``gw = sum(g * xhat)``, ``gb = sum(g)``
     (float64 [C], written), and ``gx = p g + q (x - mean) + t`` per channel with
     ``p = w rstd``, ``q = (2 g_var - p rstd gw) / n``, ``t = (g_mean - p gb) / n`` (``g_mean``,
     ``g_var``: the gradients of the batch statistics, zeros when they have none); ``gx`` is
-    skipped when it has size 0."""
+    skipped when it has size 0. With ``relu`` the output was ``max(y, 0)``: ``g`` is taken
+    as 0 where ``y <= 0``, ``y`` recomputed from ``x`` (``b`` is read only then)."""
     A, C, S = x.shape
     n = A * S
     for c in range(C):
@@ -586,10 +600,19 @@ def batch_norm_backward(x, g, w, mean, rstd, g_mean, g_var, gx, gw, gb):
             gbk = g[a, c]
             t1 = 0.0
             t2 = 0.0
-            for s in range(S):
-                gv = gbk[s]
-                t1 += gv
-                t2 += gv * ((xb[s] - mu) * rs - dl)
+            if relu:
+                mu, qf, tf = _bn_scale_shift(x[0, 0, 0], w[c], b[c], mean[c], rstd[c])
+                zero = _as(mu, 0.0)
+                for s in range(S):
+                    xv = xb[s]
+                    gv = gbk[s] if (xv - mu) * qf + tf > zero else zero
+                    t1 += gv
+                    t2 += gv * ((xv - mu) * rs - dl)
+            else:
+                for s in range(S):
+                    gv = gbk[s]
+                    t1 += gv
+                    t2 += gv * ((xb[s] - mu) * rs - dl)
             gb[c] += t1
             gw[c] += t2
     if gx.size == 0:
@@ -606,8 +629,16 @@ def batch_norm_backward(x, g, w, mean, rstd, g_mean, g_var, gx, gw, gb):
             xb = x[a, c]
             gbk = g[a, c]
             ob = gx[a, c]
-            for s in range(S):
-                ob[s] = p * gbk[s] + q * (xb[s] - mu) + t
+            if relu:
+                mu, qf, tf = _bn_scale_shift(x[0, 0, 0], w[c], b[c], mean[c], rstd[c])
+                zero = _as(mu, 0.0)
+                for s in range(S):
+                    xv = xb[s]
+                    gv = gbk[s] if (xv - mu) * qf + tf > zero else zero
+                    ob[s] = p * gv + q * (xv - mu) + t
+            else:
+                for s in range(S):
+                    ob[s] = p * gbk[s] + q * (xb[s] - mu) + t
 
 
 # -- embedding ------------------------------------------------------------------------------------

@@ -130,12 +130,21 @@ class BatchNormAffine(Function):
     (mean, x - mean, its square's mean, xhat, y = xhat * w + b), backward 6, and keeps
     ``xhat``. Every full-size result is laid out like ``x`` (so a conv net's
     batch-innermost arrays stay so).
+
+    ``act="relu"`` makes the first output ``max(y, 0)`` (the fluid ``BatchNorm(act='relu')``):
+    on numpy in the same two passes each way (forward clamps as it writes; backward zeroes
+    ``g`` where ``y <= 0``, ``y`` recomputed from ``x`` with the forward's operations, so
+    neither ``y`` nor a mask is kept); on cupy a clamp after the affine part and the mask
+    from ``xhat * w + b`` recomputed. The pre-activation ``y`` is never a tensor, so nothing else can
+    use it.
     """
     save_inputs = (1,)   # w (backward reads it); x itself is not kept, only xhat
     none_grads = True
 
-    def __init__(self, axes, eps):
-        self.axes, self.eps = tuple(axes), float(eps)
+    def __init__(self, axes, eps, act=None):
+        if act not in (None, "relu"):
+            raise ValueError(f"BatchNormAffine: act must be None or 'relu', got {act!r}")
+        self.axes, self.eps, self.act = tuple(axes), float(eps), act
 
     def forward(self, x, w, b):
         if x.dtype.kind not in "fV":
@@ -158,21 +167,27 @@ class BatchNormAffine(Function):
         xhat *= rstd
         y = xp.multiply(xhat, w, out=sq)
         y += b
-        self.xhat, self.rstd, self.w = xhat, rstd, w
+        if self.act == "relu":
+            xp.maximum(y, 0, out=y)
+            self.save_inputs = (1, 2)
+        self.xhat, self.rstd, self.w, self.bx = xhat, rstd, w, b
         return y, mean, var
 
     def _forward_cpu(self, x, w, b, c_axis):
         # statistics in one pass (shifted float64 sums), the output in another
-        self.save_inputs = (0, 1)     # backward reads x itself, not xhat
+        relu = self.act == "relu"
+        # backward reads x itself, not xhat (and b to recompute the ReLU mask)
+        self.save_inputs = (0, 1, 2) if relu else (0, 1)
         dt = x.dtype
         x, x3, perm = _channel_view(x, c_axis)
         c = x3.shape[1]
         mean, var, rstd = np.empty(c), np.empty(c), np.empty(c)
         y = np.empty_like(x)
-        _kernels().batch_norm_forward(x3, w.astype(dt, copy=False), b.astype(dt, copy=False), self.eps,
-                                      _view3(y, perm, x3.shape), mean, var, rstd)
+        bx = b.astype(dt, copy=False)
+        _kernels().batch_norm_forward(x3, w.astype(dt, copy=False), bx, self.eps, _view3(y, perm, x3.shape), mean,
+                                      var, rstd, relu)
         self.x, self.x3, self.perm, self.mean64, self.rstd64 = x, x3, perm, mean, rstd
-        self.wx, self.wdt = w.astype(dt, copy=False), w.dtype
+        self.wx, self.wdt, self.bx = w.astype(dt, copy=False), w.dtype, bx
         shape = [1] * x.ndim
         shape[c_axis] = c
         return y, mean.astype(dt).reshape(shape), var.astype(dt).reshape(shape)
@@ -189,8 +204,9 @@ class BatchNormAffine(Function):
         gw, gb = np.empty(c), np.empty(c)
         needs = self.needs
         gx = np.empty_like(x) if needs[0] else np.empty((1, 0, 1), x.dtype)
-        _kernels().batch_norm_backward(x3, g3, self.wx, self.mean64, self.rstd64, gm, gv,
-                                       _view3(gx, self.perm, x3.shape) if needs[0] else gx, gw, gb)
+        _kernels().batch_norm_backward(x3, g3, self.wx, self.bx, self.mean64, self.rstd64, gm, gv,
+                                       self.act == "relu", _view3(gx, self.perm, x3.shape) if needs[0] else gx,
+                                       gw, gb)
         wdt = self.wdt
         return (gx if needs[0] else None, gw.astype(wdt) if needs[1] else None, gb.astype(wdt) if needs[2] else None)
 
@@ -209,6 +225,8 @@ class BatchNormAffine(Function):
             g2 = xp.empty_like(xhat)
             g2[...] = g
             g = g2
+        if self.act == "relu":   # the mask from y recomputed with the forward's operations
+            g = xp.where(xhat * w + self.bx > 0, g, xp.zeros((), g.dtype))
         db = g.sum(axis=axes, keepdims=True)
         gxh = xp.multiply(g, xhat, out=xp.empty_like(xhat))
         dw = gxh.sum(axis=axes, keepdims=True)
@@ -238,12 +256,14 @@ class BatchNormAffine(Function):
         cpu = getattr(self, "x3", None) is not None
         w = self.wx.astype(self.wdt) if cpu else self.w.reshape(-1)
         ins = [live_input(self, 0, self.x if cpu else self.xhat / self.rstd), live_input(self, 1, w),
-               live_input(self, 2, w * 0)]
+               live_input(self, 2, self.bx.astype(self.wdt) if cpu else self.bx.reshape(-1))]
         with enable_grad():
             y, mean, var = Standardize(self.axes, self.eps, stats=True)(ins[0])
             shape = [1] * y.ndim
             shape[next(i for i in range(y.ndim) if i not in self.axes)] = -1
             y = y * ins[1].reshape(shape) + ins[2].reshape(shape)
+            if self.act == "relu":   # ReLU as y times its (constant) positive mask
+                y = y * (y > 0).astype(y.dtype)
         pairs = [(o, gg) for o, gg in zip((y, mean, var), grads) if gg is not None]
         targets = [t for t, need in zip(ins, self.needs) if need]
         got = iter(_grad([o for o, _ in pairs], targets, [gg for _, gg in pairs], create_graph=True,

@@ -3,7 +3,8 @@
 
 On numpy, layer, group and instance norm are one op each with their affine part
 (``ops.norm.RowNorm``, compiled kernels), and batch norm in training with weight and bias
-is one op (``BatchNormAffine``, compiled kernels on numpy). Otherwise (cupy, and batch
+is one op (``BatchNormAffine``, compiled kernels on numpy; ``batch_norm_act`` with
+``act='relu'``, which the fluid ``nn.BatchNorm(act='relu')`` calls, folds the ReLU into it). Otherwise (cupy, and batch
 norm without weight or bias) they standardize with the primitive ``ops.norm.Standardize``
 (mean and biased variance over some axes) and apply the affine part with broadcasting ops.
 
@@ -69,7 +70,19 @@ def _check_channels(t, c, what, op):
 
 def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.9, epsilon=1e-05,
                data_format="NCHW", use_global_stats=None, name=None):
+    return batch_norm_act(x, running_mean, running_var, weight, bias, training, momentum, epsilon, data_format,
+                          use_global_stats, None)
+
+
+def batch_norm_act(x, running_mean, running_var, weight, bias, training, momentum, epsilon, data_format,
+                   use_global_stats, act):
+    """``batch_norm`` followed by ``act`` (None or ``'relu'``; the fluid ``BatchNorm(act=...)``).
+    In training with weight and bias the ReLU is part of the batch norm op
+    (``BatchNormAffine(act='relu')``: no extra pass each way, the pre-activation never a
+    tensor); otherwise it is ``relu`` applied to the result."""
     op = "batch_norm"
+    if act not in (None, "relu"):
+        raise ValueError(f"ddg.nn.functional.{op}: act must be None or 'relu', got {act!r}")
     axis = _channel_axis(x, data_format, op)
     c = x.shape[axis]
     for t, what in ((running_mean, "running_mean"), (running_var, "running_var"), (weight, "weight"),
@@ -85,14 +98,14 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
         shift = -running_mean * scale
         if bias is not None:
             shift = shift + bias
-        return x * _per_channel(scale, x.ndim, axis) + _per_channel(shift, x.ndim, axis)
+        return _act(x * _per_channel(scale, x.ndim, axis) + _per_channel(shift, x.ndim, axis), act)
     axes = tuple(i for i in range(x.ndim) if i != axis)
     n = x.size // c
     if n <= 1:
         raise ValueError(f"ddg.nn.functional.{op}: training needs more than one value per channel, got input "
                          f"shape {x.shape}")
     if weight is not None and bias is not None:   # one op for the statistics and the affine part
-        y, mean, var = BatchNormAffine(axes, epsilon)(x, weight, bias)
+        y, mean, var = BatchNormAffine(axes, epsilon, act)(x, weight, bias)
         if running_mean is not None and running_var is not None:
             with no_grad():
                 _update(running_mean, mean, momentum)
@@ -105,7 +118,11 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
         with no_grad():
             _update(running_mean, mean, momentum)
             _update(running_var, var, momentum)
-    return _affine(y, weight, bias, x.ndim, axis)
+    return _act(_affine(y, weight, bias, x.ndim, axis), act)
+
+
+def _act(y, act):
+    return E.relu(y) if act == "relu" else y
 
 
 def _update(running, batch_stat, momentum):

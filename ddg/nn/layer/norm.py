@@ -18,6 +18,7 @@ from ...tensor import backend
 from ...tensor.place import current_place, move_array
 from ...tensor.tensor import Tensor
 from .. import functional as F
+from ..functional.norm import batch_norm_act
 from ..initializer import Constant, Normal
 from ..param_attr import ParamAttr
 from .layers import Layer, _unique_name
@@ -127,6 +128,9 @@ class BatchNorm(_BatchNormBase):
         if x.ndim != 4:
             fmt = "NC" if x.ndim == 2 else ("NCL" if fmt == "NCHW" else "NLC") if x.ndim == 3 else \
                 ("NCDHW" if fmt == "NCHW" else "NDHWC")
+        if self._act in ("relu", None):   # batch norm and ReLU as one op in training (numpy and cupy)
+            return batch_norm_act(x, self._mean, self._variance, self.weight, self.bias, self.training,
+                                  self._momentum, self._epsilon, fmt, self._statistics_mode(), self._act)
         y = F.batch_norm(x, self._mean, self._variance, self.weight, self.bias, self.training, self._momentum,
                          self._epsilon, fmt, self._statistics_mode())
         return apply_act(y, self._act)
