@@ -252,6 +252,43 @@ def test_compiled_loops_match_float64_and_numpy_path(mode, reverse, batch_major,
         assert not y[1, 1:].any() and not y[2, 3:].any()
 
 
+def test_compiled_recurrent_product_against_float64():
+    from ddg.tensor import rnn_kernels
+    rng = np.random.default_rng(14)
+    for m, k, b in ((24, 6, 4), (18, 7, 5), (3, 1, 2), (40, 33, 16)):     # 4x4 tiles and the rows/columns left
+        w, r = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, b)).astype(np.float32)
+        out, rt = np.full((m, b), np.nan, np.float32), np.empty((b, k), np.float32)
+        rnn_kernels.matmul_wh(w, r, out, rt)
+        want = w.astype(np.float64) @ r.astype(np.float64)
+        np.testing.assert_allclose(out, want, rtol=0, atol=1e-5 * (np.abs(w) @ np.abs(r)).max())
+
+
+@pytest.mark.parametrize("mode,reverse,lengths,h0_grad", list(itertools.product(
+    ("LSTM", "GRU"), (False, True), (None, (5, 1, 3, 5, 2)), (False, True))))
+def test_compiled_loops_zero_initial_state_and_kernel_product(mode, reverse, lengths, h0_grad, monkeypatch):
+    """Zero initial states (the step whose product is skipped, the weight-gradient block
+    left out) with the compiled product W_hh @ h at every hidden size."""
+    from ddg.autograd.ops import rnn
+    monkeypatch.setattr(rnn, "FWD_KERNEL_MIN_H", 0)
+    rng = np.random.default_rng(15)
+    arrs = _arrays(rng, mode, 5, 5, 3, 6, True)
+    n_state = 2 if mode == "LSTM" else 1
+    for i in range(n_state):
+        arrs[1 + i] = np.zeros_like(arrs[1 + i])
+    lens = None if lengths is None else np.array(lengths)
+    res = {}
+    for dt in (np.float32, np.float64):
+        ts = [ddg.to_tensor(a.astype(dt), stop_gradient=0 < i <= n_state and not h0_grad)
+              for i, a in enumerate(arrs)]
+        outs = RNNSequence(mode, reverse, True, lens)(*ts)
+        sum(((o * o) * (i + 1)).sum() for i, o in enumerate(outs)).backward()
+        res[dt] = [o.numpy() for o in outs] + [t.grad.numpy() for t in ts if not t.stop_gradient]
+    for g, r in zip(res[np.float32], res[np.float64]):
+        assert g.dtype == np.float32 and g.shape == r.shape
+        np.testing.assert_allclose(g, r, rtol=0, atol=2e-6 * (np.abs(r).max() + 1))
+    assert len(res[np.float32]) == n_state + 1 + 5 + (n_state if h0_grad else 0)
+
+
 @pytest.mark.parametrize("mode", ["LSTM", "GRU"])
 def test_compiled_loops_some_inputs_and_second_order(mode):
     rng = np.random.default_rng(11)

@@ -286,3 +286,61 @@ def gru_step_backward(gy, has_gy, t, valid, has_mask, act, hcs, hpt, dht, sp, sq
             dr[b] = sr[b]
         for b in range(B):
             er[b] = qr[b]
+
+
+# -- the recurrent product ---------------------------------------------------------------------------
+# OpenBLAS packs the whole weight matrix on every call; with a batch of a few columns that
+# packing is a large part of the step. ``matmul_wh`` reads the weights in place: each 4x4
+# output tile is 16 dot products along a weight row, accumulated in registers (the loop
+# over k vectorizes as 16 reductions), with the right-hand side transposed once per call
+# into ``rt`` so that both operands of every dot product are contiguous. Measured against
+# numpy's matmul on [4H, H] @ [H, 16] (1 thread, AMD EPYC with AVX-512): time 1.1x at
+# H=128, 0.9x at 256, 0.85x at 512, 0.75x at 1024.
+@kernel(error_model="numpy")
+def matmul_wh(w, r, out, rt):
+    """``out [M, B] = w [M, K] @ r [K, B]``, ``rt`` ``[B, K]`` scratch (overwritten)."""
+    M, K = w.shape
+    B = r.shape[1]
+    for k in range(K):
+        for b in range(B):
+            rt[b, k] = r[k, b]
+    M4, B4 = M - M % 4, B - B % 4
+    for i in range(0, M4, 4):
+        w0, w1, w2, w3 = w[i], w[i + 1], w[i + 2], w[i + 3]
+        for b in range(0, B4, 4):
+            x0, x1, x2, x3 = rt[b], rt[b + 1], rt[b + 2], rt[b + 3]
+            s00 = s01 = s02 = s03 = s10 = s11 = s12 = s13 = _ZERO
+            s20 = s21 = s22 = s23 = s30 = s31 = s32 = s33 = _ZERO
+            for k in range(K):
+                a0, a1, a2, a3 = w0[k], w1[k], w2[k], w3[k]
+                c0, c1, c2, c3 = x0[k], x1[k], x2[k], x3[k]
+                s00 += a0 * c0
+                s01 += a0 * c1
+                s02 += a0 * c2
+                s03 += a0 * c3
+                s10 += a1 * c0
+                s11 += a1 * c1
+                s12 += a1 * c2
+                s13 += a1 * c3
+                s20 += a2 * c0
+                s21 += a2 * c1
+                s22 += a2 * c2
+                s23 += a2 * c3
+                s30 += a3 * c0
+                s31 += a3 * c1
+                s32 += a3 * c2
+                s33 += a3 * c3
+            o0, o1, o2, o3 = out[i], out[i + 1], out[i + 2], out[i + 3]
+            o0[b], o0[b + 1], o0[b + 2], o0[b + 3] = s00, s01, s02, s03
+            o1[b], o1[b + 1], o1[b + 2], o1[b + 3] = s10, s11, s12, s13
+            o2[b], o2[b + 1], o2[b + 2], o2[b + 3] = s20, s21, s22, s23
+            o3[b], o3[b + 1], o3[b + 2], o3[b + 3] = s30, s31, s32, s33
+    for i in range(M):               # the rows and columns left over by the 4x4 tiles
+        wr, orow = w[i], out[i]
+        for b in range(B4 if i < M4 else 0, B):
+            x = rt[b]
+            s = _ZERO
+            for k in range(K):
+                s += wr[k] * x[k]
+            orow[b] = s
+

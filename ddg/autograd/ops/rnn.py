@@ -44,6 +44,11 @@ MODES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 # clear it to compare those loops with the numpy path)
 COMPILED = {"LSTM", "GRU"}
 
+# from this hidden size on, the compiled loops' forward product W_hh @ h is
+# rnn_kernels.matmul_wh instead of numpy's matmul (tests lower it to run the kernel at small
+# sizes)
+FWD_KERNEL_MIN_H = 256
+
 
 class RNNSequence(Function):
     """One direction of one recurrent layer over a whole sequence.
@@ -146,18 +151,37 @@ class RNNSequence(Function):
         y = np.empty(self.x.shape[:2] + (H,), dt)
         gt = np.empty((G * H, B), dt)
         w_hh, bm = np.ascontiguousarray(w_hh), self.batch_major
+        product = self._recurrent_product(w_hh, H >= FWD_KERNEL_MIN_H, B)
+        first = order[0] if T and not st[0].any() else None     # W_hh @ 0 is not computed
         if lstm:
             for t in order:
-                np.matmul(w_hh, st[0], out=gt)
+                if t == first:
+                    gt.fill(0)
+                else:
+                    product(st[0], gt)
                 K.lstm_step_forward(gt, xgt, t, valid, has_mask, st[0], st[1], act, aux[0], aux[1], hpt, y, bm)
         else:
             b_hh = np.ascontiguousarray(b_hh)
             for t in order:
-                np.matmul(w_hh, st[0], out=gt)
+                if t == first:
+                    gt.fill(0)
+                else:
+                    product(st[0], gt)
                 K.gru_step_forward(gt, xgt, b_hh, t, valid, has_mask, st[0], act, aux[0], hpt, y, bm)
+        self.h0_zero = first is not None
         self.states, self.order, self.valid, self.has_mask = states, order, valid, has_mask
         self.xtm, self.act, self.aux, self.hpt = xtm, act, aux, hpt
         return (y,) + tuple(np.ascontiguousarray(s.T) for s in st)
+
+    @staticmethod
+    def _recurrent_product(w, compiled, B):
+        """``f(r, out)``: ``out = w @ r`` with ``r``, ``out`` feature-major ``[., B]``, by the
+        compiled product (``rnn_kernels.matmul_wh``) or numpy's matmul."""
+        if not compiled:
+            return lambda r, out: np.matmul(w, r, out=out)
+        from ...tensor.rnn_kernels import matmul_wh
+        rt = np.empty((B, w.shape[1]), w.dtype)
+        return lambda r, out: matmul_wh(w, r, out, rt)
 
     def _compiled_bwd(self, gy, ghT, gcT):
         from ...tensor import rnn_kernels as K
@@ -169,11 +193,13 @@ class RNNSequence(Function):
         dht = np.zeros((H, B), dt) if ghT is None else np.array(ghT.T, dt, order="C")
         dpt = np.empty((G * H, T, B), dt)
         sp, tmp = np.empty((G * H, B), dt), np.empty((H, B), dt)
-        # a view: BLAS reads it transposed while packing; numpy's transposed copy of a
-        # [G*H, H] matrix with H a power of two runs at cache-conflict speed (10 ms at H=512)
-        whh_t = self.w_hh.T
         valid, has_mask, act, aux, order, bm = self.valid, self.has_mask, self.act, self.aux, list(self.order), \
             self.batch_major
+        # a view: BLAS reads it transposed while packing (numpy's transposed copy of a
+        # [G*H, H] matrix with H a power of two runs at cache-conflict speed, and
+        # rnn_kernels.matmul_wh on a tiled transposed copy measured slower than this)
+        whh_t = self.w_hh.T
+        last = 0 if self.needs[1] else 1     # the product of the first step only feeds h0's gradient
         if lstm:
             dct = np.zeros((H, B), dt) if gcT is None else np.array(gcT.T, dt, order="C")
             c0t = np.array(self.states[1].T, dt, order="C")
@@ -182,6 +208,8 @@ class RNNSequence(Function):
                 t = order[k]
                 K.lstm_step_backward(gy, has_gy, t, valid, has_mask, act, cs[order[k - 1]] if k else c0t, tcs, dht,
                                      dct, dpt, sp, bm)
+                if k < last:
+                    break
                 np.matmul(whh_t, sp, out=tmp)
                 if has_mask:                      # rows past their length keep their dh
                     np.copyto(tmp, dht, where=~valid[t])
@@ -192,6 +220,8 @@ class RNNSequence(Function):
             for k in range(T - 1, -1, -1):
                 t = order[k]
                 K.gru_step_backward(gy, has_gy, t, valid, has_mask, act, aux[0], self.hpt, dht, sp, sq, dpt, dqt, bm)
+                if k < last:
+                    break
                 np.matmul(whh_t, sq, out=tmp)
                 dht += tmp
         # every input's gradient with one product over all steps
@@ -208,7 +238,11 @@ class RNNSequence(Function):
         if needs[k]:
             out[k] = dp @ self.xtm
         if needs[k + 1]:
-            out[k + 1] = dq @ self.hpt.reshape(H, T * B).T
+            dqs, hp = dq, self.hpt.reshape(H, T * B)
+            if self.h0_zero:                  # the step whose previous state is h0 = 0 adds nothing
+                cols = slice(0, (T - 1) * B) if self.reverse else slice(B, T * B)
+                dqs, hp = dq[:, cols], hp[:, cols]
+            out[k + 1] = dqs @ hp.T
         ones = np.ones(T * B, dt)            # row sums as BLAS gemv: ~4x numpy's sum(axis=1) here
         db_ih = dp @ ones if needs[k + 2] or (needs[k + 3] and dq is dp) else None
         out[k + 2] = db_ih if needs[k + 2] else None
