@@ -7,9 +7,10 @@ numpy ``matmul`` between the kernel calls (``ops.rnn``): numba's ``np.dot`` need
 which ddg does not depend on, and goes through scipy's own BLAS build.
 
 Layouts: the state, the gates and the saved activations are feature-major, ``[K, B]`` per
-step (``act`` ``[T, G*H, B]``, ``cs``/``tcs``/``hcs`` ``[T, H, B]``; ``xgt``, ``hpt``,
-``dpt`` ``[K, T, B]`` so that all steps form one ``[K, T*B]`` matrix for the weight
-gradients); ``y`` and ``gy`` are laid out like x (``[B, T, H]`` when ``bm``, else
+step (``xgt``, ``act`` ``[T, G*H, B]``, ``cs``/``tcs``/``hcs`` ``[T, H, B]``: each step's
+block is contiguous, so a step touches a few pages, not one per feature row). What feeds
+the weight gradients is saved as batch rows, ``hp`` ``[T, B, H]`` and ``dp``/``dq`` ``[T,
+B, G*H]``, so that all steps form one ``[T*B, .]`` matrix; ``y`` and ``gy`` are laid out like x (``[B, T, H]`` when ``bm``, else
 ``[T, B, H]``). ``valid[t, b]`` is False past row b's length: the state is carried, the
 output is zero and no gradient enters the step (``has_mask`` False skips the checks).
 Every array argument is C-contiguous float32, so each kernel compiles once (one
@@ -67,6 +68,16 @@ def _sig(x):
 
 
 @numba.njit(**_OPTS)
+def _save_state(dst, src):
+    """``dst [B, K] = src [K, B].T`` (a step's feature-major block saved as batch rows)."""
+    K, B = src.shape
+    for b in range(B):
+        d = dst[b]
+        for j in range(K):
+            d[j] = src[j, b]
+
+
+@numba.njit(**_OPTS)
 def _write_output(y, t, ht, valid, bm):
     """Step t's output, laid out like x (``bm``: batch-major), from the feature-major state
     ``ht`` [H, B]; zero on rows past their length."""
@@ -101,24 +112,20 @@ def tanh_f32(x, out):
 
 
 @kernel(error_model="numpy")
-def lstm_step_forward(gt, xgt, t, valid, has_mask, ht, ct, act, cs, tcs, hpt, y, bm):
+def lstm_step_forward(gt, xgt, t, valid, has_mask, ht, ct, act, cs, tcs, hp, y, bm):
     """Step t of an LSTM, feature-major: ``gt`` ``[4H, B]`` holds ``W_hh @ h`` (and is
-    overwritten), ``xgt`` ``[4H, T, B]`` the input projections plus both biases (gates i, f,
+    overwritten), ``xgt`` ``[T, 4H, B]`` the input projections plus both biases (gates i, f,
     g, o); ``ht``, ``ct`` ``[H, B]`` hold the state before the step and are updated in
     place. Writes the activations ``act[t]``, the cell state ``cs[t]``, ``tanh(c)``
-    ``tcs[t]``, the state before the step ``hpt[:, t]`` and the output ``y`` at step t
-    (laid out like x)."""
+    ``tcs[t]``, the state before the step ``hp[t]`` (``[B, H]``) and the output ``y`` at
+    step t (laid out like x)."""
     H, B = ht.shape
     n = H * B
-    for j in range(4 * H):
-        gr, xr = gt[j], xgt[j, t]
-        for b in range(B):
-            gr[b] += xr[b]
-    for j in range(H):
-        hr, hb = hpt[j, t], ht[j]
-        for b in range(B):
-            hr[b] = hb[b]
-    g, a = gt.reshape(4 * n), act[t].reshape(4 * n)
+    g, xg = gt.reshape(4 * n), xgt[t].reshape(4 * n)
+    for k in range(4 * n):
+        g[k] += xg[k]
+    _save_state(hp[t], ht)
+    a = act[t].reshape(4 * n)
     for k in range(4 * n):           # sigmoid(x) = tanh(x/2)/2 + 1/2 on i, f, o; tanh on g
         s = _ONE if 2 * n <= k < 3 * n else _HALF
         a[k] = _tanh(g[k] * s) * s + (_ONE - s)
@@ -146,13 +153,14 @@ def lstm_step_forward(gt, xgt, t, valid, has_mask, ht, ct, act, cs, tcs, hpt, y,
 
 
 @kernel(error_model="numpy")
-def lstm_step_backward(gy, has_gy, t, valid, has_mask, act, cp, tcs, dht, dct, dpt, scratch, bm):
+def lstm_step_backward(gy, has_gy, t, valid, has_mask, act, cp, tcs, dht, dct, dp, scratch, bm):
     """The gate gradients of step t of ``lstm_step_forward``: ``gy`` the output's gradient
     (laid out like x; ignored unless ``has_gy``), ``cp`` ``[H, B]`` the cell state before
     the step, ``dht``, ``dct`` ``[H, B]`` the gradients of the state after it (``dct``
     becomes the one before it; the caller forms ``dht`` before it as ``W_hh^T @ dp``, plus
     ``dht`` itself on rows past their length). Writes ``scratch`` ``[4H, B]`` (the gate
-    pre-activations' gradients, zero past a row's length) and copies it to ``dpt[:, t]``."""
+    pre-activations' gradients, zero past a row's length) and its transpose to ``dp[t]``
+    (``[B, 4H]``)."""
     H, B = dht.shape
     n = H * B
     if has_gy:
@@ -184,34 +192,30 @@ def lstm_step_backward(gy, has_gy, t, valid, has_mask, act, cp, tcs, dht, dct, d
                     dc[j * B + b] = keep[j * B + b]
                     for q in range(4):
                         p[q * n + j * B + b] = _ZERO
-    for j in range(4 * H):
-        dr, sr = dpt[j, t], scratch[j]
-        for b in range(B):
-            dr[b] = sr[b]
+    _save_state(dp[t], scratch)
 
 
 @kernel(error_model="numpy")
-def gru_step_forward(gt, xgt, b_hh, t, valid, has_mask, ht, act, hcs, hpt, y, bm):
+def gru_step_forward(gt, xgt, b_hh, t, valid, has_mask, ht, act, hcs, hp, y, bm):
     """Step t of a GRU, feature-major: ``gt`` ``[3H, B]`` holds ``W_hh @ h`` (and is
-    overwritten), ``xgt`` ``[3H, T, B]`` the input projections plus ``b_ih`` (gates r, z,
+    overwritten), ``xgt`` ``[T, 3H, B]`` the input projections plus ``b_ih`` (gates r, z,
     c), ``b_hh`` ``[3H]``; ``ht`` ``[H, B]`` holds the state before the step and is updated
     in place. Writes the activations ``act[t]`` (r, z, c), the candidate's recurrent part
-    ``hcs[t]`` (``W_hc h + b_hc``), the state before the step ``hpt[:, t]`` and the output
-    ``y`` at step t (laid out like x)."""
+    ``hcs[t]`` (``W_hc h + b_hc``), the state before the step ``hp[t]`` (``[B, H]``) and the
+    output ``y`` at step t (laid out like x)."""
     H, B = ht.shape
     n = H * B
     for j in range(3 * H):
         gr, bb = gt[j], b_hh[j]
         for b in range(B):
             gr[b] += bb
+    _save_state(hp[t], ht)
     for j in range(H):
-        hr, hb, cr, gr = hpt[j, t], ht[j], hcs[t, j], gt[2 * H + j]
-        for b in range(B):
-            hr[b] = hb[b]
+        cr, gr = hcs[t, j], gt[2 * H + j]
         for b in range(B):
             cr[b] = gr[b]
     for j in range(3 * H):
-        gr, xr = gt[j], xgt[j, t]
+        gr, xr = gt[j], xgt[t, j]
         if j < 2 * H:
             for b in range(B):
                 gr[b] += xr[b]
@@ -237,24 +241,25 @@ def gru_step_forward(gt, xgt, b_hh, t, valid, has_mask, ht, act, hcs, hpt, y, bm
 
 
 @kernel(error_model="numpy")
-def gru_step_backward(gy, has_gy, t, valid, has_mask, act, hcs, hpt, dht, sp, sq, dpt, dqt, bm):
+def gru_step_backward(gy, has_gy, t, valid, has_mask, act, hcs, hp, dht, sp, sq, dp, dq, bm):
     """The gate gradients of step t of ``gru_step_forward``: ``gy`` the output's gradient
     (laid out like x; ignored unless ``has_gy``), ``dht`` ``[H, B]`` the gradient of the
     state after the step, replaced by its part ``z * dh`` of the state before it (the
     caller adds ``W_hh^T @ sq``). Writes ``sp`` ``[3H, B]``, the gradients of the input
     side's pre-activations (r, z, c), and ``sq``, those of ``W_hh @ h + b_hh`` (zero past a
-    row's length), and copies them to ``dpt[:, t]`` and ``dqt[:, t]``."""
+    row's length), and their transposes to ``dp[t]`` and ``dq[t]`` (``[B, 3H]``); ``hp[t]``
+    is the state before the step (``[B, H]``)."""
     H, B = dht.shape
     n = H * B
     if has_gy:
         _add_output_grad(gy, t, dht, valid, bm)
     a, hc, dh, p, q = act[t].reshape(3 * n), hcs[t].reshape(n), dht.reshape(n), sp.reshape(3 * n), \
         sq.reshape(3 * n)
+    hpr = hp[t]
     for j in range(H):               # dz = dh * (h_prev - c)
-        hr = hpt[j, t]
         for b in range(B):
             k = j * B + b
-            p[n + k] = dh[k] * (hr[b] - a[2 * n + k])
+            p[n + k] = dh[k] * (hpr[b, j] - a[2 * n + k])
     for k in range(n):
         z = a[n + k]
         p[n + k] *= z * (_ONE - z)
@@ -280,12 +285,8 @@ def gru_step_backward(gy, has_gy, t, valid, has_mask, act, hcs, hpt, dht, sp, sq
     else:
         for k in range(n):
             dh[k] *= a[n + k]
-    for j in range(3 * H):
-        dr, sr, er, qr = dpt[j, t], sp[j], dqt[j, t], sq[j]
-        for b in range(B):
-            dr[b] = sr[b]
-        for b in range(B):
-            er[b] = qr[b]
+    _save_state(dp[t], sp)
+    _save_state(dq[t], sq)
 
 
 # -- the recurrent product ---------------------------------------------------------------------------

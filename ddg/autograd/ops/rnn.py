@@ -140,14 +140,13 @@ class RNNSequence(Function):
         order = range(T - 1, -1, -1) if self.reverse else range(T)
         valid = self._valid(T, B)
         has_mask = not valid.all()
-        xtm = xt.reshape(T * B, I)               # time-major rows (a copy when x is batch-major)
-        xgt = w_ih @ xtm.T                        # [G*H, T*B]: every step's input projection
+        # every step's input projection, [T, G*H, B]: one block per step
+        xgt = np.matmul(w_ih, xt.transpose(0, 2, 1))
         xgt += (b_ih + b_hh if lstm else b_ih)[:, None]
-        xgt = xgt.reshape(G * H, T, B)
         st = [np.array(s.T, dt, order="C") for s in states]
         act = np.empty((T, G * H, B), dt)
         aux = [np.empty((T, H, B), dt) for _ in range(2 if lstm else 1)]  # c, tanh(c) | W_hc h + b_hc
-        hpt = np.empty((H, T, B), dt)
+        hp = np.empty((T, B, H), dt)             # the state before each step, batch rows
         y = np.empty(self.x.shape[:2] + (H,), dt)
         gt = np.empty((G * H, B), dt)
         w_hh, bm = np.ascontiguousarray(w_hh), self.batch_major
@@ -159,7 +158,7 @@ class RNNSequence(Function):
                     gt.fill(0)
                 else:
                     product(st[0], gt)
-                K.lstm_step_forward(gt, xgt, t, valid, has_mask, st[0], st[1], act, aux[0], aux[1], hpt, y, bm)
+                K.lstm_step_forward(gt, xgt, t, valid, has_mask, st[0], st[1], act, aux[0], aux[1], hp, y, bm)
         else:
             b_hh = np.ascontiguousarray(b_hh)
             for t in order:
@@ -167,10 +166,10 @@ class RNNSequence(Function):
                     gt.fill(0)
                 else:
                     product(st[0], gt)
-                K.gru_step_forward(gt, xgt, b_hh, t, valid, has_mask, st[0], act, aux[0], hpt, y, bm)
+                K.gru_step_forward(gt, xgt, b_hh, t, valid, has_mask, st[0], act, aux[0], hp, y, bm)
         self.h0_zero = first is not None
         self.states, self.order, self.valid, self.has_mask = states, order, valid, has_mask
-        self.xtm, self.act, self.aux, self.hpt = xtm, act, aux, hpt
+        self.xt, self.act, self.aux, self.hp = xt, act, aux, hp
         return (y,) + tuple(np.ascontiguousarray(s.T) for s in st)
 
     @staticmethod
@@ -191,7 +190,7 @@ class RNNSequence(Function):
         has_gy = gy is not None
         gy = np.ascontiguousarray(gy, dt) if has_gy else np.zeros((1, 1, 1), dt)
         dht = np.zeros((H, B), dt) if ghT is None else np.array(ghT.T, dt, order="C")
-        dpt = np.empty((G * H, T, B), dt)
+        dpt = np.empty((T, B, G * H), dt)       # batch rows per step: all steps form [T*B, G*H]
         sp, tmp = np.empty((G * H, B), dt), np.empty((H, B), dt)
         valid, has_mask, act, aux, order, bm = self.valid, self.has_mask, self.act, self.aux, list(self.order), \
             self.batch_major
@@ -216,10 +215,10 @@ class RNNSequence(Function):
                 dht, tmp = tmp, dht
             dqt = dpt
         else:
-            dqt, sq = np.empty((G * H, T, B), dt), np.empty((G * H, B), dt)
+            dqt, sq = np.empty((T, B, G * H), dt), np.empty((G * H, B), dt)
             for k in range(T - 1, -1, -1):
                 t = order[k]
-                K.gru_step_backward(gy, has_gy, t, valid, has_mask, act, aux[0], self.hpt, dht, sp, sq, dpt, dqt, bm)
+                K.gru_step_backward(gy, has_gy, t, valid, has_mask, act, aux[0], self.hp, dht, sp, sq, dpt, dqt, bm)
                 if k < last:
                     break
                 np.matmul(whh_t, sq, out=tmp)
@@ -227,27 +226,27 @@ class RNNSequence(Function):
         # every input's gradient with one product over all steps
         needs = self.needs
         out = [None] * len(needs)
-        dp, dq = dpt.reshape(G * H, T * B), dqt.reshape(G * H, T * B)
+        dp, dq = dpt.reshape(T * B, G * H), dqt.reshape(T * B, G * H)
         if needs[0]:
-            dx = (dp.T @ self.w_ih).reshape(T, B, I)
+            dx = (dp @ self.w_ih).reshape(T, B, I)
             out[0] = np.ascontiguousarray(dx.transpose(1, 0, 2)) if bm else dx
         out[1] = np.ascontiguousarray(dht.T) if needs[1] else None
         if lstm and needs[2]:
             out[2] = np.ascontiguousarray(dct.T)
         k = 3 if lstm else 2
-        if needs[k]:
-            out[k] = dp @ self.xtm
+        if needs[k]:                          # time-major rows of x (a copy when x is batch-major)
+            out[k] = dp.T @ self.xt.reshape(T * B, I)
         if needs[k + 1]:
-            dqs, hp = dq, self.hpt.reshape(H, T * B)
+            dqs, hp = dq, self.hp.reshape(T * B, H)
             if self.h0_zero:                  # the step whose previous state is h0 = 0 adds nothing
-                cols = slice(0, (T - 1) * B) if self.reverse else slice(B, T * B)
-                dqs, hp = dq[:, cols], hp[:, cols]
-            out[k + 1] = dqs @ hp.T
-        ones = np.ones(T * B, dt)            # row sums as BLAS gemv: ~4x numpy's sum(axis=1) here
-        db_ih = dp @ ones if needs[k + 2] or (needs[k + 3] and dq is dp) else None
+                rows = slice(0, (T - 1) * B) if self.reverse else slice(B, T * B)
+                dqs, hp = dq[rows], hp[rows]
+            out[k + 1] = dqs.T @ hp
+        ones = np.ones(T * B, dt)            # column sums as BLAS gemv: faster than numpy's sum(axis=0)
+        db_ih = ones @ dp if needs[k + 2] or (needs[k + 3] and dq is dp) else None
         out[k + 2] = db_ih if needs[k + 2] else None
         if needs[k + 3]:
-            out[k + 3] = dq @ ones if dq is not dp else db_ih.copy()
+            out[k + 3] = ones @ dq if dq is not dp else db_ih.copy()
         return tuple(out)
 
     # -- layout helpers: buffers are laid out like x (batch-major or time-major) and indexed by time
