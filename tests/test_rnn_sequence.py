@@ -255,25 +255,29 @@ def test_compiled_loops_match_float64_and_numpy_path(mode, reverse, batch_major,
 def test_compiled_recurrent_product_against_float64():
     from ddg.tensor import rnn_kernels
     rng = np.random.default_rng(14)
-    for m, k, b in ((24, 6, 4), (18, 7, 5), (3, 1, 2), (40, 33, 16)):     # 4x4 tiles and the rows/columns left
+    for m, k, b in ((24, 6, 4), (18, 7, 5), (3, 1, 2), (40, 33, 16)):     # whole tiles and what they leave
         w, r = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, b)).astype(np.float32)
-        out, rt = np.full((m, b), np.nan, np.float32), np.empty((b, k), np.float32)
-        rnn_kernels.matmul_wh(w, r, out, rt)
+        out = np.full((m, b), np.nan, np.float32)
+        rnn_kernels.matmul_wr(w, np.ascontiguousarray(r.T), out)
         want = w.astype(np.float64) @ r.astype(np.float64)
         np.testing.assert_allclose(out, want, rtol=0, atol=1e-5 * (np.abs(w) @ np.abs(r)).max())
 
 
-@pytest.mark.parametrize("mode,reverse,lengths,h0_grad", list(itertools.product(
-    ("LSTM", "GRU"), (False, True), (None, (5, 1, 3, 5, 2)), (False, True))))
-def test_compiled_loops_zero_initial_state_and_kernel_product(mode, reverse, lengths, h0_grad, monkeypatch):
-    """Zero initial states (the step whose product is skipped, the weight-gradient block
-    left out) with the compiled product W_hh @ h at every hidden size."""
+@pytest.mark.parametrize("mode,reverse,lengths,zero_h0,h0_grad", [
+    c[:3] + c[3] for c in itertools.product(("LSTM", "GRU"), (False, True), (None, (5, 1, 3, 5, 2)),
+                                            ((True, False), (True, True), (False, True)))])
+def test_compiled_loops_kernel_products_and_zero_initial_state(mode, reverse, lengths, zero_h0, h0_grad,
+                                                                monkeypatch):
+    """The compiled products (rnn_kernels.matmul_wr) forward and backward at every hidden
+    size, with zero initial states (the step whose product is skipped, the weight-gradient
+    block left out) or not, and the initial states' gradients wanted or not."""
     from ddg.autograd.ops import rnn
     monkeypatch.setattr(rnn, "FWD_KERNEL_MIN_H", 0)
+    monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_H", 0)
     rng = np.random.default_rng(15)
     arrs = _arrays(rng, mode, 5, 5, 3, 6, True)
     n_state = 2 if mode == "LSTM" else 1
-    for i in range(n_state):
+    for i in range(n_state if zero_h0 else 0):
         arrs[1 + i] = np.zeros_like(arrs[1 + i])
     lens = None if lengths is None else np.array(lengths)
     res = {}

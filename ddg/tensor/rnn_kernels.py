@@ -112,19 +112,18 @@ def tanh_f32(x, out):
 
 
 @kernel(error_model="numpy")
-def lstm_step_forward(gt, xgt, t, valid, has_mask, ht, ct, act, cs, tcs, hp, y, bm):
+def lstm_step_forward(gt, xgt, t, tn, valid, has_mask, ht, ct, act, cs, tcs, hp_next, y, bm):
     """Step t of an LSTM, feature-major: ``gt`` ``[4H, B]`` holds ``W_hh @ h`` (and is
     overwritten), ``xgt`` ``[T, 4H, B]`` the input projections plus both biases (gates i, f,
     g, o); ``ht``, ``ct`` ``[H, B]`` hold the state before the step and are updated in
     place. Writes the activations ``act[t]``, the cell state ``cs[t]``, ``tanh(c)``
-    ``tcs[t]``, the state before the step ``hp[t]`` (``[B, H]``) and the output ``y`` at
-    step t (laid out like x)."""
+    ``tcs[t]``, the output ``y`` at step t (laid out like x) and, unless ``tn < 0``, the new
+    state as the state before the next step, ``hp_next[tn]`` (``[B, H]``)."""
     H, B = ht.shape
     n = H * B
     g, xg = gt.reshape(4 * n), xgt[t].reshape(4 * n)
     for k in range(4 * n):
         g[k] += xg[k]
-    _save_state(hp[t], ht)
     a = act[t].reshape(4 * n)
     for k in range(4 * n):           # sigmoid(x) = tanh(x/2)/2 + 1/2 on i, f, o; tanh on g
         s = _ONE if 2 * n <= k < 3 * n else _HALF
@@ -150,6 +149,8 @@ def lstm_step_forward(gt, xgt, t, valid, has_mask, ht, ct, act, cs, tcs, hp, y, 
         for k in range(n):
             hp[k] = a[3 * n + k] * tc[k]
     _write_output(y, t, ht, valid, bm)
+    if tn >= 0:
+        _save_state(hp_next[tn], ht)
 
 
 @kernel(error_model="numpy")
@@ -196,20 +197,19 @@ def lstm_step_backward(gy, has_gy, t, valid, has_mask, act, cp, tcs, dht, dct, d
 
 
 @kernel(error_model="numpy")
-def gru_step_forward(gt, xgt, b_hh, t, valid, has_mask, ht, act, hcs, hp, y, bm):
+def gru_step_forward(gt, xgt, b_hh, t, tn, valid, has_mask, ht, act, hcs, hp, y, bm):
     """Step t of a GRU, feature-major: ``gt`` ``[3H, B]`` holds ``W_hh @ h`` (and is
     overwritten), ``xgt`` ``[T, 3H, B]`` the input projections plus ``b_ih`` (gates r, z,
     c), ``b_hh`` ``[3H]``; ``ht`` ``[H, B]`` holds the state before the step and is updated
     in place. Writes the activations ``act[t]`` (r, z, c), the candidate's recurrent part
-    ``hcs[t]`` (``W_hc h + b_hc``), the state before the step ``hp[t]`` (``[B, H]``) and the
-    output ``y`` at step t (laid out like x)."""
+    ``hcs[t]`` (``W_hc h + b_hc``), the output ``y`` at step t (laid out like x) and, unless
+    ``tn < 0``, the new state as the state before the next step, ``hp[tn]`` (``[B, H]``)."""
     H, B = ht.shape
     n = H * B
     for j in range(3 * H):
         gr, bb = gt[j], b_hh[j]
         for b in range(B):
             gr[b] += bb
-    _save_state(hp[t], ht)
     for j in range(H):
         cr, gr = hcs[t, j], gt[2 * H + j]
         for b in range(B):
@@ -238,6 +238,8 @@ def gru_step_forward(gt, xgt, b_hh, t, valid, has_mask, ht, act, hcs, hp, y, bm)
             c = a[2 * n + k]
             h[k] = c + a[n + k] * (h[k] - c)
     _write_output(y, t, ht, valid, bm)
+    if tn >= 0:
+        _save_state(hp[tn], ht)
 
 
 @kernel(error_model="numpy")
@@ -291,20 +293,17 @@ def gru_step_backward(gy, has_gy, t, valid, has_mask, act, hcs, hp, dht, sp, sq,
 
 # -- the recurrent product ---------------------------------------------------------------------------
 # OpenBLAS packs the whole weight matrix on every call; with a batch of a few columns that
-# packing is a large part of the step. ``matmul_wh`` reads the weights in place: each 4x4
-# output tile is 16 dot products along a weight row, accumulated in registers (the loop
-# over k vectorizes as 16 reductions), with the right-hand side transposed once per call
-# into ``rt`` so that both operands of every dot product are contiguous. Measured against
-# numpy's matmul on [4H, H] @ [H, 16] (1 thread, AMD EPYC with AVX-512): time 1.1x at
-# H=128, 0.9x at 256, 0.85x at 512, 0.75x at 1024.
+# packing is a large part of the step. ``matmul_wr`` reads the weights in place: each 4x4
+# output tile is 16 dot products of a weight row with a row of ``rt`` (the right-hand side
+# stored transposed, as the step kernels save it), accumulated in registers (the loop over
+# k vectorizes as 16 reductions). Time against numpy's matmul, batch 16, 1 thread, AMD EPYC
+# with AVX-512: on [4H, H] @ [H, 16] 1.1x at H=128, 0.9x at 256, 0.85x at 512, 0.75x at
+# 1024; on [H, 4H] @ [4H, 16] (W_hh^T contiguous) 0.75x at H=128 to 0.55x at 1024.
 @kernel(error_model="numpy")
-def matmul_wh(w, r, out, rt):
-    """``out [M, B] = w [M, K] @ r [K, B]``, ``rt`` ``[B, K]`` scratch (overwritten)."""
+def matmul_wr(w, rt, out):
+    """``out [M, B] = w [M, K] @ rt [B, K].T``."""
     M, K = w.shape
-    B = r.shape[1]
-    for k in range(K):
-        for b in range(B):
-            rt[b, k] = r[k, b]
+    B = rt.shape[0]
     M4, B4 = M - M % 4, B - B % 4
     for i in range(0, M4, 4):
         w0, w1, w2, w3 = w[i], w[i + 1], w[i + 2], w[i + 3]

@@ -44,10 +44,11 @@ MODES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 # clear it to compare those loops with the numpy path)
 COMPILED = {"LSTM", "GRU"}
 
-# from this hidden size on, the compiled loops' forward product W_hh @ h is
-# rnn_kernels.matmul_wh instead of numpy's matmul (tests lower it to run the kernel at small
-# sizes)
+# from these hidden sizes on, the compiled loops' recurrent products (forward W_hh @ h,
+# backward W_hh^T @ dP) are rnn_kernels.matmul_wr instead of numpy's matmul (tests lower
+# them to run the kernel at small sizes)
 FWD_KERNEL_MIN_H = 256
+BWD_KERNEL_MIN_H = 128
 
 
 class RNNSequence(Function):
@@ -150,37 +151,28 @@ class RNNSequence(Function):
         y = np.empty(self.x.shape[:2] + (H,), dt)
         gt = np.empty((G * H, B), dt)
         w_hh, bm = np.ascontiguousarray(w_hh), self.batch_major
-        product = self._recurrent_product(w_hh, H >= FWD_KERNEL_MIN_H, B)
+        if T:
+            hp[order[0]] = states[0]
         first = order[0] if T and not st[0].any() else None     # W_hh @ 0 is not computed
-        if lstm:
-            for t in order:
-                if t == first:
-                    gt.fill(0)
-                else:
-                    product(st[0], gt)
-                K.lstm_step_forward(gt, xgt, t, valid, has_mask, st[0], st[1], act, aux[0], aux[1], hp, y, bm)
-        else:
+        kern = H >= FWD_KERNEL_MIN_H                              # W_hh @ hp[t].T, else numpy's W_hh @ h
+        nxt = list(order)[1:] + [-1]
+        if not lstm:
             b_hh = np.ascontiguousarray(b_hh)
-            for t in order:
-                if t == first:
-                    gt.fill(0)
-                else:
-                    product(st[0], gt)
-                K.gru_step_forward(gt, xgt, b_hh, t, valid, has_mask, st[0], act, aux[0], hp, y, bm)
+        for t, tn in zip(order, nxt):
+            if t == first:
+                gt.fill(0)
+            elif kern:
+                K.matmul_wr(w_hh, hp[t], gt)
+            else:
+                np.matmul(w_hh, st[0], out=gt)
+            if lstm:
+                K.lstm_step_forward(gt, xgt, t, tn, valid, has_mask, st[0], st[1], act, aux[0], aux[1], hp, y, bm)
+            else:
+                K.gru_step_forward(gt, xgt, b_hh, t, tn, valid, has_mask, st[0], act, aux[0], hp, y, bm)
         self.h0_zero = first is not None
         self.states, self.order, self.valid, self.has_mask = states, order, valid, has_mask
         self.xt, self.act, self.aux, self.hp = xt, act, aux, hp
         return (y,) + tuple(np.ascontiguousarray(s.T) for s in st)
-
-    @staticmethod
-    def _recurrent_product(w, compiled, B):
-        """``f(r, out)``: ``out = w @ r`` with ``r``, ``out`` feature-major ``[., B]``, by the
-        compiled product (``rnn_kernels.matmul_wh``) or numpy's matmul."""
-        if not compiled:
-            return lambda r, out: np.matmul(w, r, out=out)
-        from ...tensor.rnn_kernels import matmul_wh
-        rt = np.empty((B, w.shape[1]), w.dtype)
-        return lambda r, out: matmul_wh(w, r, out, rt)
 
     def _compiled_bwd(self, gy, ghT, gcT):
         from ...tensor import rnn_kernels as K
@@ -194,10 +186,13 @@ class RNNSequence(Function):
         sp, tmp = np.empty((G * H, B), dt), np.empty((H, B), dt)
         valid, has_mask, act, aux, order, bm = self.valid, self.has_mask, self.act, self.aux, list(self.order), \
             self.batch_major
-        # a view: BLAS reads it transposed while packing (numpy's transposed copy of a
-        # [G*H, H] matrix with H a power of two runs at cache-conflict speed, and
-        # rnn_kernels.matmul_wh on a tiled transposed copy measured slower than this)
-        whh_t = self.w_hh.T
+        # per step dh = W_hh^T @ dp: rnn_kernels.matmul_wr on a contiguous copy of W_hh^T and
+        # the step's dp saved as batch rows, where the steps pay for the copy (numpy's
+        # transposed copy costs ~3 steps' products at H=256, ~7 at 512, ~12 at 1024: its
+        # strided reads of a power-of-two matrix conflict in the caches); else numpy's matmul
+        # on the view (BLAS reads it transposed while packing)
+        kern = H >= BWD_KERNEL_MIN_H and T * 4 >= H
+        whh_t = np.ascontiguousarray(self.w_hh.T) if kern else self.w_hh.T
         last = 0 if self.needs[1] else 1     # the product of the first step only feeds h0's gradient
         if lstm:
             dct = np.zeros((H, B), dt) if gcT is None else np.array(gcT.T, dt, order="C")
@@ -209,7 +204,10 @@ class RNNSequence(Function):
                                      dct, dpt, sp, bm)
                 if k < last:
                     break
-                np.matmul(whh_t, sp, out=tmp)
+                if kern:
+                    K.matmul_wr(whh_t, dpt[t], tmp)
+                else:
+                    np.matmul(whh_t, sp, out=tmp)
                 if has_mask:                      # rows past their length keep their dh
                     np.copyto(tmp, dht, where=~valid[t])
                 dht, tmp = tmp, dht
@@ -221,7 +219,10 @@ class RNNSequence(Function):
                 K.gru_step_backward(gy, has_gy, t, valid, has_mask, act, aux[0], self.hp, dht, sp, sq, dpt, dqt, bm)
                 if k < last:
                     break
-                np.matmul(whh_t, sq, out=tmp)
+                if kern:
+                    K.matmul_wr(whh_t, dqt[t], tmp)
+                else:
+                    np.matmul(whh_t, sq, out=tmp)
                 dht += tmp
         # every input's gradient with one product over all steps
         needs = self.needs
