@@ -112,22 +112,22 @@ def tanh_f32(x, out):
 
 
 @kernel(error_model="numpy")
-def lstm_step_forward(gt, xgt, t, tn, valid, has_mask, ht, ct, act, cs, tcs, hp_next, y, bm):
-    """Step t of an LSTM, feature-major: ``gt`` ``[4H, B]`` holds ``W_hh @ h`` (and is
-    overwritten), ``xgt`` ``[T, 4H, B]`` the input projections plus both biases (gates i, f,
-    g, o); ``ht``, ``ct`` ``[H, B]`` hold the state before the step and are updated in
+def lstm_step_forward(gt, xgt, bias, t, tn, valid, has_mask, ht, ct, act, cs, tcs, hp_next, y, bm):
+    """Step t of an LSTM, feature-major: ``gt`` ``[4H, B]`` holds ``W_hh @ h``, ``xgt``
+    ``[T, 4H, B]`` the input projections, ``bias`` ``[4H]`` the sum of both biases (gates i,
+    f, g, o); ``ht``, ``ct`` ``[H, B]`` hold the state before the step and are updated in
     place. Writes the activations ``act[t]``, the cell state ``cs[t]``, ``tanh(c)``
     ``tcs[t]``, the output ``y`` at step t (laid out like x) and, unless ``tn < 0``, the new
     state as the state before the next step, ``hp_next[tn]`` (``[B, H]``)."""
     H, B = ht.shape
     n = H * B
-    g, xg = gt.reshape(4 * n), xgt[t].reshape(4 * n)
-    for k in range(4 * n):
-        g[k] += xg[k]
-    a = act[t].reshape(4 * n)
-    for k in range(4 * n):           # sigmoid(x) = tanh(x/2)/2 + 1/2 on i, f, o; tanh on g
-        s = _ONE if 2 * n <= k < 3 * n else _HALF
-        a[k] = _tanh(g[k] * s) * s + (_ONE - s)
+    at, xg = act[t], xgt[t]
+    for j in range(4 * H):           # sigmoid(x) = tanh(x/2)/2 + 1/2 on i, f, o; tanh on g
+        s = _ONE if 2 * H <= j < 3 * H else _HALF
+        ar, gr, xr, bj = at[j], gt[j], xg[j], bias[j]
+        for b in range(B):
+            ar[b] = _tanh((gr[b] + (xr[b] + bj)) * s) * s + (_ONE - s)
+    a = at.reshape(4 * n)
     cp, hp, c, tc = ct.reshape(n), ht.reshape(n), cs[t].reshape(n), tcs[t].reshape(n)
     for k in range(n):
         c[k] = a[n + k] * cp[k] + a[k] * a[2 * n + k]
@@ -197,10 +197,10 @@ def lstm_step_backward(gy, has_gy, t, valid, has_mask, act, cp, tcs, dht, dct, d
 
 
 @kernel(error_model="numpy")
-def gru_step_forward(gt, xgt, b_hh, t, tn, valid, has_mask, ht, act, hcs, hp, y, bm):
+def gru_step_forward(gt, xgt, b_ih, b_hh, t, tn, valid, has_mask, ht, act, hcs, hp, y, bm):
     """Step t of a GRU, feature-major: ``gt`` ``[3H, B]`` holds ``W_hh @ h`` (and is
-    overwritten), ``xgt`` ``[T, 3H, B]`` the input projections plus ``b_ih`` (gates r, z,
-    c), ``b_hh`` ``[3H]``; ``ht`` ``[H, B]`` holds the state before the step and is updated
+    overwritten), ``xgt`` ``[T, 3H, B]`` the input projections (gates r, z, c), ``b_ih``,
+    ``b_hh`` ``[3H]`` the biases; ``ht`` ``[H, B]`` holds the state before the step and is updated
     in place. Writes the activations ``act[t]`` (r, z, c), the candidate's recurrent part
     ``hcs[t]`` (``W_hc h + b_hc``), the output ``y`` at step t (laid out like x) and, unless
     ``tn < 0``, the new state as the state before the next step, ``hp[tn]`` (``[B, H]``)."""
@@ -215,13 +215,13 @@ def gru_step_forward(gt, xgt, b_hh, t, tn, valid, has_mask, ht, act, hcs, hp, y,
         for b in range(B):
             cr[b] = gr[b]
     for j in range(3 * H):
-        gr, xr = gt[j], xgt[t, j]
+        gr, xr, bi = gt[j], xgt[t, j], b_ih[j]
         if j < 2 * H:
             for b in range(B):
-                gr[b] += xr[b]
+                gr[b] += xr[b] + bi
         else:
             for b in range(B):
-                gr[b] = xr[b]
+                gr[b] = xr[b] + bi
     g, a, hc, h = gt.reshape(3 * n), act[t].reshape(3 * n), hcs[t].reshape(n), ht.reshape(n)
     for k in range(2 * n):
         a[k] = _sig(g[k])

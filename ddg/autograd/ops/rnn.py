@@ -141,9 +141,9 @@ class RNNSequence(Function):
         order = range(T - 1, -1, -1) if self.reverse else range(T)
         valid = self._valid(T, B)
         has_mask = not valid.all()
-        # every step's input projection, [T, G*H, B]: one block per step
+        # every step's input projection, [T, G*H, B]: one block per step (the step kernels
+        # add the biases)
         xgt = np.matmul(w_ih, xt.transpose(0, 2, 1))
-        xgt += (b_ih + b_hh if lstm else b_ih)[:, None]
         st = [np.array(s.T, dt, order="C") for s in states]
         act = np.empty((T, G * H, B), dt)
         aux = [np.empty((T, H, B), dt) for _ in range(2 if lstm else 1)]  # c, tanh(c) | W_hc h + b_hc
@@ -156,8 +156,10 @@ class RNNSequence(Function):
         first = order[0] if T and not st[0].any() else None     # W_hh @ 0 is not computed
         kern = H >= FWD_KERNEL_MIN_H                              # W_hh @ hp[t].T, else numpy's W_hh @ h
         nxt = list(order)[1:] + [-1]
-        if not lstm:
-            b_hh = np.ascontiguousarray(b_hh)
+        if lstm:
+            bias = b_ih + b_hh
+        else:
+            b_ih, b_hh = np.ascontiguousarray(b_ih), np.ascontiguousarray(b_hh)
         for t, tn in zip(order, nxt):
             if t == first:
                 gt.fill(0)
@@ -166,9 +168,9 @@ class RNNSequence(Function):
             else:
                 np.matmul(w_hh, st[0], out=gt)
             if lstm:
-                K.lstm_step_forward(gt, xgt, t, tn, valid, has_mask, st[0], st[1], act, aux[0], aux[1], hp, y, bm)
+                K.lstm_step_forward(gt, xgt, bias, t, tn, valid, has_mask, st[0], st[1], act, aux[0], aux[1], hp, y, bm)
             else:
-                K.gru_step_forward(gt, xgt, b_hh, t, tn, valid, has_mask, st[0], act, aux[0], hp, y, bm)
+                K.gru_step_forward(gt, xgt, b_ih, b_hh, t, tn, valid, has_mask, st[0], act, aux[0], hp, y, bm)
         self.h0_zero = first is not None
         self.states, self.order, self.valid, self.has_mask = states, order, valid, has_mask
         self.xt, self.act, self.aux, self.hp = xt, act, aux, hp
