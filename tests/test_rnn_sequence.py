@@ -274,6 +274,7 @@ def test_compiled_loops_kernel_products_and_zero_initial_state(mode, reverse, le
     from ddg.autograd.ops import rnn
     monkeypatch.setattr(rnn, "FWD_KERNEL_MIN_H", 0)
     monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_H", 0)
+    monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_T", 0)
     rng = np.random.default_rng(15)
     arrs = _arrays(rng, mode, 5, 5, 3, 6, True)
     n_state = 2 if mode == "LSTM" else 1
