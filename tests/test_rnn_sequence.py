@@ -252,7 +252,7 @@ def test_compiled_loops_match_float64_and_numpy_path(mode, reverse, batch_major,
         assert not y[1, 1:].any() and not y[2, 3:].any()
 
 
-def test_compiled_recurrent_product_against_float64():
+def test_compiled_recurrent_product_and_transpose():
     from ddg.tensor import rnn_kernels
     rng = np.random.default_rng(14)
     for m, k, b in ((24, 6, 4), (18, 7, 5), (3, 1, 2), (40, 33, 16)):     # whole tiles and what they leave
@@ -261,6 +261,9 @@ def test_compiled_recurrent_product_against_float64():
         rnn_kernels.matmul_wr(w, np.ascontiguousarray(r.T), out)
         want = w.astype(np.float64) @ r.astype(np.float64)
         np.testing.assert_allclose(out, want, rtol=0, atol=1e-5 * (np.abs(w) @ np.abs(r)).max())
+        wt = np.full((k, m), np.nan, np.float32)
+        rnn_kernels.transpose(w, wt)
+        np.testing.assert_array_equal(wt, w.T)
 
 
 @pytest.mark.parametrize("mode,reverse,lengths,zero_h0,h0_grad", [

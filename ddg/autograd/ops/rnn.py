@@ -46,8 +46,8 @@ COMPILED = {"LSTM", "GRU"}
 
 # from these hidden sizes on, the compiled loops' recurrent products (forward W_hh @ h,
 # backward W_hh^T @ dP) are rnn_kernels.matmul_wr instead of numpy's matmul; backward also
-# needs BWD_KERNEL_MIN_T steps (4x that above H=256). Tests lower them to run the kernel at
-# small sizes.
+# needs BWD_KERNEL_MIN_T steps (4 from H=768 on). Tests lower them to run the kernel at small
+# sizes.
 FWD_KERNEL_MIN_H = 256
 BWD_KERNEL_MIN_H = 128
 BWD_KERNEL_MIN_T = 16
@@ -191,12 +191,15 @@ class RNNSequence(Function):
         valid, has_mask, act, aux, order, bm = self.valid, self.has_mask, self.act, self.aux, list(self.order), \
             self.batch_major
         # per step dh = W_hh^T @ dp: rnn_kernels.matmul_wr on a contiguous copy of W_hh^T and
-        # the step's dp saved as batch rows, where the steps pay for the copy (numpy's
-        # transposed copy costs what the kernel saves in ~6 steps at H=128, ~11 at 256, ~40
-        # at 512, ~25 at 1024: its strided reads of a power-of-two matrix conflict in the
-        # caches); else numpy's matmul on the view (BLAS reads it transposed while packing)
-        kern = H >= BWD_KERNEL_MIN_H and T >= BWD_KERNEL_MIN_T * (1 if H <= 256 else 4)
-        whh_t = np.ascontiguousarray(self.w_hh.T) if kern else self.w_hh.T
+        # the step's dp saved as batch rows, where the steps pay for the copy (it costs what
+        # the kernel saves in ~5 steps at H=128, ~8 at 256, ~14 at 512, ~4 at 1024); else
+        # numpy's matmul on the view (BLAS reads it transposed while packing)
+        kern = H >= BWD_KERNEL_MIN_H and (T >= BWD_KERNEL_MIN_T or H >= 768 and T >= 4)
+        if kern:
+            whh_t = np.empty((H, G * H), dt)
+            K.transpose(self.w_hh, whh_t)
+        else:
+            whh_t = self.w_hh.T
         last = 0 if self.needs[1] else 1     # the product of the first step only feeds h0's gradient
         if lstm:
             dct = np.zeros((H, B), dt) if gcT is None else np.array(gcT.T, dt, order="C")
