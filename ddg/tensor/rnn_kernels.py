@@ -2,20 +2,23 @@
 
 Each kernel is one time step over the whole batch: every gate, the state update and the
 saved activations (forward), or every gate gradient (backward), in a few vectorized loops
-where the numpy path makes a dozen ufunc calls. The step's product with ``W_hh`` stays a
-numpy ``matmul`` between the kernel calls (``ops.rnn``): numba's ``np.dot`` needs scipy,
-which ddg does not depend on, and goes through scipy's own BLAS build.
+where the numpy path makes a dozen ufunc calls. The step's product with ``W_hh`` runs
+between the kernel calls (``ops.rnn``): ``matmul_wr`` below at the sizes where it beats
+BLAS, else numpy's ``matmul`` (numba's ``np.dot`` needs scipy, which ddg does not depend
+on, and goes through scipy's own BLAS build).
 
 Layouts: the state, the gates and the saved activations are feature-major, ``[K, B]`` per
 step (``xgt``, ``act`` ``[T, G*H, B]``, ``cs``/``tcs``/``hcs`` ``[T, H, B]``: each step's
 block is contiguous, so a step touches a few pages, not one per feature row). What feeds
-the weight gradients is saved as batch rows, ``hp`` ``[T, B, H]`` and ``dp``/``dq`` ``[T,
-B, G*H]``, so that all steps form one ``[T*B, .]`` matrix; ``y`` and ``gy`` are laid out like x (``[B, T, H]`` when ``bm``, else
-``[T, B, H]``). ``valid[t, b]`` is False past row b's length: the state is carried, the
-output is zero and no gradient enters the step (``has_mask`` False skips the checks).
-Every array argument is C-contiguous float32, so each kernel compiles once (one
-signature). Each loop touches few arrays: a loop over all four gates of a row at offsets
-unknown at compile time needs more alias checks than LLVM makes and stays scalar.
+the weight gradients is saved as batch rows, ``hp`` ``[T, B, H]`` (the state before each
+step) and ``dp``/``dq`` ``[T, B, G*H]``, so that all steps form one ``[T*B, .]`` matrix
+and each step's block is the right-hand side ``matmul_wr`` reads. ``y`` and ``gy`` are
+laid out like x (``[B, T, H]`` when ``bm``, else ``[T, B, H]``). ``valid[t, b]`` is False
+past row b's length: the state is carried, the output is zero and no gradient enters the
+step (``has_mask`` False skips the checks). Every array argument is C-contiguous
+float32, so each kernel compiles once (one signature). Each loop touches few arrays: a
+loop over all four gates of a row at offsets unknown at compile time needs more alias
+checks than LLVM makes and stays scalar.
 
 ``tanh`` (and ``sigmoid(x) = tanh(x/2)/2 + 1/2``) is the float32 rational approximation
 that Eigen and XLA use (degree 13/6, clamped to [-7.9988, 7.9988], where float32 tanh

@@ -15,9 +15,12 @@ is made once per call. Backward works with the unscaled weights and the saved
 activations.
 
 Float32 LSTM and GRU sequences on numpy run compiled per-step kernels instead
-(``ddg.tensor.rnn_kernels``, modes in ``COMPILED``): a feature-major state ``[H, B]``, per step one
-numpy product ``W_hh @ h`` and one kernel for all gates; backward one kernel and one
-product ``W_hh^T @ dP`` per step, then the weight gradients as above.
+(``ddg.tensor.rnn_kernels``, modes in ``COMPILED``): a feature-major state ``[H, B]``, per
+step one product ``W_hh @ h`` (numpy's, or ``rnn_kernels.matmul_wr`` from
+``FWD_KERNEL_MIN_H`` on) and one kernel for all gates; backward one kernel and one product
+``W_hh^T @ dP`` per step (``matmul_wr`` on a transposed copy of ``W_hh`` where the steps pay
+for it), then the weight gradients as above. A zero initial state skips the first step's
+product, and the first step's backward product is skipped when ``h0`` needs no gradient.
 
 Paddle's gate layouts: LSTM ``(i, f, g, o)``, ``c = f*c + i*g``, ``h = o*tanh(c)``; GRU
 ``(r, z, c)``, ``r, z = sigmoid(x_rz + h_rz)``, ``c = tanh(x_c + r * (W_hc h + b_hc))``,
@@ -132,10 +135,11 @@ class RNNSequence(Function):
             raise ValueError(f"RNNSequence: {lens.shape[0]} sequence lengths for a batch of {B}")
         return np.arange(T)[:, None] < lens[None, :]
 
-    # The compiled loops keep the state feature-major ([H, B]): the step's product is then
+    # The compiled loops keep the state feature-major ([H, B]): numpy's product is then
     # W_hh [G*H, H] @ h [H, B] (and W_hh^T @ dP backward), which numpy's BLAS (OpenBLAS)
     # ran 1.3x faster than h [B, H] @ W_hh^T at batch 16, hidden 128, 1.6-1.7x at 256-512
-    # and 1.0-1.3x at 1024.
+    # and 1.0-1.3x at 1024. matmul_wr reads the same state as batch rows (hp[t]), which
+    # the step kernels write.
     def _compiled_fwd(self, xt, states, w_ih, w_hh, b_ih, b_hh, T, B, I, H, G):
         from ...tensor import rnn_kernels as K
         lstm = self.mode == "LSTM"
@@ -197,7 +201,7 @@ class RNNSequence(Function):
         kern = H >= BWD_KERNEL_MIN_H and (T >= BWD_KERNEL_MIN_T or H >= 768 and T >= 4)
         if kern:
             whh_t = np.empty((H, G * H), dt)
-            K.transpose(self.w_hh, whh_t)
+            K.transpose(np.ascontiguousarray(self.w_hh), whh_t)
         else:
             whh_t = self.w_hh.T
         last = 0 if self.needs[1] else 1     # the product of the first step only feeds h0's gradient
