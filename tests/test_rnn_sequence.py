@@ -252,6 +252,51 @@ def test_compiled_loops_match_float64_and_numpy_path(mode, reverse, batch_major,
         assert not y[1, 1:].any() and not y[2, 3:].any()
 
 
+def test_compiled_recurrent_product_and_transpose():
+    from ddg.tensor import rnn_kernels
+    rng = np.random.default_rng(14)
+    for m, k, b in ((24, 6, 4), (18, 7, 5), (3, 1, 2), (40, 33, 16)):     # whole tiles and what they leave
+        w, r = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, b)).astype(np.float32)
+        out = np.full((m, b), np.nan, np.float32)
+        rnn_kernels.matmul_wr(w, np.ascontiguousarray(r.T), out)
+        want = w.astype(np.float64) @ r.astype(np.float64)
+        np.testing.assert_allclose(out, want, rtol=0, atol=1e-5 * (np.abs(w) @ np.abs(r)).max())
+        wt = np.full((k, m), np.nan, np.float32)
+        rnn_kernels.transpose(w, wt)
+        np.testing.assert_array_equal(wt, w.T)
+
+
+@pytest.mark.parametrize("mode,reverse,lengths,zero_h0,h0_grad", [
+    c[:3] + c[3] for c in itertools.product(("LSTM", "GRU"), (False, True), (None, (5, 1, 3, 5, 2)),
+                                            ((True, False), (True, True), (False, True)))])
+def test_compiled_loops_kernel_products_and_zero_initial_state(mode, reverse, lengths, zero_h0, h0_grad,
+                                                                monkeypatch):
+    """The compiled products (rnn_kernels.matmul_wr) forward and backward at every hidden
+    size, with zero initial states (the step whose product is skipped, the weight-gradient
+    block left out) or not, and the initial states' gradients wanted or not."""
+    from ddg.autograd.ops import rnn
+    monkeypatch.setattr(rnn, "FWD_KERNEL_MIN_H", 0)
+    monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_H", 0)
+    monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_T", 0)
+    rng = np.random.default_rng(15)
+    arrs = _arrays(rng, mode, 5, 5, 3, 6, True)
+    n_state = 2 if mode == "LSTM" else 1
+    for i in range(n_state if zero_h0 else 0):
+        arrs[1 + i] = np.zeros_like(arrs[1 + i])
+    lens = None if lengths is None else np.array(lengths)
+    res = {}
+    for dt in (np.float32, np.float64):
+        ts = [ddg.to_tensor(a.astype(dt), stop_gradient=0 < i <= n_state and not h0_grad)
+              for i, a in enumerate(arrs)]
+        outs = RNNSequence(mode, reverse, True, lens)(*ts)
+        sum(((o * o) * (i + 1)).sum() for i, o in enumerate(outs)).backward()
+        res[dt] = [o.numpy() for o in outs] + [t.grad.numpy() for t in ts if not t.stop_gradient]
+    for g, r in zip(res[np.float32], res[np.float64]):
+        assert g.dtype == np.float32 and g.shape == r.shape
+        np.testing.assert_allclose(g, r, rtol=0, atol=2e-6 * (np.abs(r).max() + 1))
+    assert len(res[np.float32]) == n_state + 1 + 5 + (n_state if h0_grad else 0)
+
+
 @pytest.mark.parametrize("mode", ["LSTM", "GRU"])
 def test_compiled_loops_some_inputs_and_second_order(mode):
     rng = np.random.default_rng(11)

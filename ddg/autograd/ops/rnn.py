@@ -15,9 +15,12 @@ is made once per call. Backward works with the unscaled weights and the saved
 activations.
 
 Float32 LSTM and GRU sequences on numpy run compiled per-step kernels instead
-(``ddg.tensor.rnn_kernels``, modes in ``COMPILED``): a feature-major state ``[H, B]``, per step one
-numpy product ``W_hh @ h`` and one kernel for all gates; backward one kernel and one
-product ``W_hh^T @ dP`` per step, then the weight gradients as above.
+(``ddg.tensor.rnn_kernels``, modes in ``COMPILED``): a feature-major state ``[H, B]``, per
+step one product ``W_hh @ h`` (numpy's, or ``rnn_kernels.matmul_wr`` from
+``FWD_KERNEL_MIN_H`` on) and one kernel for all gates; backward one kernel and one product
+``W_hh^T @ dP`` per step (``matmul_wr`` on a transposed copy of ``W_hh`` where the steps pay
+for it), then the weight gradients as above. A zero initial state skips the first step's
+product, and the first step's backward product is skipped when ``h0`` needs no gradient.
 
 Paddle's gate layouts: LSTM ``(i, f, g, o)``, ``c = f*c + i*g``, ``h = o*tanh(c)``; GRU
 ``(r, z, c)``, ``r, z = sigmoid(x_rz + h_rz)``, ``c = tanh(x_c + r * (W_hc h + b_hc))``,
@@ -43,6 +46,14 @@ MODES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 # modes whose float32 numpy sequences run the compiled time loops of rnn_kernels (tests
 # clear it to compare those loops with the numpy path)
 COMPILED = {"LSTM", "GRU"}
+
+# from these hidden sizes on, the compiled loops' recurrent products (forward W_hh @ h,
+# backward W_hh^T @ dP) are rnn_kernels.matmul_wr instead of numpy's matmul; backward also
+# needs BWD_KERNEL_MIN_T steps (4 from H=768 on). Tests lower them to run the kernel at small
+# sizes.
+FWD_KERNEL_MIN_H = 256
+BWD_KERNEL_MIN_H = 128
+BWD_KERNEL_MIN_T = 16
 
 
 class RNNSequence(Function):
@@ -124,10 +135,11 @@ class RNNSequence(Function):
             raise ValueError(f"RNNSequence: {lens.shape[0]} sequence lengths for a batch of {B}")
         return np.arange(T)[:, None] < lens[None, :]
 
-    # The compiled loops keep the state feature-major ([H, B]): the step's product is then
+    # The compiled loops keep the state feature-major ([H, B]): numpy's product is then
     # W_hh [G*H, H] @ h [H, B] (and W_hh^T @ dP backward), which numpy's BLAS (OpenBLAS)
     # ran 1.3x faster than h [B, H] @ W_hh^T at batch 16, hidden 128, 1.6-1.7x at 256-512
-    # and 1.0-1.3x at 1024.
+    # and 1.0-1.3x at 1024. matmul_wr reads the same state as batch rows (hp[t]), which
+    # the step kernels write.
     def _compiled_fwd(self, xt, states, w_ih, w_hh, b_ih, b_hh, T, B, I, H, G):
         from ...tensor import rnn_kernels as K
         lstm = self.mode == "LSTM"
@@ -135,28 +147,39 @@ class RNNSequence(Function):
         order = range(T - 1, -1, -1) if self.reverse else range(T)
         valid = self._valid(T, B)
         has_mask = not valid.all()
-        xtm = xt.reshape(T * B, I)               # time-major rows (a copy when x is batch-major)
-        xgt = w_ih @ xtm.T                        # [G*H, T*B]: every step's input projection
-        xgt += (b_ih + b_hh if lstm else b_ih)[:, None]
-        xgt = xgt.reshape(G * H, T, B)
+        # every step's input projection, [T, G*H, B]: one block per step (the step kernels
+        # add the biases)
+        xgt = np.matmul(w_ih, xt.transpose(0, 2, 1))
         st = [np.array(s.T, dt, order="C") for s in states]
         act = np.empty((T, G * H, B), dt)
         aux = [np.empty((T, H, B), dt) for _ in range(2 if lstm else 1)]  # c, tanh(c) | W_hc h + b_hc
-        hpt = np.empty((H, T, B), dt)
+        hp = np.empty((T, B, H), dt)             # the state before each step, batch rows
         y = np.empty(self.x.shape[:2] + (H,), dt)
         gt = np.empty((G * H, B), dt)
         w_hh, bm = np.ascontiguousarray(w_hh), self.batch_major
+        if T:
+            hp[order[0]] = states[0]
+        first = order[0] if T and not st[0].any() else None     # W_hh @ 0 is not computed
+        kern = H >= FWD_KERNEL_MIN_H                              # W_hh @ hp[t].T, else numpy's W_hh @ h
+        nxt = list(order)[1:] + [-1]
         if lstm:
-            for t in order:
-                np.matmul(w_hh, st[0], out=gt)
-                K.lstm_step_forward(gt, xgt, t, valid, has_mask, st[0], st[1], act, aux[0], aux[1], hpt, y, bm)
+            bias = b_ih + b_hh
         else:
-            b_hh = np.ascontiguousarray(b_hh)
-            for t in order:
+            b_ih, b_hh = np.ascontiguousarray(b_ih), np.ascontiguousarray(b_hh)
+        for t, tn in zip(order, nxt):
+            if t == first:
+                gt.fill(0)
+            elif kern:
+                K.matmul_wr(w_hh, hp[t], gt)
+            else:
                 np.matmul(w_hh, st[0], out=gt)
-                K.gru_step_forward(gt, xgt, b_hh, t, valid, has_mask, st[0], act, aux[0], hpt, y, bm)
+            if lstm:
+                K.lstm_step_forward(gt, xgt, bias, t, tn, valid, has_mask, st[0], st[1], act, aux[0], aux[1], hp, y, bm)
+            else:
+                K.gru_step_forward(gt, xgt, b_ih, b_hh, t, tn, valid, has_mask, st[0], act, aux[0], hp, y, bm)
+        self.h0_zero = first is not None
         self.states, self.order, self.valid, self.has_mask = states, order, valid, has_mask
-        self.xtm, self.act, self.aux, self.hpt = xtm, act, aux, hpt
+        self.xt, self.act, self.aux, self.hp = xt, act, aux, hp
         return (y,) + tuple(np.ascontiguousarray(s.T) for s in st)
 
     def _compiled_bwd(self, gy, ghT, gcT):
@@ -167,13 +190,21 @@ class RNNSequence(Function):
         has_gy = gy is not None
         gy = np.ascontiguousarray(gy, dt) if has_gy else np.zeros((1, 1, 1), dt)
         dht = np.zeros((H, B), dt) if ghT is None else np.array(ghT.T, dt, order="C")
-        dpt = np.empty((G * H, T, B), dt)
+        dpt = np.empty((T, B, G * H), dt)       # batch rows per step: all steps form [T*B, G*H]
         sp, tmp = np.empty((G * H, B), dt), np.empty((H, B), dt)
-        # a view: BLAS reads it transposed while packing; numpy's transposed copy of a
-        # [G*H, H] matrix with H a power of two runs at cache-conflict speed (10 ms at H=512)
-        whh_t = self.w_hh.T
         valid, has_mask, act, aux, order, bm = self.valid, self.has_mask, self.act, self.aux, list(self.order), \
             self.batch_major
+        # per step dh = W_hh^T @ dp: rnn_kernels.matmul_wr on a contiguous copy of W_hh^T and
+        # the step's dp saved as batch rows, where the steps pay for the copy (it costs what
+        # the kernel saves in ~5 steps at H=128, ~8 at 256, ~14 at 512, ~4 at 1024); else
+        # numpy's matmul on the view (BLAS reads it transposed while packing)
+        kern = H >= BWD_KERNEL_MIN_H and (T >= BWD_KERNEL_MIN_T or H >= 768 and T >= 4)
+        if kern:
+            whh_t = np.empty((H, G * H), dt)
+            K.transpose(np.ascontiguousarray(self.w_hh), whh_t)
+        else:
+            whh_t = self.w_hh.T
+        last = 0 if self.needs[1] else 1     # the product of the first step only feeds h0's gradient
         if lstm:
             dct = np.zeros((H, B), dt) if gcT is None else np.array(gcT.T, dt, order="C")
             c0t = np.array(self.states[1].T, dt, order="C")
@@ -182,38 +213,52 @@ class RNNSequence(Function):
                 t = order[k]
                 K.lstm_step_backward(gy, has_gy, t, valid, has_mask, act, cs[order[k - 1]] if k else c0t, tcs, dht,
                                      dct, dpt, sp, bm)
-                np.matmul(whh_t, sp, out=tmp)
+                if k < last:
+                    break
+                if kern:
+                    K.matmul_wr(whh_t, dpt[t], tmp)
+                else:
+                    np.matmul(whh_t, sp, out=tmp)
                 if has_mask:                      # rows past their length keep their dh
                     np.copyto(tmp, dht, where=~valid[t])
                 dht, tmp = tmp, dht
             dqt = dpt
         else:
-            dqt, sq = np.empty((G * H, T, B), dt), np.empty((G * H, B), dt)
+            dqt, sq = np.empty((T, B, G * H), dt), np.empty((G * H, B), dt)
             for k in range(T - 1, -1, -1):
                 t = order[k]
-                K.gru_step_backward(gy, has_gy, t, valid, has_mask, act, aux[0], self.hpt, dht, sp, sq, dpt, dqt, bm)
-                np.matmul(whh_t, sq, out=tmp)
+                K.gru_step_backward(gy, has_gy, t, valid, has_mask, act, aux[0], self.hp, dht, sp, sq, dpt, dqt, bm)
+                if k < last:
+                    break
+                if kern:
+                    K.matmul_wr(whh_t, dqt[t], tmp)
+                else:
+                    np.matmul(whh_t, sq, out=tmp)
                 dht += tmp
         # every input's gradient with one product over all steps
         needs = self.needs
         out = [None] * len(needs)
-        dp, dq = dpt.reshape(G * H, T * B), dqt.reshape(G * H, T * B)
+        dp, dq = dpt.reshape(T * B, G * H), dqt.reshape(T * B, G * H)
         if needs[0]:
-            dx = (dp.T @ self.w_ih).reshape(T, B, I)
+            dx = (dp @ self.w_ih).reshape(T, B, I)
             out[0] = np.ascontiguousarray(dx.transpose(1, 0, 2)) if bm else dx
         out[1] = np.ascontiguousarray(dht.T) if needs[1] else None
         if lstm and needs[2]:
             out[2] = np.ascontiguousarray(dct.T)
         k = 3 if lstm else 2
-        if needs[k]:
-            out[k] = dp @ self.xtm
+        if needs[k]:                          # time-major rows of x (a copy when x is batch-major)
+            out[k] = dp.T @ self.xt.reshape(T * B, I)
         if needs[k + 1]:
-            out[k + 1] = dq @ self.hpt.reshape(H, T * B).T
-        ones = np.ones(T * B, dt)            # row sums as BLAS gemv: ~4x numpy's sum(axis=1) here
-        db_ih = dp @ ones if needs[k + 2] or (needs[k + 3] and dq is dp) else None
+            dqs, hp = dq, self.hp.reshape(T * B, H)
+            if self.h0_zero:                  # the step whose previous state is h0 = 0 adds nothing
+                rows = slice(0, (T - 1) * B) if self.reverse else slice(B, T * B)
+                dqs, hp = dq[rows], hp[rows]
+            out[k + 1] = dqs.T @ hp
+        ones = np.ones(T * B, dt)            # column sums as BLAS gemv: faster than numpy's sum(axis=0)
+        db_ih = ones @ dp if needs[k + 2] or (needs[k + 3] and dq is dp) else None
         out[k + 2] = db_ih if needs[k + 2] else None
         if needs[k + 3]:
-            out[k + 3] = dq @ ones if dq is not dp else db_ih.copy()
+            out[k + 3] = ones @ dq if dq is not dp else db_ih.copy()
         return tuple(out)
 
     # -- layout helpers: buffers are laid out like x (batch-major or time-major) and indexed by time
