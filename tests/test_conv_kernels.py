@@ -70,6 +70,33 @@ def test_grouped_direct_forward_and_gradients(xs, groups, o, k, stride, padding,
                      [T(x[:1], True), T(w, True), T(b, True)])
 
 
+@pytest.mark.parametrize("groups,mult", [(4, 1), (4, 2), (2, 1)])
+def test_stride1_plane_path_in_both_layouts(groups, mult):
+    # a batch-innermost input (the output of a 1x1 convolution) and an NCHW one take the
+    # same whole-plane loop in their own layouts: same values, same gradients
+    c, o = 4, 4 * mult
+    x = RNG.standard_normal((3, c, 7, 6))
+    w = RNG.standard_normal((o, c // groups, 3, 3))
+    eye = T(np.eye(c).reshape(c, c, 1, 1))
+    ref = ref_conv2d(x, w, None, (1, 1), (1, 1, 2, 0), (2, 1), groups)
+    for dt, tol in (("float64", 1e-12), ("float32", 2e-6)):
+        xt = T(x, True, dt)
+        chwn = F.conv2d(xt, eye.astype(dt))
+        assert chwn._data.strides[0] == chwn._data.itemsize   # batch innermost
+        grads = []
+        for inp in (xt, chwn):
+            wt = T(w, True, dt)
+            y = F.conv2d(inp, wt, None, 1, [1, 1, 2, 0], (2, 1), groups)
+            np.testing.assert_allclose(y.numpy(), ref, rtol=0, atol=tol * np.abs(ref).max())
+            xt.clear_grad()
+            (y * y).sum().backward()
+            grads.append((xt.grad.numpy(), wt.grad.numpy()))
+        for a, r in zip(*grads):
+            np.testing.assert_allclose(a, r, rtol=0, atol=tol * np.abs(r).max())
+    xt, wt = T(x[:2], True), T(w, True)
+    assert gradcheck(lambda x, w: F.conv2d(F.conv2d(x, eye), w, None, 1, 1, (1, 2), groups), [xt, wt])
+
+
 def test_depthwise_float32_gradients_match_float64():
     x, w = RNG.standard_normal((4, 8, 12, 12)), RNG.standard_normal((8, 1, 3, 3))
     grads = {}

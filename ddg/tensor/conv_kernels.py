@@ -105,6 +105,93 @@ def _direct_bwd(x, w, gy, gx, gw, geom, need_x, need_w, zero):
                         gw[t] += s
 
 
+_PLANE_CHUNK = 2048   # elements of a plane's accumulator kept in L1 while every tap adds into it
+
+
+@kernel
+def _plane_fwd(x, w, y, acc, geom):
+    """Stride-1 grouped direct convolution over whole image planes: ``x`` [B, C, Hp, Wp, N]
+    (padded), ``w`` [O, cg, kh, kw], ``y`` [B, O, OH, OW, N] (overwritten), flat C-contiguous
+    (batch-innermost images are B = 1, NCHW ones N = 1); ``acc`` a scratch plane of
+    ``L = (OH-1)*Wp*N + OW*N`` elements. The output is accumulated on the padded width
+    (output pixel (oy, ox) at ``(oy*Wp + ox)*N``), where every kernel offset is one shift of
+    the whole input plane: per offset one multiply-add over ``L`` contiguous elements (in
+    chunks that stay in cache), the ``Wp - OW`` junk columns of each row dropped when the
+    rows are copied into ``y``. ``geom`` = (B, C, Hp, Wp, N, O, OH, OW, kh, kw, dh, dw, og,
+    cg)."""
+    nb, c_n, hp, wp, n, o_n, oh, ow, kh, kw, dh, dw, og, cg = geom
+    rw = wp * n
+    row = ow * n
+    ln = (oh - 1) * rw + row
+    for b in range(nb):
+        xb = b * c_n * hp * rw
+        for o in range(o_n):
+            c0 = (o // og) * cg
+            for s0 in range(0, ln, _PLANE_CHUNK):
+                s1 = min(s0 + _PLANE_CHUNK, ln)
+                a = acc[s0:s1]
+                a[:] = 0.0
+                for q in range(cg):
+                    for i in range(kh):
+                        for j in range(kw):
+                            wv = w[((o * cg + q) * kh + i) * kw + j]
+                            off = xb + (c0 + q) * hp * rw + i * dh * rw + j * dw * n + s0
+                            xr = x[off:off + s1 - s0]
+                            for k in range(s1 - s0):
+                                a[k] += wv * xr[k]
+            for oy in range(oh):
+                y0 = ((b * o_n + o) * oh + oy) * row
+                yr = y[y0:y0 + row]
+                ar = acc[oy * rw:oy * rw + row]
+                for k in range(row):
+                    yr[k] = ar[k]
+
+
+@kernel
+def _plane_bwd(x, w, gy, gx, gw, g, geom, need_x, need_w, zero):
+    """Gradients of ``_plane_fwd`` for the output gradient ``gy`` [B, O, OH, OW, N]: each
+    output channel's gradient is first laid on the padded width in ``g`` (the scratch plane,
+    junk columns zero), then per kernel offset ``gx`` [B, C, Hp, Wp, N] (zeroed by the
+    caller) gains ``w * g`` shifted (``need_x``) and ``gw`` [O, cg, kh, kw] (float64,
+    overwritten) the dot product of ``g`` with the shifted input (``need_w``; per chunk in
+    the input's dtype, ``zero`` a 0 of it, summed in float64)."""
+    nb, c_n, hp, wp, n, o_n, oh, ow, kh, kw, dh, dw, og, cg = geom
+    rw = wp * n
+    row = ow * n
+    ln = (oh - 1) * rw + row
+    gw[:] = 0.0
+    g[:] = 0.0
+    for b in range(nb):
+        xb = b * c_n * hp * rw
+        for o in range(o_n):
+            c0 = (o // og) * cg
+            for oy in range(oh):
+                y0 = ((b * o_n + o) * oh + oy) * row
+                src = gy[y0:y0 + row]
+                dst = g[oy * rw:oy * rw + row]
+                for k in range(row):
+                    dst[k] = src[k]
+            for s0 in range(0, ln, _PLANE_CHUNK):
+                s1 = min(s0 + _PLANE_CHUNK, ln)
+                gc = g[s0:s1]
+                for q in range(cg):
+                    for i in range(kh):
+                        for j in range(kw):
+                            t = ((o * cg + q) * kh + i) * kw + j
+                            off = xb + (c0 + q) * hp * rw + i * dh * rw + j * dw * n + s0
+                            if need_w:
+                                xr = x[off:off + s1 - s0]
+                                s = zero
+                                for k in range(s1 - s0):
+                                    s += gc[k] * xr[k]
+                                gw[t] += s
+                            if need_x:
+                                wv = w[t]
+                                gxr = gx[off:off + s1 - s0]
+                                for k in range(s1 - s0):
+                                    gxr[k] += wv * gc[k]
+
+
 @kernel
 def _col2im3(cols, out, geom):
     """Columns ``[C, kd, kh, kw, od, oh, ow, N]`` summed into ``out`` [C, Dp, Hp, Wp, N]
@@ -501,3 +588,35 @@ def direct_backward(x4, w, gy, groups, stride, dilation, need_x, need_w):
                 _geom(x4, w, groups, stride, dilation, oh, ow), bool(need_x), bool(need_w), x4.dtype.type(0))
     return (gx.transpose(3, 0, 1, 2) if need_x else None,
             gw.astype(w.dtype).reshape(w.shape) if need_w else None)
+
+
+def _plane_geom(x5, w, groups, dilation, oh, ow):
+    nb, c, hp, wp, n = x5.shape
+    o, cg, kh, kw = w.shape
+    return (nb, c, hp, wp, n, o, oh, ow, kh, kw, dilation[0], dilation[1], o // groups, cg)
+
+
+def plane_forward(x5, w, groups, dilation, oh, ow):
+    """Stride-1 grouped direct convolution (``_plane_fwd``) of the padded ``x5`` [B, C, Hp,
+    Wp, N] (C-contiguous; B = 1 for a batch-innermost image, N = 1 for NCHW) with ``w``
+    [O, C/groups, kh, kw]: the output [B, O, OH, OW, N] (C-contiguous)."""
+    nb, c, hp, wp, n = x5.shape
+    y = np.empty((nb, w.shape[0], oh, ow, n), x5.dtype)
+    acc = np.empty((oh - 1) * wp * n + ow * n, x5.dtype)
+    _plane_fwd(x5.reshape(-1), np.ascontiguousarray(w).reshape(-1), y.reshape(-1), acc,
+               _plane_geom(x5, w, groups, dilation, oh, ow))
+    return y
+
+
+def plane_backward(x5, w, g5, groups, dilation, need_x, need_w):
+    """Gradients of ``plane_forward`` for the output gradient ``g5`` [B, O, OH, OW, N]
+    (C-contiguous, the input's dtype): the padded input's gradient [B, C, Hp, Wp, N] and the
+    weight gradient, each None unless asked for."""
+    oh, ow = g5.shape[2:4]
+    nb, c, hp, wp, n = x5.shape
+    gx = np.zeros_like(x5) if need_x else x5[:0]
+    gw = np.empty(w.size, np.float64)
+    g = np.empty((oh - 1) * wp * n + ow * n, x5.dtype)
+    _plane_bwd(x5.reshape(-1), np.ascontiguousarray(w).reshape(-1), g5.reshape(-1), gx.reshape(-1), gw, g,
+               _plane_geom(x5, w, groups, dilation, oh, ow), bool(need_x), bool(need_w), x5.dtype.type(0))
+    return (gx if need_x else None), (gw.astype(w.dtype).reshape(w.shape) if need_w else None)

@@ -440,7 +440,7 @@ class Conv2d(Function):
             return _cudnn_conv(self.cudnn, x, w, b[0] if b else None, _symmetric(self.pads), (sh, sw), (dh, dw),
                                g, (oh, ow))
         self.cudnn = None
-        self.wino = self.direct_x = self.phases = None
+        self.wino = self.direct_x = self.phases = self.plane = None
         if _use_winograd(x, w, self.stride, self.dilation, g, self.pads):
             return self._forward_winograd(x, w, b, oh, ow)
         if _use_phases(x, w, self.stride, self.dilation, g, self.pads):
@@ -450,6 +450,8 @@ class Conv2d(Function):
             # multiply-adds of contiguous rows) instead of per-group products with a few-row
             # operand; measured 0.45-0.66 of im2col's time at 2-4 channels per group, even at
             # 16, 2x slower at 32
+            if (sh, sw) == (1, 1):
+                return self._forward_plane(x, w, b, oh, ow)
             self.direct_x = np.ascontiguousarray(_pad_input(x, self.pads).transpose(1, 2, 3, 0))
             y = K.direct_forward(self.direct_x, w, g, (sh, sw), (dh, dw), oh, ow)
             if b:
@@ -545,6 +547,38 @@ class Conv2d(Function):
         gx = grads[0]
         return (None if gx is None else _from_phases(gx, n),) + tuple(grads[1:])
 
+    def _forward_plane(self, x, w, b, oh, ow):
+        # stride-1 depthwise / narrow-group convolution as whole-plane shifted multiply-adds
+        # (``conv_kernels.plane_forward``), in the input's own layout: a batch-innermost
+        # input as one [C, Hp, Wp, N] image, any other as N planes [C, Hp, Wp] (no transposing
+        # copy of x, y or gy; the padding is one contiguous copy)
+        n, c, h, wd = x.shape
+        if _is_chwn(x):
+            x5 = np.ascontiguousarray(_pad_input(x, self.pads).transpose(1, 2, 3, 0))[None]
+        else:
+            x5 = _nchw_padded(x, self.pads)[..., None]
+        y5 = K.plane_forward(x5, w, self.groups, self.dilation, oh, ow)
+        y = y5[0].transpose(3, 0, 1, 2) if x5.shape[0] == 1 and x5.shape[-1] == n and n > 1 else y5[..., 0]
+        if b:
+            y += b[0].reshape(1, -1, 1, 1)
+        self.plane, self.w, self.x = x5, w, x
+        return y
+
+    def _backward_plane(self, gy):
+        needs, x5 = self.needs, self.plane
+        n, c, h, wd = self.x.shape
+        chwn = x5.shape[0] == 1 and x5.shape[-1] == n and n > 1
+        gy = gy.astype(x5.dtype, copy=False)
+        g5 = np.ascontiguousarray(gy.transpose(1, 2, 3, 0))[None] if chwn else np.ascontiguousarray(gy)[..., None]
+        gx, gw = K.plane_backward(x5, self.w, g5, self.groups, self.dilation, needs[0], needs[1])
+        if gx is not None:
+            pt, _, pl, _ = self.pads
+            gx = gx[0].transpose(3, 0, 1, 2) if chwn else gx[..., 0]
+            gx = gx[:, :, pt:pt + h, pl:pl + wd]
+        if len(needs) == 3:
+            return gx, gw, (gy.sum(axis=(0, 2, 3)) if needs[2] else None)
+        return gx, gw
+
     def _backward_direct(self, gy):
         needs = self.needs
         gx, gw = K.direct_backward(self.direct_x, self.w, gy, self.groups, self.stride, self.dilation, needs[0],
@@ -562,6 +596,8 @@ class Conv2d(Function):
             return self._backward_cudnn(gy)
         if self.wino is not None:
             return self._backward_winograd(gy)
+        if self.plane is not None:
+            return self._backward_plane(gy)
         if self.direct_x is not None:
             return self._backward_direct(gy)
         if self.phases is not None:
