@@ -70,31 +70,67 @@ def test_grouped_direct_forward_and_gradients(xs, groups, o, k, stride, padding,
                      [T(x[:1], True), T(w, True), T(b, True)])
 
 
+def _layouts(x, dt):
+    """Leaves holding ``x`` [N, C, H, W] as NCHW and as batch-innermost ([C, H, W, N], used
+    through a transposed view), with the view each convolution takes and a way back to NCHW."""
+    a = T(x, True, dt)
+    b = T(x.transpose(1, 2, 3, 0), True, dt)
+    view = b.transpose([3, 0, 1, 2])
+    assert view._data.strides[0] == view._data.itemsize   # batch innermost
+    return [(a, a, lambda g: g), (b, view, lambda g: g.transpose(3, 0, 1, 2))]
+
+
 @pytest.mark.parametrize("groups,mult", [(4, 1), (4, 2), (2, 1)])
 def test_stride1_plane_path_in_both_layouts(groups, mult):
-    # a batch-innermost input (the output of a 1x1 convolution) and an NCHW one take the
-    # same whole-plane loop in their own layouts: same values, same gradients
+    # a batch-innermost input and an NCHW one take the same whole-plane loop in their own
+    # layouts: same values, same gradients
     c, o = 4, 4 * mult
     x = RNG.standard_normal((3, c, 7, 6))
     w = RNG.standard_normal((o, c // groups, 3, 3))
-    eye = T(np.eye(c).reshape(c, c, 1, 1))
     ref = ref_conv2d(x, w, None, (1, 1), (1, 1, 2, 0), (2, 1), groups)
     for dt, tol in (("float64", 1e-12), ("float32", 2e-6)):
-        xt = T(x, True, dt)
-        chwn = F.conv2d(xt, eye.astype(dt))
-        assert chwn._data.strides[0] == chwn._data.itemsize   # batch innermost
         grads = []
-        for inp in (xt, chwn):
+        for leaf, inp, back in _layouts(x, dt):
             wt = T(w, True, dt)
             y = F.conv2d(inp, wt, None, 1, [1, 1, 2, 0], (2, 1), groups)
             np.testing.assert_allclose(y.numpy(), ref, rtol=0, atol=tol * np.abs(ref).max())
-            xt.clear_grad()
             (y * y).sum().backward()
-            grads.append((xt.grad.numpy(), wt.grad.numpy()))
+            grads.append((back(leaf.grad.numpy()), wt.grad.numpy()))
         for a, r in zip(*grads):
             np.testing.assert_allclose(a, r, rtol=0, atol=tol * np.abs(r).max())
-    xt, wt = T(x[:2], True), T(w, True)
-    assert gradcheck(lambda x, w: F.conv2d(F.conv2d(x, eye), w, None, 1, 1, (1, 2), groups), [xt, wt])
+    (a, _, _), (c, _, _) = _layouts(x[:2], "float64")
+    wt = T(w, True)
+    assert gradcheck(lambda x, w: F.conv2d(x, w, None, 1, 1, (1, 2), groups), [a, wt])
+    assert gradcheck(lambda x, w: F.conv2d(x.transpose([3, 0, 1, 2]), w, None, 1, 1, (1, 2), groups), [c, wt])
+
+
+def test_pointwise_conv_in_both_layouts_and_inplace_guard():
+    # 1x1 stride-1: one product per sample on an NCHW input, one over the whole
+    # batch-innermost image otherwise; same values and gradients either way
+    x, w, b = RNG.standard_normal((3, 5, 4, 6)), RNG.standard_normal((7, 5, 1, 1)), RNG.standard_normal(7)
+    ref = ref_conv2d(x, w, b, (1, 1), (0, 0, 0, 0), (1, 1), 1)
+    for dt, tol in (("float64", 1e-12), ("float32", 2e-6)):
+        grads = []
+        for leaf, inp, back in _layouts(x, dt):
+            wt, bt = T(w, True, dt), T(b, True, dt)
+            y = F.conv2d(inp, wt, bt)
+            np.testing.assert_allclose(y.numpy(), ref, rtol=0, atol=tol * np.abs(ref).max())
+            (y * y).sum().backward()
+            grads.append((back(leaf.grad.numpy()), wt.grad.numpy(), bt.grad.numpy()))
+        for a, r in zip(*grads):
+            np.testing.assert_allclose(a, r, rtol=0, atol=tol * np.abs(r).max())
+    wt, bt = T(w, True), T(b, True)
+    (a, _, _), (c, _, _) = _layouts(x[:2], "float64")
+    assert gradcheck(lambda x, w, b: F.conv2d(x, w, b), [a, wt, bt])
+    assert gradcheck(lambda x, w: F.conv2d(x.transpose([3, 0, 1, 2]), w), [c, wt])
+    assert gradgradcheck(lambda x, w: ddg.tanh(F.conv2d(x, w)), [T(x[:1], True), wt])
+    # backward reads the input array itself: writing into it is caught
+    h = T(x, True) * 1.0
+    y = F.conv2d(h, wt)
+    with ddg.no_grad():
+        h[0] = 0.0
+    with pytest.raises(RuntimeError, match="modified in place"):
+        y.sum().backward()
 
 
 def test_depthwise_float32_gradients_match_float64():

@@ -440,7 +440,7 @@ class Conv2d(Function):
             return _cudnn_conv(self.cudnn, x, w, b[0] if b else None, _symmetric(self.pads), (sh, sw), (dh, dw),
                                g, (oh, ow))
         self.cudnn = None
-        self.wino = self.direct_x = self.phases = self.plane = None
+        self.wino = self.direct_x = self.phases = self.plane = self.pointwise = None
         if _use_winograd(x, w, self.stride, self.dilation, g, self.pads):
             return self._forward_winograd(x, w, b, oh, ow)
         if _use_phases(x, w, self.stride, self.dilation, g, self.pads):
@@ -458,6 +458,8 @@ class Conv2d(Function):
                 y += b[0].reshape(1, o, 1, 1)
             self.w, self.x = w, x
             return y
+        if kh == kw == 1 and (sh, sw) == (1, 1) and g == 1 and not any(self.pads) and type(x) is np.ndarray:
+            return self._forward_1x1(x, w, b)
         xpad = _pad_input(x, self.pads)
         cols = im2col(xpad, kh, kw, sh, sw, dh, dw, oh, ow)
         if g == 1:
@@ -547,6 +549,57 @@ class Conv2d(Function):
         gx = grads[0]
         return (None if gx is None else _from_phases(gx, n),) + tuple(grads[1:])
 
+    def _forward_1x1(self, x, w, b):
+        # a 1x1 stride-1 convolution is a product over the image itself, in the input's own
+        # layout: one product [O, C] x [C, H*W*N] for a batch-innermost input, one per sample
+        # [O, C] x [C, H*W] for an NCHW one (no copy of x, y or, in that layout, gy)
+        n, c, h, wd = x.shape
+        o = w.shape[0]
+        wm = w.reshape(o, c)
+        if _is_chwn(x) and x.transpose(1, 2, 3, 0).flags.c_contiguous:
+            y = (wm @ _cn_matrix(x)).reshape(o, h, wd, n).transpose(3, 0, 1, 2)
+            self.pointwise = "chwn"
+        else:
+            x = np.ascontiguousarray(x)
+            y = np.empty((n, o, h, wd), np.result_type(x, w))
+            for i in range(n):
+                np.matmul(wm, x[i].reshape(c, h * wd), out=y[i].reshape(o, h * wd))
+            self.pointwise = "nchw"
+        if b:
+            y += b[0].reshape(1, o, 1, 1)
+        self.w, self.x = w, x
+        self.save_inputs = (0, 1)   # backward reads x itself
+        return y
+
+    def _backward_1x1(self, gy):
+        needs, x, w = self.needs, self.x, self.w
+        n, c, h, wd = x.shape
+        o = w.shape[0]
+        wm = w.reshape(o, c)
+        gy = gy.astype(w.dtype, copy=False)
+        gx = gw = None
+        if self.pointwise == "chwn":
+            g2 = _cn_matrix(gy)
+            if needs[1]:
+                gw = _wgrad(g2, _cn_matrix(x), h).reshape(w.shape)
+            if needs[0]:
+                gx = (wm.T @ g2).reshape(c, h, wd, n).transpose(3, 0, 1, 2)
+        else:
+            g3 = np.ascontiguousarray(gy).reshape(n, o, h * wd)
+            x3 = x.reshape(n, c, h * wd)
+            if needs[1]:
+                acc = np.zeros((o, c), np.float64 if w.dtype == np.float64 else np.float32)
+                for i in range(n):
+                    acc += g3[i] @ x3[i].T
+                gw = acc.astype(w.dtype, copy=False).reshape(w.shape)
+            if needs[0]:
+                gx = np.empty((n, c, h, wd), g3.dtype)
+                for i in range(n):
+                    np.matmul(wm.T, g3[i], out=gx[i].reshape(c, h * wd))
+        if len(needs) == 3:
+            return gx, gw, (gy.sum(axis=(0, 2, 3)) if needs[2] else None)
+        return gx, gw
+
     def _forward_plane(self, x, w, b, oh, ow):
         # stride-1 depthwise / narrow-group convolution as whole-plane shifted multiply-adds
         # (``conv_kernels.plane_forward``), in the input's own layout: a batch-innermost
@@ -562,6 +615,8 @@ class Conv2d(Function):
         if b:
             y += b[0].reshape(1, -1, 1, 1)
         self.plane, self.w, self.x = x5, w, x
+        if np.may_share_memory(x5, x):   # unpadded NCHW: backward reads x itself
+            self.save_inputs = (0, 1)
         return y
 
     def _backward_plane(self, gy):
@@ -598,6 +653,8 @@ class Conv2d(Function):
             return self._backward_winograd(gy)
         if self.plane is not None:
             return self._backward_plane(gy)
+        if self.pointwise is not None:
+            return self._backward_1x1(gy)
         if self.direct_x is not None:
             return self._backward_direct(gy)
         if self.phases is not None:
