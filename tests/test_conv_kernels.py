@@ -180,6 +180,25 @@ def test_conv3d_float32_and_float64_against_loops():
         np.testing.assert_allclose(y32, ref, rtol=0, atol=2e-6 * np.abs(ref).max())
 
 
+@pytest.mark.parametrize("pad,dil", [((1, 0, 1), (1, 1, 1)), ((2, 1, 0), (2, 1, 1)), ((3, 0, 0), (1, 1, 1))])
+def test_stride1_conv3d_depth_slabs(pad, dil):
+    # stride 1, one group: depth slabs of 2-D columns, the input gradient as a convolution
+    # of the output gradient (padding 3 > the kernel's extent takes the 3-D columns)
+    x, w, b = RNG.standard_normal((2, 3, 6, 5, 4)), RNG.standard_normal((4, 3, 3, 2, 3)), RNG.standard_normal(4)
+    ref = _ref_conv3d(x, w, (1, 1, 1), pad, dil, 1) + b.reshape(1, -1, 1, 1, 1)
+    np.testing.assert_allclose(F.conv3d(T(x), T(w), T(b), 1, pad, dil).numpy(), ref, rtol=1e-12, atol=1e-12)
+    y32 = F.conv3d(T(x, dtype="float32"), T(w, dtype="float32"), T(b, dtype="float32"), 1, pad, dil).numpy()
+    np.testing.assert_allclose(y32, ref, rtol=0, atol=2e-6 * np.abs(ref).max())
+    assert gradcheck(lambda x, w, b: F.conv3d(x, w, b, 1, pad, dil), [T(x[:1], True), T(w, True), T(b, True)])
+    grads = []
+    for dt in ("float64", "float32"):
+        xt, wt = T(x, True, dt), T(w, True, dt)
+        (F.conv3d(xt, wt, None, 1, pad, dil) ** 2).sum().backward()
+        grads.append((xt.grad.numpy(), wt.grad.numpy()))
+    for a, r in zip(grads[1], grads[0]):
+        np.testing.assert_allclose(a, r, rtol=0, atol=1e-5 * np.abs(r).max())
+
+
 def test_conv3d_transpose_is_the_adjoint_of_conv3d():
     # <conv(x), y> == <x, conv_transpose(y)> for the same weight, stride, padding, dilation
     x, w = RNG.standard_normal((2, 4, 7, 6, 5)), RNG.standard_normal((3, 4, 3, 2, 3))

@@ -79,6 +79,40 @@ def _col2im(cols, extent, s, d):
     return out
 
 
+def _slab_conv(xcl, w, d, o):
+    """Stride-1 3-D convolution (one group) of the padded batch-innermost ``xcl`` [C, Dp, Hp,
+    Wp, N] (numpy float32/float64) with ``w`` [O, C, kd, kh, kw] and dilation ``d``, to the
+    output sizes ``o``: the result [O, OD*OH*OW*N] and the columns. The columns are a 2-D
+    im2col over height and width only, taken at every padded depth: ``[C*kh*kw, Dp*P]`` with
+    ``P = OH*OW*N`` (a kd-th of the 3-D columns); depth offset ``a`` is then the column
+    range starting at ``a*dd*P``, so the product is kd products ``cols[:, slab_a]^T @ w_a^T``
+    summed (the [L, O] orientation is the one BLAS runs fastest with few output channels)."""
+    c, dp, n = xcl.shape[0], xcl.shape[1], xcl.shape[-1]
+    o_n, _, kd, kh, kw = w.shape
+    p = o[1] * o[2] * n
+    ln = o[0] * p
+    cols = K.im2col(xcl, (1, kh, kw), (dp, o[1], o[2]), (1, 1, 1), (1, d[1], d[2])).reshape(c * kh * kw, dp * p)
+    acc = None
+    for a in range(kd):
+        wa = np.ascontiguousarray(w[:, :, a]).reshape(o_n, -1)
+        t = cols[:, a * d[0] * p:a * d[0] * p + ln].T @ wa.T
+        if acc is None:
+            acc = t
+        else:
+            acc += t
+    return np.ascontiguousarray(acc.T), cols
+
+
+def _slab_wgrad(cols, gm, w_shape, d0, od):
+    """The weight gradient of ``_slab_conv`` for the output gradient ``gm`` [O, L]."""
+    o_n, c, kd, kh, kw = w_shape
+    p = gm.shape[1] // od
+    gw = np.empty((o_n, c, kd, kh * kw), gm.dtype)
+    for a in range(kd):
+        gw[:, :, a] = (cols[:, a * d0 * p:a * d0 * p + gm.shape[1]] @ gm.T).T.reshape(o_n, c, kh * kw)
+    return gw.reshape(w_shape)
+
+
 def _out_sizes(spatial, k, s, pads, d):
     return tuple((spatial[i] + pads[2 * i] + pads[2 * i + 1] - d[i] * (k[i] - 1) - 1) // s[i] + 1
                  for i in range(len(k)))
@@ -98,6 +132,18 @@ class ConvNd(Function):
         if min(o) <= 0:
             raise ValueError(f"ddg.conv3d: the output would be empty: input {list(x.shape)}, kernel {list(k)}")
         g = self.groups
+        nd = len(o)
+        self.slab = (nd == 3 and g == 1 and self.s == (1,) * nd and K.usable(x, w) and
+                     all(max(self.pads[2 * i], self.pads[2 * i + 1]) <= self.d[i] * (k[i] - 1) for i in range(nd)))
+        if self.slab:
+            # stride 1, padding within the kernel's extent: depth slabs of 2-D columns forward,
+            # the input gradient as the same convolution of the padded output gradient
+            out, cols = _slab_conv(_cl(x, self.pads), w, self.d, o)
+            out = out.reshape((w.shape[0],) + o + (n,))
+            if b is not None:
+                out += b.reshape((-1,) + (1,) * (nd + 1))
+            self.cols, self.w, self.meta = cols, w, (x.shape, o, b is not None)
+            return _from_cl(out)
         cols = _im2col(_cl(x, self.pads), k, self.s, self.d, o)
         out = _gmm(w.reshape(g, w.shape[0] // g, -1), cols.reshape(g, -1, int(np.prod(o)) * n))
         out = out.reshape((w.shape[0],) + o + (n,))
@@ -106,7 +152,33 @@ class ConvNd(Function):
         self.cols, self.w, self.meta = cols, w, (x.shape, o, b is not None)
         return _from_cl(out)
 
+    def _backward_slab(self, gy):
+        xs, o, has_b = self.meta
+        w = self.w
+        nd = len(o)
+        k = w.shape[2:]
+        needs = self.needs
+        gm = _cl(gy.astype(w.dtype, copy=False)).reshape(w.shape[0], -1)     # [O, L]
+        gx = gw = gb = None
+        if needs[0]:
+            # the input gradient of a stride-1 convolution: the output gradient padded by the
+            # kernel's extent less the forward padding, convolved with the flipped kernel
+            # (input and output channels swapped)
+            ext = [self.d[i] * (k[i] - 1) for i in range(nd)]
+            gp = tuple(v for i in range(nd) for v in (ext[i] - self.pads[2 * i], ext[i] - self.pads[2 * i + 1]))
+            wf = w[:, :, ::-1, ::-1, ::-1].transpose(1, 0, 2, 3, 4)
+            gpad = _cl(gy.astype(w.dtype, copy=False), gp)
+            gxm, _ = _slab_conv(gpad, wf, self.d, tuple(xs[2:]))
+            gx = _from_cl(gxm.reshape((xs[1],) + tuple(xs[2:]) + (xs[0],)))
+        if needs[1]:
+            gw = _slab_wgrad(self.cols, gm, w.shape, self.d[0], o[0])
+        if has_b and needs[2]:
+            gb = gy.sum(axis=(0,) + tuple(range(2, 2 + nd)))
+        return (gx, gw, gb) if has_b else (gx, gw)
+
     def backward(self, gy):
+        if self.slab:
+            return self._backward_slab(gy)
         xs, o, has_b = self.meta
         w, g = self.w, self.groups
         nd = len(o)
