@@ -7,7 +7,7 @@ import pytest
 import ddg
 import ddg.nn.functional as F
 from ddg.autograd import gradcheck, gradgradcheck
-from test_nn_conv_pool import _pads4, _pair, ref_conv2d
+from test_nn_conv_pool import _pads4, _pair, ref_conv2d, ref_conv2d_transpose
 
 RNG = np.random.default_rng(3)
 
@@ -148,6 +148,45 @@ def test_depthwise_second_order():
     x = T(RNG.standard_normal((2, 3, 6, 6)), True)
     w = T(RNG.standard_normal((3, 1, 3, 3)), True)
     assert gradgradcheck(lambda x, w: ddg.tanh(F.conv2d(x, w, None, 2, 1, 1, 3)), [x, w])
+
+
+# (x shape, w shape, stride, padding, output_padding): kernels a multiple of the stride
+PHASES_2D = [
+    ((2, 3, 5, 4), (3, 4, 4, 4), 2, 1, 0),
+    ((1, 2, 4, 3), (2, 3, 4, 6), (2, 3), [1, 0, 2, 1], (1, 2)),
+    ((2, 2, 3, 5), (2, 2, 2, 4), (1, 2), 0, 0),
+]
+
+
+@pytest.mark.parametrize("xs,ws,stride,padding,opad", PHASES_2D)
+def test_conv2d_transpose_by_phases(xs, ws, stride, padding, opad):
+    x, w, b = RNG.standard_normal(xs), RNG.standard_normal(ws), RNG.standard_normal(ws[1])
+    ref = ref_conv2d_transpose(x, w, b, _pair(stride), _pads4(padding), (1, 1), 1, _pair(opad))
+    y = F.conv2d_transpose(T(x), T(w), T(b), stride, padding, opad)
+    np.testing.assert_allclose(y.numpy(), ref, rtol=1e-12, atol=1e-12)
+    y32 = F.conv2d_transpose(T(x, dtype="float32"), T(w, dtype="float32"), T(b, dtype="float32"), stride, padding,
+                             opad)
+    np.testing.assert_allclose(y32.numpy(), ref, rtol=0, atol=2e-6 * np.abs(ref).max())
+    assert gradcheck(lambda x, w, b: F.conv2d_transpose(x, w, b, stride, padding, opad),
+                     [T(x[:1], True), T(w, True), T(b, True)])
+    assert gradcheck(lambda w: F.conv2d_transpose(T(x[:1]), w, None, stride, padding, opad), [T(w, True)])
+    assert gradgradcheck(lambda x, w: ddg.tanh(F.conv2d_transpose(x, w, None, stride, padding, opad)),
+                         [T(x[:1, :, :3, :3], True), T(w, True)])
+
+
+@pytest.mark.parametrize("stride,pad,k", [((2, 2, 2), (1, 1, 1), (4, 4, 4)), ((2, 1, 3), (0, 1, 2), (2, 3, 3))])
+def test_conv3d_transpose_by_phases(stride, pad, k):
+    # the adjoint of conv3d (whose strided path is the 3-D im2col), its gradients, float32
+    x, w = RNG.standard_normal((2, 3, 7, 6, 8)), RNG.standard_normal((4, 3) + k)
+    y = F.conv3d(T(x), T(w), None, stride, pad).numpy()
+    v = RNG.standard_normal(y.shape)
+    xt = F.conv3d_transpose(T(v), T(w), None, stride, pad, output_size=x.shape[2:]).numpy()
+    np.testing.assert_allclose((y * v).sum(), (x * xt).sum(), rtol=1e-12)
+    x32 = F.conv3d_transpose(T(v, dtype="float32"), T(w, dtype="float32"), None, stride, pad,
+                             output_size=x.shape[2:]).numpy()
+    np.testing.assert_allclose(x32, xt, rtol=0, atol=2e-6 * np.abs(xt).max())
+    vt, wt = T(v[:1, :, :3, :3, :3], True), T(w, True)
+    assert gradcheck(lambda v, w: F.conv3d_transpose(v, w, None, stride, pad), [vt, wt])
 
 
 # -- N-d convolution ------------------------------------------------------------------------------

@@ -45,6 +45,7 @@ from ...tensor.dtypes import upcast
 from ..function import Function
 from ..higher import linear_backward_graph, live_input
 from ...tensor import conv_kernels as K
+from .conv_phase import _phases_usable, phase_transpose_backward, phase_transpose_forward
 
 
 # -- helpers ------------------------------------------------------------------------------
@@ -749,7 +750,14 @@ class Conv2dTranspose(Function):
             self.x, self.w = x, w
             return _cudnn_conv_data(self.cudnn, w, x, b[0] if b else None, (n, og * g, oh, ow), pad, (sh, sw),
                                     (dh, dw), g)
-        self.cudnn = None
+        self.cudnn = self.phase = None
+        if _phases_usable(x, w, (sh, sw), (dh, dw), g):
+            # kernel a multiple of the stride: one stride-1 convolution per output phase
+            y, self.phase = phase_transpose_forward(x, w, (sh, sw), (pt, pl), (oh, ow))
+            if b:
+                y += b[0].reshape(-1, 1, 1, 1)
+            self.x, self.w = x, w
+            return y.transpose(3, 0, 1, 2)
         # the full (uncropped) extent the windows cover, plus room for output_padding
         hp = max((h - 1) * sh + dh * (kh - 1) + 1, pt + oh)
         wp = max((wd - 1) * sw + dw * (kw - 1) + 1, pl + ow)
@@ -775,6 +783,10 @@ class Conv2dTranspose(Function):
             geo = (_symmetric(self.pads), tuple(self.stride), tuple(self.dilation), g)
             gx = _cudnn_conv(self.cudnn, gy, w, None, *geo, x.shape[2:]) if needs[0] else None
             gw = _cudnn_conv_filter(self.cudnn, gy, x, w.shape, *geo) if needs[1] else None
+            gb = gy.sum(axis=(0, 2, 3)) if len(needs) == 3 and needs[2] else None
+            return (gx, gw, gb) if len(needs) == 3 else (gx, gw)
+        if self.phase is not None:
+            gx, gw = phase_transpose_backward(gy, self.phase, needs[0], needs[1])
             gb = gy.sum(axis=(0, 2, 3)) if len(needs) == 3 and needs[2] else None
             return (gx, gw, gb) if len(needs) == 3 else (gx, gw)
         n, cin, h, wd = x.shape

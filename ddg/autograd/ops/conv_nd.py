@@ -19,28 +19,8 @@ from ...tensor import backend
 from ..function import Function
 from ...tensor import conv_kernels as K
 from .conv import _gmm, _wgrad
-
-
-def _cl(a, pads=None, extent=None):
-    """``a`` [N, C, *S] as a C-contiguous batch-innermost array ``[C, *Sp, N]``, padded by
-    ``pads`` (before_0, after_0, ...) or placed at ``pads``' leading offsets in a zero array
-    of spatial size ``extent``. Without padding, free when ``a`` is already such a view."""
-    xp = backend.get_array_module(a)
-    nd = a.ndim - 2
-    perm = tuple(range(1, nd + 2)) + (0,)
-    if extent is None and (pads is None or not any(pads)):
-        return xp.ascontiguousarray(a.transpose(perm))
-    if extent is None:
-        extent = tuple(a.shape[2 + i] + pads[2 * i] + pads[2 * i + 1] for i in range(nd))
-    out = xp.zeros((a.shape[1],) + tuple(extent) + (a.shape[0],), dtype=a.dtype)
-    out[(slice(None),) + tuple(slice(pads[2 * i], pads[2 * i] + a.shape[2 + i]) for i in range(nd))] = \
-        a.transpose(perm)
-    return out
-
-
-def _from_cl(a):
-    """``[C, *S, N]`` as the logical ``[N, C, *S]`` (a view)."""
-    return a.transpose((a.ndim - 1,) + tuple(range(a.ndim - 1)))
+from .conv_phase import (_cl, _from_cl, _phases_usable, _slab_conv, _slab_wgrad, phase_transpose_backward,
+                         phase_transpose_forward)
 
 
 def _im2col(xcl, k, s, d, o):
@@ -77,40 +57,6 @@ def _col2im(cols, extent, s, d):
         sl = tuple(slice(off[i] * d[i], off[i] * d[i] + s[i] * (o[i] - 1) + 1, s[i]) for i in range(nd))
         out[(slice(None),) + sl] += cols[(slice(None),) + off]
     return out
-
-
-def _slab_conv(xcl, w, d, o):
-    """Stride-1 3-D convolution (one group) of the padded batch-innermost ``xcl`` [C, Dp, Hp,
-    Wp, N] (numpy float32/float64) with ``w`` [O, C, kd, kh, kw] and dilation ``d``, to the
-    output sizes ``o``: the result [O, OD*OH*OW*N] and the columns. The columns are a 2-D
-    im2col over height and width only, taken at every padded depth: ``[C*kh*kw, Dp*P]`` with
-    ``P = OH*OW*N`` (a kd-th of the 3-D columns); depth offset ``a`` is then the column
-    range starting at ``a*dd*P``, so the product is kd products ``cols[:, slab_a]^T @ w_a^T``
-    summed (the [L, O] orientation is the one BLAS runs fastest with few output channels)."""
-    c, dp, n = xcl.shape[0], xcl.shape[1], xcl.shape[-1]
-    o_n, _, kd, kh, kw = w.shape
-    p = o[1] * o[2] * n
-    ln = o[0] * p
-    cols = K.im2col(xcl, (1, kh, kw), (dp, o[1], o[2]), (1, 1, 1), (1, d[1], d[2])).reshape(c * kh * kw, dp * p)
-    acc = None
-    for a in range(kd):
-        wa = np.ascontiguousarray(w[:, :, a]).reshape(o_n, -1)
-        t = cols[:, a * d[0] * p:a * d[0] * p + ln].T @ wa.T
-        if acc is None:
-            acc = t
-        else:
-            acc += t
-    return np.ascontiguousarray(acc.T), cols
-
-
-def _slab_wgrad(cols, gm, w_shape, d0, od):
-    """The weight gradient of ``_slab_conv`` for the output gradient ``gm`` [O, L]."""
-    o_n, c, kd, kh, kw = w_shape
-    p = gm.shape[1] // od
-    gw = np.empty((o_n, c, kd, kh * kw), gm.dtype)
-    for a in range(kd):
-        gw[:, :, a] = (cols[:, a * d0 * p:a * d0 * p + gm.shape[1]] @ gm.T).T.reshape(o_n, c, kh * kw)
-    return gw.reshape(w_shape)
 
 
 def _out_sizes(spatial, k, s, pads, d):
@@ -221,6 +167,13 @@ class ConvTransposeNd(Function):
         sp = tuple(x.shape[2:])
         k = tuple(w.shape[2:])
         nd = len(sp)
+        self.phase = None
+        if _phases_usable(x, w, self.s, self.d, g):
+            y, self.phase = phase_transpose_forward(x, w, self.s, self.pads[0::2], self.out_sizes)
+            if b is not None:
+                y += b.reshape((-1,) + (1,) * (nd + 1))
+            self.w, self.meta = w, (x.shape, b is not None)
+            return _from_cl(y)
         xcl = _cl(x)                                                        # [Cin, *S, N]
         xm = xcl.reshape(g, cin // g, -1)
         cols = _gmm(w.reshape(g, cin // g, -1).transpose(0, 2, 1), xm)  # [G, Cout/G*K, S*N]
@@ -235,6 +188,10 @@ class ConvTransposeNd(Function):
 
     def backward(self, gy):
         xs, has_b = self.meta
+        if self.phase is not None:
+            gx, gw = phase_transpose_backward(gy, self.phase, self.needs[0], self.needs[1])
+            gb = gy.sum(axis=(0,) + tuple(range(2, gy.ndim))) if has_b and self.needs[2] else None
+            return (gx, gw, gb) if has_b else (gx, gw)
         w, g = self.w, self.groups
         n, cin = xs[:2]
         sp, k = tuple(xs[2:]), tuple(w.shape[2:])
