@@ -45,7 +45,7 @@ from ...tensor.dtypes import upcast
 from ..function import Function
 from ..higher import linear_backward_graph, live_input
 from ...tensor import conv_kernels as K
-from .conv_phase import _phases_usable, phase_transpose_backward, phase_transpose_forward
+from ...tensor.conv_phase import _phases_usable, phase_transpose_backward, phase_transpose_forward
 
 
 # -- helpers ------------------------------------------------------------------------------

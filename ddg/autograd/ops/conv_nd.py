@@ -8,8 +8,11 @@ loop on numpy float32/float64 (``conv_kernels.col2im``; one strided add per kern
 on cupy and for other dtypes). The transposed convolution is the adjoint: a product then
 col2im forward, im2col then products backward (no columns of inserted zeros).
 
-The N-d pooling primitives (``pooling.py``) share the window helpers ``_pad``,
-``_windows``, ``_scatter`` and ``_crop`` (plain NC* layout).
+On numpy float32/float64 two shapes take ``ddg.tensor.conv_phase`` instead: a stride-1
+3-D convolution with one group (depth slabs of 2-D columns, the input gradient as a
+convolution of the output gradient), and a transposed convolution with one group,
+dilation 1 and a kernel that is a multiple of the stride (one stride-1 convolution per
+output phase).
 """
 import itertools
 
@@ -19,7 +22,7 @@ from ...tensor import backend
 from ..function import Function
 from ...tensor import conv_kernels as K
 from .conv import _gmm, _wgrad
-from .conv_phase import (_cl, _from_cl, _phases_usable, _slab_conv, _slab_wgrad, phase_transpose_backward,
+from ...tensor.conv_phase import (_cl, _from_cl, _phases_usable, _slab_conv, _slab_wgrad, phase_transpose_backward,
                          phase_transpose_forward)
 
 

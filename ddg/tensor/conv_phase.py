@@ -14,8 +14,8 @@ import itertools
 
 import numpy as np
 
-from ...tensor import backend
-from ...tensor import conv_kernels as K
+from . import backend
+from . import conv_kernels as K
 
 
 def _cl(a, pads=None, extent=None):
