@@ -376,3 +376,38 @@ def test_dilated_same_conv_as_winograd_on_parity_classes(bias, monkeypatch):
     assert gradcheck(lambda *a: CV.Conv2d((1, 1), (2, 2, 2, 2), (2, 2), 1)(*a), ts)
     if not bias:
         assert gradgradcheck(lambda x, w: ddg.tanh(F.conv2d(x, w, None, 1, 2, 2)), ts)
+
+
+@pytest.mark.parametrize("h,w,pads", [(6, 5, (1, 1, 1, 1)), (5, 6, (2, 0, 1, 2))])
+def test_grouped_winograd_matches_loops_and_central_differences(h, w, pads, monkeypatch):
+    # the per-group Winograd path forced on small float64 shapes (odd sizes, asymmetric pads)
+    import ddg.autograd.ops.conv as CV
+    monkeypatch.setattr(CV, "_use_grouped_winograd", lambda *a: True)
+    x, wt, b = RNG.standard_normal((2, 4, h, w)), RNG.standard_normal((6, 2, 3, 3)), RNG.standard_normal(6)
+    ts = [T(x, True), T(wt, True), T(b, True)]
+    op = CV.Conv2d((1, 1), pads, (1, 1), 2)
+    y = op(*ts)
+    assert op.gwino is not None
+    np.testing.assert_allclose(y.numpy(), ref_conv2d(x, wt, b, (1, 1), pads, (1, 1), 2), rtol=1e-12, atol=1e-12)
+    assert gradcheck(lambda *a: CV.Conv2d((1, 1), pads, (1, 1), 2)(*a), ts, atol=1e-6, rtol=1e-5)
+    assert gradgradcheck(lambda x, w: ddg.tanh(CV.Conv2d((1, 1), pads, (1, 1), 2)(x, w)), ts[:2])
+
+
+def test_grouped_winograd_chosen_by_shape_float32_error_bound():
+    import ddg.autograd.ops.conv as CV
+    x = RNG.standard_normal((2, 32, 12, 10))
+    w = RNG.standard_normal((32, 16, 3, 3)) / np.sqrt(9 * 16)
+    assert CV._use_grouped_winograd(x.astype(np.float32), w.astype(np.float32), (1, 1), (1, 1), 2, (1, 1, 1, 1))
+    assert not CV._use_grouped_winograd(x[:, :16], w[:16, :8], (1, 1), (1, 1), 2, (1, 1, 1, 1))
+    got = {}
+    for dt in ("float32", "float64"):
+        X, W = T(x, True, dt), T(w, True, dt)
+        op = CV.Conv2d((1, 1), (1, 1, 1, 1), (1, 1), 2)
+        y = op(X, W)
+        assert op.gwino is not None
+        (y * T(np.cos(np.arange(y.size)).reshape(y.shape), dtype=dt)).sum().backward()
+        got[dt] = [y.numpy(), X.grad.numpy(), W.grad.numpy()]
+    ref = ref_conv2d(x, w, None, (1, 1), (1, 1, 1, 1), (1, 1), 2)
+    np.testing.assert_allclose(got["float64"][0], ref, rtol=1e-12, atol=1e-12)
+    for a, r in zip(got["float32"], got["float64"]):
+        assert np.abs(a - r).max() <= 2e-6 * np.abs(r).max()

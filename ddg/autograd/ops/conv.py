@@ -222,6 +222,18 @@ def _use_winograd(x, w, stride, dilation, groups, pads):
             and cg * o * h * wd * n >= 1 << 20 and x.dtype.kind == "f")
 
 
+def _use_grouped_winograd(x, w, stride, dilation, groups, pads):
+    """Whether a grouped 3x3 stride-1 convolution runs as Winograd per group
+    (``Conv2d._forward_grouped_winograd``): numpy float32/float64, more than one group, at
+    least 16 input and output channels per group (fewer go to the direct loop or make tile
+    products too small for BLAS), padding within the kernel, an output of at least 8x8."""
+    o, cg, kh, kw = w.shape
+    n, _, h, wd = x.shape
+    oh, ow = h + pads[0] + pads[1] - 2, wd + pads[2] + pads[3] - 2
+    return (groups > 1 and kh == kw == 3 and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1)
+            and max(pads) <= 2 and min(cg, o // groups) >= 16 and min(oh, ow) >= 8 and K.usable(x, w))
+
+
 def _use_phases(x, w, stride, dilation, groups, pads):
     """Whether Conv2d runs a 3x3 convolution dilated by 2 with "same" padding (2 on each side)
     as Winograd on the four parity classes of the image (``Conv2d._forward_phases``):
@@ -441,11 +453,13 @@ class Conv2d(Function):
             return _cudnn_conv(self.cudnn, x, w, b[0] if b else None, _symmetric(self.pads), (sh, sw), (dh, dw),
                                g, (oh, ow))
         self.cudnn = None
-        self.wino = self.direct_x = self.phases = self.plane = self.pointwise = None
+        self.wino = self.direct_x = self.phases = self.plane = self.pointwise = self.gwino = None
         if _use_winograd(x, w, self.stride, self.dilation, g, self.pads):
             return self._forward_winograd(x, w, b, oh, ow)
         if _use_phases(x, w, self.stride, self.dilation, g, self.pads):
             return self._forward_phases(x, w, b)
+        if _use_grouped_winograd(x, w, self.stride, self.dilation, g, self.pads):
+            return self._forward_grouped_winograd(x, w, b, oh, ow)
         if g > 1 and cg <= 8 and K.usable(x, w, *b):
             # depthwise and narrow groups: the compiled direct loop (per output row cg*kh*kw
             # multiply-adds of contiguous rows) instead of per-group products with a few-row
@@ -601,6 +615,97 @@ class Conv2d(Function):
             return gx, gw, (gy.sum(axis=(0, 2, 3)) if needs[2] else None)
         return gx, gw
 
+    def _forward_grouped_winograd(self, x, w, b, oh, ow):
+        # Winograd F(2x2, 3x3) per group: the compiled tile transforms act per channel, so
+        # they serve every group at once; the 16 tile products become 16*groups products
+        # [O/g, C/g] x [C/g, tiles*N] (16/36 of im2col's multiplications)
+        n, c, h, wd = x.shape
+        o, cg = w.shape[:2]
+        gr = self.groups
+        og = o // gr
+        pt, _, pl, _ = self.pads
+        th, tw = -(-oh // 2), -(-ow // 2)
+        hp, wp = 2 * th + 2, 2 * tw + 2
+        xpad = _pad_input(x, (pt, hp - h - pt, pl, wp - wd - pl))
+        v = K.wino_in(np.ascontiguousarray(xpad.transpose(1, 2, 3, 0)), th, tw).reshape(16 * gr, cg, -1)
+        u = _wino_weight(w).reshape(16 * gr, og, cg)
+        y = K.wino_out(_gmm(u, v).reshape(4, 4, o, th, tw, n))[:, :oh, :ow]
+        if b:
+            y += b[0].reshape(o, 1, 1, 1)
+        self.gwino = (v, u, th, tw, hp, wp)
+        self.w, self.x = w, x
+        return y.transpose(3, 0, 1, 2)
+
+    def _backward_grouped_winograd(self, gy):
+        needs = self.needs
+        v, u, th, tw, hp, wp = self.gwino
+        n, c, h, wd = self.x.shape
+        o, cg = self.w.shape[:2]
+        gr = self.groups
+        og = o // gr
+        oh, ow = gy.shape[2:]
+        g = gy.astype(v.dtype, copy=False).transpose(1, 2, 3, 0)      # [O, OH, OW, N]
+        if (oh, ow) != (2 * th, 2 * tw):                              # odd sizes: zero-padded tiles
+            gp = np.zeros((o, 2 * th, 2 * tw, n), v.dtype)
+            gp[:, :oh, :ow] = g
+            g = gp
+        gm = K.wino_out_adjoint(np.ascontiguousarray(g)).reshape(16 * gr, og, -1)
+        gx = gw = gb = None
+        if needs[1]:
+            gu = np.empty((16 * gr, og, cg), v.dtype)
+            gut = np.empty((cg, og), v.dtype)
+            for i in range(16 * gr):   # (v_i @ gm_i^T)^T: the orientation BLAS runs fastest here
+                np.matmul(v[i], gm[i].T, out=gut)
+                gu[i] = gut.T
+            gw = _wino_weight_adjoint(gu.reshape(16, o, cg), o, cg)
+        if needs[0]:
+            pt, _, pl, _ = self.pads
+            gv = _gmm(u.transpose(0, 2, 1), gm).reshape(4, 4, c, th, tw, n)
+            gx = K.wino_in_adjoint(gv, hp, wp).transpose(3, 0, 1, 2)[:, :, pt:pt + h, pl:pl + wd]
+        if len(needs) == 3:
+            gb = gy.sum(axis=(0, 2, 3)) if needs[2] else None
+            return gx, gw, gb
+        return gx, gw
+
+    def _grouped_stride1(self):
+        """Whether the im2col path's input gradient is a stride-1 convolution of the padded
+        output gradient (stride 1, padding within the kernel's extent, numpy arrays)."""
+        kh, kw = self.w.shape[2:]
+        (dh, dw), (pt, pb, pl, pr) = self.dilation, self.pads
+        return (tuple(self.stride) == (1, 1) and type(self.cols) is np.ndarray and max(pt, pb) <= dh * (kh - 1)
+                and max(pl, pr) <= dw * (kw - 1))
+
+    def _backward_grouped(self, gy):
+        # grouped, stride 1: per group the weight gradient (cols_g @ gy_g^T)^T and the input
+        # gradient as the convolution of the padded output gradient with the flipped,
+        # transposed kernel (one im2col of gy; no col2im, no product with O/groups as its
+        # inner dimension), each product in the orientation with the long axis first
+        needs, w, cols, gr = self.needs, self.w, self.cols, self.groups
+        n, c, h, wd, hp, wp, oh, ow = self.geom
+        o, cg, kh, kw = w.shape
+        og = o // gr
+        (dh, dw), (pt, pb, pl, pr) = self.dilation, self.pads
+        g2 = _cn_matrix(gy.astype(w.dtype, copy=False))   # [O, OH*OW*N]
+        gx = gw = gb = None
+        if needs[1]:
+            cm = cols.reshape(gr, cg * kh * kw, -1)
+            gw = np.empty((gr, og, cg * kh * kw), w.dtype)
+            for i in range(gr):
+                np.matmul(cm[i], g2[i * og:(i + 1) * og].T, out=gw[i].T)
+            gw = gw.reshape(w.shape)
+        if len(needs) == 3 and needs[2]:
+            gb = g2.sum(axis=1)
+        if needs[0]:
+            fh, fw = dh * (kh - 1), dw * (kw - 1)
+            gpad = _pad_input(gy.astype(w.dtype, copy=False), (fh - pt, fh - pb, fw - pl, fw - pr))
+            gcols = im2col(gpad, kh, kw, 1, 1, dh, dw, h, wd).reshape(gr, og * kh * kw, -1)
+            wf = w[:, :, ::-1, ::-1].reshape(gr, og, cg, kh, kw).transpose(0, 2, 1, 3, 4).reshape(gr, cg, -1)
+            gxm = np.empty((c, h * wd * n), w.dtype)
+            for i in range(gr):
+                np.matmul(gcols[i].T, np.ascontiguousarray(wf[i]).T, out=gxm[i * cg:(i + 1) * cg].T)
+            gx = gxm.reshape(c, h, wd, n).transpose(3, 0, 1, 2)
+        return (gx, gw, gb) if len(needs) == 3 else (gx, gw)
+
     def _forward_plane(self, x, w, b, oh, ow):
         # stride-1 depthwise / narrow-group convolution as whole-plane shifted multiply-adds
         # (``conv_kernels.plane_forward``), in the input's own layout: a batch-innermost
@@ -654,12 +759,16 @@ class Conv2d(Function):
             return self._backward_winograd(gy)
         if self.plane is not None:
             return self._backward_plane(gy)
+        if self.gwino is not None:
+            return self._backward_grouped_winograd(gy)
         if self.pointwise is not None:
             return self._backward_1x1(gy)
         if self.direct_x is not None:
             return self._backward_direct(gy)
         if self.phases is not None:
             return self._backward_phases(gy)
+        if self.groups > 1 and self._grouped_stride1():
+            return self._backward_grouped(gy)
         needs = self.needs
         w, cols, gr = self.w, self.cols, self.groups
         n, c, h, wd, hp, wp, oh, ow = self.geom
