@@ -411,3 +411,17 @@ def test_grouped_winograd_chosen_by_shape_float32_error_bound():
     np.testing.assert_allclose(got["float64"][0], ref, rtol=1e-12, atol=1e-12)
     for a, r in zip(got["float32"], got["float64"]):
         assert np.abs(a - r).max() <= 2e-6 * np.abs(r).max()
+
+
+@pytest.mark.parametrize("k,pads,dil", [((3, 2), (1, 0, 0, 1), (1, 2)), ((5, 3), (2, 2, 1, 1), (1, 1))])
+def test_grouped_stride1_im2col_backward(k, pads, dil):
+    # more than 8 channels per group and no Winograd shape: im2col forward, the input
+    # gradient as a convolution of the padded output gradient, per group
+    import ddg.autograd.ops.conv as CV
+    x, w, b = RNG.standard_normal((2, 20, 6, 7)), RNG.standard_normal((4, 10) + k), RNG.standard_normal(4)
+    ts = [T(x[:1], True), T(w, True), T(b, True)]
+    op = CV.Conv2d((1, 1), pads, dil, 2)
+    y = op(T(x), T(w), T(b))
+    assert op.gwino is None and op.plane is None and op._grouped_stride1()
+    np.testing.assert_allclose(y.numpy(), ref_conv2d(x, w, b, (1, 1), pads, dil, 2), rtol=1e-12, atol=1e-12)
+    assert gradcheck(lambda *a: CV.Conv2d((1, 1), pads, dil, 2)(*a), ts, atol=1e-6, rtol=1e-5)
