@@ -354,8 +354,8 @@ def test_kernels_and_array_paths_agree_on_device(place):
             y = fn(t, where)
             (y * y).sum().backward()
             res[where] = (y.numpy(), t.grad.numpy())
-        for a, b in zip(res[place], res["cpu"]):
-            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+        for a, b in zip(res[place], res["cpu"]):   # float32 sums in different orders: round-off of the scale
+            np.testing.assert_allclose(a, b, rtol=0, atol=2e-6 * np.abs(b).max())
 
 
 
