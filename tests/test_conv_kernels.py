@@ -425,3 +425,18 @@ def test_grouped_stride1_im2col_backward(k, pads, dil):
     assert op.gwino is None and op.plane is None and op._grouped_stride1()
     np.testing.assert_allclose(y.numpy(), ref_conv2d(x, w, b, (1, 1), pads, dil, 2), rtol=1e-12, atol=1e-12)
     assert gradcheck(lambda *a: CV.Conv2d((1, 1), pads, dil, 2)(*a), ts, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("shape,pads", [((3, 2, 5), (2, 1)), ((2, 3, 4, 5), (0, 1, 2, 0)), ((2, 2, 3, 4, 5), None),
+                                        ((1, 2, 3, 4), (1, 1, 1, 1))])
+def test_batch_innermost_copy(shape, pads):
+    # the compiled NC* -> [C, *S, N] copy (with zero padding) against numpy's
+    from ddg.tensor.conv_phase import _cl
+    nd = len(shape) - 2
+    for dt in ("float32", "float64"):
+        a = RNG.standard_normal(shape).astype(dt)
+        ref = np.pad(a, ((0, 0), (0, 0)) + tuple((pads[2 * i], pads[2 * i + 1]) if pads else (0, 0)
+                                                  for i in range(nd)))
+        got = _cl(a, pads)
+        assert got.dtype == a.dtype and got.flags.c_contiguous
+        np.testing.assert_array_equal(got, ref.transpose(tuple(range(1, nd + 2)) + (0,)))

@@ -193,6 +193,26 @@ def _plane_bwd(x, w, gy, gx, gw, g, geom, need_x, need_w, zero):
 
 
 @kernel
+def _to_batch_inner(x, out, geom):
+    """An NC(D)HW C-contiguous ``x`` [N, C, D, H, W] written into the interior of the
+    batch-innermost ``out`` [C, Dp, Hp, Wp, N] at offsets (d0, h0, w0) (the rest of ``out`` is
+    left as it is): per (channel, depth, row) the N input rows are read contiguously and
+    interleaved into one output row (numpy's strided copy runs its inner loop over the N
+    elements of one pixel). ``geom`` = (N, C, D, H, W, Dp, Hp, Wp, d0, h0, w0)."""
+    n_n, c_n, d_n, h_n, w_n, dp, hp, wp, d0, h0, w0 = geom
+    for c in range(c_n):
+        for z in range(d_n):
+            for y in range(h_n):
+                o = (((c * dp + z + d0) * hp + y + h0) * wp + w0) * n_n
+                orow = out[o:o + w_n * n_n]
+                for n in range(n_n):
+                    s = (((n * c_n + c) * d_n + z) * h_n + y) * w_n
+                    src = x[s:s + w_n]
+                    for q in range(w_n):
+                        orow[q * n_n + n] = src[q]
+
+
+@kernel
 def _col2im3(cols, out, geom):
     """Columns ``[C, kd, kh, kw, od, oh, ow, N]`` summed into ``out`` [C, Dp, Hp, Wp, N]
     (zeroed by the caller; flat C-contiguous arrays): column (a, i, j, z, y, x) lands at
@@ -620,3 +640,13 @@ def plane_backward(x5, w, g5, groups, dilation, need_x, need_w):
     _plane_bwd(x5.reshape(-1), np.ascontiguousarray(w).reshape(-1), g5.reshape(-1), gx.reshape(-1), gw, g,
                _plane_geom(x5, w, groups, dilation, oh, ow), bool(need_x), bool(need_w), x5.dtype.type(0))
     return (gx if need_x else None), (gw.astype(w.dtype).reshape(w.shape) if need_w else None)
+
+
+def to_batch_inner(x, out, offsets):
+    """Write the C-contiguous ``x`` [N, C, *S] (1 to 3 spatial axes, numpy float32/float64)
+    into ``out`` [C, *Sp, N] (C-contiguous, same dtype) at the spatial ``offsets``."""
+    nd = x.ndim - 2
+    one = (1,) * (3 - nd)
+    n, c = x.shape[:2]
+    sp, spo, off = one + tuple(x.shape[2:]), one + tuple(out.shape[1:-1]), (0,) * (3 - nd) + tuple(offsets)
+    _to_batch_inner(x.reshape(-1), out.reshape(-1), (n, c) + sp + spo + off)

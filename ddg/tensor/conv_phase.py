@@ -25,10 +25,16 @@ def _cl(a, pads=None, extent=None):
     xp = backend.get_array_module(a)
     nd = a.ndim - 2
     perm = tuple(range(1, nd + 2)) + (0,)
-    if extent is None and (pads is None or not any(pads)):
+    plain = extent is None and (pads is None or not any(pads))
+    compiled = 1 <= nd <= 3 and a.shape[0] > 1 and K.usable(a) and a.flags.c_contiguous
+    if plain and not compiled:
         return xp.ascontiguousarray(a.transpose(perm))
     if extent is None:
-        extent = tuple(a.shape[2 + i] + pads[2 * i] + pads[2 * i + 1] for i in range(nd))
+        extent = tuple(a.shape[2 + i] + (pads[2 * i] + pads[2 * i + 1] if pads else 0) for i in range(nd))
+    if compiled:   # an NC* array: one compiled interleaving pass (numpy's strided copy is 3-5x slower)
+        out = (np.empty if plain else np.zeros)((a.shape[1],) + tuple(extent) + (a.shape[0],), dtype=a.dtype)
+        K.to_batch_inner(a, out, tuple(pads[2 * i] for i in range(nd)) if pads else (0,) * nd)
+        return out
     out = xp.zeros((a.shape[1],) + tuple(extent) + (a.shape[0],), dtype=a.dtype)
     out[(slice(None),) + tuple(slice(pads[2 * i], pads[2 * i] + a.shape[2 + i]) for i in range(nd))] = \
         a.transpose(perm)

@@ -45,7 +45,7 @@ from ...tensor.dtypes import upcast
 from ..function import Function
 from ..higher import linear_backward_graph, live_input
 from ...tensor import conv_kernels as K
-from ...tensor.conv_phase import _phases_usable, phase_transpose_backward, phase_transpose_forward
+from ...tensor.conv_phase import _cl, _phases_usable, phase_transpose_backward, phase_transpose_forward
 
 
 # -- helpers ------------------------------------------------------------------------------
@@ -626,8 +626,7 @@ class Conv2d(Function):
         pt, _, pl, _ = self.pads
         th, tw = -(-oh // 2), -(-ow // 2)
         hp, wp = 2 * th + 2, 2 * tw + 2
-        xpad = _pad_input(x, (pt, hp - h - pt, pl, wp - wd - pl))
-        v = K.wino_in(np.ascontiguousarray(xpad.transpose(1, 2, 3, 0)), th, tw).reshape(16 * gr, cg, -1)
+        v = K.wino_in(_cl(x, (pt, hp - h - pt, pl, wp - wd - pl)), th, tw).reshape(16 * gr, cg, -1)
         u = _wino_weight(w).reshape(16 * gr, og, cg)
         y = K.wino_out(_gmm(u, v).reshape(4, 4, o, th, tw, n))[:, :oh, :ow]
         if b:
@@ -644,12 +643,9 @@ class Conv2d(Function):
         gr = self.groups
         og = o // gr
         oh, ow = gy.shape[2:]
-        g = gy.astype(v.dtype, copy=False).transpose(1, 2, 3, 0)      # [O, OH, OW, N]
-        if (oh, ow) != (2 * th, 2 * tw):                              # odd sizes: zero-padded tiles
-            gp = np.zeros((o, 2 * th, 2 * tw, n), v.dtype)
-            gp[:, :oh, :ow] = g
-            g = gp
-        gm = K.wino_out_adjoint(np.ascontiguousarray(g)).reshape(16 * gr, og, -1)
+        # [O, 2*th, 2*tw, N], odd sizes zero-padded to whole tiles
+        g = _cl(gy.astype(v.dtype, copy=False), (0, 2 * th - oh, 0, 2 * tw - ow))
+        gm = K.wino_out_adjoint(g).reshape(16 * gr, og, -1)
         gx = gw = gb = None
         if needs[1]:
             gu = np.empty((16 * gr, og, cg), v.dtype)
@@ -697,7 +693,7 @@ class Conv2d(Function):
             gb = g2.sum(axis=1)
         if needs[0]:
             fh, fw = dh * (kh - 1), dw * (kw - 1)
-            gpad = _pad_input(gy.astype(w.dtype, copy=False), (fh - pt, fh - pb, fw - pl, fw - pr))
+            gpad = _cl(gy.astype(w.dtype, copy=False), (fh - pt, fh - pb, fw - pl, fw - pr)).transpose(3, 0, 1, 2)
             gcols = im2col(gpad, kh, kw, 1, 1, dh, dw, h, wd).reshape(gr, og * kh * kw, -1)
             wf = w[:, :, ::-1, ::-1].reshape(gr, og, cg, kh, kw).transpose(0, 2, 1, 3, 4).reshape(gr, cg, -1)
             gxm = np.empty((c, h * wd * n), w.dtype)
