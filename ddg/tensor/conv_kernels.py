@@ -213,6 +213,55 @@ def _to_batch_inner(x, out, geom):
 
 
 @kernel
+def _phase_out(f, y, geom):
+    """Interleave the phases of a transposed convolution into its output: ``f`` [P, C, Jd, Jh,
+    Jw, N] (phase p = (rd*sh + rh)*sw + rw), ``y`` [C, OD, OH, OW, N] (overwritten), output
+    position z (per axis) taken from phase (z + p0) % s at j = (z + p0) // s. Per output row
+    and width phase one strided run. ``geom`` = (P, C, Jd, Jh, Jw, N, OD, OH, OW, sd, sh, sw,
+    p0d, p0h, p0w)."""
+    _, c_n, jd_n, jh_n, jw_n, n, od, oh, ow, sd, sh, sw, pd, ph_, pw = geom
+    for c in range(c_n):
+        for z in range(od):
+            rd, jd = (z + pd) % sd, (z + pd) // sd
+            for yy in range(oh):
+                rh, jh = (yy + ph_) % sh, (yy + ph_) // sh
+                yr = y[((c * od + z) * oh + yy) * ow * n:((c * od + z) * oh + yy + 1) * ow * n]
+                for rw in range(sw):
+                    x0 = (rw - pw) % sw                    # first output column of this phase
+                    j0 = (x0 + pw) // sw
+                    cnt = (ow - x0 + sw - 1) // sw if x0 < ow else 0
+                    src = (((((rd * sh + rh) * sw + rw) * c_n + c) * jd_n + jd) * jh_n + jh) * jw_n + j0
+                    fr = f[src * n:(src + cnt) * n]
+                    for q in range(cnt):
+                        for k in range(n):
+                            yr[(x0 + q * sw) * n + k] = fr[q * n + k]
+
+
+@kernel
+def _phase_in(gy, g, geom):
+    """The adjoint of ``_phase_out`` reading the output gradient in its NC(D)HW layout: ``gy``
+    [N, C, OD, OH, OW] C-contiguous into ``g`` [P, C, Jd, Jh, Jw, N] (zeroed by the caller;
+    same ``geom``)."""
+    _, c_n, jd_n, jh_n, jw_n, n_n, od, oh, ow, sd, sh, sw, pd, ph_, pw = geom
+    for n in range(n_n):
+        for c in range(c_n):
+            for z in range(od):
+                rd, jd = (z + pd) % sd, (z + pd) // sd
+                for yy in range(oh):
+                    rh, jh = (yy + ph_) % sh, (yy + ph_) // sh
+                    s0 = (((n * c_n + c) * od + z) * oh + yy) * ow
+                    src = gy[s0:s0 + ow]
+                    for rw in range(sw):
+                        x0 = (rw - pw) % sw
+                        j0 = (x0 + pw) // sw
+                        cnt = (ow - x0 + sw - 1) // sw if x0 < ow else 0
+                        d = (((((rd * sh + rh) * sw + rw) * c_n + c) * jd_n + jd) * jh_n + jh) * jw_n + j0
+                        gr = g[d * n_n:(d + cnt) * n_n]
+                        for q in range(cnt):
+                            gr[q * n_n + n] = src[x0 + q * sw]
+
+
+@kernel
 def _col2im3(cols, out, geom):
     """Columns ``[C, kd, kh, kw, od, oh, ow, N]`` summed into ``out`` [C, Dp, Hp, Wp, N]
     (zeroed by the caller; flat C-contiguous arrays): column (a, i, j, z, y, x) lands at
@@ -620,7 +669,7 @@ def plane_forward(x5, w, groups, dilation, oh, ow):
     """Stride-1 grouped direct convolution (``_plane_fwd``) of the padded ``x5`` [B, C, Hp,
     Wp, N] (C-contiguous; B = 1 for a batch-innermost image, N = 1 for NCHW) with ``w``
     [O, C/groups, kh, kw]: the output [B, O, OH, OW, N] (C-contiguous)."""
-    nb, c, hp, wp, n = x5.shape
+    nb, _, _, wp, n = x5.shape
     y = np.empty((nb, w.shape[0], oh, ow, n), x5.dtype)
     acc = np.empty((oh - 1) * wp * n + ow * n, x5.dtype)
     _plane_fwd(x5.reshape(-1), np.ascontiguousarray(w).reshape(-1), y.reshape(-1), acc,
@@ -633,7 +682,7 @@ def plane_backward(x5, w, g5, groups, dilation, need_x, need_w):
     (C-contiguous, the input's dtype): the padded input's gradient [B, C, Hp, Wp, N] and the
     weight gradient, each None unless asked for."""
     oh, ow = g5.shape[2:4]
-    nb, c, hp, wp, n = x5.shape
+    wp, n = x5.shape[3:]
     gx = np.zeros_like(x5) if need_x else x5[:0]
     gw = np.empty(w.size, np.float64)
     g = np.empty((oh - 1) * wp * n + ow * n, x5.dtype)
@@ -650,3 +699,29 @@ def to_batch_inner(x, out, offsets):
     n, c = x.shape[:2]
     sp, spo, off = one + tuple(x.shape[2:]), one + tuple(out.shape[1:-1]), (0,) * (3 - nd) + tuple(offsets)
     _to_batch_inner(x.reshape(-1), out.reshape(-1), (n, c) + sp + spo + off)
+
+
+def _phase_geom(f_shape, out, s, p0):
+    nd = len(s)
+    one = (1,) * (3 - nd)
+    zero = (0,) * (3 - nd)
+    return (f_shape[0], f_shape[1]) + one + tuple(f_shape[2:2 + nd]) + (f_shape[-1],) + one + tuple(out) + one + \
+        tuple(s) + zero + tuple(p0)
+
+
+def phase_out(f, out, s, p0):
+    """The output [C, *out, N] of the phases ``f`` [P, C, *J, N] (C-contiguous, numpy
+    float32/float64) of a transposed convolution with stride ``s`` cropped at ``p0``."""
+    y = np.empty((f.shape[1],) + tuple(out) + (f.shape[-1],), f.dtype)
+    _phase_out(f.reshape(-1), y.reshape(-1), _phase_geom(f.shape, out, s, p0))
+    return y
+
+
+def phase_in(gy, j, s, p0, dtype):
+    """The phases [P, C, *J, N] of the output gradient ``gy`` [N, C, *out] (any layout;
+    copied to C-contiguous first when it is not), zero where no output position maps."""
+    n, c = gy.shape[:2]
+    gy = np.ascontiguousarray(gy, dtype=dtype)
+    g = np.zeros((int(np.prod(s)), c) + tuple(j) + (n,), dtype)
+    _phase_in(gy.reshape(-1), g.reshape(-1), _phase_geom(g.shape, gy.shape[2:], s, p0))
+    return g

@@ -10,8 +10,6 @@ modules; a 2-D image is a 3-D one of depth 1.
   kernel is a multiple of its stride as one stride-1 convolution with one output-channel
   block per output phase (see the section below).
 """
-import itertools
-
 import numpy as np
 
 from . import backend
@@ -131,22 +129,6 @@ def _phase_weight_adjoint(g, s, cout):
     return np.ascontiguousarray(v.transpose(perm)).reshape((cin, cout) + tuple(t[i] * s[i] for i in range(nd)))
 
 
-def _phase_slices(s, p0, out, j_n):
-    """Per phase (row-major over the axes): the output slices (stride s) it fills and the
-    matching range of its j axis, for an output cropped at ``p0`` of size ``out``."""
-    res = []
-    for r in itertools.product(*[range(v) for v in s]):
-        osl, jsl = [], []
-        for i, ri in enumerate(r):
-            j0 = -((ri - p0[i]) // s[i])
-            z0 = s[i] * j0 + ri - p0[i]
-            cnt = len(range(z0, out[i], s[i]))
-            osl.append(slice(z0, out[i], s[i]))
-            jsl.append(slice(j0, min(j0 + cnt, j_n[i])))
-        res.append((tuple(osl), tuple(jsl)))
-    return res
-
-
 def phase_transpose_forward(x, w, s, p0, out):
     """Transposed convolution (one group, dilation 1, kernel a multiple of the stride) of
     ``x`` [N, Cin, *S] (2 or 3 spatial axes, numpy float32/float64) with ``w`` [Cin, Cout,
@@ -165,24 +147,17 @@ def phase_transpose_forward(x, w, s, p0, out):
     xpad = _cl(x, tuple(v for i in range(nd) for v in (t[i] - 1, jn[i] - sp[i])))
     f = _slab_conv(xpad.reshape((cin,) + _as3(xpad.shape[1:-1]) + (n,)), wf.reshape(wf.shape[:2] + _as3(t)),
                    (1, 1, 1), _as3(jn))[0]
-    f = f.reshape((int(np.prod(s)), cout) + jn + (n,))
-    y = np.empty((cout,) + tuple(out) + (n,), x.dtype)
-    for ph, (osl, jsl) in enumerate(_phase_slices(s, p0, out, jn)):
-        y[(slice(None),) + osl] = f[(ph, slice(None)) + jsl]
+    y = K.phase_out(f.reshape((int(np.prod(s)), cout) + jn + (n,)), out, s, p0)
     return y, (xm.reshape(cin, -1), wg, tuple(sp), jn, tuple(p0), tuple(out), tuple(s), cout)
 
 
 def phase_transpose_backward(gy, state, need_x, need_w):
     """The gradients of ``phase_transpose_forward`` (x's [N, Cin, *S] as a batch-innermost
     view, w's [Cin, Cout, *k]) for the output gradient ``gy`` [N, Cout, *out]."""
-    xm, wg, sp, jn, p0, out, s, cout = state
-    nd = len(s)
+    xm, wg, sp, jn, p0, _, s, cout = state
     n = gy.shape[0]
     t = wg.shape[2:]
-    g = np.zeros((int(np.prod(s)), cout) + jn + (n,), wg.dtype)           # the output gradient's phases
-    gv = gy.astype(wg.dtype, copy=False).transpose(tuple(range(1, nd + 2)) + (0,))
-    for ph, (osl, jsl) in enumerate(_phase_slices(s, p0, out, jn)):
-        g[(ph, slice(None)) + jsl] = gv[(slice(None),) + osl]
+    g = K.phase_in(gy, jn, s, p0, wg.dtype)                              # the output gradient's phases
     g5 = g.reshape((-1,) + _as3(jn) + (n,))
     s3, t3 = _as3(sp), _as3(t)
     cols = _slab_cols(g5, t3[1], t3[2], 1, 1, s3[1], s3[2])
