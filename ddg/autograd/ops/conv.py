@@ -22,11 +22,14 @@ Algorithm per shape: a 3x3 stride-1 convolution with enough channels runs as Win
 F(2x2, 3x3) (``_use_winograd`` says when; forward and both gradients: 16/36 of the
 multiplications, the tile transforms compiled loops on numpy, whole-array adds on cupy, on
 the same batch-innermost layout); a depthwise one, or grouped with at most 8 channels per
-group, is a compiled direct loop on numpy (``conv_kernels``); a 3x3 one dilated by 2 with
-"same" padding is Winograd on the image's four parity classes (numpy); a 1x1 stride-1 one
-is a plain product over the image itself; everything else is im2col + one product (per
-group), im2col and col2im compiled loops on numpy. On the GPU cuDNN, where usable, takes
-precedence over all of them.
+group, is a compiled direct loop on numpy (``conv_kernels``; at stride 1 over whole padded
+planes, in the input's own layout); a grouped 3x3 stride-1 one with at least 16 channels
+per group is Winograd per group; a 3x3 one dilated by 2 with "same" padding is Winograd on
+the image's four parity classes (numpy); a 1x1 stride-1 one is a plain product over the
+image itself (per sample on an NCHW input); everything else is im2col + one product (per
+group), im2col and col2im compiled loops on numpy. A transposed convolution whose kernel is
+a multiple of its stride runs by output phases (``ddg.tensor.conv_phase``). On the GPU
+cuDNN, where usable, takes precedence over all of them.
 
 The pooling primitives (``pooling.py``) share this layout and these helpers.
 
