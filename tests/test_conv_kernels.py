@@ -7,7 +7,7 @@ import pytest
 import ddg
 import ddg.nn.functional as F
 from ddg.autograd import gradcheck, gradgradcheck
-from test_nn_conv_pool import _pads4, _pair, ref_conv2d
+from test_nn_conv_pool import _pads4, _pair, ref_conv2d, ref_conv2d_transpose
 
 RNG = np.random.default_rng(3)
 
@@ -70,6 +70,69 @@ def test_grouped_direct_forward_and_gradients(xs, groups, o, k, stride, padding,
                      [T(x[:1], True), T(w, True), T(b, True)])
 
 
+def _layouts(x, dt):
+    """Leaves holding ``x`` [N, C, H, W] as NCHW and as batch-innermost ([C, H, W, N], used
+    through a transposed view), with the view each convolution takes and a way back to NCHW."""
+    a = T(x, True, dt)
+    b = T(x.transpose(1, 2, 3, 0), True, dt)
+    view = b.transpose([3, 0, 1, 2])
+    assert view._data.strides[0] == view._data.itemsize   # batch innermost
+    return [(a, a, lambda g: g), (b, view, lambda g: g.transpose(3, 0, 1, 2))]
+
+
+@pytest.mark.parametrize("groups,mult", [(4, 1), (4, 2), (2, 1)])
+def test_stride1_plane_path_in_both_layouts(groups, mult):
+    # a batch-innermost input and an NCHW one take the same whole-plane loop in their own
+    # layouts: same values, same gradients
+    c, o = 4, 4 * mult
+    x = RNG.standard_normal((3, c, 7, 6))
+    w = RNG.standard_normal((o, c // groups, 3, 3))
+    ref = ref_conv2d(x, w, None, (1, 1), (1, 1, 2, 0), (2, 1), groups)
+    for dt, tol in (("float64", 1e-12), ("float32", 2e-6)):
+        grads = []
+        for leaf, inp, back in _layouts(x, dt):
+            wt = T(w, True, dt)
+            y = F.conv2d(inp, wt, None, 1, [1, 1, 2, 0], (2, 1), groups)
+            np.testing.assert_allclose(y.numpy(), ref, rtol=0, atol=tol * np.abs(ref).max())
+            (y * y).sum().backward()
+            grads.append((back(leaf.grad.numpy()), wt.grad.numpy()))
+        for a, r in zip(*grads):
+            np.testing.assert_allclose(a, r, rtol=0, atol=tol * np.abs(r).max())
+    (a, _, _), (c, _, _) = _layouts(x[:2], "float64")
+    wt = T(w, True)
+    assert gradcheck(lambda x, w: F.conv2d(x, w, None, 1, 1, (1, 2), groups), [a, wt])
+    assert gradcheck(lambda x, w: F.conv2d(x.transpose([3, 0, 1, 2]), w, None, 1, 1, (1, 2), groups), [c, wt])
+
+
+def test_pointwise_conv_in_both_layouts_and_inplace_guard():
+    # 1x1 stride-1: one product per sample on an NCHW input, one over the whole
+    # batch-innermost image otherwise; same values and gradients either way
+    x, w, b = RNG.standard_normal((3, 5, 4, 6)), RNG.standard_normal((7, 5, 1, 1)), RNG.standard_normal(7)
+    ref = ref_conv2d(x, w, b, (1, 1), (0, 0, 0, 0), (1, 1), 1)
+    for dt, tol in (("float64", 1e-12), ("float32", 2e-6)):
+        grads = []
+        for leaf, inp, back in _layouts(x, dt):
+            wt, bt = T(w, True, dt), T(b, True, dt)
+            y = F.conv2d(inp, wt, bt)
+            np.testing.assert_allclose(y.numpy(), ref, rtol=0, atol=tol * np.abs(ref).max())
+            (y * y).sum().backward()
+            grads.append((back(leaf.grad.numpy()), wt.grad.numpy(), bt.grad.numpy()))
+        for a, r in zip(*grads):
+            np.testing.assert_allclose(a, r, rtol=0, atol=tol * np.abs(r).max())
+    wt, bt = T(w, True), T(b, True)
+    (a, _, _), (c, _, _) = _layouts(x[:2], "float64")
+    assert gradcheck(lambda x, w, b: F.conv2d(x, w, b), [a, wt, bt])
+    assert gradcheck(lambda x, w: F.conv2d(x.transpose([3, 0, 1, 2]), w), [c, wt])
+    assert gradgradcheck(lambda x, w: ddg.tanh(F.conv2d(x, w)), [T(x[:1], True), wt])
+    # backward reads the input array itself: writing into it is caught
+    h = T(x, True) * 1.0
+    y = F.conv2d(h, wt)
+    with ddg.no_grad():
+        h[0] = 0.0
+    with pytest.raises(RuntimeError, match="modified in place"):
+        y.sum().backward()
+
+
 def test_depthwise_float32_gradients_match_float64():
     x, w = RNG.standard_normal((4, 8, 12, 12)), RNG.standard_normal((8, 1, 3, 3))
     grads = {}
@@ -85,6 +148,45 @@ def test_depthwise_second_order():
     x = T(RNG.standard_normal((2, 3, 6, 6)), True)
     w = T(RNG.standard_normal((3, 1, 3, 3)), True)
     assert gradgradcheck(lambda x, w: ddg.tanh(F.conv2d(x, w, None, 2, 1, 1, 3)), [x, w])
+
+
+# (x shape, w shape, stride, padding, output_padding): kernels a multiple of the stride
+PHASES_2D = [
+    ((2, 3, 5, 4), (3, 4, 4, 4), 2, 1, 0),
+    ((1, 2, 4, 3), (2, 3, 4, 6), (2, 3), [1, 0, 2, 1], (1, 2)),
+    ((2, 2, 3, 5), (2, 2, 2, 4), (1, 2), 0, 0),
+]
+
+
+@pytest.mark.parametrize("xs,ws,stride,padding,opad", PHASES_2D)
+def test_conv2d_transpose_by_phases(xs, ws, stride, padding, opad):
+    x, w, b = RNG.standard_normal(xs), RNG.standard_normal(ws), RNG.standard_normal(ws[1])
+    ref = ref_conv2d_transpose(x, w, b, _pair(stride), _pads4(padding), (1, 1), 1, _pair(opad))
+    y = F.conv2d_transpose(T(x), T(w), T(b), stride, padding, opad)
+    np.testing.assert_allclose(y.numpy(), ref, rtol=1e-12, atol=1e-12)
+    y32 = F.conv2d_transpose(T(x, dtype="float32"), T(w, dtype="float32"), T(b, dtype="float32"), stride, padding,
+                             opad)
+    np.testing.assert_allclose(y32.numpy(), ref, rtol=0, atol=2e-6 * np.abs(ref).max())
+    assert gradcheck(lambda x, w, b: F.conv2d_transpose(x, w, b, stride, padding, opad),
+                     [T(x[:1], True), T(w, True), T(b, True)])
+    assert gradcheck(lambda w: F.conv2d_transpose(T(x[:1]), w, None, stride, padding, opad), [T(w, True)])
+    assert gradgradcheck(lambda x, w: ddg.tanh(F.conv2d_transpose(x, w, None, stride, padding, opad)),
+                         [T(x[:1, :, :3, :3], True), T(w, True)])
+
+
+@pytest.mark.parametrize("stride,pad,k", [((2, 2, 2), (1, 1, 1), (4, 4, 4)), ((2, 1, 3), (0, 1, 2), (2, 3, 3))])
+def test_conv3d_transpose_by_phases(stride, pad, k):
+    # the adjoint of conv3d (whose strided path is the 3-D im2col), its gradients, float32
+    x, w = RNG.standard_normal((2, 3, 7, 6, 8)), RNG.standard_normal((4, 3) + k)
+    y = F.conv3d(T(x), T(w), None, stride, pad).numpy()
+    v = RNG.standard_normal(y.shape)
+    xt = F.conv3d_transpose(T(v), T(w), None, stride, pad, output_size=x.shape[2:]).numpy()
+    np.testing.assert_allclose((y * v).sum(), (x * xt).sum(), rtol=1e-12)
+    x32 = F.conv3d_transpose(T(v, dtype="float32"), T(w, dtype="float32"), None, stride, pad,
+                             output_size=x.shape[2:]).numpy()
+    np.testing.assert_allclose(x32, xt, rtol=0, atol=2e-6 * np.abs(xt).max())
+    vt, wt = T(v[:1, :, :3, :3, :3], True), T(w, True)
+    assert gradcheck(lambda v, w: F.conv3d_transpose(v, w, None, stride, pad), [vt, wt])
 
 
 # -- N-d convolution ------------------------------------------------------------------------------
@@ -115,6 +217,25 @@ def test_conv3d_float32_and_float64_against_loops():
         np.testing.assert_allclose(y, ref, rtol=1e-12, atol=1e-12)
         y32 = F.conv3d(T(x, dtype="float32"), T(w, dtype="float32"), None, stride, pad, dil, 2).numpy()
         np.testing.assert_allclose(y32, ref, rtol=0, atol=2e-6 * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("pad,dil", [((1, 0, 1), (1, 1, 1)), ((2, 1, 0), (2, 1, 1)), ((3, 0, 0), (1, 1, 1))])
+def test_stride1_conv3d_depth_slabs(pad, dil):
+    # stride 1, one group: depth slabs of 2-D columns, the input gradient as a convolution
+    # of the output gradient (padding 3 > the kernel's extent takes the 3-D columns)
+    x, w, b = RNG.standard_normal((2, 3, 6, 5, 4)), RNG.standard_normal((4, 3, 3, 2, 3)), RNG.standard_normal(4)
+    ref = _ref_conv3d(x, w, (1, 1, 1), pad, dil, 1) + b.reshape(1, -1, 1, 1, 1)
+    np.testing.assert_allclose(F.conv3d(T(x), T(w), T(b), 1, pad, dil).numpy(), ref, rtol=1e-12, atol=1e-12)
+    y32 = F.conv3d(T(x, dtype="float32"), T(w, dtype="float32"), T(b, dtype="float32"), 1, pad, dil).numpy()
+    np.testing.assert_allclose(y32, ref, rtol=0, atol=2e-6 * np.abs(ref).max())
+    assert gradcheck(lambda x, w, b: F.conv3d(x, w, b, 1, pad, dil), [T(x[:1], True), T(w, True), T(b, True)])
+    grads = []
+    for dt in ("float64", "float32"):
+        xt, wt = T(x, True, dt), T(w, True, dt)
+        (F.conv3d(xt, wt, None, 1, pad, dil) ** 2).sum().backward()
+        grads.append((xt.grad.numpy(), wt.grad.numpy()))
+    for a, r in zip(grads[1], grads[0]):
+        np.testing.assert_allclose(a, r, rtol=0, atol=1e-5 * np.abs(r).max())
 
 
 def test_conv3d_transpose_is_the_adjoint_of_conv3d():
@@ -285,8 +406,8 @@ def test_kernels_and_array_paths_agree_on_device(place):
             y = fn(t, where)
             (y * y).sum().backward()
             res[where] = (y.numpy(), t.grad.numpy())
-        for a, b in zip(res[place], res["cpu"]):
-            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+        for a, b in zip(res[place], res["cpu"]):   # float32 sums in different orders: round-off of the scale
+            np.testing.assert_allclose(a, b, rtol=0, atol=2e-6 * np.abs(b).max())
 
 
 
@@ -328,3 +449,67 @@ def test_adaptive_avg_pool_separable_products_match_the_whole_matrix(shape, size
         res.append(t.grad.numpy())
     np.testing.assert_allclose(res[1], res[0], rtol=1e-12, atol=1e-14)
     assert gradgradcheck(lambda v: ddg.tanh(favg(v, out)), [T(x[:1, :2], True)])
+
+
+@pytest.mark.parametrize("h,w,pads", [(6, 5, (1, 1, 1, 1)), (5, 6, (2, 0, 1, 2))])
+def test_grouped_winograd_matches_loops_and_central_differences(h, w, pads, monkeypatch):
+    # the per-group Winograd path forced on small float64 shapes (odd sizes, asymmetric pads)
+    import ddg.autograd.ops.conv as CV
+    monkeypatch.setattr(CV, "_use_grouped_winograd", lambda *a: True)
+    x, wt, b = RNG.standard_normal((2, 4, h, w)), RNG.standard_normal((6, 2, 3, 3)), RNG.standard_normal(6)
+    ts = [T(x, True), T(wt, True), T(b, True)]
+    op = CV.Conv2d((1, 1), pads, (1, 1), 2)
+    y = op(*ts)
+    assert op.gwino is not None
+    np.testing.assert_allclose(y.numpy(), ref_conv2d(x, wt, b, (1, 1), pads, (1, 1), 2), rtol=1e-12, atol=1e-12)
+    assert gradcheck(lambda *a: CV.Conv2d((1, 1), pads, (1, 1), 2)(*a), ts, atol=1e-6, rtol=1e-5)
+    assert gradgradcheck(lambda x, w: ddg.tanh(CV.Conv2d((1, 1), pads, (1, 1), 2)(x, w)), ts[:2])
+
+
+def test_grouped_winograd_chosen_by_shape_float32_error_bound():
+    import ddg.autograd.ops.conv as CV
+    x = RNG.standard_normal((2, 32, 12, 10))
+    w = RNG.standard_normal((32, 16, 3, 3)) / np.sqrt(9 * 16)
+    assert CV._use_grouped_winograd(x.astype(np.float32), w.astype(np.float32), (1, 1), (1, 1), 2, (1, 1, 1, 1))
+    assert not CV._use_grouped_winograd(x[:, :16], w[:16, :8], (1, 1), (1, 1), 2, (1, 1, 1, 1))
+    got = {}
+    for dt in ("float32", "float64"):
+        X, W = T(x, True, dt), T(w, True, dt)
+        op = CV.Conv2d((1, 1), (1, 1, 1, 1), (1, 1), 2)
+        y = op(X, W)
+        assert op.gwino is not None
+        (y * T(np.cos(np.arange(y.size)).reshape(y.shape), dtype=dt)).sum().backward()
+        got[dt] = [y.numpy(), X.grad.numpy(), W.grad.numpy()]
+    ref = ref_conv2d(x, w, None, (1, 1), (1, 1, 1, 1), (1, 1), 2)
+    np.testing.assert_allclose(got["float64"][0], ref, rtol=1e-12, atol=1e-12)
+    for a, r in zip(got["float32"], got["float64"]):
+        assert np.abs(a - r).max() <= 1.5e-5 * np.abs(r).max()   # F(4x4, 3x3)'s float32 bound
+
+
+@pytest.mark.parametrize("k,pads,dil", [((3, 2), (1, 0, 0, 1), (1, 2)), ((5, 3), (2, 2, 1, 1), (1, 1))])
+def test_grouped_stride1_im2col_backward(k, pads, dil):
+    # more than 8 channels per group and no Winograd shape: im2col forward, the input
+    # gradient as a convolution of the padded output gradient, per group
+    import ddg.autograd.ops.conv as CV
+    x, w, b = RNG.standard_normal((2, 20, 6, 7)), RNG.standard_normal((4, 10) + k), RNG.standard_normal(4)
+    ts = [T(x[:1], True), T(w, True), T(b, True)]
+    op = CV.Conv2d((1, 1), pads, dil, 2)
+    y = op(T(x), T(w), T(b))
+    assert op.gwino is None and op.plane is None and op._grouped_stride1()
+    np.testing.assert_allclose(y.numpy(), ref_conv2d(x, w, b, (1, 1), pads, dil, 2), rtol=1e-12, atol=1e-12)
+    assert gradcheck(lambda *a: CV.Conv2d((1, 1), pads, dil, 2)(*a), ts, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("shape,pads", [((3, 2, 5), (2, 1)), ((2, 3, 4, 5), (0, 1, 2, 0)), ((2, 2, 3, 4, 5), None),
+                                        ((1, 2, 3, 4), (1, 1, 1, 1))])
+def test_batch_innermost_copy(shape, pads):
+    # the compiled NC* -> [C, *S, N] copy (with zero padding) against numpy's
+    from ddg.tensor.conv_phase import _cl
+    nd = len(shape) - 2
+    for dt in ("float32", "float64"):
+        a = RNG.standard_normal(shape).astype(dt)
+        ref = np.pad(a, ((0, 0), (0, 0)) + tuple((pads[2 * i], pads[2 * i + 1]) if pads else (0, 0)
+                                                  for i in range(nd)))
+        got = _cl(a, pads)
+        assert got.dtype == a.dtype and got.flags.c_contiguous
+        np.testing.assert_array_equal(got, ref.transpose(tuple(range(1, nd + 2)) + (0,)))

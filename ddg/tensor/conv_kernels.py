@@ -106,6 +106,162 @@ def _direct_bwd(x, w, gy, gx, gw, geom, need_x, need_w, zero):
                         gw[t] += s
 
 
+_PLANE_CHUNK = 2048   # elements of a plane's accumulator kept in L1 while every tap adds into it
+
+
+@kernel
+def _plane_fwd(x, w, y, acc, geom):
+    """Stride-1 grouped direct convolution over whole image planes: ``x`` [B, C, Hp, Wp, N]
+    (padded), ``w`` [O, cg, kh, kw], ``y`` [B, O, OH, OW, N] (overwritten), flat C-contiguous
+    (batch-innermost images are B = 1, NCHW ones N = 1); ``acc`` a scratch plane of
+    ``L = (OH-1)*Wp*N + OW*N`` elements. The output is accumulated on the padded width
+    (output pixel (oy, ox) at ``(oy*Wp + ox)*N``), where every kernel offset is one shift of
+    the whole input plane: per offset one multiply-add over ``L`` contiguous elements (in
+    chunks that stay in cache), the ``Wp - OW`` junk columns of each row dropped when the
+    rows are copied into ``y``. ``geom`` = (B, C, Hp, Wp, N, O, OH, OW, kh, kw, dh, dw, og,
+    cg)."""
+    nb, c_n, hp, wp, n, o_n, oh, ow, kh, kw, dh, dw, og, cg = geom
+    rw = wp * n
+    row = ow * n
+    ln = (oh - 1) * rw + row
+    for b in range(nb):
+        xb = b * c_n * hp * rw
+        for o in range(o_n):
+            c0 = (o // og) * cg
+            for s0 in range(0, ln, _PLANE_CHUNK):
+                s1 = min(s0 + _PLANE_CHUNK, ln)
+                a = acc[s0:s1]
+                a[:] = 0.0
+                for q in range(cg):
+                    for i in range(kh):
+                        for j in range(kw):
+                            wv = w[((o * cg + q) * kh + i) * kw + j]
+                            off = xb + (c0 + q) * hp * rw + i * dh * rw + j * dw * n + s0
+                            xr = x[off:off + s1 - s0]
+                            for k in range(s1 - s0):
+                                a[k] += wv * xr[k]
+            for oy in range(oh):
+                y0 = ((b * o_n + o) * oh + oy) * row
+                yr = y[y0:y0 + row]
+                ar = acc[oy * rw:oy * rw + row]
+                for k in range(row):
+                    yr[k] = ar[k]
+
+
+@kernel
+def _plane_bwd(x, w, gy, gx, gw, g, geom, need_x, need_w, zero):
+    """Gradients of ``_plane_fwd`` for the output gradient ``gy`` [B, O, OH, OW, N]: each
+    output channel's gradient is first laid on the padded width in ``g`` (the scratch plane,
+    junk columns zero), then per kernel offset ``gx`` [B, C, Hp, Wp, N] (zeroed by the
+    caller) gains ``w * g`` shifted (``need_x``) and ``gw`` [O, cg, kh, kw] (float64,
+    overwritten) the dot product of ``g`` with the shifted input (``need_w``; per chunk in
+    the input's dtype, ``zero`` a 0 of it, summed in float64)."""
+    nb, c_n, hp, wp, n, o_n, oh, ow, kh, kw, dh, dw, og, cg = geom
+    rw = wp * n
+    row = ow * n
+    ln = (oh - 1) * rw + row
+    gw[:] = 0.0
+    g[:] = 0.0
+    for b in range(nb):
+        xb = b * c_n * hp * rw
+        for o in range(o_n):
+            c0 = (o // og) * cg
+            for oy in range(oh):
+                y0 = ((b * o_n + o) * oh + oy) * row
+                src = gy[y0:y0 + row]
+                dst = g[oy * rw:oy * rw + row]
+                for k in range(row):
+                    dst[k] = src[k]
+            for s0 in range(0, ln, _PLANE_CHUNK):
+                s1 = min(s0 + _PLANE_CHUNK, ln)
+                gc = g[s0:s1]
+                for q in range(cg):
+                    for i in range(kh):
+                        for j in range(kw):
+                            t = ((o * cg + q) * kh + i) * kw + j
+                            off = xb + (c0 + q) * hp * rw + i * dh * rw + j * dw * n + s0
+                            if need_w:
+                                xr = x[off:off + s1 - s0]
+                                s = zero
+                                for k in range(s1 - s0):
+                                    s += gc[k] * xr[k]
+                                gw[t] += s
+                            if need_x:
+                                wv = w[t]
+                                gxr = gx[off:off + s1 - s0]
+                                for k in range(s1 - s0):
+                                    gxr[k] += wv * gc[k]
+
+
+@kernel
+def _to_batch_inner(x, out, geom):
+    """An NC(D)HW C-contiguous ``x`` [N, C, D, H, W] written into the interior of the
+    batch-innermost ``out`` [C, Dp, Hp, Wp, N] at offsets (d0, h0, w0) (the rest of ``out`` is
+    left as it is): per (channel, depth, row) the N input rows are read contiguously and
+    interleaved into one output row (numpy's strided copy runs its inner loop over the N
+    elements of one pixel). ``geom`` = (N, C, D, H, W, Dp, Hp, Wp, d0, h0, w0)."""
+    n_n, c_n, d_n, h_n, w_n, dp, hp, wp, d0, h0, w0 = geom
+    for c in range(c_n):
+        for z in range(d_n):
+            for y in range(h_n):
+                o = (((c * dp + z + d0) * hp + y + h0) * wp + w0) * n_n
+                orow = out[o:o + w_n * n_n]
+                for n in range(n_n):
+                    s = (((n * c_n + c) * d_n + z) * h_n + y) * w_n
+                    src = x[s:s + w_n]
+                    for q in range(w_n):
+                        orow[q * n_n + n] = src[q]
+
+
+@kernel
+def _phase_out(f, y, geom):
+    """Interleave the phases of a transposed convolution into its output: ``f`` [P, C, Jd, Jh,
+    Jw, N] (phase p = (rd*sh + rh)*sw + rw), ``y`` [C, OD, OH, OW, N] (overwritten), output
+    position z (per axis) taken from phase (z + p0) % s at j = (z + p0) // s. Per output row
+    and width phase one strided run. ``geom`` = (P, C, Jd, Jh, Jw, N, OD, OH, OW, sd, sh, sw,
+    p0d, p0h, p0w)."""
+    _, c_n, jd_n, jh_n, jw_n, n, od, oh, ow, sd, sh, sw, pd, ph_, pw = geom
+    for c in range(c_n):
+        for z in range(od):
+            rd, jd = (z + pd) % sd, (z + pd) // sd
+            for yy in range(oh):
+                rh, jh = (yy + ph_) % sh, (yy + ph_) // sh
+                yr = y[((c * od + z) * oh + yy) * ow * n:((c * od + z) * oh + yy + 1) * ow * n]
+                for rw in range(sw):
+                    x0 = (rw - pw) % sw                    # first output column of this phase
+                    j0 = (x0 + pw) // sw
+                    cnt = (ow - x0 + sw - 1) // sw if x0 < ow else 0
+                    src = (((((rd * sh + rh) * sw + rw) * c_n + c) * jd_n + jd) * jh_n + jh) * jw_n + j0
+                    fr = f[src * n:(src + cnt) * n]
+                    for q in range(cnt):
+                        for k in range(n):
+                            yr[(x0 + q * sw) * n + k] = fr[q * n + k]
+
+
+@kernel
+def _phase_in(gy, g, geom):
+    """The adjoint of ``_phase_out`` reading the output gradient in its NC(D)HW layout: ``gy``
+    [N, C, OD, OH, OW] C-contiguous into ``g`` [P, C, Jd, Jh, Jw, N] (zeroed by the caller;
+    same ``geom``)."""
+    _, c_n, jd_n, jh_n, jw_n, n_n, od, oh, ow, sd, sh, sw, pd, ph_, pw = geom
+    for n in range(n_n):
+        for c in range(c_n):
+            for z in range(od):
+                rd, jd = (z + pd) % sd, (z + pd) // sd
+                for yy in range(oh):
+                    rh, jh = (yy + ph_) % sh, (yy + ph_) // sh
+                    s0 = (((n * c_n + c) * od + z) * oh + yy) * ow
+                    src = gy[s0:s0 + ow]
+                    for rw in range(sw):
+                        x0 = (rw - pw) % sw
+                        j0 = (x0 + pw) // sw
+                        cnt = (ow - x0 + sw - 1) // sw if x0 < ow else 0
+                        d = (((((rd * sh + rh) * sw + rw) * c_n + c) * jd_n + jd) * jh_n + jh) * jw_n + j0
+                        gr = g[d * n_n:(d + cnt) * n_n]
+                        for q in range(cnt):
+                            gr[q * n_n + n] = src[x0 + q * sw]
+
+
 @kernel
 def _col2im3(cols, out, geom):
     """Columns ``[C, kd, kh, kw, od, oh, ow, N]`` summed into ``out`` [C, Dp, Hp, Wp, N]
@@ -543,3 +699,71 @@ def wino4_out_adjoint(gy, ty0=0, ty1=None):
     gm = np.empty((6, 6, o, ty1 - ty0, tw, n), gy.dtype)
     _wino4_out_adj(gy.reshape(o * h4, w4 * n), gm.reshape(6, 6, o * (ty1 - ty0), tw * n), (o, th, ty0, ty1, tw, n))
     return gm
+
+
+def _plane_geom(x5, w, groups, dilation, oh, ow):
+    nb, c, hp, wp, n = x5.shape
+    o, cg, kh, kw = w.shape
+    return (nb, c, hp, wp, n, o, oh, ow, kh, kw, dilation[0], dilation[1], o // groups, cg)
+
+
+def plane_forward(x5, w, groups, dilation, oh, ow):
+    """Stride-1 grouped direct convolution (``_plane_fwd``) of the padded ``x5`` [B, C, Hp,
+    Wp, N] (C-contiguous; B = 1 for a batch-innermost image, N = 1 for NCHW) with ``w``
+    [O, C/groups, kh, kw]: the output [B, O, OH, OW, N] (C-contiguous)."""
+    nb, _, _, wp, n = x5.shape
+    y = np.empty((nb, w.shape[0], oh, ow, n), x5.dtype)
+    acc = np.empty((oh - 1) * wp * n + ow * n, x5.dtype)
+    _plane_fwd(x5.reshape(-1), np.ascontiguousarray(w).reshape(-1), y.reshape(-1), acc,
+               _plane_geom(x5, w, groups, dilation, oh, ow))
+    return y
+
+
+def plane_backward(x5, w, g5, groups, dilation, need_x, need_w):
+    """Gradients of ``plane_forward`` for the output gradient ``g5`` [B, O, OH, OW, N]
+    (C-contiguous, the input's dtype): the padded input's gradient [B, C, Hp, Wp, N] and the
+    weight gradient, each None unless asked for."""
+    oh, ow = g5.shape[2:4]
+    wp, n = x5.shape[3:]
+    gx = np.zeros_like(x5) if need_x else x5[:0]
+    gw = np.empty(w.size, np.float64)
+    g = np.empty((oh - 1) * wp * n + ow * n, x5.dtype)
+    _plane_bwd(x5.reshape(-1), np.ascontiguousarray(w).reshape(-1), g5.reshape(-1), gx.reshape(-1), gw, g,
+               _plane_geom(x5, w, groups, dilation, oh, ow), bool(need_x), bool(need_w), x5.dtype.type(0))
+    return (gx if need_x else None), (gw.astype(w.dtype).reshape(w.shape) if need_w else None)
+
+
+def to_batch_inner(x, out, offsets):
+    """Write the C-contiguous ``x`` [N, C, *S] (1 to 3 spatial axes, numpy float32/float64)
+    into ``out`` [C, *Sp, N] (C-contiguous, same dtype) at the spatial ``offsets``."""
+    nd = x.ndim - 2
+    one = (1,) * (3 - nd)
+    n, c = x.shape[:2]
+    sp, spo, off = one + tuple(x.shape[2:]), one + tuple(out.shape[1:-1]), (0,) * (3 - nd) + tuple(offsets)
+    _to_batch_inner(x.reshape(-1), out.reshape(-1), (n, c) + sp + spo + off)
+
+
+def _phase_geom(f_shape, out, s, p0):
+    nd = len(s)
+    one = (1,) * (3 - nd)
+    zero = (0,) * (3 - nd)
+    return (f_shape[0], f_shape[1]) + one + tuple(f_shape[2:2 + nd]) + (f_shape[-1],) + one + tuple(out) + one + \
+        tuple(s) + zero + tuple(p0)
+
+
+def phase_out(f, out, s, p0):
+    """The output [C, *out, N] of the phases ``f`` [P, C, *J, N] (C-contiguous, numpy
+    float32/float64) of a transposed convolution with stride ``s`` cropped at ``p0``."""
+    y = np.empty((f.shape[1],) + tuple(out) + (f.shape[-1],), f.dtype)
+    _phase_out(f.reshape(-1), y.reshape(-1), _phase_geom(f.shape, out, s, p0))
+    return y
+
+
+def phase_in(gy, j, s, p0, dtype):
+    """The phases [P, C, *J, N] of the output gradient ``gy`` [N, C, *out] (any layout;
+    copied to C-contiguous first when it is not), zero where no output position maps."""
+    n, c = gy.shape[:2]
+    gy = np.ascontiguousarray(gy, dtype=dtype)
+    g = np.zeros((int(np.prod(s)), c) + tuple(j) + (n,), dtype)
+    _phase_in(gy.reshape(-1), g.reshape(-1), _phase_geom(g.shape, gy.shape[2:], s, p0))
+    return g

@@ -23,11 +23,14 @@ Algorithm per shape: a 3x3 stride-1 convolution with enough channels runs as Win
 layout): F(4x4, 3x3) on numpy float32/float64 for outputs of at least 8x8 (``_wino_tile``;
 1/4 of the multiplications, compiled tile transforms, by cache-sized blocks of tile rows),
 else F(2x2, 3x3) (16/36 of them, the tile transforms whole-array adds: cupy, or numpy with
-mixed dtypes); a depthwise one, or grouped with at most 8 channels per
-group, is a compiled direct loop on numpy (``conv_kernels``); a 3x3 one dilated by 2 with
-"same" padding is Winograd on the image's four parity classes (numpy); a 1x1 stride-1 one
-is a plain product over the image itself; everything else is im2col + one product (per
-group), im2col and col2im compiled loops on numpy. On the GPU cuDNN, where usable, takes
+mixed dtypes); a depthwise one, or grouped with at most 8 channels per group, is a compiled
+direct loop on numpy (``conv_kernels``; at stride 1 over whole padded planes, in the input's
+own layout); a grouped 3x3 stride-1 one with at least 16 channels per group is Winograd per
+group; a 3x3 one dilated by 2 with "same" padding is Winograd on the image's four parity
+classes (numpy); a 1x1 stride-1 one is a plain product over the image itself (per sample on
+an NCHW input); everything else is im2col + one product (per group), im2col and col2im
+compiled loops on numpy. A transposed convolution whose kernel is a multiple of its stride
+runs by output phases (``ddg.tensor.conv_phase``). On the GPU cuDNN, where usable, takes
 precedence over all of them.
 
 The pooling primitives (``pooling.py``) share this layout and these helpers.
@@ -47,6 +50,7 @@ from ...tensor.dtypes import upcast
 from ..function import Function
 from ..higher import linear_backward_graph, live_input
 from ...tensor import conv_kernels as K
+from ...tensor.conv_phase import _cl, _phases_usable, phase_transpose_backward, phase_transpose_forward
 
 
 # -- helpers ------------------------------------------------------------------------------
@@ -257,6 +261,18 @@ def _wino_tile(x, w, oh, ow):
     output of at least 8x8, else 2 (F(2x2, 3x3)). Measured forward + backward, batch 16,
     F(4x4) / F(2x2) time: 0.5-0.75 at C=16-256 on 16x16 to 64x64, 0.7-0.9 at C=32-256 on 8x8."""
     return 4 if K.usable(x, w) and min(oh, ow) >= 8 else 2
+
+
+def _use_grouped_winograd(x, w, stride, dilation, groups, pads):
+    """Whether a grouped 3x3 stride-1 convolution runs as Winograd per group
+    (``Conv2d._forward_grouped_winograd``): numpy float32/float64, more than one group, at
+    least 16 input and output channels per group (fewer go to the direct loop or make tile
+    products too small for BLAS), padding within the kernel, an output of at least 8x8."""
+    o, cg, kh, kw = w.shape
+    n, _, h, wd = x.shape
+    oh, ow = h + pads[0] + pads[1] - 2, wd + pads[2] + pads[3] - 2
+    return (groups > 1 and kh == kw == 3 and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1)
+            and max(pads) <= 2 and min(cg, o // groups) >= 16 and min(oh, ow) >= 8 and K.usable(x, w))
 
 
 def _use_phases(x, w, stride, dilation, groups, pads):
@@ -489,22 +505,28 @@ class Conv2d(Function):
             return _cudnn_conv(self.cudnn, x, w, b[0] if b else None, _symmetric(self.pads), (sh, sw), (dh, dw),
                                g, (oh, ow))
         self.cudnn = None
-        self.wino = self.direct_x = self.phases = None
+        self.wino = self.direct_x = self.phases = self.plane = self.pointwise = self.gwino = None
         if _use_winograd(x, w, self.stride, self.dilation, g, self.pads):
             return self._forward_winograd(x, w, b, oh, ow)
         if _use_phases(x, w, self.stride, self.dilation, g, self.pads):
             return self._forward_phases(x, w, b)
+        if _use_grouped_winograd(x, w, self.stride, self.dilation, g, self.pads):
+            return self._forward_grouped_winograd(x, w, b, oh, ow)
         if g > 1 and cg <= 8 and K.usable(x, w, *b):
             # depthwise and narrow groups: the compiled direct loop (per output row cg*kh*kw
             # multiply-adds of contiguous rows) instead of per-group products with a few-row
             # operand; measured 0.45-0.66 of im2col's time at 2-4 channels per group, even at
             # 16, 2x slower at 32
+            if (sh, sw) == (1, 1):
+                return self._forward_plane(x, w, b, oh, ow)
             self.direct_x = np.ascontiguousarray(_pad_input(x, self.pads).transpose(1, 2, 3, 0))
             y = K.direct_forward(self.direct_x, w, g, (sh, sw), (dh, dw), oh, ow)
             if b:
                 y += b[0].reshape(1, o, 1, 1)
             self.w, self.x = w, x
             return y
+        if kh == kw == 1 and (sh, sw) == (1, 1) and g == 1 and not any(self.pads) and type(x) is np.ndarray:
+            return self._forward_1x1(x, w, b)
         xpad = _pad_input(x, self.pads)
         cols = im2col(xpad, kh, kw, sh, sw, dh, dw, oh, ow)
         if g == 1:
@@ -629,6 +651,179 @@ class Conv2d(Function):
         gx = grads[0]
         return (None if gx is None else _from_phases(gx, n),) + tuple(grads[1:])
 
+    def _forward_1x1(self, x, w, b):
+        # a 1x1 stride-1 convolution is a product over the image itself, in the input's own
+        # layout: one product [O, C] x [C, H*W*N] for a batch-innermost input, one per sample
+        # [O, C] x [C, H*W] for an NCHW one (no copy of x, y or, in that layout, gy)
+        n, c, h, wd = x.shape
+        o = w.shape[0]
+        wm = w.reshape(o, c)
+        if _is_chwn(x) and x.transpose(1, 2, 3, 0).flags.c_contiguous:
+            y = (wm @ _cn_matrix(x)).reshape(o, h, wd, n).transpose(3, 0, 1, 2)
+            self.pointwise = "chwn"
+        else:
+            x = np.ascontiguousarray(x)
+            y = np.empty((n, o, h, wd), np.result_type(x, w))
+            for i in range(n):
+                np.matmul(wm, x[i].reshape(c, h * wd), out=y[i].reshape(o, h * wd))
+            self.pointwise = "nchw"
+        if b:
+            y += b[0].reshape(1, o, 1, 1)
+        self.w, self.x = w, x
+        self.save_inputs = (0, 1)   # backward reads x itself
+        return y
+
+    def _backward_1x1(self, gy):
+        needs, x, w = self.needs, self.x, self.w
+        n, c, h, wd = x.shape
+        o = w.shape[0]
+        wm = w.reshape(o, c)
+        gy = gy.astype(w.dtype, copy=False)
+        gx = gw = None
+        if self.pointwise == "chwn":
+            g2 = _cn_matrix(gy)
+            if needs[1]:
+                gw = _wgrad(g2, _cn_matrix(x), h).reshape(w.shape)
+            if needs[0]:
+                gx = (wm.T @ g2).reshape(c, h, wd, n).transpose(3, 0, 1, 2)
+        else:
+            g3 = np.ascontiguousarray(gy).reshape(n, o, h * wd)
+            x3 = x.reshape(n, c, h * wd)
+            if needs[1]:
+                acc = np.zeros((o, c), np.float64 if w.dtype == np.float64 else np.float32)
+                for i in range(n):
+                    acc += g3[i] @ x3[i].T
+                gw = acc.astype(w.dtype, copy=False).reshape(w.shape)
+            if needs[0]:
+                gx = np.empty((n, c, h, wd), g3.dtype)
+                for i in range(n):
+                    np.matmul(wm.T, g3[i], out=gx[i].reshape(c, h * wd))
+        if len(needs) == 3:
+            return gx, gw, (gy.sum(axis=(0, 2, 3)) if needs[2] else None)
+        return gx, gw
+
+    def _forward_grouped_winograd(self, x, w, b, oh, ow):
+        # Winograd F(4x4, 3x3) per group: the compiled tile transforms act per channel, so
+        # they serve every group at once; the 36 tile products become 36*groups products
+        # [O/g, C/g] x [C/g, tiles*N] (1/4 of im2col's multiplications)
+        n, c, h, wd = x.shape
+        o, cg = w.shape[:2]
+        gr = self.groups
+        og = o // gr
+        pt, _, pl, _ = self.pads
+        th, tw = -(-oh // 4), -(-ow // 4)
+        hp, wp = 4 * th + 2, 4 * tw + 2
+        v = K.wino4_in(_cl(x, (pt, hp - h - pt, pl, wp - wd - pl)), th, tw).reshape(36 * gr, cg, -1)
+        u = _wino_weight(w, _WINO4_G).reshape(36 * gr, og, cg)
+        # C-contiguous stacks of small products: numpy's stacked matmul loops over BLAS calls
+        # without Python overhead
+        y = np.empty((o, 4 * th, 4 * tw, n), v.dtype)
+        K.wino4_out_into(np.matmul(u, v).reshape(6, 6, o, th, tw, n), y)
+        y = y[:, :oh, :ow]
+        if b:
+            y += b[0].reshape(o, 1, 1, 1)
+        self.gwino = (v, u, th, tw, hp, wp)
+        self.w, self.x = w, x
+        return y.transpose(3, 0, 1, 2)
+
+    def _backward_grouped_winograd(self, gy):
+        needs = self.needs
+        v, u, th, tw, hp, wp = self.gwino
+        n, c, h, wd = self.x.shape
+        o, cg = self.w.shape[:2]
+        gr = self.groups
+        og = o // gr
+        oh, ow = gy.shape[2:]
+        # [O, 4*th, 4*tw, N], partial tiles zero-padded
+        g = _cl(gy.astype(v.dtype, copy=False), (0, 4 * th - oh, 0, 4 * tw - ow))
+        gm = K.wino4_out_adjoint(g).reshape(36 * gr, og, -1)
+        gx = gw = gb = None
+        if needs[1]:   # (v_i @ gm_i^T)^T: the orientation BLAS runs fastest here
+            gu = np.matmul(v, gm.transpose(0, 2, 1)).transpose(0, 2, 1)
+            gw = _wino_weight_adjoint(np.ascontiguousarray(gu).reshape(36, o, cg), o, cg, _WINO4_G)
+        if needs[0]:
+            pt, _, pl, _ = self.pads
+            gv = np.matmul(np.ascontiguousarray(u.transpose(0, 2, 1)), gm).reshape(6, 6, c, th, tw, n)
+            gx4 = K.wino4_in_adjoint_add(gv, np.zeros((c, hp, wp, n), gv.dtype))
+            gx = gx4.transpose(3, 0, 1, 2)[:, :, pt:pt + h, pl:pl + wd]
+        if len(needs) == 3:
+            gb = gy.sum(axis=(0, 2, 3)) if needs[2] else None
+            return gx, gw, gb
+        return gx, gw
+
+    def _grouped_stride1(self):
+        """Whether the im2col path's input gradient is a stride-1 convolution of the padded
+        output gradient (stride 1, padding within the kernel's extent, numpy arrays)."""
+        kh, kw = self.w.shape[2:]
+        (dh, dw), (pt, pb, pl, pr) = self.dilation, self.pads
+        return (tuple(self.stride) == (1, 1) and type(self.cols) is np.ndarray and max(pt, pb) <= dh * (kh - 1)
+                and max(pl, pr) <= dw * (kw - 1))
+
+    def _backward_grouped(self, gy):
+        # grouped, stride 1: per group the weight gradient (cols_g @ gy_g^T)^T and the input
+        # gradient as the convolution of the padded output gradient with the flipped,
+        # transposed kernel (one im2col of gy; no col2im, no product with O/groups as its
+        # inner dimension), each product in the orientation with the long axis first
+        needs, w, cols, gr = self.needs, self.w, self.cols, self.groups
+        n, c, h, wd, hp, wp, oh, ow = self.geom
+        o, cg, kh, kw = w.shape
+        og = o // gr
+        (dh, dw), (pt, pb, pl, pr) = self.dilation, self.pads
+        g2 = _cn_matrix(gy.astype(w.dtype, copy=False))   # [O, OH*OW*N]
+        gx = gw = gb = None
+        if needs[1]:
+            cm = cols.reshape(gr, cg * kh * kw, -1)
+            gw = np.empty((gr, og, cg * kh * kw), w.dtype)
+            for i in range(gr):
+                np.matmul(cm[i], g2[i * og:(i + 1) * og].T, out=gw[i].T)
+            gw = gw.reshape(w.shape)
+        if len(needs) == 3 and needs[2]:
+            gb = g2.sum(axis=1)
+        if needs[0]:
+            fh, fw = dh * (kh - 1), dw * (kw - 1)
+            gpad = _cl(gy.astype(w.dtype, copy=False), (fh - pt, fh - pb, fw - pl, fw - pr)).transpose(3, 0, 1, 2)
+            gcols = im2col(gpad, kh, kw, 1, 1, dh, dw, h, wd).reshape(gr, og * kh * kw, -1)
+            wf = w[:, :, ::-1, ::-1].reshape(gr, og, cg, kh, kw).transpose(0, 2, 1, 3, 4).reshape(gr, cg, -1)
+            gxm = np.empty((c, h * wd * n), w.dtype)
+            for i in range(gr):
+                np.matmul(gcols[i].T, np.ascontiguousarray(wf[i]).T, out=gxm[i * cg:(i + 1) * cg].T)
+            gx = gxm.reshape(c, h, wd, n).transpose(3, 0, 1, 2)
+        return (gx, gw, gb) if len(needs) == 3 else (gx, gw)
+
+    def _forward_plane(self, x, w, b, oh, ow):
+        # stride-1 depthwise / narrow-group convolution as whole-plane shifted multiply-adds
+        # (``conv_kernels.plane_forward``), in the input's own layout: a batch-innermost
+        # input as one [C, Hp, Wp, N] image, any other as N planes [C, Hp, Wp] (no transposing
+        # copy of x, y or gy; the padding is one contiguous copy)
+        n, c, h, wd = x.shape
+        if _is_chwn(x):
+            x5 = np.ascontiguousarray(_pad_input(x, self.pads).transpose(1, 2, 3, 0))[None]
+        else:
+            x5 = _nchw_padded(x, self.pads)[..., None]
+        y5 = K.plane_forward(x5, w, self.groups, self.dilation, oh, ow)
+        y = y5[0].transpose(3, 0, 1, 2) if x5.shape[0] == 1 and x5.shape[-1] == n and n > 1 else y5[..., 0]
+        if b:
+            y += b[0].reshape(1, -1, 1, 1)
+        self.plane, self.w, self.x = x5, w, x
+        if np.may_share_memory(x5, x):   # unpadded NCHW: backward reads x itself
+            self.save_inputs = (0, 1)
+        return y
+
+    def _backward_plane(self, gy):
+        needs, x5 = self.needs, self.plane
+        n, c, h, wd = self.x.shape
+        chwn = x5.shape[0] == 1 and x5.shape[-1] == n and n > 1
+        gy = gy.astype(x5.dtype, copy=False)
+        g5 = np.ascontiguousarray(gy.transpose(1, 2, 3, 0))[None] if chwn else np.ascontiguousarray(gy)[..., None]
+        gx, gw = K.plane_backward(x5, self.w, g5, self.groups, self.dilation, needs[0], needs[1])
+        if gx is not None:
+            pt, _, pl, _ = self.pads
+            gx = gx[0].transpose(3, 0, 1, 2) if chwn else gx[..., 0]
+            gx = gx[:, :, pt:pt + h, pl:pl + wd]
+        if len(needs) == 3:
+            return gx, gw, (gy.sum(axis=(0, 2, 3)) if needs[2] else None)
+        return gx, gw
+
     def _backward_direct(self, gy):
         needs = self.needs
         gx, gw = K.direct_backward(self.direct_x, self.w, gy, self.groups, self.stride, self.dilation, needs[0],
@@ -646,10 +841,18 @@ class Conv2d(Function):
             return self._backward_cudnn(gy)
         if self.wino is not None:
             return self._backward_winograd(gy)
+        if self.plane is not None:
+            return self._backward_plane(gy)
+        if self.gwino is not None:
+            return self._backward_grouped_winograd(gy)
+        if self.pointwise is not None:
+            return self._backward_1x1(gy)
         if self.direct_x is not None:
             return self._backward_direct(gy)
         if self.phases is not None:
             return self._backward_phases(gy)
+        if self.groups > 1 and self._grouped_stride1():
+            return self._backward_grouped(gy)
         needs = self.needs
         w, cols, gr = self.w, self.cols, self.groups
         n, c, h, wd, hp, wp, oh, ow = self.geom
@@ -740,7 +943,14 @@ class Conv2dTranspose(Function):
             self.x, self.w = x, w
             return _cudnn_conv_data(self.cudnn, w, x, b[0] if b else None, (n, og * g, oh, ow), pad, (sh, sw),
                                     (dh, dw), g)
-        self.cudnn = None
+        self.cudnn = self.phase = None
+        if _phases_usable(x, w, (sh, sw), (dh, dw), g):
+            # kernel a multiple of the stride: one stride-1 convolution per output phase
+            y, self.phase = phase_transpose_forward(x, w, (sh, sw), (pt, pl), (oh, ow))
+            if b:
+                y += b[0].reshape(-1, 1, 1, 1)
+            self.x, self.w = x, w
+            return y.transpose(3, 0, 1, 2)
         # the full (uncropped) extent the windows cover, plus room for output_padding
         hp = max((h - 1) * sh + dh * (kh - 1) + 1, pt + oh)
         wp = max((wd - 1) * sw + dw * (kw - 1) + 1, pl + ow)
@@ -766,6 +976,10 @@ class Conv2dTranspose(Function):
             geo = (_symmetric(self.pads), tuple(self.stride), tuple(self.dilation), g)
             gx = _cudnn_conv(self.cudnn, gy, w, None, *geo, x.shape[2:]) if needs[0] else None
             gw = _cudnn_conv_filter(self.cudnn, gy, x, w.shape, *geo) if needs[1] else None
+            gb = gy.sum(axis=(0, 2, 3)) if len(needs) == 3 and needs[2] else None
+            return (gx, gw, gb) if len(needs) == 3 else (gx, gw)
+        if self.phase is not None:
+            gx, gw = phase_transpose_backward(gy, self.phase, needs[0], needs[1])
             gb = gy.sum(axis=(0, 2, 3)) if len(needs) == 3 and needs[2] else None
             return (gx, gw, gb) if len(needs) == 3 else (gx, gw)
         n, cin, h, wd = x.shape

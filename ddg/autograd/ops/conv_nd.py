@@ -8,8 +8,11 @@ loop on numpy float32/float64 (``conv_kernels.col2im``; one strided add per kern
 on cupy and for other dtypes). The transposed convolution is the adjoint: a product then
 col2im forward, im2col then products backward (no columns of inserted zeros).
 
-The N-d pooling primitives (``pooling.py``) share the window helpers ``_pad``,
-``_windows``, ``_scatter`` and ``_crop`` (plain NC* layout).
+On numpy float32/float64 two shapes take ``ddg.tensor.conv_phase`` instead: a stride-1
+3-D convolution with one group (depth slabs of 2-D columns, the input gradient as a
+convolution of the output gradient), and a transposed convolution with one group,
+dilation 1 and a kernel that is a multiple of the stride (one stride-1 convolution per
+output phase).
 """
 import itertools
 
@@ -19,28 +22,8 @@ from ...tensor import backend
 from ..function import Function
 from ...tensor import conv_kernels as K
 from .conv import _gmm, _wgrad
-
-
-def _cl(a, pads=None, extent=None):
-    """``a`` [N, C, *S] as a C-contiguous batch-innermost array ``[C, *Sp, N]``, padded by
-    ``pads`` (before_0, after_0, ...) or placed at ``pads``' leading offsets in a zero array
-    of spatial size ``extent``. Without padding, free when ``a`` is already such a view."""
-    xp = backend.get_array_module(a)
-    nd = a.ndim - 2
-    perm = tuple(range(1, nd + 2)) + (0,)
-    if extent is None and (pads is None or not any(pads)):
-        return xp.ascontiguousarray(a.transpose(perm))
-    if extent is None:
-        extent = tuple(a.shape[2 + i] + pads[2 * i] + pads[2 * i + 1] for i in range(nd))
-    out = xp.zeros((a.shape[1],) + tuple(extent) + (a.shape[0],), dtype=a.dtype)
-    out[(slice(None),) + tuple(slice(pads[2 * i], pads[2 * i] + a.shape[2 + i]) for i in range(nd))] = \
-        a.transpose(perm)
-    return out
-
-
-def _from_cl(a):
-    """``[C, *S, N]`` as the logical ``[N, C, *S]`` (a view)."""
-    return a.transpose((a.ndim - 1,) + tuple(range(a.ndim - 1)))
+from ...tensor.conv_phase import (_cl, _from_cl, _phases_usable, _slab_conv, _slab_wgrad, phase_transpose_backward,
+                         phase_transpose_forward)
 
 
 def _im2col(xcl, k, s, d, o):
@@ -98,6 +81,18 @@ class ConvNd(Function):
         if min(o) <= 0:
             raise ValueError(f"ddg.conv3d: the output would be empty: input {list(x.shape)}, kernel {list(k)}")
         g = self.groups
+        nd = len(o)
+        self.slab = (nd == 3 and g == 1 and self.s == (1,) * nd and K.usable(x, w) and
+                     all(max(self.pads[2 * i], self.pads[2 * i + 1]) <= self.d[i] * (k[i] - 1) for i in range(nd)))
+        if self.slab:
+            # stride 1, padding within the kernel's extent: depth slabs of 2-D columns forward,
+            # the input gradient as the same convolution of the padded output gradient
+            out, cols = _slab_conv(_cl(x, self.pads), w, self.d, o)
+            out = out.reshape((w.shape[0],) + o + (n,))
+            if b is not None:
+                out += b.reshape((-1,) + (1,) * (nd + 1))
+            self.cols, self.w, self.meta = cols, w, (x.shape, o, b is not None)
+            return _from_cl(out)
         cols = _im2col(_cl(x, self.pads), k, self.s, self.d, o)
         out = _gmm(w.reshape(g, w.shape[0] // g, -1), cols.reshape(g, -1, int(np.prod(o)) * n))
         out = out.reshape((w.shape[0],) + o + (n,))
@@ -106,7 +101,33 @@ class ConvNd(Function):
         self.cols, self.w, self.meta = cols, w, (x.shape, o, b is not None)
         return _from_cl(out)
 
+    def _backward_slab(self, gy):
+        xs, o, has_b = self.meta
+        w = self.w
+        nd = len(o)
+        k = w.shape[2:]
+        needs = self.needs
+        gm = _cl(gy.astype(w.dtype, copy=False)).reshape(w.shape[0], -1)     # [O, L]
+        gx = gw = gb = None
+        if needs[0]:
+            # the input gradient of a stride-1 convolution: the output gradient padded by the
+            # kernel's extent less the forward padding, convolved with the flipped kernel
+            # (input and output channels swapped)
+            ext = [self.d[i] * (k[i] - 1) for i in range(nd)]
+            gp = tuple(v for i in range(nd) for v in (ext[i] - self.pads[2 * i], ext[i] - self.pads[2 * i + 1]))
+            wf = w[:, :, ::-1, ::-1, ::-1].transpose(1, 0, 2, 3, 4)
+            gpad = _cl(gy.astype(w.dtype, copy=False), gp)
+            gxm, _ = _slab_conv(gpad, wf, self.d, tuple(xs[2:]))
+            gx = _from_cl(gxm.reshape((xs[1],) + tuple(xs[2:]) + (xs[0],)))
+        if needs[1]:
+            gw = _slab_wgrad(self.cols, gm, w.shape, self.d[0], o[0])
+        if has_b and needs[2]:
+            gb = gy.sum(axis=(0,) + tuple(range(2, 2 + nd)))
+        return (gx, gw, gb) if has_b else (gx, gw)
+
     def backward(self, gy):
+        if self.slab:
+            return self._backward_slab(gy)
         xs, o, has_b = self.meta
         w, g = self.w, self.groups
         nd = len(o)
@@ -149,6 +170,13 @@ class ConvTransposeNd(Function):
         sp = tuple(x.shape[2:])
         k = tuple(w.shape[2:])
         nd = len(sp)
+        self.phase = None
+        if _phases_usable(x, w, self.s, self.d, g):
+            y, self.phase = phase_transpose_forward(x, w, self.s, self.pads[0::2], self.out_sizes)
+            if b is not None:
+                y += b.reshape((-1,) + (1,) * (nd + 1))
+            self.w, self.meta = w, (x.shape, b is not None)
+            return _from_cl(y)
         xcl = _cl(x)                                                        # [Cin, *S, N]
         xm = xcl.reshape(g, cin // g, -1)
         cols = _gmm(w.reshape(g, cin // g, -1).transpose(0, 2, 1), xm)  # [G, Cout/G*K, S*N]
@@ -163,6 +191,10 @@ class ConvTransposeNd(Function):
 
     def backward(self, gy):
         xs, has_b = self.meta
+        if self.phase is not None:
+            gx, gw = phase_transpose_backward(gy, self.phase, self.needs[0], self.needs[1])
+            gb = gy.sum(axis=(0,) + tuple(range(2, gy.ndim))) if has_b and self.needs[2] else None
+            return (gx, gw, gb) if has_b else (gx, gw)
         w, g = self.w, self.groups
         n, cin = xs[:2]
         sp, k = tuple(xs[2:]), tuple(w.shape[2:])
