@@ -92,12 +92,19 @@ class Attention(Function):
             raise ValueError(f"attention: q {list(q.shape)}, k {list(k.shape)} and v {list(v.shape)} do not fit "
                              f"(need q [..., Lq, d], k [..., Lk, d], v [..., Lk, dv])")
         s = xp.matmul(q, xp.swapaxes(k, -1, -2))
-        s *= s.dtype.type(self.scale)
-        if mask:
-            s += mask[0]
-        s -= s.max(axis=-1, keepdims=True)
-        xp.exp(s, out=s)
-        s /= s.sum(axis=-1, keepdims=True)
+        rows = SK.rows_of(s, -1) if self.scale > 0 else None
+        if rows is not None:     # numpy float32/float64: the compiled softmax rows, in place
+            if mask:
+                s *= s.dtype.type(self.scale)
+                s += mask[0]
+            SK.softmax_last(rows, False, 1.0 if mask else self.scale, out=rows)
+        else:
+            s *= s.dtype.type(self.scale)
+            if mask:
+                s += mask[0]
+            s -= s.max(axis=-1, keepdims=True)
+            xp.exp(s, out=s)
+            s /= s.sum(axis=-1, keepdims=True)
         self.q, self.k, self.v, self.p = q, k, v, s
         self.mask_shape = mask[0].shape if mask else None
         out = xp.matmul(s, v)
@@ -127,13 +134,23 @@ class Attention(Function):
                 dp += gp
         else:
             dp = xp.array(gp, dtype=p.dtype, copy=True)
-        dp -= (dp * p).sum(axis=-1, keepdims=True)
-        dp *= p                                   # ds: the scores' gradient
-        if len(needs) == 4 and needs[3]:
-            dm = sum_to(dp, self.mask_shape)
-            dp = dp * dp.dtype.type(self.scale)
+        want_dm = len(needs) == 4 and needs[3]
+        rows = SK.rows_of(p, -1)
+        if rows is not None and dp.dtype == p.dtype and dp.flags.c_contiguous:
+            # ds = p * (dp - sum(dp * p)), the scores' gradient, in place (scaled unless
+            # the mask's gradient, which is unscaled, is wanted)
+            SK.softmax_last_grad(rows, dp, False, 1.0 if want_dm else self.scale, out=dp)
+            if want_dm:
+                dm = sum_to(dp, self.mask_shape)    # may be dp itself
+                dp = dp * dp.dtype.type(self.scale)
         else:
-            dp *= dp.dtype.type(self.scale)
+            dp -= (dp * p).sum(axis=-1, keepdims=True)
+            dp *= p                                   # ds: the scores' gradient
+            if want_dm:
+                dm = sum_to(dp, self.mask_shape)
+                dp = dp * dp.dtype.type(self.scale)
+            else:
+                dp *= dp.dtype.type(self.scale)
         if needs[0]:
             dq = sum_to(xp.matmul(dp, k), q.shape)
         if needs[1]:
