@@ -56,8 +56,8 @@ def _exp_py(d):
 
 @kernel(error_model="numpy")
 def _softmax_rows_f32(x, out, p, scale, log):
-    # out = softmax(scale * x) row by row (out may be x); with log: out = log_softmax and
-    # p = softmax (p, out and x distinct). scale > 0.
+    # out = softmax(scale * x) row by row; with log: out = log_softmax and p = softmax.
+    # x, out and p distinct (aliased, the loops run scalar). scale > 0.
     rows, n = x.shape
     sc = _F(scale)
     bits = np.empty(n, np.int32)
@@ -163,7 +163,6 @@ def _rows_normalize(e, shifted, log):
 def _softmax_rows_grad(p, g, dx, log, scale):
     # softmax:     dx = scale * p * (g - sum(g * p))
     # log-softmax: dx = scale * (g - p * sum(g))     (p = exp(log_softmax), the probabilities)
-    # dx may be g
     rows, n = p.shape
     sc = p.dtype.type(scale)
     for r in range(rows):
@@ -191,12 +190,11 @@ def rows_of(a, axis):
     return a.reshape(-1, a.shape[-1])
 
 
-def softmax_last(x2, log, scale=1.0, out=None):
+def softmax_last(x2, log, scale=1.0):
     """Softmax of the rows of ``scale * x2`` (``x2`` from ``rows_of``, ``scale > 0``); with
-    ``log``, the pair (log-softmax, softmax). Without ``log``, ``out`` may be ``x2`` itself
-    (the result overwrites it)."""
-    if out is None:
-        out = np.empty_like(x2)
+    ``log``, the pair (log-softmax, softmax). Into new arrays: with the output on the input,
+    LLVM's overlap check sends the float32 loops to their scalar versions (2.6x slower)."""
+    out = np.empty_like(x2)
     if x2.dtype == np.float32:
         if not log:
             _softmax_rows_f32(x2, out, out, float(scale), False)
@@ -216,11 +214,11 @@ def softmax_last(x2, log, scale=1.0, out=None):
     return out, e
 
 
-def softmax_last_grad(p2, g, log, scale=1.0, out=None):
+def softmax_last_grad(p2, g, log, scale=1.0):
     """The input gradient of softmax (``log=False``) or log-softmax over the last axis, from
     the probabilities ``p2`` (``rows_of`` the softmax) and the output gradient ``g``, times
-    ``scale``. ``out`` may be ``g`` (a C-contiguous array of ``p2``'s dtype and size)."""
+    ``scale``. A new array (written over ``g``, the loops would run scalar)."""
     g = np.ascontiguousarray(g, dtype=p2.dtype).reshape(p2.shape)
-    dx = np.empty_like(p2) if out is None else out.reshape(p2.shape)
+    dx = np.empty_like(p2)
     _softmax_rows_grad(p2, g, dx, log, float(scale))
     return dx

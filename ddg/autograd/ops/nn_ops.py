@@ -93,11 +93,11 @@ class Attention(Function):
                              f"(need q [..., Lq, d], k [..., Lk, d], v [..., Lk, dv])")
         s = xp.matmul(q, xp.swapaxes(k, -1, -2))
         rows = SK.rows_of(s, -1) if self.scale > 0 else None
-        if rows is not None:     # numpy float32/float64: the compiled softmax rows, in place
+        if rows is not None:     # numpy float32/float64: the compiled softmax rows
             if mask:
                 s *= s.dtype.type(self.scale)
                 s += mask[0]
-            SK.softmax_last(rows, False, 1.0 if mask else self.scale, out=rows)
+            s = SK.softmax_last(rows, False, 1.0 if mask else self.scale).reshape(s.shape)
         else:
             s *= s.dtype.type(self.scale)
             if mask:
@@ -136,10 +136,10 @@ class Attention(Function):
             dp = xp.array(gp, dtype=p.dtype, copy=True)
         want_dm = len(needs) == 4 and needs[3]
         rows = SK.rows_of(p, -1)
-        if rows is not None and dp.dtype == p.dtype and dp.flags.c_contiguous:
-            # ds = p * (dp - sum(dp * p)), the scores' gradient, in place (scaled unless
-            # the mask's gradient, which is unscaled, is wanted)
-            SK.softmax_last_grad(rows, dp, False, 1.0 if want_dm else self.scale, out=dp)
+        if rows is not None and dp.dtype == p.dtype:
+            # ds = p * (dp - sum(dp * p)), the scores' gradient (scaled unless the mask's
+            # gradient, which is unscaled, is wanted)
+            dp = SK.softmax_last_grad(rows, dp, False, 1.0 if want_dm else self.scale).reshape(p.shape)
             if want_dm:
                 dm = sum_to(dp, self.mask_shape)    # may be dp itself
                 dp = dp * dp.dtype.type(self.scale)
