@@ -60,6 +60,12 @@ def test_packed_attention_op_matches_unpacked_and_central_differences(mask):
         return ddg.concat([o.flatten(), wt.flatten()])
     assert gradcheck(both, ts, atol=1e-6, rtol=1e-5)
     assert gradgradcheck(lambda *xs: Attention(0.4, 2, packed=True)(*xs)[0], ts, atol=1e-5, rtol=1e-4)
+    # only the weights get a gradient: v's part of the packed gradient is zero
+    assert gradcheck(lambda *xs: Attention(0.4, 2, packed=True)(*xs)[1], ts, atol=1e-6, rtol=1e-5)
+    w = Attention(0.4, 2, packed=True)(*ts)[1]
+    ts[0].clear_gradient()
+    (w * w).sum().backward()
+    assert (ts[0].grad.numpy()[..., 2 * e:] == 0).all()
     with pytest.raises(ValueError, match="packed"):
         Attention(0.4, 4, packed=True)(ddg.to_tensor(RNG.standard_normal((2, 4, 18))))
 

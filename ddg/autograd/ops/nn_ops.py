@@ -129,8 +129,23 @@ class Attention(Function):
             s /= s.sum(axis=-1, keepdims=True)
         self.q, self.k, self.v, self.p = q, k, v, s
         self.mask_shape = mask[0].shape if mask else None
-        out = xp.matmul(s, v)
-        return (out if self.heads is None else self._merge(out)), s
+        if self.heads is None:
+            return xp.matmul(s, v), s
+        if xp is np:    # the product written straight into the merged layout (no copy)
+            return self._merged_product(s, v), s
+        return self._merge(xp.matmul(s, v)), s
+
+    @staticmethod
+    def _merged_target(b, length, h, d, dtype):
+        """An empty ``[batch, L, heads * d]`` array and its ``[batch, heads, L, d]`` view."""
+        base = np.empty((b, length, h, d), dtype)
+        return base.reshape(b, length, h * d), base.transpose(0, 2, 1, 3)
+
+    def _merged_product(self, a, c):
+        """``merge(a @ c)`` with numpy's matmul writing into the merged array's view."""
+        merged, view = self._merged_target(a.shape[0], a.shape[2], a.shape[1], c.shape[-1], a.dtype)
+        np.matmul(a, c, out=view)
+        return merged
 
     def backward(self, grads):
         g, gp = grads
@@ -141,6 +156,23 @@ class Attention(Function):
             return self._backward(g, gp, needs)
         if g is not None:
             g = self._split(g, "the values' gradient")
+        if type(self.p) is np.ndarray:
+            # numpy's matmul writes the gradients straight into their merged layout: for
+            # packed inputs one [batch, L, 3, heads, d] array, else one [batch, L, E] each
+            (b, h, length, d), dt = self.q.shape, self.p.dtype
+            if self.packed:
+                base = np.empty((b, length, 3, h, d), dt)
+                views = [base[:, :, i].transpose(0, 2, 1, 3) if needs[i] else None for i in range(3)]
+                got = self._backward(g, gp, needs, views)
+                if got[0] is None:
+                    return (None,) + got[3:]
+                if got[2] is None:      # no gradient of the values: v's part is zero
+                    base[:, :, 2] = 0
+                return (base.reshape(b, length, 3 * h * d),) + got[3:]
+            targets = [self._merged_target(b, t.shape[2], h, t.shape[3], dt) if need else (None, None)
+                       for t, need in zip((self.q, self.k, self.v), needs)]
+            got = self._backward(g, gp, needs, [view for _, view in targets])
+            return tuple(None if d is None else merged for d, (merged, _) in zip(got[:3], targets)) + got[3:]
         got = self._backward(g, gp, needs)
         if not self.packed:
             return tuple(None if d is None else self._merge(d) for d in got[:3]) + got[3:]
@@ -153,12 +185,19 @@ class Attention(Function):
             dqkv[:, :, i] = got[i].transpose(0, 2, 1, 3)
         return (dqkv.reshape(b, length, 3 * h * d),) + got[3:]
 
-    def _backward(self, g, gp, needs):
+    def _backward(self, g, gp, needs, views=(None, None, None)):
+        """The gradients of q, k, v (and the mask); ``views`` (with heads, on numpy): arrays
+        of q's, k's and v's shapes for numpy's matmul to write them into."""
         q, k, v, p = self.q, self.k, self.v, self.p
         xp = backend.get_array_module(p)
+
+        def product(a, c, view, shape):
+            if view is not None:
+                return xp.matmul(a, c, out=view)
+            return sum_to(xp.matmul(a, c), shape)
         dv = dq = dk = dm = None
         if g is not None and needs[2]:
-            dv = sum_to(xp.matmul(xp.swapaxes(p, -1, -2), g), v.shape)
+            dv = product(xp.swapaxes(p, -1, -2), g, views[2], v.shape)
         if not (needs[0] or needs[1] or (len(needs) == 4 and needs[3])):
             return (dq, dk, dv) + ((dm,) if len(needs) == 4 else ())
         if g is not None:
@@ -185,9 +224,9 @@ class Attention(Function):
             else:
                 dp *= dp.dtype.type(self.scale)
         if needs[0]:
-            dq = sum_to(xp.matmul(dp, k), q.shape)
+            dq = product(dp, k, views[0], q.shape)
         if needs[1]:
-            dk = sum_to(xp.matmul(xp.swapaxes(dp, -1, -2), q), k.shape)
+            dk = product(xp.swapaxes(dp, -1, -2), q, views[1], k.shape)
         return (dq, dk, dv) + ((dm,) if len(needs) == 4 else ())
 
     def backward_graph(self, grads):
