@@ -139,3 +139,20 @@ def test_attention_float32_kernels_against_float64(heads, mask):
     assert len(got["float32"]) == len(got["float64"]) == 5 + (mask == "float")
     for a, b in zip(got["float32"], got["float64"]):
         np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-5)
+
+
+def test_attention_heads_gradients_written_into_merged_layout():
+    # with heads on numpy the products write into [batch, L, E] arrays' strided views:
+    # central differences for both outputs, the weights alone (v gets no gradient), and
+    # an input without gradient
+    from ddg.autograd.ops.nn_ops import Attention
+    ts = [ddg.to_tensor(RNG.standard_normal((2, 3, 4)), stop_gradient=False) for _ in range(3)]
+
+    def both(*xs):
+        o, w = Attention(0.8, 2)(*xs)
+        return ddg.concat([o.flatten(), w.flatten()])
+    assert gradcheck(both, ts, atol=1e-6, rtol=1e-5)
+    assert gradcheck(lambda *xs: Attention(0.8, 2)(*xs)[1], ts, atol=1e-6, rtol=1e-5)
+    ts[1].stop_gradient = True
+    Attention(0.8, 2)(*ts)[0].sum().backward()
+    assert ts[1].grad is None and ts[0].grad.shape == [2, 3, 4] and ts[2].grad.shape == [2, 3, 4]

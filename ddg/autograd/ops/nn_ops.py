@@ -57,20 +57,14 @@ class Attention(Function):
     come out of a Linear) and the values come back as ``[batch, Lq, heads * dv]`` (ready for
     the output projection): the split into ``[batch, heads, L, d]`` and the merge are
     strided views and one copy inside the op instead of a reshape and a transpose node
-    per tensor (and their backward copies). The weights are ``[batch, heads, Lq, Lk]``.
-
-    With ``packed`` (and ``heads``), the op takes one ``[batch, L, 3 * heads * d]`` input,
-    q, k and v side by side (self-attention's three projections as one product,
-    ``PackedLinear``), and returns its gradient as one array: inputs ``(qkv[, mask])``.
+    per tensor (and their backward copies); on numpy the products write straight into the
+    merged arrays' strided views, no copy. The weights are ``[batch, heads, Lq, Lk]``.
     """
     none_grads = True
 
-    def __init__(self, scale, heads=None, packed=False):
+    def __init__(self, scale, heads=None):
         self.scale = float(scale)
         self.heads = heads
-        self.packed = packed
-        if packed and heads is None:
-            raise ValueError("attention: packed q, k and v need the number of heads")
 
     def _split(self, t, what):
         if t.ndim != 3 or t.shape[-1] % self.heads:
@@ -85,22 +79,7 @@ class Attention(Function):
         b, h, length, d = t.shape
         return t.transpose(0, 2, 1, 3).reshape(b, length, h * d)
 
-    def _unpack(self, qkv):
-        """Views ``q, k, v`` ``[batch, L, E]`` of the packed ``[batch, L, 3E]`` input."""
-        if qkv.ndim != 3 or qkv.shape[-1] % (3 * self.heads):
-            raise ValueError(f"attention: packed q, k and v with {self.heads} heads must be "
-                             f"[batch, L, 3 * heads * d], got {list(qkv.shape)}")
-        e = qkv.shape[-1] // 3
-        return qkv[..., :e], qkv[..., e:2 * e], qkv[..., 2 * e:]
-
-    def forward(self, q, *rest):
-        if self.packed:
-            mask = rest
-            q, k, v = self._unpack(q)
-        else:
-            if len(rest) < 2:
-                raise TypeError(f"attention: needs q, k and v, got {1 + len(rest)} inputs")
-            k, v, *mask = rest
+    def forward(self, q, k, v, *mask):
         xp = backend.get_array_module(q)
         if type(q) is np.ndarray:   # numpy has no half-precision BLAS: float32 products
             q, k, v = upcast(q), upcast(k), upcast(v)
@@ -150,40 +129,19 @@ class Attention(Function):
     def backward(self, grads):
         g, gp = grads
         needs = self.needs
-        if self.packed:     # inputs (qkv[, mask]): as (q, k, v[, mask]) for _backward
-            needs = (needs[0],) * 3 + needs[1:]
         if self.heads is None:
             return self._backward(g, gp, needs)
         if g is not None:
             g = self._split(g, "the values' gradient")
         if type(self.p) is np.ndarray:
-            # numpy's matmul writes the gradients straight into their merged layout: for
-            # packed inputs one [batch, L, 3, heads, d] array, else one [batch, L, E] each
-            (b, h, length, d), dt = self.q.shape, self.p.dtype
-            if self.packed:
-                base = np.empty((b, length, 3, h, d), dt)
-                views = [base[:, :, i].transpose(0, 2, 1, 3) if needs[i] else None for i in range(3)]
-                got = self._backward(g, gp, needs, views)
-                if got[0] is None:
-                    return (None,) + got[3:]
-                if got[2] is None:      # no gradient of the values: v's part is zero
-                    base[:, :, 2] = 0
-                return (base.reshape(b, length, 3 * h * d),) + got[3:]
+            # numpy's matmul writes the gradients straight into [batch, L, E] arrays
+            (b, h, _, _), dt = self.q.shape, self.p.dtype
             targets = [self._merged_target(b, t.shape[2], h, t.shape[3], dt) if need else (None, None)
                        for t, need in zip((self.q, self.k, self.v), needs)]
             got = self._backward(g, gp, needs, [view for _, view in targets])
             return tuple(None if d is None else merged for d, (merged, _) in zip(got[:3], targets)) + got[3:]
         got = self._backward(g, gp, needs)
-        if not self.packed:
-            return tuple(None if d is None else self._merge(d) for d in got[:3]) + got[3:]
-        if got[0] is None:
-            return (None,) + got[3:]
-        # the three gradients into one [batch, L, 3, heads, d] array, a copy each
-        b, h, length, d = got[0].shape
-        dqkv = backend.get_array_module(got[0]).empty((b, length, 3, h, d), got[0].dtype)
-        for i in range(3):
-            dqkv[:, :, i] = got[i].transpose(0, 2, 1, 3)
-        return (dqkv.reshape(b, length, 3 * h * d),) + got[3:]
+        return tuple(None if d is None else self._merge(d) for d in got[:3]) + got[3:]
 
     def _backward(self, g, gp, needs, views=(None, None, None)):
         """The gradients of q, k, v (and the mask); ``views`` (with heads, on numpy): arrays
@@ -236,26 +194,19 @@ class Attention(Function):
         arrays = (self.q, self.k, self.v)
         if self.heads is not None:
             arrays = tuple(self._merge(a) for a in arrays)
-        if self.packed:
-            xp = backend.get_array_module(self.p)
-            ins = [live_input(self, 0, xp.concatenate(arrays, axis=-1))]
-        else:
-            ins = [live_input(self, i, a) for i, a in enumerate(arrays)]
+        ins = [live_input(self, i, a) for i, a in enumerate(arrays)]
         if self.mask_shape is not None:
             # the mask's value does not enter any gradient (the scores are linear in it)
             xp = backend.get_array_module(self.p)
-            ins.append(live_input(self, len(ins), xp.zeros(self.mask_shape, self.p.dtype)))
+            ins.append(live_input(self, 3, xp.zeros(self.mask_shape, self.p.dtype)))
         with enable_grad():
-            if self.packed:
-                q, k, v = ins[0].split(3, axis=-1)
-            else:
-                q, k, v = ins[:3]
+            q, k, v = ins[:3]
             if self.heads is not None:
                 q, k, v = (t.reshape(list(t.shape[:2]) + [self.heads, t.shape[2] // self.heads]).transpose([0, 2, 1, 3])
                            for t in (q, k, v))
             s = (q * self.scale).matmul(k, transpose_y=True)
-            if self.mask_shape is not None:
-                s = s + ins[-1]
+            if len(ins) == 4:
+                s = s + ins[3]
             p = Softmax(-1)(s)
             out = p.matmul(v)
             if self.heads is not None:
@@ -426,86 +377,6 @@ class Linear(Function):
             return gx, gw, gb
         return gx, gw
 
-
-
-class PackedLinear(Function):
-    """``x @ [w_1 | ... | w_n] + [b_1 | ... | b_n]``: ``n`` Linear layers that read the same
-    input as one product (self-attention's q, k and v projections), a primitive for speed.
-    Inputs ``(x, w_1, ..., w_n[, b_1, ..., b_n])``, the weights ``[in, out_i]``; the output
-    ``[..., sum(out_i)]``. Against ``n`` Linear nodes: one wider product forward and one
-    for the input gradient (none of the ``n - 1`` adds of the input's gradients), one for
-    the weights' gradients, one column sum for the biases', and one node's overhead. The
-    weights are concatenated each call (a copy of ``in * sum(out_i)`` values)."""
-
-    def __init__(self, n):
-        self.n = n
-
-    def forward(self, x, *wb):
-        n = self.n
-        if len(wb) not in (n, 2 * n):
-            raise TypeError(f"packed linear: needs x, {n} weights and 0 or {n} biases, got {1 + len(wb)} inputs")
-        ws, bs = wb[:n], wb[n:]
-        for w in ws:
-            same_float_dtype("linear", x, w)
-            if w.ndim != 2 or w.shape[0] != x.shape[-1]:
-                raise ValueError(f"packed linear: input of shape {list(x.shape)} and weight of shape "
-                                 f"{list(w.shape)} do not fit (need weights [{x.shape[-1]}, out])")
-        for w, b in zip(ws, bs):
-            if b.shape != (w.shape[1],):
-                raise ValueError(f"packed linear: bias of shape {list(b.shape)} for a weight of shape "
-                                 f"{list(w.shape)}")
-        xp = backend.get_array_module(x)
-        if type(x) is np.ndarray:   # numpy has no half-precision BLAS: float32 products
-            x, ws, bs = upcast(x), [upcast(w) for w in ws], [upcast(b) for b in bs]
-        w = xp.concatenate(ws, axis=1)
-        self.x, self.w, self.widths = x, w, [w_.shape[1] for w_ in ws]
-        out = x.reshape(-1, x.shape[-1]) @ w
-        if bs:
-            out += xp.concatenate(bs)
-        return out.reshape(x.shape[:-1] + (w.shape[1],))
-
-    def _cuts(self):
-        cuts, at = [], 0
-        for w in self.widths[:-1]:
-            at += w
-            cuts.append(at)
-        return cuts
-
-    def backward(self, g):
-        x, w, n = self.x, self.w, self.n
-        needs = self.needs
-        xp = backend.get_array_module(g)
-        g2 = g.reshape(-1, g.shape[-1])
-        gx = (g2 @ w.T).reshape(x.shape) if needs[0] else None
-        gws = gbs = (None,) * n
-        if any(needs[1:n + 1]):
-            gw = x.reshape(-1, x.shape[-1]).T @ g2
-            gws = tuple(p if need else None for p, need in zip(xp.split(gw, self._cuts(), axis=1), needs[1:n + 1]))
-        if len(needs) == 1 + 2 * n:
-            if any(needs[n + 1:]):
-                gbs = tuple(p if need else None for p, need in zip(xp.split(_column_sums(g2), self._cuts()),
-                                                                   needs[n + 1:]))
-            return (gx,) + gws + gbs
-        return (gx,) + gws
-
-    def backward_graph(self, g):
-        x, n = self.x, self.n
-        needs = self.needs
-        xt = live_input(self, 0, x)
-        parts = g.split(self.widths, axis=-1)
-        xp = backend.get_array_module(self.w)
-        ws = [live_input(self, 1 + i, w) for i, w in enumerate(xp.split(self.w, self._cuts(), axis=1))]
-        gx = None
-        if needs[0]:
-            for p, w in zip(parts, ws):
-                t = p.matmul(w, transpose_y=True)
-                gx = t if gx is None else gx + t
-        x2 = xt.reshape([-1, x.shape[-1]])
-        parts2 = [p.reshape([-1, p.shape[-1]]) for p in parts]
-        gws = tuple(x2.matmul(p, transpose_x=True) if need else None for p, need in zip(parts2, needs[1:n + 1]))
-        if len(needs) == 1 + 2 * n:
-            return (gx,) + gws + tuple(p.sum(axis=0) if need else None for p, need in zip(parts2, needs[n + 1:]))
-        return (gx,) + gws
 
 # -- dropout: a primitive because its random draw must belong to the op -----------------
 def _uniform(xp, shape):

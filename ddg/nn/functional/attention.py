@@ -8,7 +8,7 @@ from ...autograd.ops import elementwise as E
 from ...autograd.ops import movement as M
 from ...autograd.function import _autocast
 from ...autograd.ops.linalg import matmul
-from ...autograd.ops.nn_ops import Attention, PackedLinear
+from ...autograd.ops.nn_ops import Attention
 from ...tensor import backend
 from ...tensor.dtypes import finfo
 from ...tensor.tensor import Tensor
@@ -61,22 +61,6 @@ def _attend_heads(q, k, v, heads, mask=None, dropout_p=0.0, training=True):
     q, k, v = (M.transpose(M.reshape(t, [0, 0, heads, t.shape[-1] // heads]), [0, 2, 1, 3]) for t in (q, k, v))
     out, weights = _attend(q, k, v, mask, dropout_p, training, scale)
     return M.reshape(M.transpose(out, [0, 2, 1, 3]), [0, 0, out.shape[1] * out.shape[3]]), weights
-
-
-def _packed_self_attention(x, weights, biases, heads, mask=None, dropout_p=0.0, training=True):
-    """Self-attention's projections and attention on ``x`` ``[batch, L, E]``: the q, k and v
-    projections (``weights`` / ``biases``: three each, or no biases) as one product
-    (``PackedLinear``), then one op that reads q, k and v from its ``[batch, L, 3E]`` output
-    and returns their gradient as one array. With dropout on the weights, or under
-    ``auto_cast``, the composite of ``_attend_heads`` on the split output. Returns the
-    values ``[batch, L, E]`` (before the output projection) and the weights."""
-    qkv = PackedLinear(3)(x, *weights, *biases)
-    if not (dropout_p and training) and _autocast[0] is None:
-        scale = 1.0 / math.sqrt(qkv.shape[-1] // 3 // heads)
-        op = Attention(scale, heads, packed=True)
-        return tuple(op(qkv) if mask is None else op(qkv, mask))
-    q, k, v = M.split(qkv, 3, axis=-1)
-    return _attend_heads(q, k, v, heads, mask, dropout_p, training)
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,

@@ -18,8 +18,7 @@ from ...tensor.dtypes import default_float
 from ...tensor.place import current_place, move_array
 from ...tensor.tensor import Tensor
 from .. import functional as F
-from ...autograd.function import _autocast
-from ..functional.attention import _attend, _attend_heads, _convert_attention_mask, _packed_self_attention
+from ..functional.attention import _attend, _attend_heads, _convert_attention_mask
 from ..param_attr import ParamAttr
 from .common import Linear
 from .container import LayerList
@@ -122,31 +121,10 @@ class MultiHeadAttention(Layer):
             return self.Cache(Tensor._wrap(empty), Tensor._wrap(empty.copy()))
         return self.Cache(key, value)
 
-    def _packed_parameters(self):
-        """The q, k and v projections' weights and biases, when the three can run as one
-        product (plain ``Linear`` layers without hooks, one input size, biases on all or
-        none, no ``auto_cast``, whose casting lists see each Linear); else None."""
-        projs = (self.q_proj, self.k_proj, self.v_proj)
-        if _autocast[0] is not None or self.kdim != self.embed_dim or self.vdim != self.embed_dim:
-            return None
-        if any(type(p) is not Linear or p._forward_pre_hooks or p._forward_post_hooks for p in projs):
-            return None
-        biases = [p.bias for p in projs if p.bias is not None]
-        if len(biases) not in (0, 3):
-            return None
-        return [p.weight for p in projs], biases
-
     def forward(self, query, key=None, value=None, attn_mask=None, cache=None):
         key = query if key is None else key
         value = query if value is None else value
         _check_3d(query, "query", "MultiHeadAttention", self.embed_dim)
-        packed = self._packed_parameters() if cache is None and key is query and value is query else None
-        if packed is not None:              # self-attention: q, k, v as one product
-            mask = _convert_attention_mask(attn_mask, query.dtype)
-            out, weights = _packed_self_attention(query, *packed, self.num_heads, mask, self.dropout,
-                                                  self.training)
-            out = self.out_proj(out)
-            return (out, weights) if self.need_weights else out
         if cache is None:                   # heads split and merged inside the attention op
             _check_3d(key, "key", "MultiHeadAttention", self.kdim)
             _check_3d(value, "value", "MultiHeadAttention", self.vdim)
