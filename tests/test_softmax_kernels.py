@@ -156,3 +156,38 @@ def test_attention_heads_gradients_written_into_merged_layout():
     ts[1].stop_gradient = True
     Attention(0.8, 2)(*ts)[0].sum().backward()
     assert ts[1].grad is None and ts[0].grad.shape == [2, 3, 4] and ts[2].grad.shape == [2, 3, 4]
+
+
+@pytest.mark.parametrize("shape,axis", [((2, 5, 3, 4), 1), ((3, 7, 37), 0), ((4, 1, 6), 1), ((2, 3, 4, 5), -3)])
+@pytest.mark.filterwarnings("ignore:invalid value")
+def test_other_axis_float32_kernel_edges(shape, axis):
+    # float32 over an axis before the last: compiled loops along the last axis
+    x = RNG.standard_normal(shape) * 20
+    assert SK.mid_of(x.astype("float32"), axis) is not None and SK.mid_of(x, axis) is None
+    flat = np.moveaxis(x, axis, -1).reshape(-1, shape[axis])
+    flat[0, :] = -np.inf                               # all masked: NaN
+    flat[1, 0] = -np.inf                               # one masked: probability 0
+    if flat.shape[0] > 3:
+        flat[2, -1] = np.nan                           # NaN spreads over its slice
+    x = np.moveaxis(flat.reshape(np.moveaxis(x, axis, -1).shape), -1, axis).astype("float32").astype(np.float64)
+    w = RNG.standard_normal(shape)
+    for fn, log in ((F.softmax, False), (F.log_softmax, True)):
+        t = ddg.to_tensor(x.astype("float32"), stop_gradient=False)
+        y = fn(t, axis=axis)
+        ref = _ref(x, axis, log)
+        got = y.numpy().astype(np.float64)
+        assert np.array_equal(np.isnan(got), np.isnan(ref))
+        ok = ~np.isnan(ref) & (np.abs(ref) > 1e-30)
+        np.testing.assert_allclose(got[ok], ref[ok], rtol=5e-6, atol=2e-6 if log else 0)
+        (y * ddg.to_tensor(w.astype("float32"))).sum().backward()
+        with np.errstate(invalid="ignore"):
+            p = np.exp(_ref(x, axis, True))
+            want = w - p * w.sum(axis=axis, keepdims=True) if log else \
+                p * (w - (w * p).sum(axis=axis, keepdims=True))
+        gx = t.grad.numpy()
+        fin = np.isfinite(want)
+        assert np.array_equal(np.isfinite(gx), fin)
+        np.testing.assert_allclose(gx[fin], want[fin], rtol=1e-4, atol=1e-5)
+    if len(shape) == 4:
+        got = ddg.nn.Softmax2D()(ddg.to_tensor(x.astype("float32"))).numpy()
+        np.testing.assert_allclose(got, _ref(x, -3, False), rtol=5e-6, atol=1e-7)

@@ -131,6 +131,99 @@ def _softmax_rows_f32(x, out, p, scale, log):
                 orow[j] -= ls
 
 
+
+@kernel(error_model="numpy")
+def _softmax_mid_f32(x, out, p, log):
+    # softmax over axis 1 of [outer, n, inner] float32 arrays (an axis before the last, e.g.
+    # the channels of NCHW): each loop runs along the contiguous inner axis, the n slices
+    # reduced element-wise (vectorized); the same exp as _softmax_rows_f32. With log: out =
+    # log_softmax, p = softmax. x, out and p distinct.
+    outer, n, inner = x.shape
+    m = np.empty(inner, np.float32)
+    s = np.empty(inner, np.float64)
+    inv = np.empty(inner, np.float32)
+    bits = np.empty(inner, np.int32)
+    pow2 = bits.view(np.float32)
+    q = p if log else out
+    for o in range(outer):
+        xo = x[o]
+        qo = q[o]
+        for i in range(inner):
+            m[i] = xo[0, i]
+            s[i] = 0.0
+        for c in range(1, n):
+            for i in range(inner):
+                v = xo[c, i]
+                m[i] = v if v > m[i] else m[i]
+        for c in range(n):
+            qc = qo[c]
+            xc = xo[c]
+            for i in range(inner):
+                d = xc[i] - m[i]
+                y = d * _LOG2E - _HALF
+                y = y if y > _KMIN else _KMIN
+                k = np.int32(y)
+                kf = _F(k)
+                f = d - kf * _LN2_HI - kf * _LN2_LO
+                e = _P0 * f + _P1
+                e = e * f + _P2
+                e = e * f + _P3
+                e = e * f + _P4
+                e = e * f + _P5
+                e = e * f * f + f + _ONE
+                qc[i] = _ZERO if d < _LOWEST else e
+                bits[i] = (k + 127) << 23
+            for i in range(inner):
+                v = qc[i] * pow2[i]
+                qc[i] = v
+                s[i] += v
+        for i in range(inner):
+            inv[i] = _F(1.0 / s[i])
+        for c in range(n):
+            qc = qo[c]
+            for i in range(inner):
+                qc[i] *= inv[i]
+        if log:
+            oo = out[o]
+            for c in range(n):      # shifted first, then minus log(sum): rounded once each
+                oc = oo[c]
+                xc = xo[c]
+                for i in range(inner):
+                    oc[i] = xc[i] - m[i]
+            for i in range(inner):
+                inv[i] = _F(math.log(s[i]))
+            for c in range(n):
+                oc = oo[c]
+                for i in range(inner):
+                    oc[i] -= inv[i]
+
+
+@kernel(error_model="numpy")
+def _softmax_mid_grad(p, g, dx, log):
+    # the input gradient over axis 1 of [outer, n, inner] (see _softmax_rows_grad)
+    outer, n, inner = p.shape
+    s = np.empty(inner, np.float64)
+    s32 = np.empty(inner, p.dtype)
+    for o in range(outer):
+        for i in range(inner):
+            s[i] = 0.0
+        for c in range(n):
+            if log:
+                for i in range(inner):
+                    s[i] += g[o, c, i]
+            else:
+                for i in range(inner):
+                    s[i] += g[o, c, i] * p[o, c, i]
+        for i in range(inner):
+            s32[i] = s[i]
+        for c in range(n):
+            if log:
+                for i in range(inner):
+                    dx[o, c, i] = g[o, c, i] - p[o, c, i] * s32[i]
+            else:
+                for i in range(inner):
+                    dx[o, c, i] = p[o, c, i] * (g[o, c, i] - s32[i])
+
 @kernel
 def _rows_sub_max(x, out):
     rows, n = x.shape
@@ -188,6 +281,40 @@ def rows_of(a, axis):
             or axis not in (-1, a.ndim - 1) or not a.flags.c_contiguous or a.size == 0):
         return None
     return a.reshape(-1, a.shape[-1])
+
+
+def mid_of(a, axis):
+    """``a`` as an ``[outer, n, inner]`` view, ``n`` the softmax axis, when the middle-axis
+    kernels take it (a C-contiguous numpy float32 array, ``axis`` not its last), else
+    None."""
+    if (type(a) is not np.ndarray or a.dtype != np.float32 or a.ndim < 2 or not a.flags.c_contiguous
+            or a.size == 0):
+        return None
+    axis = axis % a.ndim
+    if axis == a.ndim - 1:
+        return None
+    return a.reshape(int(np.prod(a.shape[:axis])), a.shape[axis], -1)
+
+
+def softmax_mid(x3, log):
+    """Softmax over axis 1 of ``x3`` (from ``mid_of``); with ``log``, the pair
+    (log-softmax, softmax)."""
+    out = np.empty_like(x3)
+    if not log:
+        _softmax_mid_f32(x3, out, out, False)
+        return out
+    p = np.empty_like(x3)
+    _softmax_mid_f32(x3, out, p, True)
+    return out, p
+
+
+def softmax_mid_grad(p3, g, log):
+    """The input gradient over axis 1 of ``p3`` (``mid_of`` the softmax; see
+    ``softmax_last_grad``)."""
+    g = np.ascontiguousarray(g, dtype=p3.dtype).reshape(p3.shape)
+    dx = np.empty_like(p3)
+    _softmax_mid_grad(p3, g, dx, log)
+    return dx
 
 
 def softmax_last(x2, log, scale=1.0):

@@ -11,7 +11,8 @@ from ..higher import const, linear_backward_graph, live_input, live_output
 
 class Softmax(Function):
     """Primitive for stability: subtracts the row max before exponentiating. Over the last
-    axis of a numpy float32/float64 array forward and backward are compiled row loops
+    axis of a numpy float32/float64 array forward and backward are compiled row loops, over
+    another axis of a numpy float32 array compiled loops along the last axis
     (``tensor/softmax_kernels.py``)."""
     save_inputs = False
     save_output = True
@@ -23,6 +24,10 @@ class Softmax(Function):
         rows = SK.rows_of(a, self.axis)
         if rows is not None:  # numpy float32/float64 over the last axis: compiled row loops
             self.out = SK.softmax_last(rows, False).reshape(a.shape)
+            return self.out
+        mid = SK.mid_of(a, self.axis)
+        if mid is not None:   # numpy float32 over another axis: compiled loops along the last
+            self.out = SK.softmax_mid(mid, False).reshape(a.shape)
             return self.out
         xp = backend.get_array_module(a)
         a = upcast(a)
@@ -37,6 +42,9 @@ class Softmax(Function):
         rows = SK.rows_of(y, self.axis)
         if rows is not None:
             return SK.softmax_last_grad(rows, g, False).reshape(y.shape)
+        mid = SK.mid_of(y, self.axis)
+        if mid is not None:
+            return SK.softmax_mid_grad(mid, g, False).reshape(y.shape)
         return y * (g - (g * y).sum(axis=self.axis, keepdims=True))
 
     def backward_graph(self, g):
@@ -221,7 +229,8 @@ class Attention(Function):
 
 class LogSoftmax(Function):
     """Primitive for stability (log of a sum of exponentials, max subtracted). Over the last
-    axis of a numpy float32/float64 array forward and backward are compiled row loops
+    axis of a numpy float32/float64 array forward and backward are compiled row loops, over
+    another axis of a numpy float32 array compiled loops along the last axis
     (``tensor/softmax_kernels.py``); forward keeps the probabilities it computes on the way,
     from which backward needs no ``exp``."""
     save_inputs = False
@@ -237,6 +246,11 @@ class LogSoftmax(Function):
             out, p = SK.softmax_last(rows, True)
             self.out, self.p = out.reshape(a.shape), p.reshape(a.shape)
             return self.out
+        mid = SK.mid_of(a, self.axis)
+        if mid is not None:   # numpy float32 over another axis: compiled loops along the last
+            out, p = SK.softmax_mid(mid, True)
+            self.out, self.p = out.reshape(a.shape), p.reshape(a.shape)
+            return self.out
         xp = backend.get_array_module(a)
         a = upcast(a)
         out = xp.asarray(a - a.max(axis=self.axis, keepdims=True))  # an array also for 0-d inputs
@@ -246,7 +260,10 @@ class LogSoftmax(Function):
 
     def backward(self, g):
         if self.p is not None:
-            return SK.softmax_last_grad(SK.rows_of(self.p, self.axis), g, True).reshape(self.out.shape)
+            rows = SK.rows_of(self.p, self.axis)
+            if rows is not None:
+                return SK.softmax_last_grad(rows, g, True).reshape(self.out.shape)
+            return SK.softmax_mid_grad(SK.mid_of(self.p, self.axis), g, True).reshape(self.out.shape)
         xp = backend.get_array_module(g)
         return g - xp.exp(self.out) * g.sum(axis=self.axis, keepdims=True)
 
