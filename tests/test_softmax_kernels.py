@@ -89,7 +89,7 @@ def test_float32_exp_and_scale_over_the_whole_range():
             np.testing.assert_allclose(lg, _ref(x.astype(np.float64) * scale, -1, True), rtol=1e-6, atol=2e-6)
             np.testing.assert_allclose(p, got, rtol=1e-6, atol=1e-37)
     # exp(d) itself on a dense grid of d <= 0, down to where float32 leaves the normal range
-    d = np.linspace(-87.3, 0.0, 200001).astype(np.float32)
+    d = np.linspace(-87.3, 0.0, 30001).astype(np.float32)
     e, k = np.vectorize(SK._exp_py)(d)
     got = e.astype(np.float64) * np.exp2(k.astype(np.float64))
     np.testing.assert_allclose(got, np.exp(d.astype(np.float64)), rtol=2e-7)
