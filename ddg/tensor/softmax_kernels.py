@@ -1,5 +1,7 @@
 """CPU kernels of softmax and log-softmax over the rows of C-contiguous ``[rows, n]``
-float32/float64 arrays (the last axis).
+float32/float64 arrays (the last axis), and over axis 1 of C-contiguous ``[outer, n,
+inner]`` float32 arrays (an axis before the last: every loop runs along the contiguous
+inner axis, the softmax axis reduced element-wise).
 
 float32 forward: one kernel per row, the row staying in cache: its max (eight running
 maxima, so the compare chain is not one long dependency), ``exp`` of the shifted values,
