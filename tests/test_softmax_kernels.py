@@ -70,3 +70,124 @@ def test_rows_with_inf_nan_one_element_and_0d(dtype):
     np.testing.assert_array_equal(F.softmax(one).numpy(), [[1.0], [1.0]])
     np.testing.assert_array_equal(F.log_softmax(one).numpy(), [[0.0], [0.0]])
     np.testing.assert_array_equal(F.softmax(ddg.to_tensor(np.array(2.0, dtype=dtype)), axis=0).numpy(), 1.0)
+
+
+def test_float32_exp_and_scale_over_the_whole_range():
+    # rows spread over [-80, 80] after the shift: the kernel's own exp against float64,
+    # rows shorter and longer than its eight running maxima, and the scale factor
+    for n in (3, 8, 37, 300):
+        x = (RNG.standard_normal((6, n)) * 30).astype(np.float32)
+        for scale in (1.0, 0.3):
+            ref = _ref(x.astype(np.float64) * scale, -1, False)
+            got = SK.softmax_last(x, False, scale)
+            # float32 rounding of the shifted input d costs |d| * 6e-8 relative (5e-6 at p = 1e-30)
+            big, mid = ref > 1e-30, ref > 1e-4
+            np.testing.assert_allclose(got[big], ref[big], rtol=5e-6)
+            np.testing.assert_allclose(got[mid], ref[mid], rtol=1e-6)
+            assert np.abs(got - ref)[~big].max(initial=0) < 1e-30
+            lg, p = SK.softmax_last(x, True, scale)
+            np.testing.assert_allclose(lg, _ref(x.astype(np.float64) * scale, -1, True), rtol=1e-6, atol=2e-6)
+            np.testing.assert_allclose(p, got, rtol=1e-6, atol=1e-37)
+    # exp(d) itself on a dense grid of d <= 0, down to where float32 leaves the normal range
+    d = np.linspace(-87.3, 0.0, 30001).astype(np.float32)
+    e, k = np.vectorize(SK._exp_py)(d)
+    got = e.astype(np.float64) * np.exp2(k.astype(np.float64))
+    np.testing.assert_allclose(got, np.exp(d.astype(np.float64)), rtol=2e-7)
+    two = np.stack([np.zeros_like(d), d], axis=1)     # softmax([0, d]) = [1, e^d] / (1 + e^d)
+    np.testing.assert_allclose(SK.softmax_last(two, False)[:, 1], 1 / (1 + np.exp(-d.astype(np.float64))),
+                               rtol=3e-7)
+
+
+def test_scaled_gradient():
+    x = RNG.standard_normal((5, 11)).astype(np.float32)
+    ref = SK.softmax_last(x, False, 0.5)
+    g = RNG.standard_normal(x.shape).astype(np.float32)
+    want = 0.5 * ref * (g - (g * ref).sum(-1, keepdims=True))
+    np.testing.assert_allclose(SK.softmax_last_grad(ref, g.copy(), False, 0.5), want, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("heads,mask", [(None, None), (None, "bool"), (2, "float"), (2, "bool")])
+def test_attention_float32_kernels_against_float64(heads, mask):
+    # the float32 op (compiled softmax rows, in place) against the float64 op, whose own
+    # test checks it against numpy and central differences; masks with fully masked keys
+    from ddg.autograd.ops.nn_ops import Attention
+    from ddg.nn.functional.attention import _convert_attention_mask
+    shape = (3, 5, 8) if heads else (3, 2, 5, 4)
+    arrs = [RNG.standard_normal(shape) for _ in range(3)]
+    m = None
+    if mask:
+        keep = RNG.random((1, 1, 5, 5) if heads else (3, 1, 5, 5)) > 0.4
+        keep[..., 0] = True
+        keep[..., 3] = False                                 # a key nobody attends to
+        m = keep if mask == "bool" else np.where(keep, RNG.standard_normal(keep.shape), -np.inf)
+    got = {}
+    for dtype in ("float32", "float64"):
+        ts = [ddg.to_tensor(a.astype(dtype), stop_gradient=False) for a in arrs]
+        if m is not None:
+            mt = ddg.to_tensor(m if m.dtype == bool else m.astype(dtype))
+            ts.append(_convert_attention_mask(mt, dtype))
+            if m.dtype != bool:
+                ts[-1].stop_gradient = False
+        op = Attention(0.6) if heads is None else Attention(0.6, heads)
+        out, w = op(*ts)
+        w2 = RNG.standard_normal(w.shape) if dtype == "float32" else w2
+        g2 = RNG.standard_normal(out.shape) if dtype == "float32" else g2
+        ((out * ddg.to_tensor(g2.astype(dtype))).sum() + (w * ddg.to_tensor(w2.astype(dtype))).sum()).backward()
+        got[dtype] = [out.numpy(), w.numpy()] + [t.grad.numpy() for t in ts if not t.stop_gradient]
+    if mask:
+        assert (got["float32"][1][..., 3] == 0).all()
+    assert len(got["float32"]) == len(got["float64"]) == 5 + (mask == "float")
+    for a, b in zip(got["float32"], got["float64"]):
+        np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-5)
+
+
+def test_attention_heads_gradients_written_into_merged_layout():
+    # with heads on numpy the products write into [batch, L, E] arrays' strided views:
+    # central differences for both outputs, the weights alone (v gets no gradient), and
+    # an input without gradient
+    from ddg.autograd.ops.nn_ops import Attention
+    ts = [ddg.to_tensor(RNG.standard_normal((2, 3, 4)), stop_gradient=False) for _ in range(3)]
+
+    def both(*xs):
+        o, w = Attention(0.8, 2)(*xs)
+        return ddg.concat([o.flatten(), w.flatten()])
+    assert gradcheck(both, ts, atol=1e-6, rtol=1e-5)
+    assert gradcheck(lambda *xs: Attention(0.8, 2)(*xs)[1], ts, atol=1e-6, rtol=1e-5)
+    ts[1].stop_gradient = True
+    Attention(0.8, 2)(*ts)[0].sum().backward()
+    assert ts[1].grad is None and ts[0].grad.shape == [2, 3, 4] and ts[2].grad.shape == [2, 3, 4]
+
+
+@pytest.mark.parametrize("shape,axis", [((2, 5, 3, 4), 1), ((3, 7, 37), 0), ((4, 1, 6), 1), ((2, 3, 4, 5), -3)])
+@pytest.mark.filterwarnings("ignore:invalid value")
+def test_other_axis_float32_kernel_edges(shape, axis):
+    # float32 over an axis before the last: compiled loops along the last axis
+    x = RNG.standard_normal(shape) * 20
+    assert SK.mid_of(x.astype("float32"), axis) is not None and SK.mid_of(x, axis) is None
+    flat = np.moveaxis(x, axis, -1).reshape(-1, shape[axis])
+    flat[0, :] = -np.inf                               # all masked: NaN
+    flat[1, 0] = -np.inf                               # one masked: probability 0
+    if flat.shape[0] > 3:
+        flat[2, -1] = np.nan                           # NaN spreads over its slice
+    x = np.moveaxis(flat.reshape(np.moveaxis(x, axis, -1).shape), -1, axis).astype("float32").astype(np.float64)
+    w = RNG.standard_normal(shape)
+    for fn, log in ((F.softmax, False), (F.log_softmax, True)):
+        t = ddg.to_tensor(x.astype("float32"), stop_gradient=False)
+        y = fn(t, axis=axis)
+        ref = _ref(x, axis, log)
+        got = y.numpy().astype(np.float64)
+        assert np.array_equal(np.isnan(got), np.isnan(ref))
+        ok = ~np.isnan(ref) & (np.abs(ref) > 1e-30)
+        np.testing.assert_allclose(got[ok], ref[ok], rtol=5e-6, atol=2e-6 if log else 0)
+        (y * ddg.to_tensor(w.astype("float32"))).sum().backward()
+        with np.errstate(invalid="ignore"):
+            p = np.exp(_ref(x, axis, True))
+            want = w - p * w.sum(axis=axis, keepdims=True) if log else \
+                p * (w - (w * p).sum(axis=axis, keepdims=True))
+        gx = t.grad.numpy()
+        fin = np.isfinite(want)
+        assert np.array_equal(np.isfinite(gx), fin)
+        np.testing.assert_allclose(gx[fin], want[fin], rtol=1e-4, atol=1e-5)
+    if len(shape) == 4:
+        got = ddg.nn.Softmax2D()(ddg.to_tensor(x.astype("float32"))).numpy()
+        np.testing.assert_allclose(got, _ref(x, -3, False), rtol=5e-6, atol=1e-7)

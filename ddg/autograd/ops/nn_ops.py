@@ -14,7 +14,8 @@ from ..higher import const, linear_backward_graph, live_input, live_output
 
 class Softmax(Function):
     """Primitive for stability: subtracts the row max before exponentiating. Over the last
-    axis of a numpy float32/float64 array forward and backward are compiled row loops
+    axis of a numpy float32/float64 array forward and backward are compiled row loops, over
+    another axis of a numpy float32 array compiled loops along the last axis
     (``tensor/softmax_kernels.py``)."""
     save_inputs = False
     save_output = True
@@ -26,6 +27,10 @@ class Softmax(Function):
         rows = SK.rows_of(a, self.axis)
         if rows is not None:  # numpy float32/float64 over the last axis: compiled row loops
             self.out = SK.softmax_last(rows, False).reshape(a.shape)
+            return self.out
+        mid = SK.mid_of(a, self.axis)
+        if mid is not None:   # numpy float32 over another axis: compiled loops along the last
+            self.out = SK.softmax_mid(mid, False).reshape(a.shape)
             return self.out
         xp = backend.get_array_module(a)
         a = upcast(a)
@@ -40,6 +45,9 @@ class Softmax(Function):
         rows = SK.rows_of(y, self.axis)
         if rows is not None:
             return SK.softmax_last_grad(rows, g, False).reshape(y.shape)
+        mid = SK.mid_of(y, self.axis)
+        if mid is not None:
+            return SK.softmax_mid_grad(mid, g, False).reshape(y.shape)
         return y * (g - (g * y).sum(axis=self.axis, keepdims=True))
 
     def backward_graph(self, g):
@@ -60,7 +68,8 @@ class Attention(Function):
     come out of a Linear) and the values come back as ``[batch, Lq, heads * dv]`` (ready for
     the output projection): the split into ``[batch, heads, L, d]`` and the merge are
     strided views and one copy inside the op instead of a reshape and a transpose node
-    per tensor (and their backward copies). The weights are ``[batch, heads, Lq, Lk]``.
+    per tensor (and their backward copies); on numpy the products write straight into the
+    merged arrays' strided views, no copy. The weights are ``[batch, heads, Lq, Lk]``.
     """
     none_grads = True
 
@@ -95,33 +104,69 @@ class Attention(Function):
             raise ValueError(f"attention: q {list(q.shape)}, k {list(k.shape)} and v {list(v.shape)} do not fit "
                              f"(need q [..., Lq, d], k [..., Lk, d], v [..., Lk, dv])")
         s = xp.matmul(q, xp.swapaxes(k, -1, -2))
-        s *= s.dtype.type(self.scale)
-        if mask:
-            s += mask[0]
-        s -= s.max(axis=-1, keepdims=True)
-        xp.exp(s, out=s)
-        s /= s.sum(axis=-1, keepdims=True)
+        rows = SK.rows_of(s, -1) if self.scale > 0 else None
+        if rows is not None:     # numpy float32/float64: the compiled softmax rows
+            if mask:
+                s *= s.dtype.type(self.scale)
+                s += mask[0]
+            s = SK.softmax_last(rows, False, 1.0 if mask else self.scale).reshape(s.shape)
+        else:
+            s *= s.dtype.type(self.scale)
+            if mask:
+                s += mask[0]
+            s -= s.max(axis=-1, keepdims=True)
+            xp.exp(s, out=s)
+            s /= s.sum(axis=-1, keepdims=True)
         self.q, self.k, self.v, self.p = q, k, v, s
         self.mask_shape = mask[0].shape if mask else None
-        out = xp.matmul(s, v)
-        return (out if self.heads is None else self._merge(out)), s
+        if self.heads is None:
+            return xp.matmul(s, v), s
+        if xp is np:    # the product written straight into the merged layout (no copy)
+            return self._merged_product(s, v), s
+        return self._merge(xp.matmul(s, v)), s
+
+    @staticmethod
+    def _merged_target(b, length, h, d, dtype):
+        """An empty ``[batch, L, heads * d]`` array and its ``[batch, heads, L, d]`` view."""
+        base = np.empty((b, length, h, d), dtype)
+        return base.reshape(b, length, h * d), base.transpose(0, 2, 1, 3)
+
+    def _merged_product(self, a, c):
+        """``merge(a @ c)`` with numpy's matmul writing into the merged array's view."""
+        merged, view = self._merged_target(a.shape[0], a.shape[2], a.shape[1], c.shape[-1], a.dtype)
+        np.matmul(a, c, out=view)
+        return merged
 
     def backward(self, grads):
         g, gp = grads
+        needs = self.needs
         if self.heads is None:
-            return self._backward(g, gp)
+            return self._backward(g, gp, needs)
         if g is not None:
             g = self._split(g, "the values' gradient")
-        got = self._backward(g, gp)
+        if type(self.p) is np.ndarray:
+            # numpy's matmul writes the gradients straight into [batch, L, E] arrays
+            (b, h, _, _), dt = self.q.shape, self.p.dtype
+            targets = [self._merged_target(b, t.shape[2], h, t.shape[3], dt) if need else (None, None)
+                       for t, need in zip((self.q, self.k, self.v), needs)]
+            got = self._backward(g, gp, needs, [view for _, view in targets])
+            return tuple(None if d is None else merged for d, (merged, _) in zip(got[:3], targets)) + got[3:]
+        got = self._backward(g, gp, needs)
         return tuple(None if d is None else self._merge(d) for d in got[:3]) + got[3:]
 
-    def _backward(self, g, gp):
+    def _backward(self, g, gp, needs, views=(None, None, None)):
+        """The gradients of q, k, v (and the mask); ``views`` (with heads, on numpy): arrays
+        of q's, k's and v's shapes for numpy's matmul to write them into."""
         q, k, v, p = self.q, self.k, self.v, self.p
         xp = backend.get_array_module(p)
-        needs = self.needs
+
+        def product(a, c, view, shape):
+            if view is not None:
+                return xp.matmul(a, c, out=view)
+            return sum_to(xp.matmul(a, c), shape)
         dv = dq = dk = dm = None
         if g is not None and needs[2]:
-            dv = sum_to(xp.matmul(xp.swapaxes(p, -1, -2), g), v.shape)
+            dv = product(xp.swapaxes(p, -1, -2), g, views[2], v.shape)
         if not (needs[0] or needs[1] or (len(needs) == 4 and needs[3])):
             return (dq, dk, dv) + ((dm,) if len(needs) == 4 else ())
         if g is not None:
@@ -130,17 +175,27 @@ class Attention(Function):
                 dp += gp
         else:
             dp = xp.array(gp, dtype=p.dtype, copy=True)
-        dp -= (dp * p).sum(axis=-1, keepdims=True)
-        dp *= p                                   # ds: the scores' gradient
-        if len(needs) == 4 and needs[3]:
-            dm = sum_to(dp, self.mask_shape)
-            dp = dp * dp.dtype.type(self.scale)
+        want_dm = len(needs) == 4 and needs[3]
+        rows = SK.rows_of(p, -1)
+        if rows is not None and dp.dtype == p.dtype:
+            # ds = p * (dp - sum(dp * p)), the scores' gradient (scaled unless the mask's
+            # gradient, which is unscaled, is wanted)
+            dp = SK.softmax_last_grad(rows, dp, False, 1.0 if want_dm else self.scale).reshape(p.shape)
+            if want_dm:
+                dm = sum_to(dp, self.mask_shape)    # may be dp itself
+                dp = dp * dp.dtype.type(self.scale)
         else:
-            dp *= dp.dtype.type(self.scale)
+            dp -= (dp * p).sum(axis=-1, keepdims=True)
+            dp *= p                                   # ds: the scores' gradient
+            if want_dm:
+                dm = sum_to(dp, self.mask_shape)
+                dp = dp * dp.dtype.type(self.scale)
+            else:
+                dp *= dp.dtype.type(self.scale)
         if needs[0]:
-            dq = sum_to(xp.matmul(dp, k), q.shape)
+            dq = product(dp, k, views[0], q.shape)
         if needs[1]:
-            dk = sum_to(xp.matmul(xp.swapaxes(dp, -1, -2), q), k.shape)
+            dk = product(xp.swapaxes(dp, -1, -2), q, views[1], k.shape)
         return (dq, dk, dv) + ((dm,) if len(needs) == 4 else ())
 
     def backward_graph(self, grads):
@@ -177,7 +232,8 @@ class Attention(Function):
 
 class LogSoftmax(Function):
     """Primitive for stability (log of a sum of exponentials, max subtracted). Over the last
-    axis of a numpy float32/float64 array forward and backward are compiled row loops
+    axis of a numpy float32/float64 array forward and backward are compiled row loops, over
+    another axis of a numpy float32 array compiled loops along the last axis
     (``tensor/softmax_kernels.py``); forward keeps the probabilities it computes on the way,
     from which backward needs no ``exp``."""
     save_inputs = False
@@ -193,6 +249,11 @@ class LogSoftmax(Function):
             out, p = SK.softmax_last(rows, True)
             self.out, self.p = out.reshape(a.shape), p.reshape(a.shape)
             return self.out
+        mid = SK.mid_of(a, self.axis)
+        if mid is not None:   # numpy float32 over another axis: compiled loops along the last
+            out, p = SK.softmax_mid(mid, True)
+            self.out, self.p = out.reshape(a.shape), p.reshape(a.shape)
+            return self.out
         xp = backend.get_array_module(a)
         a = upcast(a)
         out = xp.asarray(a - a.max(axis=self.axis, keepdims=True))  # an array also for 0-d inputs
@@ -202,7 +263,10 @@ class LogSoftmax(Function):
 
     def backward(self, g):
         if self.p is not None:
-            return SK.softmax_last_grad(SK.rows_of(self.p, self.axis), g, True).reshape(self.out.shape)
+            rows = SK.rows_of(self.p, self.axis)
+            if rows is not None:
+                return SK.softmax_last_grad(rows, g, True).reshape(self.out.shape)
+            return SK.softmax_mid_grad(SK.mid_of(self.p, self.axis), g, True).reshape(self.out.shape)
         xp = backend.get_array_module(g)
         return g - xp.exp(self.out) * g.sum(axis=self.axis, keepdims=True)
 
