@@ -373,3 +373,48 @@ def test_the_gradients_are_left_as_backward_made_them():
 def test_global_norm_clip_costs_constant_launches(monkeypatch):
     counts = _launches_per_adam_step(grad_clip=nn.ClipGradByGlobalNorm(1.0))
     assert counts[40] == counts[10] <= 26, counts
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("rule", ["momentum", "nesterov", "adam", "amsgrad"])
+def test_compiled_update_is_bitwise_the_numpy_rule(rule, dtype):
+    """The one-pass compiled updates (ddg/tensor/optim_kernels.py) give exactly the numpy
+    rule's values, NaN and zeros included, so every path agrees bit for bit."""
+    from ddg.optimizer.adam import update_moments
+    from ddg.tensor import optim_kernels as K
+    rng = np.random.default_rng(4)
+    n = K.MIN_SIZE + 37
+    p, g, m, v, vm = (rng.standard_normal(n).astype(dtype) for _ in range(5))
+    v, vm = np.abs(v), np.abs(vm)
+    g[5], vm[7], v[11] = np.nan, np.nan, np.nan
+    g[9] = m[9] = v[9] = 0
+    assert K.usable(p, g, m, scalars=(0.9, 0.01)) and not K.usable(p, g, scalars=(np.float64(0.9),))
+    assert not K.usable(p[:100], g[:100]) and not K.usable(p, g.astype("float16"))
+    want = [a.copy() for a in (p, m, v, vm)]
+    got = [a.copy() for a in (p, m, v, vm)]
+    s = np.empty_like(p)
+    if rule in ("momentum", "nesterov"):
+        P, V = want[0], want[1]
+        V *= 0.9
+        V += g
+        if rule == "nesterov":
+            np.multiply(V, 0.9, out=s)
+            s += g
+            s *= 0.01
+        else:
+            np.multiply(V, 0.01, out=s)
+        P -= s
+        K.momentum(got[0], g, got[1], 0.9, 0.01, rule == "nesterov")
+    else:
+        P, M, V, VM = want
+        update_moments(np, M, V, g, 0.9, 0.999, s)
+        if rule == "amsgrad":
+            np.maximum(VM, V, out=VM)
+            V = VM
+        np.sqrt(V, out=s)
+        s += 7e-9
+        np.divide(M, s, out=s)
+        s *= 0.0123
+        P -= s
+        K.adam(got[0], g, got[1], got[2], got[3] if rule == "amsgrad" else None, 0.9, 0.999, 0.0123, 7e-9)
+    for a, b in zip(want, got):
+        assert a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True)

@@ -25,8 +25,10 @@ instead of lr), ddg does not copy that. AdamW's decoupled decay still scales eve
 """
 import math
 
+import numpy as np
+
 from ..autograd.ops.embedding import sparse_rows
-from ..tensor import backend
+from ..tensor import backend, optim_kernels
 from ..tensor.tensor import Tensor
 from .fused import per_element
 from .optimizer import Optimizer, _scalar
@@ -84,7 +86,13 @@ class Adam(Optimizer):
         """The update with the bias corrections folded into ``lr_t`` and ``eps_t`` (floats
         for one parameter, per-element arrays for a flat group whose corrections differ)."""
         m, v = acc["moment1"], acc["moment2"]
-        update_moments(xp, m, v, g, group["beta1"], group["beta2"], s)
+        vmax = acc["moment2_max"] if self._amsgrad else None
+        b1, b2 = group["beta1"], group["beta2"]
+        if xp is np and optim_kernels.usable(p, g, m, v, *(() if vmax is None else (vmax,)),
+                                             scalars=(b1, b2, lr_t, eps_t)):
+            optim_kernels.adam(p, g, m, v, vmax, b1, b2, lr_t, eps_t)   # the same, in one pass
+            return
+        update_moments(xp, m, v, g, b1, b2, s)
         if self._amsgrad:
             vmax = acc["moment2_max"]
             xp.maximum(vmax, v, out=vmax)

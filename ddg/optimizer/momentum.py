@@ -6,6 +6,9 @@
 
 ``grad`` is ``rescale_grad * grad + weight-decay term``.
 """
+import numpy as np
+
+from ..tensor import optim_kernels
 from .optimizer import Optimizer, _scalar
 
 __all__ = ["Momentum"]
@@ -29,6 +32,9 @@ class Momentum(Optimizer):
     def _rule(self, xp, p, g, acc, s, lr, group):
         mu = group["momentum"]
         v = acc["velocity"]
+        if xp is np and optim_kernels.usable(p, g, v, scalars=(mu, lr)):
+            optim_kernels.momentum(p, g, v, mu, lr, group["use_nesterov"])   # the same, in one pass
+            return
         v *= mu
         v += g
         if group["use_nesterov"]:
