@@ -363,7 +363,7 @@ class Dropout(Function):
         keep = _uniform(xp, self.mask_shape) >= self.p
         mask = keep.astype(x.dtype)
         if self.scale is not None:
-            mask = mask * x.dtype.type(self.scale)
+            mask *= x.dtype.type(self.scale)   # in place: the astype above is a fresh array
         self.mask = mask
         return x * mask
 
