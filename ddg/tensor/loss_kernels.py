@@ -1,11 +1,12 @@
 """CPU kernels of the losses: softmax cross-entropy over the rows of a C-contiguous
-``[rows, classes]`` float32/float64 array.
+``[rows, classes]`` float32 array.
 
 Per row, while it is in cache: one pass for the max, one that exponentiates the shifted
-logits (float32: the polynomial ``exp`` of ``cpu_nn_kernels``, error a few float32 ulp),
-stores them and sums them in float64, one that scales them into probabilities; the loss
-is ``log(sum) - (x[label] - max)``. numpy takes five whole-array passes and two
-temporaries for the same."""
+logits (the float32 polynomial ``exp`` of ``cpu_nn_kernels``, error a few float32 ulp,
+which numba vectorizes), stores them and sums them in float64, one that scales them into
+probabilities; the loss is ``log(sum) - (x[label] - max)``. numpy takes five whole-array
+passes and two temporaries for the same. float64 stays on numpy: there the loop calls
+``math.exp`` per element and was 1.2-1.7x slower than numpy's SIMD ``exp``."""
 import math
 
 from .compiled import kernel

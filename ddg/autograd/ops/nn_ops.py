@@ -233,7 +233,7 @@ class SoftmaxCrossEntropy(Function):
             raise ValueError(f"labels must lie in [0, {n_cls}) (or equal ignore_index={self.ignore_index}); "
                              f"got values from {int(lab.min())} to {int(lab.max())}")
         rows = xp.arange(flat.shape[0])
-        if type(flat) is np.ndarray and flat.dtype in (np.float32, np.float64) and flat.size:
+        if type(flat) is np.ndarray and flat.dtype == np.float32 and flat.size:
             from ...tensor.loss_kernels import softmax_ce_rows  # noqa: PLC0415 - numba on first use
             flat = np.ascontiguousarray(flat)
             e, loss = np.empty_like(flat), np.empty(flat.shape[0], flat.dtype)
