@@ -365,3 +365,16 @@ def test_in_place_write_to_a_saved_input_raises(name, fn, ref, shapes, domain, r
     for j in guarded:
         with pytest.raises(RuntimeError, match="modified in place"):
             run(write=j, bump=True)
+
+
+@pytest.mark.parametrize("sa, sb", [((2, 3, 0), (0, 5)), ((2, 3, 4), (4, 0)), ((0, 3, 4), (4, 5))])
+def test_matmul_batch_by_matrix_with_empty_axes(sa, sb):
+    # a batch of matrices times one matrix folds the batch into rows; empty axes fold too
+    rng = np.random.default_rng(0)
+    a, b, g = rng.standard_normal(sa), rng.standard_normal(sb), rng.standard_normal(sa[:-1] + sb[-1:])
+    ta, tb = ddg.to_tensor(a, stop_gradient=False), ddg.to_tensor(b, stop_gradient=False)
+    out = ddg.matmul(ta, tb)
+    out.backward(ddg.to_tensor(g))
+    np.testing.assert_allclose(out.numpy(), a @ b)
+    np.testing.assert_allclose(ta.grad.numpy(), g @ b.T)
+    np.testing.assert_allclose(tb.grad.numpy(), np.tensordot(a, g, axes=(list(range(a.ndim - 1)),) * 2))

@@ -1,6 +1,7 @@
 """Matrix products: matmul (vectors, matrices, broadcast batches), mm, bmm, einsum;
 the inverse, determinants (det, slogdet), solve, cholesky and eigvalsh. Composites of
 them (dot, outer, kron, norms, matrix_power...) are in ``ddg.autograd.composite.products``."""
+import math
 import string
 
 import numpy as np
@@ -14,6 +15,11 @@ from ..higher import live_input, live_output, sum_to_t
 
 def _swap(a):
     return a.swapaxes(-1, -2) if a.ndim >= 2 else a
+
+
+def _rows(a):
+    """``a`` as a ``[rows, last]`` matrix (its leading axes folded; empty axes allowed)."""
+    return a.reshape(math.prod(a.shape[:-1]), a.shape[-1])
 
 
 def _swap_t(t):
@@ -42,7 +48,7 @@ class MatMul(Function):
         if self._folds(a, b):
             # a batch of matrices times one matrix (a tied LM head, a projection): one
             # [rows, K] x [K, N] product instead of one product per leading index
-            return (a.reshape(-1, a.shape[-1]) @ B).reshape(a.shape[:-1] + (B.shape[-1],))
+            return (_rows(a) @ B).reshape(a.shape[:-1] + (B.shape[-1],))
         return A @ B
 
     def _folds(self, a, b):
@@ -70,7 +76,7 @@ class MatMul(Function):
         if self._folds(a, b):
             # rows folded as in forward: the weight gradient is one product, not a batch of
             # [K, N] products summed over the batch afterwards
-            a2, g2 = a.reshape(-1, a.shape[-1]), g.reshape(-1, g.shape[-1])
+            a2, g2 = _rows(a), _rows(g)
             ga = gb = None
             if na:
                 ga = (g2 @ b if self.ty else g2 @ b.T).reshape(a.shape)
