@@ -390,41 +390,44 @@ def torch_step(torch, model, x, y):
 
 
 def cases(only, quick):
+    """``(name, make_ddg_step, make_torch_step)`` per size; each factory binds its own
+    sizes and data, so they may be called after the generator has moved on."""
     rng = np.random.default_rng(0)
     y = rng.integers(0, 10, BATCH)
     if "resnet" in only:
         for c, hw in (RESNET_SIZES[:2] if quick else RESNET_SIZES):
             x = rng.standard_normal((BATCH, 3, hw, hw)).astype(np.float32)
-            yield (f"resnet C={c} {hw}x{hw}", lambda: ddg_step(ddg_resnet(c, hw)[0], x, y),
-                   lambda t: torch_step(t, torch_resnet(t, c, hw), x, y))
+            yield (f"resnet C={c} {hw}x{hw}", lambda c=c, hw=hw, x=x: ddg_step(ddg_resnet(c, hw)[0], x, y),
+                   lambda t, c=c, hw=hw, x=x: torch_step(t, torch_resnet(t, c, hw), x, y))
     for kind in ("lstm", "gru"):
         if kind in only:
             for h, steps in (RNN_SIZES[:2] if quick else RNN_SIZES):
                 x = rng.standard_normal((BATCH, steps, 32)).astype(np.float32)
-                yield (f"{kind} H={h} T={steps}", lambda: ddg_step(_DdgRnnNet(kind, h), x, y),
-                       lambda t: torch_step(t, torch_rnn(t, kind, h), x, y))
+                yield (f"{kind} H={h} T={steps}", lambda kind=kind, h=h, x=x: ddg_step(_DdgRnnNet(kind, h), x, y),
+                       lambda t, kind=kind, h=h, x=x: torch_step(t, torch_rnn(t, kind, h), x, y))
     if "transformer" in only:
         for d in (TRANSFORMER_SIZES[:1] if quick else TRANSFORMER_SIZES):
             x = rng.standard_normal((BATCH, 32, d)).astype(np.float32)
-            yield (f"transformer d={d}", lambda: ddg_step(_DdgEncoder(d), x, y),
-                   lambda t: torch_step(t, torch_encoder(t, d), x, y))
+            yield (f"transformer d={d}", lambda d=d, x=x: ddg_step(_DdgEncoder(d), x, y),
+                   lambda t, d=d, x=x: torch_step(t, torch_encoder(t, d), x, y))
     if "dcgan" in only:
         for g, hw in (DCGAN_SIZES[:1] if quick else DCGAN_SIZES):
             real = rng.uniform(-1, 1, (BATCH, 3, hw, hw)).astype(np.float32)
             z = rng.standard_normal((BATCH, GAN_LATENT, 1, 1)).astype(np.float32)
-            yield (f"dcgan G={g} {hw}x{hw}", lambda: ddg_gan_step(g, hw, real, z),
-                   lambda t: torch_gan_step(t, g, hw, real, z))
+            yield (f"dcgan G={g} {hw}x{hw}", lambda g=g, hw=hw, real=real, z=z: ddg_gan_step(g, hw, real, z),
+                   lambda t, g=g, hw=hw, real=real, z=z: torch_gan_step(t, g, hw, real, z))
     if "mobilenet" in only:
         for c, hw in (MOBILENET_SIZES[:1] if quick else MOBILENET_SIZES):
             x = rng.standard_normal((BATCH, 3, hw, hw)).astype(np.float32)
-            yield (f"mobilenet C={c} {hw}x{hw}", lambda: ddg_step(ddg_mobilenet(c), x, y),
-                   lambda t: torch_step(t, torch_mobilenet(t, c), x, y))
+            yield (f"mobilenet C={c} {hw}x{hw}", lambda c=c, x=x: ddg_step(ddg_mobilenet(c), x, y),
+                   lambda t, c=c, x=x: torch_step(t, torch_mobilenet(t, c), x, y))
     if "gpt" in only:
-        for d, seq, vocab, tied in (GPT_SIZES[:1] if quick else GPT_SIZES):
+        for size in (GPT_SIZES[:1] if quick else GPT_SIZES):
+            d, seq, vocab, tied = size
             ids = rng.integers(0, vocab, (GPT_BATCH, seq + 1))
             yield (f"gpt d={d} S={seq} V={vocab} {'tied' if tied else 'untied'}",
-                   lambda: ddg_gpt_step(_DdgGpt(d, seq, vocab, tied), ids, vocab),
-                   lambda t: torch_gpt_step(t, torch_gpt(t, d, seq, vocab, tied), ids, vocab))
+                   lambda size=size, ids=ids: ddg_gpt_step(_DdgGpt(*size), ids, size[2]),
+                   lambda t, size=size, ids=ids: torch_gpt_step(t, torch_gpt(t, *size), ids, size[2]))
 
 
 def main():

@@ -26,6 +26,15 @@ def test_quick_case_runs(kind):
     step()
 
 
+def test_case_factories_keep_their_own_sizes():
+    # the factories are called after the generator is exhausted: each still builds its size
+    got = list(B.cases({"gpt"}, quick=False))
+    assert len(got) == len(B.GPT_SIZES) > 1
+    steps = [make() for _, make, _ in got]
+    vocabs = [c.cell_contents for s in steps for c in s.__closure__ if isinstance(c.cell_contents, int)]
+    assert vocabs == [v for _, _, v, _ in B.GPT_SIZES]
+
+
 def _snapshot(layers):
     return [p.numpy().copy() for m in layers for p in m.parameters() if not p.stop_gradient]
 
