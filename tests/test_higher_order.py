@@ -56,6 +56,7 @@ CASES = {
     "matmul": (lambda x, y: ddg.tanh(ddg.matmul(x, y)), lambda: [T(3, 4), T(4, 2)]),
     "matmul_transposed": (lambda x, y: ddg.tanh(ddg.matmul(x, y, transpose_x=True, transpose_y=True)),
                           lambda: [T(4, 3), T(2, 4)]),
+    "matmul_batch_matrix_ty": (lambda x, y: ddg.tanh(ddg.matmul(x, y, transpose_y=True)), lambda: [T(2, 3, 4), T(2, 4)]),
     "matmul_batch_vector": (lambda x, y: ddg.tanh(ddg.matmul(x, y)), lambda: [T(2, 3, 4), T(4)]),
     "matmul_vector_batch": (lambda x, y: ddg.tanh(ddg.matmul(x, y)), lambda: [T(4), T(2, 4, 3)]),
     "einsum_inverse": (lambda a, b: ddg.tanh(ddg.einsum("ij,jk->ik", a, b))

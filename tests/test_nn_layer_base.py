@@ -194,6 +194,35 @@ def test_loss_gradients(loss):
     assert ddg.autograd.gradcheck(lambda t: loss(t, y), [x])
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_cross_entropy_wide_rows_extreme_logits_against_float64(dtype):
+    # rows of 3000 classes with large, -inf and equal logits, an ignored sample and labels
+    # in int32: loss and gradient against the float64 formula
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal((7, 3000)) * 4).astype(dtype)
+    x[1, ::3] = -np.inf
+    x[2] = 0.0
+    x[3, 5] = 1e4 if dtype == "float64" else 80.0
+    x[4] *= 30
+    y = rng.integers(0, 3000, 7).astype(np.int32)
+    y[1] = 4
+    y[3] = 5
+    y[5] = -100
+    xd = ddg.to_tensor(x, stop_gradient=False)
+    per = nn.functional.cross_entropy(xd, ddg.to_tensor(y), reduction="none")
+    (per.reshape([7]) * ddg.to_tensor(np.arange(1, 8, dtype=dtype))).sum().backward()
+    x64 = x.astype(np.float64)
+    m = x64.max(1, keepdims=True)
+    logp = x64 - m - np.log(np.exp(x64 - m).sum(1, keepdims=True))
+    keep = y != -100
+    ref = np.where(keep, -logp[np.arange(7), np.where(keep, y, 0)], 0.0)
+    tol = 2e-6 if dtype == "float32" else 1e-12
+    np.testing.assert_allclose(per.numpy().reshape(7), ref, rtol=tol, atol=tol)
+    onehot = np.eye(3000)[np.where(keep, y, 0)]
+    gref = (np.exp(logp) - onehot) * (keep * np.arange(1, 8))[:, None]
+    np.testing.assert_allclose(xd.grad.numpy(), gref, rtol=tol, atol=tol * 10)
+
+
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_nll_loss_weights_ignore_index_images_and_second_order(reduction):
     rng = np.random.default_rng(8)

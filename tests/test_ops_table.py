@@ -146,6 +146,9 @@ ROWS = [
     ("matmul_batch_bcast2", ddg.matmul, np.matmul, [(2, 1, 3, 4), (3, 4, 2)], "any"),
     ("matmul_batch_ty", lambda a, b: ddg.matmul(a, b, transpose_y=True), lambda a, b: a @ np.swapaxes(b, -1, -2),
      [(2, 3, 4), (2, 5, 4)], "any"),
+    ("matmul_batch_mat_ty", lambda a, b: ddg.matmul(a, b, transpose_y=True), lambda a, b: a @ b.T,
+     [(2, 3, 4), (5, 4)], "any"),
+    ("matmul_batch4_mat", ddg.matmul, np.matmul, [(2, 2, 3, 4), (4, 5)], "any"),
     ("bmm", ddg.bmm, np.matmul, [(2, 3, 4), (2, 4, 5)], "any"),
     ("inverse", lambda a: ddg.inverse(a + ddg.diag(ddg.ones_like(a[0, 0]) * 4)), lambda a: np.linalg.inv(a + np.eye(3) * 4),
      [(2, 3, 3)], "any"),
@@ -362,3 +365,16 @@ def test_in_place_write_to_a_saved_input_raises(name, fn, ref, shapes, domain, r
     for j in guarded:
         with pytest.raises(RuntimeError, match="modified in place"):
             run(write=j, bump=True)
+
+
+@pytest.mark.parametrize("sa, sb", [((2, 3, 0), (0, 5)), ((2, 3, 4), (4, 0)), ((0, 3, 4), (4, 5))])
+def test_matmul_batch_by_matrix_with_empty_axes(sa, sb):
+    # a batch of matrices times one matrix folds the batch into rows; empty axes fold too
+    rng = np.random.default_rng(0)
+    a, b, g = rng.standard_normal(sa), rng.standard_normal(sb), rng.standard_normal(sa[:-1] + sb[-1:])
+    ta, tb = ddg.to_tensor(a, stop_gradient=False), ddg.to_tensor(b, stop_gradient=False)
+    out = ddg.matmul(ta, tb)
+    out.backward(ddg.to_tensor(g))
+    np.testing.assert_allclose(out.numpy(), a @ b)
+    np.testing.assert_allclose(ta.grad.numpy(), g @ b.T)
+    np.testing.assert_allclose(tb.grad.numpy(), np.tensordot(a, g, axes=(list(range(a.ndim - 1)),) * 2))

@@ -1,6 +1,7 @@
 """Matrix products: matmul (vectors, matrices, broadcast batches), mm, bmm, einsum;
 the inverse, determinants (det, slogdet), solve, cholesky and eigvalsh. Composites of
 them (dot, outer, kron, norms, matrix_power...) are in ``ddg.autograd.composite.products``."""
+import math
 import string
 
 import numpy as np
@@ -14,6 +15,11 @@ from ..higher import live_input, live_output, sum_to_t
 
 def _swap(a):
     return a.swapaxes(-1, -2) if a.ndim >= 2 else a
+
+
+def _rows(a):
+    """``a`` as a ``[rows, last]`` matrix (its leading axes folded; empty axes allowed)."""
+    return a.reshape(math.prod(a.shape[:-1]), a.shape[-1])
 
 
 def _swap_t(t):
@@ -39,7 +45,16 @@ class MatMul(Function):
         if A.shape[-1] != B.shape[-2 if B.ndim > 1 else 0]:
             raise ValueError(f"matmul inner dimensions differ: x{' (transposed)' if self.tx else ''} is "
                              f"{list(a.shape)}, y{' (transposed)' if self.ty else ''} is {list(b.shape)}")
+        if self._folds(a, b):
+            # a batch of matrices times one matrix (a tied LM head, a projection): one
+            # [rows, K] x [K, N] product instead of one product per leading index
+            return (_rows(a) @ B).reshape(a.shape[:-1] + (B.shape[-1],))
         return A @ B
+
+    def _folds(self, a, b):
+        """Whether ``a`` (not transposed, 3-D or more, C-contiguous) times the 2-D ``b`` is
+        computed with ``a``'s leading axes folded into its rows."""
+        return b.ndim == 2 and a.ndim > 2 and not self.tx and a.flags.c_contiguous
 
     def backward(self, g):
         a, b = self.a, self.b
@@ -57,6 +72,16 @@ class MatMul(Function):
                     gb = (g.T @ a.T) if tx else (g.T @ a)
                 else:
                     gb = (a @ g) if tx else (a.T @ g)
+            return ga, gb
+        if self._folds(a, b):
+            # rows folded as in forward: the weight gradient is one product, not a batch of
+            # [K, N] products summed over the batch afterwards
+            a2, g2 = _rows(a), _rows(g)
+            ga = gb = None
+            if na:
+                ga = (g2 @ b if self.ty else g2 @ b.T).reshape(a.shape)
+            if nb:
+                gb = g2.T @ a2 if self.ty else a2.T @ g2
             return ga, gb
         # general case: promote vectors to matrices, then undo
         A = a[None, :] if a.ndim == 1 else (_swap(a) if self.tx else a)

@@ -299,16 +299,22 @@ class SoftmaxCrossEntropy(Function):
         if xp is np and lab.size and (int(safe.min()) < 0 or int(safe.max()) >= n_cls):
             raise ValueError(f"labels must lie in [0, {n_cls}) (or equal ignore_index={self.ignore_index}); "
                              f"got values from {int(lab.min())} to {int(lab.max())}")
-        shifted = flat - flat.max(axis=1, keepdims=True)
-        e = xp.exp(shifted)
-        s = e.sum(axis=1, keepdims=True)
         rows = xp.arange(flat.shape[0])
-        loss = xp.log(s[:, 0]) - shifted[rows, safe]
+        if type(flat) is np.ndarray and flat.dtype == np.float32 and flat.size:
+            from ...tensor.loss_kernels import softmax_ce_rows  # noqa: PLC0415 - numba on first use
+            flat = np.ascontiguousarray(flat)
+            e, loss = np.empty_like(flat), np.empty(flat.shape[0], flat.dtype)
+            softmax_ce_rows(flat, safe.astype(np.intp, copy=False), e, loss)
+        else:
+            shifted = flat - flat.max(axis=1, keepdims=True)
+            e = xp.exp(shifted)
+            s = e.sum(axis=1, keepdims=True)
+            loss = xp.log(s[:, 0]) - shifted[rows, safe]
+            e /= s
         w = valid.astype(x.dtype)
         if weight:
             w = w * weight[0][safe].astype(x.dtype)
         loss = loss * w
-        e /= s
         self.p, self.safe, self.w, self.rows, self.shape = e, safe, w, rows, x.shape
         self.x = x  # for backward_graph, and to recompute p for a second backward
         return loss.reshape(label.shape)
@@ -424,7 +430,7 @@ class Dropout(Function):
         keep = _uniform(xp, self.mask_shape) >= self.p
         mask = keep.astype(x.dtype)
         if self.scale is not None:
-            mask = mask * x.dtype.type(self.scale)
+            mask *= x.dtype.type(self.scale)   # in place: the astype above is a fresh array
         self.mask = mask
         return x * mask
 

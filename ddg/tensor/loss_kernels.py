@@ -1,0 +1,33 @@
+"""CPU kernels of the losses: softmax cross-entropy over the rows of a C-contiguous
+``[rows, classes]`` float32 array.
+
+Per row, while it is in cache: one pass for the max, one that exponentiates the shifted
+logits (the float32 polynomial ``exp`` of ``cpu_nn_kernels``, error a few float32 ulp,
+which numba vectorizes), stores them and sums them in float64, one that scales them into
+probabilities; the loss is ``log(sum) - (x[label] - max)``. numpy takes five whole-array
+passes and two temporaries for the same. float64 stays on numpy: there the loop calls
+``math.exp`` per element and was 1.2-1.7x slower than numpy's SIMD ``exp``."""
+import math
+
+from .compiled import kernel
+from .cpu_nn_kernels import _exp
+
+
+@kernel(error_model="numpy")
+def softmax_ce_rows(x, label, p, loss):
+    """``p[r] = softmax(x[r])``, ``loss[r] = -log_softmax(x[r])[label[r]]`` (``label`` in
+    range, intp)."""
+    rows, n = x.shape
+    for r in range(rows):
+        m = x[r, 0]
+        for j in range(1, n):
+            m = max(m, x[r, j])
+        s = 0.0
+        for j in range(n):
+            e = _exp(x[r, j] - m)
+            p[r, j] = e
+            s += e
+        inv = 1.0 / s
+        for j in range(n):
+            p[r, j] *= inv
+        loss[r] = math.log(s) - (x[r, label[r]] - m)

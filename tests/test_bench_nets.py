@@ -1,0 +1,77 @@
+"""The model classes of bench/bench_nets.py that exercise layers no other bench names
+(DCGAN, MobileNet-style, GPT-style): their ddg steps run at the --quick sizes and train
+(every trainable parameter moves, the losses stay finite), so that a broken case cannot
+hide behind a missing torch."""
+import os
+import sys
+
+import numpy as np
+import pytest
+
+import ddg
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench"))
+import bench_nets as B  # noqa: E402
+
+
+@pytest.mark.parametrize("kind", ["dcgan", "mobilenet", "gpt"])
+def test_quick_case_runs(kind):
+    ddg.seed(0)
+    got = list(B.cases({kind}, quick=True))
+    assert len(got) == 1
+    name, make_ddg, _ = got[0]
+    assert name.startswith(kind)
+    step = make_ddg()
+    step()
+    step()
+
+
+def test_case_factories_keep_their_own_sizes():
+    # the factories are called after the generator is exhausted: each still builds its size
+    got = list(B.cases({"gpt"}, quick=False))
+    assert len(got) == len(B.GPT_SIZES) > 1
+    steps = [make() for _, make, _ in got]
+    vocabs = [c.cell_contents for s in steps for c in s.__closure__ if isinstance(c.cell_contents, int)]
+    assert vocabs == [v for _, _, v, _ in B.GPT_SIZES]
+
+
+def _snapshot(layers):
+    return [p.numpy().copy() for m in layers for p in m.parameters() if not p.stop_gradient]
+
+
+def test_gan_step_moves_both_nets():
+    ddg.seed(0)
+    rng = np.random.default_rng(0)
+    real = rng.uniform(-1, 1, (B.BATCH, 3, 32, 32)).astype(np.float32)
+    z = rng.standard_normal((B.BATCH, B.GAN_LATENT, 1, 1)).astype(np.float32)
+    gen, dis = B.ddg_dcgan(8, 32)
+    out = dis(gen(ddg.to_tensor(z)))
+    assert out.shape == [B.BATCH, 1] and float(out.min()) > 0 and float(out.max()) < 1
+    step = B.ddg_gan_step(8, 32, real, z)
+    step()   # builds its own nets: check through the closure's optimizers' parameters
+    opts = [c.cell_contents for c in step.__closure__ if isinstance(c.cell_contents, ddg.optimizer.Adam)]
+    assert len(opts) == 2
+    before = [[p.numpy().copy() for p in o._parameter_list] for o in opts]
+    step()
+    for o, b in zip(opts, before):
+        assert all(not np.array_equal(p.numpy(), q) for p, q in zip(o._parameter_list, b))
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_gpt_is_causal_and_trains(tied):
+    ddg.seed(0)
+    model = B._DdgGpt(32, 16, 50, tied)
+    model.eval()   # no dropout: outputs comparable
+    ids = np.random.default_rng(1).integers(0, 50, (2, 16))
+    a = model(ddg.to_tensor(ids)).numpy()
+    ids2 = ids.copy()
+    ids2[:, 10:] = (ids2[:, 10:] + 1) % 50   # change the future tokens only
+    b = model(ddg.to_tensor(ids2)).numpy()
+    np.testing.assert_allclose(a[:, :10], b[:, :10], rtol=1e-5, atol=1e-6)
+    assert not np.allclose(a[:, 10:], b[:, 10:])
+    assert (model.head is None) == tied
+    before = _snapshot([model])
+    step = B.ddg_gpt_step(model, np.random.default_rng(2).integers(0, 50, (B.GPT_BATCH, 17)), 50)
+    step()
+    after = _snapshot([model])
+    assert all(not np.array_equal(x, y) for x, y in zip(before, after))
