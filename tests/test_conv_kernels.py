@@ -238,6 +238,43 @@ def test_stride1_conv3d_depth_slabs(pad, dil):
         np.testing.assert_allclose(a, r, rtol=0, atol=1e-5 * np.abs(r).max())
 
 
+@pytest.mark.parametrize("xs,ws,pad,dil", [((2, 16, 4, 9, 10), (16, 16, 3, 3, 3), (1, 1, 1), (1, 1, 1)),
+                                            ((1, 16, 5, 10, 8), (17, 16, 2, 3, 3), (1, 0, 2), (2, 1, 1))])
+def test_conv3d_winograd_over_height_and_width(xs, ws, pad, dil, monkeypatch):
+    # kd x 3 x 3, stride 1, >= 16 channels, planes >= 8x8: F(4x4, 3x3) per depth offset
+    import ddg.autograd.ops.conv_nd as CN
+    taken, real = [], CN._wino3_forward
+    monkeypatch.setattr(CN, "_wino3_forward", lambda *a: taken.append(1) or real(*a))
+    x, w, b = RNG.standard_normal(xs), RNG.standard_normal(ws) / 12, RNG.standard_normal(ws[0])
+    ref = _ref_conv3d(x, w, (1, 1, 1), pad, dil, 1) + b.reshape(1, -1, 1, 1, 1)
+    xt, wt, bt = T(x, True), T(w, True), T(b, True)
+    y = F.conv3d(xt, wt, bt, 1, pad, dil)
+    assert taken
+    np.testing.assert_allclose(y.numpy(), ref, rtol=0, atol=1e-12 * np.abs(ref).max())
+    # backward: against central differences along a random direction of x and of w
+    v = RNG.standard_normal(ref.shape)
+    (y * T(v)).sum().backward()
+    for arr, grad, which in ((x, xt.grad.numpy(), 0), (w, wt.grad.numpy(), 1)):
+        dirn = RNG.standard_normal(arr.shape)
+        eps = 1e-4
+
+        def f(e):
+            args = [x, w]
+            args[which] = arr + e * dirn
+            return (F.conv3d(T(args[0]), T(args[1]), T(b), 1, pad, dil).numpy() * v).sum()
+        fd = (f(eps) - f(-eps)) / (2 * eps)
+        np.testing.assert_allclose((grad * dirn).sum(), fd, rtol=1e-7)
+    np.testing.assert_allclose(bt.grad.numpy(), v.sum(axis=(0, 2, 3, 4)), rtol=1e-12)
+    # float32 within F(4x4, 3x3)'s round-off of float64, gradients too
+    x32, w32 = T(x, True, "float32"), T(w, True, "float32")
+    y32 = F.conv3d(x32, w32, T(b, dtype="float32"), 1, pad, dil)
+    assert y32.dtype == ddg.float32
+    np.testing.assert_allclose(y32.numpy(), ref, rtol=0, atol=2e-5 * np.abs(ref).max())
+    (y32 * T(v, dtype="float32")).sum().backward()
+    for a, r in ((x32.grad.numpy(), xt.grad.numpy()), (w32.grad.numpy(), wt.grad.numpy())):
+        np.testing.assert_allclose(a, r, rtol=0, atol=2e-5 * np.abs(r).max())
+
+
 def test_conv3d_transpose_is_the_adjoint_of_conv3d():
     # <conv(x), y> == <x, conv_transpose(y)> for the same weight, stride, padding, dilation
     x, w = RNG.standard_normal((2, 4, 7, 6, 5)), RNG.standard_normal((3, 4, 3, 2, 3))
