@@ -174,6 +174,56 @@ def test_conv2d_transpose_by_phases(xs, ws, stride, padding, opad):
                          [T(x[:1, :, :3, :3], True), T(w, True)])
 
 
+def _directional_check(f, args, grads, rng):
+    # <grad, d> against the central difference of f along a random direction d, per argument
+    for i, (a, g) in enumerate(zip(args, grads)):
+        d = rng.standard_normal(a.shape)
+        eps = 1e-4
+        hi = [b + eps * d if j == i else b for j, b in enumerate(args)]
+        lo = [b - eps * d if j == i else b for j, b in enumerate(args)]
+        np.testing.assert_allclose((g * d).sum(), (f(*hi) - f(*lo)) / (2 * eps), rtol=1e-7)
+
+
+# (x shape, w shape, stride, padding, output_padding): kernels of twice the stride along height
+# and width, >= 16 channels, windows >= 8: the phases as F(4x4, 3x3) Winograd
+PHASES_WINO = [
+    ((2, 16, 9, 10), (16, 8, 4, 6), (2, 3), (1, 2), 1),
+    ((1, 16, 4, 9, 8), (16, 4, 3, 4, 6), (1, 2, 3), (0, 0, 1), (0, 1, 2)),
+]
+
+
+@pytest.mark.parametrize("xs,ws,stride,padding,opad", PHASES_WINO)
+def test_conv_transpose_phases_by_winograd(xs, ws, stride, padding, opad, monkeypatch):
+    import ddg.tensor.conv_phase as CP
+    op = F.conv2d_transpose if len(xs) == 4 else F.conv3d_transpose
+    x, w, b = RNG.standard_normal(xs), RNG.standard_normal(ws) / 8, RNG.standard_normal(ws[1])
+    v = None
+
+    def run(dtype):
+        xt, wt, bt = T(x, True, dtype), T(w, True, dtype), T(b, True, dtype)
+        y = op(xt, wt, bt, stride, padding, opad)
+        nonlocal v
+        v = RNG.standard_normal(y.shape) if v is None else v
+        (y * T(v, dtype=dtype)).sum().backward()
+        return y.numpy(), xt.grad.numpy(), wt.grad.numpy(), bt.grad.numpy()
+
+    taken, real = [], CP._phase_wino_forward
+    monkeypatch.setattr(CP, "_phase_wino_forward", lambda *a: taken.append(1) or real(*a))
+    got, got32 = run("float64"), run("float32")
+    assert len(taken) == 2
+    monkeypatch.setattr(CP, "_phase_wino_usable", lambda *a: False)   # the phases' column products
+    ref = run("float64")
+    for a, a32, r in zip(got, got32, ref):
+        np.testing.assert_allclose(a, r, rtol=0, atol=1e-12 * np.abs(r).max())
+        np.testing.assert_allclose(a32, r, rtol=0, atol=2e-5 * np.abs(r).max())
+    if len(xs) == 4:
+        ref2 = ref_conv2d_transpose(x, w, b, _pair(stride), _pads4(padding), (1, 1), 1, _pair(opad))
+        np.testing.assert_allclose(got[0], ref2, rtol=0, atol=1e-12 * np.abs(ref2).max())
+    monkeypatch.undo()
+    _directional_check(lambda x, w: (op(T(x), T(w), T(b), stride, padding, opad).numpy() * v).sum(), [x, w],
+                       got[1:3], RNG)
+
+
 @pytest.mark.parametrize("stride,pad,k", [((2, 2, 2), (1, 1, 1), (4, 4, 4)), ((2, 1, 3), (0, 1, 2), (2, 3, 3))])
 def test_conv3d_transpose_by_phases(stride, pad, k):
     # the adjoint of conv3d (whose strided path is the 3-D im2col), its gradients, float32

@@ -21,9 +21,9 @@ import numpy as np
 from ...tensor import backend
 from ..function import Function
 from ...tensor import conv_kernels as K
-from .conv import _WINO4_G, _gmm, _wgrad, _wino_weight, _wino_weight_adjoint
-from ...tensor.conv_phase import (_cl, _from_cl, _phases_usable, _slab_conv, _slab_wgrad, phase_transpose_backward,
-                         phase_transpose_forward)
+from .conv import _gmm, _wgrad
+from ...tensor.conv_phase import (_cl, _from_cl, _hwd, _phases_usable, _slab_conv, _slab_wgrad, _wino3_backward,
+                                  _wino3_forward, phase_transpose_backward, phase_transpose_forward)
 
 
 def _im2col(xcl, k, s, d, o):
@@ -62,17 +62,7 @@ def _col2im(cols, extent, s, d):
     return out
 
 
-# -- 3-D Winograd: F(4x4, 3x3) over height and width, depth as channels -------------------------
-# A stride-1 convolution with a kd x 3 x 3 kernel is, per depth offset a, a 2-D 3x3 convolution
-# of the input's depth planes d + a*dd. The input is copied once, padded, to [C, Hp, Wp, Dp, N]:
-# C images [Hp, Wp] with Dp*N "batch" entries innermost (the compiled transforms run at their
-# speed on rows of Dp*N values; with N alone innermost, a small batch makes them 3-4x slower).
-# Their F(4x4, 3x3) input transform (``conv_kernels.wino4_in``) gives V [36, C, th, tw, Dp, N],
-# and the depth offsets become channels by one strided copy Vd [36, C*kd, th*tw*OD*N] (entry
-# (c, a), (tile, d, n) = V[c, tile, d + a*dd, n]). Then 36 products U [36, O, C*kd] @ Vd, U the
-# 2-D weight transform of w seen as [O, C*kd, 3, 3], and the output transform gives
-# [O, OH, OW, OD, N], handed out as a transposed view. 4x fewer multiply-adds than the
-# columns' product, and the products have C*kd (not C) as their inner dimension.
+# -- 3-D Winograd (``conv_phase._wino3_forward``) -------------------------------------------------
 def _use_wino3(x, w, s, pads, d, groups):
     """Whether ConvNd takes the 3-D Winograd path: numpy float32/float64, 3-D, one group,
     stride 1, a kd x 3 x 3 kernel with no height/width dilation, padding within the kernel,
@@ -85,60 +75,6 @@ def _use_wino3(x, w, s, pads, d, groups):
     if pads[0] > d[0] * (kd - 1) or pads[1] > d[0] * (kd - 1) or max(pads[2:]) > 2:
         return False
     return min(x.shape[3] + pads[2] + pads[3] - 2, x.shape[4] + pads[4] + pads[5] - 2) >= 8
-
-
-def _hwd(a, lead, extent):
-    """``a`` [N, C, D, H, W] copied into a zero [C, *extent] array laid out [C, H, W, D, N], at
-    the leading offsets ``lead`` (depth, height, width)."""
-    n, c, d, h, w = a.shape
-    out = np.zeros((c,) + tuple(extent), a.dtype)
-    out[:, lead[1]:lead[1] + h, lead[2]:lead[2] + w, lead[0]:lead[0] + d] = a.transpose(1, 3, 4, 2, 0)
-    return out
-
-
-def _wino3_forward(x, w, pads, dd, o):
-    """The 3-D Winograd convolution of ``x`` [N, C, D, H, W] with ``w`` [O, C, kd, 3, 3]: the
-    output [O, OH, OW, OD, N] (a C-contiguous array's crop) and the backward state."""
-    n, c, dx = x.shape[:3]
-    o_n, kd = w.shape[0], w.shape[2]
-    od, oh, ow = o
-    th, tw = -(-oh // 4), -(-ow // 4)
-    hp, wp, dp = 4 * th + 2, 4 * tw + 2, dx + pads[0] + pads[1]
-    xt = _hwd(x, pads[0::2], (hp, wp, dp, n))                               # [C, Hp, Wp, Dp, N]
-    v = K.wino4_in(xt.reshape(c, hp, wp, dp * n), th, tw).reshape(36, c, th * tw, dp, n)
-    st = v.strides
-    vd = np.ascontiguousarray(np.lib.stride_tricks.as_strided(
-        v, (36, c, kd, th * tw, od, n), (st[0], st[1], st[3] * dd, st[2], st[3], st[4])))
-    vd = vd.reshape(36, c * kd, -1)
-    u = _wino_weight(w.reshape(o_n, c * kd, 3, 3), _WINO4_G)                  # [36, O, C*kd]
-    y = np.empty((o_n, 4 * th, 4 * tw, od * n), x.dtype)
-    K.wino4_out_into(np.matmul(u, vd).reshape(6, 6, o_n, th, tw, od * n), y)
-    y = y.reshape(o_n, 4 * th, 4 * tw, od, n)[:, :oh, :ow]
-    return y, (vd, u, x.shape, (c, hp, wp, dp, n), tuple(pads), dd, kd, th, tw)
-
-
-def _wino3_backward(gy, state, need_x, need_w):
-    """The gradients (x's [N, C, D, H, W] as a transposed view, w's [O, C, kd, 3, 3]) of
-    ``_wino3_forward`` for the output gradient ``gy`` [N, O, OD, OH, OW]."""
-    vd, u, xs, (c, hp, wp, dp, n), pads, dd, kd, th, tw = state
-    o_n, od = gy.shape[1], gy.shape[2]
-    g = _hwd(gy.astype(vd.dtype, copy=False), (0, 0, 0), (4 * th, 4 * tw, od, n))
-    gm = K.wino4_out_adjoint(g.reshape(o_n, 4 * th, 4 * tw, od * n)).reshape(36, o_n, -1)
-    gx = gw = None
-    if need_w:
-        gu = np.matmul(gm, vd.transpose(0, 2, 1))                             # [36, O, C*kd]
-        gw = _wino_weight_adjoint(gu, o_n, c * kd, _WINO4_G).reshape(o_n, c, kd, 3, 3)
-    if need_x:
-        gvd = np.matmul(u.transpose(0, 2, 1), gm).reshape(36, c, kd, th * tw, od, n)
-        gv = np.zeros((36, c, th * tw, dp, n), vd.dtype)
-        for a in range(kd):
-            gv[:, :, :, a * dd:a * dd + od] += gvd[:, :, a]
-        gx4 = np.zeros((c, hp, wp, dp * n), vd.dtype)
-        K.wino4_in_adjoint_add(gv.reshape(6, 6, c, th, tw, dp * n), gx4)
-        full = gx4.reshape(c, hp, wp, dp, n)[:, pads[2]:pads[2] + xs[3], pads[4]:pads[4] + xs[4],
-                                             pads[0]:pads[0] + xs[2]]
-        gx = full.transpose(4, 0, 3, 1, 2)
-    return gx, gw
 
 
 def _out_sizes(spatial, k, s, pads, d):
@@ -163,7 +99,8 @@ class ConvNd(Function):
         nd = len(o)
         self.wino3 = None
         if _use_wino3(x, w, self.s, self.pads, self.d, g):
-            y, self.wino3 = _wino3_forward(x, w, self.pads, self.d[0], o)    # [O, OH, OW, OD, N]
+            y, self.wino3 = _wino3_forward(x, w, self.pads, self.d[0], o)    # [O, 4*th, 4*tw, OD, N]
+            y = y[:, :o[1], :o[2]]
             if b is not None:
                 y += b.reshape((-1,) + (1,) * (nd + 1))
             self.meta = (x.shape, o, b is not None)
@@ -213,7 +150,10 @@ class ConvNd(Function):
 
     def backward(self, gy):
         if self.wino3 is not None:
-            gx, gw = _wino3_backward(gy, self.wino3, self.needs[0], self.needs[1])
+            th, tw = self.wino3[-2:]
+            g = _hwd(gy.astype(self.wino3[0].dtype, copy=False), (0, 0, 0), (4 * th, 4 * tw) + gy.shape[2:3] +
+                     gy.shape[:1])
+            gx, gw = _wino3_backward(g, self.wino3, self.needs[0], self.needs[1])
             if not self.meta[2]:
                 return gx, gw
             gb = gy.sum(axis=(0, 2, 3, 4)) if self.needs[2] else None
