@@ -130,10 +130,13 @@ def _wino3_forward(x, w, pads, dd, o):
     hp, wp, dp = 4 * th + 2, 4 * tw + 2, dx + pads[0] + pads[1]
     xt = _hwd(x, pads[0::2], (hp, wp, dp, n))                               # [C, Hp, Wp, Dp, N]
     v = K.wino4_in(xt.reshape(c, hp, wp, dp * n), th, tw).reshape(36, c, th * tw, dp, n)
-    st = v.strides
-    vd = np.ascontiguousarray(np.lib.stride_tricks.as_strided(
-        v, (36, c, kd, th * tw, od, n), (st[0], st[1], st[3] * dd, st[2], st[3], st[4])))
-    vd = vd.reshape(36, c * kd, -1)
+    if kd == 1 and od == dp:    # one depth tap covering every plane: the tiles are the operand
+        vd = v.reshape(36, c, -1)
+    else:
+        st = v.strides
+        vd = np.ascontiguousarray(np.lib.stride_tricks.as_strided(
+            v, (36, c, kd, th * tw, od, n), (st[0], st[1], st[3] * dd, st[2], st[3], st[4])))
+        vd = vd.reshape(36, c * kd, -1)
     wino_g, wino_weight, _ = _wino_helpers()
     u = wino_weight(w.reshape(o_n, c * kd, 3, 3), wino_g)                     # [36, O, C*kd]
     y = np.empty((o_n, 4 * th, 4 * tw, od * n), x.dtype)
@@ -155,9 +158,12 @@ def _wino3_backward(g, state, need_x, need_w):
         gw = wino_weight_adjoint(gu, o_n, c * kd, wino_g).reshape(o_n, c, kd, 3, 3)
     if need_x:
         gvd = np.matmul(u.transpose(0, 2, 1), gm).reshape(36, c, kd, th * tw, od, n)
-        gv = np.zeros((36, c, th * tw, dp, n), vd.dtype)
-        for a in range(kd):
-            gv[:, :, :, a * dd:a * dd + od] += gvd[:, :, a]
+        if kd == 1 and od == dp:
+            gv = gvd
+        else:
+            gv = np.zeros((36, c, th * tw, dp, n), vd.dtype)
+            for a in range(kd):
+                gv[:, :, :, a * dd:a * dd + od] += gvd[:, :, a]
         gx4 = np.zeros((c, hp, wp, dp * n), vd.dtype)
         K.wino4_in_adjoint_add(gv.reshape(6, 6, c, th, tw, dp * n), gx4)
         full = gx4.reshape(c, hp, wp, dp, n)[:, pads[2]:pads[2] + xs[3], pads[4]:pads[4] + xs[4],
@@ -212,8 +218,11 @@ def _phase_weight_adjoint(g, s, cout):
 # kernel (the third is zero): F(4x4, 3x3) on windows of 16 or 32 rather than on the 17 or 33
 # positions of the uncropped phases. Depth keeps the uncropped phases (depth taps are channels).
 def _phase_wino_usable(x, w, s, p0, out):
+    """3-D only: a 2-D image is of depth 1, so its transforms run on rows of N values (slow for
+    small batches), and the 2-D phases' column products are already wide (measured 1.1-1.25x
+    slower by Winograd at C=16-64, batch 4-8)."""
     nd = len(s)
-    if not (K.usable(x, w) and x.dtype == w.dtype and min(x.shape[1], w.shape[1] * int(np.prod(s))) >= 16):
+    if nd != 3 or not (K.usable(x, w) and x.dtype == w.dtype and min(x.shape[1], w.shape[1] * int(np.prod(s))) >= 16):
         return False
     for i in range(nd - 2, nd):
         if w.shape[2 + i] != 2 * s[i] or p0[i] >= s[i] or -(-out[i] // s[i]) < max(8, x.shape[2 + i]):
