@@ -266,34 +266,40 @@ def _phase_in(gy, g, geom):
 def _phase_out_w(f, y, geom):
     """Interleave the phases of a transposed convolution computed as Winograd windows: ``f``
     [P, C, Hf, Wf, Jd, N] (phase p = (rd*sh + rh)*sw + rw; along height and width each phase's
-    window starts at its first output position, along depth at j = 0), ``y`` [C, OD, OH, OW, N]
-    (overwritten): output position z takes phase (z + p0) % s at j = (z + p0) // s, less the
-    phase's window origin along height and width. ``geom`` = (C, Hf, Wf, Jd, N, OD, OH, OW, sd,
-    sh, sw, p0d, p0h, p0w)."""
+    window starts at its first output position, along depth at j = 0), ``y`` [C, OH, OW, OD, N]
+    (depth and batch innermost, as in ``f``; overwritten): output position z takes phase
+    (z + p0) % s at j = (z + p0) // s, less the phase's window origin along height and width.
+    Per output pixel and depth phase one run of ``f`` read in order. ``geom`` = (C, Hf, Wf, Jd,
+    N, OD, OH, OW, sd, sh, sw, p0d, p0h, p0w)."""
     c_n, hf, wf, jd_n, n, od, oh, ow, sd, sh, sw, pd, ph_, pw = geom
     for c in range(c_n):
-        for yy in range(oh):   # depth inside: one row's phase windows (Wf*Jd*N each) stay in cache
+        for yy in range(oh):
             rh = (yy + ph_) % sh
             jh = (yy + ph_) // sh - ((rh - ph_) % sh + ph_) // sh
-            for z in range(od):
-                rd, jd = (z + pd) % sd, (z + pd) // sd
-                yr = y[((c * od + z) * oh + yy) * ow * n:((c * od + z) * oh + yy + 1) * ow * n]
-                for rw in range(sw):
-                    x0 = (rw - pw) % sw
-                    cnt = (ow - x0 + sw - 1) // sw if x0 < ow else 0
-                    base = ((((rd * sh + rh) * sw + rw) * c_n + c) * hf + jh) * wf
-                    for q in range(cnt):
-                        src = ((base + q) * jd_n + jd) * n
-                        dst = (x0 + q * sw) * n
-                        for k in range(n):
-                            yr[dst + k] = f[src + k]
+            for rw in range(sw):
+                x0 = (rw - pw) % sw
+                cnt = (ow - x0 + sw - 1) // sw if x0 < ow else 0
+                for q in range(cnt):
+                    yr = y[((c * oh + yy) * ow + x0 + q * sw) * od * n:((c * oh + yy) * ow + x0 + q * sw + 1) * od * n]
+                    for rd in range(sd):
+                        z0 = (rd - pd) % sd
+                        if z0 >= od:
+                            continue
+                        cz = (od - z0 + sd - 1) // sd
+                        src = (((((rd * sh + rh) * sw + rw) * c_n + c) * hf + jh) * wf + q) * jd_n + (z0 + pd) // sd
+                        fr = f[src * n:(src + cz) * n]
+                        for i in range(cz):
+                            for k in range(n):
+                                yr[(z0 + i * sd) * n + k] = fr[i * n + k]
 
 
 @kernel
 def _phase_in_w(gy, g, geom):
     """The adjoint of ``_phase_out_w`` reading the output gradient in its NC(D)HW layout: ``gy``
     [N, C, OD, OH, OW] C-contiguous into ``g`` [P, C, Hf, Wf, Jd, N] (zeroed by the caller;
-    same ``geom``)."""
+    same ``geom``). Per (channel, output row) the rows of ``gy`` are read in order and written
+    into the row's phase windows (Wf*Jd*N values each, in cache); reading ``gy`` along depth
+    instead would step by whole planes."""
     c_n, hf, wf, jd_n, n_n, od, oh, ow, sd, sh, sw, pd, ph_, pw = geom
     plane = c_n * od * oh * ow
     for c in range(c_n):
@@ -816,10 +822,10 @@ def _phase_w_geom(f_shape, out, s, p0):
 
 
 def phase_out_w(f, out, s, p0):
-    """The output [C, OD, OH, OW, N] of the Winograd-window phases ``f`` [P, C, Hf, Wf, Jd, N]
-    (C-contiguous, numpy float32/float64; see ``_phase_out_w``) of a 3-D transposed
-    convolution with stride ``s`` cropped at ``p0`` (a 2-D one is of depth 1)."""
-    y = np.empty((f.shape[1],) + tuple(out) + (f.shape[-1],), f.dtype)
+    """The output [C, OH, OW, OD, N] (``out`` = (OD, OH, OW)) of the Winograd-window phases
+    ``f`` [P, C, Hf, Wf, Jd, N] (C-contiguous, numpy float32/float64; see ``_phase_out_w``) of
+    a 3-D transposed convolution with stride ``s`` cropped at ``p0``."""
+    y = np.empty((f.shape[1],) + tuple(out[1:]) + (out[0], f.shape[-1]), f.dtype)
     _phase_out_w(f.reshape(-1), y.reshape(-1), _phase_w_geom(f.shape, out, s, p0))
     return y
 

@@ -231,9 +231,8 @@ def _phase_wino_usable(x, w, s, p0, out):
 
 
 def _phase_wino_forward(x, w, s, p0, out):
-    """``phase_transpose_forward`` by ``_wino3_forward``: 2-D inputs as depth 1."""
-    if len(s) == 2:
-        x, w, s, p0, out = x[:, :, None], w[:, :, None], (1,) + tuple(s), (0,) + tuple(p0), (1,) + tuple(out)
+    """``phase_transpose_forward`` by ``_wino3_forward`` (3-D): the output [Cout, OH, OW, OD, N]
+    and the backward state."""
     n, cin, dx = x.shape[:3]
     cout, kd = w.shape[1], w.shape[2]
     td = kd // s[0]
@@ -250,10 +249,9 @@ def _phase_wino_forward(x, w, s, p0, out):
     return K.phase_out_w(f, out, s, p0), (st, f.shape, org, s, tuple(p0))
 
 
-def _phase_wino_backward(gy, state, need_x, need_w, nd):
+def _phase_wino_backward(gy, state, need_x, need_w):
+    """The gradients of ``_phase_wino_forward`` for the output gradient ``gy`` [N, Cout, *out]."""
     st, f_shape, org, s, p0 = state
-    if nd == 2:
-        gy = gy[:, :, None]
     g = K.phase_in_w(gy, f_shape, s, p0, st[0].dtype)
     gx, gw3 = _wino3_backward(g.reshape((-1,) + f_shape[2:]), st, need_x, need_w)
     gw = None
@@ -264,10 +262,6 @@ def _phase_wino_backward(gy, state, need_x, need_w, nd):
             a, b = org[0][rh], org[1][rw]
             gwf[p * cout:(p + 1) * cout] = gw3[p * cout:(p + 1) * cout, :, :, a:a + 2, b:b + 2]
         gw = _phase_weight_adjoint(np.ascontiguousarray(gwf.transpose(1, 0, 2, 3, 4)[:, :, ::-1, ::-1, ::-1]), s, cout)
-        if nd == 2:
-            gw = gw[:, :, 0]
-    if need_x and nd == 2:
-        gx = gx[:, :, 0]
     return gx, gw
 
 
@@ -278,8 +272,8 @@ def phase_transpose_forward(x, w, s, p0, out):
     batch-innermost array [Cout, *out, N] and the state ``phase_transpose_backward`` takes."""
     nd = len(s)
     if _phase_wino_usable(x, w, s, p0, out):
-        y, st = _phase_wino_forward(x, w, s, p0, out)
-        return y.reshape(y.shape[:1] + tuple(out) + y.shape[-1:]), ("wino", st, nd)
+        y, st = _phase_wino_forward(x, w, s, p0, out)                     # [Cout, OH, OW, OD, N]
+        return y.transpose(0, 3, 1, 2, 4), ("wino", st)
     n, cin = x.shape[:2]
     sp, k = tuple(x.shape[2:]), tuple(w.shape[2:])
     cout = w.shape[1]
@@ -299,8 +293,8 @@ def phase_transpose_forward(x, w, s, p0, out):
 def phase_transpose_backward(gy, state, need_x, need_w):
     """The gradients of ``phase_transpose_forward`` (x's [N, Cin, *S] as a batch-innermost
     view, w's [Cin, Cout, *k]) for the output gradient ``gy`` [N, Cout, *out]."""
-    if isinstance(state[0], str):   # ("wino", state, nd)
-        return _phase_wino_backward(gy, state[1], need_x, need_w, state[2])
+    if isinstance(state[0], str):   # ("wino", state)
+        return _phase_wino_backward(gy, state[1], need_x, need_w)
     xm, wg, sp, jn, p0, _, s, cout = state
     n = gy.shape[0]
     t = wg.shape[2:]
