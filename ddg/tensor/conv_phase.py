@@ -54,20 +54,20 @@ def _slab_cols(xcl, kh, kw, dh, dw, oh, ow):
 def _slab_apply(cols, w, d0, od, p):
     """The product of ``_slab_cols`` columns (``P = p`` columns per depth) with ``w`` [O, C,
     kd, kh, kw]: depth offset ``a`` is the column range starting at ``a*d0*p``, so the
-    convolution is kd products ``cols[:, slab_a]^T @ w_a^T`` summed (the [L, O]
-    orientation is the one BLAS runs fastest with few output channels); returns [O, od*p]
-    C-contiguous."""
+    convolution is kd products ``w_a @ cols[:, slab_a]`` summed, each written in the result's
+    [O, L] layout (measured 5-50 % faster than the [L, O] product and its transposed copy, from
+    16 to 256 output channels); returns [O, od*p] C-contiguous."""
     o_n, kd = w.shape[0], w.shape[2]
     ln = od * p
     acc = None
     for a in range(kd):
         wa = np.ascontiguousarray(w[:, :, a]).reshape(o_n, -1)
-        t = cols[:, a * d0 * p:a * d0 * p + ln].T @ wa.T
+        t = wa @ cols[:, a * d0 * p:a * d0 * p + ln]
         if acc is None:
             acc = t
         else:
             acc += t
-    return np.ascontiguousarray(acc.T)
+    return acc
 
 
 def _slab_conv(xcl, w, d, o):
