@@ -185,10 +185,11 @@ def _directional_check(f, args, grads, rng):
 
 
 # (x shape, w shape, stride, padding, output_padding): 3-D, kernels of twice the stride along
-# height and width, >= 16 channels, windows >= 8: the phases as F(4x4, 3x3) Winograd
+# height and width, >= 16 channels, windows >= 8, >= 256 product columns: the phases as
+# F(4x4, 3x3) Winograd
 PHASES_WINO = [
-    ((2, 16, 3, 9, 10), (16, 8, 2, 4, 6), (2, 2, 3), (0, 1, 2), (1, 1, 1)),
-    ((1, 16, 4, 9, 8), (16, 4, 3, 4, 6), (1, 2, 3), (0, 0, 1), (0, 1, 2)),
+    ((4, 16, 7, 9, 10), (16, 8, 2, 4, 6), (2, 2, 3), (0, 1, 2), (1, 1, 1)),
+    ((5, 16, 4, 9, 8), (16, 4, 3, 4, 6), (1, 2, 3), (0, 0, 1), (0, 1, 2)),
 ]
 
 
