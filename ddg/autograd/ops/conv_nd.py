@@ -8,11 +8,13 @@ loop on numpy float32/float64 (``conv_kernels.col2im``; one strided add per kern
 on cupy and for other dtypes). The transposed convolution is the adjoint: a product then
 col2im forward, im2col then products backward (no columns of inserted zeros).
 
-On numpy float32/float64 two shapes take ``ddg.tensor.conv_phase`` instead: a stride-1
-3-D convolution with one group (depth slabs of 2-D columns, the input gradient as a
-convolution of the output gradient), and a transposed convolution with one group,
+On numpy float32/float64 three shapes take ``ddg.tensor.conv_phase`` instead: a stride-1
+kd x 3 x 3 convolution with one group and at least 16 channels in and out (Winograd
+F(4x4, 3x3) over height and width, depth offsets as channels: ``_use_wino3``), another
+stride-1 3-D convolution with one group (depth slabs of 2-D columns, the input gradient as
+a convolution of the output gradient), and a transposed convolution with one group,
 dilation 1 and a kernel that is a multiple of the stride (one stride-1 convolution per
-output phase).
+output phase, itself the 3-D Winograd for a kernel of twice the stride).
 """
 import itertools
 
