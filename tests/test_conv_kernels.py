@@ -174,6 +174,57 @@ def test_conv2d_transpose_by_phases(xs, ws, stride, padding, opad):
                          [T(x[:1, :, :3, :3], True), T(w, True)])
 
 
+def _directional_check(f, args, grads, rng):
+    # <grad, d> against the central difference of f along a random direction d, per argument
+    for i, (a, g) in enumerate(zip(args, grads)):
+        d = rng.standard_normal(a.shape)
+        eps = 1e-4
+        hi = [b + eps * d if j == i else b for j, b in enumerate(args)]
+        lo = [b - eps * d if j == i else b for j, b in enumerate(args)]
+        np.testing.assert_allclose((g * d).sum(), (f(*hi) - f(*lo)) / (2 * eps), rtol=1e-7)
+
+
+# (x shape, w shape, stride, padding, output_padding): 3-D, kernels of twice the stride along
+# height and width, >= 16 channels, windows >= 8, >= 256 product columns: the phases as
+# F(4x4, 3x3) Winograd
+PHASES_WINO = [
+    ((4, 16, 7, 9, 10), (16, 8, 2, 4, 6), (2, 2, 3), (0, 1, 2), (1, 1, 1)),
+    ((5, 16, 4, 9, 8), (16, 4, 3, 4, 6), (1, 2, 3), (0, 0, 1), (0, 1, 2)),
+]
+
+
+@pytest.mark.parametrize("xs,ws,stride,padding,opad", PHASES_WINO)
+def test_conv_transpose_phases_by_winograd(xs, ws, stride, padding, opad, monkeypatch):
+    import ddg.tensor.conv_phase as CP
+    op = F.conv3d_transpose
+    x, w, b = RNG.standard_normal(xs), RNG.standard_normal(ws) / 8, RNG.standard_normal(ws[1])
+    v = None
+
+    def run(dtype):
+        xt, wt, bt = T(x, True, dtype), T(w, True, dtype), T(b, True, dtype)
+        y = op(xt, wt, bt, stride, padding, opad)
+        nonlocal v
+        v = RNG.standard_normal(y.shape) if v is None else v
+        (y * T(v, dtype=dtype)).sum().backward()
+        return y.numpy(), xt.grad.numpy(), wt.grad.numpy(), bt.grad.numpy()
+
+    taken, real = [], CP._phase_wino_forward
+    monkeypatch.setattr(CP, "_phase_wino_forward", lambda *a: taken.append(1) or real(*a))
+    got, got32 = run("float64"), run("float32")
+    assert len(taken) == 2
+    monkeypatch.setattr(CP, "_phase_wino_usable", lambda *a: False)   # the phases' column products
+    ref = run("float64")
+    for a, a32, r in zip(got, got32, ref):
+        np.testing.assert_allclose(a, r, rtol=0, atol=1e-12 * np.abs(r).max())
+        np.testing.assert_allclose(a32, r, rtol=0, atol=2e-5 * np.abs(r).max())
+    # and the adjoint of the loop reference of conv3d: <conv_transpose(x), v> = <x, conv3d(v)>
+    cv = _ref_conv3d(v, w, stride, padding, (1, 1, 1), 1)
+    np.testing.assert_allclose((got[0] - b.reshape(1, -1, 1, 1, 1)).ravel() @ v.ravel(), (x * cv).sum(), rtol=1e-11)
+    monkeypatch.undo()
+    _directional_check(lambda x, w: (op(T(x), T(w), T(b), stride, padding, opad).numpy() * v).sum(), [x, w],
+                       got[1:3], RNG)
+
+
 @pytest.mark.parametrize("stride,pad,k", [((2, 2, 2), (1, 1, 1), (4, 4, 4)), ((2, 1, 3), (0, 1, 2), (2, 3, 3))])
 def test_conv3d_transpose_by_phases(stride, pad, k):
     # the adjoint of conv3d (whose strided path is the 3-D im2col), its gradients, float32
@@ -236,6 +287,43 @@ def test_stride1_conv3d_depth_slabs(pad, dil):
         grads.append((xt.grad.numpy(), wt.grad.numpy()))
     for a, r in zip(grads[1], grads[0]):
         np.testing.assert_allclose(a, r, rtol=0, atol=1e-5 * np.abs(r).max())
+
+
+@pytest.mark.parametrize("xs,ws,pad,dil", [((2, 16, 4, 9, 10), (16, 16, 3, 3, 3), (1, 1, 1), (1, 1, 1)),
+                                            ((1, 16, 5, 10, 8), (17, 16, 2, 3, 3), (1, 0, 2), (2, 1, 1))])
+def test_conv3d_winograd_over_height_and_width(xs, ws, pad, dil, monkeypatch):
+    # kd x 3 x 3, stride 1, >= 16 channels, planes >= 8x8: F(4x4, 3x3) per depth offset
+    import ddg.autograd.ops.conv_nd as CN
+    taken, real = [], CN._wino3_forward
+    monkeypatch.setattr(CN, "_wino3_forward", lambda *a: taken.append(1) or real(*a))
+    x, w, b = RNG.standard_normal(xs), RNG.standard_normal(ws) / 12, RNG.standard_normal(ws[0])
+    ref = _ref_conv3d(x, w, (1, 1, 1), pad, dil, 1) + b.reshape(1, -1, 1, 1, 1)
+    xt, wt, bt = T(x, True), T(w, True), T(b, True)
+    y = F.conv3d(xt, wt, bt, 1, pad, dil)
+    assert taken
+    np.testing.assert_allclose(y.numpy(), ref, rtol=0, atol=1e-12 * np.abs(ref).max())
+    # backward: against central differences along a random direction of x and of w
+    v = RNG.standard_normal(ref.shape)
+    (y * T(v)).sum().backward()
+    for arr, grad, which in ((x, xt.grad.numpy(), 0), (w, wt.grad.numpy(), 1)):
+        dirn = RNG.standard_normal(arr.shape)
+        eps = 1e-4
+
+        def f(e):
+            args = [x, w]
+            args[which] = arr + e * dirn
+            return (F.conv3d(T(args[0]), T(args[1]), T(b), 1, pad, dil).numpy() * v).sum()
+        fd = (f(eps) - f(-eps)) / (2 * eps)
+        np.testing.assert_allclose((grad * dirn).sum(), fd, rtol=1e-7)
+    np.testing.assert_allclose(bt.grad.numpy(), v.sum(axis=(0, 2, 3, 4)), rtol=1e-12)
+    # float32 within F(4x4, 3x3)'s round-off of float64, gradients too
+    x32, w32 = T(x, True, "float32"), T(w, True, "float32")
+    y32 = F.conv3d(x32, w32, T(b, dtype="float32"), 1, pad, dil)
+    assert y32.dtype == ddg.float32
+    np.testing.assert_allclose(y32.numpy(), ref, rtol=0, atol=2e-5 * np.abs(ref).max())
+    (y32 * T(v, dtype="float32")).sum().backward()
+    for a, r in ((x32.grad.numpy(), xt.grad.numpy()), (w32.grad.numpy(), wt.grad.numpy())):
+        np.testing.assert_allclose(a, r, rtol=0, atol=2e-5 * np.abs(r).max())
 
 
 def test_conv3d_transpose_is_the_adjoint_of_conv3d():

@@ -263,6 +263,64 @@ def _phase_in(gy, g, geom):
 
 
 @kernel
+def _phase_out_w(f, y, geom):
+    """Interleave the phases of a transposed convolution computed as Winograd windows: ``f``
+    [P, C, Hf, Wf, Jd, N] (phase p = (rd*sh + rh)*sw + rw; along height and width each phase's
+    window starts at its first output position, along depth at j = 0), ``y`` [C, OH, OW, OD, N]
+    (depth and batch innermost, as in ``f``; overwritten): output position z takes phase
+    (z + p0) % s at j = (z + p0) // s, less the phase's window origin along height and width.
+    Per output pixel and depth phase one run of ``f`` read in order. ``geom`` = (C, Hf, Wf, Jd,
+    N, OD, OH, OW, sd, sh, sw, p0d, p0h, p0w)."""
+    c_n, hf, wf, jd_n, n, od, oh, ow, sd, sh, sw, pd, ph_, pw = geom
+    for c in range(c_n):
+        for yy in range(oh):
+            rh = (yy + ph_) % sh
+            jh = (yy + ph_) // sh - ((rh - ph_) % sh + ph_) // sh
+            for rw in range(sw):
+                x0 = (rw - pw) % sw
+                cnt = (ow - x0 + sw - 1) // sw if x0 < ow else 0
+                for q in range(cnt):
+                    yr = y[((c * oh + yy) * ow + x0 + q * sw) * od * n:((c * oh + yy) * ow + x0 + q * sw + 1) * od * n]
+                    for rd in range(sd):
+                        z0 = (rd - pd) % sd
+                        if z0 >= od:
+                            continue
+                        cz = (od - z0 + sd - 1) // sd
+                        src = (((((rd * sh + rh) * sw + rw) * c_n + c) * hf + jh) * wf + q) * jd_n + (z0 + pd) // sd
+                        fr = f[src * n:(src + cz) * n]
+                        for i in range(cz):
+                            for k in range(n):
+                                yr[(z0 + i * sd) * n + k] = fr[i * n + k]
+
+
+@kernel
+def _phase_in_w(gy, g, geom):
+    """The adjoint of ``_phase_out_w`` reading the output gradient in its NC(D)HW layout: ``gy``
+    [N, C, OD, OH, OW] C-contiguous into ``g`` [P, C, Hf, Wf, Jd, N] (zeroed by the caller;
+    same ``geom``). Per (channel, output row) the rows of ``gy`` are read in order and written
+    into the row's phase windows (Wf*Jd*N values each, in cache); reading ``gy`` along depth
+    instead would step by whole planes."""
+    c_n, hf, wf, jd_n, n_n, od, oh, ow, sd, sh, sw, pd, ph_, pw = geom
+    plane = c_n * od * oh * ow
+    for c in range(c_n):
+        for yy in range(oh):
+            rh = (yy + ph_) % sh
+            jh = (yy + ph_) // sh - ((rh - ph_) % sh + ph_) // sh
+            for z in range(od):
+                rd, jd = (z + pd) % sd, (z + pd) // sd
+                s0 = ((c * od + z) * oh + yy) * ow
+                for rw in range(sw):
+                    x0 = (rw - pw) % sw
+                    cnt = (ow - x0 + sw - 1) // sw if x0 < ow else 0
+                    base = ((((rd * sh + rh) * sw + rw) * c_n + c) * hf + jh) * wf
+                    for q in range(cnt):
+                        d = ((base + q) * jd_n + jd) * n_n
+                        src = s0 + x0 + q * sw
+                        for k in range(n_n):
+                            g[d + k] = gy[k * plane + src]
+
+
+@kernel
 def _col2im3(cols, out, geom):
     """Columns ``[C, kd, kh, kw, od, oh, ow, N]`` summed into ``out`` [C, Dp, Hp, Wp, N]
     (zeroed by the caller; flat C-contiguous arrays): column (a, i, j, z, y, x) lands at
@@ -757,6 +815,29 @@ def phase_out(f, out, s, p0):
     y = np.empty((f.shape[1],) + tuple(out) + (f.shape[-1],), f.dtype)
     _phase_out(f.reshape(-1), y.reshape(-1), _phase_geom(f.shape, out, s, p0))
     return y
+
+
+def _phase_w_geom(f_shape, out, s, p0):
+    return (f_shape[1],) + tuple(f_shape[2:]) + tuple(out) + tuple(s) + tuple(p0)
+
+
+def phase_out_w(f, out, s, p0):
+    """The output [C, OH, OW, OD, N] (``out`` = (OD, OH, OW)) of the Winograd-window phases
+    ``f`` [P, C, Hf, Wf, Jd, N] (C-contiguous, numpy float32/float64; see ``_phase_out_w``) of
+    a 3-D transposed convolution with stride ``s`` cropped at ``p0``."""
+    y = np.empty((f.shape[1],) + tuple(out[1:]) + (out[0], f.shape[-1]), f.dtype)
+    _phase_out_w(f.reshape(-1), y.reshape(-1), _phase_w_geom(f.shape, out, s, p0))
+    return y
+
+
+def phase_in_w(gy, f_shape, s, p0, dtype):
+    """The adjoint of ``phase_out_w``: the output gradient ``gy`` [N, C, OD, OH, OW] (any
+    layout) as Winograd-window phases of shape ``f_shape`` [P, C, Hf, Wf, Jd, N], zero where
+    no output position maps."""
+    gy = np.ascontiguousarray(gy, dtype=dtype)
+    g = np.zeros(f_shape, dtype)
+    _phase_in_w(gy.reshape(-1), g.reshape(-1), _phase_w_geom(f_shape, gy.shape[2:], s, p0))
+    return g
 
 
 def phase_in(gy, j, s, p0, dtype):

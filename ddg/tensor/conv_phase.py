@@ -54,20 +54,20 @@ def _slab_cols(xcl, kh, kw, dh, dw, oh, ow):
 def _slab_apply(cols, w, d0, od, p):
     """The product of ``_slab_cols`` columns (``P = p`` columns per depth) with ``w`` [O, C,
     kd, kh, kw]: depth offset ``a`` is the column range starting at ``a*d0*p``, so the
-    convolution is kd products ``cols[:, slab_a]^T @ w_a^T`` summed (the [L, O]
-    orientation is the one BLAS runs fastest with few output channels); returns [O, od*p]
-    C-contiguous."""
+    convolution is kd products ``w_a @ cols[:, slab_a]`` summed, each written in the result's
+    [O, L] layout (measured 5-50 % faster than the [L, O] product and its transposed copy, from
+    16 to 256 output channels); returns [O, od*p] C-contiguous."""
     o_n, kd = w.shape[0], w.shape[2]
     ln = od * p
     acc = None
     for a in range(kd):
         wa = np.ascontiguousarray(w[:, :, a]).reshape(o_n, -1)
-        t = cols[:, a * d0 * p:a * d0 * p + ln].T @ wa.T
+        t = wa @ cols[:, a * d0 * p:a * d0 * p + ln]
         if acc is None:
             acc = t
         else:
             acc += t
-    return np.ascontiguousarray(acc.T)
+    return acc
 
 
 def _slab_conv(xcl, w, d, o):
@@ -88,6 +88,88 @@ def _slab_wgrad(cols, gm, w_shape, d0, od):
     for a in range(kd):
         gw[:, :, a] = (cols[:, a * d0 * p:a * d0 * p + gm.shape[1]] @ gm.T).T.reshape(o_n, c, kh * kw)
     return gw.reshape(w_shape)
+
+
+# -- stride-1 3-D convolution as F(4x4, 3x3) Winograd over height and width ------------------------
+# A stride-1 convolution with a kd x 3 x 3 kernel is, per depth offset a, a 2-D 3x3 convolution
+# of the input's depth planes d + a*dd. The input is copied once, padded, to [C, Hp, Wp, Dp, N]:
+# C images [Hp, Wp] with Dp*N "batch" entries innermost (the compiled transforms run at their
+# speed on rows of Dp*N values; with N alone innermost, a small batch makes them 3-4x slower).
+# Their F(4x4, 3x3) input transform (``conv_kernels.wino4_in``) gives V [36, C, th, tw, Dp, N],
+# and the depth offsets become channels by one strided copy Vd [36, C*kd, th*tw*OD*N] (entry
+# (c, a), (tile, d, n) = V[c, tile, d + a*dd, n]). Then 36 products U [36, O, C*kd] @ Vd, U the
+# 2-D weight transform of w seen as [O, C*kd, 3, 3], and the output transform gives
+# [O, OH, OW, OD, N] (ConvNd hands it out as a transposed view). 4x fewer multiply-adds than the
+# columns' product, and the products have C*kd (not C) as their inner dimension. The
+# transposed convolutions with a kernel of twice the stride take it too (see below).
+def _wino_helpers():
+    """``conv.py``'s F(4x4, 3x3) weight-transform matrix and transforms (imported on use: that
+    module imports this one)."""
+    from ..autograd.ops.conv import _WINO4_G, _wino_weight, _wino_weight_adjoint
+    return _WINO4_G, _wino_weight, _wino_weight_adjoint
+
+
+def _hwd(a, lead, extent):
+    """``a`` [N, C, D, H, W] copied into a zero [C, *extent] array laid out [C, H, W, D, N], at
+    the leading offsets ``lead`` (depth, height, width)."""
+    n, c, d, h, w = a.shape
+    out = np.zeros((c,) + tuple(extent), a.dtype)
+    out[:, lead[1]:lead[1] + h, lead[2]:lead[2] + w, lead[0]:lead[0] + d] = a.transpose(1, 3, 4, 2, 0)
+    return out
+
+
+def _wino3_forward(x, w, pads, dd, o):
+    """The 3-D Winograd convolution of ``x`` [N, C, D, H, W] with ``w`` [O, C, kd, 3, 3] (pads
+    (before, after) per axis; only the leading ones of height and width are read: the
+    trailing ones fill the tiles), to the output sizes ``o``: the output [O, 4*th, 4*tw, OD, N]
+    (C-contiguous, rows and columns past OH, OW are tile fill) and the backward state."""
+    n, c, dx = x.shape[:3]
+    o_n, kd = w.shape[0], w.shape[2]
+    od, oh, ow = o
+    th, tw = -(-oh // 4), -(-ow // 4)
+    hp, wp, dp = 4 * th + 2, 4 * tw + 2, dx + pads[0] + pads[1]
+    xt = _hwd(x, pads[0::2], (hp, wp, dp, n))                               # [C, Hp, Wp, Dp, N]
+    v = K.wino4_in(xt.reshape(c, hp, wp, dp * n), th, tw).reshape(36, c, th * tw, dp, n)
+    if kd == 1 and od == dp:    # one depth tap covering every plane: the tiles are the operand
+        vd = v.reshape(36, c, -1)
+    else:
+        st = v.strides
+        vd = np.ascontiguousarray(np.lib.stride_tricks.as_strided(
+            v, (36, c, kd, th * tw, od, n), (st[0], st[1], st[3] * dd, st[2], st[3], st[4])))
+        vd = vd.reshape(36, c * kd, -1)
+    wino_g, wino_weight, _ = _wino_helpers()
+    u = wino_weight(w.reshape(o_n, c * kd, 3, 3), wino_g)                     # [36, O, C*kd]
+    y = np.empty((o_n, 4 * th, 4 * tw, od * n), x.dtype)
+    K.wino4_out_into(np.matmul(u, vd).reshape(6, 6, o_n, th, tw, od * n), y)
+    return y.reshape(o_n, 4 * th, 4 * tw, od, n), (vd, u, x.shape, (c, hp, wp, dp, n), tuple(pads), dd, kd, th, tw)
+
+
+def _wino3_backward(g, state, need_x, need_w):
+    """The gradients (x's [N, C, D, H, W] as a transposed view, w's [O, C, kd, 3, 3]) of
+    ``_wino3_forward`` for the output gradient ``g`` in its output's layout [O, 4*th, 4*tw,
+    OD, N] (C-contiguous, zero in the tile fill)."""
+    vd, u, xs, (c, hp, wp, dp, n), pads, dd, kd, th, tw = state
+    o_n, od = g.shape[0], g.shape[3]
+    gm = K.wino4_out_adjoint(g.reshape(o_n, 4 * th, 4 * tw, od * n)).reshape(36, o_n, -1)
+    gx = gw = None
+    if need_w:
+        gu = np.matmul(gm, vd.transpose(0, 2, 1))                             # [36, O, C*kd]
+        wino_g, _, wino_weight_adjoint = _wino_helpers()
+        gw = wino_weight_adjoint(gu, o_n, c * kd, wino_g).reshape(o_n, c, kd, 3, 3)
+    if need_x:
+        gvd = np.matmul(u.transpose(0, 2, 1), gm).reshape(36, c, kd, th * tw, od, n)
+        if kd == 1 and od == dp:
+            gv = gvd
+        else:
+            gv = np.zeros((36, c, th * tw, dp, n), vd.dtype)
+            for a in range(kd):
+                gv[:, :, :, a * dd:a * dd + od] += gvd[:, :, a]
+        gx4 = np.zeros((c, hp, wp, dp * n), vd.dtype)
+        K.wino4_in_adjoint_add(gv.reshape(6, 6, c, th, tw, dp * n), gx4)
+        full = gx4.reshape(c, hp, wp, dp, n)[:, pads[2]:pads[2] + xs[3], pads[4]:pads[4] + xs[4],
+                                             pads[0]:pads[0] + xs[2]]
+        gx = full.transpose(4, 0, 3, 1, 2)
+    return gx, gw
 
 
 # -- transposed convolution by phases ------------------------------------------------------------
@@ -129,12 +211,74 @@ def _phase_weight_adjoint(g, s, cout):
     return np.ascontiguousarray(v.transpose(perm)).reshape((cin, cout) + tuple(t[i] * s[i] for i in range(nd)))
 
 
+# Kernels of twice the stride (t = 2 taps per phase along height and width) take the 3-D
+# Winograd convolution above: along height and width each phase r gets a window of
+# ceil(out/s) positions starting at its first output position, i.e. at j = o_r (0 or 1 when
+# the crop p0 is below the stride), and its two taps become the taps o_r, o_r + 1 of a 3-tap
+# kernel (the third is zero): F(4x4, 3x3) on windows of 16 or 32 rather than on the 17 or 33
+# positions of the uncropped phases. Depth keeps the uncropped phases (depth taps are channels).
+def _phase_wino_usable(x, w, s, p0, out):
+    """3-D only: a 2-D image is of depth 1, so its transforms run on rows of N values (slow for
+    small batches), and the 2-D phases' column products are already wide (measured 1.1-1.25x
+    slower by Winograd at C=16-64, batch 4-8)."""
+    nd = len(s)
+    if nd != 3 or not (K.usable(x, w) and x.dtype == w.dtype and min(x.shape[1], w.shape[1] * int(np.prod(s))) >= 16):
+        return False
+    for i in range(nd - 2, nd):
+        if w.shape[2 + i] != 2 * s[i] or p0[i] >= s[i] or -(-out[i] // s[i]) < max(8, x.shape[2 + i]):
+            return False
+    # the 36 products' width (tiles * depth window * N): below ~256 columns the phases' column
+    # products (inner dimension Cin*t^3) ran faster (measured 0.93-0.95x at 72 and 117 columns,
+    # 0.65-0.85x at 544 and 900)
+    jd = -(-max((x.shape[2] - 1) * s[0] + w.shape[2], p0[0] + out[0]) // s[0])
+    tiles = -(-out[1] // (4 * s[1])) * -(-out[2] // (4 * s[2]))
+    return tiles * jd * x.shape[0] >= 256
+
+
+def _phase_wino_forward(x, w, s, p0, out):
+    """``phase_transpose_forward`` by ``_wino3_forward`` (3-D): the output [Cout, OH, OW, OD, N]
+    and the backward state."""
+    n, cin, dx = x.shape[:3]
+    cout, kd = w.shape[1], w.shape[2]
+    td = kd // s[0]
+    jd = -(-max((dx - 1) * s[0] + kd, p0[0] + out[0]) // s[0])
+    win = tuple(-(-out[i] // s[i]) for i in (1, 2))
+    wf = _phase_weight(w, s)[:, :, ::-1, ::-1, ::-1].transpose(1, 0, 2, 3, 4)   # [P*Cout, Cin, td, 2, 2]
+    org = [[((r - p0[i]) % s[i] + p0[i]) // s[i] for r in range(s[i])] for i in (1, 2)]
+    w3 = np.zeros(wf.shape[:3] + (3, 3), w.dtype)
+    for p, (rd, rh, rw) in enumerate(np.ndindex(*s)):
+        a, b = org[0][rh], org[1][rw]
+        w3[p * cout:(p + 1) * cout, :, :, a:a + 2, b:b + 2] = wf[p * cout:(p + 1) * cout]
+    f, st = _wino3_forward(x, w3, (td - 1, jd - dx, 1, 0, 1, 0), 1, (jd,) + win)   # [P*Cout, Hf, Wf, Jd, N]
+    f = f.reshape((-1, cout) + f.shape[1:])
+    return K.phase_out_w(f, out, s, p0), (st, f.shape, org, s, tuple(p0))
+
+
+def _phase_wino_backward(gy, state, need_x, need_w):
+    """The gradients of ``_phase_wino_forward`` for the output gradient ``gy`` [N, Cout, *out]."""
+    st, f_shape, org, s, p0 = state
+    g = K.phase_in_w(gy, f_shape, s, p0, st[0].dtype)
+    gx, gw3 = _wino3_backward(g.reshape((-1,) + f_shape[2:]), st, need_x, need_w)
+    gw = None
+    if need_w:
+        cout = f_shape[1]
+        gwf = np.empty(gw3.shape[:3] + (2, 2), gw3.dtype)
+        for p, (rd, rh, rw) in enumerate(np.ndindex(*s)):
+            a, b = org[0][rh], org[1][rw]
+            gwf[p * cout:(p + 1) * cout] = gw3[p * cout:(p + 1) * cout, :, :, a:a + 2, b:b + 2]
+        gw = _phase_weight_adjoint(np.ascontiguousarray(gwf.transpose(1, 0, 2, 3, 4)[:, :, ::-1, ::-1, ::-1]), s, cout)
+    return gx, gw
+
+
 def phase_transpose_forward(x, w, s, p0, out):
     """Transposed convolution (one group, dilation 1, kernel a multiple of the stride) of
     ``x`` [N, Cin, *S] (2 or 3 spatial axes, numpy float32/float64) with ``w`` [Cin, Cout,
     *k], stride ``s``, leading crop ``p0`` and output sizes ``out``: the output as a
     batch-innermost array [Cout, *out, N] and the state ``phase_transpose_backward`` takes."""
     nd = len(s)
+    if _phase_wino_usable(x, w, s, p0, out):
+        y, st = _phase_wino_forward(x, w, s, p0, out)                     # [Cout, OH, OW, OD, N]
+        return y.transpose(0, 3, 1, 2, 4), ("wino", st)
     n, cin = x.shape[:2]
     sp, k = tuple(x.shape[2:]), tuple(w.shape[2:])
     cout = w.shape[1]
@@ -154,6 +298,8 @@ def phase_transpose_forward(x, w, s, p0, out):
 def phase_transpose_backward(gy, state, need_x, need_w):
     """The gradients of ``phase_transpose_forward`` (x's [N, Cin, *S] as a batch-innermost
     view, w's [Cin, Cout, *k]) for the output gradient ``gy`` [N, Cout, *out]."""
+    if isinstance(state[0], str):   # ("wino", state)
+        return _phase_wino_backward(gy, state[1], need_x, need_w)
     xm, wg, sp, jn, p0, _, s, cout = state
     n = gy.shape[0]
     t = wg.shape[2:]

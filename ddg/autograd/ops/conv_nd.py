@@ -8,11 +8,13 @@ loop on numpy float32/float64 (``conv_kernels.col2im``; one strided add per kern
 on cupy and for other dtypes). The transposed convolution is the adjoint: a product then
 col2im forward, im2col then products backward (no columns of inserted zeros).
 
-On numpy float32/float64 two shapes take ``ddg.tensor.conv_phase`` instead: a stride-1
-3-D convolution with one group (depth slabs of 2-D columns, the input gradient as a
-convolution of the output gradient), and a transposed convolution with one group,
+On numpy float32/float64 three shapes take ``ddg.tensor.conv_phase`` instead: a stride-1
+kd x 3 x 3 convolution with one group and at least 16 channels in and out (Winograd
+F(4x4, 3x3) over height and width, depth offsets as channels: ``_use_wino3``), another
+stride-1 3-D convolution with one group (depth slabs of 2-D columns, the input gradient as
+a convolution of the output gradient), and a transposed convolution with one group,
 dilation 1 and a kernel that is a multiple of the stride (one stride-1 convolution per
-output phase).
+output phase, itself the 3-D Winograd for a kernel of twice the stride).
 """
 import itertools
 
@@ -22,8 +24,8 @@ from ...tensor import backend
 from ..function import Function
 from ...tensor import conv_kernels as K
 from .conv import _gmm, _wgrad
-from ...tensor.conv_phase import (_cl, _from_cl, _phases_usable, _slab_conv, _slab_wgrad, phase_transpose_backward,
-                         phase_transpose_forward)
+from ...tensor.conv_phase import (_cl, _from_cl, _hwd, _phases_usable, _slab_conv, _slab_wgrad, _wino3_backward,
+                                  _wino3_forward, phase_transpose_backward, phase_transpose_forward)
 
 
 def _im2col(xcl, k, s, d, o):
@@ -62,6 +64,21 @@ def _col2im(cols, extent, s, d):
     return out
 
 
+# -- 3-D Winograd (``conv_phase._wino3_forward``) -------------------------------------------------
+def _use_wino3(x, w, s, pads, d, groups):
+    """Whether ConvNd takes the 3-D Winograd path: numpy float32/float64, 3-D, one group,
+    stride 1, a kd x 3 x 3 kernel with no height/width dilation, padding within the kernel,
+    at least 16 channels in and out and an output plane of at least 8x8."""
+    if len(s) != 3 or groups != 1 or any(v != 1 for v in s) or tuple(w.shape[3:]) != (3, 3) or d[1:] != (1, 1):
+        return False
+    if not K.usable(x, w) or x.dtype != w.dtype or min(w.shape[0], w.shape[1]) < 16:
+        return False
+    kd = w.shape[2]
+    if pads[0] > d[0] * (kd - 1) or pads[1] > d[0] * (kd - 1) or max(pads[2:]) > 2:
+        return False
+    return min(x.shape[3] + pads[2] + pads[3] - 2, x.shape[4] + pads[4] + pads[5] - 2) >= 8
+
+
 def _out_sizes(spatial, k, s, pads, d):
     return tuple((spatial[i] + pads[2 * i] + pads[2 * i + 1] - d[i] * (k[i] - 1) - 1) // s[i] + 1
                  for i in range(len(k)))
@@ -82,6 +99,14 @@ class ConvNd(Function):
             raise ValueError(f"ddg.conv3d: the output would be empty: input {list(x.shape)}, kernel {list(k)}")
         g = self.groups
         nd = len(o)
+        self.wino3 = None
+        if _use_wino3(x, w, self.s, self.pads, self.d, g):
+            y, self.wino3 = _wino3_forward(x, w, self.pads, self.d[0], o)    # [O, 4*th, 4*tw, OD, N]
+            y = y[:, :o[1], :o[2]]
+            if b is not None:
+                y += b.reshape((-1,) + (1,) * (nd + 1))
+            self.meta = (x.shape, o, b is not None)
+            return y.transpose(4, 0, 3, 1, 2)
         self.slab = (nd == 3 and g == 1 and self.s == (1,) * nd and K.usable(x, w) and
                      all(max(self.pads[2 * i], self.pads[2 * i + 1]) <= self.d[i] * (k[i] - 1) for i in range(nd)))
         if self.slab:
@@ -126,6 +151,15 @@ class ConvNd(Function):
         return (gx, gw, gb) if has_b else (gx, gw)
 
     def backward(self, gy):
+        if self.wino3 is not None:
+            th, tw = self.wino3[-2:]
+            g = _hwd(gy.astype(self.wino3[0].dtype, copy=False), (0, 0, 0), (4 * th, 4 * tw) + gy.shape[2:3] +
+                     gy.shape[:1])
+            gx, gw = _wino3_backward(g, self.wino3, self.needs[0], self.needs[1])
+            if not self.meta[2]:
+                return gx, gw
+            gb = gy.sum(axis=(0, 2, 3, 4)) if self.needs[2] else None
+            return gx, gw, gb
         if self.slab:
             return self._backward_slab(gy)
         xs, o, has_b = self.meta
