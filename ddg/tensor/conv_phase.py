@@ -14,6 +14,7 @@ import numpy as np
 
 from . import backend
 from . import conv_kernels as K
+from .winograd import WINO4_G, wino_weight, wino_weight_adjoint
 
 
 def _cl(a, pads=None, extent=None):
@@ -103,10 +104,8 @@ def _slab_wgrad(cols, gm, w_shape, d0, od):
 # columns' product, and the products have C*kd (not C) as their inner dimension. The
 # transposed convolutions with a kernel of twice the stride take it too (see below).
 def _wino_helpers():
-    """``conv.py``'s F(4x4, 3x3) weight-transform matrix and transforms (imported on use: that
-    module imports this one)."""
-    from ..autograd.ops.conv import _WINO4_G, _wino_weight, _wino_weight_adjoint
-    return _WINO4_G, _wino_weight, _wino_weight_adjoint
+    """The F(4x4, 3x3) weight-transform matrix and the weight transform and its adjoint."""
+    return WINO4_G, wino_weight, wino_weight_adjoint
 
 
 def _hwd(a, lead, extent):

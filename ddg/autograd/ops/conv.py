@@ -50,6 +50,8 @@ from ...tensor.dtypes import upcast
 from ..function import Function
 from ..higher import linear_backward_graph, live_input
 from ...tensor import conv_kernels as K
+from ...tensor.winograd import (WINO4_AT as _WINO4_AT, WINO4_BT as _WINO4_BT, WINO4_G as _WINO4_G,  # noqa: F401
+                                 wino_weight as _wino_weight, wino_weight_adjoint as _wino_weight_adjoint)
 from ...tensor.conv_phase import _cl, _phases_usable, phase_transpose_backward, phase_transpose_forward
 
 
@@ -207,8 +209,7 @@ def _swap(a):
 # rounding error is that of a few extra additions (float32: ~1e-6 relative to the output's
 # scale, tested against float64). The transforms are the whole-array adds over strided tile views
 # below: cupy takes this variant (numpy float32/float64 take F(4x4, 3x3), compiled).
-_WINO_G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
-
+#
 # Winograd F(4x4, 3x3): 6x6 input tiles (stride 4) giving 4x4 output tiles, 36 products per tile:
 # 36/144 = 1/4 of im2col's multiplications, and transformed tiles 36/16 = 2.25 times the image
 # (F(2x2, 3x3): 4 times), so for few channels, where the 16 or 36 products [O, C] x [C, tiles*N]
@@ -217,12 +218,7 @@ _WINO_G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.
 # its rounding error is larger than F(2x2, 3x3)'s (float32: ~1e-5 relative to the output's
 # scale, tested against float64). numpy float32/float64 only (the compiled transforms
 # ``conv_kernels.wino4_*``, by blocks of tile rows); cupy and mixed dtypes keep F(2x2, 3x3).
-_WINO4_BT = np.array([[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0],
-                      [0, -2, -1, 2, 1, 0], [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]], dtype=float)
-_WINO4_G = np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6],
-                     [1 / 24, 1 / 12, 1 / 6], [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]])
-_WINO4_AT = np.array([[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]],
-                     dtype=float)
+# The matrices and the weight transform live in ``ddg.tensor.winograd``.
 
 
 def _use_winograd(x, w, stride, dilation, groups, pads):
@@ -383,34 +379,6 @@ def _wino_out_adjoint(gy):
     xp.subtract(gs[0], gs[1], out=gm[2])
     xp.negative(gs[1], out=gm[3])
     return gm
-
-
-_KRON = {}
-
-
-def _kron(gm):
-    """``G (x) G`` for one of the two (constant) G matrices, computed once."""
-    k = _KRON.get(gm.shape[0])
-    if k is None:
-        k = _KRON[gm.shape[0]] = np.kron(gm, gm)
-    return k
-
-
-def _wino_weight(w, gm=_WINO_G):
-    """``U = G w G^T`` per (o, c): [O, C, 3, 3] -> [t*t, O, C] for the t x 3 matrix ``gm``
-    (``_WINO_G``, t = 4, or ``_WINO4_G``, t = 6), as one product of the Kronecker matrix
-    ``G (x) G`` [t*t, 9] with the weight seen as [O*C, 9] (no transposed copies)."""
-    xp = backend.get_array_module(w)
-    kr = xp.asarray(_kron(gm), dtype=w.dtype)
-    o, c = w.shape[:2]
-    return (kr @ w.reshape(o * c, 9).T).reshape(-1, o, c)
-
-
-def _wino_weight_adjoint(gu, o, c, gm=_WINO_G):
-    """The adjoint of ``_wino_weight``: [t*t, O, C] -> [O, C, 3, 3]."""
-    xp = backend.get_array_module(gu)
-    kr = xp.asarray(_kron(gm), dtype=gu.dtype)
-    return (gu.reshape(-1, o * c).T @ kr).reshape(o, c, 3, 3)
 
 
 # -- cuDNN (GPU only) --------------------------------------------------------------------------
