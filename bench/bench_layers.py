@@ -63,10 +63,6 @@ def _img(size, c=None):
     return (n, c or ch, h, h)
 
 
-
-
-
-
 def _act(name, tname=None, **kw):
     def build(size):
         n, c, h, _ = _img(size)
@@ -74,8 +70,6 @@ def _act(name, tname=None, **kw):
                          "torch": lambda torch: getattr(torch.nn, tname or name)(**kw)},
                 "inputs": [(n, c, h, h)]}
     return build
-
-
 
 
 def _ch(size):
@@ -172,8 +166,6 @@ def _embedding(size):
     v = VOCAB[size]
     return {"make": {"ddg": lambda: nn.Embedding(v, d), "torch": lambda torch: torch.nn.Embedding(v, d)},
             "inputs": [("int", (n, L), v)]}
-
-
 
 
 LAYERS = {

@@ -373,7 +373,6 @@ def rrelu_forward(x, u, out, lower, width):
         u[i] = d
 
 
-
 @kernel(error_model="numpy")
 def prelu_forward(x, w, out):
     """Channel-wise PReLU on ``x`` [A, C, B] (C the channels, B the positions after them):

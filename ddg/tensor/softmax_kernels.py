@@ -133,7 +133,6 @@ def _softmax_rows_f32(x, out, p, scale, log):
                 orow[j] -= ls
 
 
-
 @kernel(error_model="numpy")
 def _softmax_mid_f32(x, out, p, log):
     # softmax over axis 1 of [outer, n, inner] float32 arrays (an axis before the last, e.g.

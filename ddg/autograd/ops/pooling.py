@@ -72,7 +72,6 @@ def _crop(a, pads, spatial):
     return a[(slice(None), slice(None)) + tuple(slice(pads[2 * i], pads[2 * i] + spatial[i]) for i in range(nd))]
 
 
-
 def _pool_geometry(shape, kernel, stride, pads, ceil_mode):
     n, c, h, w = shape
     (kh, kw), (sh, sw), (pt, pb, pl, pr) = kernel, stride, pads
