@@ -115,21 +115,23 @@ def tanh_f32(x, out):
 
 
 @kernel(error_model="numpy")
-def lstm_step_forward(gt, xgt, bias, t, tn, valid, has_mask, ht, ct, act, cs, tcs, hp_next, y, bm):
-    """Step t of an LSTM, feature-major: ``gt`` ``[4H, B]`` holds ``W_hh @ h``, ``xgt``
-    ``[T, 4H, B]`` the input projections, ``bias`` ``[4H]`` the sum of both biases (gates i,
-    f, g, o); ``ht``, ``ct`` ``[H, B]`` hold the state before the step and are updated in
-    place. Writes the activations ``act[t]``, the cell state ``cs[t]``, ``tanh(c)``
+def lstm_step_forward(gt, bias, t, tn, valid, has_mask, ht, ct, act, cs, tcs, hp_next, y, bm):
+    """Step t of an LSTM, feature-major: ``gt`` ``[4H, B]`` holds ``W_hh @ h``, ``act[t]``
+    (``act`` ``[T, 4H, B]``) the step's input projections, ``bias`` ``[4H]`` the sum of both
+    biases (gates i, f, g, o); ``ht``, ``ct`` ``[H, B]`` hold the state before the step and
+    are updated in place. Replaces ``act[t]`` by the gate activations (in place: a step
+    reads and writes the same cache lines, not a second buffer) and writes the cell state
+    ``cs[t]``, ``tanh(c)``
     ``tcs[t]``, the output ``y`` at step t (laid out like x) and, unless ``tn < 0``, the new
     state as the state before the next step, ``hp_next[tn]`` (``[B, H]``)."""
     H, B = ht.shape
     n = H * B
-    at, xg = act[t], xgt[t]
+    at = act[t]
     for j in range(4 * H):           # sigmoid(x) = tanh(x/2)/2 + 1/2 on i, f, o; tanh on g
         s = _ONE if 2 * H <= j < 3 * H else _HALF
-        ar, gr, xr, bj = at[j], gt[j], xg[j], bias[j]
+        ar, gr, bj = at[j], gt[j], bias[j]
         for b in range(B):
-            ar[b] = _tanh((gr[b] + (xr[b] + bj)) * s) * s + (_ONE - s)
+            ar[b] = _tanh((gr[b] + (ar[b] + bj)) * s) * s + (_ONE - s)
     a = at.reshape(4 * n)
     cp, hp, c, tc = ct.reshape(n), ht.reshape(n), cs[t].reshape(n), tcs[t].reshape(n)
     for k in range(n):
