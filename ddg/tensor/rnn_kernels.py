@@ -114,7 +114,7 @@ def tanh_f32(x, out):
         out[i] = _tanh(x[i])
 
 
-@kernel(error_model="numpy")
+@numba.njit(**_OPTS)   # also called by the whole-sequence loops below
 def lstm_step_forward(gt, bias, t, tn, valid, has_mask, ht, ct, act, cs, tcs, hp_next, y, bm):
     """Step t of an LSTM, feature-major: ``gt`` ``[4H, B]`` holds ``W_hh @ h``, ``act[t]``
     (``act`` ``[T, 4H, B]``) the step's input projections, ``bias`` ``[4H]`` the sum of both
@@ -158,7 +158,7 @@ def lstm_step_forward(gt, bias, t, tn, valid, has_mask, ht, ct, act, cs, tcs, hp
         _save_state(hp_next[tn], ht)
 
 
-@kernel(error_model="numpy")
+@numba.njit(**_OPTS)   # also called by the whole-sequence loops below
 def lstm_step_backward(gy, has_gy, t, valid, has_mask, act, cp, tcs, dht, dct, dp, scratch, bm):
     """The gate gradients of step t of ``lstm_step_forward``: ``gy`` the output's gradient
     (laid out like x; ignored unless ``has_gy``), ``cp`` ``[H, B]`` the cell state before
@@ -304,7 +304,7 @@ def gru_step_backward(gy, has_gy, t, valid, has_mask, act, hcs, hp, dht, sp, sq,
 # k vectorizes as 16 reductions). Time against numpy's matmul, batch 16, 1 thread, AMD EPYC
 # with AVX-512: on [4H, H] @ [H, 16] 1.1x at H=128, 0.9x at 256, 0.85x at 512, 0.75x at
 # 1024; on [H, 4H] @ [4H, 16] (W_hh^T contiguous) 0.75x at H=128 to 0.55x at 1024.
-@kernel(error_model="numpy")
+@numba.njit(**_OPTS)   # also called by the whole-sequence loops below
 def matmul_wr(w, rt, out):
     """``out [M, B] = w [M, K] @ rt [B, K].T``."""
     M, K = w.shape
@@ -369,3 +369,51 @@ def transpose(a, out):
         r = a[i]
         for j in range(N):
             out[j, i] = r[j]
+
+
+# -- whole-sequence loops ------------------------------------------------------------------------------
+# Where the recurrent product is matmul_wr, one call runs every step (product and step
+# kernel) instead of two Python-level calls per step: ~2-3 us of call overhead each.
+@numba.njit(**_OPTS)
+def lstm_forward_loop(w_hh, bias, order, first, valid, has_mask, ht, ct, act, cs, tcs, hp, y, gt, bm):
+    """Every step of ``lstm_step_forward`` in ``order`` (int64 ``[T]``), each after
+    ``gt = W_hh @ h`` by ``matmul_wr`` on the saved rows ``hp[t]`` (zero, without the product,
+    at step ``first``: a zero initial state; -1 for none)."""
+    T = order.shape[0]
+    for k in range(T):
+        t = order[k]
+        tn = order[k + 1] if k + 1 < T else -1
+        if t == first:
+            gt[:] = _ZERO
+        else:
+            matmul_wr(w_hh, hp[t], gt)
+        lstm_step_forward(gt, bias, t, tn, valid, has_mask, ht, ct, act, cs, tcs, hp, y, bm)
+
+
+@numba.njit(**_OPTS)
+def lstm_backward_loop(gy, has_gy, order, last, valid, has_mask, act, cs, c0t, tcs, whh_t, dht, tmp, dct, dp,
+                       scratch, bm):
+    """Every step of ``lstm_step_backward``, last step first, each followed by the state
+    gradient before the step, ``W_hh^T @ dp[t]`` by ``matmul_wr`` (``whh_t`` the contiguous
+    ``W_hh^T``; rows past their length keep theirs), down to step index ``last`` of
+    ``order`` (0, or 1 when the first step's product, which only feeds ``h0``'s gradient,
+    is not wanted). ``c0t`` is the initial cell state ``[H, B]``; ``tmp`` ``[H, B]`` is
+    scratch; the result is left in ``dht`` and ``dct``."""
+    T = order.shape[0]
+    H, B = dht.shape
+    cur, nxt = dht, tmp
+    for k in range(T - 1, -1, -1):
+        t = order[k]
+        cp = cs[order[k - 1]] if k > 0 else c0t
+        lstm_step_backward(gy, has_gy, t, valid, has_mask, act, cp, tcs, cur, dct, dp, scratch, bm)
+        if k < last:
+            break
+        matmul_wr(whh_t, dp[t], nxt)
+        if has_mask:
+            for j in range(H):
+                for b in range(B):
+                    if not valid[t, b]:
+                        nxt[j, b] = cur[j, b]
+        cur, nxt = nxt, cur
+    if cur is not dht:
+        dht[:] = cur

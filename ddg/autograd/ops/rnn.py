@@ -168,17 +168,22 @@ class RNNSequence(Function):
             bias = b_ih + b_hh
         else:
             b_ih, b_hh = np.ascontiguousarray(b_ih), np.ascontiguousarray(b_hh)
-        for t, tn in zip(order, nxt):
-            if t == first:
-                gt.fill(0)
-            elif kern:
-                K.matmul_wr(w_hh, hp[t], gt)
-            else:
-                np.matmul(w_hh, st[0], out=gt)
-            if lstm:
-                K.lstm_step_forward(gt, bias, t, tn, valid, has_mask, st[0], st[1], act, aux[0], aux[1], hp, y, bm)
-            else:
-                K.gru_step_forward(gt, xgt, b_ih, b_hh, t, tn, valid, has_mask, st[0], act, aux[0], hp, y, bm)
+        if lstm and kern:                  # every step in one compiled call
+            K.lstm_forward_loop(w_hh, bias, np.array(order, np.int64), -1 if first is None else first, valid,
+                                has_mask, st[0], st[1], act, aux[0], aux[1], hp, y, gt, bm)
+        else:
+            for t, tn in zip(order, nxt):
+                if t == first:
+                    gt.fill(0)
+                elif kern:
+                    K.matmul_wr(w_hh, hp[t], gt)
+                else:
+                    np.matmul(w_hh, st[0], out=gt)
+                if lstm:
+                    K.lstm_step_forward(gt, bias, t, tn, valid, has_mask, st[0], st[1], act, aux[0], aux[1], hp, y,
+                                        bm)
+                else:
+                    K.gru_step_forward(gt, xgt, b_ih, b_hh, t, tn, valid, has_mask, st[0], act, aux[0], hp, y, bm)
         self.h0_zero = first is not None
         self.states, self.order, self.valid, self.has_mask = states, order, valid, has_mask
         self.xt, self.act, self.aux, self.hp = xt, act, aux, hp
@@ -211,19 +216,20 @@ class RNNSequence(Function):
             dct = np.zeros((H, B), dt) if gcT is None else np.array(gcT.T, dt, order="C")
             c0t = np.array(self.states[1].T, dt, order="C")
             cs, tcs = aux
-            for k in range(T - 1, -1, -1):
-                t = order[k]
-                K.lstm_step_backward(gy, has_gy, t, valid, has_mask, act, cs[order[k - 1]] if k else c0t, tcs, dht,
-                                     dct, dpt, sp, bm)
-                if k < last:
-                    break
-                if kern:
-                    K.matmul_wr(whh_t, dpt[t], tmp)
-                else:
+            if kern:                       # every step in one compiled call
+                K.lstm_backward_loop(gy, has_gy, np.array(order, np.int64), last, valid, has_mask, act, cs, c0t, tcs,
+                                     whh_t, dht, tmp, dct, dpt, sp, bm)
+            else:
+                for k in range(T - 1, -1, -1):
+                    t = order[k]
+                    K.lstm_step_backward(gy, has_gy, t, valid, has_mask, act, cs[order[k - 1]] if k else c0t, tcs,
+                                         dht, dct, dpt, sp, bm)
+                    if k < last:
+                        break
                     np.matmul(whh_t, sp, out=tmp)
-                if has_mask:                      # rows past their length keep their dh
-                    np.copyto(tmp, dht, where=~valid[t])
-                dht, tmp = tmp, dht
+                    if has_mask:                  # rows past their length keep their dh
+                        np.copyto(tmp, dht, where=~valid[t])
+                    dht, tmp = tmp, dht
             dqt = dpt
         else:
             dqt, sq = np.empty((T, B, G * H), dt), np.empty((G * H, B), dt)
