@@ -278,6 +278,7 @@ def test_compiled_loops_kernel_products_and_zero_initial_state(mode, reverse, le
     monkeypatch.setattr(rnn, "FWD_KERNEL_MIN_H", 0)
     monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_H", 0)
     monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_T", 0)
+    monkeypatch.setattr(rnn, "BWD_LOOP_MIN_T", 0)
     rng = np.random.default_rng(15)
     arrs = _arrays(rng, mode, 5, 5, 3, 6, True)
     n_state = 2 if mode == "LSTM" else 1
@@ -308,6 +309,7 @@ def test_compiled_loops_hidden_blocks(mode, H, batch_major, kernels, monkeypatch
         monkeypatch.setattr(rnn, "FWD_KERNEL_MIN_H", 0)
         monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_H", 0)
         monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_T", 0)
+        monkeypatch.setattr(rnn, "BWD_LOOP_MIN_T", 0)
     rng = np.random.default_rng(16)
     arrs = _arrays(rng, mode, 4, 3, 2, H, batch_major)
     lens = np.array((4, 2, 3))

@@ -49,11 +49,13 @@ COMPILED = {"LSTM", "GRU"}
 
 # from these hidden sizes on, the compiled loops' recurrent products (forward W_hh @ h,
 # backward W_hh^T @ dP) are rnn_kernels.matmul_wr instead of numpy's matmul; backward also
-# needs BWD_KERNEL_MIN_T steps (4 from H=768 on). Tests lower them to run the kernel at small
-# sizes.
+# needs BWD_KERNEL_MIN_T steps (GRU; 4 from H=768 on) or BWD_LOOP_MIN_T (LSTM, whose
+# whole-sequence loop also saves the per-step calls). Tests lower them to run the kernel at
+# small sizes.
 FWD_KERNEL_MIN_H = 256
 BWD_KERNEL_MIN_H = 128
 BWD_KERNEL_MIN_T = 16
+BWD_LOOP_MIN_T = 4
 
 
 class RNNSequence(Function):
@@ -203,9 +205,10 @@ class RNNSequence(Function):
             self.batch_major
         # per step dh = W_hh^T @ dp: rnn_kernels.matmul_wr on a contiguous copy of W_hh^T and
         # the step's dp saved as batch rows, where the steps pay for the copy (it costs what
-        # the kernel saves in ~5 steps at H=128, ~8 at 256, ~14 at 512, ~4 at 1024); else
-        # numpy's matmul on the view (BLAS reads it transposed while packing)
-        kern = H >= BWD_KERNEL_MIN_H and (T >= BWD_KERNEL_MIN_T or H >= 768 and T >= 4)
+        # the kernel saves in ~5 steps at H=128, ~8 at 256, ~14 at 512, ~4 at 1024, fewer for
+        # the LSTM's whole-sequence loop: 0.89x the training step at H=128 T=10, 0.93x at 256,
+        # 1.0x at 512); else numpy's matmul on the view (BLAS reads it transposed while packing)
+        kern = H >= BWD_KERNEL_MIN_H and (T >= (BWD_LOOP_MIN_T if lstm else BWD_KERNEL_MIN_T) or H >= 768 and T >= 4)
         if kern:
             whh_t = np.empty((H, G * H), dt)
             K.transpose(np.ascontiguousarray(self.w_hh), whh_t)
