@@ -5,11 +5,13 @@ saved activations (forward), or every gate gradient (backward), in a few vectori
 where the numpy path makes a dozen ufunc calls. The step's product with ``W_hh`` runs
 between the kernel calls (``ops.rnn``): ``matmul_wr`` below at the sizes where it beats
 BLAS, else numpy's ``matmul`` (numba's ``np.dot`` needs scipy, which ddg does not depend
-on, and goes through scipy's own BLAS build).
+on, and goes through scipy's own BLAS build). Where the LSTM's product is ``matmul_wr``,
+``lstm_forward_loop`` / ``lstm_backward_loop`` run every step in one call.
 
 Layouts: the state, the gates and the saved activations are feature-major, ``[K, B]`` per
 step (``xgt``, ``act`` ``[T, G*H, B]``, ``cs``/``tcs``/``hcs`` ``[T, H, B]``: each step's
-block is contiguous, so a step touches a few pages, not one per feature row). What feeds
+block is contiguous, so a step touches a few pages, not one per feature row; the LSTM
+writes ``act`` over the input projections). What feeds
 the weight gradients is saved as batch rows, ``hp`` ``[T, B, H]`` (the state before each
 step) and ``dp``/``dq`` ``[T, B, G*H]``, so that all steps form one ``[T*B, .]`` matrix
 and each step's block is the right-hand side ``matmul_wr`` reads. ``y`` and ``gy`` are

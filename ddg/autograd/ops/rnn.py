@@ -19,7 +19,8 @@ Float32 LSTM and GRU sequences on numpy run compiled per-step kernels instead
 step one product ``W_hh @ h`` (numpy's, or ``rnn_kernels.matmul_wr`` from
 ``FWD_KERNEL_MIN_H`` on) and one kernel for all gates; backward one kernel and one product
 ``W_hh^T @ dP`` per step (``matmul_wr`` on a transposed copy of ``W_hh`` where the steps pay
-for it), then the weight gradients as above. A zero initial state skips the first step's
+for it), then the weight gradients as above; where an LSTM's products are ``matmul_wr``,
+one compiled call runs all steps. A zero initial state skips the first step's
 product, and the first step's backward product is skipped when ``h0`` needs no gradient.
 
 Paddle's gate layouts: LSTM ``(i, f, g, o)``, ``c = f*c + i*g``, ``h = o*tanh(c)``; GRU
