@@ -278,6 +278,7 @@ def test_compiled_loops_kernel_products_and_zero_initial_state(mode, reverse, le
     monkeypatch.setattr(rnn, "FWD_KERNEL_MIN_H", 0)
     monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_H", 0)
     monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_T", 0)
+    monkeypatch.setattr(rnn, "BWD_LOOP_MIN_T", 0)
     rng = np.random.default_rng(15)
     arrs = _arrays(rng, mode, 5, 5, 3, 6, True)
     n_state = 2 if mode == "LSTM" else 1
@@ -295,6 +296,28 @@ def test_compiled_loops_kernel_products_and_zero_initial_state(mode, reverse, le
         assert g.dtype == np.float32 and g.shape == r.shape
         np.testing.assert_allclose(g, r, rtol=0, atol=2e-6 * (np.abs(r).max() + 1))
     assert len(res[np.float32]) == n_state + 1 + 5 + (n_state if h0_grad else 0)
+
+
+@pytest.mark.parametrize("mode,H,batch_major,kernels", list(itertools.product(
+    ("LSTM", "GRU"), (16, 21), (False, True), (False, True))))
+def test_compiled_loops_hidden_blocks(mode, H, batch_major, kernels, monkeypatch):
+    """Hidden sizes of whole 16-row blocks and with a remainder (the step kernels copy
+    states, outputs and gradients 16 feature rows at a time), per-step calls or the
+    whole-sequence loops, against the float64 numpy path."""
+    from ddg.autograd.ops import rnn
+    if kernels:
+        monkeypatch.setattr(rnn, "FWD_KERNEL_MIN_H", 0)
+        monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_H", 0)
+        monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_T", 0)
+        monkeypatch.setattr(rnn, "BWD_LOOP_MIN_T", 0)
+    rng = np.random.default_rng(16)
+    arrs = _arrays(rng, mode, 4, 3, 2, H, batch_major)
+    lens = np.array((4, 2, 3))
+    got = _seq_run(mode, arrs, np.float32, True, batch_major, lens)
+    ref = _seq_run(mode, arrs, np.float64, True, batch_major, lens)
+    for g, r in zip(got, ref):
+        assert g.dtype == np.float32 and g.shape == r.shape
+        np.testing.assert_allclose(g, r, rtol=0, atol=2e-6 * (np.abs(r).max() + 1))
 
 
 @pytest.mark.parametrize("mode", ["LSTM", "GRU"])

@@ -5,11 +5,13 @@ saved activations (forward), or every gate gradient (backward), in a few vectori
 where the numpy path makes a dozen ufunc calls. The step's product with ``W_hh`` runs
 between the kernel calls (``ops.rnn``): ``matmul_wr`` below at the sizes where it beats
 BLAS, else numpy's ``matmul`` (numba's ``np.dot`` needs scipy, which ddg does not depend
-on, and goes through scipy's own BLAS build).
+on, and goes through scipy's own BLAS build). Where the LSTM's product is ``matmul_wr``,
+``lstm_forward_loop`` / ``lstm_backward_loop`` run every step in one call.
 
 Layouts: the state, the gates and the saved activations are feature-major, ``[K, B]`` per
 step (``xgt``, ``act`` ``[T, G*H, B]``, ``cs``/``tcs``/``hcs`` ``[T, H, B]``: each step's
-block is contiguous, so a step touches a few pages, not one per feature row). What feeds
+block is contiguous, so a step touches a few pages, not one per feature row; the LSTM
+writes ``act`` over the input projections). What feeds
 the weight gradients is saved as batch rows, ``hp`` ``[T, B, H]`` (the state before each
 step) and ``dp``/``dq`` ``[T, B, G*H]``, so that all steps form one ``[T*B, .]`` matrix
 and each step's block is the right-hand side ``matmul_wr`` reads. ``y`` and ``gy`` are
@@ -72,11 +74,19 @@ def _sig(x):
 
 @numba.njit(**_OPTS)
 def _save_state(dst, src):
-    """``dst [B, K] = src [K, B].T`` (a step's feature-major block saved as batch rows)."""
+    """``dst [B, K] = src [K, B].T`` (a step's feature-major block saved as batch rows), 16
+    rows of ``src`` at a time: column by column over the whole of ``src`` would read every
+    line of it B times, from L2 once ``src`` outgrows L1 (2x slower at K=1024, B=16)."""
     K, B = src.shape
+    K16 = K - K % 16
+    for j0 in range(0, K16, 16):
+        for b in range(B):
+            d = dst[b]
+            for j in range(16):
+                d[j0 + j] = src[j0 + j, b]
     for b in range(B):
         d = dst[b]
-        for j in range(K):
+        for j in range(K16, K):
             d[j] = src[j, b]
 
 
@@ -85,14 +95,20 @@ def _write_output(y, t, ht, valid, bm):
     """Step t's output, laid out like x (``bm``: batch-major), from the feature-major state
     ``ht`` [H, B]; zero on rows past their length."""
     H, B = ht.shape
+    H16 = H - H % 16
+    for j0 in range(0, H16, 16):     # 16 rows of ht at a time, as in _save_state
+        for b in range(B):
+            yr = y[b, t] if bm else y[t, b]
+            if valid[t, b]:
+                for j in range(16):
+                    yr[j0 + j] = ht[j0 + j, b]
+            else:
+                for j in range(16):
+                    yr[j0 + j] = _ZERO
     for b in range(B):
         yr = y[b, t] if bm else y[t, b]
-        if valid[t, b]:
-            for j in range(H):
-                yr[j] = ht[j, b]
-        else:
-            for j in range(H):
-                yr[j] = _ZERO
+        for j in range(H16, H):
+            yr[j] = ht[j, b] if valid[t, b] else _ZERO
 
 
 @numba.njit(**_OPTS)
@@ -100,10 +116,17 @@ def _add_output_grad(gy, t, dht, valid, bm):
     """Adds step t's output gradient (laid out like x) into the state gradient ``dht``
     [H, B], on rows within their length."""
     H, B = dht.shape
+    H16 = H - H % 16
+    for j0 in range(0, H16, 16):     # 16 rows of dht at a time, as in _save_state
+        for b in range(B):
+            if valid[t, b]:
+                gyr = gy[b, t] if bm else gy[t, b]
+                for j in range(16):
+                    dht[j0 + j, b] += gyr[j0 + j]
     for b in range(B):
         if valid[t, b]:
             gyr = gy[b, t] if bm else gy[t, b]
-            for j in range(H):
+            for j in range(H16, H):
                 dht[j, b] += gyr[j]
 
 
@@ -114,22 +137,24 @@ def tanh_f32(x, out):
         out[i] = _tanh(x[i])
 
 
-@kernel(error_model="numpy")
-def lstm_step_forward(gt, xgt, bias, t, tn, valid, has_mask, ht, ct, act, cs, tcs, hp_next, y, bm):
-    """Step t of an LSTM, feature-major: ``gt`` ``[4H, B]`` holds ``W_hh @ h``, ``xgt``
-    ``[T, 4H, B]`` the input projections, ``bias`` ``[4H]`` the sum of both biases (gates i,
-    f, g, o); ``ht``, ``ct`` ``[H, B]`` hold the state before the step and are updated in
-    place. Writes the activations ``act[t]``, the cell state ``cs[t]``, ``tanh(c)``
+@numba.njit(**_OPTS)   # also called by the whole-sequence loops below
+def lstm_step_forward(gt, bias, t, tn, valid, has_mask, ht, ct, act, cs, tcs, hp_next, y, bm):
+    """Step t of an LSTM, feature-major: ``gt`` ``[4H, B]`` holds ``W_hh @ h``, ``act[t]``
+    (``act`` ``[T, 4H, B]``) the step's input projections, ``bias`` ``[4H]`` the sum of both
+    biases (gates i, f, g, o); ``ht``, ``ct`` ``[H, B]`` hold the state before the step and
+    are updated in place. Replaces ``act[t]`` by the gate activations (in place: a step
+    reads and writes the same cache lines, not a second buffer) and writes the cell state
+    ``cs[t]``, ``tanh(c)``
     ``tcs[t]``, the output ``y`` at step t (laid out like x) and, unless ``tn < 0``, the new
     state as the state before the next step, ``hp_next[tn]`` (``[B, H]``)."""
     H, B = ht.shape
     n = H * B
-    at, xg = act[t], xgt[t]
+    at = act[t]
     for j in range(4 * H):           # sigmoid(x) = tanh(x/2)/2 + 1/2 on i, f, o; tanh on g
         s = _ONE if 2 * H <= j < 3 * H else _HALF
-        ar, gr, xr, bj = at[j], gt[j], xg[j], bias[j]
+        ar, gr, bj = at[j], gt[j], bias[j]
         for b in range(B):
-            ar[b] = _tanh((gr[b] + (xr[b] + bj)) * s) * s + (_ONE - s)
+            ar[b] = _tanh((gr[b] + (ar[b] + bj)) * s) * s + (_ONE - s)
     a = at.reshape(4 * n)
     cp, hp, c, tc = ct.reshape(n), ht.reshape(n), cs[t].reshape(n), tcs[t].reshape(n)
     for k in range(n):
@@ -156,7 +181,7 @@ def lstm_step_forward(gt, xgt, bias, t, tn, valid, has_mask, ht, ct, act, cs, tc
         _save_state(hp_next[tn], ht)
 
 
-@kernel(error_model="numpy")
+@numba.njit(**_OPTS)   # also called by the whole-sequence loops below
 def lstm_step_backward(gy, has_gy, t, valid, has_mask, act, cp, tcs, dht, dct, dp, scratch, bm):
     """The gate gradients of step t of ``lstm_step_forward``: ``gy`` the output's gradient
     (laid out like x; ignored unless ``has_gy``), ``cp`` ``[H, B]`` the cell state before
@@ -302,7 +327,7 @@ def gru_step_backward(gy, has_gy, t, valid, has_mask, act, hcs, hp, dht, sp, sq,
 # k vectorizes as 16 reductions). Time against numpy's matmul, batch 16, 1 thread, AMD EPYC
 # with AVX-512: on [4H, H] @ [H, 16] 1.1x at H=128, 0.9x at 256, 0.85x at 512, 0.75x at
 # 1024; on [H, 4H] @ [4H, 16] (W_hh^T contiguous) 0.75x at H=128 to 0.55x at 1024.
-@kernel(error_model="numpy")
+@numba.njit(**_OPTS)   # also called by the whole-sequence loops below
 def matmul_wr(w, rt, out):
     """``out [M, B] = w [M, K] @ rt [B, K].T``."""
     M, K = w.shape
@@ -367,3 +392,51 @@ def transpose(a, out):
         r = a[i]
         for j in range(N):
             out[j, i] = r[j]
+
+
+# -- whole-sequence loops ------------------------------------------------------------------------------
+# Where the recurrent product is matmul_wr, one call runs every step (product and step
+# kernel) instead of two Python-level calls per step: ~2-3 us of call overhead each.
+@numba.njit(**_OPTS)
+def lstm_forward_loop(w_hh, bias, order, first, valid, has_mask, ht, ct, act, cs, tcs, hp, y, gt, bm):
+    """Every step of ``lstm_step_forward`` in ``order`` (int64 ``[T]``), each after
+    ``gt = W_hh @ h`` by ``matmul_wr`` on the saved rows ``hp[t]`` (zero, without the product,
+    at step ``first``: a zero initial state; -1 for none)."""
+    T = order.shape[0]
+    for k in range(T):
+        t = order[k]
+        tn = order[k + 1] if k + 1 < T else -1
+        if t == first:
+            gt[:] = _ZERO
+        else:
+            matmul_wr(w_hh, hp[t], gt)
+        lstm_step_forward(gt, bias, t, tn, valid, has_mask, ht, ct, act, cs, tcs, hp, y, bm)
+
+
+@numba.njit(**_OPTS)
+def lstm_backward_loop(gy, has_gy, order, last, valid, has_mask, act, cs, c0t, tcs, whh_t, dht, tmp, dct, dp,
+                       scratch, bm):
+    """Every step of ``lstm_step_backward``, last step first, each followed by the state
+    gradient before the step, ``W_hh^T @ dp[t]`` by ``matmul_wr`` (``whh_t`` the contiguous
+    ``W_hh^T``; rows past their length keep theirs), down to step index ``last`` of
+    ``order`` (0, or 1 when the first step's product, which only feeds ``h0``'s gradient,
+    is not wanted). ``c0t`` is the initial cell state ``[H, B]``; ``tmp`` ``[H, B]`` is
+    scratch; the result is left in ``dht`` and ``dct``."""
+    T = order.shape[0]
+    H, B = dht.shape
+    cur, nxt = dht, tmp
+    for k in range(T - 1, -1, -1):
+        t = order[k]
+        cp = cs[order[k - 1]] if k > 0 else c0t
+        lstm_step_backward(gy, has_gy, t, valid, has_mask, act, cp, tcs, cur, dct, dp, scratch, bm)
+        if k < last:
+            break
+        matmul_wr(whh_t, dp[t], nxt)
+        if has_mask:
+            for j in range(H):
+                for b in range(B):
+                    if not valid[t, b]:
+                        nxt[j, b] = cur[j, b]
+        cur, nxt = nxt, cur
+    if cur is not dht:
+        dht[:] = cur

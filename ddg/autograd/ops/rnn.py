@@ -19,7 +19,8 @@ Float32 LSTM and GRU sequences on numpy run compiled per-step kernels instead
 step one product ``W_hh @ h`` (numpy's, or ``rnn_kernels.matmul_wr`` from
 ``FWD_KERNEL_MIN_H`` on) and one kernel for all gates; backward one kernel and one product
 ``W_hh^T @ dP`` per step (``matmul_wr`` on a transposed copy of ``W_hh`` where the steps pay
-for it), then the weight gradients as above. A zero initial state skips the first step's
+for it), then the weight gradients as above; where an LSTM's products are ``matmul_wr``,
+one compiled call runs all steps. A zero initial state skips the first step's
 product, and the first step's backward product is skipped when ``h0`` needs no gradient.
 
 Paddle's gate layouts: LSTM ``(i, f, g, o)``, ``c = f*c + i*g``, ``h = o*tanh(c)``; GRU
@@ -49,11 +50,13 @@ COMPILED = {"LSTM", "GRU"}
 
 # from these hidden sizes on, the compiled loops' recurrent products (forward W_hh @ h,
 # backward W_hh^T @ dP) are rnn_kernels.matmul_wr instead of numpy's matmul; backward also
-# needs BWD_KERNEL_MIN_T steps (4 from H=768 on). Tests lower them to run the kernel at small
-# sizes.
+# needs BWD_KERNEL_MIN_T steps (GRU; 4 from H=768 on) or BWD_LOOP_MIN_T (LSTM, whose
+# whole-sequence loop also saves the per-step calls). Tests lower them to run the kernel at
+# small sizes.
 FWD_KERNEL_MIN_H = 256
 BWD_KERNEL_MIN_H = 128
 BWD_KERNEL_MIN_T = 16
+BWD_LOOP_MIN_T = 4
 
 
 class RNNSequence(Function):
@@ -148,10 +151,12 @@ class RNNSequence(Function):
         valid = self._valid(T, B)
         has_mask = not valid.all()
         # every step's input projection, [T, G*H, B]: one block per step (the step kernels
-        # add the biases)
-        xgt = np.matmul(w_ih, xt.transpose(0, 2, 1))
+        # add the biases). numpy's stacked matmul runs 1.6x faster on a contiguous [T, I, B]
+        # copy of x than on the strided view. The LSTM kernel turns each block into the
+        # step's gate activations in place.
+        xgt = np.matmul(w_ih, np.ascontiguousarray(xt.transpose(0, 2, 1)))
         st = [np.array(s.T, dt, order="C") for s in states]
-        act = np.empty((T, G * H, B), dt)
+        act = xgt if lstm else np.empty((T, G * H, B), dt)
         aux = [np.empty((T, H, B), dt) for _ in range(2 if lstm else 1)]  # c, tanh(c) | W_hc h + b_hc
         hp = np.empty((T, B, H), dt)             # the state before each step, batch rows
         y = np.empty(self.x.shape[:2] + (H,), dt)
@@ -166,17 +171,22 @@ class RNNSequence(Function):
             bias = b_ih + b_hh
         else:
             b_ih, b_hh = np.ascontiguousarray(b_ih), np.ascontiguousarray(b_hh)
-        for t, tn in zip(order, nxt):
-            if t == first:
-                gt.fill(0)
-            elif kern:
-                K.matmul_wr(w_hh, hp[t], gt)
-            else:
-                np.matmul(w_hh, st[0], out=gt)
-            if lstm:
-                K.lstm_step_forward(gt, xgt, bias, t, tn, valid, has_mask, st[0], st[1], act, aux[0], aux[1], hp, y, bm)
-            else:
-                K.gru_step_forward(gt, xgt, b_ih, b_hh, t, tn, valid, has_mask, st[0], act, aux[0], hp, y, bm)
+        if lstm and kern:                  # every step in one compiled call
+            K.lstm_forward_loop(w_hh, bias, np.array(order, np.int64), -1 if first is None else first, valid,
+                                has_mask, st[0], st[1], act, aux[0], aux[1], hp, y, gt, bm)
+        else:
+            for t, tn in zip(order, nxt):
+                if t == first:
+                    gt.fill(0)
+                elif kern:
+                    K.matmul_wr(w_hh, hp[t], gt)
+                else:
+                    np.matmul(w_hh, st[0], out=gt)
+                if lstm:
+                    K.lstm_step_forward(gt, bias, t, tn, valid, has_mask, st[0], st[1], act, aux[0], aux[1], hp, y,
+                                        bm)
+                else:
+                    K.gru_step_forward(gt, xgt, b_ih, b_hh, t, tn, valid, has_mask, st[0], act, aux[0], hp, y, bm)
         self.h0_zero = first is not None
         self.states, self.order, self.valid, self.has_mask = states, order, valid, has_mask
         self.xt, self.act, self.aux, self.hp = xt, act, aux, hp
@@ -196,9 +206,10 @@ class RNNSequence(Function):
             self.batch_major
         # per step dh = W_hh^T @ dp: rnn_kernels.matmul_wr on a contiguous copy of W_hh^T and
         # the step's dp saved as batch rows, where the steps pay for the copy (it costs what
-        # the kernel saves in ~5 steps at H=128, ~8 at 256, ~14 at 512, ~4 at 1024); else
-        # numpy's matmul on the view (BLAS reads it transposed while packing)
-        kern = H >= BWD_KERNEL_MIN_H and (T >= BWD_KERNEL_MIN_T or H >= 768 and T >= 4)
+        # the kernel saves in ~5 steps at H=128, ~8 at 256, ~14 at 512, ~4 at 1024, fewer for
+        # the LSTM's whole-sequence loop: 0.89x the training step at H=128 T=10, 0.93x at 256,
+        # 1.0x at 512); else numpy's matmul on the view (BLAS reads it transposed while packing)
+        kern = H >= BWD_KERNEL_MIN_H and (T >= (BWD_LOOP_MIN_T if lstm else BWD_KERNEL_MIN_T) or H >= 768 and T >= 4)
         if kern:
             whh_t = np.empty((H, G * H), dt)
             K.transpose(np.ascontiguousarray(self.w_hh), whh_t)
@@ -209,19 +220,20 @@ class RNNSequence(Function):
             dct = np.zeros((H, B), dt) if gcT is None else np.array(gcT.T, dt, order="C")
             c0t = np.array(self.states[1].T, dt, order="C")
             cs, tcs = aux
-            for k in range(T - 1, -1, -1):
-                t = order[k]
-                K.lstm_step_backward(gy, has_gy, t, valid, has_mask, act, cs[order[k - 1]] if k else c0t, tcs, dht,
-                                     dct, dpt, sp, bm)
-                if k < last:
-                    break
-                if kern:
-                    K.matmul_wr(whh_t, dpt[t], tmp)
-                else:
+            if kern:                       # every step in one compiled call
+                K.lstm_backward_loop(gy, has_gy, np.array(order, np.int64), last, valid, has_mask, act, cs, c0t, tcs,
+                                     whh_t, dht, tmp, dct, dpt, sp, bm)
+            else:
+                for k in range(T - 1, -1, -1):
+                    t = order[k]
+                    K.lstm_step_backward(gy, has_gy, t, valid, has_mask, act, cs[order[k - 1]] if k else c0t, tcs,
+                                         dht, dct, dpt, sp, bm)
+                    if k < last:
+                        break
                     np.matmul(whh_t, sp, out=tmp)
-                if has_mask:                      # rows past their length keep their dh
-                    np.copyto(tmp, dht, where=~valid[t])
-                dht, tmp = tmp, dht
+                    if has_mask:                  # rows past their length keep their dh
+                        np.copyto(tmp, dht, where=~valid[t])
+                    dht, tmp = tmp, dht
             dqt = dpt
         else:
             dqt, sq = np.empty((T, B, G * H), dt), np.empty((G * H, B), dt)
