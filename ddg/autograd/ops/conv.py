@@ -50,6 +50,7 @@ from ...tensor.dtypes import upcast
 from ..function import Function
 from ..higher import linear_backward_graph, live_input
 from ...tensor import conv_kernels as K
+from ...tensor import conv_strided
 from ...tensor.conv_phase import _cl, _phases_usable, phase_transpose_backward, phase_transpose_forward
 
 
@@ -476,6 +477,7 @@ class Conv2d(Function):
     """``out[n, o] = sum_{c, i, j} w[o, c, i, j] * xpad[n, g*Cg + c, y*sh + i*dh, x*sw + j*dw] + b[o]``
     for NCHW input and weight ``[O, C/groups, kh, kw]``."""
     save_inputs = (1,)  # backward reads w and the columns (a copy of x); on cuDNN x too (see forward)
+    poly = None   # the polyphase path's state (strided depthwise, ``conv_strided``)
 
     def __init__(self, stride, pads, dilation, groups):
         self.stride, self.pads, self.dilation, self.groups = stride, pads, dilation, groups
@@ -519,6 +521,12 @@ class Conv2d(Function):
             # 16, 2x slower at 32
             if (sh, sw) == (1, 1):
                 return self._forward_plane(x, w, b, oh, ow)
+            if conv_strided.usable(x, w, g, self.stride, self.dilation):
+                y, self.poly = conv_strided.forward(x, w, self.stride, self.pads, oh, ow)
+                if b:
+                    y += b[0].reshape(1, o, 1, 1)
+                self.w, self.x = w, x
+                return y
             self.direct_x = np.ascontiguousarray(_pad_input(x, self.pads).transpose(1, 2, 3, 0))
             y = K.direct_forward(self.direct_x, w, g, (sh, sw), (dh, dw), oh, ow)
             if b:
@@ -843,6 +851,11 @@ class Conv2d(Function):
             return self._backward_winograd(gy)
         if self.plane is not None:
             return self._backward_plane(gy)
+        if self.poly is not None:
+            gx, gw = conv_strided.backward(self.poly, gy, self.needs[0], self.needs[1])
+            if len(self.needs) == 3:
+                return gx, gw, (gy.sum(axis=(0, 2, 3)) if self.needs[2] else None)
+            return gx, gw
         if self.gwino is not None:
             return self._backward_grouped_winograd(gy)
         if self.pointwise is not None:
