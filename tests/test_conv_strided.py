@@ -32,7 +32,7 @@ def spy(monkeypatch):
 
 # (x shape, channel multiplier, kernel, stride, padding): even and odd sizes, every phase
 # count, asymmetric pads, a kernel that is and one that is not a multiple of the stride
-CASES = [
+DW_CASES = [
     ((2, 3, 8, 8), 1, (3, 3), 2, 1),
     ((3, 2, 7, 9), 2, (3, 3), 2, 1),
     ((2, 3, 9, 8), 1, (4, 4), 2, 1),
@@ -48,7 +48,7 @@ def _layouts(x, dt):
     return [(a, a, lambda g: g), (b, b.transpose([3, 0, 1, 2]), lambda g: g.transpose(3, 0, 1, 2))]
 
 
-@pytest.mark.parametrize("xs,mult,k,stride,padding", CASES)
+@pytest.mark.parametrize("xs,mult,k,stride,padding", DW_CASES)
 def test_polyphase_forward_and_input_gradient_in_both_layouts(spy, xs, mult, k, stride, padding):
     c = xs[1]
     x, w, b = RNG.standard_normal(xs), RNG.standard_normal((c * mult, 1) + k), RNG.standard_normal(c * mult)
@@ -73,7 +73,7 @@ def test_polyphase_forward_and_input_gradient_in_both_layouts(spy, xs, mult, k, 
     assert len(spy) == 4
 
 
-@pytest.mark.parametrize("xs,mult,k,stride,padding", CASES[:4])
+@pytest.mark.parametrize("xs,mult,k,stride,padding", DW_CASES[:4])
 def test_polyphase_gradients_central_differences(spy, xs, mult, k, stride, padding):
     c = xs[1]
     x = T(RNG.standard_normal((1,) + xs[1:]), True)
@@ -118,3 +118,79 @@ def test_strides_the_path_leaves_to_the_direct_loop(spy):
         np.testing.assert_allclose(y, ref_conv2d(x, w, None, _pair(stride), (1, 1, 1, 1), _pair(dil), groups),
                                    rtol=1e-12, atol=1e-12)
     assert not spy
+
+
+@pytest.fixture
+def dense_spy(monkeypatch):
+    calls = []
+    orig = conv_strided.dense_forward
+
+    def forward(*a):
+        calls.append(a[0].shape)
+        return orig(*a)
+    monkeypatch.setattr(conv_strided, "dense_forward", forward)
+    monkeypatch.setattr(conv_strided, "MIN_COLUMNS", 0)   # small test shapes take the path too
+    return calls
+
+
+# (x shape, output channels, kernel, stride, padding): kernels that are multiples of the stride
+DENSE_CASES = [
+    ((2, 3, 8, 8), 4, (4, 4), 2, 1),
+    ((2, 2, 7, 9), 3, (4, 2), 2, [0, 2, 1, 0]),
+    ((1, 2, 9, 9), 2, (3, 3), 3, 1),
+    ((2, 2, 6, 7), 3, (2, 4), (1, 2), [1, 0, 0, 1]),
+]
+
+
+@pytest.mark.parametrize("xs,o,k,stride,padding", DENSE_CASES)
+def test_dense_components_forward_and_gradients(dense_spy, xs, o, k, stride, padding):
+    x, w, b = RNG.standard_normal(xs), RNG.standard_normal((o, xs[1]) + k), RNG.standard_normal(o)
+    ref = ref_conv2d(x, w, b, _pair(stride), _pads4(padding), (1, 1), 1)
+    for dt, tol in (("float64", 1e-12), ("float32", 3e-6)):
+        for leaf, inp, back in _layouts(x, dt):
+            y = F.conv2d(inp, T(w, dtype=dt), T(b, dtype=dt), stride, padding)
+            assert y.dtype == getattr(ddg, dt)
+            np.testing.assert_allclose(y.numpy(), ref, rtol=0, atol=tol * np.abs(ref).max())
+    xt, wt, bt = T(x, True), T(w, True), T(b, True)
+    assert gradcheck(lambda x, w, b: F.conv2d(x, w, b, stride, padding), [xt, wt, bt])
+    assert gradcheck(lambda w: F.conv2d(T(x), w, None, stride, padding), [wt])
+    assert gradcheck(lambda x: F.conv2d(x, T(w), None, stride, padding), [xt])
+    # a batch-innermost input gives the same gradients
+    (_, _, _), (leaf, view, back) = _layouts(x, "float64")
+    wt2 = T(w, True)
+    (F.conv2d(view, wt2, None, stride, padding) ** 2).sum().backward()
+    xt3, wt3 = T(x, True), T(w, True)
+    (F.conv2d(xt3, wt3, None, stride, padding) ** 2).sum().backward()
+    np.testing.assert_allclose(back(leaf.grad.numpy()), xt3.grad.numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(wt2.grad.numpy(), wt3.grad.numpy(), rtol=1e-12, atol=1e-12)
+    assert len(dense_spy) >= 8
+
+
+def test_dense_components_second_order_and_half_precision(dense_spy):
+    x, w = T(RNG.standard_normal((2, 2, 6, 6)), True), T(RNG.standard_normal((3, 2, 4, 4)), True)
+    assert gradgradcheck(lambda x, w: ddg.tanh(F.conv2d(x, w, None, 2, 1)), [x, w])
+    xn, wn = RNG.standard_normal((2, 3, 8, 8)), RNG.standard_normal((4, 3, 4, 4))
+    ref = ref_conv2d(xn, wn, None, (2, 2), (1, 1, 1, 1), (1, 1), 1)
+    for dt in ("float16", "bfloat16"):
+        xh = T(xn, True, dt)
+        yh = F.conv2d(xh, T(wn, dtype=dt), None, 2, 1)
+        assert yh.dtype == getattr(ddg, dt)
+        np.testing.assert_allclose(yh.numpy().astype(np.float64), ref, rtol=0, atol=0.05 * np.abs(ref).max())
+        yh.sum().backward()
+        assert xh.grad.dtype == getattr(ddg, dt) and xh.grad.shape == [2, 3, 8, 8]
+    assert dense_spy
+
+
+def test_dense_components_chosen_by_shape():
+    # long products take the components, short ones (deep layers on small images) im2col
+    w = np.zeros((8, 4, 4, 4), np.float32)
+    assert conv_strided.dense_usable(np.zeros((16, 4, 32, 32), np.float32), w, 1, (2, 2), (1, 1), 16, 16)
+    assert not conv_strided.dense_usable(np.zeros((2, 64, 4, 4), np.float32), np.zeros((8, 64, 4, 4), np.float32),
+                                         1, (2, 2), (1, 1), 2, 2)
+    # 3x3 stride 2 (not a multiple), dilation, groups, float16 and stride 1 keep the other paths
+    x = np.zeros((16, 4, 32, 32), np.float32)
+    assert not conv_strided.dense_usable(x, np.zeros((8, 4, 3, 3), np.float32), 1, (2, 2), (1, 1), 16, 16)
+    assert not conv_strided.dense_usable(x, w, 1, (2, 2), (2, 2), 16, 16)
+    assert not conv_strided.dense_usable(x, np.zeros((8, 2, 4, 4), np.float32), 2, (2, 2), (1, 1), 16, 16)
+    assert not conv_strided.dense_usable(x.astype(np.float16), w.astype(np.float16), 1, (2, 2), (1, 1), 16, 16)
+    assert not conv_strided.dense_usable(x, w, 1, (1, 1), (1, 1), 16, 16)

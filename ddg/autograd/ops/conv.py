@@ -477,7 +477,7 @@ class Conv2d(Function):
     """``out[n, o] = sum_{c, i, j} w[o, c, i, j] * xpad[n, g*Cg + c, y*sh + i*dh, x*sw + j*dw] + b[o]``
     for NCHW input and weight ``[O, C/groups, kh, kw]``."""
     save_inputs = (1,)  # backward reads w and the columns (a copy of x); on cuDNN x too (see forward)
-    poly = None   # the polyphase path's state (strided depthwise, ``conv_strided``)
+    poly = None   # the polyphase paths' (backward, state) (strided depthwise / dense, ``conv_strided``)
 
     def __init__(self, stride, pads, dilation, groups):
         self.stride, self.pads, self.dilation, self.groups = stride, pads, dilation, groups
@@ -522,7 +522,8 @@ class Conv2d(Function):
             if (sh, sw) == (1, 1):
                 return self._forward_plane(x, w, b, oh, ow)
             if conv_strided.usable(x, w, g, self.stride, self.dilation):
-                y, self.poly = conv_strided.forward(x, w, self.stride, self.pads, oh, ow)
+                y, state = conv_strided.forward(x, w, self.stride, self.pads, oh, ow)
+                self.poly = (conv_strided.backward, state)
                 if b:
                     y += b[0].reshape(1, o, 1, 1)
                 self.w, self.x = w, x
@@ -535,6 +536,13 @@ class Conv2d(Function):
             return y
         if kh == kw == 1 and (sh, sw) == (1, 1) and g == 1 and not any(self.pads) and type(x) is np.ndarray:
             return self._forward_1x1(x, w, b)
+        if conv_strided.dense_usable(x, w, g, self.stride, self.dilation, oh, ow):
+            y, state = conv_strided.dense_forward(x, w, self.stride, self.pads, oh, ow)
+            self.poly = (conv_strided.dense_backward, state)
+            if b:
+                y += b[0].reshape(1, o, 1, 1)
+            self.w, self.x = w, x
+            return y
         xpad = _pad_input(x, self.pads)
         cols = im2col(xpad, kh, kw, sh, sw, dh, dw, oh, ow)
         if g == 1:
@@ -852,7 +860,7 @@ class Conv2d(Function):
         if self.plane is not None:
             return self._backward_plane(gy)
         if self.poly is not None:
-            gx, gw = conv_strided.backward(self.poly, gy, self.needs[0], self.needs[1])
+            gx, gw = self.poly[0](self.poly[1], gy, self.needs[0], self.needs[1])
             if len(self.needs) == 3:
                 return gx, gw, (gy.sum(axis=(0, 2, 3)) if self.needs[2] else None)
             return gx, gw
