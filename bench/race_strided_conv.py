@@ -1,7 +1,10 @@
 """Per-layer race of the strided convolutions of the DCGAN and MobileNet-style benches,
 forward + backward (input and weight gradients), ddg vs torch, 1 thread, interleaved rounds.
 
-    python bench/race_strided_conv.py [--rounds 5] [--only conv,convt,dw]
+    python bench/race_strided_conv.py [--rounds 5] [--only conv,convt,dw] [--ab]
+
+``--ab`` adds a third contender: ddg with the polyphase paths of ``ddg.tensor.conv_strided``
+switched off (the im2col / direct-loop paths they replace), raced in the same rounds.
 """
 import argparse
 
@@ -12,6 +15,7 @@ import numpy as np
 
 import ddg
 from ddg import nn
+from ddg.tensor import conv_strided
 
 B = 16
 CONV = [(3, 16, 64), (16, 32, 32), (32, 64, 16), (64, 128, 8), (3, 32, 32), (32, 64, 16)]   # 4x4 s2 p1
@@ -24,6 +28,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--only", default="conv,convt,dw")
     ap.add_argument("--round-time", type=float, default=0.15)
+    ap.add_argument("--ab", action="store_true", help="also race ddg without the polyphase paths")
     a = ap.parse_args()
     torch = try_torch()
     only = a.only.split(",")
@@ -60,6 +65,16 @@ def main():
             y.backward(gd)
             xd.clear_gradient()
         fns = {"ddg": fd}
+        if a.ab:
+            use, dense = conv_strided.usable, conv_strided.dense_usable
+
+            def fd_old():
+                conv_strided.usable = conv_strided.dense_usable = lambda *args: False
+                try:
+                    fd()
+                finally:
+                    conv_strided.usable, conv_strided.dense_usable = use, dense
+            fns["ddg_old"] = fd_old
         if torch:
             xt = torch.tensor(xn, requires_grad=True)
             gt = torch.tensor(gn)
@@ -77,6 +92,8 @@ def main():
         line = f"{name:28s} ddg {r['ddg'][0] * 1e3:7.3f} ms"
         if torch:
             line += f"  torch {r['torch'][0] * 1e3:7.3f} ms  ratio {r['ddg'][0] / r['torch'][0]:.2f}"
+            if a.ab:
+                line += f"  without polyphase {r['ddg_old'][0] * 1e3:7.3f} ms  ratio {r['ddg_old'][0] / r['torch'][0]:.2f}"
         print(line, flush=True)
 
 

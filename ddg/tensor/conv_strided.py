@@ -154,16 +154,17 @@ def backward(state, gy, need_x, need_w):
 # the end). The input gradient is the same shifted ranges gaining W_ab^T @ gy, the weight
 # gradient gy @ range^T per offset.
 
-MIN_COLUMNS = 4   # output positions per component channel below which im2col is faster
+MIN_COLUMNS = 8   # output positions per component channel below which im2col is faster
 
 
 def dense_usable(x, w, groups, stride, dilation, oh, ow):
     """Whether the component path takes this convolution: numpy float32/float64, one group,
     no dilation, a stride above 1 on some axis that divides the kernel on each axis, and
-    products long enough: at least 4 output positions (OH*OW*N) per component channel
-    (C*sh*sw). Below that (deep layers on small images) the per-offset products are short
-    and the one product over im2col columns was measured faster (64 -> 128 channels on 8x8
-    images, batch 16: 1.35x slower by components; on 16x16 even, on 32x32 1.2x faster)."""
+    products long enough: at least ``MIN_COLUMNS`` output positions (OH*OW*N) per component
+    channel (C*sh*sw). Below that (deep layers on small images) the per-offset products are
+    short and the one product over im2col columns was measured as fast or faster (4x4
+    stride 2, batch 16, forward + backward: 64 -> 128 channels on 8x8 images 1.35x slower by
+    components, on 16x16 even, on 32x32 1.2x faster; 16 -> 32 on 32x32 1.4x faster)."""
     kh, kw = w.shape[2:]
     sh, sw = stride
     return (groups == 1 and tuple(dilation) == (1, 1) and (sh, sw) != (1, 1) and kh % sh == 0 and kw % sw == 0

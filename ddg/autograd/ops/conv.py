@@ -25,7 +25,11 @@ layout): F(4x4, 3x3) on numpy float32/float64 for outputs of at least 8x8 (``_wi
 else F(2x2, 3x3) (16/36 of them, the tile transforms whole-array adds: cupy, or numpy with
 mixed dtypes); a depthwise one, or grouped with at most 8 channels per group, is a compiled
 direct loop on numpy (``conv_kernels``; at stride 1 over whole padded planes, in the input's
-own layout); a grouped 3x3 stride-1 one with at least 16 channels per group is Winograd per
+own layout; at a stride that is at most the kernel, depthwise, over the stride's polyphase
+components, ``ddg.tensor.conv_strided``); a one-group strided one whose kernel is a multiple
+of its stride (4x4 stride 2), on long enough images, is a stride-1 convolution of the
+polyphase components without columns (``conv_strided``); a grouped 3x3 stride-1 one with
+at least 16 channels per group is Winograd per
 group; a 3x3 one dilated by 2 with "same" padding is Winograd on the image's four parity
 classes (numpy); a 1x1 stride-1 one is a plain product over the image itself (per sample on
 an NCHW input); everything else is im2col + one product (per group), im2col and col2im
