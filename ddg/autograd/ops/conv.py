@@ -25,7 +25,11 @@ layout): F(4x4, 3x3) on numpy float32/float64 for outputs of at least 8x8 (``_wi
 else F(2x2, 3x3) (16/36 of them, the tile transforms whole-array adds: cupy, or numpy with
 mixed dtypes); a depthwise one, or grouped with at most 8 channels per group, is a compiled
 direct loop on numpy (``conv_kernels``; at stride 1 over whole padded planes, in the input's
-own layout); a grouped 3x3 stride-1 one with at least 16 channels per group is Winograd per
+own layout; at a stride that is at most the kernel, depthwise, over the stride's polyphase
+components, ``ddg.tensor.conv_strided``); a one-group strided one whose kernel is a multiple
+of its stride (4x4 stride 2), on long enough images, is a stride-1 convolution of the
+polyphase components without columns (``conv_strided``); a grouped 3x3 stride-1 one with
+at least 16 channels per group is Winograd per
 group; a 3x3 one dilated by 2 with "same" padding is Winograd on the image's four parity
 classes (numpy); a 1x1 stride-1 one is a plain product over the image itself (per sample on
 an NCHW input); everything else is im2col + one product (per group), im2col and col2im
@@ -50,6 +54,7 @@ from ...tensor.dtypes import upcast
 from ..function import Function
 from ..higher import linear_backward_graph, live_input
 from ...tensor import conv_kernels as K
+from ...tensor import conv_strided
 from ...tensor.winograd import (WINO4_AT as _WINO4_AT, WINO4_BT as _WINO4_BT, WINO4_G as _WINO4_G,  # noqa: F401
                                  wino_weight as _wino_weight, wino_weight_adjoint as _wino_weight_adjoint)
 from ...tensor.conv_phase import _cl, _phases_usable, phase_transpose_backward, phase_transpose_forward
@@ -444,6 +449,7 @@ class Conv2d(Function):
     """``out[n, o] = sum_{c, i, j} w[o, c, i, j] * xpad[n, g*Cg + c, y*sh + i*dh, x*sw + j*dw] + b[o]``
     for NCHW input and weight ``[O, C/groups, kh, kw]``."""
     save_inputs = (1,)  # backward reads w and the columns (a copy of x); on cuDNN x too (see forward)
+    poly = None   # the polyphase paths' (backward, state) (strided depthwise / dense, ``conv_strided``)
 
     def __init__(self, stride, pads, dilation, groups):
         self.stride, self.pads, self.dilation, self.groups = stride, pads, dilation, groups
@@ -487,6 +493,13 @@ class Conv2d(Function):
             # 16, 2x slower at 32
             if (sh, sw) == (1, 1):
                 return self._forward_plane(x, w, b, oh, ow)
+            if conv_strided.usable(x, w, g, self.stride, self.dilation):
+                y, state = conv_strided.forward(x, w, self.stride, self.pads, oh, ow)
+                self.poly = (conv_strided.backward, state)
+                if b:
+                    y += b[0].reshape(1, o, 1, 1)
+                self.w, self.x = w, x
+                return y
             self.direct_x = np.ascontiguousarray(_pad_input(x, self.pads).transpose(1, 2, 3, 0))
             y = K.direct_forward(self.direct_x, w, g, (sh, sw), (dh, dw), oh, ow)
             if b:
@@ -495,6 +508,13 @@ class Conv2d(Function):
             return y
         if kh == kw == 1 and (sh, sw) == (1, 1) and g == 1 and not any(self.pads) and type(x) is np.ndarray:
             return self._forward_1x1(x, w, b)
+        if conv_strided.dense_usable(x, w, g, self.stride, self.dilation, oh, ow):
+            y, state = conv_strided.dense_forward(x, w, self.stride, self.pads, oh, ow)
+            self.poly = (conv_strided.dense_backward, state)
+            if b:
+                y += b[0].reshape(1, o, 1, 1)
+            self.w, self.x = w, x
+            return y
         xpad = _pad_input(x, self.pads)
         cols = im2col(xpad, kh, kw, sh, sw, dh, dw, oh, ow)
         if g == 1:
@@ -811,6 +831,11 @@ class Conv2d(Function):
             return self._backward_winograd(gy)
         if self.plane is not None:
             return self._backward_plane(gy)
+        if self.poly is not None:
+            gx, gw = self.poly[0](self.poly[1], gy, self.needs[0], self.needs[1])
+            if len(self.needs) == 3:
+                return gx, gw, (gy.sum(axis=(0, 2, 3)) if self.needs[2] else None)
+            return gx, gw
         if self.gwino is not None:
             return self._backward_grouped_winograd(gy)
         if self.pointwise is not None:

@@ -1,0 +1,101 @@
+"""Per-layer race of the strided convolutions of the DCGAN and MobileNet-style benches,
+forward + backward (input and weight gradients), ddg vs torch, 1 thread, interleaved rounds.
+
+    python bench/race_strided_conv.py [--rounds 5] [--only conv,convt,dw] [--ab]
+
+``--ab`` adds a third contender: ddg with the polyphase paths of ``ddg.tensor.conv_strided``
+switched off (the im2col / direct-loop paths they replace), raced in the same rounds.
+"""
+import argparse
+
+import _common  # noqa: F401
+from _common import race, try_torch
+
+import numpy as np
+
+import ddg
+from ddg import nn
+from ddg.tensor import conv_strided
+
+B = 16
+CONV = [(3, 16, 64), (16, 32, 32), (32, 64, 16), (64, 128, 8), (3, 32, 32), (32, 64, 16)]   # 4x4 s2 p1
+CONVT = [(128, 64, 4), (64, 32, 8), (32, 16, 16), (16, 3, 32)]                              # 4x4 s2 p1
+DW = [(32, 64), (64, 32), (16, 32), (128, 16)]                                               # 3x3 s2 p1
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--only", default="conv,convt,dw")
+    ap.add_argument("--round-time", type=float, default=0.15)
+    ap.add_argument("--ab", action="store_true", help="also race ddg without the polyphase paths")
+    a = ap.parse_args()
+    torch = try_torch()
+    only = a.only.split(",")
+    cases = []
+    if "conv" in only:
+        cases += [("conv4x4s2 %d->%d @%d" % c, c, "conv") for c in CONV]
+    if "convt" in only:
+        cases += [("convT4x4s2 %d->%d @%d" % c, c, "convt") for c in CONVT]
+    if "dw" in only:
+        cases += [("dw3x3s2 %d @%d" % c, c, "dw") for c in DW]
+    for name, c, kind in cases:
+        rng = np.random.default_rng(0)
+        if kind == "dw":
+            ci, hw = c
+            co = ci
+            dl = nn.Conv2D(ci, ci, 3, 2, 1, groups=ci)
+            tl = torch.nn.Conv2d(ci, ci, 3, 2, 1, groups=ci) if torch else None
+        elif kind == "conv":
+            ci, co, hw = c
+            dl = nn.Conv2D(ci, co, 4, 2, 1)
+            tl = torch.nn.Conv2d(ci, co, 4, 2, 1) if torch else None
+        else:
+            ci, co, hw = c
+            dl = nn.Conv2DTranspose(ci, co, 4, 2, 1)
+            tl = torch.nn.ConvTranspose2d(ci, co, 4, 2, 1) if torch else None
+        xn = rng.standard_normal((B, ci, hw, hw)).astype(np.float32)
+        xd = ddg.to_tensor(xn, stop_gradient=False)
+        yshape = dl(xd).shape
+        gn = rng.standard_normal(yshape).astype(np.float32)
+        gd = ddg.to_tensor(gn)
+
+        def fd():
+            y = dl(xd)
+            y.backward(gd)
+            xd.clear_gradient()
+        fns = {"ddg": fd}
+        if a.ab:
+            use, dense = conv_strided.usable, conv_strided.dense_usable
+
+            def fd_old():
+                conv_strided.usable = conv_strided.dense_usable = lambda *args: False
+                try:
+                    fd()
+                finally:
+                    conv_strided.usable, conv_strided.dense_usable = use, dense
+            fns["ddg_old"] = fd_old
+        if torch:
+            xt = torch.tensor(xn, requires_grad=True)
+            gt = torch.tensor(gn)
+
+            def ft():
+                y = tl(xt)
+                y.backward(gt)
+                xt.grad = None
+            fns["torch"] = ft
+        import time
+        t = time.perf_counter()
+        fd()
+        steps = max(1, int(a.round_time / max(time.perf_counter() - t, 1e-5)))
+        r = race(fns, steps, a.rounds)
+        line = f"{name:28s} ddg {r['ddg'][0] * 1e3:7.3f} ms"
+        if torch:
+            line += f"  torch {r['torch'][0] * 1e3:7.3f} ms  ratio {r['ddg'][0] / r['torch'][0]:.2f}"
+            if a.ab:
+                line += f"  without polyphase {r['ddg_old'][0] * 1e3:7.3f} ms  ratio {r['ddg_old'][0] / r['torch'][0]:.2f}"
+        print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,196 @@
+"""Strided depthwise convolution by polyphase components (``ddg.tensor.conv_strided``):
+the path is taken, forward against the float64 loop reference in both input layouts,
+backward against central differences, second order through ``backward_graph``, half
+precision through the float32 path."""
+import numpy as np
+import pytest
+
+import ddg
+import ddg.nn.functional as F
+from ddg.autograd import gradcheck, gradgradcheck
+from ddg.tensor import conv_strided
+from test_nn_conv_pool import _pads4, _pair, ref_conv2d
+
+RNG = np.random.default_rng(11)
+
+
+def T(a, grad=False, dtype="float64"):
+    return ddg.to_tensor(np.asarray(a, dtype=dtype), stop_gradient=not grad)
+
+
+@pytest.fixture
+def spy(monkeypatch):
+    calls = []
+    orig = conv_strided.forward
+
+    def forward(*a):
+        calls.append(a[0].shape)
+        return orig(*a)
+    monkeypatch.setattr(conv_strided, "forward", forward)
+    return calls
+
+
+# (x shape, channel multiplier, kernel, stride, padding): even and odd sizes, every phase
+# count, asymmetric pads, a kernel that is and one that is not a multiple of the stride
+DW_CASES = [
+    ((2, 3, 8, 8), 1, (3, 3), 2, 1),
+    ((3, 2, 7, 9), 2, (3, 3), 2, 1),
+    ((2, 3, 9, 8), 1, (4, 4), 2, 1),
+    ((2, 2, 10, 11), 1, (5, 5), 3, 2),
+    ((2, 3, 7, 6), 1, (3, 2), (2, 1), [0, 2, 1, 0]),
+    ((1, 2, 6, 7), 1, (3, 3), 2, 0),
+]
+
+
+def _layouts(x, dt):
+    a = T(x, True, dt)
+    b = T(x.transpose(1, 2, 3, 0), True, dt)
+    return [(a, a, lambda g: g), (b, b.transpose([3, 0, 1, 2]), lambda g: g.transpose(3, 0, 1, 2))]
+
+
+@pytest.mark.parametrize("xs,mult,k,stride,padding", DW_CASES)
+def test_polyphase_forward_and_input_gradient_in_both_layouts(spy, xs, mult, k, stride, padding):
+    c = xs[1]
+    x, w, b = RNG.standard_normal(xs), RNG.standard_normal((c * mult, 1) + k), RNG.standard_normal(c * mult)
+    ref = ref_conv2d(x, w, b, _pair(stride), _pads4(padding), (1, 1), c)
+    gy = RNG.standard_normal(ref.shape)
+    # input gradient of sum(y * gy): the adjoint of the (linear in x) reference, column by column
+    gx_ref = np.zeros_like(x)
+    for i in np.ndindex(*x.shape):
+        e = np.zeros_like(x)
+        e[i] = 1.0
+        gx_ref[i] = (ref_conv2d(e, w, None, _pair(stride), _pads4(padding), (1, 1), c) * gy).sum()
+    for dt, tol in (("float64", 1e-12), ("float32", 3e-6)):
+        for leaf, inp, back in _layouts(x, dt):
+            wt, bt = T(w, True, dt), T(b, True, dt)
+            y = F.conv2d(inp, wt, bt, stride, padding, 1, c)
+            assert y.dtype == getattr(ddg, dt)
+            np.testing.assert_allclose(y.numpy(), ref, rtol=0, atol=tol * np.abs(ref).max())
+            (y * T(gy, dtype=dt)).sum().backward()
+            gx = leaf.grad.numpy()
+            np.testing.assert_allclose(back(gx), gx_ref, rtol=0, atol=tol * np.abs(gx_ref).max())
+            np.testing.assert_allclose(bt.grad.numpy(), gy.sum(axis=(0, 2, 3)), rtol=1e-6)
+    assert len(spy) == 4
+
+
+@pytest.mark.parametrize("xs,mult,k,stride,padding", DW_CASES[:4])
+def test_polyphase_gradients_central_differences(spy, xs, mult, k, stride, padding):
+    c = xs[1]
+    x = T(RNG.standard_normal((1,) + xs[1:]), True)
+    w = T(RNG.standard_normal((c * mult, 1) + k), True)
+    b = T(RNG.standard_normal(c * mult), True)
+    assert gradcheck(lambda x, w, b: F.conv2d(x, w, b, stride, padding, 1, c), [x, w, b])
+    assert gradcheck(lambda w: F.conv2d(T(x.numpy()), w, None, stride, padding, 1, c), [w])
+    assert gradcheck(lambda x: F.conv2d(x, T(w.numpy()), None, stride, padding, 1, c), [x])
+    assert spy
+
+
+def test_polyphase_second_order(spy):
+    x = T(RNG.standard_normal((2, 2, 6, 5)), True)
+    w = T(RNG.standard_normal((4, 1, 3, 3)), True)
+    assert gradgradcheck(lambda x, w: ddg.tanh(F.conv2d(x, w, None, 2, 1, 1, 2)), [x, w])
+    assert spy
+
+
+def test_polyphase_input_gradient_is_dense_and_half_precision_works(spy):
+    x, w = RNG.standard_normal((4, 3, 9, 9)), RNG.standard_normal((3, 1, 3, 3))
+    xt = T(x, True, "float32")
+    F.conv2d(xt, T(w, dtype="float32"), None, 2, 1, 1, 3).sum().backward()
+    g = xt.grad.numpy()
+    assert g.shape == x.shape
+    ref = ref_conv2d(x, w, None, (2, 2), (1, 1, 1, 1), (1, 1), 3)
+    for dt in ("float16", "bfloat16"):
+        xh = T(x, True, dt)
+        yh = F.conv2d(xh, T(w, dtype=dt), None, 2, 1, 1, 3)
+        assert yh.dtype == getattr(ddg, dt)
+        np.testing.assert_allclose(yh.numpy().astype(np.float64), ref, rtol=0, atol=0.05 * np.abs(ref).max())
+        yh.sum().backward()
+        assert xh.grad.dtype == getattr(ddg, dt)
+        np.testing.assert_allclose(xh.grad.numpy().astype(np.float64), g, rtol=0, atol=0.02 * np.abs(g).max())
+
+
+def test_strides_the_path_leaves_to_the_direct_loop(spy):
+    # a stride larger than the kernel, a dilation, and narrow groups keep the direct loop
+    x = RNG.standard_normal((2, 4, 9, 9))
+    for w_shape, stride, dil, groups in (((4, 1, 2, 2), 3, 1, 4), ((4, 1, 3, 3), 2, 2, 4), ((4, 2, 3, 3), 2, 1, 2)):
+        w = RNG.standard_normal(w_shape)
+        y = F.conv2d(T(x), T(w), None, stride, 1, dil, groups).numpy()
+        np.testing.assert_allclose(y, ref_conv2d(x, w, None, _pair(stride), (1, 1, 1, 1), _pair(dil), groups),
+                                   rtol=1e-12, atol=1e-12)
+    assert not spy
+
+
+@pytest.fixture
+def dense_spy(monkeypatch):
+    calls = []
+    orig = conv_strided.dense_forward
+
+    def forward(*a):
+        calls.append(a[0].shape)
+        return orig(*a)
+    monkeypatch.setattr(conv_strided, "dense_forward", forward)
+    monkeypatch.setattr(conv_strided, "MIN_COLUMNS", 0)   # small test shapes take the path too
+    return calls
+
+
+# (x shape, output channels, kernel, stride, padding): kernels that are multiples of the stride
+DENSE_CASES = [
+    ((2, 3, 8, 8), 4, (4, 4), 2, 1),
+    ((2, 2, 7, 9), 3, (4, 2), 2, [0, 2, 1, 0]),
+    ((1, 2, 9, 9), 2, (3, 3), 3, 1),
+    ((2, 2, 6, 7), 3, (2, 4), (1, 2), [1, 0, 0, 1]),
+]
+
+
+@pytest.mark.parametrize("xs,o,k,stride,padding", DENSE_CASES)
+def test_dense_components_forward_and_gradients(dense_spy, xs, o, k, stride, padding):
+    x, w, b = RNG.standard_normal(xs), RNG.standard_normal((o, xs[1]) + k), RNG.standard_normal(o)
+    ref = ref_conv2d(x, w, b, _pair(stride), _pads4(padding), (1, 1), 1)
+    for dt, tol in (("float64", 1e-12), ("float32", 3e-6)):
+        for leaf, inp, back in _layouts(x, dt):
+            y = F.conv2d(inp, T(w, dtype=dt), T(b, dtype=dt), stride, padding)
+            assert y.dtype == getattr(ddg, dt)
+            np.testing.assert_allclose(y.numpy(), ref, rtol=0, atol=tol * np.abs(ref).max())
+    xt, wt, bt = T(x, True), T(w, True), T(b, True)
+    assert gradcheck(lambda x, w, b: F.conv2d(x, w, b, stride, padding), [xt, wt, bt])
+    assert gradcheck(lambda w: F.conv2d(T(x), w, None, stride, padding), [wt])
+    assert gradcheck(lambda x: F.conv2d(x, T(w), None, stride, padding), [xt])
+    # a batch-innermost input gives the same gradients
+    (_, _, _), (leaf, view, back) = _layouts(x, "float64")
+    wt2 = T(w, True)
+    (F.conv2d(view, wt2, None, stride, padding) ** 2).sum().backward()
+    xt3, wt3 = T(x, True), T(w, True)
+    (F.conv2d(xt3, wt3, None, stride, padding) ** 2).sum().backward()
+    np.testing.assert_allclose(back(leaf.grad.numpy()), xt3.grad.numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(wt2.grad.numpy(), wt3.grad.numpy(), rtol=1e-12, atol=1e-12)
+    assert len(dense_spy) >= 8
+
+
+def test_dense_components_second_order_and_half_precision(dense_spy):
+    x, w = T(RNG.standard_normal((2, 2, 6, 6)), True), T(RNG.standard_normal((3, 2, 4, 4)), True)
+    assert gradgradcheck(lambda x, w: ddg.tanh(F.conv2d(x, w, None, 2, 1)), [x, w])
+    xn, wn = RNG.standard_normal((2, 3, 8, 8)), RNG.standard_normal((4, 3, 4, 4))
+    ref = ref_conv2d(xn, wn, None, (2, 2), (1, 1, 1, 1), (1, 1), 1)
+    for dt in ("float16", "bfloat16"):
+        xh = T(xn, True, dt)
+        yh = F.conv2d(xh, T(wn, dtype=dt), None, 2, 1)
+        assert yh.dtype == getattr(ddg, dt)
+        np.testing.assert_allclose(yh.numpy().astype(np.float64), ref, rtol=0, atol=0.05 * np.abs(ref).max())
+        yh.sum().backward()
+        assert xh.grad.dtype == getattr(ddg, dt) and xh.grad.shape == [2, 3, 8, 8]
+    assert dense_spy
+
+
+def test_dense_components_chosen_by_shape():
+    # long products take the components, short ones (deep layers on small images) im2col
+    w = np.zeros((8, 4, 4, 4), np.float32)
+    assert conv_strided.dense_usable(np.zeros((16, 4, 32, 32), np.float32), w, 1, (2, 2), (1, 1), 16, 16)
+    assert not conv_strided.dense_usable(np.zeros((2, 64, 4, 4), np.float32), np.zeros((8, 64, 4, 4), np.float32),
+                                         1, (2, 2), (1, 1), 2, 2)
+    # 3x3 stride 2 (not a multiple), dilation, groups, float16 and stride 1 keep the other paths
+    x = np.zeros((16, 4, 32, 32), np.float32)
+    assert not conv_strided.dense_usable(x, np.zeros((8, 4, 3, 3), np.float32), 1, (2, 2), (1, 1), 16, 16)
+    assert not conv_strided.dense_usable(x, w, 1, (2, 2), (2, 2), 16, 16)
+    assert not conv_strided.dense_usable(x, np.zeros((8, 2, 4, 4), np.float32), 2, (2, 2), (1, 1), 16, 16)
+    assert not conv_strided.dense_usable(x.astype(np.float16), w.astype(np.float16), 1, (2, 2), (1, 1), 16, 16)
+    assert not conv_strided.dense_usable(x, w, 1, (1, 1), (1, 1), 16, 16)
