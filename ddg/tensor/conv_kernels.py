@@ -244,22 +244,23 @@ def _phase_in(gy, g, geom):
     [N, C, OD, OH, OW] C-contiguous into ``g`` [P, C, Jd, Jh, Jw, N] (zeroed by the caller;
     same ``geom``)."""
     _, c_n, jd_n, jh_n, jw_n, n_n, od, oh, ow, sd, sh, sw, pd, ph_, pw = geom
-    for n in range(n_n):
-        for c in range(c_n):
-            for z in range(od):
-                rd, jd = (z + pd) % sd, (z + pd) // sd
-                for yy in range(oh):
-                    rh, jh = (yy + ph_) % sh, (yy + ph_) // sh
-                    s0 = (((n * c_n + c) * od + z) * oh + yy) * ow
-                    src = gy[s0:s0 + ow]
-                    for rw in range(sw):
-                        x0 = (rw - pw) % sw
-                        j0 = (x0 + pw) // sw
-                        cnt = (ow - x0 + sw - 1) // sw if x0 < ow else 0
-                        d = (((((rd * sh + rh) * sw + rw) * c_n + c) * jd_n + jd) * jh_n + jh) * jw_n + j0
-                        gr = g[d * n_n:(d + cnt) * n_n]
-                        for q in range(cnt):
-                            gr[q * n_n + n] = src[x0 + q * sw]
+    bstride = c_n * od * oh * ow            # between the batch entries of one output row
+    for c in range(c_n):
+        for z in range(od):
+            rd, jd = (z + pd) % sd, (z + pd) // sd
+            for yy in range(oh):
+                rh, jh = (yy + ph_) % sh, (yy + ph_) // sh
+                s0 = ((c * od + z) * oh + yy) * ow
+                for rw in range(sw):
+                    x0 = (rw - pw) % sw
+                    j0 = (x0 + pw) // sw
+                    cnt = (ow - x0 + sw - 1) // sw if x0 < ow else 0
+                    d = (((((rd * sh + rh) * sw + rw) * c_n + c) * jd_n + jd) * jh_n + jh) * jw_n + j0
+                    gr = g[d * n_n:(d + cnt) * n_n]
+                    for q in range(cnt):   # one run of g written in order, the N rows of gy read
+                        s = s0 + x0 + q * sw
+                        for n in range(n_n):
+                            gr[q * n_n + n] = gy[s + n * bstride]
 
 
 @kernel
