@@ -159,7 +159,9 @@ PHASES_2D = [
 
 
 @pytest.mark.parametrize("xs,ws,stride,padding,opad", PHASES_2D)
-def test_conv2d_transpose_by_phases(xs, ws, stride, padding, opad):
+def test_conv2d_transpose_by_phases(xs, ws, stride, padding, opad, monkeypatch):
+    import ddg.tensor.conv_phase as CP
+    monkeypatch.setattr(CP, "PHASE_WORK_MAX", float("inf"))   # these small images take the phases too
     x, w, b = RNG.standard_normal(xs), RNG.standard_normal(ws), RNG.standard_normal(ws[1])
     ref = ref_conv2d_transpose(x, w, b, _pair(stride), _pads4(padding), (1, 1), 1, _pair(opad))
     y = F.conv2d_transpose(T(x), T(w), T(b), stride, padding, opad)
@@ -172,6 +174,24 @@ def test_conv2d_transpose_by_phases(xs, ws, stride, padding, opad):
     assert gradcheck(lambda w: F.conv2d_transpose(T(x[:1]), w, None, stride, padding, opad), [T(w, True)])
     assert gradgradcheck(lambda x, w: ddg.tanh(F.conv2d_transpose(x, w, None, stride, padding, opad)),
                          [T(x[:1, :, :3, :3], True), T(w, True)])
+
+
+def test_conv2d_transpose_phases_gate(monkeypatch):
+    # a 4x4 image with kernel 4, stride 2 gives uncropped phases of 5x5 positions (1.56x the
+    # columns' work): the columns' path; 16x16 (1.13x) takes the phases. Both against the reference.
+    import ddg.tensor.conv_phase as CP
+    calls = []
+    real = CP.phase_transpose_forward
+    monkeypatch.setattr(ddg.autograd.ops.conv, "phase_transpose_forward",
+                        lambda *a: calls.append(a[0].shape) or real(*a))
+    for hw, phased in ((4, False), (16, True)):
+        x, w = RNG.standard_normal((2, 3, hw, hw)), RNG.standard_normal((3, 2, 4, 4))
+        assert CP.phases_pay(x, w, (2, 2)) is phased
+        ref = ref_conv2d_transpose(x, w, None, (2, 2), (1, 1, 1, 1), (1, 1), 1, (0, 0))
+        calls.clear()
+        y = F.conv2d_transpose(T(x), T(w), None, 2, 1)
+        assert bool(calls) is phased
+        np.testing.assert_allclose(y.numpy(), ref, rtol=1e-12, atol=1e-12)
 
 
 def _directional_check(f, args, grads, rng):

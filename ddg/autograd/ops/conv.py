@@ -57,6 +57,7 @@ from ...tensor import conv_kernels as K
 from ...tensor import conv_strided
 from ...tensor.winograd import (WINO4_AT as _WINO4_AT, WINO4_BT as _WINO4_BT, WINO4_G as _WINO4_G,  # noqa: F401
                                  wino_weight as _wino_weight, wino_weight_adjoint as _wino_weight_adjoint)
+from ...tensor.conv_phase import phases_pay
 from ...tensor.conv_phase import _cl, _phases_usable, phase_transpose_backward, phase_transpose_forward
 
 
@@ -937,8 +938,9 @@ class Conv2dTranspose(Function):
             return _cudnn_conv_data(self.cudnn, w, x, b[0] if b else None, (n, og * g, oh, ow), pad, (sh, sw),
                                     (dh, dw), g)
         self.cudnn = self.phase = None
-        if _phases_usable(x, w, (sh, sw), (dh, dw), g):
-            # kernel a multiple of the stride: one stride-1 convolution per output phase
+        if _phases_usable(x, w, (sh, sw), (dh, dw), g) and phases_pay(x, w, (sh, sw)):
+            # kernel a multiple of the stride, image not too small: one stride-1 convolution
+            # per output phase
             y, self.phase = phase_transpose_forward(x, w, (sh, sw), (pt, pl), (oh, ow))
             if b:
                 y += b[0].reshape(-1, 1, 1, 1)
