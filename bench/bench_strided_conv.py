@@ -1,7 +1,7 @@
 """Per-layer race of the strided convolutions of the DCGAN and MobileNet-style benches,
 forward + backward (input and weight gradients), ddg vs torch, 1 thread, interleaved rounds.
 
-    python bench/race_strided_conv.py [--rounds 5] [--only conv,convt,dw] [--ab]
+    python bench/bench_strided_conv.py [--rounds 5] [--only conv,convt,dw] [--ab]
 
 ``--ab`` adds a third contender: ddg with the polyphase paths of ``ddg.tensor.conv_strided``
 switched off (the im2col / direct-loop paths they replace), raced in the same rounds.
