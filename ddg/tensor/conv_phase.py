@@ -178,8 +178,10 @@ def _wino3_backward_products(gm, state, need_x, need_w):
         if kd == 1 and od == dp:
             gv = gvd
         else:
-            gv = np.zeros((36, c, th * tw, dp, n), vd.dtype)
-            for a in range(kd):
+            gv = np.empty((36, c, th * tw, dp, n), vd.dtype)   # tap 0 assigned, the rest added
+            gv[:, :, :, :od] = gvd[:, :, 0]
+            gv[:, :, :, od:] = 0
+            for a in range(1, kd):
                 gv[:, :, :, a * dd:a * dd + od] += gvd[:, :, a]
         gx4 = np.zeros((c, hp, wp, dp * n), vd.dtype)
         K.wino4_in_adjoint_add(gv.reshape(6, 6, c, th, tw, dp * n), gx4)
