@@ -621,3 +621,54 @@ def test_batch_innermost_copy(shape, pads):
         got = _cl(a, pads)
         assert got.dtype == a.dtype and got.flags.c_contiguous
         np.testing.assert_array_equal(got, ref.transpose(tuple(range(1, nd + 2)) + (0,)))
+
+
+def _phase_w_index(c, hf, wf, jd, n, out, s, p0):
+    # flat index into the window phases [P, C, Hf, Wf, Jd, N] of each output value [C, OH,
+    # OW, OD, N]: position z takes phase (z + p0) % s at j = (z + p0) // s, less the window
+    # origin along height and width
+    od, oh, ow = out
+    ax = []
+    for i, size in ((0, od), (1, oh), (2, ow)):
+        z = np.arange(size)
+        r, j = (z + p0[i]) % s[i], (z + p0[i]) // s[i]
+        if i:
+            j = j - ((r - p0[i]) % s[i] + p0[i]) // s[i]
+        ax.append((r, j))
+    (rd, jd_), (rh, jh), (rw, jw) = ax
+    ci, yy, xx, zz, k = np.ix_(np.arange(c), np.arange(oh), np.arange(ow), np.arange(od), np.arange(n))
+    p = (rd[zz] * s[1] + rh[yy]) * s[2] + rw[xx]
+    return ((((p * c + ci) * hf + jh[yy]) * wf + jw[xx]) * jd + jd_[zz]) * n + k
+
+
+# (C, th, tw, Jd, N, out (OD, OH, OW), stride, p0): ragged outputs, crops 0 and 1, strides 1-3
+WINO_PHASE_GEOMS = [
+    (3, 2, 2, 5, 2, (8, 13, 14), (2, 2, 2), (1, 1, 0)),
+    (2, 2, 3, 8, 3, (7, 15, 22), (1, 2, 3), (0, 1, 2)),
+]
+
+
+@pytest.mark.parametrize("c,th,tw,jd,n,out,s,p0", WINO_PHASE_GEOMS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_wino4_out_phase_fused_matches_two_passes(c, th, tw, jd, n, out, s, p0, dtype):
+    # the fused output transform + phase interleave (and its adjoint) against wino4_out_into
+    # followed by a numpy gather of the interleave (and wino4_out_adjoint of its scatter)
+    import ddg.tensor.conv_kernels as K
+    p = int(np.prod(s))
+    m = RNG.standard_normal((6, 6, p * c, th, tw, jd * n)).astype(dtype)
+    f = np.empty((p * c, 4 * th, 4 * tw, jd * n), dtype)
+    K.wino4_out_into(m, f)
+    idx = _phase_w_index(c, 4 * th, 4 * tw, jd, n, out, s, p0)
+    y = K.wino4_out_phase(m, c, th, tw, jd, n, out, s, p0)
+    assert y.shape == (c, out[1], out[2], out[0], n)
+    tol = 1e-5 if dtype == np.float32 else 1e-13
+    np.testing.assert_allclose(y, f.reshape(-1)[idx], rtol=tol, atol=tol * np.abs(f).max())
+    gy = RNG.standard_normal((n, c) + tuple(out)).astype(dtype)
+    g = np.zeros(f.size, dtype)
+    g[idx] = gy.transpose(1, 3, 4, 2, 0)          # each output position maps to one phase value
+    ref = K.wino4_out_adjoint(g.reshape(f.shape))
+    got = K.wino4_out_phase_adjoint(gy, c, th, tw, jd, s, p0, dtype)
+    np.testing.assert_allclose(got, ref, rtol=tol, atol=tol * np.abs(ref).max())
+    # adjoint identity: <fused(m), gy> = <m, fused_adjoint(gy)>
+    lhs = float((y.astype(np.float64) * gy.transpose(1, 3, 4, 2, 0)).sum())
+    np.testing.assert_allclose(lhs, float((m.astype(np.float64) * got).sum()), rtol=1e-4 if dtype == np.float32 else 1e-11)

@@ -264,68 +264,143 @@ def _phase_in(gy, g, geom):
 
 
 @kernel
-def _phase_out_w(f, y, geom):
-    """Interleave the phases of a transposed convolution computed as Winograd windows: ``f``
-    [P, C, Hf, Wf, Jd, N] (phase p = (rd*sh + rh)*sw + rw; along height and width each phase's
-    window starts at its first output position, along depth at j = 0), ``y`` [C, OH, OW, OD, N]
-    (depth and batch innermost, as in ``f``; overwritten): output position z takes phase
-    (z + p0) % s at j = (z + p0) // s, less the phase's window origin along height and width.
-    Per output pixel and depth phase one run of ``f`` read in order. ``geom`` = (C, Hf, Wf, Jd,
-    N, OD, OH, OW, sd, sh, sw, p0d, p0h, p0w)."""
-    c_n, hf, wf, jd_n, n, od, oh, ow, sd, sh, sw, pd, ph_, pw = geom
+def _wino4_out_phase(m, y, geom):
+    """``_wino4_out`` of the phases of a transposed convolution computed as Winograd windows,
+    interleaved into its output in the same pass: the products ``m`` [6, 6, P*C*th,
+    tw*Jd*N] (phase p = (rd*sh + rh)*sw + rw; along height and width each phase's window
+    starts at its first output position, along depth at j = 0) to the output ``y`` [C, OH,
+    OW, OD, N] (overwritten): output position z takes phase (z + p0) % s at j = (z + p0) // s,
+    less the phase's window origin along height and width. Per channel, tile
+    row and phase, ``A^T M A``'s column transform, then per window row the row transform
+    writes its values straight to their output positions (window rows, columns and depths
+    past the output are dropped). Channel and tile row outermost: the output rows being
+    written stay in cache across the phases. ``geom`` = (C, th, tw, Jd, N, OD, OH, OW, sd, sh,
+    sw, p0d, p0h, p0w)."""
+    c_n, th, tw, jd_n, n, od, oh, ow, sd, sh, sw, pd, ph_, pw = geom
+    nn = jd_n * n
+    f2, f4, f8 = np.float32(2.0), np.float32(4.0), np.float32(8.0)
+    s = np.empty((4, 6, tw * nn), y.dtype)
     for c in range(c_n):
-        for yy in range(oh):
-            rh = (yy + ph_) % sh
-            jh = (yy + ph_) // sh - ((rh - ph_) % sh + ph_) // sh
-            for rw in range(sw):
-                x0 = (rw - pw) % sw
-                cnt = (ow - x0 + sw - 1) // sw if x0 < ow else 0
-                for q in range(cnt):
-                    yr = y[((c * oh + yy) * ow + x0 + q * sw) * od * n:((c * oh + yy) * ow + x0 + q * sw + 1) * od * n]
-                    for rd in range(sd):
-                        z0 = (rd - pd) % sd
-                        if z0 >= od:
+        for ty in range(th):
+            for rd in range(sd):
+                z0 = (rd - pd) % sd
+                if z0 >= od:
+                    continue
+                cz = (od - z0 + sd - 1) // sd
+                j0 = (z0 + pd) // sd
+                for rh in range(sh):
+                    orgh = ((rh - ph_) % sh + ph_) // sh
+                    for rw in range(sw):
+                        x0 = (rw - pw) % sw
+                        cnt = (ow - x0 + sw - 1) // sw if x0 < ow else 0
+                        if cnt == 0:
                             continue
-                        cz = (od - z0 + sd - 1) // sd
-                        src = (((((rd * sh + rh) * sw + rw) * c_n + c) * hf + jh) * wf + q) * jd_n + (z0 + pd) // sd
-                        fr = f[src * n:(src + cz) * n]
-                        for i in range(cz):
-                            for k in range(n):
-                                yr[(z0 + i * sd) * n + k] = fr[i * n + k]
+                        r = ((((rd * sh + rh) * sw + rw) * c_n + c) * th) + ty
+                        for j in range(6):
+                            m0, m1, m2, m3, m4, m5 = m[0, j, r], m[1, j, r], m[2, j, r], m[3, j, r], m[4, j, r], m[5, j, r]
+                            s0, s1, s2, s3 = s[0, j], s[1, j], s[2, j], s[3, j]
+                            for q in range(tw * nn):
+                                a1, a2, a3, a4 = m1[q], m2[q], m3[q], m4[q]
+                                s0[q] = m0[q] + a1 + a2 + a3 + a4
+                                s1[q] = a1 - a2 + f2 * (a3 - a4)
+                                s2[q] = a1 + a2 + f4 * (a3 + a4)
+                                s3[q] = a1 - a2 + f8 * (a3 - a4) + m5[q]
+                        for a in range(4):
+                            yy = (4 * ty + a + orgh) * sh + rh - ph_
+                            if yy < 0 or yy >= oh:
+                                continue
+                            sa0, sa1, sa2, sa3, sa4, sa5 = s[a, 0], s[a, 1], s[a, 2], s[a, 3], s[a, 4], s[a, 5]
+                            base = ((c * oh + yy) * ow + x0) * od * n + z0 * n
+                            xs = sw * od * n
+                            for tx in range(tw):
+                                qb = 4 * tx
+                                if qb >= cnt:
+                                    break
+                                full = qb + 4 <= cnt
+                                for i in range(cz):
+                                    src = tx * nn + (j0 + i) * n
+                                    dst = base + qb * xs + i * sd * n
+                                    for k in range(n):
+                                        q = src + k
+                                        a1, a2, a3, a4 = sa1[q], sa2[q], sa3[q], sa4[q]
+                                        d = dst + k
+                                        y[d] = sa0[q] + a1 + a2 + a3 + a4
+                                        if full:
+                                            y[d + xs] = a1 - a2 + f2 * (a3 - a4)
+                                            y[d + 2 * xs] = a1 + a2 + f4 * (a3 + a4)
+                                            y[d + 3 * xs] = a1 - a2 + f8 * (a3 - a4) + sa5[q]
+                                        else:
+                                            if qb + 1 < cnt:
+                                                y[d + xs] = a1 - a2 + f2 * (a3 - a4)
+                                            if qb + 2 < cnt:
+                                                y[d + 2 * xs] = a1 + a2 + f4 * (a3 + a4)
+                                            if qb + 3 < cnt:
+                                                y[d + 3 * xs] = a1 - a2 + f8 * (a3 - a4) + sa5[q]
 
 
 @kernel
-def _phase_in_w(gy, g, geom):
-    """The adjoint of ``_phase_out_w`` reading the output gradient in its NC(D)HW layout: ``gy``
-    [N, C, OD, OH, OW] C-contiguous into ``g`` [P, C, Hf, Wf, Jd, N] (zeroed by the caller;
-    same ``geom``). Per (channel, output row, width phase, depth phase, window column) one run
-    of ``g`` (Jd*N values) is written in order, its values read from ``gy`` along depth (the
-    rows of one channel and output row stay in cache); writing ``g`` by output rows instead
-    scattered every store to a different cache line and ran 1.8x slower."""
-    c_n, hf, wf, jd_n, n_n, od, oh, ow, sd, sh, sw, pd, ph_, pw = geom
+def _wino4_out_phase_adj(gy, gm, geom):
+    """The adjoint of ``_wino4_out_phase``: the output gradient ``gy`` [N, C, OD, OH, OW]
+    (C-contiguous, flat) to the products' gradients ``gm`` [6, 6, P*C*th, tw*Jd*N]
+    (overwritten). Per channel, tile row and phase, the adjoint row transform reads each
+    window row's values straight from ``gy`` (zero where no output position maps), then the
+    adjoint column transform writes ``gm``. Same ``geom``."""
+    c_n, th, tw, jd_n, n, od, oh, ow, sd, sh, sw, pd, ph_, pw = geom
+    nn = jd_n * n
     plane = c_n * od * oh * ow
+    zero = gm.dtype.type(0)
+    f2, f4, f8 = np.float32(2.0), np.float32(4.0), np.float32(8.0)
+    gs = np.empty((4, 6, tw * nn), gm.dtype)
     for c in range(c_n):
-        for yy in range(oh):
-            rh = (yy + ph_) % sh
-            jh = (yy + ph_) // sh - ((rh - ph_) % sh + ph_) // sh
-            for rw in range(sw):
-                x0 = (rw - pw) % sw
-                cnt = (ow - x0 + sw - 1) // sw if x0 < ow else 0
-                for rd in range(sd):
-                    z0 = (rd - pd) % sd
-                    if z0 >= od:
-                        continue
-                    cz = (od - z0 + sd - 1) // sd
-                    j0 = (z0 + pd) // sd
-                    base = ((((rd * sh + rh) * sw + rw) * c_n + c) * hf + jh) * wf
-                    for q in range(cnt):
-                        d = ((base + q) * jd_n + j0) * n_n
-                        dst = g[d:d + cz * n_n]
-                        src0 = ((c * od + z0) * oh + yy) * ow + x0 + q * sw
-                        for i in range(cz):
-                            src = src0 + i * sd * oh * ow
-                            for k in range(n_n):
-                                dst[i * n_n + k] = gy[k * plane + src]
+        for ty in range(th):
+            for rd in range(sd):
+                z0 = (rd - pd) % sd
+                cz = (od - z0 + sd - 1) // sd if z0 < od else 0
+                j0 = (z0 + pd) // sd
+                for rh in range(sh):
+                    orgh = ((rh - ph_) % sh + ph_) // sh
+                    for rw in range(sw):
+                        x0 = (rw - pw) % sw
+                        cnt = (ow - x0 + sw - 1) // sw if x0 < ow else 0
+                        for a in range(4):
+                            s0, s1, s2, s3, s4, s5 = gs[a, 0], gs[a, 1], gs[a, 2], gs[a, 3], gs[a, 4], gs[a, 5]
+                            yy = (4 * ty + a + orgh) * sh + rh - ph_
+                            live = 0 <= yy < oh
+                            for tx in range(tw):
+                                qb = 4 * tx
+                                for j in range(jd_n):
+                                    i = j - j0
+                                    ok = live and 0 <= i < cz and qb < cnt
+                                    for k in range(n):
+                                        e0 = e1 = e2 = e3 = zero
+                                        if ok:
+                                            src = k * plane + ((c * od + z0 + i * sd) * oh + yy) * ow + x0 + qb * sw
+                                            e0 = gy[src]
+                                            if qb + 1 < cnt:
+                                                e1 = gy[src + sw]
+                                            if qb + 2 < cnt:
+                                                e2 = gy[src + 2 * sw]
+                                            if qb + 3 < cnt:
+                                                e3 = gy[src + 3 * sw]
+                                        q = tx * nn + j * n + k
+                                        s0[q] = e0
+                                        s1[q] = e0 + e1 + e2 + e3
+                                        s2[q] = e0 - e1 + e2 - e3
+                                        s3[q] = e0 + f2 * e1 + f4 * e2 + f8 * e3
+                                        s4[q] = e0 - f2 * e1 + f4 * e2 - f8 * e3
+                                        s5[q] = e3
+                        r = ((((rd * sh + rh) * sw + rw) * c_n + c) * th) + ty
+                        for j in range(6):
+                            u0, u1, u2, u3 = gs[0, j], gs[1, j], gs[2, j], gs[3, j]
+                            g0, g1, g2, g3, g4, g5 = gm[0, j, r], gm[1, j, r], gm[2, j, r], gm[3, j, r], gm[4, j, r], gm[5, j, r]
+                            for q in range(tw * nn):
+                                e0, e1, e2, e3 = u0[q], u1[q], u2[q], u3[q]
+                                g0[q] = e0
+                                g1[q] = e0 + e1 + e2 + e3
+                                g2[q] = e0 - e1 + e2 - e3
+                                g3[q] = e0 + f2 * e1 + f4 * e2 + f8 * e3
+                                g4[q] = e0 - f2 * e1 + f4 * e2 - f8 * e3
+                                g5[q] = e3
 
 
 @kernel
@@ -825,27 +900,26 @@ def phase_out(f, out, s, p0):
     return y
 
 
-def _phase_w_geom(f_shape, out, s, p0):
-    return (f_shape[1],) + tuple(f_shape[2:]) + tuple(out) + tuple(s) + tuple(p0)
-
-
-def phase_out_w(f, out, s, p0):
-    """The output [C, OH, OW, OD, N] (``out`` = (OD, OH, OW)) of the Winograd-window phases
-    ``f`` [P, C, Hf, Wf, Jd, N] (C-contiguous, numpy float32/float64; see ``_phase_out_w``) of
-    a 3-D transposed convolution with stride ``s`` cropped at ``p0``."""
-    y = np.empty((f.shape[1],) + tuple(out[1:]) + (out[0], f.shape[-1]), f.dtype)
-    _phase_out_w(f.reshape(-1), y.reshape(-1), _phase_w_geom(f.shape, out, s, p0))
+def wino4_out_phase(m, c, th, tw, jd, n, out, s, p0):
+    """The output [C, OH, OW, OD, N] (``out`` = (OD, OH, OW)) of a 3-D transposed convolution
+    with stride ``s`` cropped at ``p0`` from the Winograd products [6, 6, P*C, th, tw, Jd*N]
+    (C-contiguous, numpy float32/float64) of its phase windows (see ``_wino4_out_phase``):
+    ``wino4_out_into`` and the phase interleave in one pass."""
+    y = np.empty((c,) + tuple(out[1:]) + (out[0], n), m.dtype)
+    _wino4_out_phase(m.reshape(6, 6, -1, tw * jd * n), y.reshape(-1),
+                     (c, th, tw, jd, n) + tuple(out) + tuple(s) + tuple(p0))
     return y
 
 
-def phase_in_w(gy, f_shape, s, p0, dtype):
-    """The adjoint of ``phase_out_w``: the output gradient ``gy`` [N, C, OD, OH, OW] (any
-    layout) as Winograd-window phases of shape ``f_shape`` [P, C, Hf, Wf, Jd, N], zero where
-    no output position maps."""
+def wino4_out_phase_adjoint(gy, c, th, tw, jd, s, p0, dtype):
+    """The adjoint of ``wino4_out_phase``: the output gradient ``gy`` [N, C, OD, OH, OW] (any
+    layout) to the products' gradients [6, 6, P*C, th, tw, Jd*N]."""
     gy = np.ascontiguousarray(gy, dtype=dtype)
-    g = np.zeros(f_shape, dtype)
-    _phase_in_w(gy.reshape(-1), g.reshape(-1), _phase_w_geom(f_shape, gy.shape[2:], s, p0))
-    return g
+    n, p = gy.shape[0], int(np.prod(s))
+    gm = np.empty((6, 6, p * c, th, tw, jd * n), dtype)
+    _wino4_out_phase_adj(gy.reshape(-1), gm.reshape(6, 6, -1, tw * jd * n),
+                         (c, th, tw, jd, n) + tuple(gy.shape[2:]) + tuple(s) + tuple(p0))
+    return gm
 
 
 def phase_in(gy, j, s, p0, dtype):

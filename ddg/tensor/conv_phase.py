@@ -122,6 +122,16 @@ def _wino3_forward(x, w, pads, dd, o):
     (before, after) per axis; only the leading ones of height and width are read: the
     trailing ones fill the tiles), to the output sizes ``o``: the output [O, 4*th, 4*tw, OD, N]
     (C-contiguous, rows and columns past OH, OW are tile fill) and the backward state."""
+    m, st = _wino3_products(x, w, pads, dd, o)
+    o_n, th, tw, odn = m.shape[2:]
+    y = np.empty((o_n, 4 * th, 4 * tw, odn), x.dtype)
+    K.wino4_out_into(m, y)
+    return y.reshape(o_n, 4 * th, 4 * tw, o[0], x.shape[0]), st
+
+
+def _wino3_products(x, w, pads, dd, o):
+    """``_wino3_forward`` up to its output transform: the 36 products [6, 6, O, th, tw, OD*N]
+    (C-contiguous) and the backward state."""
     n, c, dx = x.shape[:3]
     o_n, kd = w.shape[0], w.shape[2]
     od, oh, ow = o
@@ -138,18 +148,26 @@ def _wino3_forward(x, w, pads, dd, o):
         vd = vd.reshape(36, c * kd, -1)
     wino_g, wino_weight, _ = _wino_helpers()
     u = wino_weight(w.reshape(o_n, c * kd, 3, 3), wino_g)                     # [36, O, C*kd]
-    y = np.empty((o_n, 4 * th, 4 * tw, od * n), x.dtype)
-    K.wino4_out_into(np.matmul(u, vd).reshape(6, 6, o_n, th, tw, od * n), y)
-    return y.reshape(o_n, 4 * th, 4 * tw, od, n), (vd, u, x.shape, (c, hp, wp, dp, n), tuple(pads), dd, kd, th, tw)
+    m = np.matmul(u, vd).reshape(6, 6, o_n, th, tw, od * n)
+    return m, (vd, u, x.shape, (c, hp, wp, dp, n), tuple(pads), dd, kd, th, tw)
 
 
 def _wino3_backward(g, state, need_x, need_w):
     """The gradients (x's [N, C, D, H, W] as a transposed view, w's [O, C, kd, 3, 3]) of
     ``_wino3_forward`` for the output gradient ``g`` in its output's layout [O, 4*th, 4*tw,
     OD, N] (C-contiguous, zero in the tile fill)."""
-    vd, u, xs, (c, hp, wp, dp, n), pads, dd, kd, th, tw = state
+    th, tw, n = state[7], state[8], state[3][4]
     o_n, od = g.shape[0], g.shape[3]
-    gm = K.wino4_out_adjoint(g.reshape(o_n, 4 * th, 4 * tw, od * n)).reshape(36, o_n, -1)
+    gm = K.wino4_out_adjoint(g.reshape(o_n, 4 * th, 4 * tw, od * n))
+    return _wino3_backward_products(gm, state, need_x, need_w)
+
+
+def _wino3_backward_products(gm, state, need_x, need_w):
+    """``_wino3_backward`` from the products' gradients ``gm`` [6, 6, O, th, tw, OD*N]."""
+    vd, u, xs, (c, hp, wp, dp, n), pads, dd, kd, th, tw = state
+    o_n = u.shape[1]
+    od = vd.shape[2] // (th * tw * n)
+    gm = gm.reshape(36, o_n, -1)
     gx = gw = None
     if need_w:
         gu = np.matmul(gm, vd.transpose(0, 2, 1))                             # [36, O, C*kd]
@@ -160,8 +178,10 @@ def _wino3_backward(g, state, need_x, need_w):
         if kd == 1 and od == dp:
             gv = gvd
         else:
-            gv = np.zeros((36, c, th * tw, dp, n), vd.dtype)
-            for a in range(kd):
+            gv = np.empty((36, c, th * tw, dp, n), vd.dtype)   # tap 0 assigned, the rest added
+            gv[:, :, :, :od] = gvd[:, :, 0]
+            gv[:, :, :, od:] = 0
+            for a in range(1, kd):
                 gv[:, :, :, a * dd:a * dd + od] += gvd[:, :, a]
         gx4 = np.zeros((c, hp, wp, dp * n), vd.dtype)
         K.wino4_in_adjoint_add(gv.reshape(6, 6, c, th, tw, dp * n), gx4)
@@ -291,19 +311,18 @@ def _phase_wino_forward(x, w, s, p0, out):
     for p, (rd, rh, rw) in enumerate(np.ndindex(*s)):
         a, b = org[0][rh], org[1][rw]
         w3[p * cout:(p + 1) * cout, :, :, a:a + 2, b:b + 2] = wf[p * cout:(p + 1) * cout]
-    f, st = _wino3_forward(x, w3, (td - 1, jd - dx, 1, 0, 1, 0), 1, (jd,) + win)   # [P*Cout, Hf, Wf, Jd, N]
-    f = f.reshape((-1, cout) + f.shape[1:])
-    return K.phase_out_w(f, out, s, p0), (st, f.shape, org, s, tuple(p0))
+    m, st = _wino3_products(x, w3, (td - 1, jd - dx, 1, 0, 1, 0), 1, (jd,) + win)   # [6, 6, P*Cout, th, tw, Jd*N]
+    th, tw = m.shape[3:5]
+    return K.wino4_out_phase(m, cout, th, tw, jd, n, out, s, p0), (st, (cout, th, tw, jd), org, s, tuple(p0))
 
 
 def _phase_wino_backward(gy, state, need_x, need_w):
     """The gradients of ``_phase_wino_forward`` for the output gradient ``gy`` [N, Cout, *out]."""
-    st, f_shape, org, s, p0 = state
-    g = K.phase_in_w(gy, f_shape, s, p0, st[0].dtype)
-    gx, gw3 = _wino3_backward(g.reshape((-1,) + f_shape[2:]), st, need_x, need_w)
+    st, (cout, th, tw, jd), org, s, p0 = state
+    gm = K.wino4_out_phase_adjoint(gy, cout, th, tw, jd, s, p0, st[0].dtype)
+    gx, gw3 = _wino3_backward_products(gm, st, need_x, need_w)
     gw = None
     if need_w:
-        cout = f_shape[1]
         gwf = np.empty(gw3.shape[:3] + (2, 2), gw3.dtype)
         for p, (rd, rh, rw) in enumerate(np.ndindex(*s)):
             a, b = org[0][rh], org[1][rw]
