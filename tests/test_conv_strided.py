@@ -1,5 +1,5 @@
-"""Strided depthwise convolution by polyphase components (``ddg.tensor.conv_strided``):
-the path is taken, forward against the float64 loop reference in both input layouts,
+"""Strided depthwise convolution (``ddg.tensor.conv_strided``, the per-plane loop and the
+batch-innermost polyphase components): the path is taken, forward against the float64 loop reference in both input layouts,
 backward against central differences, second order through ``backward_graph``, half
 precision through the float32 path."""
 import numpy as np
@@ -18,15 +18,29 @@ def T(a, grad=False, dtype="float64"):
     return ddg.to_tensor(np.asarray(a, dtype=dtype), stop_gradient=not grad)
 
 
-@pytest.fixture
-def spy(monkeypatch):
+@pytest.fixture(params=["plane", "components"])
+def spy(monkeypatch, request):
+    """Records the strided depthwise path's calls, with the small test shapes sent to the
+    per-plane loop or to the batch-innermost components (each test runs with both)."""
     calls = []
     orig = conv_strided.forward
+    inner = "_plane_forward" if request.param == "plane" else "_poly_forward"
+    orig_inner = getattr(conv_strided, inner)
+    taken = []
 
     def forward(*a):
         calls.append(a[0].shape)
-        return orig(*a)
+        n = len(taken)
+        out = orig(*a)
+        assert len(taken) == n + 1, "the path under test was not taken"
+        return out
+
+    def spy_inner(*a):
+        taken.append(1)
+        return orig_inner(*a)
     monkeypatch.setattr(conv_strided, "forward", forward)
+    monkeypatch.setattr(conv_strided, inner, spy_inner)
+    monkeypatch.setattr(conv_strided, "PLANE_MIN_OW", 0 if request.param == "plane" else 10 ** 9)
     return calls
 
 
@@ -69,7 +83,9 @@ def test_polyphase_forward_and_input_gradient_in_both_layouts(spy, xs, mult, k, 
             (y * T(gy, dtype=dt)).sum().backward()
             gx = leaf.grad.numpy()
             np.testing.assert_allclose(back(gx), gx_ref, rtol=0, atol=tol * np.abs(gx_ref).max())
-            np.testing.assert_allclose(bt.grad.numpy(), gy.sum(axis=(0, 2, 3)), rtol=1e-6)
+            # the bias gradient: a sum of float32 values, compared relative to their magnitudes
+            np.testing.assert_allclose(bt.grad.numpy(), gy.sum(axis=(0, 2, 3)), rtol=0,
+                                       atol=tol * np.abs(gy).sum(axis=(0, 2, 3)).max())
     assert len(spy) == 4
 
 
