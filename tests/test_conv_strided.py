@@ -32,7 +32,8 @@ def spy(monkeypatch, request):
         calls.append(a[0].shape)
         n = len(taken)
         out = orig(*a)
-        assert len(taken) == n + 1, "the path under test was not taken"
+        # the plane loop takes dense NCHW inputs only
+        assert len(taken) == n + (request.param == "components" or a[0].flags.c_contiguous), "path not taken"
         return out
 
     def spy_inner(*a):
@@ -210,3 +211,22 @@ def test_dense_components_chosen_by_shape():
     assert not conv_strided.dense_usable(x, np.zeros((8, 2, 4, 4), np.float32), 2, (2, 2), (1, 1), 16, 16)
     assert not conv_strided.dense_usable(x.astype(np.float16), w.astype(np.float16), 1, (2, 2), (1, 1), 16, 16)
     assert not conv_strided.dense_usable(x, w, 1, (1, 1), (1, 1), 16, 16)
+
+
+def test_plane_loop_reads_any_output_gradient_layout():
+    # an NCHW input goes plane by plane; its backward reads a batch-innermost output gradient
+    # through its strides and copies any other layout: the same gradients each way
+    x, w = RNG.standard_normal((3, 2, 9, 8)), RNG.standard_normal((4, 1, 3, 3))
+    y, state = conv_strided._plane_forward(x, w, (2, 2), (1, 1, 1, 1), 5, 4)
+    np.testing.assert_allclose(y, ref_conv2d(x, w, None, (2, 2), (1, 1, 1, 1), (1, 1), 2), rtol=0, atol=1e-12)
+    gy = RNG.standard_normal(y.shape)
+    gx, gw = conv_strided._plane_backward(state, gy, True, True)
+    for g in (np.ascontiguousarray(gy.transpose(1, 2, 3, 0)).transpose(3, 0, 1, 2), np.asfortranarray(gy)):
+        gx2, gw2 = conv_strided._plane_backward(state, g, True, True)
+        np.testing.assert_allclose(gx2, gx, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(gw2, gw, rtol=0, atol=1e-12)
+    assert conv_strided._plane_backward(state, gy, False, True)[0] is None
+    gx3, gw3 = conv_strided._plane_backward(state, gy, True, False)
+    assert gw3 is None
+    np.testing.assert_allclose(gx3, gx, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(conv_strided._plane_backward(state, gy, False, True)[1], gw, rtol=0, atol=1e-12)

@@ -1,9 +1,9 @@
 """Strided depthwise convolution by polyphase components (numpy float32/float64).
 
-Two loops take it: for wide outputs a per-plane compiled loop in the input's own layout
-(``_dw_loop``, at the end of this module: each image plane split into its components in a
-small in-cache buffer, no layout change); for narrow ones the batch-innermost components
-described here, whose rows are N times longer.
+Two loops take it (``forward`` at the end of this module chooses): for a dense NCHW input
+with wide outputs a per-plane compiled loop (``_dw_loop``: each image plane split into its
+components in a small in-cache buffer, no layout change); otherwise the batch-innermost
+components described here, whose rows are N times longer.
 
 A convolution with stride (sh, sw) reads input pixel (y*sh + i, x*sw + j) for output pixel
 (y, x) and kernel offset (i, j). Writing i = a*sh + p and j = b*sw + q (p < sh, q < sw), the
@@ -244,13 +244,16 @@ def dense_backward(state, gy, need_x, need_w):
 
 
 # -- depthwise strided convolution, one plane at a time ---------------------------------------------
-# Each (image, channel) plane of the input is split into its sw column phases as rows of a small
-# buffer ``[sw, H, Wq]`` (``buf[q, r, b] = x[r, b*sw + q - pl]``, 0 outside the input), which
-# stays in cache; kernel offset (i, j) = (i, bj*sw + q) of output row y then reads the
-# contiguous run ``buf[q, y*sh + i - pt, bj:bj + OW]``: kh*kw contiguous multiply-adds per output
-# row, no padded copy of the input and no layout change. The arrays are addressed by element
-# strides (n, c, row, column), so an NCHW input and a batch-innermost view run the same loop,
-# and the output and the input gradient are written in the input's layout.
+# Each (image, channel) plane of a dense NCHW input is split into its sh*sw polyphase components
+# in a small buffer ``[sh, sw, Hq, Wq]`` that stays in cache (at sw = 2 both column phases of
+# a row in one loop, which compiles to paired vector loads). On the components' padded width
+# Wq, kernel offset (i, j) = (a*sh + p, b*sw + q) is one shift of component (p, q), so the
+# output plane is kh*kw multiply-adds over ``L = (OH-1)*Wq + OW`` contiguous elements (9 for
+# a 3x3 kernel, none on padding taps), its junk columns dropped when the rows are written.
+# The backward pass runs the same shifts: the weight gradient as dot products with the
+# output gradient laid on the padded width, the input gradient as shifted adds into a
+# component buffer that is gathered back into the plane. The output gradient is read
+# through its element strides (n, c, row, column), so a batch-innermost one needs no copy.
 
 @kernel
 def _dw_loop(x, w, g, gx, gw, geom, sx, sg, nco, fwd, need_x, need_w, zero):
@@ -391,49 +394,41 @@ _CHWN = (1, 2, 3, 0)
 
 
 def _flat(a):
-    """``a`` [N, C, H, W] as a flat array and its element strides (n, c, row, column), and the
-    axis order in which it is dense: NCHW or batch-innermost; any other layout is copied to
-    NCHW."""
+    """``a`` [N, C, H, W] as a flat array and its element strides (n, c, row, column), without
+    a copy where it is dense in NCHW or batch-innermost order (else copied to NCHW)."""
     for perm in ((0, 1, 2, 3), _CHWN):
         t = a.transpose(perm)
         if t.flags.c_contiguous:
-            return t.reshape(-1), tuple(s // a.itemsize for s in a.strides), perm
+            return t.reshape(-1), tuple(s // a.itemsize for s in a.strides)
     a = np.ascontiguousarray(a)
-    return a.reshape(-1), tuple(s // a.itemsize for s in a.strides), (0, 1, 2, 3)
-
-
-def _alloc(shape, dtype, perm):
-    """An array [N, C, H, W] of ``shape``, dense in the axis order ``perm``: (view, flat, strides)."""
-    t = np.empty(tuple(shape[i] for i in perm), dtype)
-    a = t.transpose(np.argsort(perm))
-    return a, t.reshape(-1), tuple(s // a.itemsize for s in a.strides)
+    return a.reshape(-1), tuple(s // a.itemsize for s in a.strides)
 
 
 def _plane_forward(x, w, stride, pads, oh, ow):
     """Depthwise convolution of ``x`` [N, C, H, W] with ``w`` [O, 1, kh, kw] (O = C * multiplier)
-    at ``stride``, padding ``pads`` (top, bottom, left, right) by ``_dw_loop``: the output
-    [N, O, OH, OW] in the input's layout (NCHW or batch-innermost) and the state
+    at ``stride``, padding ``pads`` (top, bottom, left, right) by ``_dw_loop``, for a
+    C-contiguous ``x``: the output [N, O, OH, OW] (C-contiguous) and the state
     ``_plane_backward`` needs."""
     n, c, h, wd = x.shape
     o, _, kh, kw = w.shape
     _, _, hq, wq = _geometry(x.shape, w.shape, stride, pads, oh, ow)
-    xf, sx, perm = _flat(x)
+    xf, sx = _flat(x)
     geom = (h, wd, kh, kw, stride[0], stride[1], oh, ow, pads[0], pads[2], hq, wq)
-    y, yf, sy = _alloc((n, o, oh, ow), x.dtype, perm)
+    y = np.empty((n, o, oh, ow), x.dtype)
     wf = np.ascontiguousarray(w, x.dtype).reshape(-1)
-    _dw_loop(xf, wf, yf, xf[:0], np.empty(0), geom, sx, sy, (n, c, o), True, False, False, x.dtype.type(0))
-    return y, (xf, sx, perm, wf, geom, x.shape, w.shape)
+    _dw_loop(xf, wf, y.reshape(-1), xf[:0], np.empty(0), geom, sx, (o * oh * ow, oh * ow, ow, 1), (n, c, o), True,
+             False, False, x.dtype.type(0))
+    return y, (xf, sx, wf, geom, x.shape, w.shape)
 
 
 def _plane_backward(state, gy, need_x, need_w):
     """Gradients of ``_plane_forward`` for the output gradient ``gy`` [N, O, OH, OW]: the
-    input's (in the input's layout) and the weight's, each None unless asked for."""
-    xf, sx, perm, wf, geom, x_shape, w_shape = state
-    gf, sg, _ = _flat(gy.astype(xf.dtype, copy=False))
-    if need_x:
-        gx, gxf, sgx = _alloc(x_shape, xf.dtype, perm)
-    else:
-        gx, gxf = None, xf[:0]
+    input's (C-contiguous) and the weight's, each None unless asked for; ``gy`` in any
+    layout (read through its strides where it is NCHW or batch-innermost)."""
+    xf, sx, wf, geom, x_shape, w_shape = state
+    gf, sg = _flat(gy.astype(xf.dtype, copy=False))
+    gx = np.empty(x_shape, xf.dtype) if need_x else None
+    gxf = gx.reshape(-1) if need_x else xf[:0]
     gw = np.empty(wf.size, np.float64)
     _dw_loop(xf, wf, gf, gxf, gw, geom, sx, sg, (x_shape[0], x_shape[1], w_shape[0]), False, bool(need_x),
              bool(need_w), xf.dtype.type(0))
@@ -446,11 +441,14 @@ PLANE_MIN_OW = 24   # output width from which the per-plane loop beats the batch
 def forward(x, w, stride, pads, oh, ow):
     """Depthwise strided convolution of ``x`` [N, C, H, W] with ``w`` [O, 1, kh, kw] at
     ``stride``, padding ``pads`` (top, bottom, left, right): the output [N, O, OH, OW] and the
-    state ``backward`` needs. Wide outputs (at least ``PLANE_MIN_OW`` columns) go plane by
-    plane in the input's layout (``_dw_loop``); narrower ones over the batch-innermost
-    components, where the rows are N times longer (the per-row overhead of the plane loop
-    made it slower there: 3x3 stride 2, batch 16, 16x16 outputs even, 8x8 2x slower)."""
-    if ow >= PLANE_MIN_OW:
+    state ``backward`` needs. A dense NCHW input with wide outputs (at least ``PLANE_MIN_OW``
+    columns) goes plane by plane (``_dw_loop``, output NCHW); other inputs over the
+    batch-innermost components: narrow outputs, where their rows are N times longer (the
+    per-row overhead of the plane loop made it slower there: 3x3 stride 2, batch 16, 16x16
+    outputs even, 8x8 2x slower), and batch-innermost inputs (the layout the nets' other
+    layers hand on), which the components read without a layout change (the plane loop
+    read them 5% slower in the MobileNet bench)."""
+    if ow >= PLANE_MIN_OW and x.flags.c_contiguous:
         y, state = _plane_forward(x, w, stride, pads, oh, ow)
         return y, (_plane_backward, state)
     y, state = _poly_forward(x, w, stride, pads, oh, ow)
