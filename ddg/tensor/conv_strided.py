@@ -269,7 +269,9 @@ def _dw_loop(x, w, g, gx, gw, geom, sx, sg, nco, fwd, need_x, need_w, zero):
     ln = (oh - 1) * wq + ow
     pq = hq * wq
     half, odd = wd // 2, wd % 2
-    buf = np.empty(sh * sw * pq, x.dtype)
+    # every plane's split writes the same positions of ``buf`` (those of input pixels): the
+    # padding positions are zeroed once here
+    buf = np.zeros(sh * sw * pq, x.dtype)
     gbuf = np.empty(sh * sw * pq, x.dtype)
     acc = np.zeros(ln, x.dtype)   # the output (gradient) on the padded width: junk columns stay 0
     gw[:] = 0.0
@@ -278,7 +280,6 @@ def _dw_loop(x, w, g, gx, gw, geom, sx, sg, nco, fwd, need_x, need_w, zero):
             xb = n * sx[0] + c * sx[1]
             if fwd or need_w:
                 # the plane's components: buf[p, q, a, b] = x[a*sh + p - pt, b*sw + q - pl] (0 outside)
-                buf[:] = zero
                 for r in range(h):
                     p = (r + pt) % sh
                     a = (r + pt) // sh
