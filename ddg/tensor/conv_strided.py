@@ -391,6 +391,7 @@ def _dw_loop(x, w, g, gx, gw, geom, sx, sg, nco, fwd, need_x, need_w, zero):
                         for k in range(xs.shape[0]):
                             xs[k] = grow[k]
 
+
 _CHWN = (1, 2, 3, 0)
 
 
@@ -447,9 +448,9 @@ def forward(x, w, stride, pads, oh, ow):
     batch-innermost components: narrow outputs, where their rows are N times longer (the
     per-row overhead of the plane loop made it slower there; 3x3 stride 2, batch 16, NCHW,
     forward + backward: 16x16 outputs 1.3x faster by planes, 8x8 1.45x slower), and
-    batch-innermost inputs (the layout the nets' other
-    layers hand on), which the components read without a layout change (the plane loop
-    read them 5% slower in the MobileNet bench)."""
+    batch-innermost inputs (the layout the nets' other layers hand on), which the
+    components read without a layout change (the plane loop read them 5% slower in the
+    MobileNet bench)."""
     if ow >= PLANE_MIN_OW and x.flags.c_contiguous:
         y, state = _plane_forward(x, w, stride, pads, oh, ow)
         return y, (_plane_backward, state)
