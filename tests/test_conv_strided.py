@@ -1,7 +1,8 @@
 """Strided depthwise convolution (``ddg.tensor.conv_strided``, the per-plane loop and the
-batch-innermost polyphase components): the path is taken, forward against the float64 loop reference in both input layouts,
-backward against central differences, second order through ``backward_graph``, half
-precision through the float32 path."""
+batch-innermost polyphase components, each test run with both): the path is taken, forward
+against the float64 loop reference in both input layouts, backward against central
+differences, second order through ``backward_graph``, half precision through the float32
+path."""
 import numpy as np
 import pytest
 
