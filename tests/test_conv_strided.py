@@ -1,7 +1,8 @@
-"""Strided depthwise convolution by polyphase components (``ddg.tensor.conv_strided``):
-the path is taken, forward against the float64 loop reference in both input layouts,
-backward against central differences, second order through ``backward_graph``, half
-precision through the float32 path."""
+"""Strided depthwise convolution (``ddg.tensor.conv_strided``, the per-plane loop and the
+batch-innermost polyphase components, each test run with both): the path is taken, forward
+against the float64 loop reference in both input layouts, backward against central
+differences, second order through ``backward_graph``, half precision through the float32
+path."""
 import numpy as np
 import pytest
 
@@ -18,15 +19,30 @@ def T(a, grad=False, dtype="float64"):
     return ddg.to_tensor(np.asarray(a, dtype=dtype), stop_gradient=not grad)
 
 
-@pytest.fixture
-def spy(monkeypatch):
+@pytest.fixture(params=["plane", "components"])
+def spy(monkeypatch, request):
+    """Records the strided depthwise path's calls, with the small test shapes sent to the
+    per-plane loop or to the batch-innermost components (each test runs with both)."""
     calls = []
     orig = conv_strided.forward
+    inner = "_plane_forward" if request.param == "plane" else "_poly_forward"
+    orig_inner = getattr(conv_strided, inner)
+    taken = []
 
     def forward(*a):
         calls.append(a[0].shape)
-        return orig(*a)
+        n = len(taken)
+        out = orig(*a)
+        # the plane loop takes dense NCHW inputs only
+        assert len(taken) == n + (request.param == "components" or a[0].flags.c_contiguous), "path not taken"
+        return out
+
+    def spy_inner(*a):
+        taken.append(1)
+        return orig_inner(*a)
     monkeypatch.setattr(conv_strided, "forward", forward)
+    monkeypatch.setattr(conv_strided, inner, spy_inner)
+    monkeypatch.setattr(conv_strided, "PLANE_MIN_OW", 0 if request.param == "plane" else 10 ** 9)
     return calls
 
 
@@ -69,7 +85,9 @@ def test_polyphase_forward_and_input_gradient_in_both_layouts(spy, xs, mult, k, 
             (y * T(gy, dtype=dt)).sum().backward()
             gx = leaf.grad.numpy()
             np.testing.assert_allclose(back(gx), gx_ref, rtol=0, atol=tol * np.abs(gx_ref).max())
-            np.testing.assert_allclose(bt.grad.numpy(), gy.sum(axis=(0, 2, 3)), rtol=1e-6)
+            # the bias gradient: a sum of float32 values, compared relative to their magnitudes
+            np.testing.assert_allclose(bt.grad.numpy(), gy.sum(axis=(0, 2, 3)), rtol=0,
+                                       atol=tol * np.abs(gy).sum(axis=(0, 2, 3)).max())
     assert len(spy) == 4
 
 
@@ -194,3 +212,22 @@ def test_dense_components_chosen_by_shape():
     assert not conv_strided.dense_usable(x, np.zeros((8, 2, 4, 4), np.float32), 2, (2, 2), (1, 1), 16, 16)
     assert not conv_strided.dense_usable(x.astype(np.float16), w.astype(np.float16), 1, (2, 2), (1, 1), 16, 16)
     assert not conv_strided.dense_usable(x, w, 1, (1, 1), (1, 1), 16, 16)
+
+
+def test_plane_loop_reads_any_output_gradient_layout():
+    # an NCHW input goes plane by plane; its backward reads a batch-innermost output gradient
+    # through its strides and copies any other layout: the same gradients each way
+    x, w = RNG.standard_normal((3, 2, 9, 8)), RNG.standard_normal((4, 1, 3, 3))
+    y, state = conv_strided._plane_forward(x, w, (2, 2), (1, 1, 1, 1), 5, 4)
+    np.testing.assert_allclose(y, ref_conv2d(x, w, None, (2, 2), (1, 1, 1, 1), (1, 1), 2), rtol=0, atol=1e-12)
+    gy = RNG.standard_normal(y.shape)
+    gx, gw = conv_strided._plane_backward(state, gy, True, True)
+    for g in (np.ascontiguousarray(gy.transpose(1, 2, 3, 0)).transpose(3, 0, 1, 2), np.asfortranarray(gy)):
+        gx2, gw2 = conv_strided._plane_backward(state, g, True, True)
+        np.testing.assert_allclose(gx2, gx, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(gw2, gw, rtol=0, atol=1e-12)
+    assert conv_strided._plane_backward(state, gy, False, True)[0] is None
+    gx3, gw3 = conv_strided._plane_backward(state, gy, True, False)
+    assert gw3 is None
+    np.testing.assert_allclose(gx3, gx, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(conv_strided._plane_backward(state, gy, False, True)[1], gw, rtol=0, atol=1e-12)
