@@ -34,6 +34,7 @@ import warnings
 
 import numpy as np
 
+from ..autograd.ops.embedding import forget_sparse_rows
 from ..regularizer import WeightDecayRegularizer, _to_regularizer
 from ..tensor import backend
 from ..tensor.tensor import Tensor
@@ -377,10 +378,7 @@ class Optimizer:
     def clear_grad(self, set_to_zero=True):
         """Zero every parameter's gradient in place (or drop it with set_to_zero=False)."""
         params = self._parameter_list or ()
-        for p in params:   # the rows recorded by sparse embedding lookups (see Adam's lazy_mode)
-            d = getattr(p, "__dict__", None)
-            if d:
-                d.pop("_sparse_rows", None)
+        forget_sparse_rows(params)   # the rows sparse embedding lookups recorded (Adam's lazy_mode)
         if set_to_zero and self._flat:
             # gradients the fused step adopted into flat storage: one fill per buffer
             done = set()

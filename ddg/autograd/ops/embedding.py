@@ -19,6 +19,8 @@ sparse result (see ``ddg/optimizer/adam.py``). Under ``DataParallel`` the reduce
 rank's record by the union over ranks after the all-reduce, as Paddle gathers sparse
 gradients' rows, so every rank updates the same rows.
 """
+import weakref
+
 import numpy as np
 
 from ...tensor import backend
@@ -86,7 +88,13 @@ def _note_rows(edge, ids, pad):
         rows = rows[rows != pad]
     old = d.get("_sparse_rows")
     d["_sparse_rows"] = xp.unique(rows if old is None else xp.concatenate([old, rows]))
-    d["_sparse_lookup"] = True      # lasting mark: the data-parallel reducer unites the records
+    _MARKED[id(edge[0])] = edge[0]   # lasting mark: the data-parallel reducer unites the records
+
+
+#: the parameters sparse lookups have recorded rows on (by id; a Tensor's ``==`` is
+#: elementwise, so not a set of Tensors). Empty in a job without sparse embeddings, which
+#: lets the per-step hooks below return at once.
+_MARKED = weakref.WeakValueDictionary()
 
 
 def unite_sparse_rows(params, comm):
@@ -94,7 +102,9 @@ def unite_sparse_rows(params, comm):
     marked by the union of all ranks' records (one ``allgather_object`` when any is marked).
     Every rank must call it with the same parameters at the same point: the mark is set by
     the same backward on every rank (a rank without lookups this step contributes none)."""
-    marked = [p for p in params if getattr(p, "__dict__", {}).get("_sparse_lookup")]
+    if not _MARKED:
+        return
+    marked = [p for p in params if id(p) in _MARKED]
     if not marked:
         return
     mine = [None if sparse_rows(p) is None else backend.to_host(sparse_rows(p)) for p in marked]
@@ -113,7 +123,11 @@ def sparse_rows(param):
     return None if d is None else d.get("_sparse_rows")
 
 
-def clear_sparse_rows(param):
-    d = getattr(param, "__dict__", None)
-    if d is not None:
-        d.pop("_sparse_rows", None)
+def forget_sparse_rows(params):
+    """Drops the row records of ``params`` (an optimizer's ``clear_grad``); nothing to do, and
+    no loop over the parameters, in a job without sparse lookups."""
+    if not _MARKED:
+        return
+    for p in params:
+        if id(p) in _MARKED:
+            p.__dict__.pop("_sparse_rows", None)
