@@ -103,9 +103,6 @@ def _slab_wgrad(cols, gm, w_shape, d0, od):
 # [O, OH, OW, OD, N] (ConvNd hands it out as a transposed view). 4x fewer multiply-adds than the
 # columns' product, and the products have C*kd (not C) as their inner dimension. The
 # transposed convolutions with a kernel of twice the stride take it too (see below).
-def _wino_helpers():
-    """The F(4x4, 3x3) weight-transform matrix and the weight transform and its adjoint."""
-    return WINO4_G, wino_weight, wino_weight_adjoint
 
 
 def _hwd(a, lead, extent):
@@ -146,8 +143,7 @@ def _wino3_products(x, w, pads, dd, o):
         vd = np.ascontiguousarray(np.lib.stride_tricks.as_strided(
             v, (36, c, kd, th * tw, od, n), (st[0], st[1], st[3] * dd, st[2], st[3], st[4])))
         vd = vd.reshape(36, c * kd, -1)
-    wino_g, wino_weight, _ = _wino_helpers()
-    u = wino_weight(w.reshape(o_n, c * kd, 3, 3), wino_g)                     # [36, O, C*kd]
+    u = wino_weight(w.reshape(o_n, c * kd, 3, 3), WINO4_G)                     # [36, O, C*kd]
     m = np.matmul(u, vd).reshape(6, 6, o_n, th, tw, od * n)
     return m, (vd, u, x.shape, (c, hp, wp, dp, n), tuple(pads), dd, kd, th, tw)
 
@@ -171,8 +167,7 @@ def _wino3_backward_products(gm, state, need_x, need_w):
     gx = gw = None
     if need_w:
         gu = np.matmul(gm, vd.transpose(0, 2, 1))                             # [36, O, C*kd]
-        wino_g, _, wino_weight_adjoint = _wino_helpers()
-        gw = wino_weight_adjoint(gu, o_n, c * kd, wino_g).reshape(o_n, c, kd, 3, 3)
+        gw = wino_weight_adjoint(gu, o_n, c * kd, WINO4_G).reshape(o_n, c, kd, 3, 3)
     if need_x:
         gvd = np.matmul(u.transpose(0, 2, 1), gm).reshape(36, c, kd, th * tw, od, n)
         if kd == 1 and od == dp:
