@@ -579,7 +579,9 @@ def test_grouped_winograd_chosen_by_shape_float32_error_bound():
     x = RNG.standard_normal((2, 32, 12, 10))
     w = RNG.standard_normal((32, 16, 3, 3)) / np.sqrt(9 * 16)
     assert CV._use_grouped_winograd(x.astype(np.float32), w.astype(np.float32), (1, 1), (1, 1), 2, (1, 1, 1, 1))
-    assert not CV._use_grouped_winograd(x[:, :16], w[:16, :8], (1, 1), (1, 1), 2, (1, 1, 1, 1))
+    assert CV._use_grouped_winograd(x[:, :16].astype(np.float32), w[:16, :8].astype(np.float32), (1, 1), (1, 1), 2,
+                                    (1, 1, 1, 1))   # 8 channels per group
+    assert not CV._use_grouped_winograd(x[:, :8], w[:8, :4], (1, 1), (1, 1), 2, (1, 1, 1, 1))   # 4: plane loop
     got = {}
     for dt in ("float32", "float64"):
         X, W = T(x, True, dt), T(w, True, dt)
