@@ -104,6 +104,45 @@ def test_stride1_plane_path_in_both_layouts(groups, mult):
     assert gradcheck(lambda x, w: F.conv2d(x.transpose([3, 0, 1, 2]), w, None, 1, 1, (1, 2), groups), [c, wt])
 
 
+@pytest.mark.parametrize("c,o,k,pads,dil", [(3, 5, (3, 3), (1, 1, 1, 1), (1, 1)), (1, 4, (5, 3), (2, 1, 0, 2), (1, 2)),
+                                            (8, 3, (3, 3), (2, 2, 2, 2), (2, 2))])
+def test_few_channel_dense_conv_on_the_plane_loop(c, o, k, pads, dil, monkeypatch):
+    # one group, few input channels: the whole-plane loop forced on small float64 shapes
+    # (both layouts), against the reference and central differences
+    import ddg.autograd.ops.conv as CV
+    monkeypatch.setattr(CV, "_few_channels_plane", lambda *a: True)
+    x, w, b = RNG.standard_normal((2, c, 5, 6)), RNG.standard_normal((o, c) + k), RNG.standard_normal(o)
+    ref = ref_conv2d(x, w, b, (1, 1), pads, dil, 1)
+    for leaf, inp, back in _layouts(x, "float64"):
+        op = CV.Conv2d((1, 1), pads, dil, 1)
+        y = op(inp, T(w), T(b))
+        assert op.plane is not None
+        np.testing.assert_allclose(y.numpy(), ref, rtol=1e-12, atol=1e-12)
+    ts = [T(x[:1], True), T(w, True), T(b, True)]
+    assert gradcheck(lambda *a: CV.Conv2d((1, 1), pads, dil, 1)(*a), ts, atol=1e-6, rtol=1e-5)
+    assert gradgradcheck(lambda x, w: ddg.tanh(CV.Conv2d((1, 1), pads, dil, 1)(x, w)), ts[:2])
+
+
+@pytest.mark.parametrize("c,o,hw,plane", [(3, 16, 16, True), (8, 8, 32, True), (4, 8, 16, False), (8, 8, 24, False),
+                                          (12, 8, 32, False)])
+def test_few_channel_dense_conv_chosen_by_shape_float32(c, o, hw, plane):
+    # the shapes that take the plane loop, and float32 values and gradients equal to the
+    # float64 reference within float32 round-off
+    import ddg.autograd.ops.conv as CV
+    x, w = RNG.standard_normal((2, c, hw, hw)), RNG.standard_normal((o, c, 3, 3)) / np.sqrt(9 * c)
+    X, W = T(x, True, "float32"), T(w, True, "float32")
+    op = CV.Conv2d((1, 1), (1, 1, 1, 1), (1, 1), 1)
+    y = op(X, W)
+    assert (op.plane is not None) == plane
+    g = np.cos(np.arange(y.size)).reshape(y.shape)
+    (y * T(g, dtype="float32")).sum().backward()
+    X64, W64 = T(x, True), T(w, True)
+    y64 = F.conv2d(X64, W64, None, 1, 1)
+    (y64 * T(g)).sum().backward()
+    for a, r in ((y.numpy(), y64.numpy()), (X.grad.numpy(), X64.grad.numpy()), (W.grad.numpy(), W64.grad.numpy())):
+        assert np.abs(a - r).max() <= 2e-6 * np.abs(r).max()
+
+
 def test_pointwise_conv_in_both_layouts_and_inplace_guard():
     # 1x1 stride-1: one product per sample on an NCHW input, one over the whole
     # batch-innermost image otherwise; same values and gradients either way
