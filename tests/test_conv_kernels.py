@@ -134,6 +134,9 @@ def test_few_channel_dense_conv_chosen_by_shape_float32(c, o, hw, plane):
     op = CV.Conv2d((1, 1), (1, 1, 1, 1), (1, 1), 1)
     y = op(X, W)
     assert (op.plane is not None) == plane
+    op_first_layer = CV.Conv2d((1, 1), (1, 1, 1, 1), (1, 1), 1)
+    op_first_layer(T(x, False, "float32"), W)
+    assert op_first_layer.plane is None   # no input gradient: im2col
     g = np.cos(np.arange(y.size)).reshape(y.shape)
     (y * T(g, dtype="float32")).sum().backward()
     X64, W64 = T(x, True), T(w, True)

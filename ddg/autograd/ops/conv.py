@@ -278,15 +278,18 @@ def _use_grouped_winograd(x, w, stride, dilation, groups, pads):
             and max(pads) <= 2 and min(cg, o // groups) >= 8 and min(oh, ow) >= 8 and K.usable(x, w))
 
 
-def _few_channels_plane(c, oh, ow, stride):
+def _few_channels_plane(c, oh, ow, stride, x_grad):
     """Whether a one-group stride-1 convolution with ``c`` input channels runs the whole-plane
-    loop: im2col's columns are kh*kw times the image and its products have c*kh*kw as their
-    inner dimension, so with few channels the columns' memory traffic is most of the time.
-    Forward + backward, plane loop / im2col time (batch 16-64, 3x3 and 5x5, 1-64 output
-    channels): 0.25-0.55 at 1-3 channels from 16x16 outputs on, 0.7-0.9 at 8 channels from
-    32x32 on; smaller outputs (1.2 at 8 channels 24x24, 2-2.7 at 8x8) keep im2col."""
+    loop. With few channels im2col's input gradient (a product with c*kh*kw rows, then
+    col2im over columns kh*kw times the image) is most of its time, so the loop pays when
+    the input needs a gradient: forward + backward, plane loop / im2col time (batch 16-64,
+    3x3 and 5x5, 1-64 output channels) 0.25-0.55 at 1-3 channels from 16x16 outputs on,
+    0.7-0.9 at 8 channels from 32x32 on; smaller outputs (1.2 at 8 channels 24x24, 2-2.7 at
+    8x8) keep im2col. Without an input gradient (a network's first layer) im2col's forward
+    and weight gradient ran faster (the loop 0.9-1.6x its time)."""
     pixels = oh * ow
-    return tuple(stride) == (1, 1) and c <= 8 and (pixels >= 900 or (c <= 3 and pixels >= 256))
+    return (x_grad and tuple(stride) == (1, 1) and c <= 8
+            and (pixels >= 900 or (c <= 3 and pixels >= 256)))
 
 
 def _use_phases(x, w, stride, dilation, groups, pads):
@@ -499,7 +502,8 @@ class Conv2d(Function):
             return self._forward_phases(x, w, b)
         if _use_grouped_winograd(x, w, self.stride, self.dilation, g, self.pads):
             return self._forward_grouped_winograd(x, w, b, oh, ow)
-        if g == 1 and _few_channels_plane(cg, oh, ow, self.stride) and K.usable(x, w, *b):
+        if g == 1 and _few_channels_plane(cg, oh, ow, self.stride, getattr(self, "needs", (False,))[0]) \
+                and K.usable(x, w, *b):
             return self._forward_plane(x, w, b, oh, ow)
         if g > 1 and cg <= 8 and K.usable(x, w, *b):
             # depthwise and narrow groups: the compiled direct loop (per output row cg*kh*kw
