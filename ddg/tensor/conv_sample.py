@@ -73,11 +73,13 @@ def usable(x, w, groups):
 
 def pays(x, w, groups, oh, ow, x_grad):
     """Whether the convolution takes this path: a network's first layer (an input without
-    gradient, at most 4 channels, outputs of at least 16x16), where it ran 0.3-0.9x the time
+    gradient, at most 4 channels, outputs of at least 32x32), where it ran 0.3-0.9x the time
     of the batch-innermost im2col (forward + weight gradient, 1-3 channels, 3x3 to 7x7
-    stride 1-2, 28-128 px). Inputs that need a gradient with few channels go to the
-    whole-plane loop instead, wider ones to the paths built for them."""
-    return not x_grad and x.shape[1] <= 4 and oh * ow >= 256 and usable(x, w, groups)
+    stride 1-2, 32-128 px). On smaller outputs the per-sample calls cost more than they save
+    (LeNet's 1 -> 6 channel 5x5 on 24x24 outputs, batch 64: 1.5x). Inputs that need a
+    gradient with few channels go to the whole-plane loop instead, wider ones to the paths
+    built for them."""
+    return not x_grad and x.shape[1] <= 4 and oh * ow >= 1024 and usable(x, w, groups)
 
 
 def forward(x, w, b, stride, pads, dilation, oh, ow):
