@@ -104,6 +104,94 @@ def test_stride1_plane_path_in_both_layouts(groups, mult):
     assert gradcheck(lambda x, w: F.conv2d(x.transpose([3, 0, 1, 2]), w, None, 1, 1, (1, 2), groups), [c, wt])
 
 
+@pytest.mark.parametrize("c,o,k,pads,dil", [(3, 5, (3, 3), (1, 1, 1, 1), (1, 1)), (1, 4, (5, 3), (2, 1, 0, 2), (1, 2)),
+                                            (8, 3, (3, 3), (2, 2, 2, 2), (2, 2))])
+def test_few_channel_dense_conv_on_the_plane_loop(c, o, k, pads, dil, monkeypatch):
+    # one group, few input channels: the whole-plane loop forced on small float64 shapes
+    # (both layouts), against the reference and central differences
+    import ddg.autograd.ops.conv as CV
+    monkeypatch.setattr(CV, "_few_channels_plane", lambda *a: True)
+    x, w, b = RNG.standard_normal((2, c, 5, 6)), RNG.standard_normal((o, c) + k), RNG.standard_normal(o)
+    ref = ref_conv2d(x, w, b, (1, 1), pads, dil, 1)
+    for leaf, inp, back in _layouts(x, "float64"):
+        op = CV.Conv2d((1, 1), pads, dil, 1)
+        y = op(inp, T(w), T(b))
+        assert op.plane is not None
+        np.testing.assert_allclose(y.numpy(), ref, rtol=1e-12, atol=1e-12)
+    ts = [T(x[:1], True), T(w, True), T(b, True)]
+    assert gradcheck(lambda *a: CV.Conv2d((1, 1), pads, dil, 1)(*a), ts, atol=1e-6, rtol=1e-5)
+    assert gradgradcheck(lambda x, w: ddg.tanh(CV.Conv2d((1, 1), pads, dil, 1)(x, w)), ts[:2])
+
+
+@pytest.mark.parametrize("c,o,hw,plane", [(3, 16, 16, True), (8, 8, 32, True), (4, 8, 16, False), (8, 8, 24, False),
+                                          (12, 8, 32, False)])
+def test_few_channel_dense_conv_chosen_by_shape_float32(c, o, hw, plane):
+    # the shapes that take the plane loop, and float32 values and gradients equal to the
+    # float64 reference within float32 round-off
+    import ddg.autograd.ops.conv as CV
+    x, w = RNG.standard_normal((2, c, hw, hw)), RNG.standard_normal((o, c, 3, 3)) / np.sqrt(9 * c)
+    X, W = T(x, True, "float32"), T(w, True, "float32")
+    op = CV.Conv2d((1, 1), (1, 1, 1, 1), (1, 1), 1)
+    y = op(X, W)
+    assert (op.plane is not None) == plane
+    op_first_layer = CV.Conv2d((1, 1), (1, 1, 1, 1), (1, 1), 1)
+    op_first_layer(T(x, False, "float32"), W)
+    assert op_first_layer.plane is None   # no input gradient: im2col
+    g = np.cos(np.arange(y.size)).reshape(y.shape)
+    (y * T(g, dtype="float32")).sum().backward()
+    X64, W64 = T(x, True), T(w, True)
+    y64 = F.conv2d(X64, W64, None, 1, 1)
+    (y64 * T(g)).sum().backward()
+    for a, r in ((y.numpy(), y64.numpy()), (X.grad.numpy(), X64.grad.numpy()), (W.grad.numpy(), W64.grad.numpy())):
+        assert np.abs(a - r).max() <= 2e-6 * np.abs(r).max()
+
+
+@pytest.mark.parametrize("c,o,k,stride,pads,dil", [(3, 4, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),
+                                                 (1, 2, (5, 3), (2, 1), (2, 0, 1, 3), (1, 2)),
+                                                 (2, 3, (7, 7), (2, 2), (3, 3, 3, 3), (1, 1)),
+                                                 (4, 5, (2, 3), (3, 2), (0, 1, 4, 0), (2, 1))])
+def test_per_sample_columns_path_forward_and_gradients(c, o, k, stride, pads, dil, monkeypatch):
+    # the per-sample NCHW columns path (conv_sample) forced on small float64 shapes: values
+    # against the reference, the weight and bias gradients against central differences and
+    # second order (the path serves inputs without gradient)
+    import ddg.autograd.ops.conv as CV
+    from ddg.tensor import conv_sample
+    monkeypatch.setattr(conv_sample, "pays", lambda x, w, g, *a: conv_sample.usable(x, w, g))
+    monkeypatch.setattr(conv_sample, "CHUNK", 7)    # several column blocks per sample
+    x, w, b = RNG.standard_normal((2, c, 9, 8)), RNG.standard_normal((o, c) + k), RNG.standard_normal(o)
+    op = CV.Conv2d(stride, pads, dil, 1)
+    y = op(T(x), T(w), T(b))
+    assert op.poly is not None and op.poly[0] is conv_sample.backward
+    np.testing.assert_allclose(y.numpy(), ref_conv2d(x, w, b, stride, pads, dil, 1), rtol=1e-12, atol=1e-12)
+    xc = T(x)
+    assert gradcheck(lambda w, b: CV.Conv2d(stride, pads, dil, 1)(xc, w, b), [T(w, True), T(b, True)],
+                     atol=1e-6, rtol=1e-5)
+    assert gradgradcheck(lambda w: ddg.tanh(CV.Conv2d(stride, pads, dil, 1)(xc, w)), [T(w, True)])
+    with pytest.raises(RuntimeError, match="conv_sample"):
+        conv_sample.backward(op.poly[1], np.ones(y.shape), True, True)
+
+
+@pytest.mark.parametrize("c,hw,k,stride,taken", [(3, 32, 3, 1, True), (1, 36, 5, 1, True), (3, 64, 7, 2, True),
+                                                 (1, 28, 5, 1, False), (3, 8, 3, 1, False), (8, 32, 3, 1, False)])
+def test_per_sample_columns_path_chosen_for_first_layers_float32(c, hw, k, stride, taken):
+    # an input without gradient and few channels takes the per-sample path; float32 values
+    # and the weight gradient equal the float64 reference within round-off
+    import ddg.autograd.ops.conv as CV
+    from ddg.tensor import conv_sample
+    x, w = RNG.standard_normal((3, c, hw, hw)), RNG.standard_normal((6, c, k, k)) / np.sqrt(c * k * k)
+    W = T(w, True, "float32")
+    op = CV.Conv2d((stride, stride), (k // 2,) * 4, (1, 1), 1)
+    y = op(T(x, False, "float32"), W)
+    assert (op.poly is not None and op.poly[0] is conv_sample.backward) == taken
+    g = np.cos(np.arange(y.size)).reshape(y.shape)
+    (y * T(g, dtype="float32")).sum().backward()
+    W64 = T(w, True)
+    y64 = F.conv2d(T(x), W64, None, stride, k // 2)
+    (y64 * T(g)).sum().backward()
+    for a, r in ((y.numpy(), y64.numpy()), (W.grad.numpy(), W64.grad.numpy())):
+        assert np.abs(a - r).max() <= 2e-6 * np.abs(r).max()
+
+
 def test_pointwise_conv_in_both_layouts_and_inplace_guard():
     # 1x1 stride-1: one product per sample on an NCHW input, one over the whole
     # batch-innermost image otherwise; same values and gradients either way
@@ -579,7 +667,9 @@ def test_grouped_winograd_chosen_by_shape_float32_error_bound():
     x = RNG.standard_normal((2, 32, 12, 10))
     w = RNG.standard_normal((32, 16, 3, 3)) / np.sqrt(9 * 16)
     assert CV._use_grouped_winograd(x.astype(np.float32), w.astype(np.float32), (1, 1), (1, 1), 2, (1, 1, 1, 1))
-    assert not CV._use_grouped_winograd(x[:, :16], w[:16, :8], (1, 1), (1, 1), 2, (1, 1, 1, 1))
+    assert CV._use_grouped_winograd(x[:, :16].astype(np.float32), w[:16, :8].astype(np.float32), (1, 1), (1, 1), 2,
+                                    (1, 1, 1, 1))   # 8 channels per group
+    assert not CV._use_grouped_winograd(x[:, :8], w[:8, :4], (1, 1), (1, 1), 2, (1, 1, 1, 1))   # 4: plane loop
     got = {}
     for dt in ("float32", "float64"):
         X, W = T(x, True, dt), T(w, True, dt)

@@ -223,6 +223,34 @@ def test_cross_entropy_wide_rows_extreme_logits_against_float64(dtype):
     np.testing.assert_allclose(xd.grad.numpy(), gref, rtol=tol, atol=tol * 10)
 
 
+@pytest.mark.parametrize("classes", [1, 5, 8, 13, 67])
+def test_cross_entropy_row_max_at_every_lane_and_in_the_tail(classes):
+    # the row maximum is found over eight interleaved lanes plus a tail: put the largest
+    # logit (far above the rest: shifted by a wrong maximum, exp would saturate) at every
+    # position
+    rows = classes
+    x = np.random.default_rng(3).standard_normal((rows, classes)).astype(np.float32)
+    x[np.arange(rows), np.arange(rows)] = 200.0
+    y = np.arange(rows) % classes
+    xd = ddg.to_tensor(x, stop_gradient=False)
+    per = nn.functional.cross_entropy(xd, ddg.to_tensor(y), reduction="none")
+    per.sum().backward()
+    x64 = x.astype(np.float64)
+    logp = x64 - x64.max(1, keepdims=True)
+    logp -= np.log(np.exp(logp).sum(1, keepdims=True))
+    np.testing.assert_allclose(per.numpy().reshape(rows), -logp[np.arange(rows), y], rtol=2e-6, atol=2e-6)
+    np.testing.assert_allclose(xd.grad.numpy(), np.exp(logp) - np.eye(classes)[y], rtol=2e-6, atol=2e-5)
+
+
+def test_cross_entropy_nan_logit_gives_nan_loss_for_its_row_only():
+    x = np.random.default_rng(4).standard_normal((3, 21)).astype(np.float32)
+    x[0, 0] = np.nan
+    x[1, 17] = np.nan
+    per = nn.functional.cross_entropy(ddg.to_tensor(x), ddg.to_tensor(np.array([3, 3, 3])), reduction="none")
+    out = per.numpy().reshape(3)
+    assert np.isnan(out[0]) and np.isnan(out[1]) and np.isfinite(out[2])
+
+
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_nll_loss_weights_ignore_index_images_and_second_order(reduction):
     rng = np.random.default_rng(8)

@@ -54,7 +54,7 @@ from ...tensor.dtypes import upcast
 from ..function import Function
 from ..higher import linear_backward_graph, live_input
 from ...tensor import conv_kernels as K
-from ...tensor import conv_strided
+from ...tensor import conv_sample, conv_strided
 from ...tensor.winograd import (WINO4_AT as _WINO4_AT, WINO4_BT as _WINO4_BT, WINO4_G as _WINO4_G,  # noqa: F401
                                  wino_weight as _wino_weight, wino_weight_adjoint as _wino_weight_adjoint)
 from ...tensor.conv_phase import phases_pay
@@ -268,13 +268,28 @@ def _wino_tile(x, w, oh, ow):
 def _use_grouped_winograd(x, w, stride, dilation, groups, pads):
     """Whether a grouped 3x3 stride-1 convolution runs as Winograd per group
     (``Conv2d._forward_grouped_winograd``): numpy float32/float64, more than one group, at
-    least 16 input and output channels per group (fewer go to the direct loop or make tile
-    products too small for BLAS), padding within the kernel, an output of at least 8x8."""
+    least 8 input and output channels per group (fewer go to the whole-plane loop: at 4 per
+    group the tile products are too small for BLAS and Winograd ran 1.0-1.5x the loop's
+    time; at 8 it ran 0.3-0.8x), padding within the kernel, an output of at least 8x8."""
     o, cg, kh, kw = w.shape
     n, _, h, wd = x.shape
     oh, ow = h + pads[0] + pads[1] - 2, wd + pads[2] + pads[3] - 2
     return (groups > 1 and kh == kw == 3 and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1)
-            and max(pads) <= 2 and min(cg, o // groups) >= 16 and min(oh, ow) >= 8 and K.usable(x, w))
+            and max(pads) <= 2 and min(cg, o // groups) >= 8 and min(oh, ow) >= 8 and K.usable(x, w))
+
+
+def _few_channels_plane(c, oh, ow, stride, x_grad):
+    """Whether a one-group stride-1 convolution with ``c`` input channels runs the whole-plane
+    loop. With few channels im2col's input gradient (a product with c*kh*kw rows, then
+    col2im over columns kh*kw times the image) is most of its time, so the loop pays when
+    the input needs a gradient: forward + backward, plane loop / im2col time (batch 16-64,
+    3x3 and 5x5, 1-64 output channels) 0.25-0.55 at 1-3 channels from 16x16 outputs on,
+    0.7-0.9 at 8 channels from 32x32 on; smaller outputs (1.2 at 8 channels 24x24, 2-2.7 at
+    8x8) keep im2col. Without an input gradient (a network's first layer) im2col's forward
+    and weight gradient ran faster (the loop 0.9-1.6x its time)."""
+    pixels = oh * ow
+    return (x_grad and tuple(stride) == (1, 1) and c <= 8
+            and (pixels >= 900 or (c <= 3 and pixels >= 256)))
 
 
 def _use_phases(x, w, stride, dilation, groups, pads):
@@ -487,6 +502,9 @@ class Conv2d(Function):
             return self._forward_phases(x, w, b)
         if _use_grouped_winograd(x, w, self.stride, self.dilation, g, self.pads):
             return self._forward_grouped_winograd(x, w, b, oh, ow)
+        if g == 1 and _few_channels_plane(cg, oh, ow, self.stride, getattr(self, "needs", (False,))[0]) \
+                and K.usable(x, w, *b):
+            return self._forward_plane(x, w, b, oh, ow)
         if g > 1 and cg <= 8 and K.usable(x, w, *b):
             # depthwise and narrow groups: the compiled direct loop (per output row cg*kh*kw
             # multiply-adds of contiguous rows) instead of per-group products with a few-row
@@ -514,6 +532,11 @@ class Conv2d(Function):
             self.poly = (conv_strided.dense_backward, state)
             if b:
                 y += b[0].reshape(1, o, 1, 1)
+            self.w, self.x = w, x
+            return y
+        if conv_sample.pays(x, w, g, oh, ow, getattr(self, "needs", (False,))[0]):
+            y, state = conv_sample.forward(x, w, b[0] if b else None, self.stride, self.pads, self.dilation, oh, ow)
+            self.poly = (conv_sample.backward, state)
             self.w, self.x = w, x
             return y
         xpad = _pad_input(x, self.pads)
