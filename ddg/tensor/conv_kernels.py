@@ -116,29 +116,39 @@ def _plane_fwd(x, w, y, acc, geom):
     (batch-innermost images are B = 1, NCHW ones N = 1); ``acc`` a scratch plane of
     ``L = (OH-1)*Wp*N + OW*N`` elements. The output is accumulated on the padded width
     (output pixel (oy, ox) at ``(oy*Wp + ox)*N``), where every kernel offset is one shift of
-    the whole input plane: per offset one multiply-add over ``L`` contiguous elements (in
-    chunks that stay in cache), the ``Wp - OW`` junk columns of each row dropped when the
-    rows are copied into ``y``. ``geom`` = (B, C, Hp, Wp, N, O, OH, OW, kh, kw, dh, dw, og,
-    cg)."""
+    the whole input plane. Each three offsets of a kernel row are one pass over ``L``
+    contiguous elements (in chunks that stay in cache) adding three shifted products (a
+    row's last kw % 3 offsets one pass each); the
+    ``Wp - OW`` junk columns of each row are dropped when the rows are copied into ``y``.
+    ``geom`` = (B, C, Hp, Wp, N, O, OH, OW, kh, kw, dh, dw, og, cg)."""
     nb, c_n, hp, wp, n, o_n, oh, ow, kh, kw, dh, dw, og, cg = geom
     rw = wp * n
     row = ow * n
     ln = (oh - 1) * rw + row
+    d1 = dw * n
     for b in range(nb):
         xb = b * c_n * hp * rw
         for o in range(o_n):
             c0 = (o // og) * cg
             for s0 in range(0, ln, _PLANE_CHUNK):
-                s1 = min(s0 + _PLANE_CHUNK, ln)
-                a = acc[s0:s1]
+                m = min(s0 + _PLANE_CHUNK, ln) - s0
+                a = acc[s0:s0 + m]
                 a[:] = 0.0
                 for q in range(cg):
                     for i in range(kh):
-                        for j in range(kw):
-                            wv = w[((o * cg + q) * kh + i) * kw + j]
-                            off = xb + (c0 + q) * hp * rw + i * dh * rw + j * dw * n + s0
-                            xr = x[off:off + s1 - s0]
-                            for k in range(s1 - s0):
+                        t = ((o * cg + q) * kh + i) * kw
+                        off = xb + (c0 + q) * hp * rw + i * dh * rw + s0
+                        for j in range(0, kw - 2, 3):
+                            w0, w1, w2 = w[t + j], w[t + j + 1], w[t + j + 2]
+                            x0 = x[off + j * d1:off + j * d1 + m]
+                            x1 = x[off + (j + 1) * d1:off + (j + 1) * d1 + m]
+                            x2 = x[off + (j + 2) * d1:off + (j + 2) * d1 + m]
+                            for k in range(m):
+                                a[k] += w0 * x0[k] + w1 * x1[k] + w2 * x2[k]
+                        for j in range(kw - kw % 3, kw):
+                            wv = w[t + j]
+                            xr = x[off + j * d1:off + j * d1 + m]
+                            for k in range(m):
                                 a[k] += wv * xr[k]
             for oy in range(oh):
                 y0 = ((b * o_n + o) * oh + oy) * row
@@ -150,47 +160,86 @@ def _plane_fwd(x, w, y, acc, geom):
 
 @kernel
 def _plane_bwd(x, w, gy, gx, gw, g, geom, need_x, need_w, zero):
-    """Gradients of ``_plane_fwd`` for the output gradient ``gy`` [B, O, OH, OW, N]: each
-    output channel's gradient is first laid on the padded width in ``g`` (the scratch plane,
-    junk columns zero), then per kernel offset ``gx`` [B, C, Hp, Wp, N] (zeroed by the
-    caller) gains ``w * g`` shifted (``need_x``) and ``gw`` [O, cg, kh, kw] (float64,
-    overwritten) the dot product of ``g`` with the shifted input (``need_w``; per chunk in
-    the input's dtype, ``zero`` a 0 of it, summed in float64)."""
+    """Gradients of ``_plane_fwd`` for the output gradient ``gy`` [B, O, OH, OW, N]. Each
+    output channel's gradient is first laid on the padded width in ``g`` (the scratch, zero
+    but for those rows: ``M = (kh-1)*dh*Wp*N + (kw-1)*dw*N`` zeros, then the plane [Hp, Wp,
+    N] with the gradient's rows at its top left, junk columns and rows below zero). The
+    weight gradient ``gw`` [O, cg, kh, kw] (float64, overwritten; ``need_w``) gets the dot
+    products of ``g`` with the shifted input, three offsets of a kernel row per pass (per chunk
+    in the input's dtype, ``zero`` a 0 of it, summed in float64). The input gradient ``gx``
+    [B, C, Hp, Wp, N] (every element written; ``need_x``) is the adjoint as a gather: input
+    position p gains ``w[i, j] * g[p - i*dh*Wp*N - j*dw*N]`` (the zeros of ``g`` stand in
+    for out-of-range outputs), three offsets of a kernel row per pass over the plane (each
+    channel's plane zeroed in cache by its group's first output channel)."""
     nb, c_n, hp, wp, n, o_n, oh, ow, kh, kw, dh, dw, og, cg = geom
     rw = wp * n
     row = ow * n
     ln = (oh - 1) * rw + row
+    d1 = dw * n
+    rs = dh * rw
+    mg = (kh - 1) * rs + (kw - 1) * d1
+    plane = hp * rw
     gw[:] = 0.0
     g[:] = 0.0
+    gc = g[mg:mg + ln]
     for b in range(nb):
-        xb = b * c_n * hp * rw
+        xb = b * c_n * plane
         for o in range(o_n):
             c0 = (o // og) * cg
             for oy in range(oh):
                 y0 = ((b * o_n + o) * oh + oy) * row
                 src = gy[y0:y0 + row]
-                dst = g[oy * rw:oy * rw + row]
+                dst = gc[oy * rw:oy * rw + row]
                 for k in range(row):
                     dst[k] = src[k]
-            for s0 in range(0, ln, _PLANE_CHUNK):
-                s1 = min(s0 + _PLANE_CHUNK, ln)
-                gc = g[s0:s1]
+            if need_w:
                 for q in range(cg):
                     for i in range(kh):
-                        for j in range(kw):
-                            t = ((o * cg + q) * kh + i) * kw + j
-                            off = xb + (c0 + q) * hp * rw + i * dh * rw + j * dw * n + s0
-                            if need_w:
-                                xr = x[off:off + s1 - s0]
-                                s = zero
-                                for k in range(s1 - s0):
-                                    s += gc[k] * xr[k]
-                                gw[t] += s
-                            if need_x:
-                                wv = w[t]
-                                gxr = gx[off:off + s1 - s0]
-                                for k in range(s1 - s0):
-                                    gxr[k] += wv * gc[k]
+                        t = ((o * cg + q) * kh + i) * kw
+                        off = xb + (c0 + q) * plane + i * rs
+                        for s0 in range(0, ln, _PLANE_CHUNK):
+                            m = min(s0 + _PLANE_CHUNK, ln) - s0
+                            gk = gc[s0:s0 + m]
+                            o0 = off + s0
+                            for j in range(0, kw - 2, 3):
+                                x0 = x[o0 + j * d1:o0 + j * d1 + m]
+                                x1 = x[o0 + (j + 1) * d1:o0 + (j + 1) * d1 + m]
+                                x2 = x[o0 + (j + 2) * d1:o0 + (j + 2) * d1 + m]
+                                a0 = a1 = a2 = zero
+                                for k in range(m):
+                                    gv = gk[k]
+                                    a0 += gv * x0[k]
+                                    a1 += gv * x1[k]
+                                    a2 += gv * x2[k]
+                                gw[t + j] += a0
+                                gw[t + j + 1] += a1
+                                gw[t + j + 2] += a2
+                            for j in range(kw - kw % 3, kw):
+                                xr = x[o0 + j * d1:o0 + j * d1 + m]
+                                a0 = zero
+                                for k in range(m):
+                                    a0 += gk[k] * xr[k]
+                                gw[t + j] += a0
+            if need_x:
+                for q in range(cg):
+                    gq = gx[xb + (c0 + q) * plane:xb + (c0 + q + 1) * plane]
+                    if o % og == 0:   # the group's first output channel: the plane starts at 0
+                        gq[:] = 0.0
+                    for i in range(kh):
+                        t = ((o * cg + q) * kh + i) * kw
+                        e = mg - i * rs        # g's position of p = 0 for this row's first offset
+                        for j in range(0, kw - 2, 3):
+                            w0, w1, w2 = w[t + j], w[t + j + 1], w[t + j + 2]
+                            g0 = g[e - j * d1:e - j * d1 + plane]
+                            g1 = g[e - (j + 1) * d1:e - (j + 1) * d1 + plane]
+                            g2 = g[e - (j + 2) * d1:e - (j + 2) * d1 + plane]
+                            for k in range(plane):
+                                gq[k] += w0 * g0[k] + w1 * g1[k] + w2 * g2[k]
+                        for j in range(kw - kw % 3, kw):
+                            wv = w[t + j]
+                            gj = g[e - j * d1:e - j * d1 + plane]
+                            for k in range(plane):
+                                gq[k] += wv * gj[k]
 
 
 @kernel
@@ -865,10 +914,11 @@ def plane_backward(x5, w, g5, groups, dilation, need_x, need_w):
     (C-contiguous, the input's dtype): the padded input's gradient [B, C, Hp, Wp, N] and the
     weight gradient, each None unless asked for."""
     oh, ow = g5.shape[2:4]
-    wp, n = x5.shape[3:]
-    gx = np.zeros_like(x5) if need_x else x5[:0]
+    hp, wp, n = x5.shape[2:]
+    kh, kw = w.shape[2:]
+    gx = np.empty_like(x5) if need_x else x5[:0]
     gw = np.empty(w.size, np.float64)
-    g = np.empty((oh - 1) * wp * n + ow * n, x5.dtype)
+    g = np.empty(((kh - 1) * dilation[0] * wp + (kw - 1) * dilation[1] + hp * wp) * n, x5.dtype)
     _plane_bwd(x5.reshape(-1), np.ascontiguousarray(w).reshape(-1), g5.reshape(-1), gx.reshape(-1), gw, g,
                _plane_geom(x5, w, groups, dilation, oh, ow), bool(need_x), bool(need_w), x5.dtype.type(0))
     return (gx if need_x else None), (gw.astype(w.dtype).reshape(w.shape) if need_w else None)
