@@ -147,6 +147,20 @@ def test_depthwise_float32_gradients_match_float64():
         np.testing.assert_allclose(a, r, rtol=0, atol=1e-5 * np.abs(r).max())
 
 
+def test_bias_gradient_channel_sums_in_every_layout():
+    # the depthwise paths' bias gradient: a product with ones for NCHW and batch-innermost
+    # arrays, numpy's sum for other layouts, dtypes and shapes
+    from ddg.autograd.ops.conv import _channel_sums
+    g = RNG.standard_normal((3, 5, 4, 6))
+    ref = g.sum(axis=(0, 2, 3))
+    for a in (g, np.ascontiguousarray(g.transpose(1, 2, 3, 0)).transpose(3, 0, 1, 2), np.asfortranarray(g),
+              g[:, :, ::2], g.astype(np.float32), g.astype(np.float16)):
+        r = a.sum(axis=(0, 2, 3)) if a.shape != g.shape else ref
+        got = _channel_sums(a)
+        assert got.shape == (5,) and got.dtype == a.dtype
+        np.testing.assert_allclose(got, r, rtol=0, atol={8: 1e-12, 4: 1e-5, 2: 0.05}[a.itemsize] * np.abs(r).max())
+
+
 def test_depthwise_second_order():
     x = T(RNG.standard_normal((2, 3, 6, 6)), True)
     w = T(RNG.standard_normal((3, 1, 3, 3)), True)
