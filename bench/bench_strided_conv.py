@@ -1,12 +1,16 @@
 """Per-layer race of the strided convolutions of the DCGAN and MobileNet-style benches,
 forward + backward (input and weight gradients), ddg vs torch, 1 thread, interleaved rounds.
 
-    python bench/bench_strided_conv.py [--rounds 5] [--only conv,convt,dw] [--ab]
+    python bench/bench_strided_conv.py [--rounds 5] [--only conv,convt,dw] [--ab] [--cpu-time]
 
 ``--ab`` adds a third contender: ddg with the polyphase paths of ``ddg.tensor.conv_strided``
 switched off (the im2col / direct-loop paths they replace), raced in the same rounds.
+``--cpu-time``: each contender's fastest round by the thread's CPU time (``time.thread_time``)
+instead of the median wall time, for a machine shared with other jobs (time spent
+descheduled is not counted; cache and core sharing still are).
 """
 import argparse
+import time
 
 import _common  # noqa: F401
 from _common import race, try_torch
@@ -28,12 +32,29 @@ DW = [(32, 64, 3, 2, 16), (64, 32, 3, 2, 16), (16, 32, 3, 2, 16), (128, 16, 3, 2
       (128, 8, 5, 1, 16), (240, 16, 5, 2, 8), (16, 64, 5, 1, 8)]
 
 
+def cpu_race(fns, steps, rounds, warmup=3):
+    """Like ``_common.race`` (alternating rounds), but each contender's fastest round by
+    the thread's CPU time."""
+    for f in fns.values():
+        for _ in range(warmup):
+            f()
+    best = {k: float("inf") for k in fns}
+    for _ in range(rounds):
+        for k, f in fns.items():
+            t = time.thread_time()
+            for _ in range(steps):
+                f()
+            best[k] = min(best[k], (time.thread_time() - t) / steps)
+    return {k: (v,) for k, v in best.items()}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--only", default="conv,convt,dw")
     ap.add_argument("--round-time", type=float, default=0.15)
     ap.add_argument("--ab", action="store_true", help="also race ddg without the polyphase paths")
+    ap.add_argument("--cpu-time", action="store_true", help="fastest round by thread CPU time")
     a = ap.parse_args()
     torch = try_torch()
     only = a.only.split(",")
@@ -89,11 +110,10 @@ def main():
                 y.backward(gt)
                 xt.grad = None
             fns["torch"] = ft
-        import time
         t = time.perf_counter()
         fd()
         steps = max(1, int(a.round_time / max(time.perf_counter() - t, 1e-5)))
-        r = race(fns, steps, a.rounds)
+        r = cpu_race(fns, steps, a.rounds) if a.cpu_time else race(fns, steps, a.rounds)
         line = f"{name:28s} ddg {r['ddg'][0] * 1e3:7.3f} ms"
         if torch:
             line += f"  torch {r['torch'][0] * 1e3:7.3f} ms  ratio {r['ddg'][0] / r['torch'][0]:.2f}"
