@@ -116,23 +116,25 @@ def _poly_forward(x, w, stride, pads, oh, ow):
     geom = (n, c, h, wd, sh, sw, hq, wq, pads[0], pads[2])
     _poly_split(_cl(x).reshape(-1), xs.reshape(-1), geom)
     ws = np.zeros((o, sh, sw, kh2, kw2), w.dtype)
+    live = np.zeros((o, sh, sw, kh2, kw2), np.uint8)   # the component taps that exist
     for p in range(sh):
         for q in range(sw):
             tap = w[:, 0, p::sh, q::sw]
             ws[:, p, q, :tap.shape[1], :tap.shape[2]] = tap
+            live[:, p, q, :tap.shape[1], :tap.shape[2]] = 1
     ws = ws.reshape(o, sh * sw, kh2, kw2)
-    y5 = K.plane_forward(xs, ws, c, (1, 1), oh, ow)
-    return y5[0].transpose(3, 0, 1, 2), (xs, ws, geom, x.shape, w.shape)
+    y5 = K.plane_forward(xs, ws, c, (1, 1), oh, ow, live)
+    return y5[0].transpose(3, 0, 1, 2), (xs, ws, geom, x.shape, w.shape, live)
 
 
 def _poly_backward(state, gy, need_x, need_w):
     """Gradients of ``_poly_forward`` for the output gradient ``gy`` [N, O, OH, OW]: the input's
     (a dense batch-innermost view) and the weight's, each None unless asked for."""
-    xs, ws, geom, x_shape, w_shape = state
+    xs, ws, geom, x_shape, w_shape, live = state
     n, c, h, wd = x_shape
     sh, sw = geom[4:6]
     g5 = _cl(gy.astype(xs.dtype, copy=False))[None]
-    gxs, gws = K.plane_backward(xs, ws, g5, c, (1, 1), need_x, need_w)
+    gxs, gws = K.plane_backward(xs, ws, g5, c, (1, 1), need_x, need_w, live)
     gx = gw = None
     if need_x:
         g = np.empty((c, h, wd, n), xs.dtype)
