@@ -132,23 +132,23 @@ def _plane_fwd(x, w, live, y, acc, geom):
     lx = np.empty(nt, np.int64)
     lg = np.empty(nt, np.int64)
     qbeg = np.empty(cg + 1, np.int64)
-    for o in range(o_n):
-        # output channel o's live taps in (q, i, j) order: weight index, input offset from the
-        # group's first channel, gather offset into g; the list's start per input channel
-        nl = 0
-        for q in range(cg):
-            qbeg[q] = nl
-            for i in range(kh):
-                for j in range(kw):
-                    t = ((o * cg + q) * kh + i) * kw + j
-                    if live[t]:
-                        lw[nl] = t
-                        lx[nl] = q * plane + i * dh * rw + j * d1
-                        lg[nl] = 0 - i * dh * rw - j * d1
-                        nl += 1
-        qbeg[cg] = nl
-        c0 = (o // og) * cg
-        for b in range(nb):
+    for b in range(nb):
+        for o in range(o_n):
+            # output channel o's live taps in (q, i, j) order: weight index, input offset from the
+            # group's first channel, gather offset into g; the list's start per input channel
+            nl = 0
+            for q in range(cg):
+                qbeg[q] = nl
+                for i in range(kh):
+                    for j in range(kw):
+                        t = ((o * cg + q) * kh + i) * kw + j
+                        if live[t]:
+                            lw[nl] = t
+                            lx[nl] = q * plane + i * dh * rw + j * d1
+                            lg[nl] = 0 - i * dh * rw - j * d1
+                            nl += 1
+            qbeg[cg] = nl
+            c0 = (o // og) * cg
             xb = (b * c_n + c0) * plane
             for s0 in range(0, ln, _PLANE_CHUNK):
                 m = min(s0 + _PLANE_CHUNK, ln) - s0
@@ -203,23 +203,23 @@ def _plane_bwd(x, w, live, gy, gx, gw, g, geom, need_x, need_w, zero):
     gw[:] = 0.0
     g[:] = 0.0
     gc = g[mg:mg + ln]
-    for o in range(o_n):
-        # output channel o's live taps in (q, i, j) order: weight index, input offset from the
-        # group's first channel, gather offset into g; the list's start per input channel
-        nl = 0
-        for q in range(cg):
-            qbeg[q] = nl
-            for i in range(kh):
-                for j in range(kw):
-                    t = ((o * cg + q) * kh + i) * kw + j
-                    if live[t]:
-                        lw[nl] = t
-                        lx[nl] = q * plane + i * rs + j * d1
-                        lg[nl] = mg - i * rs - j * d1
-                        nl += 1
-        qbeg[cg] = nl
-        c0 = (o // og) * cg
-        for b in range(nb):
+    for b in range(nb):
+        for o in range(o_n):
+            # output channel o's live taps in (q, i, j) order: weight index, input offset from the
+            # group's first channel, gather offset into g; the list's start per input channel
+            nl = 0
+            for q in range(cg):
+                qbeg[q] = nl
+                for i in range(kh):
+                    for j in range(kw):
+                        t = ((o * cg + q) * kh + i) * kw + j
+                        if live[t]:
+                            lw[nl] = t
+                            lx[nl] = q * plane + i * rs + j * d1
+                            lg[nl] = mg - i * rs - j * d1
+                            nl += 1
+            qbeg[cg] = nl
+            c0 = (o // og) * cg
             xb = (b * c_n + c0) * plane
             for oy in range(oh):
                 y0 = ((b * o_n + o) * oh + oy) * row
