@@ -107,18 +107,20 @@ def test_stride1_plane_path_in_both_layouts(groups, mult):
     assert gradcheck(lambda x, w: F.conv2d(x.transpose([3, 0, 1, 2]), w, None, 1, 1, (1, 2), groups), [c, wt])
 
 
-def test_small_nchw_planes_run_batch_innermost(monkeypatch):
+@pytest.mark.parametrize("c,groups,o,dil", [(3, 3, 6, 1), (6, 2, 4, (2, 1))])
+def test_small_nchw_planes_run_batch_innermost(monkeypatch, c, groups, o, dil):
     # stride 1 on small NCHW planes (batch >= 8): converted to batch-innermost for the plane
     # loop; same values and gradients as the NCHW plane loop and the float64 reference
     from ddg.autograd.ops import conv as C
-    x, w, b = RNG.standard_normal((8, 3, 5, 6)), RNG.standard_normal((6, 1, 3, 3)), RNG.standard_normal(6)
-    ref = ref_conv2d(x, w, b, (1, 1), (1, 2, 1, 0), (1, 1), 3)
+    x, b = RNG.standard_normal((8, c, 5, 6)), RNG.standard_normal(o)
+    w = RNG.standard_normal((o, c // groups, 3, 3))
+    ref = ref_conv2d(x, w, b, (1, 1), (1, 2, 1, 0), _pair(dil), groups)
     got = {}
     for limit in (C.PLANE_BATCH_INNER_MAX, 0):
         monkeypatch.setattr(C, "PLANE_BATCH_INNER_MAX", limit)
         for dt, tol in (("float64", 1e-12), ("float32", 2e-6)):
             xt, wt, bt = T(x, True, dt), T(w, True, dt), T(b, True, dt)
-            y = F.conv2d(xt, wt, bt, 1, [1, 2, 1, 0], 1, 3)
+            y = F.conv2d(xt, wt, bt, 1, [1, 2, 1, 0], dil, groups)
             assert (y._data.strides[0] == y._data.itemsize) == (limit > 0)   # batch-innermost output
             np.testing.assert_allclose(y.numpy(), ref, rtol=0, atol=tol * np.abs(ref).max())
             (y * y).sum().backward()
@@ -127,8 +129,8 @@ def test_small_nchw_planes_run_batch_innermost(monkeypatch):
         for a, r in zip(got[C.PLANE_BATCH_INNER_MAX, dt], got[0, "float64"]):
             np.testing.assert_allclose(a, r, rtol=0, atol=tol * np.abs(r).max())
     monkeypatch.undo()
-    xs = T(x[:, :2, :4, :4], True)
-    assert gradcheck(lambda x, w: F.conv2d(x, w, None, 1, 1, 1, 2), [xs, T(w[:2], True)])
+    xs = T(x[:, :, :4, :4], True)
+    assert gradcheck(lambda x, w: F.conv2d(x, w, None, 1, 1, dil, groups), [xs, T(w, True)])
 
 
 def test_pointwise_conv_in_both_layouts_and_inplace_guard():
