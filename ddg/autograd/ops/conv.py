@@ -25,8 +25,9 @@ layout): F(4x4, 3x3) on numpy float32/float64 for outputs of at least 8x8 (``_wi
 else F(2x2, 3x3) (16/36 of them, the tile transforms whole-array adds: cupy, or numpy with
 mixed dtypes); a depthwise one, or grouped with at most 8 channels per group, is a compiled
 direct loop on numpy (``conv_kernels``; at stride 1 over whole padded planes, in the input's
-own layout; at a stride that is at most the kernel, depthwise, over the stride's polyphase
-components, ``ddg.tensor.conv_strided``); a one-group strided one whose kernel is a multiple
+own layout, small NCHW planes batch-innermost; at a stride that is at most the kernel,
+depthwise, over the stride's polyphase components, ``ddg.tensor.conv_strided``); a
+one-group strided one whose kernel is a multiple
 of its stride (4x4 stride 2), on long enough images, is a stride-1 convolution of the
 polyphase components without columns (``conv_strided``); a grouped 3x3 stride-1 one with
 at least 16 channels per group is Winograd per
