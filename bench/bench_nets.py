@@ -4,6 +4,8 @@ eager, over a range of sizes, single-threaded, ratios from one interleaved run.
     python bench/bench_nets.py [--rounds 5] [--only resnet,lstm,gru,transformer,dcgan,mobilenet,gpt]
                                [--quick]
 
+``--only`` also takes ``mobilenetv2`` (not in the default list).
+
 One step = forward + loss + backward + optimizer step (SGD with momentum unless said
 otherwise). Models:
 
@@ -23,6 +25,13 @@ otherwise). Models:
 * ``mobilenet``: Conv3x3(3->C) BN ReLU6, then four depthwise-separable blocks (depthwise
   3x3 + BN + ReLU6, pointwise 1x1 + BN + ReLU6) to widths 2C, 4C (stride 2), 4C, 8C
   (stride 2), global average pool, Linear(8C, 10); batch 16, images HxH.
+* ``mobilenetv2``: MobileNetV2-style inverted residual blocks at width multiplier A (channel
+  counts scaled by A, rounded to multiples of 8): Conv3x3(3->32A) BN ReLU6, then blocks
+  (expansion t, output width, stride) (1, 16, 1), (6, 24, 2), (6, 24, 1), (6, 32, 2),
+  (6, 32, 1), (6, 64, 2), (6, 64, 1): expand 1x1 + BN + ReLU6 (t > 1), depthwise 3x3 at
+  the stride + BN + ReLU6, project 1x1 + BN, plus the input where the stride is 1 and the
+  widths match; then 1x1 to 256A + BN + ReLU6, global average pool, Linear(256A, 10);
+  batch 16, images HxH.
 * ``gpt``: GPT-style decoder: token + position embedding, dropout 0.1, L=2 pre-norm blocks
   (LayerNorm, causal 4-head attention through ``scaled_dot_product_attention``, output
   projection, dropout; LayerNorm, Linear(D, 4D), GELU, Linear(4D, D), dropout), final
@@ -53,6 +62,7 @@ RNN_SIZES = [(64, 50), (128, 50), (256, 50), (512, 20), (1024, 10), (128, 10), (
 TRANSFORMER_SIZES = [64, 128, 256]
 DCGAN_SIZES = [(16, 32), (32, 32), (64, 32), (16, 64), (32, 64)]        # (base width, image)
 MOBILENET_SIZES = [(16, 32), (8, 64), (16, 64)]                         # (stem width, image)
+MOBILENETV2_SIZES = [(0.5, 32), (1.0, 32), (0.5, 64), (0.75, 48)]        # (width multiplier, image)
 GPT_SIZES = [(64, 64, 1000, True), (128, 128, 4000, False), (256, 128, 8000, True)]  # (d, seq, vocab, tied)
 GAN_LATENT = 64
 GPT_BATCH = 8
@@ -265,6 +275,65 @@ def torch_mobilenet(torch, c):
     return tnn.Sequential(*layers, tnn.AdaptiveAvgPool2d(1), tnn.Flatten(), tnn.Linear(8 * c, 10))
 
 
+# -- MobileNetV2-style inverted residual net -----------------------------------------------------------
+MOBILENETV2_BLOCKS = [(1, 16, 1), (6, 24, 2), (6, 24, 1), (6, 32, 2), (6, 32, 1), (6, 64, 2), (6, 64, 1)]
+
+
+def _width(v, a):
+    return max(8, int(v * a + 4) // 8 * 8)
+
+
+def _v2_plan(a):
+    """(input width, hidden width, output width, stride) per inverted residual block."""
+    plan, cin = [], _width(32, a)
+    for t, c, s in MOBILENETV2_BLOCKS:
+        cout = _width(c, a)
+        plan.append((cin, cin * t, cout, s))
+        cin = cout
+    return plan
+
+
+def ddg_mobilenetv2(a):
+    class Block(nn.Layer):
+        def __init__(self, cin, hid, cout, s):
+            super().__init__()
+            layers = [nn.Conv2D(cin, hid, 1, bias_attr=False), nn.BatchNorm2D(hid), nn.ReLU6()] if hid != cin else []
+            layers += [nn.Conv2D(hid, hid, 3, s, 1, groups=hid, bias_attr=False), nn.BatchNorm2D(hid), nn.ReLU6(),
+                       nn.Conv2D(hid, cout, 1, bias_attr=False), nn.BatchNorm2D(cout)]
+            self.body = nn.Sequential(*layers)
+            self.res = s == 1 and cin == cout
+
+        def forward(self, x):
+            return x + self.body(x) if self.res else self.body(x)
+    plan = _v2_plan(a)
+    last = _width(256, a)
+    return nn.Sequential(nn.Conv2D(3, plan[0][0], 3, 1, 1, bias_attr=False), nn.BatchNorm2D(plan[0][0]), nn.ReLU6(),
+                         *[Block(*b) for b in plan], nn.Conv2D(plan[-1][2], last, 1, bias_attr=False),
+                         nn.BatchNorm2D(last), nn.ReLU6(), nn.AdaptiveAvgPool2D(1), nn.Flatten(), nn.Linear(last, 10))
+
+
+def torch_mobilenetv2(torch, a):
+    tnn = torch.nn
+
+    class Block(tnn.Module):
+        def __init__(self, cin, hid, cout, s):
+            super().__init__()
+            layers = [tnn.Conv2d(cin, hid, 1, bias=False), tnn.BatchNorm2d(hid), tnn.ReLU6()] if hid != cin else []
+            layers += [tnn.Conv2d(hid, hid, 3, s, 1, groups=hid, bias=False), tnn.BatchNorm2d(hid), tnn.ReLU6(),
+                       tnn.Conv2d(hid, cout, 1, bias=False), tnn.BatchNorm2d(cout)]
+            self.body = tnn.Sequential(*layers)
+            self.res = s == 1 and cin == cout
+
+        def forward(self, x):
+            return x + self.body(x) if self.res else self.body(x)
+    plan = _v2_plan(a)
+    last = _width(256, a)
+    return tnn.Sequential(tnn.Conv2d(3, plan[0][0], 3, 1, 1, bias=False), tnn.BatchNorm2d(plan[0][0]), tnn.ReLU6(),
+                          *[Block(*b) for b in plan], tnn.Conv2d(plan[-1][2], last, 1, bias=False),
+                          tnn.BatchNorm2d(last), tnn.ReLU6(), tnn.AdaptiveAvgPool2d(1), tnn.Flatten(),
+                          tnn.Linear(last, 10))
+
+
 # -- GPT-style decoder ---------------------------------------------------------------------------------
 GPT_LAYERS, GPT_HEADS = 2, 4
 
@@ -421,6 +490,11 @@ def cases(only, quick):
             x = rng.standard_normal((BATCH, 3, hw, hw)).astype(np.float32)
             yield (f"mobilenet C={c} {hw}x{hw}", lambda c=c, x=x: ddg_step(ddg_mobilenet(c), x, y),
                    lambda t, c=c, x=x: torch_step(t, torch_mobilenet(t, c), x, y))
+    if "mobilenetv2" in only:
+        for a, hw in (MOBILENETV2_SIZES[:1] if quick else MOBILENETV2_SIZES):
+            x = rng.standard_normal((BATCH, 3, hw, hw)).astype(np.float32)
+            yield (f"mobilenetv2 A={a} {hw}x{hw}", lambda a=a, x=x: ddg_step(ddg_mobilenetv2(a), x, y),
+                   lambda t, a=a, x=x: torch_step(t, torch_mobilenetv2(t, a), x, y))
     if "gpt" in only:
         for size in (GPT_SIZES[:1] if quick else GPT_SIZES):
             d, seq, vocab, tied = size

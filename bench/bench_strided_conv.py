@@ -1,12 +1,16 @@
 """Per-layer race of the strided convolutions of the DCGAN and MobileNet-style benches,
 forward + backward (input and weight gradients), ddg vs torch, 1 thread, interleaved rounds.
 
-    python bench/bench_strided_conv.py [--rounds 5] [--only conv,convt,dw] [--ab]
+    python bench/bench_strided_conv.py [--rounds 5] [--only conv,convt,dw] [--ab] [--cpu-time]
 
 ``--ab`` adds a third contender: ddg with the polyphase paths of ``ddg.tensor.conv_strided``
 switched off (the im2col / direct-loop paths they replace), raced in the same rounds.
+``--cpu-time``: each contender's fastest round by the thread's CPU time (``time.thread_time``)
+instead of the median wall time, for a machine shared with other jobs (time spent
+descheduled is not counted; cache and core sharing still are).
 """
 import argparse
+import time
 
 import _common  # noqa: F401
 from _common import race, try_torch
@@ -17,10 +21,31 @@ import ddg
 from ddg import nn
 from ddg.tensor import conv_strided
 
-B = 16
+B = 16   # batch of the conv and convt cases
 CONV = [(3, 16, 64), (16, 32, 32), (32, 64, 16), (64, 128, 8), (3, 32, 32), (32, 64, 16)]   # 4x4 s2 p1
 CONVT = [(128, 64, 4), (64, 32, 8), (32, 16, 16), (16, 3, 32)]                              # 4x4 s2 p1
-DW = [(32, 64), (64, 32), (16, 32), (128, 16)]                                               # 3x3 s2 p1
+# depthwise (channels, image, kernel, stride, batch), padding k // 2: the MobileNet-style sizes,
+# then stride 1 and 5x5 kernels (MobileNetV3 / EfficientNet) at 16-256 channels on 8-64 px
+DW = [(32, 64, 3, 2, 16), (64, 32, 3, 2, 16), (16, 32, 3, 2, 16), (128, 16, 3, 2, 16),
+      (256, 16, 3, 2, 8), (96, 32, 3, 2, 32), (144, 16, 3, 2, 16), (256, 8, 3, 1, 16), (128, 16, 3, 1, 16),
+      (64, 8, 3, 1, 32), (192, 8, 3, 1, 16), (32, 64, 3, 1, 8), (32, 32, 5, 2, 16), (64, 16, 5, 1, 16),
+      (128, 8, 5, 1, 16), (240, 16, 5, 2, 8), (16, 64, 5, 1, 8)]
+
+
+def cpu_race(fns, steps, rounds, warmup=3):
+    """Like ``_common.race`` (alternating rounds), but each contender's fastest round by
+    the thread's CPU time."""
+    for f in fns.values():
+        for _ in range(warmup):
+            f()
+    best = {k: float("inf") for k in fns}
+    for _ in range(rounds):
+        for k, f in fns.items():
+            t = time.thread_time()
+            for _ in range(steps):
+                f()
+            best[k] = min(best[k], (time.thread_time() - t) / steps)
+    return {k: (v,) for k, v in best.items()}
 
 
 def main():
@@ -29,6 +54,7 @@ def main():
     ap.add_argument("--only", default="conv,convt,dw")
     ap.add_argument("--round-time", type=float, default=0.15)
     ap.add_argument("--ab", action="store_true", help="also race ddg without the polyphase paths")
+    ap.add_argument("--cpu-time", action="store_true", help="fastest round by thread CPU time")
     a = ap.parse_args()
     torch = try_torch()
     only = a.only.split(",")
@@ -38,14 +64,14 @@ def main():
     if "convt" in only:
         cases += [("convT4x4s2 %d->%d @%d" % c, c, "convt") for c in CONVT]
     if "dw" in only:
-        cases += [("dw3x3s2 %d @%d" % c, c, "dw") for c in DW]
+        cases += [("dw%dx%ds%d %d @%d b%d" % (c[2], c[2], c[3], c[0], c[1], c[4]), c, "dw") for c in DW]
     for name, c, kind in cases:
         rng = np.random.default_rng(0)
         if kind == "dw":
-            ci, hw = c
+            ci, hw, k, s, nb = c
             co = ci
-            dl = nn.Conv2D(ci, ci, 3, 2, 1, groups=ci)
-            tl = torch.nn.Conv2d(ci, ci, 3, 2, 1, groups=ci) if torch else None
+            dl = nn.Conv2D(ci, ci, k, s, k // 2, groups=ci)
+            tl = torch.nn.Conv2d(ci, ci, k, s, k // 2, groups=ci) if torch else None
         elif kind == "conv":
             ci, co, hw = c
             dl = nn.Conv2D(ci, co, 4, 2, 1)
@@ -54,7 +80,7 @@ def main():
             ci, co, hw = c
             dl = nn.Conv2DTranspose(ci, co, 4, 2, 1)
             tl = torch.nn.ConvTranspose2d(ci, co, 4, 2, 1) if torch else None
-        xn = rng.standard_normal((B, ci, hw, hw)).astype(np.float32)
+        xn = rng.standard_normal((nb if kind == "dw" else B, ci, hw, hw)).astype(np.float32)
         xd = ddg.to_tensor(xn, stop_gradient=False)
         yshape = dl(xd).shape
         gn = rng.standard_normal(yshape).astype(np.float32)
@@ -84,11 +110,10 @@ def main():
                 y.backward(gt)
                 xt.grad = None
             fns["torch"] = ft
-        import time
         t = time.perf_counter()
         fd()
         steps = max(1, int(a.round_time / max(time.perf_counter() - t, 1e-5)))
-        r = race(fns, steps, a.rounds)
+        r = cpu_race(fns, steps, a.rounds) if a.cpu_time else race(fns, steps, a.rounds)
         line = f"{name:28s} ddg {r['ddg'][0] * 1e3:7.3f} ms"
         if torch:
             line += f"  torch {r['torch'][0] * 1e3:7.3f} ms  ratio {r['ddg'][0] / r['torch'][0]:.2f}"

@@ -1,5 +1,5 @@
 """The model classes of bench/bench_nets.py that exercise layers no other bench names
-(DCGAN, MobileNet-style, GPT-style): their ddg steps run at the --quick sizes and train
+(DCGAN, MobileNet-style, MobileNetV2-style, GPT-style): their ddg steps run at the --quick sizes and train
 (every trainable parameter moves, the losses stay finite), so that a broken case cannot
 hide behind a missing torch."""
 import os
@@ -14,7 +14,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench"))
 import bench_nets as B  # noqa: E402
 
 
-@pytest.mark.parametrize("kind", ["dcgan", "mobilenet", "gpt"])
+@pytest.mark.parametrize("kind", ["dcgan", "mobilenet", "mobilenetv2", "gpt"])
 def test_quick_case_runs(kind):
     ddg.seed(0)
     got = list(B.cases({kind}, quick=True))

@@ -23,6 +23,9 @@ DEPTHWISE = [
     ((2, 2, 8, 7), 1, (5, 3), 1, [2, 1], (2, 1)),
     ((1, 2, 7, 7), 3, (3, 3), (3, 2), 0, 1),
     ((2, 3, 6, 6), 1, (2, 2), 1, [1, 0, 0, 1], 1),     # asymmetric pads
+    ((2, 3, 8, 9), 1, (3, 5), 1, [1, 2], (1, 2)),       # 5-wide kernel rows, dilated
+    ((2, 2, 9, 8), 2, (5, 5), 1, 2, 1),                 # 5x5, two outputs per input channel
+    ((1, 2, 6, 7), 1, (1, 4), 1, [0, 0, 2, 1], 1),      # a 4-wide row (one offset per pass)
 ]
 
 
@@ -192,6 +195,32 @@ def test_per_sample_columns_path_chosen_for_first_layers_float32(c, hw, k, strid
         assert np.abs(a - r).max() <= 2e-6 * np.abs(r).max()
 
 
+@pytest.mark.parametrize("c,groups,o,dil", [(3, 3, 6, 1), (6, 2, 4, (2, 1))])
+def test_small_nchw_planes_run_batch_innermost(monkeypatch, c, groups, o, dil):
+    # stride 1 on small NCHW planes (batch >= 8): converted to batch-innermost for the plane
+    # loop; same values and gradients as the NCHW plane loop and the float64 reference
+    from ddg.autograd.ops import conv as C
+    x, b = RNG.standard_normal((8, c, 5, 6)), RNG.standard_normal(o)
+    w = RNG.standard_normal((o, c // groups, 3, 3))
+    ref = ref_conv2d(x, w, b, (1, 1), (1, 2, 1, 0), _pair(dil), groups)
+    got = {}
+    for limit in (C.PLANE_BATCH_INNER_MAX, 0):
+        monkeypatch.setattr(C, "PLANE_BATCH_INNER_MAX", limit)
+        for dt, tol in (("float64", 1e-12), ("float32", 2e-6)):
+            xt, wt, bt = T(x, True, dt), T(w, True, dt), T(b, True, dt)
+            y = F.conv2d(xt, wt, bt, 1, [1, 2, 1, 0], dil, groups)
+            assert (y._data.strides[0] == y._data.itemsize) == (limit > 0)   # batch-innermost output
+            np.testing.assert_allclose(y.numpy(), ref, rtol=0, atol=tol * np.abs(ref).max())
+            (y * y).sum().backward()
+            got[limit, dt] = [t.grad.numpy() for t in (xt, wt, bt)]
+    for dt, tol in (("float64", 1e-12), ("float32", 2e-5)):
+        for a, r in zip(got[C.PLANE_BATCH_INNER_MAX, dt], got[0, "float64"]):
+            np.testing.assert_allclose(a, r, rtol=0, atol=tol * np.abs(r).max())
+    monkeypatch.undo()
+    xs = T(x[:, :, :4, :4], True)
+    assert gradcheck(lambda x, w: F.conv2d(x, w, None, 1, 1, dil, groups), [xs, T(w, True)])
+
+
 def test_pointwise_conv_in_both_layouts_and_inplace_guard():
     # 1x1 stride-1: one product per sample on an NCHW input, one over the whole
     # batch-innermost image otherwise; same values and gradients either way
@@ -230,6 +259,20 @@ def test_depthwise_float32_gradients_match_float64():
         grads[dt] = (xt.grad.numpy(), wt.grad.numpy())
     for a, r in zip(grads["float32"], grads["float64"]):
         np.testing.assert_allclose(a, r, rtol=0, atol=1e-5 * np.abs(r).max())
+
+
+def test_bias_gradient_channel_sums_in_every_layout():
+    # the depthwise paths' bias gradient: a product with ones for NCHW and batch-innermost
+    # arrays, numpy's sum for other layouts, dtypes and shapes
+    from ddg.autograd.ops.conv import _channel_sums
+    g = RNG.standard_normal((3, 5, 4, 6))
+    ref = g.sum(axis=(0, 2, 3))
+    for a in (g, np.ascontiguousarray(g.transpose(1, 2, 3, 0)).transpose(3, 0, 1, 2), np.asfortranarray(g),
+              g[:, :, ::2], g.astype(np.float32), g.astype(np.float16)):
+        r = a.sum(axis=(0, 2, 3)) if a.shape != g.shape else ref
+        got = _channel_sums(a)
+        assert got.shape == (5,) and got.dtype == a.dtype
+        np.testing.assert_allclose(got, r, rtol=0, atol={8: 1e-12, 4: 1e-5, 2: 0.05}[a.itemsize] * np.abs(r).max())
 
 
 def test_depthwise_second_order():

@@ -110,36 +110,62 @@ _PLANE_CHUNK = 2048   # elements of a plane's accumulator kept in L1 while every
 
 
 @kernel
-def _plane_fwd(x, w, y, acc, geom):
+def _plane_fwd(x, w, live, y, acc, geom):
     """Stride-1 grouped direct convolution over whole image planes: ``x`` [B, C, Hp, Wp, N]
     (padded), ``w`` [O, cg, kh, kw], ``y`` [B, O, OH, OW, N] (overwritten), flat C-contiguous
     (batch-innermost images are B = 1, NCHW ones N = 1); ``acc`` a scratch plane of
-    ``L = (OH-1)*Wp*N + OW*N`` elements. The output is accumulated on the padded width
+    ``L = (OH-1)*Wp*N + OW*N`` elements; only the taps with ``live`` nonzero are taken (the
+    others are zero weights by construction). The output is accumulated on the padded width
     (output pixel (oy, ox) at ``(oy*Wp + ox)*N``), where every kernel offset is one shift of
-    the whole input plane: per offset one multiply-add over ``L`` contiguous elements (in
-    chunks that stay in cache), the ``Wp - OW`` junk columns of each row dropped when the
-    rows are copied into ``y``. ``geom`` = (B, C, Hp, Wp, N, O, OH, OW, kh, kw, dh, dw, og,
-    cg)."""
+    the whole input plane: each three taps are one pass over ``L`` contiguous elements (in
+    chunks that stay in cache) adding three shifted products (the last ones one per pass);
+    the ``Wp - OW`` junk columns of each row are dropped when the rows are copied into
+    ``y``. ``geom`` = (B, C, Hp, Wp, N, O, OH, OW, kh, kw, dh, dw, og, cg)."""
     nb, c_n, hp, wp, n, o_n, oh, ow, kh, kw, dh, dw, og, cg = geom
     rw = wp * n
     row = ow * n
     ln = (oh - 1) * rw + row
+    d1 = dw * n
+    plane = hp * rw
+    nt = cg * kh * kw
+    lw = np.empty(nt, np.int64)
+    lx = np.empty(nt, np.int64)
+    lg = np.empty(nt, np.int64)
+    qbeg = np.empty(cg + 1, np.int64)
     for b in range(nb):
-        xb = b * c_n * hp * rw
         for o in range(o_n):
+            # output channel o's live taps in (q, i, j) order: weight index, input offset from the
+            # group's first channel, gather offset into g; the list's start per input channel
+            nl = 0
+            for q in range(cg):
+                qbeg[q] = nl
+                for i in range(kh):
+                    for j in range(kw):
+                        t = ((o * cg + q) * kh + i) * kw + j
+                        if live[t]:
+                            lw[nl] = t
+                            lx[nl] = q * plane + i * dh * rw + j * d1
+                            lg[nl] = 0 - i * dh * rw - j * d1
+                            nl += 1
+            qbeg[cg] = nl
             c0 = (o // og) * cg
+            xb = (b * c_n + c0) * plane
             for s0 in range(0, ln, _PLANE_CHUNK):
-                s1 = min(s0 + _PLANE_CHUNK, ln)
-                a = acc[s0:s1]
+                m = min(s0 + _PLANE_CHUNK, ln) - s0
+                a = acc[s0:s0 + m]
                 a[:] = 0.0
-                for q in range(cg):
-                    for i in range(kh):
-                        for j in range(kw):
-                            wv = w[((o * cg + q) * kh + i) * kw + j]
-                            off = xb + (c0 + q) * hp * rw + i * dh * rw + j * dw * n + s0
-                            xr = x[off:off + s1 - s0]
-                            for k in range(s1 - s0):
-                                a[k] += wv * xr[k]
+                for u in range(0, nl - 2, 3):
+                    w0, w1, w2 = w[lw[u]], w[lw[u + 1]], w[lw[u + 2]]
+                    x0 = x[xb + lx[u] + s0:xb + lx[u] + s0 + m]
+                    x1 = x[xb + lx[u + 1] + s0:xb + lx[u + 1] + s0 + m]
+                    x2 = x[xb + lx[u + 2] + s0:xb + lx[u + 2] + s0 + m]
+                    for k in range(m):
+                        a[k] += w0 * x0[k] + w1 * x1[k] + w2 * x2[k]
+                for u in range(nl - nl % 3, nl):
+                    wv = w[lw[u]]
+                    xr = x[xb + lx[u] + s0:xb + lx[u] + s0 + m]
+                    for k in range(m):
+                        a[k] += wv * xr[k]
             for oy in range(oh):
                 y0 = ((b * o_n + o) * oh + oy) * row
                 yr = y[y0:y0 + row]
@@ -149,48 +175,99 @@ def _plane_fwd(x, w, y, acc, geom):
 
 
 @kernel
-def _plane_bwd(x, w, gy, gx, gw, g, geom, need_x, need_w, zero):
-    """Gradients of ``_plane_fwd`` for the output gradient ``gy`` [B, O, OH, OW, N]: each
-    output channel's gradient is first laid on the padded width in ``g`` (the scratch plane,
-    junk columns zero), then per kernel offset ``gx`` [B, C, Hp, Wp, N] (zeroed by the
-    caller) gains ``w * g`` shifted (``need_x``) and ``gw`` [O, cg, kh, kw] (float64,
-    overwritten) the dot product of ``g`` with the shifted input (``need_w``; per chunk in
-    the input's dtype, ``zero`` a 0 of it, summed in float64)."""
+def _plane_bwd(x, w, live, gy, gx, gw, g, geom, need_x, need_w, zero):
+    """Gradients of ``_plane_fwd`` for the output gradient ``gy`` [B, O, OH, OW, N]. Each
+    output channel's gradient is first laid on the padded width in ``g`` (the scratch, zero
+    but for those rows: ``M = (kh-1)*dh*Wp*N + (kw-1)*dw*N`` zeros, then the plane [Hp, Wp,
+    N] with the gradient's rows at its top left, junk columns and rows below zero). The
+    weight gradient ``gw`` [O, cg, kh, kw] (float64, overwritten, 0 at taps not live;
+    ``need_w``) gets the dot products of ``g`` with the shifted input, three taps per pass
+    (per chunk in the input's dtype, ``zero`` a 0 of it, summed in float64). The input
+    gradient ``gx`` [B, C, Hp, Wp, N] (every element written; ``need_x``) is the adjoint as
+    a gather: input position p gains ``w[i, j] * g[p - i*dh*Wp*N - j*dw*N]`` (the zeros of
+    ``g`` stand in for out-of-range outputs), three taps of an input channel per pass over
+    its plane (each channel's plane zeroed in cache by its group's first output channel)."""
     nb, c_n, hp, wp, n, o_n, oh, ow, kh, kw, dh, dw, og, cg = geom
     rw = wp * n
     row = ow * n
     ln = (oh - 1) * rw + row
+    d1 = dw * n
+    rs = dh * rw
+    mg = (kh - 1) * rs + (kw - 1) * d1
+    plane = hp * rw
+    nt = cg * kh * kw
+    lw = np.empty(nt, np.int64)
+    lx = np.empty(nt, np.int64)
+    lg = np.empty(nt, np.int64)
+    qbeg = np.empty(cg + 1, np.int64)
     gw[:] = 0.0
     g[:] = 0.0
+    gc = g[mg:mg + ln]
     for b in range(nb):
-        xb = b * c_n * hp * rw
         for o in range(o_n):
+            # output channel o's live taps in (q, i, j) order: weight index, input offset from the
+            # group's first channel, gather offset into g; the list's start per input channel
+            nl = 0
+            for q in range(cg):
+                qbeg[q] = nl
+                for i in range(kh):
+                    for j in range(kw):
+                        t = ((o * cg + q) * kh + i) * kw + j
+                        if live[t]:
+                            lw[nl] = t
+                            lx[nl] = q * plane + i * rs + j * d1
+                            lg[nl] = mg - i * rs - j * d1
+                            nl += 1
+            qbeg[cg] = nl
             c0 = (o // og) * cg
+            xb = (b * c_n + c0) * plane
             for oy in range(oh):
                 y0 = ((b * o_n + o) * oh + oy) * row
                 src = gy[y0:y0 + row]
-                dst = g[oy * rw:oy * rw + row]
+                dst = gc[oy * rw:oy * rw + row]
                 for k in range(row):
                     dst[k] = src[k]
-            for s0 in range(0, ln, _PLANE_CHUNK):
-                s1 = min(s0 + _PLANE_CHUNK, ln)
-                gc = g[s0:s1]
+            if need_w:
+                for s0 in range(0, ln, _PLANE_CHUNK):
+                    m = min(s0 + _PLANE_CHUNK, ln) - s0
+                    gk = gc[s0:s0 + m]
+                    for u in range(0, nl - 2, 3):
+                        x0 = x[xb + lx[u] + s0:xb + lx[u] + s0 + m]
+                        x1 = x[xb + lx[u + 1] + s0:xb + lx[u + 1] + s0 + m]
+                        x2 = x[xb + lx[u + 2] + s0:xb + lx[u + 2] + s0 + m]
+                        a0 = a1 = a2 = zero
+                        for k in range(m):
+                            gv = gk[k]
+                            a0 += gv * x0[k]
+                            a1 += gv * x1[k]
+                            a2 += gv * x2[k]
+                        gw[lw[u]] += a0
+                        gw[lw[u + 1]] += a1
+                        gw[lw[u + 2]] += a2
+                    for u in range(nl - nl % 3, nl):
+                        xr = x[xb + lx[u] + s0:xb + lx[u] + s0 + m]
+                        a0 = zero
+                        for k in range(m):
+                            a0 += gk[k] * xr[k]
+                        gw[lw[u]] += a0
+            if need_x:
                 for q in range(cg):
-                    for i in range(kh):
-                        for j in range(kw):
-                            t = ((o * cg + q) * kh + i) * kw + j
-                            off = xb + (c0 + q) * hp * rw + i * dh * rw + j * dw * n + s0
-                            if need_w:
-                                xr = x[off:off + s1 - s0]
-                                s = zero
-                                for k in range(s1 - s0):
-                                    s += gc[k] * xr[k]
-                                gw[t] += s
-                            if need_x:
-                                wv = w[t]
-                                gxr = gx[off:off + s1 - s0]
-                                for k in range(s1 - s0):
-                                    gxr[k] += wv * gc[k]
+                    gq = gx[xb + q * plane:xb + (q + 1) * plane]
+                    if o % og == 0:   # the group's first output channel: the plane starts at 0
+                        gq[:] = 0.0
+                    u0, u1 = qbeg[q], qbeg[q + 1]
+                    for u in range(u0, u1 - 2, 3):
+                        w0, w1, w2 = w[lw[u]], w[lw[u + 1]], w[lw[u + 2]]
+                        g0 = g[lg[u]:lg[u] + plane]
+                        g1 = g[lg[u + 1]:lg[u + 1] + plane]
+                        g2 = g[lg[u + 2]:lg[u + 2] + plane]
+                        for k in range(plane):
+                            gq[k] += w0 * g0[k] + w1 * g1[k] + w2 * g2[k]
+                    for u in range(u1 - (u1 - u0) % 3, u1):
+                        wv = w[lw[u]]
+                        gj = g[lg[u]:lg[u] + plane]
+                        for k in range(plane):
+                            gq[k] += wv * gj[k]
 
 
 @kernel
@@ -848,29 +925,37 @@ def _plane_geom(x5, w, groups, dilation, oh, ow):
     return (nb, c, hp, wp, n, o, oh, ow, kh, kw, dilation[0], dilation[1], o // groups, cg)
 
 
-def plane_forward(x5, w, groups, dilation, oh, ow):
+def _live(w, live):
+    """The taps to take, one byte per weight: all of them unless ``live`` (a mask of ``w``'s
+    shape) says otherwise."""
+    return np.ones(w.size, np.uint8) if live is None else np.ascontiguousarray(live, np.uint8).reshape(-1)
+
+
+def plane_forward(x5, w, groups, dilation, oh, ow, live=None):
     """Stride-1 grouped direct convolution (``_plane_fwd``) of the padded ``x5`` [B, C, Hp,
     Wp, N] (C-contiguous; B = 1 for a batch-innermost image, N = 1 for NCHW) with ``w``
-    [O, C/groups, kh, kw]: the output [B, O, OH, OW, N] (C-contiguous)."""
+    [O, C/groups, kh, kw], skipping the taps where the mask ``live`` is 0 (weights that are
+    zero by construction): the output [B, O, OH, OW, N] (C-contiguous)."""
     nb, _, _, wp, n = x5.shape
     y = np.empty((nb, w.shape[0], oh, ow, n), x5.dtype)
     acc = np.empty((oh - 1) * wp * n + ow * n, x5.dtype)
-    _plane_fwd(x5.reshape(-1), np.ascontiguousarray(w).reshape(-1), y.reshape(-1), acc,
+    _plane_fwd(x5.reshape(-1), np.ascontiguousarray(w).reshape(-1), _live(w, live), y.reshape(-1), acc,
                _plane_geom(x5, w, groups, dilation, oh, ow))
     return y
 
 
-def plane_backward(x5, w, g5, groups, dilation, need_x, need_w):
+def plane_backward(x5, w, g5, groups, dilation, need_x, need_w, live=None):
     """Gradients of ``plane_forward`` for the output gradient ``g5`` [B, O, OH, OW, N]
     (C-contiguous, the input's dtype): the padded input's gradient [B, C, Hp, Wp, N] and the
-    weight gradient, each None unless asked for."""
+    weight gradient (0 at the taps ``live`` leaves out), each None unless asked for."""
     oh, ow = g5.shape[2:4]
-    wp, n = x5.shape[3:]
-    gx = np.zeros_like(x5) if need_x else x5[:0]
+    hp, wp, n = x5.shape[2:]
+    kh, kw = w.shape[2:]
+    gx = np.empty_like(x5) if need_x else x5[:0]
     gw = np.empty(w.size, np.float64)
-    g = np.empty((oh - 1) * wp * n + ow * n, x5.dtype)
-    _plane_bwd(x5.reshape(-1), np.ascontiguousarray(w).reshape(-1), g5.reshape(-1), gx.reshape(-1), gw, g,
-               _plane_geom(x5, w, groups, dilation, oh, ow), bool(need_x), bool(need_w), x5.dtype.type(0))
+    g = np.empty(((kh - 1) * dilation[0] * wp + (kw - 1) * dilation[1] + hp * wp) * n, x5.dtype)
+    _plane_bwd(x5.reshape(-1), np.ascontiguousarray(w).reshape(-1), _live(w, live), g5.reshape(-1), gx.reshape(-1),
+               gw, g, _plane_geom(x5, w, groups, dilation, oh, ow), bool(need_x), bool(need_w), x5.dtype.type(0))
     return (gx if need_x else None), (gw.astype(w.dtype).reshape(w.shape) if need_w else None)
 
 

@@ -116,23 +116,25 @@ def _poly_forward(x, w, stride, pads, oh, ow):
     geom = (n, c, h, wd, sh, sw, hq, wq, pads[0], pads[2])
     _poly_split(_cl(x).reshape(-1), xs.reshape(-1), geom)
     ws = np.zeros((o, sh, sw, kh2, kw2), w.dtype)
+    live = np.zeros((o, sh, sw, kh2, kw2), np.uint8)   # the component taps that exist
     for p in range(sh):
         for q in range(sw):
             tap = w[:, 0, p::sh, q::sw]
             ws[:, p, q, :tap.shape[1], :tap.shape[2]] = tap
+            live[:, p, q, :tap.shape[1], :tap.shape[2]] = 1
     ws = ws.reshape(o, sh * sw, kh2, kw2)
-    y5 = K.plane_forward(xs, ws, c, (1, 1), oh, ow)
-    return y5[0].transpose(3, 0, 1, 2), (xs, ws, geom, x.shape, w.shape)
+    y5 = K.plane_forward(xs, ws, c, (1, 1), oh, ow, live)
+    return y5[0].transpose(3, 0, 1, 2), (xs, ws, geom, x.shape, w.shape, live)
 
 
 def _poly_backward(state, gy, need_x, need_w):
     """Gradients of ``_poly_forward`` for the output gradient ``gy`` [N, O, OH, OW]: the input's
     (a dense batch-innermost view) and the weight's, each None unless asked for."""
-    xs, ws, geom, x_shape, w_shape = state
+    xs, ws, geom, x_shape, w_shape, live = state
     n, c, h, wd = x_shape
     sh, sw = geom[4:6]
     g5 = _cl(gy.astype(xs.dtype, copy=False))[None]
-    gxs, gws = K.plane_backward(xs, ws, g5, c, (1, 1), need_x, need_w)
+    gxs, gws = K.plane_backward(xs, ws, g5, c, (1, 1), need_x, need_w, live)
     gx = gw = None
     if need_x:
         g = np.empty((c, h, wd, n), xs.dtype)
@@ -256,11 +258,13 @@ def dense_backward(state, gy, need_x, need_w):
 # through its element strides (n, c, row, column), so a batch-innermost one needs no copy.
 
 @kernel
-def _dw_loop(x, w, g, gx, gw, geom, sx, sg, nco, fwd, need_x, need_w, zero):
+def _dw_loop(x, keep, w, g, gx, gw, geom, sx, sg, nco, fwd, need_x, need_w, zero):
     """Forward (``fwd``): ``g`` (flat, element strides ``sg``) = the depthwise strided
-    convolution of ``x`` (flat, strides ``sx``) with ``w`` [O, 1, kh, kw]. Backward: for the
-    output gradient ``g``, the input gradient ``gx`` (flat, strides ``sx``, every element
-    written) if ``need_x`` and the weight gradient ``gw`` (float64 [O*kh*kw]) if ``need_w``.
+    convolution of ``x`` (flat, strides ``sx``) with ``w`` [O, 1, kh, kw], each plane's
+    components left in ``keep`` ([C, N, sh, sw, Hq, Wq], flat, every element written).
+    Backward: for the output gradient ``g``, the input gradient ``gx`` (flat, strides
+    ``sx``, every element written) if ``need_x`` and the weight gradient ``gw`` (float64
+    [O*kh*kw]) if ``need_w``, reading the input's components from ``keep``.
     ``nco`` = (N, C, O); ``zero`` is 0 in the arrays' dtype. ``geom`` = (H, W, kh, kw, sh,
     sw, OH, OW, pt, pl, Hq, Wq)."""
     h, wd, kh, kw, sh, sw, oh, ow, pt, pl, hq, wq = geom
@@ -269,16 +273,16 @@ def _dw_loop(x, w, g, gx, gw, geom, sx, sg, nco, fwd, need_x, need_w, zero):
     ln = (oh - 1) * wq + ow
     pq = hq * wq
     half, odd = wd // 2, wd % 2
-    # every plane's split writes the same positions of ``buf`` (those of input pixels): the
-    # padding positions are zeroed once here
-    buf = np.zeros(sh * sw * pq, x.dtype)
     gbuf = np.empty(sh * sw * pq, x.dtype)
     acc = np.zeros(ln, x.dtype)   # the output (gradient) on the padded width: junk columns stay 0
     gw[:] = 0.0
     for c in range(c_n):
         for n in range(n_n):
             xb = n * sx[0] + c * sx[1]
-            if fwd or need_w:
+            ko = (c * n_n + n) * sh * sw * pq
+            buf = keep[ko:ko + sh * sw * pq]
+            if fwd:
+                buf[:] = zero   # the padding positions; the split writes the others
                 # the plane's components: buf[p, q, a, b] = x[a*sh + p - pt, b*sw + q - pl] (0 outside)
                 for r in range(h):
                     p = (r + pt) % sh
@@ -418,23 +422,24 @@ def _plane_forward(x, w, stride, pads, oh, ow):
     geom = (h, wd, kh, kw, stride[0], stride[1], oh, ow, pads[0], pads[2], hq, wq)
     y = np.empty((n, o, oh, ow), x.dtype)
     wf = np.ascontiguousarray(w, x.dtype).reshape(-1)
-    _dw_loop(xf, wf, y.reshape(-1), xf[:0], np.empty(0), geom, sx, (o * oh * ow, oh * ow, ow, 1), (n, c, o), True,
-             False, False, x.dtype.type(0))
-    return y, (xf, sx, wf, geom, x.shape, w.shape)
+    keep = np.empty(c * n * stride[0] * stride[1] * hq * wq, x.dtype)
+    _dw_loop(xf, keep, wf, y.reshape(-1), xf[:0], np.empty(0), geom, sx, (o * oh * ow, oh * ow, ow, 1), (n, c, o),
+             True, False, False, x.dtype.type(0))
+    return y, (keep, sx, wf, geom, x.shape, w.shape)
 
 
 def _plane_backward(state, gy, need_x, need_w):
     """Gradients of ``_plane_forward`` for the output gradient ``gy`` [N, O, OH, OW]: the
     input's (C-contiguous) and the weight's, each None unless asked for; ``gy`` in any
     layout (read through its strides where it is NCHW or batch-innermost)."""
-    xf, sx, wf, geom, x_shape, w_shape = state
-    gf, sg = _flat(gy.astype(xf.dtype, copy=False))
-    gx = np.empty(x_shape, xf.dtype) if need_x else None
-    gxf = gx.reshape(-1) if need_x else xf[:0]
+    keep, sx, wf, geom, x_shape, w_shape = state
+    gf, sg = _flat(gy.astype(keep.dtype, copy=False))
+    gx = np.empty(x_shape, keep.dtype) if need_x else None
+    gxf = gx.reshape(-1) if need_x else keep[:0]
     gw = np.empty(wf.size, np.float64)
-    _dw_loop(xf, wf, gf, gxf, gw, geom, sx, sg, (x_shape[0], x_shape[1], w_shape[0]), False, bool(need_x),
-             bool(need_w), xf.dtype.type(0))
-    return gx, (gw.astype(xf.dtype).reshape(w_shape) if need_w else None)
+    _dw_loop(keep[:0], keep, wf, gf, gxf, gw, geom, sx, sg, (x_shape[0], x_shape[1], w_shape[0]), False,
+             bool(need_x), bool(need_w), keep.dtype.type(0))
+    return gx, (gw.astype(keep.dtype).reshape(w_shape) if need_w else None)
 
 
 PLANE_MIN_OW = 16   # output width from which the per-plane loop beats the batch-innermost components

@@ -25,8 +25,9 @@ layout): F(4x4, 3x3) on numpy float32/float64 for outputs of at least 8x8 (``_wi
 else F(2x2, 3x3) (16/36 of them, the tile transforms whole-array adds: cupy, or numpy with
 mixed dtypes); a depthwise one, or grouped with at most 8 channels per group, is a compiled
 direct loop on numpy (``conv_kernels``; at stride 1 over whole padded planes, in the input's
-own layout; at a stride that is at most the kernel, depthwise, over the stride's polyphase
-components, ``ddg.tensor.conv_strided``); a one-group strided one whose kernel is a multiple
+own layout, small NCHW planes batch-innermost; at a stride that is at most the kernel,
+depthwise, over the stride's polyphase components, ``ddg.tensor.conv_strided``); a
+one-group strided one whose kernel is a multiple
 of its stride (4x4 stride 2), on long enough images, is a stride-1 convolution of the
 polyphase components without columns (``conv_strided``); a grouped 3x3 stride-1 one with
 at least 16 channels per group is Winograd per
@@ -92,6 +93,20 @@ def _is_chwn(a):
     """Whether [N, C, H, W] array ``a`` is laid out with the batch axis innermost."""
     s = a.strides
     return s[0] == a.itemsize and s[3] >= s[0] * a.shape[0] and s[2] >= s[3] and s[1] >= s[2]
+
+
+def _channel_sums(gy):
+    """``gy.sum(axis=(0, 2, 3))`` (a bias gradient): for a numpy float32/float64 array dense in
+    NCHW or batch-innermost order one matrix-vector product with ones (5x faster than numpy's
+    reduction over the outer and inner axes at once), else numpy's sum."""
+    if type(gy) is np.ndarray and gy.dtype in (np.float32, np.float64):
+        n, c, h, w = gy.shape
+        if gy.flags.c_contiguous:
+            return (gy.reshape(n * c, h * w) @ np.ones(h * w, gy.dtype)).reshape(n, c).sum(axis=0)
+        t = gy.transpose(1, 2, 3, 0)
+        if t.flags.c_contiguous:
+            return t.reshape(c, -1) @ np.ones(h * w * n, gy.dtype)
+    return gy.sum(axis=(0, 2, 3))
 
 
 def _nchw_padded(x, pads):
@@ -461,6 +476,12 @@ def _cudnn_conv_filter(cd, x, gy, w_shape, pad, stride, dilation, groups):
 
 
 # -- convolution -----------------------------------------------------------------------------
+# output pixels per plane up to which a stride-1 depthwise / narrow-group convolution of an
+# NCHW batch (of 8 or more) runs batch-innermost: 3x3 on 8x8 planes, batch 16, 64-256
+# channels, forward + backward 0.65-0.7 of the NCHW plane loop's time (16x16: even)
+PLANE_BATCH_INNER_MAX = 100
+
+
 class Conv2d(Function):
     """``out[n, o] = sum_{c, i, j} w[o, c, i, j] * xpad[n, g*Cg + c, y*sh + i*dh, x*sw + j*dw] + b[o]``
     for NCHW input and weight ``[O, C/groups, kh, kw]``."""
@@ -806,10 +827,15 @@ class Conv2d(Function):
         # stride-1 depthwise / narrow-group convolution as whole-plane shifted multiply-adds
         # (``conv_kernels.plane_forward``), in the input's own layout: a batch-innermost
         # input as one [C, Hp, Wp, N] image, any other as N planes [C, Hp, Wp] (no transposing
-        # copy of x, y or gy; the padding is one contiguous copy)
+        # copy of x, y or gy; the padding is one contiguous copy), but small NCHW planes
+        # batch-innermost (output and input gradient then batch-innermost views)
         n, c, h, wd = x.shape
         if _is_chwn(x):
             x5 = np.ascontiguousarray(_pad_input(x, self.pads).transpose(1, 2, 3, 0))[None]
+        elif oh * ow <= PLANE_BATCH_INNER_MAX and n >= 8:
+            # small planes: an NCHW plane's rows are too short for the loop; one compiled
+            # interleaving copy makes the image batch-innermost (rows N times longer)
+            x5 = _cl(x, self.pads)[None]
         else:
             x5 = _nchw_padded(x, self.pads)[..., None]
         y5 = K.plane_forward(x5, w, self.groups, self.dilation, oh, ow)
@@ -826,14 +852,14 @@ class Conv2d(Function):
         n, c, h, wd = self.x.shape
         chwn = x5.shape[0] == 1 and x5.shape[-1] == n and n > 1
         gy = gy.astype(x5.dtype, copy=False)
-        g5 = np.ascontiguousarray(gy.transpose(1, 2, 3, 0))[None] if chwn else np.ascontiguousarray(gy)[..., None]
+        g5 = _cl(gy)[None] if chwn else np.ascontiguousarray(gy)[..., None]
         gx, gw = K.plane_backward(x5, self.w, g5, self.groups, self.dilation, needs[0], needs[1])
         if gx is not None:
             pt, _, pl, _ = self.pads
             gx = gx[0].transpose(3, 0, 1, 2) if chwn else gx[..., 0]
             gx = gx[:, :, pt:pt + h, pl:pl + wd]
         if len(needs) == 3:
-            return gx, gw, (gy.sum(axis=(0, 2, 3)) if needs[2] else None)
+            return gx, gw, (_channel_sums(gy) if needs[2] else None)
         return gx, gw
 
     def _backward_direct(self, gy):
@@ -845,7 +871,7 @@ class Conv2d(Function):
             pt, _, pl, _ = self.pads
             gx = gx[:, :, pt:pt + h, pl:pl + wd]
         if len(needs) == 3:
-            return gx, gw, (gy.sum(axis=(0, 2, 3)) if needs[2] else None)
+            return gx, gw, (_channel_sums(gy) if needs[2] else None)
         return gx, gw
 
     def backward(self, gy):
@@ -858,7 +884,7 @@ class Conv2d(Function):
         if self.poly is not None:
             gx, gw = self.poly[0](self.poly[1], gy, self.needs[0], self.needs[1])
             if len(self.needs) == 3:
-                return gx, gw, (gy.sum(axis=(0, 2, 3)) if self.needs[2] else None)
+                return gx, gw, (_channel_sums(gy) if self.needs[2] else None)
             return gx, gw
         if self.gwino is not None:
             return self._backward_grouped_winograd(gy)
