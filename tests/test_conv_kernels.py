@@ -204,19 +204,21 @@ def _directional_check(f, args, grads, rng):
         np.testing.assert_allclose((g * d).sum(), (f(*hi) - f(*lo)) / (2 * eps), rtol=1e-7)
 
 
-# (x shape, w shape, stride, padding, output_padding): 3-D, kernels of twice the stride along
-# height and width, >= 16 channels, windows >= 8, >= 256 product columns: the phases as
-# F(4x4, 3x3) Winograd
+# (x shape, w shape, stride, padding, output_padding): 3-D and 2-D, kernels of twice the
+# stride along height and width, >= 16 channels, windows >= 8, >= 256 product columns: the
+# phases as F(4x4, 3x3) Winograd
 PHASES_WINO = [
     ((4, 16, 7, 9, 10), (16, 8, 2, 4, 6), (2, 2, 3), (0, 1, 2), (1, 1, 1)),
     ((5, 16, 4, 9, 8), (16, 4, 3, 4, 6), (1, 2, 3), (0, 0, 1), (0, 1, 2)),
+    ((13, 16, 17, 15), (16, 4, 4, 6), (2, 3), (1, 2), (1, 1)),
+    ((16, 16, 16, 16), (16, 4, 4, 4), (2, 2), (1, 1), (0, 0)),
 ]
 
 
 @pytest.mark.parametrize("xs,ws,stride,padding,opad", PHASES_WINO)
 def test_conv_transpose_phases_by_winograd(xs, ws, stride, padding, opad, monkeypatch):
     import ddg.tensor.conv_phase as CP
-    op = F.conv3d_transpose
+    op = F.conv3d_transpose if len(xs) == 5 else F.conv2d_transpose
     x, w, b = RNG.standard_normal(xs), RNG.standard_normal(ws) / 8, RNG.standard_normal(ws[1])
     v = None
 
@@ -238,8 +240,13 @@ def test_conv_transpose_phases_by_winograd(xs, ws, stride, padding, opad, monkey
         np.testing.assert_allclose(a, r, rtol=0, atol=1e-12 * np.abs(r).max())
         np.testing.assert_allclose(a32, r, rtol=0, atol=2e-5 * np.abs(r).max())
     # and the adjoint of the loop reference of conv3d: <conv_transpose(x), v> = <x, conv3d(v)>
-    cv = _ref_conv3d(v, w, stride, padding, (1, 1, 1), 1)
-    np.testing.assert_allclose((got[0] - b.reshape(1, -1, 1, 1, 1)).ravel() @ v.ravel(), (x * cv).sum(), rtol=1e-11)
+    # (a 2-D one as depth 1)
+    lift = len(xs) == 4
+    cv = _ref_conv3d(v[:, :, None] if lift else v, w[:, :, None] if lift else w, ((1,) if lift else ()) + stride,
+                     ((0,) if lift else ()) + padding, (1, 1, 1), 1)
+    cv = cv[:, :, 0] if lift else cv
+    bb = b.reshape((1, -1) + (1,) * (len(xs) - 2))
+    np.testing.assert_allclose((got[0] - bb).ravel() @ v.ravel(), (x * cv).sum(), rtol=1e-11)
     monkeypatch.undo()
     _directional_check(lambda x, w: (op(T(x), T(w), T(b), stride, padding, opad).numpy() * v).sum(), [x, w],
                        got[1:3], RNG)
