@@ -194,6 +194,40 @@ def test_conv2d_transpose_phases_gate(monkeypatch):
         np.testing.assert_allclose(y.numpy(), ref, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("shape,stride,p0", [((3, 2, 9, 7), (2, 3), (1, 2)), ((2, 3, 5, 6, 7), (2, 1, 2), (1, 0, 1))])
+def test_phase_gather_reads_any_layout(shape, stride, p0):
+    # the output gradient's phases from an NC(D)HW array, a batch-innermost view and a
+    # non-dense slice alike, against the definition g[r, c, j, n] = gy[n, c, s*j + r - p0]
+    from ddg.tensor import conv_kernels as K
+    nd = len(stride)
+    out = shape[2:]
+    j = tuple((out[i] + p0[i] + stride[i] - 1) // stride[i] for i in range(nd))
+    gy = RNG.standard_normal(shape)
+    ref = np.zeros((int(np.prod(stride)), shape[1]) + j + (shape[0],))
+    for p, r in enumerate(np.ndindex(*stride)):
+        for jj in np.ndindex(*j):
+            pos = tuple(stride[i] * jj[i] + r[i] - p0[i] for i in range(nd))
+            if all(0 <= pos[i] < out[i] for i in range(nd)):
+                ref[(p, slice(None)) + jj] = gy[(slice(None), slice(None)) + pos].T
+    chwn = np.ascontiguousarray(np.moveaxis(gy, 0, -1))
+    wide = np.zeros(shape[:-1] + (shape[-1] + 3,))
+    wide[..., 1:-2] = gy
+    for a in (gy, np.moveaxis(chwn, -1, 0), wide[..., 1:-2]):
+        for dt in (np.float64, np.float32):
+            g = K.phase_in(a.astype(dt) if dt is np.float32 else a, j, stride, p0, dt)
+            np.testing.assert_allclose(g, ref, rtol=0, atol=1e-6 if dt is np.float32 else 0)
+
+
+def test_wino_phase_adjoint_reads_any_layout():
+    # the Winograd phases' output-transform adjoint gives the same products' gradients for
+    # an NCDHW gradient and a batch-innermost view of it
+    from ddg.tensor import conv_kernels as K
+    gy = RNG.standard_normal((3, 4, 2, 11, 13))
+    chwn = np.moveaxis(np.ascontiguousarray(np.moveaxis(gy, 0, -1)), -1, 0)
+    geo = (4, 3, 2, 2, (2, 2, 2), (1, 0, 1), np.float64)
+    np.testing.assert_array_equal(K.wino4_out_phase_adjoint(gy, *geo), K.wino4_out_phase_adjoint(chwn, *geo))
+
+
 def _directional_check(f, args, grads, rng):
     # <grad, d> against the central difference of f along a random direction d, per argument
     for i, (a, g) in enumerate(zip(args, grads)):

@@ -240,27 +240,27 @@ def _phase_out(f, y, geom):
 
 @kernel
 def _phase_in(gy, g, geom):
-    """The adjoint of ``_phase_out`` reading the output gradient in its NC(D)HW layout: ``gy``
-    [N, C, OD, OH, OW] C-contiguous into ``g`` [P, C, Jd, Jh, Jw, N] (zeroed by the caller;
-    same ``geom``)."""
-    _, c_n, jd_n, jh_n, jw_n, n_n, od, oh, ow, sd, sh, sw, pd, ph_, pw = geom
-    bstride = c_n * od * oh * ow            # between the batch entries of one output row
+    """The adjoint of ``_phase_out`` reading the output gradient in its own dense layout:
+    ``gy`` [N, C, OD, OH, OW] as a flat buffer with element strides (bn, bc, bz, by, bx) (the
+    last five entries of ``geom``; NCDHW, batch-innermost, ...) into ``g`` [P, C, Jd, Jh, Jw, N]
+    (zeroed by the caller; otherwise ``_phase_out``'s ``geom``)."""
+    _, c_n, jd_n, jh_n, jw_n, n_n, od, oh, ow, sd, sh, sw, pd, ph_, pw, bn, bc, bz, by, bx = geom
     for c in range(c_n):
         for z in range(od):
             rd, jd = (z + pd) % sd, (z + pd) // sd
             for yy in range(oh):
                 rh, jh = (yy + ph_) % sh, (yy + ph_) // sh
-                s0 = ((c * od + z) * oh + yy) * ow
+                s0 = c * bc + z * bz + yy * by
                 for rw in range(sw):
                     x0 = (rw - pw) % sw
                     j0 = (x0 + pw) // sw
                     cnt = (ow - x0 + sw - 1) // sw if x0 < ow else 0
                     d = (((((rd * sh + rh) * sw + rw) * c_n + c) * jd_n + jd) * jh_n + jh) * jw_n + j0
                     gr = g[d * n_n:(d + cnt) * n_n]
-                    for q in range(cnt):   # one run of g written in order, the N rows of gy read
-                        s = s0 + x0 + q * sw
+                    for q in range(cnt):   # one run of g written in order, the N entries of gy read
+                        s = s0 + (x0 + q * sw) * bx
                         for n in range(n_n):
-                            gr[q * n_n + n] = gy[s + n * bstride]
+                            gr[q * n_n + n] = gy[s + n * bn]
 
 
 @kernel
@@ -341,13 +341,14 @@ def _wino4_out_phase(m, y, geom):
 @kernel
 def _wino4_out_phase_adj(gy, gm, geom):
     """The adjoint of ``_wino4_out_phase``: the output gradient ``gy`` [N, C, OD, OH, OW]
-    (C-contiguous, flat) to the products' gradients ``gm`` [6, 6, P*C*th, tw*Jd*N]
-    (overwritten). Per channel, tile row and phase, the adjoint row transform reads each
-    window row's values straight from ``gy`` (zero where no output position maps), then the
-    adjoint column transform writes ``gm``. Same ``geom``."""
-    c_n, th, tw, jd_n, n, od, oh, ow, sd, sh, sw, pd, ph_, pw = geom
+    (a flat buffer with element strides (bn, bc, bz, by, bx), the last five entries of
+    ``geom``) to the products' gradients ``gm`` [6, 6, P*C*th, tw*Jd*N] (overwritten). Per
+    channel, tile row and phase, the adjoint row transform reads each window row's values
+    straight from ``gy`` (zero where no output position maps), then the adjoint column
+    transform writes ``gm``. Otherwise ``_wino4_out_phase``'s ``geom``."""
+    c_n, th, tw, jd_n, n, od, oh, ow, sd, sh, sw, pd, ph_, pw, bn, bc, bz, by, bx = geom
     nn = jd_n * n
-    plane = c_n * od * oh * ow
+    bq = sw * bx
     zero = gm.dtype.type(0)
     f2, f4, f8 = np.float32(2.0), np.float32(4.0), np.float32(8.0)
     gs = np.empty((4, 6, tw * nn), gm.dtype)
@@ -374,14 +375,14 @@ def _wino4_out_phase_adj(gy, gm, geom):
                                     for k in range(n):
                                         e0 = e1 = e2 = e3 = zero
                                         if ok:
-                                            src = k * plane + ((c * od + z0 + i * sd) * oh + yy) * ow + x0 + qb * sw
+                                            src = k * bn + c * bc + (z0 + i * sd) * bz + yy * by + (x0 + qb * sw) * bx
                                             e0 = gy[src]
                                             if qb + 1 < cnt:
-                                                e1 = gy[src + sw]
+                                                e1 = gy[src + bq]
                                             if qb + 2 < cnt:
-                                                e2 = gy[src + 2 * sw]
+                                                e2 = gy[src + 2 * bq]
                                             if qb + 3 < cnt:
-                                                e3 = gy[src + 3 * sw]
+                                                e3 = gy[src + 3 * bq]
                                         q = tx * nn + j * n + k
                                         s0[q] = e0
                                         s1[q] = e0 + e1 + e2 + e3
@@ -913,20 +914,21 @@ def wino4_out_phase(m, c, th, tw, jd, n, out, s, p0):
 
 def wino4_out_phase_adjoint(gy, c, th, tw, jd, s, p0, dtype):
     """The adjoint of ``wino4_out_phase``: the output gradient ``gy`` [N, C, OD, OH, OW] (any
-    layout) to the products' gradients [6, 6, P*C, th, tw, Jd*N]."""
-    gy = np.ascontiguousarray(gy, dtype=dtype)
+    layout; read in place when dense) to the products' gradients [6, 6, P*C, th, tw, Jd*N]."""
+    flat, st = flat_strided(gy.astype(dtype, copy=False))
     n, p = gy.shape[0], int(np.prod(s))
     gm = np.empty((6, 6, p * c, th, tw, jd * n), dtype)
-    _wino4_out_phase_adj(gy.reshape(-1), gm.reshape(6, 6, -1, tw * jd * n),
-                         (c, th, tw, jd, n) + tuple(gy.shape[2:]) + tuple(s) + tuple(p0))
+    _wino4_out_phase_adj(flat, gm.reshape(6, 6, -1, tw * jd * n),
+                         (c, th, tw, jd, n) + tuple(gy.shape[2:]) + tuple(s) + tuple(p0) + st)
     return gm
 
 
 def phase_in(gy, j, s, p0, dtype):
-    """The phases [P, C, *J, N] of the output gradient ``gy`` [N, C, *out] (any layout;
-    copied to C-contiguous first when it is not), zero where no output position maps."""
+    """The phases [P, C, *J, N] of the output gradient ``gy`` [N, C, *out] (any layout; read
+    in place when dense, NCHW or batch-innermost), zero where no output position maps."""
     n, c = gy.shape[:2]
-    gy = np.ascontiguousarray(gy, dtype=dtype)
+    flat, st = flat_strided(gy.astype(dtype, copy=False))
+    st = st[:2] + (0,) * (5 - len(st)) + st[2:]                 # a 2-D one: depth 1
     g = np.zeros((int(np.prod(s)), c) + tuple(j) + (n,), dtype)
-    _phase_in(gy.reshape(-1), g.reshape(-1), _phase_geom(g.shape, gy.shape[2:], s, p0))
+    _phase_in(flat, g.reshape(-1), _phase_geom(g.shape, gy.shape[2:], s, p0) + st)
     return g

@@ -327,6 +327,29 @@ def _phase_wino_backward(gy, state, need_x, need_w):
     return gx, gw
 
 
+def _rows_conv(xpad, wf, jn, sh, p0h, oh):
+    """The 2-D phases' stride-1 convolution of ``xpad`` [Cin, Hp, Wp, N] with the flipped
+    phase weight ``wf`` [sh*sw*Cout, Cin, th, tw] as [P*Cout, Jh*Jw*N], computed per height
+    phase for the rows ``_phase_out`` reads only (the cropped ones are left unset): of the
+    Jh = ceil(extent / sh) uncropped rows a phase keeps ceil(OH / sh), so the product shrinks
+    by up to a row per phase (8/9 of it at an 8x8 input, kernel 4, stride 2, padding 1)."""
+    cin, n = xpad.shape[0], xpad.shape[-1]
+    p_co = wf.shape[0]
+    jh, jw = jn
+    cols = _slab_cols(xpad.reshape((cin, 1) + xpad.shape[1:]), wf.shape[2], wf.shape[3], 1, 1, jh, jw)
+    w2 = wf.reshape(p_co, -1)
+    f = np.empty((p_co, jh * jw * n), cols.dtype)
+    blk, row = p_co // sh, jw * n
+    for rh in range(sh):
+        x0 = (rh - p0h) % sh                          # the phase's first output row
+        cnt = (oh - x0 + sh - 1) // sh if x0 < oh else 0
+        j0 = (x0 + p0h) // sh
+        if cnt:
+            cs = slice(j0 * row, (j0 + cnt) * row)
+            np.matmul(w2[rh * blk:(rh + 1) * blk], cols[:, cs], out=f[rh * blk:(rh + 1) * blk, cs])
+    return f
+
+
 def phase_transpose_forward(x, w, s, p0, out):
     """Transposed convolution (one group, dilation 1, kernel a multiple of the stride) of
     ``x`` [N, Cin, *S] (2 or 3 spatial axes, numpy float32/float64) with ``w`` [Cin, Cout,
@@ -351,8 +374,11 @@ def phase_transpose_forward(x, w, s, p0, out):
     wf = np.take(w.reshape(-1), wf_i).reshape(wf_shape)                  # [P*Cout, Cin, *t], flipped
     xpad = _cl(x, tuple(v for i in range(nd) for v in (t[i] - 1, jn[i] - sp[i])))
     xm = _cl(x)                                                           # [Cin, *S, N]
-    f = _slab_conv(xpad.reshape((cin,) + _as3(xpad.shape[1:-1]) + (n,)), wf.reshape(wf.shape[:2] + _as3(t)),
-                   (1, 1, 1), _as3(jn))[0]
+    if nd == 2:
+        f = _rows_conv(xpad, wf, jn, s[0], p0[0], out[0])
+    else:
+        f = _slab_conv(xpad.reshape((cin,) + _as3(xpad.shape[1:-1]) + (n,)), wf.reshape(wf.shape[:2] + _as3(t)),
+                       (1, 1, 1), _as3(jn))[0]
     y = K.phase_out(f.reshape((int(np.prod(s)), cout) + jn + (n,)), out, s, p0)
     return y, (xm.reshape(cin, -1), w, tuple(sp), jn, tuple(p0), tuple(out), tuple(s), cout)
 
