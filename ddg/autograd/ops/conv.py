@@ -280,14 +280,18 @@ def _use_grouped_winograd(x, w, stride, dilation, groups, pads):
 def _use_phases(x, w, stride, dilation, groups, pads):
     """Whether Conv2d runs a 3x3 convolution dilated by 2 with "same" padding (2 on each side)
     as Winograd on the four parity classes of the image (``Conv2d._forward_phases``):
-    numpy float32/float64, even height and width, and the classes' convolution taking the
-    Winograd path."""
+    numpy float32/float64, even height and width, at least 16 channels in and out, classes
+    of at least 8x8 and at least 2**19 channel-pixel products (C*O*H*W*N). The classes are
+    a 4x larger batch, so their Winograd pays below ``_use_winograd``'s size gates: forward +
+    backward, Winograd on the classes / dilated im2col time, measured 0.55-0.7 at C=16 on
+    16x16 (batch 8-16), 0.6 at C=64-128 on 16x16 (batch 4), 0.9 at C=16 on 32x32 (batch
+    2), ~1 at C=32 on 16x16 (batch 2); below the size gate 1.0-1.4 (C=16, 16x16, batch
+    2-4), at 4x4 classes 1.7 (im2col kept)."""
     n, c, h, wd = x.shape
     if not (w.shape[2:] == (3, 3) and tuple(stride) == (1, 1) and tuple(dilation) == (2, 2) and groups == 1
             and tuple(pads) == (2, 2, 2, 2) and h % 2 == 0 and wd % 2 == 0 and K.usable(x, w)):
         return False
-    classes = np.broadcast_to(np.zeros((), x.dtype), (4 * n, c, h // 2, wd // 2))   # the shape, no memory
-    return _use_winograd(classes, w, (1, 1), (1, 1), 1, (1, 1, 1, 1))
+    return min(c, w.shape[0]) >= 16 and min(h, wd) >= 16 and c * w.shape[0] * h * wd * n >= 1 << 19
 
 
 def _from_phases(a, n):
@@ -625,8 +629,9 @@ class Conv2d(Function):
         n, c, h, wd = x.shape
         xs = x.transpose(1, 2, 3, 0).reshape(c, h // 2, 2, wd // 2, 2, n).transpose(0, 1, 3, 2, 4, 5)
         xs = np.ascontiguousarray(xs).reshape(c, h // 2, wd // 2, 4 * n).transpose(3, 0, 1, 2)
-        self.phases = Conv2d((1, 1), (1, 1, 1, 1), (1, 1), 1)
-        ys = self.phases.forward(xs, w, *b)
+        ph = self.phases = Conv2d((1, 1), (1, 1, 1, 1), (1, 1), 1)
+        ph.cudnn = ph.direct_x = ph.phases = ph.plane = ph.pointwise = ph.gwino = None
+        ys = ph._forward_winograd(xs, w, b, h // 2, wd // 2)
         self.w, self.x = w, x
         return _from_phases(ys, n)
 
