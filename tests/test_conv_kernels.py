@@ -560,38 +560,41 @@ def test_kernels_and_array_paths_agree_on_device(place):
 
 
 
-@pytest.mark.parametrize("bias,xs", [(False, (2, 3, 6, 8)), (True, (2, 3, 6, 8)), (True, (1, 2, 16, 18))])
-def test_dilated_same_conv_as_winograd_on_parity_classes(bias, xs, monkeypatch):
-    # 3x3, dilation 2, padding 2: run as Winograd over the four row/column parity classes
-    # (forced on small shapes: F(2x2, 3x3) on 3x4 classes, F(4x4, 3x3) on 8x9 ones);
-    # forward against the float64 loop, backward against central differences, second order
-    # through backward_graph, float32 against float64
+@pytest.mark.parametrize("bias,xs,d", [(False, (2, 3, 6, 8), 2), (True, (2, 3, 6, 8), 2), (True, (1, 2, 16, 18), 2),
+                                       (False, (2, 2, 7, 8), 3), (True, (1, 2, 22, 24), 3)])
+def test_dilated_same_conv_as_winograd_on_residue_classes(bias, xs, d, monkeypatch):
+    # 3x3, dilation d, padding d: run as Winograd over the d*d row/column residue classes
+    # (forced on small shapes, sizes that are and are not multiples of d: F(2x2, 3x3) on
+    # classes below 8x8, F(4x4, 3x3) on larger ones); forward against the float64 loop,
+    # backward against central differences, second order through backward_graph, float32
+    # against float64
     import ddg.autograd.ops.conv as CV
-    monkeypatch.setattr(CV, "_use_phases", lambda x, w, s, d, g, p: tuple(d) == (2, 2) and tuple(p) == (2, 2, 2, 2))
+    monkeypatch.setattr(CV, "_use_phases", lambda x, w, s, dl, g, p: tuple(dl) == (d, d) and tuple(p) == (d,) * 4)
     x, w, b = RNG.standard_normal(xs), RNG.standard_normal((4, xs[1], 3, 3)), RNG.standard_normal(4)
     ts = [T(x, True), T(w, True)] + ([T(b, True)] if bias else [])
-    op = CV.Conv2d((1, 1), (2, 2, 2, 2), (2, 2), 1)
+    op = CV.Conv2d((1, 1), (d,) * 4, (d, d), 1)
     y = op(*ts)
-    assert op.phases is not None and op.phases.wino[-1] == (4 if xs[2] >= 16 else 2)
-    ref = ref_conv2d(x, w, b if bias else None, (1, 1), (2, 2, 2, 2), (2, 2), 1)
+    assert op.phases is not None and op.phases.wino[-1] == (4 if min(-(-xs[2] // d), -(-xs[3] // d)) >= 8 else 2)
+    ref = ref_conv2d(x, w, b if bias else None, (1, 1), (d,) * 4, (d, d), 1)
     np.testing.assert_allclose(y.numpy(), ref, rtol=1e-12, atol=1e-12)
-    y32 = CV.Conv2d((1, 1), (2, 2, 2, 2), (2, 2), 1)(*[T(t.numpy(), dtype="float32") for t in ts])
+    y32 = CV.Conv2d((1, 1), (d,) * 4, (d, d), 1)(*[T(t.numpy(), dtype="float32") for t in ts])
     np.testing.assert_allclose(y32.numpy(), ref, rtol=0, atol=2e-5 * np.abs(ref).max())
-    assert gradcheck(lambda *a: CV.Conv2d((1, 1), (2, 2, 2, 2), (2, 2), 1)(*a), ts)
+    assert gradcheck(lambda *a: CV.Conv2d((1, 1), (d,) * 4, (d, d), 1)(*a), ts)
     if not bias:
-        assert gradgradcheck(lambda x, w: ddg.tanh(F.conv2d(x, w, None, 1, 2, 2)), ts)
+        assert gradgradcheck(lambda x, w: ddg.tanh(F.conv2d(x, w, None, 1, d, d)), ts)
 
 
 def test_dilated_same_conv_gate():
-    # Winograd on the parity classes from 16 channels, 8x8 classes and 2**19 products
+    # Winograd on the residue classes from 16 channels, 8x8 classes and 2**19 products
     import ddg.autograd.ops.conv as CV
 
-    def taken(xs, o):
-        return CV._use_phases(np.zeros(xs, np.float32), np.zeros((o, xs[1], 3, 3), np.float32), (1, 1), (2, 2), 1,
-                              (2, 2, 2, 2))
+    def taken(xs, o, d=2):
+        return CV._use_phases(np.zeros(xs, np.float32), np.zeros((o, xs[1], 3, 3), np.float32), (1, 1), (d, d), 1,
+                              (d,) * 4)
     assert taken((8, 16, 16, 16), 16) and taken((2, 16, 32, 32), 16) and taken((4, 64, 16, 16), 64)
+    assert taken((8, 16, 15, 18), 16) and taken((8, 32, 32, 32), 32, 3) and taken((4, 16, 22, 24), 16, 3)
     assert not taken((2, 16, 16, 16), 16) and not taken((8, 16, 8, 8), 16) and not taken((64, 8, 16, 16), 16)
-    assert not taken((8, 16, 15, 16), 16)
+    assert not taken((8, 32, 21, 32), 32, 3)
 
 
 @pytest.mark.parametrize("shape,sizes", [((2, 3, 10), (4,)), ((2, 3, 7, 9), (3, 4)), ((1, 2, 5, 6, 7), (2, 4, 3))])

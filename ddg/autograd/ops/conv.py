@@ -278,28 +278,46 @@ def _use_grouped_winograd(x, w, stride, dilation, groups, pads):
 
 
 def _use_phases(x, w, stride, dilation, groups, pads):
-    """Whether Conv2d runs a 3x3 convolution dilated by 2 with "same" padding (2 on each side)
-    as Winograd on the four parity classes of the image (``Conv2d._forward_phases``):
-    numpy float32/float64, even height and width, at least 16 channels in and out, classes
-    of at least 8x8 and at least 2**19 channel-pixel products (C*O*H*W*N). The classes are
-    a 4x larger batch, so their Winograd pays below ``_use_winograd``'s size gates: forward +
-    backward, Winograd on the classes / dilated im2col time, measured 0.55-0.7 at C=16 on
-    16x16 (batch 8-16), 0.6 at C=64-128 on 16x16 (batch 4), 0.9 at C=16 on 32x32 (batch
-    2), ~1 at C=32 on 16x16 (batch 2); below the size gate 1.0-1.4 (C=16, 16x16, batch
-    2-4), at 4x4 classes 1.7 (im2col kept)."""
+    """Whether Conv2d runs a 3x3 convolution dilated by d >= 2 along both axes with "same"
+    padding (d on each side) as Winograd on the d*d row/column residue classes of the image
+    (``Conv2d._forward_phases``): numpy float32/float64, at least 16 channels in and out,
+    classes of at least 8x8 and at least 2**19 channel-pixel products (C*O*H*W*N). The
+    classes are a d*d times larger batch, so their Winograd pays below ``_use_winograd``'s
+    size gates: forward + backward, Winograd on the classes / dilated im2col time, measured
+    (d = 2) 0.55-0.7 at C=16 on 16x16 (batch 8-16), 0.6 at C=64-128 on 16x16 (batch 4),
+    0.9 at C=16 on 32x32 (batch 2), ~1 at C=32 on 16x16 (batch 2); below the size gate
+    1.0-1.4 (C=16, 16x16, batch 2-4), at 4x4 classes 1.7 (im2col kept)."""
     n, c, h, wd = x.shape
-    if not (w.shape[2:] == (3, 3) and tuple(stride) == (1, 1) and tuple(dilation) == (2, 2) and groups == 1
-            and tuple(pads) == (2, 2, 2, 2) and h % 2 == 0 and wd % 2 == 0 and K.usable(x, w)):
+    d = dilation[0]
+    if not (w.shape[2:] == (3, 3) and tuple(stride) == (1, 1) and d >= 2 and tuple(dilation) == (d, d)
+            and groups == 1 and tuple(pads) == (d, d, d, d) and K.usable(x, w)):
         return False
-    return min(c, w.shape[0]) >= 16 and min(h, wd) >= 16 and c * w.shape[0] * h * wd * n >= 1 << 19
+    return (min(c, w.shape[0]) >= 16 and min(-(-h // d), -(-wd // d)) >= 8
+            and c * w.shape[0] * h * wd * n >= 1 << 19)
 
 
-def _from_phases(a, n):
-    """[4N, C, h, w] parity classes (class (p, q) in batch rows (2p + q)*N ...) back to the
-    image [N, C, 2h, 2w] (one copy, batch-innermost)."""
+def _to_classes(a, d):
+    """The residue classes of ``a`` [N, C, H, W] modulo ``d`` along height and width as a
+    batch [d*d*N, C, ceil(H/d), ceil(W/d)] (class (p, q) in batch rows (p*d + q)*N ...;
+    positions past H, W zero), batch-innermost (one copy)."""
+    n, c, h, w = a.shape
+    hh, ww = -(-h // d), -(-w // d)
+    t = a.transpose(1, 2, 3, 0)
+    if (hh * d, ww * d) != (h, w):
+        e = np.zeros((c, hh * d, ww * d, n), a.dtype)
+        e[:, :h, :w] = t
+        t = e
+    t = t.reshape(c, hh, d, ww, d, n).transpose(0, 1, 3, 2, 4, 5)
+    return np.ascontiguousarray(t).reshape(c, hh, ww, d * d * n).transpose(3, 0, 1, 2)
+
+
+def _from_classes(a, d, n, h, w):
+    """The inverse of ``_to_classes``: [d*d*N, C, hh, ww] back to the image [N, C, H, W]
+    (one copy, batch-innermost; positions past H, W dropped)."""
     c, hh, ww = a.shape[1:]
-    t = a.transpose(1, 2, 3, 0).reshape(c, hh, ww, 2, 2, n).transpose(0, 1, 3, 2, 4, 5)
-    return np.ascontiguousarray(t).reshape(c, 2 * hh, 2 * ww, n).transpose(3, 0, 1, 2)
+    t = a.transpose(1, 2, 3, 0).reshape(c, hh, ww, d, d, n).transpose(0, 1, 3, 2, 4, 5)
+    full = np.ascontiguousarray(t).reshape(c, hh * d, ww * d, n)
+    return full[:, :h, :w].transpose(3, 0, 1, 2)
 
 
 def _wino_in(xpad, th, tw):
@@ -622,28 +640,28 @@ class Conv2d(Function):
         return gx, gw
 
     def _forward_phases(self, x, w, b):
-        # a 3x3 convolution dilated by 2 with "same" padding reads, for each output pixel,
-        # only pixels of its own row and column parity: per parity class (4 of them) it is
-        # an undilated 3x3 convolution padded by 1 of that class's sub-image. The classes go
-        # into the batch axis (one copy) and the Winograd path runs on them.
+        # a 3x3 convolution dilated by d with "same" padding reads, for each output pixel,
+        # only pixels of its own row and column residues modulo d: per class (d*d of them)
+        # it is an undilated 3x3 convolution padded by 1 of that class's sub-image (the
+        # image zero-extended to a multiple of d: those zeros lie in the padding). The
+        # classes go into the batch axis (one copy) and the Winograd path runs on them.
         n, c, h, wd = x.shape
-        xs = x.transpose(1, 2, 3, 0).reshape(c, h // 2, 2, wd // 2, 2, n).transpose(0, 1, 3, 2, 4, 5)
-        xs = np.ascontiguousarray(xs).reshape(c, h // 2, wd // 2, 4 * n).transpose(3, 0, 1, 2)
+        d = self.dilation[0]
+        xs = _to_classes(x, d)
         ph = self.phases = Conv2d((1, 1), (1, 1, 1, 1), (1, 1), 1)
         ph.cudnn = ph.direct_x = ph.phases = ph.plane = ph.pointwise = ph.gwino = None
-        ys = ph._forward_winograd(xs, w, b, h // 2, wd // 2)
+        ys = ph._forward_winograd(xs, w, b, xs.shape[2], xs.shape[3])
         self.w, self.x = w, x
-        return _from_phases(ys, n)
+        return _from_classes(ys, d, n, h, wd)
 
     def _backward_phases(self, gy):
         n, c, h, wd = self.x.shape
-        o = gy.shape[1]
-        g = gy.astype(self.w.dtype, copy=False).transpose(1, 2, 3, 0).reshape(o, h // 2, 2, wd // 2, 2, n)
-        g = np.ascontiguousarray(g.transpose(0, 1, 3, 2, 4, 5)).reshape(o, h // 2, wd // 2, 4 * n)
+        d = self.dilation[0]
+        g = _to_classes(gy.astype(self.w.dtype, copy=False), d)
         self.phases.needs = self.needs
-        grads = self.phases.backward(g.transpose(3, 0, 1, 2))
+        grads = self.phases.backward(g)
         gx = grads[0]
-        return (None if gx is None else _from_phases(gx, n),) + tuple(grads[1:])
+        return (None if gx is None else _from_classes(gx, d, n, h, wd),) + tuple(grads[1:])
 
     def _forward_1x1(self, x, w, b):
         # a 1x1 stride-1 convolution is a product over the image itself, in the input's own
