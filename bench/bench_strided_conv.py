@@ -2,11 +2,15 @@
 forward + backward (input and weight gradients), ddg vs torch, 1 thread, interleaved rounds;
 and of transposed, dilated and grouped convolutions at sizes of their own.
 
-    python bench/bench_strided_conv.py [--rounds 5] [--only conv,convt,dw,convt2,dil,grp] [--ab]
+    python bench/bench_strided_conv.py [--rounds 5] [--only conv,convt,dw,convt2,dil,grp] [--ab] [--cpu]
 
 ``convt2``: transposed convolutions (4x4 stride 2 padding 1, 3x3 stride 2 padding 1 with
 output_padding 1, 1-D and 3-D) at batch 2-16; ``dil``: 3x3 dilated by 2 and 3 ("same"
 padding); ``grp``: 3x3 with 2, 4 and 8 groups.
+
+``--cpu`` times each round by the thread's CPU time instead of the wall clock (both
+frameworks run on one thread): on a shared, loaded machine the time spent waiting for a
+core then stays out of the figures.
 
 ``--ab`` adds a third contender: ddg with the polyphase paths of ``ddg.tensor.conv_strided``
 switched off (the im2col / direct-loop paths they replace), raced in the same rounds.
@@ -38,12 +42,29 @@ DIL = [(8, 16, 16, 2), (16, 16, 16, 2), (4, 64, 16, 2), (2, 16, 32, 2), (4, 128,
 GRP = [(4, 64, 32, 4), (2, 128, 56, 4), (16, 64, 16, 4), (8, 128, 32, 2), (4, 256, 16, 8), (8, 16, 16, 2)]
 
 
+def cpu_race(fns, steps, rounds, warmup=3):
+    """``_common.race`` timed by the calling thread's CPU time: median seconds per call."""
+    import time
+    for f in fns.values():
+        for _ in range(warmup):
+            f()
+    times = {k: [] for k in fns}
+    for _ in range(rounds):
+        for k, f in fns.items():
+            t = time.thread_time()
+            for _ in range(steps):
+                f()
+            times[k].append((time.thread_time() - t) / steps)
+    return {k: (sorted(v)[len(v) // 2], 0.0) for k, v in times.items()}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--only", default="conv,convt,dw,convt2,dil,grp")
     ap.add_argument("--round-time", type=float, default=0.15)
     ap.add_argument("--ab", action="store_true", help="also race ddg without the polyphase paths")
+    ap.add_argument("--cpu", action="store_true", help="time rounds by thread CPU time, not the wall clock")
     a = ap.parse_args()
     torch = try_torch()
     only = a.only.split(",")
@@ -125,7 +146,7 @@ def main():
         t = time.perf_counter()
         fd()
         steps = max(1, int(a.round_time / max(time.perf_counter() - t, 1e-5)))
-        r = race(fns, steps, a.rounds)
+        r = (cpu_race if a.cpu else race)(fns, steps, a.rounds)
         line = f"{name:28s} ddg {r['ddg'][0] * 1e3:7.3f} ms"
         if torch:
             line += f"  torch {r['torch'][0] * 1e3:7.3f} ms  ratio {r['ddg'][0] / r['torch'][0]:.2f}"
