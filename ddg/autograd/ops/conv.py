@@ -30,9 +30,9 @@ components, ``ddg.tensor.conv_strided``); a one-group strided one whose kernel i
 of its stride (4x4 stride 2), on long enough images, is a stride-1 convolution of the
 polyphase components without columns (``conv_strided``); a grouped 3x3 stride-1 one with
 at least 16 channels per group is Winograd per
-group; a 3x3 one dilated by 2 with "same" padding is Winograd on the image's four parity
-classes (numpy); a 1x1 stride-1 one is a plain product over the image itself (per sample on
-an NCHW input); everything else is im2col + one product (per group), im2col and col2im
+group; a 3x3 one dilated by d >= 2 with "same" padding is Winograd on the image's d*d
+row/column residue classes (numpy); a 1x1 stride-1 one is a plain product over the image
+itself (per sample on an NCHW input); everything else is im2col + one product (per group), im2col and col2im
 compiled loops on numpy. A transposed convolution whose kernel is a multiple of its stride
 runs by output phases (``ddg.tensor.conv_phase``). On the GPU cuDNN, where usable, takes
 precedence over all of them.
