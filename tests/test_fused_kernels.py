@@ -354,6 +354,17 @@ def test_winograd4_transforms_at_every_batch_width(n, dtype):
     np.testing.assert_allclose(f64(gm) @ v64.ravel(), f64(gx) @ f64(x4), rtol=10 * tol)
 
 
+def test_winograd_size_gate():
+    # at least 2**20 channel-pixel products (C*O*H*W*N), 2**19 below 32 channels
+    import ddg.autograd.ops.conv as CV
+
+    def taken(n, c, hw):
+        return CV._use_winograd(np.zeros((n, c, hw, hw), np.float32), np.zeros((c, c, 3, 3), np.float32), (1, 1),
+                                (1, 1), 1, (1, 1, 1, 1))
+    assert taken(8, 16, 16) and taken(2, 16, 32) and taken(4, 32, 16)
+    assert not taken(4, 16, 16) and not taken(2, 32, 16) and not taken(64, 16, 8)
+
+
 @pytest.mark.parametrize("tile,bound", [(2, 2e-6), (4, 1.5e-5)])
 def test_winograd_float32_error_bound(tile, bound, monkeypatch):
     # chosen by shape (3x3, stride 1, >= 32 channels, large enough; F(4x4, 3x3) on numpy from
