@@ -1,7 +1,13 @@
 """Per-layer race of the strided convolutions of the DCGAN and MobileNet-style benches,
-forward + backward (input and weight gradients), ddg vs torch, 1 thread, interleaved rounds.
+forward + backward (input and weight gradients), ddg vs torch, 1 thread, interleaved rounds;
+and of transposed, dilated and grouped convolutions at sizes of their own.
 
-    python bench/bench_strided_conv.py [--rounds 5] [--only conv,convt,dw] [--ab] [--cpu-time]
+    python bench/bench_strided_conv.py [--rounds 5] [--only conv,convt,dw,convt2,dil,grp] [--ab] [--cpu-time]
+
+``dw``: depthwise 3x3 and 5x5, stride 1 and 2, 16-256 channels on 8-64 px, batch 8-32;
+``convt2``: transposed convolutions (4x4 stride 2 padding 1, 3x3 stride 2 padding 1 with
+output_padding 1, 1-D and 3-D) at batch 2-16; ``dil``: 3x3 dilated by 2 and 3 ("same"
+padding); ``grp``: 3x3 with 2, 4 and 8 groups.
 
 ``--ab`` adds a third contender: ddg with the polyphase paths of ``ddg.tensor.conv_strided``
 switched off (the im2col / direct-loop paths they replace), raced in the same rounds.
@@ -30,6 +36,16 @@ DW = [(32, 64, 3, 2, 16), (64, 32, 3, 2, 16), (16, 32, 3, 2, 16), (128, 16, 3, 2
       (256, 16, 3, 2, 8), (96, 32, 3, 2, 32), (144, 16, 3, 2, 16), (256, 8, 3, 1, 16), (128, 16, 3, 1, 16),
       (64, 8, 3, 1, 32), (192, 8, 3, 1, 16), (32, 64, 3, 1, 8), (32, 32, 5, 2, 16), (64, 16, 5, 1, 16),
       (128, 8, 5, 1, 16), (240, 16, 5, 2, 8), (16, 64, 5, 1, 8)]
+# (dims, batch, in, out, size, kernel, stride, padding, output_padding)
+CONVT2 = [(2, 16, 32, 16, 16, 4, 2, 1, 0), (2, 16, 64, 32, 16, 4, 2, 1, 0), (2, 8, 128, 64, 16, 4, 2, 1, 0),
+          (2, 4, 64, 64, 32, 4, 2, 1, 0), (2, 2, 128, 128, 56, 4, 2, 1, 0), (2, 16, 256, 128, 8, 4, 2, 1, 0),
+          (2, 16, 64, 32, 8, 3, 2, 1, 1), (2, 4, 128, 64, 16, 3, 2, 1, 1), (2, 8, 16, 16, 32, 3, 2, 1, 1),
+          (1, 8, 64, 32, 256, 4, 2, 1, 0), (3, 2, 16, 16, 16, 4, 2, 1, 0), (3, 2, 32, 16, 8, 4, 2, 1, 0)]
+# (batch, channels, size, dilation), 3x3, padding = dilation
+DIL = [(8, 16, 16, 2), (16, 16, 16, 2), (4, 64, 16, 2), (2, 16, 32, 2), (4, 128, 16, 2), (8, 32, 32, 3),
+       (4, 64, 32, 3)]
+# (batch, channels, size, groups), 3x3 padding 1
+GRP = [(4, 64, 32, 4), (2, 128, 56, 4), (16, 64, 16, 4), (8, 128, 32, 2), (4, 256, 16, 8), (8, 16, 16, 2)]
 
 
 def cpu_race(fns, steps, rounds, warmup=3):
@@ -51,10 +67,11 @@ def cpu_race(fns, steps, rounds, warmup=3):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--only", default="conv,convt,dw")
+    ap.add_argument("--only", default="conv,convt,dw,convt2,dil,grp")
     ap.add_argument("--round-time", type=float, default=0.15)
     ap.add_argument("--ab", action="store_true", help="also race ddg without the polyphase paths")
-    ap.add_argument("--cpu-time", action="store_true", help="fastest round by thread CPU time")
+    ap.add_argument("--cpu-time", "--cpu", dest="cpu_time", action="store_true",
+                    help="fastest round by thread CPU time")
     a = ap.parse_args()
     torch = try_torch()
     only = a.only.split(",")
@@ -65,10 +82,30 @@ def main():
         cases += [("convT4x4s2 %d->%d @%d" % c, c, "convt") for c in CONVT]
     if "dw" in only:
         cases += [("dw%dx%ds%d %d @%d b%d" % (c[2], c[2], c[3], c[0], c[1], c[4]), c, "dw") for c in DW]
+    if "convt2" in only:
+        cases += [("convT%dd k%d s%d op%d b%d %d->%d @%d" % (c[0], c[5], c[6], c[8], c[1], c[2], c[3], c[4]), c,
+                   "convt2") for c in CONVT2]
+    if "dil" in only:
+        cases += [("dil%d b%d %d @%d" % (c[3], c[0], c[1], c[2]), c, "dil") for c in DIL]
+    if "grp" in only:
+        cases += [("groups%d b%d %d @%d" % (c[3], c[0], c[1], c[2]), c, "grp") for c in GRP]
     for name, c, kind in cases:
         rng = np.random.default_rng(0)
-        if kind == "dw":
-            ci, hw, k, s, nb = c
+        batch = B
+        if kind == "convt2":
+            dims, batch, ci, co, hw, k, st, pd, op = c
+            dl = getattr(nn, f"Conv{dims}DTranspose")(ci, co, k, st, pd, output_padding=op)
+            tl = getattr(torch.nn, f"ConvTranspose{dims}d")(ci, co, k, st, pd, output_padding=op) if torch else None
+            spatial = (hw,) * dims
+        elif kind in ("dil", "grp"):
+            batch, ci, hw, v = c
+            dl = nn.Conv2D(ci, ci, 3, 1, v if kind == "dil" else 1, dilation=v if kind == "dil" else 1,
+                           groups=v if kind == "grp" else 1)
+            tl = torch.nn.Conv2d(ci, ci, 3, 1, v if kind == "dil" else 1, dilation=v if kind == "dil" else 1,
+                                 groups=v if kind == "grp" else 1) if torch else None
+            spatial = (hw, hw)
+        elif kind == "dw":
+            ci, hw, k, s, batch = c
             co = ci
             dl = nn.Conv2D(ci, ci, k, s, k // 2, groups=ci)
             tl = torch.nn.Conv2d(ci, ci, k, s, k // 2, groups=ci) if torch else None
@@ -80,7 +117,9 @@ def main():
             ci, co, hw = c
             dl = nn.Conv2DTranspose(ci, co, 4, 2, 1)
             tl = torch.nn.ConvTranspose2d(ci, co, 4, 2, 1) if torch else None
-        xn = rng.standard_normal((nb if kind == "dw" else B, ci, hw, hw)).astype(np.float32)
+        if kind not in ("convt2", "dil", "grp"):
+            spatial = (hw, hw)
+        xn = rng.standard_normal((batch, ci) + spatial).astype(np.float32)
         xd = ddg.to_tensor(xn, stop_gradient=False)
         yshape = dl(xd).shape
         gn = rng.standard_normal(yshape).astype(np.float32)

@@ -325,6 +325,40 @@ def test_conv2d_transpose_phases_gate(monkeypatch):
         np.testing.assert_allclose(y.numpy(), ref, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("shape,stride,p0", [((3, 2, 9, 7), (2, 3), (1, 2)), ((2, 3, 5, 6, 7), (2, 1, 2), (1, 0, 1))])
+def test_phase_gather_reads_any_layout(shape, stride, p0):
+    # the output gradient's phases from an NC(D)HW array, a batch-innermost view and a
+    # non-dense slice alike, against the definition g[r, c, j, n] = gy[n, c, s*j + r - p0]
+    from ddg.tensor import conv_kernels as K
+    nd = len(stride)
+    out = shape[2:]
+    j = tuple((out[i] + p0[i] + stride[i] - 1) // stride[i] for i in range(nd))
+    gy = RNG.standard_normal(shape)
+    ref = np.zeros((int(np.prod(stride)), shape[1]) + j + (shape[0],))
+    for p, r in enumerate(np.ndindex(*stride)):
+        for jj in np.ndindex(*j):
+            pos = tuple(stride[i] * jj[i] + r[i] - p0[i] for i in range(nd))
+            if all(0 <= pos[i] < out[i] for i in range(nd)):
+                ref[(p, slice(None)) + jj] = gy[(slice(None), slice(None)) + pos].T
+    chwn = np.ascontiguousarray(np.moveaxis(gy, 0, -1))
+    wide = np.zeros(shape[:-1] + (shape[-1] + 3,))
+    wide[..., 1:-2] = gy
+    for a in (gy, np.moveaxis(chwn, -1, 0), wide[..., 1:-2]):
+        for dt in (np.float64, np.float32):
+            g = K.phase_in(a.astype(dt) if dt is np.float32 else a, j, stride, p0, dt)
+            np.testing.assert_allclose(g, ref, rtol=0, atol=1e-6 if dt is np.float32 else 0)
+
+
+def test_wino_phase_adjoint_reads_any_layout():
+    # the Winograd phases' output-transform adjoint gives the same products' gradients for
+    # an NCDHW gradient and a batch-innermost view of it
+    from ddg.tensor import conv_kernels as K
+    gy = RNG.standard_normal((3, 4, 2, 11, 13))
+    chwn = np.moveaxis(np.ascontiguousarray(np.moveaxis(gy, 0, -1)), -1, 0)
+    geo = (4, 3, 2, 2, (2, 2, 2), (1, 0, 1), np.float64)
+    np.testing.assert_array_equal(K.wino4_out_phase_adjoint(gy, *geo), K.wino4_out_phase_adjoint(chwn, *geo))
+
+
 def _directional_check(f, args, grads, rng):
     # <grad, d> against the central difference of f along a random direction d, per argument
     for i, (a, g) in enumerate(zip(args, grads)):
@@ -335,19 +369,21 @@ def _directional_check(f, args, grads, rng):
         np.testing.assert_allclose((g * d).sum(), (f(*hi) - f(*lo)) / (2 * eps), rtol=1e-7)
 
 
-# (x shape, w shape, stride, padding, output_padding): 3-D, kernels of twice the stride along
-# height and width, >= 16 channels, windows >= 8, >= 256 product columns: the phases as
-# F(4x4, 3x3) Winograd
+# (x shape, w shape, stride, padding, output_padding): 3-D and 2-D, kernels of twice the
+# stride along height and width, >= 16 channels, windows >= 8, >= 256 product columns: the
+# phases as F(4x4, 3x3) Winograd
 PHASES_WINO = [
     ((4, 16, 7, 9, 10), (16, 8, 2, 4, 6), (2, 2, 3), (0, 1, 2), (1, 1, 1)),
     ((5, 16, 4, 9, 8), (16, 4, 3, 4, 6), (1, 2, 3), (0, 0, 1), (0, 1, 2)),
+    ((13, 16, 17, 15), (16, 4, 4, 6), (2, 3), (1, 2), (1, 1)),
+    ((16, 16, 16, 16), (16, 4, 4, 4), (2, 2), (1, 1), (0, 0)),
 ]
 
 
 @pytest.mark.parametrize("xs,ws,stride,padding,opad", PHASES_WINO)
 def test_conv_transpose_phases_by_winograd(xs, ws, stride, padding, opad, monkeypatch):
     import ddg.tensor.conv_phase as CP
-    op = F.conv3d_transpose
+    op = F.conv3d_transpose if len(xs) == 5 else F.conv2d_transpose
     x, w, b = RNG.standard_normal(xs), RNG.standard_normal(ws) / 8, RNG.standard_normal(ws[1])
     v = None
 
@@ -369,8 +405,13 @@ def test_conv_transpose_phases_by_winograd(xs, ws, stride, padding, opad, monkey
         np.testing.assert_allclose(a, r, rtol=0, atol=1e-12 * np.abs(r).max())
         np.testing.assert_allclose(a32, r, rtol=0, atol=2e-5 * np.abs(r).max())
     # and the adjoint of the loop reference of conv3d: <conv_transpose(x), v> = <x, conv3d(v)>
-    cv = _ref_conv3d(v, w, stride, padding, (1, 1, 1), 1)
-    np.testing.assert_allclose((got[0] - b.reshape(1, -1, 1, 1, 1)).ravel() @ v.ravel(), (x * cv).sum(), rtol=1e-11)
+    # (a 2-D one as depth 1)
+    lift = len(xs) == 4
+    cv = _ref_conv3d(v[:, :, None] if lift else v, w[:, :, None] if lift else w, ((1,) if lift else ()) + stride,
+                     ((0,) if lift else ()) + padding, (1, 1, 1), 1)
+    cv = cv[:, :, 0] if lift else cv
+    bb = b.reshape((1, -1) + (1,) * (len(xs) - 2))
+    np.testing.assert_allclose((got[0] - bb).ravel() @ v.ravel(), (x * cv).sum(), rtol=1e-11)
     monkeypatch.undo()
     _directional_check(lambda x, w: (op(T(x), T(w), T(b), stride, padding, opad).numpy() * v).sum(), [x, w],
                        got[1:3], RNG)
@@ -650,23 +691,41 @@ def test_kernels_and_array_paths_agree_on_device(place):
 
 
 
-@pytest.mark.parametrize("bias", [False, True])
-def test_dilated_same_conv_as_winograd_on_parity_classes(bias, monkeypatch):
-    # 3x3, dilation 2, padding 2: run as Winograd over the four row/column parity classes
-    # (forced on a small shape); forward against the float64 loop, backward against
-    # central differences, second order through backward_graph
+@pytest.mark.parametrize("bias,xs,d", [(False, (2, 3, 6, 8), 2), (True, (2, 3, 6, 8), 2), (True, (1, 2, 16, 18), 2),
+                                       (False, (2, 2, 7, 8), 3), (True, (1, 2, 22, 24), 3)])
+def test_dilated_same_conv_as_winograd_on_residue_classes(bias, xs, d, monkeypatch):
+    # 3x3, dilation d, padding d: run as Winograd over the d*d row/column residue classes
+    # (forced on small shapes, sizes that are and are not multiples of d: F(2x2, 3x3) on
+    # classes below 8x8, F(4x4, 3x3) on larger ones); forward against the float64 loop,
+    # backward against central differences, second order through backward_graph, float32
+    # against float64
     import ddg.autograd.ops.conv as CV
-    monkeypatch.setattr(CV, "_use_winograd", lambda x, w, s, d, g, p: tuple(d) == (1, 1) and tuple(s) == (1, 1))
-    x, w, b = RNG.standard_normal((2, 3, 6, 8)), RNG.standard_normal((4, 3, 3, 3)), RNG.standard_normal(4)
+    monkeypatch.setattr(CV, "_use_phases", lambda x, w, s, dl, g, p: tuple(dl) == (d, d) and tuple(p) == (d,) * 4)
+    x, w, b = RNG.standard_normal(xs), RNG.standard_normal((4, xs[1], 3, 3)), RNG.standard_normal(4)
     ts = [T(x, True), T(w, True)] + ([T(b, True)] if bias else [])
-    op = CV.Conv2d((1, 1), (2, 2, 2, 2), (2, 2), 1)
+    op = CV.Conv2d((1, 1), (d,) * 4, (d, d), 1)
     y = op(*ts)
-    assert op.phases is not None
-    ref = ref_conv2d(x, w, b if bias else None, (1, 1), (2, 2, 2, 2), (2, 2), 1)
+    assert op.phases is not None and op.phases.wino[-1] == (4 if min(-(-xs[2] // d), -(-xs[3] // d)) >= 8 else 2)
+    ref = ref_conv2d(x, w, b if bias else None, (1, 1), (d,) * 4, (d, d), 1)
     np.testing.assert_allclose(y.numpy(), ref, rtol=1e-12, atol=1e-12)
-    assert gradcheck(lambda *a: CV.Conv2d((1, 1), (2, 2, 2, 2), (2, 2), 1)(*a), ts)
+    y32 = CV.Conv2d((1, 1), (d,) * 4, (d, d), 1)(*[T(t.numpy(), dtype="float32") for t in ts])
+    np.testing.assert_allclose(y32.numpy(), ref, rtol=0, atol=2e-5 * np.abs(ref).max())
+    assert gradcheck(lambda *a: CV.Conv2d((1, 1), (d,) * 4, (d, d), 1)(*a), ts)
     if not bias:
-        assert gradgradcheck(lambda x, w: ddg.tanh(F.conv2d(x, w, None, 1, 2, 2)), ts)
+        assert gradgradcheck(lambda x, w: ddg.tanh(F.conv2d(x, w, None, 1, d, d)), ts)
+
+
+def test_dilated_same_conv_gate():
+    # Winograd on the residue classes from 16 channels, 8x8 classes and 2**19 products
+    import ddg.autograd.ops.conv as CV
+
+    def taken(xs, o, d=2):
+        return CV._use_phases(np.zeros(xs, np.float32), np.zeros((o, xs[1], 3, 3), np.float32), (1, 1), (d, d), 1,
+                              (d,) * 4)
+    assert taken((8, 16, 16, 16), 16) and taken((2, 16, 32, 32), 16) and taken((4, 64, 16, 16), 64)
+    assert taken((8, 16, 15, 18), 16) and taken((8, 32, 32, 32), 32, 3) and taken((4, 16, 22, 24), 16, 3)
+    assert not taken((2, 16, 16, 16), 16) and not taken((8, 16, 8, 8), 16) and not taken((64, 8, 16, 16), 16)
+    assert not taken((8, 32, 21, 32), 32, 3)
 
 
 @pytest.mark.parametrize("shape,sizes", [((2, 3, 10), (4,)), ((2, 3, 7, 9), (3, 4)), ((1, 2, 5, 6, 7), (2, 4, 3))])

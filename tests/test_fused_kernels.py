@@ -321,6 +321,50 @@ def test_winograd4_kernels_apply_the_documented_matrices():
     np.testing.assert_allclose(np.vdot(gm, v), np.vdot(gx, x4), rtol=1e-12)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 16])
+def test_winograd4_transforms_at_every_batch_width(n, dtype):
+    # the four F(4x4, 3x3) transforms split and interleave image rows by column modulo 4 in
+    # one of three ways by the bytes of a pixel's N values (one 8-byte word, two, or value by
+    # value): each against the matrices tile by tile in float64, and the adjoints'
+    # inner-product identities, on 2 x 3 tiles of 2 channels
+    import ddg.autograd.ops.conv as CV
+    from ddg.tensor import conv_kernels as K
+    BT, AT = CV._WINO4_BT, CV._WINO4_AT
+    rng = np.random.default_rng(n)
+    c, th, tw = 2, 2, 3
+    x4 = rng.standard_normal((c, 4 * th + 2, 4 * tw + 2, n)).astype(dtype)
+    v = K.wino4_in(x4, th, tw)
+    y = K.wino4_out_into(v, np.empty((c, 4 * th, 4 * tw, n), dtype))
+    tol = 1e-12 if dtype is np.float64 else 2e-6
+    v64 = v.astype(np.float64)
+    for ty in range(th):
+        for tx in range(tw):
+            tile = x4[:, 4 * ty:4 * ty + 6, 4 * tx:4 * tx + 6].astype(np.float64)
+            ref = np.einsum("ia,cabn,jb->ijcn", BT, tile, BT)
+            np.testing.assert_allclose(v64[:, :, :, ty, tx], ref, rtol=0, atol=tol * np.abs(ref).max())
+            out = np.einsum("ia,abcn,jb->cijn", AT, v64[:, :, :, ty, tx], AT)
+            np.testing.assert_allclose(y[:, 4 * ty:4 * ty + 4, 4 * tx:4 * tx + 4], out, rtol=0,
+                                       atol=tol * np.abs(out).max())
+    gy = rng.standard_normal(y.shape).astype(dtype)
+    gm = K.wino4_out_adjoint(gy)
+    gx = K.wino4_in_adjoint_add(gm, np.zeros_like(x4))
+    f64 = lambda a: a.astype(np.float64).ravel()   # noqa: E731
+    np.testing.assert_allclose(f64(gy) @ f64(y), f64(gm) @ v64.ravel(), rtol=10 * tol)
+    np.testing.assert_allclose(f64(gm) @ v64.ravel(), f64(gx) @ f64(x4), rtol=10 * tol)
+
+
+def test_winograd_size_gate():
+    # at least 2**20 channel-pixel products (C*O*H*W*N), 2**19 below 32 channels
+    import ddg.autograd.ops.conv as CV
+
+    def taken(n, c, hw):
+        return CV._use_winograd(np.zeros((n, c, hw, hw), np.float32), np.zeros((c, c, 3, 3), np.float32), (1, 1),
+                                (1, 1), 1, (1, 1, 1, 1))
+    assert taken(8, 16, 16) and taken(2, 16, 32) and taken(4, 32, 16)
+    assert not taken(4, 16, 16) and not taken(2, 32, 16) and not taken(64, 16, 8)
+
+
 @pytest.mark.parametrize("tile,bound", [(2, 2e-6), (4, 1.5e-5)])
 def test_winograd_float32_error_bound(tile, bound, monkeypatch):
     # chosen by shape (3x3, stride 1, >= 32 channels, large enough; F(4x4, 3x3) on numpy from

@@ -275,9 +275,8 @@ def _phase_index(w_shape, s):
 # kernel (the third is zero): F(4x4, 3x3) on windows of 16 or 32 rather than on the 17 or 33
 # positions of the uncropped phases. Depth keeps the uncropped phases (depth taps are channels).
 def _phase_wino_usable(x, w, s, p0, out):
-    """3-D only: a 2-D image is of depth 1, so its transforms run on rows of N values (slow for
-    small batches), and the 2-D phases' column products are already wide (measured 1.1-1.25x
-    slower by Winograd at C=16-64, batch 4-8)."""
+    """Whether the 3-D ``x`` [N, Cin, D, H, W], ``w`` [Cin, Cout, *k] take the Winograd phases
+    (a 2-D image comes as one of depth 1, stride 1 along depth)."""
     nd = len(s)
     if nd != 3 or not (K.usable(x, w) and x.dtype == w.dtype and min(x.shape[1], w.shape[1] * int(np.prod(s))) >= 16):
         return False
@@ -285,8 +284,10 @@ def _phase_wino_usable(x, w, s, p0, out):
         if w.shape[2 + i] != 2 * s[i] or p0[i] >= s[i] or -(-out[i] // s[i]) < max(8, x.shape[2 + i]):
             return False
     # the 36 products' width (tiles * depth window * N): below ~256 columns the phases' column
-    # products (inner dimension Cin*t^3) ran faster (measured 0.93-0.95x at 72 and 117 columns,
-    # 0.65-0.85x at 544 and 900)
+    # products (inner dimension Cin*t^3) ran faster (3-D: measured 0.93-0.95x at 72 and 117
+    # columns, 0.65-0.85x at 544 and 900; 2-D, batch 16, 4x4 stride 2, C=16-128 on 16x16 and
+    # 32x32 images: Winograd / columns 0.75-0.85 at 256 columns, 0.85-1.5 at 64 and 128, the
+    # weight transform and the narrow products costing most at the wider channel counts)
     jd = -(-max((x.shape[2] - 1) * s[0] + w.shape[2], p0[0] + out[0]) // s[0])
     tiles = -(-out[1] // (4 * s[1])) * -(-out[2] // (4 * s[2]))
     return tiles * jd * x.shape[0] >= 256
@@ -326,6 +327,29 @@ def _phase_wino_backward(gy, state, need_x, need_w):
     return gx, gw
 
 
+def _rows_conv(xpad, wf, jn, sh, p0h, oh):
+    """The 2-D phases' stride-1 convolution of ``xpad`` [Cin, Hp, Wp, N] with the flipped
+    phase weight ``wf`` [sh*sw*Cout, Cin, th, tw] as [P*Cout, Jh*Jw*N], computed per height
+    phase for the rows ``_phase_out`` reads only (the cropped ones are left unset): of the
+    Jh = ceil(extent / sh) uncropped rows a phase keeps ceil(OH / sh), so the product shrinks
+    by up to a row per phase (8/9 of it at an 8x8 input, kernel 4, stride 2, padding 1)."""
+    cin, n = xpad.shape[0], xpad.shape[-1]
+    p_co = wf.shape[0]
+    jh, jw = jn
+    cols = _slab_cols(xpad.reshape((cin, 1) + xpad.shape[1:]), wf.shape[2], wf.shape[3], 1, 1, jh, jw)
+    w2 = wf.reshape(p_co, -1)
+    f = np.empty((p_co, jh * jw * n), cols.dtype)
+    blk, row = p_co // sh, jw * n
+    for rh in range(sh):
+        x0 = (rh - p0h) % sh                          # the phase's first output row
+        cnt = (oh - x0 + sh - 1) // sh if x0 < oh else 0
+        j0 = (x0 + p0h) // sh
+        if cnt:
+            cs = slice(j0 * row, (j0 + cnt) * row)
+            np.matmul(w2[rh * blk:(rh + 1) * blk], cols[:, cs], out=f[rh * blk:(rh + 1) * blk, cs])
+    return f
+
+
 def phase_transpose_forward(x, w, s, p0, out):
     """Transposed convolution (one group, dilation 1, kernel a multiple of the stride) of
     ``x`` [N, Cin, *S] (2 or 3 spatial axes, numpy float32/float64) with ``w`` [Cin, Cout,
@@ -335,6 +359,11 @@ def phase_transpose_forward(x, w, s, p0, out):
     if _phase_wino_usable(x, w, s, p0, out):
         y, st = _phase_wino_forward(x, w, s, p0, out)                     # [Cout, OH, OW, OD, N]
         return y.transpose(0, 3, 1, 2, 4), ("wino", st)
+    if nd == 2:   # as a 3-D one of depth 1
+        x3, w3, s3, p3, o3 = x[:, :, None], w[:, :, None], (1,) + tuple(s), (0,) + tuple(p0), (1,) + tuple(out)
+        if _phase_wino_usable(x3, w3, s3, p3, o3):
+            y, st = _phase_wino_forward(x3, w3, s3, p3, o3)               # [Cout, OH, OW, 1, N]
+            return y.reshape(y.shape[:3] + y.shape[4:]), ("wino2", st)
     n, cin = x.shape[:2]
     sp, k = tuple(x.shape[2:]), tuple(w.shape[2:])
     cout = w.shape[1]
@@ -345,8 +374,11 @@ def phase_transpose_forward(x, w, s, p0, out):
     wf = np.take(w.reshape(-1), wf_i).reshape(wf_shape)                  # [P*Cout, Cin, *t], flipped
     xpad = _cl(x, tuple(v for i in range(nd) for v in (t[i] - 1, jn[i] - sp[i])))
     xm = _cl(x)                                                           # [Cin, *S, N]
-    f = _slab_conv(xpad.reshape((cin,) + _as3(xpad.shape[1:-1]) + (n,)), wf.reshape(wf.shape[:2] + _as3(t)),
-                   (1, 1, 1), _as3(jn))[0]
+    if nd == 2:
+        f = _rows_conv(xpad, wf, jn, s[0], p0[0], out[0])
+    else:
+        f = _slab_conv(xpad.reshape((cin,) + _as3(xpad.shape[1:-1]) + (n,)), wf.reshape(wf.shape[:2] + _as3(t)),
+                       (1, 1, 1), _as3(jn))[0]
     y = K.phase_out(f.reshape((int(np.prod(s)), cout) + jn + (n,)), out, s, p0)
     return y, (xm.reshape(cin, -1), w, tuple(sp), jn, tuple(p0), tuple(out), tuple(s), cout)
 
@@ -354,8 +386,12 @@ def phase_transpose_forward(x, w, s, p0, out):
 def phase_transpose_backward(gy, state, need_x, need_w):
     """The gradients of ``phase_transpose_forward`` (x's [N, Cin, *S] as a batch-innermost
     view, w's [Cin, Cout, *k]) for the output gradient ``gy`` [N, Cout, *out]."""
-    if isinstance(state[0], str):   # ("wino", state)
+    tag = state[0] if isinstance(state[0], str) else None
+    if tag == "wino":
         return _phase_wino_backward(gy, state[1], need_x, need_w)
+    if tag == "wino2":
+        gx, gw = _phase_wino_backward(gy[:, :, None], state[1], need_x, need_w)
+        return (None if gx is None else gx[:, :, 0]), (None if gw is None else gw[:, :, 0])
     xm, w, sp, jn, p0, _, s, cout = state
     n = gy.shape[0]
     _, _, wg_i, wg_shape, inv = _phase_index(w.shape, s)

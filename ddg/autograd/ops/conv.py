@@ -31,9 +31,9 @@ one-group strided one whose kernel is a multiple
 of its stride (4x4 stride 2), on long enough images, is a stride-1 convolution of the
 polyphase components without columns (``conv_strided``); a grouped 3x3 stride-1 one with
 at least 16 channels per group is Winograd per
-group; a 3x3 one dilated by 2 with "same" padding is Winograd on the image's four parity
-classes (numpy); a 1x1 stride-1 one is a plain product over the image itself (per sample on
-an NCHW input); everything else is im2col + one product (per group), im2col and col2im
+group; a 3x3 one dilated by d >= 2 with "same" padding is Winograd on the image's d*d
+row/column residue classes (numpy); a 1x1 stride-1 one is a plain product over the image
+itself (per sample on an NCHW input); everything else is im2col + one product (per group), im2col and col2im
 compiled loops on numpy. A transposed convolution whose kernel is a multiple of its stride
 runs by output phases (``ddg.tensor.conv_phase``). On the GPU cuDNN, where usable, takes
 precedence over all of them.
@@ -246,16 +246,18 @@ def _use_winograd(x, w, stride, dilation, groups, pads):
     """Whether Conv2d takes the Winograd path: 3x3, stride 1, no dilation, one group, padding
     within the kernel, at least 16 channels in and out, an output of at least 8x8 (16x16
     below 32 channels; smaller tiles grids are mostly edges) and at least 2**20
-    output-channel products (C*O*H*W*N). Measured with the compiled transforms, forward +
-    backward, batch 16, Winograd / im2col time: 0.45-0.65 at C=32-128 on 16x16 to 64x64,
-    0.6-0.8 at C=32-256 on 8x8, 1.15-1.55 on 4x4; at C=16 0.45-0.8 on 16x16 and 32x32,
-    0.6-1.1 on 64x64, 1.2 on 8x8."""
+    output-channel products (C*O*H*W*N; 2**19 below 32 channels). Measured with the
+    compiled transforms, forward + backward, batch 16, Winograd / im2col time: 0.45-0.65 at
+    C=32-128 on 16x16 to 64x64, 0.6-0.8 at C=32-256 on 8x8, 1.15-1.55 on 4x4; at C=16
+    0.45-0.8 on 16x16 and 32x32, 0.6-1.1 on 64x64, 1.2 on 8x8. At 2**19 products (CPU
+    time against torch, load ~3.4): C=16 16x16 batch 8 1.44 -> 1.01, C=16 32x32 batch 2
+    1.50 -> 1.21, but C=32 16x16 batch 2 1.16 -> 1.27 (kept on im2col)."""
     o, cg, kh, kw = w.shape
     n, _, h, wd = x.shape
     oh, ow = h + pads[0] + pads[1] - 2, wd + pads[2] + pads[3] - 2
     return (kh == kw == 3 and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1) and groups == 1
             and max(pads) <= 2 and min(cg, o) >= 16 and min(oh, ow) >= (8 if min(cg, o) >= 32 else 16)
-            and cg * o * h * wd * n >= 1 << 20 and x.dtype.kind == "f")
+            and cg * o * h * wd * n >= (1 << 20 if min(cg, o) >= 32 else 1 << 19) and x.dtype.kind == "f")
 
 
 #: bytes of transformed tiles (and as many of products) per block of tile rows in F(4x4, 3x3):
@@ -308,24 +310,46 @@ def _few_channels_plane(c, oh, ow, stride, x_grad):
 
 
 def _use_phases(x, w, stride, dilation, groups, pads):
-    """Whether Conv2d runs a 3x3 convolution dilated by 2 with "same" padding (2 on each side)
-    as Winograd on the four parity classes of the image (``Conv2d._forward_phases``):
-    numpy float32/float64, even height and width, and the classes' convolution taking the
-    Winograd path."""
+    """Whether Conv2d runs a 3x3 convolution dilated by d >= 2 along both axes with "same"
+    padding (d on each side) as Winograd on the d*d row/column residue classes of the image
+    (``Conv2d._forward_phases``): numpy float32/float64, at least 16 channels in and out,
+    classes of at least 8x8 and at least 2**19 channel-pixel products (C*O*H*W*N). The
+    classes are a d*d times larger batch, so their Winograd pays below ``_use_winograd``'s
+    size gates: forward + backward, Winograd on the classes / dilated im2col time, measured
+    (d = 2) 0.55-0.7 at C=16 on 16x16 (batch 8-16), 0.6 at C=64-128 on 16x16 (batch 4),
+    0.9 at C=16 on 32x32 (batch 2), ~1 at C=32 on 16x16 (batch 2); below the size gate
+    1.0-1.4 (C=16, 16x16, batch 2-4), at 4x4 classes 1.7 (im2col kept)."""
     n, c, h, wd = x.shape
-    if not (w.shape[2:] == (3, 3) and tuple(stride) == (1, 1) and tuple(dilation) == (2, 2) and groups == 1
-            and tuple(pads) == (2, 2, 2, 2) and h % 2 == 0 and wd % 2 == 0 and K.usable(x, w)):
+    d = dilation[0]
+    if not (w.shape[2:] == (3, 3) and tuple(stride) == (1, 1) and d >= 2 and tuple(dilation) == (d, d)
+            and groups == 1 and tuple(pads) == (d, d, d, d) and K.usable(x, w)):
         return False
-    classes = np.broadcast_to(np.zeros((), x.dtype), (4 * n, c, h // 2, wd // 2))   # the shape, no memory
-    return _use_winograd(classes, w, (1, 1), (1, 1), 1, (1, 1, 1, 1))
+    return (min(c, w.shape[0]) >= 16 and min(-(-h // d), -(-wd // d)) >= 8
+            and c * w.shape[0] * h * wd * n >= 1 << 19)
 
 
-def _from_phases(a, n):
-    """[4N, C, h, w] parity classes (class (p, q) in batch rows (2p + q)*N ...) back to the
-    image [N, C, 2h, 2w] (one copy, batch-innermost)."""
+def _to_classes(a, d):
+    """The residue classes of ``a`` [N, C, H, W] modulo ``d`` along height and width as a
+    batch [d*d*N, C, ceil(H/d), ceil(W/d)] (class (p, q) in batch rows (p*d + q)*N ...;
+    positions past H, W zero), batch-innermost (one copy)."""
+    n, c, h, w = a.shape
+    hh, ww = -(-h // d), -(-w // d)
+    t = a.transpose(1, 2, 3, 0)
+    if (hh * d, ww * d) != (h, w):
+        e = np.zeros((c, hh * d, ww * d, n), a.dtype)
+        e[:, :h, :w] = t
+        t = e
+    t = t.reshape(c, hh, d, ww, d, n).transpose(0, 1, 3, 2, 4, 5)
+    return np.ascontiguousarray(t).reshape(c, hh, ww, d * d * n).transpose(3, 0, 1, 2)
+
+
+def _from_classes(a, d, n, h, w):
+    """The inverse of ``_to_classes``: [d*d*N, C, hh, ww] back to the image [N, C, H, W]
+    (one copy, batch-innermost; positions past H, W dropped)."""
     c, hh, ww = a.shape[1:]
-    t = a.transpose(1, 2, 3, 0).reshape(c, hh, ww, 2, 2, n).transpose(0, 1, 3, 2, 4, 5)
-    return np.ascontiguousarray(t).reshape(c, 2 * hh, 2 * ww, n).transpose(3, 0, 1, 2)
+    t = a.transpose(1, 2, 3, 0).reshape(c, hh, ww, d, d, n).transpose(0, 1, 3, 2, 4, 5)
+    full = np.ascontiguousarray(t).reshape(c, hh * d, ww * d, n)
+    return full[:, :h, :w].transpose(3, 0, 1, 2)
 
 
 def _wino_in(xpad, th, tw):
@@ -662,27 +686,28 @@ class Conv2d(Function):
         return gx, gw
 
     def _forward_phases(self, x, w, b):
-        # a 3x3 convolution dilated by 2 with "same" padding reads, for each output pixel,
-        # only pixels of its own row and column parity: per parity class (4 of them) it is
-        # an undilated 3x3 convolution padded by 1 of that class's sub-image. The classes go
-        # into the batch axis (one copy) and the Winograd path runs on them.
+        # a 3x3 convolution dilated by d with "same" padding reads, for each output pixel,
+        # only pixels of its own row and column residues modulo d: per class (d*d of them)
+        # it is an undilated 3x3 convolution padded by 1 of that class's sub-image (the
+        # image zero-extended to a multiple of d: those zeros lie in the padding). The
+        # classes go into the batch axis (one copy) and the Winograd path runs on them.
         n, c, h, wd = x.shape
-        xs = x.transpose(1, 2, 3, 0).reshape(c, h // 2, 2, wd // 2, 2, n).transpose(0, 1, 3, 2, 4, 5)
-        xs = np.ascontiguousarray(xs).reshape(c, h // 2, wd // 2, 4 * n).transpose(3, 0, 1, 2)
-        self.phases = Conv2d((1, 1), (1, 1, 1, 1), (1, 1), 1)
-        ys = self.phases.forward(xs, w, *b)
+        d = self.dilation[0]
+        xs = _to_classes(x, d)
+        ph = self.phases = Conv2d((1, 1), (1, 1, 1, 1), (1, 1), 1)
+        ph.cudnn = ph.direct_x = ph.phases = ph.plane = ph.pointwise = ph.gwino = None
+        ys = ph._forward_winograd(xs, w, b, xs.shape[2], xs.shape[3])
         self.w, self.x = w, x
-        return _from_phases(ys, n)
+        return _from_classes(ys, d, n, h, wd)
 
     def _backward_phases(self, gy):
         n, c, h, wd = self.x.shape
-        o = gy.shape[1]
-        g = gy.astype(self.w.dtype, copy=False).transpose(1, 2, 3, 0).reshape(o, h // 2, 2, wd // 2, 2, n)
-        g = np.ascontiguousarray(g.transpose(0, 1, 3, 2, 4, 5)).reshape(o, h // 2, wd // 2, 4 * n)
+        d = self.dilation[0]
+        g = _to_classes(gy.astype(self.w.dtype, copy=False), d)
         self.phases.needs = self.needs
-        grads = self.phases.backward(g.transpose(3, 0, 1, 2))
+        grads = self.phases.backward(g)
         gx = grads[0]
-        return (None if gx is None else _from_phases(gx, n),) + tuple(grads[1:])
+        return (None if gx is None else _from_classes(gx, d, n, h, wd),) + tuple(grads[1:])
 
     def _forward_1x1(self, x, w, b):
         # a 1x1 stride-1 convolution is a product over the image itself, in the input's own

@@ -275,15 +275,17 @@ class LogSoftmax(Function):
 
 
 class SoftmaxCrossEntropy(Function):
-    """Per-sample ``-w[y] * log_softmax(x)[y]`` over the last axis, for integer labels.
+    """Per-sample ``-w[y] * log_softmax(x)[y]`` over the last axis, for integer labels; with
+    ``mean=True`` (no class weights) their mean over all samples, ignored ones included as
+    zeros (Paddle's ``reduction='mean'`` for a negative ``ignore_index``), in the same node.
 
     Primitive for stability and speed: the gradient ``w[y] * (softmax(x) - onehot(y))``
     is exact and needs no log of a small probability. Samples whose label equals
     ``ignore_index`` get loss 0 and gradient 0."""
     save_inputs = False
 
-    def __init__(self, ignore_index):
-        self.ignore_index = ignore_index
+    def __init__(self, ignore_index, mean=False):
+        self.ignore_index, self.mean = ignore_index, mean
 
     def forward(self, x, label, *weight):
         xp = backend.get_array_module(x)
@@ -291,44 +293,73 @@ class SoftmaxCrossEntropy(Function):
         x = upcast(x)
         flat = x.reshape(-1, n_cls)
         lab = label.reshape(-1)
-        valid = lab != self.ignore_index
-        safe = xp.where(valid, lab, 0)
-        # Range check on the host only: on a GPU it would cost a synchronizing
-        # device-to-host copy per step, so out-of-range labels are not checked there
-        # (as in other frameworks; cupy's fancy indexing wraps/clips instead).
-        if xp is np and lab.size and (int(safe.min()) < 0 or int(safe.max()) >= n_cls):
-            raise ValueError(f"labels must lie in [0, {n_cls}) (or equal ignore_index={self.ignore_index}); "
-                             f"got values from {int(lab.min())} to {int(lab.max())}")
-        rows = xp.arange(flat.shape[0])
         if type(flat) is np.ndarray and flat.dtype == np.float32 and flat.size:
+            # one compiled pass per row: softmax, loss, the label check (ignored rows: loss 0)
             from ...tensor.loss_kernels import softmax_ce_rows  # noqa: PLC0415 - numba on first use
             flat = np.ascontiguousarray(flat)
             e, loss = np.empty_like(flat), np.empty(flat.shape[0], flat.dtype)
-            softmax_ce_rows(flat, safe.astype(np.intp, copy=False), e, loss)
+            safe = lab.astype(np.intp, copy=False)
+            ignored = softmax_ce_rows(flat, safe, self.ignore_index, e, loss)
+            if ignored < 0:
+                self._bad_labels(lab, n_cls)
+            valid = None if ignored == 0 else lab != self.ignore_index
+            if valid is not None:
+                safe = np.where(valid, safe, 0)
         else:
+            valid = lab != self.ignore_index
+            safe = xp.where(valid, lab, 0)
+            # Range check on the host only: on a GPU it would cost a synchronizing
+            # device-to-host copy per step, so out-of-range labels are not checked there
+            # (as in other frameworks; cupy's fancy indexing wraps/clips instead).
+            if xp is np and lab.size and (int(safe.min()) < 0 or int(safe.max()) >= n_cls):
+                self._bad_labels(lab, n_cls)
+            rows = xp.arange(flat.shape[0])
             shifted = flat - flat.max(axis=1, keepdims=True)
             e = xp.exp(shifted)
             s = e.sum(axis=1, keepdims=True)
             loss = xp.log(s[:, 0]) - shifted[rows, safe]
             e /= s
-        w = valid.astype(x.dtype)
+        # per-sample weights: None when every one is 1 (no class weights, nothing ignored)
+        w = None if valid is None else valid.astype(x.dtype)
         if weight:
-            w = w * weight[0][safe].astype(x.dtype)
-        loss = loss * w
-        self.p, self.safe, self.w, self.rows, self.shape = e, safe, w, rows, x.shape
+            cw = weight[0][safe].astype(x.dtype)
+            w = cw if w is None else w * cw
+        if w is not None:
+            loss = loss * w
+        self.p, self.safe, self.w, self.shape = e, safe, w, x.shape
         self.x = x  # for backward_graph, and to recompute p for a second backward
+        if self.mean:
+            return loss.mean(dtype=loss.dtype)
         return loss.reshape(label.shape)
+
+    def _bad_labels(self, lab, n_cls):
+        bad = (lab < 0) | (lab >= n_cls)
+        bad &= lab != self.ignore_index
+        lo, hi = int(lab[bad].min()), int(lab[bad].max())
+        raise ValueError(f"labels must lie in [0, {n_cls}) (or equal ignore_index={self.ignore_index}); "
+                         f"got values from {lo} to {hi}")
+
+    def _row_scale(self, g, xp):
+        """The gradient's per-row factor: ``w * g`` (g per sample, or the mean's g / N)."""
+        gr = g.reshape(-1)
+        if self.mean:
+            gr = gr * (1.0 / max(1, self.safe.shape[0]))
+        return gr if self.w is None else self.w * gr
 
     def backward(self, g):
         dx = self.p
+        xp = backend.get_array_module(g)
         if dx is None:  # an earlier backward (retain_graph=True) consumed it
-            xp = backend.get_array_module(g)
             flat = self.x.reshape(-1, self.shape[-1])
             dx = xp.exp(flat - flat.max(axis=1, keepdims=True))
             dx /= dx.sum(axis=1, keepdims=True)
         self.p = None  # written in place below
-        dx[self.rows, self.safe] -= 1
-        dx *= (self.w * g.reshape(-1))[:, None]
+        dx[xp.arange(dx.shape[0]), self.safe] -= 1
+        scale = self._row_scale(g, xp)
+        if scale.shape[0] == 1:
+            dx *= scale.astype(dx.dtype, copy=False)
+        else:
+            dx *= scale.astype(dx.dtype, copy=False)[:, None]
         return (dx.reshape(self.shape), None) + ((None,) if len(self.needs) == 3 else ())
 
     def backward_graph(self, g):
@@ -336,9 +367,15 @@ class SoftmaxCrossEntropy(Function):
         xp = backend.get_array_module(g._data)
         n_cls = self.shape[-1]
         x = live_input(self, 0, self.x).reshape([-1, n_cls])
-        onehot = xp.zeros((x.shape[0], n_cls), dtype=self.x.dtype)
-        onehot[self.rows, self.safe] = 1
-        dx = (Softmax(1)(x) - const(onehot)) * (const(self.w) * g.reshape([-1])).unsqueeze(1)
+        rows = x.shape[0]
+        onehot = xp.zeros((rows, n_cls), dtype=self.x.dtype)
+        onehot[xp.arange(rows), self.safe] = 1
+        gr = g.reshape([-1])
+        if self.mean:
+            gr = gr * (1.0 / max(1, rows))
+        if self.w is not None:
+            gr = const(self.w) * gr
+        dx = (Softmax(1)(x) - const(onehot)) * gr.unsqueeze(1)
         return (dx.reshape(list(self.shape)), None) + ((None,) if len(self.needs) == 3 else ())
 
 

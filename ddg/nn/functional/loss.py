@@ -157,6 +157,9 @@ def cross_entropy(input, label, weight=None, ignore_index=-100, reduction="mean"
         per = nll_loss(E.log(x.reshape([-1, n_cls])), label.reshape([-1]), weight, ignore_index, "none")
         per = per.reshape(label.shape)
     else:
+        if reduction == "mean" and weight is None and ignore_index < 0 and label.size:
+            # Paddle 3: ignored samples (loss 0) still count in N; the mean in the same node
+            return nn_ops.SoftmaxCrossEntropy(ignore_index, mean=True)(x, label)
         args = (x, label) if weight is None else (x, label, weight)
         per = nn_ops.SoftmaxCrossEntropy(ignore_index)(*args)
     if reduction == "mean":
