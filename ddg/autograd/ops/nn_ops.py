@@ -293,6 +293,7 @@ class SoftmaxCrossEntropy(Function):
         x = upcast(x)
         flat = x.reshape(-1, n_cls)
         lab = label.reshape(-1)
+        rows = None     # the row indices, kept for backward where they were made (cupy: one launch)
         if type(flat) is np.ndarray and flat.dtype == np.float32 and flat.size:
             # one compiled pass per row: softmax, loss, the label check (ignored rows: loss 0)
             from ...tensor.loss_kernels import softmax_ce_rows  # noqa: PLC0415 - numba on first use
@@ -326,7 +327,7 @@ class SoftmaxCrossEntropy(Function):
             w = cw if w is None else w * cw
         if w is not None:
             loss = loss * w
-        self.p, self.safe, self.w, self.shape = e, safe, w, x.shape
+        self.p, self.safe, self.w, self.shape, self.rows = e, safe, w, x.shape, rows
         self.x = x  # for backward_graph, and to recompute p for a second backward
         if self.mean:
             return loss.mean(dtype=loss.dtype)
@@ -354,7 +355,7 @@ class SoftmaxCrossEntropy(Function):
             dx = xp.exp(flat - flat.max(axis=1, keepdims=True))
             dx /= dx.sum(axis=1, keepdims=True)
         self.p = None  # written in place below
-        dx[xp.arange(dx.shape[0]), self.safe] -= 1
+        dx[xp.arange(dx.shape[0]) if self.rows is None else self.rows, self.safe] -= 1
         scale = self._row_scale(g, xp)
         if scale.shape[0] == 1:
             dx *= scale.astype(dx.dtype, copy=False)
