@@ -354,3 +354,28 @@ def test_empty_sequences_and_zero_lengths(mode, T, lengths):
         assert not any(g.any() for g in ref[-4:])
     else:            # a row of length 0 keeps its initial state
         np.testing.assert_allclose(got[1][0], arrs[1][0], rtol=1e-6)
+
+
+@pytest.mark.parametrize("wanted,merge,zero_h0", list(itertools.product(
+    ((3,), (4,), (3, 4)), (False, True), (False, True))))
+def test_compiled_lstm_weight_gradients_joint_or_apart(wanted, merge, zero_h0, monkeypatch):
+    """The LSTM's dW_ih and dW_hh from the saved [h_prev | x] rows, as one product or two
+    (WGRAD_MERGE_MAX_H), one or both wanted, with the zero initial state's step left out of
+    dW_hh or not, both directions, against the float64 numpy path."""
+    from ddg.autograd.ops import rnn
+    monkeypatch.setattr(rnn, "WGRAD_MERGE_MAX_H", 1000 if merge else 0)
+    rng = np.random.default_rng(17)
+    arrs = _arrays(rng, "LSTM", 4, 3, 5, 6, True)
+    if zero_h0:
+        arrs[1], arrs[2] = np.zeros_like(arrs[1]), np.zeros_like(arrs[2])
+    for reverse in (False, True):
+        res = {}
+        for dt in (np.float32, np.float64):
+            ts = [ddg.to_tensor(a.astype(dt), stop_gradient=i not in wanted) for i, a in enumerate(arrs)]
+            outs = RNNSequence("LSTM", reverse, True)(*ts)
+            sum(((o * o) * (i + 1)).sum() for i, o in enumerate(outs)).backward()
+            res[dt] = [ts[i].grad.numpy() for i in wanted]
+            assert all(ts[i].grad is None for i in range(len(ts)) if i not in wanted)
+        for g, r in zip(res[np.float32], res[np.float64]):
+            assert g.dtype == np.float32 and g.shape == r.shape and g.flags.c_contiguous
+            np.testing.assert_allclose(g, r, rtol=0, atol=2e-6 * (np.abs(r).max() + 1))
