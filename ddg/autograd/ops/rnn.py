@@ -53,7 +53,7 @@ COMPILED = {"LSTM", "GRU"}
 # needs BWD_KERNEL_MIN_T steps (GRU; 4 from H=768 on) or BWD_LOOP_MIN_T (LSTM, whose
 # whole-sequence loop also saves the per-step calls). Tests lower them to run the kernel at
 # small sizes.
-FWD_KERNEL_MIN_H = 256
+FWD_KERNEL_MIN_H = 128
 BWD_KERNEL_MIN_H = 128
 BWD_KERNEL_MIN_T = 16
 BWD_LOOP_MIN_T = 4
