@@ -255,10 +255,11 @@ def test_compiled_loops_match_float64_and_numpy_path(mode, reverse, batch_major,
 def test_compiled_recurrent_product_and_transpose():
     from ddg.tensor import rnn_kernels
     rng = np.random.default_rng(14)
-    for m, k, b in ((24, 6, 4), (18, 7, 5), (3, 1, 2), (40, 33, 16)):     # whole tiles and what they leave
+    # whole 8x16 tiles, and the rows (one at a time) and columns (8, 4, 1 at a time) they leave
+    for m, k, b in ((24, 6, 4), (18, 7, 5), (3, 1, 2), (40, 33, 16), (17, 9, 47), (8, 1, 32), (5, 0, 3)):
         w, r = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, b)).astype(np.float32)
         out = np.full((m, b), np.nan, np.float32)
-        rnn_kernels.matmul_wr(w, np.ascontiguousarray(r.T), out)
+        rnn_kernels.matmul_fm(w, r, out)
         want = w.astype(np.float64) @ r.astype(np.float64)
         np.testing.assert_allclose(out, want, rtol=0, atol=1e-5 * (np.abs(w) @ np.abs(r)).max())
         wt = np.full((k, m), np.nan, np.float32)
@@ -271,14 +272,11 @@ def test_compiled_recurrent_product_and_transpose():
                                             ((True, False), (True, True), (False, True)))])
 def test_compiled_loops_kernel_products_and_zero_initial_state(mode, reverse, lengths, zero_h0, h0_grad,
                                                                 monkeypatch):
-    """The compiled products (rnn_kernels.matmul_wr) forward and backward at every hidden
-    size, with zero initial states (the step whose product is skipped, the weight-gradient
+    """The compiled products (rnn_kernels.matmul_fm) forward and backward on short
+    sequences, with zero initial states (the step whose product is skipped, the weight-gradient
     block left out) or not, and the initial states' gradients wanted or not."""
     from ddg.autograd.ops import rnn
-    monkeypatch.setattr(rnn, "FWD_KERNEL_MIN_H", 0)
-    monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_H", 0)
     monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_T", 0)
-    monkeypatch.setattr(rnn, "BWD_LOOP_MIN_T", 0)
     rng = np.random.default_rng(15)
     arrs = _arrays(rng, mode, 5, 5, 3, 6, True)
     n_state = 2 if mode == "LSTM" else 1
@@ -302,14 +300,11 @@ def test_compiled_loops_kernel_products_and_zero_initial_state(mode, reverse, le
     ("LSTM", "GRU"), (16, 21), (False, True), (False, True))))
 def test_compiled_loops_hidden_blocks(mode, H, batch_major, kernels, monkeypatch):
     """Hidden sizes of whole 16-row blocks and with a remainder (the step kernels copy
-    states, outputs and gradients 16 feature rows at a time), per-step calls or the
-    whole-sequence loops, against the float64 numpy path."""
+    states, outputs and gradients 16 feature rows at a time), backward by the compiled
+    product (the LSTM's whole-sequence loop) or by numpy's per step, against the float64
+    numpy path."""
     from ddg.autograd.ops import rnn
-    if kernels:
-        monkeypatch.setattr(rnn, "FWD_KERNEL_MIN_H", 0)
-        monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_H", 0)
-        monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_T", 0)
-        monkeypatch.setattr(rnn, "BWD_LOOP_MIN_T", 0)
+    monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_T", 0 if kernels else 1000)
     rng = np.random.default_rng(16)
     arrs = _arrays(rng, mode, 4, 3, 2, H, batch_major)
     lens = np.array((4, 2, 3))

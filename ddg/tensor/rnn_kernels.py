@@ -33,6 +33,10 @@ This module imports numba; ``rnn.py`` imports it only when a float32 numpy seque
 """
 import numba
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from .compiled import FASTMATH, kernel
 
@@ -321,57 +325,107 @@ def gru_step_backward(gy, has_gy, t, valid, has_mask, act, hcs, hp, dht, sp, sq,
 
 # -- the recurrent product ---------------------------------------------------------------------------
 # OpenBLAS packs the whole weight matrix on every call; with a batch of a few columns that
-# packing is a large part of the step. ``matmul_wr`` reads the weights in place: each 4x4
-# output tile is 16 dot products of a weight row with a row of ``rt`` (the right-hand side
-# stored transposed, as the step kernels save it), accumulated in registers (the loop over
-# k vectorizes as 16 reductions). Time against numpy's matmul, batch 16, 1 thread, AMD EPYC
-# with AVX-512: on [4H, H] @ [H, 16] 1.1x at H=128, 0.9x at 256, 0.85x at 512, 0.75x at
-# 1024; on [H, 4H] @ [4H, 16] (W_hh^T contiguous) 0.75x at H=128 to 0.55x at 1024.
-@numba.njit(**_OPTS)   # also called by the whole-sequence loops below
-def matmul_wr(w, rt, out):
-    """``out [M, B] = w [M, K] @ rt [B, K].T``."""
-    M, K = w.shape
-    B = rt.shape[0]
-    M4, B4 = M - M % 4, B - B % 4
-    for i in range(0, M4, 4):
-        w0, w1, w2, w3 = w[i], w[i + 1], w[i + 2], w[i + 3]
-        for b in range(0, B4, 4):
-            x0, x1, x2, x3 = rt[b], rt[b + 1], rt[b + 2], rt[b + 3]
-            s00 = s01 = s02 = s03 = s10 = s11 = s12 = s13 = _ZERO
-            s20 = s21 = s22 = s23 = s30 = s31 = s32 = s33 = _ZERO
-            for k in range(K):
-                a0, a1, a2, a3 = w0[k], w1[k], w2[k], w3[k]
-                c0, c1, c2, c3 = x0[k], x1[k], x2[k], x3[k]
-                s00 += a0 * c0
-                s01 += a0 * c1
-                s02 += a0 * c2
-                s03 += a0 * c3
-                s10 += a1 * c0
-                s11 += a1 * c1
-                s12 += a1 * c2
-                s13 += a1 * c3
-                s20 += a2 * c0
-                s21 += a2 * c1
-                s22 += a2 * c2
-                s23 += a2 * c3
-                s30 += a3 * c0
-                s31 += a3 * c1
-                s32 += a3 * c2
-                s33 += a3 * c3
-            o0, o1, o2, o3 = out[i], out[i + 1], out[i + 2], out[i + 3]
-            o0[b], o0[b + 1], o0[b + 2], o0[b + 3] = s00, s01, s02, s03
-            o1[b], o1[b + 1], o1[b + 2], o1[b + 3] = s10, s11, s12, s13
-            o2[b], o2[b + 1], o2[b + 2], o2[b + 3] = s20, s21, s22, s23
-            o3[b], o3[b + 1], o3[b + 2], o3[b + 3] = s30, s31, s32, s33
-    for i in range(M):               # the rows and columns left over by the 4x4 tiles
-        wr, orow = w[i], out[i]
-        for b in range(B4 if i < M4 else 0, B):
-            x = rt[b]
-            s = _ZERO
-            for k in range(K):
-                s += wr[k] * x[k]
-            orow[b] = s
+# packing is a large part of the step. ``matmul_fm`` reads the weights in place and keeps an
+# 8-row x 16-column output tile in eight 16-lane vector registers: per k, one vector load
+# of the right-hand side's row, eight broadcast weights and eight fused multiply-adds, no
+# horizontal sums (a dot-product form vectorized over k pays one per output, as much as its
+# multiplies at K=128). numba has no vector type, so the tile is LLVM IR written here with
+# llvmlite (``numba.extending.intrinsic``) and inlined into the calling kernel.
+_V_F32, _V_I64, _V_I32 = ir.FloatType(), ir.IntType(64), ir.IntType(32)
 
+
+def _tile(rows, width):
+    """An intrinsic ``tile(a, x, out, i, b0)``: ``out[i:i+rows, b0:b0+width] =
+    a[i:i+rows] @ x[:, b0:b0+width]`` for C-contiguous float32 matrices ``a [M, K]``,
+    ``x [K, B]``, ``out [M, B]`` with K >= 1, the accumulators in registers."""
+    vt = ir.VectorType(_V_F32, width)
+
+    @intrinsic
+    def tile(typingctx, a, x, out, i, b0):
+        sig = types.void(a, x, out, types.int64, types.int64)
+
+        def codegen(context, builder, signature, args):
+            av, xv, ov, i, b0 = args
+            arrs = [context.make_array(t)(context, builder, v) for t, v in zip(signature.args[:3], (av, xv, ov))]
+            ad, xd, od = (r.data for r in arrs)
+            K = builder.extract_value(arrs[0].shape, 1)
+            B = builder.extract_value(arrs[1].shape, 1)
+            arow = [builder.gep(ad, [builder.mul(builder.add(i, ir.Constant(_V_I64, r)), K)]) for r in range(rows)]
+            xcol = builder.gep(xd, [b0])
+            fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vt, [vt] * 3),
+                                                 f"llvm.fma.v{width}f32")
+            undef = ir.Constant(vt, ir.Undefined)
+            splat = ir.Constant(ir.VectorType(_V_I32, width), [0] * width)
+            entry = builder.block
+            loop = builder.function.append_basic_block("tile_loop")
+            done = builder.function.append_basic_block("tile_done")
+            builder.branch(loop)
+            builder.position_at_end(loop)
+            k = builder.phi(_V_I64)
+            acc = [builder.phi(vt) for _ in range(rows)]
+            xk = builder.load(builder.bitcast(builder.gep(xcol, [builder.mul(k, B)]), vt.as_pointer()), align=4)
+            new = []
+            for r in range(rows):
+                w = builder.load(builder.gep(arow[r], [k]), align=4)
+                wv = builder.shuffle_vector(builder.insert_element(undef, w, ir.Constant(_V_I32, 0)), undef, splat)
+                new.append(builder.call(fma, [wv, xk, acc[r]]))
+            k1 = builder.add(k, ir.Constant(_V_I64, 1))
+            k.add_incoming(ir.Constant(_V_I64, 0), entry)
+            k.add_incoming(k1, loop)
+            for r in range(rows):
+                acc[r].add_incoming(ir.Constant(vt, [0.0] * width), entry)
+                acc[r].add_incoming(new[r], loop)
+            builder.cbranch(builder.icmp_signed("<", k1, K), loop, done)
+            builder.position_at_end(done)
+            for r in range(rows):
+                orow = builder.mul(builder.add(i, ir.Constant(_V_I64, r)), B)
+                builder.store(new[r], builder.bitcast(builder.gep(od, [builder.add(orow, b0)]), vt.as_pointer()),
+                              align=4)
+            return context.get_dummy_value()
+        return sig, codegen
+    return tile
+
+
+# 8 rows, then the rows left over one at a time; 16 columns, then 8, 4, 1
+_T8_16, _T8_8, _T8_4, _T8_1 = (_tile(8, w) for w in (16, 8, 4, 1))
+_T1_16, _T1_8, _T1_4, _T1_1 = (_tile(1, w) for w in (16, 8, 4, 1))
+
+
+@numba.njit(**_OPTS)   # also called by the whole-sequence loops below
+def matmul_fm(a, x, out):
+    """``out [M, B] = a [M, K] @ x [K, B]`` (C-contiguous float32; the state or gate
+    gradients feature-major as the right-hand side)."""
+    M, K = a.shape
+    B = x.shape[1]
+    if K == 0:
+        out[:] = _ZERO
+        return
+    M8 = M - M % 8
+    b0 = 0
+    while b0 + 16 <= B:
+        for i in range(0, M8, 8):
+            _T8_16(a, x, out, i, b0)
+        for i in range(M8, M):
+            _T1_16(a, x, out, i, b0)
+        b0 += 16
+    if b0 + 8 <= B:
+        for i in range(0, M8, 8):
+            _T8_8(a, x, out, i, b0)
+        for i in range(M8, M):
+            _T1_8(a, x, out, i, b0)
+        b0 += 8
+    if b0 + 4 <= B:
+        for i in range(0, M8, 8):
+            _T8_4(a, x, out, i, b0)
+        for i in range(M8, M):
+            _T1_4(a, x, out, i, b0)
+        b0 += 4
+    while b0 < B:
+        for i in range(0, M8, 8):
+            _T8_1(a, x, out, i, b0)
+        for i in range(M8, M):
+            _T1_1(a, x, out, i, b0)
+        b0 += 1
 
 
 @kernel(error_model="numpy")
@@ -395,13 +449,13 @@ def transpose(a, out):
 
 
 # -- whole-sequence loops ------------------------------------------------------------------------------
-# Where the recurrent product is matmul_wr, one call runs every step (product and step
-# kernel) instead of two Python-level calls per step: ~2-3 us of call overhead each.
+# One call runs every step (product and step kernel) instead of two Python-level calls
+# per step: ~2-3 us of call overhead each.
 @numba.njit(**_OPTS)
 def lstm_forward_loop(w_hh, bias, order, first, valid, has_mask, ht, ct, act, cs, tcs, hp, y, gt, bm):
     """Every step of ``lstm_step_forward`` in ``order`` (int64 ``[T]``), each after
-    ``gt = W_hh @ h`` by ``matmul_wr`` on the saved rows ``hp[t]`` (zero, without the product,
-    at step ``first``: a zero initial state; -1 for none)."""
+    ``gt = W_hh @ h`` by ``matmul_fm`` on the feature-major state ``ht`` (zero, without the
+    product, at step ``first``: a zero initial state; -1 for none)."""
     T = order.shape[0]
     for k in range(T):
         t = order[k]
@@ -409,7 +463,7 @@ def lstm_forward_loop(w_hh, bias, order, first, valid, has_mask, ht, ct, act, cs
         if t == first:
             gt[:] = _ZERO
         else:
-            matmul_wr(w_hh, hp[t], gt)
+            matmul_fm(w_hh, ht, gt)
         lstm_step_forward(gt, bias, t, tn, valid, has_mask, ht, ct, act, cs, tcs, hp, y, bm)
 
 
@@ -417,7 +471,8 @@ def lstm_forward_loop(w_hh, bias, order, first, valid, has_mask, ht, ct, act, cs
 def lstm_backward_loop(gy, has_gy, order, last, valid, has_mask, act, cs, c0t, tcs, whh_t, dht, tmp, dct, dp,
                        scratch, bm):
     """Every step of ``lstm_step_backward``, last step first, each followed by the state
-    gradient before the step, ``W_hh^T @ dp[t]`` by ``matmul_wr`` (``whh_t`` the contiguous
+    gradient before the step, ``W_hh^T @ dp[t]`` by ``matmul_fm`` on the step's gate
+    gradients ``scratch`` (``whh_t`` the contiguous
     ``W_hh^T``; rows past their length keep theirs), down to step index ``last`` of
     ``order`` (0, or 1 when the first step's product, which only feeds ``h0``'s gradient,
     is not wanted). ``c0t`` is the initial cell state ``[H, B]``; ``tmp`` ``[H, B]`` is
@@ -431,7 +486,7 @@ def lstm_backward_loop(gy, has_gy, order, last, valid, has_mask, act, cs, c0t, t
         lstm_step_backward(gy, has_gy, t, valid, has_mask, act, cp, tcs, cur, dct, dp, scratch, bm)
         if k < last:
             break
-        matmul_wr(whh_t, dp[t], nxt)
+        matmul_fm(whh_t, scratch, nxt)
         if has_mask:
             for j in range(H):
                 for b in range(B):

@@ -48,15 +48,12 @@ MODES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 # clear it to compare those loops with the numpy path)
 COMPILED = {"LSTM", "GRU"}
 
-# from these hidden sizes on, the compiled loops' recurrent products (forward W_hh @ h,
-# backward W_hh^T @ dP) are rnn_kernels.matmul_wr instead of numpy's matmul; backward also
-# needs BWD_KERNEL_MIN_T steps (GRU; 4 from H=768 on) or BWD_LOOP_MIN_T (LSTM, whose
-# whole-sequence loop also saves the per-step calls). Tests lower them to run the kernel at
-# small sizes.
-FWD_KERNEL_MIN_H = 128
-BWD_KERNEL_MIN_H = 128
-BWD_KERNEL_MIN_T = 16
-BWD_LOOP_MIN_T = 4
+# the compiled loops' recurrent products are rnn_kernels.matmul_fm (faster than numpy's
+# matmul at every hidden size); backward it reads a transposed copy of W_hh, made from this
+# many steps on (fewer run numpy's matmul on the transposed view: the copy costs what the
+# kernel saves in ~2 steps at H=128 and ~3 at 1024). Tests lower it to run the kernel on
+# short sequences.
+BWD_KERNEL_MIN_T = 4
 # the LSTM's dW_ih and dW_hh as one product up to this hidden size (_lstm_weight_grads)
 WGRAD_MERGE_MAX_H = 256
 
@@ -140,11 +137,10 @@ class RNNSequence(Function):
             raise ValueError(f"RNNSequence: {lens.shape[0]} sequence lengths for a batch of {B}")
         return np.arange(T)[:, None] < lens[None, :]
 
-    # The compiled loops keep the state feature-major ([H, B]): numpy's product is then
-    # W_hh [G*H, H] @ h [H, B] (and W_hh^T @ dP backward), which numpy's BLAS (OpenBLAS)
-    # ran 1.3x faster than h [B, H] @ W_hh^T at batch 16, hidden 128, 1.6-1.7x at 256-512
-    # and 1.0-1.3x at 1024. matmul_wr reads the same state as batch rows (hp[t]), which
-    # the step kernels write.
+    # The compiled loops keep the state feature-major ([H, B]): the step's product is
+    # W_hh [G*H, H] @ h [H, B] (and W_hh^T @ dP backward), by rnn_kernels.matmul_fm, whose
+    # 16-lane registers run along the batch; the weight gradients' products read the state
+    # and the gate gradients saved as batch rows.
     def _compiled_fwd(self, xt, states, w_ih, w_hh, b_ih, b_hh, T, B, I, H, G):
         from ...tensor import rnn_kernels as K
         lstm = self.mode == "LSTM"
@@ -172,28 +168,21 @@ class RNNSequence(Function):
         if T:
             hp[order[0], :, :H] = states[0]
         first = order[0] if T and not st[0].any() else None     # W_hh @ 0 is not computed
-        kern = H >= FWD_KERNEL_MIN_H                              # W_hh @ hp[t].T, else numpy's W_hh @ h
         nxt = list(order)[1:] + [-1]
         if lstm:
             bias = b_ih + b_hh
         else:
             b_ih, b_hh = np.ascontiguousarray(b_ih), np.ascontiguousarray(b_hh)
-        if lstm and kern:                  # every step in one compiled call
+        if lstm:                           # every step in one compiled call
             K.lstm_forward_loop(w_hh, bias, np.array(order, np.int64), -1 if first is None else first, valid,
                                 has_mask, st[0], st[1], act, aux[0], aux[1], hp, y, gt, bm)
         else:
             for t, tn in zip(order, nxt):
                 if t == first:
                     gt.fill(0)
-                elif kern:
-                    K.matmul_wr(w_hh, hp[t], gt)
                 else:
-                    np.matmul(w_hh, st[0], out=gt)
-                if lstm:
-                    K.lstm_step_forward(gt, bias, t, tn, valid, has_mask, st[0], st[1], act, aux[0], aux[1], hp, y,
-                                        bm)
-                else:
-                    K.gru_step_forward(gt, xgt, b_ih, b_hh, t, tn, valid, has_mask, st[0], act, aux[0], hp, y, bm)
+                    K.matmul_fm(w_hh, st[0], gt)
+                K.gru_step_forward(gt, xgt, b_ih, b_hh, t, tn, valid, has_mask, st[0], act, aux[0], hp, y, bm)
         self.h0_zero = first is not None
         self.states, self.order, self.valid, self.has_mask = states, order, valid, has_mask
         self.xt, self.act, self.aux, self.hp = xt, act, aux, hp
@@ -211,12 +200,10 @@ class RNNSequence(Function):
         sp, tmp = np.empty((G * H, B), dt), np.empty((H, B), dt)
         valid, has_mask, act, aux, order, bm = self.valid, self.has_mask, self.act, self.aux, list(self.order), \
             self.batch_major
-        # per step dh = W_hh^T @ dp: rnn_kernels.matmul_wr on a contiguous copy of W_hh^T and
-        # the step's dp saved as batch rows, where the steps pay for the copy (it costs what
-        # the kernel saves in ~5 steps at H=128, ~8 at 256, ~14 at 512, ~4 at 1024, fewer for
-        # the LSTM's whole-sequence loop: 0.89x the training step at H=128 T=10, 0.93x at 256,
-        # 1.0x at 512); else numpy's matmul on the view (BLAS reads it transposed while packing)
-        kern = H >= BWD_KERNEL_MIN_H and (T >= (BWD_LOOP_MIN_T if lstm else BWD_KERNEL_MIN_T) or H >= 768 and T >= 4)
+        # per step dh = W_hh^T @ dp: rnn_kernels.matmul_fm on a contiguous copy of W_hh^T and
+        # the step's feature-major gate gradients where the steps pay for the copy; else
+        # numpy's matmul on the view (BLAS reads it transposed while packing)
+        kern = T >= BWD_KERNEL_MIN_T
         if kern:
             whh_t = np.empty((H, G * H), dt)
             K.transpose(np.ascontiguousarray(self.w_hh), whh_t)
@@ -250,7 +237,7 @@ class RNNSequence(Function):
                 if k < last:
                     break
                 if kern:
-                    K.matmul_wr(whh_t, dqt[t], tmp)
+                    K.matmul_fm(whh_t, sq, tmp)
                 else:
                     np.matmul(whh_t, sq, out=tmp)
                 dht += tmp
