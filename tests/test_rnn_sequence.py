@@ -255,7 +255,17 @@ def test_compiled_loops_match_float64_and_numpy_path(mode, reverse, batch_major,
 def test_compiled_recurrent_product_and_transpose():
     from ddg.tensor import rnn_kernels
     rng = np.random.default_rng(14)
-    # whole 8x16 tiles, and the rows (one at a time) and columns (8, 4, 1 at a time) they leave
+    # whole 8x16 tiles, and the rows (one at a time) and columns (8, 4, 1 at a time) they leave;
+    # matmul_tn's two outputs (either may have no columns) over more rows than one pass
+    for k, m, n in ((20, 24, 37), (300, 17, 5), (600, 43, 70), (0, 8, 4)):
+        a, x = rng.standard_normal((k, m)).astype(np.float32), rng.standard_normal((k, n + 3)).astype(np.float32)
+        for n1 in (0, n // 2, n):
+            o1, o2 = np.full((m, n1), np.nan, np.float32), np.full((m, n - n1), np.nan, np.float32)
+            rnn_kernels.matmul_tn(a, x, o1, n1 + 3, o2)
+            for o, c in ((o1, 0), (o2, n1 + 3)):
+                want = a.T.astype(np.float64) @ x[:, c:c + o.shape[1]]
+                tol = 1e-5 * (np.abs(a.T) @ np.abs(x[:, c:c + o.shape[1]])).max(initial=0)
+                assert np.abs(o - want).max(initial=0) <= tol
     for m, k, b in ((24, 6, 4), (18, 7, 5), (3, 1, 2), (40, 33, 16), (17, 9, 47), (8, 1, 32), (5, 0, 3)):
         w, r = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, b)).astype(np.float32)
         out = np.full((m, b), np.nan, np.float32)
@@ -351,14 +361,11 @@ def test_empty_sequences_and_zero_lengths(mode, T, lengths):
         np.testing.assert_allclose(got[1][0], arrs[1][0], rtol=1e-6)
 
 
-@pytest.mark.parametrize("wanted,merge,zero_h0", list(itertools.product(
-    ((3,), (4,), (3, 4)), (False, True), (False, True))))
-def test_compiled_lstm_weight_gradients_joint_or_apart(wanted, merge, zero_h0, monkeypatch):
-    """The LSTM's dW_ih and dW_hh from the saved [h_prev | x] rows, as one product or two
-    (WGRAD_MERGE_MAX_H), one or both wanted, with the zero initial state's step left out of
-    dW_hh or not, both directions, against the float64 numpy path."""
-    from ddg.autograd.ops import rnn
-    monkeypatch.setattr(rnn, "WGRAD_MERGE_MAX_H", 1000 if merge else 0)
+@pytest.mark.parametrize("wanted,zero_h0", list(itertools.product(((3,), (4,), (3, 4)), (False, True))))
+def test_compiled_lstm_weight_gradients(wanted, zero_h0):
+    """The LSTM's dW_ih and dW_hh from the saved [h_prev | x] rows in one pass
+    (rnn_kernels.matmul_tn), one or both wanted, with the zero initial state's step left out
+    of dW_hh or not, both directions, against the float64 numpy path."""
     rng = np.random.default_rng(17)
     arrs = _arrays(rng, "LSTM", 4, 3, 5, 6, True)
     if zero_h0:

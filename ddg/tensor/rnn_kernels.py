@@ -334,28 +334,41 @@ def gru_step_backward(gy, has_gy, t, valid, has_mask, act, hcs, hp, dht, sp, sq,
 _V_F32, _V_I64, _V_I32 = ir.FloatType(), ir.IntType(64), ir.IntType(32)
 
 
-def _tile(rows, width):
-    """An intrinsic ``tile(a, x, out, i, b0)``: ``out[i:i+rows, b0:b0+width] =
-    a[i:i+rows] @ x[:, b0:b0+width]`` for C-contiguous float32 matrices ``a [M, K]``,
-    ``x [K, B]``, ``out [M, B]`` with K >= 1, the accumulators in registers."""
+def _tile(rows, width, a_t):
+    """An intrinsic ``tile(a, x, out, i, ai, b0, k0, k1, c0, acc)`` on C-contiguous float32
+    matrices: ``out[i:i+rows, b0:b0+width] (+)= A[ai:ai+rows, k0:k1] @ x[k0:k1, c0+b0:c0+b0+width]``
+    with ``A = a`` (``a_t`` False) or ``a.T`` (``a_t``: broadcasts from a row of ``a``), the
+    accumulators in registers, starting from ``out`` where ``acc`` is nonzero, else from
+    zero (k1 > k0)."""
     vt = ir.VectorType(_V_F32, width)
 
     @intrinsic
-    def tile(typingctx, a, x, out, i, b0):
-        sig = types.void(a, x, out, types.int64, types.int64)
+    def tile(typingctx, a, x, out, i, ai, b0, k0, k1, c0, acc):
+        i64 = types.int64
+        sig = types.void(a, x, out, i64, i64, i64, i64, i64, i64, i64)
 
         def codegen(context, builder, signature, args):
-            av, xv, ov, i, b0 = args
+            av, xv, ov, i, ai, b0, k0, k1, c0, accf = args
             arrs = [context.make_array(t)(context, builder, v) for t, v in zip(signature.args[:3], (av, xv, ov))]
             ad, xd, od = (r.data for r in arrs)
-            K = builder.extract_value(arrs[0].shape, 1)
-            B = builder.extract_value(arrs[1].shape, 1)
-            arow = [builder.gep(ad, [builder.mul(builder.add(i, ir.Constant(_V_I64, r)), K)]) for r in range(rows)]
-            xcol = builder.gep(xd, [b0])
+            lda, ldx, ldo = (builder.extract_value(r.shape, 1) for r in arrs)
+            one = ir.Constant(_V_I64, 1)
+            rows_i = [builder.add(i, ir.Constant(_V_I64, r)) for r in range(rows)]
+            rows_a = [builder.add(ai, ir.Constant(_V_I64, r)) for r in range(rows)]
+            if a_t:       # A[i + r, k] = a[k, i + r]: per k, `rows` neighbours in a row of a
+                abase, astep = builder.gep(ad, [ai]), lda
+            else:         # A[i + r, k] = a[i + r, k]: one pointer per row, stepping by 1
+                arow = [builder.gep(ad, [builder.mul(ra, lda)]) for ra in rows_a]
+            xcol = builder.gep(xd, [builder.add(c0, b0)])
+            optr = [builder.bitcast(builder.gep(od, [builder.add(builder.mul(ri, ldo), b0)]), vt.as_pointer())
+                    for ri in rows_i]
             fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vt, [vt] * 3),
                                                  f"llvm.fma.v{width}f32")
             undef = ir.Constant(vt, ir.Undefined)
             splat = ir.Constant(ir.VectorType(_V_I32, width), [0] * width)
+            zero = ir.Constant(vt, [0.0] * width)
+            from_out = builder.icmp_signed("!=", accf, ir.Constant(_V_I64, 0))
+            init = [builder.select(from_out, builder.load(p, align=4), zero) for p in optr]
             entry = builder.block
             loop = builder.function.append_basic_block("tile_loop")
             done = builder.function.append_basic_block("tile_done")
@@ -363,32 +376,103 @@ def _tile(rows, width):
             builder.position_at_end(loop)
             k = builder.phi(_V_I64)
             acc = [builder.phi(vt) for _ in range(rows)]
-            xk = builder.load(builder.bitcast(builder.gep(xcol, [builder.mul(k, B)]), vt.as_pointer()), align=4)
+            xk = builder.load(builder.bitcast(builder.gep(xcol, [builder.mul(k, ldx)]), vt.as_pointer()), align=4)
+            if a_t:
+                ak = builder.gep(abase, [builder.mul(k, astep)])
             new = []
             for r in range(rows):
-                w = builder.load(builder.gep(arow[r], [k]), align=4)
+                w = builder.load(builder.gep(ak, [ir.Constant(_V_I64, r)]) if a_t else builder.gep(arow[r], [k]),
+                                 align=4)
                 wv = builder.shuffle_vector(builder.insert_element(undef, w, ir.Constant(_V_I32, 0)), undef, splat)
                 new.append(builder.call(fma, [wv, xk, acc[r]]))
-            k1 = builder.add(k, ir.Constant(_V_I64, 1))
-            k.add_incoming(ir.Constant(_V_I64, 0), entry)
-            k.add_incoming(k1, loop)
+            kn = builder.add(k, one)
+            k.add_incoming(k0, entry)
+            k.add_incoming(kn, loop)
             for r in range(rows):
-                acc[r].add_incoming(ir.Constant(vt, [0.0] * width), entry)
+                acc[r].add_incoming(init[r], entry)
                 acc[r].add_incoming(new[r], loop)
-            builder.cbranch(builder.icmp_signed("<", k1, K), loop, done)
+            builder.cbranch(builder.icmp_signed("<", kn, k1), loop, done)
             builder.position_at_end(done)
             for r in range(rows):
-                orow = builder.mul(builder.add(i, ir.Constant(_V_I64, r)), B)
-                builder.store(new[r], builder.bitcast(builder.gep(od, [builder.add(orow, b0)]), vt.as_pointer()),
-                              align=4)
+                builder.store(new[r], optr[r], align=4)
             return context.get_dummy_value()
         return sig, codegen
     return tile
 
 
 # 8 rows, then the rows left over one at a time; 16 columns, then 8, 4, 1
-_T8_16, _T8_8, _T8_4, _T8_1 = (_tile(8, w) for w in (16, 8, 4, 1))
-_T1_16, _T1_8, _T1_4, _T1_1 = (_tile(1, w) for w in (16, 8, 4, 1))
+_T8_16, _T8_8, _T8_4, _T8_1 = (_tile(8, w, False) for w in (16, 8, 4, 1))
+_T1_16, _T1_8, _T1_4, _T1_1 = (_tile(1, w, False) for w in (16, 8, 4, 1))
+
+
+# the weight gradients' products, A = a.T: the same tiles reading 8 neighbours of a row of a
+_TT8_16, _TT8_8, _TT8_4, _TT8_1 = (_tile(8, w, True) for w in (16, 8, 4, 1))
+_TT1_16, _TT1_8, _TT1_4, _TT1_1 = (_tile(1, w, True) for w in (16, 8, 4, 1))
+_KC = 256    # rows of a and x per pass (the pass's block of x stays in L2)
+
+
+@numba.njit(**_OPTS)
+def _tn_tiles(panel, xs, out, i, ai, kc, c0, acc, rows):
+    """The tiles of rows ``i..i+rows`` of ``out`` (8 or 1) over all its columns."""
+    N = out.shape[1]
+    b0 = 0
+    if rows == 8:
+        while b0 + 16 <= N:
+            _TT8_16(panel, xs, out, i, ai, b0, 0, kc, c0, acc)
+            b0 += 16
+        if b0 + 8 <= N:
+            _TT8_8(panel, xs, out, i, ai, b0, 0, kc, c0, acc)
+            b0 += 8
+        if b0 + 4 <= N:
+            _TT8_4(panel, xs, out, i, ai, b0, 0, kc, c0, acc)
+            b0 += 4
+        while b0 < N:
+            _TT8_1(panel, xs, out, i, ai, b0, 0, kc, c0, acc)
+            b0 += 1
+    else:
+        while b0 + 16 <= N:
+            _TT1_16(panel, xs, out, i, ai, b0, 0, kc, c0, acc)
+            b0 += 16
+        if b0 + 8 <= N:
+            _TT1_8(panel, xs, out, i, ai, b0, 0, kc, c0, acc)
+            b0 += 8
+        if b0 + 4 <= N:
+            _TT1_4(panel, xs, out, i, ai, b0, 0, kc, c0, acc)
+            b0 += 4
+        while b0 < N:
+            _TT1_1(panel, xs, out, i, ai, b0, 0, kc, c0, acc)
+            b0 += 1
+
+
+@numba.njit(**_OPTS)
+def matmul_tn(a, x, out1, c1, out2):
+    """``out1 [M, N1] = a.T @ x[:, :N1]`` and ``out2 [M, N2] = a.T @ x[:, c1:c1 + N2]``
+    (``a`` ``[K, M]``, ``x`` ``[K, L]``, all C-contiguous float32; an output may have no
+    columns): the weight gradients over all steps, ``dp^T @ [h_prev | x]``, in passes of
+    ``_KC`` rows; per pass, 8 columns of ``a`` are copied to a contiguous panel (read in
+    place, rows 2-4 KB apart fall in the same L1 sets) and serve every tile of both outputs."""
+    K, M = a.shape
+    M8 = M - M % 8
+    if K == 0:
+        out1[:] = _ZERO
+        out2[:] = _ZERO
+        return
+    panel = np.empty((_KC, 8), np.float32)
+    for k0 in range(0, K, _KC):
+        k1 = min(k0 + _KC, K)
+        kc = k1 - k0
+        xs, as_ = x[k0:k1], a[k0:k1]
+        acc = 1 if k0 > 0 else 0
+        for i in range(0, M8, 8):
+            for k in range(kc):
+                ak, pk = as_[k], panel[k]
+                for r in range(8):
+                    pk[r] = ak[i + r]
+            _tn_tiles(panel, xs, out1, i, 0, kc, 0, acc, 8)
+            _tn_tiles(panel, xs, out2, i, 0, kc, c1, acc, 8)
+        for i in range(M8, M):
+            _tn_tiles(as_, xs, out1, i, i, kc, 0, acc, 1)
+            _tn_tiles(as_, xs, out2, i, i, kc, c1, acc, 1)
 
 
 @numba.njit(**_OPTS)   # also called by the whole-sequence loops below
@@ -404,27 +488,27 @@ def matmul_fm(a, x, out):
     b0 = 0
     while b0 + 16 <= B:
         for i in range(0, M8, 8):
-            _T8_16(a, x, out, i, b0)
+            _T8_16(a, x, out, i, i, b0, 0, K, 0, 0)
         for i in range(M8, M):
-            _T1_16(a, x, out, i, b0)
+            _T1_16(a, x, out, i, i, b0, 0, K, 0, 0)
         b0 += 16
     if b0 + 8 <= B:
         for i in range(0, M8, 8):
-            _T8_8(a, x, out, i, b0)
+            _T8_8(a, x, out, i, i, b0, 0, K, 0, 0)
         for i in range(M8, M):
-            _T1_8(a, x, out, i, b0)
+            _T1_8(a, x, out, i, i, b0, 0, K, 0, 0)
         b0 += 8
     if b0 + 4 <= B:
         for i in range(0, M8, 8):
-            _T8_4(a, x, out, i, b0)
+            _T8_4(a, x, out, i, i, b0, 0, K, 0, 0)
         for i in range(M8, M):
-            _T1_4(a, x, out, i, b0)
+            _T1_4(a, x, out, i, i, b0, 0, K, 0, 0)
         b0 += 4
     while b0 < B:
         for i in range(0, M8, 8):
-            _T8_1(a, x, out, i, b0)
+            _T8_1(a, x, out, i, i, b0, 0, K, 0, 0)
         for i in range(M8, M):
-            _T1_1(a, x, out, i, b0)
+            _T1_1(a, x, out, i, i, b0, 0, K, 0, 0)
         b0 += 1
 
 
