@@ -553,21 +553,28 @@ def lstm_forward_loop(w_hh, bias, order, first, valid, has_mask, ht, ct, act, cs
 
 @numba.njit(**_OPTS)
 def lstm_backward_loop(gy, has_gy, order, last, valid, has_mask, act, cs, c0t, tcs, whh_t, dht, tmp, dct, dp,
-                       scratch, bm):
+                       scratch, dbs, bm):
     """Every step of ``lstm_step_backward``, last step first, each followed by the state
     gradient before the step, ``W_hh^T @ dp[t]`` by ``matmul_fm`` on the step's gate
-    gradients ``scratch`` (``whh_t`` the contiguous
-    ``W_hh^T``; rows past their length keep theirs), down to step index ``last`` of
-    ``order`` (0, or 1 when the first step's product, which only feeds ``h0``'s gradient,
-    is not wanted). ``c0t`` is the initial cell state ``[H, B]``; ``tmp`` ``[H, B]`` is
-    scratch; the result is left in ``dht`` and ``dct``."""
+    gradients ``scratch`` (``whh_t`` the contiguous ``W_hh^T``; rows past their length keep
+    theirs), down to step index ``last`` of ``order`` (0, or 1 when the first step's
+    product, which only feeds ``h0``'s gradient, is not wanted). ``c0t`` is the initial
+    cell state ``[H, B]``; ``tmp`` ``[H, B]`` is scratch; the result is left in ``dht`` and
+    ``dct``. ``dbs`` ``[4H, B]`` gets the sum of every step's gate gradients (the bias
+    gradient once summed over the batch: added while the step's block is in L1, not in a
+    pass over all of ``dp`` afterwards)."""
     T = order.shape[0]
     H, B = dht.shape
+    n4 = 4 * H * B
+    db, sc = dbs.reshape(n4), scratch.reshape(n4)
+    db[:] = _ZERO
     cur, nxt = dht, tmp
     for k in range(T - 1, -1, -1):
         t = order[k]
         cp = cs[order[k - 1]] if k > 0 else c0t
         lstm_step_backward(gy, has_gy, t, valid, has_mask, act, cp, tcs, cur, dct, dp, scratch, bm)
+        for q in range(n4):
+            db[q] += sc[q]
         if k < last:
             break
         matmul_fm(whh_t, scratch, nxt)

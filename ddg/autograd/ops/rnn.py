@@ -213,8 +213,9 @@ class RNNSequence(Function):
             c0t = np.array(self.states[1].T, dt, order="C")
             cs, tcs = aux
             if kern:                       # every step in one compiled call
+                dbs = np.empty((G * H, B), dt)
                 K.lstm_backward_loop(gy, has_gy, np.array(order, np.int64), last, valid, has_mask, act, cs, c0t, tcs,
-                                     whh_t, dht, tmp, dct, dpt, sp, bm)
+                                     whh_t, dht, tmp, dct, dpt, sp, dbs, bm)
             else:
                 for k in range(T - 1, -1, -1):
                     t = order[k]
@@ -260,11 +261,15 @@ class RNNSequence(Function):
                 rows = slice(0, (T - 1) * B) if self.reverse else slice(B, T * B)
                 dqs, hp = dq[rows], hp[rows]
             out[k + 1] = dqs.T @ hp
-        ones = np.ones(T * B, dt)            # column sums as BLAS gemv: faster than numpy's sum(axis=0)
-        db_ih = ones @ dp if needs[k + 2] or (needs[k + 3] and dq is dp) else None
-        out[k + 2] = db_ih if needs[k + 2] else None
-        if needs[k + 3]:
-            out[k + 3] = ones @ dq if dq is not dp else db_ih.copy()
+        if needs[k + 2] or needs[k + 3]:
+            ones = np.ones(T * B, dt)        # column sums as BLAS gemv: faster than numpy's sum(axis=0)
+            if dq is dp:                     # LSTM: one bias gradient, the loop's per-step sums if it ran
+                db = dbs.sum(axis=1) if kern else ones @ dp
+                out[k + 2] = db if needs[k + 2] else None
+                out[k + 3] = (db.copy() if needs[k + 2] else db) if needs[k + 3] else None
+            else:
+                out[k + 2] = ones @ dp if needs[k + 2] else None
+                out[k + 3] = ones @ dq if needs[k + 3] else None
         return tuple(out)
 
     def _lstm_weight_grads(self, dp, out, k):
