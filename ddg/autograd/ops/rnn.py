@@ -263,7 +263,7 @@ class RNNSequence(Function):
             out[k + 1] = dqs.T @ hp
         if needs[k + 2] or needs[k + 3]:
             ones = np.ones(T * B, dt)        # column sums as BLAS gemv: faster than numpy's sum(axis=0)
-            if dq is dp:                     # LSTM: one bias gradient, the loop's per-step sums if it ran
+            if lstm:                         # one bias gradient for both, the loop's per-step sums if it ran
                 db = dbs.sum(axis=1) if kern else ones @ dp
                 out[k + 2] = db if needs[k + 2] else None
                 out[k + 3] = (db.copy() if needs[k + 2] else db) if needs[k + 3] else None
