@@ -2,19 +2,20 @@
 
 Each kernel is one time step over the whole batch: every gate, the state update and the
 saved activations (forward), or every gate gradient (backward), in a few vectorized loops
-where the numpy path makes a dozen ufunc calls. The step's product with ``W_hh`` runs
-between the kernel calls (``ops.rnn``): ``matmul_wr`` below at the sizes where it beats
-BLAS, else numpy's ``matmul`` (numba's ``np.dot`` needs scipy, which ddg does not depend
-on, and goes through scipy's own BLAS build). Where the LSTM's product is ``matmul_wr``,
-``lstm_forward_loop`` / ``lstm_backward_loop`` run every step in one call.
+where the numpy path makes a dozen ufunc calls. The step's product with ``W_hh`` is
+``matmul_fm`` below, register tiles written as LLVM IR (numba's ``np.dot`` needs scipy,
+which ddg does not depend on, and OpenBLAS repacks the weights on every call); the LSTM's
+``lstm_forward_loop`` / ``lstm_backward_loop`` run every step, products included, in one
+call, and ``matmul_tn`` forms its weight gradients.
 
 Layouts: the state, the gates and the saved activations are feature-major, ``[K, B]`` per
 step (``xgt``, ``act`` ``[T, G*H, B]``, ``cs``/``tcs``/``hcs`` ``[T, H, B]``: each step's
 block is contiguous, so a step touches a few pages, not one per feature row; the LSTM
-writes ``act`` over the input projections). What feeds
-the weight gradients is saved as batch rows, ``hp`` ``[T, B, H]`` (the state before each
-step) and ``dp``/``dq`` ``[T, B, G*H]``, so that all steps form one ``[T*B, .]`` matrix
-and each step's block is the right-hand side ``matmul_wr`` reads. ``y`` and ``gy`` are
+writes ``act`` over the input projections); the products read the state and the gate
+gradients in that layout. What feeds the weight gradients is saved as batch rows, ``hp``
+``[T, B, H]`` (the state before each step; the LSTM's rows are ``[h_prev | x]``,
+``[T, B, H + I]``, the kernels write the first H columns) and ``dp``/``dq``
+``[T, B, G*H]``, so that all steps form one ``[T*B, .]`` matrix. ``y`` and ``gy`` are
 laid out like x (``[B, T, H]`` when ``bm``, else ``[T, B, H]``). ``valid[t, b]`` is False
 past row b's length: the state is carried, the output is zero and no gradient enters the
 step (``has_mask`` False skips the checks). Every array argument is C-contiguous

@@ -16,12 +16,13 @@ activations.
 
 Float32 LSTM and GRU sequences on numpy run compiled per-step kernels instead
 (``ddg.tensor.rnn_kernels``, modes in ``COMPILED``): a feature-major state ``[H, B]``, per
-step one product ``W_hh @ h`` (numpy's, or ``rnn_kernels.matmul_wr`` from
-``FWD_KERNEL_MIN_H`` on) and one kernel for all gates; backward one kernel and one product
-``W_hh^T @ dP`` per step (``matmul_wr`` on a transposed copy of ``W_hh`` where the steps pay
-for it), then the weight gradients as above; where an LSTM's products are ``matmul_wr``,
-one compiled call runs all steps. A zero initial state skips the first step's
-product, and the first step's backward product is skipped when ``h0`` needs no gradient.
+step one product ``W_hh @ h`` (``rnn_kernels.matmul_fm``) and one kernel for all gates;
+backward one kernel and one product ``W_hh^T @ dP`` per step (``matmul_fm`` on a transposed
+copy of ``W_hh`` from ``BWD_KERNEL_MIN_T`` steps, else numpy's), then the weight gradients
+with one product over all steps; the LSTM runs all steps in one compiled call each way
+and forms ``dW_hh`` and ``dW_ih`` in one pass (``rnn_kernels.matmul_tn``). A zero initial
+state skips the first step's product, and the first step's backward product is skipped
+when ``h0`` needs no gradient.
 
 Paddle's gate layouts: LSTM ``(i, f, g, o)``, ``c = f*c + i*g``, ``h = o*tanh(c)``; GRU
 ``(r, z, c)``, ``r, z = sigmoid(x_rz + h_rz)``, ``c = tanh(x_c + r * (W_hc h + b_hc))``,
