@@ -335,41 +335,52 @@ def gru_step_backward(gy, has_gy, t, valid, has_mask, act, hcs, hp, dht, sp, sq,
 _V_F32, _V_I64, _V_I32 = ir.FloatType(), ir.IntType(64), ir.IntType(32)
 
 
-def _tile(rows, width, a_t):
-    """An intrinsic ``tile(a, x, out, i, ai, b0, k0, k1, c0, acc)`` on C-contiguous float32
-    matrices: ``out[i:i+rows, b0:b0+width] (+)= A[ai:ai+rows, k0:k1] @ x[k0:k1, c0+b0:c0+b0+width]``
-    with ``A = a`` (``a_t`` False) or ``a.T`` (``a_t``: broadcasts from a row of ``a``), the
-    accumulators in registers, starting from ``out`` where ``acc`` is nonzero, else from
-    zero (k1 > k0)."""
-    vt = ir.VectorType(_V_F32, width)
+def _tile(rows, a_t):
+    """An intrinsic ``tile(a, x, out, i, ai, b0, nb, k0, k1, c0, acc)`` on C-contiguous
+    float32 matrices: ``out[i:i+rows, b0:b0+nb] (+)= A[ai:ai+rows, k0:k1] @
+    x[k0:k1, c0+b0:c0+b0+nb]`` (nb <= 16 columns, masked loads and stores) with ``A = a``
+    (``a_t`` False) or ``a.T`` (``a_t``: broadcasts from a row of ``a``), the accumulators
+    in registers, starting from ``out`` where ``acc`` is nonzero, else from zero (k1 > k0)."""
+    vt = ir.VectorType(_V_F32, 16)
+    mt = ir.VectorType(ir.IntType(1), 16)
 
     @intrinsic
-    def tile(typingctx, a, x, out, i, ai, b0, k0, k1, c0, acc):
+    def tile(typingctx, a, x, out, i, ai, b0, nb, k0, k1, c0, acc):
         i64 = types.int64
-        sig = types.void(a, x, out, i64, i64, i64, i64, i64, i64, i64)
+        sig = types.void(a, x, out, i64, i64, i64, i64, i64, i64, i64, i64)
 
         def codegen(context, builder, signature, args):
-            av, xv, ov, i, ai, b0, k0, k1, c0, accf = args
+            av, xv, ov, i, ai, b0, nb, k0, k1, c0, accf = args
             arrs = [context.make_array(t)(context, builder, v) for t, v in zip(signature.args[:3], (av, xv, ov))]
             ad, xd, od = (r.data for r in arrs)
             lda, ldx, ldo = (builder.extract_value(r.shape, 1) for r in arrs)
+            mod = builder.module
+            fma = cgutils.get_or_insert_function(mod, ir.FunctionType(vt, [vt] * 3), "llvm.fma.v16f32")
+            mload = cgutils.get_or_insert_function(mod, ir.FunctionType(vt, [vt.as_pointer(), _V_I32, mt, vt]),
+                                                   "llvm.masked.load.v16f32.p0")
+            mstore = cgutils.get_or_insert_function(mod, ir.FunctionType(ir.VoidType(), [vt, vt.as_pointer(), _V_I32,
+                                                                                        mt]),
+                                                    "llvm.masked.store.v16f32.p0")
+            undef = ir.Constant(vt, ir.Undefined)
+            splat = ir.Constant(ir.VectorType(_V_I32, 16), [0] * 16)
+            zero = ir.Constant(vt, [0.0] * 16)
+            align = ir.Constant(_V_I32, 4)
+            lanes = ir.Constant(ir.VectorType(_V_I64, 16), list(range(16)))
+            nbv = builder.insert_element(ir.Constant(ir.VectorType(_V_I64, 16), ir.Undefined), nb,
+                                         ir.Constant(_V_I32, 0))
+            mask = builder.icmp_signed("<", lanes, builder.shuffle_vector(nbv, nbv, splat))
             one = ir.Constant(_V_I64, 1)
             rows_i = [builder.add(i, ir.Constant(_V_I64, r)) for r in range(rows)]
             rows_a = [builder.add(ai, ir.Constant(_V_I64, r)) for r in range(rows)]
-            if a_t:       # A[i + r, k] = a[k, i + r]: per k, `rows` neighbours in a row of a
-                abase, astep = builder.gep(ad, [ai]), lda
-            else:         # A[i + r, k] = a[i + r, k]: one pointer per row, stepping by 1
+            if a_t:       # A[ai + r, k] = a[k, ai + r]: per k, `rows` neighbours in a row of a
+                abase = builder.gep(ad, [ai])
+            else:         # A[ai + r, k] = a[ai + r, k]: one pointer per row, stepping by 1
                 arow = [builder.gep(ad, [builder.mul(ra, lda)]) for ra in rows_a]
             xcol = builder.gep(xd, [builder.add(c0, b0)])
             optr = [builder.bitcast(builder.gep(od, [builder.add(builder.mul(ri, ldo), b0)]), vt.as_pointer())
                     for ri in rows_i]
-            fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vt, [vt] * 3),
-                                                 f"llvm.fma.v{width}f32")
-            undef = ir.Constant(vt, ir.Undefined)
-            splat = ir.Constant(ir.VectorType(_V_I32, width), [0] * width)
-            zero = ir.Constant(vt, [0.0] * width)
             from_out = builder.icmp_signed("!=", accf, ir.Constant(_V_I64, 0))
-            init = [builder.select(from_out, builder.load(p, align=4), zero) for p in optr]
+            init = [builder.select(from_out, builder.call(mload, [p, align, mask, zero]), zero) for p in optr]
             entry = builder.block
             loop = builder.function.append_basic_block("tile_loop")
             done = builder.function.append_basic_block("tile_done")
@@ -377,9 +388,10 @@ def _tile(rows, width, a_t):
             builder.position_at_end(loop)
             k = builder.phi(_V_I64)
             acc = [builder.phi(vt) for _ in range(rows)]
-            xk = builder.load(builder.bitcast(builder.gep(xcol, [builder.mul(k, ldx)]), vt.as_pointer()), align=4)
+            xp = builder.bitcast(builder.gep(xcol, [builder.mul(k, ldx)]), vt.as_pointer())
+            xk = builder.call(mload, [xp, align, mask, zero])
             if a_t:
-                ak = builder.gep(abase, [builder.mul(k, astep)])
+                ak = builder.gep(abase, [builder.mul(k, lda)])
             new = []
             for r in range(rows):
                 w = builder.load(builder.gep(ak, [ir.Constant(_V_I64, r)]) if a_t else builder.gep(arow[r], [k]),
@@ -395,20 +407,16 @@ def _tile(rows, width, a_t):
             builder.cbranch(builder.icmp_signed("<", kn, k1), loop, done)
             builder.position_at_end(done)
             for r in range(rows):
-                builder.store(new[r], optr[r], align=4)
+                builder.call(mstore, [new[r], optr[r], align, mask])
             return context.get_dummy_value()
         return sig, codegen
     return tile
 
 
-# 8 rows, then the rows left over one at a time; 16 columns, then 8, 4, 1
-_T8_16, _T8_8, _T8_4, _T8_1 = (_tile(8, w, False) for w in (16, 8, 4, 1))
-_T1_16, _T1_8, _T1_4, _T1_1 = (_tile(1, w, False) for w in (16, 8, 4, 1))
-
-
+# 8 rows, then the rows left over one at a time; 16 columns at a time (masked at the end)
+_T8, _T1 = _tile(8, False), _tile(1, False)
 # the weight gradients' products, A = a.T: the same tiles reading 8 neighbours of a row of a
-_TT8_16, _TT8_8, _TT8_4, _TT8_1 = (_tile(8, w, True) for w in (16, 8, 4, 1))
-_TT1_16, _TT1_8, _TT1_4, _TT1_1 = (_tile(1, w, True) for w in (16, 8, 4, 1))
+_TT8, _TT1 = _tile(8, True), _tile(1, True)
 _KC = 256    # rows of a and x per pass (the pass's block of x stays in L2)
 
 
@@ -416,33 +424,12 @@ _KC = 256    # rows of a and x per pass (the pass's block of x stays in L2)
 def _tn_tiles(panel, xs, out, i, ai, kc, c0, acc, rows):
     """The tiles of rows ``i..i+rows`` of ``out`` (8 or 1) over all its columns."""
     N = out.shape[1]
-    b0 = 0
-    if rows == 8:
-        while b0 + 16 <= N:
-            _TT8_16(panel, xs, out, i, ai, b0, 0, kc, c0, acc)
-            b0 += 16
-        if b0 + 8 <= N:
-            _TT8_8(panel, xs, out, i, ai, b0, 0, kc, c0, acc)
-            b0 += 8
-        if b0 + 4 <= N:
-            _TT8_4(panel, xs, out, i, ai, b0, 0, kc, c0, acc)
-            b0 += 4
-        while b0 < N:
-            _TT8_1(panel, xs, out, i, ai, b0, 0, kc, c0, acc)
-            b0 += 1
-    else:
-        while b0 + 16 <= N:
-            _TT1_16(panel, xs, out, i, ai, b0, 0, kc, c0, acc)
-            b0 += 16
-        if b0 + 8 <= N:
-            _TT1_8(panel, xs, out, i, ai, b0, 0, kc, c0, acc)
-            b0 += 8
-        if b0 + 4 <= N:
-            _TT1_4(panel, xs, out, i, ai, b0, 0, kc, c0, acc)
-            b0 += 4
-        while b0 < N:
-            _TT1_1(panel, xs, out, i, ai, b0, 0, kc, c0, acc)
-            b0 += 1
+    for b0 in range(0, N, 16):
+        nb = min(16, N - b0)
+        if rows == 8:
+            _TT8(panel, xs, out, i, ai, b0, nb, 0, kc, c0, acc)
+        else:
+            _TT1(panel, xs, out, i, ai, b0, nb, 0, kc, c0, acc)
 
 
 @numba.njit(**_OPTS)
@@ -486,31 +473,12 @@ def matmul_fm(a, x, out):
         out[:] = _ZERO
         return
     M8 = M - M % 8
-    b0 = 0
-    while b0 + 16 <= B:
+    for b0 in range(0, B, 16):
+        nb = min(16, B - b0)
         for i in range(0, M8, 8):
-            _T8_16(a, x, out, i, i, b0, 0, K, 0, 0)
+            _T8(a, x, out, i, i, b0, nb, 0, K, 0, 0)
         for i in range(M8, M):
-            _T1_16(a, x, out, i, i, b0, 0, K, 0, 0)
-        b0 += 16
-    if b0 + 8 <= B:
-        for i in range(0, M8, 8):
-            _T8_8(a, x, out, i, i, b0, 0, K, 0, 0)
-        for i in range(M8, M):
-            _T1_8(a, x, out, i, i, b0, 0, K, 0, 0)
-        b0 += 8
-    if b0 + 4 <= B:
-        for i in range(0, M8, 8):
-            _T8_4(a, x, out, i, i, b0, 0, K, 0, 0)
-        for i in range(M8, M):
-            _T1_4(a, x, out, i, i, b0, 0, K, 0, 0)
-        b0 += 4
-    while b0 < B:
-        for i in range(0, M8, 8):
-            _T8_1(a, x, out, i, i, b0, 0, K, 0, 0)
-        for i in range(M8, M):
-            _T1_1(a, x, out, i, i, b0, 0, K, 0, 0)
-        b0 += 1
+            _T1(a, x, out, i, i, b0, nb, 0, K, 0, 0)
 
 
 @kernel(error_model="numpy")
