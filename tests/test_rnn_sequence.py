@@ -271,22 +271,29 @@ def test_compiled_recurrent_product_and_transpose():
         out = np.full((m, b), np.nan, np.float32)
         rnn_kernels.matmul_fm(w, r, out)
         want = w.astype(np.float64) @ r.astype(np.float64)
-        np.testing.assert_allclose(out, want, rtol=0, atol=1e-5 * (np.abs(w) @ np.abs(r)).max())
+        tol = 1e-5 * ((np.abs(w) @ np.abs(r)).max(initial=0) + 1)
+        np.testing.assert_allclose(out, want, rtol=0, atol=tol)
+        out = np.full((m, b), np.nan, np.float32)
+        rt = np.concatenate([r.T, rng.standard_normal((b, 2)).astype(np.float32)], axis=1)   # rows wider than k
+        rnn_kernels.matmul_wr(w, rt, out)
+        np.testing.assert_allclose(out, want, rtol=0, atol=tol)
         wt = np.full((k, m), np.nan, np.float32)
         rnn_kernels.transpose(w, wt)
         np.testing.assert_array_equal(wt, w.T)
 
 
-@pytest.mark.parametrize("mode,reverse,lengths,zero_h0,h0_grad", [
-    c[:3] + c[3] for c in itertools.product(("LSTM", "GRU"), (False, True), (None, (5, 1, 3, 5, 2)),
-                                            ((True, False), (True, True), (False, True)))])
-def test_compiled_loops_kernel_products_and_zero_initial_state(mode, reverse, lengths, zero_h0, h0_grad,
+@pytest.mark.parametrize("mode,reverse,lengths,zero_h0,h0_grad,fm", [
+    c[:3] + c[3] + c[4:] for c in itertools.product(("LSTM", "GRU"), (False, True), (None, (5, 1, 3, 5, 2)),
+                                                    ((True, False), (True, True), (False, True)), (False, True))])
+def test_compiled_loops_kernel_products_and_zero_initial_state(mode, reverse, lengths, zero_h0, h0_grad, fm,
                                                                 monkeypatch):
-    """The compiled products (rnn_kernels.matmul_fm) forward and backward on short
-    sequences, with zero initial states (the step whose product is skipped, the weight-gradient
-    block left out) or not, and the initial states' gradients wanted or not."""
+    """The compiled products (rnn_kernels.matmul_fm, or matmul_wr for small batches)
+    forward and backward on short sequences, with zero initial states (the step whose
+    product is skipped, the weight-gradient block left out) or not, and the initial
+    states' gradients wanted or not."""
     from ddg.autograd.ops import rnn
     monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_T", 0)
+    monkeypatch.setattr(rnn, "FM_MIN_B", 0 if fm else 1000)
     rng = np.random.default_rng(15)
     arrs = _arrays(rng, mode, 5, 5, 3, 6, True)
     n_state = 2 if mode == "LSTM" else 1
@@ -315,6 +322,7 @@ def test_compiled_loops_hidden_blocks(mode, H, batch_major, kernels, monkeypatch
     numpy path."""
     from ddg.autograd.ops import rnn
     monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_T", 0 if kernels else 1000)
+    monkeypatch.setattr(rnn, "FM_MIN_B", 0 if kernels else 1000)   # with the kernels, matmul_fm at batch 3
     rng = np.random.default_rng(16)
     arrs = _arrays(rng, mode, 4, 3, 2, H, batch_major)
     lens = np.array((4, 2, 3))

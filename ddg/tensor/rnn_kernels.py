@@ -481,6 +481,56 @@ def matmul_fm(a, x, out):
             _T1(a, x, out, i, i, b0, nb, 0, K, 0, 0)
 
 
+# With a few batch columns the tiles above waste most of their 16 lanes (a quarter used at
+# batch 4); ``matmul_wr`` vectorizes over k instead, each 4x4 output tile 16 dot products
+# of a weight row with a row of ``rt``, the right-hand side as batch rows (the state and
+# gate gradients the step kernels save for the weight gradients), summed in registers.
+@numba.njit(**_OPTS)   # also called by the whole-sequence loops below
+def matmul_wr(w, rt, out):
+    """``out [M, B] = w [M, K] @ rt[:, :K].T`` (``rt`` ``[B, >= K]``)."""
+    M, K = w.shape
+    B = rt.shape[0]
+    M4, B4 = M - M % 4, B - B % 4
+    for i in range(0, M4, 4):
+        w0, w1, w2, w3 = w[i], w[i + 1], w[i + 2], w[i + 3]
+        for b in range(0, B4, 4):
+            x0, x1, x2, x3 = rt[b], rt[b + 1], rt[b + 2], rt[b + 3]
+            s00 = s01 = s02 = s03 = s10 = s11 = s12 = s13 = _ZERO
+            s20 = s21 = s22 = s23 = s30 = s31 = s32 = s33 = _ZERO
+            for k in range(K):
+                a0, a1, a2, a3 = w0[k], w1[k], w2[k], w3[k]
+                c0, c1, c2, c3 = x0[k], x1[k], x2[k], x3[k]
+                s00 += a0 * c0
+                s01 += a0 * c1
+                s02 += a0 * c2
+                s03 += a0 * c3
+                s10 += a1 * c0
+                s11 += a1 * c1
+                s12 += a1 * c2
+                s13 += a1 * c3
+                s20 += a2 * c0
+                s21 += a2 * c1
+                s22 += a2 * c2
+                s23 += a2 * c3
+                s30 += a3 * c0
+                s31 += a3 * c1
+                s32 += a3 * c2
+                s33 += a3 * c3
+            o0, o1, o2, o3 = out[i], out[i + 1], out[i + 2], out[i + 3]
+            o0[b], o0[b + 1], o0[b + 2], o0[b + 3] = s00, s01, s02, s03
+            o1[b], o1[b + 1], o1[b + 2], o1[b + 3] = s10, s11, s12, s13
+            o2[b], o2[b + 1], o2[b + 2], o2[b + 3] = s20, s21, s22, s23
+            o3[b], o3[b + 1], o3[b + 2], o3[b + 3] = s30, s31, s32, s33
+    for i in range(M):               # the rows and columns left over by the 4x4 tiles
+        wr, orow = w[i], out[i]
+        for b in range(B4 if i < M4 else 0, B):
+            x = rt[b]
+            s = _ZERO
+            for k in range(K):
+                s += wr[k] * x[k]
+            orow[b] = s
+
+
 @kernel(error_model="numpy")
 def transpose(a, out):
     """``out [N, M] = a [M, N].T``, eight rows of ``a`` at a time: each row is read
@@ -505,10 +555,11 @@ def transpose(a, out):
 # One call runs every step (product and step kernel) instead of two Python-level calls
 # per step: ~2-3 us of call overhead each.
 @numba.njit(**_OPTS)
-def lstm_forward_loop(w_hh, bias, order, first, valid, has_mask, ht, ct, act, cs, tcs, hp, y, gt, bm):
+def lstm_forward_loop(w_hh, bias, order, first, valid, has_mask, ht, ct, act, cs, tcs, hp, y, gt, fm, bm):
     """Every step of ``lstm_step_forward`` in ``order`` (int64 ``[T]``), each after
-    ``gt = W_hh @ h`` by ``matmul_fm`` on the feature-major state ``ht`` (zero, without the
-    product, at step ``first``: a zero initial state; -1 for none)."""
+    ``gt = W_hh @ h`` by ``matmul_fm`` on the feature-major state ``ht`` (``fm``), else by
+    ``matmul_wr`` on the saved rows ``hp[t]`` (zero, without the product, at step
+    ``first``: a zero initial state; -1 for none)."""
     T = order.shape[0]
     for k in range(T):
         t = order[k]
@@ -516,16 +567,20 @@ def lstm_forward_loop(w_hh, bias, order, first, valid, has_mask, ht, ct, act, cs
         if t == first:
             gt[:] = _ZERO
         else:
-            matmul_fm(w_hh, ht, gt)
+            if fm:
+                matmul_fm(w_hh, ht, gt)
+            else:
+                matmul_wr(w_hh, hp[t], gt)
         lstm_step_forward(gt, bias, t, tn, valid, has_mask, ht, ct, act, cs, tcs, hp, y, bm)
 
 
 @numba.njit(**_OPTS)
 def lstm_backward_loop(gy, has_gy, order, last, valid, has_mask, act, cs, c0t, tcs, whh_t, dht, tmp, dct, dp,
-                       scratch, dbs, bm):
+                       scratch, dbs, fm, bm):
     """Every step of ``lstm_step_backward``, last step first, each followed by the state
     gradient before the step, ``W_hh^T @ dp[t]`` by ``matmul_fm`` on the step's gate
-    gradients ``scratch`` (``whh_t`` the contiguous ``W_hh^T``; rows past their length keep
+    gradients ``scratch`` (``fm``; else by ``matmul_wr`` on their saved rows ``dp[t]``;
+    ``whh_t`` the contiguous ``W_hh^T``; rows past their length keep
     theirs), down to step index ``last`` of ``order`` (0, or 1 when the first step's
     product, which only feeds ``h0``'s gradient, is not wanted). ``c0t`` is the initial
     cell state ``[H, B]``; ``tmp`` ``[H, B]`` is scratch; the result is left in ``dht`` and
@@ -546,7 +601,10 @@ def lstm_backward_loop(gy, has_gy, order, last, valid, has_mask, act, cs, c0t, t
             db[q] += sc[q]
         if k < last:
             break
-        matmul_fm(whh_t, scratch, nxt)
+        if fm:
+            matmul_fm(whh_t, scratch, nxt)
+        else:
+            matmul_wr(whh_t, dp[t], nxt)
         if has_mask:
             for j in range(H):
                 for b in range(B):

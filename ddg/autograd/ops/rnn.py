@@ -55,6 +55,9 @@ COMPILED = {"LSTM", "GRU"}
 # kernel saves in ~2 steps at H=128 and ~3 at 1024). Tests lower it to run the kernel on
 # short sequences.
 BWD_KERNEL_MIN_T = 4
+# from this batch size on the recurrent products are matmul_fm (16 batch columns per vector),
+# below it rnn_kernels.matmul_wr (vectorized over k), numpy's matmul for the GRU's forward
+FM_MIN_B = 12
 
 
 class RNNSequence(Function):
@@ -174,13 +177,15 @@ class RNNSequence(Function):
             b_ih, b_hh = np.ascontiguousarray(b_ih), np.ascontiguousarray(b_hh)
         if lstm:                           # every step in one compiled call
             K.lstm_forward_loop(w_hh, bias, np.array(order, np.int64), -1 if first is None else first, valid,
-                                has_mask, st[0], st[1], act, aux[0], aux[1], hp, y, gt, bm)
+                                has_mask, st[0], st[1], act, aux[0], aux[1], hp, y, gt, B >= FM_MIN_B, bm)
         else:
             for t, tn in zip(order, nxt):
                 if t == first:
                     gt.fill(0)
-                else:
+                elif B >= FM_MIN_B:
                     K.matmul_fm(w_hh, st[0], gt)
+                else:
+                    np.matmul(w_hh, st[0], out=gt)
                 K.gru_step_forward(gt, xgt, b_ih, b_hh, t, tn, valid, has_mask, st[0], act, aux[0], hp, y, bm)
         self.h0_zero = first is not None
         self.states, self.order, self.valid, self.has_mask = states, order, valid, has_mask
@@ -216,7 +221,7 @@ class RNNSequence(Function):
             if kern:                       # every step in one compiled call
                 dbs = np.empty((G * H, B), dt)
                 K.lstm_backward_loop(gy, has_gy, np.array(order, np.int64), last, valid, has_mask, act, cs, c0t, tcs,
-                                     whh_t, dht, tmp, dct, dpt, sp, dbs, bm)
+                                     whh_t, dht, tmp, dct, dpt, sp, dbs, B >= FM_MIN_B, bm)
             else:
                 for k in range(T - 1, -1, -1):
                     t = order[k]
@@ -236,8 +241,10 @@ class RNNSequence(Function):
                 K.gru_step_backward(gy, has_gy, t, valid, has_mask, act, aux[0], self.hp, dht, sp, sq, dpt, dqt, bm)
                 if k < last:
                     break
-                if kern:
+                if kern and B >= FM_MIN_B:
                     K.matmul_fm(whh_t, sq, tmp)
+                elif kern:
+                    K.matmul_wr(whh_t, dqt[t], tmp)
                 else:
                     np.matmul(whh_t, sq, out=tmp)
                 dht += tmp
