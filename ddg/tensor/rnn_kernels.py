@@ -555,15 +555,20 @@ def transpose(a, out):
 # One call runs every step (product and step kernel) instead of two Python-level calls
 # per step: ~2-3 us of call overhead each.
 @numba.njit(**_OPTS)
-def lstm_forward_loop(w_hh, bias, order, first, valid, has_mask, ht, ct, act, cs, tcs, hp, y, gt, fm, bm):
+def lstm_forward_loop(w_ih, xf, w_hh, bias, order, first, valid, has_mask, ht, ct, act, cs, tcs, hp, y, gt, fm,
+                      bm):
     """Every step of ``lstm_step_forward`` in ``order`` (int64 ``[T]``), each after
     ``gt = W_hh @ h`` by ``matmul_fm`` on the feature-major state ``ht`` (``fm``), else by
     ``matmul_wr`` on the saved rows ``hp[t]`` (zero, without the product, at step
-    ``first``: a zero initial state; -1 for none)."""
+    ``first``: a zero initial state; -1 for none). With ``fm`` the step's input projection
+    ``act[t] = W_ih @ xf[t]`` (``xf`` ``[T, I, B]``, x feature-major) is formed here too,
+    just before the step reads it; else ``act`` holds them all on entry."""
     T = order.shape[0]
     for k in range(T):
         t = order[k]
         tn = order[k + 1] if k + 1 < T else -1
+        if fm:
+            matmul_fm(w_ih, xf[t], act[t])
         if t == first:
             gt[:] = _ZERO
         else:
