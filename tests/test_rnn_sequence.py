@@ -256,16 +256,19 @@ def test_compiled_recurrent_product_and_transpose():
     from ddg.tensor import rnn_kernels
     rng = np.random.default_rng(14)
     # whole 8x16 tiles, and the rows (one at a time) and columns (8, 4, 1 at a time) they leave;
-    # matmul_tn's two outputs (either may have no columns) over more rows than one pass
-    for k, m, n in ((20, 24, 37), (300, 17, 5), (600, 43, 70), (0, 8, 4)):
-        a, x = rng.standard_normal((k, m)).astype(np.float32), rng.standard_normal((k, n + 3)).astype(np.float32)
+    # matmul_tn's two outputs (either may have no columns) over more rows than one pass, the
+    # gate gradients as batch rows [T, B, M] or feature-major [T, M, B]
+    for t, bt, m, n in ((5, 4, 24, 37), (75, 4, 17, 5), (40, 15, 43, 70), (0, 8, 8, 4)):
+        a, x = rng.standard_normal((t, bt, m)).astype(np.float32), rng.standard_normal((t * bt, n + 3)).astype(np.float32)
+        a2 = a.reshape(t * bt, m).astype(np.float64)
         for n1 in (0, n // 2, n):
-            o1, o2 = np.full((m, n1), np.nan, np.float32), np.full((m, n - n1), np.nan, np.float32)
-            rnn_kernels.matmul_tn(a, x, o1, n1 + 3, o2)
-            for o, c in ((o1, 0), (o2, n1 + 3)):
-                want = a.T.astype(np.float64) @ x[:, c:c + o.shape[1]]
-                tol = 1e-5 * (np.abs(a.T) @ np.abs(x[:, c:c + o.shape[1]])).max(initial=0)
-                assert np.abs(o - want).max(initial=0) <= tol
+            for fmaj, arr in ((False, a), (True, np.ascontiguousarray(a.transpose(0, 2, 1)))):
+                o1, o2 = np.full((m, n1), np.nan, np.float32), np.full((m, n - n1), np.nan, np.float32)
+                rnn_kernels.matmul_tn(arr, fmaj, x, o1, n1 + 3, o2)
+                for o, c in ((o1, 0), (o2, n1 + 3)):
+                    want = a2.T @ x[:, c:c + o.shape[1]]
+                    tol = 1e-5 * (np.abs(a2.T) @ np.abs(x[:, c:c + o.shape[1]])).max(initial=0)
+                    assert np.abs(o - want).max(initial=0) <= tol
     for m, k, b in ((24, 6, 4), (18, 7, 5), (3, 1, 2), (40, 33, 16), (17, 9, 47), (8, 1, 32), (5, 0, 3)):
         w, r = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, b)).astype(np.float32)
         out = np.full((m, b), np.nan, np.float32)
@@ -369,11 +372,15 @@ def test_empty_sequences_and_zero_lengths(mode, T, lengths):
         np.testing.assert_allclose(got[1][0], arrs[1][0], rtol=1e-6)
 
 
-@pytest.mark.parametrize("wanted,zero_h0", list(itertools.product(((3,), (4,), (3, 4)), (False, True))))
-def test_compiled_lstm_weight_gradients(wanted, zero_h0):
+@pytest.mark.parametrize("wanted,zero_h0,fm", list(itertools.product(((3,), (4,), (3, 4)), (False, True),
+                                                                      (False, True))))
+def test_compiled_lstm_weight_gradients(wanted, zero_h0, fm, monkeypatch):
     """The LSTM's dW_ih and dW_hh from the saved [h_prev | x] rows in one pass
-    (rnn_kernels.matmul_tn), one or both wanted, with the zero initial state's step left out
-    of dW_hh or not, both directions, against the float64 numpy path."""
+    (rnn_kernels.matmul_tn), one or both wanted (x's gradient not), with the zero initial
+    state's step left out of dW_hh or not, both directions, the gate gradients as batch
+    rows or feature-major (FM_MIN_B), against the float64 numpy path."""
+    from ddg.autograd.ops import rnn
+    monkeypatch.setattr(rnn, "FM_MIN_B", 0 if fm else 1000)
     rng = np.random.default_rng(17)
     arrs = _arrays(rng, "LSTM", 4, 3, 5, 6, True)
     if zero_h0:

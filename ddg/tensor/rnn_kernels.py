@@ -187,14 +187,14 @@ def lstm_step_forward(gt, bias, t, tn, valid, has_mask, ht, ct, act, cs, tcs, hp
 
 
 @numba.njit(**_OPTS)   # also called by the whole-sequence loops below
-def lstm_step_backward(gy, has_gy, t, valid, has_mask, act, cp, tcs, dht, dct, dp, scratch, bm):
+def lstm_step_backward(gy, has_gy, t, valid, has_mask, act, cp, tcs, dht, dct, dp, scratch, save, bm):
     """The gate gradients of step t of ``lstm_step_forward``: ``gy`` the output's gradient
     (laid out like x; ignored unless ``has_gy``), ``cp`` ``[H, B]`` the cell state before
     the step, ``dht``, ``dct`` ``[H, B]`` the gradients of the state after it (``dct``
     becomes the one before it; the caller forms ``dht`` before it as ``W_hh^T @ dp``, plus
     ``dht`` itself on rows past their length). Writes ``scratch`` ``[4H, B]`` (the gate
-    pre-activations' gradients, zero past a row's length) and its transpose to ``dp[t]``
-    (``[B, 4H]``)."""
+    pre-activations' gradients, zero past a row's length) and, where ``save``, its
+    transpose to ``dp[t]`` (``[B, 4H]``)."""
     H, B = dht.shape
     n = H * B
     if has_gy:
@@ -226,7 +226,8 @@ def lstm_step_backward(gy, has_gy, t, valid, has_mask, act, cp, tcs, dht, dct, d
                     dc[j * B + b] = keep[j * B + b]
                     for q in range(4):
                         p[q * n + j * B + b] = _ZERO
-    _save_state(dp[t], scratch)
+    if save:
+        _save_state(dp[t], scratch)
 
 
 @kernel(error_model="numpy")
@@ -433,34 +434,46 @@ def _tn_tiles(panel, xs, out, i, ai, kc, c0, acc, rows):
 
 
 @numba.njit(**_OPTS)
-def matmul_tn(a, x, out1, c1, out2):
-    """``out1 [M, N1] = a.T @ x[:, :N1]`` and ``out2 [M, N2] = a.T @ x[:, c1:c1 + N2]``
-    (``a`` ``[K, M]``, ``x`` ``[K, L]``, all C-contiguous float32; an output may have no
-    columns): the weight gradients over all steps, ``dp^T @ [h_prev | x]``, in passes of
-    ``_KC`` rows; per pass, 8 columns of ``a`` are copied to a contiguous panel (read in
-    place, rows 2-4 KB apart fall in the same L1 sets) and serve every tile of both outputs."""
-    K, M = a.shape
+def matmul_tn(a, fmaj, x, out1, c1, out2):
+    """``out1 [M, N1] = A.T @ x[:, :N1]`` and ``out2 [M, N2] = A.T @ x[:, c1:c1 + N2]`` with
+    ``A`` ``[T*B, M]`` the gate gradients of all steps, ``a`` ``[T, B, M]`` (batch rows) or
+    ``[T, M, B]`` (``fmaj``: feature-major, as the loop leaves them), ``x`` ``[T*B, L]``,
+    all C-contiguous float32 (an output may have no columns): the weight gradients,
+    ``dp^T @ [h_prev | x]``, in passes of about ``_KC`` rows (whole steps); per pass, 8
+    columns of ``A`` are copied to a contiguous panel (read in place, rows 2-4 KB apart
+    fall in the same L1 sets) that serves every tile of both outputs."""
+    T = a.shape[0]
+    B, M = (a.shape[2], a.shape[1]) if fmaj else (a.shape[1], a.shape[2])
     M8 = M - M % 8
-    if K == 0:
+    if T == 0 or B == 0:
         out1[:] = _ZERO
         out2[:] = _ZERO
         return
-    panel = np.empty((_KC, 8), np.float32)
-    for k0 in range(0, K, _KC):
-        k1 = min(k0 + _KC, K)
-        kc = k1 - k0
-        xs, as_ = x[k0:k1], a[k0:k1]
-        acc = 1 if k0 > 0 else 0
-        for i in range(0, M8, 8):
-            for k in range(kc):
-                ak, pk = as_[k], panel[k]
-                for r in range(8):
-                    pk[r] = ak[i + r]
-            _tn_tiles(panel, xs, out1, i, 0, kc, 0, acc, 8)
-            _tn_tiles(panel, xs, out2, i, 0, kc, c1, acc, 8)
-        for i in range(M8, M):
-            _tn_tiles(as_, xs, out1, i, i, kc, 0, acc, 1)
-            _tn_tiles(as_, xs, out2, i, i, kc, c1, acc, 1)
+    ks = max(1, _KC // B)                  # steps per pass
+    panel = np.empty((ks * B, 8), np.float32)
+    for t0 in range(0, T, ks):
+        t1 = min(t0 + ks, T)
+        kc = (t1 - t0) * B
+        xs = x[t0 * B:t1 * B]
+        acc = 1 if t0 > 0 else 0
+        for i in range(0, M, 8):
+            rows = 8 if i < M8 else 1
+            for ii in range(i, i + 8 if i < M8 else M):   # 8 columns, or the ones left one at a time
+                for tt in range(t0, t1):
+                    at = a[tt]
+                    for b in range(B):
+                        pk = panel[(tt - t0) * B + b]
+                        if rows == 8:
+                            for r in range(8):
+                                pk[r] = at[i + r, b] if fmaj else at[b, i + r]
+                        else:
+                            pk[0] = at[ii, b] if fmaj else at[b, ii]
+                if rows == 8:
+                    _tn_tiles(panel, xs, out1, i, 0, kc, 0, acc, 8)
+                    _tn_tiles(panel, xs, out2, i, 0, kc, c1, acc, 8)
+                    break
+                _tn_tiles(panel, xs, out1, ii, 0, kc, 0, acc, 1)
+                _tn_tiles(panel, xs, out2, ii, 0, kc, c1, acc, 1)
 
 
 @numba.njit(**_OPTS)   # also called by the whole-sequence loops below
@@ -581,33 +594,40 @@ def lstm_forward_loop(w_ih, xf, w_hh, bias, order, first, valid, has_mask, ht, c
 
 @numba.njit(**_OPTS)
 def lstm_backward_loop(gy, has_gy, order, last, valid, has_mask, act, cs, c0t, tcs, whh_t, dht, tmp, dct, dp,
-                       scratch, dbs, fm, bm):
+                       scratch, dbs, wih_t, dxf, need_dx, fm, bm):
     """Every step of ``lstm_step_backward``, last step first, each followed by the state
-    gradient before the step, ``W_hh^T @ dp[t]`` by ``matmul_fm`` on the step's gate
-    gradients ``scratch`` (``fm``; else by ``matmul_wr`` on their saved rows ``dp[t]``;
-    ``whh_t`` the contiguous ``W_hh^T``; rows past their length keep
-    theirs), down to step index ``last`` of ``order`` (0, or 1 when the first step's
-    product, which only feeds ``h0``'s gradient, is not wanted). ``c0t`` is the initial
-    cell state ``[H, B]``; ``tmp`` ``[H, B]`` is scratch; the result is left in ``dht`` and
-    ``dct``. ``dbs`` ``[4H, B]`` gets the sum of every step's gate gradients (the bias
-    gradient once summed over the batch: added while the step's block is in L1, not in a
-    pass over all of ``dp`` afterwards)."""
+    gradient before the step, ``W_hh^T @ dp[t]`` (``whh_t`` the contiguous ``W_hh^T``; rows
+    past their length keep theirs), down to step index ``last`` of ``order`` (0, or 1 when
+    the first step's product, which only feeds ``h0``'s gradient, is not wanted). With
+    ``fm`` the gate gradients are written feature-major straight into ``dp`` ``[T, 4H, B]``
+    and the product is ``matmul_fm`` on them, and where ``need_dx`` the input's gradient
+    ``dxf[t] = W_ih^T @ dp[t]`` (``wih_t`` ``[I, 4H]``, ``dxf`` ``[T, I, B]``) is formed
+    while they are in L1; else they go to ``scratch`` ``[4H, B]``, are saved as batch rows
+    ``dp[t]`` (``[T, B, 4H]``) and the product is ``matmul_wr`` on those. ``c0t`` is the
+    initial cell state ``[H, B]``; ``tmp`` ``[H, B]`` is scratch; the result is left in
+    ``dht`` and ``dct``. ``dbs`` ``[4H, B]`` gets the sum of every step's gate gradients
+    (the bias gradient once summed over the batch: added while the step's block is in L1,
+    not in a pass over all of ``dp`` afterwards)."""
     T = order.shape[0]
     H, B = dht.shape
     n4 = 4 * H * B
-    db, sc = dbs.reshape(n4), scratch.reshape(n4)
+    db = dbs.reshape(n4)
     db[:] = _ZERO
     cur, nxt = dht, tmp
     for k in range(T - 1, -1, -1):
         t = order[k]
         cp = cs[order[k - 1]] if k > 0 else c0t
-        lstm_step_backward(gy, has_gy, t, valid, has_mask, act, cp, tcs, cur, dct, dp, scratch, bm)
+        g = dp[t] if fm else scratch
+        lstm_step_backward(gy, has_gy, t, valid, has_mask, act, cp, tcs, cur, dct, dp, g, not fm, bm)
+        sc = g.reshape(n4)
         for q in range(n4):
             db[q] += sc[q]
+        if fm and need_dx:
+            matmul_fm(wih_t, g, dxf[t])
         if k < last:
             break
         if fm:
-            matmul_fm(whh_t, scratch, nxt)
+            matmul_fm(whh_t, g, nxt)
         else:
             matmul_wr(whh_t, dp[t], nxt)
         if has_mask:

@@ -206,7 +206,6 @@ class RNNSequence(Function):
         has_gy = gy is not None
         gy = np.ascontiguousarray(gy, dt) if has_gy else np.zeros((1, 1, 1), dt)
         dht = np.zeros((H, B), dt) if ghT is None else np.array(ghT.T, dt, order="C")
-        dpt = np.empty((T, B, G * H), dt)       # batch rows per step: all steps form [T*B, G*H]
         sp, tmp = np.empty((G * H, B), dt), np.empty((H, B), dt)
         valid, has_mask, act, aux, order, bm = self.valid, self.has_mask, self.act, self.aux, list(self.order), \
             self.batch_major
@@ -214,6 +213,12 @@ class RNNSequence(Function):
         # the step's feature-major gate gradients where the steps pay for the copy; else
         # numpy's matmul on the view (BLAS reads it transposed while packing)
         kern = T >= BWD_KERNEL_MIN_T
+        # the LSTM's loop with matmul_fm leaves the gate gradients feature-major, [T, 4H, B]
+        # (written where the step computes them: a transposed copy of each step's block cost
+        # 1.4 ms of 6.4 at H=128 T=200); else they are saved as batch rows, [T, B, G*H]
+        fmaj = lstm and kern and B >= FM_MIN_B
+        dpt = np.empty((T, G * H, B) if fmaj else (T, B, G * H), dt)
+        dxf = None
         if kern:
             whh_t = np.empty((H, G * H), dt)
             K.transpose(np.ascontiguousarray(self.w_hh), whh_t)
@@ -226,13 +231,20 @@ class RNNSequence(Function):
             cs, tcs = aux
             if kern:                       # every step in one compiled call
                 dbs = np.empty((G * H, B), dt)
+                need_dx = fmaj and self.needs[0]    # W_ih^T @ dp per step, while dp[t] is in L1
+                if need_dx:
+                    wih_t, dxf = np.empty((I, G * H), dt), np.empty((T, I, B), dt)
+                    K.transpose(np.ascontiguousarray(self.w_ih), wih_t)
+                else:
+                    wih_t = np.empty((1, 1), dt)
                 K.lstm_backward_loop(gy, has_gy, np.array(order, np.int64), last, valid, has_mask, act, cs, c0t, tcs,
-                                     whh_t, dht, tmp, dct, dpt, sp, dbs, B >= FM_MIN_B, bm)
+                                     whh_t, dht, tmp, dct, dpt, sp, dbs, wih_t,
+                                     dxf if need_dx else np.empty((1, 1, 1), dt), need_dx, fmaj, bm)
             else:
                 for k in range(T - 1, -1, -1):
                     t = order[k]
                     K.lstm_step_backward(gy, has_gy, t, valid, has_mask, act, cs[order[k - 1]] if k else c0t, tcs,
-                                         dht, dct, dpt, sp, bm)
+                                         dht, dct, dpt, sp, True, bm)
                     if k < last:
                         break
                     np.matmul(whh_t, sp, out=tmp)
@@ -258,7 +270,9 @@ class RNNSequence(Function):
         needs = self.needs
         out = [None] * len(needs)
         dp, dq = dpt.reshape(T * B, G * H), dqt.reshape(T * B, G * H)
-        if needs[0]:
+        if needs[0] and dxf is not None:     # [T, I, B] from the loop
+            out[0] = np.ascontiguousarray(dxf.transpose(2, 0, 1) if bm else dxf.transpose(0, 2, 1))
+        elif needs[0]:
             dx = (dp @ self.w_ih).reshape(T, B, I)
             out[0] = np.ascontiguousarray(dx.transpose(1, 0, 2)) if bm else dx
         out[1] = np.ascontiguousarray(dht.T) if needs[1] else None
@@ -266,7 +280,7 @@ class RNNSequence(Function):
             out[2] = np.ascontiguousarray(dct.T)
         k = 3 if lstm else 2
         if lstm:
-            self._lstm_weight_grads(dp, out, k)
+            self._lstm_weight_grads(dpt, fmaj, out, k)
         elif needs[k]:                        # time-major rows of x (a copy when x is batch-major)
             out[k] = dp.T @ self.xt.reshape(T * B, I)
         if needs[k + 1] and not lstm:
@@ -286,27 +300,29 @@ class RNNSequence(Function):
                 out[k + 3] = ones @ dq if needs[k + 3] else None
         return tuple(out)
 
-    def _lstm_weight_grads(self, dp, out, k):
+    def _lstm_weight_grads(self, dpt, fmaj, out, k):
         """``dW_hh`` and ``dW_ih`` (into ``out[k + 1]``, ``out[k]``, where needed) from the
+        gate gradients ``dpt`` (``[T, 4H, B]`` where ``fmaj``, else ``[T, B, 4H]``) and the
         saved rows ``[h_prev | x]`` (``[T*B, H + I]``) in one pass over all steps,
-        ``dp [T*B, 4H]^T @ [h_prev | x]`` by ``rnn_kernels.matmul_tn`` (0.95x OpenBLAS's two
-        products at H=128 T=200, 0.94x at H=256 T=50)."""
+        ``dp^T @ [h_prev | x]`` by ``rnn_kernels.matmul_tn`` (0.95x OpenBLAS's two products
+        at H=128 T=200, 0.94x at H=256 T=50)."""
         from ...tensor import rnn_kernels as K
         T, B, I, H, G = self.geom
         needs = self.needs
         if not (needs[k] or needs[k + 1]):
             return
-        dt = dp.dtype
+        dt = dpt.dtype
         hx = self.hp.reshape(T * B, H + I)
-        rows, first = slice(0, T * B), None
+        steps, first = slice(0, T), None
         if self.h0_zero and needs[k + 1] and T:   # the step whose previous state is h0 = 0 adds nothing to dW_hh
-            rows, first = (slice(0, (T - 1) * B), slice((T - 1) * B, T * B)) if self.reverse else \
-                (slice(B, T * B), slice(0, B))
+            first = T - 1 if self.reverse else 0
+            steps = slice(0, T - 1) if self.reverse else slice(1, T)
         dw_hh = np.empty((G * H, H if needs[k + 1] else 0), dt)
         dw_ih = np.empty((G * H, I if needs[k] else 0), dt)
-        K.matmul_tn(dp[rows], hx[rows], dw_hh, H, dw_ih)
+        K.matmul_tn(dpt[steps], fmaj, hx[steps.start * B:steps.stop * B], dw_hh, H, dw_ih)
         if needs[k] and first is not None:
-            dw_ih += dp[first].T @ hx[first, H:]
+            g = dpt[first] if fmaj else dpt[first].T             # [4H, B]
+            dw_ih += g @ hx[first * B:(first + 1) * B, H:]
         out[k] = dw_ih if needs[k] else None
         out[k + 1] = dw_hh if needs[k + 1] else None
 
