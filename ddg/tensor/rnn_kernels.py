@@ -15,7 +15,9 @@ writes ``act`` over the input projections); the products read the state and the 
 gradients in that layout. What feeds the weight gradients is saved as batch rows, ``hp``
 ``[T, B, H]`` (the state before each step; the LSTM's rows are ``[h_prev | x]``,
 ``[T, B, H + I]``, the kernels write the first H columns) and ``dp``/``dq``
-``[T, B, G*H]``, so that all steps form one ``[T*B, .]`` matrix. ``y`` and ``gy`` are
+``[T, B, G*H]``, so that all steps form one ``[T*B, .]`` matrix (the LSTM's backward loop
+with ``matmul_fm`` leaves ``dp`` feature-major, ``[T, 4H, B]``, which ``matmul_tn`` reads
+as well). ``y`` and ``gy`` are
 laid out like x (``[B, T, H]`` when ``bm``, else ``[T, B, H]``). ``valid[t, b]`` is False
 past row b's length: the state is carried, the output is zero and no gradient enters the
 step (``has_mask`` False skips the checks). Every array argument is C-contiguous
