@@ -259,7 +259,8 @@ def test_compiled_recurrent_product_and_transpose():
     # matmul_tn's two outputs (either may have no columns) over more rows than one pass, the
     # gate gradients as batch rows [T, B, M] or feature-major [T, M, B]
     for t, bt, m, n in ((5, 4, 24, 37), (75, 4, 17, 5), (40, 15, 43, 70), (0, 8, 8, 4)):
-        a, x = rng.standard_normal((t, bt, m)).astype(np.float32), rng.standard_normal((t * bt, n + 3)).astype(np.float32)
+        a = rng.standard_normal((t, bt, m)).astype(np.float32)
+        x = rng.standard_normal((t * bt, n + 3)).astype(np.float32)
         a2 = a.reshape(t * bt, m).astype(np.float64)
         for n1 in (0, n // 2, n):
             for fmaj, arr in ((False, a), (True, np.ascontiguousarray(a.transpose(0, 2, 1)))):
