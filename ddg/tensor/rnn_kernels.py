@@ -37,6 +37,7 @@ This module imports numba; ``rnn.py`` imports it only when a float32 numpy seque
 import numba
 import numpy as np
 from llvmlite import ir
+from llvmlite.binding import llvm_version_info
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
@@ -336,6 +337,9 @@ def gru_step_backward(gy, has_gy, t, valid, has_mask, act, hcs, hp, dht, sp, sq,
 # multiplies at K=128). numba has no vector type, so the tile is LLVM IR written here with
 # llvmlite (``numba.extending.intrinsic``) and inlined into the calling kernel.
 _V_F32, _V_I64, _V_I32 = ir.FloatType(), ir.IntType(64), ir.IntType(32)
+# the masked load/store intrinsics are named after their pointer type: opaque ("p0") from
+# LLVM 15 on, the pointee spelled out before
+_PTR16 = "p0" if llvm_version_info[0] >= 15 else "p0v16f32"
 
 
 def _tile(rows, a_t):
@@ -360,10 +364,10 @@ def _tile(rows, a_t):
             mod = builder.module
             fma = cgutils.get_or_insert_function(mod, ir.FunctionType(vt, [vt] * 3), "llvm.fma.v16f32")
             mload = cgutils.get_or_insert_function(mod, ir.FunctionType(vt, [vt.as_pointer(), _V_I32, mt, vt]),
-                                                   "llvm.masked.load.v16f32.p0")
+                                                   f"llvm.masked.load.v16f32.{_PTR16}")
             mstore = cgutils.get_or_insert_function(mod, ir.FunctionType(ir.VoidType(), [vt, vt.as_pointer(), _V_I32,
                                                                                         mt]),
-                                                    "llvm.masked.store.v16f32.p0")
+                                                    f"llvm.masked.store.v16f32.{_PTR16}")
             undef = ir.Constant(vt, ir.Undefined)
             splat = ir.Constant(ir.VectorType(_V_I32, 16), [0] * 16)
             zero = ir.Constant(vt, [0.0] * 16)
