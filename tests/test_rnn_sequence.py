@@ -255,30 +255,49 @@ def test_compiled_loops_match_float64_and_numpy_path(mode, reverse, batch_major,
 def test_compiled_recurrent_product_and_transpose():
     from ddg.tensor import rnn_kernels
     rng = np.random.default_rng(14)
-    for m, k, b in ((24, 6, 4), (18, 7, 5), (3, 1, 2), (40, 33, 16)):     # whole tiles and what they leave
+    # whole 8x16 tiles, and the rows (one at a time) and columns (8, 4, 1 at a time) they leave;
+    # matmul_tn's two outputs (either may have no columns) over more rows than one pass, the
+    # gate gradients as batch rows [T, B, M] or feature-major [T, M, B]
+    for t, bt, m, n in ((5, 4, 24, 37), (75, 4, 17, 5), (40, 15, 43, 70), (0, 8, 8, 4)):
+        a = rng.standard_normal((t, bt, m)).astype(np.float32)
+        x = rng.standard_normal((t * bt, n + 3)).astype(np.float32)
+        a2 = a.reshape(t * bt, m).astype(np.float64)
+        for n1 in (0, n // 2, n):
+            for fmaj, arr in ((False, a), (True, np.ascontiguousarray(a.transpose(0, 2, 1)))):
+                o1, o2 = np.full((m, n1), np.nan, np.float32), np.full((m, n - n1), np.nan, np.float32)
+                rnn_kernels.matmul_tn(arr, fmaj, x, o1, n1 + 3, o2)
+                for o, c in ((o1, 0), (o2, n1 + 3)):
+                    want = a2.T @ x[:, c:c + o.shape[1]]
+                    tol = 1e-5 * (np.abs(a2.T) @ np.abs(x[:, c:c + o.shape[1]])).max(initial=0)
+                    assert np.abs(o - want).max(initial=0) <= tol
+    for m, k, b in ((24, 6, 4), (18, 7, 5), (3, 1, 2), (40, 33, 16), (17, 9, 47), (8, 1, 32), (5, 0, 3)):
         w, r = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, b)).astype(np.float32)
         out = np.full((m, b), np.nan, np.float32)
-        rnn_kernels.matmul_wr(w, np.ascontiguousarray(r.T), out)
+        rnn_kernels.matmul_fm(w, r, out)
         want = w.astype(np.float64) @ r.astype(np.float64)
-        np.testing.assert_allclose(out, want, rtol=0, atol=1e-5 * (np.abs(w) @ np.abs(r)).max())
+        tol = 1e-5 * ((np.abs(w) @ np.abs(r)).max(initial=0) + 1)
+        np.testing.assert_allclose(out, want, rtol=0, atol=tol)
+        out = np.full((m, b), np.nan, np.float32)
+        rt = np.concatenate([r.T, rng.standard_normal((b, 2)).astype(np.float32)], axis=1)   # rows wider than k
+        rnn_kernels.matmul_wr(w, rt, out)
+        np.testing.assert_allclose(out, want, rtol=0, atol=tol)
         wt = np.full((k, m), np.nan, np.float32)
         rnn_kernels.transpose(w, wt)
         np.testing.assert_array_equal(wt, w.T)
 
 
-@pytest.mark.parametrize("mode,reverse,lengths,zero_h0,h0_grad", [
-    c[:3] + c[3] for c in itertools.product(("LSTM", "GRU"), (False, True), (None, (5, 1, 3, 5, 2)),
-                                            ((True, False), (True, True), (False, True)))])
-def test_compiled_loops_kernel_products_and_zero_initial_state(mode, reverse, lengths, zero_h0, h0_grad,
+@pytest.mark.parametrize("mode,reverse,lengths,zero_h0,h0_grad,fm", [
+    c[:3] + c[3] + c[4:] for c in itertools.product(("LSTM", "GRU"), (False, True), (None, (5, 1, 3, 5, 2)),
+                                                    ((True, False), (True, True), (False, True)), (False, True))])
+def test_compiled_loops_kernel_products_and_zero_initial_state(mode, reverse, lengths, zero_h0, h0_grad, fm,
                                                                 monkeypatch):
-    """The compiled products (rnn_kernels.matmul_wr) forward and backward at every hidden
-    size, with zero initial states (the step whose product is skipped, the weight-gradient
-    block left out) or not, and the initial states' gradients wanted or not."""
+    """The compiled products (rnn_kernels.matmul_fm, or matmul_wr for small batches)
+    forward and backward on short sequences, with zero initial states (the step whose
+    product is skipped, the weight-gradient block left out) or not, and the initial
+    states' gradients wanted or not."""
     from ddg.autograd.ops import rnn
-    monkeypatch.setattr(rnn, "FWD_KERNEL_MIN_H", 0)
-    monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_H", 0)
     monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_T", 0)
-    monkeypatch.setattr(rnn, "BWD_LOOP_MIN_T", 0)
+    monkeypatch.setattr(rnn, "FM_MIN_B", 0 if fm else 1000)
     rng = np.random.default_rng(15)
     arrs = _arrays(rng, mode, 5, 5, 3, 6, True)
     n_state = 2 if mode == "LSTM" else 1
@@ -302,14 +321,12 @@ def test_compiled_loops_kernel_products_and_zero_initial_state(mode, reverse, le
     ("LSTM", "GRU"), (16, 21), (False, True), (False, True))))
 def test_compiled_loops_hidden_blocks(mode, H, batch_major, kernels, monkeypatch):
     """Hidden sizes of whole 16-row blocks and with a remainder (the step kernels copy
-    states, outputs and gradients 16 feature rows at a time), per-step calls or the
-    whole-sequence loops, against the float64 numpy path."""
+    states, outputs and gradients 16 feature rows at a time), backward by the compiled
+    product (the LSTM's whole-sequence loop) or by numpy's per step, against the float64
+    numpy path."""
     from ddg.autograd.ops import rnn
-    if kernels:
-        monkeypatch.setattr(rnn, "FWD_KERNEL_MIN_H", 0)
-        monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_H", 0)
-        monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_T", 0)
-        monkeypatch.setattr(rnn, "BWD_LOOP_MIN_T", 0)
+    monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_T", 0 if kernels else 1000)
+    monkeypatch.setattr(rnn, "FM_MIN_B", 0 if kernels else 1000)   # with the kernels, matmul_fm at batch 3
     rng = np.random.default_rng(16)
     arrs = _arrays(rng, mode, 4, 3, 2, H, batch_major)
     lens = np.array((4, 2, 3))
@@ -354,3 +371,29 @@ def test_empty_sequences_and_zero_lengths(mode, T, lengths):
         assert not any(g.any() for g in ref[-4:])
     else:            # a row of length 0 keeps its initial state
         np.testing.assert_allclose(got[1][0], arrs[1][0], rtol=1e-6)
+
+
+@pytest.mark.parametrize("wanted,zero_h0,fm", list(itertools.product(((3,), (4,), (3, 4)), (False, True),
+                                                                      (False, True))))
+def test_compiled_lstm_weight_gradients(wanted, zero_h0, fm, monkeypatch):
+    """The LSTM's dW_ih and dW_hh from the saved [h_prev | x] rows in one pass
+    (rnn_kernels.matmul_tn), one or both wanted (x's gradient not), with the zero initial
+    state's step left out of dW_hh or not, both directions, the gate gradients as batch
+    rows or feature-major (FM_MIN_B), against the float64 numpy path."""
+    from ddg.autograd.ops import rnn
+    monkeypatch.setattr(rnn, "FM_MIN_B", 0 if fm else 1000)
+    rng = np.random.default_rng(17)
+    arrs = _arrays(rng, "LSTM", 4, 3, 5, 6, True)
+    if zero_h0:
+        arrs[1], arrs[2] = np.zeros_like(arrs[1]), np.zeros_like(arrs[2])
+    for reverse in (False, True):
+        res = {}
+        for dt in (np.float32, np.float64):
+            ts = [ddg.to_tensor(a.astype(dt), stop_gradient=i not in wanted) for i, a in enumerate(arrs)]
+            outs = RNNSequence("LSTM", reverse, True)(*ts)
+            sum(((o * o) * (i + 1)).sum() for i, o in enumerate(outs)).backward()
+            res[dt] = [ts[i].grad.numpy() for i in wanted]
+            assert all(ts[i].grad is None for i in range(len(ts)) if i not in wanted)
+        for g, r in zip(res[np.float32], res[np.float64]):
+            assert g.dtype == np.float32 and g.shape == r.shape and g.flags.c_contiguous
+            np.testing.assert_allclose(g, r, rtol=0, atol=2e-6 * (np.abs(r).max() + 1))

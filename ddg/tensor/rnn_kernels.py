@@ -2,19 +2,22 @@
 
 Each kernel is one time step over the whole batch: every gate, the state update and the
 saved activations (forward), or every gate gradient (backward), in a few vectorized loops
-where the numpy path makes a dozen ufunc calls. The step's product with ``W_hh`` runs
-between the kernel calls (``ops.rnn``): ``matmul_wr`` below at the sizes where it beats
-BLAS, else numpy's ``matmul`` (numba's ``np.dot`` needs scipy, which ddg does not depend
-on, and goes through scipy's own BLAS build). Where the LSTM's product is ``matmul_wr``,
-``lstm_forward_loop`` / ``lstm_backward_loop`` run every step in one call.
+where the numpy path makes a dozen ufunc calls. The step's product with ``W_hh`` is
+``matmul_fm`` below, register tiles written as LLVM IR (numba's ``np.dot`` needs scipy,
+which ddg does not depend on, and OpenBLAS repacks the weights on every call); the LSTM's
+``lstm_forward_loop`` / ``lstm_backward_loop`` run every step, products included, in one
+call, and ``matmul_tn`` forms its weight gradients.
 
 Layouts: the state, the gates and the saved activations are feature-major, ``[K, B]`` per
 step (``xgt``, ``act`` ``[T, G*H, B]``, ``cs``/``tcs``/``hcs`` ``[T, H, B]``: each step's
 block is contiguous, so a step touches a few pages, not one per feature row; the LSTM
-writes ``act`` over the input projections). What feeds
-the weight gradients is saved as batch rows, ``hp`` ``[T, B, H]`` (the state before each
-step) and ``dp``/``dq`` ``[T, B, G*H]``, so that all steps form one ``[T*B, .]`` matrix
-and each step's block is the right-hand side ``matmul_wr`` reads. ``y`` and ``gy`` are
+writes ``act`` over the input projections); the products read the state and the gate
+gradients in that layout. What feeds the weight gradients is saved as batch rows, ``hp``
+``[T, B, H]`` (the state before each step; the LSTM's rows are ``[h_prev | x]``,
+``[T, B, H + I]``, the kernels write the first H columns) and ``dp``/``dq``
+``[T, B, G*H]``, so that all steps form one ``[T*B, .]`` matrix (the LSTM's backward loop
+with ``matmul_fm`` leaves ``dp`` feature-major, ``[T, 4H, B]``, which ``matmul_tn`` reads
+as well). ``y`` and ``gy`` are
 laid out like x (``[B, T, H]`` when ``bm``, else ``[T, B, H]``). ``valid[t, b]`` is False
 past row b's length: the state is carried, the output is zero and no gradient enters the
 step (``has_mask`` False skips the checks). Every array argument is C-contiguous
@@ -33,6 +36,11 @@ This module imports numba; ``rnn.py`` imports it only when a float32 numpy seque
 """
 import numba
 import numpy as np
+from llvmlite import ir
+from llvmlite.binding import llvm_version_info
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from .compiled import FASTMATH, kernel
 
@@ -182,14 +190,14 @@ def lstm_step_forward(gt, bias, t, tn, valid, has_mask, ht, ct, act, cs, tcs, hp
 
 
 @numba.njit(**_OPTS)   # also called by the whole-sequence loops below
-def lstm_step_backward(gy, has_gy, t, valid, has_mask, act, cp, tcs, dht, dct, dp, scratch, bm):
+def lstm_step_backward(gy, has_gy, t, valid, has_mask, act, cp, tcs, dht, dct, dp, scratch, save, bm):
     """The gate gradients of step t of ``lstm_step_forward``: ``gy`` the output's gradient
     (laid out like x; ignored unless ``has_gy``), ``cp`` ``[H, B]`` the cell state before
     the step, ``dht``, ``dct`` ``[H, B]`` the gradients of the state after it (``dct``
     becomes the one before it; the caller forms ``dht`` before it as ``W_hh^T @ dp``, plus
     ``dht`` itself on rows past their length). Writes ``scratch`` ``[4H, B]`` (the gate
-    pre-activations' gradients, zero past a row's length) and its transpose to ``dp[t]``
-    (``[B, 4H]``)."""
+    pre-activations' gradients, zero past a row's length) and, where ``save``, its
+    transpose to ``dp[t]`` (``[B, 4H]``)."""
     H, B = dht.shape
     n = H * B
     if has_gy:
@@ -221,7 +229,8 @@ def lstm_step_backward(gy, has_gy, t, valid, has_mask, act, cp, tcs, dht, dct, d
                     dc[j * B + b] = keep[j * B + b]
                     for q in range(4):
                         p[q * n + j * B + b] = _ZERO
-    _save_state(dp[t], scratch)
+    if save:
+        _save_state(dp[t], scratch)
 
 
 @kernel(error_model="numpy")
@@ -321,15 +330,183 @@ def gru_step_backward(gy, has_gy, t, valid, has_mask, act, hcs, hp, dht, sp, sq,
 
 # -- the recurrent product ---------------------------------------------------------------------------
 # OpenBLAS packs the whole weight matrix on every call; with a batch of a few columns that
-# packing is a large part of the step. ``matmul_wr`` reads the weights in place: each 4x4
-# output tile is 16 dot products of a weight row with a row of ``rt`` (the right-hand side
-# stored transposed, as the step kernels save it), accumulated in registers (the loop over
-# k vectorizes as 16 reductions). Time against numpy's matmul, batch 16, 1 thread, AMD EPYC
-# with AVX-512: on [4H, H] @ [H, 16] 1.1x at H=128, 0.9x at 256, 0.85x at 512, 0.75x at
-# 1024; on [H, 4H] @ [4H, 16] (W_hh^T contiguous) 0.75x at H=128 to 0.55x at 1024.
+# packing is a large part of the step. ``matmul_fm`` reads the weights in place and keeps an
+# 8-row x 16-column output tile in eight 16-lane vector registers: per k, one vector load
+# of the right-hand side's row, eight broadcast weights and eight fused multiply-adds, no
+# horizontal sums (a dot-product form vectorized over k pays one per output, as much as its
+# multiplies at K=128). numba has no vector type, so the tile is LLVM IR written here with
+# llvmlite (``numba.extending.intrinsic``) and inlined into the calling kernel.
+_V_F32, _V_I64, _V_I32 = ir.FloatType(), ir.IntType(64), ir.IntType(32)
+# the masked load/store intrinsics are named after their pointer type: opaque ("p0") from
+# LLVM 15 on, the pointee spelled out before
+_PTR16 = "p0" if llvm_version_info[0] >= 15 else "p0v16f32"
+
+
+def _tile(rows, a_t):
+    """An intrinsic ``tile(a, x, out, i, ai, b0, nb, k0, k1, c0, acc)`` on C-contiguous
+    float32 matrices: ``out[i:i+rows, b0:b0+nb] (+)= A[ai:ai+rows, k0:k1] @
+    x[k0:k1, c0+b0:c0+b0+nb]`` (nb <= 16 columns, masked loads and stores) with ``A = a``
+    (``a_t`` False) or ``a.T`` (``a_t``: broadcasts from a row of ``a``), the accumulators
+    in registers, starting from ``out`` where ``acc`` is nonzero, else from zero (k1 > k0)."""
+    vt = ir.VectorType(_V_F32, 16)
+    mt = ir.VectorType(ir.IntType(1), 16)
+
+    @intrinsic
+    def tile(typingctx, a, x, out, i, ai, b0, nb, k0, k1, c0, acc):
+        i64 = types.int64
+        sig = types.void(a, x, out, i64, i64, i64, i64, i64, i64, i64, i64)
+
+        def codegen(context, builder, signature, args):
+            av, xv, ov, i, ai, b0, nb, k0, k1, c0, accf = args
+            arrs = [context.make_array(t)(context, builder, v) for t, v in zip(signature.args[:3], (av, xv, ov))]
+            ad, xd, od = (r.data for r in arrs)
+            lda, ldx, ldo = (builder.extract_value(r.shape, 1) for r in arrs)
+            mod = builder.module
+            fma = cgutils.get_or_insert_function(mod, ir.FunctionType(vt, [vt] * 3), "llvm.fma.v16f32")
+            mload = cgutils.get_or_insert_function(mod, ir.FunctionType(vt, [vt.as_pointer(), _V_I32, mt, vt]),
+                                                   f"llvm.masked.load.v16f32.{_PTR16}")
+            mstore = cgutils.get_or_insert_function(mod, ir.FunctionType(ir.VoidType(), [vt, vt.as_pointer(), _V_I32,
+                                                                                        mt]),
+                                                    f"llvm.masked.store.v16f32.{_PTR16}")
+            undef = ir.Constant(vt, ir.Undefined)
+            splat = ir.Constant(ir.VectorType(_V_I32, 16), [0] * 16)
+            zero = ir.Constant(vt, [0.0] * 16)
+            align = ir.Constant(_V_I32, 4)
+            lanes = ir.Constant(ir.VectorType(_V_I64, 16), list(range(16)))
+            nbv = builder.insert_element(ir.Constant(ir.VectorType(_V_I64, 16), ir.Undefined), nb,
+                                         ir.Constant(_V_I32, 0))
+            mask = builder.icmp_signed("<", lanes, builder.shuffle_vector(nbv, nbv, splat))
+            one = ir.Constant(_V_I64, 1)
+            rows_i = [builder.add(i, ir.Constant(_V_I64, r)) for r in range(rows)]
+            rows_a = [builder.add(ai, ir.Constant(_V_I64, r)) for r in range(rows)]
+            if a_t:       # A[ai + r, k] = a[k, ai + r]: per k, `rows` neighbours in a row of a
+                abase = builder.gep(ad, [ai])
+            else:         # A[ai + r, k] = a[ai + r, k]: one pointer per row, stepping by 1
+                arow = [builder.gep(ad, [builder.mul(ra, lda)]) for ra in rows_a]
+            xcol = builder.gep(xd, [builder.add(c0, b0)])
+            optr = [builder.bitcast(builder.gep(od, [builder.add(builder.mul(ri, ldo), b0)]), vt.as_pointer())
+                    for ri in rows_i]
+            from_out = builder.icmp_signed("!=", accf, ir.Constant(_V_I64, 0))
+            init = [builder.select(from_out, builder.call(mload, [p, align, mask, zero]), zero) for p in optr]
+            entry = builder.block
+            loop = builder.function.append_basic_block("tile_loop")
+            done = builder.function.append_basic_block("tile_done")
+            builder.branch(loop)
+            builder.position_at_end(loop)
+            k = builder.phi(_V_I64)
+            acc = [builder.phi(vt) for _ in range(rows)]
+            xp = builder.bitcast(builder.gep(xcol, [builder.mul(k, ldx)]), vt.as_pointer())
+            xk = builder.call(mload, [xp, align, mask, zero])
+            if a_t:
+                ak = builder.gep(abase, [builder.mul(k, lda)])
+            new = []
+            for r in range(rows):
+                w = builder.load(builder.gep(ak, [ir.Constant(_V_I64, r)]) if a_t else builder.gep(arow[r], [k]),
+                                 align=4)
+                wv = builder.shuffle_vector(builder.insert_element(undef, w, ir.Constant(_V_I32, 0)), undef, splat)
+                new.append(builder.call(fma, [wv, xk, acc[r]]))
+            kn = builder.add(k, one)
+            k.add_incoming(k0, entry)
+            k.add_incoming(kn, loop)
+            for r in range(rows):
+                acc[r].add_incoming(init[r], entry)
+                acc[r].add_incoming(new[r], loop)
+            builder.cbranch(builder.icmp_signed("<", kn, k1), loop, done)
+            builder.position_at_end(done)
+            for r in range(rows):
+                builder.call(mstore, [new[r], optr[r], align, mask])
+            return context.get_dummy_value()
+        return sig, codegen
+    return tile
+
+
+# 8 rows, then the rows left over one at a time; 16 columns at a time (masked at the end)
+_T8, _T1 = _tile(8, False), _tile(1, False)
+# the weight gradients' products, A = a.T: the same tiles reading 8 neighbours of a row of a
+_TT8, _TT1 = _tile(8, True), _tile(1, True)
+_KC = 256    # rows of a and x per pass (the pass's block of x stays in L2)
+
+
+@numba.njit(**_OPTS)
+def _tn_tiles(panel, xs, out, i, ai, kc, c0, acc, rows):
+    """The tiles of rows ``i..i+rows`` of ``out`` (8 or 1) over all its columns."""
+    N = out.shape[1]
+    for b0 in range(0, N, 16):
+        nb = min(16, N - b0)
+        if rows == 8:
+            _TT8(panel, xs, out, i, ai, b0, nb, 0, kc, c0, acc)
+        else:
+            _TT1(panel, xs, out, i, ai, b0, nb, 0, kc, c0, acc)
+
+
+@numba.njit(**_OPTS)
+def matmul_tn(a, fmaj, x, out1, c1, out2):
+    """``out1 [M, N1] = A.T @ x[:, :N1]`` and ``out2 [M, N2] = A.T @ x[:, c1:c1 + N2]`` with
+    ``A`` ``[T*B, M]`` the gate gradients of all steps, ``a`` ``[T, B, M]`` (batch rows) or
+    ``[T, M, B]`` (``fmaj``: feature-major, as the loop leaves them), ``x`` ``[T*B, L]``,
+    all C-contiguous float32 (an output may have no columns): the weight gradients,
+    ``dp^T @ [h_prev | x]``, in passes of about ``_KC`` rows (whole steps); per pass, 8
+    columns of ``A`` are copied to a contiguous panel (read in place, rows 2-4 KB apart
+    fall in the same L1 sets) that serves every tile of both outputs."""
+    T = a.shape[0]
+    B, M = (a.shape[2], a.shape[1]) if fmaj else (a.shape[1], a.shape[2])
+    M8 = M - M % 8
+    if T == 0 or B == 0:
+        out1[:] = _ZERO
+        out2[:] = _ZERO
+        return
+    ks = max(1, _KC // B)                  # steps per pass
+    panel = np.empty((ks * B, 8), np.float32)
+    for t0 in range(0, T, ks):
+        t1 = min(t0 + ks, T)
+        kc = (t1 - t0) * B
+        xs = x[t0 * B:t1 * B]
+        acc = 1 if t0 > 0 else 0
+        for i in range(0, M, 8):
+            rows = 8 if i < M8 else 1
+            for ii in range(i, i + 8 if i < M8 else M):   # 8 columns, or the ones left one at a time
+                for tt in range(t0, t1):
+                    at = a[tt]
+                    for b in range(B):
+                        pk = panel[(tt - t0) * B + b]
+                        if rows == 8:
+                            for r in range(8):
+                                pk[r] = at[i + r, b] if fmaj else at[b, i + r]
+                        else:
+                            pk[0] = at[ii, b] if fmaj else at[b, ii]
+                if rows == 8:
+                    _tn_tiles(panel, xs, out1, i, 0, kc, 0, acc, 8)
+                    _tn_tiles(panel, xs, out2, i, 0, kc, c1, acc, 8)
+                    break
+                _tn_tiles(panel, xs, out1, ii, 0, kc, 0, acc, 1)
+                _tn_tiles(panel, xs, out2, ii, 0, kc, c1, acc, 1)
+
+
+@numba.njit(**_OPTS)   # also called by the whole-sequence loops below
+def matmul_fm(a, x, out):
+    """``out [M, B] = a [M, K] @ x [K, B]`` (C-contiguous float32; the state or gate
+    gradients feature-major as the right-hand side)."""
+    M, K = a.shape
+    B = x.shape[1]
+    if K == 0:
+        out[:] = _ZERO
+        return
+    M8 = M - M % 8
+    for b0 in range(0, B, 16):
+        nb = min(16, B - b0)
+        for i in range(0, M8, 8):
+            _T8(a, x, out, i, i, b0, nb, 0, K, 0, 0)
+        for i in range(M8, M):
+            _T1(a, x, out, i, i, b0, nb, 0, K, 0, 0)
+
+
+# With a few batch columns the tiles above waste most of their 16 lanes (a quarter used at
+# batch 4); ``matmul_wr`` vectorizes over k instead, each 4x4 output tile 16 dot products
+# of a weight row with a row of ``rt``, the right-hand side as batch rows (the state and
+# gate gradients the step kernels save for the weight gradients), summed in registers.
 @numba.njit(**_OPTS)   # also called by the whole-sequence loops below
 def matmul_wr(w, rt, out):
-    """``out [M, B] = w [M, K] @ rt [B, K].T``."""
+    """``out [M, B] = w [M, K] @ rt[:, :K].T`` (``rt`` ``[B, >= K]``)."""
     M, K = w.shape
     B = rt.shape[0]
     M4, B4 = M - M % 4, B - B % 4
@@ -373,7 +550,6 @@ def matmul_wr(w, rt, out):
             orow[b] = s
 
 
-
 @kernel(error_model="numpy")
 def transpose(a, out):
     """``out [N, M] = a [M, N].T``, eight rows of ``a`` at a time: each row is read
@@ -395,43 +571,71 @@ def transpose(a, out):
 
 
 # -- whole-sequence loops ------------------------------------------------------------------------------
-# Where the recurrent product is matmul_wr, one call runs every step (product and step
-# kernel) instead of two Python-level calls per step: ~2-3 us of call overhead each.
+# One call runs every step (product and step kernel) instead of two Python-level calls
+# per step: ~2-3 us of call overhead each.
 @numba.njit(**_OPTS)
-def lstm_forward_loop(w_hh, bias, order, first, valid, has_mask, ht, ct, act, cs, tcs, hp, y, gt, bm):
+def lstm_forward_loop(w_ih, xf, w_hh, bias, order, first, valid, has_mask, ht, ct, act, cs, tcs, hp, y, gt, fm,
+                      bm):
     """Every step of ``lstm_step_forward`` in ``order`` (int64 ``[T]``), each after
-    ``gt = W_hh @ h`` by ``matmul_wr`` on the saved rows ``hp[t]`` (zero, without the product,
-    at step ``first``: a zero initial state; -1 for none)."""
+    ``gt = W_hh @ h`` by ``matmul_fm`` on the feature-major state ``ht`` (``fm``), else by
+    ``matmul_wr`` on the saved rows ``hp[t]`` (zero, without the product, at step
+    ``first``: a zero initial state; -1 for none). With ``fm`` the step's input projection
+    ``act[t] = W_ih @ xf[t]`` (``xf`` ``[T, I, B]``, x feature-major) is formed here too,
+    just before the step reads it; else ``act`` holds them all on entry."""
     T = order.shape[0]
     for k in range(T):
         t = order[k]
         tn = order[k + 1] if k + 1 < T else -1
+        if fm:
+            matmul_fm(w_ih, xf[t], act[t])
         if t == first:
             gt[:] = _ZERO
         else:
-            matmul_wr(w_hh, hp[t], gt)
+            if fm:
+                matmul_fm(w_hh, ht, gt)
+            else:
+                matmul_wr(w_hh, hp[t], gt)
         lstm_step_forward(gt, bias, t, tn, valid, has_mask, ht, ct, act, cs, tcs, hp, y, bm)
 
 
 @numba.njit(**_OPTS)
 def lstm_backward_loop(gy, has_gy, order, last, valid, has_mask, act, cs, c0t, tcs, whh_t, dht, tmp, dct, dp,
-                       scratch, bm):
+                       scratch, dbs, wih_t, dxf, need_dx, fm, bm):
     """Every step of ``lstm_step_backward``, last step first, each followed by the state
-    gradient before the step, ``W_hh^T @ dp[t]`` by ``matmul_wr`` (``whh_t`` the contiguous
-    ``W_hh^T``; rows past their length keep theirs), down to step index ``last`` of
-    ``order`` (0, or 1 when the first step's product, which only feeds ``h0``'s gradient,
-    is not wanted). ``c0t`` is the initial cell state ``[H, B]``; ``tmp`` ``[H, B]`` is
-    scratch; the result is left in ``dht`` and ``dct``."""
+    gradient before the step, ``W_hh^T @ dp[t]`` (``whh_t`` the contiguous ``W_hh^T``; rows
+    past their length keep theirs), down to step index ``last`` of ``order`` (0, or 1 when
+    the first step's product, which only feeds ``h0``'s gradient, is not wanted). With
+    ``fm`` the gate gradients are written feature-major straight into ``dp`` ``[T, 4H, B]``
+    and the product is ``matmul_fm`` on them, and where ``need_dx`` the input's gradient
+    ``dxf[t] = W_ih^T @ dp[t]`` (``wih_t`` ``[I, 4H]``, ``dxf`` ``[T, I, B]``) is formed
+    while they are in L1; else they go to ``scratch`` ``[4H, B]``, are saved as batch rows
+    ``dp[t]`` (``[T, B, 4H]``) and the product is ``matmul_wr`` on those. ``c0t`` is the
+    initial cell state ``[H, B]``; ``tmp`` ``[H, B]`` is scratch; the result is left in
+    ``dht`` and ``dct``. ``dbs`` ``[4H, B]`` gets the sum of every step's gate gradients
+    (the bias gradient once summed over the batch: added while the step's block is in L1,
+    not in a pass over all of ``dp`` afterwards)."""
     T = order.shape[0]
     H, B = dht.shape
+    n4 = 4 * H * B
+    db = dbs.reshape(n4)
+    db[:] = _ZERO
     cur, nxt = dht, tmp
     for k in range(T - 1, -1, -1):
         t = order[k]
         cp = cs[order[k - 1]] if k > 0 else c0t
-        lstm_step_backward(gy, has_gy, t, valid, has_mask, act, cp, tcs, cur, dct, dp, scratch, bm)
+        g = dp[t] if fm else scratch
+        lstm_step_backward(gy, has_gy, t, valid, has_mask, act, cp, tcs, cur, dct, dp, g, not fm, bm)
+        sc = g.reshape(n4)
+        for q in range(n4):
+            db[q] += sc[q]
+        if fm and need_dx:
+            matmul_fm(wih_t, g, dxf[t])
         if k < last:
             break
-        matmul_wr(whh_t, dp[t], nxt)
+        if fm:
+            matmul_fm(whh_t, g, nxt)
+        else:
+            matmul_wr(whh_t, dp[t], nxt)
         if has_mask:
             for j in range(H):
                 for b in range(B):

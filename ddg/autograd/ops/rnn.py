@@ -16,12 +16,13 @@ activations.
 
 Float32 LSTM and GRU sequences on numpy run compiled per-step kernels instead
 (``ddg.tensor.rnn_kernels``, modes in ``COMPILED``): a feature-major state ``[H, B]``, per
-step one product ``W_hh @ h`` (numpy's, or ``rnn_kernels.matmul_wr`` from
-``FWD_KERNEL_MIN_H`` on) and one kernel for all gates; backward one kernel and one product
-``W_hh^T @ dP`` per step (``matmul_wr`` on a transposed copy of ``W_hh`` where the steps pay
-for it), then the weight gradients as above; where an LSTM's products are ``matmul_wr``,
-one compiled call runs all steps. A zero initial state skips the first step's
-product, and the first step's backward product is skipped when ``h0`` needs no gradient.
+step one product ``W_hh @ h`` (``rnn_kernels.matmul_fm``) and one kernel for all gates;
+backward one kernel and one product ``W_hh^T @ dP`` per step (``matmul_fm`` on a transposed
+copy of ``W_hh`` from ``BWD_KERNEL_MIN_T`` steps, else numpy's), then the weight gradients
+with one product over all steps; the LSTM runs all steps in one compiled call each way
+and forms ``dW_hh`` and ``dW_ih`` in one pass (``rnn_kernels.matmul_tn``). A zero initial
+state skips the first step's product, and the first step's backward product is skipped
+when ``h0`` needs no gradient.
 
 Paddle's gate layouts: LSTM ``(i, f, g, o)``, ``c = f*c + i*g``, ``h = o*tanh(c)``; GRU
 ``(r, z, c)``, ``r, z = sigmoid(x_rz + h_rz)``, ``c = tanh(x_c + r * (W_hc h + b_hc))``,
@@ -48,15 +49,15 @@ MODES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 # clear it to compare those loops with the numpy path)
 COMPILED = {"LSTM", "GRU"}
 
-# from these hidden sizes on, the compiled loops' recurrent products (forward W_hh @ h,
-# backward W_hh^T @ dP) are rnn_kernels.matmul_wr instead of numpy's matmul; backward also
-# needs BWD_KERNEL_MIN_T steps (GRU; 4 from H=768 on) or BWD_LOOP_MIN_T (LSTM, whose
-# whole-sequence loop also saves the per-step calls). Tests lower them to run the kernel at
-# small sizes.
-FWD_KERNEL_MIN_H = 256
-BWD_KERNEL_MIN_H = 128
-BWD_KERNEL_MIN_T = 16
-BWD_LOOP_MIN_T = 4
+# the compiled loops' recurrent products are rnn_kernels.matmul_fm (faster than numpy's
+# matmul at every hidden size); backward it reads a transposed copy of W_hh, made from this
+# many steps on (fewer run numpy's matmul on the transposed view: the copy costs what the
+# kernel saves in ~2 steps at H=128 and ~3 at 1024). Tests lower it to run the kernel on
+# short sequences.
+BWD_KERNEL_MIN_T = 4
+# from this batch size on the recurrent products are matmul_fm (16 batch columns per vector),
+# below it rnn_kernels.matmul_wr (vectorized over k), numpy's matmul for the GRU's forward
+FM_MIN_B = 12
 
 
 class RNNSequence(Function):
@@ -138,11 +139,10 @@ class RNNSequence(Function):
             raise ValueError(f"RNNSequence: {lens.shape[0]} sequence lengths for a batch of {B}")
         return np.arange(T)[:, None] < lens[None, :]
 
-    # The compiled loops keep the state feature-major ([H, B]): numpy's product is then
-    # W_hh [G*H, H] @ h [H, B] (and W_hh^T @ dP backward), which numpy's BLAS (OpenBLAS)
-    # ran 1.3x faster than h [B, H] @ W_hh^T at batch 16, hidden 128, 1.6-1.7x at 256-512
-    # and 1.0-1.3x at 1024. matmul_wr reads the same state as batch rows (hp[t]), which
-    # the step kernels write.
+    # The compiled loops keep the state feature-major ([H, B]): the step's product is
+    # W_hh [G*H, H] @ h [H, B] (and W_hh^T @ dP backward), by rnn_kernels.matmul_fm, whose
+    # 16-lane registers run along the batch; the weight gradients' products read the state
+    # and the gate gradients saved as batch rows.
     def _compiled_fwd(self, xt, states, w_ih, w_hh, b_ih, b_hh, T, B, I, H, G):
         from ...tensor import rnn_kernels as K
         lstm = self.mode == "LSTM"
@@ -151,42 +151,48 @@ class RNNSequence(Function):
         valid = self._valid(T, B)
         has_mask = not valid.all()
         # every step's input projection, [T, G*H, B]: one block per step (the step kernels
-        # add the biases). numpy's stacked matmul runs 1.6x faster on a contiguous [T, I, B]
-        # copy of x than on the strided view. The LSTM kernel turns each block into the
-        # step's gate activations in place.
-        xgt = np.matmul(w_ih, np.ascontiguousarray(xt.transpose(0, 2, 1)))
+        # add the biases), from a contiguous [T, I, B] copy of x (numpy's stacked matmul ran
+        # 1.6x faster on it than on the strided view). The LSTM with matmul_fm forms each
+        # block inside its loop, just before the step (OpenBLAS repacks W_ih for every step
+        # of a stacked matmul: 1.4x matmul_fm's time at I=H=256 T=50); else numpy's stacked
+        # matmul forms them all. The LSTM kernel turns each block into the step's gate
+        # activations in place.
+        xf = np.ascontiguousarray(xt.transpose(0, 2, 1))
+        fm = B >= FM_MIN_B
+        xgt = np.empty((T, G * H, B), dt) if lstm and fm else np.matmul(w_ih, xf)
         st = [np.array(s.T, dt, order="C") for s in states]
         act = xgt if lstm else np.empty((T, G * H, B), dt)
         aux = [np.empty((T, H, B), dt) for _ in range(2 if lstm else 1)]  # c, tanh(c) | W_hc h + b_hc
-        hp = np.empty((T, B, H), dt)             # the state before each step, batch rows
+        # the state before each step as batch rows; the LSTM keeps x's rows beside them
+        # ([T, B, H + I]: h, then x), so that one product over all steps gives both weight
+        # gradients (the kernels read and write the first H columns of each row)
+        hp = np.empty((T, B, H + I if lstm else H), dt)
+        if lstm:
+            hp[:, :, H:] = xt
         y = np.empty(self.x.shape[:2] + (H,), dt)
         gt = np.empty((G * H, B), dt)
         w_hh, bm = np.ascontiguousarray(w_hh), self.batch_major
         if T:
-            hp[order[0]] = states[0]
+            hp[order[0], :, :H] = states[0]
         first = order[0] if T and not st[0].any() else None     # W_hh @ 0 is not computed
-        kern = H >= FWD_KERNEL_MIN_H                              # W_hh @ hp[t].T, else numpy's W_hh @ h
         nxt = list(order)[1:] + [-1]
         if lstm:
             bias = b_ih + b_hh
         else:
             b_ih, b_hh = np.ascontiguousarray(b_ih), np.ascontiguousarray(b_hh)
-        if lstm and kern:                  # every step in one compiled call
-            K.lstm_forward_loop(w_hh, bias, np.array(order, np.int64), -1 if first is None else first, valid,
-                                has_mask, st[0], st[1], act, aux[0], aux[1], hp, y, gt, bm)
+        if lstm:                           # every step in one compiled call
+            K.lstm_forward_loop(np.ascontiguousarray(w_ih), xf, w_hh, bias, np.array(order, np.int64),
+                                -1 if first is None else first, valid, has_mask, st[0], st[1], act, aux[0], aux[1], hp,
+                                y, gt, fm, bm)
         else:
             for t, tn in zip(order, nxt):
                 if t == first:
                     gt.fill(0)
-                elif kern:
-                    K.matmul_wr(w_hh, hp[t], gt)
+                elif fm:
+                    K.matmul_fm(w_hh, st[0], gt)
                 else:
                     np.matmul(w_hh, st[0], out=gt)
-                if lstm:
-                    K.lstm_step_forward(gt, bias, t, tn, valid, has_mask, st[0], st[1], act, aux[0], aux[1], hp, y,
-                                        bm)
-                else:
-                    K.gru_step_forward(gt, xgt, b_ih, b_hh, t, tn, valid, has_mask, st[0], act, aux[0], hp, y, bm)
+                K.gru_step_forward(gt, xgt, b_ih, b_hh, t, tn, valid, has_mask, st[0], act, aux[0], hp, y, bm)
         self.h0_zero = first is not None
         self.states, self.order, self.valid, self.has_mask = states, order, valid, has_mask
         self.xt, self.act, self.aux, self.hp = xt, act, aux, hp
@@ -200,16 +206,19 @@ class RNNSequence(Function):
         has_gy = gy is not None
         gy = np.ascontiguousarray(gy, dt) if has_gy else np.zeros((1, 1, 1), dt)
         dht = np.zeros((H, B), dt) if ghT is None else np.array(ghT.T, dt, order="C")
-        dpt = np.empty((T, B, G * H), dt)       # batch rows per step: all steps form [T*B, G*H]
         sp, tmp = np.empty((G * H, B), dt), np.empty((H, B), dt)
         valid, has_mask, act, aux, order, bm = self.valid, self.has_mask, self.act, self.aux, list(self.order), \
             self.batch_major
-        # per step dh = W_hh^T @ dp: rnn_kernels.matmul_wr on a contiguous copy of W_hh^T and
-        # the step's dp saved as batch rows, where the steps pay for the copy (it costs what
-        # the kernel saves in ~5 steps at H=128, ~8 at 256, ~14 at 512, ~4 at 1024, fewer for
-        # the LSTM's whole-sequence loop: 0.89x the training step at H=128 T=10, 0.93x at 256,
-        # 1.0x at 512); else numpy's matmul on the view (BLAS reads it transposed while packing)
-        kern = H >= BWD_KERNEL_MIN_H and (T >= (BWD_LOOP_MIN_T if lstm else BWD_KERNEL_MIN_T) or H >= 768 and T >= 4)
+        # per step dh = W_hh^T @ dp: rnn_kernels.matmul_fm on a contiguous copy of W_hh^T and
+        # the step's feature-major gate gradients where the steps pay for the copy; else
+        # numpy's matmul on the view (BLAS reads it transposed while packing)
+        kern = T >= BWD_KERNEL_MIN_T
+        # the LSTM's loop with matmul_fm leaves the gate gradients feature-major, [T, 4H, B]
+        # (written where the step computes them: a transposed copy of each step's block cost
+        # 1.4 ms of 6.4 at H=128 T=200); else they are saved as batch rows, [T, B, G*H]
+        fmaj = lstm and kern and B >= FM_MIN_B
+        dpt = np.empty((T, G * H, B) if fmaj else (T, B, G * H), dt)
+        dxf = None
         if kern:
             whh_t = np.empty((H, G * H), dt)
             K.transpose(np.ascontiguousarray(self.w_hh), whh_t)
@@ -221,13 +230,21 @@ class RNNSequence(Function):
             c0t = np.array(self.states[1].T, dt, order="C")
             cs, tcs = aux
             if kern:                       # every step in one compiled call
+                dbs = np.empty((G * H, B), dt)
+                need_dx = fmaj and self.needs[0]    # W_ih^T @ dp per step, while dp[t] is in L1
+                if need_dx:
+                    wih_t, dxf = np.empty((I, G * H), dt), np.empty((T, I, B), dt)
+                    K.transpose(np.ascontiguousarray(self.w_ih), wih_t)
+                else:
+                    wih_t = np.empty((1, 1), dt)
                 K.lstm_backward_loop(gy, has_gy, np.array(order, np.int64), last, valid, has_mask, act, cs, c0t, tcs,
-                                     whh_t, dht, tmp, dct, dpt, sp, bm)
+                                     whh_t, dht, tmp, dct, dpt, sp, dbs, wih_t,
+                                     dxf if need_dx else np.empty((1, 1, 1), dt), need_dx, fmaj, bm)
             else:
                 for k in range(T - 1, -1, -1):
                     t = order[k]
                     K.lstm_step_backward(gy, has_gy, t, valid, has_mask, act, cs[order[k - 1]] if k else c0t, tcs,
-                                         dht, dct, dpt, sp, bm)
+                                         dht, dct, dpt, sp, True, bm)
                     if k < last:
                         break
                     np.matmul(whh_t, sp, out=tmp)
@@ -242,7 +259,9 @@ class RNNSequence(Function):
                 K.gru_step_backward(gy, has_gy, t, valid, has_mask, act, aux[0], self.hp, dht, sp, sq, dpt, dqt, bm)
                 if k < last:
                     break
-                if kern:
+                if kern and B >= FM_MIN_B:
+                    K.matmul_fm(whh_t, sq, tmp)
+                elif kern:
                     K.matmul_wr(whh_t, dqt[t], tmp)
                 else:
                     np.matmul(whh_t, sq, out=tmp)
@@ -251,27 +270,61 @@ class RNNSequence(Function):
         needs = self.needs
         out = [None] * len(needs)
         dp, dq = dpt.reshape(T * B, G * H), dqt.reshape(T * B, G * H)
-        if needs[0]:
+        if needs[0] and dxf is not None:     # [T, I, B] from the loop
+            out[0] = np.ascontiguousarray(dxf.transpose(2, 0, 1) if bm else dxf.transpose(0, 2, 1))
+        elif needs[0]:
             dx = (dp @ self.w_ih).reshape(T, B, I)
             out[0] = np.ascontiguousarray(dx.transpose(1, 0, 2)) if bm else dx
         out[1] = np.ascontiguousarray(dht.T) if needs[1] else None
         if lstm and needs[2]:
             out[2] = np.ascontiguousarray(dct.T)
         k = 3 if lstm else 2
-        if needs[k]:                          # time-major rows of x (a copy when x is batch-major)
+        if lstm:
+            self._lstm_weight_grads(dpt, fmaj, out, k)
+        elif needs[k]:                        # time-major rows of x (a copy when x is batch-major)
             out[k] = dp.T @ self.xt.reshape(T * B, I)
-        if needs[k + 1]:
+        if needs[k + 1] and not lstm:
             dqs, hp = dq, self.hp.reshape(T * B, H)
             if self.h0_zero:                  # the step whose previous state is h0 = 0 adds nothing
                 rows = slice(0, (T - 1) * B) if self.reverse else slice(B, T * B)
                 dqs, hp = dq[rows], hp[rows]
             out[k + 1] = dqs.T @ hp
-        ones = np.ones(T * B, dt)            # column sums as BLAS gemv: faster than numpy's sum(axis=0)
-        db_ih = ones @ dp if needs[k + 2] or (needs[k + 3] and dq is dp) else None
-        out[k + 2] = db_ih if needs[k + 2] else None
-        if needs[k + 3]:
-            out[k + 3] = ones @ dq if dq is not dp else db_ih.copy()
+        if needs[k + 2] or needs[k + 3]:
+            ones = np.ones(T * B, dt)        # column sums as BLAS gemv: faster than numpy's sum(axis=0)
+            if lstm:                         # one bias gradient for both, the loop's per-step sums if it ran
+                db = dbs.sum(axis=1) if kern else ones @ dp
+                out[k + 2] = db if needs[k + 2] else None
+                out[k + 3] = (db.copy() if needs[k + 2] else db) if needs[k + 3] else None
+            else:
+                out[k + 2] = ones @ dp if needs[k + 2] else None
+                out[k + 3] = ones @ dq if needs[k + 3] else None
         return tuple(out)
+
+    def _lstm_weight_grads(self, dpt, fmaj, out, k):
+        """``dW_hh`` and ``dW_ih`` (into ``out[k + 1]``, ``out[k]``, where needed) from the
+        gate gradients ``dpt`` (``[T, 4H, B]`` where ``fmaj``, else ``[T, B, 4H]``) and the
+        saved rows ``[h_prev | x]`` (``[T*B, H + I]``) in one pass over all steps,
+        ``dp^T @ [h_prev | x]`` by ``rnn_kernels.matmul_tn`` (0.95x OpenBLAS's two products
+        at H=128 T=200, 0.94x at H=256 T=50)."""
+        from ...tensor import rnn_kernels as K
+        T, B, I, H, G = self.geom
+        needs = self.needs
+        if not (needs[k] or needs[k + 1]):
+            return
+        dt = dpt.dtype
+        hx = self.hp.reshape(T * B, H + I)
+        steps, first = slice(0, T), None
+        if self.h0_zero and needs[k + 1] and T:   # the step whose previous state is h0 = 0 adds nothing to dW_hh
+            first = T - 1 if self.reverse else 0
+            steps = slice(0, T - 1) if self.reverse else slice(1, T)
+        dw_hh = np.empty((G * H, H if needs[k + 1] else 0), dt)
+        dw_ih = np.empty((G * H, I if needs[k] else 0), dt)
+        K.matmul_tn(dpt[steps], fmaj, hx[steps.start * B:steps.stop * B], dw_hh, H, dw_ih)
+        if needs[k] and first is not None:
+            g = dpt[first] if fmaj else dpt[first].T             # [4H, B]
+            dw_ih += g @ hx[first * B:(first + 1) * B, H:]
+        out[k] = dw_ih if needs[k] else None
+        out[k + 1] = dw_hh if needs[k + 1] else None
 
     # -- layout helpers: buffers are laid out like x (batch-major or time-major) and indexed by time
     def _tm(self, a):
