@@ -407,3 +407,55 @@ def phase_transpose_backward(gy, state, need_x, need_w):
     if need_w:
         gw = np.take(_slab_wgrad(cols, xm, w5.shape, 1, s3[0]).reshape(-1), inv).reshape(w.shape)
     return gx, gw
+
+
+# -- few channels: the phases as whole-plane shifted multiply-adds ------------------------------------
+# With few channels the phases' products are tiny (inner dimension Cin*t^2, Cout*s^2 rows) and
+# their columns (t^2 times the input, and in backward t^2 times the output gradient's phases)
+# cost more to write and read than the multiply-adds. The phases' stride-1 convolution then runs
+# as ``conv_kernels.plane_forward`` / ``plane_backward`` on the NCHW planes (the input padded
+# once, no columns, no batch-innermost copy), and the interleave into the output and the gather
+# of the output gradient's phases are one strided numpy copy per phase.
+PHASE_PLANE_MAX_C = 8     # at most this many input and output channels
+PHASE_PLANE_MIN_PIXELS = 256   # per padded input plane (shorter planes: the loop's passes are too short)
+
+
+def phase_plane_usable(x, w, s, d, groups):
+    """Whether a 2-D transposed convolution (a 1-D one as height 1) of ``x`` [N, Cin, H, W]
+    with ``w`` [Cin, Cout, kh, kw] takes the whole-plane phases."""
+    return (x.ndim == 4 and _phases_usable(x, w, s, d, groups) and x.dtype == w.dtype and
+            max(w.shape[0], w.shape[1]) <= PHASE_PLANE_MAX_C and
+            (x.shape[2] + w.shape[2] // s[0] - 1) * (x.shape[3] + w.shape[3] // s[1] - 1) >= PHASE_PLANE_MIN_PIXELS)
+
+
+def phase_plane_forward(x, w, s, p0, out):
+    """``phase_transpose_forward`` for ``phase_plane_usable`` shapes: the output [N, Cout, OH,
+    OW] (NCHW, C-contiguous) and the state ``phase_plane_backward`` takes."""
+    n, cin, h, wd = x.shape
+    cout = w.shape[1]
+    t = (w.shape[2] // s[0], w.shape[3] // s[1])
+    jn = tuple(-(-max((x.shape[2 + i] - 1) * s[i] + w.shape[2 + i], p0[i] + out[i]) // s[i]) for i in range(2))
+    wf_i, wf_shape, _, _, _ = _phase_index(w.shape, s)
+    wf = np.take(w.reshape(-1), wf_i).reshape(wf_shape)                  # [P*Cout, Cin, th, tw], flipped
+    x5 = np.zeros((n, cin, jn[0] + t[0] - 1, jn[1] + t[1] - 1, 1), x.dtype)
+    x5[:, :, t[0] - 1:t[0] - 1 + h, t[1] - 1:t[1] - 1 + wd, 0] = x
+    f = K.plane_forward(x5, wf, 1, (1, 1), jn[0], jn[1])                # [N, P*Cout, Jh, Jw, 1]
+    y = K.phase_out_planes(f.reshape((n, -1, cout) + tuple(jn)), out, s, p0)
+    return y, ("plane", x5, wf, wf_i, w.shape, jn, tuple(s), tuple(p0), tuple(out), t, (h, wd))
+
+
+def phase_plane_backward(gy, state, need_x, need_w):
+    """The gradients of ``phase_plane_forward`` (x's [N, Cin, H, W], w's [Cin, Cout, kh, kw])
+    for the output gradient ``gy`` [N, Cout, OH, OW]."""
+    _, x5, wf, wf_i, w_shape, jn, s, p0, out, t, (h, wd) = state
+    n, cout = gy.shape[:2]
+    g = K.phase_in_planes(gy, jn, s, p0, x5.dtype)                      # the output gradient's phases
+    gx5, gwf = K.plane_backward(x5, wf, g.reshape(n, -1, jn[0], jn[1], 1), 1, (1, 1), need_x, need_w)
+    gx = gw = None
+    if need_x:
+        gx = gx5[:, :, t[0] - 1:t[0] - 1 + h, t[1] - 1:t[1] - 1 + wd, 0]
+    if need_w:
+        gw = np.empty(int(np.prod(w_shape)), gwf.dtype)
+        gw[wf_i] = gwf.reshape(-1)
+        gw = gw.reshape(w_shape)
+    return gx, gw
