@@ -326,22 +326,27 @@ def test_conv2d_transpose_phases_gate(monkeypatch):
         np.testing.assert_allclose(y.numpy(), ref, rtol=1e-12, atol=1e-12)
 
 
-# (x shape, w shape, stride, padding, output_padding): few channels, the whole-plane phases
-PHASES_PLANE = [
-    ((2, 3, 5, 4), (3, 4, 4, 4), 2, 1, 0),
-    ((1, 2, 4, 3), (2, 3, 4, 6), (2, 3), [1, 0, 2, 1], (1, 2)),
-    ((2, 2, 1, 7), (2, 3, 1, 4), (1, 2), [0, 1], 0),       # a 1-D one (height 1)
-    ((2, 2, 3, 4), (2, 2, 4, 4), 2, [0, 3], 1),            # a crop past the stride
+# (path, x shape, w shape, stride, padding, output_padding): the NCHW phases, few channels on
+# whole planes ("plane"), 1-D ones as column products ("cols")
+PHASES_NCHW = [
+    ("plane", (2, 3, 5, 4), (3, 4, 4, 4), 2, 1, 0),
+    ("plane", (1, 2, 4, 3), (2, 3, 4, 6), (2, 3), [1, 0, 2, 1], (1, 2)),
+    ("plane", (2, 2, 1, 7), (2, 3, 1, 4), (1, 2), [0, 1], 0),       # a 1-D one (height 1)
+    ("plane", (2, 2, 3, 4), (2, 2, 4, 4), 2, [0, 3], 1),            # a crop past the stride
+    ("cols", (2, 9, 1, 7), (9, 10, 1, 4), (1, 2), [0, 1], 0),
+    ("cols", (3, 10, 1, 5), (10, 9, 1, 6), (1, 3), [0, 2], (0, 1)),
+    ("cols", (2, 9, 1, 4), (9, 9, 1, 4), (1, 2), [0, 3], (0, 1)),    # a crop past the stride
 ]
 
 
-@pytest.mark.parametrize("xs,ws,stride,padding,opad", PHASES_PLANE)
-def test_conv2d_transpose_phases_on_planes(xs, ws, stride, padding, opad, monkeypatch):
+@pytest.mark.parametrize("path,xs,ws,stride,padding,opad", PHASES_NCHW)
+def test_conv2d_transpose_phases_nchw(path, xs, ws, stride, padding, opad, monkeypatch):
     import ddg.tensor.conv_phase as CP
     monkeypatch.setattr(CP, "PHASE_PLANE_MIN_PIXELS", 0)      # these small images take the plane loop too
     calls = []
-    real = CP.phase_plane_forward
-    monkeypatch.setattr(ddg.autograd.ops.conv, "phase_plane_forward", lambda *a: calls.append(1) or real(*a))
+    name = f"phase_{path}_forward"
+    real = getattr(CP, name)
+    monkeypatch.setattr(ddg.autograd.ops.conv, name, lambda *a: calls.append(1) or real(*a))
     x, w, b = RNG.standard_normal(xs), RNG.standard_normal(ws), RNG.standard_normal(ws[1])
     ref = ref_conv2d_transpose(x, w, b, _pair(stride), _pads4(padding), (1, 1), 1, _pair(opad))
     y = F.conv2d_transpose(T(x), T(w), T(b), stride, padding, opad)
