@@ -9,6 +9,9 @@ modules; a 2-D image is a 3-D one of depth 1.
 * ``phase_transpose_forward`` / ``phase_transpose_backward``: a transposed convolution whose
   kernel is a multiple of its stride as one stride-1 convolution with one output-channel
   block per output phase (see the section below).
+* ``phase_plane_forward`` / ``phase_cols_forward`` (and their backwards): the same phases on
+  NCHW arrays for few channels (the whole-plane loop) and for 1-D ones (three column
+  products), without batch-innermost copies.
 """
 import numpy as np
 
