@@ -310,19 +310,67 @@ def test_conv2d_transpose_by_phases(xs, ws, stride, padding, opad, monkeypatch):
 def test_conv2d_transpose_phases_gate(monkeypatch):
     # a 4x4 image with kernel 4, stride 2 gives uncropped phases of 5x5 positions (1.56x the
     # columns' work): the columns' path; 16x16 (1.13x) takes the phases. Both against the reference.
+    # (More than PHASE_PLANE_MAX_C channels: fewer take the whole-plane phases.)
     import ddg.tensor.conv_phase as CP
     calls = []
     real = CP.phase_transpose_forward
     monkeypatch.setattr(ddg.autograd.ops.conv, "phase_transpose_forward",
                         lambda *a: calls.append(a[0].shape) or real(*a))
     for hw, phased in ((4, False), (16, True)):
-        x, w = RNG.standard_normal((2, 3, hw, hw)), RNG.standard_normal((3, 2, 4, 4))
+        x, w = RNG.standard_normal((2, 10, hw, hw)), RNG.standard_normal((10, 9, 4, 4))
         assert CP.phases_pay(x, w, (2, 2)) is phased
         ref = ref_conv2d_transpose(x, w, None, (2, 2), (1, 1, 1, 1), (1, 1), 1, (0, 0))
         calls.clear()
         y = F.conv2d_transpose(T(x), T(w), None, 2, 1)
         assert bool(calls) is phased
         np.testing.assert_allclose(y.numpy(), ref, rtol=1e-12, atol=1e-12)
+
+
+# (path, x shape, w shape, stride, padding, output_padding): the NCHW phases, few channels on
+# whole planes ("plane"), 1-D ones as column products ("cols")
+PHASES_NCHW = [
+    ("plane", (2, 3, 5, 4), (3, 4, 4, 4), 2, 1, 0),
+    ("plane", (1, 2, 4, 3), (2, 3, 4, 6), (2, 3), [1, 0, 2, 1], (1, 2)),
+    ("plane", (2, 2, 1, 7), (2, 3, 1, 4), (1, 2), [0, 1], 0),       # a 1-D one (height 1)
+    ("plane", (2, 2, 3, 4), (2, 2, 4, 4), 2, [0, 3], 1),            # a crop past the stride
+    ("cols", (2, 9, 1, 7), (9, 10, 1, 4), (1, 2), [0, 1], 0),
+    ("cols", (3, 10, 1, 5), (10, 9, 1, 6), (1, 3), [0, 2], (0, 1)),
+    ("cols", (2, 9, 1, 4), (9, 9, 1, 4), (1, 2), [0, 3], (0, 1)),    # a crop past the stride
+]
+
+
+@pytest.mark.parametrize("path,xs,ws,stride,padding,opad", PHASES_NCHW)
+def test_conv2d_transpose_phases_nchw(path, xs, ws, stride, padding, opad, monkeypatch):
+    import ddg.tensor.conv_phase as CP
+    monkeypatch.setattr(CP, "PHASE_PLANE_MIN_PIXELS", 0)      # these small images take the plane loop too
+    calls = []
+    name = f"phase_{path}_forward"
+    real = getattr(CP, name)
+    monkeypatch.setattr(ddg.autograd.ops.conv, name, lambda *a: calls.append(1) or real(*a))
+    x, w, b = RNG.standard_normal(xs), RNG.standard_normal(ws), RNG.standard_normal(ws[1])
+    ref = ref_conv2d_transpose(x, w, b, _pair(stride), _pads4(padding), (1, 1), 1, _pair(opad))
+    y = F.conv2d_transpose(T(x), T(w), T(b), stride, padding, opad)
+    assert calls
+    np.testing.assert_allclose(y.numpy(), ref, rtol=1e-12, atol=1e-12)
+    for dt, tol in (("float32", 2e-6), ("float16", 2e-2)):
+        yl = F.conv2d_transpose(T(x, dtype=dt), T(w, dtype=dt), T(b, dtype=dt), stride, padding, opad)
+        assert yl.dtype == getattr(ddg, dt)
+        np.testing.assert_allclose(yl.numpy().astype(np.float64), ref, rtol=0, atol=tol * np.abs(ref).max())
+    assert gradcheck(lambda x, w, b: F.conv2d_transpose(x, w, b, stride, padding, opad),
+                     [T(x, True), T(w, True), T(b, True)])
+    assert gradgradcheck(lambda x, w: ddg.tanh(F.conv2d_transpose(x, w, None, stride, padding, opad)),
+                         [T(x[:1], True), T(w, True)])
+    # the output gradient read in its own layout: NCHW, a batch-innermost view, a non-dense slice
+    gy = RNG.standard_normal(y.shape)
+    grads = []
+    for g in (gy, np.ascontiguousarray(gy.transpose(1, 2, 3, 0)).transpose(3, 0, 1, 2),
+              np.repeat(gy, 2, axis=3)[..., ::2]):
+        xt, wt = T(x, True), T(w, True)
+        F.conv2d_transpose(xt, wt, None, stride, padding, opad).backward(ddg.to_tensor(g))
+        grads.append((xt.grad.numpy(), wt.grad.numpy()))
+    for gx, gw in grads[1:]:
+        np.testing.assert_allclose(gx, grads[0][0], rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(gw, grads[0][1], rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("shape,stride,p0", [((3, 2, 9, 7), (2, 3), (1, 2)), ((2, 3, 5, 6, 7), (2, 1, 2), (1, 0, 1))])

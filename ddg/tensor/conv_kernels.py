@@ -341,6 +341,50 @@ def _phase_in(gy, g, geom):
 
 
 @kernel
+def _phase_out_planes(f, y, geom):
+    """``_phase_out`` for NCHW planes: the phases ``f`` (plane (b, p, c) of Jh rows of Jw at
+    ``b*fb + (p*C + c)*fpc``, phase p = rh*sw + rw) into ``y`` [B, C, OH, OW] (overwritten),
+    output position z (per axis) taken from phase (z + p0) % s at j = (z + p0) // s; per output
+    row and width phase one run read in order. ``geom`` = (B, C, Jh, Jw, OH, OW, sh, sw, p0h,
+    p0w, fb, fpc)."""
+    nb, c_n, jh_n, jw_n, oh, ow, sh, sw, ph_, pw, fb, fpc = geom
+    for b in range(nb):
+        for c in range(c_n):
+            for yy in range(oh):
+                rh, jh = (yy + ph_) % sh, (yy + ph_) // sh
+                yr = y[((b * c_n + c) * oh + yy) * ow:((b * c_n + c) * oh + yy + 1) * ow]
+                for rw in range(sw):
+                    x0 = (rw - pw) % sw
+                    j0 = (x0 + pw) // sw
+                    cnt = (ow - x0 + sw - 1) // sw if x0 < ow else 0
+                    src = b * fb + ((rh * sw + rw) * c_n + c) * fpc + jh * jw_n + j0
+                    fr = f[src:src + cnt]
+                    for q in range(cnt):
+                        yr[x0 + q * sw] = fr[q]
+
+
+@kernel
+def _phase_in_planes(gy, g, geom):
+    """The adjoint of ``_phase_out_planes``: ``gy`` [B, C, OH, OW] as a flat buffer with
+    element strides (bb, bc, by, bx) (the last four entries of ``geom``) into the phases ``g``
+    (zeroed by the caller; otherwise ``_phase_out_planes``' ``geom``)."""
+    nb, c_n, jh_n, jw_n, oh, ow, sh, sw, ph_, pw, fb, fpc, bb, bc, by, bx = geom
+    for b in range(nb):
+        for c in range(c_n):
+            for yy in range(oh):
+                rh, jh = (yy + ph_) % sh, (yy + ph_) // sh
+                s0 = b * bb + c * bc + yy * by
+                for rw in range(sw):
+                    x0 = (rw - pw) % sw
+                    j0 = (x0 + pw) // sw
+                    cnt = (ow - x0 + sw - 1) // sw if x0 < ow else 0
+                    d = b * fb + ((rh * sw + rw) * c_n + c) * fpc + jh * jw_n + j0
+                    gr = g[d:d + cnt]
+                    for q in range(cnt):
+                        gr[q] = gy[s0 + (x0 + q * sw) * bx]
+
+
+@kernel
 def _wino4_out_phase(m, y, geom):
     """``_wino4_out`` of the phases of a transposed convolution computed as Winograd windows,
     interleaved into its output in the same pass: the products ``m`` [6, 6, P*C*th,
@@ -1130,6 +1174,32 @@ def phase_out(f, out, s, p0):
     y = np.empty((f.shape[1],) + tuple(out) + (f.shape[-1],), f.dtype)
     _phase_out(f.reshape(-1), y.reshape(-1), _phase_geom(f.shape, out, s, p0))
     return y
+
+
+def phase_out_planes(f, nb, c, j, out, s, p0, batch_major=True):
+    """The output [B, C, *out] (NCHW) of the phases ``f`` of a 2-D transposed convolution with
+    stride ``s`` cropped at ``p0`` (C-contiguous, numpy float32/float64): [B, P, C, Jh, Jw]
+    when ``batch_major``, else [P, C, B, Jh, Jw]."""
+    y = np.empty((nb, c) + tuple(out), f.dtype)
+    pl = j[0] * j[1]
+    st = (int(np.prod(s)) * c * pl, pl) if batch_major else (pl, nb * pl)
+    _phase_out_planes(f.reshape(-1), y.reshape(-1), (nb, c) + tuple(j) + tuple(out) + tuple(s) + tuple(p0) + st)
+    return y
+
+
+def phase_in_planes(gy, j, s, p0, dtype, batch_major=True, tail=0):
+    """The phases of the output gradient ``gy`` [B, C, OH, OW] (any dense layout, read in
+    place), zero where no output position maps: [B, P, C, Jh, Jw] when ``batch_major``, else
+    [P, C, B, Jh, Jw]; its buffer is followed by ``tail`` zeros (for shifted views)."""
+    nb, c = gy.shape[:2]
+    p = int(np.prod(s))
+    flat, st = flat_strided(gy.astype(dtype, copy=False))
+    pl = j[0] * j[1]
+    shape = ((nb, p, c) if batch_major else (p, c, nb)) + tuple(j)
+    g = np.zeros(int(np.prod(shape)) + tail, dtype)[:int(np.prod(shape))].reshape(shape)
+    fs = (p * c * pl, pl) if batch_major else (pl, nb * pl)
+    _phase_in_planes(flat, g.reshape(-1), (nb, c) + tuple(j) + tuple(gy.shape[2:]) + tuple(s) + tuple(p0) + fs + st)
+    return g
 
 
 def wino4_out_phase(m, c, th, tw, jd, n, out, s, p0):

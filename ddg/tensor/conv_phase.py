@@ -9,6 +9,9 @@ modules; a 2-D image is a 3-D one of depth 1.
 * ``phase_transpose_forward`` / ``phase_transpose_backward``: a transposed convolution whose
   kernel is a multiple of its stride as one stride-1 convolution with one output-channel
   block per output phase (see the section below).
+* ``phase_plane_forward`` / ``phase_cols_forward`` (and their backwards): the same phases on
+  NCHW arrays for few channels (the whole-plane loop) and for 1-D ones (three column
+  products), without batch-innermost copies.
 """
 import numpy as np
 
@@ -406,4 +409,130 @@ def phase_transpose_backward(gy, state, need_x, need_w):
         gx = _from_cl(gxm.reshape((w.shape[0],) + sp + (n,)))
     if need_w:
         gw = np.take(_slab_wgrad(cols, xm, w5.shape, 1, s3[0]).reshape(-1), inv).reshape(w.shape)
+    return gx, gw
+
+
+# -- few channels: the phases as whole-plane shifted multiply-adds ------------------------------------
+# With few channels the phases' products are tiny (inner dimension Cin*t^2, Cout*s^2 rows) and
+# their columns (t^2 times the input, and in backward t^2 times the output gradient's phases)
+# cost more to write and read than the multiply-adds. The phases' stride-1 convolution then runs
+# as ``conv_kernels.plane_forward`` / ``plane_backward`` on the NCHW planes (the input padded
+# once, no columns, no batch-innermost copy), and the interleave into the output and the gather
+# of the output gradient's phases are one strided numpy copy per phase.
+PHASE_PLANE_MAX_C = 8     # at most this many input and output channels
+PHASE_PLANE_MIN_PIXELS = 256   # per padded input plane (shorter planes: the loop's passes are too short)
+
+
+def phase_plane_usable(x, w, s, d, groups):
+    """Whether a 2-D transposed convolution (a 1-D one as height 1) of ``x`` [N, Cin, H, W]
+    with ``w`` [Cin, Cout, kh, kw] takes the whole-plane phases."""
+    return (x.ndim == 4 and _phases_usable(x, w, s, d, groups) and x.dtype == w.dtype and
+            max(w.shape[0], w.shape[1]) <= PHASE_PLANE_MAX_C and
+            (x.shape[2] + w.shape[2] // s[0] - 1) * (x.shape[3] + w.shape[3] // s[1] - 1) >= PHASE_PLANE_MIN_PIXELS)
+
+
+def phase_plane_forward(x, w, s, p0, out):
+    """``phase_transpose_forward`` for ``phase_plane_usable`` shapes: the output [N, Cout, OH,
+    OW] (NCHW, C-contiguous) and the state ``phase_plane_backward`` takes."""
+    n, cin, h, wd = x.shape
+    cout = w.shape[1]
+    t = (w.shape[2] // s[0], w.shape[3] // s[1])
+    jn = tuple(-(-max((x.shape[2 + i] - 1) * s[i] + w.shape[2 + i], p0[i] + out[i]) // s[i]) for i in range(2))
+    wf_i, wf_shape, _, _, _ = _phase_index(w.shape, s)
+    wf = np.take(w.reshape(-1), wf_i).reshape(wf_shape)                  # [P*Cout, Cin, th, tw], flipped
+    x5 = np.zeros((n, cin, jn[0] + t[0] - 1, jn[1] + t[1] - 1, 1), x.dtype)
+    x5[:, :, t[0] - 1:t[0] - 1 + h, t[1] - 1:t[1] - 1 + wd, 0] = x
+    f = K.plane_forward(x5, wf, 1, (1, 1), jn[0], jn[1])                # [N, P*Cout, Jh, Jw, 1]
+    y = K.phase_out_planes(f, n, cout, jn, out, s, p0)
+    return y, ("plane", x5, wf, wf_i, w.shape, jn, tuple(s), tuple(p0), tuple(out), t, (h, wd))
+
+
+def phase_plane_backward(gy, state, need_x, need_w):
+    """The gradients of ``phase_plane_forward`` (x's [N, Cin, H, W], w's [Cin, Cout, kh, kw])
+    for the output gradient ``gy`` [N, Cout, OH, OW]."""
+    _, x5, wf, wf_i, w_shape, jn, s, p0, out, t, (h, wd) = state
+    n, cout = gy.shape[:2]
+    g = K.phase_in_planes(gy, jn, s, p0, x5.dtype)                      # the output gradient's phases
+    gx5, gwf = K.plane_backward(x5, wf, g.reshape(n, -1, jn[0], jn[1], 1), 1, (1, 1), need_x, need_w)
+    gx = gw = None
+    if need_x:
+        gx = gx5[:, :, t[0] - 1:t[0] - 1 + h, t[1] - 1:t[1] - 1 + wd, 0]
+    if need_w:
+        gw = np.empty(int(np.prod(w_shape)), gwf.dtype)
+        gw[wf_i] = gwf.reshape(-1)
+        gw = gw.reshape(w_shape)
+    return gx, gw
+
+
+# -- NCHW column products -----------------------------------------------------------------------------
+# The 2-D phases (a 1-D one as height 1) as column products read straight from the NCHW input:
+# the input padded into [N, Cin, Jh + th, Wp] (Wp = Jw + tw - 1; the extra zero row lets every
+# shift read a whole [Jh, Wp] window), its columns [Cin*th*tw, N*Jh*Wp] one strided copy (each
+# tap a shift of the flat plane by u*Wp + v, runs of Jh*Wp elements), and one product with the
+# flipped phase weight [P*Cout, Cin*th*tw] gives the phases [P*Cout, N, Jh, Wp] on the padded
+# width (columns past Jw are never read by the interleave). Backward gathers the output
+# gradient's phases into that layout (zero in those columns), their columns as shifts of each
+# plane give the input gradient [Cin, N, H, Wp] through the phase weight [Cin, P*Cout*th*tw],
+# and the weight gradient is the product of the phases with the forward's columns. Three
+# products, no batch-innermost copies and no compiled im2col. 1-D ones take it (forward +
+# backward against the batch-innermost phases, float32, 1 thread: 0.7-0.85x at batch 4-32,
+# 16-64 channels, lengths 64-1024); 2-D images keep the batch-innermost phases, which ran
+# faster (these products 1.1-1.25x their time at 16-64 channels on 16x16 to 32x32).
+def phase_cols_usable(x, w, s, d, groups):
+    """Whether a 1-D transposed convolution (a 2-D one of height 1, kernel height 1) takes
+    the NCHW column products (2-D images work too; they are not sent here)."""
+    return (x.ndim == 4 and x.shape[2] == 1 and w.shape[2] == 1 and _phases_usable(x, w, s, d, groups) and
+            x.dtype == w.dtype and max(w.shape[:2]) <= PHASE_COLS_MAX_C)
+
+
+PHASE_COLS_MAX_C = 128   # at 256 channels on short sequences the batch-innermost phases ran faster
+
+
+def _shift_cols(a, t, wp, length):
+    """The columns [C*th*tw, N*length] of ``a`` [N, C, R, wp] (each plane C-contiguous):
+    entry [(c, u, v), (n, k)] = a[n, c].flat[k + u*wp + v]."""
+    n, c = a.shape[:2]
+    st = a.strides
+    e = a.itemsize
+    v = np.lib.stride_tricks.as_strided(a, (c, t[0], t[1], n, length), (st[1], wp * e, e, st[0], e))
+    return np.ascontiguousarray(v).reshape(c * t[0] * t[1], n * length)
+
+
+def phase_cols_forward(x, w, s, p0, out):
+    """``phase_transpose_forward`` of a 2-D ``x`` [N, Cin, H, W] by NCHW column products: the
+    output [N, Cout, OH, OW] (NCHW) and the state ``phase_cols_backward`` takes."""
+    n, cin, h, wd = x.shape
+    cout = w.shape[1]
+    t = (w.shape[2] // s[0], w.shape[3] // s[1])
+    jn = tuple(-(-max((x.shape[2 + i] - 1) * s[i] + w.shape[2 + i], p0[i] + out[i]) // s[i]) for i in range(2))
+    wp = jn[1] + t[1] - 1
+    wf_i, wf_shape, wg_i, wg_shape, _ = _phase_index(w.shape, s)
+    wf = np.take(w.reshape(-1), wf_i).reshape(wf_shape[0], -1)             # [P*Cout, Cin*th*tw], flipped
+    xp = np.zeros((n, cin, jn[0] + t[0], wp), x.dtype)
+    xp[:, :, t[0] - 1:t[0] - 1 + h, t[1] - 1:t[1] - 1 + wd] = x
+    cols = _shift_cols(xp, t, wp, jn[0] * wp)
+    f = wf @ cols                                                           # [P*Cout, N*Jh*Wp]
+    y = K.phase_out_planes(f, n, cout, (jn[0], wp), out, s, p0, batch_major=False)
+    return y, ("cols", cols, wf_i, wg_i, wg_shape, w, jn, wp, tuple(s), tuple(p0), tuple(out), t, (h, wd))
+
+
+def phase_cols_backward(gy, state, need_x, need_w):
+    """The gradients of ``phase_cols_forward`` (x's [N, Cin, H, W] as a view, w's [Cin, Cout,
+    kh, kw]) for the output gradient ``gy`` [N, Cout, OH, OW]."""
+    _, cols, wf_i, wg_i, wg_shape, w, jn, wp, s, p0, out, t, (h, wd) = state
+    n = gy.shape[0]
+    # [P, Cout, N, Jh, Wp]; the last plane's shifted rows read up to tw - 1 elements past it (into
+    # its junk columns): a tail of zeros
+    g = K.phase_in_planes(gy, jn[:1] + (wp,), s, p0, w.dtype, batch_major=False, tail=t[1])
+    pc = g.shape[0] * g.shape[1]
+    gx = gw = None
+    if need_x:
+        wg = np.take(w.reshape(-1), wg_i).reshape(wg_shape[0], -1)         # [Cin, P*Cout*th*tw]
+        gcols = _shift_cols(g.reshape(pc, n, jn[0], wp).transpose(1, 0, 2, 3), t, wp, h * wp)
+        gx = (wg @ gcols).reshape(-1, n, h, wp)[..., :wd].transpose(1, 0, 2, 3)
+    if need_w:
+        gwf = g.reshape(pc, -1) @ cols.T                                                  # [P*Cout, Cin*th*tw]
+        gw = np.empty(w.size, gwf.dtype)
+        gw[wf_i] = gwf.reshape(-1)
+        gw = gw.reshape(w.shape)
     return gx, gw

@@ -60,6 +60,8 @@ from ...tensor.winograd import (WINO4_AT as _WINO4_AT, WINO4_BT as _WINO4_BT, WI
                                  wino_weight as _wino_weight, wino_weight_adjoint as _wino_weight_adjoint)
 from ...tensor.conv_phase import phases_pay
 from ...tensor.conv_phase import _cl, _phases_usable, phase_transpose_backward, phase_transpose_forward
+from ...tensor.conv_phase import (phase_cols_backward, phase_cols_forward, phase_cols_usable, phase_plane_backward,
+                                  phase_plane_forward, phase_plane_usable)
 
 
 # -- helpers ------------------------------------------------------------------------------
@@ -1012,6 +1014,20 @@ class Conv2dTranspose(Function):
             return _cudnn_conv_data(self.cudnn, w, x, b[0] if b else None, (n, og * g, oh, ow), pad, (sh, sw),
                                     (dh, dw), g)
         self.cudnn = self.phase = None
+        if phase_plane_usable(x, w, (sh, sw), (dh, dw), g):
+            # few channels: the phases as whole-plane multiply-adds on the NCHW planes
+            y, self.phase = phase_plane_forward(x, w, (sh, sw), (pt, pl), (oh, ow))
+            if b:
+                y += b[0].reshape(1, -1, 1, 1)
+            self.x, self.w = x, w
+            return y
+        if phase_cols_usable(x, w, (sh, sw), (dh, dw), g):
+            # per-sample NCHW column products of the phases
+            y, self.phase = phase_cols_forward(x, w, (sh, sw), (pt, pl), (oh, ow))
+            if b:
+                y += b[0].reshape(1, -1, 1, 1)
+            self.x, self.w = x, w
+            return y
         if _phases_usable(x, w, (sh, sw), (dh, dw), g) and phases_pay(x, w, (sh, sw)):
             # kernel a multiple of the stride, image not too small: one stride-1 convolution
             # per output phase
@@ -1048,7 +1064,13 @@ class Conv2dTranspose(Function):
             gb = gy.sum(axis=(0, 2, 3)) if len(needs) == 3 and needs[2] else None
             return (gx, gw, gb) if len(needs) == 3 else (gx, gw)
         if self.phase is not None:
-            gx, gw = phase_transpose_backward(gy, self.phase, needs[0], needs[1])
+            tag = self.phase[0] if isinstance(self.phase[0], str) else None
+            if tag == "plane":
+                gx, gw = phase_plane_backward(gy.astype(w.dtype, copy=False), self.phase, needs[0], needs[1])
+            elif tag == "cols":
+                gx, gw = phase_cols_backward(gy, self.phase, needs[0], needs[1])
+            else:
+                gx, gw = phase_transpose_backward(gy, self.phase, needs[0], needs[1])
             gb = gy.sum(axis=(0, 2, 3)) if len(needs) == 3 and needs[2] else None
             return (gx, gw, gb) if len(needs) == 3 else (gx, gw)
         n, cin, h, wd = x.shape
