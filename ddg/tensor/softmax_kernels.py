@@ -3,7 +3,11 @@ float32/float64 arrays (the last axis), and over axis 1 of C-contiguous ``[outer
 inner]`` float32 arrays (an axis before the last: every loop runs along the contiguous
 inner axis, the softmax axis reduced element-wise).
 
-float32 forward: one kernel per row, the row staying in cache: its max (eight running
+float32 forward: rows of up to 48 values (attention over short sequences) go through a
+kernel that handles 128 rows at a time, transposed in a scratch block so that its loops run
+across rows: along a row of 16-32 values the vectorized loops (16 lanes, unrolled) never
+start and everything runs scalar, 1.7x torch's time at 16 columns; the block kernel is at or
+under it. Longer rows: one kernel per row, the row staying in cache: its max (eight running
 maxima, so the compare chain is not one long dependency), ``exp`` of the shifted values,
 their sum and the scaling. The ``exp`` is written out (below) so that the loop vectorizes:
 numba's ``math.exp`` calls libm once per element (no SVML here), two to five times slower
@@ -131,6 +135,77 @@ def _softmax_rows_f32(x, out, p, scale, log):
             ls = _F(math.log(s))
             for j in range(n):
                 orow[j] -= ls
+
+
+_SHORT = 48     # rows of up to this many float32 values: the block kernel below
+_BLOCK = 128    # rows per block of that kernel
+
+
+@kernel(error_model="numpy")
+def _softmax_short_f32(x, out, scale, block):
+    # out = softmax(scale * x) for short rows: blocks of block rows copied into a transposed
+    # scratch [n, rows] so that every loop runs across the rows of the block (long,
+    # vectorized) instead of along one short row (where the vector loops never start); the
+    # max, the exp (as in _softmax_rows_f32), the sum and the scaling are element-wise over
+    # the block's columns. x and out distinct. scale > 0. block: rows per block (_BLOCK; an
+    # argument, not the constant: with a constant trip count LLVM vectorizes these loops worse).
+    rows, n = x.shape
+    sc = _F(scale)
+    t = np.empty((n, block), np.float32)
+    ex = np.empty((n, block), np.float32)
+    bits = np.empty((n, block), np.int32)
+    pow2 = bits.view(np.float32)
+    m = np.empty(block, np.float32)
+    s = np.empty(block, np.float64)
+    inv = np.empty(block, np.float32)
+    for r0 in range(0, rows, block):
+        nr = min(block, rows - r0)
+        for i in range(nr):
+            row = x[r0 + i]
+            for j in range(n):
+                t[j, i] = row[j]
+        t0 = t[0]
+        for i in range(nr):
+            m[i] = t0[i]
+            s[i] = 0.0
+        for j in range(1, n):
+            tj = t[j]
+            for i in range(nr):
+                v = tj[i]
+                m[i] = v if v > m[i] else m[i]
+        for i in range(nr):
+            m[i] *= sc
+        for j in range(n):
+            tj = t[j]
+            ej = ex[j]
+            bj = bits[j]
+            for i in range(nr):
+                d = tj[i] * sc - m[i]
+                y = d * _LOG2E - _HALF
+                y = y if y > _KMIN else _KMIN
+                k = np.int32(y)
+                kf = _F(k)
+                f = d - kf * _LN2_HI - kf * _LN2_LO
+                e = _P0 * f + _P1
+                e = e * f + _P2
+                e = e * f + _P3
+                e = e * f + _P4
+                e = e * f + _P5
+                e = e * f * f + f + _ONE
+                ej[i] = _ZERO if d < _LOWEST else e
+                bj[i] = (k + 127) << 23
+            pj = pow2[j]
+            for i in range(nr):
+                v = ej[i] * pj[i]
+                tj[i] = v
+                s[i] += v
+        for i in range(nr):
+            inv[i] = _F(1.0 / s[i])
+        for i in range(nr):
+            orow = out[r0 + i]
+            iv = inv[i]
+            for j in range(n):
+                orow[j] = t[j, i] * iv
 
 
 @kernel(error_model="numpy")
@@ -325,7 +400,10 @@ def softmax_last(x2, log, scale=1.0):
     out = np.empty_like(x2)
     if x2.dtype == np.float32:
         if not log:
-            _softmax_rows_f32(x2, out, out, float(scale), False)
+            if x2.shape[1] <= _SHORT:
+                _softmax_short_f32(x2, out, float(scale), _BLOCK)
+            else:
+                _softmax_rows_f32(x2, out, out, float(scale), False)
             return out
         p = np.empty_like(x2)
         _softmax_rows_f32(x2, out, p, float(scale), True)
