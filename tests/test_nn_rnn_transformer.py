@@ -435,3 +435,37 @@ def test_mha_self_attention_packed_matches_separate_projections():
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(got[0][0], ref_mha(m, x, x, x, np.where(np.tril(np.ones((5, 5))), 0.0, -1e9))[0],
                                atol=1e-5)
+
+
+@pytest.mark.parametrize("packed", [False, True])
+def test_attention_op_dropout_matches_composite_and_differences(packed):
+    # dropout on the weights inside the op: the draw of F.dropout (same seed, same masks),
+    # so the op equals matmul/softmax/dropout/matmul; central differences with the mask
+    # fixed by reseeding; first and second order
+    from ddg.autograd.ops.nn_ops import Attention
+    from ddg.autograd.gradcheck import gradgradcheck
+    rng = np.random.default_rng(8)
+    qkv = rng.standard_normal((2, 5, 12))
+    mask = rng.standard_normal((2, 1, 5, 5))
+    parts = [qkv[..., :4], qkv[..., 4:8], qkv[..., 8:]]
+
+    def op(*xs):
+        ddg.seed(11)
+        a = Attention(0.5, heads=2, packed=packed, dropout=0.4)
+        return a(*xs)
+    ins = [_t(qkv, grad=True)] if packed else [_t(a, grad=True) for a in parts]
+    out, w = op(*ins, _t(mask))
+    ddg.seed(11)
+    q, k, v = (_t(a).reshape([2, 5, 2, 2]).transpose([0, 2, 1, 3]) for a in parts)
+    rw = nn.functional.dropout(nn.functional.softmax(q.matmul(k, transpose_y=True) * 0.5 + _t(mask), axis=-1), 0.4)
+    ro = rw.matmul(v).transpose([0, 2, 1, 3]).reshape([2, 5, 4])
+    np.testing.assert_allclose(w.numpy(), rw.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(out.numpy(), ro.numpy(), rtol=1e-12, atol=1e-15)
+    assert (w.numpy() == 0).mean() > 0.2
+    ins.append(_t(mask, grad=True))
+
+    def both(*xs):
+        o, wt = op(*xs)
+        return ddg.concat([(o * o).flatten(), wt.flatten()])
+    assert gradcheck(both, ins, atol=1e-6, rtol=1e-5)
+    assert gradgradcheck(lambda *xs: op(*xs)[0], ins, atol=1e-5, rtol=1e-4)

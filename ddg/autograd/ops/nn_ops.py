@@ -72,16 +72,21 @@ class Attention(Function):
     merged arrays' strided views, no copy. The weights are ``[batch, heads, Lq, Lk]``.
     With ``packed`` (and ``heads``) the one input is ``[batch, L, 3 * heads * d]``, q, k and v
     side by side (self-attention's three projections as one product); its gradient is one
-    array of that shape, the products writing into its three parts' views on numpy.
+    array of that shape, the products writing into its three parts' views on numpy. With
+    ``dropout`` the weights are dropped (upscale in train) by the draw ``Dropout`` makes,
+    inside the op; the weights returned and multiplied with v are the dropped ones.
     """
     none_grads = True
 
-    def __init__(self, scale, heads=None, packed=False):
+    def __init__(self, scale, heads=None, packed=False, dropout=0.0):
         if packed and heads is None:
             raise ValueError("attention: packed q/k/v need the number of heads")
+        if not 0 <= dropout <= 1:
+            raise ValueError(f"attention: dropout must lie in [0, 1], got {dropout!r}")
         self.scale = float(scale)
         self.heads = heads
         self.packed = packed
+        self.dropout = float(dropout)
 
     def _unpack(self, qkv):
         """The q, k and v parts ``[batch, L, E]`` (views) of a packed ``[batch, L, 3 * E]``."""
@@ -137,6 +142,13 @@ class Attention(Function):
             s /= s.sum(axis=-1, keepdims=True)
         self.q, self.k, self.v, self.p = q, k, v, s
         self.mask_shape = mask[0].shape if mask else None
+        self.keep = None
+        if self.dropout:    # the draw Dropout makes (same generator, shape and rule)
+            keep = (_uniform(xp, s.shape) >= self.dropout).astype(s.dtype)
+            keep *= s.dtype.type(0.0 if self.dropout == 1 else 1.0 / (1.0 - self.dropout))
+            self.keep = keep
+            s = s * keep                      # the weights after dropout, which the values use
+        self.pd = s
         if self.heads is None:
             return xp.matmul(s, v), s
         if xp is np:    # the product written straight into the merged layout (no copy)
@@ -209,7 +221,7 @@ class Attention(Function):
             return sum_to(xp.matmul(a, c), shape)
         dv = dq = dk = dm = None
         if g is not None and needs[2]:
-            dv = product(xp.swapaxes(p, -1, -2), g, views[2], v.shape)
+            dv = product(xp.swapaxes(self.pd, -1, -2), g, views[2], v.shape)
         if not (needs[0] or needs[1] or (len(needs) == 4 and needs[3])):
             return (dq, dk, dv) + ((dm,) if len(needs) == 4 else ())
         if g is not None:
@@ -218,6 +230,8 @@ class Attention(Function):
                 dp += gp
         else:
             dp = xp.array(gp, dtype=p.dtype, copy=True)
+        if self.keep is not None:     # through the dropout: the gradient of the softmax output
+            dp *= self.keep
         want_dm = len(needs) == 4 and needs[3]
         rows = SK.rows_of(p, -1)
         if rows is not None and dp.dtype == p.dtype:
@@ -268,6 +282,8 @@ class Attention(Function):
             if self.mask_shape is not None:
                 s = s + ins[-1]
             p = Softmax(-1)(s)
+            if self.keep is not None:
+                p = p * const(self.keep)
             out = p.matmul(v)
             if self.heads is not None:
                 out = out.transpose([0, 2, 1, 3])

@@ -106,9 +106,9 @@ class MultiHeadAttention(Layer):
     def _packable(self):
         """Whether self-attention may run as one packed projection and the attention op: the
         three projections plain Linear layers of one width without hooks, the op path of
-        ``_attend_heads`` (no dropout on the weights in training, no auto_cast)."""
+        ``_attend_heads`` (not under auto_cast)."""
         projs = (self.q_proj, self.k_proj, self.v_proj)
-        return (not (self.dropout and self.training) and _autocast[0] is None and self.kdim == self.vdim ==
+        return (_autocast[0] is None and self.kdim == self.vdim ==
                 self.embed_dim and all(type(p) is Linear and not p._forward_pre_hooks and
                                        not p._forward_post_hooks for p in projs)
                 and len({p.bias is None for p in projs}) == 1)
@@ -157,7 +157,8 @@ class MultiHeadAttention(Layer):
                 # gradients); the attention op splits the packed result itself
                 qkv = self._packed_projection(query)
                 mask = _convert_attention_mask(attn_mask, qkv.dtype)
-                op = Attention(1.0 / math.sqrt(self.head_dim), self.num_heads, packed=True)
+                op = Attention(1.0 / math.sqrt(self.head_dim), self.num_heads, packed=True,
+                               dropout=self.dropout if self.training else 0.0)
                 out, weights = op(qkv) if mask is None else op(qkv, mask)
             else:
                 q, k, v = self.q_proj(query), self.k_proj(key), self.v_proj(value)
