@@ -469,3 +469,27 @@ def test_attention_op_dropout_matches_composite_and_differences(packed):
         return ddg.concat([(o * o).flatten(), wt.flatten()])
     assert gradcheck(both, ins, atol=1e-6, rtol=1e-5)
     assert gradgradcheck(lambda *xs: op(*xs)[0], ins, atol=1e-5, rtol=1e-4)
+
+
+def test_attention_op_bshd_layout_and_sdpa_differences():
+    # [batch, L, heads, d] inputs (scaled_dot_product_attention's layout, here strided views
+    # of one packed array as unbind gives them, v with its own head size) against the op on
+    # transposed copies; central differences of q, k, v and a float mask, first and second order
+    from ddg.autograd.ops.nn_ops import Attention
+    from ddg.autograd.gradcheck import gradgradcheck
+    rng = np.random.default_rng(9)
+    packed = rng.standard_normal((2, 4, 2, 2, 3))
+    q, k = packed[:, :, 0], packed[:, :, 1]
+    v, mask = rng.standard_normal((2, 4, 2, 5)), rng.standard_normal((2, 1, 4, 4))
+    out, w = Attention(0.6, bshd=True)(_t(q), _t(k), _t(v), _t(mask))
+    ro, rw = Attention(0.6)(*[_t(a.transpose(0, 2, 1, 3).copy()) for a in (q, k, v)], _t(mask))
+    assert out.shape == [2, 4, 2, 5]
+    np.testing.assert_allclose(out.numpy(), ro.numpy().transpose(0, 2, 1, 3), rtol=1e-12)
+    np.testing.assert_allclose(w.numpy(), rw.numpy(), rtol=1e-12)
+    ts = [_t(a, grad=True) for a in (q, k, v, mask)]
+    F = nn.functional
+    assert gradcheck(lambda a, b, c, m: F.scaled_dot_product_attention(a, b, c[..., :3], attn_mask=m, is_causal=True),
+                     ts, atol=1e-6, rtol=1e-5)
+    assert gradgradcheck(lambda *xs: Attention(0.6, bshd=True)(*xs)[0], ts, atol=1e-5, rtol=1e-4)
+    with pytest.raises(ValueError, match="heads, d"):
+        Attention(0.6, bshd=True)(_t(q[..., 0]), _t(k), _t(v))

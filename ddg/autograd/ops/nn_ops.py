@@ -74,19 +74,24 @@ class Attention(Function):
     side by side (self-attention's three projections as one product); its gradient is one
     array of that shape, the products writing into its three parts' views on numpy. With
     ``dropout`` the weights are dropped (upscale in train) by the draw ``Dropout`` makes,
-    inside the op; the weights returned and multiplied with v are the dropped ones.
+    inside the op; the weights returned and multiplied with v are the dropped ones. With
+    ``bshd`` the inputs and the values are ``[batch, L, heads, d]`` (``F.scaled_dot_product_attention``'s
+    layout), the heads path run on their ``[batch, L, heads * d]`` reshapes.
     """
     none_grads = True
 
-    def __init__(self, scale, heads=None, packed=False, dropout=0.0):
+    def __init__(self, scale, heads=None, packed=False, dropout=0.0, bshd=False):
         if packed and heads is None:
             raise ValueError("attention: packed q/k/v need the number of heads")
+        if bshd and (packed or heads is not None):
+            raise ValueError("attention: [batch, L, heads, d] inputs give the heads themselves, not packed")
         if not 0 <= dropout <= 1:
             raise ValueError(f"attention: dropout must lie in [0, 1], got {dropout!r}")
         self.scale = float(scale)
         self.heads = heads
         self.packed = packed
         self.dropout = float(dropout)
+        self.bshd = bshd
 
     def _unpack(self, qkv):
         """The q, k and v parts ``[batch, L, E]`` (views) of a packed ``[batch, L, 3 * E]``."""
@@ -110,6 +115,8 @@ class Attention(Function):
         return t.transpose(0, 2, 1, 3).reshape(b, length, h * d)
 
     def forward(self, *args):
+        if self.bshd:
+            return self._bshd_forward(*args)
         if self.packed:     # one [batch, L, 3 * E] array: the product of one packed projection
             (q, k, v), mask = self._unpack(args[0]), args[1:]
         else:
@@ -155,6 +162,25 @@ class Attention(Function):
             return self._merged_product(s, v), s
         return self._merge(xp.matmul(s, v)), s
 
+    def _bshd_forward(self, q, k, v, *mask):
+        """Inputs ``[batch, L, heads, d]`` (the flash-attention layout): the heads path on
+        their ``[batch, L, heads * d]`` reshapes (views where the last two axes are
+        contiguous), the values back as ``[batch, Lq, heads, dv]``."""
+        for t, what in ((q, "q"), (k, "k"), (v, "v")):
+            if t.ndim != 4:
+                raise ValueError(f"attention: {what} must be [batch, L, heads, d], got {list(t.shape)}")
+        if not (q.shape[2] == k.shape[2] == v.shape[2] and q.shape[3] == k.shape[3]):
+            raise ValueError(f"attention: q {list(q.shape)}, k {list(k.shape)} and v {list(v.shape)} do not fit "
+                             f"(need [batch, L, heads, d] with one number of heads and q, k one d)")
+        self.heads = q.shape[2]
+        self.in_shapes = (q.shape, k.shape, v.shape)
+        self.bshd = False
+        try:
+            out, w = self.forward(*(t.reshape(t.shape[0], t.shape[1], -1) for t in (q, k, v)), *mask)
+        finally:
+            self.bshd = True
+        return out.reshape(out.shape[0], out.shape[1], self.heads, -1), w
+
     @staticmethod
     def _merged_target(b, length, h, d, dtype):
         """An empty ``[batch, L, heads * d]`` array and its ``[batch, heads, L, d]`` view."""
@@ -170,6 +196,13 @@ class Attention(Function):
     def backward(self, grads):
         g, gp = grads
         needs = self.needs
+        if self.bshd:       # the heads path's gradients, [batch, L, heads * d], reshaped
+            got = self._heads_backward(None if g is None else g.reshape(g.shape[0], g.shape[1], -1), gp, needs)
+            return tuple(None if d is None else d.reshape(shape)
+                         for d, shape in zip(got[:3], self.in_shapes)) + tuple(got[3:])
+        return self._heads_backward(g, gp, needs)
+
+    def _heads_backward(self, g, gp, needs):
         if self.heads is None:
             return self._backward(g, gp, needs)
         if self.packed:
@@ -265,6 +298,8 @@ class Attention(Function):
             arrays = tuple(self._merge(a) for a in arrays)
         if self.packed:
             arrays = (xp.concatenate(arrays, axis=-1),)
+        if self.bshd:
+            arrays = tuple(a.reshape(shape) for a, shape in zip(arrays, self.in_shapes))
         ins = [live_input(self, i, a) for i, a in enumerate(arrays)]
         if self.mask_shape is not None:
             # the mask's value does not enter any gradient (the scores are linear in it)
@@ -275,7 +310,9 @@ class Attention(Function):
                 q, k, v = ins[0][..., :e], ins[0][..., e:2 * e], ins[0][..., 2 * e:]
             else:
                 q, k, v = ins[:3]
-            if self.heads is not None:
+            if self.bshd:
+                q, k, v = (t.transpose([0, 2, 1, 3]) for t in (q, k, v))
+            elif self.heads is not None:
                 q, k, v = (t.reshape(list(t.shape[:2]) + [self.heads, t.shape[2] // self.heads]).transpose([0, 2, 1, 3])
                            for t in (q, k, v))
             s = (q * self.scale).matmul(k, transpose_y=True)
@@ -287,7 +324,8 @@ class Attention(Function):
             out = p.matmul(v)
             if self.heads is not None:
                 out = out.transpose([0, 2, 1, 3])
-                out = out.reshape(list(out.shape[:2]) + [out.shape[2] * out.shape[3]])
+                if not self.bshd:
+                    out = out.reshape(list(out.shape[:2]) + [out.shape[2] * out.shape[3]])
         pairs = [(o, g) for o, g in zip((out, p), grads) if g is not None]
         targets = [t for t, need in zip(ins, self.needs) if need]
         got = iter(_grad([o for o, _ in pairs], targets, [g for _, g in pairs], create_graph=True,

@@ -86,14 +86,17 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if query.shape[2] != key.shape[2]:
         raise ValueError(f"ddg.nn.functional.scaled_dot_product_attention: query has {query.shape[2]} heads, "
                          f"key/value have {key.shape[2]}")
-    q, k, v = (M.transpose(t, [0, 2, 1, 3]) for t in (query, key, value))
-    mask = _convert_attention_mask(attn_mask, q.dtype)
+    mask = _convert_attention_mask(attn_mask, query.dtype)
     if is_causal:
-        lq, lk = q.shape[2], k.shape[2]
-        xp = backend.get_array_module(q._data)
+        lq, lk = query.shape[1], key.shape[1]
+        xp = backend.get_array_module(query._data)
         allowed = xp.tril(xp.ones((lq, lk), dtype=bool), k=lk - lq)
-        big = min(1e9, float(finfo(q._data.dtype).max))   # float16 tops out at 65504
-        causal = Tensor._wrap(xp.where(allowed, 0.0, -big).astype(q._data.dtype))
+        big = min(1e9, float(finfo(query._data.dtype).max))   # float16 tops out at 65504
+        causal = Tensor._wrap(xp.where(allowed, 0.0, -big).astype(query._data.dtype))
         mask = causal if mask is None else mask + causal
+    if _autocast[0] is None:    # one op on the [batch, L, heads, d] inputs, no transposes
+        op = Attention(1.0 / math.sqrt(query.shape[-1]), dropout=dropout_p if training else 0.0, bshd=True)
+        return op(query, key, value)[0] if mask is None else op(query, key, value, mask)[0]
+    q, k, v = (M.transpose(t, [0, 2, 1, 3]) for t in (query, key, value))
     out, _ = _attend(q, k, v, mask, dropout_p, training)
     return M.transpose(out, [0, 2, 1, 3])
