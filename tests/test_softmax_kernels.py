@@ -99,12 +99,13 @@ def test_float32_exp_and_scale_over_the_whole_range():
 
 
 
-@pytest.mark.parametrize("n", [1, 5, 16, 32, SK._SHORT])
+@pytest.mark.parametrize("n", [1, 5, 16, SK._SHORT, SK._SHORT + 1, 64, 130])
 @pytest.mark.filterwarnings("ignore:invalid value")
-def test_short_rows_block_kernel(n):
-    # rows of up to _SHORT float32 values go through the block kernel (blocks of _BLOCK rows,
-    # transposed): row counts below, at and across a block boundary, scaled, against float64;
-    # masked entries (-inf), a NaN, a fully masked row and a +inf as in the per-row kernel
+def test_softmax_block_and_group_kernels(n):
+    # float32 softmax rows: up to _SHORT values the block kernel (blocks of _BLOCK rows,
+    # transposed), longer ones the group kernel (_GROUP // n rows at a time). Row counts
+    # below, at and across a block/group boundary, scaled, against float64 and against the
+    # one-row-at-a-time kernel; masked entries (-inf), a NaN, a fully masked row, a +inf
     for rows in (1, SK._BLOCK, 2 * SK._BLOCK + 3):
         x = (RNG.standard_normal((rows, n)) * 20).astype(np.float32)
         if rows > 4 and n > 2:
@@ -121,12 +122,9 @@ def test_short_rows_block_kernel(n):
             big = ok & (ref > 1e-30)
             np.testing.assert_allclose(got[big], ref[big], rtol=5e-6)
             assert np.abs(got - ref)[ok & ~big].max(initial=0) < 1e-30
-            full = np.empty_like(x)       # the per-row kernel on the same input
-            SK._softmax_rows_f32(x, full, full, scale, False)
-            np.testing.assert_allclose(got, full, rtol=1e-6, atol=1e-37)
-    long_row = RNG.standard_normal((3, SK._SHORT + 1)).astype(np.float32)   # the per-row kernel
-    np.testing.assert_allclose(SK.softmax_last(long_row, False), _ref(long_row, -1, False), rtol=2e-6)
-
+            one = np.empty_like(x)
+            SK._softmax_rows_f32(x, one, one, scale, False)
+            np.testing.assert_allclose(got, one, rtol=1e-6, atol=1e-37)
 
 def test_scaled_gradient():
     x = RNG.standard_normal((5, 11)).astype(np.float32)
