@@ -391,74 +391,29 @@ def test_attention_op_splitting_heads_matches_split_op_and_differences(mask_shap
         Attention(0.6, heads=2)(_t(arrs[0][..., :5]), _t(arrs[1][..., :5]), ts[2])
 
 
-@pytest.mark.parametrize("mask_shape", [None, (2, 1, 4, 4)])
-def test_attention_op_packed_qkv_matches_separate_and_differences(mask_shape):
-    # one [batch, L, 3 E] input (self-attention's packed projection) against q, k, v given
-    # apart; gradients of both outputs and of the weights alone (v's part zero) by central
-    # differences, second order, the mask's gradient
-    from ddg.autograd.ops.nn_ops import Attention
-    from ddg.autograd.gradcheck import gradgradcheck
-    rng = np.random.default_rng(5)
-    qkv = rng.standard_normal((2, 4, 18))
-    extra = [rng.standard_normal(mask_shape)] if mask_shape else []
-    ts = [_t(a, grad=True) for a in [qkv] + extra]
-    out, w = Attention(0.7, heads=3, packed=True)(*ts)
-    ro, rw = Attention(0.7, heads=3)(*[_t(a) for a in (qkv[..., :6], qkv[..., 6:12], qkv[..., 12:])] +
-                                      [_t(a) for a in extra])
-    np.testing.assert_allclose(out.numpy(), ro.numpy(), rtol=1e-12)
-    np.testing.assert_allclose(w.numpy(), rw.numpy(), rtol=1e-12)
-
-    def both(*xs):
-        o, wt = Attention(0.7, heads=3, packed=True)(*xs)
-        return ddg.concat([(o * o).flatten(), wt.flatten()])
-    assert gradcheck(both, ts, atol=1e-6, rtol=1e-5)
-    assert gradcheck(lambda *xs: Attention(0.7, heads=3, packed=True)(*xs)[1], ts, atol=1e-6, rtol=1e-5)
-    assert gradgradcheck(lambda *xs: Attention(0.7, heads=3, packed=True)(*xs)[0], ts, atol=1e-5, rtol=1e-4)
-    with pytest.raises(ValueError, match="packed q/k/v with 3 heads"):
-        Attention(0.7, heads=3, packed=True)(_t(qkv[..., :15]))
-
-
-def test_mha_self_attention_packed_matches_separate_projections():
-    # self-attention (key and value the query) takes the packed projection; with key a copy
-    # of the query the three projections run apart: same values and parameter gradients
-    m = nn.MultiHeadAttention(8, 2, need_weights=True)
-    x = RNG.standard_normal((2, 5, 8)).astype("float32")
-    keep = _t(np.tril(np.ones((5, 5), bool)))
-    got = []
-    for same in (True, False):
-        xt = _t(x, grad=True)
-        out, w = m(xt, attn_mask=keep) if same else m(xt, _t(x), _t(x), attn_mask=keep)
-        (out * out).sum().backward()
-        got.append([out.numpy(), w.numpy()] + [p.grad.numpy().copy() for p in m.parameters()])
-        m.clear_gradients()
-    for a, b in zip(*got):
-        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(got[0][0], ref_mha(m, x, x, x, np.where(np.tril(np.ones((5, 5))), 0.0, -1e9))[0],
-                               atol=1e-5)
-
-
-@pytest.mark.parametrize("packed", [False, True])
-def test_attention_op_dropout_matches_composite_and_differences(packed):
+@pytest.mark.parametrize("heads", [None, 2])
+def test_attention_op_dropout_matches_composite_and_differences(heads):
     # dropout on the weights inside the op: the draw of F.dropout (same seed, same masks),
     # so the op equals matmul/softmax/dropout/matmul; central differences with the mask
     # fixed by reseeding; first and second order
     from ddg.autograd.ops.nn_ops import Attention
     from ddg.autograd.gradcheck import gradgradcheck
     rng = np.random.default_rng(8)
-    qkv = rng.standard_normal((2, 5, 12))
+    parts = [rng.standard_normal((2, 5, 4)) for _ in range(3)]
     mask = rng.standard_normal((2, 1, 5, 5))
-    parts = [qkv[..., :4], qkv[..., 4:8], qkv[..., 8:]]
+    split = [a.reshape(2, 5, 2, 2).transpose(0, 2, 1, 3) for a in parts]
 
     def op(*xs):
         ddg.seed(11)
-        a = Attention(0.5, heads=2, packed=packed, dropout=0.4)
-        return a(*xs)
-    ins = [_t(qkv, grad=True)] if packed else [_t(a, grad=True) for a in parts]
+        return Attention(0.5, heads=heads, dropout=0.4)(*xs)
+    ins = [_t(a if heads else a.copy(), grad=True) for a in (parts if heads else split)]
     out, w = op(*ins, _t(mask))
     ddg.seed(11)
-    q, k, v = (_t(a).reshape([2, 5, 2, 2]).transpose([0, 2, 1, 3]) for a in parts)
+    q, k, v = (_t(a) for a in split)
     rw = nn.functional.dropout(nn.functional.softmax(q.matmul(k, transpose_y=True) * 0.5 + _t(mask), axis=-1), 0.4)
-    ro = rw.matmul(v).transpose([0, 2, 1, 3]).reshape([2, 5, 4])
+    ro = rw.matmul(v)
+    if heads:
+        ro = ro.transpose([0, 2, 1, 3]).reshape([2, 5, 4])
     np.testing.assert_allclose(w.numpy(), rw.numpy(), rtol=1e-12)
     np.testing.assert_allclose(out.numpy(), ro.numpy(), rtol=1e-12, atol=1e-15)
     assert (w.numpy() == 0).mean() > 0.2

@@ -70,36 +70,22 @@ class Attention(Function):
     strided views and one copy inside the op instead of a reshape and a transpose node
     per tensor (and their backward copies); on numpy the products write straight into the
     merged arrays' strided views, no copy. The weights are ``[batch, heads, Lq, Lk]``.
-    With ``packed`` (and ``heads``) the one input is ``[batch, L, 3 * heads * d]``, q, k and v
-    side by side (self-attention's three projections as one product); its gradient is one
-    array of that shape, the products writing into its three parts' views on numpy. With
-    ``dropout`` the weights are dropped (upscale in train) by the draw ``Dropout`` makes,
+    With ``dropout`` the weights are dropped (upscale in train) by the draw ``Dropout`` makes,
     inside the op; the weights returned and multiplied with v are the dropped ones. With
     ``bshd`` the inputs and the values are ``[batch, L, heads, d]`` (``F.scaled_dot_product_attention``'s
     layout), the heads path run on their ``[batch, L, heads * d]`` reshapes.
     """
     none_grads = True
 
-    def __init__(self, scale, heads=None, packed=False, dropout=0.0, bshd=False):
-        if packed and heads is None:
-            raise ValueError("attention: packed q/k/v need the number of heads")
-        if bshd and (packed or heads is not None):
-            raise ValueError("attention: [batch, L, heads, d] inputs give the heads themselves, not packed")
+    def __init__(self, scale, heads=None, dropout=0.0, bshd=False):
+        if bshd and heads is not None:
+            raise ValueError("attention: [batch, L, heads, d] inputs give the number of heads themselves")
         if not 0 <= dropout <= 1:
             raise ValueError(f"attention: dropout must lie in [0, 1], got {dropout!r}")
         self.scale = float(scale)
         self.heads = heads
-        self.packed = packed
         self.dropout = float(dropout)
         self.bshd = bshd
-
-    def _unpack(self, qkv):
-        """The q, k and v parts ``[batch, L, E]`` (views) of a packed ``[batch, L, 3 * E]``."""
-        if qkv.ndim != 3 or qkv.shape[-1] % (3 * self.heads):
-            raise ValueError(f"attention: packed q/k/v with {self.heads} heads must be [batch, L, 3 * heads * d], "
-                             f"got {list(qkv.shape)}")
-        e = qkv.shape[-1] // 3
-        return qkv[..., :e], qkv[..., e:2 * e], qkv[..., 2 * e:]
 
     def _split(self, t, what):
         if t.ndim != 3 or t.shape[-1] % self.heads:
@@ -117,10 +103,7 @@ class Attention(Function):
     def forward(self, *args):
         if self.bshd:
             return self._bshd_forward(*args)
-        if self.packed:     # one [batch, L, 3 * E] array: the product of one packed projection
-            (q, k, v), mask = self._unpack(args[0]), args[1:]
-        else:
-            (q, k, v), mask = args[:3], args[3:]
+        (q, k, v), mask = args[:3], args[3:]
         xp = backend.get_array_module(q)
         if type(q) is np.ndarray:   # numpy has no half-precision BLAS: float32 products
             q, k, v = upcast(q), upcast(k), upcast(v)
@@ -205,8 +188,6 @@ class Attention(Function):
     def _heads_backward(self, g, gp, needs):
         if self.heads is None:
             return self._backward(g, gp, needs)
-        if self.packed:
-            return self._packed_backward(g, gp)
         if g is not None:
             g = self._split(g, "the values' gradient")
         if type(self.p) is np.ndarray:
@@ -218,29 +199,6 @@ class Attention(Function):
             return tuple(None if d is None else merged for d, (merged, _) in zip(got[:3], targets)) + got[3:]
         got = self._backward(g, gp, needs)
         return tuple(None if d is None else self._merge(d) for d in got[:3]) + got[3:]
-
-    def _packed_backward(self, g, gp):
-        """The gradient of the packed ``[batch, L, 3 * E]`` input (and of the mask): on numpy
-        the products write into its q, k and v parts' strided views."""
-        need, want_dm = self.needs[0], len(self.needs) == 2 and self.needs[1]
-        needs = (need, need, need) + ((want_dm,) if len(self.needs) == 2 else ())
-        if g is not None:
-            g = self._split(g, "the values' gradient")
-        (b, h, length, d), dt = self.q.shape, self.p.dtype
-        xp = backend.get_array_module(self.p)
-        if xp is np:
-            base = np.empty((b, length, 3, h, d), dt)
-            views = [base[:, :, i].transpose(0, 2, 1, 3) for i in range(3)]
-            got = self._backward(g, gp, needs, views if need else (None, None, None))
-            for part, view in zip(got[:3], views):
-                if need and part is None:       # v's part without the values' gradient
-                    view[...] = 0
-            dqkv = base.reshape(b, length, 3 * h * d) if need else None
-        else:
-            got = self._backward(g, gp, needs)
-            dqkv = xp.concatenate([self._merge(xp.zeros_like(t) if part is None else part)
-                                   for part, t in zip(got[:3], (self.q, self.k, self.v))], axis=-1) if need else None
-        return (dqkv,) + tuple(got[3:])
 
     def _backward(self, g, gp, needs, views=(None, None, None)):
         """The gradients of q, k, v (and the mask); ``views`` (with heads, on numpy): arrays
@@ -296,8 +254,6 @@ class Attention(Function):
         arrays = (self.q, self.k, self.v)
         if self.heads is not None:
             arrays = tuple(self._merge(a) for a in arrays)
-        if self.packed:
-            arrays = (xp.concatenate(arrays, axis=-1),)
         if self.bshd:
             arrays = tuple(a.reshape(shape) for a, shape in zip(arrays, self.in_shapes))
         ins = [live_input(self, i, a) for i, a in enumerate(arrays)]
@@ -305,11 +261,7 @@ class Attention(Function):
             # the mask's value does not enter any gradient (the scores are linear in it)
             ins.append(live_input(self, len(arrays), xp.zeros(self.mask_shape, self.p.dtype)))
         with enable_grad():
-            if self.packed:
-                e = ins[0].shape[-1] // 3
-                q, k, v = ins[0][..., :e], ins[0][..., e:2 * e], ins[0][..., 2 * e:]
-            else:
-                q, k, v = ins[:3]
+            q, k, v = ins[:3]
             if self.bshd:
                 q, k, v = (t.transpose([0, 2, 1, 3]) for t in (q, k, v))
             elif self.heads is not None:

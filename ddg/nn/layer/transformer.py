@@ -9,13 +9,10 @@ keep, -inf or a large negative number to drop). Masks broadcast to
 """
 import collections
 import copy
-import math
 
 import numpy as np
 
-from ...autograd.function import _autocast
 from ...autograd.ops import movement as M
-from ...autograd.ops.nn_ops import Attention
 from ...tensor import backend
 from ...tensor.dtypes import default_float
 from ...tensor.place import current_place, move_array
@@ -103,23 +100,6 @@ class MultiHeadAttention(Layer):
         """``[B, L, E]`` -> ``[B, num_heads, L, head_dim]``."""
         return M.transpose(M.reshape(x, [0, 0, self.num_heads, self.head_dim]), [0, 2, 1, 3])
 
-    def _packable(self):
-        """Whether self-attention may run as one packed projection and the attention op: the
-        three projections plain Linear layers of one width without hooks, the op path of
-        ``_attend_heads`` (not under auto_cast)."""
-        projs = (self.q_proj, self.k_proj, self.v_proj)
-        return (_autocast[0] is None and self.kdim == self.vdim ==
-                self.embed_dim and all(type(p) is Linear and not p._forward_pre_hooks and
-                                       not p._forward_post_hooks for p in projs)
-                and len({p.bias is None for p in projs}) == 1)
-
-    def _packed_projection(self, x):
-        """``x @ [Wq | Wk | Wv] + [bq | bk | bv]``, ``[batch, L, 3 * embed_dim]``."""
-        projs = (self.q_proj, self.k_proj, self.v_proj)
-        weight = M.concat([p.weight for p in projs], axis=1)
-        bias = None if projs[0].bias is None else M.concat([p.bias for p in projs], axis=0)
-        return F.linear(x, weight, bias)
-
     def compute_kv(self, key, value):
         """Projected keys and values, each ``[batch, num_heads, seq_k, head_dim]``."""
         _check_3d(key, "key", "MultiHeadAttention", self.kdim)
@@ -151,19 +131,9 @@ class MultiHeadAttention(Layer):
             if key.shape[:2] != value.shape[:2] or query.shape[0] != key.shape[0]:
                 raise ValueError(f"ddg.nn.MultiHeadAttention: query {query.shape}, key {key.shape} and value "
                                  f"{value.shape} need one batch size, key and value one sequence length")
-            if key is query and value is query and self._packable():
-                # self-attention: one product with the three projections' weights side by side
-                # (one GEMM instead of three, forward and backward, and no sum of three input
-                # gradients); the attention op splits the packed result itself
-                qkv = self._packed_projection(query)
-                mask = _convert_attention_mask(attn_mask, qkv.dtype)
-                op = Attention(1.0 / math.sqrt(self.head_dim), self.num_heads, packed=True,
-                               dropout=self.dropout if self.training else 0.0)
-                out, weights = op(qkv) if mask is None else op(qkv, mask)
-            else:
-                q, k, v = self.q_proj(query), self.k_proj(key), self.v_proj(value)
-                mask = _convert_attention_mask(attn_mask, q.dtype)
-                out, weights = _attend_heads(q, k, v, self.num_heads, mask, self.dropout, self.training)
+            q, k, v = self.q_proj(query), self.k_proj(key), self.v_proj(value)
+            mask = _convert_attention_mask(attn_mask, q.dtype)
+            out, weights = _attend_heads(q, k, v, self.num_heads, mask, self.dropout, self.training)
             out = self.out_proj(out)
             return (out, weights) if self.need_weights else out
         q = self._heads(self.q_proj(query))
