@@ -389,3 +389,62 @@ def test_attention_op_splitting_heads_matches_split_op_and_differences(mask_shap
     assert gradgradcheck(lambda *xs: Attention(0.6, heads=2)(*xs)[0], ts, atol=1e-5, rtol=1e-4)
     with pytest.raises(ValueError, match="2 heads"):
         Attention(0.6, heads=2)(_t(arrs[0][..., :5]), _t(arrs[1][..., :5]), ts[2])
+
+
+@pytest.mark.parametrize("heads", [None, 2])
+def test_attention_op_dropout_matches_composite_and_differences(heads):
+    # dropout on the weights inside the op: the draw of F.dropout (same seed, same masks),
+    # so the op equals matmul/softmax/dropout/matmul; central differences with the mask
+    # fixed by reseeding; first and second order
+    from ddg.autograd.ops.nn_ops import Attention
+    from ddg.autograd.gradcheck import gradgradcheck
+    rng = np.random.default_rng(8)
+    parts = [rng.standard_normal((2, 5, 4)) for _ in range(3)]
+    mask = rng.standard_normal((2, 1, 5, 5))
+    split = [a.reshape(2, 5, 2, 2).transpose(0, 2, 1, 3) for a in parts]
+
+    def op(*xs):
+        ddg.seed(11)
+        return Attention(0.5, heads=heads, dropout=0.4)(*xs)
+    ins = [_t(a if heads else a.copy(), grad=True) for a in (parts if heads else split)]
+    out, w = op(*ins, _t(mask))
+    ddg.seed(11)
+    q, k, v = (_t(a) for a in split)
+    rw = nn.functional.dropout(nn.functional.softmax(q.matmul(k, transpose_y=True) * 0.5 + _t(mask), axis=-1), 0.4)
+    ro = rw.matmul(v)
+    if heads:
+        ro = ro.transpose([0, 2, 1, 3]).reshape([2, 5, 4])
+    np.testing.assert_allclose(w.numpy(), rw.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(out.numpy(), ro.numpy(), rtol=1e-12, atol=1e-15)
+    assert (w.numpy() == 0).mean() > 0.2
+    ins.append(_t(mask, grad=True))
+
+    def both(*xs):
+        o, wt = op(*xs)
+        return ddg.concat([(o * o).flatten(), wt.flatten()])
+    assert gradcheck(both, ins, atol=1e-6, rtol=1e-5)
+    assert gradgradcheck(lambda *xs: op(*xs)[0], ins, atol=1e-5, rtol=1e-4)
+
+
+def test_attention_op_bshd_layout_and_sdpa_differences():
+    # [batch, L, heads, d] inputs (scaled_dot_product_attention's layout, here strided views
+    # of one packed array as unbind gives them, v with its own head size) against the op on
+    # transposed copies; central differences of q, k, v and a float mask, first and second order
+    from ddg.autograd.ops.nn_ops import Attention
+    from ddg.autograd.gradcheck import gradgradcheck
+    rng = np.random.default_rng(9)
+    packed = rng.standard_normal((2, 4, 2, 2, 3))
+    q, k = packed[:, :, 0], packed[:, :, 1]
+    v, mask = rng.standard_normal((2, 4, 2, 5)), rng.standard_normal((2, 1, 4, 4))
+    out, w = Attention(0.6, bshd=True)(_t(q), _t(k), _t(v), _t(mask))
+    ro, rw = Attention(0.6)(*[_t(a.transpose(0, 2, 1, 3).copy()) for a in (q, k, v)], _t(mask))
+    assert out.shape == [2, 4, 2, 5]
+    np.testing.assert_allclose(out.numpy(), ro.numpy().transpose(0, 2, 1, 3), rtol=1e-12)
+    np.testing.assert_allclose(w.numpy(), rw.numpy(), rtol=1e-12)
+    ts = [_t(a, grad=True) for a in (q, k, v, mask)]
+    F = nn.functional
+    assert gradcheck(lambda a, b, c, m: F.scaled_dot_product_attention(a, b, c[..., :3], attn_mask=m, is_causal=True),
+                     ts, atol=1e-6, rtol=1e-5)
+    assert gradgradcheck(lambda *xs: Attention(0.6, bshd=True)(*xs)[0], ts, atol=1e-5, rtol=1e-4)
+    with pytest.raises(ValueError, match="heads, d"):
+        Attention(0.6, bshd=True)(_t(q[..., 0]), _t(k), _t(v))

@@ -98,6 +98,34 @@ def test_float32_exp_and_scale_over_the_whole_range():
                                rtol=3e-7)
 
 
+
+@pytest.mark.parametrize("n", [1, 5, 16, SK._SHORT, SK._SHORT + 1, 64, 130])
+@pytest.mark.filterwarnings("ignore:invalid value")
+def test_softmax_block_and_group_kernels(n):
+    # float32 softmax rows: up to _SHORT values the block kernel (blocks of _BLOCK rows,
+    # transposed), longer ones the group kernel (_GROUP // n rows at a time). Row counts
+    # below, at and across a block/group boundary, scaled, against float64 and against the
+    # one-row-at-a-time kernel; masked entries (-inf), a NaN, a fully masked row, a +inf
+    for rows in (1, SK._BLOCK, 2 * SK._BLOCK + 3):
+        x = (RNG.standard_normal((rows, n)) * 20).astype(np.float32)
+        if rows > 4 and n > 2:
+            x[0, 1] = -np.inf
+            x[1, -1] = np.nan
+            x[2, :] = -np.inf
+            x[3, 0] = np.inf
+            x[-1, :2] = -np.inf
+        for scale in (1.0, 0.125):
+            ref = _ref(x.astype(np.float64) * scale, -1, False)
+            got = SK.softmax_last(x, False, scale)
+            assert np.array_equal(np.isnan(got), np.isnan(ref))
+            ok = ~np.isnan(ref)
+            big = ok & (ref > 1e-30)
+            np.testing.assert_allclose(got[big], ref[big], rtol=5e-6)
+            assert np.abs(got - ref)[ok & ~big].max(initial=0) < 1e-30
+            one = np.empty_like(x)
+            SK._softmax_rows_f32(x, one, one, scale, False)
+            np.testing.assert_allclose(got, one, rtol=1e-6, atol=1e-37)
+
 def test_scaled_gradient():
     x = RNG.standard_normal((5, 11)).astype(np.float32)
     ref = SK.softmax_last(x, False, 0.5)

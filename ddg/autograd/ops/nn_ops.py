@@ -70,12 +70,22 @@ class Attention(Function):
     strided views and one copy inside the op instead of a reshape and a transpose node
     per tensor (and their backward copies); on numpy the products write straight into the
     merged arrays' strided views, no copy. The weights are ``[batch, heads, Lq, Lk]``.
+    With ``dropout`` the weights are dropped (upscale in train) by the draw ``Dropout`` makes,
+    inside the op; the weights returned and multiplied with v are the dropped ones. With
+    ``bshd`` the inputs and the values are ``[batch, L, heads, d]`` (``F.scaled_dot_product_attention``'s
+    layout), the heads path run on their ``[batch, L, heads * d]`` reshapes.
     """
     none_grads = True
 
-    def __init__(self, scale, heads=None):
+    def __init__(self, scale, heads=None, dropout=0.0, bshd=False):
+        if bshd and heads is not None:
+            raise ValueError("attention: [batch, L, heads, d] inputs give the number of heads themselves")
+        if not 0 <= dropout <= 1:
+            raise ValueError(f"attention: dropout must lie in [0, 1], got {dropout!r}")
         self.scale = float(scale)
         self.heads = heads
+        self.dropout = float(dropout)
+        self.bshd = bshd
 
     def _split(self, t, what):
         if t.ndim != 3 or t.shape[-1] % self.heads:
@@ -90,7 +100,10 @@ class Attention(Function):
         b, h, length, d = t.shape
         return t.transpose(0, 2, 1, 3).reshape(b, length, h * d)
 
-    def forward(self, q, k, v, *mask):
+    def forward(self, *args):
+        if self.bshd:
+            return self._bshd_forward(*args)
+        (q, k, v), mask = args[:3], args[3:]
         xp = backend.get_array_module(q)
         if type(q) is np.ndarray:   # numpy has no half-precision BLAS: float32 products
             q, k, v = upcast(q), upcast(k), upcast(v)
@@ -119,11 +132,37 @@ class Attention(Function):
             s /= s.sum(axis=-1, keepdims=True)
         self.q, self.k, self.v, self.p = q, k, v, s
         self.mask_shape = mask[0].shape if mask else None
+        self.keep = None
+        if self.dropout:    # the draw Dropout makes (same generator, shape and rule)
+            keep = (_uniform(xp, s.shape) >= self.dropout).astype(s.dtype)
+            keep *= s.dtype.type(0.0 if self.dropout == 1 else 1.0 / (1.0 - self.dropout))
+            self.keep = keep
+            s = s * keep                      # the weights after dropout, which the values use
+        self.pd = s
         if self.heads is None:
             return xp.matmul(s, v), s
         if xp is np:    # the product written straight into the merged layout (no copy)
             return self._merged_product(s, v), s
         return self._merge(xp.matmul(s, v)), s
+
+    def _bshd_forward(self, q, k, v, *mask):
+        """Inputs ``[batch, L, heads, d]`` (the flash-attention layout): the heads path on
+        their ``[batch, L, heads * d]`` reshapes (views where the last two axes are
+        contiguous), the values back as ``[batch, Lq, heads, dv]``."""
+        for t, what in ((q, "q"), (k, "k"), (v, "v")):
+            if t.ndim != 4:
+                raise ValueError(f"attention: {what} must be [batch, L, heads, d], got {list(t.shape)}")
+        if not (q.shape[2] == k.shape[2] == v.shape[2] and q.shape[3] == k.shape[3]):
+            raise ValueError(f"attention: q {list(q.shape)}, k {list(k.shape)} and v {list(v.shape)} do not fit "
+                             f"(need [batch, L, heads, d] with one number of heads and q, k one d)")
+        self.heads = q.shape[2]
+        self.in_shapes = (q.shape, k.shape, v.shape)
+        self.bshd = False
+        try:
+            out, w = self.forward(*(t.reshape(t.shape[0], t.shape[1], -1) for t in (q, k, v)), *mask)
+        finally:
+            self.bshd = True
+        return out.reshape(out.shape[0], out.shape[1], self.heads, -1), w
 
     @staticmethod
     def _merged_target(b, length, h, d, dtype):
@@ -140,6 +179,13 @@ class Attention(Function):
     def backward(self, grads):
         g, gp = grads
         needs = self.needs
+        if self.bshd:       # the heads path's gradients, [batch, L, heads * d], reshaped
+            got = self._heads_backward(None if g is None else g.reshape(g.shape[0], g.shape[1], -1), gp, needs)
+            return tuple(None if d is None else d.reshape(shape)
+                         for d, shape in zip(got[:3], self.in_shapes)) + tuple(got[3:])
+        return self._heads_backward(g, gp, needs)
+
+    def _heads_backward(self, g, gp, needs):
         if self.heads is None:
             return self._backward(g, gp, needs)
         if g is not None:
@@ -166,7 +212,7 @@ class Attention(Function):
             return sum_to(xp.matmul(a, c), shape)
         dv = dq = dk = dm = None
         if g is not None and needs[2]:
-            dv = product(xp.swapaxes(p, -1, -2), g, views[2], v.shape)
+            dv = product(xp.swapaxes(self.pd, -1, -2), g, views[2], v.shape)
         if not (needs[0] or needs[1] or (len(needs) == 4 and needs[3])):
             return (dq, dk, dv) + ((dm,) if len(needs) == 4 else ())
         if g is not None:
@@ -175,6 +221,8 @@ class Attention(Function):
                 dp += gp
         else:
             dp = xp.array(gp, dtype=p.dtype, copy=True)
+        if self.keep is not None:     # through the dropout: the gradient of the softmax output
+            dp *= self.keep
         want_dm = len(needs) == 4 and needs[3]
         rows = SK.rows_of(p, -1)
         if rows is not None and dp.dtype == p.dtype:
@@ -202,27 +250,34 @@ class Attention(Function):
         # recomputed with ops (scores, Softmax, product) and differentiated by the engine
         from ..engine import grad as _grad
         from ..grad_mode import enable_grad
+        xp = backend.get_array_module(self.p)
         arrays = (self.q, self.k, self.v)
         if self.heads is not None:
             arrays = tuple(self._merge(a) for a in arrays)
+        if self.bshd:
+            arrays = tuple(a.reshape(shape) for a, shape in zip(arrays, self.in_shapes))
         ins = [live_input(self, i, a) for i, a in enumerate(arrays)]
         if self.mask_shape is not None:
             # the mask's value does not enter any gradient (the scores are linear in it)
-            xp = backend.get_array_module(self.p)
-            ins.append(live_input(self, 3, xp.zeros(self.mask_shape, self.p.dtype)))
+            ins.append(live_input(self, len(arrays), xp.zeros(self.mask_shape, self.p.dtype)))
         with enable_grad():
             q, k, v = ins[:3]
-            if self.heads is not None:
+            if self.bshd:
+                q, k, v = (t.transpose([0, 2, 1, 3]) for t in (q, k, v))
+            elif self.heads is not None:
                 q, k, v = (t.reshape(list(t.shape[:2]) + [self.heads, t.shape[2] // self.heads]).transpose([0, 2, 1, 3])
                            for t in (q, k, v))
             s = (q * self.scale).matmul(k, transpose_y=True)
-            if len(ins) == 4:
-                s = s + ins[3]
+            if self.mask_shape is not None:
+                s = s + ins[-1]
             p = Softmax(-1)(s)
+            if self.keep is not None:
+                p = p * const(self.keep)
             out = p.matmul(v)
             if self.heads is not None:
                 out = out.transpose([0, 2, 1, 3])
-                out = out.reshape(list(out.shape[:2]) + [out.shape[2] * out.shape[3]])
+                if not self.bshd:
+                    out = out.reshape(list(out.shape[:2]) + [out.shape[2] * out.shape[3]])
         pairs = [(o, g) for o, g in zip((out, p), grads) if g is not None]
         targets = [t for t, need in zip(ins, self.needs) if need]
         got = iter(_grad([o for o, _ in pairs], targets, [g for _, g in pairs], create_graph=True,

@@ -1,5 +1,5 @@
-"""Scaled dot-product attention: one op (``ops.nn_ops.Attention``), or, with dropout on the
-weights or under ``auto_cast``, a composite of matmul, softmax and dropout."""
+"""Scaled dot-product attention: one op (``ops.nn_ops.Attention``, dropout on the weights
+included), or, under ``auto_cast``, a composite of matmul, softmax and dropout."""
 import math
 
 import numpy as np
@@ -37,10 +37,12 @@ def _convert_attention_mask(attn_mask, dtype):
 def _attend(q, k, v, mask=None, dropout_p=0.0, training=True, scale=None):
     """``softmax(q k^T * scale + mask) v`` on ``[..., L, d]`` tensors; returns ``(out, weights)``."""
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    if not (dropout_p and training) and _autocast[0] is None:
-        # one op (ops.nn_ops.Attention); under auto_cast the composite, so that the products
-        # and the softmax follow the casting policy's lists one by one
-        return tuple(Attention(scale)(q, k, v) if mask is None else Attention(scale)(q, k, v, mask))
+    drop = dropout_p if training else 0.0
+    if _autocast[0] is None:
+        # one op (ops.nn_ops.Attention, dropout inside); under auto_cast the composite, so
+        # that the products and the softmax follow the casting policy's lists one by one
+        op = Attention(scale, dropout=drop)
+        return tuple(op(q, k, v) if mask is None else op(q, k, v, mask))
     scores = matmul(q * scale, k, transpose_y=True)
     if mask is not None:
         scores = scores + mask
@@ -53,11 +55,12 @@ def _attend(q, k, v, mask=None, dropout_p=0.0, training=True, scale=None):
 def _attend_heads(q, k, v, heads, mask=None, dropout_p=0.0, training=True):
     """Multi-head attention on projections ``[batch, L, heads * d]``: returns the values
     ``[batch, Lq, heads * dv]`` and the weights ``[batch, heads, Lq, Lk]``. One op that splits
-    and merges the heads itself where ``_attend`` takes one op; else the heads are split with
-    reshape/transpose ops around the composite."""
+    and merges the heads itself where ``_attend`` takes one op (outside auto_cast); else the
+    heads are split with reshape/transpose ops around the composite."""
     scale = 1.0 / math.sqrt(q.shape[-1] // heads)
-    if not (dropout_p and training) and _autocast[0] is None:
-        return tuple(Attention(scale, heads)(q, k, v) if mask is None else Attention(scale, heads)(q, k, v, mask))
+    if _autocast[0] is None:
+        op = Attention(scale, heads, dropout=dropout_p if training else 0.0)
+        return tuple(op(q, k, v) if mask is None else op(q, k, v, mask))
     q, k, v = (M.transpose(M.reshape(t, [0, 0, heads, t.shape[-1] // heads]), [0, 2, 1, 3]) for t in (q, k, v))
     out, weights = _attend(q, k, v, mask, dropout_p, training, scale)
     return M.reshape(M.transpose(out, [0, 2, 1, 3]), [0, 0, out.shape[1] * out.shape[3]]), weights
@@ -83,14 +86,17 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if query.shape[2] != key.shape[2]:
         raise ValueError(f"ddg.nn.functional.scaled_dot_product_attention: query has {query.shape[2]} heads, "
                          f"key/value have {key.shape[2]}")
-    q, k, v = (M.transpose(t, [0, 2, 1, 3]) for t in (query, key, value))
-    mask = _convert_attention_mask(attn_mask, q.dtype)
+    mask = _convert_attention_mask(attn_mask, query.dtype)
     if is_causal:
-        lq, lk = q.shape[2], k.shape[2]
-        xp = backend.get_array_module(q._data)
+        lq, lk = query.shape[1], key.shape[1]
+        xp = backend.get_array_module(query._data)
         allowed = xp.tril(xp.ones((lq, lk), dtype=bool), k=lk - lq)
-        big = min(1e9, float(finfo(q._data.dtype).max))   # float16 tops out at 65504
-        causal = Tensor._wrap(xp.where(allowed, 0.0, -big).astype(q._data.dtype))
+        big = min(1e9, float(finfo(query._data.dtype).max))   # float16 tops out at 65504
+        causal = Tensor._wrap(xp.where(allowed, 0.0, -big).astype(query._data.dtype))
         mask = causal if mask is None else mask + causal
+    if _autocast[0] is None:    # one op on the [batch, L, heads, d] inputs, no transposes
+        op = Attention(1.0 / math.sqrt(query.shape[-1]), dropout=dropout_p if training else 0.0, bshd=True)
+        return op(query, key, value)[0] if mask is None else op(query, key, value, mask)[0]
+    q, k, v = (M.transpose(t, [0, 2, 1, 3]) for t in (query, key, value))
     out, _ = _attend(q, k, v, mask, dropout_p, training)
     return M.transpose(out, [0, 2, 1, 3])
