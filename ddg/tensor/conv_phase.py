@@ -286,14 +286,27 @@ def _phase_wino_usable(x, w, s, p0, out):
     for i in range(nd - 2, nd):
         if w.shape[2 + i] != 2 * s[i] or p0[i] >= s[i] or -(-out[i] // s[i]) < max(8, x.shape[2 + i]):
             return False
-    # the 36 products' width (tiles * depth window * N): below ~256 columns the phases' column
-    # products (inner dimension Cin*t^3) ran faster (3-D: measured 0.93-0.95x at 72 and 117
-    # columns, 0.65-0.85x at 544 and 900; 2-D, batch 16, 4x4 stride 2, C=16-128 on 16x16 and
-    # 32x32 images: Winograd / columns 0.75-0.85 at 256 columns, 0.85-1.5 at 64 and 128, the
-    # weight transform and the narrow products costing most at the wider channel counts)
+    # the 36 products' width (tiles * depth window * N) and the multiplications against the
+    # phases' column products (t = 2 taps along height and width per phase on the Jh x Jw
+    # uncropped positions, 36 per F(4x4) tile): R = 9 * tiles / (Jh * Jw)
     jd = -(-max((x.shape[2] - 1) * s[0] + w.shape[2], p0[0] + out[0]) // s[0])
-    tiles = -(-out[1] // (4 * s[1])) * -(-out[2] // (4 * s[2]))
-    return tiles * jd * x.shape[0] >= 256
+    th, tw = -(-out[1] // (4 * s[1])), -(-out[2] // (4 * s[2]))
+    cols = th * tw * jd * x.shape[0]
+    if x.shape[2] == 1 and w.shape[2] == 1:
+        # a 2-D image (batch 16, 4x4 stride 2, C = 16-128 on 16x16 and 32x32 images):
+        # Winograd / columns 0.75-0.85 at 256 columns, 0.85-1.5 at 64 and 128, the weight
+        # transform and the narrow products costing most at the wider channel counts
+        return cols >= 256
+    # 3-D: narrow products run below BLAS speed and the weight transform does not shrink with
+    # them; Winograd / columns (forward + backward, float32, 1 thread) came out near
+    # R * (1 + 64 / columns): 16-128 channels, batch 1-4, inputs 8^3-16^3, 36-360 columns,
+    # measured 0.65-0.95 where that is <= 0.9, 0.95-1.35 above it (9^3 inputs, whose 9-wide
+    # windows take three tiles, 1.2-1.27 even at 270-360 columns)
+    jh, jw = (-(-max((x.shape[2 + i] - 1) * s[i] + w.shape[2 + i], p0[i] + out[i]) // s[i]) for i in (1, 2))
+    return 9.0 * th * tw / (jh * jw) * (1.0 + 64.0 / cols) <= PHASE_WINO_GAIN
+
+
+PHASE_WINO_GAIN = 0.9
 
 
 def _phase_wino_forward(x, w, s, p0, out):
