@@ -1212,9 +1212,15 @@ def wino4_out_phase(m, c, th, tw, jd, n, out, s, p0):
     (C-contiguous, numpy float32/float64) of its phase windows (see ``_wino4_out_phase``):
     ``wino4_out_into`` and the phase interleave in one pass."""
     y = np.empty((c,) + tuple(out[1:]) + (out[0], n), m.dtype)
-    _wino4_out_phase(m.reshape(6, 6, -1, tw * jd * n), y.reshape(-1),
-                     (c, th, tw, jd, n) + tuple(out) + tuple(s) + tuple(p0))
+    wino4_out_phase_into(m, y, th, tw, jd, n, out, s, p0)
     return y
+
+
+def wino4_out_phase_into(m, y, th, tw, jd, n, out, s, p0):
+    """``wino4_out_phase`` written into ``y`` [C, OH, OW, OD, N] (C-contiguous, overwritten);
+    ``m`` holds the products of those C channels (any C-contiguous shape of that size)."""
+    _wino4_out_phase(m.reshape(6, 6, -1, tw * jd * n), y.reshape(-1),
+                     (y.shape[0], th, tw, jd, n) + tuple(out) + tuple(s) + tuple(p0))
 
 
 def wino4_out_phase_adjoint(gy, c, th, tw, jd, s, p0, dtype):
