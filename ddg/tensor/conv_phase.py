@@ -307,7 +307,7 @@ def _phase_wino_usable(x, w, s, p0, out):
     # 3-D: narrow products run below BLAS speed and the weight transform does not shrink with
     # them; Winograd / columns (forward + backward, float32, 1 thread) came out near
     # R * (1 + 64 / columns): 16-128 channels, batch 1-4, inputs 8^3-16^3, 36-360 columns,
-    # measured 0.65-0.95 where that is <= 0.9, 0.95-1.35 above it (9^3 inputs, whose 9-wide
+    # measured 0.65-1.02 where that is <= 0.9, 0.86-1.35 above it (9^3 inputs, whose 9-wide
     # windows take three tiles, 1.2-1.27 even at 270-360 columns)
     jh, jw = (-(-max((x.shape[2 + i] - 1) * s[i] + w.shape[2 + i], p0[i] + out[i]) // s[i]) for i in (1, 2))
     return 9.0 * th * tw / (jh * jw) * (1.0 + 64.0 / cols) <= PHASE_WINO_GAIN
