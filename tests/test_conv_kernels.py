@@ -418,11 +418,11 @@ def _directional_check(f, args, grads, rng):
 
 
 # (x shape, w shape, stride, padding, output_padding): 3-D and 2-D, kernels of twice the
-# stride along height and width, >= 16 channels, windows >= 8, >= 256 product columns: the
-# phases as F(4x4, 3x3) Winograd
+# stride along height and width, >= 16 channels, windows >= 8, product columns and tiles that
+# pass the gate (2-D: >= 256 columns): the phases as F(4x4, 3x3) Winograd
 PHASES_WINO = [
     ((4, 16, 7, 9, 10), (16, 8, 2, 4, 6), (2, 2, 3), (0, 1, 2), (1, 1, 1)),
-    ((5, 16, 4, 9, 8), (16, 4, 3, 4, 6), (1, 2, 3), (0, 0, 1), (0, 1, 2)),
+    ((6, 16, 4, 9, 8), (16, 4, 3, 4, 6), (1, 2, 3), (0, 0, 1), (0, 1, 2)),
     ((13, 16, 17, 15), (16, 4, 4, 6), (2, 3), (1, 2), (1, 1)),
     ((16, 16, 16, 16), (16, 4, 4, 4), (2, 2), (1, 1), (0, 0)),
 ]
@@ -445,7 +445,10 @@ def test_conv_transpose_phases_by_winograd(xs, ws, stride, padding, opad, monkey
 
     taken, real = [], CP._phase_wino_forward
     monkeypatch.setattr(CP, "_phase_wino_forward", lambda *a: taken.append(1) or real(*a))
-    got, got32 = run("float64"), run("float32")
+    with monkeypatch.context() as mp:
+        mp.setattr(CP, "PHASE_WINO_BLOCK", 1)      # products and output transform one channel at a time
+        got = run("float64")
+    got32 = run("float32")
     assert len(taken) == 2
     monkeypatch.setattr(CP, "_phase_wino_usable", lambda *a: False)   # the phases' column products
     ref = run("float64")
@@ -885,7 +888,24 @@ def _phase_w_index(c, hf, wf, jd, n, out, s, p0):
 WINO_PHASE_GEOMS = [
     (3, 2, 2, 5, 2, (8, 13, 14), (2, 2, 2), (1, 1, 0)),
     (2, 2, 3, 8, 3, (7, 15, 22), (1, 2, 3), (0, 1, 2)),
+    (2, 2, 2, 6, 1, (10, 15, 13), (2, 2, 2), (1, 0, 1)),
 ]
+
+
+def test_phase_wino_gate_weighs_tile_fill_and_product_width():
+    # 4x4x4 stride 2 padding 1 transposed convolutions: Winograd where its multiplications
+    # against the column products' (less for wider products) stay under the gate
+    import ddg.tensor.conv_phase as CP
+
+    def takes(n, c, sz):
+        x, w = np.zeros((n, c, sz, sz, sz), np.float32), np.zeros((c, c, 4, 4, 4), np.float32)
+        return CP._phase_wino_usable(x, w, (2, 2, 2), (1, 1, 1), (2 * sz,) * 3)
+    assert takes(1, 32, 12) and takes(2, 16, 8) and takes(2, 16, 16) and takes(1, 32, 24)
+    assert not takes(1, 32, 10)                    # 99 columns, 10-wide windows in three tiles
+    assert not takes(4, 32, 9) and not takes(1, 64, 8)
+    assert not takes(2, 8, 20)                     # 8 channels: the phases' columns
+    assert not CP._phase_wino_usable(np.zeros((1, 32, 12, 12, 12), np.float64), np.zeros((32, 32, 4, 4, 4), np.float32),
+                                     (2, 2, 2), (1, 1, 1), (24,) * 3)
 
 
 @pytest.mark.parametrize("c,th,tw,jd,n,out,s,p0", WINO_PHASE_GEOMS)

@@ -391,16 +391,21 @@ def _wino4_out_phase(m, y, geom):
     tw*Jd*N] (phase p = (rd*sh + rh)*sw + rw; along height and width each phase's window
     starts at its first output position, along depth at j = 0) to the output ``y`` [C, OH,
     OW, OD, N] (overwritten): output position z takes phase (z + p0) % s at j = (z + p0) // s,
-    less the phase's window origin along height and width. Per channel, tile
-    row and phase, ``A^T M A``'s column transform, then per window row the row transform
-    writes its values straight to their output positions (window rows, columns and depths
-    past the output are dropped). Channel and tile row outermost: the output rows being
-    written stay in cache across the phases. ``geom`` = (C, th, tw, Jd, N, OD, OH, OW, sd, sh,
-    sw, p0d, p0h, p0w)."""
+    less the phase's window origin along height and width. Per channel, tile row and phase,
+    ``A^T M A``'s column transform, then per window row the row transform over the whole
+    product row (every tile, depth and batch entry: the innermost loop runs over tw*Jd*N
+    values whatever the batch) into a buffer of that row's four tile columns, which is then
+    copied to the output positions (window rows, columns and depths past the output are
+    dropped). Channel and tile row outermost: the output rows being written stay in cache
+    across the phases. ``geom`` = (C, th, tw, Jd, N, OD, OH, OW, sd, sh, sw, p0d, p0h, p0w)."""
     c_n, th, tw, jd_n, n, od, oh, ow, sd, sh, sw, pd, ph_, pw = geom
     nn = jd_n * n
+    ln = tw * nn
     f2, f4, f8 = np.float32(2.0), np.float32(4.0), np.float32(8.0)
-    s = np.empty((4, 6, tw * nn), y.dtype)
+    s = np.empty((4, 6, ln), y.dtype)
+    t = np.empty((4, ln), y.dtype)
+    xs = sw * od * n
+    zs = sd * n
     for c in range(c_n):
         for ty in range(th):
             for rd in range(sd):
@@ -416,11 +421,12 @@ def _wino4_out_phase(m, y, geom):
                         cnt = (ow - x0 + sw - 1) // sw if x0 < ow else 0
                         if cnt == 0:
                             continue
+                        cols = min(cnt, 4 * tw)
                         r = ((((rd * sh + rh) * sw + rw) * c_n + c) * th) + ty
                         for j in range(6):
                             m0, m1, m2, m3, m4, m5 = m[0, j, r], m[1, j, r], m[2, j, r], m[3, j, r], m[4, j, r], m[5, j, r]
                             s0, s1, s2, s3 = s[0, j], s[1, j], s[2, j], s[3, j]
-                            for q in range(tw * nn):
+                            for q in range(ln):
                                 a1, a2, a3, a4 = m1[q], m2[q], m3[q], m4[q]
                                 s0[q] = m0[q] + a1 + a2 + a3 + a4
                                 s1[q] = a1 - a2 + f2 * (a3 - a4)
@@ -431,32 +437,29 @@ def _wino4_out_phase(m, y, geom):
                             if yy < 0 or yy >= oh:
                                 continue
                             sa0, sa1, sa2, sa3, sa4, sa5 = s[a, 0], s[a, 1], s[a, 2], s[a, 3], s[a, 4], s[a, 5]
+                            t0, t1, t2, t3 = t[0], t[1], t[2], t[3]
+                            for q in range(ln):
+                                a1, a2, a3, a4 = sa1[q], sa2[q], sa3[q], sa4[q]
+                                t0[q] = sa0[q] + a1 + a2 + a3 + a4
+                                t1[q] = a1 - a2 + f2 * (a3 - a4)
+                                t2[q] = a1 + a2 + f4 * (a3 + a4)
+                                t3[q] = a1 - a2 + f8 * (a3 - a4) + sa5[q]
                             base = ((c * oh + yy) * ow + x0) * od * n + z0 * n
-                            xs = sw * od * n
-                            for tx in range(tw):
-                                qb = 4 * tx
-                                if qb >= cnt:
-                                    break
-                                full = qb + 4 <= cnt
-                                for i in range(cz):
-                                    src = tx * nn + (j0 + i) * n
-                                    dst = base + qb * xs + i * sd * n
-                                    for k in range(n):
-                                        q = src + k
-                                        a1, a2, a3, a4 = sa1[q], sa2[q], sa3[q], sa4[q]
-                                        d = dst + k
-                                        y[d] = sa0[q] + a1 + a2 + a3 + a4
-                                        if full:
-                                            y[d + xs] = a1 - a2 + f2 * (a3 - a4)
-                                            y[d + 2 * xs] = a1 + a2 + f4 * (a3 + a4)
-                                            y[d + 3 * xs] = a1 - a2 + f8 * (a3 - a4) + sa5[q]
-                                        else:
-                                            if qb + 1 < cnt:
-                                                y[d + xs] = a1 - a2 + f2 * (a3 - a4)
-                                            if qb + 2 < cnt:
-                                                y[d + 2 * xs] = a1 + a2 + f4 * (a3 + a4)
-                                            if qb + 3 < cnt:
-                                                y[d + 3 * xs] = a1 - a2 + f8 * (a3 - a4) + sa5[q]
+                            for col in range(cols):        # output column x0 + col*sw
+                                tr = t[col & 3]
+                                src = (col >> 2) * nn + j0 * n
+                                dst = base + col * xs
+                                if n == 1:
+                                    for i in range(cz):
+                                        y[dst + i * zs] = tr[src + i]
+                                elif n == 2:
+                                    for i in range(cz):
+                                        y[dst + i * zs] = tr[src + 2 * i]
+                                        y[dst + i * zs + 1] = tr[src + 2 * i + 1]
+                                else:
+                                    for i in range(cz):
+                                        for k in range(n):
+                                            y[dst + i * zs + k] = tr[src + i * n + k]
 
 
 @kernel
@@ -464,15 +467,18 @@ def _wino4_out_phase_adj(gy, gm, geom):
     """The adjoint of ``_wino4_out_phase``: the output gradient ``gy`` [N, C, OD, OH, OW]
     (a flat buffer with element strides (bn, bc, bz, by, bx), the last five entries of
     ``geom``) to the products' gradients ``gm`` [6, 6, P*C*th, tw*Jd*N] (overwritten). Per
-    channel, tile row and phase, the adjoint row transform reads each window row's values
-    straight from ``gy`` (zero where no output position maps), then the adjoint column
+    channel, tile row and phase, each window row's values are copied from ``gy`` into a
+    buffer of its four tile columns (zero where no output position maps), the adjoint row
+    transform runs over the whole row (tw*Jd*N values innermost), then the adjoint column
     transform writes ``gm``. Otherwise ``_wino4_out_phase``'s ``geom``."""
     c_n, th, tw, jd_n, n, od, oh, ow, sd, sh, sw, pd, ph_, pw, bn, bc, bz, by, bx = geom
     nn = jd_n * n
+    ln = tw * nn
     bq = sw * bx
     zero = gm.dtype.type(0)
     f2, f4, f8 = np.float32(2.0), np.float32(4.0), np.float32(8.0)
-    gs = np.empty((4, 6, tw * nn), gm.dtype)
+    gs = np.empty((4, 6, ln), gm.dtype)
+    e = np.empty((4, ln), gm.dtype)
     for c in range(c_n):
         for ty in range(th):
             for rd in range(sd):
@@ -484,38 +490,36 @@ def _wino4_out_phase_adj(gy, gm, geom):
                     for rw in range(sw):
                         x0 = (rw - pw) % sw
                         cnt = (ow - x0 + sw - 1) // sw if x0 < ow else 0
+                        cols = min(cnt, 4 * tw)
                         for a in range(4):
-                            s0, s1, s2, s3, s4, s5 = gs[a, 0], gs[a, 1], gs[a, 2], gs[a, 3], gs[a, 4], gs[a, 5]
                             yy = (4 * ty + a + orgh) * sh + rh - ph_
-                            live = 0 <= yy < oh
-                            for tx in range(tw):
-                                qb = 4 * tx
-                                for j in range(jd_n):
-                                    i = j - j0
-                                    ok = live and 0 <= i < cz and qb < cnt
-                                    for k in range(n):
-                                        e0 = e1 = e2 = e3 = zero
-                                        if ok:
-                                            src = k * bn + c * bc + (z0 + i * sd) * bz + yy * by + (x0 + qb * sw) * bx
-                                            e0 = gy[src]
-                                            if qb + 1 < cnt:
-                                                e1 = gy[src + bq]
-                                            if qb + 2 < cnt:
-                                                e2 = gy[src + 2 * bq]
-                                            if qb + 3 < cnt:
-                                                e3 = gy[src + 3 * bq]
-                                        q = tx * nn + j * n + k
-                                        s0[q] = e0
-                                        s1[q] = e0 + e1 + e2 + e3
-                                        s2[q] = e0 - e1 + e2 - e3
-                                        s3[q] = e0 + f2 * e1 + f4 * e2 + f8 * e3
-                                        s4[q] = e0 - f2 * e1 + f4 * e2 - f8 * e3
-                                        s5[q] = e3
+                            for b in range(4):
+                                eb = e[b]
+                                for q in range(ln):
+                                    eb[q] = zero
+                            if 0 <= yy < oh:
+                                base = c * bc + z0 * bz + yy * by + x0 * bx
+                                for k in range(n):    # along gy's rows: strided column reads
+                                    for i in range(cz):
+                                        src = base + k * bn + i * sd * bz
+                                        dst = (j0 + i) * n + k
+                                        for col in range(cols):   # output column x0 + col*sw
+                                            e[col & 3, (col >> 2) * nn + dst] = gy[src + col * bq]
+                            s0, s1, s2, s3, s4, s5 = gs[a, 0], gs[a, 1], gs[a, 2], gs[a, 3], gs[a, 4], gs[a, 5]
+                            ea, eb_, ec, ed = e[0], e[1], e[2], e[3]
+                            for q in range(ln):
+                                e0, e1, e2, e3 = ea[q], eb_[q], ec[q], ed[q]
+                                s0[q] = e0
+                                s1[q] = e0 + e1 + e2 + e3
+                                s2[q] = e0 - e1 + e2 - e3
+                                s3[q] = e0 + f2 * e1 + f4 * e2 + f8 * e3
+                                s4[q] = e0 - f2 * e1 + f4 * e2 - f8 * e3
+                                s5[q] = e3
                         r = ((((rd * sh + rh) * sw + rw) * c_n + c) * th) + ty
                         for j in range(6):
                             u0, u1, u2, u3 = gs[0, j], gs[1, j], gs[2, j], gs[3, j]
                             g0, g1, g2, g3, g4, g5 = gm[0, j, r], gm[1, j, r], gm[2, j, r], gm[3, j, r], gm[4, j, r], gm[5, j, r]
-                            for q in range(tw * nn):
+                            for q in range(ln):
                                 e0, e1, e2, e3 = u0[q], u1[q], u2[q], u3[q]
                                 g0[q] = e0
                                 g1[q] = e0 + e1 + e2 + e3
@@ -1208,9 +1212,15 @@ def wino4_out_phase(m, c, th, tw, jd, n, out, s, p0):
     (C-contiguous, numpy float32/float64) of its phase windows (see ``_wino4_out_phase``):
     ``wino4_out_into`` and the phase interleave in one pass."""
     y = np.empty((c,) + tuple(out[1:]) + (out[0], n), m.dtype)
-    _wino4_out_phase(m.reshape(6, 6, -1, tw * jd * n), y.reshape(-1),
-                     (c, th, tw, jd, n) + tuple(out) + tuple(s) + tuple(p0))
+    wino4_out_phase_into(m, y, th, tw, jd, n, out, s, p0)
     return y
+
+
+def wino4_out_phase_into(m, y, th, tw, jd, n, out, s, p0):
+    """``wino4_out_phase`` written into ``y`` [C, OH, OW, OD, N] (C-contiguous, overwritten);
+    ``m`` holds the products of those C channels (any C-contiguous shape of that size)."""
+    _wino4_out_phase(m.reshape(6, 6, -1, tw * jd * n), y.reshape(-1),
+                     (y.shape[0], th, tw, jd, n) + tuple(out) + tuple(s) + tuple(p0))
 
 
 def wino4_out_phase_adjoint(gy, c, th, tw, jd, s, p0, dtype):

@@ -132,6 +132,14 @@ def _wino3_forward(x, w, pads, dd, o):
 def _wino3_products(x, w, pads, dd, o):
     """``_wino3_forward`` up to its output transform: the 36 products [6, 6, O, th, tw, OD*N]
     (C-contiguous) and the backward state."""
+    st = _wino3_operands(x, w, pads, dd, o)
+    vd, u, th, tw = st[0], st[1], st[7], st[8]
+    return np.matmul(u, vd).reshape(6, 6, u.shape[1], th, tw, -1), st
+
+
+def _wino3_operands(x, w, pads, dd, o):
+    """The operands of ``_wino3_products``' 36 products ``U [36, O, C*kd] @ Vd [36, C*kd,
+    th*tw*OD*N]``, in the backward state (its first two entries Vd and U)."""
     n, c, dx = x.shape[:3]
     o_n, kd = w.shape[0], w.shape[2]
     od, oh, ow = o
@@ -147,8 +155,7 @@ def _wino3_products(x, w, pads, dd, o):
             v, (36, c, kd, th * tw, od, n), (st[0], st[1], st[3] * dd, st[2], st[3], st[4])))
         vd = vd.reshape(36, c * kd, -1)
     u = wino_weight(w.reshape(o_n, c * kd, 3, 3), WINO4_G)                     # [36, O, C*kd]
-    m = np.matmul(u, vd).reshape(6, 6, o_n, th, tw, od * n)
-    return m, (vd, u, x.shape, (c, hp, wp, dp, n), tuple(pads), dd, kd, th, tw)
+    return vd, u, x.shape, (c, hp, wp, dp, n), tuple(pads), dd, kd, th, tw
 
 
 def _wino3_backward(g, state, need_x, need_w):
@@ -286,14 +293,27 @@ def _phase_wino_usable(x, w, s, p0, out):
     for i in range(nd - 2, nd):
         if w.shape[2 + i] != 2 * s[i] or p0[i] >= s[i] or -(-out[i] // s[i]) < max(8, x.shape[2 + i]):
             return False
-    # the 36 products' width (tiles * depth window * N): below ~256 columns the phases' column
-    # products (inner dimension Cin*t^3) ran faster (3-D: measured 0.93-0.95x at 72 and 117
-    # columns, 0.65-0.85x at 544 and 900; 2-D, batch 16, 4x4 stride 2, C=16-128 on 16x16 and
-    # 32x32 images: Winograd / columns 0.75-0.85 at 256 columns, 0.85-1.5 at 64 and 128, the
-    # weight transform and the narrow products costing most at the wider channel counts)
+    # the 36 products' width (tiles * depth window * N) and the multiplications against the
+    # phases' column products (t = 2 taps along height and width per phase on the Jh x Jw
+    # uncropped positions, 36 per F(4x4) tile): R = 9 * tiles / (Jh * Jw)
     jd = -(-max((x.shape[2] - 1) * s[0] + w.shape[2], p0[0] + out[0]) // s[0])
-    tiles = -(-out[1] // (4 * s[1])) * -(-out[2] // (4 * s[2]))
-    return tiles * jd * x.shape[0] >= 256
+    th, tw = -(-out[1] // (4 * s[1])), -(-out[2] // (4 * s[2]))
+    cols = th * tw * jd * x.shape[0]
+    if x.shape[2] == 1 and w.shape[2] == 1:
+        # a 2-D image (batch 16, 4x4 stride 2, C = 16-128 on 16x16 and 32x32 images):
+        # Winograd / columns 0.75-0.85 at 256 columns, 0.85-1.5 at 64 and 128, the weight
+        # transform and the narrow products costing most at the wider channel counts
+        return cols >= 256
+    # 3-D: narrow products run below BLAS speed and the weight transform does not shrink with
+    # them; Winograd / columns (forward + backward, float32, 1 thread) came out near
+    # R * (1 + 64 / columns): 16-128 channels, batch 1-4, inputs 8^3-16^3, 36-360 columns,
+    # measured 0.65-1.02 where that is <= 0.9, 0.86-1.35 above it (9^3 inputs, whose 9-wide
+    # windows take three tiles, 1.2-1.27 even at 270-360 columns)
+    jh, jw = (-(-max((x.shape[2 + i] - 1) * s[i] + w.shape[2 + i], p0[i] + out[i]) // s[i]) for i in (1, 2))
+    return 9.0 * th * tw / (jh * jw) * (1.0 + 64.0 / cols) <= PHASE_WINO_GAIN
+
+
+PHASE_WINO_GAIN = 0.9
 
 
 def _phase_wino_forward(x, w, s, p0, out):
@@ -310,9 +330,25 @@ def _phase_wino_forward(x, w, s, p0, out):
     for p, (rd, rh, rw) in enumerate(np.ndindex(*s)):
         a, b = org[0][rh], org[1][rw]
         w3[p * cout:(p + 1) * cout, :, :, a:a + 2, b:b + 2] = wf[p * cout:(p + 1) * cout]
-    m, st = _wino3_products(x, w3, (td - 1, jd - dx, 1, 0, 1, 0), 1, (jd,) + win)   # [6, 6, P*Cout, th, tw, Jd*N]
-    th, tw = m.shape[3:5]
-    return K.wino4_out_phase(m, cout, th, tw, jd, n, out, s, p0), (st, (cout, th, tw, jd), org, s, tuple(p0))
+    st = _wino3_operands(x, w3, (td - 1, jd - dx, 1, 0, 1, 0), 1, (jd,) + win)
+    vd, u, th, tw = st[0], st[1], st[7], st[8]
+    # the products and their output transform by blocks of output channels (every phase of
+    # each), a block's products [36, P*cb, th*tw*Jd*N] about PHASE_WINO_BLOCK bytes: the
+    # transform reads them from cache rather than from a whole product array written first
+    p = int(np.prod(s))
+    cb = max(1, min(cout, PHASE_WINO_BLOCK // (36 * p * vd.shape[2] * vd.itemsize)))
+    y = np.empty((cout,) + tuple(out[1:]) + (out[0], n), x.dtype)           # [Cout, OH, OW, OD, N]
+    ub = u.reshape(36, p, cout, -1)
+    for c0 in range(0, cout, cb):
+        c1 = min(cout, c0 + cb)
+        m = np.matmul(ub[:, :, c0:c1].reshape(36, p * (c1 - c0), -1), vd)   # [36, P*cb, th*tw*Jd*N]
+        K.wino4_out_phase_into(m, y[c0:c1], th, tw, jd, n, out, s, p0)
+    return y, (st, (cout, th, tw, jd), org, s, tuple(p0))
+
+
+PHASE_WINO_BLOCK = 5 << 18     # 1.25 MiB: at [2, 16, 16^3] -> 32^3 the forward's products and
+# transform 4.0 -> 2.9 ms in blocks of 2 channels (one channel 3.1), at [1, 32, 24^3] 19.3 ->
+# 16.5 ms in blocks of one (4-8 channels, 4-8 MiB, ran slower than no blocks); float32, 1 thread
 
 
 def _phase_wino_backward(gy, state, need_x, need_w):
