@@ -154,21 +154,32 @@ class RNNSequence(Function):
         # add the biases), from a contiguous [T, I, B] copy of x (numpy's stacked matmul ran
         # 1.6x faster on it than on the strided view). The LSTM with matmul_fm forms each
         # block inside its loop, just before the step (OpenBLAS repacks W_ih for every step
-        # of a stacked matmul: 1.4x matmul_fm's time at I=H=256 T=50); else numpy's stacked
-        # matmul forms them all. The LSTM kernel turns each block into the step's gate
+        # of a stacked matmul: 1.4x matmul_fm's time at I=H=256 T=50); the GRU's from batch
+        # 12 come from numpy's stacked matmul. The LSTM kernel turns each block into the step's gate
         # activations in place.
-        xf = np.ascontiguousarray(xt.transpose(0, 2, 1))
         fm = B >= FM_MIN_B
-        xgt = np.empty((T, G * H, B), dt) if lstm and fm else np.matmul(w_ih, xf)
-        st = [np.array(s.T, dt, order="C") for s in states]
-        act = xgt if lstm else np.empty((T, G * H, B), dt)
-        aux = [np.empty((T, H, B), dt) for _ in range(2 if lstm else 1)]  # c, tanh(c) | W_hc h + b_hc
         # the state before each step as batch rows; the LSTM keeps x's rows beside them
         # ([T, B, H + I]: h, then x), so that one product over all steps gives both weight
         # gradients (the kernels read and write the first H columns of each row)
         hp = np.empty((T, B, H + I if lstm else H), dt)
         if lstm:
             hp[:, :, H:] = xt
+        if fm:
+            xf = np.ascontiguousarray(xt.transpose(0, 2, 1))
+            xgt = np.empty((T, G * H, B), dt) if lstm else np.matmul(w_ih, xf)
+        else:
+            # a few batch columns: one product over all steps' rows, then each step's block
+            # transposed (the stacked matmul's T products with B columns each repack W_ih:
+            # 5.5x slower at B=2 T=256 I=512)
+            xf = np.empty((1, 1, 1), dt)
+            rows = hp.reshape(T * B, H + I)[:, H:] if lstm else xt.reshape(T * B, I)
+            xgt = np.empty((T, G * H, B), dt)
+            if T and B:
+                r = np.matmul(rows, w_ih.T).reshape(T, B, G * H)
+                np.copyto(xgt, r.transpose(0, 2, 1))
+        st = [np.array(s.T, dt, order="C") for s in states]
+        act = xgt if lstm else np.empty((T, G * H, B), dt)
+        aux = [np.empty((T, H, B), dt) for _ in range(2 if lstm else 1)]  # c, tanh(c) | W_hc h + b_hc
         y = np.empty(self.x.shape[:2] + (H,), dt)
         gt = np.empty((G * H, B), dt)
         w_hh, bm = np.ascontiguousarray(w_hh), self.batch_major
