@@ -540,9 +540,40 @@ def matmul_wr(w, rt, out):
             o1[b], o1[b + 1], o1[b + 2], o1[b + 3] = s10, s11, s12, s13
             o2[b], o2[b + 1], o2[b + 2], o2[b + 3] = s20, s21, s22, s23
             o3[b], o3[b + 1], o3[b + 2], o3[b + 3] = s30, s31, s32, s33
-    for i in range(M):               # the rows and columns left over by the 4x4 tiles
+        # the columns left over, while the four weight rows are in L1 (a pass of its own
+        # would stream the weights from L3 again: batch 5 took 6x batch 4's time at H=512)
+        o0, o1, o2, o3 = out[i], out[i + 1], out[i + 2], out[i + 3]
+        b = B4
+        if B - b >= 2:               # a 4x2 tile
+            x0, x1 = rt[b], rt[b + 1]
+            s00 = s01 = s10 = s11 = s20 = s21 = s30 = s31 = _ZERO
+            for k in range(K):
+                a0, a1, a2, a3 = w0[k], w1[k], w2[k], w3[k]
+                c0, c1 = x0[k], x1[k]
+                s00 += a0 * c0
+                s01 += a0 * c1
+                s10 += a1 * c0
+                s11 += a1 * c1
+                s20 += a2 * c0
+                s21 += a2 * c1
+                s30 += a3 * c0
+                s31 += a3 * c1
+            o0[b], o0[b + 1], o1[b], o1[b + 1] = s00, s01, s10, s11
+            o2[b], o2[b + 1], o3[b], o3[b + 1] = s20, s21, s30, s31
+            b += 2
+        if b < B:                    # a 4x1 tile
+            x0 = rt[b]
+            s00 = s10 = s20 = s30 = _ZERO
+            for k in range(K):
+                c0 = x0[k]
+                s00 += w0[k] * c0
+                s10 += w1[k] * c0
+                s20 += w2[k] * c0
+                s30 += w3[k] * c0
+            o0[b], o1[b], o2[b], o3[b] = s00, s10, s20, s30
+    for i in range(M4, M):           # the rows left over by the 4-row tiles
         wr, orow = w[i], out[i]
-        for b in range(B4 if i < M4 else 0, B):
+        for b in range(B):
             x = rt[b]
             s = _ZERO
             for k in range(K):
