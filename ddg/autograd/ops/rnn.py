@@ -58,6 +58,8 @@ BWD_KERNEL_MIN_T = 4
 # from this batch size on the recurrent products are matmul_fm (16 batch columns per vector),
 # below it rnn_kernels.matmul_wr (vectorized over k), numpy's matmul for the GRU's forward
 FM_MIN_B = 12
+# below this batch size the LSTM's forward step reads its bias spread over the batch
+LSTM_BIAS_B = 8
 
 
 class RNNSequence(Function):
@@ -192,7 +194,10 @@ class RNNSequence(Function):
         first = order[0] if T and not st[0].any() else None     # W_hh @ 0 is not computed
         nxt = list(order)[1:] + [-1]
         if lstm:
-            bias = b_ih + b_hh
+            # [4H, 1], or [4H, B] below batch 8: the kernel's loop over so few columns would
+            # stay scalar (the forward loop took twice the backward's time at B=2 H=256)
+            bias = (b_ih + b_hh)[:, None]
+            bias = np.ascontiguousarray(np.repeat(bias, B, axis=1) if B < LSTM_BIAS_B else bias)
         else:
             b_ih, b_hh = np.ascontiguousarray(b_ih), np.ascontiguousarray(b_hh)
         if lstm:                           # every step in one compiled call
