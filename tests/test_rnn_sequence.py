@@ -404,10 +404,13 @@ def test_compiled_lstm_weight_gradients(wanted, zero_h0, fm, monkeypatch):
 def test_compiled_loops_small_batches(mode, B, fm, IH, monkeypatch):
     """Batches of 1, 2, 3 and 5 through each recurrent product (matmul_wr's 4x4, 4x2 and
     4x1 tiles, or matmul_fm's masked columns), the input projections of all steps from
-    one product (below FM_MIN_B), and [h_prev | x] rows of 64 floats (padded for
-    matmul_tn), with a zero initial state on odd batches, against the float64 numpy path."""
+    one product (below FM_MIN_B; XPROJ_ONE_MIN lowered for the larger sizes) or numpy's
+    stacked matmul, and [h_prev | x] rows of 64 floats (padded for matmul_tn), with a zero
+    initial state on odd batches, against the float64 numpy path."""
     from ddg.autograd.ops import rnn
     monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_T", 0)
+    if IH[1] > 6:
+        monkeypatch.setattr(rnn, "XPROJ_ONE_MIN", 0)
     monkeypatch.setattr(rnn, "FM_MIN_B", 0 if fm else 1000)
     rng = np.random.default_rng(18)
     arrs = _arrays(rng, mode, 4, B, IH[0], IH[1], B % 2 == 0)

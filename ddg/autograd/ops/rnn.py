@@ -59,6 +59,9 @@ BWD_KERNEL_MIN_T = 4
 # below it rnn_kernels.matmul_wr (vectorized over k; numpy's gemv for the GRU's forward at
 # batch 1)
 FM_MIN_B = 12
+# below FM_MIN_B, the input projections of all steps come from one product (and a transposed
+# copy) from a W_ih of this many elements on (or at batch 1), else from numpy's stacked matmul
+XPROJ_ONE_MIN = 1 << 17
 # below this batch size the LSTM's forward step reads its bias spread over the batch
 LSTM_BIAS_B = 8
 
@@ -158,8 +161,8 @@ class RNNSequence(Function):
         # 1.6x faster on it than on the strided view). The LSTM with matmul_fm forms each
         # block inside its loop, just before the step (OpenBLAS repacks W_ih for every step
         # of a stacked matmul: 1.4x matmul_fm's time at I=H=256 T=50); the GRU's from batch
-        # 12 come from numpy's stacked matmul. The LSTM kernel turns each block into the step's gate
-        # activations in place.
+        # 12 come from numpy's stacked matmul. The LSTM kernel turns each block into the
+        # step's gate activations in place.
         fm = B >= FM_MIN_B
         # the state before each step as batch rows; the LSTM keeps x's rows beside them
         # ([T, B, H + I]: h, then x), so that one product over all steps gives both weight
@@ -171,13 +174,14 @@ class RNNSequence(Function):
         hp = np.empty((T, B, H + I + pad if lstm else H), dt)
         if lstm:
             hp[:, :, H:H + I] = xt
-        if fm:
+        if fm or (B > 1 and G * H * I < XPROJ_ONE_MIN):
             xf = np.ascontiguousarray(xt.transpose(0, 2, 1))
-            xgt = np.empty((T, G * H, B), dt) if lstm else np.matmul(w_ih, xf)
+            xgt = np.empty((T, G * H, B), dt) if lstm and fm else np.matmul(w_ih, xf)
         else:
-            # a few batch columns: one product over all steps' rows, then each step's block
-            # transposed (the stacked matmul's T products with B columns each repack W_ih:
-            # 5.5x slower at B=2 T=256 I=512)
+            # a few batch columns and a large W_ih: one product over all steps' rows, then
+            # each step's block transposed (the stacked matmul's T products with B columns
+            # each repack W_ih: 5.5x slower at B=2 T=256 I=512; with a small W_ih the
+            # transposed copy costs more than the repacking saves, 2.4x at B=4 H=I=128)
             xf = np.empty((1, 1, 1), dt)
             rows = hp.reshape(T * B, hp.shape[2])[:, H:H + I] if lstm else xt.reshape(T * B, I)
             xgt = np.empty((T, G * H, B), dt)
