@@ -512,14 +512,66 @@ def matmul_fm(a, x, out):
 # With a few batch columns the tiles above waste most of their 16 lanes (a quarter used at
 # batch 4); ``matmul_wr`` vectorizes over k instead, each 4x4 output tile 16 dot products
 # of a weight row with a row of ``rt``, the right-hand side as batch rows (the state and
-# gate gradients the step kernels save for the weight gradients), summed in registers.
+# gate gradients the step kernels save for the weight gradients), summed in registers;
+# the columns past the last multiple of 4 in 4x2 and 4x1 tiles while the weight rows are in
+# L1, batches 1 and 2 in 8-row tiles.
 @numba.njit(**_OPTS)   # also called by the whole-sequence loops below
 def matmul_wr(w, rt, out):
     """``out [M, B] = w [M, K] @ rt[:, :K].T`` (``rt`` ``[B, >= K]``)."""
     M, K = w.shape
     B = rt.shape[0]
     M4, B4 = M - M % 4, B - B % 4
-    for i in range(0, M4, 4):
+    if B == 1:                       # 8x1 tiles: 9 loads per 8 multiply-adds
+        M4 = M - M % 8
+        x0 = rt[0]
+        for i in range(0, M4, 8):
+            w0, w1, w2, w3, w4, w5, w6, w7 = w[i], w[i + 1], w[i + 2], w[i + 3], w[i + 4], w[i + 5], w[i + 6], \
+                w[i + 7]
+            s00 = s10 = s20 = s30 = s40 = s50 = s60 = s70 = _ZERO
+            for k in range(K):
+                c0 = x0[k]
+                s00 += w0[k] * c0
+                s10 += w1[k] * c0
+                s20 += w2[k] * c0
+                s30 += w3[k] * c0
+                s40 += w4[k] * c0
+                s50 += w5[k] * c0
+                s60 += w6[k] * c0
+                s70 += w7[k] * c0
+            out[i, 0], out[i + 1, 0], out[i + 2, 0], out[i + 3, 0] = s00, s10, s20, s30
+            out[i + 4, 0], out[i + 5, 0], out[i + 6, 0], out[i + 7, 0] = s40, s50, s60, s70
+    if B == 2:                       # 8x2 tiles: 10 loads per 16 multiply-adds
+        M4 = M - M % 8
+        x0, x1 = rt[0], rt[1]
+        for i in range(0, M4, 8):
+            w0, w1, w2, w3, w4, w5, w6, w7 = w[i], w[i + 1], w[i + 2], w[i + 3], w[i + 4], w[i + 5], w[i + 6], \
+                w[i + 7]
+            s00 = s10 = s20 = s30 = s40 = s50 = s60 = s70 = _ZERO
+            s01 = s11 = s21 = s31 = s41 = s51 = s61 = s71 = _ZERO
+            for k in range(K):
+                c0, c1 = x0[k], x1[k]
+                a0, a1, a2, a3, a4, a5, a6, a7 = w0[k], w1[k], w2[k], w3[k], w4[k], w5[k], w6[k], w7[k]
+                s00 += a0 * c0
+                s01 += a0 * c1
+                s10 += a1 * c0
+                s11 += a1 * c1
+                s20 += a2 * c0
+                s21 += a2 * c1
+                s30 += a3 * c0
+                s31 += a3 * c1
+                s40 += a4 * c0
+                s41 += a4 * c1
+                s50 += a5 * c0
+                s51 += a5 * c1
+                s60 += a6 * c0
+                s61 += a6 * c1
+                s70 += a7 * c0
+                s71 += a7 * c1
+            out[i, 0], out[i + 1, 0], out[i + 2, 0], out[i + 3, 0] = s00, s10, s20, s30
+            out[i + 4, 0], out[i + 5, 0], out[i + 6, 0], out[i + 7, 0] = s40, s50, s60, s70
+            out[i, 1], out[i + 1, 1], out[i + 2, 1], out[i + 3, 1] = s01, s11, s21, s31
+            out[i + 4, 1], out[i + 5, 1], out[i + 6, 1], out[i + 7, 1] = s41, s51, s61, s71
+    for i in range(0, M4 if B > 2 else 0, 4):
         w0, w1, w2, w3 = w[i], w[i + 1], w[i + 2], w[i + 3]
         for b in range(0, B4, 4):
             x0, x1, x2, x3 = rt[b], rt[b + 1], rt[b + 2], rt[b + 3]
@@ -580,7 +632,7 @@ def matmul_wr(w, rt, out):
                 s20 += w2[k] * c0
                 s30 += w3[k] * c0
             o0[b], o1[b], o2[b], o3[b] = s00, s10, s20, s30
-    for i in range(M4, M):           # the rows left over by the 4-row tiles
+    for i in range(M4, M):           # the rows left over by the 4- or 8-row tiles
         wr, orow = w[i], out[i]
         for b in range(B):
             x = rt[b]

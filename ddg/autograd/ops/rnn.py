@@ -56,8 +56,7 @@ COMPILED = {"LSTM", "GRU"}
 # short sequences.
 BWD_KERNEL_MIN_T = 4
 # from this batch size on the recurrent products are matmul_fm (16 batch columns per vector),
-# below it rnn_kernels.matmul_wr (vectorized over k; numpy's gemv for the GRU's forward at
-# batch 1)
+# below it rnn_kernels.matmul_wr (vectorized over k)
 FM_MIN_B = 12
 # below FM_MIN_B, the input projections of all steps come from one product (and a transposed
 # copy) from a W_ih of this many elements on (or at batch 1), else from numpy's stacked matmul
@@ -215,10 +214,8 @@ class RNNSequence(Function):
                     gt.fill(0)
                 elif fm:
                     K.matmul_fm(w_hh, st[0], gt)
-                elif B > 1:              # on the state saved as batch rows
+                else:                    # on the state saved as batch rows
                     K.matmul_wr(w_hh, hp[t], gt)
-                else:                    # numpy's gemv (matmul_wr's 4x1 tiles: 1.2-1.3x its time)
-                    np.matmul(w_hh, st[0], out=gt)
                 K.gru_step_forward(gt, xgt, b_ih, b_hh, t, tn, valid, has_mask, st[0], act, aux[0], hp, y, bm)
         self.h0_zero = first is not None
         self.states, self.order, self.valid, self.has_mask = states, order, valid, has_mask
