@@ -270,7 +270,8 @@ def test_compiled_recurrent_product_and_transpose():
                     want = a2.T @ x[:, c:c + o.shape[1]]
                     tol = 1e-5 * (np.abs(a2.T) @ np.abs(x[:, c:c + o.shape[1]])).max(initial=0)
                     assert np.abs(o - want).max(initial=0) <= tol
-    for m, k, b in ((24, 6, 4), (18, 7, 5), (3, 1, 2), (40, 33, 16), (17, 9, 47), (8, 1, 32), (5, 0, 3)):
+    for m, k, b in ((24, 6, 4), (18, 7, 5), (3, 1, 2), (40, 33, 16), (17, 9, 47), (8, 1, 32), (5, 0, 3), (19, 9, 1),
+                    (21, 10, 2), (16, 5, 2), (8, 3, 1), (6, 4, 1)):
         w, r = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, b)).astype(np.float32)
         out = np.full((m, b), np.nan, np.float32)
         rnn_kernels.matmul_fm(w, r, out)
@@ -397,3 +398,30 @@ def test_compiled_lstm_weight_gradients(wanted, zero_h0, fm, monkeypatch):
         for g, r in zip(res[np.float32], res[np.float64]):
             assert g.dtype == np.float32 and g.shape == r.shape and g.flags.c_contiguous
             np.testing.assert_allclose(g, r, rtol=0, atol=2e-6 * (np.abs(r).max() + 1))
+
+
+@pytest.mark.parametrize("mode,B,fm,IH", list(itertools.product(("LSTM", "GRU"), (1, 2, 3, 5), (False, True),
+                                                                   ((5, 6), (24, 40)))))
+def test_compiled_loops_small_batches(mode, B, fm, IH, monkeypatch):
+    """Batches of 1, 2, 3 and 5 through each recurrent product (matmul_wr's 4x4, 4x2 and
+    4x1 tiles, or matmul_fm's masked columns), the input projections of all steps from
+    one product (below FM_MIN_B; XPROJ_ONE_MIN lowered for the larger sizes) or numpy's
+    stacked matmul, and [h_prev | x] rows of 64 floats (padded for matmul_tn), with a zero
+    initial state on odd batches, against the float64 numpy path."""
+    from ddg.autograd.ops import rnn
+    monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_T", 0)
+    if IH[1] > 6:
+        monkeypatch.setattr(rnn, "XPROJ_ONE_MIN", 0)
+    monkeypatch.setattr(rnn, "FM_MIN_B", 0 if fm else 1000)
+    rng = np.random.default_rng(18)
+    arrs = _arrays(rng, mode, 4, B, IH[0], IH[1], B % 2 == 0)
+    if B % 2:
+        arrs[1] = np.zeros_like(arrs[1])
+        if mode == "LSTM":
+            arrs[2] = np.zeros_like(arrs[2])
+    lens = np.arange(B) % 4 + 1 if B > 2 else None
+    got = _seq_run(mode, arrs, np.float32, B == 3, B % 2 == 0, lens)
+    ref = _seq_run(mode, arrs, np.float64, B == 3, B % 2 == 0, lens)
+    for g, r in zip(got, ref):
+        assert g.dtype == np.float32 and g.shape == r.shape
+        np.testing.assert_allclose(g, r, rtol=0, atol=2e-6 * (np.abs(r).max() + 1))

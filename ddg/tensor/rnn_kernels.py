@@ -148,8 +148,9 @@ def tanh_f32(x, out):
 @numba.njit(**_OPTS)   # also called by the whole-sequence loops below
 def lstm_step_forward(gt, bias, t, tn, valid, has_mask, ht, ct, act, cs, tcs, hp_next, y, bm):
     """Step t of an LSTM, feature-major: ``gt`` ``[4H, B]`` holds ``W_hh @ h``, ``act[t]``
-    (``act`` ``[T, 4H, B]``) the step's input projections, ``bias`` ``[4H]`` the sum of both
-    biases (gates i, f, g, o); ``ht``, ``ct`` ``[H, B]`` hold the state before the step and
+    (``act`` ``[T, 4H, B]``) the step's input projections, ``bias`` ``[4H, 1]`` the sum of both
+    biases (gates i, f, g, o), or ``[4H, B]`` that sum in every column (a few batch columns:
+    the loop over them would stay scalar); ``ht``, ``ct`` ``[H, B]`` hold the state before the step and
     are updated in place. Replaces ``act[t]`` by the gate activations (in place: a step
     reads and writes the same cache lines, not a second buffer) and writes the cell state
     ``cs[t]``, ``tanh(c)``
@@ -158,12 +159,20 @@ def lstm_step_forward(gt, bias, t, tn, valid, has_mask, ht, ct, act, cs, tcs, hp
     H, B = ht.shape
     n = H * B
     at = act[t]
-    for j in range(4 * H):           # sigmoid(x) = tanh(x/2)/2 + 1/2 on i, f, o; tanh on g
-        s = _ONE if 2 * H <= j < 3 * H else _HALF
-        ar, gr, bj = at[j], gt[j], bias[j]
-        for b in range(B):
-            ar[b] = _tanh((gr[b] + (ar[b] + bj)) * s) * s + (_ONE - s)
     a = at.reshape(4 * n)
+    # sigmoid(x) = tanh(x/2)/2 + 1/2 on i, f, o; tanh on g
+    if bias.shape[1] == B and B > 1:     # the bias spread over the batch: one flat loop per gate
+        g, bb = gt.reshape(4 * n), bias.reshape(4 * n)
+        for q in range(4):
+            s = _ONE if q == 2 else _HALF
+            for k in range(q * n, (q + 1) * n):
+                a[k] = _tanh((g[k] + (a[k] + bb[k])) * s) * s + (_ONE - s)
+    else:                                # a loop over the batch per feature row
+        for j in range(4 * H):
+            s = _ONE if 2 * H <= j < 3 * H else _HALF
+            ar, gr, bj = at[j], gt[j], bias[j, 0]
+            for b in range(B):
+                ar[b] = _tanh((gr[b] + (ar[b] + bj)) * s) * s + (_ONE - s)
     cp, hp, c, tc = ct.reshape(n), ht.reshape(n), cs[t].reshape(n), tcs[t].reshape(n)
     for k in range(n):
         c[k] = a[n + k] * cp[k] + a[k] * a[2 * n + k]
@@ -503,14 +512,66 @@ def matmul_fm(a, x, out):
 # With a few batch columns the tiles above waste most of their 16 lanes (a quarter used at
 # batch 4); ``matmul_wr`` vectorizes over k instead, each 4x4 output tile 16 dot products
 # of a weight row with a row of ``rt``, the right-hand side as batch rows (the state and
-# gate gradients the step kernels save for the weight gradients), summed in registers.
+# gate gradients the step kernels save for the weight gradients), summed in registers;
+# the columns past the last multiple of 4 in 4x2 and 4x1 tiles while the weight rows are in
+# L1, batches 1 and 2 in 8-row tiles.
 @numba.njit(**_OPTS)   # also called by the whole-sequence loops below
 def matmul_wr(w, rt, out):
     """``out [M, B] = w [M, K] @ rt[:, :K].T`` (``rt`` ``[B, >= K]``)."""
     M, K = w.shape
     B = rt.shape[0]
     M4, B4 = M - M % 4, B - B % 4
-    for i in range(0, M4, 4):
+    if B == 1:                       # 8x1 tiles: 9 loads per 8 multiply-adds
+        M4 = M - M % 8
+        x0 = rt[0]
+        for i in range(0, M4, 8):
+            w0, w1, w2, w3, w4, w5, w6, w7 = w[i], w[i + 1], w[i + 2], w[i + 3], w[i + 4], w[i + 5], w[i + 6], \
+                w[i + 7]
+            s00 = s10 = s20 = s30 = s40 = s50 = s60 = s70 = _ZERO
+            for k in range(K):
+                c0 = x0[k]
+                s00 += w0[k] * c0
+                s10 += w1[k] * c0
+                s20 += w2[k] * c0
+                s30 += w3[k] * c0
+                s40 += w4[k] * c0
+                s50 += w5[k] * c0
+                s60 += w6[k] * c0
+                s70 += w7[k] * c0
+            out[i, 0], out[i + 1, 0], out[i + 2, 0], out[i + 3, 0] = s00, s10, s20, s30
+            out[i + 4, 0], out[i + 5, 0], out[i + 6, 0], out[i + 7, 0] = s40, s50, s60, s70
+    if B == 2:                       # 8x2 tiles: 10 loads per 16 multiply-adds
+        M4 = M - M % 8
+        x0, x1 = rt[0], rt[1]
+        for i in range(0, M4, 8):
+            w0, w1, w2, w3, w4, w5, w6, w7 = w[i], w[i + 1], w[i + 2], w[i + 3], w[i + 4], w[i + 5], w[i + 6], \
+                w[i + 7]
+            s00 = s10 = s20 = s30 = s40 = s50 = s60 = s70 = _ZERO
+            s01 = s11 = s21 = s31 = s41 = s51 = s61 = s71 = _ZERO
+            for k in range(K):
+                c0, c1 = x0[k], x1[k]
+                a0, a1, a2, a3, a4, a5, a6, a7 = w0[k], w1[k], w2[k], w3[k], w4[k], w5[k], w6[k], w7[k]
+                s00 += a0 * c0
+                s01 += a0 * c1
+                s10 += a1 * c0
+                s11 += a1 * c1
+                s20 += a2 * c0
+                s21 += a2 * c1
+                s30 += a3 * c0
+                s31 += a3 * c1
+                s40 += a4 * c0
+                s41 += a4 * c1
+                s50 += a5 * c0
+                s51 += a5 * c1
+                s60 += a6 * c0
+                s61 += a6 * c1
+                s70 += a7 * c0
+                s71 += a7 * c1
+            out[i, 0], out[i + 1, 0], out[i + 2, 0], out[i + 3, 0] = s00, s10, s20, s30
+            out[i + 4, 0], out[i + 5, 0], out[i + 6, 0], out[i + 7, 0] = s40, s50, s60, s70
+            out[i, 1], out[i + 1, 1], out[i + 2, 1], out[i + 3, 1] = s01, s11, s21, s31
+            out[i + 4, 1], out[i + 5, 1], out[i + 6, 1], out[i + 7, 1] = s41, s51, s61, s71
+    for i in range(0, M4 if B > 2 else 0, 4):
         w0, w1, w2, w3 = w[i], w[i + 1], w[i + 2], w[i + 3]
         for b in range(0, B4, 4):
             x0, x1, x2, x3 = rt[b], rt[b + 1], rt[b + 2], rt[b + 3]
@@ -540,9 +601,40 @@ def matmul_wr(w, rt, out):
             o1[b], o1[b + 1], o1[b + 2], o1[b + 3] = s10, s11, s12, s13
             o2[b], o2[b + 1], o2[b + 2], o2[b + 3] = s20, s21, s22, s23
             o3[b], o3[b + 1], o3[b + 2], o3[b + 3] = s30, s31, s32, s33
-    for i in range(M):               # the rows and columns left over by the 4x4 tiles
+        # the columns left over, while the four weight rows are in L1 (a pass of its own
+        # would stream the weights from L3 again: batch 5 took 6x batch 4's time at H=512)
+        o0, o1, o2, o3 = out[i], out[i + 1], out[i + 2], out[i + 3]
+        b = B4
+        if B - b >= 2:               # a 4x2 tile
+            x0, x1 = rt[b], rt[b + 1]
+            s00 = s01 = s10 = s11 = s20 = s21 = s30 = s31 = _ZERO
+            for k in range(K):
+                a0, a1, a2, a3 = w0[k], w1[k], w2[k], w3[k]
+                c0, c1 = x0[k], x1[k]
+                s00 += a0 * c0
+                s01 += a0 * c1
+                s10 += a1 * c0
+                s11 += a1 * c1
+                s20 += a2 * c0
+                s21 += a2 * c1
+                s30 += a3 * c0
+                s31 += a3 * c1
+            o0[b], o0[b + 1], o1[b], o1[b + 1] = s00, s01, s10, s11
+            o2[b], o2[b + 1], o3[b], o3[b + 1] = s20, s21, s30, s31
+            b += 2
+        if b < B:                    # a 4x1 tile
+            x0 = rt[b]
+            s00 = s10 = s20 = s30 = _ZERO
+            for k in range(K):
+                c0 = x0[k]
+                s00 += w0[k] * c0
+                s10 += w1[k] * c0
+                s20 += w2[k] * c0
+                s30 += w3[k] * c0
+            o0[b], o1[b], o2[b], o3[b] = s00, s10, s20, s30
+    for i in range(M4, M):           # the rows left over by the 4- or 8-row tiles
         wr, orow = w[i], out[i]
-        for b in range(B4 if i < M4 else 0, B):
+        for b in range(B):
             x = rt[b]
             s = _ZERO
             for k in range(K):

@@ -56,8 +56,13 @@ COMPILED = {"LSTM", "GRU"}
 # short sequences.
 BWD_KERNEL_MIN_T = 4
 # from this batch size on the recurrent products are matmul_fm (16 batch columns per vector),
-# below it rnn_kernels.matmul_wr (vectorized over k), numpy's matmul for the GRU's forward
+# below it rnn_kernels.matmul_wr (vectorized over k)
 FM_MIN_B = 12
+# below FM_MIN_B, the input projections of all steps come from one product (and a transposed
+# copy) from a W_ih of this many elements on (or at batch 1), else from numpy's stacked matmul
+XPROJ_ONE_MIN = 1 << 17
+# below this batch size the LSTM's forward step reads its bias spread over the batch
+LSTM_BIAS_B = 4
 
 
 class RNNSequence(Function):
@@ -154,21 +159,37 @@ class RNNSequence(Function):
         # add the biases), from a contiguous [T, I, B] copy of x (numpy's stacked matmul ran
         # 1.6x faster on it than on the strided view). The LSTM with matmul_fm forms each
         # block inside its loop, just before the step (OpenBLAS repacks W_ih for every step
-        # of a stacked matmul: 1.4x matmul_fm's time at I=H=256 T=50); else numpy's stacked
-        # matmul forms them all. The LSTM kernel turns each block into the step's gate
-        # activations in place.
-        xf = np.ascontiguousarray(xt.transpose(0, 2, 1))
+        # of a stacked matmul: 1.4x matmul_fm's time at I=H=256 T=50); the GRU's from batch
+        # 12 come from numpy's stacked matmul. The LSTM kernel turns each block into the
+        # step's gate activations in place.
         fm = B >= FM_MIN_B
-        xgt = np.empty((T, G * H, B), dt) if lstm and fm else np.matmul(w_ih, xf)
+        # the state before each step as batch rows; the LSTM keeps x's rows beside them
+        # ([T, B, H + I]: h, then x), so that one product over all steps gives both weight
+        # gradients (the kernels read and write the first H columns of each row). Rows of a
+        # multiple of 64 floats get 16 more (unused): matmul_tn reads a column block down
+        # 256 rows, which at a stride of 4 KB (H = I = 512) all fall in one L1 set (1.5x
+        # slower)
+        pad = 16 if lstm and (H + I) % 64 == 0 else 0
+        hp = np.empty((T, B, H + I + pad if lstm else H), dt)
+        if lstm:
+            hp[:, :, H:H + I] = xt
+        if fm or (B > 1 and G * H * I < XPROJ_ONE_MIN):
+            xf = np.ascontiguousarray(xt.transpose(0, 2, 1))
+            xgt = np.empty((T, G * H, B), dt) if lstm and fm else np.matmul(w_ih, xf)
+        else:
+            # a few batch columns and a large W_ih: one product over all steps' rows, then
+            # each step's block transposed (the stacked matmul's T products with B columns
+            # each repack W_ih: 5.5x slower at B=2 T=256 I=512; with a small W_ih the
+            # transposed copy costs more than the repacking saves, 2.4x at B=4 H=I=128)
+            xf = np.empty((1, 1, 1), dt)
+            rows = hp.reshape(T * B, hp.shape[2])[:, H:H + I] if lstm else xt.reshape(T * B, I)
+            xgt = np.empty((T, G * H, B), dt)
+            if T and B:
+                r = np.matmul(rows, w_ih.T).reshape(T, B, G * H)
+                np.copyto(xgt, r.transpose(0, 2, 1))
         st = [np.array(s.T, dt, order="C") for s in states]
         act = xgt if lstm else np.empty((T, G * H, B), dt)
         aux = [np.empty((T, H, B), dt) for _ in range(2 if lstm else 1)]  # c, tanh(c) | W_hc h + b_hc
-        # the state before each step as batch rows; the LSTM keeps x's rows beside them
-        # ([T, B, H + I]: h, then x), so that one product over all steps gives both weight
-        # gradients (the kernels read and write the first H columns of each row)
-        hp = np.empty((T, B, H + I if lstm else H), dt)
-        if lstm:
-            hp[:, :, H:] = xt
         y = np.empty(self.x.shape[:2] + (H,), dt)
         gt = np.empty((G * H, B), dt)
         w_hh, bm = np.ascontiguousarray(w_hh), self.batch_major
@@ -177,7 +198,10 @@ class RNNSequence(Function):
         first = order[0] if T and not st[0].any() else None     # W_hh @ 0 is not computed
         nxt = list(order)[1:] + [-1]
         if lstm:
-            bias = b_ih + b_hh
+            # [4H, 1], or [4H, B] at batch 2 and 3: the kernel's loop over so few columns would
+            # stay scalar (the forward loop took twice the backward's time at B=2 H=256)
+            bias = (b_ih + b_hh)[:, None]
+            bias = np.ascontiguousarray(np.repeat(bias, B, axis=1) if B < LSTM_BIAS_B else bias)
         else:
             b_ih, b_hh = np.ascontiguousarray(b_ih), np.ascontiguousarray(b_hh)
         if lstm:                           # every step in one compiled call
@@ -190,8 +214,8 @@ class RNNSequence(Function):
                     gt.fill(0)
                 elif fm:
                     K.matmul_fm(w_hh, st[0], gt)
-                else:
-                    np.matmul(w_hh, st[0], out=gt)
+                else:                    # on the state saved as batch rows
+                    K.matmul_wr(w_hh, hp[t], gt)
                 K.gru_step_forward(gt, xgt, b_ih, b_hh, t, tn, valid, has_mask, st[0], act, aux[0], hp, y, bm)
         self.h0_zero = first is not None
         self.states, self.order, self.valid, self.has_mask = states, order, valid, has_mask
@@ -312,7 +336,7 @@ class RNNSequence(Function):
         if not (needs[k] or needs[k + 1]):
             return
         dt = dpt.dtype
-        hx = self.hp.reshape(T * B, H + I)
+        hx = self.hp.reshape(T * B, self.hp.shape[2])      # [h_prev | x | padding]
         steps, first = slice(0, T), None
         if self.h0_zero and needs[k + 1] and T:   # the step whose previous state is h0 = 0 adds nothing to dW_hh
             first = T - 1 if self.reverse else 0
@@ -322,7 +346,7 @@ class RNNSequence(Function):
         K.matmul_tn(dpt[steps], fmaj, hx[steps.start * B:steps.stop * B], dw_hh, H, dw_ih)
         if needs[k] and first is not None:
             g = dpt[first] if fmaj else dpt[first].T             # [4H, B]
-            dw_ih += g @ hx[first * B:(first + 1) * B, H:]
+            dw_ih += g @ hx[first * B:(first + 1) * B, H:H + I]
         out[k] = dw_ih if needs[k] else None
         out[k + 1] = dw_hh if needs[k + 1] else None
 
