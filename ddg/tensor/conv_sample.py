@@ -4,8 +4,8 @@ Per sample, the columns of its windows (``[C*kh*kw, OH*OW]``, the padding read a
 without a padded copy) are gathered by one compiled pass while the sample is in cache, and
 one product ``W [O, C*kh*kw] @ cols`` writes the sample's output plane block straight into
 the NCHW result. Backward takes the output gradient in the same NCHW layout: the weight
-gradient is a sum of per-sample products ``gy[n] @ cols[n]^T``. It serves a network's
-first layer, whose input needs no gradient.
+gradient is a sum of per-sample products ``gy[n] @ cols[n]^T``, the input gradient per
+sample ``W^T @ gy[n]`` scattered back by the adjoint pass.
 
 The batch-innermost im2col of ``ops/conv.py`` builds one matrix for the whole batch, which
 needs the input, output and output gradient transposed to ``[C, H, W, N]``; with few input
@@ -58,6 +58,37 @@ def _gather(x, cols, geom):
                 r += 1
 
 
+@kernel
+def _scatter_add(cols, gx, geom):
+    """The adjoint of ``_gather``: ``cols`` [C*kh*kw, OH*OW] summed into the sample's input
+    gradient ``gx`` [C, H, W] (entries that fall on the padding are dropped)."""
+    kh, kw, oh, ow, sh, sw, dh, dw, pt, pl = geom
+    c_n, h, w = gx.shape
+    r = 0
+    for c in range(c_n):
+        for i in range(kh):
+            for j in range(kw):
+                row = cols[r]
+                off = j * dw - pl
+                lo = 0 if off >= 0 else min(ow, (-off + sw - 1) // sw)
+                hi = 0 if w - 1 - off < 0 else min(ow, (w - 1 - off) // sw + 1)
+                hi = max(hi, lo)
+                for y in range(oh):
+                    iy = y * sh + i * dh - pt
+                    if iy < 0 or iy >= h:
+                        continue
+                    src = row[y * ow + lo:y * ow + hi]
+                    if sw == 1:
+                        dst = gx[c, iy, lo + off:hi + off]
+                        for q in range(hi - lo):
+                            dst[q] += src[q]
+                    else:
+                        dst = gx[c, iy, lo * sw + off:]
+                        for q in range(hi - lo):
+                            dst[q * sw] += src[q]
+                r += 1
+
+
 #: columns per product: OpenBLAS ran the products with a few-row weight (16 x 27) at ~40
 #: GFLOP/s over a sample's 4096 columns and at 75-87 over blocks of 1024 (the block of
 #: columns stays in L2 while it is packed)
@@ -71,15 +102,15 @@ def usable(x, w, groups):
             and x.dtype in (np.float32, np.float64) and x.flags.c_contiguous)
 
 
-def pays(x, w, groups, oh, ow, x_grad):
-    """Whether the convolution takes this path: a network's first layer (an input without
-    gradient, at most 4 channels, outputs of at least 32x32), where it ran 0.3-0.9x the time
-    of the batch-innermost im2col (forward + weight gradient, 1-3 channels, 3x3 to 7x7
-    stride 1-2, 32-128 px). On smaller outputs the per-sample calls cost more than they save
-    (LeNet's 1 -> 6 channel 5x5 on 24x24 outputs, batch 64: 1.5x). Inputs that need a
-    gradient with few channels go to the whole-plane loop instead, wider ones to the paths
-    built for them."""
-    return not x_grad and x.shape[1] <= 4 and oh * ow >= 1024 and usable(x, w, groups)
+def pays(x, w, groups, oh, ow):
+    """Whether the convolution takes this path: at most 4 input channels (a network's first
+    layer, a stem) and outputs of at least 32x32. Forward + weight gradient ran 0.3-0.9x the
+    time of the batch-innermost im2col (1-3 channels, 3x3 to 7x7, stride 1-2, 32-128 px);
+    with an input gradient, strided stems 0.6-0.9x (3 channels, 3x3 and 7x7 stride 2 on 64
+    px); stride-1 inputs with a gradient and few channels reach the whole-plane loop first.
+    On smaller outputs the per-sample calls cost more than they save (LeNet's 1 -> 6
+    channel 5x5 on 24x24 outputs, batch 64: 1.5x)."""
+    return x.shape[1] <= 4 and oh * ow >= 1024 and usable(x, w, groups)
 
 
 def forward(x, w, b, stride, pads, dilation, oh, ow):
@@ -101,21 +132,26 @@ def forward(x, w, b, stride, pads, dilation, oh, ow):
 
 
 def backward(state, gy, need_x, need_w):
-    """The weight gradient (None where not needed) from the output gradient ``gy`` (any
-    layout; copied to NCHW when it is not). The path is only chosen for inputs without
-    gradient (``pays``), so there is no input gradient to compute."""
-    if need_x:
-        raise RuntimeError("conv_sample: chosen for an input that needs a gradient")
+    """Input and weight gradients (None where not needed) from the output gradient ``gy``
+    (any layout; copied to NCHW when it is not)."""
     cols, w, geom, x_shape = state
     n = x_shape[0]
     o = w.shape[0]
-    if not need_w:
-        return None, None
     g3 = np.ascontiguousarray(gy, dtype=w.dtype).reshape(n, o, -1)
-    acc = np.zeros((o, cols.shape[1]), w.dtype)
-    part = np.empty_like(acc)
-    for i in range(n):
-        for p0 in range(0, cols.shape[2], CHUNK):
-            np.matmul(g3[i, :, p0:p0 + CHUNK], cols[i, :, p0:p0 + CHUNK].T, out=part)
-            acc += part
-    return None, acc.reshape(w.shape)
+    gx = gw = None
+    if need_w:
+        acc = np.zeros((o, cols.shape[1]), w.dtype)
+        part = np.empty_like(acc)
+        for i in range(n):
+            for p0 in range(0, cols.shape[2], CHUNK):
+                np.matmul(g3[i, :, p0:p0 + CHUNK], cols[i, :, p0:p0 + CHUNK].T, out=part)
+                acc += part
+        gw = acc.reshape(w.shape)
+    if need_x:
+        wt = np.ascontiguousarray(w.reshape(o, -1).T)
+        gx = np.zeros(x_shape, w.dtype)
+        gc = np.empty(cols.shape[1:], w.dtype)
+        for i in range(n):
+            np.matmul(wt, g3[i], out=gc)
+            _scatter_add(gc, gx[i], geom)
+    return gx, gw
