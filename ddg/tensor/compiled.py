@@ -23,6 +23,9 @@ How a kernel is written and used::
   last rename wins; a reader never sees half a file.
 - **One thread** per kernel (no ``parallel=True``): ranks already fill the cores, and the
   BLAS thread count of the benchmarks is the kernel's too.
+- **Helpers** shared by kernels: ``@jitable`` on a module-level function makes it callable
+  from kernels (numba's ``register_jitable``, compiled into each caller). It is registered
+  when the first kernel compiles, so a module of kernels still imports without numba.
 - **IEEE semantics kept**: the default fast-math flags allow contraction, reassociation and
   approximate functions but not ``nnan``/``ninf``, so NaN and infinity propagate as they do in
   numpy (``FLAGS_check_nan_inf`` and AMP's overflow checks rely on it).
@@ -41,6 +44,23 @@ def _numba():
     return numba
 
 
+_helpers = []    # @jitable functions not yet registered with numba
+
+
+def jitable(fn):
+    """Mark a module-level helper that kernels call; returns ``fn`` itself (still plain
+    Python where Python calls it)."""
+    _helpers.append(fn)
+    return fn
+
+
+def _register_helpers():
+    if _helpers:
+        from numba.extending import register_jitable  # noqa: PLC0415 - with the first kernel
+        while _helpers:
+            register_jitable(_helpers.pop())
+
+
 def kernel(fn=None, **options):
     """Decorate a module-level function as a lazily compiled, disk-cached numba kernel.
     ``options`` go to ``numba.njit`` (defaults: ``cache=True``, ``fastmath=FASTMATH``,
@@ -57,6 +77,7 @@ def kernel(fn=None, **options):
         if not compiled:
             with _lock:
                 if not compiled:
+                    _register_helpers()
                     compiled.append(_numba().njit(**opts)(fn))
         return compiled[0](*args)
 
