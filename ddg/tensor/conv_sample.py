@@ -14,7 +14,15 @@ column matrix, kh*kw times the image and far out of cache, were most of the time
 """
 import numpy as np
 
-from .compiled import kernel
+from .compiled import jitable, kernel
+
+
+@jitable
+def _inside(off, sw, ow, w):
+    """The output columns ``[lo, hi)`` whose input column ``x*sw + off`` lies in ``[0, w)``."""
+    lo = 0 if off >= 0 else min(ow, (-off + sw - 1) // sw)
+    hi = 0 if w - 1 - off < 0 else min(ow, (w - 1 - off) // sw + 1)
+    return lo, max(hi, lo)
 
 
 @kernel
@@ -30,9 +38,7 @@ def _gather(x, cols, geom):
             for j in range(kw):
                 row = cols[r]
                 off = j * dw - pl
-                lo = 0 if off >= 0 else min(ow, (-off + sw - 1) // sw)      # first x with x*sw + off >= 0
-                hi = 0 if w - 1 - off < 0 else min(ow, (w - 1 - off) // sw + 1)
-                hi = max(hi, lo)
+                lo, hi = _inside(off, sw, ow, w)
                 for y in range(oh):
                     seg = row[y * ow:(y + 1) * ow]
                     iy = y * sh + i * dh - pt
@@ -70,9 +76,7 @@ def _scatter_add(cols, gx, geom):
             for j in range(kw):
                 row = cols[r]
                 off = j * dw - pl
-                lo = 0 if off >= 0 else min(ow, (-off + sw - 1) // sw)
-                hi = 0 if w - 1 - off < 0 else min(ow, (w - 1 - off) // sw + 1)
-                hi = max(hi, lo)
+                lo, hi = _inside(off, sw, ow, w)
                 for y in range(oh):
                     iy = y * sh + i * dh - pt
                     if iy < 0 or iy >= h:
