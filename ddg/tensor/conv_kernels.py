@@ -23,7 +23,7 @@ check, which otherwise keeps the loop scalar: measured 5x).
 """
 import numpy as np
 
-from .compiled import kernel
+from .compiled import jitable, kernel
 
 
 @kernel
@@ -783,6 +783,86 @@ def direct_backward(x4, w, gy, groups, stride, dilation, need_x, need_w):
 # rows, then one pass interleaves them into the image row. Measured on one row of 14 to 112
 # tiles, the column pass went 1.46 -> 0.66 ms (N = 2), 1.17 -> 0.64 (N = 4), 0.94 -> 0.55
 # (N = 16), per 1200 rows.
+@jitable
+def _split4(row, d, n, u, t01, t23):
+    """A row of pixels (``n`` values each) split by column modulo 4: ``d[k]`` [tiles*n] gets
+    pixels 4*tx + k, for ``t01`` tiles into ``d[0]``, ``d[1]`` and ``t23`` into ``d[2]``,
+    ``d[3]``. ``u``: 8-byte words per pixel; at 1 and 2 the pixels move as int64 words."""
+    if u == 1:
+        s64, e64 = row.view(np.int64), d.view(np.int64)
+        e0, e1, e2, e3 = e64[0], e64[1], e64[2], e64[3]
+        for tx in range(t01):
+            e0[tx] = s64[4 * tx]
+            e1[tx] = s64[4 * tx + 1]
+        for tx in range(t23):
+            e2[tx] = s64[4 * tx + 2]
+            e3[tx] = s64[4 * tx + 3]
+    elif u == 2:
+        s64, e64 = row.view(np.int64), d.view(np.int64)
+        e0, e1, e2, e3 = e64[0], e64[1], e64[2], e64[3]
+        for tx in range(t01):
+            e0[2 * tx] = s64[8 * tx]
+            e0[2 * tx + 1] = s64[8 * tx + 1]
+            e1[2 * tx] = s64[8 * tx + 2]
+            e1[2 * tx + 1] = s64[8 * tx + 3]
+        for tx in range(t23):
+            e2[2 * tx] = s64[8 * tx + 4]
+            e2[2 * tx + 1] = s64[8 * tx + 5]
+            e3[2 * tx] = s64[8 * tx + 6]
+            e3[2 * tx + 1] = s64[8 * tx + 7]
+    else:
+        d0, d1, d2, d3 = d[0], d[1], d[2], d[3]
+        for tx in range(t01):
+            q0, p0 = tx * n, 4 * tx * n
+            for k in range(n):
+                d0[q0 + k] = row[p0 + k]
+                d1[q0 + k] = row[p0 + n + k]
+        for tx in range(t23):
+            q0, p0 = tx * n, 4 * tx * n
+            for k in range(n):
+                d2[q0 + k] = row[p0 + 2 * n + k]
+                d3[q0 + k] = row[p0 + 3 * n + k]
+
+
+@jitable
+def _merge4(row, d, n, u, t01, t23):
+    """The inverse of ``_split4``: pixels 4*tx + k of ``row`` written from ``d[k]``."""
+    if u == 1:
+        s64, e64 = row.view(np.int64), d.view(np.int64)
+        e0, e1, e2, e3 = e64[0], e64[1], e64[2], e64[3]
+        for tx in range(t01):
+            s64[4 * tx] = e0[tx]
+            s64[4 * tx + 1] = e1[tx]
+        for tx in range(t23):
+            s64[4 * tx + 2] = e2[tx]
+            s64[4 * tx + 3] = e3[tx]
+    elif u == 2:
+        s64, e64 = row.view(np.int64), d.view(np.int64)
+        e0, e1, e2, e3 = e64[0], e64[1], e64[2], e64[3]
+        for tx in range(t01):
+            s64[8 * tx] = e0[2 * tx]
+            s64[8 * tx + 1] = e0[2 * tx + 1]
+            s64[8 * tx + 2] = e1[2 * tx]
+            s64[8 * tx + 3] = e1[2 * tx + 1]
+        for tx in range(t23):
+            s64[8 * tx + 4] = e2[2 * tx]
+            s64[8 * tx + 5] = e2[2 * tx + 1]
+            s64[8 * tx + 6] = e3[2 * tx]
+            s64[8 * tx + 7] = e3[2 * tx + 1]
+    else:
+        d0, d1, d2, d3 = d[0], d[1], d[2], d[3]
+        for tx in range(t01):
+            q0, p0 = tx * n, 4 * tx * n
+            for k in range(n):
+                row[p0 + k] = d0[q0 + k]
+                row[p0 + n + k] = d1[q0 + k]
+        for tx in range(t23):
+            q0, p0 = tx * n, 4 * tx * n
+            for k in range(n):
+                row[p0 + 2 * n + k] = d2[q0 + k]
+                row[p0 + 3 * n + k] = d3[q0 + k]
+
+
 @kernel
 def _wino4_in(x, v, geom):
     """``V = B^T d B`` of the 6x6 tiles ``d`` (stride 4) in tile rows ``ty0 <= ty < ty1`` of the
@@ -813,40 +893,7 @@ def _wino4_in(x, v, geom):
                 t5[q] = f4 * a1 - f5 * a3 + a5
             o = c * bt + ty - ty0
             for i in range(6):
-                ti = t[i]
-                if u == 1:
-                    s64, e64 = ti.view(np.int64), d.view(np.int64)
-                    e0, e1, e2, e3 = e64[0], e64[1], e64[2], e64[3]
-                    for tx in range(tw + 1):
-                        e0[tx] = s64[4 * tx]
-                        e1[tx] = s64[4 * tx + 1]
-                    for tx in range(tw):
-                        e2[tx] = s64[4 * tx + 2]
-                        e3[tx] = s64[4 * tx + 3]
-                elif u == 2:
-                    s64, e64 = ti.view(np.int64), d.view(np.int64)
-                    e0, e1, e2, e3 = e64[0], e64[1], e64[2], e64[3]
-                    for tx in range(tw + 1):
-                        e0[2 * tx] = s64[8 * tx]
-                        e0[2 * tx + 1] = s64[8 * tx + 1]
-                        e1[2 * tx] = s64[8 * tx + 2]
-                        e1[2 * tx + 1] = s64[8 * tx + 3]
-                    for tx in range(tw):
-                        e2[2 * tx] = s64[8 * tx + 4]
-                        e2[2 * tx + 1] = s64[8 * tx + 5]
-                        e3[2 * tx] = s64[8 * tx + 6]
-                        e3[2 * tx + 1] = s64[8 * tx + 7]
-                else:
-                    for tx in range(tw + 1):
-                        q0, p0 = tx * n, 4 * tx * n
-                        for k in range(n):
-                            d0[q0 + k] = ti[p0 + k]
-                            d1[q0 + k] = ti[p0 + n + k]
-                    for tx in range(tw):
-                        q0, p0 = tx * n, 4 * tx * n
-                        for k in range(n):
-                            d2[q0 + k] = ti[p0 + 2 * n + k]
-                            d3[q0 + k] = ti[p0 + 3 * n + k]
+                _split4(t[i], d, n, u, tw + 1, tw)
                 v0, v1, v2, v3, v4, v5 = v[i, 0, o], v[i, 1, o], v[i, 2, o], v[i, 3, o], v[i, 4, o], v[i, 5, o]
                 for q in range(tw * n):
                     a0, a1, a2, a3, a4, a5 = d0[q], d1[q], d2[q], d3[q], d0[q + n], d1[q + n]
@@ -894,43 +941,7 @@ def _wino4_in_adj(gv, out, geom):
                 for q in range(tw * n):   # columns 4tx + 4, 4tx + 5: entry tx + 1 of rows 0 and 1
                     d0[q + n] += e4[q]
                     d1[q + n] += e5[q]
-                if u == 1:
-                    s64, e64 = gi.view(np.int64), d.view(np.int64)
-                    e0, e1, e2, e3 = e64[0], e64[1], e64[2], e64[3]
-                    for tx in range(tw):
-                        s64[4 * tx] = e0[tx]
-                        s64[4 * tx + 1] = e1[tx]
-                        s64[4 * tx + 2] = e2[tx]
-                        s64[4 * tx + 3] = e3[tx]
-                    s64[4 * tw] = e0[tw]
-                    s64[4 * tw + 1] = e1[tw]
-                elif u == 2:
-                    s64, e64 = gi.view(np.int64), d.view(np.int64)
-                    e0, e1, e2, e3 = e64[0], e64[1], e64[2], e64[3]
-                    for tx in range(tw):
-                        s64[8 * tx] = e0[2 * tx]
-                        s64[8 * tx + 1] = e0[2 * tx + 1]
-                        s64[8 * tx + 2] = e1[2 * tx]
-                        s64[8 * tx + 3] = e1[2 * tx + 1]
-                        s64[8 * tx + 4] = e2[2 * tx]
-                        s64[8 * tx + 5] = e2[2 * tx + 1]
-                        s64[8 * tx + 6] = e3[2 * tx]
-                        s64[8 * tx + 7] = e3[2 * tx + 1]
-                    s64[8 * tw] = e0[2 * tw]
-                    s64[8 * tw + 1] = e0[2 * tw + 1]
-                    s64[8 * tw + 2] = e1[2 * tw]
-                    s64[8 * tw + 3] = e1[2 * tw + 1]
-                else:
-                    for tx in range(tw):
-                        q0, p0 = tx * n, 4 * tx * n
-                        for k in range(n):
-                            gi[p0 + k] = d0[q0 + k]
-                            gi[p0 + n + k] = d1[q0 + k]
-                            gi[p0 + 2 * n + k] = d2[q0 + k]
-                            gi[p0 + 3 * n + k] = d3[q0 + k]
-                    for k in range(n):
-                        gi[4 * tw * n + k] = d0[tw * n + k]
-                        gi[(4 * tw + 1) * n + k] = d1[tw * n + k]
+                _merge4(gi, d, n, u, tw + 1, tw)
                 for q in range((4 * tw + 2) * n, wn):   # columns past the tiles (none when Wp = 4tw + 2)
                     gi[q] = 0.0
             r = c * hp + 4 * ty
@@ -979,34 +990,7 @@ def _wino4_out(m, y, geom):
                     d1[q] = a1 - a2 + f2 * (a3 - a4)
                     d2[q] = a1 + a2 + f4 * (a3 + a4)
                     d3[q] = a1 - a2 + f8 * (a3 - a4) + sa5[q]
-                if u == 1:
-                    s64, e64 = yr.view(np.int64), d.view(np.int64)
-                    e0, e1, e2, e3 = e64[0], e64[1], e64[2], e64[3]
-                    for tx in range(tw):
-                        s64[4 * tx] = e0[tx]
-                        s64[4 * tx + 1] = e1[tx]
-                        s64[4 * tx + 2] = e2[tx]
-                        s64[4 * tx + 3] = e3[tx]
-                elif u == 2:
-                    s64, e64 = yr.view(np.int64), d.view(np.int64)
-                    e0, e1, e2, e3 = e64[0], e64[1], e64[2], e64[3]
-                    for tx in range(tw):
-                        s64[8 * tx] = e0[2 * tx]
-                        s64[8 * tx + 1] = e0[2 * tx + 1]
-                        s64[8 * tx + 2] = e1[2 * tx]
-                        s64[8 * tx + 3] = e1[2 * tx + 1]
-                        s64[8 * tx + 4] = e2[2 * tx]
-                        s64[8 * tx + 5] = e2[2 * tx + 1]
-                        s64[8 * tx + 6] = e3[2 * tx]
-                        s64[8 * tx + 7] = e3[2 * tx + 1]
-                else:
-                    for tx in range(tw):
-                        q0, p0 = tx * n, 4 * tx * n
-                        for k in range(n):
-                            yr[p0 + k] = d0[q0 + k]
-                            yr[p0 + n + k] = d1[q0 + k]
-                            yr[p0 + 2 * n + k] = d2[q0 + k]
-                            yr[p0 + 3 * n + k] = d3[q0 + k]
+                _merge4(yr, d, n, u, tw, tw)
 
 
 @kernel
@@ -1025,34 +1009,7 @@ def _wino4_out_adj(gy, gm, geom):
             for a in range(4):
                 g = gy[o * 4 * th + 4 * ty + a]
                 s0, s1, s2, s3, s4, s5 = gs[a, 0], gs[a, 1], gs[a, 2], gs[a, 3], gs[a, 4], gs[a, 5]
-                if u == 1:   # the gradient row split by column modulo 4
-                    s64, c64 = g.view(np.int64), d.view(np.int64)
-                    c0, c1, c2, c3 = c64[0], c64[1], c64[2], c64[3]
-                    for tx in range(tw):
-                        c0[tx] = s64[4 * tx]
-                        c1[tx] = s64[4 * tx + 1]
-                        c2[tx] = s64[4 * tx + 2]
-                        c3[tx] = s64[4 * tx + 3]
-                elif u == 2:
-                    s64, c64 = g.view(np.int64), d.view(np.int64)
-                    c0, c1, c2, c3 = c64[0], c64[1], c64[2], c64[3]
-                    for tx in range(tw):
-                        c0[2 * tx] = s64[8 * tx]
-                        c0[2 * tx + 1] = s64[8 * tx + 1]
-                        c1[2 * tx] = s64[8 * tx + 2]
-                        c1[2 * tx + 1] = s64[8 * tx + 3]
-                        c2[2 * tx] = s64[8 * tx + 4]
-                        c2[2 * tx + 1] = s64[8 * tx + 5]
-                        c3[2 * tx] = s64[8 * tx + 6]
-                        c3[2 * tx + 1] = s64[8 * tx + 7]
-                else:
-                    for tx in range(tw):
-                        q0, p0 = tx * n, 4 * tx * n
-                        for k in range(n):
-                            d0[q0 + k] = g[p0 + k]
-                            d1[q0 + k] = g[p0 + n + k]
-                            d2[q0 + k] = g[p0 + 2 * n + k]
-                            d3[q0 + k] = g[p0 + 3 * n + k]
+                _split4(g, d, n, u, tw, tw)   # the gradient row split by column modulo 4
                 for q in range(tw * n):
                     e0, e1, e2, e3 = d0[q], d1[q], d2[q], d3[q]
                     s0[q] = e0
