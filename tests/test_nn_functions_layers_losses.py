@@ -480,3 +480,24 @@ def test_ctc_loss_reductions_gradients_and_backends(reduction, norm, place):
         res.append((y.numpy(), t.grad.numpy()))
     for a, b in zip(*res):
         np.testing.assert_allclose(b, a, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 4, 5, 9])
+@pytest.mark.parametrize("shape,fmt", [((2, 7, 3), "NCL"), ((2, 3, 2, 3), "NHWC"), ((1, 6, 2, 2, 2), "NCDHW"),
+                                       ((2, 1, 3, 2), "NCHW")])
+def test_local_response_norm_windows(size, shape, fmt):
+    """Every window size, also wider than the channels, on each layout: float64 values against
+    the reference, the window's gradient by central differences."""
+    rng = np.random.default_rng(size)
+    x = rng.standard_normal(shape)
+    ca = x.ndim - 1 if fmt[-1] == "C" else 1
+    want = np.moveaxis(_np_lrn(np.moveaxis(x, ca, 1), size, 0.4, 0.6, 1.5), 1, ca)
+    got = F.local_response_norm(ddg.to_tensor(x), size, 0.4, 0.6, 1.5, data_format=fmt)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-12, atol=1e-12)
+    xt = ddg.to_tensor(x, stop_gradient=False)
+    assert ddg.autograd.gradcheck(lambda t: F.local_response_norm(t, size, 0.4, 0.6, 1.5, data_format=fmt), [xt])
+
+
+def test_local_response_norm_second_order():
+    x = ddg.to_tensor(np.random.default_rng(0).standard_normal((2, 5, 2)), stop_gradient=False)
+    assert ddg.autograd.gradgradcheck(lambda t: F.local_response_norm(t, 4, 0.5, 0.75, 1.0, data_format="NCL"), [x])

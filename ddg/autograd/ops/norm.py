@@ -345,3 +345,37 @@ class RowNorm(Function):
         got = iter(_grad([y], targets, [g], create_graph=True, allow_unused=True))
         out = tuple(next(got) if need else None for need in self.needs)
         return out if len(out) > 1 else out[0]
+
+
+class WindowSum(Function):
+    """``out[..., j, ...] = sum of a[..., j - before .. j + after, ...]`` along ``axis``, the
+    window cut at the ends (local response normalization's sum over neighbouring channels):
+    ``before + after + 1`` shifted adds, each over a contiguous slab in a dense layout. The
+    op is linear; its adjoint is the same sum with the window mirrored."""
+    save_inputs = False
+
+    def __init__(self, axis, before, after):
+        self.axis, self.before, self.after = axis, before, after
+
+    def forward(self, a):
+        c = a.shape[self.axis]
+        out = a.copy()
+
+        def cut(lo, hi):
+            return (slice(None),) * self.axis + (slice(lo, hi),)
+        for o in range(1, min(self.after, c - 1) + 1):       # the channels after j
+            out[cut(0, c - o)] += a[cut(o, c)]
+        for o in range(1, min(self.before, c - 1) + 1):      # the channels before j
+            out[cut(o, c)] += a[cut(0, c - o)]
+        return out
+
+    def backward(self, g):
+        return WindowSum(self.axis, self.after, self.before).forward(g)
+
+    def backward_graph(self, g):
+        return WindowSum(self.axis, self.after, self.before)(g)
+
+
+def window_sum(x, axis, before, after):
+    """``x``'s sums over the window ``[j - before, j + after]`` along ``axis`` (cut at the ends)."""
+    return WindowSum(axis % x.ndim, before, after)(x)

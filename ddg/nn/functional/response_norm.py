@@ -1,11 +1,7 @@
 """``local_response_norm``: each value divided by a power of the summed squares of its
 neighbours across channels (a composite)."""
-import numpy as np
-
 from ...autograd.ops import elementwise as E
-from ...autograd.ops import linalg as L
-from ...autograd.ops import movement as M
-from .common import _const
+from ...autograd.ops import norm as N
 
 __all__ = ["local_response_norm"]
 
@@ -16,13 +12,7 @@ def local_response_norm(x, size, alpha=1e-4, beta=0.75, k=1.0, data_format="NCHW
         raise ValueError(f"ddg.nn.functional.local_response_norm: needs at least 3 dimensions, got {x.shape}")
     channel_last = data_format[-1] == "C"
     ca = x.ndim - 1 if channel_last else 1
-    sq = M.moveaxis(E.square(x), ca, -1)
-    c = sq.shape[-1]
-    pad_before, pad_after = size // 2, (size - 1) // 2
-    # window sums as a matrix product with a band matrix (channels are few)
-    band = np.zeros((c, c))
-    for j in range(c):
-        band[max(0, j - pad_before):min(c, j + pad_after + 1), j] = 1.0
-    s = L.matmul(sq, _const(band, x, x._data.dtype))
+    # the window holds size // 2 channels before each channel and (size - 1) // 2 after it
+    s = N.window_sum(E.square(x), ca, size // 2, (size - 1) // 2)
     div = E.pow(E.add(E.multiply(s, alpha / size), k), beta)
-    return E.divide(x, M.moveaxis(div, -1, ca))
+    return E.divide(x, div)
