@@ -206,6 +206,7 @@ LAYERS = {
     "Conv2D/dilated": _conv(2, dilation=2, padding=2),
     "Conv2D/7x7s2 stem": _conv(2, k=7, stride=2, padding=3, cin=lambda c: 3),
     "Conv2D/1x1": _conv(2, k=1, padding=0),
+    "Conv2D/4x4s4 patches": _conv(2, k=4, stride=4, padding=0, cin=lambda c: 3),
     # norms
     "BatchNorm1D": _norm("BatchNorm1D", "BatchNorm1d", 1),
     "BatchNorm2D": _norm("BatchNorm2D", "BatchNorm2d", 2),

@@ -935,3 +935,47 @@ def test_wino4_out_phase_fused_matches_two_passes(c, th, tw, jd, n, out, s, p0, 
     # adjoint identity: <fused(m), gy> = <m, fused_adjoint(gy)>
     lhs = float((y.astype(np.float64) * gy.transpose(1, 3, 4, 2, 0)).sum())
     np.testing.assert_allclose(lhs, float((m.astype(np.float64) * got).sum()), rtol=1e-4 if dtype == np.float32 else 1e-11)
+
+
+@pytest.mark.parametrize("c,o,k,hw,n", [(3, 4, (2, 2), (8, 8), 2), (2, 3, (4, 4), (9, 11), 3), (1, 2, (2, 3), (7, 9), 2),
+                                        (5, 2, (3, 1), (6, 5), 1), (2, 2, (8, 8), (8, 8), 2)])
+def test_tiling_windows_path_forward_and_gradients(c, o, k, hw, n):
+    # kernel = stride without padding: the windows tile the image (conv_patch); values
+    # against the reference (also with rows and columns past the last whole window), the
+    # input, weight and bias gradients by central differences, second order
+    import ddg.autograd.ops.conv as CV
+    from ddg.tensor import conv_patch
+    x, w, b = RNG.standard_normal((n, c) + hw), RNG.standard_normal((o, c) + k), RNG.standard_normal(o)
+    op = CV.Conv2d(k, (0, 0, 0, 0), (1, 1), 1)
+    y = op(T(x), T(w), T(b))
+    assert op.poly is not None and op.poly[0] is conv_patch.backward
+    np.testing.assert_allclose(y.numpy(), ref_conv2d(x, w, b, k, (0, 0, 0, 0), (1, 1), 1), rtol=1e-12, atol=1e-12)
+    ts = [T(x[:1], True), T(w, True), T(b, True)]
+    assert gradcheck(lambda *a: CV.Conv2d(k, (0, 0, 0, 0), (1, 1), 1)(*a), ts, atol=1e-6, rtol=1e-5)
+    assert gradgradcheck(lambda x, w: ddg.tanh(CV.Conv2d(k, (0, 0, 0, 0), (1, 1), 1)(x, w)), ts[:2])
+
+
+@pytest.mark.parametrize("x_grad", [True, False])
+def test_tiling_windows_path_float32_and_gradient_layouts(x_grad):
+    # float32 against the float64 reference; the output gradient in NCHW (copied) and in the
+    # output's own layout (a view), and a transposed (non-contiguous) input
+    x = RNG.standard_normal((3, 16, 4, 3)).transpose(0, 3, 1, 2)     # [3, 3, 16, 4], not contiguous
+    w = RNG.standard_normal((8, 3, 4, 2)) / 5
+    for own_layout in (False, True):
+        X, W = T(x, x_grad, "float32"), T(w, True, "float32")
+        y = F.conv2d(X, W, stride=(4, 2))
+        g = np.cos(np.arange(y.size)).reshape(y.shape)
+        gt = T(g, dtype="float32")
+        if own_layout:
+            gt = y * 0 + gt          # an elementwise op keeps y's layout
+        y.backward(gt)
+        X64, W64 = T(x, x_grad), T(w, True)
+        y64 = F.conv2d(X64, W64, stride=(4, 2))
+        y64.backward(T(g))
+        pairs = [(y.numpy(), y64.numpy()), (W.grad.numpy(), W64.grad.numpy())]
+        if x_grad:
+            pairs.append((X.grad.numpy(), X64.grad.numpy()))
+        else:
+            assert X.grad is None
+        for a, r in pairs:
+            assert np.abs(a - r).max() <= 2e-6 * np.abs(r).max()

@@ -55,7 +55,7 @@ from ...tensor.dtypes import upcast
 from ..function import Function
 from ..higher import linear_backward_graph, live_input
 from ...tensor import conv_kernels as K
-from ...tensor import conv_sample, conv_strided
+from ...tensor import conv_patch, conv_sample, conv_strided
 from ...tensor.winograd import (WINO4_AT as _WINO4_AT, WINO4_BT as _WINO4_BT, WINO4_G as _WINO4_G,  # noqa: F401
                                  wino_weight as _wino_weight, wino_weight_adjoint as _wino_weight_adjoint)
 from ...tensor.conv_phase import phases_pay
@@ -543,6 +543,12 @@ class Conv2d(Function):
                                g, (oh, ow))
         self.cudnn = None
         self.wino = self.direct_x = self.phases = self.plane = self.pointwise = self.gwino = None
+        if conv_patch.usable(x, w, g, self.stride, self.pads, self.dilation):
+            # the windows tile the image (kernel = stride): the columns are a rearranged copy
+            y, state = conv_patch.forward(x, w, b[0] if b else None, oh, ow)
+            self.poly = (conv_patch.backward, state)
+            self.w, self.x = w, x
+            return y
         if _use_winograd(x, w, self.stride, self.dilation, g, self.pads):
             return self._forward_winograd(x, w, b, oh, ow)
         if _use_phases(x, w, self.stride, self.dilation, g, self.pads):
