@@ -979,3 +979,57 @@ def test_tiling_windows_path_float32_and_gradient_layouts(x_grad):
             assert X.grad is None
         for a, r in pairs:
             assert np.abs(a - r).max() <= 2e-6 * np.abs(r).max()
+
+
+@pytest.mark.parametrize("k,s,pad,ceil", [((2, 2), (2, 2), (0, 0, 0, 0), False), ((3, 3), (2, 2), (1, 1, 1, 1), False),
+                                          ((3, 2), (1, 2), (1, 1, 0, 1), True), ((4, 4), (3, 3), (2, 1, 2, 2), True),
+                                          ((1, 3), (2, 1), (0, 0, 1, 1), False), ((5, 5), (4, 4), (2, 2, 2, 2), True)])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_pool2d_compiled_windows_match_the_strided_passes(k, s, pad, ceil, dtype, monkeypatch):
+    # the compiled per-window loops (pool_kernels) against the strided-slice passes on the
+    # same inputs, ties included (values on a coarse grid): max values, masks and gradients,
+    # means (exclusive, inclusive, divisor_override) and their gradients
+    from ddg.autograd.ops import pooling as P
+    x = np.round(RNG.standard_normal((2, 3, 9, 11)) * 2).astype(dtype)
+    g = RNG.standard_normal((2, 3) + tuple(P._pool_geometry(x.shape, k, s, pad, ceil)[:2])).astype(dtype)
+    results = []
+    for compiled in (True, False):
+        if not compiled:
+            monkeypatch.setattr(P, "_compiled_2d", lambda *a: None)
+        out = []
+        op = P.MaxPool2d(k, s, pad, ceil)
+        t = T(x, True, dtype)
+        y = op(t)
+        assert (op.pos is not None) == compiled
+        out += [y.numpy(), op.mask()]
+        y.backward(T(g, dtype=dtype))
+        out.append(t.grad.numpy())
+        for excl, div in ((True, None), (False, None), (True, 3)):
+            op = P.AvgPool2d(k, s, pad, ceil, excl, div)
+            t = T(x, True, dtype)
+            y = op(t)
+            assert (op.compiled is not None) == (compiled and min(s) > 1)
+            y.backward(T(g, dtype=dtype))
+            out += [y.numpy(), t.grad.numpy()]
+        results.append(out)
+    tol = 1e-12 if dtype == "float64" else 1e-5
+    for a, b in zip(*results):
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+
+
+def test_max_pool2d_compiled_nan_ties_mask_and_second_order():
+    x = np.zeros((1, 1, 4, 4))
+    x[0, 0, 1, 1] = np.nan
+    x[0, 0, 0, 1] = 3.0                               # a NaN wins over a larger number before it
+    x[0, 0, 2, 3] = x[0, 0, 3, 2] = 2.0               # tied maxima: the first in row-major order
+    t = T(x, True)
+    y, mask = F.max_pool2d(t, 2, 2, return_mask=True)
+    assert mask.numpy().tolist() == [[[[5, 2], [8, 11]]]]
+    assert np.isnan(y.numpy()[0, 0, 0, 0]) and y.numpy()[0, 0, 1, 1] == 2.0
+    y.sum().backward()
+    gx = np.zeros_like(x)
+    gx[0, 0, 1, 1] = gx[0, 0, 0, 2] = gx[0, 0, 2, 0] = gx[0, 0, 2, 3] = 1
+    np.testing.assert_array_equal(t.grad.numpy(), gx)
+    xs = T(RNG.standard_normal((1, 2, 5, 6)), True)
+    assert gradgradcheck(lambda v: ddg.tanh(F.max_pool2d(v, 3, 2, 1)), [xs])
+    assert gradgradcheck(lambda v: ddg.tanh(F.avg_pool2d(v, 3, 2, 1, exclusive=False)), [xs])

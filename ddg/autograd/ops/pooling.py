@@ -122,14 +122,35 @@ def _cudnn_pool_backward(op, g):
                                      tuple(op.stride), _symmetric(op.pads), op.mode)
 
 
+def _pool_kernels():
+    from ...tensor import pool_kernels  # noqa: PLC0415 - imports numba on the first numpy call
+    return pool_kernels
+
+
+def _compiled_2d(x, kernel, stride, pads, oh, ow):
+    """Whether a 2-D pool runs as the compiled per-window loops (``pool_kernels``): numpy
+    float32/float64 and every window holding at least one input element; returns the
+    geometry tuple the kernels take, or None."""
+    if not K.usable(x):
+        return None
+    (kh, kw), (sh, sw), (pt, _, pl, _) = kernel, stride, pads
+    if (oh - 1) * sh - pt >= x.shape[2] or (ow - 1) * sw - pl >= x.shape[3]:
+        return None
+    return (kh, kw, sh, sw, pt, pl)
+
+
 class MaxPool2d(Function):
     """Max over each window; in backward each output's gradient goes to the FIRST
     maximal element of its window in row-major kernel order (as Paddle/PyTorch).
 
-    Forward is kh*kw ``maximum`` passes over strided slices. Backward re-finds the
-    winners by comparing each slice with the saved output (no index array is kept),
+    On numpy float32/float64 forward is one compiled pass over the windows keeping each
+    maximum's flat index in its plane (``pool_kernels.max2d``; a NaN wins, as in the N-d
+    pools), and backward adds each gradient there. Otherwise (cupy without cuDNN, 2-byte
+    floats) forward is kh*kw ``maximum`` passes over strided slices and backward re-finds
+    the winners by comparing each slice with the saved output (no index array is kept),
     with a boolean "already claimed" mask so that ties route to the first offset."""
     save_output = True
+    pos = None    # the compiled path's [N, C, OH, OW] flat indices of the maxima
 
     def __init__(self, kernel, stride, pads, ceil_mode):
         self.kernel, self.stride, self.pads, self.ceil_mode = kernel, stride, pads, ceil_mode
@@ -155,6 +176,15 @@ class MaxPool2d(Function):
             self.out = _cudnn_pool(self.cudnn, x, self.kernel, self.stride, self.pads, oh, ow, self.mode)
             self.geom = (x.shape, oh, ow)
             return self.out
+        geom = _compiled_2d(x, self.kernel, self.stride, self.pads, oh, ow)
+        if geom is not None:
+            n, c, h, w = x.shape
+            x3 = np.ascontiguousarray(x).reshape(n * c, h, w)
+            y = np.empty((n, c, oh, ow), x.dtype)
+            self.pos = np.empty((n, c, oh, ow), np.int32)
+            _pool_kernels().max2d(x3, y.reshape(n * c, oh, ow), self.pos.reshape(n * c, oh, ow), geom)
+            self.xpad, self.out, self.geom = None, y, (x.shape, oh, ow)
+            return y
         xpad = _pad_input(x, self.pads, -np.inf, extra, to_chwn=False)
         best = None
         for sl in self._slices(xpad, oh, ow):
@@ -165,6 +195,14 @@ class MaxPool2d(Function):
         self.xpad, self.out = xpad, best
         self.geom = (x.shape, oh, ow)
         return best
+
+    def mask(self):
+        """Paddle's ``return_mask``: per output, the flat index ``y*W + x`` of its maximum in
+        the (unpadded) input plane, int32."""
+        if self.pos is not None:
+            return self.pos.copy()
+        (x_shape, _, _) = self.geom
+        return max_pool_mask(self.winner_index(), self.kernel, self.stride, self.pads, x_shape[2:])
 
     def winner_index(self):
         """Per output, the kernel offset (row-major) of its first maximal element."""
@@ -183,6 +221,12 @@ class MaxPool2d(Function):
             # cuDNN routes a tied window's gradient to one maximal element, not necessarily
             # the first in row-major order (ties are measure-zero for real-valued data)
             return _cudnn_pool_backward(self, g)
+        if self.pos is not None:
+            (n, c, h, w), oh, ow = self.geom
+            gx = np.zeros((n * c, h * w), self.out.dtype)
+            g2 = np.ascontiguousarray(g, dtype=self.out.dtype).reshape(n * c, oh * ow)
+            _pool_kernels().max2d_adjoint(g2, self.pos.reshape(n * c, oh * ow), gx)
+            return gx.reshape(n, c, h, w)
         xp = backend.get_array_module(g)
         (kh, kw), (sh, sw), (pt, _, pl, _) = self.kernel, self.stride, self.pads
         (n, c, h, w), oh, ow = self.geom
@@ -210,6 +254,10 @@ class MaxPool2d(Function):
 
     def apply_linear(self, u):
         """``u`` read at each window's winner (the adjoint of ``backward``)."""
+        if self.pos is not None:
+            n, c, oh, ow = self.pos.shape
+            planes = u.reshape(n * c, -1)
+            return np.take_along_axis(planes, self.pos.reshape(n * c, -1), axis=1).reshape(n, c, oh, ow)
         xp = backend.get_array_module(u)
         idx = self.winner_index()  # pads self.xpad on the cuDNN path
         (n, c, h, w), oh, ow = self.geom
@@ -236,7 +284,9 @@ def max_pool_mask(idx, kernel, stride, pads, in_hw):
 
 class AvgPool2d(Function):
     """Mean over each window. ``exclusive`` divides by the number of input (non-pad)
-    elements in the window, otherwise by kh*kw (Paddle's rule)."""
+    elements in the window, otherwise by kh*kw (Paddle's rule). Strided pools of numpy
+    float32/float64 are one compiled pass each way (``pool_kernels.avg2d``); the others
+    kh*kw passes over strided slices."""
     save_inputs = False
 
     def __init__(self, kernel, stride, pads, ceil_mode, exclusive, divisor=None):
@@ -272,6 +322,17 @@ class AvgPool2d(Function):
             self.x = x
             self.out = _cudnn_pool(self.cudnn, x, self.kernel, self.stride, self.pads, oh, ow, self.mode)
             return self.out
+        (sh, sw) = self.stride
+        self.compiled = _compiled_2d(x, self.kernel, self.stride, self.pads, oh, ow) if sh > 1 and sw > 1 else None
+        if self.compiled is not None:
+            # strided windows: one compiled pass (at stride 1 the kh*kw passes over
+            # contiguous slices below measured faster)
+            n, c, h, w = x.shape
+            y = np.empty((n, c, oh, ow), x.dtype)
+            _pool_kernels().avg2d(np.ascontiguousarray(x).reshape(n * c, h, w), y.reshape(n * c, oh, ow),
+                                  self.compiled, int(self.exclusive), float(self.divisor or 0))
+            self.geom = (x.shape, None, x.dtype)
+            return y
         xpad = _pad_input(x, self.pads, 0.0, extra, to_chwn=False)
         he, we = sh * (oh - 1) + 1, sw * (ow - 1) + 1
         acc = None
@@ -290,6 +351,13 @@ class AvgPool2d(Function):
     def backward(self, g):
         if self.cudnn is not None:
             return _cudnn_pool_backward(self, g)
+        if self.compiled is not None:
+            (n, c, h, w), _, dtype = self.geom
+            oh, ow = g.shape[2:]
+            gx = np.zeros((n * c, h, w), dtype)
+            _pool_kernels().avg2d_adjoint(np.ascontiguousarray(g, dtype=dtype).reshape(n * c, oh, ow), gx,
+                                          self.compiled, int(self.exclusive), float(self.divisor or 0))
+            return gx.reshape(n, c, h, w)
         xp = backend.get_array_module(g)
         (kh, kw), (sh, sw), (pt, _, pl, _) = self.kernel, self.stride, self.pads
         shape, pshape, dtype = self.geom

@@ -42,7 +42,7 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, return_mask=False, ceil_m
     fn = P.MaxPool2d(kernel, stride, pads, bool(ceil_mode))
     y = _from_nchw(fn(x), channel_last)
     if return_mask:
-        mask = Tensor._wrap(P.max_pool_mask(fn.winner_index(), kernel, stride, pads, x.shape[2:]))
+        mask = Tensor._wrap(fn.mask())
         return y, _from_nchw(mask, channel_last)
     return y
 
