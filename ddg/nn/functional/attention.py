@@ -95,7 +95,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         causal = Tensor._wrap(xp.where(allowed, 0.0, -big).astype(query._data.dtype))
         mask = causal if mask is None else mask + causal
     if _autocast[0] is None:    # one op on the [batch, L, heads, d] inputs, no transposes
-        op = Attention(1.0 / math.sqrt(query.shape[-1]), dropout=dropout_p if training else 0.0, bshd=True)
+        # causal and no other mask: the op may skip the products of the masked scores
+        op = Attention(1.0 / math.sqrt(query.shape[-1]), dropout=dropout_p if training else 0.0, bshd=True,
+                       causal=is_causal and attn_mask is None)
         return op(query, key, value)[0] if mask is None else op(query, key, value, mask)[0]
     q, k, v = (M.transpose(t, [0, 2, 1, 3]) for t in (query, key, value))
     out, _ = _attend(q, k, v, mask, dropout_p, training)
