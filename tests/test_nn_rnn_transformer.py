@@ -330,6 +330,11 @@ def test_causal_attention_skips_the_masked_products(monkeypatch):
     small = [_t(rng.standard_normal((1, 64, 1, 1)), grad=True) for _ in range(3)]
     assert gradcheck(lambda a, b, c: F.scaled_dot_product_attention(a, b, c, is_causal=True), small)
     assert blocks(63, 63) is None
+    from ddg.nn.functional.attention import _causal_mask
+    m = _causal_mask(70, 90, np.zeros(1, np.float32))     # built once per shape and dtype, read-only
+    assert m is _causal_mask(70, 90, np.zeros(1, np.float32)) and not m.flags.writeable
+    np.testing.assert_array_equal(m == 0, allowed)
+    assert m.dtype == np.float32 and _causal_mask(70, 90, np.zeros(1)).dtype == np.float64
 
 
 # -- transformer layers (need LayerNorm and Dropout from ddg.nn) -------------------------------------------
