@@ -337,6 +337,27 @@ def test_causal_attention_skips_the_masked_products(monkeypatch):
     assert m.dtype == np.float32 and _causal_mask(70, 90, np.zeros(1)).dtype == np.float64
 
 
+def test_bool_mask_in_float16_stays_finite():
+    """A bool attention mask made additive in float16 uses -65504 (1e9 is inf there, and
+    the kept positions' 0 * inf was NaN): values and gradients finite and close to the
+    float32 ones."""
+    F = nn.functional
+    rng = np.random.default_rng(12)
+    q, k, v = (rng.standard_normal((2, 5, 2, 4)).astype(np.float32) for _ in range(3))
+    mask = _t(np.tril(np.ones((5, 5), bool)))
+    got = {}
+    for dt in ("float16", "float32"):
+        ts = [_t(a).astype(dt) for a in (q, k, v)]
+        for t in ts:
+            t.stop_gradient = False
+        out = F.scaled_dot_product_attention(*ts, attn_mask=mask)
+        out.astype("float32").sum().backward()
+        got[dt] = [out.astype("float32").numpy()] + [t.grad.astype("float32").numpy() for t in ts]
+    for a, b in zip(got["float16"], got["float32"]):
+        assert np.isfinite(a).all()
+        np.testing.assert_allclose(a, b, atol=2e-2)
+
+
 # -- transformer layers (need LayerNorm and Dropout from ddg.nn) -------------------------------------------
 
 

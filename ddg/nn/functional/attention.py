@@ -20,15 +20,17 @@ __all__ = ["scaled_dot_product_attention"]
 
 def _convert_attention_mask(attn_mask, dtype):
     """Paddle's mask convention, as an additive float mask of ``dtype``: a bool (or integer)
-    mask keeps positions that are True (non-zero) and gets -1e9 where it is False (zero);
-    a float mask is added to the scores as it is."""
+    mask keeps positions that are True (non-zero) and gets -1e9 where it is False (zero),
+    -65504 in float16 (whose largest value that is: 1e9 there would be inf, and the kept
+    positions' ``0 * inf`` NaN); a float mask is added to the scores as it is."""
     if attn_mask is None:
         return None
     if not isinstance(attn_mask, Tensor):
         raise TypeError(f"ddg.nn.functional: attn_mask must be a Tensor, got {type(attn_mask).__name__}")
     kind = attn_mask._data.dtype.kind
     if kind in "biu":
-        return (E.cast(attn_mask, dtype) - 1.0) * 1e9
+        m = E.cast(attn_mask, dtype)
+        return (m - 1.0) * min(1e9, float(finfo(m._data.dtype).max))
     if attn_mask.dtype != np.dtype(dtype):
         return E.cast(attn_mask, dtype)
     return attn_mask
