@@ -74,7 +74,7 @@ _CAUSAL = {}     # (Lq, Lk, dtype) -> read-only numpy causal mask
 def _causal_mask(lq, lk, like):
     """The additive causal mask ``[lq, lk]`` in ``like``'s dtype and array module: 0 where key
     ``j <= i + lk - lq``, -big after. Numpy masks are kept read-only and reused (a handful
-    of shapes; building one took 30-80 us at 64-128 positions, per call)."""
+    of shapes; building one costs 30-80 us at 64-128 positions)."""
     xp = backend.get_array_module(like)
     key = (lq, lk, like.dtype)
     if xp is np:
