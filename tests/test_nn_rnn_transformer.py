@@ -292,6 +292,72 @@ def test_scaled_dot_product_attention():
     assert gradcheck(lambda a: F.scaled_dot_product_attention(a, _t(k), _t(v)), [qt])
 
 
+def test_causal_attention_skips_the_masked_products(monkeypatch):
+    """is_causal without another mask: the op multiplies row blocks only with the keys they
+    may see. Same values and gradients as the full products under the same causal mask
+    given as attn_mask (also with dropout, under one seed), the values against float64
+    numpy (float32 too), the gradients against central differences."""
+    from ddg.autograd.ops.nn_ops import Attention
+    F = nn.functional
+    used = []
+    blocks = Attention._causal_blocks
+    monkeypatch.setattr(Attention, "_causal_blocks", staticmethod(lambda lq, lk: used.append(blocks(lq, lk))
+                                                                  or used[-1]))
+    rng = np.random.default_rng(11)
+    q, k, v = rng.standard_normal((2, 70, 2, 3)), rng.standard_normal((2, 90, 2, 3)), rng.standard_normal((2, 90, 2, 4))
+    g = rng.standard_normal((2, 70, 2, 4))
+    allowed = np.tril(np.ones((70, 90), bool), 20)
+    Q, K, V = (a.transpose(0, 2, 1, 3) for a in (q, k, v))
+    s = Q @ K.transpose(0, 1, 3, 2) / np.sqrt(3) + np.where(allowed, 0, -1e9)
+    w = np.exp(s - s.max(-1, keepdims=True))
+    ref = ((w / w.sum(-1, keepdims=True)) @ V).transpose(0, 2, 1, 3)
+    for p in (0.0, 0.3):
+        got = {}
+        for how in ("causal", "mask"):
+            ts = [_t(a, grad=True) for a in (q, k, v)]
+            ddg.seed(5)
+            out = F.scaled_dot_product_attention(*ts, dropout_p=p, is_causal=how == "causal",
+                                                 attn_mask=None if how == "causal" else _t(allowed))
+            (out * _t(g)).sum().backward()
+            got[how] = [out.numpy()] + [t.grad.numpy() for t in ts]
+        for a, b in zip(got["causal"], got["mask"]):
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+        if p == 0.0:
+            np.testing.assert_allclose(got["causal"][0], ref, atol=1e-10)
+    assert used and used[0] == [(0, 35, 55), (35, 70, 90)]
+    out32 = F.scaled_dot_product_attention(*[_t(a.astype(np.float32)) for a in (q, k, v)], is_causal=True)
+    np.testing.assert_allclose(out32.numpy(), ref, atol=2e-5)
+    small = [_t(rng.standard_normal((1, 64, 1, 1)), grad=True) for _ in range(3)]
+    assert gradcheck(lambda a, b, c: F.scaled_dot_product_attention(a, b, c, is_causal=True), small)
+    assert blocks(63, 63) is None
+    from ddg.nn.functional.attention import _causal_mask
+    m = _causal_mask(70, 90, np.zeros(1, np.float32))     # built once per shape and dtype, read-only
+    assert m is _causal_mask(70, 90, np.zeros(1, np.float32)) and not m.flags.writeable
+    np.testing.assert_array_equal(m == 0, allowed)
+    assert m.dtype == np.float32 and _causal_mask(70, 90, np.zeros(1)).dtype == np.float64
+
+
+def test_bool_mask_in_float16_stays_finite():
+    """A bool attention mask made additive in float16 uses -65504 (1e9 is inf there, and
+    the kept positions' 0 * inf was NaN): values and gradients finite and close to the
+    float32 ones."""
+    F = nn.functional
+    rng = np.random.default_rng(12)
+    q, k, v = (rng.standard_normal((2, 5, 2, 4)).astype(np.float32) for _ in range(3))
+    mask = _t(np.tril(np.ones((5, 5), bool)))
+    got = {}
+    for dt in ("float16", "float32"):
+        ts = [_t(a).astype(dt) for a in (q, k, v)]
+        for t in ts:
+            t.stop_gradient = False
+        out = F.scaled_dot_product_attention(*ts, attn_mask=mask)
+        out.astype("float32").sum().backward()
+        got[dt] = [out.astype("float32").numpy()] + [t.grad.astype("float32").numpy() for t in ts]
+    for a, b in zip(got["float16"], got["float32"]):
+        assert np.isfinite(a).all()
+        np.testing.assert_allclose(a, b, atol=2e-2)
+
+
 # -- transformer layers (need LayerNorm and Dropout from ddg.nn) -------------------------------------------
 
 

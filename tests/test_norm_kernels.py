@@ -102,6 +102,29 @@ def test_backward_matches_central_differences(name):
         assert gradcheck(lambda x, w: fn(x, w, None), [x, w], eps=1e-6, atol=1e-6, rtol=1e-5)
 
 
+def test_weight_gradients_over_many_rows():
+    """One weight per element (layer norm; group norm on 1x1 maps): the weight and bias
+    gradients are summed in blocks of rows; over 37 rows (two full blocks and a partial
+    one) they match central differences in float64, and in float32 the float64 sums of
+    the same float32 values."""
+    from ddg.tensor.cpu_nn_kernels import _NORM_BLOCK
+    assert 37 > 2 * _NORM_BLOCK
+    x, w, b = RNG.standard_normal((37, 3)), RNG.uniform(0.5, 1.5, 3), RNG.standard_normal(3)
+    args = [ddg.to_tensor(a, stop_gradient=False) for a in (x, w, b)]
+    assert gradcheck(lambda x, w, b: F.layer_norm(x, [3], w, b), args, eps=1e-6, atol=1e-6, rtol=1e-5)
+    xg, wg, bg = RNG.standard_normal((19, 4, 1, 1)), RNG.uniform(0.5, 1.5, 4), RNG.standard_normal(4)
+    args = [ddg.to_tensor(a, stop_gradient=False) for a in (xg, wg, bg)]    # 38 rows, 2 groups
+    assert gradcheck(lambda x, w, b: F.group_norm(x, 2, weight=w, bias=b), args, eps=1e-6, atol=1e-6, rtol=1e-5)
+    x32 = (RNG.standard_normal((37, 64)) * 3 + 2).astype(np.float32)
+    g32 = RNG.standard_normal((37, 64)).astype(np.float32)
+    xt = ddg.to_tensor(x32, stop_gradient=False)
+    wt, bt = (ddg.to_tensor(RNG.uniform(0.5, 1.5, 64).astype(np.float32), stop_gradient=False) for _ in range(2))
+    (F.layer_norm(xt, [64], wt, bt) * ddg.to_tensor(g32)).sum().backward()
+    xhat = _ref_norm(x32, (1,))
+    np.testing.assert_allclose(bt.grad.numpy(), g32.astype(np.float64).sum(0), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(wt.grad.numpy(), (g32 * xhat).sum(0), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("name", ["layer", "group_nhwc", "instance", "batch"])
 def test_second_order_matches_central_differences(name):
     fn = CASES[name][0]

@@ -462,13 +462,58 @@ def rows_norm_forward(x, w, b, out, mean, rstd, P, K, eps):
                     os[s] = ((xs[s] - mu_t) * rs_t - dl) * a + c
 
 
+_NORM_BLOCK = 16    # rows per partial sum of the layer-norm weight gradients in x's dtype
+
+
 @kernel(error_model="numpy")
 def rows_norm_backward(x, w, g, mean, rstd, P, K, gx, gw, gb):
     """The gradients of ``rows_norm_forward``: ``gx`` [R, M] written, ``gw``/``gb`` [P*K]
     float64 accumulated into. ``gx = rstd (gy - mean(gy) - xhat mean(gy xhat))`` with
-    ``gy = g * w``, per row."""
+    ``gy = g * w``, per row.
+
+    With one weight per element (``K == M``: layer norm) the per-element sums of ``gw``/``gb``
+    go first into buffers of x's dtype, added to the float64 ones every ``_NORM_BLOCK`` rows:
+    the inner loop stays in one float width (about 1.4x faster than a float64
+    read-modify-write per element at M 128-512), and each float64 entry sums partial sums
+    of at most ``_NORM_BLOCK`` terms."""
     R, M = x.shape
     S = M // K
+    if S == 1:
+        tw = np.zeros(P * M, x.dtype)
+        tb = np.zeros(P * M, x.dtype)
+        for r0 in range(0, R, _NORM_BLOCK):
+            for r in range(r0, min(R, r0 + _NORM_BLOCK)):
+                row = x[r]
+                gr = g[r]
+                o = gx[r]
+                mu = _as(row[0], mean[r])
+                rs = _as(row[0], rstd[r])
+                dl = _as(row[0], (mean[r] - np.float64(mu)) * rstd[r])
+                base = (r % P) * M
+                ws = w[base:base + M]
+                tws = tw[base:base + M]
+                tbs = tb[base:base + M]
+                a = 0.0
+                c = 0.0
+                for k in range(M):
+                    xh = (row[k] - mu) * rs - dl
+                    gv = gr[k]
+                    tbs[k] += gv
+                    tws[k] += gv * xh
+                    gy = gv * ws[k]
+                    a += gy
+                    c += gy * xh
+                am = _as(mu, a / M)
+                cm = _as(mu, c / M)
+                for k in range(M):
+                    xh = (row[k] - mu) * rs - dl
+                    o[k] = rs * (gr[k] * ws[k] - am - xh * cm)
+            for k in range(P * M):
+                gw[k] += tw[k]
+                gb[k] += tb[k]
+                tw[k] = 0
+                tb[k] = 0
+        return
     for r in range(R):
         row = x[r]
         gr = g[r]
@@ -479,47 +524,29 @@ def rows_norm_backward(x, w, g, mean, rstd, P, K, gx, gw, gb):
         base = (r % P) * K
         a = 0.0
         c = 0.0
-        if S == 1:
-            ws = w[base:base + M]
-            gws = gw[base:base + M]
-            gbs = gb[base:base + M]
-            for k in range(M):
-                xh = (row[k] - mu) * rs - dl
-                gv = gr[k]
-                gbs[k] += gv
-                gws[k] += gv * xh
-                gy = gv * ws[k]
-                a += gy
-                c += gy * xh
-        else:
-            for k in range(K):
-                sg = 0.0
-                sgx = 0.0
-                xs = row[k * S:(k + 1) * S]
-                gs = gr[k * S:(k + 1) * S]
-                for s in range(S):
-                    gv = gs[s]
-                    sg += gv
-                    sgx += gv * ((xs[s] - mu) * rs - dl)
-                gb[base + k] += sg
-                gw[base + k] += sgx
-                a += w[base + k] * sg
-                c += w[base + k] * sgx
+        for k in range(K):
+            sg = 0.0
+            sgx = 0.0
+            xs = row[k * S:(k + 1) * S]
+            gs = gr[k * S:(k + 1) * S]
+            for s in range(S):
+                gv = gs[s]
+                sg += gv
+                sgx += gv * ((xs[s] - mu) * rs - dl)
+            gb[base + k] += sg
+            gw[base + k] += sgx
+            a += w[base + k] * sg
+            c += w[base + k] * sgx
         am = _as(mu, a / M)
         cm = _as(mu, c / M)
-        if S == 1:
-            for k in range(M):
-                xh = (row[k] - mu) * rs - dl
-                o[k] = rs * (gr[k] * ws[k] - am - xh * cm)
-        else:
-            for k in range(K):
-                wk = w[base + k]
-                xs = row[k * S:(k + 1) * S]
-                gs = gr[k * S:(k + 1) * S]
-                os = o[k * S:(k + 1) * S]
-                for s in range(S):
-                    xh = (xs[s] - mu) * rs - dl
-                    os[s] = rs * (gs[s] * wk - am - xh * cm)
+        for k in range(K):
+            wk = w[base + k]
+            xs = row[k * S:(k + 1) * S]
+            gs = gr[k * S:(k + 1) * S]
+            os = o[k * S:(k + 1) * S]
+            for s in range(S):
+                xh = (xs[s] - mu) * rs - dl
+                os[s] = rs * (gs[s] * wk - am - xh * cm)
 
 
 @kernel(error_model="numpy")

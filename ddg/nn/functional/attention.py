@@ -20,15 +20,17 @@ __all__ = ["scaled_dot_product_attention"]
 
 def _convert_attention_mask(attn_mask, dtype):
     """Paddle's mask convention, as an additive float mask of ``dtype``: a bool (or integer)
-    mask keeps positions that are True (non-zero) and gets -1e9 where it is False (zero);
-    a float mask is added to the scores as it is."""
+    mask keeps positions that are True (non-zero) and gets -1e9 where it is False (zero),
+    -65504 in float16 (whose largest value that is: 1e9 there would be inf, and the kept
+    positions' ``0 * inf`` NaN); a float mask is added to the scores as it is."""
     if attn_mask is None:
         return None
     if not isinstance(attn_mask, Tensor):
         raise TypeError(f"ddg.nn.functional: attn_mask must be a Tensor, got {type(attn_mask).__name__}")
     kind = attn_mask._data.dtype.kind
     if kind in "biu":
-        return (E.cast(attn_mask, dtype) - 1.0) * 1e9
+        m = E.cast(attn_mask, dtype)
+        return (m - 1.0) * min(1e9, float(finfo(m._data.dtype).max))
     if attn_mask.dtype != np.dtype(dtype):
         return E.cast(attn_mask, dtype)
     return attn_mask
@@ -66,6 +68,30 @@ def _attend_heads(q, k, v, heads, mask=None, dropout_p=0.0, training=True):
     return M.reshape(M.transpose(out, [0, 2, 1, 3]), [0, 0, out.shape[1] * out.shape[3]]), weights
 
 
+_CAUSAL = {}     # (Lq, Lk, dtype) -> read-only numpy causal mask
+
+
+def _causal_mask(lq, lk, like):
+    """The additive causal mask ``[lq, lk]`` in ``like``'s dtype and array module: 0 where key
+    ``j <= i + lk - lq``, -big after. Numpy masks are kept read-only and reused (a handful
+    of shapes; building one costs 30-80 us at 64-128 positions)."""
+    xp = backend.get_array_module(like)
+    key = (lq, lk, like.dtype)
+    if xp is np:
+        got = _CAUSAL.get(key)
+        if got is not None:
+            return got
+    allowed = xp.tril(xp.ones((lq, lk), dtype=bool), k=lk - lq)
+    big = min(1e9, float(finfo(like.dtype).max))   # float16 tops out at 65504
+    mask = xp.where(allowed, 0.0, -big).astype(like.dtype)
+    if xp is np:
+        if len(_CAUSAL) >= 16:
+            _CAUSAL.clear()
+        mask.flags.writeable = False
+        _CAUSAL[key] = mask
+    return mask
+
+
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
                                  training=True, name=None):
     """Paddle's ``F.scaled_dot_product_attention``: inputs ``[batch, seq_len, num_heads,
@@ -88,14 +114,12 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                          f"key/value have {key.shape[2]}")
     mask = _convert_attention_mask(attn_mask, query.dtype)
     if is_causal:
-        lq, lk = query.shape[1], key.shape[1]
-        xp = backend.get_array_module(query._data)
-        allowed = xp.tril(xp.ones((lq, lk), dtype=bool), k=lk - lq)
-        big = min(1e9, float(finfo(query._data.dtype).max))   # float16 tops out at 65504
-        causal = Tensor._wrap(xp.where(allowed, 0.0, -big).astype(query._data.dtype))
+        causal = Tensor._wrap(_causal_mask(query.shape[1], key.shape[1], query._data))
         mask = causal if mask is None else mask + causal
     if _autocast[0] is None:    # one op on the [batch, L, heads, d] inputs, no transposes
-        op = Attention(1.0 / math.sqrt(query.shape[-1]), dropout=dropout_p if training else 0.0, bshd=True)
+        # causal and no other mask: the op may skip the products of the masked scores
+        op = Attention(1.0 / math.sqrt(query.shape[-1]), dropout=dropout_p if training else 0.0, bshd=True,
+                       causal=is_causal and attn_mask is None)
         return op(query, key, value)[0] if mask is None else op(query, key, value, mask)[0]
     q, k, v = (M.transpose(t, [0, 2, 1, 3]) for t in (query, key, value))
     out, _ = _attend(q, k, v, mask, dropout_p, training)
