@@ -94,19 +94,20 @@ def test_dispatch_rules(monkeypatch):
     real = gk.gemm
     monkeypatch.setattr(gk, "gemm", lambda *a: (calls.append(1), real(*a))[1])
     rng = np.random.default_rng(1)
-    A = rng.standard_normal((64, 64)).astype(np.float32)
-    B = rng.standard_normal((64, 64)).astype(np.float32)
+    A = rng.standard_normal((96, 96)).astype(np.float32)
+    B = rng.standard_normal((96, 96)).astype(np.float32)
+    assert 96 ** 3 >= gemm.MIN_MACS
     want = _ref(A, B)
     for threads, taken in ((1, True), (2, False), (16, False), (None, False)):
         monkeypatch.setattr(gemm, "blas_threads", lambda t=threads: t)
         calls.clear()
-        _close(gemm.product(A, B), want, 64)
+        _close(gemm.product(A, B), want, 96)
         assert bool(calls) == taken, threads
     monkeypatch.setattr(gemm, "blas_threads", lambda: 1)
     calls.clear()
     gemm.product(A[:8, :8], B[:8, :8])                    # too small: numpy
     gemm.product(A[:, :8].copy(), B[:8])                  # K under MIN_DIM
-    gemm.product(np.ones((64, 64), np.float32), np.ones((64, gemm.MAX_N + 16), np.float32))  # N past MAX_N
+    gemm.product(np.ones((96, 96), np.float32), np.ones((96, gemm.MAX_N + 16), np.float32))  # N past MAX_N
     monkeypatch.setattr(gemm, "ENABLED", False)
     gemm.product(A, B)
     assert calls == []
