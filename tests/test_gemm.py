@@ -36,14 +36,16 @@ def test_kernel_forms_against_float64(M, K, N):
         a = np.ascontiguousarray(A.T) if a_t else A
         for b_t in (False, True):
             b = np.ascontiguousarray(B.T) if b_t else B
-            for pack_a, pack_b in ((False, False), (True, True)):
+            for pack_a, pack_b in ((False, False), (True, True), (False, True)):
                 for kc, mc in ((512, 256), (16, 8)):     # one pass, or K and M in blocks with tails
                     out = np.full((M, N), np.nan, np.float32)
-                    gk.gemm(a, a_t, b, b_t, out, out, False, pack_a, pack_b, kc, mc)
+                    gk.gemm(a, a_t, b, b_t, out, out, False, pack_a, pack_b, kc, mc, gemm._NONE)
                     _close(out, want, K)
                     out = np.full((M, N), np.nan, np.float32)
-                    gk.gemm(a, a_t, b, b_t, out, bias, True, pack_a, pack_b, kc, mc)
+                    sums = np.full(N, np.nan, np.float32)     # B's column sums on the way
+                    gk.gemm(a, a_t, b, b_t, out, bias, True, pack_a, pack_b, kc, mc, sums)
                     _close(out, want_b, K)
+                    _close(sums, B.astype(np.float64).sum(axis=0), K)
 
 
 @pytest.fixture
@@ -134,13 +136,13 @@ def _linear_graph(x, w, b, g):
     Bv = ddg.to_tensor(b, stop_gradient=False)
     G = ddg.to_tensor(g)
     y = ddg.nn.functional.linear(X, W, Bv)
-    gx, gw = ddg.grad((y * G).sum(), [X, W], create_graph=True)
+    gx, gw, gb = ddg.grad((y * G).sum(), [X, W, Bv], create_graph=True)
     second = ddg.grad((gx * gx).sum() + (gw * gw).sum(), [W, X])
     z = ddg.matmul(X.reshape([-1, x.shape[-1]]), W, transpose_y=False)
     zx, zw = ddg.grad((z * G.reshape([-1, g.shape[-1]])).sum(), [X, W])
     zt = ddg.matmul(W, X.reshape([-1, x.shape[-1]]), transpose_x=True, transpose_y=True)
     (ztw,) = ddg.grad((zt * G.reshape([-1, g.shape[-1]]).T).sum(), [W])
-    return [t.numpy() for t in (y, gx, gw, second[0], second[1], z, zx, zw, ztw)]
+    return [t.numpy() for t in (y, gx, gw, gb, second[0], second[1], z, zx, zw, ztw)]
 
 
 def test_linear_and_matmul_against_float64(forced):

@@ -35,6 +35,7 @@ PACK_A_MIN_M = 768
 _KC, _MC = 512, 8     # rows of B per pass; rows of A per sweep over B's panels
 
 _query = []   # [function or None], found on the first product
+_NONE = np.empty(0, np.float32)   # no column sums wanted
 
 
 def _find_query():
@@ -102,7 +103,16 @@ def product(A, B, bias=None):
     return out
 
 
-def _kernel_product(A, B, bias):
+def weight_grads(x2, g2):
+    """A Linear layer's weight and bias gradients, ``(x2.T @ g2, g2.sum(axis=0))``: by the
+    compiled kernel (the column sums formed while it copies ``g2`` to panels) where the
+    rules above take ``x2.T @ g2``, else ``None``."""
+    sums = np.empty(g2.shape[1], np.float32)
+    gw = _kernel_product(x2.T, g2, None, sums)
+    return None if gw is None else (gw, sums)
+
+
+def _kernel_product(A, B, bias, colsum=None):
     if not ENABLED or type(A) is not np.ndarray or type(B) is not np.ndarray:
         return None
     f32 = np.float32
@@ -125,5 +135,5 @@ def _kernel_product(A, B, bias):
     else:
         bias2 = out
     gemm_kernels.gemm(a[0], a[1], b[0], b[1], out, bias2, bias is not None, a[1] and M >= PACK_A_MIN_M, True,
-                      _KC, _MC)
+                      _KC, _MC, _NONE if colsum is None else colsum)
     return out

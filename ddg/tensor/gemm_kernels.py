@@ -152,21 +152,23 @@ def transpose(a, out):
 
 @numba.njit(**_OPTS)
 def _pack_a(a, ap, M8):
-    """``ap [M8 / 8, K, 8]``: ``ap[p, k, r] = a[k, 8p + r]`` (``a`` ``[K, M]``)."""
+    """``ap [M8 / 8, K, 8]``: ``ap[p, k, r] = a[k, 8p + r]`` (``a`` ``[K, M]``), one panel at
+    a time (each written sequentially)."""
     K = a.shape[0]
-    for k in range(K):
-        ar = a[k]
-        for p in range(M8 // 8):
-            d = ap[p, k]
+    for p in range(M8 // 8):
+        d = ap[p]
+        for k in range(K):
+            ar, dk = a[k], d[k]
             for r in range(8):
-                d[r] = ar[8 * p + r]
+                dk[r] = ar[8 * p + r]
 
 
 @numba.njit(**_OPTS)
-def _pack_b(b, b_t, bp):
+def _pack_b(b, b_t, bp, colsum):
     """``bp [ceil(N / 16), K, 16]``: ``bp[q, k, c] = B[k, 16q + c]`` (zero past N) with
     ``B = b`` ``[K, N]`` or, where ``b_t``, ``b.T`` (``b`` ``[N, K]``: 16 rows of b at a time,
-    each read sequentially)."""
+    each read sequentially). Where ``colsum`` is not empty (and not ``b_t``), it gets the
+    column sums of B, ``B.sum(axis=0)``, as the copy reads them."""
     if b_t:
         N, K = b.shape
         for q in range(bp.shape[0]):
@@ -180,26 +182,37 @@ def _pack_b(b, b_t, bp):
                     d[k, c] = br[k]
     else:
         K, N = b.shape
+        sums = colsum.shape[0] > 0
+        s = np.zeros(16, np.float32)
         for q in range(bp.shape[0]):
             n = min(16, N - 16 * q)
             d = bp[q]
+            s[:] = _ZERO
             for k in range(K):
                 br, dk = b[k], d[k]
                 for c in range(n):
                     dk[c] = br[16 * q + c]
                 for c in range(n, 16):
                     dk[c] = _ZERO
+                if sums:
+                    for c in range(16):
+                        s[c] += dk[c]
+            if sums:
+                for c in range(n):
+                    colsum[16 * q + c] = s[c]
 
 
 @numba.njit(**_OPTS)
-def gemm(a, a_t, b, b_t, out, bias, has_bias, pack_a, pack_b, kc, mc):
+def gemm(a, a_t, b, b_t, out, bias, has_bias, pack_a, pack_b, kc, mc, colsum):
     """``out [M, N] = A @ B (+ bias)`` with ``A = a`` ``[M, K]`` or, where ``a_t``, ``a.T``
     (``a`` ``[K, M]``), ``B = b`` ``[K, N]`` or, where ``b_t``, ``b.T`` (``b`` ``[N, K]``);
     ``bias`` ``[1, N]`` where ``has_bias`` (else any array with N columns, ``out`` itself);
     all C-contiguous float32. ``pack_a`` (with ``a_t``) copies A to panels of 8 rows
     (``[K, 8]`` each), ``pack_b`` (implied by ``b_t``) B to panels of 16 columns
     (``[K, 16]``); ``kc`` rows of B per pass, ``mc`` rows of A per block (B's panel of
-    16 columns serves every row of the block from L1)."""
+    16 columns serves every row of the block from L1). ``colsum`` ``[N]`` (or empty): B's
+    column sums, formed while B is packed (``pack_b``, not ``b_t``): a Linear layer's bias
+    gradient beside its weight gradient."""
     if a_t:
         K, M = a.shape
     else:
@@ -207,6 +220,12 @@ def gemm(a, a_t, b, b_t, out, bias, has_bias, pack_a, pack_b, kc, mc):
     N = b.shape[0] if b_t else b.shape[1]
     pack_b = pack_b or b_t
     pack_a = pack_a and a_t
+    if colsum.shape[0] > 0 and (K == 0 or not pack_b or b_t):
+        for j in range(N):
+            colsum[j] = _ZERO
+        for k in range(K):
+            for j in range(N):
+                colsum[j] += b[j, k] if b_t else b[k, j]
     if K == 0:
         for i in range(M):
             o = out[i]
@@ -220,7 +239,7 @@ def gemm(a, a_t, b, b_t, out, bias, has_bias, pack_a, pack_b, kc, mc):
         _pack_a(a, ap, M8)
     bp = np.empty((NQ if pack_b else 0, K, 16), np.float32)
     if pack_b:
-        _pack_b(b, b_t, bp)
+        _pack_b(b, b_t, bp, colsum)
     for k0 in range(0, K, kc):
         k1 = min(k0 + kc, K)
         acc = 1 if k0 > 0 else (2 if has_bias else 0)

@@ -475,12 +475,17 @@ class Linear(Function):
         g2 = g.reshape(-1, g.shape[-1]) if g.ndim != 2 else g
         if needs[0]:
             gx = gemm.product(g2, w.T).reshape(g.shape[:-1] + (w.shape[0],)) if w.ndim == 2 else g @ w.T
+        with_b = len(needs) == 3 and needs[2]
         if needs[1]:
             x2 = x.reshape(-1, x.shape[-1]) if x.ndim != 2 else x
-            gw = gemm.product(x2.T, g2)
+            both = gemm.weight_grads(x2, g2) if with_b else None
+            if both is not None:    # the bias gradient summed as the kernel reads g2
+                gw, gb = both
+            else:
+                gw = gemm.product(x2.T, g2)
+        if with_b and gb is None:
+            gb = _column_sums(g2)
         if len(needs) == 3:
-            if needs[2]:
-                gb = _column_sums(g2)
             return gx, gw, gb
         return gx, gw
 
