@@ -253,10 +253,9 @@ def gemm(a, a_t, b, b_t, out, bias, has_bias, pack_a, pack_b, kc, mc, colsum):
                 for i in range(i0, min(i1, M8), 8):
                     if not a_t:
                         _G8(a, x, out, bias, i, i, b0, nb, k0, k1, c0, acc)
-                    elif pack_a:
-                        _GT8(ap[i // 8], x, out, bias, i, 0, b0, nb, k0, k1, c0, acc)
-                    else:
-                        _GT8(a, x, out, bias, i, i, b0, nb, k0, k1, c0, acc)
+                    else:     # one call site (each inlines the tile): A's panel, or a itself
+                        src = ap[i // 8] if pack_a else a
+                        _GT8(src, x, out, bias, i, 0 if pack_a else i, b0, nb, k0, k1, c0, acc)
                 for i in range(max(i0, M8), i1):
                     if a_t:
                         _GT1(a, x, out, bias, i, i, b0, nb, k0, k1, c0, acc)
