@@ -161,6 +161,37 @@ def test_linear_and_matmul_against_float64(forced):
         np.testing.assert_allclose(a, e, rtol=2e-5, atol=2e-5)
 
 
+@pytest.mark.parametrize("tx,ty", [(False, False), (True, False), (False, True), (True, True)])
+def test_matmul_transposed_forms(forced, tx, ty):
+    """2-D matmul with either operand transposed, and a batch folded into rows by one
+    matrix: values and both gradients against float64 (every product form runs the kernel)."""
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal((21, 18) if tx else (18, 21)).astype(np.float32)
+    b = rng.standard_normal((25, 21) if ty else (21, 25)).astype(np.float32)
+    g = rng.standard_normal((18, 25)).astype(np.float32)
+    res = []
+    for dt in (np.float32, np.float64):
+        A, B = ddg.to_tensor(a.astype(dt), stop_gradient=False), ddg.to_tensor(b.astype(dt), stop_gradient=False)
+        y = ddg.matmul(A, B, transpose_x=tx, transpose_y=ty)
+        (y * ddg.to_tensor(g.astype(dt))).sum().backward()
+        res.append([y.numpy(), A.grad.numpy(), B.grad.numpy()])
+    assert len(forced) == 3
+    for got, want in zip(*res):
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+    if not tx:                  # [3, 6, 21] batch times one matrix: folded into [18, 21] rows
+        forced.clear()
+        A3 = ddg.to_tensor(a.reshape(3, 6, 21), stop_gradient=False)
+        B = ddg.to_tensor(b, stop_gradient=False)
+        y = ddg.matmul(A3, B, transpose_y=ty)
+        (y * ddg.to_tensor(g.reshape(3, 6, 25))).sum().backward()
+        assert len(forced) == 3
+        bb = (b.T if ty else b).astype(np.float64)
+        np.testing.assert_allclose(y.numpy().reshape(18, 25), a @ bb, rtol=2e-5, atol=2e-5)
+        np.testing.assert_allclose(A3.grad.numpy().reshape(18, 21), g @ bb.T, rtol=2e-5, atol=2e-5)
+        gb = a.T.astype(np.float64) @ g
+        np.testing.assert_allclose(B.grad.numpy(), gb.T if ty else gb, rtol=2e-5, atol=2e-5)
+
+
 def test_linear_gradient_central_differences(forced):
     """The loss sum(G * linear(x, W, b)) is linear in each input, so a central difference
     with a large step is exact up to float32 rounding."""
