@@ -110,9 +110,14 @@ def test_dispatch_rules(monkeypatch):
     gemm.product(A[:8, :8], B[:8, :8])                    # too small: numpy
     gemm.product(A[:, :8].copy(), B[:8])                  # K under MIN_DIM
     gemm.product(np.ones((96, 96), np.float32), np.ones((96, gemm.MAX_N + 16), np.float32))  # N past MAX_N
+    a32 = np.ones((32, 512), np.float32)
+    _close(gemm.product(a32, np.ones((512, 1024), np.float32)), np.full((32, 1024), 512.0), 512)   # the kernel
+    assert len(calls) == 1
+    _close(gemm.product(a32, np.ones((1024, 512), np.float32).T), np.full((32, 1024), 512.0), 512)
+    assert len(calls) == 1       # few rows times a large transposed B: numpy
     monkeypatch.setattr(gemm, "ENABLED", False)
     gemm.product(A, B)
-    assert calls == []
+    assert len(calls) == 1
 
 
 def test_blas_thread_query(monkeypatch):

@@ -27,10 +27,17 @@ ENABLED = True   # tests and benchmarks switch the kernel off to compare with nu
 MIN_DIM = 16
 MIN_MACS = 1 << 19
 MAX_N = 2048
-# B is always copied to panels of 16 columns (one sequential pass that also brings it
-# into cache; the panels are then read sequentially by every row tile); A read transposed
-# (x^T of a weight gradient) is copied to panels of 8 rows from this many rows on (rows of
-# x 3 KB and more apart share L1 sets)
+# B is copied to panels of 16 columns (one sequential pass that also brings it into cache;
+# the panels are then read sequentially by every row tile) from PACK_B_MIN_M rows of the
+# output on, or from PACK_B_WIDE_M where B's rows are PACK_B_WIDE_N long (4 KB: read in
+# place they share L1 sets); with fewer rows the copy costs more than it saves and B is
+# read in place. A transposed B (``W^T`` of an input gradient) is always packed, and left
+# to numpy below BT_MIN_M rows when it has more than BT_MAX_SMALL elements (the packing
+# then outweighs the product).
+PACK_B_MIN_M, PACK_B_WIDE_M, PACK_B_WIDE_N = 256, 32, 1024
+BT_MIN_M, BT_MAX_SMALL = 128, 1 << 18
+# A read transposed (x^T of a weight gradient) is copied to panels of 8 rows from this
+# many rows on (rows of x 3 KB and more apart share L1 sets)
 PACK_A_MIN_M = 768
 _KC, _MC = 512, 8     # rows of B per pass; rows of A per sweep over B's panels
 
@@ -126,14 +133,15 @@ def _kernel_product(A, B, bias, colsum=None):
     if not (A.flags.writeable and B.flags.writeable):   # read-only arrays: another kernel signature
         return None
     a, b = _operand(A), _operand(B)
-    if a is None or b is None or blas_threads() != 1:
+    if a is None or b is None or (b[1] and M < BT_MIN_M and K * N > BT_MAX_SMALL) or blas_threads() != 1:
         return None
+    pack_b = b[1] or M >= PACK_B_MIN_M or (M >= PACK_B_WIDE_M and N >= PACK_B_WIDE_N)
     from . import gemm_kernels  # noqa: PLC0415 - numba is imported with the first product
     out = np.empty((M, N), f32)
     if bias is not None:
         bias2 = np.ascontiguousarray(bias.reshape(1, N))
     else:
         bias2 = out
-    gemm_kernels.gemm(a[0], a[1], b[0], b[1], out, bias2, bias is not None, a[1] and M >= PACK_A_MIN_M, True,
+    gemm_kernels.gemm(a[0], a[1], b[0], b[1], out, bias2, bias is not None, a[1] and M >= PACK_A_MIN_M, pack_b,
                       _KC, _MC, _NONE if colsum is None else colsum)
     return out
