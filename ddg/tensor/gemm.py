@@ -4,7 +4,7 @@ takes them.
 
 The kernel is one thread. It replaces a BLAS call only where the BLAS runs one thread too
 (``blas_threads() == 1``): a multi-threaded BLAS is left alone, whatever the shape. The
-count is asked of the BLAS library numpy loaded, on every product (a ctypes call, ~0.1 us),
+count is asked of the BLAS library numpy loaded, on every product (a ctypes call, <1 us),
 so ``threadpoolctl`` limits set at run time count: OpenBLAS (numpy's wheels,
 ``scipy_openblas``) through ``openblas_get_num_threads``, MKL through
 ``MKL_Get_Max_Threads``. Where no such library is found (another BLAS, another OS), the
@@ -13,10 +13,10 @@ is ``1`` or the process may run on one CPU; otherwise numpy's BLAS runs.
 
 Shapes: ``M``, ``K``, ``N`` of at least ``MIN_DIM`` and ``M*K*N`` of at least
 ``MIN_MACS`` (below that numpy's call costs less than the kernel's dispatch), ``N`` at most
-``MAX_N`` (a vocabulary-sized output: OpenBLAS blocks it better). Each operand must be
-C-contiguous or the transpose of a C-contiguous array (the kernel reads it transposed in
-place, or packs it); anything else (a strided view that would need a copy) stays on
-numpy.
+``MAX_N`` (a vocabulary-sized output: OpenBLAS blocks it better), and not few rows times
+a large transposed B (see ``BT_MIN_M``). Each operand must be C-contiguous or the
+transpose of a C-contiguous array (the kernel reads it transposed in place, or packs it)
+and writeable; anything else (a strided view that would need a copy) stays on numpy.
 """
 import ctypes
 import os
