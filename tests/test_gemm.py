@@ -37,13 +37,13 @@ def test_kernel_forms_against_float64(M, K, N):
         for b_t in (False, True):
             b = np.ascontiguousarray(B.T) if b_t else B
             for pack_a, pack_b in ((False, False), (True, True), (False, True)):
-                for kc, mc in ((512, 256), (16, 8)):     # one pass, or K and M in blocks with tails
+                for kc, mc, qb in ((512, 256, 1 << 20), (16, 8, 2), (512, 8, 1)):   # one pass, or blocks with tails
                     out = np.full((M, N), np.nan, np.float32)
-                    gk.gemm(a, a_t, b, b_t, out, out, False, pack_a, pack_b, kc, mc, gemm._NONE)
+                    gk.gemm(a, a_t, b, b_t, out, out, False, pack_a, pack_b, kc, mc, qb, gemm._NONE)
                     _close(out, want, K)
                     out = np.full((M, N), np.nan, np.float32)
                     sums = np.full(N, np.nan, np.float32)     # B's column sums on the way
-                    gk.gemm(a, a_t, b, b_t, out, bias, True, pack_a, pack_b, kc, mc, sums)
+                    gk.gemm(a, a_t, b, b_t, out, bias, True, pack_a, pack_b, kc, mc, qb, sums)
                     _close(out, want_b, K)
                     _close(sums, B.astype(np.float64).sum(axis=0), K)
 

@@ -40,6 +40,7 @@ BT_MIN_M, BT_MAX_SMALL = 128, 1 << 18
 # many rows on (rows of x 3 KB and more apart share L1 sets)
 PACK_A_MIN_M = 768
 _KC, _MC = 512, 8     # rows of B per pass; rows of A per sweep over B's panels
+_BBLOCK = 1 << 17     # bytes of B's panels per column block (kept in L2 while all of A passes)
 
 _query = []   # [function or None], found on the first product
 _NONE = np.empty(0, np.float32)   # no column sums wanted
@@ -143,5 +144,5 @@ def _kernel_product(A, B, bias, colsum=None):
     else:
         bias2 = out
     gemm_kernels.gemm(a[0], a[1], b[0], b[1], out, bias2, bias is not None, a[1] and M >= PACK_A_MIN_M, pack_b,
-                      _KC, _MC, _NONE if colsum is None else colsum)
+                      _KC, _MC, max(1, _BBLOCK // (64 * min(_KC, K))), _NONE if colsum is None else colsum)
     return out

@@ -203,14 +203,15 @@ def _pack_b(b, b_t, bp, colsum):
 
 
 @numba.njit(**_OPTS)
-def gemm(a, a_t, b, b_t, out, bias, has_bias, pack_a, pack_b, kc, mc, colsum):
+def gemm(a, a_t, b, b_t, out, bias, has_bias, pack_a, pack_b, kc, mc, qb, colsum):
     """``out [M, N] = A @ B (+ bias)`` with ``A = a`` ``[M, K]`` or, where ``a_t``, ``a.T``
     (``a`` ``[K, M]``), ``B = b`` ``[K, N]`` or, where ``b_t``, ``b.T`` (``b`` ``[N, K]``);
     ``bias`` ``[1, N]`` where ``has_bias`` (else any array with N columns, ``out`` itself);
     all C-contiguous float32. ``pack_a`` (with ``a_t``) copies A to panels of 8 rows
     (``[K, 8]`` each), ``pack_b`` (implied by ``b_t``) B to panels of 16 columns
-    (``[K, 16]``); ``kc`` rows of B per pass, ``mc`` rows of A per block (B's panel of
-    16 columns serves every row of the block from L1). ``colsum`` ``[N]`` (or empty): B's
+    (``[K, 16]``); ``kc`` rows of B per pass, ``qb`` panels of B per column block (the
+    block stays in L2 while every row of A passes over it), ``mc`` rows of A per sweep over
+    the block's panels. ``colsum`` ``[N]`` (or empty): B's
     column sums, formed while B is packed (``pack_b``, not ``b_t``): a Linear layer's bias
     gradient beside its weight gradient."""
     if a_t:
@@ -243,21 +244,22 @@ def gemm(a, a_t, b, b_t, out, bias, has_bias, pack_a, pack_b, kc, mc, colsum):
     for k0 in range(0, K, kc):
         k1 = min(k0 + kc, K)
         acc = 1 if k0 > 0 else (2 if has_bias else 0)
-        for i0 in range(0, M, mc):
-            i1 = min(i0 + mc, M)
-            for q in range(NQ):
-                b0 = 16 * q
-                nb = min(16, N - b0)
-                x = bp[q] if pack_b else b
-                c0 = -b0 if pack_b else 0
-                for i in range(i0, min(i1, M8), 8):
-                    if not a_t:
-                        _G8(a, x, out, bias, i, i, b0, nb, k0, k1, c0, acc)
-                    else:     # one call site (each inlines the tile): A's panel, or a itself
-                        src = ap[i // 8] if pack_a else a
-                        _GT8(src, x, out, bias, i, 0 if pack_a else i, b0, nb, k0, k1, c0, acc)
-                for i in range(max(i0, M8), i1):
-                    if a_t:
-                        _GT1(a, x, out, bias, i, i, b0, nb, k0, k1, c0, acc)
-                    else:
-                        _G1(a, x, out, bias, i, i, b0, nb, k0, k1, c0, acc)
+        for q0 in range(0, NQ, qb):
+            for i0 in range(0, M, mc):
+                i1 = min(i0 + mc, M)
+                for q in range(q0, min(q0 + qb, NQ)):
+                    b0 = 16 * q
+                    nb = min(16, N - b0)
+                    x = bp[q] if pack_b else b
+                    c0 = -b0 if pack_b else 0
+                    for i in range(i0, min(i1, M8), 8):
+                        if not a_t:
+                            _G8(a, x, out, bias, i, i, b0, nb, k0, k1, c0, acc)
+                        else:     # one call site (each inlines the tile): A's panel, or a itself
+                            src = ap[i // 8] if pack_a else a
+                            _GT8(src, x, out, bias, i, 0 if pack_a else i, b0, nb, k0, k1, c0, acc)
+                    for i in range(max(i0, M8), i1):
+                        if a_t:
+                            _GT1(a, x, out, bias, i, i, b0, nb, k0, k1, c0, acc)
+                        else:
+                            _G1(a, x, out, bias, i, i, b0, nb, k0, k1, c0, acc)
