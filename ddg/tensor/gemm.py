@@ -13,7 +13,8 @@ is ``1`` or the process may run on one CPU; otherwise numpy's BLAS runs.
 
 Shapes: ``M``, ``K``, ``N`` of at least ``MIN_DIM`` and ``M*K*N`` of at least
 ``MIN_MACS`` (below that numpy's call costs less than the kernel's dispatch), ``N`` at most
-``MAX_N`` (a vocabulary-sized output: OpenBLAS blocks it better), and not few rows times
+``MAX_N``, and at most ``MAX_T`` rows and columns where A is read transposed (a weight
+gradient with a vocabulary-sized side: OpenBLAS blocks it better), and not few rows times
 a large transposed B (see ``BT_MIN_M``). Each operand must be C-contiguous or the
 transpose of a C-contiguous array (the kernel reads it transposed in place, or packs it)
 and writeable; anything else (a strided view that would need a copy) stays on numpy.
@@ -26,7 +27,8 @@ import numpy as np
 ENABLED = True   # tests and benchmarks switch the kernel off to compare with numpy
 MIN_DIM = 16
 MIN_MACS = 1 << 19
-MAX_N = 2048
+MAX_N = 8192    # columns of the output
+MAX_T = 2048    # rows and columns of the output when A is read transposed (x^T of a weight gradient)
 # B is copied to panels of 16 columns (one sequential pass that also brings it into cache;
 # the panels are then read sequentially by every row tile) from PACK_B_MIN_M rows of the
 # output on, or from PACK_B_WIDE_M where B's rows are PACK_B_WIDE_N long (4 KB: read in
@@ -36,9 +38,6 @@ MAX_N = 2048
 # then outweighs the product).
 PACK_B_MIN_M, PACK_B_WIDE_M, PACK_B_WIDE_N = 256, 32, 1024
 BT_MIN_M, BT_MAX_SMALL = 128, 1 << 18
-# A read transposed (x^T of a weight gradient) is copied to panels of 8 rows from this
-# many rows on (rows of x 3 KB and more apart share L1 sets)
-PACK_A_MIN_M = 768
 _KC, _MC = 512, 8     # rows of B per pass; rows of A per sweep over B's panels
 _BBLOCK = 1 << 17     # bytes of B's panels per column block (kept in L2 while all of A passes)
 
@@ -131,6 +130,8 @@ def _kernel_product(A, B, bias, colsum=None):
     (M, K), N = A.shape, B.shape[1]
     if min(M, K, N) < MIN_DIM or M * K * N < MIN_MACS or N > MAX_N or B.shape[0] != K:
         return None
+    if not A.flags.c_contiguous and max(M, N) > MAX_T:
+        return None
     if not (A.flags.writeable and B.flags.writeable):   # read-only arrays: another kernel signature
         return None
     a, b = _operand(A), _operand(B)
@@ -143,6 +144,6 @@ def _kernel_product(A, B, bias, colsum=None):
         bias2 = np.ascontiguousarray(bias.reshape(1, N))
     else:
         bias2 = out
-    gemm_kernels.gemm(a[0], a[1], b[0], b[1], out, bias2, bias is not None, a[1] and M >= PACK_A_MIN_M, pack_b,
+    gemm_kernels.gemm(a[0], a[1], b[0], b[1], out, bias2, bias is not None, pack_b,
                       _KC, _MC, max(1, _BBLOCK // (64 * min(_KC, K))), _NONE if colsum is None else colsum)
     return out

@@ -151,19 +151,6 @@ def transpose(a, out):
 
 
 @numba.njit(**_OPTS)
-def _pack_a(a, ap, M8):
-    """``ap [M8 / 8, K, 8]``: ``ap[p, k, r] = a[k, 8p + r]`` (``a`` ``[K, M]``), one panel at
-    a time (each written sequentially)."""
-    K = a.shape[0]
-    for p in range(M8 // 8):
-        d = ap[p]
-        for k in range(K):
-            ar, dk = a[k], d[k]
-            for r in range(8):
-                dk[r] = ar[8 * p + r]
-
-
-@numba.njit(**_OPTS)
 def _pack_b(b, b_t, bp, colsum):
     """``bp [ceil(N / 16), K, 16]``: ``bp[q, k, c] = B[k, 16q + c]`` (zero past N) with
     ``B = b`` ``[K, N]`` or, where ``b_t``, ``b.T`` (``b`` ``[N, K]``: 16 rows of b at a time,
@@ -203,12 +190,12 @@ def _pack_b(b, b_t, bp, colsum):
 
 
 @numba.njit(**_OPTS)
-def gemm(a, a_t, b, b_t, out, bias, has_bias, pack_a, pack_b, kc, mc, qb, colsum):
+def gemm(a, a_t, b, b_t, out, bias, has_bias, pack_b, kc, mc, qb, colsum):
     """``out [M, N] = A @ B (+ bias)`` with ``A = a`` ``[M, K]`` or, where ``a_t``, ``a.T``
     (``a`` ``[K, M]``), ``B = b`` ``[K, N]`` or, where ``b_t``, ``b.T`` (``b`` ``[N, K]``);
     ``bias`` ``[1, N]`` where ``has_bias`` (else any array with N columns, ``out`` itself);
-    all C-contiguous float32. ``pack_a`` (with ``a_t``) copies A to panels of 8 rows
-    (``[K, 8]`` each), ``pack_b`` (implied by ``b_t``) B to panels of 16 columns
+    all C-contiguous float32. A is read in place (``a_t``: eight neighbours in a row of
+    ``a`` per k); ``pack_b`` (implied by ``b_t``) copies B to panels of 16 columns
     (``[K, 16]``); ``kc`` rows of B per pass, ``qb`` panels of B per column block (the
     block stays in L2 while every row of A passes over it), ``mc`` rows of A per sweep over
     the block's panels. ``colsum`` ``[N]`` (or empty): B's
@@ -220,7 +207,6 @@ def gemm(a, a_t, b, b_t, out, bias, has_bias, pack_a, pack_b, kc, mc, qb, colsum
         M, K = a.shape
     N = b.shape[0] if b_t else b.shape[1]
     pack_b = pack_b or b_t
-    pack_a = pack_a and a_t
     if colsum.shape[0] > 0 and (K == 0 or not pack_b or b_t):
         for j in range(N):
             colsum[j] = _ZERO
@@ -235,9 +221,6 @@ def gemm(a, a_t, b, b_t, out, bias, has_bias, pack_a, pack_b, kc, mc, qb, colsum
         return
     M8 = M - M % 8
     NQ = (N + 15) // 16
-    ap = np.empty((M8 // 8 if pack_a else 0, K, 8), np.float32)
-    if pack_a:
-        _pack_a(a, ap, M8)
     bp = np.empty((NQ if pack_b else 0, K, 16), np.float32)
     if pack_b:
         _pack_b(b, b_t, bp, colsum)
@@ -253,11 +236,10 @@ def gemm(a, a_t, b, b_t, out, bias, has_bias, pack_a, pack_b, kc, mc, qb, colsum
                     x = bp[q] if pack_b else b
                     c0 = -b0 if pack_b else 0
                     for i in range(i0, min(i1, M8), 8):
-                        if not a_t:
+                        if a_t:
+                            _GT8(a, x, out, bias, i, i, b0, nb, k0, k1, c0, acc)
+                        else:
                             _G8(a, x, out, bias, i, i, b0, nb, k0, k1, c0, acc)
-                        else:     # one call site (each inlines the tile): A's panel, or a itself
-                            src = ap[i // 8] if pack_a else a
-                            _GT8(src, x, out, bias, i, 0 if pack_a else i, b0, nb, k0, k1, c0, acc)
                     for i in range(max(i0, M8), i1):
                         if a_t:
                             _GT1(a, x, out, bias, i, i, b0, nb, k0, k1, c0, acc)
