@@ -1,6 +1,13 @@
 """Compiled float32 matrix products for the Linear layer and 2-D matmuls (numpy arrays).
 
-HEADER
+``gemm`` forms ``out = A @ B (+ bias)`` with A read in place or transposed in place and B
+read in place or copied to 16-column panels (also straight from its transpose), from the
+8-row x 16-column register tile below; ``ddg.tensor.gemm`` decides when it runs instead
+of numpy's BLAS (one BLAS thread, shapes) and calls it. The tile is shared with the
+recurrent kernels of ``rnn_kernels``; ``transpose`` is the blocked transposed copy they
+use. Every array argument is C-contiguous float32, so ``gemm`` compiles once (one
+signature). This module imports numba; ``gemm.py`` imports it with the first product
+that takes the kernel.
 """
 import numba
 import numpy as np
