@@ -53,7 +53,7 @@ def _find_query():
             paths = {line.split()[-1] for line in f if "blas" in line.lower() or "mkl" in line.lower()}
     except OSError:
         return None
-    for path in sorted(paths):
+    for path in sorted(paths, key=lambda p: ("numpy" not in p, p)):   # numpy's own BLAS first
         if ".so" not in path:
             continue
         try:
