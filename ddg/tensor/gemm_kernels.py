@@ -161,7 +161,7 @@ def transpose(a, out):
 def _pack_b(b, b_t, bp, colsum):
     """``bp [ceil(N / 16), K, 16]``: ``bp[q, k, c] = B[k, 16q + c]`` (zero past N) with
     ``B = b`` ``[K, N]`` or, where ``b_t``, ``b.T`` (``b`` ``[N, K]``: 16 rows of b at a time,
-    each read sequentially). Where ``colsum`` is not empty (and not ``b_t``), it gets the
+    read side by side, one line of the panel written per k). Where ``colsum`` is not empty (and not ``b_t``), it gets the
     column sums of B, ``B.sum(axis=0)``, as the copy reads them."""
     if b_t:
         N, K = b.shape
@@ -170,10 +170,10 @@ def _pack_b(b, b_t, bp, colsum):
             d = bp[q]
             if n < 16:
                 d[:] = _ZERO
-            for c in range(n):
-                br = b[16 * q + c]
-                for k in range(K):
-                    d[k, c] = br[k]
+            for k in range(K):      # a whole line of the panel per k, 16 rows of b read in step
+                dk = d[k]
+                for c in range(n):
+                    dk[c] = b[16 * q + c, k]
     else:
         K, N = b.shape
         sums = colsum.shape[0] > 0
