@@ -36,13 +36,9 @@ This module imports numba; ``rnn.py`` imports it only when a float32 numpy seque
 """
 import numba
 import numpy as np
-from llvmlite import ir
-from llvmlite.binding import llvm_version_info
-from numba import types
-from numba.core import cgutils
-from numba.extending import intrinsic
 
 from .compiled import FASTMATH, kernel
+from .gemm_kernels import _T1, _T8, _TT1, _TT8, transpose  # noqa: F401 - transpose: rnn_kernels.transpose
 
 _F = np.float32
 _CLAMP = _F(7.99881172180175781)
@@ -343,96 +339,10 @@ def gru_step_backward(gy, has_gy, t, valid, has_mask, act, hcs, hp, dht, sp, sq,
 # 8-row x 16-column output tile in eight 16-lane vector registers: per k, one vector load
 # of the right-hand side's row, eight broadcast weights and eight fused multiply-adds, no
 # horizontal sums (a dot-product form vectorized over k pays one per output, as much as its
-# multiplies at K=128). numba has no vector type, so the tile is LLVM IR written here with
-# llvmlite (``numba.extending.intrinsic``) and inlined into the calling kernel.
-_V_F32, _V_I64, _V_I32 = ir.FloatType(), ir.IntType(64), ir.IntType(32)
-# the masked load/store intrinsics are named after their pointer type: opaque ("p0") from
-# LLVM 15 on, the pointee spelled out before
-_PTR16 = "p0" if llvm_version_info[0] >= 15 else "p0v16f32"
-
-
-def _tile(rows, a_t):
-    """An intrinsic ``tile(a, x, out, i, ai, b0, nb, k0, k1, c0, acc)`` on C-contiguous
-    float32 matrices: ``out[i:i+rows, b0:b0+nb] (+)= A[ai:ai+rows, k0:k1] @
-    x[k0:k1, c0+b0:c0+b0+nb]`` (nb <= 16 columns, masked loads and stores) with ``A = a``
-    (``a_t`` False) or ``a.T`` (``a_t``: broadcasts from a row of ``a``), the accumulators
-    in registers, starting from ``out`` where ``acc`` is nonzero, else from zero (k1 > k0)."""
-    vt = ir.VectorType(_V_F32, 16)
-    mt = ir.VectorType(ir.IntType(1), 16)
-
-    @intrinsic
-    def tile(typingctx, a, x, out, i, ai, b0, nb, k0, k1, c0, acc):
-        i64 = types.int64
-        sig = types.void(a, x, out, i64, i64, i64, i64, i64, i64, i64, i64)
-
-        def codegen(context, builder, signature, args):
-            av, xv, ov, i, ai, b0, nb, k0, k1, c0, accf = args
-            arrs = [context.make_array(t)(context, builder, v) for t, v in zip(signature.args[:3], (av, xv, ov))]
-            ad, xd, od = (r.data for r in arrs)
-            lda, ldx, ldo = (builder.extract_value(r.shape, 1) for r in arrs)
-            mod = builder.module
-            fma = cgutils.get_or_insert_function(mod, ir.FunctionType(vt, [vt] * 3), "llvm.fma.v16f32")
-            mload = cgutils.get_or_insert_function(mod, ir.FunctionType(vt, [vt.as_pointer(), _V_I32, mt, vt]),
-                                                   f"llvm.masked.load.v16f32.{_PTR16}")
-            mstore = cgutils.get_or_insert_function(mod, ir.FunctionType(ir.VoidType(), [vt, vt.as_pointer(), _V_I32,
-                                                                                        mt]),
-                                                    f"llvm.masked.store.v16f32.{_PTR16}")
-            undef = ir.Constant(vt, ir.Undefined)
-            splat = ir.Constant(ir.VectorType(_V_I32, 16), [0] * 16)
-            zero = ir.Constant(vt, [0.0] * 16)
-            align = ir.Constant(_V_I32, 4)
-            lanes = ir.Constant(ir.VectorType(_V_I64, 16), list(range(16)))
-            nbv = builder.insert_element(ir.Constant(ir.VectorType(_V_I64, 16), ir.Undefined), nb,
-                                         ir.Constant(_V_I32, 0))
-            mask = builder.icmp_signed("<", lanes, builder.shuffle_vector(nbv, nbv, splat))
-            one = ir.Constant(_V_I64, 1)
-            rows_i = [builder.add(i, ir.Constant(_V_I64, r)) for r in range(rows)]
-            rows_a = [builder.add(ai, ir.Constant(_V_I64, r)) for r in range(rows)]
-            if a_t:       # A[ai + r, k] = a[k, ai + r]: per k, `rows` neighbours in a row of a
-                abase = builder.gep(ad, [ai])
-            else:         # A[ai + r, k] = a[ai + r, k]: one pointer per row, stepping by 1
-                arow = [builder.gep(ad, [builder.mul(ra, lda)]) for ra in rows_a]
-            xcol = builder.gep(xd, [builder.add(c0, b0)])
-            optr = [builder.bitcast(builder.gep(od, [builder.add(builder.mul(ri, ldo), b0)]), vt.as_pointer())
-                    for ri in rows_i]
-            from_out = builder.icmp_signed("!=", accf, ir.Constant(_V_I64, 0))
-            init = [builder.select(from_out, builder.call(mload, [p, align, mask, zero]), zero) for p in optr]
-            entry = builder.block
-            loop = builder.function.append_basic_block("tile_loop")
-            done = builder.function.append_basic_block("tile_done")
-            builder.branch(loop)
-            builder.position_at_end(loop)
-            k = builder.phi(_V_I64)
-            acc = [builder.phi(vt) for _ in range(rows)]
-            xp = builder.bitcast(builder.gep(xcol, [builder.mul(k, ldx)]), vt.as_pointer())
-            xk = builder.call(mload, [xp, align, mask, zero])
-            if a_t:
-                ak = builder.gep(abase, [builder.mul(k, lda)])
-            new = []
-            for r in range(rows):
-                w = builder.load(builder.gep(ak, [ir.Constant(_V_I64, r)]) if a_t else builder.gep(arow[r], [k]),
-                                 align=4)
-                wv = builder.shuffle_vector(builder.insert_element(undef, w, ir.Constant(_V_I32, 0)), undef, splat)
-                new.append(builder.call(fma, [wv, xk, acc[r]]))
-            kn = builder.add(k, one)
-            k.add_incoming(k0, entry)
-            k.add_incoming(kn, loop)
-            for r in range(rows):
-                acc[r].add_incoming(init[r], entry)
-                acc[r].add_incoming(new[r], loop)
-            builder.cbranch(builder.icmp_signed("<", kn, k1), loop, done)
-            builder.position_at_end(done)
-            for r in range(rows):
-                builder.call(mstore, [new[r], optr[r], align, mask])
-            return context.get_dummy_value()
-        return sig, codegen
-    return tile
-
-
-# 8 rows, then the rows left over one at a time; 16 columns at a time (masked at the end)
-_T8, _T1 = _tile(8, False), _tile(1, False)
-# the weight gradients' products, A = a.T: the same tiles reading 8 neighbours of a row of a
-_TT8, _TT1 = _tile(8, True), _tile(1, True)
+# multiplies at K=128). The tiles (LLVM IR, ``gemm_kernels._tile``) are shared with the
+# Linear layer's products: 8 rows, then the rows left over one at a time, 16 columns at a
+# time (masked at the end); ``_TT8``/``_TT1`` read A = a.T, 8 neighbours of a row of a (the
+# weight gradients' products).
 _KC = 256    # rows of a and x per pass (the pass's block of x stays in L2)
 
 
@@ -640,26 +550,6 @@ def matmul_wr(w, rt, out):
             for k in range(K):
                 s += wr[k] * x[k]
             orow[b] = s
-
-
-@kernel(error_model="numpy")
-def transpose(a, out):
-    """``out [N, M] = a [M, N].T``, eight rows of ``a`` at a time: each row is read
-    sequentially and each row of ``out`` gets 32 contiguous bytes per visit. numpy's
-    strided copy of a power-of-two matrix conflicts in the caches: at [2048, 512] this
-    takes 1.0 ms where numpy takes 3.7, at [4096, 1024] 4.4 ms against 29."""
-    M, N = a.shape
-    M8 = M - M % 8
-    for i in range(0, M8, 8):
-        r0, r1, r2, r3, r4, r5, r6, r7 = a[i], a[i + 1], a[i + 2], a[i + 3], a[i + 4], a[i + 5], a[i + 6], a[i + 7]
-        for j in range(N):
-            o = out[j]
-            o[i], o[i + 1], o[i + 2], o[i + 3] = r0[j], r1[j], r2[j], r3[j]
-            o[i + 4], o[i + 5], o[i + 6], o[i + 7] = r4[j], r5[j], r6[j], r7[j]
-    for i in range(M8, M):
-        r = a[i]
-        for j in range(N):
-            out[j, i] = r[j]
 
 
 # -- whole-sequence loops ------------------------------------------------------------------------------

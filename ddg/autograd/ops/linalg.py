@@ -6,7 +6,7 @@ import string
 
 import numpy as np
 
-from ...tensor import backend
+from ...tensor import backend, gemm
 from ...tensor.dtypes import upcast
 from ...tensor.tensor import Tensor
 from ..function import Function, same_float_dtype, sum_to
@@ -48,7 +48,9 @@ class MatMul(Function):
         if self._folds(a, b):
             # a batch of matrices times one matrix (a tied LM head, a projection): one
             # [rows, K] x [K, N] product instead of one product per leading index
-            return (_rows(a) @ B).reshape(a.shape[:-1] + (B.shape[-1],))
+            return gemm.product(_rows(a), B).reshape(a.shape[:-1] + (B.shape[-1],))
+        if A.ndim == 2 and B.ndim == 2:
+            return gemm.product(A, B)   # the compiled kernel where tensor/gemm.py takes it
         return A @ B
 
     def _folds(self, a, b):
@@ -62,16 +64,17 @@ class MatMul(Function):
         if a.ndim == 2 and b.ndim == 2:  # the common case, no reshaping
             tx, ty = self.tx, self.ty
             ga = gb = None
+            mm = gemm.product
             if na:
                 if tx:
-                    ga = (b.T @ g.T) if ty else (b @ g.T)
+                    ga = mm(b.T, g.T) if ty else mm(b, g.T)
                 else:
-                    ga = (g @ b) if ty else (g @ b.T)
+                    ga = mm(g, b) if ty else mm(g, b.T)
             if nb:
                 if ty:
-                    gb = (g.T @ a.T) if tx else (g.T @ a)
+                    gb = mm(g.T, a.T) if tx else mm(g.T, a)
                 else:
-                    gb = (a @ g) if tx else (a.T @ g)
+                    gb = mm(a, g) if tx else mm(a.T, g)
             return ga, gb
         if self._folds(a, b):
             # rows folded as in forward: the weight gradient is one product, not a batch of
@@ -79,9 +82,9 @@ class MatMul(Function):
             a2, g2 = _rows(a), _rows(g)
             ga = gb = None
             if na:
-                ga = (g2 @ b if self.ty else g2 @ b.T).reshape(a.shape)
+                ga = gemm.product(g2, b if self.ty else b.T).reshape(a.shape)
             if nb:
-                gb = g2.T @ a2 if self.ty else a2.T @ g2
+                gb = gemm.product(g2.T, a2) if self.ty else gemm.product(a2.T, g2)
             return ga, gb
         # general case: promote vectors to matrices, then undo
         A = a[None, :] if a.ndim == 1 else (_swap(a) if self.tx else a)

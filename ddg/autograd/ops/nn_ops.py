@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from ...tensor import backend
+from ...tensor import backend, gemm
 from ...tensor import softmax_kernels as SK
 from ...tensor.dtypes import upcast
 from ..function import Function, _frozen, same_float_dtype, sum_to
@@ -516,12 +516,16 @@ class Linear(Function):
         if type(x) is np.ndarray:   # numpy has no half-precision BLAS: float32 products
             x, w, b = upcast(x), upcast(w), tuple(upcast(v) for v in b)
         self.x, self.w = x, w
-        if x.ndim > 2 and w.ndim == 2:
+        if x.ndim >= 2 and w.ndim == 2:
             # one [rows, in] x [in, out] product, not numpy's loop of one product per leading
-            # index (1.2-1.7x slower for a transformer's [batch, seq, d] activations)
-            out = (x.reshape(-1, x.shape[-1]) @ w).reshape(x.shape[:-1] + (w.shape[-1],))
-        else:
-            out = x @ w
+            # index (1.2-1.7x slower for a transformer's [batch, seq, d] activations); the
+            # bias starts the compiled kernel's accumulators where it runs (tensor/gemm.py)
+            bias = b[0] if b and b[0].ndim == 1 else None
+            out = gemm.product(x.reshape(-1, x.shape[-1]), w, bias).reshape(x.shape[:-1] + (w.shape[-1],))
+            if b and bias is None:
+                out += b[0]
+            return out
+        out = x @ w
         if b:
             out += b[0]
         return out
@@ -532,13 +536,18 @@ class Linear(Function):
         gx = gw = gb = None
         g2 = g.reshape(-1, g.shape[-1]) if g.ndim != 2 else g
         if needs[0]:
-            gx = (g2 @ w.T).reshape(g.shape[:-1] + (w.shape[0],)) if w.ndim == 2 else g @ w.T
+            gx = gemm.product(g2, w.T).reshape(g.shape[:-1] + (w.shape[0],)) if w.ndim == 2 else g @ w.T
+        with_b = len(needs) == 3 and needs[2]
         if needs[1]:
             x2 = x.reshape(-1, x.shape[-1]) if x.ndim != 2 else x
-            gw = x2.T @ g2
+            both = gemm.weight_grads(x2, g2) if with_b else None
+            if both is not None:    # the bias gradient summed as the kernel reads g2
+                gw, gb = both
+            else:
+                gw = gemm.product(x2.T, g2)
+        if with_b and gb is None:
+            gb = _column_sums(g2)
         if len(needs) == 3:
-            if needs[2]:
-                gb = _column_sums(g2)
             return gx, gw, gb
         return gx, gw
 

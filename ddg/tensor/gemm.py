@@ -1,0 +1,149 @@
+"""Which 2-D float32 products run the compiled kernel (``gemm_kernels.gemm``) instead of
+numpy's BLAS, and the call itself. Imports neither numba nor the kernels until a product
+takes them.
+
+The kernel is one thread. It replaces a BLAS call only where the BLAS runs one thread too
+(``blas_threads() == 1``): a multi-threaded BLAS is left alone, whatever the shape. The
+count is asked of the BLAS library numpy loaded, on every product (a ctypes call, <1 us),
+so ``threadpoolctl`` limits set at run time count: OpenBLAS (numpy's wheels,
+``scipy_openblas``) through ``openblas_get_num_threads``, MKL through
+``MKL_Get_Max_Threads``. Where no such library is found (another BLAS, another OS), the
+count is 1 only if ``OPENBLAS_NUM_THREADS``, ``MKL_NUM_THREADS`` or ``OMP_NUM_THREADS``
+is ``1`` or the process may run on one CPU; otherwise numpy's BLAS runs.
+
+Shapes: ``M``, ``K``, ``N`` of at least ``MIN_DIM`` and ``M*K*N`` of at least
+``MIN_MACS`` (below that numpy's call costs less than the kernel's dispatch), ``N`` at most
+``MAX_N``, and at most ``MAX_T`` rows and columns where A is read transposed (a weight
+gradient with a vocabulary-sized side: OpenBLAS blocks it better), and not few rows times
+a large transposed B (see ``BT_MIN_M``). Each operand must be C-contiguous or the
+transpose of a C-contiguous array (the kernel reads it transposed in place, or packs it)
+and writeable; anything else (a strided view that would need a copy) stays on numpy.
+"""
+import ctypes
+import os
+
+import numpy as np
+
+ENABLED = True   # tests and benchmarks switch the kernel off to compare with numpy
+MIN_DIM = 16
+MIN_MACS = 1 << 19
+MAX_N = 8192    # columns of the output
+MAX_T = 2048    # rows and columns of the output when A is read transposed (x^T of a weight gradient)
+# B is copied to panels of 16 columns (one sequential pass that also brings it into cache;
+# the panels are then read sequentially by every row tile) from PACK_B_MIN_M rows of the
+# output on, or from PACK_B_WIDE_M where B's rows are PACK_B_WIDE_N long (4 KB: read in
+# place they share L1 sets); with fewer rows the copy costs more than it saves and B is
+# read in place. A transposed B (``W^T`` of an input gradient) is always packed, and left
+# to numpy below BT_MIN_M rows when it has more than BT_MAX_SMALL elements (the packing
+# then outweighs the product).
+PACK_B_MIN_M, PACK_B_WIDE_M, PACK_B_WIDE_N = 256, 32, 1024
+BT_MIN_M, BT_MAX_SMALL = 128, 1 << 18
+_KC, _MC = 512, 8     # rows of B per pass; rows of A per sweep over B's panels
+_BBLOCK = 1 << 17     # bytes of B's panels per column block (kept in L2 while all of A passes)
+
+_query = []   # [function or None], found on the first product
+_NONE = np.empty(0, np.float32)   # no column sums wanted
+
+
+def _find_query():
+    names = ("scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads", "openblas_get_num_threads64_",
+             "openblas_get_num_threads", "MKL_Get_Max_Threads")
+    try:
+        with open("/proc/self/maps") as f:
+            paths = {line.split()[-1] for line in f if "blas" in line.lower() or "mkl" in line.lower()}
+    except OSError:
+        return None
+    for path in sorted(paths, key=lambda p: ("numpy" not in p, p)):   # numpy's own BLAS first
+        if ".so" not in path:
+            continue
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for name in names:
+            fn = getattr(lib, name, None)
+            if fn is not None:
+                fn.restype, fn.argtypes = ctypes.c_int, []
+                return fn
+    return None
+
+
+def _env_threads():
+    for var in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS"):
+        if os.environ.get(var, "").strip() == "1":
+            return 1
+    try:
+        if len(os.sched_getaffinity(0)) == 1:
+            return 1
+    except (AttributeError, OSError):
+        pass
+    return None
+
+
+def blas_threads():
+    """The number of threads numpy's BLAS runs, or None where it cannot be told."""
+    if not _query:
+        _query.append(_find_query())
+    fn = _query[0]
+    return int(fn()) if fn is not None else _env_threads()
+
+
+def _operand(m):
+    """``(array, transposed)`` for the kernel: ``m`` itself if C-contiguous, its transpose
+    (flagged) if that is; None otherwise."""
+    if m.flags.c_contiguous:
+        return m, False
+    if m.T.flags.c_contiguous:
+        return m.T, True
+    return None
+
+
+def product(A, B, bias=None):
+    """``A @ B`` (``+ bias``, a ``[N]`` vector) for 2-D numpy arrays, by the compiled kernel
+    where the rules above take it, else by numpy. Returns a new array."""
+    out = _kernel_product(A, B, bias)
+    if out is not None:
+        return out
+    out = A @ B
+    if bias is not None:
+        out += bias
+    return out
+
+
+def weight_grads(x2, g2):
+    """A Linear layer's weight and bias gradients, ``(x2.T @ g2, g2.sum(axis=0))``: by the
+    compiled kernel (the column sums formed while it copies ``g2`` to panels) where the
+    rules above take ``x2.T @ g2``, else ``None``."""
+    sums = np.empty(g2.shape[1], np.float32)
+    gw = _kernel_product(x2.T, g2, None, sums)
+    return None if gw is None else (gw, sums)
+
+
+def _kernel_product(A, B, bias, colsum=None):
+    if not ENABLED or type(A) is not np.ndarray or type(B) is not np.ndarray:
+        return None
+    f32 = np.float32
+    if A.dtype != f32 or B.dtype != f32 or A.ndim != 2 or B.ndim != 2:
+        return None
+    if bias is not None and (type(bias) is not np.ndarray or bias.dtype != f32 or bias.shape != (B.shape[1],)):
+        return None
+    (M, K), N = A.shape, B.shape[1]
+    if min(M, K, N) < MIN_DIM or M * K * N < MIN_MACS or N > MAX_N or B.shape[0] != K:
+        return None
+    if not A.flags.c_contiguous and max(M, N) > MAX_T:
+        return None
+    if not (A.flags.writeable and B.flags.writeable):   # read-only arrays: another kernel signature
+        return None
+    a, b = _operand(A), _operand(B)
+    if a is None or b is None or (b[1] and M < BT_MIN_M and K * N > BT_MAX_SMALL) or blas_threads() != 1:
+        return None
+    pack_b = b[1] or M >= PACK_B_MIN_M or (M >= PACK_B_WIDE_M and N >= PACK_B_WIDE_N)
+    from . import gemm_kernels  # noqa: PLC0415 - numba is imported with the first product
+    out = np.empty((M, N), f32)
+    if bias is not None:
+        bias2 = np.ascontiguousarray(bias.reshape(1, N))
+    else:
+        bias2 = out
+    gemm_kernels.gemm(a[0], a[1], b[0], b[1], out, bias2, bias is not None, pack_b,
+                      _KC, _MC, max(1, _BBLOCK // (64 * min(_KC, K))), _NONE if colsum is None else colsum)
+    return out

@@ -1,0 +1,254 @@
+"""Compiled float32 matrix products for the Linear layer and 2-D matmuls (numpy arrays).
+
+``gemm`` forms ``out = A @ B (+ bias)`` with A read in place or transposed in place and B
+read in place or copied to 16-column panels (also straight from its transpose), from the
+8-row x 16-column register tile below; ``ddg.tensor.gemm`` decides when it runs instead
+of numpy's BLAS (one BLAS thread, shapes) and calls it. The tile is shared with the
+recurrent kernels of ``rnn_kernels``; ``transpose`` is the blocked transposed copy they
+use. Every array argument is C-contiguous float32, so ``gemm`` compiles once (one
+signature). This module imports numba; ``gemm.py`` imports it with the first product
+that takes the kernel.
+"""
+import numba
+import numpy as np
+from llvmlite import ir
+from llvmlite.binding import llvm_version_info
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from .compiled import FASTMATH, kernel
+
+_OPTS = {"fastmath": set(FASTMATH), "cache": True, "error_model": "numpy"}
+_ZERO = np.float32(0.0)
+
+# -- the register tile -----------------------------------------------------------------------
+# An 8-row x 16-column output tile kept in eight 16-lane vector registers: per k, one vector
+# load of the right-hand side's row, eight broadcast left-hand values and eight fused
+# multiply-adds, no horizontal sums. numba has no vector type, so the tile is LLVM IR
+# written here with llvmlite (``numba.extending.intrinsic``) and inlined into the calling
+# kernel; the recurrent products of ``rnn_kernels`` use it too.
+_V_F32, _V_I64, _V_I32 = ir.FloatType(), ir.IntType(64), ir.IntType(32)
+# the masked load/store intrinsics are named after their pointer type: opaque ("p0") from
+# LLVM 15 on, the pointee spelled out before
+_PTR16 = "p0" if llvm_version_info[0] >= 15 else "p0v16f32"
+
+
+def _tile(rows, a_t, with_bias=False):
+    """An intrinsic ``tile(a, x, out, i, ai, b0, nb, k0, k1, c0, acc)`` on C-contiguous
+    float32 matrices: ``out[i:i+rows, b0:b0+nb] (+)= A[ai:ai+rows, k0:k1] @
+    x[k0:k1, c0+b0:c0+b0+nb]`` (nb <= 16 columns, masked loads and stores) with ``A = a``
+    (``a_t`` False) or ``a.T`` (``a_t``: broadcasts from a row of ``a``), the accumulators
+    in registers, starting from ``out`` where ``acc`` is nonzero, else from zero (k1 > k0).
+    ``with_bias``: ``tile(a, x, out, bias, i, ...)`` with a 2-D ``bias`` whose first row
+    ``bias[0, b0:b0+nb]`` starts every row of the tile where ``acc`` is 2 (``bias`` must
+    have at least ``b0 + nb`` columns whatever ``acc`` is: pass ``out`` when there is none)."""
+    vt = ir.VectorType(_V_F32, 16)
+    mt = ir.VectorType(ir.IntType(1), 16)
+
+    def typer(arrays):
+        i64 = types.int64
+        return types.void(*arrays, i64, i64, i64, i64, i64, i64, i64, i64)
+
+    def codegen(context, builder, signature, args):
+        narr = 4 if with_bias else 3
+        i, ai, b0, nb, k0, k1, c0, accf = args[narr:]
+        arrs = [context.make_array(t)(context, builder, v) for t, v in zip(signature.args[:3], args[:3])]
+        ad, xd, od = (r.data for r in arrs)
+        lda, ldx, ldo = (builder.extract_value(r.shape, 1) for r in arrs)
+        mod = builder.module
+        fma = cgutils.get_or_insert_function(mod, ir.FunctionType(vt, [vt] * 3), "llvm.fma.v16f32")
+        mload = cgutils.get_or_insert_function(mod, ir.FunctionType(vt, [vt.as_pointer(), _V_I32, mt, vt]),
+                                               f"llvm.masked.load.v16f32.{_PTR16}")
+        mstore = cgutils.get_or_insert_function(mod, ir.FunctionType(ir.VoidType(), [vt, vt.as_pointer(), _V_I32,
+                                                                                    mt]),
+                                                f"llvm.masked.store.v16f32.{_PTR16}")
+        undef = ir.Constant(vt, ir.Undefined)
+        splat = ir.Constant(ir.VectorType(_V_I32, 16), [0] * 16)
+        zero = ir.Constant(vt, [0.0] * 16)
+        align = ir.Constant(_V_I32, 4)
+        lanes = ir.Constant(ir.VectorType(_V_I64, 16), list(range(16)))
+        nbv = builder.insert_element(ir.Constant(ir.VectorType(_V_I64, 16), ir.Undefined), nb,
+                                     ir.Constant(_V_I32, 0))
+        mask = builder.icmp_signed("<", lanes, builder.shuffle_vector(nbv, nbv, splat))
+        one = ir.Constant(_V_I64, 1)
+        rows_i = [builder.add(i, ir.Constant(_V_I64, r)) for r in range(rows)]
+        rows_a = [builder.add(ai, ir.Constant(_V_I64, r)) for r in range(rows)]
+        if a_t:       # A[ai + r, k] = a[k, ai + r]: per k, `rows` neighbours in a row of a
+            abase = builder.gep(ad, [ai])
+        else:         # A[ai + r, k] = a[ai + r, k]: one pointer per row, stepping by 1
+            arow = [builder.gep(ad, [builder.mul(ra, lda)]) for ra in rows_a]
+        xcol = builder.gep(xd, [builder.add(c0, b0)])
+        optr = [builder.bitcast(builder.gep(od, [builder.add(builder.mul(ri, ldo), b0)]), vt.as_pointer())
+                for ri in rows_i]
+        from_out = builder.icmp_signed("!=", accf, ir.Constant(_V_I64, 0))
+        init = [builder.select(from_out, builder.call(mload, [p, align, mask, zero]), zero) for p in optr]
+        if with_bias:
+            bd = context.make_array(signature.args[3])(context, builder, args[3]).data
+            bvec = builder.call(mload, [builder.bitcast(builder.gep(bd, [b0]), vt.as_pointer()), align, mask, zero])
+            from_bias = builder.icmp_signed("==", accf, ir.Constant(_V_I64, 2))
+            init = [builder.select(from_bias, bvec, v) for v in init]
+        entry = builder.block
+        loop = builder.function.append_basic_block("tile_loop")
+        done = builder.function.append_basic_block("tile_done")
+        builder.branch(loop)
+        builder.position_at_end(loop)
+        k = builder.phi(_V_I64)
+        acc = [builder.phi(vt) for _ in range(rows)]
+        xp = builder.bitcast(builder.gep(xcol, [builder.mul(k, ldx)]), vt.as_pointer())
+        xk = builder.call(mload, [xp, align, mask, zero])
+        if a_t:
+            ak = builder.gep(abase, [builder.mul(k, lda)])
+        new = []
+        for r in range(rows):
+            w = builder.load(builder.gep(ak, [ir.Constant(_V_I64, r)]) if a_t else builder.gep(arow[r], [k]),
+                             align=4)
+            wv = builder.shuffle_vector(builder.insert_element(undef, w, ir.Constant(_V_I32, 0)), undef, splat)
+            new.append(builder.call(fma, [wv, xk, acc[r]]))
+        kn = builder.add(k, one)
+        k.add_incoming(k0, entry)
+        k.add_incoming(kn, loop)
+        for r in range(rows):
+            acc[r].add_incoming(init[r], entry)
+            acc[r].add_incoming(new[r], loop)
+        builder.cbranch(builder.icmp_signed("<", kn, k1), loop, done)
+        builder.position_at_end(done)
+        for r in range(rows):
+            builder.call(mstore, [new[r], optr[r], align, mask])
+        return context.get_dummy_value()
+
+    if with_bias:
+        @intrinsic
+        def tile_b(typingctx, a, x, out, bias, i, ai, b0, nb, k0, k1, c0, acc):
+            return typer((a, x, out, bias)), codegen
+        return tile_b
+
+    @intrinsic
+    def tile(typingctx, a, x, out, i, ai, b0, nb, k0, k1, c0, acc):
+        return typer((a, x, out)), codegen
+    return tile
+
+
+# the recurrent products' tiles (rnn_kernels): 8 rows and 1 row, A = a or a.T
+_T8, _T1 = _tile(8, False), _tile(1, False)
+_TT8, _TT1 = _tile(8, True), _tile(1, True)
+# gemm's: the same, able to start from a bias row
+_G8, _G1 = _tile(8, False, True), _tile(1, False, True)
+_GT8, _GT1 = _tile(8, True, True), _tile(1, True, True)
+
+
+@kernel(error_model="numpy")
+def transpose(a, out):
+    """``out [N, M] = a [M, N].T``, eight rows of ``a`` at a time: each row is read
+    sequentially and each row of ``out`` gets 32 contiguous bytes per visit. numpy's
+    strided copy of a power-of-two matrix conflicts in the caches: at [2048, 512] this
+    takes 1.0 ms where numpy takes 3.7, at [4096, 1024] 4.4 ms against 29."""
+    M, N = a.shape
+    M8 = M - M % 8
+    for i in range(0, M8, 8):
+        r0, r1, r2, r3, r4, r5, r6, r7 = a[i], a[i + 1], a[i + 2], a[i + 3], a[i + 4], a[i + 5], a[i + 6], a[i + 7]
+        for j in range(N):
+            o = out[j]
+            o[i], o[i + 1], o[i + 2], o[i + 3] = r0[j], r1[j], r2[j], r3[j]
+            o[i + 4], o[i + 5], o[i + 6], o[i + 7] = r4[j], r5[j], r6[j], r7[j]
+    for i in range(M8, M):
+        r = a[i]
+        for j in range(N):
+            out[j, i] = r[j]
+
+
+@numba.njit(**_OPTS)
+def _pack_b(b, b_t, bp, colsum):
+    """``bp [ceil(N / 16), K, 16]``: ``bp[q, k, c] = B[k, 16q + c]`` (zero past N) with
+    ``B = b`` ``[K, N]`` or, where ``b_t``, ``b.T`` (``b`` ``[N, K]``: 16 rows of b at a time,
+    read side by side, one line of the panel written per k). Where ``colsum`` is not empty (and not ``b_t``), it gets the
+    column sums of B, ``B.sum(axis=0)``, as the copy reads them."""
+    if b_t:
+        N, K = b.shape
+        for q in range(bp.shape[0]):
+            n = min(16, N - 16 * q)
+            d = bp[q]
+            if n < 16:
+                d[:] = _ZERO
+            for k in range(K):      # a whole line of the panel per k, 16 rows of b read in step
+                dk = d[k]
+                for c in range(n):
+                    dk[c] = b[16 * q + c, k]
+    else:
+        K, N = b.shape
+        sums = colsum.shape[0] > 0
+        s = np.zeros(16, np.float32)
+        for q in range(bp.shape[0]):
+            n = min(16, N - 16 * q)
+            d = bp[q]
+            s[:] = _ZERO
+            for k in range(K):
+                br, dk = b[k], d[k]
+                for c in range(n):
+                    dk[c] = br[16 * q + c]
+                for c in range(n, 16):
+                    dk[c] = _ZERO
+                if sums:
+                    for c in range(16):
+                        s[c] += dk[c]
+            if sums:
+                for c in range(n):
+                    colsum[16 * q + c] = s[c]
+
+
+@numba.njit(**_OPTS)
+def gemm(a, a_t, b, b_t, out, bias, has_bias, pack_b, kc, mc, qb, colsum):
+    """``out [M, N] = A @ B (+ bias)`` with ``A = a`` ``[M, K]`` or, where ``a_t``, ``a.T``
+    (``a`` ``[K, M]``), ``B = b`` ``[K, N]`` or, where ``b_t``, ``b.T`` (``b`` ``[N, K]``);
+    ``bias`` ``[1, N]`` where ``has_bias`` (else any array with N columns, ``out`` itself);
+    all C-contiguous float32. A is read in place (``a_t``: eight neighbours in a row of
+    ``a`` per k); ``pack_b`` (implied by ``b_t``) copies B to panels of 16 columns
+    (``[K, 16]``); ``kc`` rows of B per pass, ``qb`` panels of B per column block (the
+    block stays in L2 while every row of A passes over it), ``mc`` rows of A per sweep over
+    the block's panels. ``colsum`` ``[N]`` (or empty): B's
+    column sums, formed while B is packed (``pack_b``, not ``b_t``): a Linear layer's bias
+    gradient beside its weight gradient."""
+    if a_t:
+        K, M = a.shape
+    else:
+        M, K = a.shape
+    N = b.shape[0] if b_t else b.shape[1]
+    pack_b = pack_b or b_t
+    if colsum.shape[0] > 0 and (K == 0 or not pack_b or b_t):
+        for j in range(N):
+            colsum[j] = _ZERO
+        for k in range(K):
+            for j in range(N):
+                colsum[j] += b[j, k] if b_t else b[k, j]
+    if K == 0:
+        for i in range(M):
+            o = out[i]
+            for j in range(N):
+                o[j] = bias[0, j] if has_bias else _ZERO
+        return
+    M8 = M - M % 8
+    NQ = (N + 15) // 16
+    bp = np.empty((NQ if pack_b else 0, K, 16), np.float32)
+    if pack_b:
+        _pack_b(b, b_t, bp, colsum)
+    for k0 in range(0, K, kc):
+        k1 = min(k0 + kc, K)
+        acc = 1 if k0 > 0 else (2 if has_bias else 0)
+        for q0 in range(0, NQ, qb):
+            for i0 in range(0, M, mc):
+                i1 = min(i0 + mc, M)
+                for q in range(q0, min(q0 + qb, NQ)):
+                    b0 = 16 * q
+                    nb = min(16, N - b0)
+                    x = bp[q] if pack_b else b
+                    c0 = -b0 if pack_b else 0
+                    for i in range(i0, min(i1, M8), 8):
+                        if a_t:
+                            _GT8(a, x, out, bias, i, i, b0, nb, k0, k1, c0, acc)
+                        else:
+                            _G8(a, x, out, bias, i, i, b0, nb, k0, k1, c0, acc)
+                    for i in range(max(i0, M8), i1):
+                        if a_t:
+                            _GT1(a, x, out, bias, i, i, b0, nb, k0, k1, c0, acc)
+                        else:
+                            _G1(a, x, out, bias, i, i, b0, nb, k0, k1, c0, acc)

@@ -1,0 +1,250 @@
+"""The compiled float32 products of Linear and matmul (ddg/tensor/gemm_kernels.py) and the
+rule that picks them (ddg/tensor/gemm.py): every operand form against float64 numpy at
+odd and empty shapes, with and without packing and blocking; the dispatch (one BLAS
+thread only, float32 numpy 2-D operands that need no copy, large enough products);
+Linear and matmul forward, backward and second order with the kernel forced on small
+shapes, against float64; AMP dtypes and cupy untouched."""
+import numpy as np
+import pytest
+
+import ddg
+from ddg.tensor import backend, gemm
+
+gk = pytest.importorskip("ddg.tensor.gemm_kernels")
+
+SHAPES = [(1, 1, 1), (0, 5, 3), (4, 0, 3), (3, 5, 0), (13, 17, 19), (8, 16, 16), (37, 65, 33), (9, 40, 70)]
+
+
+def _ref(a, b, bias=None):
+    out = a.astype(np.float64) @ b.astype(np.float64)
+    return out if bias is None else out + bias.astype(np.float64)
+
+
+def _close(got, want, k):
+    assert got.dtype == np.float32 and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6 * max(k, 1))
+
+
+@pytest.mark.parametrize("M,K,N", SHAPES)
+def test_kernel_forms_against_float64(M, K, N):
+    rng = np.random.default_rng(M * 100 + K * 10 + N)
+    A = rng.standard_normal((M, K)).astype(np.float32)
+    B = rng.standard_normal((K, N)).astype(np.float32)
+    bias = rng.standard_normal((1, N)).astype(np.float32)
+    want, want_b = _ref(A, B), _ref(A, B, bias)
+    for a_t in (False, True):
+        a = np.ascontiguousarray(A.T) if a_t else A
+        for b_t in (False, True):
+            b = np.ascontiguousarray(B.T) if b_t else B
+            for pack_b in (False, True):
+                for kc, mc, qb in ((512, 256, 1 << 20), (16, 8, 2), (512, 8, 1)):   # one pass, or blocks with tails
+                    out = np.full((M, N), np.nan, np.float32)
+                    gk.gemm(a, a_t, b, b_t, out, out, False, pack_b, kc, mc, qb, gemm._NONE)
+                    _close(out, want, K)
+                    out = np.full((M, N), np.nan, np.float32)
+                    sums = np.full(N, np.nan, np.float32)     # B's column sums on the way
+                    gk.gemm(a, a_t, b, b_t, out, bias, True, pack_b, kc, mc, qb, sums)
+                    _close(out, want_b, K)
+                    _close(sums, B.astype(np.float64).sum(axis=0), K)
+
+
+@pytest.fixture
+def forced(monkeypatch):
+    """The kernel taken at any size (one BLAS thread reported), its calls counted."""
+    calls = []
+    real = gk.gemm
+
+    def counting(*args):
+        calls.append(args[0].shape)
+        return real(*args)
+
+    monkeypatch.setattr(gk, "gemm", counting)
+    monkeypatch.setattr(gemm, "blas_threads", lambda: 1)
+    monkeypatch.setattr(gemm, "MIN_DIM", 1)
+    monkeypatch.setattr(gemm, "MIN_MACS", 0)
+    return calls
+
+
+def test_product_operand_forms(forced):
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((21, 34)).astype(np.float32)
+    B = rng.standard_normal((34, 19)).astype(np.float32)
+    bias = rng.standard_normal(19).astype(np.float32)
+    want = _ref(A, B)
+    At, Bt = np.ascontiguousarray(A.T), np.ascontiguousarray(B.T)
+    for a in (A, At.T):           # C-contiguous, or the transpose of one (read in place)
+        for b in (B, Bt.T):
+            _close(gemm.product(a, b), want, 34)
+            _close(gemm.product(a, b, bias), _ref(A, B, bias), 34)
+    assert len(forced) == 8
+    # a strided view (would need a copy), float64, 1-D, read-only: numpy's product
+    wide = np.zeros((21, 68), np.float32)
+    wide[:, ::2] = A
+    ro = A.copy()
+    ro.flags.writeable = False
+    forced.clear()
+    _close(gemm.product(wide[:, ::2], B), want, 34)
+    got64 = gemm.product(A.astype(np.float64), B.astype(np.float64))
+    assert got64.dtype == np.float64
+    np.testing.assert_allclose(got64, want, rtol=1e-12)
+    _close(gemm.product(ro, B), want, 34)
+    assert forced == []
+
+
+def test_dispatch_rules(monkeypatch):
+    calls = []
+    real = gk.gemm
+    monkeypatch.setattr(gk, "gemm", lambda *a: (calls.append(1), real(*a))[1])
+    rng = np.random.default_rng(1)
+    A = rng.standard_normal((96, 96)).astype(np.float32)
+    B = rng.standard_normal((96, 96)).astype(np.float32)
+    assert 96 ** 3 >= gemm.MIN_MACS
+    want = _ref(A, B)
+    for threads, taken in ((1, True), (2, False), (16, False), (None, False)):
+        monkeypatch.setattr(gemm, "blas_threads", lambda t=threads: t)
+        calls.clear()
+        _close(gemm.product(A, B), want, 96)
+        assert bool(calls) == taken, threads
+    monkeypatch.setattr(gemm, "blas_threads", lambda: 1)
+    calls.clear()
+    gemm.product(A[:8, :8], B[:8, :8])                    # too small: numpy
+    gemm.product(A[:, :8].copy(), B[:8])                  # K under MIN_DIM
+    gemm.product(np.ones((96, 96), np.float32), np.ones((96, gemm.MAX_N + 16), np.float32))  # N past MAX_N
+    gemm.product(np.ones((96, gemm.MAX_T + 8), np.float32).T, np.ones((96, 32), np.float32))  # x^T with M past MAX_T
+    a32 = np.ones((32, 512), np.float32)
+    _close(gemm.product(a32, np.ones((512, 1024), np.float32)), np.full((32, 1024), 512.0), 512)   # the kernel
+    assert len(calls) == 1
+    _close(gemm.product(a32, np.ones((1024, 512), np.float32).T), np.full((32, 1024), 512.0), 512)
+    assert len(calls) == 1       # few rows times a large transposed B: numpy
+    monkeypatch.setattr(gemm, "ENABLED", False)
+    gemm.product(A, B)
+    assert len(calls) == 1
+
+
+def test_blas_thread_query(monkeypatch):
+    n = gemm.blas_threads()
+    assert n is None or n >= 1
+    monkeypatch.setattr(gemm, "_query", [lambda: 3])
+    assert gemm.blas_threads() == 3
+    monkeypatch.setattr(gemm, "_query", [None])           # no BLAS library found: the environment
+    for var in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(gemm.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    assert gemm.blas_threads() is None
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert gemm.blas_threads() == 1
+
+
+def _linear_graph(x, w, b, g):
+    """Forward, first and second order of Linear (and matmul of the same operands)."""
+    X = ddg.to_tensor(x, stop_gradient=False)
+    W = ddg.to_tensor(w, stop_gradient=False)
+    Bv = ddg.to_tensor(b, stop_gradient=False)
+    G = ddg.to_tensor(g)
+    y = ddg.nn.functional.linear(X, W, Bv)
+    gx, gw, gb = ddg.grad((y * G).sum(), [X, W, Bv], create_graph=True)
+    second = ddg.grad((gx * gx).sum() + (gw * gw).sum(), [W, X])
+    z = ddg.matmul(X.reshape([-1, x.shape[-1]]), W, transpose_y=False)
+    zx, zw = ddg.grad((z * G.reshape([-1, g.shape[-1]])).sum(), [X, W])
+    zt = ddg.matmul(W, X.reshape([-1, x.shape[-1]]), transpose_x=True, transpose_y=True)
+    (ztw,) = ddg.grad((zt * G.reshape([-1, g.shape[-1]]).T).sum(), [W])
+    return [t.numpy() for t in (y, gx, gw, gb, second[0], second[1], z, zx, zw, ztw)]
+
+
+def test_linear_and_matmul_against_float64(forced):
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((3, 7, 19)).astype(np.float32)
+    w = rng.standard_normal((19, 23)).astype(np.float32)
+    b = rng.standard_normal(23).astype(np.float32)
+    g = rng.standard_normal((3, 7, 23)).astype(np.float32)
+    got = _linear_graph(x, w, b, g)
+    assert len(forced) >= 8               # forward, both gradients, the second order's products
+    n = len(forced)
+    want = _linear_graph(*(v.astype(np.float64) for v in (x, w, b, g)))
+    assert len(forced) == n               # float64: numpy's products
+    for a, e in zip(got, want):
+        assert a.dtype == np.float32
+        np.testing.assert_allclose(a, e, rtol=2e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("tx,ty", [(False, False), (True, False), (False, True), (True, True)])
+def test_matmul_transposed_forms(forced, tx, ty):
+    """2-D matmul with either operand transposed, and a batch folded into rows by one
+    matrix: values and both gradients against float64 (every product form runs the kernel)."""
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal((21, 18) if tx else (18, 21)).astype(np.float32)
+    b = rng.standard_normal((25, 21) if ty else (21, 25)).astype(np.float32)
+    g = rng.standard_normal((18, 25)).astype(np.float32)
+    res = []
+    for dt in (np.float32, np.float64):
+        A, B = ddg.to_tensor(a.astype(dt), stop_gradient=False), ddg.to_tensor(b.astype(dt), stop_gradient=False)
+        y = ddg.matmul(A, B, transpose_x=tx, transpose_y=ty)
+        (y * ddg.to_tensor(g.astype(dt))).sum().backward()
+        res.append([y.numpy(), A.grad.numpy(), B.grad.numpy()])
+    assert len(forced) == 3
+    for got, want in zip(*res):
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+    if not tx:                  # [3, 6, 21] batch times one matrix: folded into [18, 21] rows
+        forced.clear()
+        A3 = ddg.to_tensor(a.reshape(3, 6, 21), stop_gradient=False)
+        B = ddg.to_tensor(b, stop_gradient=False)
+        y = ddg.matmul(A3, B, transpose_y=ty)
+        (y * ddg.to_tensor(g.reshape(3, 6, 25))).sum().backward()
+        assert len(forced) == 3
+        bb = (b.T if ty else b).astype(np.float64)
+        np.testing.assert_allclose(y.numpy().reshape(18, 25), a @ bb, rtol=2e-5, atol=2e-5)
+        np.testing.assert_allclose(A3.grad.numpy().reshape(18, 21), g @ bb.T, rtol=2e-5, atol=2e-5)
+        gb = a.T.astype(np.float64) @ g
+        np.testing.assert_allclose(B.grad.numpy(), gb.T if ty else gb, rtol=2e-5, atol=2e-5)
+
+
+def test_linear_gradient_central_differences(forced):
+    """The loss sum(G * linear(x, W, b)) is linear in each input, so a central difference
+    with a large step is exact up to float32 rounding."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((5, 17)).astype(np.float32)
+    w = rng.standard_normal((17, 9)).astype(np.float32)
+    b = rng.standard_normal(9).astype(np.float32)
+    g = rng.standard_normal((5, 9)).astype(np.float32)
+    X, W, Bv = (ddg.to_tensor(v, stop_gradient=False) for v in (x, w, b))
+    (ddg.nn.functional.linear(X, W, Bv) * ddg.to_tensor(g)).sum().backward()
+    loss = lambda x_, w_, b_: float((ddg.nn.functional.linear(*map(ddg.to_tensor, (x_, w_, b_))).numpy()  # noqa: E731
+                                     .astype(np.float64) * g).sum())
+    for k, (arr, grad) in enumerate(((x, X.grad), (w, W.grad), (b, Bv.grad))):
+        for idx in [(0,) * arr.ndim, tuple(s - 1 for s in arr.shape), tuple(s // 2 for s in arr.shape)]:
+            args = [x, w, b]
+            hi, lo = arr.copy(), arr.copy()
+            hi[idx] += 0.5
+            lo[idx] -= 0.5
+            args[k] = hi
+            up = loss(*args)
+            args[k] = lo
+            np.testing.assert_allclose(up - loss(*args), grad.numpy()[idx], rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_amp_dtypes_unchanged(forced, dtype, monkeypatch):
+    rng = np.random.default_rng(4)
+    x = ddg.to_tensor(rng.standard_normal((6, 20)).astype(np.float32)).astype(dtype)
+    w = ddg.to_tensor(rng.standard_normal((20, 12)).astype(np.float32)).astype(dtype)
+    got = ddg.nn.functional.linear(x, w)
+    assert forced                          # upcast to float32, then the kernel
+    monkeypatch.setattr(gemm, "ENABLED", False)
+    want = ddg.nn.functional.linear(x, w)
+    assert got.dtype == want.dtype
+    np.testing.assert_allclose(got.astype("float32").numpy(), want.astype("float32").numpy(), rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.skipif(not backend.cupy_available(), reason="needs cupy (a GPU, or simcupy)")
+def test_linear_on_gpu_keeps_cupy_products(monkeypatch):
+    monkeypatch.setattr(gemm, "blas_threads", lambda: 1)
+    monkeypatch.setattr(gk, "gemm", lambda *a: pytest.fail("the CPU kernel ran on device arrays"))
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((64, 64)).astype(np.float32)
+    w = rng.standard_normal((64, 64)).astype(np.float32)
+    X = ddg.to_tensor(x, place="gpu", stop_gradient=False)
+    W = ddg.to_tensor(w, place="gpu", stop_gradient=False)
+    y = ddg.nn.functional.linear(X, W)
+    y.sum().backward()
+    np.testing.assert_allclose(y.numpy(), _ref(x, w), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(W.grad.numpy(), x.T.astype(np.float64) @ np.ones((64, 64)), rtol=1e-4, atol=1e-4)
