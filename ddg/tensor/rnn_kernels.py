@@ -38,7 +38,7 @@ import numba
 import numpy as np
 
 from .compiled import FASTMATH, kernel
-from .gemm_kernels import _T1, _T8, _TT1, _TT8, transpose  # noqa: F401 - transpose: rnn_kernels.transpose
+from .gemm_kernels import _H1, _H8, _H16, _T1, _T8, _TT1, _TT8, transpose  # noqa: F401 - transpose: rnn_kernels.transpose
 
 _F = np.float32
 _CLAMP = _F(7.99881172180175781)
@@ -413,6 +413,15 @@ def matmul_fm(a, x, out):
     M8 = M - M % 8
     for b0 in range(0, B, 16):
         nb = min(16, B - b0)
+        if nb <= 8:
+            M16 = M - M % 16
+            for i in range(0, M16, 16):
+                _H16(a, x, out, i, i, b0, nb, 0, K, 0, 0)
+            for i in range(M16, M8, 8):
+                _H8(a, x, out, i, i, b0, nb, 0, K, 0, 0)
+            for i in range(M8, M):
+                _H1(a, x, out, i, i, b0, nb, 0, K, 0, 0)
+            continue
         for i in range(0, M8, 8):
             _T8(a, x, out, i, i, b0, nb, 0, K, 0, 0)
         for i in range(M8, M):
