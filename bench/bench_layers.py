@@ -8,7 +8,7 @@ between the frameworks so that load on a shared machine hits both alike; the med
 call is reported, with the ratio ddg / torch (lower is better). Without torch the ddg times
 are printed alone.
 
-    python bench/bench_layers.py [--only GELU,Conv2D] [--sizes s,m,l | a,b,c] [--rounds 5]
+    python bench/bench_layers.py [--only GELU,Conv2D] [--sizes s,m,l | a,b,c | d,e,f] [--rounds 5]
                                  [--min-time 0.02] [--markdown out.md]
 
 ``LAYERS`` maps each benched layer name to its case builder; ``NO_COUNTERPART`` lists the
@@ -33,14 +33,19 @@ from ddg import nn  # noqa: E402
 SIZES = ("s", "m", "l")
 # shapes per size: images [N, C, H, H], volumes [N, C, D, D, D], sequences [N, L, D], vectors [N, F].
 # s, m, l are the sweep's; a, b, c (``--sizes a,b,c``) are a second set with other batch,
-# channel and length mixes (c: 8 channels on large planes, batch 32; b: batch 2 sequences)
-IMG = {"s": (8, 16, 16), "m": (4, 64, 32), "l": (2, 128, 56), "a": (16, 32, 28), "b": (8, 256, 14), "c": (32, 8, 64)}
-IMG_N = {"s": 8, "m": 4, "l": 2, "a": 16, "b": 8, "c": 32}
-VOL = {"s": (2, 8, 8), "m": (2, 16, 16), "l": (1, 32, 24), "a": (4, 4, 12), "b": (1, 32, 10), "c": (2, 8, 20)}
+# channel and length mixes (c: 8 channels on large planes, batch 32; b: batch 2 sequences);
+# d, e, f (``--sizes d,e,f``) a third (d: 512 channels on 7x7 planes, 1-D lengths of 12,
+# 32k vocabulary; e: batch 1 volumes and 1024-long sequences; f: batch 1 on 96x96 planes)
+IMG = {"s": (8, 16, 16), "m": (4, 64, 32), "l": (2, 128, 56), "a": (16, 32, 28), "b": (8, 256, 14),
+       "c": (32, 8, 64), "d": (4, 512, 7), "e": (32, 16, 40), "f": (1, 48, 96)}
+IMG_N = {"s": 8, "m": 4, "l": 2, "a": 16, "b": 8, "c": 32, "d": 4, "e": 32, "f": 1}
+VOL = {"s": (2, 8, 8), "m": (2, 16, 16), "l": (1, 32, 24), "a": (4, 4, 12), "b": (1, 32, 10), "c": (2, 8, 20),
+       "d": (8, 16, 6), "e": (1, 64, 8), "f": (2, 3, 32)}
 SEQ = {"s": (4, 16, 64), "m": (4, 128, 128), "l": (2, 512, 256), "a": (8, 64, 96), "b": (2, 256, 512),
-       "c": (32, 32, 32)}
-VEC = {"s": (16, 64), "m": (64, 512), "l": (256, 2048), "a": (32, 256), "b": (512, 1024), "c": (8, 4096)}
-VOCAB = {"s": 1000, "m": 30000, "l": 100000, "a": 5000, "b": 50000, "c": 200}
+       "c": (32, 32, 32), "d": (16, 77, 384), "e": (1, 1024, 64), "f": (64, 20, 48)}
+VEC = {"s": (16, 64), "m": (64, 512), "l": (256, 2048), "a": (32, 256), "b": (512, 1024), "c": (8, 4096),
+       "d": (1024, 128), "e": (4, 10000), "f": (128, 768)}
+VOCAB = {"s": 1000, "m": 30000, "l": 100000, "a": 5000, "b": 50000, "c": 200, "d": 32000, "e": 8000, "f": 500}
 
 #: public ddg.nn layers that are not benched, and why
 NO_COUNTERPART = {
