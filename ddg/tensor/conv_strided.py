@@ -26,7 +26,7 @@ loop's rows in NCHW), so the output and the input gradient are batch-innermost v
 import numpy as np
 
 from . import conv_kernels as K
-from .compiled import kernel
+from .compiled import jitable, kernel
 from .conv_phase import _cl
 
 
@@ -40,55 +40,102 @@ def usable(x, w, groups, stride, dilation):
             and 1 <= sh <= kh and 1 <= sw <= kw and K.usable(x, w))
 
 
-@kernel
-def _poly_split(x, xs, geom):
-    """Polyphase components of the zero-padded batch-innermost ``x`` [C, H, W, N] (flat,
-    C-contiguous): ``xs[c, p, q, a, b, n] = x[c, a*sh + p - pt, b*sw + q - pl, n]`` (0 outside
-    the input), every element of ``xs`` [C, sh, sw, Hq, Wq, N] written; one copy of the N
-    contiguous values per pixel. ``geom`` = (N, C, H, W, sh, sw, Hq, Wq, pt, pl)."""
+@jitable
+def _pixel_offsets(geom):
+    """For pixel i = r*W + col of an input plane: the offset of its element for image 0 in a
+    channel's components [sh, sw, Hq, Wq, N] (the same table for every image and channel)."""
     n_n, c_n, h, w, sh, sw, hq, wq, pt, pl = geom
+    comp = np.empty(h * w, np.int64)
+    for r in range(h):
+        p = (r + pt) % sh
+        a = (r + pt) // sh
+        for col in range(w):
+            q = (col + pl) % sw
+            b = (col + pl) // sw
+            comp[r * w + col] = (((p * sw + q) * hq + a) * wq + b) * n_n
+    return comp
+
+
+@kernel
+def _poly_split(x, sx, xs, geom):
+    """Polyphase components of the zero-padded ``x`` [N, C, H, W] (flat, element strides
+    ``sx`` = (n, c, row, column): batch-innermost, or NCHW C-contiguous): ``xs[c, p, q, a,
+    b, n] = x[n, c, a*sh + p - pt, b*sw + q - pl]`` (0 outside the input), every element of
+    ``xs`` [C, sh, sw, Hq, Wq, N] (flat, C-contiguous) written. A batch-innermost ``x`` is
+    copied one contiguous run of N values per pixel; an NCHW one plane by plane, each plane
+    read in order and its pixels written N apart into the channel's components (which stay
+    in cache) through a per-pixel offset table, so no whole-array layout change precedes
+    the split. ``geom`` = (N, C, H, W, sh, sw, Hq, Wq, pt, pl)."""
+    n_n, c_n, h, w, sh, sw, hq, wq, pt, pl = geom
+    blk = sh * sw * hq * wq * n_n
+    if sx[0] != 1:
+        comp = _pixel_offsets(geom)
+        for c in range(c_n):
+            cb = xs[c * blk:(c + 1) * blk]
+            cb[:] = 0.0   # the padding; the planes write the rest
+            for n in range(n_n):
+                plane = x[n * sx[0] + c * sx[1]:n * sx[0] + c * sx[1] + h * w]
+                d = cb[n:]
+                for i in range(h * w):
+                    d[comp[i]] = plane[i]
+        return
     for c in range(c_n):
+        cb = xs[c * blk:(c + 1) * blk]
         for p in range(sh):
             for a in range(hq):
                 r = a * sh + p - pt
                 for q in range(sw):
-                    o = ((((c * sh + p) * sw + q) * hq + a) * wq) * n_n
-                    orow = xs[o:o + wq * n_n]
+                    o = (((p * sw + q) * hq + a) * wq) * n_n
+                    orow = cb[o:o + wq * n_n]
                     if r < 0 or r >= h:
                         orow[:] = 0.0
                         continue
-                    i0 = (c * h + r) * w * n_n
+                    i0 = c * sx[1] + r * sx[2]
                     for b in range(wq):
                         col = b * sw + q - pl
                         dst = orow[b * n_n:(b + 1) * n_n]
                         if col < 0 or col >= w:
                             dst[:] = 0.0
                         else:
-                            src = x[i0 + col * n_n:i0 + (col + 1) * n_n]
+                            run = x[i0 + col * sx[3]:i0 + col * sx[3] + n_n]
                             for k in range(n_n):
-                                dst[k] = src[k]
+                                dst[k] = run[k]
 
 
 @kernel
-def _poly_merge(gxs, gx, geom):
-    """Adjoint of ``_poly_split`` restricted to the input: ``gx[c, r, col, n]`` (flat
-    C-contiguous [C, H, W, N], every element written) = the component element that input
-    pixel (r, col) went to. Each input pixel is in exactly one component, so this is a
-    gather (no sums). ``geom`` as ``_poly_split``'s."""
+def _poly_merge(gxs, gx, sx, geom):
+    """Adjoint of ``_poly_split`` restricted to the input: ``gx[n, c, r, col]`` (flat, element
+    strides ``sx`` = (n, c, row, column): batch-innermost, or NCHW C-contiguous; every
+    element written) = the component element that input pixel (r, col) of image n went to.
+    Each input pixel is in exactly one component, so this is a gather (no sums); an NCHW
+    ``gx`` plane by plane through ``_poly_split``'s offset table. ``geom`` as
+    ``_poly_split``'s."""
     n_n, c_n, h, w, sh, sw, hq, wq, pt, pl = geom
+    blk = sh * sw * hq * wq * n_n
+    if sx[0] != 1:
+        comp = _pixel_offsets(geom)
+        for c in range(c_n):
+            cb = gxs[c * blk:(c + 1) * blk]
+            for n in range(n_n):
+                plane = gx[n * sx[0] + c * sx[1]:n * sx[0] + c * sx[1] + h * w]
+                d = cb[n:]
+                for i in range(h * w):
+                    plane[i] = d[comp[i]]
+        return
     for c in range(c_n):
+        cb = gxs[c * blk:(c + 1) * blk]
         for r in range(h):
             p = (r + pt) % sh
             a = (r + pt) // sh
-            o = (c * h + r) * w * n_n
+            o = c * sx[1] + r * sx[2]
             for col in range(w):
                 q = (col + pl) % sw
                 b = (col + pl) // sw
-                i0 = ((((c * sh + p) * sw + q) * hq + a) * wq + b) * n_n
-                src = gxs[i0:i0 + n_n]
-                dst = gx[o + col * n_n:o + (col + 1) * n_n]
+                j0 = (((p * sw + q) * hq + a) * wq + b) * n_n
+                run = cb[j0:j0 + n_n]
+                out = gx[o + col * sx[3]:o + col * sx[3] + n_n]
                 for k in range(n_n):
-                    dst[k] = src[k]
+                    out[k] = run[k]
 
 
 def _geometry(x_shape, w_shape, stride, pads, oh, ow):
@@ -114,7 +161,8 @@ def _poly_forward(x, w, stride, pads, oh, ow):
     n, _, h, wd = x.shape
     xs = np.empty((1, c * sh * sw, hq, wq, n), x.dtype)
     geom = (n, c, h, wd, sh, sw, hq, wq, pads[0], pads[2])
-    _poly_split(_cl(x).reshape(-1), xs.reshape(-1), geom)
+    xf, sx = _flat(x)
+    _poly_split(xf, sx, xs.reshape(-1), geom)
     ws = np.zeros((o, sh, sw, kh2, kw2), w.dtype)
     live = np.zeros((o, sh, sw, kh2, kw2), np.uint8)   # the component taps that exist
     for p in range(sh):
@@ -124,22 +172,24 @@ def _poly_forward(x, w, stride, pads, oh, ow):
             live[:, p, q, :tap.shape[1], :tap.shape[2]] = 1
     ws = ws.reshape(o, sh * sw, kh2, kw2)
     y5 = K.plane_forward(xs, ws, c, (1, 1), oh, ow, live)
-    return y5[0].transpose(3, 0, 1, 2), (xs, ws, geom, x.shape, w.shape, live)
+    return y5[0].transpose(3, 0, 1, 2), (xs, ws, geom, x.shape, w.shape, live, sx[0] == 1)
 
 
 def _poly_backward(state, gy, need_x, need_w):
     """Gradients of ``_poly_forward`` for the output gradient ``gy`` [N, O, OH, OW]: the input's
     (a dense batch-innermost view) and the weight's, each None unless asked for."""
-    xs, ws, geom, x_shape, w_shape, live = state
+    xs, ws, geom, x_shape, w_shape, live, chwn = state
     n, c, h, wd = x_shape
     sh, sw = geom[4:6]
     g5 = _cl(gy.astype(xs.dtype, copy=False))[None]
     gxs, gws = K.plane_backward(xs, ws, g5, c, (1, 1), need_x, need_w, live)
     gx = gw = None
     if need_x:
-        g = np.empty((c, h, wd, n), xs.dtype)
-        _poly_merge(gxs.reshape(-1), g.reshape(-1), geom)
-        gx = g.transpose(3, 0, 1, 2)
+        # in the input's layout: a batch-innermost input gets a batch-innermost gradient, any
+        # other a C-contiguous NCHW one
+        gx = np.empty((c, h, wd, n), xs.dtype).transpose(3, 0, 1, 2) if chwn else np.empty(x_shape, xs.dtype)
+        _poly_merge(gxs.reshape(-1), gx.transpose(_CHWN).reshape(-1) if chwn else gx.reshape(-1),
+                    tuple(st // gx.itemsize for st in gx.strides), geom)
     if need_w:
         o, _, kh, kw = w_shape
         gws = gws.reshape(o, sh, sw, ws.shape[2], ws.shape[3])
@@ -192,7 +242,8 @@ def dense_forward(x, w, stride, pads, oh, ow):
     kh2, kw2, hq, wq = _geometry(x.shape, w.shape, stride, pads, oh, ow)
     xs = np.empty((c, sh, sw, hq, wq, n), x.dtype)
     geom = (n, c, h, wd, sh, sw, hq, wq, pads[0], pads[2])
-    _poly_split(_cl(x).reshape(-1), xs.reshape(-1), geom)
+    xcl = _cl(x)
+    _poly_split(xcl.reshape(-1), (1, h * wd * n, wd * n, n), xs.reshape(-1), geom)
     # w_ab[o, (c, p, q)] = w[o, c, a*sh + p, b*sw + q]
     wab = np.ascontiguousarray(w.reshape(o, c, kh2, sh, kw2, sw).transpose(2, 4, 0, 1, 3, 5)).reshape(
         kh2 * kw2, o, c * sh * sw)
@@ -240,7 +291,7 @@ def dense_backward(state, gy, need_x, need_w):
         for t, s in _shifts(kh2, kw2, wq, n):
             gxs[:, s:s + ln] += parts[t]
         gxd = np.empty((c, h, wd, n), xs.dtype)
-        _poly_merge(gxs.reshape(-1), gxd.reshape(-1), geom)
+        _poly_merge(gxs.reshape(-1), gxd.reshape(-1), (1, h * wd * n, wd * n, n), geom)
         gx = gxd.transpose(3, 0, 1, 2)
     return gx, gw
 
