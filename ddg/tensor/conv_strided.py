@@ -242,8 +242,8 @@ def dense_forward(x, w, stride, pads, oh, ow):
     kh2, kw2, hq, wq = _geometry(x.shape, w.shape, stride, pads, oh, ow)
     xs = np.empty((c, sh, sw, hq, wq, n), x.dtype)
     geom = (n, c, h, wd, sh, sw, hq, wq, pads[0], pads[2])
-    xcl = _cl(x)
-    _poly_split(xcl.reshape(-1), (1, h * wd * n, wd * n, n), xs.reshape(-1), geom)
+    xf, sx = _flat(x)
+    _poly_split(xf, sx, xs.reshape(-1), geom)
     # w_ab[o, (c, p, q)] = w[o, c, a*sh + p, b*sw + q]
     wab = np.ascontiguousarray(w.reshape(o, c, kh2, sh, kw2, sw).transpose(2, 4, 0, 1, 3, 5)).reshape(
         kh2 * kw2, o, c * sh * sw)
