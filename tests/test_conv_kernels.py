@@ -171,21 +171,25 @@ def test_per_sample_columns_path_forward_and_gradients(c, o, k, stride, pads, di
     assert gradgradcheck(lambda x, w: ddg.tanh(CV.Conv2d(stride, pads, dil, 1)(x, w)), ts[:2])
 
 
-@pytest.mark.parametrize("c,hw,k,stride,x_grad,taken", [(3, 32, 3, 1, False, True), (1, 36, 5, 1, False, True),
-                                                        (3, 64, 7, 2, False, True), (3, 64, 7, 2, True, True),
-                                                        (3, 32, 3, 1, True, False), (1, 28, 5, 1, False, False),
-                                                        (3, 8, 3, 1, False, False), (8, 32, 3, 1, False, False)])
-def test_per_sample_columns_path_chosen_for_stems_float32(c, hw, k, stride, x_grad, taken):
+@pytest.mark.parametrize("c,hw,k,stride,x_grad,path", [(3, 32, 3, 1, False, "sample"), (1, 36, 5, 1, False, "sample"),
+                                                       (3, 64, 7, 2, False, "stem"), (3, 64, 7, 2, True, "stem"),
+                                                       (3, 64, 3, 2, True, "sample"), (3, 32, 3, 1, True, None),
+                                                       (1, 28, 5, 1, False, None), (3, 8, 3, 1, False, None),
+                                                       (8, 32, 3, 1, False, None)])
+def test_per_sample_columns_path_chosen_for_stems_float32(c, hw, k, stride, x_grad, path):
     # few input channels on large outputs take the per-sample path (a stride-1 input with a
-    # gradient the plane loop first); float32 values and gradients equal the float64
+    # gradient the plane loop first; a strided one with few output channels for its kernel
+    # the components of conv_strided); float32 values and gradients equal the float64
     # reference within round-off
     import ddg.autograd.ops.conv as CV
-    from ddg.tensor import conv_sample
-    x, w = RNG.standard_normal((3, c, hw, hw)), RNG.standard_normal((6, c, k, k)) / np.sqrt(c * k * k)
+    from ddg.tensor import conv_sample, conv_strided
+    o = 12 if k == 3 else 6
+    x, w = RNG.standard_normal((3, c, hw, hw)), RNG.standard_normal((o, c, k, k)) / np.sqrt(c * k * k)
     X, W = T(x, x_grad, "float32"), T(w, True, "float32")
     op = CV.Conv2d((stride, stride), (k // 2,) * 4, (1, 1), 1)
     y = op(X, W)
-    assert (op.poly is not None and op.poly[0] is conv_sample.backward) == taken
+    taken = {conv_sample.backward: "sample", conv_strided._poly_backward: "stem"}.get(op.poly[0]) if op.poly else None
+    assert taken == path
     g = np.cos(np.arange(y.size)).reshape(y.shape)
     (y * T(g, dtype="float32")).sum().backward()
     X64, W64 = T(x, x_grad), T(w, True)
