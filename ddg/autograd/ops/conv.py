@@ -915,6 +915,8 @@ class Conv2d(Function):
         if self.plane is not None:
             return self._backward_plane(gy)
         if self.poly is not None:
+            if self.poly[0] is conv_sample.backward and len(self.needs) == 3:
+                return conv_sample.backward(self.poly[1], gy, *self.needs)   # the bias's too
             gx, gw = self.poly[0](self.poly[1], gy, self.needs[0], self.needs[1])
             if len(self.needs) == 3:
                 return gx, gw, (_channel_sums(gy) if self.needs[2] else None)
