@@ -332,3 +332,17 @@ def test_strided_paths_agree_with_the_device_paths(place, monkeypatch, plane_min
             res[where] = (y.numpy(), t.grad.numpy())
         for a, b in zip(res[place], res["cpu"]):
             np.testing.assert_allclose(a, b, rtol=0, atol=2e-6 * np.abs(b).max())
+
+
+def test_first_layers_take_the_per_sample_columns_before_the_dense_components():
+    # 4x4 stride 2 on a 3-channel image (a DCGAN discriminator's first layer): the per-sample
+    # columns; with 8 input channels the components
+    import ddg.autograd.ops.conv as CV
+    from ddg.tensor import conv_sample
+    for c, taken in ((3, conv_sample.backward), (8, conv_strided.dense_backward)):
+        x, w = RNG.standard_normal((2, c, 64, 64)), RNG.standard_normal((16, c, 4, 4))
+        op = CV.Conv2d((2, 2), (1, 1, 1, 1), (1, 1), 1)
+        y = op(T(x, dtype="float32"), T(w, dtype="float32"))
+        assert op.poly[0] is taken
+        ref = ref_conv2d(x[:1, :, :12, :12], w, None, (2, 2), (1, 0, 1, 0), (1, 1), 1)   # the top-left corner
+        np.testing.assert_allclose(y.numpy()[:1, :, :5, :5], ref[:, :, :5, :5], rtol=0, atol=3e-6 * np.abs(ref).max())
