@@ -522,7 +522,7 @@ def _plane_backward(state, gy, need_x, need_w):
     return gx, (gw.astype(keep.dtype).reshape(w_shape) if need_w else None)
 
 
-PLANE_MIN_OW = 16   # output width from which the per-plane loop beats the batch-innermost components
+PLANE_MIN_OW = 10   # output width from which the per-plane loop beats the batch-innermost components
 
 
 def forward(x, w, stride, pads, oh, ow):
@@ -531,8 +531,9 @@ def forward(x, w, stride, pads, oh, ow):
     state ``backward`` needs. A dense NCHW input with wide outputs (at least ``PLANE_MIN_OW``
     columns) goes plane by plane (``_dw_loop``, output NCHW); other inputs over the
     batch-innermost components: narrow outputs, where their rows are N times longer (the
-    per-row overhead of the plane loop made it slower there; 3x3 stride 2, batch 16, NCHW,
-    forward + backward: 16x16 outputs 1.3x faster by planes, 8x8 1.45x slower), and
+    per-row overhead of the plane loop made it slower there; 3x3 stride 2, NCHW, forward +
+    backward, plane loop / components time: 14x14 outputs (256 channels, batch 8) 0.76,
+    12x12 0.8, 10x10 (128 channels, batch 16) 0.93, 9x9 1.1, 8x8 1.2, 7x7 1.25), and
     batch-innermost inputs (the layout the nets' other layers hand on), which the
     components read without a layout change (the plane loop read them 5% slower in the
     MobileNet bench)."""
