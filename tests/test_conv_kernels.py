@@ -205,7 +205,8 @@ def test_per_sample_columns_path_chosen_for_stems_float32(c, hw, k, stride, x_gr
 @pytest.mark.parametrize("c,groups,o,dil", [(3, 3, 6, 1), (6, 2, 4, (2, 1))])
 def test_small_nchw_planes_run_batch_innermost(monkeypatch, c, groups, o, dil):
     # stride 1 on small NCHW planes (batch >= 8): converted to batch-innermost for the plane
-    # loop; same values and gradients as the NCHW plane loop and the float64 reference
+    # loop, the input gradient converted back; same values and gradients as the NCHW plane
+    # loop and the float64 reference
     from ddg.autograd.ops import conv as C
     x, b = RNG.standard_normal((8, c, 5, 6)), RNG.standard_normal(o)
     w = RNG.standard_normal((o, c // groups, 3, 3))
@@ -219,6 +220,7 @@ def test_small_nchw_planes_run_batch_innermost(monkeypatch, c, groups, o, dil):
             assert (y._data.strides[0] == y._data.itemsize) == (limit > 0)   # batch-innermost output
             np.testing.assert_allclose(y.numpy(), ref, rtol=0, atol=tol * np.abs(ref).max())
             (y * y).sum().backward()
+            assert xt.grad._data.flags.c_contiguous   # the input's gradient in the input's NCHW layout
             got[limit, dt] = [t.grad.numpy() for t in (xt, wt, bt)]
     for dt, tol in (("float64", 1e-12), ("float32", 2e-5)):
         for a, r in zip(got[C.PLANE_BATCH_INNER_MAX, dt], got[0, "float64"]):

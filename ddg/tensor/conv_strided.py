@@ -230,6 +230,31 @@ def stem_forward(x, w, stride, pads, oh, ow):
     return y, (_poly_backward, state)
 
 
+def padded_batch_inner(x, pads):
+    """``x`` [N, C, H, W] (numpy float32/float64) zero-padded by ``pads`` (top, bottom, left,
+    right) as a C-contiguous batch-innermost ``[C, Hp, Wp, N]``: ``_poly_split`` at stride
+    1 (an NCHW input plane by plane, each padded channel block zeroed in cache, so no
+    whole-array zero fill before the copy)."""
+    n, c, h, wd = x.shape
+    hp, wp = h + pads[0] + pads[1], wd + pads[2] + pads[3]
+    out = np.empty((c, hp, wp, n), x.dtype)
+    xf, sx = _flat(x)
+    _poly_split(xf, sx, out.reshape(-1), (n, c, h, wd, 1, 1, hp, wp, pads[0], pads[2]))
+    return out
+
+
+def unpad_to_nchw(g, x_shape, pt, pl):
+    """The [N, C, H, W] block at rows ``pt``, columns ``pl`` of the padded batch-innermost
+    ``g`` [C, Hp, Wp, N] (C-contiguous, numpy float32/float64) as a C-contiguous NCHW array
+    (``_poly_merge`` at stride 1): an input gradient handed back in its NCHW input's layout,
+    not as a transposed view that a consumer copies through numpy's strided loops."""
+    n, c, h, wd = x_shape
+    gx = np.empty(x_shape, g.dtype)
+    _poly_merge(g.reshape(-1), gx.reshape(-1), tuple(st // gx.itemsize for st in gx.strides),
+                (n, c, h, wd, 1, 1, g.shape[1], g.shape[2], pt, pl))
+    return gx
+
+
 # -- dense (groups = 1) strided convolution with a kernel that is a multiple of the stride ----------
 # The components of all C channels are the 4C (sh*sw*C) input channels of a stride-1
 # convolution with a (kh/sh) x (kw/sw) kernel. It runs without columns: on the components'

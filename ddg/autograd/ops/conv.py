@@ -870,7 +870,7 @@ class Conv2d(Function):
         elif oh * ow <= PLANE_BATCH_INNER_MAX and n >= 8:
             # small planes: an NCHW plane's rows are too short for the loop; one compiled
             # interleaving copy makes the image batch-innermost (rows N times longer)
-            x5 = _cl(x, self.pads)[None]
+            x5 = (conv_strided.padded_batch_inner(x, self.pads) if K.usable(x) else _cl(x, self.pads))[None]
         else:
             x5 = _nchw_padded(x, self.pads)[..., None]
         y5 = K.plane_forward(x5, w, self.groups, self.dilation, oh, ow)
@@ -891,8 +891,12 @@ class Conv2d(Function):
         gx, gw = K.plane_backward(x5, self.w, g5, self.groups, self.dilation, needs[0], needs[1])
         if gx is not None:
             pt, _, pl, _ = self.pads
-            gx = gx[0].transpose(3, 0, 1, 2) if chwn else gx[..., 0]
-            gx = gx[:, :, pt:pt + h, pl:pl + wd]
+            if chwn and not _is_chwn(self.x) and K.usable(gx):
+                # an NCHW input made batch-innermost for the loop: its gradient back in NCHW
+                gx = conv_strided.unpad_to_nchw(gx[0], self.x.shape, pt, pl)
+            else:
+                gx = gx[0].transpose(3, 0, 1, 2) if chwn else gx[..., 0]
+                gx = gx[:, :, pt:pt + h, pl:pl + wd]
         if len(needs) == 3:
             return gx, gw, (_channel_sums(gy) if needs[2] else None)
         return gx, gw
