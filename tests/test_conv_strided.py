@@ -346,3 +346,19 @@ def test_first_layers_take_the_per_sample_columns_before_the_dense_components():
         assert op.poly[0] is taken
         ref = ref_conv2d(x[:1, :, :12, :12], w, None, (2, 2), (1, 0, 1, 0), (1, 1), 1)   # the top-left corner
         np.testing.assert_allclose(y.numpy()[:1, :, :5, :5], ref[:, :, :5, :5], rtol=0, atol=3e-6 * np.abs(ref).max())
+
+
+def test_components_and_plane_loop_agree_on_larger_planes(monkeypatch):
+    # outputs above 8x8 (the components read the output gradient through the interleaving
+    # copy there, through the split below): the same values and gradients as the plane loop
+    x, w, b = RNG.standard_normal((3, 4, 19, 18)), RNG.standard_normal((4, 1, 3, 3)), RNG.standard_normal(4)
+    res = {}
+    for pm in (0, 10 ** 9):
+        monkeypatch.setattr(conv_strided, "PLANE_MIN_OW", pm)
+        xt, wt, bt = T(x, True), T(w, True), T(b, True)
+        y = F.conv2d(xt, wt, bt, 2, 1, 1, 4)
+        (y * y).sum().backward()
+        res[pm] = (y.numpy(), xt.grad.numpy(), wt.grad.numpy(), bt.grad.numpy())
+    np.testing.assert_allclose(res[0][0], ref_conv2d(x, w, b, (2, 2), (1, 1, 1, 1), (1, 1), 4), rtol=1e-12, atol=1e-12)
+    for a, r in zip(res[10 ** 9], res[0]):
+        np.testing.assert_allclose(a, r, rtol=1e-12, atol=1e-12)

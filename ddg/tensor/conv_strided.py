@@ -183,7 +183,10 @@ def _poly_backward(state, gy, need_x, need_w):
     xs, ws, geom, x_shape, w_shape, live, chwn, groups = state
     n, c, h, wd = x_shape
     sh, sw = geom[4:6]
-    g5 = _cl(gy.astype(xs.dtype, copy=False))[None]
+    gy = gy.astype(xs.dtype, copy=False)
+    # batch-innermost output gradient: on small planes by the split at stride 1 (measured
+    # 0.6x the interleaving copy's time on 4x4 planes, 0.9-0.97x on 8x8, 1.2x on 16x16)
+    g5 = (padded_batch_inner(gy, (0, 0, 0, 0)) if gy.shape[2] * gy.shape[3] <= 64 else _cl(gy))[None]
     gxs, gws = K.plane_backward(xs, ws, g5, groups, (1, 1), need_x, need_w, live)
     gx = gw = None
     if need_x:
