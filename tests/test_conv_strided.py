@@ -303,6 +303,10 @@ def test_stem_components_chosen_by_shape():
     assert pays(x, np.zeros((24, 3, 5, 5), np.float32), 1, (2, 2), (1, 1), 32, 32)
     assert pays(x, np.zeros((8, 3, 3, 3), np.float32), 1, (2, 2), (1, 1), 32, 32)
     assert not pays(x, np.zeros((32, 3, 7, 7), np.float32), 1, (2, 2), (1, 1), 32, 32)
+    # without an input gradient the columns have no input gradient product: more output channels
+    assert pays(x, np.zeros((32, 3, 7, 7), np.float32), 1, (2, 2), (1, 1), 32, 32, False)
+    assert not pays(x, np.zeros((48, 3, 7, 7), np.float32), 1, (2, 2), (1, 1), 32, 32, False)
+    assert not pays(x, np.zeros((16, 3, 3, 3), np.float32), 1, (2, 2), (1, 1), 32, 32, False)
     assert not pays(x, np.zeros((16, 3, 3, 3), np.float32), 1, (2, 2), (1, 1), 32, 32)
     assert not pays(x, np.zeros((8, 3, 7, 7), np.float32), 1, (1, 1), (1, 1), 64, 64)
     assert not pays(x, np.zeros((8, 3, 7, 7), np.float32), 1, (2, 2), (2, 2), 32, 32)

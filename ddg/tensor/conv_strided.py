@@ -209,20 +209,22 @@ def _poly_backward(state, gy, need_x, need_w):
 STEM_MIN_PIXELS = 1024   # output pixels per plane from which ``stem_pays`` takes the components
 
 
-def stem_pays(x, w, groups, stride, dilation, oh, ow):
+def stem_pays(x, w, groups, stride, dilation, oh, ow, x_grad=True):
     """Whether a one-group strided convolution with few input channels (a first layer, a stem)
     runs as the whole-plane loop over the input's polyphase components (``stem_forward``)
     instead of per-sample columns: numpy float32/float64, no dilation, 1 < stride <= kernel,
     at most 4 input channels, outputs of at least ``STEM_MIN_PIXELS`` (32x32), and few output channels for the
-    kernel (<= 24 from 5x5 kernels on, <= 8 below): the loop's work grows with the output
-    channels, the columns' gather and scatter do not. Forward + backward, batch 16-32 on
-    64 px, loop / columns time: 7x7/2 3->8 0.43 (without an input gradient 0.45), 3->16
-    0.72 (0.5), 3->24 0.9, 3->32 1.05; 5x5/2 3->16 0.5; 3x3/2 3->8 0.85, 3->16 1.3."""
+    kernel (<= 24 from 5x5 kernels on, <= 32 when the input needs no gradient, <= 8 below):
+    the loop's work grows with the output channels, the columns' gather and scatter do not
+    (nor their input gradient's product, absent without an input gradient). Forward +
+    backward, batch 16-32 on 64 px, loop / columns time: 7x7/2 3->8 0.43 (without an input
+    gradient 0.45), 3->16 0.72 (0.5), 3->24 0.9, 3->32 1.05 (0.82-0.9), 3->48 (0.95-1.25); 5x5/2
+    3->16 0.5, 3->32 (0.9); 3x3/2 3->8 0.85, 3->16 1.3 (1.45)."""
     kh, kw = w.shape[2:]
     sh, sw = stride
     o = w.shape[0]
     return (groups == 1 and tuple(dilation) == (1, 1) and (sh, sw) != (1, 1) and sh <= kh and sw <= kw
-            and x.shape[1] <= 4 and oh * ow >= STEM_MIN_PIXELS and o <= (24 if kh * kw >= 25 else 8)
+            and x.shape[1] <= 4 and oh * ow >= STEM_MIN_PIXELS and o <= ((24 if x_grad else 32) if kh * kw >= 25 else 8)
             and K.usable(x, w))
 
 

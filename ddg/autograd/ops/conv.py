@@ -574,7 +574,7 @@ class Conv2d(Function):
             return y
         if kh == kw == 1 and (sh, sw) == (1, 1) and g == 1 and not any(self.pads) and type(x) is np.ndarray:
             return self._forward_1x1(x, w, b)
-        if conv_strided.stem_pays(x, w, g, self.stride, self.dilation, oh, ow):
+        if conv_strided.stem_pays(x, w, g, self.stride, self.dilation, oh, ow, getattr(self, "needs", (True,))[0]):
             y, self.poly = conv_strided.stem_forward(x, w, self.stride, self.pads, oh, ow)
             if b:
                 y += b[0].reshape(1, o, 1, 1)
