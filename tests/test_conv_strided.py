@@ -352,17 +352,22 @@ def test_first_layers_take_the_per_sample_columns_before_the_dense_components():
         np.testing.assert_allclose(y.numpy()[:1, :, :5, :5], ref[:, :, :5, :5], rtol=0, atol=3e-6 * np.abs(ref).max())
 
 
-def test_components_and_plane_loop_agree_on_larger_planes(monkeypatch):
+@pytest.mark.parametrize("shape,k,padding", [((3, 4, 19, 18), 3, 1), ((2, 3, 20, 22), 3, 0), ((2, 3, 20, 22), 4, 2),
+                                             ((2, 3, 21, 19), 5, 2)])
+def test_components_and_plane_loop_agree_on_larger_planes(monkeypatch, shape, k, padding):
     # outputs above 8x8 (the components read the output gradient through the interleaving
-    # copy there, through the split below): the same values and gradients as the plane loop
-    x, w, b = RNG.standard_normal((3, 4, 19, 18)), RNG.standard_normal((4, 1, 3, 3)), RNG.standard_normal(4)
+    # copy there, through the split below), even and odd widths, padding even and odd: the
+    # same values and gradients either way, the output against the float64 reference
+    c = shape[1]
+    x, w, b = RNG.standard_normal(shape), RNG.standard_normal((c, 1, k, k)), RNG.standard_normal(c)
     res = {}
     for pm in (0, 10 ** 9):
         monkeypatch.setattr(conv_strided, "PLANE_MIN_OW", pm)
         xt, wt, bt = T(x, True), T(w, True), T(b, True)
-        y = F.conv2d(xt, wt, bt, 2, 1, 1, 4)
+        y = F.conv2d(xt, wt, bt, 2, padding, 1, c)
         (y * y).sum().backward()
         res[pm] = (y.numpy(), xt.grad.numpy(), wt.grad.numpy(), bt.grad.numpy())
-    np.testing.assert_allclose(res[0][0], ref_conv2d(x, w, b, (2, 2), (1, 1, 1, 1), (1, 1), 4), rtol=1e-12, atol=1e-12)
+    ref = ref_conv2d(x, w, b, (2, 2), (padding,) * 4, (1, 1), c)
+    np.testing.assert_allclose(res[0][0], ref, rtol=1e-12, atol=1e-12)
     for a, r in zip(res[10 ** 9], res[0]):
         np.testing.assert_allclose(a, r, rtol=1e-12, atol=1e-12)
