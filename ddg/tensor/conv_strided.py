@@ -1,4 +1,4 @@
-"""Strided depthwise convolution by polyphase components (numpy float32/float64).
+"""Strided depthwise and few-channel convolutions by polyphase components (numpy float32/float64).
 
 Two loops take it (``forward`` at the end of this module chooses): for a dense NCHW input
 with wide outputs a per-plane compiled loop (``_dw_loop``: each image plane split into its
@@ -20,8 +20,12 @@ batch-interleaved values per output pixel). A 3x3 stride-2 kernel becomes 4 comp
 
 The components are built batch-innermost (``[C*sh*sw, Hq, Wq, N]``, a contiguous run of N
 values per pixel; at stride 2 the planes are a quarter of the input's, too short for the
-loop's rows in NCHW), so the output and the input gradient are batch-innermost views
-(``[N, C, H, W]`` over a C-contiguous ``[C, H, W, N]``), the input gradient a dense one.
+loop's rows in NCHW), read from the input in its own layout (NCHW or batch-innermost), so
+the output is a batch-innermost view (``[N, C, H, W]`` over a C-contiguous
+``[C, H, W, N]``) and the input gradient a dense array in the input's layout. The same
+route serves one-group first layers with few channels (``stem_pays``), and at stride 1 the
+split and merge convert small NCHW planes for the whole-plane loop
+(``padded_batch_inner``, ``unpad_to_nchw``).
 """
 import numpy as np
 
