@@ -168,6 +168,8 @@ def test_per_sample_columns_path_forward_and_gradients(c, o, k, stride, pads, di
     np.testing.assert_allclose(y.numpy(), ref_conv2d(x, w, b, stride, pads, dil, 1), rtol=1e-12, atol=1e-12)
     ts = [T(x[:1], True), T(w, True), T(b, True)]
     assert gradcheck(lambda *a: CV.Conv2d(stride, pads, dil, 1)(*a), ts, atol=1e-6, rtol=1e-5)
+    # the bias's gradient alone (it comes off the weight gradient's product)
+    assert gradcheck(lambda b: CV.Conv2d(stride, pads, dil, 1)(T(x[:1]), T(w), b), [ts[2]], atol=1e-6, rtol=1e-5)
     assert gradgradcheck(lambda x, w: ddg.tanh(CV.Conv2d(stride, pads, dil, 1)(x, w)), ts[:2])
 
 
