@@ -168,24 +168,30 @@ def test_per_sample_columns_path_forward_and_gradients(c, o, k, stride, pads, di
     np.testing.assert_allclose(y.numpy(), ref_conv2d(x, w, b, stride, pads, dil, 1), rtol=1e-12, atol=1e-12)
     ts = [T(x[:1], True), T(w, True), T(b, True)]
     assert gradcheck(lambda *a: CV.Conv2d(stride, pads, dil, 1)(*a), ts, atol=1e-6, rtol=1e-5)
+    # the bias's gradient alone (it comes off the weight gradient's product)
+    assert gradcheck(lambda b: CV.Conv2d(stride, pads, dil, 1)(T(x[:1]), T(w), b), [ts[2]], atol=1e-6, rtol=1e-5)
     assert gradgradcheck(lambda x, w: ddg.tanh(CV.Conv2d(stride, pads, dil, 1)(x, w)), ts[:2])
 
 
-@pytest.mark.parametrize("c,hw,k,stride,x_grad,taken", [(3, 32, 3, 1, False, True), (1, 36, 5, 1, False, True),
-                                                        (3, 64, 7, 2, False, True), (3, 64, 7, 2, True, True),
-                                                        (3, 32, 3, 1, True, False), (1, 28, 5, 1, False, False),
-                                                        (3, 8, 3, 1, False, False), (8, 32, 3, 1, False, False)])
-def test_per_sample_columns_path_chosen_for_stems_float32(c, hw, k, stride, x_grad, taken):
+@pytest.mark.parametrize("c,hw,k,stride,x_grad,path", [(3, 32, 3, 1, False, "sample"), (1, 36, 5, 1, False, "sample"),
+                                                       (3, 64, 7, 2, False, "stem"), (3, 64, 7, 2, True, "stem"),
+                                                       (3, 64, 3, 2, True, "sample"), (3, 32, 3, 1, True, None),
+                                                       (1, 28, 5, 1, False, None), (3, 8, 3, 1, False, None),
+                                                       (8, 32, 3, 1, False, None)])
+def test_per_sample_columns_path_chosen_for_stems_float32(c, hw, k, stride, x_grad, path):
     # few input channels on large outputs take the per-sample path (a stride-1 input with a
-    # gradient the plane loop first); float32 values and gradients equal the float64
+    # gradient the plane loop first; a strided one with few output channels for its kernel
+    # the components of conv_strided); float32 values and gradients equal the float64
     # reference within round-off
     import ddg.autograd.ops.conv as CV
-    from ddg.tensor import conv_sample
-    x, w = RNG.standard_normal((3, c, hw, hw)), RNG.standard_normal((6, c, k, k)) / np.sqrt(c * k * k)
+    from ddg.tensor import conv_sample, conv_strided
+    o = 12 if k == 3 else 6
+    x, w = RNG.standard_normal((3, c, hw, hw)), RNG.standard_normal((o, c, k, k)) / np.sqrt(c * k * k)
     X, W = T(x, x_grad, "float32"), T(w, True, "float32")
     op = CV.Conv2d((stride, stride), (k // 2,) * 4, (1, 1), 1)
     y = op(X, W)
-    assert (op.poly is not None and op.poly[0] is conv_sample.backward) == taken
+    taken = {conv_sample.backward: "sample", conv_strided._poly_backward: "stem"}.get(op.poly[0]) if op.poly else None
+    assert taken == path
     g = np.cos(np.arange(y.size)).reshape(y.shape)
     (y * T(g, dtype="float32")).sum().backward()
     X64, W64 = T(x, x_grad), T(w, True)
@@ -201,7 +207,8 @@ def test_per_sample_columns_path_chosen_for_stems_float32(c, hw, k, stride, x_gr
 @pytest.mark.parametrize("c,groups,o,dil", [(3, 3, 6, 1), (6, 2, 4, (2, 1))])
 def test_small_nchw_planes_run_batch_innermost(monkeypatch, c, groups, o, dil):
     # stride 1 on small NCHW planes (batch >= 8): converted to batch-innermost for the plane
-    # loop; same values and gradients as the NCHW plane loop and the float64 reference
+    # loop, the input gradient converted back; same values and gradients as the NCHW plane
+    # loop and the float64 reference
     from ddg.autograd.ops import conv as C
     x, b = RNG.standard_normal((8, c, 5, 6)), RNG.standard_normal(o)
     w = RNG.standard_normal((o, c // groups, 3, 3))
@@ -215,6 +222,7 @@ def test_small_nchw_planes_run_batch_innermost(monkeypatch, c, groups, o, dil):
             assert (y._data.strides[0] == y._data.itemsize) == (limit > 0)   # batch-innermost output
             np.testing.assert_allclose(y.numpy(), ref, rtol=0, atol=tol * np.abs(ref).max())
             (y * y).sum().backward()
+            assert xt.grad._data.flags.c_contiguous   # the input's gradient in the input's NCHW layout
             got[limit, dt] = [t.grad.numpy() for t in (xt, wt, bt)]
     for dt, tol in (("float64", 1e-12), ("float32", 2e-5)):
         for a, r in zip(got[C.PLANE_BATCH_INNER_MAX, dt], got[0, "float64"]):

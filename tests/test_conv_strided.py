@@ -231,3 +231,143 @@ def test_plane_loop_reads_any_output_gradient_layout():
     assert gw3 is None
     np.testing.assert_allclose(gx3, gx, rtol=0, atol=1e-12)
     np.testing.assert_allclose(conv_strided._plane_backward(state, gy, False, True)[1], gw, rtol=0, atol=1e-12)
+
+
+@pytest.fixture
+def stem_spy(monkeypatch):
+    calls = []
+    orig = conv_strided.stem_forward
+
+    def forward(*a):
+        calls.append(a[0].shape)
+        return orig(*a)
+    monkeypatch.setattr(conv_strided, "stem_forward", forward)
+    monkeypatch.setattr(conv_strided, "STEM_MIN_PIXELS", 0)   # small test shapes take the path too
+    return calls
+
+
+# (x shape, output channels, kernel, stride, padding): first-layer shapes, a kernel that is
+# not a multiple of the stride, asymmetric pads and strides
+STEM_CASES = [
+    ((2, 3, 11, 10), 4, (7, 7), 2, 3),
+    ((2, 1, 9, 8), 3, (5, 5), 2, 2),
+    ((3, 2, 7, 9), 2, (3, 3), 2, [0, 2, 1, 0]),
+    ((2, 3, 8, 7), 3, (3, 2), (2, 1), 1),
+]
+
+
+@pytest.mark.parametrize("xs,o,k,stride,padding", STEM_CASES)
+def test_stem_components_forward_and_gradients(stem_spy, xs, o, k, stride, padding):
+    x, w, b = RNG.standard_normal(xs), RNG.standard_normal((o, xs[1]) + k), RNG.standard_normal(o)
+    ref = ref_conv2d(x, w, b, _pair(stride), _pads4(padding), (1, 1), 1)
+    for dt, tol in (("float64", 1e-12), ("float32", 3e-6)):
+        for leaf, inp, back in _layouts(x, dt):
+            y = F.conv2d(inp, T(w, dtype=dt), T(b, dtype=dt), stride, padding)
+            assert y.dtype == getattr(ddg, dt)
+            np.testing.assert_allclose(y.numpy(), ref, rtol=0, atol=tol * np.abs(ref).max())
+    n = len(stem_spy)
+    assert n >= 4
+    xt, wt, bt = T(x[:1], True), T(w, True), T(b, True)
+    assert gradcheck(lambda x, w, b: F.conv2d(x, w, b, stride, padding), [xt, wt, bt])
+    # an input without a gradient (a first layer): the weight's alone
+    assert gradcheck(lambda w: F.conv2d(T(x[:1]), w, None, stride, padding), [wt])
+    # a batch-innermost input gets its gradient in its own layout, with the same values
+    (_, _, _), (leaf, view, back) = _layouts(x, "float64")
+    (F.conv2d(view, T(w), None, stride, padding) ** 2).sum().backward()
+    xt3 = T(x, True)
+    (F.conv2d(xt3, T(w), None, stride, padding) ** 2).sum().backward()
+    np.testing.assert_allclose(back(leaf.grad.numpy()), xt3.grad.numpy(), rtol=1e-12, atol=1e-12)
+    assert len(stem_spy) > n + 2
+
+
+def test_stem_components_second_order_and_half_precision(stem_spy):
+    x, w = T(RNG.standard_normal((2, 2, 7, 6)), True), T(RNG.standard_normal((3, 2, 5, 5)), True)
+    assert gradgradcheck(lambda x, w: ddg.tanh(F.conv2d(x, w, None, 2, 2)), [x, w])
+    xn, wn = RNG.standard_normal((2, 3, 12, 12)), RNG.standard_normal((4, 3, 7, 7))
+    ref = ref_conv2d(xn, wn, None, (2, 2), (3, 3, 3, 3), (1, 1), 1)
+    for dt in ("float16", "bfloat16"):
+        xh = T(xn, True, dt)
+        yh = F.conv2d(xh, T(wn, dtype=dt), None, 2, 3)
+        assert yh.dtype == getattr(ddg, dt)
+        np.testing.assert_allclose(yh.numpy().astype(np.float64), ref, rtol=0, atol=0.05 * np.abs(ref).max())
+        yh.sum().backward()
+        assert xh.grad.dtype == getattr(ddg, dt) and xh.grad.shape == [2, 3, 12, 12]
+    assert stem_spy
+
+
+def test_stem_components_chosen_by_shape():
+    # few input and output channels with a large kernel on large outputs; else the columns
+    x = np.zeros((32, 3, 64, 64), np.float32)
+    pays = conv_strided.stem_pays
+    assert pays(x, np.zeros((8, 3, 7, 7), np.float32), 1, (2, 2), (1, 1), 32, 32)
+    assert pays(x, np.zeros((24, 3, 5, 5), np.float32), 1, (2, 2), (1, 1), 32, 32)
+    assert pays(x, np.zeros((8, 3, 3, 3), np.float32), 1, (2, 2), (1, 1), 32, 32)
+    assert not pays(x, np.zeros((32, 3, 7, 7), np.float32), 1, (2, 2), (1, 1), 32, 32)
+    # without an input gradient the columns have no input gradient product: more output channels
+    assert pays(x, np.zeros((32, 3, 7, 7), np.float32), 1, (2, 2), (1, 1), 32, 32, False)
+    assert not pays(x, np.zeros((48, 3, 7, 7), np.float32), 1, (2, 2), (1, 1), 32, 32, False)
+    assert not pays(x, np.zeros((16, 3, 3, 3), np.float32), 1, (2, 2), (1, 1), 32, 32, False)
+    assert not pays(x, np.zeros((16, 3, 3, 3), np.float32), 1, (2, 2), (1, 1), 32, 32)
+    assert not pays(x, np.zeros((8, 3, 7, 7), np.float32), 1, (1, 1), (1, 1), 64, 64)
+    assert not pays(x, np.zeros((8, 3, 7, 7), np.float32), 1, (2, 2), (2, 2), 32, 32)
+    assert not pays(x[:, :1], np.zeros((8, 1, 7, 7), np.float32), 1, (2, 2), (1, 1), 16, 16)
+    x5 = np.zeros((32, 5, 64, 64), np.float32)
+    assert not pays(x5, np.zeros((8, 5, 7, 7), np.float32), 1, (2, 2), (1, 1), 32, 32)
+    assert not pays(x.astype(np.float16), np.zeros((8, 3, 7, 7), np.float16), 1, (2, 2), (1, 1), 32, 32)
+
+
+@pytest.mark.parametrize("plane_min_ow", [0, 10 ** 9])
+def test_strided_paths_agree_with_the_device_paths(place, monkeypatch, plane_min_ow):
+    """The paths of this module forced on small shapes (the stem components, the depthwise
+    plane loop or components) on the CPU, against the array paths on ``place`` (cupy's;
+    simcupy in CI): the same outputs and gradients."""
+    monkeypatch.setattr(conv_strided, "STEM_MIN_PIXELS", 0)
+    monkeypatch.setattr(conv_strided, "PLANE_MIN_OW", plane_min_ow)
+    w7, wd = RNG.standard_normal((4, 3, 7, 7)).astype("float32"), RNG.standard_normal((6, 1, 3, 3)).astype("float32")
+    cases = [(lambda x, p: F.conv2d(x, ddg.to_tensor(w7, place=p), None, 2, 3), (2, 3, 12, 11)),
+             (lambda x, p: F.conv2d(x, ddg.to_tensor(wd, place=p), None, 2, 1, 1, 6), (3, 6, 9, 8))]
+    for fn, shape in cases:
+        x = RNG.standard_normal(shape).astype("float32")
+        res = {}
+        for where in ("cpu", place):
+            t = ddg.to_tensor(x, place=where, stop_gradient=False)
+            y = fn(t, where)
+            (y * y).sum().backward()
+            res[where] = (y.numpy(), t.grad.numpy())
+        for a, b in zip(res[place], res["cpu"]):
+            np.testing.assert_allclose(a, b, rtol=0, atol=2e-6 * np.abs(b).max())
+
+
+def test_first_layers_take_the_per_sample_columns_before_the_dense_components():
+    # 4x4 stride 2 on a 3-channel image (a DCGAN discriminator's first layer): the per-sample
+    # columns; with 8 input channels the components
+    import ddg.autograd.ops.conv as CV
+    from ddg.tensor import conv_sample
+    for c, taken in ((3, conv_sample.backward), (8, conv_strided.dense_backward)):
+        x, w = RNG.standard_normal((2, c, 64, 64)), RNG.standard_normal((16, c, 4, 4))
+        op = CV.Conv2d((2, 2), (1, 1, 1, 1), (1, 1), 1)
+        y = op(T(x, dtype="float32"), T(w, dtype="float32"))
+        assert op.poly[0] is taken
+        ref = ref_conv2d(x[:1, :, :12, :12], w, None, (2, 2), (1, 0, 1, 0), (1, 1), 1)   # the top-left corner
+        np.testing.assert_allclose(y.numpy()[:1, :, :5, :5], ref[:, :, :5, :5], rtol=0, atol=3e-6 * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("shape,k,padding", [((3, 4, 19, 18), 3, 1), ((2, 3, 20, 22), 3, 0), ((2, 3, 20, 22), 4, 2),
+                                             ((2, 3, 21, 19), 5, 2)])
+def test_components_and_plane_loop_agree_on_larger_planes(monkeypatch, shape, k, padding):
+    # outputs above 8x8 (the components read the output gradient through the interleaving
+    # copy there, through the split below), even and odd widths, padding even and odd: the
+    # same values and gradients either way, the output against the float64 reference
+    c = shape[1]
+    x, w, b = RNG.standard_normal(shape), RNG.standard_normal((c, 1, k, k)), RNG.standard_normal(c)
+    res = {}
+    for pm in (0, 10 ** 9):
+        monkeypatch.setattr(conv_strided, "PLANE_MIN_OW", pm)
+        xt, wt, bt = T(x, True), T(w, True), T(b, True)
+        y = F.conv2d(xt, wt, bt, 2, padding, 1, c)
+        (y * y).sum().backward()
+        res[pm] = (y.numpy(), xt.grad.numpy(), wt.grad.numpy(), bt.grad.numpy())
+    ref = ref_conv2d(x, w, b, (2, 2), (padding,) * 4, (1, 1), c)
+    np.testing.assert_allclose(res[0][0], ref, rtol=1e-12, atol=1e-12)
+    for a, r in zip(res[10 ** 9], res[0]):
+        np.testing.assert_allclose(a, r, rtol=1e-12, atol=1e-12)

@@ -119,43 +119,54 @@ def pays(x, w, groups, oh, ow):
 
 def forward(x, w, b, stride, pads, dilation, oh, ow):
     """``conv2d(x, w) + b`` for a C-contiguous NCHW ``x``; returns the NCHW output and the
-    state ``backward`` takes (the columns of every sample, kept: kh*kw times the input)."""
+    state ``backward`` takes (the columns of every sample, kept: kh*kw times the input).
+    A bias rides in the product: the columns get a row of ones and the weight matrix the
+    bias as its last column (no separate pass over the output; ``backward`` reads the bias
+    gradient off the weight gradient's product the same way)."""
     n = x.shape[0]
     o, c, kh, kw = w.shape
     geom = (kh, kw, oh, ow, stride[0], stride[1], dilation[0], dilation[1], pads[0], pads[2])
-    wm = w.reshape(o, c * kh * kw)
-    cols = np.empty((n, c * kh * kw, oh * ow), x.dtype)
+    k = c * kh * kw
+    wm = w.reshape(o, k)
+    cols = np.empty((n, k + (b is not None), oh * ow), x.dtype)
+    if b is not None:
+        wm = np.concatenate([wm, b.astype(x.dtype, copy=False).reshape(o, 1)], axis=1)
+        cols[:, k] = 1.0
     y = np.empty((n, o, oh * ow), x.dtype)
     for i in range(n):
-        _gather(x[i], cols[i], geom)
+        _gather(x[i], cols[i, :k], geom)
         for p0 in range(0, oh * ow, CHUNK):
             np.matmul(wm, cols[i, :, p0:p0 + CHUNK], out=y[i, :, p0:p0 + CHUNK])
-    if b is not None:
-        y += b.astype(x.dtype, copy=False).reshape(o, 1)
     return y.reshape(n, o, oh, ow), (cols, w, geom, x.shape)
 
 
-def backward(state, gy, need_x, need_w):
+def backward(state, gy, need_x, need_w, need_b=None):
     """Input and weight gradients (None where not needed) from the output gradient ``gy``
-    (any layout; copied to NCHW when it is not)."""
+    (any layout; copied to NCHW when it is not), and the bias gradient as a third value
+    when ``need_b`` is given (the forward pass had a bias)."""
     cols, w, geom, x_shape = state
     n = x_shape[0]
     o = w.shape[0]
+    k = w.size // o
     g3 = np.ascontiguousarray(gy, dtype=w.dtype).reshape(n, o, -1)
-    gx = gw = None
-    if need_w:
+    gx = gw = gb = None
+    if need_w or need_b:
+        # with a bias the columns' row of ones gives its gradient as the product's last column
         acc = np.zeros((o, cols.shape[1]), w.dtype)
         part = np.empty_like(acc)
         for i in range(n):
             for p0 in range(0, cols.shape[2], CHUNK):
                 np.matmul(g3[i, :, p0:p0 + CHUNK], cols[i, :, p0:p0 + CHUNK].T, out=part)
                 acc += part
-        gw = acc.reshape(w.shape)
+        if need_w:
+            gw = acc[:, :k].reshape(w.shape)
+        if need_b:
+            gb = acc[:, k].copy()
     if need_x:
         wt = np.ascontiguousarray(w.reshape(o, -1).T)
         gx = np.zeros(x_shape, w.dtype)
-        gc = np.empty(cols.shape[1:], w.dtype)
+        gc = np.empty((k, cols.shape[2]), w.dtype)
         for i in range(n):
             np.matmul(wt, g3[i], out=gc)
             _scatter_add(gc, gx[i], geom)
-    return gx, gw
+    return (gx, gw) if need_b is None else (gx, gw, gb)
