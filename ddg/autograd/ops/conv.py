@@ -55,7 +55,7 @@ from ...tensor.dtypes import upcast
 from ..function import Function
 from ..higher import linear_backward_graph, live_input
 from ...tensor import conv_kernels as K
-from ...tensor import conv_sample, conv_strided
+from ...tensor import conv1d, conv_sample, conv_strided
 from ...tensor.winograd import (WINO4_AT as _WINO4_AT, WINO4_BT as _WINO4_BT, WINO4_G as _WINO4_G,  # noqa: F401
                                  wino_weight as _wino_weight, wino_weight_adjoint as _wino_weight_adjoint)
 from ...tensor.conv_phase import phases_pay
@@ -543,6 +543,11 @@ class Conv2d(Function):
                                g, (oh, ow))
         self.cudnn = None
         self.wino = self.direct_x = self.phases = self.plane = self.pointwise = self.gwino = None
+        if kw > 1 and conv1d.usable(x, w, b, g, self.pads):   # 1-D: three column products
+            y, state = conv1d.forward(x, w, b, sw, (pl, pr), dw, ow)
+            self.poly = (conv1d.backward, state)
+            self.w, self.x = w, x
+            return y
         if _use_winograd(x, w, self.stride, self.dilation, g, self.pads):
             return self._forward_winograd(x, w, b, oh, ow)
         if _use_phases(x, w, self.stride, self.dilation, g, self.pads):
@@ -1014,6 +1019,12 @@ class Conv2dTranspose(Function):
             return _cudnn_conv_data(self.cudnn, w, x, b[0] if b else None, (n, og * g, oh, ow), pad, (sh, sw),
                                     (dh, dw), g)
         self.cudnn = self.phase = None
+        if conv1d.transpose_usable(x, w, b, g, self.pads):
+            # 1-D: the adjoint as three column products, no copy of the weight
+            y, st = conv1d.transpose_forward(x, w, b, sw, (pl, pr), dw, ow)
+            self.phase = ("line", st)
+            self.x, self.w = x, w
+            return y
         if phase_plane_usable(x, w, (sh, sw), (dh, dw), g):
             # few channels: the phases as whole-plane multiply-adds on the NCHW planes
             y, self.phase = phase_plane_forward(x, w, (sh, sw), (pt, pl), (oh, ow))
@@ -1065,7 +1076,9 @@ class Conv2dTranspose(Function):
             return (gx, gw, gb) if len(needs) == 3 else (gx, gw)
         if self.phase is not None:
             tag = self.phase[0] if isinstance(self.phase[0], str) else None
-            if tag == "plane":
+            if tag == "line":
+                gx, gw = conv1d.transpose_backward(self.phase[1], gy, needs[0], needs[1])
+            elif tag == "plane":
                 gx, gw = phase_plane_backward(gy.astype(w.dtype, copy=False), self.phase, needs[0], needs[1])
             elif tag == "cols":
                 gx, gw = phase_cols_backward(gy, self.phase, needs[0], needs[1])
