@@ -55,6 +55,7 @@ CONV = [
 def test_conv1d_columns(variant, xs, o, k, s, p, d, monkeypatch):
     monkeypatch.setattr(C1, "MIN_CHANNELS", 1)
     monkeypatch.setattr(C1, "SHIFT_MAX_C", 10**6 if variant == "shift" else 0)
+    monkeypatch.setattr(C1, "SHIFT_GW_BLOCK", 1)     # the weight gradient's columns in blocks of 64
     fwd = _spy(monkeypatch, "forward")
     shift = _spy(monkeypatch, "_shift_forward")
     x, w, b = RNG.standard_normal(xs), RNG.standard_normal((o, xs[1], k)), RNG.standard_normal(o)

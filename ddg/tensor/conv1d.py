@@ -171,6 +171,29 @@ def _shift_forward(x, w, b, pads, d, ol):
     return y, ("shift", xc, w, (n, c, l), pads, d, ol)
 
 
+#: elements of the input's columns built at a time for the weight gradient of the shifted
+#: products (a cache-sized block)
+SHIFT_GW_BLOCK = 1 << 17
+
+
+def _shift_wgrad(g, xc, k, d, m):
+    """The weight gradient ``[O, C*k]`` of the shifted products for the output gradient ``g``
+    [O, m] (junk columns zero): the input's columns built a block of ``SHIFT_GW_BLOCK``
+    elements at a time (one strided copy each, in cache) and multiplied as they come; the k
+    products ``g @ xc_j^T`` over all m columns ran 1.4x slower (16 channels, 12928 columns)."""
+    c, o = xc.shape[0], g.shape[0]
+    e = xc.itemsize
+    b = max(64, min(m, SHIFT_GW_BLOCK // (c * k)))
+    buf = np.empty(c * k * b, xc.dtype)
+    acc = np.zeros((c * k, o), xc.dtype)
+    for s0 in range(0, m, b):
+        bl = min(b, m - s0)
+        blk = buf[:c * k * bl].reshape(c, k, bl)
+        np.copyto(blk, np.lib.stride_tricks.as_strided(xc[:, s0:], (c, k, bl), (xc.strides[0], d * e, e)))
+        acc += blk.reshape(c * k, bl) @ g[:, s0:s0 + bl].T
+    return np.ascontiguousarray(acc.T)
+
+
 def _shift_backward(state, gy, need_x, need_w):
     _, xc, w, (n, c, l), (pl, pr), d, ol = state
     o, k = w.shape[0], w.shape[3]
@@ -180,10 +203,7 @@ def _shift_backward(state, gy, need_x, need_w):
     g[:, fh:].reshape(o, n, lp)[:, :, :ol] = gy[:, :, 0].transpose(1, 0, 2)
     gx = gw = None
     if need_w:
-        gwk = np.empty((k, o, c), w.dtype)
-        for j in range(k):
-            np.matmul(g[:, fh:], xc[:, j * d:j * d + m].T, out=gwk[j])
-        gw = np.ascontiguousarray(gwk.transpose(1, 2, 0)).reshape(w.shape)
+        gw = _shift_wgrad(g[:, fh:], xc, k, d, m).reshape(w.shape)
     if need_x:
         wt = np.ascontiguousarray(w[:, :, 0].transpose(2, 1, 0))                  # [k, C, O]
         gxf = wt[0] @ g[:, fh:]
