@@ -953,3 +953,24 @@ def test_wino4_out_phase_fused_matches_two_passes(c, th, tw, jd, n, out, s, p0, 
     # adjoint identity: <fused(m), gy> = <m, fused_adjoint(gy)>
     lhs = float((y.astype(np.float64) * gy.transpose(1, 3, 4, 2, 0)).sum())
     np.testing.assert_allclose(lhs, float((m.astype(np.float64) * got).sum()), rtol=1e-4 if dtype == np.float32 else 1e-11)
+
+
+def test_weight_gradient_in_the_weights_layout(monkeypatch):
+    # from WGRAD_DIRECT_MIN weight elements the im2col weight gradient is g @ cols^T,
+    # C-contiguous; below it the transposed product: the same values either way
+    import ddg.autograd.ops.conv as CV
+    g, cols = RNG.standard_normal((6, 40)), RNG.standard_normal((12, 40))
+    for lim, contiguous in ((0, True), (10**9, False)):
+        monkeypatch.setattr(CV, "WGRAD_DIRECT_MIN", lim)
+        gw = CV._wgrad(g, cols, 1)
+        assert gw.flags.c_contiguous is contiguous
+        np.testing.assert_allclose(gw, g @ cols.T, rtol=1e-12, atol=1e-12)
+    x, w = RNG.standard_normal((2, 3, 5, 6)), RNG.standard_normal((4, 3, 3, 2))
+    grads = []
+    for lim in (0, 10**9):
+        monkeypatch.setattr(CV, "WGRAD_DIRECT_MIN", lim)
+        wt = T(w, True)
+        F.conv2d(T(x), wt, None, (2, 1), 1).backward(T(np.cos(np.arange(2 * 4 * 3 * 7)).reshape(2, 4, 3, 7)))
+        grads.append(wt.grad.numpy())
+    np.testing.assert_allclose(grads[0], grads[1], rtol=1e-12, atol=1e-12)
+    assert gradcheck(lambda w: F.conv2d(T(x), w, None, (2, 1), 1), [T(w, True)])

@@ -217,7 +217,15 @@ def _wgrad(g, cols, chunks):
         gs = g.reshape(m, chunks, -1).transpose(1, 0, 2)
         cs = cols.reshape(n, chunks, -1).transpose(1, 2, 0)
         return xp.matmul(gs, cs).sum(axis=0)
+    if m * n >= WGRAD_DIRECT_MIN:
+        # a large weight: its gradient in its own layout (the transposed result of the other
+        # orientation costs a transposing pass wherever it is used, e.g. added into .grad)
+        return g @ cols.T
     return (cols @ g.T).T
+
+
+#: weights of at least this many elements get their gradient from ``_wgrad`` C-contiguous
+WGRAD_DIRECT_MIN = 1 << 16
 
 
 def _swap(a):
