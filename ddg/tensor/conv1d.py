@@ -14,7 +14,9 @@ Convolution, input ``x`` [N, C, 1, L], weight ``w`` [O, C, 1, k], stride s, dila
   gradient with the flipped, transposed kernel (its columns are one strided copy, the
   product ``[C, O*k] @ gcols``); otherwise (a weight larger than the columns, e.g. 512
   channels on 12 positions, whose flipped copy would cost more than the whole product)
-  ``w^T @ gy`` as columns, overlap-added into the padded input (k strided adds).
+  ``w^T @ gy`` as columns, overlap-added into the padded input (k strided adds);
+* at stride 1 with at most ``SHIFT_MAX_C`` channels: shifted products on channel-major rows
+  of the input, without columns (see ``_shift_forward``).
 
 Transposed convolution (the adjoint), input ``x`` [N, Cin, 1, L], weight ``[Cin, Cout, 1,
 k]``: forward ``w^T @ x`` as columns ``[Cout*k, N*L]`` overlap-added into the output (k
@@ -58,15 +60,14 @@ def _cols(a, k, s, d, ol):
     return np.ascontiguousarray(v).reshape(c * k, n * ol)
 
 
-def _overlap_add(cols, n, c, k, l, s, d, lp, p0):
+def _overlap_add(cols, n, c, k, l, s, d, lp):
     """The adjoint of ``_cols``: ``cols`` [C*k, N*l] added into a zero ``[N, C, lp]`` at
-    positions ``p0 + i*s + j*d``."""
+    positions ``i*s + j*d``."""
     out = np.zeros((n, c, lp), cols.dtype)
     ov = out.transpose(1, 0, 2)
     c4 = cols.reshape(c, k, n, l)
     for j in range(k):
-        st = p0 + j * d
-        ov[:, :, st:st + (l - 1) * s + 1:s] += c4[:, j]
+        ov[:, :, j * d:j * d + (l - 1) * s + 1:s] += c4[:, j]
     return out
 
 
@@ -135,7 +136,7 @@ def backward(state, gy, need_x, need_w):
             gx = gxm.reshape(c, n, 1, l).transpose(1, 0, 2, 3)
         else:
             gc = w.reshape(o, c * k).T @ g2                                        # [C*k, N*ol]
-            gx = _overlap_add(gc, n, c, k, ol, s, d, l + pl + pr, 0)[:, :, None, pl:pl + l]
+            gx = _overlap_add(gc, n, c, k, ol, s, d, l + pl + pr)[:, :, None, pl:pl + l]
     return gx, gw
 
 
@@ -233,7 +234,7 @@ def transpose_forward(x, w, b, stride, pads, dilation, ol):
     lf = max((l - 1) * s + d * (k - 1) + 1, pl + ol)
     xm = _channel_major(x[:, :, 0])                                                 # [Cin, N*L]
     cols = w.reshape(cin, cout * k).T @ xm                                          # [Cout*k, N*L]
-    y = _overlap_add(cols, n, cout, k, l, s, d, lf, 0)[:, :, None, pl:pl + ol]
+    y = _overlap_add(cols, n, cout, k, l, s, d, lf)[:, :, None, pl:pl + ol]
     if b:
         y += b[0].reshape(1, cout, 1, 1)
     return y, (xm, w, (n, cin, l), pl, s, d, ol, lf)
