@@ -174,3 +174,19 @@ def test_conv1d_paths_agree_on_device(place, monkeypatch):
             res[where] = (y.numpy(), t.grad.numpy())
         for a, b in zip(res[place], res["cpu"]):
             np.testing.assert_allclose(a, b, rtol=0, atol=2e-6 * np.abs(b).max())
+
+
+@pytest.mark.parametrize("shift", [0, 10**6])
+def test_conv1d_channel_last_and_empty_batch(shift, monkeypatch):
+    # an NLC input (a transposed view inside) and an empty batch through either variant
+    monkeypatch.setattr(C1, "MIN_CHANNELS", 1)
+    monkeypatch.setattr(C1, "SHIFT_MAX_C", shift)
+    x, w = RNG.standard_normal((2, 40, 3)), RNG.standard_normal((4, 3, 5))
+    ref = _ref1d(x.transpose(0, 2, 1), w, None, 1, (2, 2), 1).transpose(0, 2, 1)
+    np.testing.assert_allclose(F.conv1d(T(x), T(w), None, 1, 2, data_format="NLC").numpy(), ref,
+                               rtol=1e-12, atol=1e-12)
+    assert gradcheck(lambda x: F.conv1d(x, T(w), None, 1, 2, data_format="NLC"), [T(x[:1, :12], True)])
+    xt, wt = T(np.zeros((0, 3, 40)), True), T(w, True)
+    y = F.conv1d(xt, wt, None, 1, 2)
+    y.sum().backward()
+    assert y.shape == [0, 4, 40] and xt.grad.shape == [0, 3, 40] and not wt.grad.numpy().any()
