@@ -54,7 +54,9 @@ CONV = [
 @pytest.mark.parametrize("variant,xs,o,k,s,p,d", CONV)
 def test_conv1d_columns(variant, xs, o, k, s, p, d, monkeypatch):
     monkeypatch.setattr(C1, "MIN_CHANNELS", 1)
+    monkeypatch.setattr(C1, "COLS_WEIGHT_RATIO", 0)
     monkeypatch.setattr(C1, "SHIFT_MAX_C", 10**6 if variant == "shift" else 0)
+    monkeypatch.setattr(C1, "SHIFT_MIN_SIZE", 0)
     monkeypatch.setattr(C1, "SHIFT_GW_BLOCK", 1)     # the weight gradient's columns in blocks of 64
     fwd = _spy(monkeypatch, "forward")
     shift = _spy(monkeypatch, "_shift_forward")
@@ -79,10 +81,12 @@ def test_conv1d_columns(variant, xs, o, k, s, p, d, monkeypatch):
 def test_conv1d_weight_gradient_layouts(direct, monkeypatch):
     # the weight gradient in either product orientation: C-contiguous, the same values
     monkeypatch.setattr(C1, "MIN_CHANNELS", 1)
+    monkeypatch.setattr(C1, "COLS_WEIGHT_RATIO", 0)
     monkeypatch.setattr(C1, "GW_DIRECT_MIN", 0 if direct else 10**9)
     x, w = RNG.standard_normal((2, 3, 9)), RNG.standard_normal((4, 3, 3))
     for shift in (0, 10**6):
         monkeypatch.setattr(C1, "SHIFT_MAX_C", shift)
+        monkeypatch.setattr(C1, "SHIFT_MIN_SIZE", 0)
         xt, wt = T(x, True), T(w, True)
         gy = RNG.standard_normal((2, 4, 9))
         F.conv1d(xt, wt, None, 1, 1).backward(ddg.to_tensor(gy))
@@ -142,12 +146,14 @@ def test_conv1d_gates():
     def conv(n, c, length, o=None, k=5, pads=(0, 0, 2, 2), groups=1):
         o = o or c
         x, w = np.zeros((n, c, 1, length), np.float32), np.zeros((o, c // groups, 1, k), np.float32)
-        if not C1.usable(x, w, (), groups, pads):
+        if not C1.usable(x, w, (), groups, pads, 1, length):
             return "other"
-        return "shift" if C1._shifts_pay(c, o, k, 1, length + 4, length) else "cols"
+        return "shift" if C1._shifts_pay(n, c, o, k, 1, length + 4, length) else "cols"
     assert conv(4, 512, 12) == "cols" and conv(8, 256, 49) == "cols"
     assert conv(32, 16, 400) == "shift" and conv(2, 128, 784) == "shift" and conv(1, 48, 2304) == "shift"
+    assert conv(8, 16, 64) == "other"   # small: im2col
     assert conv(32, 8, 1024) == "other" and conv(4, 64, 256, groups=4) == "other"
+    assert conv(32, 64, 10) == "other" and conv(64, 32, 6, k=3, pads=(0, 0, 1, 1)) == "other"   # short, small weight
     x = np.zeros((4, 512, 1, 12), np.float32)
     assert C1.transpose_usable(x, np.zeros((512, 512, 1, 4), np.float32), (), 1, (0, 0, 1, 1))
     assert not C1.transpose_usable(x[:, :64], np.zeros((64, 64, 1, 4), np.float32), (), 1, (0, 0, 1, 1))
@@ -157,7 +163,9 @@ def test_conv1d_paths_agree_on_device(place, monkeypatch):
     """On the GPU (cupy; simcupy in CI) the array paths run: the same results as the column
     products on the CPU, forward and backward."""
     monkeypatch.setattr(C1, "MIN_CHANNELS", 1)
+    monkeypatch.setattr(C1, "COLS_WEIGHT_RATIO", 0)
     monkeypatch.setattr(C1, "TRANSPOSE_MIN_CHANNELS", 1)
+    monkeypatch.setattr(C1, "SHIFT_MIN_SIZE", 0)
     w1, wt = RNG.standard_normal((6, 4, 5)).astype("float32"), RNG.standard_normal((4, 3, 4)).astype("float32")
     cases = [
         (lambda x, p: F.conv1d(x, ddg.to_tensor(w1, place=p), None, 1, 2), (2, 4, 40)),     # shifted products
@@ -180,7 +188,9 @@ def test_conv1d_paths_agree_on_device(place, monkeypatch):
 def test_conv1d_channel_last_and_empty_batch(shift, monkeypatch):
     # an NLC input (a transposed view inside) and an empty batch through either variant
     monkeypatch.setattr(C1, "MIN_CHANNELS", 1)
+    monkeypatch.setattr(C1, "COLS_WEIGHT_RATIO", 0)
     monkeypatch.setattr(C1, "SHIFT_MAX_C", shift)
+    monkeypatch.setattr(C1, "SHIFT_MIN_SIZE", 0)
     x, w = RNG.standard_normal((2, 40, 3)), RNG.standard_normal((4, 3, 5))
     ref = _ref1d(x.transpose(0, 2, 1), w, None, 1, (2, 2), 1).transpose(0, 2, 1)
     np.testing.assert_allclose(F.conv1d(T(x), T(w), None, 1, 2, data_format="NLC").numpy(), ref,

@@ -803,9 +803,9 @@ def test_adaptive_avg_pool_separable_products_match_the_whole_matrix(shape, size
     assert gradgradcheck(lambda v: ddg.tanh(favg(v, out)), [T(x[:1, :2], True)])
 
 
-@pytest.mark.parametrize("h,w,pads,n,groups,fold", [(6, 5, (1, 1, 1, 1), 2, 2, False), (5, 6, (2, 0, 1, 2), 2, 2, False),
-                                                   (6, 5, (1, 1, 1, 1), 2, 2, True), (5, 6, (2, 0, 1, 2), 1, 3, True),
-                                                   (9, 7, (1, 1, 0, 2), 3, 2, True)])
+@pytest.mark.parametrize("h,w,pads,n,groups,fold", [
+    (6, 5, (1, 1, 1, 1), 2, 2, False), (5, 6, (2, 0, 1, 2), 2, 2, False), (6, 5, (1, 1, 1, 1), 2, 2, True),
+    (5, 6, (2, 0, 1, 2), 1, 3, True), (9, 7, (1, 1, 0, 2), 3, 2, True)])
 def test_grouped_winograd_matches_loops_and_central_differences(h, w, pads, n, groups, fold, monkeypatch):
     # the per-group Winograd path forced on small float64 shapes (odd sizes, asymmetric pads),
     # with the groups as batch entries of the transforms (fold) or not

@@ -41,16 +41,28 @@ GW_DIRECT_MIN = 1 << 16
 #: whole-plane loop and the per-sample columns of ``conv.py``)
 MIN_CHANNELS = 9
 
+#: where the shifted products do not apply, a convolution takes the columns here when its
+#: weight has at least this many times the input's elements
+COLS_WEIGHT_RATIO = 2
+
 #: a transposed convolution takes this path from this many input or output channels; fewer go
 #: to the phases of ``conv_phase`` (whole planes up to 8 channels, column products up to 128),
 #: which ran 0.9-1.15x its time from 16 to 128 channels
 TRANSPOSE_MIN_CHANNELS = 129
 
 
-def usable(x, w, b, groups, pads):
-    """Whether ``Conv2d`` runs ``x`` [N, C, H, W] with ``w`` as a 1-D convolution here."""
-    return (x.ndim == 4 and x.shape[2] == 1 and w.shape[2] == 1 and groups == 1 and pads[0] == pads[1] == 0
-            and min(x.shape[1], w.shape[0]) >= MIN_CHANNELS and K.usable(x, w, *b))
+def usable(x, w, b, groups, pads, stride, ol):
+    """Whether ``Conv2d`` runs ``x`` [N, C, H, W] with ``w`` as a 1-D convolution here (to
+    ``ol`` outputs at ``stride``): the shifted products where they pay, the columns for a
+    weight at least twice the input's size. Smaller weights keep the batch-innermost im2col
+    (with short sequences the strided copies here run on short rows: 1.12-1.36x its time at
+    32-64 channels on 6-10 positions)."""
+    if not (x.ndim == 4 and x.shape[2] == 1 and w.shape[2] == 1 and groups == 1 and pads[0] == pads[1] == 0
+            and min(x.shape[1], w.shape[0]) >= MIN_CHANNELS and K.usable(x, w, *b)):
+        return False
+    lp = x.shape[3] + pads[2] + pads[3]
+    n, c = x.shape[:2]
+    return _shifts_pay(n, c, w.shape[0], w.shape[3], stride, lp, ol) or w.size >= COLS_WEIGHT_RATIO * x.size
 
 
 def _cols(a, k, s, d, ol):
@@ -86,11 +98,14 @@ def _wgrad(g, cols):
     return np.ascontiguousarray((cols @ g.T).T)
 
 
-def _shifts_pay(c, o, k, stride, lp, ol):
+def _shifts_pay(n, c, o, k, stride, lp, ol):
     """Whether a convolution runs as shifted products (``_shift_forward``): stride 1, at most
-    ``SHIFT_MAX_C`` channels, and the junk columns (``lp - ol`` of every ``lp``) at most an
-    eighth of the products."""
-    return stride == 1 and k > 1 and max(c, o) <= SHIFT_MAX_C and 8 * (lp - ol) <= lp
+    ``SHIFT_MAX_C`` channels, a padded input of at least ``SHIFT_MIN_SIZE`` elements (on
+    smaller ones the 2k products' calls cost more than im2col's copies: 1.1x its time at
+    [8, 16, 64]) and the junk columns (``lp - ol`` of every ``lp``) at most an eighth of the
+    products."""
+    return (stride == 1 and k > 1 and max(c, o) <= SHIFT_MAX_C and n * c * lp >= SHIFT_MIN_SIZE
+            and 8 * (lp - ol) <= lp)
 
 
 def forward(x, w, b, stride, pads, dilation, ol):
@@ -102,7 +117,7 @@ def forward(x, w, b, stride, pads, dilation, ol):
     pl, pr = pads
     s, d = stride, dilation
     lp = l + pl + pr
-    if _shifts_pay(c, o, k, s, lp, ol):
+    if _shifts_pay(n, c, o, k, s, lp, ol):
         return _shift_forward(x, w, b, pads, d, ol)
     if pl or pr:
         xp = np.zeros((n, c, lp), x.dtype)
@@ -152,6 +167,7 @@ def backward(state, gy, need_x, need_w):
 # fh zeros before it): the input gradient is ``sum_j w_j^T @ g`` shifted back by j*d, the
 # weight gradient k products ``g @ xc_j^T``.
 SHIFT_MAX_C = 128
+SHIFT_MIN_SIZE = 1 << 15
 
 
 def _shift_forward(x, w, b, pads, d, ol):
