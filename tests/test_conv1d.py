@@ -157,6 +157,8 @@ def test_conv1d_gates():
     x = np.zeros((4, 512, 1, 12), np.float32)
     assert C1.transpose_usable(x, np.zeros((512, 512, 1, 4), np.float32), (), 1, (0, 0, 1, 1))
     assert not C1.transpose_usable(x[:, :64], np.zeros((64, 64, 1, 4), np.float32), (), 1, (0, 0, 1, 1))
+    assert C1.transpose_usable(x[:1, :48], np.zeros((48, 48, 1, 4), np.float32), (), 1, (0, 0, 1, 1))   # batch 1
+    assert not C1.transpose_usable(x[:1, :8], np.zeros((8, 48, 1, 4), np.float32), (), 1, (0, 0, 1, 1))
 
 
 def test_conv1d_paths_agree_on_device(place, monkeypatch):

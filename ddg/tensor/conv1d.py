@@ -49,6 +49,9 @@ COLS_WEIGHT_RATIO = 2
 #: to the phases of ``conv_phase`` (whole planes up to 8 channels, column products up to 128),
 #: which ran 0.9-1.15x its time from 16 to 128 channels
 TRANSPOSE_MIN_CHANNELS = 129
+#: ... and at batches up to this from 9 channels in and out (the input is channel-major as it
+#: comes at batch 1)
+TRANSPOSE_SMALL_BATCH = 1
 
 
 def usable(x, w, b, groups, pads, stride, ol):
@@ -238,7 +241,8 @@ def transpose_usable(x, w, b, groups, pads):
     """Whether ``Conv2dTranspose`` runs ``x`` [N, Cin, H, W] with ``w`` [Cin, Cout, kh, kw]
     as a 1-D transposed convolution here."""
     return (x.ndim == 4 and x.shape[2] == 1 and w.shape[2] == 1 and groups == 1 and pads[0] == pads[1] == 0
-            and max(w.shape[:2]) >= TRANSPOSE_MIN_CHANNELS and K.usable(x, w, *b))
+            and (max(w.shape[:2]) >= TRANSPOSE_MIN_CHANNELS or x.shape[0] <= TRANSPOSE_SMALL_BATCH and min(w.shape[:2]) > 8)
+            and K.usable(x, w, *b))
 
 
 def transpose_forward(x, w, b, stride, pads, dilation, ol):
