@@ -556,7 +556,7 @@ class Conv2d(Function):
                                g, (oh, ow))
         self.cudnn = None
         self.wino = self.direct_x = self.phases = self.plane = self.pointwise = self.gwino = None
-        if kw > 1 and conv1d.usable(x, w, b, g, self.pads, sw, ow):   # 1-D: three column products
+        if kw > 1 and conv1d.usable(x, w, b, g, self.pads, sw, ow):   # 1-D: products on channel-major rows
             y, state = conv1d.forward(x, w, b, sw, (pl, pr), dw, ow)
             self.poly = (conv1d.backward, state)
             self.w, self.x = w, x
@@ -794,7 +794,7 @@ class Conv2d(Function):
         pads = (pt, hp - h - pt, pl, wp - wd - pl)
         fold = n < GWINO_FOLD_BELOW and x.flags.c_contiguous
         if fold:
-            # small batches: the groups as batch entries ([C/g, Hp, Wp, N*g]), so that the
+            # batch 1: the groups as batch entries ([C/g, Hp, Wp, N*g]), so that the
             # transforms run on rows g times longer (their cost goes by rows: at batch 1 they
             # were 2/3 of the convolution's time); the tiles are regrouped by one copy each way
             v = K.wino4_in(_cl(x.reshape(n * gr, cg, h, wd), pads), th, tw).reshape(36, cg, -1, gr)
