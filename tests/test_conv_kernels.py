@@ -723,8 +723,12 @@ def test_kernels_and_array_paths_agree_on_device(place):
     """On the GPU (cupy; simcupy in CI) the array paths run: the same results as the compiled
     loops on the CPU, forward and backward."""
     w2, w3, w3t = (RNG.standard_normal(s).astype("float32") for s in ((8, 1, 3, 3), (6, 4, 3, 3, 3), (4, 3, 4, 4, 4)))
+    wg, wg2 = RNG.standard_normal((16, 8, 3, 3)).astype("float32"), RNG.standard_normal((8, 10, 3, 3)).astype("float32")
     cases = [
         (lambda x, p: F.conv2d(x, ddg.to_tensor(w2, place=p), None, 2, 1, 1, 4), (2, 4, 9, 9)),
+        # grouped Winograd at batch 1 (groups as batch entries), grouped im2col (columns scattered back)
+        (lambda x, p: F.conv2d(x, ddg.to_tensor(wg, place=p), None, 1, 1, 1, 2), (1, 16, 9, 9)),
+        (lambda x, p: F.conv2d(x, ddg.to_tensor(wg2, place=p), None, 1, 1, 1, 2), (2, 20, 5, 5)),
         (lambda x, p: F.conv3d(x, ddg.to_tensor(w3, place=p), None, 1, 1), (2, 4, 5, 5, 5)),
         (lambda x, p: F.conv3d_transpose(x, ddg.to_tensor(w3t, place=p), None, 2, 1), (2, 4, 3, 4, 3)),
         (lambda x, p: F.max_pool3d(x, 2, 2, ceil_mode=True), (2, 3, 5, 5, 5)),
