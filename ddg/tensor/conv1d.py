@@ -46,11 +46,11 @@ MIN_CHANNELS = 9
 COLS_WEIGHT_RATIO = 2
 
 #: a transposed convolution takes this path from this many input or output channels; fewer go
-#: to the phases of ``conv_phase`` (whole planes up to 8 channels, column products up to 128),
-#: which ran 0.9-1.15x its time from 16 to 128 channels
+#: to the phases of ``conv_phase`` (whole planes up to 8 channels, column products up to 128;
+#: from 16 to 128 channels the two ran within 0.84-1.13x of each other)
 TRANSPOSE_MIN_CHANNELS = 129
 #: ... and at batches up to this from 9 channels in and out (the input is channel-major as it
-#: comes at batch 1)
+#: comes at batch 1: 0.86-0.97x the phases' time)
 TRANSPOSE_SMALL_BATCH = 1
 
 
