@@ -753,6 +753,25 @@ def test_kernels_and_array_paths_agree_on_device(place):
 
 
 
+@pytest.mark.parametrize("wshape,xshape,tol", [((16, 8, 3, 3), (1, 16, 9, 9), 1.5e-5),
+                                               ((8, 10, 3, 3), (2, 20, 5, 5), 2e-6)])
+def test_grouped_paths_agree_on_device(wshape, xshape, tol, place):
+    """Grouped Winograd at batch 1 (the groups as batch entries; within its float32 bound)
+    and the grouped im2col backward (columns scattered back) against the device's array paths
+    (cupy; simcupy in CI)."""
+    rng = np.random.default_rng(5)
+    w, x = rng.standard_normal(wshape).astype("float32"), rng.standard_normal(xshape).astype("float32")
+    res = {}
+    for where in ("cpu", place):
+        t = ddg.to_tensor(x, place=where, stop_gradient=False)
+        wt = ddg.to_tensor(w, place=where, stop_gradient=False)
+        y = F.conv2d(t, wt, None, 1, 1, 1, 2)
+        (y * y).sum().backward()
+        res[where] = (y.numpy(), t.grad.numpy(), wt.grad.numpy())
+    for a, b in zip(res[place], res["cpu"]):
+        np.testing.assert_allclose(a, b, rtol=0, atol=tol * np.abs(b).max())
+
+
 @pytest.mark.parametrize("bias,xs,d", [(False, (2, 3, 6, 8), 2), (True, (2, 3, 6, 8), 2), (True, (1, 2, 16, 18), 2),
                                        (False, (2, 2, 7, 8), 3), (True, (1, 2, 22, 24), 3)])
 def test_dilated_same_conv_as_winograd_on_residue_classes(bias, xs, d, monkeypatch):
@@ -811,19 +830,37 @@ def test_adaptive_avg_pool_separable_products_match_the_whole_matrix(shape, size
     assert gradgradcheck(lambda v: ddg.tanh(favg(v, out)), [T(x[:1, :2], True)])
 
 
-@pytest.mark.parametrize("h,w,pads", [(6, 5, (1, 1, 1, 1)), (5, 6, (2, 0, 1, 2))])
-def test_grouped_winograd_matches_loops_and_central_differences(h, w, pads, monkeypatch):
-    # the per-group Winograd path forced on small float64 shapes (odd sizes, asymmetric pads)
+@pytest.mark.parametrize("h,w,pads,n,groups,fold", [
+    (6, 5, (1, 1, 1, 1), 2, 2, False), (5, 6, (2, 0, 1, 2), 2, 2, False), (6, 5, (1, 1, 1, 1), 2, 2, True),
+    (5, 6, (2, 0, 1, 2), 1, 3, True), (9, 7, (1, 1, 0, 2), 3, 2, True)])
+def test_grouped_winograd_matches_loops_and_central_differences(h, w, pads, n, groups, fold, monkeypatch):
+    # the per-group Winograd path forced on small float64 shapes (odd sizes, asymmetric pads),
+    # with the groups as batch entries of the transforms (fold) or not
     import ddg.autograd.ops.conv as CV
     monkeypatch.setattr(CV, "_use_grouped_winograd", lambda *a: True)
-    x, wt, b = RNG.standard_normal((2, 4, h, w)), RNG.standard_normal((6, 2, 3, 3)), RNG.standard_normal(6)
+    monkeypatch.setattr(CV, "GWINO_FOLD_BELOW", 100 if fold else 0)
+    x, wt = RNG.standard_normal((n, 2 * groups, h, w)), RNG.standard_normal((3 * groups, 2, 3, 3))
+    b = RNG.standard_normal(3 * groups)
     ts = [T(x, True), T(wt, True), T(b, True)]
-    op = CV.Conv2d((1, 1), pads, (1, 1), 2)
+    op = CV.Conv2d((1, 1), pads, (1, 1), groups)
     y = op(*ts)
-    assert op.gwino is not None
-    np.testing.assert_allclose(y.numpy(), ref_conv2d(x, wt, b, (1, 1), pads, (1, 1), 2), rtol=1e-12, atol=1e-12)
-    assert gradcheck(lambda *a: CV.Conv2d((1, 1), pads, (1, 1), 2)(*a), ts, atol=1e-6, rtol=1e-5)
-    assert gradgradcheck(lambda x, w: ddg.tanh(CV.Conv2d((1, 1), pads, (1, 1), 2)(x, w)), ts[:2])
+    assert op.gwino is not None and op.gwino[-1] is fold
+    ref = ref_conv2d(x, wt, b, (1, 1), pads, (1, 1), groups)
+    np.testing.assert_allclose(y.numpy(), ref, rtol=1e-12, atol=1e-12)
+    assert gradcheck(lambda *a: CV.Conv2d((1, 1), pads, (1, 1), groups)(*a), ts, atol=1e-6, rtol=1e-5)
+    assert gradgradcheck(lambda x, w: ddg.tanh(CV.Conv2d((1, 1), pads, (1, 1), groups)(x, w)), ts[:2])
+    y32 = CV.Conv2d((1, 1), pads, (1, 1), groups)(*[T(t.numpy(), dtype="float32") for t in ts])
+    np.testing.assert_allclose(y32.numpy(), ref, rtol=0, atol=1.5e-5 * np.abs(ref).max())
+    # a batch-innermost input and a non-dense output gradient: the same gradients
+    gy = RNG.standard_normal(y.shape)
+    grads = []
+    for xa, g in ((x, gy), (np.ascontiguousarray(x.transpose(1, 2, 3, 0)).transpose(3, 0, 1, 2),
+                            np.repeat(gy, 2, axis=3)[..., ::2])):
+        xt, wt2 = T(xa, True), T(wt, True)
+        CV.Conv2d((1, 1), pads, (1, 1), groups)(xt, wt2).backward(ddg.to_tensor(g))
+        grads.append((xt.grad.numpy(), wt2.grad.numpy()))
+    for a, r in zip(grads[1], grads[0]):
+        np.testing.assert_allclose(a, r, rtol=1e-12, atol=1e-12)
 
 
 def test_grouped_winograd_chosen_by_shape_float32_error_bound():
@@ -850,8 +887,8 @@ def test_grouped_winograd_chosen_by_shape_float32_error_bound():
 
 @pytest.mark.parametrize("k,pads,dil", [((3, 2), (1, 0, 0, 1), (1, 2)), ((5, 3), (2, 2, 1, 1), (1, 1))])
 def test_grouped_stride1_im2col_backward(k, pads, dil):
-    # more than 8 channels per group and no Winograd shape: im2col forward, the input
-    # gradient as a convolution of the padded output gradient, per group
+    # more than 8 channels per group and no Winograd shape: im2col forward, per group the
+    # weight gradient and the input gradient's columns (scattered back by col2im)
     import ddg.autograd.ops.conv as CV
     x, w, b = RNG.standard_normal((2, 20, 6, 7)), RNG.standard_normal((4, 10) + k), RNG.standard_normal(4)
     ts = [T(x[:1], True), T(w, True), T(b, True)]
@@ -1041,3 +1078,24 @@ def test_max_pool2d_compiled_nan_ties_mask_and_second_order():
     xs = T(RNG.standard_normal((1, 2, 5, 6)), True)
     assert gradgradcheck(lambda v: ddg.tanh(F.max_pool2d(v, 3, 2, 1)), [xs])
     assert gradgradcheck(lambda v: ddg.tanh(F.avg_pool2d(v, 3, 2, 1, exclusive=False)), [xs])
+
+
+def test_weight_gradient_in_the_weights_layout(monkeypatch):
+    # from WGRAD_DIRECT_MIN weight elements the im2col weight gradient is g @ cols^T,
+    # C-contiguous; below it the transposed product: the same values either way
+    import ddg.autograd.ops.conv as CV
+    g, cols = RNG.standard_normal((6, 40)), RNG.standard_normal((12, 40))
+    for lim, contiguous in ((0, True), (10**9, False)):
+        monkeypatch.setattr(CV, "WGRAD_DIRECT_MIN", lim)
+        gw = CV._wgrad(g, cols, 1)
+        assert gw.flags.c_contiguous is contiguous
+        np.testing.assert_allclose(gw, g @ cols.T, rtol=1e-12, atol=1e-12)
+    x, w = RNG.standard_normal((2, 3, 5, 6)), RNG.standard_normal((4, 3, 3, 2))
+    grads = []
+    for lim in (0, 10**9):
+        monkeypatch.setattr(CV, "WGRAD_DIRECT_MIN", lim)
+        wt = T(w, True)
+        F.conv2d(T(x), wt, None, (2, 1), 1).backward(T(np.cos(np.arange(2 * 4 * 3 * 7)).reshape(2, 4, 3, 7)))
+        grads.append(wt.grad.numpy())
+    np.testing.assert_allclose(grads[0], grads[1], rtol=1e-12, atol=1e-12)
+    assert gradcheck(lambda w: F.conv2d(T(x), w, None, (2, 1), 1), [T(w, True)])

@@ -55,7 +55,7 @@ from ...tensor.dtypes import upcast
 from ..function import Function
 from ..higher import linear_backward_graph, live_input
 from ...tensor import conv_kernels as K
-from ...tensor import conv_patch, conv_sample, conv_strided
+from ...tensor import conv1d, conv_patch, conv_sample, conv_strided
 from ...tensor.winograd import (WINO4_AT as _WINO4_AT, WINO4_BT as _WINO4_BT, WINO4_G as _WINO4_G,  # noqa: F401
                                  wino_weight as _wino_weight, wino_weight_adjoint as _wino_weight_adjoint)
 from ...tensor.conv_phase import phases_pay
@@ -217,7 +217,15 @@ def _wgrad(g, cols, chunks):
         gs = g.reshape(m, chunks, -1).transpose(1, 0, 2)
         cs = cols.reshape(n, chunks, -1).transpose(1, 2, 0)
         return xp.matmul(gs, cs).sum(axis=0)
+    if m * n >= WGRAD_DIRECT_MIN:
+        # a large weight: its gradient in its own layout (the transposed result of the other
+        # orientation costs a transposing pass wherever it is used, e.g. added into .grad)
+        return g @ cols.T
     return (cols @ g.T).T
+
+
+#: weights of at least this many elements get their gradient from ``_wgrad`` C-contiguous
+WGRAD_DIRECT_MIN = 1 << 16
 
 
 def _swap(a):
@@ -502,6 +510,11 @@ def _cudnn_conv_filter(cd, x, gy, w_shape, pad, stride, dilation, groups):
 
 
 # -- convolution -----------------------------------------------------------------------------
+# batches below which grouped Winograd transforms the input with its groups as batch entries:
+# forward + backward at batch 1 ([1, 48, 96, 96], 4 groups) 0.77x the time of the transforms on
+# rows of one value per pixel; at batch 2-16 (32-256 channels, 4 groups) 1.04-1.6x
+GWINO_FOLD_BELOW = 2
+
 # output pixels per plane up to which a stride-1 depthwise / narrow-group convolution of an
 # NCHW batch (of 8 or more) runs batch-innermost: 3x3 on 8x8 planes, batch 16, 64-256
 # channels, forward + backward 0.65-0.7 of the NCHW plane loop's time (16x16: even)
@@ -543,6 +556,11 @@ class Conv2d(Function):
                                g, (oh, ow))
         self.cudnn = None
         self.wino = self.direct_x = self.phases = self.plane = self.pointwise = self.gwino = None
+        if kw > 1 and conv1d.usable(x, w, b, g, self.pads, sw, ow):   # 1-D: products on channel-major rows
+            y, state = conv1d.forward(x, w, b, sw, (pl, pr), dw, ow)
+            self.poly = (conv1d.backward, state)
+            self.w, self.x = w, x
+            return y
         if conv_patch.usable(x, w, g, self.stride, self.pads, self.dilation):
             # the windows tile the image (kernel = stride): the columns are a rearranged copy
             y, state = conv_patch.forward(x, w, b[0] if b else None, oh, ow)
@@ -787,57 +805,84 @@ class Conv2d(Function):
         pt, _, pl, _ = self.pads
         th, tw = -(-oh // 4), -(-ow // 4)
         hp, wp = 4 * th + 2, 4 * tw + 2
-        v = K.wino4_in(_cl(x, (pt, hp - h - pt, pl, wp - wd - pl)), th, tw).reshape(36 * gr, cg, -1)
+        pads = (pt, hp - h - pt, pl, wp - wd - pl)
+        fold = n < GWINO_FOLD_BELOW and x.flags.c_contiguous
+        if fold:
+            # batch 1: the groups as batch entries ([C/g, Hp, Wp, N*g]), so that the
+            # transforms run on rows g times longer (their cost goes by rows: at batch 1 they
+            # were 2/3 of the convolution's time); the tiles are regrouped by one copy each way
+            v = K.wino4_in(_cl(x.reshape(n * gr, cg, h, wd), pads), th, tw).reshape(36, cg, -1, gr)
+            v = np.ascontiguousarray(v.transpose(0, 3, 1, 2)).reshape(36 * gr, cg, -1)
+        else:
+            v = K.wino4_in(_cl(x, pads), th, tw).reshape(36 * gr, cg, -1)
         u = _wino_weight(w, _WINO4_G).reshape(36 * gr, og, cg)
         # C-contiguous stacks of small products: numpy's stacked matmul loops over BLAS calls
         # without Python overhead
-        y = np.empty((o, 4 * th, 4 * tw, n), v.dtype)
-        K.wino4_out_into(np.matmul(u, v).reshape(6, 6, o, th, tw, n), y)
-        y = y[:, :oh, :ow]
-        if b:
-            y += b[0].reshape(o, 1, 1, 1)
-        self.gwino = (v, u, th, tw, hp, wp)
+        m = np.matmul(u, v)
+        if fold:
+            m = np.ascontiguousarray(m.reshape(36, gr, og, -1).transpose(0, 2, 3, 1))
+            y = np.empty((og, 4 * th, 4 * tw, n * gr), v.dtype)
+            K.wino4_out_into(m.reshape(6, 6, og, th, tw, n * gr), y)
+            y = y.reshape(og, 4 * th, 4 * tw, n, gr)[:, :oh, :ow].transpose(3, 4, 0, 1, 2).reshape(n, o, oh, ow)
+            if b:
+                y += b[0].reshape(1, o, 1, 1)
+        else:
+            y = np.empty((o, 4 * th, 4 * tw, n), v.dtype)
+            K.wino4_out_into(m.reshape(6, 6, o, th, tw, n), y)
+            y = y[:, :oh, :ow]
+            if b:
+                y += b[0].reshape(o, 1, 1, 1)
+            y = y.transpose(3, 0, 1, 2)
+        self.gwino = (v, u, th, tw, hp, wp, fold)
         self.w, self.x = w, x
-        return y.transpose(3, 0, 1, 2)
+        return y
 
     def _backward_grouped_winograd(self, gy):
         needs = self.needs
-        v, u, th, tw, hp, wp = self.gwino
+        v, u, th, tw, hp, wp, fold = self.gwino
         n, c, h, wd = self.x.shape
         o, cg = self.w.shape[:2]
         gr = self.groups
         og = o // gr
         oh, ow = gy.shape[2:]
-        # [O, 4*th, 4*tw, N], partial tiles zero-padded
-        g = _cl(gy.astype(v.dtype, copy=False), (0, 4 * th - oh, 0, 4 * tw - ow))
-        gm = K.wino4_out_adjoint(g).reshape(36 * gr, og, -1)
+        gy = gy.astype(v.dtype, copy=False)
+        if fold:   # [O/g, 4*th, 4*tw, N*g], partial tiles zero-padded; the groups' tiles regrouped
+            gm = K.wino4_out_adjoint(_cl(gy.reshape(n * gr, og, oh, ow), (0, 4 * th - oh, 0, 4 * tw - ow)))
+            gm = np.ascontiguousarray(gm.reshape(36, og, -1, gr).transpose(0, 3, 1, 2)).reshape(36 * gr, og, -1)
+        else:      # [O, 4*th, 4*tw, N], partial tiles zero-padded
+            gm = K.wino4_out_adjoint(_cl(gy, (0, 4 * th - oh, 0, 4 * tw - ow))).reshape(36 * gr, og, -1)
         gx = gw = gb = None
         if needs[1]:   # (v_i @ gm_i^T)^T: the orientation BLAS runs fastest here
             gu = np.matmul(v, gm.transpose(0, 2, 1)).transpose(0, 2, 1)
             gw = _wino_weight_adjoint(np.ascontiguousarray(gu).reshape(36, o, cg), o, cg, _WINO4_G)
         if needs[0]:
             pt, _, pl, _ = self.pads
-            gv = np.matmul(np.ascontiguousarray(u.transpose(0, 2, 1)), gm).reshape(6, 6, c, th, tw, n)
-            gx4 = K.wino4_in_adjoint_add(gv, np.zeros((c, hp, wp, n), gv.dtype))
-            gx = gx4.transpose(3, 0, 1, 2)[:, :, pt:pt + h, pl:pl + wd]
+            gv = np.matmul(np.ascontiguousarray(u.transpose(0, 2, 1)), gm)
+            if fold:
+                gv = np.ascontiguousarray(gv.reshape(36, gr, cg, -1).transpose(0, 2, 3, 1))
+                gx4 = K.wino4_in_adjoint_add(gv.reshape(6, 6, cg, th, tw, n * gr),
+                                             np.zeros((cg, hp, wp, n * gr), gv.dtype))
+                gx = gx4.reshape(cg, hp, wp, n, gr)[:, pt:pt + h, pl:pl + wd]
+                gx = gx.transpose(3, 4, 0, 1, 2).reshape(n, c, h, wd)
+            else:
+                gx4 = K.wino4_in_adjoint_add(gv.reshape(6, 6, c, th, tw, n), np.zeros((c, hp, wp, n), gv.dtype))
+                gx = gx4.transpose(3, 0, 1, 2)[:, :, pt:pt + h, pl:pl + wd]
         if len(needs) == 3:
             gb = gy.sum(axis=(0, 2, 3)) if needs[2] else None
             return gx, gw, gb
         return gx, gw
 
     def _grouped_stride1(self):
-        """Whether the im2col path's input gradient is a stride-1 convolution of the padded
-        output gradient (stride 1, padding within the kernel's extent, numpy arrays)."""
+        """Whether a grouped convolution's backward is ``_backward_grouped``: stride 1, padding
+        within the kernel's extent, numpy arrays (the shapes it was measured on)."""
         kh, kw = self.w.shape[2:]
         (dh, dw), (pt, pb, pl, pr) = self.dilation, self.pads
         return (tuple(self.stride) == (1, 1) and type(self.cols) is np.ndarray and max(pt, pb) <= dh * (kh - 1)
                 and max(pl, pr) <= dw * (kw - 1))
 
     def _backward_grouped(self, gy):
-        # grouped, stride 1: per group the weight gradient (cols_g @ gy_g^T)^T and the input
-        # gradient as the convolution of the padded output gradient with the flipped,
-        # transposed kernel (one im2col of gy; no col2im, no product with O/groups as its
-        # inner dimension), each product in the orientation with the long axis first
+        # grouped, stride 1: per group the weight gradient (cols_g @ gy_g^T)^T, written in the
+        # weight's layout, and the input gradient as the columns w_g^T gy_g scattered back
         needs, w, cols, gr = self.needs, self.w, self.cols, self.groups
         n, c, h, wd, hp, wp, oh, ow = self.geom
         o, cg, kh, kw = w.shape
@@ -854,14 +899,12 @@ class Conv2d(Function):
         if len(needs) == 3 and needs[2]:
             gb = g2.sum(axis=1)
         if needs[0]:
-            fh, fw = dh * (kh - 1), dw * (kw - 1)
-            gpad = _cl(gy.astype(w.dtype, copy=False), (fh - pt, fh - pb, fw - pl, fw - pr)).transpose(3, 0, 1, 2)
-            gcols = im2col(gpad, kh, kw, 1, 1, dh, dw, h, wd).reshape(gr, og * kh * kw, -1)
-            wf = w[:, :, ::-1, ::-1].reshape(gr, og, cg, kh, kw).transpose(0, 2, 1, 3, 4).reshape(gr, cg, -1)
-            gxm = np.empty((c, h * wd * n), w.dtype)
-            for i in range(gr):
-                np.matmul(gcols[i].T, np.ascontiguousarray(wf[i]).T, out=gxm[i * cg:(i + 1) * cg].T)
-            gx = gxm.reshape(c, h, wd, n).transpose(3, 0, 1, 2)
+            # the columns w_g^T gy_g scattered back by the compiled col2im: forward + backward
+            # 0.88-1.0x the time of the input gradient as a convolution of the padded output
+            # gradient (its flipped, transposed weight copy and columns of gy), 0.92x at 512
+            # channels on 7x7 (groups 2-8, 3x3 to 7x7 kernels, 4x4 to 32x32 images)
+            gc = _gmm(_swap(w.reshape(gr, og, -1)), g2.reshape(gr, og, -1)).reshape(c, kh, kw, oh, ow, n)
+            gx = col2im(gc, hp, wp, 1, 1, dh, dw)[:, :, pt:pt + h, pl:pl + wd]
         return (gx, gw, gb) if len(needs) == 3 else (gx, gw)
 
     def _forward_plane(self, x, w, b, oh, ow):
@@ -1034,6 +1077,12 @@ class Conv2dTranspose(Function):
             return _cudnn_conv_data(self.cudnn, w, x, b[0] if b else None, (n, og * g, oh, ow), pad, (sh, sw),
                                     (dh, dw), g)
         self.cudnn = self.phase = None
+        if conv1d.transpose_usable(x, w, b, g, self.pads):
+            # 1-D: the adjoint as three column products, no copy of the weight
+            y, st = conv1d.transpose_forward(x, w, b, sw, (pl, pr), dw, ow)
+            self.phase = ("line", st)
+            self.x, self.w = x, w
+            return y
         if phase_plane_usable(x, w, (sh, sw), (dh, dw), g):
             # few channels: the phases as whole-plane multiply-adds on the NCHW planes
             y, self.phase = phase_plane_forward(x, w, (sh, sw), (pt, pl), (oh, ow))
@@ -1085,7 +1134,9 @@ class Conv2dTranspose(Function):
             return (gx, gw, gb) if len(needs) == 3 else (gx, gw)
         if self.phase is not None:
             tag = self.phase[0] if isinstance(self.phase[0], str) else None
-            if tag == "plane":
+            if tag == "line":
+                gx, gw = conv1d.transpose_backward(self.phase[1], gy, needs[0], needs[1])
+            elif tag == "plane":
                 gx, gw = phase_plane_backward(gy.astype(w.dtype, copy=False), self.phase, needs[0], needs[1])
             elif tag == "cols":
                 gx, gw = phase_cols_backward(gy, self.phase, needs[0], needs[1])

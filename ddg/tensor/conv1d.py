@@ -1,0 +1,277 @@
+"""1-D convolutions and 1-D transposed convolutions (one group, numpy float32/float64) as
+three matrix products on channel-major arrays, for ``Conv2d`` / ``Conv2dTranspose`` on a
+height-1 image with a height-1 kernel.
+
+Convolution, input ``x`` [N, C, 1, L], weight ``w`` [O, C, 1, k], stride s, dilation d:
+
+* forward: the input padded into ``[N, C, Lp]``, its columns ``[C*k, N*OL]`` one strided
+  copy (entry ``[(c, j), (n, l)] = xpad[n, c, l*s + j*d]``), the output ``w [O, C*k] @ cols``
+  as ``[O, N*OL]`` (handed out as a transposed view ``[N, O, 1, OL]``);
+* weight gradient: ``gy [O, N*OL] @ cols^T``, written in the weight's own layout when the
+  weight is large (``GW_DIRECT_MIN``), where a transposed result would cost a transposing
+  pass over it when the gradient is accumulated;
+* input gradient: at stride 1 with a weight of at most half the columns' size, the
+  convolution of the padded output gradient with the flipped, transposed kernel (its
+  columns are one strided copy, the product ``[C, O*k] @ gcols``; 0.86-0.9x the time of the
+  scatter below at 32-64 channels on 6-10 positions); otherwise (e.g. 512 channels on 12
+  positions, where the flipped weight copy cost more than the whole product; 0.95-0.97x at
+  256 channels on 49) ``w^T @ gy`` as columns, overlap-added into the padded input (k
+  strided adds);
+* at stride 1 with at most ``SHIFT_MAX_C`` channels: shifted products on channel-major rows
+  of the input, without columns (see ``_shift_forward``).
+
+Transposed convolution (the adjoint), input ``x`` [N, Cin, 1, L], weight ``[Cin, Cout, 1,
+k]``: forward ``w^T @ x`` as columns ``[Cout*k, N*L]`` overlap-added into the output (k
+strided adds), backward the output gradient's columns (one strided copy) times ``w`` for the
+input gradient and times ``x`` for the weight gradient. No copy of the weight is made
+(the phase products of ``conv_phase`` gather the weight into phase order both ways and
+write the weight gradient through an index permutation: at 512 channels that cost more
+than the products).
+"""
+import numpy as np
+
+from . import conv_kernels as K
+
+#: weights of at least this many elements get their gradient as ``gy @ cols^T`` in their own
+#: layout; smaller ones as ``(cols @ gy^T)^T`` (OpenBLAS ran that orientation up to 1.5x faster
+#: on long, thin operands, and transposing a small gradient is cheap)
+GW_DIRECT_MIN = 1 << 16
+
+#: a convolution takes this path from this many input and output channels (fewer: the
+#: whole-plane loop and the per-sample columns of ``conv.py``)
+MIN_CHANNELS = 9
+
+#: where the shifted products do not apply, a convolution takes the columns here when its
+#: weight has at least this many times the input's elements
+COLS_WEIGHT_RATIO = 2
+
+#: a transposed convolution takes this path from this many input or output channels; fewer go
+#: to the phases of ``conv_phase`` (whole planes up to 8 channels, column products up to 128;
+#: from 16 to 128 channels the two ran within 0.84-1.13x of each other)
+TRANSPOSE_MIN_CHANNELS = 129
+#: ... and at batches up to this from 9 channels in and out (the input is channel-major as it
+#: comes at batch 1: 0.86-0.97x the phases' time)
+TRANSPOSE_SMALL_BATCH = 1
+
+
+def usable(x, w, b, groups, pads, stride, ol):
+    """Whether ``Conv2d`` runs ``x`` [N, C, H, W] with ``w`` as a 1-D convolution here (to
+    ``ol`` outputs at ``stride``): the shifted products where they pay, the columns for a
+    weight at least twice the input's size. Smaller weights keep the batch-innermost im2col
+    (with short sequences the strided copies here run on short rows: 1.12-1.36x its time at
+    32-64 channels on 6-10 positions)."""
+    if not (x.ndim == 4 and x.shape[2] == 1 and w.shape[2] == 1 and groups == 1 and pads[0] == pads[1] == 0
+            and min(x.shape[1], w.shape[0]) >= MIN_CHANNELS and K.usable(x, w, *b)):
+        return False
+    lp = x.shape[3] + pads[2] + pads[3]
+    n, c = x.shape[:2]
+    return _shifts_pay(n, c, w.shape[0], w.shape[3], stride, lp, ol) or w.size >= COLS_WEIGHT_RATIO * x.size
+
+
+def _cols(a, k, s, d, ol):
+    """The columns ``[C*k, N*ol]`` of ``a`` [N, C, Lp] (C-contiguous): entry ``[(c, j), (n, l)]
+    = a[n, c, l*s + j*d]``."""
+    n, c, lp = a.shape
+    e = a.itemsize
+    v = np.lib.stride_tricks.as_strided(a, (c, k, n, ol), (lp * e, d * e, c * lp * e, s * e))
+    return np.ascontiguousarray(v).reshape(c * k, n * ol)
+
+
+def _overlap_add(cols, n, c, k, l, s, d, lp):
+    """The adjoint of ``_cols``: ``cols`` [C*k, N*l] added into a zero ``[N, C, lp]`` at
+    positions ``i*s + j*d``."""
+    out = np.zeros((n, c, lp), cols.dtype)
+    ov = out.transpose(1, 0, 2)
+    c4 = cols.reshape(c, k, n, l)
+    for j in range(k):
+        ov[:, :, j * d:j * d + (l - 1) * s + 1:s] += c4[:, j]
+    return out
+
+
+def _channel_major(a):
+    """``a`` [N, C, L] as the C-contiguous matrix ``[C, N*L]`` (free at batch 1)."""
+    n, c, l = a.shape
+    return np.ascontiguousarray(a.transpose(1, 0, 2)).reshape(c, n * l)
+
+
+def _wgrad(g, cols):
+    """``g [A, K] @ cols[B, K]^T`` as a C-contiguous ``[A, B]`` array."""
+    if g.shape[0] * cols.shape[0] >= GW_DIRECT_MIN:
+        return g @ cols.T
+    return np.ascontiguousarray((cols @ g.T).T)
+
+
+def _shifts_pay(n, c, o, k, stride, lp, ol):
+    """Whether a convolution runs as shifted products (``_shift_forward``): stride 1, at most
+    ``SHIFT_MAX_C`` channels, a padded input of at least ``SHIFT_MIN_SIZE`` elements (on
+    smaller ones the 2k products' calls cost more than im2col's copies: 1.1x its time at
+    [8, 16, 64]) and the junk columns (``lp - ol`` of every ``lp``) at most an eighth of the
+    products."""
+    return (stride == 1 and k > 1 and max(c, o) <= SHIFT_MAX_C and n * c * lp >= SHIFT_MIN_SIZE
+            and 8 * (lp - ol) <= lp)
+
+
+def forward(x, w, b, stride, pads, dilation, ol):
+    """``Conv2d`` of ``x`` [N, C, 1, L] with ``w`` [O, C, 1, k] (bias ``b``: () or (b,)),
+    stride, dilation and (left, right) padding along the length, to ``ol`` outputs: the output
+    [N, O, 1, ol] and the state ``backward`` takes."""
+    n, c, _, l = x.shape
+    o, _, _, k = w.shape
+    pl, pr = pads
+    s, d = stride, dilation
+    lp = l + pl + pr
+    if _shifts_pay(n, c, o, k, s, lp, ol):
+        return _shift_forward(x, w, b, pads, d, ol)
+    if pl or pr:
+        xp = np.zeros((n, c, lp), x.dtype)
+        xp[:, :, pl:pl + l] = x[:, :, 0]
+    else:
+        xp = np.ascontiguousarray(x[:, :, 0])
+    cols = _cols(xp, k, s, d, ol)
+    y = w.reshape(o, c * k) @ cols                                   # [O, N*ol]
+    if b:
+        y += b[0].reshape(o, 1)
+    return y.reshape(o, n, 1, ol).transpose(1, 0, 2, 3), (cols, w, (n, c, l), pads, s, d, ol)
+
+
+def backward(state, gy, need_x, need_w):
+    """The gradients of ``forward`` (x's [N, C, 1, L], w's [O, C, 1, k]) for ``gy`` [N, O, 1, ol]."""
+    if isinstance(state[0], str):
+        return _shift_backward(state, gy, need_x, need_w)
+    cols, w, (n, c, l), (pl, pr), s, d, ol = state
+    o, k = w.shape[0], w.shape[3]
+    g2 = _channel_major(gy.reshape(n, o, ol).astype(w.dtype, copy=False))     # [O, N*ol]
+    gx = gw = None
+    if need_w:
+        gw = _wgrad(g2, cols).reshape(w.shape)
+    if need_x:
+        fh = d * (k - 1)
+        if s == 1 and max(pl, pr) <= fh and 2 * w.size <= cols.size:
+            # the convolution of the padded output gradient with the flipped, transposed kernel
+            lg = l + fh
+            gp = np.zeros((n, o, lg), w.dtype)
+            gp[:, :, fh - pl:fh - pl + ol] = g2.reshape(o, n, ol).transpose(1, 0, 2)
+            wf = np.ascontiguousarray(w[:, :, 0, ::-1].transpose(1, 0, 2)).reshape(c, o * k)
+            gxm = wf @ _cols(gp, k, 1, d, l)                                       # [C, N*L]
+            gx = gxm.reshape(c, n, 1, l).transpose(1, 0, 2, 3)
+        else:
+            gc = w.reshape(o, c * k).T @ g2                                        # [C*k, N*ol]
+            gx = _overlap_add(gc, n, c, k, ol, s, d, l + pl + pr)[:, :, None, pl:pl + l]
+    return gx, gw
+
+
+# -- stride 1 with few channels: shifted products, no columns ------------------------------------
+# The input is copied once, padded, into a channel-major row per channel, ``xc`` [C, N*Lp + fh]
+# (fh = d*(k-1) trailing zeros); output position i of sample n sits at column n*Lp + i of the
+# products, and tap j is the shift j*d: ``y = sum_j w_j [O, C] @ xc[:, j*d:j*d + N*Lp]``, whose
+# columns i >= ol of each sample are junk (dropped by the view handed out). The columns (k times
+# the input) are never written; their copy and product cost 1.3x these k products at 16
+# channels on 400 positions. Backward lays the output gradient on the same columns (junk zero,
+# fh zeros before it): the input gradient is ``sum_j w_j^T @ g`` shifted back by j*d, the
+# weight gradient k products ``g @ xc_j^T``.
+SHIFT_MAX_C = 128
+SHIFT_MIN_SIZE = 1 << 15
+
+
+def _shift_forward(x, w, b, pads, d, ol):
+    n, c, _, l = x.shape
+    o, k = w.shape[0], w.shape[3]
+    pl, pr = pads
+    lp, fh = l + pl + pr, d * (k - 1)
+    m = n * lp
+    xc = np.zeros((c, m + fh), x.dtype)
+    xc[:, :m].reshape(c, n, lp)[:, :, pl:pl + l] = x[:, :, 0].transpose(1, 0, 2)
+    wj = np.ascontiguousarray(w[:, :, 0].transpose(2, 0, 1))                      # [k, O, C]
+    y = wj[0] @ xc[:, :m]
+    t = np.empty_like(y)
+    for j in range(1, k):
+        np.matmul(wj[j], xc[:, j * d:j * d + m], out=t)
+        y += t
+    if b:
+        y += b[0].reshape(o, 1)
+    y = y.reshape(o, n, 1, lp)[:, :, :, :ol].transpose(1, 0, 2, 3)
+    return y, ("shift", xc, w, (n, c, l), pads, d, ol)
+
+
+#: elements of the input's columns built at a time for the weight gradient of the shifted
+#: products (a cache-sized block)
+SHIFT_GW_BLOCK = 1 << 17
+
+
+def _shift_wgrad(g, xc, k, d, m):
+    """The weight gradient ``[O, C*k]`` of the shifted products for the output gradient ``g``
+    [O, m] (junk columns zero): the input's columns built a block of ``SHIFT_GW_BLOCK``
+    elements at a time (one strided copy each, in cache) and multiplied as they come; the k
+    products ``g @ xc_j^T`` over all m columns ran 1.4x slower (16 channels, 12928 columns)."""
+    c, o = xc.shape[0], g.shape[0]
+    e = xc.itemsize
+    b = max(64, min(m, SHIFT_GW_BLOCK // (c * k)))
+    buf = np.empty(c * k * b, xc.dtype)
+    acc = np.zeros((c * k, o), xc.dtype)
+    for s0 in range(0, m, b):
+        bl = min(b, m - s0)
+        blk = buf[:c * k * bl].reshape(c, k, bl)
+        np.copyto(blk, np.lib.stride_tricks.as_strided(xc[:, s0:], (c, k, bl), (xc.strides[0], d * e, e)))
+        acc += blk.reshape(c * k, bl) @ g[:, s0:s0 + bl].T
+    return np.ascontiguousarray(acc.T)
+
+
+def _shift_backward(state, gy, need_x, need_w):
+    _, xc, w, (n, c, l), (pl, pr), d, ol = state
+    o, k = w.shape[0], w.shape[3]
+    lp, fh = l + pl + pr, d * (k - 1)
+    m = n * lp
+    g = np.zeros((o, fh + m), w.dtype)
+    g[:, fh:].reshape(o, n, lp)[:, :, :ol] = gy[:, :, 0].transpose(1, 0, 2)
+    gx = gw = None
+    if need_w:
+        gw = _shift_wgrad(g[:, fh:], xc, k, d, m).reshape(w.shape)
+    if need_x:
+        wt = np.ascontiguousarray(w[:, :, 0].transpose(2, 1, 0))                  # [k, C, O]
+        gxf = wt[0] @ g[:, fh:]
+        t = np.empty_like(gxf)
+        for j in range(1, k):
+            np.matmul(wt[j], g[:, fh - j * d:fh - j * d + m], out=t)
+            gxf += t
+        gx = gxf.reshape(c, n, 1, lp)[:, :, :, pl:pl + l].transpose(1, 0, 2, 3)
+    return gx, gw
+
+
+def transpose_usable(x, w, b, groups, pads):
+    """Whether ``Conv2dTranspose`` runs ``x`` [N, Cin, H, W] with ``w`` [Cin, Cout, kh, kw]
+    as a 1-D transposed convolution here."""
+    return (x.ndim == 4 and x.shape[2] == 1 and w.shape[2] == 1 and groups == 1 and pads[0] == pads[1] == 0
+            and (max(w.shape[:2]) >= TRANSPOSE_MIN_CHANNELS or x.shape[0] <= TRANSPOSE_SMALL_BATCH and min(w.shape[:2]) > 8)
+            and K.usable(x, w, *b))
+
+
+def transpose_forward(x, w, b, stride, pads, dilation, ol):
+    """``Conv2dTranspose`` of ``x`` [N, Cin, 1, L] with ``w`` [Cin, Cout, 1, k], stride,
+    dilation and (left, right) crop, to ``ol`` outputs: the output [N, Cout, 1, ol] and the
+    state ``transpose_backward`` takes."""
+    n, cin, _, l = x.shape
+    cout, k = w.shape[1], w.shape[3]
+    pl = pads[0]
+    s, d = stride, dilation
+    lf = max((l - 1) * s + d * (k - 1) + 1, pl + ol)
+    xm = _channel_major(x[:, :, 0])                                                 # [Cin, N*L]
+    cols = w.reshape(cin, cout * k).T @ xm                                          # [Cout*k, N*L]
+    y = _overlap_add(cols, n, cout, k, l, s, d, lf)[:, :, None, pl:pl + ol]
+    if b:
+        y += b[0].reshape(1, cout, 1, 1)
+    return y, (xm, w, (n, cin, l), pl, s, d, ol, lf)
+
+
+def transpose_backward(state, gy, need_x, need_w):
+    """The gradients of ``transpose_forward`` for the output gradient ``gy`` [N, Cout, 1, ol]."""
+    xm, w, (n, cin, l), pl, s, d, ol, lf = state
+    cout, k = w.shape[1], w.shape[3]
+    gp = np.zeros((n, cout, lf), w.dtype)
+    gp[:, :, pl:pl + ol] = gy[:, :, 0]
+    gc = _cols(gp, k, s, d, l)                                                       # [Cout*k, N*L]
+    gx = gw = None
+    if need_x:
+        gx = (w.reshape(cin, cout * k) @ gc).reshape(cin, n, 1, l).transpose(1, 0, 2, 3)
+    if need_w:
+        gw = _wgrad(xm, gc).reshape(w.shape)
+    return gx, gw

@@ -1,0 +1,204 @@
+"""1-D convolutions and 1-D transposed convolutions as column products (``ddg.tensor.conv1d``):
+each variant forced on small shapes, forward against the float64 reference, backward against
+central differences, second order through ``backward_graph``, float32 within round-off of
+float64, half precision, and the same results on the device's array paths."""
+import numpy as np
+import pytest
+
+import ddg
+import ddg.nn.functional as F
+from ddg.autograd import gradcheck, gradgradcheck
+from ddg.tensor import conv1d as C1
+from test_nn_conv_pool import ref_conv2d, ref_conv2d_transpose
+
+RNG = np.random.default_rng(11)
+
+
+def T(a, grad=False, dtype="float64"):
+    return ddg.to_tensor(np.asarray(a, dtype=dtype), stop_gradient=not grad)
+
+
+def _ref1d(x, w, b, s, p, d):
+    return ref_conv2d(x[:, :, None], w[:, :, None], b, (1, s), (0, 0) + tuple(p), (1, d), 1)[:, :, 0]
+
+
+def _ref1d_t(x, w, b, s, p, d, opad):
+    return ref_conv2d_transpose(x[:, :, None], w[:, :, None], b, (1, s), (0, 0) + tuple(p), (1, d), 1,
+                                (0, opad))[:, :, 0]
+
+
+def _spy(monkeypatch, name):
+    calls = []
+    real = getattr(C1, name)
+    monkeypatch.setattr(C1, name, lambda *a: calls.append(1) or real(*a))
+    return calls
+
+
+# (variant, x shape, output channels, kernel, stride, (left, right) padding, dilation):
+# "cols" the column product (input gradient as the convolution of the output gradient at stride
+# 1, else overlap-added), "scatter" a weight larger than the columns (input gradient
+# overlap-added), "shift" the shifted products
+CONV = [
+    ("cols", (2, 3, 11), 5, 5, 1, (2, 2), 1),
+    ("cols", (3, 4, 13), 2, 3, 2, (1, 0), 1),
+    ("cols", (2, 3, 17), 4, 3, 1, (3, 1), 2),
+    ("cols", (2, 3, 10), 3, 4, 3, (0, 2), 2),
+    ("scatter", (1, 3, 6), 20, 3, 1, (1, 1), 1),
+    ("scatter", (2, 2, 5), 12, 2, 1, (0, 1), 2),
+    ("shift", (2, 3, 40), 5, 5, 1, (2, 2), 1),
+    ("shift", (2, 3, 50), 4, 3, 1, (3, 1), 2),
+    ("shift", (3, 4, 64), 4, 2, 1, (0, 1), 1),
+]
+
+
+@pytest.mark.parametrize("variant,xs,o,k,s,p,d", CONV)
+def test_conv1d_columns(variant, xs, o, k, s, p, d, monkeypatch):
+    monkeypatch.setattr(C1, "MIN_CHANNELS", 1)
+    monkeypatch.setattr(C1, "COLS_WEIGHT_RATIO", 0)
+    monkeypatch.setattr(C1, "SHIFT_MAX_C", 10**6 if variant == "shift" else 0)
+    monkeypatch.setattr(C1, "SHIFT_MIN_SIZE", 0)
+    monkeypatch.setattr(C1, "SHIFT_GW_BLOCK", 1)     # the weight gradient's columns in blocks of 64
+    fwd = _spy(monkeypatch, "forward")
+    shift = _spy(monkeypatch, "_shift_forward")
+    x, w, b = RNG.standard_normal(xs), RNG.standard_normal((o, xs[1], k)), RNG.standard_normal(o)
+    ref = _ref1d(x, w, b, s, p, d)
+    y = F.conv1d(T(x), T(w), T(b), s, list(p), d)
+    assert fwd and bool(shift) is (variant == "shift")
+    np.testing.assert_allclose(y.numpy(), ref, rtol=1e-12, atol=1e-12)
+    for dt, tol in (("float32", 2e-6), ("float16", 2e-2), ("bfloat16", 2e-2)):
+        yl = F.conv1d(T(x, dtype=dt), T(w, dtype=dt), T(b, dtype=dt), s, list(p), d)
+        assert yl.dtype == getattr(ddg, dt)
+        np.testing.assert_allclose(yl.numpy().astype(np.float64), ref, rtol=0, atol=tol * np.abs(ref).max())
+    if variant == "scatter":   # the input gradient overlap-added from w^T gy (the weight is the larger)
+        assert o * xs[1] * k > xs[1] * k * xs[0] * y.shape[2]
+    assert gradcheck(lambda x, w, b: F.conv1d(x, w, b, s, list(p), d), [T(x, True), T(w, True), T(b, True)])
+    assert gradcheck(lambda x: F.conv1d(x, T(w), None, s, list(p), d), [T(x, True)])
+    assert gradcheck(lambda w: F.conv1d(T(x), w, None, s, list(p), d), [T(w, True)])
+    assert gradgradcheck(lambda x, w: ddg.tanh(F.conv1d(x, w, None, s, list(p), d)), [T(x[:1], True), T(w, True)])
+
+
+@pytest.mark.parametrize("direct", [False, True])
+def test_conv1d_weight_gradient_layouts(direct, monkeypatch):
+    # the weight gradient in either product orientation: C-contiguous, the same values
+    monkeypatch.setattr(C1, "MIN_CHANNELS", 1)
+    monkeypatch.setattr(C1, "COLS_WEIGHT_RATIO", 0)
+    monkeypatch.setattr(C1, "GW_DIRECT_MIN", 0 if direct else 10**9)
+    x, w = RNG.standard_normal((2, 3, 9)), RNG.standard_normal((4, 3, 3))
+    for shift in (0, 10**6):
+        monkeypatch.setattr(C1, "SHIFT_MAX_C", shift)
+        monkeypatch.setattr(C1, "SHIFT_MIN_SIZE", 0)
+        xt, wt = T(x, True), T(w, True)
+        gy = RNG.standard_normal((2, 4, 9))
+        F.conv1d(xt, wt, None, 1, 1).backward(ddg.to_tensor(gy))
+        assert wt.grad.numpy().flags.c_contiguous
+        gw = np.zeros_like(w)
+        xp = np.pad(x, ((0, 0), (0, 0), (1, 1)))
+        for j in range(3):
+            gw[:, :, j] = np.einsum("nol,ncl->oc", gy, xp[:, :, j:j + 9])
+        np.testing.assert_allclose(wt.grad.numpy(), gw, rtol=1e-12, atol=1e-12)
+
+
+# (x shape, output channels, kernel, stride, (left, right) crop, dilation, output padding)
+TRANSPOSED = [
+    ((2, 3, 7), 4, 4, 2, (1, 1), 1, 0),
+    ((3, 4, 5), 2, 6, 3, (0, 2), 1, 1),
+    ((2, 3, 6), 5, 3, 2, (1, 0), 2, 1),
+    ((1, 2, 8), 3, 3, 1, (2, 2), 1, 0),
+    ((2, 3, 4), 2, 5, 4, (3, 1), 1, 2),
+]
+
+
+@pytest.mark.parametrize("xs,o,k,s,p,d,opad", TRANSPOSED)
+def test_conv1d_transpose_adjoint(xs, o, k, s, p, d, opad, monkeypatch):
+    monkeypatch.setattr(C1, "TRANSPOSE_MIN_CHANNELS", 1)
+    fwd = _spy(monkeypatch, "transpose_forward")
+    x, w, b = RNG.standard_normal(xs), RNG.standard_normal((xs[1], o, k)), RNG.standard_normal(o)
+    ref = _ref1d_t(x, w, b, s, p, d, opad)
+    y = F.conv1d_transpose(T(x), T(w), T(b), s, list(p), opad, dilation=d)
+    assert fwd
+    np.testing.assert_allclose(y.numpy(), ref, rtol=1e-12, atol=1e-12)
+    for dt, tol in (("float32", 2e-6), ("float16", 2e-2), ("bfloat16", 2e-2)):
+        yl = F.conv1d_transpose(T(x, dtype=dt), T(w, dtype=dt), T(b, dtype=dt), s, list(p), opad, dilation=d)
+        assert yl.dtype == getattr(ddg, dt)
+        np.testing.assert_allclose(yl.numpy().astype(np.float64), ref, rtol=0, atol=tol * np.abs(ref).max())
+
+    def f(x, w, b=None):
+        return F.conv1d_transpose(x, w, b, s, list(p), opad, dilation=d)
+    assert gradcheck(f, [T(x, True), T(w, True), T(b, True)])
+    assert gradcheck(lambda x: f(x, T(w)), [T(x, True)])
+    assert gradcheck(lambda w: f(T(x), w), [T(w, True)])
+    if opad == 0:
+        assert gradgradcheck(lambda x, w: ddg.tanh(f(x, w)), [T(x[:1], True), T(w, True)])
+    # the output gradient read in any layout: dense, a transposed copy, a strided slice
+    gy = RNG.standard_normal(y.shape)
+    grads = []
+    for g in (gy, np.ascontiguousarray(gy.transpose(2, 1, 0)).transpose(2, 1, 0), np.repeat(gy, 2, axis=2)[..., ::2]):
+        xt, wt = T(x, True), T(w, True)
+        f(xt, wt).backward(ddg.to_tensor(g))
+        grads.append((xt.grad.numpy(), wt.grad.numpy()))
+    for gx, gw in grads[1:]:
+        np.testing.assert_allclose(gx, grads[0][0], rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(gw, grads[0][1], rtol=1e-12, atol=1e-12)
+
+
+def test_conv1d_gates():
+    # the sweep's shapes: which variant each takes
+    def conv(n, c, length, o=None, k=5, pads=(0, 0, 2, 2), groups=1):
+        o = o or c
+        x, w = np.zeros((n, c, 1, length), np.float32), np.zeros((o, c // groups, 1, k), np.float32)
+        if not C1.usable(x, w, (), groups, pads, 1, length):
+            return "other"
+        return "shift" if C1._shifts_pay(n, c, o, k, 1, length + 4, length) else "cols"
+    assert conv(4, 512, 12) == "cols" and conv(8, 256, 49) == "cols"
+    assert conv(32, 16, 400) == "shift" and conv(2, 128, 784) == "shift" and conv(1, 48, 2304) == "shift"
+    assert conv(8, 16, 64) == "other"   # small: im2col
+    assert conv(32, 8, 1024) == "other" and conv(4, 64, 256, groups=4) == "other"
+    assert conv(32, 64, 10) == "other" and conv(64, 32, 6, k=3, pads=(0, 0, 1, 1)) == "other"   # short, small weight
+    x = np.zeros((4, 512, 1, 12), np.float32)
+    assert C1.transpose_usable(x, np.zeros((512, 512, 1, 4), np.float32), (), 1, (0, 0, 1, 1))
+    assert not C1.transpose_usable(x[:, :64], np.zeros((64, 64, 1, 4), np.float32), (), 1, (0, 0, 1, 1))
+    assert C1.transpose_usable(x[:1, :48], np.zeros((48, 48, 1, 4), np.float32), (), 1, (0, 0, 1, 1))   # batch 1
+    assert not C1.transpose_usable(x[:1, :8], np.zeros((8, 48, 1, 4), np.float32), (), 1, (0, 0, 1, 1))
+
+
+def test_conv1d_paths_agree_on_device(place, monkeypatch):
+    """On the GPU (cupy; simcupy in CI) the array paths run: the same results as the column
+    products on the CPU, forward and backward."""
+    monkeypatch.setattr(C1, "MIN_CHANNELS", 1)
+    monkeypatch.setattr(C1, "COLS_WEIGHT_RATIO", 0)
+    monkeypatch.setattr(C1, "TRANSPOSE_MIN_CHANNELS", 1)
+    monkeypatch.setattr(C1, "SHIFT_MIN_SIZE", 0)
+    w1, wt = RNG.standard_normal((6, 4, 5)).astype("float32"), RNG.standard_normal((4, 3, 4)).astype("float32")
+    cases = [
+        (lambda x, p: F.conv1d(x, ddg.to_tensor(w1, place=p), None, 1, 2), (2, 4, 40)),     # shifted products
+        (lambda x, p: F.conv1d(x, ddg.to_tensor(w1, place=p), None, 2, 1), (2, 4, 9)),      # columns
+        (lambda x, p: F.conv1d_transpose(x, ddg.to_tensor(wt, place=p), None, 2, 1), (2, 4, 7)),
+    ]
+    for fn, shape in cases:
+        x = RNG.standard_normal(shape).astype("float32")
+        res = {}
+        for where in ("cpu", place):
+            t = ddg.to_tensor(x, place=where, stop_gradient=False)
+            y = fn(t, where)
+            (y * y).sum().backward()
+            res[where] = (y.numpy(), t.grad.numpy())
+        for a, b in zip(res[place], res["cpu"]):
+            np.testing.assert_allclose(a, b, rtol=0, atol=2e-6 * np.abs(b).max())
+
+
+@pytest.mark.parametrize("shift", [0, 10**6])
+def test_conv1d_channel_last_and_empty_batch(shift, monkeypatch):
+    # an NLC input (a transposed view inside) and an empty batch through either variant
+    monkeypatch.setattr(C1, "MIN_CHANNELS", 1)
+    monkeypatch.setattr(C1, "COLS_WEIGHT_RATIO", 0)
+    monkeypatch.setattr(C1, "SHIFT_MAX_C", shift)
+    monkeypatch.setattr(C1, "SHIFT_MIN_SIZE", 0)
+    x, w = RNG.standard_normal((2, 40, 3)), RNG.standard_normal((4, 3, 5))
+    ref = _ref1d(x.transpose(0, 2, 1), w, None, 1, (2, 2), 1).transpose(0, 2, 1)
+    np.testing.assert_allclose(F.conv1d(T(x), T(w), None, 1, 2, data_format="NLC").numpy(), ref,
+                               rtol=1e-12, atol=1e-12)
+    assert gradcheck(lambda x: F.conv1d(x, T(w), None, 1, 2, data_format="NLC"), [T(x[:1, :12], True)])
+    xt, wt = T(np.zeros((0, 3, 40)), True), T(w, True)
+    y = F.conv1d(xt, wt, None, 1, 2)
+    y.sum().backward()
+    assert y.shape == [0, 4, 40] and xt.grad.shape == [0, 3, 40] and not wt.grad.numpy().any()
