@@ -376,7 +376,8 @@ def test_conv2d_transpose_phases_nchw(path, xs, ws, stride, padding, opad, monke
         np.testing.assert_allclose(gw, grads[0][1], rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("shape,stride,p0", [((3, 2, 9, 7), (2, 3), (1, 2)), ((2, 3, 5, 6, 7), (2, 1, 2), (1, 0, 1))])
+@pytest.mark.parametrize("shape,stride,p0", [((3, 2, 9, 7), (2, 3), (1, 2)), ((2, 3, 5, 6, 7), (2, 1, 2), (1, 0, 1)),
+                                              ((1, 2, 9, 7), (2, 3), (1, 2)), ((1, 3, 5, 6, 7), (2, 1, 2), (1, 0, 1))])
 def test_phase_gather_reads_any_layout(shape, stride, p0):
     # the output gradient's phases from an NC(D)HW array, a batch-innermost view and a
     # non-dense slice alike, against the definition g[r, c, j, n] = gy[n, c, s*j + r - p0]
@@ -398,6 +399,24 @@ def test_phase_gather_reads_any_layout(shape, stride, p0):
         for dt in (np.float64, np.float32):
             g = K.phase_in(a.astype(dt) if dt is np.float32 else a, j, stride, p0, dt)
             np.testing.assert_allclose(g, ref, rtol=0, atol=1e-6 if dt is np.float32 else 0)
+
+
+@pytest.mark.parametrize("n,c,out,stride,p0", [(3, 2, (9, 7), (2, 3), (1, 2)), (1, 2, (9, 7), (2, 3), (1, 2)),
+                                                (1, 3, (5, 6, 7), (2, 1, 2), (1, 0, 1)), (2, 2, (4, 5, 6), (2, 2, 2), (1, 1, 0))])
+def test_phase_interleave(n, c, out, stride, p0):
+    # the phases f [P, C, *J, N] interleaved into the output, against y[c, s*j + r - p0, n] = f[r, c, j, n]
+    from ddg.tensor import conv_kernels as K
+    nd = len(stride)
+    j = tuple((out[i] + p0[i] + stride[i] - 1) // stride[i] for i in range(nd))
+    f = RNG.standard_normal((int(np.prod(stride)), c) + j + (n,))
+    ref = np.full((c,) + out + (n,), np.nan)
+    for p, r in enumerate(np.ndindex(*stride)):
+        for jj in np.ndindex(*j):
+            pos = tuple(stride[i] * jj[i] + r[i] - p0[i] for i in range(nd))
+            if all(0 <= pos[i] < out[i] for i in range(nd)):
+                ref[(slice(None),) + pos] = f[(p, slice(None)) + jj]
+    for dt in (np.float64, np.float32):
+        np.testing.assert_array_equal(K.phase_out(f.astype(dt), out, stride, p0), ref.astype(dt))
 
 
 def test_wino_phase_adjoint_reads_any_layout():

@@ -310,6 +310,13 @@ def _phase_out(f, y, geom):
                     cnt = (ow - x0 + sw - 1) // sw if x0 < ow else 0
                     src = (((((rd * sh + rh) * sw + rw) * c_n + c) * jd_n + jd) * jh_n + jh) * jw_n + j0
                     fr = f[src * n:(src + cnt) * n]
+                    if n == 1:   # batch 1: one strided run
+                        if cnt == 0:
+                            continue
+                        yq = yr[x0:x0 + (cnt - 1) * sw + 1:sw]
+                        for q in range(cnt):
+                            yq[q] = fr[q]
+                        continue
                     for q in range(cnt):
                         for k in range(n):
                             yr[(x0 + q * sw) * n + k] = fr[q * n + k]
@@ -334,6 +341,13 @@ def _phase_in(gy, g, geom):
                     cnt = (ow - x0 + sw - 1) // sw if x0 < ow else 0
                     d = (((((rd * sh + rh) * sw + rw) * c_n + c) * jd_n + jd) * jh_n + jh) * jw_n + j0
                     gr = g[d * n_n:(d + cnt) * n_n]
+                    if n_n == 1:   # batch 1: a plain strided run (the loop over N would stay scalar)
+                        if cnt == 0:
+                            continue
+                        gs = gy[s0 + x0 * bx:s0 + (x0 + (cnt - 1) * sw) * bx + 1:sw * bx]
+                        for q in range(cnt):
+                            gr[q] = gs[q]
+                        continue
                     for q in range(cnt):   # one run of g written in order, the N entries of gy read
                         s = s0 + (x0 + q * sw) * bx
                         for n in range(n_n):
