@@ -459,6 +459,23 @@ def _wino4_out_phase(m, y, geom):
                                 t2[q] = a1 + a2 + f4 * (a3 + a4)
                                 t3[q] = a1 - a2 + f8 * (a3 - a4) + sa5[q]
                             base = ((c * oh + yy) * ow + x0) * od * n + z0 * n
+                            if cz == 1:   # one depth: per tile column its four output columns, N values each
+                                full = cols - cols % 4
+                                for tx in range(full // 4):
+                                    sq = tx * nn + j0 * n
+                                    dq = base + 4 * tx * xs
+                                    for k in range(n):
+                                        y[dq + k] = t0[sq + k]
+                                        y[dq + xs + k] = t1[sq + k]
+                                        y[dq + 2 * xs + k] = t2[sq + k]
+                                        y[dq + 3 * xs + k] = t3[sq + k]
+                                for col in range(full, cols):
+                                    tr = t[col & 3]
+                                    src = (col >> 2) * nn + j0 * n
+                                    dst = base + col * xs
+                                    for k in range(n):
+                                        y[dst + k] = tr[src + k]
+                                continue
                             for col in range(cols):        # output column x0 + col*sw
                                 tr = t[col & 3]
                                 src = (col >> 2) * nn + j0 * n
@@ -511,7 +528,22 @@ def _wino4_out_phase_adj(gy, gm, geom):
                                 eb = e[b]
                                 for q in range(ln):
                                     eb[q] = zero
-                            if 0 <= yy < oh:
+                            if 0 <= yy < oh and cz == 1:   # one depth: per tile column its four output columns
+                                base = c * bc + z0 * bz + yy * by + x0 * bx
+                                full = cols - cols % 4
+                                e0_, e1_, e2_, e3_ = e[0], e[1], e[2], e[3]
+                                for k in range(n):
+                                    sk = base + k * bn
+                                    for tx in range(full // 4):
+                                        src = sk + 4 * tx * bq
+                                        dst = tx * nn + j0 * n + k
+                                        e0_[dst] = gy[src]
+                                        e1_[dst] = gy[src + bq]
+                                        e2_[dst] = gy[src + 2 * bq]
+                                        e3_[dst] = gy[src + 3 * bq]
+                                    for col in range(full, cols):
+                                        e[col & 3, (col >> 2) * nn + j0 * n + k] = gy[sk + col * bq]
+                            elif 0 <= yy < oh:
                                 base = c * bc + z0 * bz + yy * by + x0 * bx
                                 for k in range(n):    # along gy's rows: strided column reads
                                     for i in range(cz):
