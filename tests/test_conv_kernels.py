@@ -339,6 +339,9 @@ PHASES_NCHW = [
     ("cols", (2, 9, 1, 7), (9, 10, 1, 4), (1, 2), [0, 1], 0),
     ("cols", (3, 10, 1, 5), (10, 9, 1, 6), (1, 3), [0, 2], (0, 1)),
     ("cols", (2, 9, 1, 4), (9, 9, 1, 4), (1, 2), [0, 3], (0, 1)),    # a crop past the stride
+    ("k3", (2, 3, 5, 4), (3, 4, 3, 3), 2, 1, 1),                     # 3x3 stride 2: the exact phases
+    ("k3", (3, 2, 4, 6), (2, 5, 3, 3), 2, 1, 0),
+    ("k3", (1, 16, 3, 5), (16, 2, 3, 3), 2, 1, (1, 0)),
 ]
 
 
@@ -374,6 +377,20 @@ def test_conv2d_transpose_phases_nchw(path, xs, ws, stride, padding, opad, monke
     for gx, gw in grads[1:]:
         np.testing.assert_allclose(gx, grads[0][0], rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(gw, grads[0][1], rtol=1e-12, atol=1e-12)
+
+
+def test_phase_k3_gate():
+    # 3x3 stride 2 padding 1 to 2H - 1 or 2H: the exact phases with few channels, or on images of
+    # at least 16x16; other kernels, strides, paddings, sizes and groups keep their paths
+    import ddg.tensor.conv_phase as CP
+
+    def takes(c, hw, k=3, s=(2, 2), pads=(1, 1, 1, 1), out=None, groups=1, dt=np.float32):
+        x, w = np.zeros((2, c, hw, hw), dt), np.zeros((c, c // groups, k, k), dt)
+        return CP.phase_k3_usable(x, w, s, pads, (1, 1), groups, out or (2 * hw, 2 * hw))
+    assert takes(16, 8) and takes(8, 32) and takes(64, 16) and takes(16, 8, out=(15, 16))
+    assert not takes(32, 8) and not takes(16, 8, out=(17, 16)) and not takes(16, 8, k=4)
+    assert not takes(16, 8, s=(2, 1)) and not takes(16, 8, pads=(0, 0, 0, 0)) and not takes(16, 8, groups=2)
+    assert not takes(16, 8, dt=np.float16)
 
 
 @pytest.mark.parametrize("shape,stride,p0", [((3, 2, 9, 7), (2, 3), (1, 2)), ((2, 3, 5, 6, 7), (2, 1, 2), (1, 0, 1)),

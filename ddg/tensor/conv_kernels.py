@@ -1194,16 +1194,20 @@ def phase_out_planes(f, nb, c, j, out, s, p0, batch_major=True):
     return y
 
 
-def phase_in_planes(gy, j, s, p0, dtype, batch_major=True, tail=0):
+def phase_in_planes(gy, j, s, p0, dtype, batch_major=True, tail=0, out=None):
     """The phases of the output gradient ``gy`` [B, C, OH, OW] (any dense layout, read in
     place), zero where no output position maps: [B, P, C, Jh, Jw] when ``batch_major``, else
-    [P, C, B, Jh, Jw]; its buffer is followed by ``tail`` zeros (for shifted views)."""
+    [P, C, B, Jh, Jw]; its buffer is followed by ``tail`` zeros (for shifted views). With
+    ``out`` (a zeroed C-contiguous array of that size and dtype), written there."""
     nb, c = gy.shape[:2]
     p = int(np.prod(s))
     flat, st = flat_strided(gy.astype(dtype, copy=False))
     pl = j[0] * j[1]
     shape = ((nb, p, c) if batch_major else (p, c, nb)) + tuple(j)
-    g = np.zeros(int(np.prod(shape)) + tail, dtype)[:int(np.prod(shape))].reshape(shape)
+    if out is not None:
+        g = out.reshape(shape)
+    else:
+        g = np.zeros(int(np.prod(shape)) + tail, dtype)[:int(np.prod(shape))].reshape(shape)
     fs = (p * c * pl, pl) if batch_major else (pl, nb * pl)
     _phase_in_planes(flat, g.reshape(-1), (nb, c) + tuple(j) + tuple(gy.shape[2:]) + tuple(s) + tuple(p0) + fs + st)
     return g

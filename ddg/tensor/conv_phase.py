@@ -572,3 +572,112 @@ def phase_cols_backward(gy, state, need_x, need_w):
         gw[wf_i] = gwf.reshape(-1)
         gw = gw.reshape(w.shape)
     return gx, gw
+
+
+# -- 3x3 stride 2 padding 1: the exact phases on NCHW planes ------------------------------------------
+# The usual 2x upsampling kernel (3x3, stride 2, padding 1, output 2H - 1 or 2H) is no multiple of
+# its stride. Per axis, output 2j takes tap 1 of input j, output 2j + 1 taps 2 (input j) and 0
+# (input j + 1): per axis phase one or two shifts (0, +1) of the input, so the four 2-D phases use
+# 1, 2, 2 and 4 of the four shifted input planes, 9 taps in all (the 4x4 zero-extended kernel of
+# the general phases has 16, the adjoint's columns are 9 times the output gradient). With the
+# shifted planes stacked in the order (0, 1), (0, 0), (1, 0), (1, 1), each phase's shifts are one
+# contiguous block of rows, so a phase is one product of its taps' weights with a block of them.
+# Planes are laid out on a padded width (Wp = W + 1) and height (H + 1), so a shift is an offset of
+# the flat plane and the extra row and column (junk in the phases, zero in their gradients) absorb
+# the reads past the edges.
+K3_SHIFTS = ((0, 1), (0, 0), (1, 0), (1, 1))
+K3_BLOCKS = ((1, 2), (0, 2), (1, 3), (0, 4))      # phase (rh, rw) = (0, 0), (0, 1), (1, 0), (1, 1): its shifts
+K3_TAP = {(0, 0): 1, (1, 0): 2, (1, 1): 0}        # (axis phase, shift) -> kernel tap
+# Forward + backward against the adjoint (layer race vs torch, float32, 1 thread): at 8-16 channels
+# 0.65-0.8 of its time on 32x32 to 64x64 inputs, even on 8x8; at 32-128 channels 0.8 on 32x32, even
+# on 16x16, but 1.15-1.25x slower on 8x8 inputs (the padded row and column are a quarter more
+# positions there, and the per-phase products are small): more channels take it from 16x16 inputs.
+PHASE_K3_MAX_C = 16
+PHASE_K3_MIN_PIXELS = 256
+
+
+def phase_k3_usable(x, w, s, pads, d, groups, out):
+    """Whether a 2-D transposed convolution of ``x`` [N, Cin, H, W] with ``w`` [Cin, Cout,
+    3, 3], stride 2, padding 1 to ``out`` (2H - 1 or 2H per axis) takes the exact phases."""
+    return (x.ndim == 4 and tuple(w.shape[2:]) == (3, 3) and tuple(s) == (2, 2) and tuple(pads) == (1, 1, 1, 1) and
+            tuple(d) == (1, 1) and groups == 1 and K.usable(x, w) and x.dtype == w.dtype and
+            (max(w.shape[0], w.shape[1]) <= PHASE_K3_MAX_C or x.shape[2] * x.shape[3] >= PHASE_K3_MIN_PIXELS) and
+            all(out[i] in (2 * x.shape[2 + i] - 1, 2 * x.shape[2 + i]) for i in range(2)))
+
+
+def _k3_taps():
+    """Per phase p (row-major over (rh, rw)) its (shift block index, kh, kw) in block order."""
+    taps = []
+    for p, (rh, rw) in enumerate(np.ndindex(2, 2)):
+        lo, hi = K3_BLOCKS[p]
+        taps.append([(q, K3_TAP[(rh, K3_SHIFTS[q][0])], K3_TAP[(rw, K3_SHIFTS[q][1])]) for q in range(lo, hi)])
+    return taps
+
+
+K3_TAPS = _k3_taps()
+
+
+def phase_k3_forward(x, w, out):
+    """The transposed convolution of ``phase_k3_usable`` shapes: the output [N, Cout, OH, OW]
+    (NCHW, C-contiguous) and the state ``phase_k3_backward`` takes."""
+    n, cin, h, wd = x.shape
+    cout = w.shape[1]
+    wp, hg = wd + 1, h + 1
+    ln = hg * wp
+    xp = np.zeros((n, cin, h + 3, wp), x.dtype)     # two more rows: the shifted reads of the last plane
+    xp[:, :, :h, :wd] = x
+    flat, e = xp.reshape(-1), x.itemsize
+    cols = np.empty((4, cin, n, ln), x.dtype)       # the four shifted planes
+    for q, (u, v) in enumerate(K3_SHIFTS):
+        cols[q] = np.lib.stride_tricks.as_strided(flat[u * wp + v:], (cin, n, ln), (xp.strides[1], xp.strides[0], e))
+    cm = cols.reshape(4 * cin, n * ln)
+    f = np.empty((4, cout, n * ln), x.dtype)
+    for p, taps in enumerate(K3_TAPS):
+        wr = np.concatenate([w[:, :, kh, kw] for _, kh, kw in taps], axis=0)   # [taps*Cin, Cout]
+        lo, hi = K3_BLOCKS[p]
+        np.matmul(wr.T, cm[lo * cin:hi * cin], out=f[p])
+    y = K.phase_out_planes(f, n, cout, (hg, wp), out, (2, 2), (0, 0), batch_major=False)
+    return y, ("k3", cm, w, tuple(out))
+
+
+def phase_k3_backward(gy, state, need_x, need_w):
+    """The gradients of ``phase_k3_forward`` (x's [N, Cin, H, W] as a view, w's [Cin, Cout,
+    3, 3]) for the output gradient ``gy`` [N, Cout, OH, OW]."""
+    _, cm, w, out = state
+    cin, cout = w.shape[:2]
+    n = gy.shape[0]
+    h, wd = (out[0] + 1) // 2, (out[1] + 1) // 2
+    wp, hg = wd + 1, h + 1
+    ln = hg * wp
+    lead = wp + 1                                     # zeros before the phases: the gather's shifts reach back
+    buf = np.zeros(lead + 4 * cout * n * ln, w.dtype)
+    g = buf[lead:]
+    K.phase_in_planes(gy, (hg, wp), (2, 2), (0, 0), w.dtype, batch_major=False, out=g)
+    g4 = g.reshape(4, cout, n * ln)
+    gx = gw = None
+    if need_w:
+        gw = np.empty(w.shape, w.dtype)
+        for p, taps in enumerate(K3_TAPS):
+            lo, hi = K3_BLOCKS[p]
+            gr = (cm[lo * cin:hi * cin] @ g4[p].T).reshape(hi - lo, cin, cout)   # junk positions: g is 0
+            for i, (_, kh, kw) in enumerate(taps):
+                gw[:, :, kh, kw] = gr[i]
+    if need_x:
+        # input position i gains w_tap^T g_p[i - shift] over every (phase, shift): the nine
+        # shifted phase planes (the junk row and column, and the zeros before, stand in for
+        # positions off the output) stacked, one product
+        lx = h * wp
+        e = w.itemsize
+        gc = np.empty((9, cout, n, lx), w.dtype)
+        wg = []
+        k = 0
+        for p, taps in enumerate(K3_TAPS):
+            for q, kh, kw in taps:
+                u, v = K3_SHIFTS[q]
+                off = lead + p * cout * n * ln - (u * wp + v)
+                gc[k] = np.lib.stride_tricks.as_strided(buf[off:], (cout, n, lx), (n * ln * e, ln * e, e))
+                wg.append(w[:, :, kh, kw])
+                k += 1
+        gxm = np.concatenate(wg, axis=1) @ gc.reshape(9 * cout, n * lx)            # [Cin, N*H*Wp]
+        gx = gxm.reshape(cin, n, h, wp)[..., :wd].transpose(1, 0, 2, 3)
+    return gx, gw

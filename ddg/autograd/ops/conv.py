@@ -61,7 +61,8 @@ from ...tensor.winograd import (WINO4_AT as _WINO4_AT, WINO4_BT as _WINO4_BT, WI
 from ...tensor.conv_phase import phases_pay
 from ...tensor.conv_phase import _cl, _phases_usable, phase_transpose_backward, phase_transpose_forward
 from ...tensor.conv_phase import (phase_cols_backward, phase_cols_forward, phase_cols_usable, phase_plane_backward,
-                                  phase_plane_forward, phase_plane_usable)
+                                  phase_plane_forward, phase_plane_usable, phase_k3_backward, phase_k3_forward,
+                                  phase_k3_usable)
 
 
 # -- helpers ------------------------------------------------------------------------------
@@ -1014,6 +1015,13 @@ class Conv2dTranspose(Function):
             return _cudnn_conv_data(self.cudnn, w, x, b[0] if b else None, (n, og * g, oh, ow), pad, (sh, sw),
                                     (dh, dw), g)
         self.cudnn = self.phase = None
+        if phase_k3_usable(x, w, (sh, sw), self.pads, (dh, dw), g, (oh, ow)):
+            # 3x3 stride 2 padding 1, few channels: the exact phases on the NCHW planes
+            y, self.phase = phase_k3_forward(x, w, (oh, ow))
+            if b:
+                y += b[0].reshape(1, -1, 1, 1)
+            self.x, self.w = x, w
+            return y
         if phase_plane_usable(x, w, (sh, sw), (dh, dw), g):
             # few channels: the phases as whole-plane multiply-adds on the NCHW planes
             y, self.phase = phase_plane_forward(x, w, (sh, sw), (pt, pl), (oh, ow))
@@ -1069,6 +1077,8 @@ class Conv2dTranspose(Function):
                 gx, gw = phase_plane_backward(gy.astype(w.dtype, copy=False), self.phase, needs[0], needs[1])
             elif tag == "cols":
                 gx, gw = phase_cols_backward(gy, self.phase, needs[0], needs[1])
+            elif tag == "k3":
+                gx, gw = phase_k3_backward(gy, self.phase, needs[0], needs[1])
             else:
                 gx, gw = phase_transpose_backward(gy, self.phase, needs[0], needs[1])
             gb = gy.sum(axis=(0, 2, 3)) if len(needs) == 3 and needs[2] else None
