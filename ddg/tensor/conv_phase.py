@@ -586,9 +586,10 @@ def phase_cols_backward(gy, state, need_x, need_w):
 # the general phases has 16, the adjoint's columns are 9 times the output gradient). With the
 # shifted planes stacked in the order (0, 1), (0, 0), (1, 0), (1, 1), each phase's shifts are one
 # contiguous block of rows, so a phase is one product of its taps' weights with a block of them.
-# Planes are laid out on a padded width (Wp = W + 1) and height (H + 1), so a shift is an offset of
-# the flat plane and the extra row and column (junk in the phases, zero in their gradients) absorb
-# the reads past the edges.
+# Planes are laid out on a padded width (Wp = W + 1), so a shift is an offset of the flat plane;
+# the extra column (junk in the phases, zero in x and in the phases' gradients) and zero rows
+# absorb the reads past the edges. One product per phase forward; backward, the nine shifted
+# planes of the output gradient's phases give both gradients in one product each.
 K3_SHIFTS = ((0, 1), (0, 0), (1, 0), (1, 1))
 K3_BLOCKS = ((1, 2), (0, 2), (1, 3), (0, 4))      # phase (rh, rw) = (0, 0), (0, 1), (1, 0), (1, 1): its shifts
 K3_TAP = {(0, 0): 1, (1, 0): 2, (1, 1): 0}        # (axis phase, shift) -> kernel tap
@@ -626,9 +627,9 @@ def phase_k3_forward(x, w, out):
     (NCHW, C-contiguous) and the state ``phase_k3_backward`` takes."""
     n, cin, h, wd = x.shape
     cout = w.shape[1]
-    wp, hg = wd + 1, h + 1
-    ln = hg * wp
-    xp = np.zeros((n, cin, h + 3, wp), x.dtype)     # two more rows: the shifted reads of the last plane
+    wp = wd + 1
+    ln = h * wp
+    xp = np.zeros((n, cin, h + 2, wp), x.dtype)     # the rows below: the shifted reads past the last row
     xp[:, :, :h, :wd] = x
     flat, e = xp.reshape(-1), x.itemsize
     cols = np.empty((4, cin, n, ln), x.dtype)       # the four shifted planes
@@ -640,7 +641,7 @@ def phase_k3_forward(x, w, out):
         wr = np.concatenate([w[:, :, kh, kw] for _, kh, kw in taps], axis=0)   # [taps*Cin, Cout]
         lo, hi = K3_BLOCKS[p]
         np.matmul(wr.T, cm[lo * cin:hi * cin], out=f[p])
-    y = K.phase_out_planes(f, n, cout, (hg, wp), out, (2, 2), (0, 0), batch_major=False)
+    y = K.phase_out_planes(f, n, cout, (h, wp), out, (2, 2), (0, 0), batch_major=False)
     return y, ("k3", cm, w, tuple(out))
 
 
@@ -651,37 +652,34 @@ def phase_k3_backward(gy, state, need_x, need_w):
     cin, cout = w.shape[:2]
     n = gy.shape[0]
     h, wd = (out[0] + 1) // 2, (out[1] + 1) // 2
-    wp, hg = wd + 1, h + 1
-    ln = hg * wp
-    lead = wp + 1                                     # zeros before the phases: the gather's shifts reach back
-    buf = np.zeros(lead + 4 * cout * n * ln, w.dtype)
-    g = buf[lead:]
-    K.phase_in_planes(gy, (hg, wp), (2, 2), (0, 0), w.dtype, batch_major=False, out=g)
-    g4 = g.reshape(4, cout, n * ln)
+    wp = wd + 1
+    lx, lg = h * wp, (h + 1) * wp                     # a plane of x, of the gradient's phases
+    # the phases on planes of one more row (zero), after wp + 1 zeros: every shifted read
+    # below that falls off an output plane reads a zero
+    lead = wp + 1
+    buf = np.zeros(lead + 4 * cout * n * lg, w.dtype)
+    K.phase_in_planes(gy, (h + 1, wp), (2, 2), (0, 0), w.dtype, batch_major=False, out=buf[lead:])
+    # input position i meets tap (phase p, shift d) through g_p[i - d]: the nine shifted phase
+    # planes stacked give both gradients in one product each
+    e = w.itemsize
+    gc = np.empty((9, cout, n, lx), w.dtype)
+    wg = []
+    k = 0
+    for p, taps in enumerate(K3_TAPS):
+        for q, kh, kw in taps:
+            u, v = K3_SHIFTS[q]
+            off = lead + p * cout * n * lg - (u * wp + v)
+            gc[k] = np.lib.stride_tricks.as_strided(buf[off:], (cout, n, lx), (n * lg * e, lg * e, e))
+            wg.append((kh, kw))
+            k += 1
+    gcm = gc.reshape(9 * cout, n * lx)
     gx = gw = None
-    if need_w:
+    if need_w:    # x on the padded width is the forward's unshifted block (zero in the extra column)
+        gwm = (gcm @ cm[cin:2 * cin].T).reshape(9, cout, cin)
         gw = np.empty(w.shape, w.dtype)
-        for p, taps in enumerate(K3_TAPS):
-            lo, hi = K3_BLOCKS[p]
-            gr = (cm[lo * cin:hi * cin] @ g4[p].T).reshape(hi - lo, cin, cout)   # junk positions: g is 0
-            for i, (_, kh, kw) in enumerate(taps):
-                gw[:, :, kh, kw] = gr[i]
+        for k, (kh, kw) in enumerate(wg):
+            gw[:, :, kh, kw] = gwm[k].T
     if need_x:
-        # input position i gains w_tap^T g_p[i - shift] over every (phase, shift): the nine
-        # shifted phase planes (the junk row and column, and the zeros before, stand in for
-        # positions off the output) stacked, one product
-        lx = h * wp
-        e = w.itemsize
-        gc = np.empty((9, cout, n, lx), w.dtype)
-        wg = []
-        k = 0
-        for p, taps in enumerate(K3_TAPS):
-            for q, kh, kw in taps:
-                u, v = K3_SHIFTS[q]
-                off = lead + p * cout * n * ln - (u * wp + v)
-                gc[k] = np.lib.stride_tricks.as_strided(buf[off:], (cout, n, lx), (n * ln * e, ln * e, e))
-                wg.append(w[:, :, kh, kw])
-                k += 1
-        gxm = np.concatenate(wg, axis=1) @ gc.reshape(9 * cout, n * lx)            # [Cin, N*H*Wp]
+        gxm = np.concatenate([w[:, :, kh, kw] for kh, kw in wg], axis=1) @ gcm        # [Cin, N*H*Wp]
         gx = gxm.reshape(cin, n, h, wp)[..., :wd].transpose(1, 0, 2, 3)
     return gx, gw
