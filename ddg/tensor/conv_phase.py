@@ -112,6 +112,11 @@ def _hwd(a, lead, extent):
     """``a`` [N, C, D, H, W] copied into a zero [C, *extent] array laid out [C, H, W, D, N], at
     the leading offsets ``lead`` (depth, height, width)."""
     n, c, d, h, w = a.shape
+    pads = (lead[1], extent[0] - h - lead[1], lead[2], extent[1] - w - lead[2])
+    if d == 1 and extent[2] == 1 and lead[0] == 0 and min(pads) >= 0:
+        # depth 1 (a 2-D image): the batch-innermost [C, H, W, N] copy, by the compiled pass
+        # for NCHW inputs (numpy's transposing copy took 2-5x as long)
+        return _cl(a[:, :, 0], pads).reshape((c,) + tuple(extent))
     out = np.zeros((c,) + tuple(extent), a.dtype)
     out[:, lead[1]:lead[1] + h, lead[2]:lead[2] + w, lead[0]:lead[0] + d] = a.transpose(1, 3, 4, 2, 0)
     return out
