@@ -10,8 +10,10 @@ modules; a 2-D image is a 3-D one of depth 1.
   kernel is a multiple of its stride as one stride-1 convolution with one output-channel
   block per output phase (see the section below).
 * ``phase_plane_forward`` / ``phase_cols_forward`` (and their backwards): the same phases on
-  NCHW arrays for few channels (the whole-plane loop) and for 1-D ones (three column
-  products), without batch-innermost copies.
+  NCHW arrays for few channels (the whole-plane loop) and for 1-D ones and kernels equal to
+  the stride (three column products), without batch-innermost copies.
+* ``phase_k3_forward`` / ``phase_k3_backward``: a 2-D 3x3 stride-2 padding-1 transposed
+  convolution by its exact output phases (9 taps, one product per phase) on NCHW planes.
 """
 import numpy as np
 

@@ -35,7 +35,8 @@ group; a 3x3 one dilated by d >= 2 with "same" padding is Winograd on the image'
 row/column residue classes (numpy); a 1x1 stride-1 one is a plain product over the image
 itself (per sample on an NCHW input); everything else is im2col + one product (per group), im2col and col2im
 compiled loops on numpy. A transposed convolution whose kernel is a multiple of its stride
-runs by output phases (``ddg.tensor.conv_phase``). On the GPU cuDNN, where usable, takes
+runs by output phases (``ddg.tensor.conv_phase``), a 3x3 stride-2 one by its exact phases
+(9 taps, no zero-extended kernel). On the GPU cuDNN, where usable, takes
 precedence over all of them.
 
 The pooling primitives (``pooling.py``) share this layout and these helpers.
