@@ -952,6 +952,12 @@ def test_phase_wino_gate_weighs_tile_fill_and_product_width():
     assert not CP._phase_wino_usable(np.zeros((1, 32, 12, 12, 12), np.float64), np.zeros((32, 32, 4, 4, 4), np.float32),
                                      (2, 2, 2), (1, 1, 1), (24,) * 3)
 
+    def takes2(n, c, sz):    # a 2-D one as depth 1: by the products' width (tiles * N) and the batch
+        return CP._phase_wino_usable(np.zeros((n, c, 1, sz, sz), np.float32), np.zeros((c, c, 1, 4, 4), np.float32),
+                                     (1, 2, 2), (0, 1, 1), (1, 2 * sz, 2 * sz))
+    assert takes2(16, 32, 16) and takes2(4, 64, 32) and takes2(8, 32, 16)       # 256, 256, 128 columns
+    assert not takes2(2, 64, 32) and not takes2(16, 64, 8) and not takes2(4, 64, 16)   # 128 (batch 2), 64, 64
+
 
 @pytest.mark.parametrize("c,th,tw,jd,n,out,s,p0", WINO_PHASE_GEOMS)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

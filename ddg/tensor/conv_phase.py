@@ -308,9 +308,10 @@ def _phase_wino_usable(x, w, s, p0, out):
     cols = th * tw * jd * x.shape[0]
     if x.shape[2] == 1 and w.shape[2] == 1:
         # a 2-D image (batch 16, 4x4 stride 2, C = 16-128 on 16x16 and 32x32 images):
-        # Winograd / columns 0.75-0.85 at 256 columns, 0.85-1.5 at 64 and 128, the weight
-        # transform and the narrow products costing most at the wider channel counts
-        return cols >= 256
+        # Winograd / columns 0.75-0.85 at 256 columns. At 128 columns (layer vs torch, 1
+        # thread): batch 8 on 16x16 inputs, 32-128 channels, 1.29-1.37 -> 1.14-1.23; batch 2
+        # on 32x32 even or slower (1.40 -> 1.44, 1.21 -> 1.27); at 64 columns 1.08-1.2x slower
+        return cols >= 256 or (cols >= 128 and x.shape[0] >= 8)
     # 3-D: narrow products run below BLAS speed and the weight transform does not shrink with
     # them; Winograd / columns (forward + backward, float32, 1 thread) came out near
     # R * (1 + 64 / columns): 16-128 channels, batch 1-4, inputs 8^3-16^3, 36-360 columns,
