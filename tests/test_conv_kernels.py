@@ -957,6 +957,7 @@ def test_phase_wino_gate_weighs_tile_fill_and_product_width():
                                      (1, 2, 2), (0, 1, 1), (1, 2 * sz, 2 * sz))
     assert takes2(16, 32, 16) and takes2(4, 64, 32) and takes2(8, 32, 16)       # 256, 256, 128 columns
     assert not takes2(2, 64, 32) and not takes2(16, 64, 8) and not takes2(4, 64, 16)   # 128 (batch 2), 64, 64
+    assert not takes2(8, 32, 14)                   # 128 columns, windows of 14 in four tiles
 
 
 @pytest.mark.parametrize("c,th,tw,jd,n,out,s,p0", WINO_PHASE_GEOMS)

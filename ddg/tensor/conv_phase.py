@@ -309,9 +309,11 @@ def _phase_wino_usable(x, w, s, p0, out):
     if x.shape[2] == 1 and w.shape[2] == 1:
         # a 2-D image (batch 16, 4x4 stride 2, C = 16-128 on 16x16 and 32x32 images):
         # Winograd / columns 0.75-0.85 at 256 columns. At 128 columns (layer vs torch, 1
-        # thread): batch 8 on 16x16 inputs, 32-128 channels, 1.29-1.37 -> 1.14-1.23; batch 2
-        # on 32x32 even or slower (1.40 -> 1.44, 1.21 -> 1.27); at 64 columns 1.08-1.2x slower
-        return cols >= 256 or (cols >= 128 and x.shape[0] >= 8)
+        # thread): batch 8 on 16x16 inputs, 32-256 channels, 1.25-1.37 -> 1.14-1.23, but on
+        # 14x14 (windows of 14 in four tiles) 1.22-1.38 -> 1.49-1.66, and batch 2 on 32x32
+        # even or slower (1.40 -> 1.44, 1.21 -> 1.27); at 64 columns 1.08-1.2x slower
+        whole = all(-(-out[i] // s[i]) % 4 == 0 for i in (1, 2))
+        return cols >= 256 or (cols >= 128 and x.shape[0] >= 8 and whole)
     # 3-D: narrow products run below BLAS speed and the weight transform does not shrink with
     # them; Winograd / columns (forward + backward, float32, 1 thread) came out near
     # R * (1 + 64 / columns): 16-128 channels, batch 1-4, inputs 8^3-16^3, 36-360 columns,
