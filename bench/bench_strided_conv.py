@@ -6,7 +6,7 @@ and of transposed, dilated and grouped convolutions at sizes of their own.
 
 ``dw``: depthwise 3x3 and 5x5, stride 1 and 2, 16-256 channels on 8-64 px, batch 8-32;
 ``convt2``: transposed convolutions (4x4 stride 2 padding 1, 3x3 stride 2 padding 1 with
-output_padding 1, 1-D and 3-D) at batch 2-16; ``dil``: 3x3 dilated by 2 and 3 ("same"
+output_padding 1, 2x2 stride 2, 1-D and 3-D) at batch 1-16; ``dil``: 3x3 dilated by 2 and 3 ("same"
 padding); ``grp``: 3x3 with 2, 4 and 8 groups.
 
 ``--ab`` adds a third contender: ddg with the polyphase paths of ``ddg.tensor.conv_strided``
@@ -42,7 +42,9 @@ DW = [(32, 64, 3, 2, 16), (64, 32, 3, 2, 16), (16, 32, 3, 2, 16), (128, 16, 3, 2
 CONVT2 = [(2, 16, 32, 16, 16, 4, 2, 1, 0), (2, 16, 64, 32, 16, 4, 2, 1, 0), (2, 8, 128, 64, 16, 4, 2, 1, 0),
           (2, 4, 64, 64, 32, 4, 2, 1, 0), (2, 2, 128, 128, 56, 4, 2, 1, 0), (2, 16, 256, 128, 8, 4, 2, 1, 0),
           (2, 16, 64, 32, 8, 3, 2, 1, 1), (2, 4, 128, 64, 16, 3, 2, 1, 1), (2, 8, 16, 16, 32, 3, 2, 1, 1),
-          (1, 8, 64, 32, 256, 4, 2, 1, 0), (3, 2, 16, 16, 16, 4, 2, 1, 0), (3, 2, 32, 16, 8, 4, 2, 1, 0)]
+          (1, 8, 64, 32, 256, 4, 2, 1, 0), (3, 2, 16, 16, 16, 4, 2, 1, 0), (3, 2, 32, 16, 8, 4, 2, 1, 0),
+          (2, 4, 64, 64, 32, 3, 2, 1, 1), (2, 16, 8, 8, 32, 3, 2, 1, 1), (2, 16, 32, 32, 16, 2, 2, 0, 0),
+          (2, 8, 128, 64, 16, 2, 2, 0, 0), (3, 1, 32, 32, 10, 4, 2, 1, 0)]
 # (batch, channels, size, dilation), 3x3, padding = dilation
 DIL = [(8, 16, 16, 2), (16, 16, 16, 2), (4, 64, 16, 2), (2, 16, 32, 2), (4, 128, 16, 2), (8, 32, 32, 3),
        (4, 64, 32, 3)]

@@ -347,6 +347,11 @@ PHASES_NCHW = [
     ("cols", (2, 9, 1, 7), (9, 10, 1, 4), (1, 2), [0, 1], 0),
     ("cols", (3, 10, 1, 5), (10, 9, 1, 6), (1, 3), [0, 2], (0, 1)),
     ("cols", (2, 9, 1, 4), (9, 9, 1, 4), (1, 2), [0, 3], (0, 1)),    # a crop past the stride
+    ("cols", (2, 9, 5, 4), (9, 10, 2, 2), 2, 0, 0),                   # kernel = stride: one tap per phase
+    ("cols", (2, 9, 4, 3), (9, 10, 2, 3), (2, 3), [1, 0, 0, 1], (1, 2)),
+    ("k3", (2, 3, 5, 4), (3, 4, 3, 3), 2, 1, 1),                     # 3x3 stride 2: the exact phases
+    ("k3", (3, 2, 4, 6), (2, 5, 3, 3), 2, 1, 0),
+    ("k3", (1, 16, 3, 5), (16, 2, 3, 3), 2, 1, (1, 0)),
 ]
 
 
@@ -384,7 +389,22 @@ def test_conv2d_transpose_phases_nchw(path, xs, ws, stride, padding, opad, monke
         np.testing.assert_allclose(gw, grads[0][1], rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("shape,stride,p0", [((3, 2, 9, 7), (2, 3), (1, 2)), ((2, 3, 5, 6, 7), (2, 1, 2), (1, 0, 1))])
+def test_phase_k3_gate():
+    # 3x3 stride 2 padding 1 to 2H - 1 or 2H: the exact phases with few channels, or on images of
+    # at least 16x16; other kernels, strides, paddings, sizes and groups keep their paths
+    import ddg.tensor.conv_phase as CP
+
+    def takes(c, hw, k=3, s=(2, 2), pads=(1, 1, 1, 1), out=None, groups=1, dt=np.float32):
+        x, w = np.zeros((2, c, hw, hw), dt), np.zeros((c, c // groups, k, k), dt)
+        return CP.phase_k3_usable(x, w, s, pads, (1, 1), groups, out or (2 * hw, 2 * hw))
+    assert takes(16, 8) and takes(8, 32) and takes(64, 16) and takes(16, 8, out=(15, 16))
+    assert not takes(32, 8) and not takes(16, 8, out=(17, 16)) and not takes(16, 8, k=4)
+    assert not takes(16, 8, s=(2, 1)) and not takes(16, 8, pads=(0, 0, 0, 0)) and not takes(16, 8, groups=2)
+    assert not takes(16, 8, dt=np.float16)
+
+
+@pytest.mark.parametrize("shape,stride,p0", [((3, 2, 9, 7), (2, 3), (1, 2)), ((2, 3, 5, 6, 7), (2, 1, 2), (1, 0, 1)),
+                                              ((1, 2, 9, 7), (2, 3), (1, 2)), ((1, 3, 5, 6, 7), (2, 1, 2), (1, 0, 1))])
 def test_phase_gather_reads_any_layout(shape, stride, p0):
     # the output gradient's phases from an NC(D)HW array, a batch-innermost view and a
     # non-dense slice alike, against the definition g[r, c, j, n] = gy[n, c, s*j + r - p0]
@@ -406,6 +426,24 @@ def test_phase_gather_reads_any_layout(shape, stride, p0):
         for dt in (np.float64, np.float32):
             g = K.phase_in(a.astype(dt) if dt is np.float32 else a, j, stride, p0, dt)
             np.testing.assert_allclose(g, ref, rtol=0, atol=1e-6 if dt is np.float32 else 0)
+
+
+@pytest.mark.parametrize("n,c,out,stride,p0", [(3, 2, (9, 7), (2, 3), (1, 2)), (1, 2, (9, 7), (2, 3), (1, 2)),
+                                                (1, 3, (5, 6, 7), (2, 1, 2), (1, 0, 1)), (2, 2, (4, 5, 6), (2, 2, 2), (1, 1, 0))])
+def test_phase_interleave(n, c, out, stride, p0):
+    # the phases f [P, C, *J, N] interleaved into the output, against y[c, s*j + r - p0, n] = f[r, c, j, n]
+    from ddg.tensor import conv_kernels as K
+    nd = len(stride)
+    j = tuple((out[i] + p0[i] + stride[i] - 1) // stride[i] for i in range(nd))
+    f = RNG.standard_normal((int(np.prod(stride)), c) + j + (n,))
+    ref = np.full((c,) + out + (n,), np.nan)
+    for p, r in enumerate(np.ndindex(*stride)):
+        for jj in np.ndindex(*j):
+            pos = tuple(stride[i] * jj[i] + r[i] - p0[i] for i in range(nd))
+            if all(0 <= pos[i] < out[i] for i in range(nd)):
+                ref[(slice(None),) + pos] = f[(p, slice(None)) + jj]
+    for dt in (np.float64, np.float32):
+        np.testing.assert_array_equal(K.phase_out(f.astype(dt), out, stride, p0), ref.astype(dt))
 
 
 def test_wino_phase_adjoint_reads_any_layout():
@@ -937,6 +975,10 @@ WINO_PHASE_GEOMS = [
     (3, 2, 2, 5, 2, (8, 13, 14), (2, 2, 2), (1, 1, 0)),
     (2, 2, 3, 8, 3, (7, 15, 22), (1, 2, 3), (0, 1, 2)),
     (2, 2, 2, 6, 1, (10, 15, 13), (2, 2, 2), (1, 0, 1)),
+    # depth 1 (2-D), whole and partial last tiles of output columns, batch 1, 3 and 16
+    (2, 2, 3, 1, 3, (1, 15, 22), (1, 2, 3), (0, 1, 2)),
+    (3, 2, 2, 1, 16, (1, 14, 16), (1, 2, 2), (0, 1, 1)),
+    (2, 2, 2, 1, 1, (1, 13, 13), (1, 2, 2), (0, 1, 0)),
 ]
 
 
@@ -954,6 +996,13 @@ def test_phase_wino_gate_weighs_tile_fill_and_product_width():
     assert not takes(2, 8, 20)                     # 8 channels: the phases' columns
     assert not CP._phase_wino_usable(np.zeros((1, 32, 12, 12, 12), np.float64), np.zeros((32, 32, 4, 4, 4), np.float32),
                                      (2, 2, 2), (1, 1, 1), (24,) * 3)
+
+    def takes2(n, c, sz):    # a 2-D one as depth 1: by the products' width (tiles * N) and the batch
+        return CP._phase_wino_usable(np.zeros((n, c, 1, sz, sz), np.float32), np.zeros((c, c, 1, 4, 4), np.float32),
+                                     (1, 2, 2), (0, 1, 1), (1, 2 * sz, 2 * sz))
+    assert takes2(16, 32, 16) and takes2(4, 64, 32) and takes2(8, 32, 16)       # 256, 256, 128 columns
+    assert not takes2(2, 64, 32) and not takes2(16, 64, 8) and not takes2(4, 64, 16)   # 128 (batch 2), 64, 64
+    assert not takes2(8, 32, 14)                   # 128 columns, windows of 14 in four tiles
 
 
 @pytest.mark.parametrize("c,th,tw,jd,n,out,s,p0", WINO_PHASE_GEOMS)

@@ -310,6 +310,13 @@ def _phase_out(f, y, geom):
                     cnt = (ow - x0 + sw - 1) // sw if x0 < ow else 0
                     src = (((((rd * sh + rh) * sw + rw) * c_n + c) * jd_n + jd) * jh_n + jh) * jw_n + j0
                     fr = f[src * n:(src + cnt) * n]
+                    if n == 1:   # batch 1: one strided run
+                        if cnt == 0:
+                            continue
+                        yq = yr[x0:x0 + (cnt - 1) * sw + 1:sw]
+                        for q in range(cnt):
+                            yq[q] = fr[q]
+                        continue
                     for q in range(cnt):
                         for k in range(n):
                             yr[(x0 + q * sw) * n + k] = fr[q * n + k]
@@ -334,6 +341,13 @@ def _phase_in(gy, g, geom):
                     cnt = (ow - x0 + sw - 1) // sw if x0 < ow else 0
                     d = (((((rd * sh + rh) * sw + rw) * c_n + c) * jd_n + jd) * jh_n + jh) * jw_n + j0
                     gr = g[d * n_n:(d + cnt) * n_n]
+                    if n_n == 1:   # batch 1: a plain strided run (the loop over N would stay scalar)
+                        if cnt == 0:
+                            continue
+                        gs = gy[s0 + x0 * bx:s0 + (x0 + (cnt - 1) * sw) * bx + 1:sw * bx]
+                        for q in range(cnt):
+                            gr[q] = gs[q]
+                        continue
                     for q in range(cnt):   # one run of g written in order, the N entries of gy read
                         s = s0 + (x0 + q * sw) * bx
                         for n in range(n_n):
@@ -445,6 +459,23 @@ def _wino4_out_phase(m, y, geom):
                                 t2[q] = a1 + a2 + f4 * (a3 + a4)
                                 t3[q] = a1 - a2 + f8 * (a3 - a4) + sa5[q]
                             base = ((c * oh + yy) * ow + x0) * od * n + z0 * n
+                            if cz == 1:   # one depth: per tile column its four output columns, N values each
+                                full = cols - cols % 4
+                                for tx in range(full // 4):
+                                    sq = tx * nn + j0 * n
+                                    dq = base + 4 * tx * xs
+                                    for k in range(n):
+                                        y[dq + k] = t0[sq + k]
+                                        y[dq + xs + k] = t1[sq + k]
+                                        y[dq + 2 * xs + k] = t2[sq + k]
+                                        y[dq + 3 * xs + k] = t3[sq + k]
+                                for col in range(full, cols):
+                                    tr = t[col & 3]
+                                    src = (col >> 2) * nn + j0 * n
+                                    dst = base + col * xs
+                                    for k in range(n):
+                                        y[dst + k] = tr[src + k]
+                                continue
                             for col in range(cols):        # output column x0 + col*sw
                                 tr = t[col & 3]
                                 src = (col >> 2) * nn + j0 * n
@@ -497,7 +528,22 @@ def _wino4_out_phase_adj(gy, gm, geom):
                                 eb = e[b]
                                 for q in range(ln):
                                     eb[q] = zero
-                            if 0 <= yy < oh:
+                            if 0 <= yy < oh and cz == 1:   # one depth: per tile column its four output columns
+                                base = c * bc + z0 * bz + yy * by + x0 * bx
+                                full = cols - cols % 4
+                                e0_, e1_, e2_, e3_ = e[0], e[1], e[2], e[3]
+                                for k in range(n):
+                                    sk = base + k * bn
+                                    for tx in range(full // 4):
+                                        src = sk + 4 * tx * bq
+                                        dst = tx * nn + j0 * n + k
+                                        e0_[dst] = gy[src]
+                                        e1_[dst] = gy[src + bq]
+                                        e2_[dst] = gy[src + 2 * bq]
+                                        e3_[dst] = gy[src + 3 * bq]
+                                    for col in range(full, cols):
+                                        e[col & 3, (col >> 2) * nn + j0 * n + k] = gy[sk + col * bq]
+                            elif 0 <= yy < oh:
                                 base = c * bc + z0 * bz + yy * by + x0 * bx
                                 for k in range(n):    # along gy's rows: strided column reads
                                     for i in range(cz):
@@ -1148,16 +1194,20 @@ def phase_out_planes(f, nb, c, j, out, s, p0, batch_major=True):
     return y
 
 
-def phase_in_planes(gy, j, s, p0, dtype, batch_major=True, tail=0):
+def phase_in_planes(gy, j, s, p0, dtype, batch_major=True, tail=0, out=None):
     """The phases of the output gradient ``gy`` [B, C, OH, OW] (any dense layout, read in
     place), zero where no output position maps: [B, P, C, Jh, Jw] when ``batch_major``, else
-    [P, C, B, Jh, Jw]; its buffer is followed by ``tail`` zeros (for shifted views)."""
+    [P, C, B, Jh, Jw]; its buffer is followed by ``tail`` zeros (for shifted views). With
+    ``out`` (a zeroed C-contiguous array of that size and dtype), written there."""
     nb, c = gy.shape[:2]
     p = int(np.prod(s))
     flat, st = flat_strided(gy.astype(dtype, copy=False))
     pl = j[0] * j[1]
     shape = ((nb, p, c) if batch_major else (p, c, nb)) + tuple(j)
-    g = np.zeros(int(np.prod(shape)) + tail, dtype)[:int(np.prod(shape))].reshape(shape)
+    if out is not None:
+        g = out.reshape(shape)
+    else:
+        g = np.zeros(int(np.prod(shape)) + tail, dtype)[:int(np.prod(shape))].reshape(shape)
     fs = (p * c * pl, pl) if batch_major else (pl, nb * pl)
     _phase_in_planes(flat, g.reshape(-1), (nb, c) + tuple(j) + tuple(gy.shape[2:]) + tuple(s) + tuple(p0) + fs + st)
     return g

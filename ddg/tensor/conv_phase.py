@@ -10,8 +10,10 @@ modules; a 2-D image is a 3-D one of depth 1.
   kernel is a multiple of its stride as one stride-1 convolution with one output-channel
   block per output phase (see the section below).
 * ``phase_plane_forward`` / ``phase_cols_forward`` (and their backwards): the same phases on
-  NCHW arrays for few channels (the whole-plane loop) and for 1-D ones (three column
-  products), without batch-innermost copies.
+  NCHW arrays for few channels (the whole-plane loop) and for 1-D ones and kernels equal to
+  the stride (three column products), without batch-innermost copies.
+* ``phase_k3_forward`` / ``phase_k3_backward``: a 2-D 3x3 stride-2 padding-1 transposed
+  convolution by its exact output phases (9 taps, one product per phase) on NCHW planes.
 """
 import numpy as np
 
@@ -112,6 +114,11 @@ def _hwd(a, lead, extent):
     """``a`` [N, C, D, H, W] copied into a zero [C, *extent] array laid out [C, H, W, D, N], at
     the leading offsets ``lead`` (depth, height, width)."""
     n, c, d, h, w = a.shape
+    pads = (lead[1], extent[0] - h - lead[1], lead[2], extent[1] - w - lead[2])
+    if d == 1 and extent[2] == 1 and lead[0] == 0 and min(pads) >= 0:
+        # depth 1 (a 2-D image): the batch-innermost [C, H, W, N] copy, by the compiled pass
+        # for NCHW inputs (numpy's transposing copy took 2-5x as long)
+        return _cl(a[:, :, 0], pads).reshape((c,) + tuple(extent))
     out = np.zeros((c,) + tuple(extent), a.dtype)
     out[:, lead[1]:lead[1] + h, lead[2]:lead[2] + w, lead[0]:lead[0] + d] = a.transpose(1, 3, 4, 2, 0)
     return out
@@ -301,9 +308,12 @@ def _phase_wino_usable(x, w, s, p0, out):
     cols = th * tw * jd * x.shape[0]
     if x.shape[2] == 1 and w.shape[2] == 1:
         # a 2-D image (batch 16, 4x4 stride 2, C = 16-128 on 16x16 and 32x32 images):
-        # Winograd / columns 0.75-0.85 at 256 columns, 0.85-1.5 at 64 and 128, the weight
-        # transform and the narrow products costing most at the wider channel counts
-        return cols >= 256
+        # Winograd / columns 0.75-0.85 at 256 columns. At 128 columns (layer vs torch, 1
+        # thread): batch 8 on 16x16 inputs, 32-256 channels, 1.25-1.37 -> 1.14-1.23, but on
+        # 14x14 (windows of 14 in four tiles) 1.22-1.38 -> 1.49-1.66, and batch 2 on 32x32
+        # even or slower (1.40 -> 1.44, 1.21 -> 1.27); at 64 columns 1.08-1.2x slower
+        whole = all(-(-out[i] // s[i]) % 4 == 0 for i in (1, 2))
+        return cols >= 256 or (cols >= 128 and x.shape[0] >= 8 and whole)
     # 3-D: narrow products run below BLAS speed and the weight transform does not shrink with
     # them; Winograd / columns (forward + backward, float32, 1 thread) came out near
     # R * (1 + 64 / columns): 16-128 channels, batch 1-4, inputs 8^3-16^3, 36-360 columns,
@@ -512,13 +522,17 @@ def phase_plane_backward(gy, state, need_x, need_w):
 # and the weight gradient is the product of the phases with the forward's columns. Three
 # products, no batch-innermost copies and no compiled im2col. 1-D ones take it (forward +
 # backward against the batch-innermost phases, float32, 1 thread: 0.7-0.85x at batch 4-32,
-# 16-64 channels, lengths 64-1024); 2-D images keep the batch-innermost phases, which ran
-# faster (these products 1.1-1.25x their time at 16-64 channels on 16x16 to 32x32).
+# 16-64 channels, lengths 64-1024), and 2-D ones whose kernel equals the stride (2x2 stride 2:
+# 0.8-0.93x at 32-128 channels on 16x16, even on 4x4 and 8x8); other 2-D images keep the
+# batch-innermost phases, which ran faster (these products 1.1-1.25x their time at 16-64
+# channels on 16x16 to 32x32, 4x4 kernels).
 def phase_cols_usable(x, w, s, d, groups):
-    """Whether a 1-D transposed convolution (a 2-D one of height 1, kernel height 1) takes
-    the NCHW column products (2-D images work too; they are not sent here)."""
-    return (x.ndim == 4 and x.shape[2] == 1 and w.shape[2] == 1 and _phases_usable(x, w, s, d, groups) and
-            x.dtype == w.dtype and max(w.shape[:2]) <= PHASE_COLS_MAX_C)
+    """Whether a 1-D transposed convolution (a 2-D one of height 1, kernel height 1), or a 2-D
+    one whose kernel equals its stride (one tap per phase: the columns are the padded input
+    itself), takes the NCHW column products. Other 2-D images keep the batch-innermost phases."""
+    one_tap = x.ndim == 4 and tuple(w.shape[2:]) == tuple(s)
+    return (x.ndim == 4 and (one_tap or (x.shape[2] == 1 and w.shape[2] == 1)) and
+            _phases_usable(x, w, s, d, groups) and x.dtype == w.dtype and max(w.shape[:2]) <= PHASE_COLS_MAX_C)
 
 
 PHASE_COLS_MAX_C = 128   # at 256 channels on short sequences the batch-innermost phases ran faster
@@ -571,4 +585,111 @@ def phase_cols_backward(gy, state, need_x, need_w):
         gw = np.empty(w.size, gwf.dtype)
         gw[wf_i] = gwf.reshape(-1)
         gw = gw.reshape(w.shape)
+    return gx, gw
+
+
+# -- 3x3 stride 2 padding 1: the exact phases on NCHW planes ------------------------------------------
+# The usual 2x upsampling kernel (3x3, stride 2, padding 1, output 2H - 1 or 2H) is no multiple of
+# its stride. Per axis, output 2j takes tap 1 of input j, output 2j + 1 taps 2 (input j) and 0
+# (input j + 1): per axis phase one or two shifts (0, +1) of the input, so the four 2-D phases use
+# 1, 2, 2 and 4 of the four shifted input planes, 9 taps in all (the 4x4 zero-extended kernel of
+# the general phases has 16, the adjoint's columns are 9 times the output gradient). With the
+# shifted planes stacked in the order (0, 1), (0, 0), (1, 0), (1, 1), each phase's shifts are one
+# contiguous block of rows, so a phase is one product of its taps' weights with a block of them.
+# Planes are laid out on a padded width (Wp = W + 1), so a shift is an offset of the flat plane;
+# the extra column (junk in the phases, zero in x and in the phases' gradients) and zero rows
+# absorb the reads past the edges. One product per phase forward; backward, the nine shifted
+# planes of the output gradient's phases give both gradients in one product each.
+K3_SHIFTS = ((0, 1), (0, 0), (1, 0), (1, 1))
+K3_BLOCKS = ((1, 2), (0, 2), (1, 3), (0, 4))      # phase (rh, rw) = (0, 0), (0, 1), (1, 0), (1, 1): its shifts
+K3_TAP = {(0, 0): 1, (1, 0): 2, (1, 1): 0}        # (axis phase, shift) -> kernel tap
+# Forward + backward against the adjoint (layer race vs torch, float32, 1 thread): at 8-16 channels
+# 0.65-0.8 of its time on 32x32 to 64x64 inputs, even on 8x8; at 32-128 channels 0.8 on 32x32, even
+# on 16x16, but 1.15-1.25x slower on 8x8 inputs (the padded row and column are a quarter more
+# positions there, and the per-phase products are small): more channels take it from 16x16 inputs.
+PHASE_K3_MAX_C = 16
+PHASE_K3_MIN_PIXELS = 256
+
+
+def phase_k3_usable(x, w, s, pads, d, groups, out):
+    """Whether a 2-D transposed convolution of ``x`` [N, Cin, H, W] with ``w`` [Cin, Cout,
+    3, 3], stride 2, padding 1 to ``out`` (2H - 1 or 2H per axis) takes the exact phases."""
+    return (x.ndim == 4 and tuple(w.shape[2:]) == (3, 3) and tuple(s) == (2, 2) and tuple(pads) == (1, 1, 1, 1) and
+            tuple(d) == (1, 1) and groups == 1 and K.usable(x, w) and x.dtype == w.dtype and
+            (max(w.shape[0], w.shape[1]) <= PHASE_K3_MAX_C or x.shape[2] * x.shape[3] >= PHASE_K3_MIN_PIXELS) and
+            all(out[i] in (2 * x.shape[2 + i] - 1, 2 * x.shape[2 + i]) for i in range(2)))
+
+
+def _k3_taps():
+    """Per phase p (row-major over (rh, rw)) its (shift block index, kh, kw) in block order."""
+    taps = []
+    for p, (rh, rw) in enumerate(np.ndindex(2, 2)):
+        lo, hi = K3_BLOCKS[p]
+        taps.append([(q, K3_TAP[(rh, K3_SHIFTS[q][0])], K3_TAP[(rw, K3_SHIFTS[q][1])]) for q in range(lo, hi)])
+    return taps
+
+
+K3_TAPS = _k3_taps()
+
+
+def phase_k3_forward(x, w, out):
+    """The transposed convolution of ``phase_k3_usable`` shapes: the output [N, Cout, OH, OW]
+    (NCHW, C-contiguous) and the state ``phase_k3_backward`` takes."""
+    n, cin, h, wd = x.shape
+    cout = w.shape[1]
+    wp = wd + 1
+    ln = h * wp
+    xp = np.zeros((n, cin, h + 2, wp), x.dtype)     # the rows below: the shifted reads past the last row
+    xp[:, :, :h, :wd] = x
+    flat, e = xp.reshape(-1), x.itemsize
+    cols = np.empty((4, cin, n, ln), x.dtype)       # the four shifted planes
+    for q, (u, v) in enumerate(K3_SHIFTS):
+        cols[q] = np.lib.stride_tricks.as_strided(flat[u * wp + v:], (cin, n, ln), (xp.strides[1], xp.strides[0], e))
+    cm = cols.reshape(4 * cin, n * ln)
+    f = np.empty((4, cout, n * ln), x.dtype)
+    for p, taps in enumerate(K3_TAPS):
+        wr = np.concatenate([w[:, :, kh, kw] for _, kh, kw in taps], axis=0)   # [taps*Cin, Cout]
+        lo, hi = K3_BLOCKS[p]
+        np.matmul(wr.T, cm[lo * cin:hi * cin], out=f[p])
+    y = K.phase_out_planes(f, n, cout, (h, wp), out, (2, 2), (0, 0), batch_major=False)
+    return y, ("k3", cm, w, tuple(out))
+
+
+def phase_k3_backward(gy, state, need_x, need_w):
+    """The gradients of ``phase_k3_forward`` (x's [N, Cin, H, W] as a view, w's [Cin, Cout,
+    3, 3]) for the output gradient ``gy`` [N, Cout, OH, OW]."""
+    _, cm, w, out = state
+    cin, cout = w.shape[:2]
+    n = gy.shape[0]
+    h, wd = (out[0] + 1) // 2, (out[1] + 1) // 2
+    wp = wd + 1
+    lx, lg = h * wp, (h + 1) * wp                     # a plane of x, of the gradient's phases
+    # the phases on planes of one more row (zero), after wp + 1 zeros: every shifted read
+    # below that falls off an output plane reads a zero
+    lead = wp + 1
+    buf = np.zeros(lead + 4 * cout * n * lg, w.dtype)
+    K.phase_in_planes(gy, (h + 1, wp), (2, 2), (0, 0), w.dtype, batch_major=False, out=buf[lead:])
+    # input position i meets tap (phase p, shift d) through g_p[i - d]: the nine shifted phase
+    # planes stacked give both gradients in one product each
+    e = w.itemsize
+    gc = np.empty((9, cout, n, lx), w.dtype)
+    wg = []
+    k = 0
+    for p, taps in enumerate(K3_TAPS):
+        for q, kh, kw in taps:
+            u, v = K3_SHIFTS[q]
+            off = lead + p * cout * n * lg - (u * wp + v)
+            gc[k] = np.lib.stride_tricks.as_strided(buf[off:], (cout, n, lx), (n * lg * e, lg * e, e))
+            wg.append((kh, kw))
+            k += 1
+    gcm = gc.reshape(9 * cout, n * lx)
+    gx = gw = None
+    if need_w:    # x on the padded width is the forward's unshifted block (zero in the extra column)
+        gwm = (gcm @ cm[cin:2 * cin].T).reshape(9, cout, cin)
+        gw = np.empty(w.shape, w.dtype)
+        for k, (kh, kw) in enumerate(wg):
+            gw[:, :, kh, kw] = gwm[k].T
+    if need_x:
+        gxm = np.concatenate([w[:, :, kh, kw] for kh, kw in wg], axis=1) @ gcm        # [Cin, N*H*Wp]
+        gx = gxm.reshape(cin, n, h, wp)[..., :wd].transpose(1, 0, 2, 3)
     return gx, gw

@@ -35,7 +35,8 @@ group; a 3x3 one dilated by d >= 2 with "same" padding is Winograd on the image'
 row/column residue classes (numpy); a 1x1 stride-1 one is a plain product over the image
 itself (per sample on an NCHW input); everything else is im2col + one product (per group), im2col and col2im
 compiled loops on numpy. A transposed convolution whose kernel is a multiple of its stride
-runs by output phases (``ddg.tensor.conv_phase``). On the GPU cuDNN, where usable, takes
+runs by output phases (``ddg.tensor.conv_phase``), a 3x3 stride-2 one by its exact phases
+(9 taps, no zero-extended kernel). On the GPU cuDNN, where usable, takes
 precedence over all of them.
 
 The pooling primitives (``pooling.py``) share this layout and these helpers.
@@ -61,7 +62,8 @@ from ...tensor.winograd import (WINO4_AT as _WINO4_AT, WINO4_BT as _WINO4_BT, WI
 from ...tensor.conv_phase import phases_pay
 from ...tensor.conv_phase import _cl, _phases_usable, phase_transpose_backward, phase_transpose_forward
 from ...tensor.conv_phase import (phase_cols_backward, phase_cols_forward, phase_cols_usable, phase_plane_backward,
-                                  phase_plane_forward, phase_plane_usable)
+                                  phase_plane_forward, phase_plane_usable, phase_k3_backward, phase_k3_forward,
+                                  phase_k3_usable)
 
 
 # -- helpers ------------------------------------------------------------------------------
@@ -1083,6 +1085,13 @@ class Conv2dTranspose(Function):
             self.phase = ("line", st)
             self.x, self.w = x, w
             return y
+        if phase_k3_usable(x, w, (sh, sw), self.pads, (dh, dw), g, (oh, ow)):
+            # 3x3 stride 2 padding 1, few channels: the exact phases on the NCHW planes
+            y, self.phase = phase_k3_forward(x, w, (oh, ow))
+            if b:
+                y += b[0].reshape(1, -1, 1, 1)
+            self.x, self.w = x, w
+            return y
         if phase_plane_usable(x, w, (sh, sw), (dh, dw), g):
             # few channels: the phases as whole-plane multiply-adds on the NCHW planes
             y, self.phase = phase_plane_forward(x, w, (sh, sw), (pt, pl), (oh, ow))
@@ -1140,6 +1149,8 @@ class Conv2dTranspose(Function):
                 gx, gw = phase_plane_backward(gy.astype(w.dtype, copy=False), self.phase, needs[0], needs[1])
             elif tag == "cols":
                 gx, gw = phase_cols_backward(gy, self.phase, needs[0], needs[1])
+            elif tag == "k3":
+                gx, gw = phase_k3_backward(gy, self.phase, needs[0], needs[1])
             else:
                 gx, gw = phase_transpose_backward(gy, self.phase, needs[0], needs[1])
             gb = gy.sum(axis=(0, 2, 3)) if len(needs) == 3 and needs[2] else None
