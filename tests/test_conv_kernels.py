@@ -204,13 +204,14 @@ def test_per_sample_columns_path_chosen_for_stems_float32(c, hw, k, stride, x_gr
         assert np.abs(a - r).max() <= 2e-6 * np.abs(r).max()
 
 
-@pytest.mark.parametrize("c,groups,o,dil", [(3, 3, 6, 1), (6, 2, 4, (2, 1))])
-def test_small_nchw_planes_run_batch_innermost(monkeypatch, c, groups, o, dil):
-    # stride 1 on small NCHW planes (batch >= 8): converted to batch-innermost for the plane
+@pytest.mark.parametrize("c,groups,o,dil,n", [(3, 3, 6, 1, 8), (6, 2, 4, (2, 1), 3), (4, 4, 4, 1, 2)])
+def test_small_nchw_planes_run_batch_innermost(monkeypatch, c, groups, o, dil, n):
+    # stride 1 on small NCHW planes (batch >= 2): converted to batch-innermost for the plane
     # loop, the input gradient converted back; same values and gradients as the NCHW plane
     # loop and the float64 reference
     from ddg.autograd.ops import conv as C
-    x, b = RNG.standard_normal((8, c, 5, 6)), RNG.standard_normal(o)
+    assert n >= C.PLANE_BATCH_INNER_MIN_N
+    x, b = RNG.standard_normal((n, c, 5, 6)), RNG.standard_normal(o)
     w = RNG.standard_normal((o, c // groups, 3, 3))
     ref = ref_conv2d(x, w, b, (1, 1), (1, 2, 1, 0), _pair(dil), groups)
     got = {}

@@ -518,9 +518,13 @@ def _cudnn_conv_filter(cd, x, gy, w_shape, pad, stride, dilation, groups):
 GWINO_FOLD_BELOW = 2
 
 # output pixels per plane up to which a stride-1 depthwise / narrow-group convolution of an
-# NCHW batch (of 8 or more) runs batch-innermost: 3x3 on 8x8 planes, batch 16, 64-256
-# channels, forward + backward 0.65-0.7 of the NCHW plane loop's time (16x16: even)
+# NCHW batch (of PLANE_BATCH_INNER_MIN_N or more) runs batch-innermost: 3x3 on 8x8 planes,
+# batch 16, 64-256 channels, forward + backward 0.65-0.7 of the NCHW plane loop's time (16x16:
+# even); at batch 2-4 (thread CPU time, 3x3 and 5x5, 7x7 to 10x10 planes, 64-512 channels,
+# depthwise and 4-8 channels per group) 0.67-0.98 of it: a 7x7 plane's 61-element rows leave
+# the loop mostly overhead, and even two samples per row pay for the interleaving copies
 PLANE_BATCH_INNER_MAX = 100
+PLANE_BATCH_INNER_MIN_N = 2
 
 
 class Conv2d(Function):
@@ -918,7 +922,7 @@ class Conv2d(Function):
         n, c, h, wd = x.shape
         if _is_chwn(x):
             x5 = np.ascontiguousarray(_pad_input(x, self.pads).transpose(1, 2, 3, 0))[None]
-        elif oh * ow <= PLANE_BATCH_INNER_MAX and n >= 8:
+        elif oh * ow <= PLANE_BATCH_INNER_MAX and n >= PLANE_BATCH_INNER_MIN_N:
             # small planes: an NCHW plane's rows are too short for the loop; one compiled
             # interleaving copy makes the image batch-innermost (rows N times longer)
             x5 = (conv_strided.padded_batch_inner(x, self.pads) if K.usable(x) else _cl(x, self.pads))[None]
