@@ -874,7 +874,7 @@ class Conv2d(Function):
                 gx4 = K.wino4_in_adjoint_add(gv.reshape(6, 6, c, th, tw, n), np.zeros((c, hp, wp, n), gv.dtype))
                 gx = gx4.transpose(3, 0, 1, 2)[:, :, pt:pt + h, pl:pl + wd]
         if len(needs) == 3:
-            gb = gy.sum(axis=(0, 2, 3)) if needs[2] else None
+            gb = _channel_sums(gy) if needs[2] else None
             return gx, gw, gb
         return gx, gw
 
