@@ -583,9 +583,11 @@ def test_stride1_conv3d_depth_slabs(pad, dil):
 
 
 @pytest.mark.parametrize("xs,ws,pad,dil", [((2, 16, 4, 9, 10), (16, 16, 3, 3, 3), (1, 1, 1), (1, 1, 1)),
-                                            ((1, 16, 5, 10, 8), (17, 16, 2, 3, 3), (1, 0, 2), (2, 1, 1))])
+                                            ((1, 16, 5, 10, 8), (17, 16, 2, 3, 3), (1, 0, 2), (2, 1, 1)),
+                                            ((8, 16, 3, 6, 6), (16, 16, 3, 3, 3), (1, 1, 1), (1, 1, 1))])
 def test_conv3d_winograd_over_height_and_width(xs, ws, pad, dil, monkeypatch):
-    # kd x 3 x 3, stride 1, >= 16 channels, planes >= 8x8: F(4x4, 3x3) per depth offset
+    # kd x 3 x 3, stride 1, >= 16 channels, planes >= 8x8 (6x6 at batch 8): F(4x4, 3x3) per
+    # depth offset
     import ddg.autograd.ops.conv_nd as CN
     taken, real = [], CN._wino3_forward
     monkeypatch.setattr(CN, "_wino3_forward", lambda *a: taken.append(1) or real(*a))

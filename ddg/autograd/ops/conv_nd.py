@@ -68,7 +68,8 @@ def _col2im(cols, extent, s, d):
 def _use_wino3(x, w, s, pads, d, groups):
     """Whether ConvNd takes the 3-D Winograd path: numpy float32/float64, 3-D, one group,
     stride 1, a kd x 3 x 3 kernel with no height/width dilation, padding within the kernel,
-    at least 16 channels in and out and an output plane of at least 8x8."""
+    at least 16 channels in and out and an output plane of at least 8x8 (smaller ones where
+    the tiles' work and the products' width pay, ``WINO3_SMALL_GAIN``)."""
     if len(s) != 3 or groups != 1 or any(v != 1 for v in s) or tuple(w.shape[3:]) != (3, 3) or d[1:] != (1, 1):
         return False
     if not K.usable(x, w) or x.dtype != w.dtype or min(w.shape[0], w.shape[1]) < 16:
@@ -76,7 +77,20 @@ def _use_wino3(x, w, s, pads, d, groups):
     kd = w.shape[2]
     if pads[0] > d[0] * (kd - 1) or pads[1] > d[0] * (kd - 1) or max(pads[2:]) > 2:
         return False
-    return min(x.shape[3] + pads[2] + pads[3] - 2, x.shape[4] + pads[4] + pads[5] - 2) >= 8
+    oh, ow = x.shape[3] + pads[2] + pads[3] - 2, x.shape[4] + pads[4] + pads[5] - 2
+    if min(oh, ow) >= 8:
+        return True
+    # smaller planes: the tiles' multiplications against the columns' (4 * tiles / (OH*OW))
+    # widened for narrow products (columns = tiles * OD * N), as for the transposed phases.
+    # Winograd / columns, forward + backward, float32, 1 thread, 16-64 channels, planes 4-7,
+    # batch 1-16: 0.57-0.88 where this is <= 0.75, 1.01-1.5 above it (0.77-4.3)
+    tiles = -(-oh // 4) * -(-ow // 4)
+    od = x.shape[2] + pads[0] + pads[1] - d[0] * (kd - 1)
+    cols = tiles * od * x.shape[0]
+    return 4.0 * tiles / (oh * ow) * (1.0 + 64.0 / cols) <= WINO3_SMALL_GAIN
+
+
+WINO3_SMALL_GAIN = 0.75
 
 
 def _out_sizes(spatial, k, s, pads, d):
