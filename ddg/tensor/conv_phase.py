@@ -222,11 +222,22 @@ def _phases_usable(x, w, s, d, groups):
 # 1.56x the multiply-adds, measured 1.2x slower forward + backward at batch 16, 128 -> 64
 # channels, 4x4 -> 8x8; at 8x8 -> 16x16, 1.27x the work, the two ran even).
 PHASE_WORK_MAX = 1.4
+# The phases permute the weight three times (the flipped phase weight, the gradients' phase
+# weight, the weight gradient back) and copy its gradient out of a transposed product: passes
+# over Cin*Cout*k^2 values, where the columns' im2col and col2im move Cout*k^2*H*W*N. With many
+# channels on few pixels the weight is the larger: forward + backward, 4x4 stride 2 padding 1,
+# C -> C, float32, 1 thread, phases / columns time: [4, 512, 7, 7] 1.8, [1, 512, 14, 14] 1.74,
+# [2, 256, 14, 14] 1.13, [16, 256, 7, 7] 1.1, [2, 128, 14, 14] 1.02, [8, 256, 14, 14] 1.0,
+# [16, 128, 8, 8] 0.96, [4, 128, 14, 14] 0.96, [4, 64, 14, 14] 0.88.
+PHASE_PIXELS_PER_CIN = 4
 
 
 def phases_pay(x, w, s):
     """Whether a 2-D transposed convolution that ``_phases_usable`` accepts should take the
-    phases: their multiply-adds over the columns' product's at most ``PHASE_WORK_MAX``."""
+    phases: their multiply-adds over the columns' product's at most ``PHASE_WORK_MAX``, and
+    more than ``PHASE_PIXELS_PER_CIN`` input positions (H*W*N) per input channel."""
+    if int(np.prod(x.shape[2:])) * x.shape[0] <= PHASE_PIXELS_PER_CIN * x.shape[1]:
+        return False
     r = 1.0
     for i in range(len(s)):
         t = w.shape[2 + i] // s[i]
