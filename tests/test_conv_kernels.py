@@ -337,6 +337,30 @@ def test_conv2d_transpose_phases_gate(monkeypatch):
         y = F.conv2d_transpose(T(x), T(w), None, 2, 1)
         assert bool(calls) is phased
         np.testing.assert_allclose(y.numpy(), ref, rtol=1e-12, atol=1e-12)
+    # many channels on few pixels: the columns' gradients against the phases' (forced), and the
+    # half dtypes (computed in float32) through the same gate
+    from ddg.tensor.dtypes import bfloat16
+    x, w = RNG.standard_normal((1, 40, 6, 6)), RNG.standard_normal((40, 9, 4, 4))
+    gy = RNG.standard_normal((1, 9, 12, 12))
+
+    def grads():
+        xt, wt = T(x, True), T(w, True)
+        F.conv2d_transpose(xt, wt, None, 2, 1).backward(T(gy))
+        return xt.grad.numpy(), wt.grad.numpy()
+
+    cols = grads()
+    monkeypatch.setattr(ddg.autograd.ops.conv, "phases_pay", lambda *a: True)
+    calls.clear()
+    phased = grads()
+    assert calls
+    for a, b in zip(cols, phased):
+        np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-11)
+    monkeypatch.undo()
+    ref = ref_conv2d_transpose(x, w, None, (2, 2), (1, 1, 1, 1), (1, 1), 1, (0, 0))
+    for dt, tol in ((np.float16, 2e-2), (bfloat16, 6e-2)):
+        yl = F.conv2d_transpose(ddg.to_tensor(x.astype(dt)), ddg.to_tensor(w.astype(dt)), None, 2, 1)
+        assert yl.numpy().dtype == dt
+        np.testing.assert_allclose(yl.numpy().astype(np.float64), ref, rtol=0, atol=tol * np.abs(ref).max())
 
 
 # (path, x shape, w shape, stride, padding, output_padding): the NCHW phases, few channels on
