@@ -320,16 +320,17 @@ def test_conv2d_transpose_by_phases(xs, ws, stride, padding, opad, monkeypatch):
 
 def test_conv2d_transpose_phases_gate(monkeypatch):
     # a 4x4 image with kernel 4, stride 2 gives uncropped phases of 5x5 positions (1.56x the
-    # columns' work): the columns' path; 16x16 (1.13x) takes the phases; at most
-    # PHASE_PIXELS_PER_CIN input positions per input channel (a weight larger than the columns)
-    # the columns' path again. All against the reference.
+    # columns' work): the columns' path; 16x16 (1.13x) takes the phases; from
+    # PHASE_COLS_MIN_CIN input channels with at most PHASE_PIXELS_PER_CIN input positions per
+    # channel (a weight larger than the columns) the columns' path again. All against the reference.
     # (More than PHASE_PLANE_MAX_C channels: fewer take the whole-plane phases.)
     import ddg.tensor.conv_phase as CP
     calls = []
     real = CP.phase_transpose_forward
     monkeypatch.setattr(ddg.autograd.ops.conv, "phase_transpose_forward",
                         lambda *a: calls.append(a[0].shape) or real(*a))
-    for n, c, hw, phased in ((2, 10, 4, False), (2, 10, 16, True), (1, 40, 6, False), (1, 40, 13, True)):
+    for n, c, hw, phased in ((2, 10, 4, False), (2, 10, 16, True), (1, 64, 8, False), (1, 64, 12, True),
+                                (1, 40, 6, True)):
         x, w = RNG.standard_normal((n, c, hw, hw)), RNG.standard_normal((c, 9, 4, 4))
         assert CP.phases_pay(x, w, (2, 2)) is phased
         ref = ref_conv2d_transpose(x, w, None, (2, 2), (1, 1, 1, 1), (1, 1), 1, (0, 0))
@@ -340,8 +341,8 @@ def test_conv2d_transpose_phases_gate(monkeypatch):
     # many channels on few pixels: the columns' gradients against the phases' (forced), and the
     # half dtypes (computed in float32) through the same gate
     from ddg.tensor.dtypes import bfloat16
-    x, w = RNG.standard_normal((1, 40, 6, 6)), RNG.standard_normal((40, 9, 4, 4))
-    gy = RNG.standard_normal((1, 9, 12, 12))
+    x, w = RNG.standard_normal((1, 64, 8, 8)), RNG.standard_normal((64, 9, 4, 4))
+    gy = RNG.standard_normal((1, 9, 16, 16))
 
     def grads():
         xt, wt = T(x, True), T(w, True)
