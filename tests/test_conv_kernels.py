@@ -321,21 +321,48 @@ def test_conv2d_transpose_by_phases(xs, ws, stride, padding, opad, monkeypatch):
 
 def test_conv2d_transpose_phases_gate(monkeypatch):
     # a 4x4 image with kernel 4, stride 2 gives uncropped phases of 5x5 positions (1.56x the
-    # columns' work): the columns' path; 16x16 (1.13x) takes the phases. Both against the reference.
+    # columns' work): the columns' path; 16x16 (1.13x) takes the phases; from
+    # PHASE_COLS_MIN_CIN input channels with at most PHASE_PIXELS_PER_CIN input positions per
+    # channel (a weight larger than the columns) the columns' path again. All against the reference.
     # (More than PHASE_PLANE_MAX_C channels: fewer take the whole-plane phases.)
     import ddg.tensor.conv_phase as CP
     calls = []
     real = CP.phase_transpose_forward
     monkeypatch.setattr(ddg.autograd.ops.conv, "phase_transpose_forward",
                         lambda *a: calls.append(a[0].shape) or real(*a))
-    for hw, phased in ((4, False), (16, True)):
-        x, w = RNG.standard_normal((2, 10, hw, hw)), RNG.standard_normal((10, 9, 4, 4))
+    for n, c, hw, phased in ((2, 10, 4, False), (2, 10, 16, True), (1, 64, 8, False), (1, 64, 12, True),
+                                (1, 40, 6, True)):
+        x, w = RNG.standard_normal((n, c, hw, hw)), RNG.standard_normal((c, 9, 4, 4))
         assert CP.phases_pay(x, w, (2, 2)) is phased
         ref = ref_conv2d_transpose(x, w, None, (2, 2), (1, 1, 1, 1), (1, 1), 1, (0, 0))
         calls.clear()
         y = F.conv2d_transpose(T(x), T(w), None, 2, 1)
         assert bool(calls) is phased
         np.testing.assert_allclose(y.numpy(), ref, rtol=1e-12, atol=1e-12)
+    # many channels on few pixels: the columns' gradients against the phases' (forced), and the
+    # half dtypes (computed in float32) through the same gate
+    from ddg.tensor.dtypes import bfloat16
+    x, w = RNG.standard_normal((1, 64, 8, 8)), RNG.standard_normal((64, 9, 4, 4))
+    gy = RNG.standard_normal((1, 9, 16, 16))
+
+    def grads():
+        xt, wt = T(x, True), T(w, True)
+        F.conv2d_transpose(xt, wt, None, 2, 1).backward(T(gy))
+        return xt.grad.numpy(), wt.grad.numpy()
+
+    cols = grads()
+    monkeypatch.setattr(ddg.autograd.ops.conv, "phases_pay", lambda *a: True)
+    calls.clear()
+    phased = grads()
+    assert calls
+    for a, b in zip(cols, phased):
+        np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-11)
+    monkeypatch.undo()
+    ref = ref_conv2d_transpose(x, w, None, (2, 2), (1, 1, 1, 1), (1, 1), 1, (0, 0))
+    for dt, tol in ((np.float16, 2e-2), (bfloat16, 6e-2)):
+        yl = F.conv2d_transpose(ddg.to_tensor(x.astype(dt)), ddg.to_tensor(w.astype(dt)), None, 2, 1)
+        assert yl.numpy().dtype == dt
+        np.testing.assert_allclose(yl.numpy().astype(np.float64), ref, rtol=0, atol=tol * np.abs(ref).max())
 
 
 # (path, x shape, w shape, stride, padding, output_padding): the NCHW phases, few channels on

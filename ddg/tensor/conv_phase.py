@@ -234,11 +234,30 @@ def _phases_usable(x, w, s, d, groups):
 # 1.56x the multiply-adds, measured 1.2x slower forward + backward at batch 16, 128 -> 64
 # channels, 4x4 -> 8x8; at 8x8 -> 16x16, 1.27x the work, the two ran even).
 PHASE_WORK_MAX = 1.4
+# The phases permute the weight three times (the flipped phase weight, the gradients' phase
+# weight, the weight gradient back) and copy its gradient out of a transposed product: passes
+# over Cin*Cout*k^2 values, where the columns' im2col and col2im move Cout*k^2*H*W*N. With many
+# input channels on few pixels the weight is the larger. Forward + backward, 4x4 stride 2
+# padding 1, float32, 1 thread, phases / columns time (Cin -> Cout on [N, Cin, H, W]):
+# 512 -> 512 [4, 7, 7] 1.8, [1, 14, 14] 1.74; 512 -> 64 [4, 7, 7] 1.47; 256 -> 32 [2, 8, 8] 1.3;
+# 256 -> 256 [4, 7, 7] 1.34, [8, 7, 7] 1.21, [1, 16, 16] 1.18, [2, 14, 14] 1.13; 128 -> 128
+# [2, 8, 8] 1.26, [1, 12, 12] 1.07; 64 -> 64 [1, 8, 8] 1.1. Left to the phases: more pixels
+# per channel (256 -> 256 [16, 7, 7] 1.1 and 128 -> 128 [2, 14, 14] 1.02, near even; [8, 14, 14]
+# 1.0, 128 -> 128 [4, 14, 14] 0.96, [16, 8, 8] 0.96, 64 -> 64 [1, 16, 16] 0.8, [4, 14, 14] 0.88)
+# and fewer input channels, whose column products with Cin as the inner dimension run slowly
+# (32 -> 256 [1, 8, 8] 0.83, 16 -> 256 0.66).
+PHASE_PIXELS_PER_CIN = 2
+PHASE_COLS_MIN_CIN = 64
 
 
 def phases_pay(x, w, s):
     """Whether a 2-D transposed convolution that ``_phases_usable`` accepts should take the
-    phases: their multiply-adds over the columns' product's at most ``PHASE_WORK_MAX``."""
+    phases: their multiply-adds over the columns' product's at most ``PHASE_WORK_MAX``, and
+    unless there are at least ``PHASE_COLS_MIN_CIN`` input channels with at most
+    ``PHASE_PIXELS_PER_CIN`` input positions (H*W*N) per channel."""
+    cin = x.shape[1]
+    if cin >= PHASE_COLS_MIN_CIN and int(np.prod(x.shape[2:])) * x.shape[0] <= PHASE_PIXELS_PER_CIN * cin:
+        return False
     r = 1.0
     for i in range(len(s)):
         t = w.shape[2 + i] // s[i]
