@@ -128,10 +128,13 @@ def _pool_kernels():
 
 
 def _compiled_2d(x, kernel, stride, pads, oh, ow):
-    """Whether a 2-D pool runs as the compiled per-window loops (``pool_kernels``): numpy
-    float32/float64 and every window holding at least one input element; returns the
-    geometry tuple the kernels take, or None."""
-    if not K.usable(x):
+    """Whether a 2-D pool runs as the compiled per-window loops (``pool_kernels``): a
+    C-contiguous NCHW numpy float32/float64 input and every window holding at least one
+    input element; returns the geometry tuple the kernels take, or None. Other layouts (the
+    batch-innermost activations of the im2col convolutions) keep the strided passes, which
+    work in the input's own layout: copying to NCHW and back cost more than the kernel
+    saved on LeNet's pools."""
+    if not K.usable(x) or not x.flags.c_contiguous:
         return None
     (kh, kw), (sh, sw), (pt, _, pl, _) = kernel, stride, pads
     if (oh - 1) * sh - pt >= x.shape[2] or (ow - 1) * sw - pl >= x.shape[3]:
