@@ -242,7 +242,7 @@ LAYERS = {
     "UpsamplingNearest2D": _pool("UpsamplingNearest2D", "UpsamplingNearest2d", 2, scale_factor=2),
     "UpsamplingBilinear2D": _pool("UpsamplingBilinear2D", "UpsamplingBilinear2d", 2, scale_factor=2),
     "PixelShuffle": _pool("PixelShuffle", "PixelShuffle", 2, 2),
-    "PixelUnshuffle": _pool("PixelUnshuffle", "PixelUnshuffle", 2, 2),
+    "PixelUnshuffle": lambda size: {**_pool("PixelUnshuffle", "PixelUnshuffle", 2, 2)(size), "even": True},
     "ChannelShuffle": _pool("ChannelShuffle", "ChannelShuffle", 2, 4),
     "Pad1D": lambda size: {"make": {"ddg": lambda: nn.Pad1D(2), "torch": lambda torch: torch.nn.ConstantPad1d(2, 0.0)},
                            "inputs": [(IMG_N[size], _ch(size), IMG[size][2] ** 2 // 4)]},
@@ -376,6 +376,10 @@ def build(case, size, torch=None, seed=0):
     spec = LAYERS[case](size)
     rng = np.random.default_rng(seed)
     arrays = [_draw(s, rng) for s in spec["inputs"]]
+    if spec.get("unpool") or spec.get("even"):
+        # unpooling a 2x2 max pool and pixel-unshuffling by 2 need even planes: odd sizes are cut
+        a, grad = arrays[0]
+        arrays[0] = (np.ascontiguousarray(a[(Ellipsis,) + tuple(slice(0, n - n % 2) for n in a.shape[2:])]), grad)
     # the first float input after a "prob" second input is the target: no grad there
     if spec.get("loss") and len(arrays) > 1 and spec["inputs"][1][0] == "prob":
         arrays[1] = (arrays[1][0], False)
