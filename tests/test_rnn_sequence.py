@@ -271,7 +271,7 @@ def test_compiled_recurrent_product_and_transpose():
                     tol = 1e-5 * (np.abs(a2.T) @ np.abs(x[:, c:c + o.shape[1]])).max(initial=0)
                     assert np.abs(o - want).max(initial=0) <= tol
     for m, k, b in ((24, 6, 4), (18, 7, 5), (3, 1, 2), (40, 33, 16), (17, 9, 47), (8, 1, 32), (5, 0, 3), (19, 9, 1),
-                    (21, 10, 2), (16, 5, 2), (8, 3, 1), (6, 4, 1), (41, 9, 24), (25, 7, 20), (16, 5, 8), (7, 3, 40)):
+                    (21, 10, 2), (16, 5, 2), (8, 3, 1), (6, 4, 1), (41, 9, 24), (25, 7, 20), (16, 5, 8), (7, 3, 40), (40, 1024, 20)):
         w, r = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, b)).astype(np.float32)
         out = np.full((m, b), np.nan, np.float32)
         rnn_kernels.matmul_fm(w, r, out)

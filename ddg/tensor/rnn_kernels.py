@@ -414,7 +414,9 @@ def matmul_fm(a, x, out):
     for b0 in range(0, B, 16):
         nb = min(16, B - b0)
         if nb <= 8:
-            M16 = M - M % 16
+            # 16 rows at a time, unless the rows of a lie a multiple of 4 KB apart: 16
+            # streams then share one set of the 8-way L1 (8 rows do not overflow it)
+            M16 = M - M % 16 if K % 1024 else 0
             for i in range(0, M16, 16):
                 _H16(a, x, out, i, i, b0, nb, 0, K, 0, 0)
             for i in range(M16, M8, 8):
