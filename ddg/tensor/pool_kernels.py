@@ -10,7 +10,24 @@ torch's time). A maximum keeps the flat index ``h*W + w`` of its window's first 
 element (row-major, a NaN winning over numbers, as the 3-D kernels), which backward,
 ``return_mask`` and double backward read; backward adds each output's gradient there.
 """
-from .compiled import kernel
+from .compiled import jitable, kernel
+
+
+@jitable
+def _span(o, s, p, k, n):
+    """The input range ``[lo, hi)`` of output ``o``'s window (stride ``s``, leading padding
+    ``p``, kernel ``k``) clipped to an axis of ``n`` elements."""
+    start = o * s - p
+    return max(start, 0), min(start + k, n)
+
+
+@jitable
+def _divisor(ha, hb, wa, wb, kh, kw, mode, div):
+    """A mean's divisor: ``div`` if > 0 (``divisor_override``), else with ``mode`` 1
+    (exclusive) the window's input elements, with 0 ``kh*kw``."""
+    if div > 0:
+        return div
+    return (hb - ha) * (wb - wa) if mode == 1 else kh * kw
 
 
 @kernel
@@ -24,11 +41,9 @@ def max2d(x, y, pos, geom):
     for p in range(n_p):
         xp = x[p]
         for i in range(oh):
-            h0 = i * sh - pt
-            ha, hb = max(h0, 0), min(h0 + kh, h_n)
+            ha, hb = _span(i, sh, pt, kh, h_n)
             for j in range(ow):
-                w0 = j * sw - pl
-                wa, wb = max(w0, 0), min(w0 + kw, w_n)
+                wa, wb = _span(j, sw, pl, kw, w_n)
                 best = xp[ha, wa]
                 bi = ha * w_n + wa
                 for h in range(ha, hb):
@@ -56,26 +71,22 @@ def max2d_adjoint(g, pos, gx):
 @kernel
 def avg2d(x, y, geom, mode, div):
     """``y[p, i, j]`` the mean of plane ``x[p]`` over the window of output (i, j), summed in
-    float64. The divisor: ``div`` if > 0 (``divisor_override``), else with ``mode`` 1
-    (exclusive) the number of input elements in the window, with 0 ``kh*kw``."""
+    float64, divided by ``_divisor``."""
     kh, kw, sh, sw, pt, pl = geom
     n_p, h_n, w_n = x.shape
     oh, ow = y.shape[1], y.shape[2]
     for p in range(n_p):
         xp = x[p]
         for i in range(oh):
-            h0 = i * sh - pt
-            ha, hb = max(h0, 0), min(h0 + kh, h_n)
+            ha, hb = _span(i, sh, pt, kh, h_n)
             for j in range(ow):
-                w0 = j * sw - pl
-                wa, wb = max(w0, 0), min(w0 + kw, w_n)
+                wa, wb = _span(j, sw, pl, kw, w_n)
                 acc = 0.0
                 for h in range(ha, hb):
                     row = xp[h]
                     for w in range(wa, wb):
                         acc += row[w]
-                d = div if div > 0 else ((hb - ha) * (wb - wa) if mode == 1 else kh * kw)
-                y[p, i, j] = acc / d
+                y[p, i, j] = acc / _divisor(ha, hb, wa, wb, kh, kw, mode, div)
 
 
 @kernel
@@ -88,13 +99,10 @@ def avg2d_adjoint(g, gx, geom, mode, div):
     for p in range(n_p):
         gp = gx[p]
         for i in range(oh):
-            h0 = i * sh - pt
-            ha, hb = max(h0, 0), min(h0 + kh, h_n)
+            ha, hb = _span(i, sh, pt, kh, h_n)
             for j in range(ow):
-                w0 = j * sw - pl
-                wa, wb = max(w0, 0), min(w0 + kw, w_n)
-                d = div if div > 0 else ((hb - ha) * (wb - wa) if mode == 1 else kh * kw)
-                v = g[p, i, j] / d
+                wa, wb = _span(j, sw, pl, kw, w_n)
+                v = g[p, i, j] / _divisor(ha, hb, wa, wb, kh, kw, mode, div)
                 for h in range(ha, hb):
                     row = gp[h]
                     for w in range(wa, wb):
