@@ -9,7 +9,7 @@ import ddg
 import ddg.nn.functional as F
 from ddg.autograd import gradcheck, gradgradcheck
 from ddg.tensor import conv1d as C1
-from test_nn_conv_pool import ref_conv2d, ref_conv2d_transpose
+from test_nn_conv_pool import assert_cpu_and_device_agree, ref_conv2d, ref_conv2d_transpose
 
 RNG = np.random.default_rng(11)
 
@@ -174,16 +174,7 @@ def test_conv1d_paths_agree_on_device(place, monkeypatch):
         (lambda x, p: F.conv1d(x, ddg.to_tensor(w1, place=p), None, 2, 1), (2, 4, 9)),      # columns
         (lambda x, p: F.conv1d_transpose(x, ddg.to_tensor(wt, place=p), None, 2, 1), (2, 4, 7)),
     ]
-    for fn, shape in cases:
-        x = RNG.standard_normal(shape).astype("float32")
-        res = {}
-        for where in ("cpu", place):
-            t = ddg.to_tensor(x, place=where, stop_gradient=False)
-            y = fn(t, where)
-            (y * y).sum().backward()
-            res[where] = (y.numpy(), t.grad.numpy())
-        for a, b in zip(res[place], res["cpu"]):
-            np.testing.assert_allclose(a, b, rtol=0, atol=2e-6 * np.abs(b).max())
+    assert_cpu_and_device_agree(cases, place, RNG)
 
 
 @pytest.mark.parametrize("shift", [0, 10**6])

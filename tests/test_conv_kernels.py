@@ -7,7 +7,7 @@ import pytest
 import ddg
 import ddg.nn.functional as F
 from ddg.autograd import gradcheck, gradgradcheck
-from test_nn_conv_pool import _pads4, _pair, ref_conv2d, ref_conv2d_transpose
+from test_nn_conv_pool import _pads4, _pair, assert_cpu_and_device_agree, ref_conv2d, ref_conv2d_transpose
 
 RNG = np.random.default_rng(3)
 
@@ -808,16 +808,7 @@ def test_kernels_and_array_paths_agree_on_device(place):
         (lambda x, p: F.adaptive_max_pool2d(x, (3, 4)), (2, 3, 7, 9)),
         (lambda x, p: F.adaptive_avg_pool3d(x, (2, 3, 2)), (2, 3, 5, 7, 5)),
     ]
-    for fn, shape in cases:
-        x = RNG.standard_normal(shape).astype("float32")
-        res = {}
-        for where in ("cpu", place):
-            t = ddg.to_tensor(x, place=where, stop_gradient=False)
-            y = fn(t, where)
-            (y * y).sum().backward()
-            res[where] = (y.numpy(), t.grad.numpy())
-        for a, b in zip(res[place], res["cpu"]):   # float32 sums in different orders: round-off of the scale
-            np.testing.assert_allclose(a, b, rtol=0, atol=2e-6 * np.abs(b).max())
+    assert_cpu_and_device_agree(cases, place, RNG)
 
 
 

@@ -10,7 +10,7 @@ import ddg
 import ddg.nn.functional as F
 from ddg.autograd import gradcheck, gradgradcheck
 from ddg.tensor import conv_strided
-from test_nn_conv_pool import _pads4, _pair, ref_conv2d
+from test_nn_conv_pool import _pads4, _pair, assert_cpu_and_device_agree, ref_conv2d
 
 RNG = np.random.default_rng(11)
 
@@ -326,16 +326,7 @@ def test_strided_paths_agree_with_the_device_paths(place, monkeypatch, plane_min
     w7, wd = RNG.standard_normal((4, 3, 7, 7)).astype("float32"), RNG.standard_normal((6, 1, 3, 3)).astype("float32")
     cases = [(lambda x, p: F.conv2d(x, ddg.to_tensor(w7, place=p), None, 2, 3), (2, 3, 12, 11)),
              (lambda x, p: F.conv2d(x, ddg.to_tensor(wd, place=p), None, 2, 1, 1, 6), (3, 6, 9, 8))]
-    for fn, shape in cases:
-        x = RNG.standard_normal(shape).astype("float32")
-        res = {}
-        for where in ("cpu", place):
-            t = ddg.to_tensor(x, place=where, stop_gradient=False)
-            y = fn(t, where)
-            (y * y).sum().backward()
-            res[where] = (y.numpy(), t.grad.numpy())
-        for a, b in zip(res[place], res["cpu"]):
-            np.testing.assert_allclose(a, b, rtol=0, atol=2e-6 * np.abs(b).max())
+    assert_cpu_and_device_agree(cases, place, RNG)
 
 
 def test_first_layers_take_the_per_sample_columns_before_the_dense_components():

@@ -376,3 +376,20 @@ def test_same_padding_gives_ceil_outputs_for_conv_and_pool():
     assert F.conv2d(x, w, stride=2, padding="same", dilation=2).shape == [1, 1, 3, 4]
     assert F.max_pool2d(x, 3, 2, padding="same").shape == [1, 1, 3, 4]
     assert F.avg_pool2d(x, 2, 3, padding="same").shape == [1, 1, 2, 3]
+
+
+def assert_cpu_and_device_agree(cases, place, rng):
+    """Each ``(fn, shape)`` of ``cases`` (``fn(x, place)`` builds its own constants on
+    ``place``) on a float32 input on the CPU and on ``place``: the outputs and the input
+    gradients of ``sum(y*y)`` agree within float32 round-off of their scale (sums in other
+    orders)."""
+    for fn, shape in cases:
+        x = rng.standard_normal(shape).astype("float32")
+        res = {}
+        for where in ("cpu", place):
+            t = ddg.to_tensor(x, place=where, stop_gradient=False)
+            y = fn(t, where)
+            (y * y).sum().backward()
+            res[where] = (y.numpy(), t.grad.numpy())
+        for a, b in zip(res[place], res["cpu"]):
+            np.testing.assert_allclose(a, b, rtol=0, atol=2e-6 * np.abs(b).max())
