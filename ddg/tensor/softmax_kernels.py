@@ -47,9 +47,12 @@ _LOWEST = _F(-87.33)     # below: exp underflows float32's normal range, taken a
 _HALF, _ONE, _ZERO, _KMIN = _F(0.5), _F(1.0), _F(0.0), _F(-126.0)
 
 
-def _exp_py(d):
-    """float32 ``exp(d)`` for ``d <= 0`` as the kernels compute it, without the ``2**k``
-    factor: returns ``(exp(f), k)`` (here for tests and reading; the kernel inlines it)."""
+@jitable
+def exp_parts(d):
+    """float32 ``exp(d)`` for ``d <= 0`` as every kernel here computes it: ``(e, bits)`` with
+    ``exp(d) = e * 2**k`` and ``bits`` the float32 bit pattern of ``2**k``, which the kernels
+    store and reinterpret as float32 in a second loop (both loops vectorize). ``e`` is 0
+    below ``_LOWEST`` (exp underflows float32's normal range). Also plain Python for tests."""
     y = d * _LOG2E - _HALF
     y = y if y > _KMIN else _KMIN
     k = np.int32(y)
@@ -60,7 +63,8 @@ def _exp_py(d):
     p = p * f + _P3
     p = p * f + _P4
     p = p * f + _P5
-    return p * f * f + f + _ONE, k
+    e = p * f * f + f + _ONE
+    return (_ZERO if d < _LOWEST else e), (k + 127) << 23
 
 
 @jitable
@@ -122,19 +126,7 @@ def _softmax_rows_f32(x, out, p, scale, log):
             src, ssc, sm = orow, _ONE, _ZERO
         for j in range(n):
             d = src[j] * ssc - sm
-            y = d * _LOG2E - _HALF
-            y = y if y > _KMIN else _KMIN
-            k = np.int32(y)
-            kf = _F(k)
-            f = d - kf * _LN2_HI - kf * _LN2_LO
-            e = _P0 * f + _P1
-            e = e * f + _P2
-            e = e * f + _P3
-            e = e * f + _P4
-            e = e * f + _P5
-            e = e * f * f + f + _ONE
-            qr[j] = _ZERO if d < _LOWEST else e
-            bits[j] = (k + 127) << 23
+            qr[j], bits[j] = exp_parts(d)
         s = 0.0
         for j in range(n):
             v = qr[j] * pow2[j]
@@ -194,19 +186,7 @@ def _softmax_short_f32(x, out, scale, block):
             bj = bits[j]
             for i in range(nr):
                 d = tj[i] * sc - m[i]
-                y = d * _LOG2E - _HALF
-                y = y if y > _KMIN else _KMIN
-                k = np.int32(y)
-                kf = _F(k)
-                f = d - kf * _LN2_HI - kf * _LN2_LO
-                e = _P0 * f + _P1
-                e = e * f + _P2
-                e = e * f + _P3
-                e = e * f + _P4
-                e = e * f + _P5
-                e = e * f * f + f + _ONE
-                ej[i] = _ZERO if d < _LOWEST else e
-                bj[i] = (k + 127) << 23
+                ej[i], bj[i] = exp_parts(d)
             pj = pow2[j]
             for i in range(nr):
                 v = ej[i] * pj[i]
@@ -245,19 +225,7 @@ def _softmax_group_f32(x, out, scale, group):
             br = bits[i * n:(i + 1) * n]
             for j in range(n):
                 d = row[j] * sc - m
-                y = d * _LOG2E - _HALF
-                y = y if y > _KMIN else _KMIN
-                k = np.int32(y)
-                kf = _F(k)
-                f = d - kf * _LN2_HI - kf * _LN2_LO
-                e = _P0 * f + _P1
-                e = e * f + _P2
-                e = e * f + _P3
-                e = e * f + _P4
-                e = e * f + _P5
-                e = e * f * f + f + _ONE
-                orow[j] = _ZERO if d < _LOWEST else e
-                br[j] = (k + 127) << 23
+                orow[j], br[j] = exp_parts(d)
         ob = of[r0 * n:(r0 + g) * n]
         for i in range(g * n):
             ob[i] *= pow2[i]
@@ -299,19 +267,7 @@ def _softmax_mid_f32(x, out, p, log):
             xc = xo[c]
             for i in range(inner):
                 d = xc[i] - m[i]
-                y = d * _LOG2E - _HALF
-                y = y if y > _KMIN else _KMIN
-                k = np.int32(y)
-                kf = _F(k)
-                f = d - kf * _LN2_HI - kf * _LN2_LO
-                e = _P0 * f + _P1
-                e = e * f + _P2
-                e = e * f + _P3
-                e = e * f + _P4
-                e = e * f + _P5
-                e = e * f * f + f + _ONE
-                qc[i] = _ZERO if d < _LOWEST else e
-                bits[i] = (k + 127) << 23
+                qc[i], bits[i] = exp_parts(d)
             for i in range(inner):
                 v = qc[i] * pow2[i]
                 qc[i] = v
