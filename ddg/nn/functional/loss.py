@@ -1,7 +1,7 @@
 """Losses with ``reduction='mean'|'sum'|'none'``, and ``pairwise_distance``. Composites,
 except softmax cross-entropy with integer labels, nll_loss, the smooth L1 loss and the
 binary cross-entropies of probabilities and of logits, the soft and the multi-class margin
-losses (primitives, see nn_ops) and ``ctc_loss`` (ops/ctc.py)."""
+losses, the cosine embedding loss (primitives, see nn_ops) and ``ctc_loss`` (ops/ctc.py)."""
 import numpy as np
 
 from ...autograd.axes import normalize_axis as _ax
@@ -344,12 +344,25 @@ def hinge_embedding_loss(input, label, margin=1.0, reduction="mean", name=None):
 
 
 def cosine_embedding_loss(input1, input2, label, margin=0, reduction="mean", name=None):
-    """``1 - cos(x1, x2)`` where ``label`` is 1, ``max(0, cos(x1, x2) - margin)`` where -1
-    (cosine along the last axis)."""
-    cos = R.sum(input1 * input2, axis=-1) / E.sqrt(R.sum(input1 * input1, axis=-1) * R.sum(input2 * input2, axis=-1))
-    lab = E.cast(label, cos.dtype)
-    per = E.where(lab == 1.0, 1 - cos, E.relu(cos - margin))
-    return _reduce(per, reduction, "cosine_embedding_loss")
+    """``1 - cos(x1, x2)`` where ``label`` is 1, ``max(0, cos(x1, x2) - margin)`` where -1, 0
+    for other labels (cosine along the last axis, each squared norm plus 1e-11, as Paddle);
+    one op (``nn_ops.CosineEmbeddingLoss``)."""
+    op = "cosine_embedding_loss"
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"ddg.nn.functional.{op}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    if label.ndim != 1:
+        raise ValueError(f"ddg.nn.functional.{op}: label must be 1-D, got shape {list(label.shape)}")
+    if input1.shape != input2.shape or input1.ndim not in (1, 2):
+        raise ValueError(f"ddg.nn.functional.{op}: input1 and input2 must have one 1-D or 2-D shape, got "
+                         f"{list(input1.shape)} and {list(input2.shape)}")
+    if input1.dtype != input2.dtype or input1.dtype.kind not in "fV":
+        raise TypeError(f"ddg.nn.functional.{op}: input1 and input2 must have one floating dtype, got "
+                        f"{input1.dtype} and {input2.dtype}")
+    rows = input1.shape[0] if input1.ndim == 2 else 1
+    if label.shape[0] != rows and 1 not in (rows, label.shape[0]):
+        raise ValueError(f"ddg.nn.functional.{op}: label {list(label.shape)} does not match the {rows} rows of "
+                         f"input1 {list(input1.shape)}")
+    return nn_ops.CosineEmbeddingLoss(margin, reduction)(input1, input2, label)
 
 
 def _pairwise_distance(x, y, p, epsilon):

@@ -1,0 +1,101 @@
+"""Layers whose cost at small sizes is mostly per call, each one op: the cosine embedding
+loss (``nn_ops.CosineEmbeddingLoss``). Forward against float64 numpy, gradients against
+central differences, second order, 2-byte floats, and the device (simcupy in CI) against
+the CPU."""
+import numpy as np
+import pytest
+
+import ddg
+import ddg.nn.functional as F
+from ddg.autograd import gradcheck, gradgradcheck
+
+RNG = np.random.default_rng(30)
+
+
+def T(a, grad=False, dtype=None, place=None):
+    a = np.asarray(a) if dtype is None else np.asarray(a).astype(dtype)
+    t = ddg.to_tensor(a) if place is None else ddg.to_tensor(a, place=place)
+    t.stop_gradient = not grad
+    return t
+
+
+# -- cosine embedding loss ------------------------------------------------------------------------
+def _cel_ref(x1, x2, lab, margin, reduction):
+    x1, x2 = np.atleast_2d(x1.astype(np.float64)), np.atleast_2d(x2.astype(np.float64))
+    cos = (x1 * x2).sum(-1) / np.sqrt(((x1 * x1).sum(-1) + 1e-11) * ((x2 * x2).sum(-1) + 1e-11))
+    per = np.where(lab == 1, 1 - cos, np.where(lab == -1, np.maximum(cos - margin, 0), 0.0))
+    return {"mean": per.mean, "sum": per.sum, "none": lambda: per}[reduction]()
+
+
+def _cel_inputs(shape):
+    x1 = RNG.standard_normal(shape)
+    x2 = RNG.standard_normal(shape)
+    rows = shape[0] if len(shape) == 2 else 1
+    lab = np.resize([1, -1, -1, 0, 1], rows)        # 0: neither label, no loss
+    return x1, x2, lab
+
+
+@pytest.mark.parametrize("shape", [(9, 6), (5,)])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cosine_embedding_loss_against_float64(shape, reduction):
+    x1, x2, lab = _cel_inputs(shape)
+    if len(shape) == 2:
+        x2[2] = x1[2] * 0.5     # cos 1 under label -1: past any margin below 1
+    margin = 0.2
+    ref = _cel_ref(x1, x2, lab, margin, reduction)
+    for dt, tol in (("float64", 1e-12), ("float32", 2e-6)):
+        y = F.cosine_embedding_loss(T(x1, dtype=dt), T(x2, dtype=dt), T(lab), margin, reduction)
+        assert y.dtype == getattr(ddg, dt) and y.shape == list(np.shape(ref))
+        np.testing.assert_allclose(y.numpy(), ref, rtol=0, atol=tol)
+    lt = T(lab)
+    assert gradcheck(lambda a, b: F.cosine_embedding_loss(a, b, lt, margin, reduction), [T(x1, True), T(x2, True)])
+    assert gradgradcheck(lambda a, b: F.cosine_embedding_loss(a, b, lt, margin, reduction),
+                         [T(x1, True), T(x2, True)])
+
+
+def test_cosine_embedding_loss_is_one_node_and_paddles_errors():
+    x1, x2, lab = _cel_inputs((4, 3))
+    a, b = T(x1, True, "float32"), T(x2, True, "float32")
+    y = F.cosine_embedding_loss(a, b, T(lab))
+    assert type(y._node).__name__ == "CosineEmbeddingLoss"
+    y.backward()
+    assert a.grad.dtype == ddg.float32 and b.grad.shape == [4, 3]
+    with pytest.raises(ValueError, match="cosine_embedding_loss: label must be 1-D"):
+        F.cosine_embedding_loss(a, b, T(lab[:, None]))
+    with pytest.raises(ValueError, match=r"cosine_embedding_loss: input1 and input2 .*\[4, 3\] and \[4, 2\]"):
+        F.cosine_embedding_loss(a, T(x2[:, :2], dtype="float32"), T(lab))
+    with pytest.raises(ValueError, match=r"label \[3\] does not match the 4 rows"):
+        F.cosine_embedding_loss(a, b, T(lab[:3]))
+    with pytest.raises(ValueError, match="reduction must be"):
+        F.cosine_embedding_loss(a, b, T(lab), reduction="avg")
+
+
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+def test_cosine_embedding_loss_in_two_byte_floats(dt):
+    x1, x2, lab = _cel_inputs((6, 8))
+    res = {}
+    for d in (dt, "float32"):
+        a, b = T(x1, dtype="float32").astype(d), T(x2, dtype="float32").astype(d)
+        a.stop_gradient = b.stop_gradient = False
+        y = F.cosine_embedding_loss(a, b, T(lab), 0.1, "none")
+        (y * T(np.arange(6.0), dtype="float32").astype(d)).sum().backward()
+        assert y.dtype == a.dtype == a.grad.dtype
+        res[d] = [t.astype("float32").numpy() for t in (y, a.grad, b.grad)]
+    tol = 1e-2 if dt == "float16" else 6e-2
+    for u, v in zip(res[dt], res["float32"]):
+        np.testing.assert_allclose(u, v, rtol=0, atol=tol * max(1.0, np.abs(v).max()))
+
+
+@pytest.mark.skipif(not ddg.tensor.backend.cupy_available(),
+                    reason="GPU tests need cupy and an NVIDIA GPU (cupy is not installed or sees no GPU)")
+def test_cosine_embedding_loss_on_the_device_gives_the_cpu_results():
+    x1, x2, lab = _cel_inputs((7, 5))
+    res = {}
+    for place in ("cpu", "gpu"):
+        a, b = T(x1, True, "float32", place), T(x2, True, "float32", place)
+        y = F.cosine_embedding_loss(a, b, T(lab, place=place), 0.1)
+        y.backward()
+        assert (type(y._data) is np.ndarray) == (place == "cpu")
+        res[place] = [t.numpy() for t in (y, a.grad, b.grad)]
+    for u, v in zip(res["gpu"], res["cpu"]):
+        np.testing.assert_allclose(u, v, rtol=1e-5, atol=1e-6)
