@@ -99,3 +99,50 @@ def test_cosine_embedding_loss_on_the_device_gives_the_cpu_results():
         res[place] = [t.numpy() for t in (y, a.grad, b.grad)]
     for u, v in zip(res["gpu"], res["cpu"]):
         np.testing.assert_allclose(u, v, rtol=1e-5, atol=1e-6)
+
+
+# -- 3-D max pooling (pool_kernels.max3d, its backward max2d_adjoint) ------------------------------
+def _max3d_ref(x, k, s, pad, ceil):
+    """Per window (clipped to the input) the first maximal element in row-major order, the
+    first NaN where there is one: values and flat indices in the volume."""
+    n, c, *sp = x.shape
+    outs = []
+    for i in range(3):
+        room = sp[i] + 2 * pad[i] - k[i]
+        o = (-(-room // s[i]) if ceil else room // s[i]) + 1
+        if ceil and (o - 1) * s[i] >= sp[i] + pad[i]:
+            o -= 1
+        outs.append(o)
+    y, idx = np.zeros((n, c) + tuple(outs), x.dtype), np.zeros((n, c) + tuple(outs), np.int64)
+    flat = np.arange(np.prod(sp)).reshape(sp)
+    for o in np.ndindex(*outs):
+        sl = tuple(slice(max(o[i] * s[i] - pad[i], 0), min(o[i] * s[i] - pad[i] + k[i], sp[i])) for i in range(3))
+        win = x[(slice(None), slice(None)) + sl].reshape(n, c, -1)
+        pos = flat[sl].reshape(-1)
+        nan = np.isnan(win)
+        first = np.where(nan.any(-1), nan.argmax(-1), np.nanargmax(np.where(nan, -np.inf, win), -1))
+        y[(slice(None), slice(None)) + o] = np.take_along_axis(win, first[..., None], -1)[..., 0]
+        idx[(slice(None), slice(None)) + o] = pos[first]
+    return y, idx
+
+
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+@pytest.mark.parametrize("shape,k,s,pad,ceil", [
+    ((2, 3, 5, 6, 7), (2, 2, 2), (2, 2, 2), (0, 0, 0), False),    # the unrolled 2x2x2 loop, rows left over
+    ((1, 2, 5, 6, 7), (3, 2, 3), (2, 1, 2), (1, 0, 1), True),     # the general loop: padding, ceil mode
+    ((1, 2, 4, 4, 4), (2, 2, 2), (2, 2, 2), (1, 1, 1), False),    # 2x2x2 windows across the padding
+])
+def test_max_pool3d_first_maximum_nan_and_gradient(dt, shape, k, s, pad, ceil):
+    x = RNG.integers(-3, 3, shape).astype(dt)                     # many ties
+    x.reshape(-1)[RNG.choice(x.size, 6, replace=False)] = np.nan
+    x[0, 0, 0, 0, 0] = x[0, 0, 1, 1, 1] = np.nan                 # a window starting with a NaN, then another
+    yr, ir = _max3d_ref(x, k, s, pad, ceil)
+    t = T(x, True)
+    y, mask = F.max_pool3d(t, k, s, pad, return_mask=True, ceil_mode=ceil)
+    np.testing.assert_array_equal(y.numpy(), yr)
+    np.testing.assert_array_equal(mask.numpy(), ir)
+    g = RNG.standard_normal(yr.shape).astype(dt)
+    y.backward(T(g))
+    ref = np.zeros((shape[0] * shape[1], int(np.prod(shape[2:]))), dt)
+    np.add.at(ref, (np.arange(ref.shape[0])[:, None], ir.reshape(ref.shape[0], -1)), g.reshape(ref.shape[0], -1))
+    np.testing.assert_allclose(t.grad.numpy(), ref.reshape(shape), rtol=1e-6, atol=0)

@@ -921,59 +921,31 @@ def multi_margin(x, lab, w, margin, square, raw, coef):
 
 # -- pooling over per-axis bins (3-D disjoint windows, adaptive max pooling) -----------------------
 @kernel(error_model="numpy")
-def pool_bins(x, out, idx, b0, b1, b2, mode, scale):
-    """Pooling of ``x`` [P, D, H, W] (C-contiguous) into ``out`` [P, OD, OH, OW] over boxes given
-    per axis by ``b0`` [2, OD], ``b1`` [2, OH], ``b2`` [2, OW] (int64 start and end rows, inside
-    the input; boxes may overlap), input rows read in order. ``mode`` 0: max, ``idx`` (int64, as
-    ``out``) gets each maximum's flat index ``(d*H + h)*W + w`` in its plane, the first maximal
-    element in row-major order, a NaN winning over numbers; 1: the box sums times ``scale``;
-    2: the adjoint of 1, ``x`` (overwritten) gets ``out * scale`` added over each box; 3: the
-    adjoint of 0, ``x`` (overwritten) gets ``out`` added at the positions ``idx`` holds."""
+def pool_bins(x, out, b0, b1, b2, mode, scale):
+    """Sum pooling of ``x`` [P, D, H, W] (C-contiguous) into ``out`` [P, OD, OH, OW] over boxes
+    given per axis by ``b0`` [2, OD], ``b1`` [2, OH], ``b2`` [2, OW] (int64 start and end rows,
+    inside the input; boxes may overlap), input rows read in order. ``mode`` 1: the box sums
+    times ``scale``; 2: the adjoint, ``x`` (overwritten) gets ``out * scale`` added over each
+    box. (Max pooling is ``pool_kernels.max3d``.)"""
     P, D, H, W = x.shape
     OD, OH, OW = out.shape[1], out.shape[2], out.shape[3]
     zero = scale - scale
     xf = x.reshape(P, D * H * W)
     for p in range(P):
-        if mode >= 2:
+        if mode == 2:
             xr = xf[p]
             for q in range(D * H * W):
                 xr[q] = zero
         for a in range(OD):
             for i in range(OH):
                 o = out[p, a, i]
-                if mode == 3:
-                    ix = idx[p, a, i]
-                    xr = xf[p]
-                    for j in range(OW):
-                        xr[ix[j]] += o[j]
-                    continue
-                if mode == 0:
-                    ix = idx[p, a, i]
-                    r0 = x[p, b0[0, a], b1[0, i]]
-                    base0 = (b0[0, a] * H + b1[0, i]) * W
-                    for j in range(OW):   # each box's first element, then every row compared
-                        o[j] = r0[b2[0, j]]
-                        ix[j] = base0 + b2[0, j]
-                elif mode == 1:
+                if mode == 1:
                     for j in range(OW):
                         o[j] = zero
                 for d in range(b0[0, a], b0[1, a]):
                     for h in range(b1[0, i], b1[1, i]):
                         r = x[p, d, h]
-                        if mode == 0:
-                            base = (d * H + h) * W
-                            for j in range(OW):
-                                best = o[j]
-                                bi = ix[j]
-                                for w in range(b2[0, j], b2[1, j]):
-                                    v = r[w]
-                                    # bitwise, not short-circuit: selects, no branch to mispredict
-                                    take = (v > best) | ((v != v) & (best == best))
-                                    best = v if take else best
-                                    bi = base + w if take else bi
-                                o[j] = best
-                                ix[j] = bi
-                        elif mode == 1:
+                        if mode == 1:
                             for j in range(OW):
                                 acc = zero
                                 for w in range(b2[0, j], b2[1, j]):

@@ -10,6 +10,8 @@ torch's time). A maximum keeps the flat index ``h*W + w`` of its window's first 
 element (row-major, a NaN winning over numbers, as the 3-D kernels), which backward,
 ``return_mask`` and double backward read; backward adds each output's gradient there.
 """
+import numpy as np
+
 from .compiled import jitable, kernel
 
 
@@ -56,6 +58,67 @@ def max2d(x, y, pos, geom):
                         bi = h * w_n + w if take else bi
                 y[p, i, j] = best
                 pos[p, i, j] = bi
+
+
+@jitable
+def _max_step(best, bi, v, k, seen):
+    """One element ``v`` (flat index ``k``) against a window's running maximum ``best`` at
+    ``bi``: it takes the index when greater, or when a NaN not preceded by one (``seen``).
+    Branch-free: the index moves arithmetically and ``best`` (only compared with) by
+    ``max``; written as selects, numba's LLVM emitted branches, which the random comparisons
+    of small windows mispredict (1.5x slower on 2x2x2 windows)."""
+    nan = v != v
+    take = ((v > best) | nan) & ~seen
+    return max(best, v), bi + np.int64(take) * (k - bi), seen | nan
+
+
+@kernel
+def max3d(x, y, pos, geom):
+    """``y[p, a, i, j]`` the maximum of volume ``x[p]`` over the window of output (a, i, j) and
+    ``pos`` its flat index ``(d*H + h)*W + w`` (the first maximal element in row-major order, a
+    NaN winning); ``geom`` = (kd, kh, kw, sd, sh, sw, pf, pt, pl) (pf, pt, pl the leading
+    padding of depth, height and width). Every window holds at least one input element (the
+    caller checks). The output is read at the index. Disjoint 2x2x2 windows inside the input
+    (the common pool) take a loop over seven constant offsets, which compiles unrolled (1.6x
+    faster than the general loop nest). Backward is ``max2d_adjoint`` on the flat volumes."""
+    kd, kh, kw, sd, sh, sw, pf, pt, pl = geom
+    n_p, d_n, h_n, w_n = x.shape
+    od, oh, ow = y.shape[1], y.shape[2], y.shape[3]
+    hw = h_n * w_n
+    pair = (kd == 2 and kh == 2 and kw == 2 and sd == 2 and sh == 2 and sw == 2 and pf == 0 and pt == 0
+            and pl == 0 and 2 * od <= d_n and 2 * oh <= h_n and 2 * ow <= w_n)
+    for p in range(n_p):
+        xp = x[p].reshape(d_n * hw)
+        yp = y[p]
+        pp = pos[p]
+        if pair:
+            for a in range(od):
+                for i in range(oh):
+                    for j in range(ow):
+                        o = (2 * a * h_n + 2 * i) * w_n + 2 * j
+                        best = xp[o]
+                        bi, seen = o, best != best
+                        for k in (1, w_n, w_n + 1, hw, hw + 1, hw + w_n, hw + w_n + 1):
+                            best, bi, seen = _max_step(best, bi, xp[o + k], o + k, seen)
+                        yp[a, i, j] = xp[bi]
+                        pp[a, i, j] = bi
+            continue
+        for a in range(od):
+            da, db = _span(a, sd, pf, kd, d_n)
+            for i in range(oh):
+                ha, hb = _span(i, sh, pt, kh, h_n)
+                for j in range(ow):
+                    wa, wb = _span(j, sw, pl, kw, w_n)
+                    bi = (da * h_n + ha) * w_n + wa
+                    best = xp[bi]
+                    seen = best != best
+                    for d in range(da, db):
+                        for h in range(ha, hb):
+                            base = d * hw + h * w_n
+                            for w in range(wa, wb):
+                                best, bi, seen = _max_step(best, bi, xp[base + w], base + w, seen)
+                    yp[a, i, j] = xp[bi]
+                    pp[a, i, j] = bi
 
 
 @kernel

@@ -8,14 +8,14 @@ the backward scatters the gradient with it. With cupy arrays and a usable cuDNN,
 with symmetric padding (no ceil mode, no divisor override) call cuDNN instead.
 
 The N-d primitives at the end (``MaxPoolNd``, ``AvgPoolNd``, used for 3-D; ``AdaptiveMaxPool``
-for adaptive max pooling) run as one compiled pass over the
-windows on numpy float32/float64 (``conv_kernels.pool_forward``: per output a loop over its
-box, the maximum's index kept for the backward), else through the strided window views
-defined here (cupy, other dtypes). 3-D float32 pools with disjoint windows (stride = kernel,
-no padding) take ``cpu_nn_kernels.pool_bins`` instead, which reads each input row once and
-keeps the maxima with branch-free selects (faster for small windows, whose comparisons a
-branch mispredicts; slower for long ones, where the selects chain: adaptive bins keep the
-per-output pass).
+for adaptive max pooling) run compiled on numpy float32/float64, else through the strided
+window views defined here (cupy, other dtypes). 3-D max pooling is ``pool_kernels.max3d``
+(per output a branch-free loop over its window clipped to the input, the maximum's flat
+index kept) and its backward ``pool_kernels.max2d_adjoint`` on the flat volumes (the 2-D
+pool's kernel: one signature for both). 3-D average pooling and adaptive max pooling are
+one pass of ``conv_kernels.pool_forward`` (per output a loop over its box); 3-D float32
+average pools with disjoint windows (stride = kernel, no padding) take
+``cpu_nn_kernels.pool_bins`` instead, which reads each input row once.
 ``AdaptiveAvgPool`` (1-D to 3-D) is a product with small averaging matrices.
 """
 import functools
@@ -418,12 +418,20 @@ def _kernel_ok(x):
 
 
 def _tiled3d(x, k, s, pads, o):
-    """Whether a 3-D pool runs as ``cpu_nn_kernels.pool_bins``: numpy float32 (the kernel
+    """Whether a 3-D average pool runs as ``cpu_nn_kernels.pool_bins``: numpy float32 (the kernel
     takes about a second to compile per dtype; float64 keeps the general pass), disjoint
     windows (stride = kernel), no padding, and the output the floor division (no ceil-mode
     window past the end)."""
     return (x.ndim == 5 and type(x) is np.ndarray and x.dtype == np.float32 and tuple(k) == tuple(s)
             and not any(pads) and all(m == n // kk for m, n, kk in zip(o, x.shape[2:], k)))
+
+
+def _max3d_ok(x, k, pads):
+    """Whether a max pool runs as ``pool_kernels.max3d``: a 5-D numpy float32/float64 input and
+    no window wholly inside the leading padding (``pool_out_sizes`` keeps the last window's
+    start inside the input or its leading padding, so every window then holds an input
+    element)."""
+    return x.ndim == 5 and K.usable(x) and all(kk > pads[2 * i] for i, kk in enumerate(k))
 
 
 def _nn_kernels():
@@ -437,28 +445,25 @@ def _tiled_boxes(k, o):
     return tuple(np.stack([np.arange(m) * kk, np.arange(m) * kk + kk]).astype(np.int64) for kk, m in zip(k, o))
 
 
-def _boxes_run(x, boxes, o, mode, scale):
-    """``pool_bins``' forward (``mode`` 0 max, 1 sum times ``scale``) of [N, C, *S] ``x`` (1 to 3
-    spatial axes; ``boxes`` for 3): the output [N, C, *o] and, for max, the winners' indices in
-    their planes."""
+def _boxes_run(x, boxes, o, scale):
+    """``pool_bins``' forward, the box sums times ``scale``, of [N, C, *S] ``x`` (1 to 3
+    spatial axes; ``boxes`` for 3): the output [N, C, *o]."""
     n, c = x.shape[:2]
     lead = (1,) * (5 - x.ndim)
     xv = np.ascontiguousarray(x).reshape((n * c,) + lead + x.shape[2:])
     out = np.empty((n * c,) + lead + tuple(o), x.dtype)
-    idx = np.empty(out.shape if mode == 0 else (1, 1, 1, 1), np.int64)
-    _nn_kernels().pool_bins(xv, out, idx, *boxes, mode, x.dtype.type(scale))
-    return out.reshape((n, c) + tuple(o)), idx.reshape((n, c) + tuple(o)) if mode == 0 else None
+    _nn_kernels().pool_bins(xv, out, *boxes, 1, x.dtype.type(scale))
+    return out.reshape((n, c) + tuple(o))
 
 
-def _boxes_adjoint(g, x_shape, boxes, mode, scale, idx=None):
-    """``pool_bins``' adjoints: the input gradient [N, C, *S] for the output gradient ``g``
-    (``mode`` 3: at the maxima ``idx``; 2: spread times ``scale``)."""
+def _boxes_adjoint(g, x_shape, boxes, scale):
+    """``pool_bins``' adjoint: the input gradient [N, C, *S] for the output gradient ``g``,
+    each spread over its box times ``scale``."""
     n, c = x_shape[:2]
     lead = (1,) * (5 - len(x_shape))
     gx = np.empty(x_shape, g.dtype)
     gv = np.ascontiguousarray(g).reshape((n * c,) + lead + g.shape[2:])
-    iv = idx.reshape(gv.shape) if idx is not None else np.empty((1, 1, 1, 1), np.int64)
-    _nn_kernels().pool_bins(gx.reshape((n * c,) + lead + x_shape[2:]), gv, iv, *boxes, mode, g.dtype.type(scale))
+    _nn_kernels().pool_bins(gx.reshape((n * c,) + lead + x_shape[2:]), gv, *boxes, 2, g.dtype.type(scale))
     return gx
 
 
@@ -474,16 +479,15 @@ class MaxPoolNd(Function):
         o = pool_out_sizes(sp, self.k, self.s, self.pads, self.ceil)
         if min(o) <= 0:
             raise ValueError(f"ddg.max_pool3d: the output would be empty: input {list(x.shape)}, kernel {list(self.k)}")
-        self.tiled = _tiled3d(x, self.k, self.s, self.pads, o)
-        if self.tiled:      # disjoint windows: each input row read once
-            self.boxes = _tiled_boxes(self.k, tuple(o))
-            y, self.idx = _boxes_run(x, self.boxes, o, 0, 0.0)
-            self.meta, self.compiled = (x.shape, o, None), True
-            return y
-        self.compiled = _kernel_ok(x)
+        self.dtype = x.dtype
+        self.compiled = _max3d_ok(x, self.k, self.pads)
         if self.compiled:   # one pass, the windows clipped to the input (padding never wins)
-            bins, _ = _window_bins(tuple(sp), self.k, self.s, self.pads, tuple(o))
-            y, self.idx, self.state = K.pool_forward(x, bins, None, 0, True)
+            n, c = x.shape[:2]
+            y = np.empty((n, c) + o, x.dtype)
+            self.idx = np.empty((n, c) + o, np.int32)
+            geom = self.k + self.s + (self.pads[0], self.pads[2], self.pads[4])
+            _pool_kernels().max3d(np.ascontiguousarray(x).reshape((n * c,) + sp), y.reshape((n * c,) + o),
+                                  self.idx.reshape((n * c,) + o), geom)
             self.meta = (x.shape, o, None)
             return y
         pads = _pool_pads(sp, self.k, self.s, self.pads, o)
@@ -497,10 +501,12 @@ class MaxPoolNd(Function):
     def backward(self, g):
         xp = backend.get_array_module(g)
         xs, o, pads = self.meta
-        if self.tiled:      # each gradient added at its maximum
-            return _boxes_adjoint(g, xs, self.boxes, 3, 0.0, self.idx)
-        if self.compiled:
-            return K.pool_backward(g, xs, self.state, 0, True, self.idx)
+        if self.compiled:   # each gradient added at its maximum
+            planes, n_in = xs[0] * xs[1], int(np.prod(xs[2:]))
+            gx = np.zeros((planes, n_in), self.dtype)
+            g2 = np.ascontiguousarray(g, dtype=self.dtype).reshape(planes, -1)
+            _pool_kernels().max2d_adjoint(g2, self.idx.reshape(planes, -1), gx)
+            return gx.reshape(xs)
         kk = int(np.prod(self.k))
         gw = (xp.arange(kk) == self.idx[..., None]) * g[..., None]
         gw = gw.astype(g.dtype).reshape(g.shape + self.k)
@@ -541,7 +547,7 @@ class AvgPoolNd(Function):
         if self.tiled:      # disjoint full windows: one divisor
             self.scale = 1.0 / (self.divisor or int(np.prod(self.k)))
             self.boxes = _tiled_boxes(self.k, tuple(o))
-            y, _ = _boxes_run(x, self.boxes, o, 1, self.scale)
+            y = _boxes_run(x, self.boxes, o, self.scale)
             self.meta = (x.shape, o, None)
             return y
         self.compiled = _kernel_ok(x)
@@ -575,7 +581,7 @@ class AvgPoolNd(Function):
         xp = backend.get_array_module(g)
         xs, o, pads = self.meta
         if self.tiled:
-            return _boxes_adjoint(g, xs, self.boxes, 2, self.scale)
+            return _boxes_adjoint(g, xs, self.boxes, self.scale)
         if self.compiled:
             return K.pool_backward(g, xs, self.state, self.div, False, None)
         gq = (g / self.count).astype(g.dtype, copy=False)
