@@ -1,5 +1,6 @@
-"""Layers whose cost at small sizes is mostly per call, each one op: the cosine embedding
-loss (``nn_ops.CosineEmbeddingLoss``). Forward against float64 numpy, gradients against
+"""Layers whose cost at small sizes is mostly per call: the cosine embedding loss
+(``nn_ops.CosineEmbeddingLoss``), 3-D max pooling (``pool_kernels.max3d``), fold
+(``ops.fold.Fold``). Forward against float64 numpy, gradients against
 central differences, second order, 2-byte floats, and the device (simcupy in CI) against
 the CPU."""
 import numpy as np
@@ -146,3 +147,80 @@ def test_max_pool3d_first_maximum_nan_and_gradient(dt, shape, k, s, pad, ceil):
     ref = np.zeros((shape[0] * shape[1], int(np.prod(shape[2:]))), dt)
     np.add.at(ref, (np.arange(ref.shape[0])[:, None], ir.reshape(ref.shape[0], -1)), g.reshape(ref.shape[0], -1))
     np.testing.assert_allclose(t.grad.numpy(), ref.reshape(shape), rtol=1e-6, atol=0)
+
+
+# -- fold (ops.fold.Fold) --------------------------------------------------------------------------
+FOLDS = [  # out (h, w), kernel, stride, dilation, Paddle paddings [top, left, bottom, right]
+    ((7, 7), (2, 2), (2, 2), (1, 1), (0, 0, 0, 0)),     # disjoint, a row and a column left uncovered
+    ((8, 9), (2, 2), (3, 3), (1, 1), (0, 0, 0, 0)),     # disjoint with gaps between the windows
+    ((4, 4), (2, 2), (1, 1), (2, 2), (0, 0, 0, 0)),     # dilated windows interleaved, each pixel once
+    ((6, 5), (2, 2), (2, 2), (1, 1), (1, 0, 1, 1)),     # disjoint over padding
+    ((5, 6), (3, 2), (1, 2), (1, 1), (1, 1, 0, 0)),     # overlapping rows, padding
+    ((5, 6), (3, 3), (1, 1), (1, 1), (1, 0, 1, 2)),     # stride 1 (the compiled loops), padding
+]
+
+
+def _fold_blocks(hw, k, s, d, p):
+    return [(hw[a] + p[a] + p[a + 2] - d[a] * (k[a] - 1) - 1) // s[a] + 1 for a in range(2)]
+
+
+def _fold_ref(x, hw, k, s, d, p):
+    (h, w), (kh, kw), (sh, sw), (dh, dw), (pt, pl, pb, pr) = hw, k, s, d, p
+    oh, ow = _fold_blocks(hw, k, s, d, p)
+    n = x.shape[0]
+    cols = x.astype(np.float64).reshape(n, -1, kh, kw, oh, ow)
+    ref = np.zeros((n, cols.shape[1], h + pt + pb, w + pl + pr))
+    for i, j, a, b in np.ndindex(kh, kw, oh, ow):
+        ref[:, :, a * sh + i * dh, b * sw + j * dw] += cols[:, :, i, j, a, b]
+    return ref[:, :, pt:pt + h, pl:pl + w]
+
+
+def _fold(geo):
+    hw, k, s, d, p = geo
+    return lambda v: F.fold(v, list(hw), list(k), list(s), list(p), list(d))
+
+
+@pytest.mark.parametrize("geo", FOLDS)
+def test_fold_against_float64_loops_and_gradients(geo):
+    oh, ow = _fold_blocks(*geo)
+    k = geo[1]
+    x = RNG.standard_normal((2, 3 * k[0] * k[1], oh * ow))
+    ref, fn = _fold_ref(x, *geo), _fold(geo)
+    for dt, tol in (("float64", 1e-13), ("float32", 1e-5)):
+        y = fn(T(x, dtype=dt))
+        assert y.dtype == getattr(ddg, dt)
+        np.testing.assert_allclose(y.numpy(), ref, rtol=0, atol=tol)
+    assert gradcheck(fn, [T(x[:1], True)])
+    assert gradgradcheck(lambda v: fn(v) * fn(v), [T(x[:1, :k[0] * k[1]], True)])
+
+
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+def test_fold_in_two_byte_floats(dt):
+    geo = FOLDS[4]
+    oh, ow = _fold_blocks(*geo)
+    x = RNG.standard_normal((2, 12, oh * ow)).astype(np.float32)
+    t = T(x, dtype="float32").astype(dt)
+    t.stop_gradient = False
+    y = _fold(geo)(t)
+    (y * y).sum().backward()
+    assert y.dtype == t.grad.dtype == t.dtype
+    np.testing.assert_allclose(y.astype("float32").numpy(), _fold_ref(x, *geo), rtol=0, atol=0.05)
+    g = F.unfold(2 * y.detach().astype("float32"), list(geo[1]), list(geo[2]), list(geo[4]), list(geo[3]))
+    np.testing.assert_allclose(t.grad.astype("float32").numpy(), g.numpy(), rtol=0, atol=0.1)
+
+
+@pytest.mark.skipif(not ddg.tensor.backend.cupy_available(),
+                    reason="GPU tests need cupy and an NVIDIA GPU (cupy is not installed or sees no GPU)")
+@pytest.mark.parametrize("geo", [FOLDS[0], FOLDS[4]])
+def test_fold_on_the_device_gives_the_cpu_results(geo):
+    oh, ow = _fold_blocks(*geo)
+    x = RNG.standard_normal((2, 3 * geo[1][0] * geo[1][1], oh * ow)).astype(np.float32)
+    res = {}
+    for place in ("cpu", "gpu"):
+        t = T(x, True, place=place)
+        y = _fold(geo)(t)
+        (y * y).sum().backward()
+        assert (type(y._data) is np.ndarray) == (place == "cpu")
+        res[place] = (y.numpy(), t.grad.numpy())
+    for u, v in zip(res["gpu"], res["cpu"]):
+        np.testing.assert_allclose(u, v, rtol=1e-6, atol=1e-6)

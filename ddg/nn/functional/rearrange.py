@@ -1,10 +1,10 @@
 """Rearrangements of channels, pixels and frames: ``pixel_unshuffle``,
 ``channel_shuffle``, ``temporal_shift``, ``fold`` (the inverse of ``unfold``), and
 ``maxout`` (the maximum over groups of channels). Composites of the primitives; ``fold``
-is the op ``ops.conv.Fold``."""
+is the op ``ops.fold.Fold``."""
 
 from ...autograd.axes import normalize_axis as _ax
-from ...autograd.ops import conv as C
+from ...autograd.ops import fold as _fold
 from ...autograd.ops import movement as M
 from ...autograd.ops import reduce as R
 from ...tensor.tensor import Tensor
@@ -57,7 +57,7 @@ def maxout(x, groups, axis=1, name=None):
 
 def fold(x, output_sizes, kernel_sizes, strides=1, paddings=0, dilations=1, name=None):
     """Sum sliding blocks ``[N, C*kh*kw, L]`` back into ``[N, C, H, W]``: the adjoint of
-    ``unfold``, one op (``ops.conv.Fold``)."""
+    ``unfold``, one op (``ops.fold.Fold``)."""
     if x.ndim != 3:
         raise ValueError(f"ddg.nn.functional.fold: x must be [N, C*kh*kw, L], got shape {x.shape}")
     k, s, p, d = block_args(kernel_sizes, strides, paddings, dilations, "fold")
@@ -71,7 +71,7 @@ def fold(x, output_sizes, kernel_sizes, strides=1, paddings=0, dilations=1, name
     if blocks[0] * blocks[1] != length:
         raise ValueError(f"ddg.nn.functional.fold: L = {length} blocks, but output {out}, kernel {list(k)}, stride "
                          f"{list(s)}, padding {list(p)} and dilation {list(d)} give {blocks[0]} x {blocks[1]}")
-    return C.Fold(out, k, s, p, d)(x)
+    return _fold.Fold(out, k, s, p, d)(x)
 
 
 def temporal_shift(x, seg_num, shift_ratio=0.25, name=None, data_format="NCHW"):
