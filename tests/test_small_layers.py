@@ -224,3 +224,28 @@ def test_fold_on_the_device_gives_the_cpu_results(geo):
         res[place] = (y.numpy(), t.grad.numpy())
     for u, v in zip(res["gpu"], res["cpu"]):
         np.testing.assert_allclose(u, v, rtol=1e-6, atol=1e-6)
+
+
+# -- channel dropout (nn_ops.Dropout, the compiled scale_rows) -------------------------------------
+@pytest.mark.parametrize("dt", ["float32", "float64", "float16"])
+@pytest.mark.parametrize("fmt", ["NCHW", "NHWC", "strided"])
+def test_dropout2d_values_gradient_and_nan(dt, fmt):
+    x = RNG.standard_normal((3, 8, 4, 5)).astype(dt)
+    x[:, :, 1, 2] = np.nan                           # every channel: a dropped one stays NaN (x * 0)
+    if fmt == "strided":                             # a non-contiguous input
+        leaf = T(np.concatenate([x, x], axis=3), True)
+        t, xv = leaf[:, :, :, ::2], np.concatenate([x, x], axis=3)[:, :, :, ::2]
+    else:
+        xv = x if fmt == "NCHW" else x.transpose(0, 2, 3, 1).copy()
+        leaf = t = T(xv, True)
+    y = F.dropout2d(t, 0.4, data_format="NHWC" if fmt == "NHWC" else "NCHW")
+    mask = y._node.mask
+    assert mask.shape == ((3, 1, 1, 8) if fmt == "NHWC" else (3, 8, 1, 1)) and mask.dtype == x.dtype
+    kept = mask.reshape(-1) != 0
+    assert 0 < kept.sum() < kept.size
+    np.testing.assert_allclose(np.unique(mask), [0, 1 / 0.6], rtol=1e-3)
+    np.testing.assert_array_equal(y.numpy(), xv * mask)
+    g = RNG.standard_normal(y.shape).astype(dt)
+    y.backward(T(g))
+    gx = leaf.grad.numpy()
+    np.testing.assert_array_equal(gx[:, :, :, ::2] if fmt == "strided" else gx, g * mask)

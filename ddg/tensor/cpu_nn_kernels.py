@@ -374,6 +374,20 @@ def rrelu_forward(x, u, out, lower, width):
 
 
 @kernel(error_model="numpy")
+def scale_rows(x, s, out):
+    """``out[r] = x[r] * s[r]`` for ``x`` [R, S]: a per-row factor (dropout's channel mask)
+    times contiguous rows, which numpy's broadcast multiply ran at half the speed of a
+    plain one. ``x * 0`` stays NaN for a NaN, as in numpy."""
+    R, S = x.shape
+    for r in range(R):
+        v = s[r]
+        xr = x[r]
+        o = out[r]
+        for j in range(S):
+            o[j] = xr[j] * v
+
+
+@kernel(error_model="numpy")
 def prelu_forward(x, w, out):
     """Channel-wise PReLU on ``x`` [A, C, B] (C the channels, B the positions after them):
     ``out = x`` where ``x > 0``, else ``w[c] * x``."""

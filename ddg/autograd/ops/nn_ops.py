@@ -574,6 +574,27 @@ def _uniform(xp, shape):
     return backend.draw_uniform(backend.rng(xp), shape, np.float32)
 
 
+def _mask_rows(x, mask_shape):
+    """``(R, S)`` when a mask of ``mask_shape`` is one factor per row of ``x`` read as ``[R, S]``
+    (it matches x's leading axes and is 1 along the rest, as dropout2d/3d's [N, C, 1, 1]) and
+    ``x`` is a C-contiguous numpy float32/float64 array: the compiled ``scale_rows`` applies
+    it; else None (numpy's broadcast multiply)."""
+    if type(x) is not np.ndarray or x.dtype not in (np.float32, np.float64) or not x.flags.c_contiguous:
+        return None
+    k = len(mask_shape)
+    while k and mask_shape[k - 1] == 1:
+        k -= 1
+    if k == len(mask_shape) or tuple(mask_shape[:k]) != tuple(x.shape[:k]):
+        return None
+    return math.prod(x.shape[:k]), math.prod(x.shape[k:])
+
+
+def _scale_rows(a, mask, rows):
+    out = np.empty_like(a)
+    _cpu_kernels().scale_rows(a.reshape(rows), mask.reshape(-1), out.reshape(rows))
+    return out
+
+
 class Dropout(Function):
     """``x * mask`` with a fresh random mask drawn INSIDE forward.
 
@@ -596,10 +617,16 @@ class Dropout(Function):
         if self.scale is not None:
             mask *= x.dtype.type(self.scale)   # in place: the astype above is a fresh array
         self.mask = mask
+        self.rows = _mask_rows(x, self.mask_shape)
+        if self.rows is not None:
+            return _scale_rows(x, mask, self.rows)
         return x * mask
 
     def backward(self, g):
         # the mask broadcasts up to x's shape and the output has x's shape: no sum_to
+        if self.rows is not None and type(g) is np.ndarray and g.dtype == self.mask.dtype and g.flags.c_contiguous \
+                and g.size == self.rows[0] * self.rows[1]:
+            return (_scale_rows(g, self.mask, self.rows),)
         return (g * self.mask,)
 
     def backward_graph(self, g):
