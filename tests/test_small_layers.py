@@ -249,3 +249,41 @@ def test_dropout2d_values_gradient_and_nan(dt, fmt):
     y.backward(T(g))
     gx = leaf.grad.numpy()
     np.testing.assert_array_equal(gx[:, :, :, ::2] if fmt == "strided" else gx, g * mask)
+
+
+# -- adaptive max pooling (max3d for bins of at most 64 elements, else conv_kernels.pool_forward) --
+def _adaptive_ref(x, sizes):
+    """Per bin the first maximal element (the first NaN where there is one): values, flat indices."""
+    n, c, *sp = x.shape
+    y, idx = np.zeros((n, c) + tuple(sizes), x.dtype), np.zeros((n, c) + tuple(sizes), np.int64)
+    flat = np.arange(np.prod(sp)).reshape(sp)
+    for o in np.ndindex(*sizes):
+        sl = tuple(slice(i * m // s, -(-((i + 1) * m) // s)) for i, m, s in zip(o, sp, sizes))
+        win, pos = x[(slice(None), slice(None)) + sl].reshape(n, c, -1), flat[sl].reshape(-1)
+        nan = np.isnan(win)
+        first = np.where(nan.any(-1), nan.argmax(-1), np.nanargmax(np.where(nan, -np.inf, win), -1))
+        y[(slice(None), slice(None)) + o] = np.take_along_axis(win, first[..., None], -1)[..., 0]
+        idx[(slice(None), slice(None)) + o] = pos[first]
+    return y, idx
+
+
+@pytest.mark.parametrize("shape,sizes", [((2, 3, 7, 6, 8), (3, 2, 3)),    # small bins: max3d
+                                         ((1, 2, 10, 10, 10), (2, 2, 2)),  # 5^3 bins: pool_forward
+                                         ((2, 3, 9, 11), (4, 3)), ((2, 3, 30), (4,))])
+def test_adaptive_max_pool_first_maximum_nan_and_gradient(shape, sizes):
+    x = RNG.integers(-3, 3, shape).astype("float32")
+    x.reshape(-1)[RNG.choice(x.size, 5, replace=False)] = np.nan
+    yr, ir = _adaptive_ref(x, sizes)
+    fn = {1: F.adaptive_max_pool1d, 2: F.adaptive_max_pool2d, 3: F.adaptive_max_pool3d}[len(sizes)]
+    t = T(x, True)
+    y, mask = fn(t, sizes, return_mask=True)
+    np.testing.assert_array_equal(y.numpy(), yr)
+    np.testing.assert_array_equal(mask.numpy(), ir)
+    g = RNG.standard_normal(yr.shape).astype("float32")
+    y.backward(T(g))
+    p = shape[0] * shape[1]
+    ref = np.zeros((p, int(np.prod(shape[2:]))), np.float32)
+    np.add.at(ref, (np.arange(p)[:, None], ir.reshape(p, -1)), g.reshape(p, -1))
+    np.testing.assert_allclose(t.grad.numpy(), ref.reshape(shape), rtol=1e-6, atol=0)
+    xd = T(RNG.standard_normal(shape), True)
+    assert gradgradcheck(lambda v: fn(v, sizes) * fn(v, sizes), [xd])

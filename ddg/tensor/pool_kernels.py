@@ -73,20 +73,24 @@ def _max_step(best, bi, v, k, seen):
 
 
 @kernel
-def max3d(x, y, pos, geom):
-    """``y[p, a, i, j]`` the maximum of volume ``x[p]`` over the window of output (a, i, j) and
-    ``pos`` its flat index ``(d*H + h)*W + w`` (the first maximal element in row-major order, a
-    NaN winning); ``geom`` = (kd, kh, kw, sd, sh, sw, pf, pt, pl) (pf, pt, pl the leading
-    padding of depth, height and width). Every window holds at least one input element (the
-    caller checks). The output is read at the index. Disjoint 2x2x2 windows inside the input
-    (the common pool) take a loop over seven constant offsets, which compiles unrolled (1.6x
-    faster than the general loop nest). Backward is ``max2d_adjoint`` on the flat volumes."""
-    kd, kh, kw, sd, sh, sw, pf, pt, pl = geom
+def max3d(x, y, pos, bins):
+    """``y[p, a, i, j]`` the maximum of volume ``x[p]`` [D, H, W] over the window of output
+    (a, i, j) and ``pos`` its flat index ``(d*H + h)*W + w`` (the first maximal element in
+    row-major order, a NaN winning); ``bins`` [3, 2, O] int64: per axis the [start, end) of
+    each output's window, clipped to the input and not empty (a pool's strided windows or
+    adaptive pooling's bins; 1-D and 2-D pools pass leading axes of length 1 with bins
+    [0, 1)). The output is read at the index. When every window is a disjoint 2x2x2 block
+    (the common pool) the loop runs over seven constant offsets, which compiles unrolled
+    (1.6x faster than the general loop nest). Backward is ``max2d_adjoint`` on the flat
+    volumes."""
     n_p, d_n, h_n, w_n = x.shape
     od, oh, ow = y.shape[1], y.shape[2], y.shape[3]
     hw = h_n * w_n
-    pair = (kd == 2 and kh == 2 and kw == 2 and sd == 2 and sh == 2 and sw == 2 and pf == 0 and pt == 0
-            and pl == 0 and 2 * od <= d_n and 2 * oh <= h_n and 2 * ow <= w_n)
+    pair = True
+    for ax in range(3):
+        for a in range(y.shape[ax + 1]):
+            if bins[ax, 0, a] != 2 * a or bins[ax, 1, a] != 2 * a + 2:
+                pair = False
     for p in range(n_p):
         xp = x[p].reshape(d_n * hw)
         yp = y[p]
@@ -104,11 +108,11 @@ def max3d(x, y, pos, geom):
                         pp[a, i, j] = bi
             continue
         for a in range(od):
-            da, db = _span(a, sd, pf, kd, d_n)
+            da, db = bins[0, 0, a], bins[0, 1, a]
             for i in range(oh):
-                ha, hb = _span(i, sh, pt, kh, h_n)
+                ha, hb = bins[1, 0, i], bins[1, 1, i]
                 for j in range(ow):
-                    wa, wb = _span(j, sw, pl, kw, w_n)
+                    wa, wb = bins[2, 0, j], bins[2, 1, j]
                     bi = (da * h_n + ha) * w_n + wa
                     best = xp[bi]
                     seen = best != best
