@@ -8,14 +8,14 @@ the backward scatters the gradient with it. With cupy arrays and a usable cuDNN,
 with symmetric padding (no ceil mode, no divisor override) call cuDNN instead.
 
 The N-d primitives at the end (``MaxPoolNd``, ``AvgPoolNd``, used for 3-D; ``AdaptiveMaxPool``
-for adaptive max pooling) run compiled on numpy float32/float64, else through the strided
-window views defined here (cupy, other dtypes). 3-D max pooling is ``pool_kernels.max3d``
-(per output a branch-free loop over its window clipped to the input, the maximum's flat
-index kept) and its backward ``pool_kernels.max2d_adjoint`` on the flat volumes (the 2-D
-pool's kernel: one signature for both). 3-D average pooling and adaptive max pooling are
-one pass of ``conv_kernels.pool_forward`` (per output a loop over its box); 3-D float32
-average pools with disjoint windows (stride = kernel, no padding) take
-``cpu_nn_kernels.pool_bins`` instead, which reads each input row once.
+for adaptive max pooling, 1-D to 3-D) run compiled on numpy float32/float64, else through
+the strided window views defined here (cupy, other dtypes). Max pooling, strided or
+adaptive, is ``pool_kernels.max3d`` (per output a loop over its window's per-axis bins,
+the maximum's flat index kept) and its backward ``pool_kernels.max2d_adjoint`` on the flat
+volumes (the 2-D pool's kernel: one signature for both). 3-D average pooling is one pass of
+``conv_kernels.pool_forward`` (per output a loop over its box); 3-D float32 average pools
+with disjoint windows (stride = kernel, no padding) take ``cpu_nn_kernels.pool_bins``
+instead, which reads each input row once.
 ``AdaptiveAvgPool`` (1-D to 3-D) is a product with small averaging matrices.
 """
 import functools
@@ -635,13 +635,8 @@ def _adaptive_bins(spatial, out):
 
 @functools.lru_cache(maxsize=256)
 def _adaptive_bins3(spatial, out):
-    """``max3d``'s bins for adaptive pooling, or None where the largest bin holds more than 64
-    elements: there ``conv_kernels.pool_forward``'s loop, whose branch on a new maximum is
-    rarely taken in long bins, measured faster than the branch-free one (bins of 8^3: 1.25x,
-    of 11^3: 1.3x), while for small bins max3d was 1.1-2.9x faster (6^3 -> 3^3 2.1x,
-    14^2 -> 7^2 2.9x, 40^2 -> 7^2 1.6x)."""
-    bb = _bins3(_adaptive_bins(spatial, out))
-    return bb if int(np.prod((bb[:, 1] - bb[:, 0]).max(axis=1))) <= 64 else None
+    """``max3d``'s bins for adaptive pooling."""
+    return _bins3(_adaptive_bins(spatial, out))
 
 
 class AdaptiveMaxPool(Function):
@@ -650,11 +645,9 @@ class AdaptiveMaxPool(Function):
     float32/float64 only (the functional layer keeps its composite elsewhere); each output's
     gradient goes to the first maximal element of its bin.
 
-    One compiled pass over the bins: ``pool_kernels.max3d`` (branch-free, backward
-    ``max2d_adjoint``) where no bin holds more than 64 elements, else
-    ``conv_kernels.pool_forward`` (see ``_adaptive_bins3``); except for 1-D pooling whose
-    bins tile the input and are long (32 or more: measured faster there, 2.2x at 784 -> 7):
-    the input viewed as [N, C, O, K]
+    One compiled pass over the bins (``pool_kernels.max3d``, backward ``max2d_adjoint``),
+    except for 1-D pooling whose bins tile the input and are long (32 or more: measured
+    faster there, 2.2x at 784 -> 7): the input viewed as [N, C, O, K]
     and numpy's argmax over the last axis; the backward writes each gradient at its maximum
     (the bins are disjoint). (With several axes the view needs a transposing copy, and short
     bins cost numpy a call per bin: the compiled pass is faster there.)"""
@@ -665,15 +658,11 @@ class AdaptiveMaxPool(Function):
 
     def forward(self, x):
         sp, o = x.shape[2:], self.out_sizes
-        self.x_shape, self.idx_dtype = x.shape, x.dtype
+        self.x_shape, self.dtype = x.shape, x.dtype
         if len(sp) == 1 and sp[0] % o[0] == 0 and sp[0] // o[0] >= 32:
             return self._tiled(x, sp, o)
-        bins = _adaptive_bins3(tuple(sp), o)
-        if bins is not None:
-            y, self.idx = _max3d_run(x, bins, o)
-            self.state = "max3d"
-            return y
-        y, self.idx, self.state = K.pool_forward(x, _adaptive_bins(tuple(sp), o), None, 0, True)
+        y, self.idx = _max3d_run(x, _adaptive_bins3(tuple(sp), o), o)
+        self.compiled = True
         return y
 
     def _tiled(self, x, sp, o):
@@ -691,14 +680,12 @@ class AdaptiveMaxPool(Function):
             shape[2 + i] = o[i]
             pos = np.arange(o[i]).reshape(shape) * k[i] + (arg // inner) % k[i]
             flat = flat * sp[i] + pos
-        self.idx, self.state = flat, None
+        self.idx, self.compiled = flat, False
         return y
 
     def backward(self, g):
-        if isinstance(self.state, str):
-            return _max3d_adjoint(g, self.x_shape, self.idx, self.idx_dtype)
-        if self.state is not None:
-            return K.pool_backward(g, self.x_shape, self.state, 0, True, self.idx)
+        if self.compiled:
+            return _max3d_adjoint(g, self.x_shape, self.idx, self.dtype)
         n, c = self.x_shape[:2]
         gx = np.zeros((n, c, int(np.prod(self.x_shape[2:]))), g.dtype)
         np.put_along_axis(gx, self.idx.reshape(n, c, -1), g.reshape(n, c, -1), axis=2)
