@@ -288,3 +288,26 @@ def test_adaptive_max_pool_first_maximum_nan_and_gradient(shape, sizes):
     np.testing.assert_allclose(t.grad.numpy(), ref.reshape(shape), rtol=1e-6, atol=0)
     xd = T(RNG.standard_normal(shape), True)
     assert gradgradcheck(lambda v: fn(v, sizes) * fn(v, sizes), [xd])
+
+
+# -- max unpooling (nn_ops.MaxUnpool: one node, the index check inside) -----------------------------
+def test_max_unpool3d_is_one_node_and_checks_its_indices():
+    x = RNG.standard_normal((2, 3, 4, 4, 6)).astype("float32")
+    y, idx = F.max_pool3d(T(x), 2, 2, return_mask=True)
+    assert idx.dtype == ddg.int32
+    yt = T(y.numpy(), True)
+    out = F.max_unpool3d(yt, idx, 2, output_size=[5, 4, 6])          # a trailing row no window covers
+    assert type(out._node).__name__ == "MaxUnpool" and out.shape == [2, 3, 5, 4, 6]
+    ref = np.zeros((6, 5 * 4 * 6), np.float32)
+    np.put_along_axis(ref, idx.numpy().reshape(6, -1).astype(np.int64), y.numpy().reshape(6, -1), 1)
+    np.testing.assert_array_equal(out.numpy(), ref.reshape(2, 3, 5, 4, 6))
+    g = RNG.standard_normal(out.shape).astype("float32")
+    out.backward(T(g))
+    np.testing.assert_array_equal(yt.grad.numpy(), np.take_along_axis(
+        g.reshape(6, -1), idx.numpy().reshape(6, -1).astype(np.int64), 1).reshape(y.shape))
+    bad = idx.numpy().copy()
+    bad[0, 0, 0, 0, 0] = 2 * 4 * 6
+    with pytest.raises(ValueError, match=r"max_unpool3d: indices out of range for an output of size \[2, 4, 6\]"):
+        F.max_unpool3d(yt, T(bad), 2, output_size=[2, 4, 6])
+    with pytest.raises(TypeError, match="max_unpool3d: indices must be integers"):
+        F.max_unpool3d(yt, T(idx.numpy().astype("float32")), 2)

@@ -881,28 +881,37 @@ def nll_loss(x, label, weight, ignore_index, reduction):
 
 
 class MaxUnpool(Function):
-    """``x`` ``[N, C, L]`` written into zeros ``[N, C, total]`` at the positions ``index``
-    ``[N, C, L]`` (int64, each in ``[0, total)``) names: the inverse of a max pooling that
-    returned its indices. A primitive for speed: one flat scatter forward (positions
-    offset per ``(n, c)`` row), one flat gather backward. Linear in ``x``; where two values
-    name one position the last written wins and the gradient goes to every one of them."""
+    """``x`` ``[N, C, *S]`` written into zeros ``[N, C, *out]`` at the positions ``index``
+    (``[N, C, *S]``, any integer dtype, each a flat index into ``out``'s plane) names: the
+    inverse of a max pooling that returned its indices. A primitive for speed, one node
+    with the reshapes and the index check inside: one flat scatter forward (positions
+    offset per ``(n, c)`` plane), one flat gather backward. Linear in ``x``; where two values
+    name one position the last written wins and the gradient goes to every one of them.
+    ``op`` names the caller in the error for an index outside the plane."""
     save_inputs = False
 
-    def __init__(self, total):
-        self.total = total
+    def __init__(self, out, op="max_unpool"):
+        self.out, self.op = tuple(int(v) for v in out), op
 
     def forward(self, x, index):
         xp = backend.get_array_module(x)
-        n, c, _ = self.in_shape = index.shape
-        self.flat = (index + xp.arange(0, n * c * self.total, self.total).reshape(n, c, 1)).ravel()
+        n, c = x.shape[:2]
+        total = math.prod(self.out)
+        idx = index.reshape(n, c, -1)
+        if idx.size and (int(idx.max()) >= total or int(idx.min()) < 0):
+            raise ValueError(f"ddg.nn.functional.{self.op}: indices out of range for an output of size "
+                             f"{list(self.out)}")
+        offsets = xp.arange(0, n * c * total, total, dtype=np.int64).reshape(n, c, 1)
+        self.flat = xp.add(idx, offsets, dtype=np.int64).ravel()
+        self.in_shape = x.shape
         return self.apply_linear(x)
 
     def apply_linear(self, u):
         xp = backend.get_array_module(u)
         n, c = u.shape[:2]
-        out = xp.zeros(n * c * self.total, dtype=u.dtype)
+        out = xp.zeros(n * c * math.prod(self.out), dtype=u.dtype)
         out[self.flat] = u.ravel()
-        return out.reshape(n, c, self.total)
+        return out.reshape((n, c) + self.out)
 
     def backward(self, g):
         return (g.reshape(-1)[self.flat].reshape(self.in_shape),) + (None,) * (len(self.needs) - 1)
@@ -910,9 +919,9 @@ class MaxUnpool(Function):
     backward_graph = linear_backward_graph
 
 
-def max_unpool(x, index, total):
+def max_unpool(x, index, out, op="max_unpool"):
     """See ``MaxUnpool``."""
-    return MaxUnpool(total)(x, index)
+    return MaxUnpool(out, op)(x, index)
 
 
 class SigmoidCrossEntropy(Function):

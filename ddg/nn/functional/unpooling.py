@@ -2,8 +2,6 @@
 indices name, zeros elsewhere (the inverse of ``max_pool*d(return_mask=True)``)."""
 import numpy as np
 
-from ...autograd.ops import elementwise as E
-from ...autograd.ops import movement as M
 from ...autograd.ops import nn_ops as NN
 from .conv import _ntuple, _pads
 
@@ -21,13 +19,9 @@ def _max_unpool(x, indices, kernel_size, stride, padding, output_size, nd, op):
         out = [(x.shape[2 + i] - 1) * s[i] - p[2 * i] - p[2 * i + 1] + k[i] for i in range(nd)]
     else:
         out = [int(v) for v in list(output_size)[-nd:]]
-    n, c = x.shape[:2]
-    total = int(np.prod(out))
-    flat_idx = M.reshape(E.cast(indices, "int64"), [n, c, -1])
-    if flat_idx._data.size and (int(flat_idx._data.max()) >= total or int(flat_idx._data.min()) < 0):
-        raise ValueError(f"ddg.nn.functional.{op}: indices out of range for an output of size {out}")
-    y = NN.max_unpool(M.reshape(x, [n, c, -1]), flat_idx, total)
-    return M.reshape(y, [n, c] + out)
+    if indices.dtype.kind not in "iu":
+        raise TypeError(f"ddg.nn.functional.{op}: indices must be integers, got {indices.dtype}")
+    return NN.max_unpool(x, indices.detach(), out, op)
 
 
 def max_unpool1d(x, indices, kernel_size, stride=None, padding=0, data_format="NCL", output_size=None, name=None):
