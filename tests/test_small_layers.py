@@ -311,3 +311,60 @@ def test_max_unpool3d_is_one_node_and_checks_its_indices():
         F.max_unpool3d(yt, T(bad), 2, output_size=[2, 4, 6])
     with pytest.raises(TypeError, match="max_unpool3d: indices must be integers"):
         F.max_unpool3d(yt, T(idx.numpy().astype("float32")), 2)
+
+
+# -- the p = 2 pairwise distance of the triplet losses (nn_ops.PairwiseDistance) --------------------
+@pytest.mark.parametrize("shape", [(6, 5), (2, 3, 4), (7,)])
+def test_pairwise_distance_against_float64_and_second_order(shape):
+    x, y = RNG.standard_normal(shape), RNG.standard_normal(shape)
+    ref = np.sqrt(((x - y + 1e-6) ** 2).sum(-1))
+    for dt, tol in (("float64", 1e-12), ("float32", 2e-6)):
+        d = F.pairwise_distance(T(x, True, dtype=dt), T(y, dtype=dt))
+        assert type(d._node).__name__ == "PairwiseDistance" and d.dtype == getattr(ddg, dt)
+        np.testing.assert_allclose(d.numpy(), ref, rtol=tol, atol=0)
+    assert gradcheck(lambda a, b: F.pairwise_distance(a, b), [T(x, True), T(y, True)])
+    assert gradgradcheck(lambda a, b: F.pairwise_distance(a, b), [T(x, True), T(y, True)])
+    yc = T(y)                                        # a constant second input
+    assert gradgradcheck(lambda a: F.pairwise_distance(a, yc) ** 2, [T(x, True)])
+
+
+def test_triplet_losses_on_the_fused_distance():
+    a, p, n = (RNG.standard_normal((8, 6)) for _ in range(3))
+    dist = lambda u, v: np.sqrt(((u - v + 1e-6) ** 2).sum(-1))   # noqa: E731
+    ref = np.maximum(dist(a, p) - np.minimum(dist(a, n), dist(p, n)) + 1.0, 0).mean()
+    for fn in (lambda *t: F.triplet_margin_loss(*t, swap=True),
+               lambda *t: F.triplet_margin_with_distance_loss(*t, swap=True)):
+        ts = [T(v, True) for v in (a, p, n)]
+        y = fn(*ts)
+        np.testing.assert_allclose(y.numpy(), ref, rtol=1e-12)
+        assert gradcheck(fn, [T(v, True) for v in (a, p, n)])
+
+
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+def test_pairwise_distance_in_two_byte_floats(dt):
+    x, y = RNG.standard_normal((5, 16)).astype(np.float32), RNG.standard_normal((5, 16)).astype(np.float32)
+    res = {}
+    for d in (dt, "float32"):
+        a, b = T(x, dtype="float32").astype(d), T(y, dtype="float32").astype(d)
+        a.stop_gradient = False
+        out = F.pairwise_distance(a, b)
+        out.sum().backward()
+        assert out.dtype == a.grad.dtype == a.dtype
+        res[d] = (out.astype("float32").numpy(), a.grad.astype("float32").numpy())
+    for u, v in zip(res[dt], res["float32"]):
+        np.testing.assert_allclose(u, v, rtol=0, atol=3e-2 * max(1.0, np.abs(v).max()))
+
+
+@pytest.mark.skipif(not ddg.tensor.backend.cupy_available(),
+                    reason="GPU tests need cupy and an NVIDIA GPU (cupy is not installed or sees no GPU)")
+def test_pairwise_distance_on_the_device_gives_the_cpu_results():
+    x, y = RNG.standard_normal((6, 9)).astype(np.float32), RNG.standard_normal((6, 9)).astype(np.float32)
+    res = {}
+    for place in ("cpu", "gpu"):
+        a, b = T(x, True, place=place), T(y, True, place=place)
+        d = F.pairwise_distance(a, b)
+        (d * d).sum().backward()
+        assert (type(d._data) is np.ndarray) == (place == "cpu")
+        res[place] = (d.numpy(), a.grad.numpy(), b.grad.numpy())
+    for u, v in zip(res["gpu"], res["cpu"]):
+        np.testing.assert_allclose(u, v, rtol=1e-5, atol=1e-6)

@@ -1069,6 +1069,43 @@ class SoftMarginLoss(Function):
         return (-y * gs if self.needs[0] else None), (-x * gs if self.needs[1] else None)
 
 
+class PairwiseDistance(Function):
+    """The Euclidean norm of ``x - y + eps`` over the last axis (``x`` and ``y`` of one shape,
+    one floating dtype): ``pairwise_distance`` with p = 2, as the triplet losses use it.
+
+    A primitive for speed: forward is the difference (one pass) and its row dot product
+    (``einsum``, no temporary); backward scales the kept difference by ``g / dist`` per row
+    (one pass) and negates it for ``y``. As a composite it was six nodes (subtract, add, abs,
+    square, sum, sqrt), each a whole-array pass forward and backward. 2-byte floats compute
+    in float32. A zero distance gives a NaN gradient, as the composite's ``sqrt`` did.
+    Second order through ``backward_graph``."""
+    save_inputs = False
+
+    def __init__(self, eps):
+        self.eps = float(eps)
+
+    def forward(self, x, y):
+        xp = backend.get_array_module(x)
+        self.dtype, self.x, self.y = x.dtype, x, y
+        d = upcast(x) - upcast(y)
+        d += d.dtype.type(self.eps)
+        self.d = d
+        self.dist = xp.sqrt(xp.einsum("...i,...i->...", d, d))
+        return self.dist.astype(self.dtype, copy=False)
+
+    def backward(self, g):
+        gx = self.d * (g / self.dist)[..., None]
+        return (gx.astype(self.dtype, copy=False) if self.needs[0] else None,
+                (-gx).astype(self.dtype, copy=False) if self.needs[1] else None)
+
+    def backward_graph(self, g):
+        x, y = live_input(self, 0, self.x), live_input(self, 1, self.y)
+        d = (x.astype(self.d.dtype) - y.astype(self.d.dtype)) + self.eps
+        gx = d * (g.astype(self.d.dtype) / (d * d).sum(axis=-1, keepdim=True).sqrt().squeeze(-1)).unsqueeze(-1)
+        return ((gx.astype(self.dtype) if self.needs[0] else None),
+                ((-gx).astype(self.dtype) if self.needs[1] else None))
+
+
 class CosineEmbeddingLoss(Function):
     """Paddle's cosine embedding loss of ``x1``, ``x2`` [N, M] (or [M]) with labels [N] (or
     [1]): per sample ``1 - cos`` where the label is 1, ``max(0, cos - margin)`` where it is

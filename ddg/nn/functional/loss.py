@@ -1,7 +1,8 @@
 """Losses with ``reduction='mean'|'sum'|'none'``, and ``pairwise_distance``. Composites,
 except softmax cross-entropy with integer labels, nll_loss, the smooth L1 loss and the
 binary cross-entropies of probabilities and of logits, the soft and the multi-class margin
-losses, the cosine embedding loss (primitives, see nn_ops) and ``ctc_loss`` (ops/ctc.py)."""
+losses, the cosine embedding loss, the p = 2 pairwise distance (primitives, see nn_ops)
+and ``ctc_loss`` (ops/ctc.py)."""
 import numpy as np
 
 from ...autograd.axes import normalize_axis as _ax
@@ -366,6 +367,8 @@ def cosine_embedding_loss(input1, input2, label, margin=0, reduction="mean", nam
 
 
 def _pairwise_distance(x, y, p, epsilon):
+    if p == 2 and x.shape == y.shape and x.ndim and x.dtype == y.dtype and x.dtype.kind in "fV":
+        return nn_ops.PairwiseDistance(epsilon)(x, y)   # one op (the triplet losses' distance)
     d = E.abs(x - y + epsilon)
     if p == float("inf"):
         return R.max(d, axis=-1)
