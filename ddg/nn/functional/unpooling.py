@@ -1,7 +1,5 @@
 """``max_unpool1d/2d/3d``: the values of a max pooling written back at the positions its
 indices name, zeros elsewhere (the inverse of ``max_pool*d(return_mask=True)``)."""
-import numpy as np
-
 from ...autograd.ops import nn_ops as NN
 from .conv import _ntuple, _pads
 
