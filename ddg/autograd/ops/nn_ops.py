@@ -1075,7 +1075,7 @@ class PairwiseDistance(Function):
 
     A primitive for speed: forward is the difference (one pass) and its row dot product
     (``einsum``, no temporary); backward scales the kept difference by ``g / dist`` per row
-    (one pass) and negates it for ``y``. As a composite it was six nodes (subtract, add, abs,
+    (one pass) and negates it for ``y``. A composite takes six nodes (subtract, add, abs,
     square, sum, sqrt), each a whole-array pass forward and backward. 2-byte floats compute
     in float32. A zero distance gives a NaN gradient, as the composite's ``sqrt`` did.
     Second order through ``backward_graph``."""
@@ -1115,8 +1115,8 @@ class CosineEmbeddingLoss(Function):
     A primitive for speed: forward is three row dot products (``einsum``, no temporaries) and
     a few [N]-sized steps; the gradient of ``cos`` is ``x2 / (n1 n2) - cos x1 / n1^2`` (and
     symmetrically), so backward is two whole-array passes per input, each scaled per row by
-    the incoming gradient times the label's sign (0 where the hinge is flat). As a
-    composite it was about fifteen nodes, whose fixed costs dominated at small sizes.
+    the incoming gradient times the label's sign (0 where the hinge is flat). A
+    composite takes about fifteen nodes, whose fixed costs dominate at small sizes.
     2-byte floats compute in float32. Second order through ``backward_graph``."""
     save_inputs = False
     EPS = 1e-11
