@@ -468,7 +468,7 @@ def _max3d_run(x, bins, o):
 def _max3d_adjoint(g, x_shape, idx, dtype):
     """The input gradient (``dtype``) of ``_max3d_run``: each output's gradient added at its
     maximum."""
-    planes, n_in = x_shape[0] * x_shape[1], int(np.prod(x_shape[2:]))
+    planes, n_in = x_shape[0] * x_shape[1], math.prod(x_shape[2:])
     gx = np.zeros((planes, n_in), dtype)
     _pool_kernels().max2d_adjoint(np.ascontiguousarray(g, dtype=dtype).reshape(planes, -1),
                                   idx.reshape(planes, -1), gx)
@@ -577,7 +577,7 @@ class AvgPoolNd(Function):
             raise ValueError(f"ddg.avg_pool3d: the output would be empty: input {list(x.shape)}, kernel {list(self.k)}")
         self.tiled = _tiled3d(x, self.k, self.s, self.pads, o)
         if self.tiled:      # disjoint full windows: one divisor
-            self.scale = 1.0 / (self.divisor or int(np.prod(self.k)))
+            self.scale = 1.0 / (self.divisor or math.prod(self.k))
             self.boxes = _tiled_boxes(self.k, tuple(o))
             y = _boxes_run(x, self.boxes, o, self.scale)
             self.meta = (x.shape, o, None)
