@@ -653,16 +653,14 @@ def col2im(cols, out, stride, dilation):
 
 
 @kernel
-def _pool_fwd(x, xs, geom, bins, cnt, div, is_max, y, idx):
-    """Max or mean of ``x`` over one box per output. ``x`` flat with element strides ``xs`` =
+def _pool_fwd(x, xs, geom, bins, cnt, div, y):
+    """Mean of ``x`` over one box per output. ``x`` flat with element strides ``xs`` =
     (n, c, d, h, w) of a logical [N, C, D, H, W]; ``geom`` = (N, C, H, W, OD, OH, OW);
     ``bins`` [3, 2, O] int64: per spatial axis the [start, end) of each output's window,
     clipped to the input; ``cnt`` [3, O] float64: per axis the count a mean divides by (the
     divisor is their product, or ``div`` when > 0). ``y`` [N, C, OD, OH, OW] flat
-    (overwritten); with ``is_max``, ``idx`` (as ``y``) gets each maximum's flat index
-    ``(d*H + h)*W + w`` in its input plane: the first maximal element in row-major order,
-    a NaN winning over numbers (as numpy's max). Means are summed in float64. Window rows
-    are read as (strided) slices indexed from 0 (no negative-index check per element)."""
+    (overwritten). Means are summed in float64. Window rows are read as (strided) slices
+    indexed from 0 (no negative-index check per element)."""
     n_n, c_n, h_n, w_n, od, oh, ow = geom
     o = 0
     for n in range(n_n):
@@ -674,37 +672,22 @@ def _pool_fwd(x, xs, geom, bins, cnt, div, is_max, y, idx):
                     h0, h1 = bins[1, 0, i], bins[1, 1, i]
                     for j in range(ow):
                         w0, w1 = bins[2, 0, j], bins[2, 1, j]
-                        if is_max:
-                            best = x[base + d0 * xs[2] + h0 * xs[3] + w0 * xs[4]]
-                            bi = (d0 * h_n + h0) * w_n + w0
-                            for d in range(d0, d1):
-                                for h in range(h0, h1):
-                                    p = base + d * xs[2] + h * xs[3]
-                                    xr = x[p + w0 * xs[4]:p + (w1 - 1) * xs[4] + 1:xs[4]]
-                                    for t in range(w1 - w0):
-                                        v = xr[t]
-                                        if v > best or (v != v and best == best):
-                                            best = v
-                                            bi = (d * h_n + h) * w_n + w0 + t
-                            y[o] = best
-                            idx[o] = bi
-                        else:
-                            acc = 0.0
-                            for d in range(d0, d1):
-                                for h in range(h0, h1):
-                                    p = base + d * xs[2] + h * xs[3]
-                                    xr = x[p + w0 * xs[4]:p + (w1 - 1) * xs[4] + 1:xs[4]]
-                                    for t in range(w1 - w0):
-                                        acc += xr[t]
-                            y[o] = acc / (div if div > 0 else cnt[0, a] * cnt[1, i] * cnt[2, j])
+                        acc = 0.0
+                        for d in range(d0, d1):
+                            for h in range(h0, h1):
+                                p = base + d * xs[2] + h * xs[3]
+                                xr = x[p + w0 * xs[4]:p + (w1 - 1) * xs[4] + 1:xs[4]]
+                                for t in range(w1 - w0):
+                                    acc += xr[t]
+                        y[o] = acc / (div if div > 0 else cnt[0, a] * cnt[1, i] * cnt[2, j])
                         o += 1
 
 
 @kernel
-def _pool_bwd(g, gx, geom, bins, cnt, div, is_max, idx):
+def _pool_bwd(g, gx, geom, bins, cnt, div):
     """The adjoint of ``_pool_fwd``: ``g`` [N, C, OD, OH, OW] flat, ``gx`` [N, C, D, H, W]
-    flat C-contiguous (zeroed by the caller) gains each output's gradient at its maximum
-    (``is_max``) or spread over its window divided by the mean's divisor."""
+    flat C-contiguous (zeroed by the caller) gains each output's gradient spread over its
+    window divided by the mean's divisor."""
     n_n, c_n, h_n, w_n, od, oh, ow = geom
     plane = gx.size // (n_n * c_n)
     o = 0
@@ -715,16 +698,13 @@ def _pool_bwd(g, gx, geom, bins, cnt, div, is_max, idx):
             for i in range(oh):
                 h0, h1 = bins[1, 0, i], bins[1, 1, i]
                 for j in range(ow):
-                    if is_max:
-                        gx[base + idx[o]] += g[o]
-                    else:
-                        w0, w1 = bins[2, 0, j], bins[2, 1, j]
-                        v = g[o] / (div if div > 0 else cnt[0, a] * cnt[1, i] * cnt[2, j])
-                        for d in range(d0, d1):
-                            for h in range(h0, h1):
-                                p = base + (d * h_n + h) * w_n
-                                for w in range(w0, w1):
-                                    gx[p + w] += v
+                    w0, w1 = bins[2, 0, j], bins[2, 1, j]
+                    v = g[o] / (div if div > 0 else cnt[0, a] * cnt[1, i] * cnt[2, j])
+                    for d in range(d0, d1):
+                        for h in range(h0, h1):
+                            p = base + (d * h_n + h) * w_n
+                            for w in range(w0, w1):
+                                gx[p + w] += v
                     o += 1
 
 
@@ -739,12 +719,12 @@ def flat_strided(a):
     return b.reshape(-1), tuple(st // a.itemsize for st in a.strides)
 
 
-def pool_forward(x, bins, cnt, div, is_max):
-    """Max or mean pooling of ``x`` [N, C, *S] (1 to 3 spatial axes, numpy float32/float64,
+def pool_forward(x, bins, cnt, div):
+    """Mean pooling of ``x`` [N, C, *S] (1 to 3 spatial axes, numpy float32/float64,
     any dense layout) over per-axis windows ``bins`` (list of (starts, ends) int arrays,
     clipped to the input) with per-axis mean counts ``cnt`` (list of float arrays) or the
-    divisor ``div`` (> 0). Returns the C-contiguous output [N, C, *O] and, for max, the
-    argmax index array (flat in the input plane, int64)."""
+    divisor ``div`` (> 0). Returns the C-contiguous output [N, C, *O] and the state
+    ``pool_backward`` takes."""
     nd = x.ndim - 2
     n, c = x.shape[:2]
     x5 = x[(slice(None), slice(None)) + (None,) * (3 - nd)]
@@ -763,20 +743,17 @@ def pool_forward(x, bins, cnt, div, is_max):
             cc[ax, :len(st)] = cnt[ax - (3 - nd)]
     xf, xs = flat_strided(x5)
     y = np.empty((n, c) + tuple(o), x.dtype)
-    idx = np.empty(y.size if is_max else 1, np.int64)
     geom = (n, c, sp[1], sp[2], o[0], o[1], o[2])
-    _pool_fwd(xf, xs, geom, bb, cc, float(div or 0.0), bool(is_max), y.reshape(-1), idx)
-    out_shape = (n, c) + tuple(o[3 - nd:])
-    return y.reshape(out_shape), (idx.reshape(out_shape) if is_max else None), (bb, cc, geom)
+    _pool_fwd(xf, xs, geom, bb, cc, float(div or 0.0), y.reshape(-1))
+    return y.reshape((n, c) + tuple(o[3 - nd:])), (bb, cc, geom)
 
 
-def pool_backward(g, x_shape, state, div, is_max, idx):
+def pool_backward(g, x_shape, state, div):
     """The input gradient [N, C, *S] (C-contiguous) of ``pool_forward`` for the output
-    gradient ``g``; ``state`` is the third value ``pool_forward`` returned."""
+    gradient ``g``; ``state`` is the second value ``pool_forward`` returned."""
     bb, cc, geom = state
     gx = np.zeros(x_shape, g.dtype)
-    gi = idx.reshape(-1) if is_max else np.empty(1, np.int64)
-    _pool_bwd(np.ascontiguousarray(g).reshape(-1), gx.reshape(-1), geom, bb, cc, float(div or 0.0), bool(is_max), gi)
+    _pool_bwd(np.ascontiguousarray(g).reshape(-1), gx.reshape(-1), geom, bb, cc, float(div or 0.0))
     return gx
 
 

@@ -1278,28 +1278,3 @@ class Unfold(Function):
         return col2im(cols, hp, wp, sh, sw, dh, dw)[:, :, pt:pt + h, pl:pl + w]
 
     backward_graph = linear_backward_graph  # linear: apply_linear is forward itself
-
-
-class Fold(Function):
-    """col2im as an op, the adjoint of ``Unfold``: ``[N, C*kh*kw, L]`` summed into
-    ``[N, C, H, W]`` (Paddle's F.fold); its backward is ``Unfold``'s forward."""
-    save_inputs = False
-
-    def __init__(self, out_hw, kernel, stride, pads, dilation):
-        self.out_hw = tuple(out_hw)
-        self.unfold = Unfold(kernel, stride, pads, dilation)
-
-    def forward(self, x):
-        u = self.unfold
-        (h, w), (kh, kw), (sh, sw), (dh, dw), (pt, pb, pl, pr) = self.out_hw, u.kernel, u.stride, u.dilation, u.pads
-        oh, ow = out_size(h, kh, sh, pt, pb, dh), out_size(w, kw, sw, pl, pr, dw)
-        if x.ndim != 3 or x.shape[1] % (kh * kw) or x.shape[2] != oh * ow or oh <= 0 or ow <= 0:
-            raise ValueError(f"fold: input of shape {tuple(x.shape)} is not [N, C*{kh}*{kw}, {oh}*{ow}] for output "
-                             f"{h}x{w}, kernel {kh}x{kw}, stride {sh}x{sw}, dilation {dh}x{dw}, pads {u.pads}")
-        u.geom = (h, w, h + pt + pb, w + pl + pr, oh, ow)
-        return u.backward(x)
-
-    def backward(self, g):
-        return self.unfold.forward(g)
-
-    backward_graph = linear_backward_graph  # linear: apply_linear is forward itself

@@ -587,7 +587,7 @@ class AvgPoolNd(Function):
             bins, incl = _window_bins(tuple(sp), self.k, self.s, self.pads, tuple(o))
             cnt = [e - b for b, e in bins] if self.exclusive else incl
             self.div = self.divisor or 0
-            y, _, self.state = K.pool_forward(x, bins, cnt, self.div, False)
+            y, self.state = K.pool_forward(x, bins, cnt, self.div)
             self.meta = (x.shape, o, None)
             return y
         pads = _pool_pads(sp, self.k, self.s, self.pads, o)
@@ -615,7 +615,7 @@ class AvgPoolNd(Function):
         if self.tiled:
             return _boxes_adjoint(g, xs, self.boxes, self.scale)
         if self.compiled:
-            return K.pool_backward(g, xs, self.state, self.div, False, None)
+            return K.pool_backward(g, xs, self.state, self.div)
         gq = (g / self.count).astype(g.dtype, copy=False)
         gw = xp.broadcast_to(gq.reshape(gq.shape + (1,) * len(o)), gq.shape + self.k)
         padded = tuple(xs[2 + i] + pads[2 * i] + pads[2 * i + 1] for i in range(len(o)))
