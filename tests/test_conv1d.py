@@ -58,6 +58,7 @@ def test_conv1d_columns(variant, xs, o, k, s, p, d, monkeypatch):
     monkeypatch.setattr(C1, "SHIFT_MAX_C", 10**6 if variant == "shift" else 0)
     monkeypatch.setattr(C1, "SHIFT_MIN_SIZE", 0)
     monkeypatch.setattr(C1, "SHIFT_GW_BLOCK", 1)     # the weight gradient's columns in blocks of 64
+    monkeypatch.setattr(C1, "KERNEL_MAX_C", 0)       # float32 too (the compiled tiles: test_conv1d_tiles)
     fwd = _spy(monkeypatch, "forward")
     shift = _spy(monkeypatch, "_shift_forward")
     x, w, b = RNG.standard_normal(xs), RNG.standard_normal((o, xs[1], k)), RNG.standard_normal(o)
@@ -141,6 +142,49 @@ def test_conv1d_transpose_adjoint(xs, o, k, s, p, d, opad, monkeypatch):
         np.testing.assert_allclose(gw, grads[0][1], rtol=1e-12, atol=1e-12)
 
 
+# (x shape, output channels, kernel, (left, right) padding, dilation): 8-row tiles and single
+# rows, 16-lane blocks and masked remainders (channels for the weight gradient, positions for
+# the rest), padding wider than the kernel's reach on either side
+TILES = [
+    ((2, 3, 40), 13, 5, (2, 2), 1),
+    ((3, 20, 37), 9, 3, (3, 1), 2),
+    ((1, 17, 19), 8, 4, (0, 6), 1),
+]
+
+
+@pytest.mark.parametrize("xs,o,k,p,d", TILES)
+def test_conv1d_tiles(xs, o, k, p, d, monkeypatch):
+    # stride 1 in float32 (and half precision, computed in float32): the compiled tiles of
+    # conv1d_kernels, forward, both gradients, the bias's and a second-order gradient against
+    # float64 (whose gradients test_conv1d_columns checks by central differences)
+    monkeypatch.setattr(C1, "MIN_CHANNELS", 1)
+    tiles = _spy(monkeypatch, "_kernel_forward")
+    x, w, b = RNG.standard_normal(xs), RNG.standard_normal((o, xs[1], k)), RNG.standard_normal(o)
+    ref = _ref1d(x, w, b, 1, p, d)
+    for dt, tol in (("float32", 2e-6), ("float16", 2e-2), ("bfloat16", 2e-2)):
+        n_calls = len(tiles)
+        yl = F.conv1d(T(x, dtype=dt), T(w, dtype=dt), T(b, dtype=dt), 1, list(p), d)
+        assert yl.dtype == getattr(ddg, dt) and len(tiles) == n_calls + 1
+        np.testing.assert_allclose(yl.numpy().astype(np.float64), ref, rtol=0, atol=tol * np.abs(ref).max())
+    gy = RNG.standard_normal(ref.shape)
+    v = RNG.standard_normal(xs)
+    grads = {}
+    for dt in ("float64", "float32"):
+        xt, wt, bt = T(x, True, dt), T(w, True, dt), T(b, True, dt)
+        # the output gradient as a strided view: the kernels take a contiguous copy
+        g = ddg.to_tensor(np.ascontiguousarray(gy.transpose(2, 1, 0)).transpose(2, 1, 0).astype(dt))
+        gx, gw, gb = ddg.grad(F.conv1d(xt, wt, bt, 1, list(p), d), [xt, wt, bt], g, create_graph=True)
+        (ggw,) = ddg.grad((gx * T(v, dtype=dt)).sum(), [wt], allow_unused=True)
+        grads[dt] = [a.numpy() for a in (gx, gw, gb, ggw)]
+    assert len(tiles) == 4
+    for a32, a64 in zip(grads["float32"], grads["float64"]):
+        np.testing.assert_allclose(a32, a64, rtol=0, atol=2e-6 * np.abs(a64).max())
+    # an empty batch: zero weight gradient
+    xt, wt = T(np.zeros((0,) + xs[1:]), True, "float32"), T(w, True, "float32")
+    F.conv1d(xt, wt, None, 1, list(p), d).sum().backward()
+    assert xt.grad.shape == [0, *xs[1:]] and not wt.grad.numpy().any()
+
+
 def test_conv1d_gates():
     # the sweep's shapes: which variant each takes
     def conv(n, c, length, o=None, k=5, pads=(0, 0, 2, 2), groups=1):
@@ -148,10 +192,12 @@ def test_conv1d_gates():
         x, w = np.zeros((n, c, 1, length), np.float32), np.zeros((o, c // groups, 1, k), np.float32)
         if not C1.usable(x, w, (), groups, pads, 1, length):
             return "other"
+        if C1._kernel_pays(x, c, o, k, 1, length):
+            return "tiles"
         return "shift" if C1._shifts_pay(n, c, o, k, 1, length + 4, length) else "cols"
     assert conv(4, 512, 12) == "cols" and conv(8, 256, 49) == "cols"
-    assert conv(32, 16, 400) == "shift" and conv(2, 128, 784) == "shift" and conv(1, 48, 2304) == "shift"
-    assert conv(8, 16, 64) == "other"   # small: im2col
+    assert conv(32, 16, 400) == "tiles" and conv(2, 128, 784) == "tiles" and conv(1, 48, 2304) == "tiles"
+    assert conv(8, 16, 64) == "tiles" and conv(32, 16, 16) == "tiles"
     assert conv(32, 8, 1024) == "other" and conv(4, 64, 256, groups=4) == "other"
     assert conv(32, 64, 10) == "other" and conv(64, 32, 6, k=3, pads=(0, 0, 1, 1)) == "other"   # short, small weight
     x = np.zeros((4, 512, 1, 12), np.float32)

@@ -17,8 +17,10 @@ Convolution, input ``x`` [N, C, 1, L], weight ``w`` [O, C, 1, k], stride s, dila
   positions, where the flipped weight copy cost more than the whole product; 0.95-0.97x at
   256 channels on 49) ``w^T @ gy`` as columns, overlap-added into the padded input (k
   strided adds);
-* at stride 1 with at most ``SHIFT_MAX_C`` channels: shifted products on channel-major rows
-  of the input, without columns (see ``_shift_forward``).
+* at stride 1, float32, with at most ``KERNEL_MAX_C`` channels: the compiled register
+  tiles of ``conv1d_kernels`` (see ``_kernel_forward``), in the layer's own layouts;
+* at stride 1 with at most ``SHIFT_MAX_C`` channels otherwise (float64): shifted products on
+  channel-major rows of the input, without columns (see ``_shift_forward``).
 
 Transposed convolution (the adjoint), input ``x`` [N, Cin, 1, L], weight ``[Cin, Cout, 1,
 k]``: forward ``w^T @ x`` as columns ``[Cout*k, N*L]`` overlap-added into the output (k
@@ -65,6 +67,8 @@ def usable(x, w, b, groups, pads, stride, ol):
         return False
     lp = x.shape[3] + pads[2] + pads[3]
     n, c = x.shape[:2]
+    if _kernel_pays(x, c, w.shape[0], w.shape[3], stride, ol):
+        return True
     return _shifts_pay(n, c, w.shape[0], w.shape[3], stride, lp, ol) or w.size >= COLS_WEIGHT_RATIO * x.size
 
 
@@ -111,6 +115,15 @@ def _shifts_pay(n, c, o, k, stride, lp, ol):
             and 8 * (lp - ol) <= lp)
 
 
+def _kernel_pays(x, c, o, k, stride, ol):
+    """Whether a convolution runs on the compiled tiles (``_kernel_forward``): float32, stride
+    1, at most ``KERNEL_MAX_C`` channels in and out, at least ``KERNEL_MIN_L`` outputs per
+    sample (a tile spans 16 positions: on 10 positions 1.2x the time of the column products
+    at 64 channels, on 6 1.3x at 32)."""
+    return (stride == 1 and k > 1 and x.dtype == np.float32 and max(c, o) <= KERNEL_MAX_C
+            and ol >= KERNEL_MIN_L)
+
+
 def forward(x, w, b, stride, pads, dilation, ol):
     """``Conv2d`` of ``x`` [N, C, 1, L] with ``w`` [O, C, 1, k] (bias ``b``: () or (b,)),
     stride, dilation and (left, right) padding along the length, to ``ol`` outputs: the output
@@ -120,6 +133,8 @@ def forward(x, w, b, stride, pads, dilation, ol):
     pl, pr = pads
     s, d = stride, dilation
     lp = l + pl + pr
+    if _kernel_pays(x, c, o, k, s, ol):
+        return _kernel_forward(x, w, b, pads, d, ol)
     if _shifts_pay(n, c, o, k, s, lp, ol):
         return _shift_forward(x, w, b, pads, d, ol)
     if pl or pr:
@@ -137,7 +152,7 @@ def forward(x, w, b, stride, pads, dilation, ol):
 def backward(state, gy, need_x, need_w):
     """The gradients of ``forward`` (x's [N, C, 1, L], w's [O, C, 1, k]) for ``gy`` [N, O, 1, ol]."""
     if isinstance(state[0], str):
-        return _shift_backward(state, gy, need_x, need_w)
+        return (_kernel_backward if state[0] == "tiles" else _shift_backward)(state, gy, need_x, need_w)
     cols, w, (n, c, l), (pl, pr), s, d, ol = state
     o, k = w.shape[0], w.shape[3]
     g2 = _channel_major(gy.reshape(n, o, ol).astype(w.dtype, copy=False))     # [O, N*ol]
@@ -234,6 +249,60 @@ def _shift_backward(state, gy, need_x, need_w):
             np.matmul(wt[j], g[:, fh - j * d:fh - j * d + m], out=t)
             gxf += t
         gx = gxf.reshape(c, n, 1, lp)[:, :, :, pl:pl + l].transpose(1, 0, 2, 3)
+    return gx, gw
+
+
+# -- stride 1, float32, few channels: compiled register tiles -----------------------------------
+# ``conv1d_kernels.conv_rows`` keeps an output tile of 8 channels x 16 positions in registers
+# through every tap and input channel; the output comes out as [N, O, ol], the input gradient
+# as [N, C, L] (the same kernel on the transposed weight and the padded output gradient, at
+# mirrored offsets), the weight gradient per tap from the input laid position-major. At 16-32
+# channels 1.3-1.8x the speed of the shifted products (forward, input and weight gradient
+# each: 16 channels on 32 x 400 positions 0.45 / 0.45 / 0.38 ms against 0.61 / 0.62 / 0.68);
+# at 128 channels 1.07-1.14x.
+KERNEL_MAX_C = 128
+KERNEL_MIN_L = 16
+
+
+def _kernel_forward(x, w, b, pads, d, ol):
+    from . import conv1d_kernels as CK  # noqa: PLC0415 - numba is imported with the first such convolution
+    n, c, _, l = x.shape
+    o, k = w.shape[0], w.shape[3]
+    pl, pr = pads
+    lp = l + pl + pr
+    if pl or pr:
+        xp = np.zeros((n, c, lp), x.dtype)
+        xp[:, :, pl:pl + l] = x[:, :, 0]
+    else:
+        xp = np.ascontiguousarray(x[:, :, 0])
+    wj = np.ascontiguousarray(w[:, :, 0].transpose(2, 0, 1)).reshape(k * o, c)      # [k*O, C]
+    y = np.empty((n, o, ol), x.dtype)
+    CK.conv_rows(wj, xp, y, np.arange(k, dtype=np.int64) * d)
+    if b:
+        y += b[0].reshape(o, 1)
+    return y.reshape(n, o, 1, ol), ("tiles", xp, w, (n, c, l), pads, d, ol)
+
+
+def _kernel_backward(state, gy, need_x, need_w):
+    from . import conv1d_kernels as CK  # noqa: PLC0415
+    _, xp, w, (n, c, l), (pl, pr), d, ol = state
+    o, k = w.shape[0], w.shape[3]
+    fh = d * (k - 1)
+    g = np.ascontiguousarray(gy.reshape(n, o, ol), dtype=w.dtype)
+    gx = gw = None
+    if need_w:
+        xt = np.ascontiguousarray(xp.transpose(0, 2, 1))                                # [N, Lp, C]
+        gwj = (np.empty if n else np.zeros)((k * o, c), w.dtype)
+        CK.conv_wgrad(g, xt, gwj, int(k), int(d))
+        gw = np.ascontiguousarray(gwj.reshape(k, o, c).transpose(1, 2, 0)).reshape(w.shape)
+    if need_x:
+        # gx[n, c, q] = sum_j w_j^T @ gy[n, :, q + pl - j*d], gy padded by fh zeros in front
+        gp = np.zeros((n, o, max(fh + pl + l, fh + ol)), w.dtype)
+        gp[:, :, fh:fh + ol] = g
+        wt = np.ascontiguousarray(w[:, :, 0].transpose(2, 1, 0)).reshape(k * c, o)     # [k*C, O]
+        gxm = np.empty((n, c, l), w.dtype)
+        CK.conv_rows(wt, gp, gxm, fh + pl - np.arange(k, dtype=np.int64) * d)
+        gx = gxm.reshape(n, c, 1, l)
     return gx, gw
 
 
