@@ -159,6 +159,7 @@ def test_conv1d_tiles(xs, o, k, p, d, monkeypatch):
     # float64 (whose gradients test_conv1d_columns checks by central differences)
     monkeypatch.setattr(C1, "MIN_CHANNELS", 1)
     tiles = _spy(monkeypatch, "_kernel_forward")
+    tiles_bwd = _spy(monkeypatch, "_kernel_backward")
     x, w, b = RNG.standard_normal(xs), RNG.standard_normal((o, xs[1], k)), RNG.standard_normal(o)
     ref = _ref1d(x, w, b, 1, p, d)
     for dt, tol in (("float32", 2e-6), ("float16", 2e-2), ("bfloat16", 2e-2)):
@@ -173,15 +174,58 @@ def test_conv1d_tiles(xs, o, k, p, d, monkeypatch):
         xt, wt, bt = T(x, True, dt), T(w, True, dt), T(b, True, dt)
         # the output gradient as a strided view: the kernels take a contiguous copy
         g = ddg.to_tensor(np.ascontiguousarray(gy.transpose(2, 1, 0)).transpose(2, 1, 0).astype(dt))
-        gx, gw, gb = ddg.grad(F.conv1d(xt, wt, bt, 1, list(p), d), [xt, wt, bt], g, create_graph=True)
-        (ggw,) = ddg.grad((gx * T(v, dtype=dt)).sum(), [wt], allow_unused=True)
-        grads[dt] = [a.numpy() for a in (gx, gw, gb, ggw)]
-    assert len(tiles) == 4
+        grads[dt] = [a.numpy() for a in ddg.grad(F.conv1d(xt, wt, bt, 1, list(p), d), [xt, wt, bt], g)]
+        gx = ddg.grad(F.conv1d(xt, wt, bt, 1, list(p), d), [xt], g, create_graph=True)[0]
+        grads[dt] += [a.numpy() for a in ddg.grad((gx * T(v, dtype=dt)).sum(), [wt, bt], allow_unused=True)[:1]]
+    assert len(tiles) == 5 and tiles_bwd
     for a32, a64 in zip(grads["float32"], grads["float64"]):
         np.testing.assert_allclose(a32, a64, rtol=0, atol=2e-6 * np.abs(a64).max())
     # an empty batch: zero weight gradient
     xt, wt = T(np.zeros((0,) + xs[1:]), True, "float32"), T(w, True, "float32")
     F.conv1d(xt, wt, None, 1, list(p), d).sum().backward()
+    assert xt.grad.shape == [0, *xs[1:]] and not wt.grad.numpy().any()
+
+
+# (x shape, output channels, kernel, stride, (left, right) crop, output padding)
+TRANSPOSED_TILES = [
+    ((2, 3, 20), 13, 4, 2, (1, 1), 0),
+    ((1, 9, 17), 5, 6, 3, (0, 2), 2),
+    ((2, 20, 16), 3, 3, 1, (2, 0), 0),
+    ((3, 4, 18), 8, 2, 2, (0, 1), 1),
+]
+
+
+@pytest.mark.parametrize("xs,o,k,s,p,opad", TRANSPOSED_TILES)
+def test_conv1d_transpose_tiles(xs, o, k, s, p, opad, monkeypatch):
+    # a kernel a multiple of the stride, float32 (and half precision): the phases on the
+    # compiled tiles, against float64 (checked by central differences in
+    # test_conv1d_transpose_adjoint) forward, both gradients, the bias's and second order
+    tiles = _spy(monkeypatch, "_kernel_transpose_forward")
+    tiles_bwd = _spy(monkeypatch, "_kernel_transpose_backward")
+    x, w, b = RNG.standard_normal(xs), RNG.standard_normal((xs[1], o, k)), RNG.standard_normal(o)
+    ref = _ref1d_t(x, w, b, s, p, 1, opad)
+
+    def f(x, w, b=None):
+        return F.conv1d_transpose(x, w, b, s, list(p), opad)
+    for dt, tol in (("float32", 2e-6), ("float16", 2e-2), ("bfloat16", 2e-2)):
+        n_calls = len(tiles)
+        yl = f(T(x, dtype=dt), T(w, dtype=dt), T(b, dtype=dt))
+        assert yl.dtype == getattr(ddg, dt) and len(tiles) == n_calls + 1
+        np.testing.assert_allclose(yl.numpy().astype(np.float64), ref, rtol=0, atol=tol * np.abs(ref).max())
+    gy = RNG.standard_normal(ref.shape)
+    v = RNG.standard_normal(xs)
+    grads = {}
+    for dt in ("float64", "float32"):
+        xt, wt, bt = T(x, True, dt), T(w, True, dt), T(b, True, dt)
+        g = ddg.to_tensor(np.ascontiguousarray(gy.transpose(2, 1, 0)).transpose(2, 1, 0).astype(dt))
+        grads[dt] = [a.numpy() for a in ddg.grad(f(xt, wt, bt), [xt, wt, bt], g)]
+        gx = ddg.grad(f(xt, wt, bt), [xt], g, create_graph=True)[0]
+        grads[dt] += [a.numpy() for a in ddg.grad((gx * T(v, dtype=dt)).sum(), [wt, bt], allow_unused=True)[:1]]
+    assert len(tiles) == 5 and tiles_bwd
+    for a32, a64 in zip(grads["float32"], grads["float64"]):
+        np.testing.assert_allclose(a32, a64, rtol=0, atol=2e-6 * np.abs(a64).max())
+    xt, wt = T(np.zeros((0,) + xs[1:]), True, "float32"), T(w, True, "float32")
+    f(xt, wt).sum().backward()
     assert xt.grad.shape == [0, *xs[1:]] and not wt.grad.numpy().any()
 
 
@@ -205,6 +249,13 @@ def test_conv1d_gates():
     assert not C1.transpose_usable(x[:, :64], np.zeros((64, 64, 1, 4), np.float32), (), 1, (0, 0, 1, 1))
     assert C1.transpose_usable(x[:1, :48], np.zeros((48, 48, 1, 4), np.float32), (), 1, (0, 0, 1, 1))   # batch 1
     assert not C1.transpose_usable(x[:1, :8], np.zeros((8, 48, 1, 4), np.float32), (), 1, (0, 0, 1, 1))
+    # the compiled phases: float32, a kernel a multiple of the stride, no dilation, >= 16 positions
+    x = np.zeros((32, 16, 1, 400), np.float32)
+    w = np.zeros((16, 16, 1, 4), np.float32)
+    assert C1._kernel_transpose_pays(x, w, 2, 1) and C1.transpose_usable(x, w, (), 1, (0, 0, 1, 1), 2, 1)
+    assert not C1._kernel_transpose_pays(x, w[..., :3], 2, 1) and not C1._kernel_transpose_pays(x, w, 2, 2)
+    assert not C1._kernel_transpose_pays(x.astype(np.float64), w.astype(np.float64), 2, 1)
+    assert not C1._kernel_transpose_pays(x[..., :12], w, 2, 1)
 
 
 def test_conv1d_paths_agree_on_device(place, monkeypatch):
@@ -216,9 +267,10 @@ def test_conv1d_paths_agree_on_device(place, monkeypatch):
     monkeypatch.setattr(C1, "SHIFT_MIN_SIZE", 0)
     w1, wt = RNG.standard_normal((6, 4, 5)).astype("float32"), RNG.standard_normal((4, 3, 4)).astype("float32")
     cases = [
-        (lambda x, p: F.conv1d(x, ddg.to_tensor(w1, place=p), None, 1, 2), (2, 4, 40)),     # shifted products
+        (lambda x, p: F.conv1d(x, ddg.to_tensor(w1, place=p), None, 1, 2), (2, 4, 40)),     # compiled tiles
         (lambda x, p: F.conv1d(x, ddg.to_tensor(w1, place=p), None, 2, 1), (2, 4, 9)),      # columns
         (lambda x, p: F.conv1d_transpose(x, ddg.to_tensor(wt, place=p), None, 2, 1), (2, 4, 7)),
+        (lambda x, p: F.conv1d_transpose(x, ddg.to_tensor(wt, place=p), None, 2, 1), (2, 4, 20)),   # phases
     ]
     assert_cpu_and_device_agree(cases, place, RNG)
 

@@ -306,18 +306,24 @@ def _kernel_backward(state, gy, need_x, need_w):
     return gx, gw
 
 
-def transpose_usable(x, w, b, groups, pads):
+def transpose_usable(x, w, b, groups, pads, stride=1, dilation=1):
     """Whether ``Conv2dTranspose`` runs ``x`` [N, Cin, H, W] with ``w`` [Cin, Cout, kh, kw]
-    as a 1-D transposed convolution here."""
-    return (x.ndim == 4 and x.shape[2] == 1 and w.shape[2] == 1 and groups == 1 and pads[0] == pads[1] == 0
-            and (max(w.shape[:2]) >= TRANSPOSE_MIN_CHANNELS or x.shape[0] <= TRANSPOSE_SMALL_BATCH and min(w.shape[:2]) > 8)
-            and K.usable(x, w, *b))
+    as a 1-D transposed convolution here (the compiled phases of ``_kernel_transpose_pays``
+    or the column products)."""
+    if not (x.ndim == 4 and x.shape[2] == 1 and w.shape[2] == 1 and groups == 1 and pads[0] == pads[1] == 0
+            and K.usable(x, w, *b)):
+        return False
+    return (_kernel_transpose_pays(x, w, stride, dilation)
+            or max(w.shape[:2]) >= TRANSPOSE_MIN_CHANNELS
+            or x.shape[0] <= TRANSPOSE_SMALL_BATCH and min(w.shape[:2]) > 8)
 
 
 def transpose_forward(x, w, b, stride, pads, dilation, ol):
     """``Conv2dTranspose`` of ``x`` [N, Cin, 1, L] with ``w`` [Cin, Cout, 1, k], stride,
     dilation and (left, right) crop, to ``ol`` outputs: the output [N, Cout, 1, ol] and the
     state ``transpose_backward`` takes."""
+    if _kernel_transpose_pays(x, w, stride, dilation):
+        return _kernel_transpose_forward(x, w, b, stride, pads[0], ol)
     n, cin, _, l = x.shape
     cout, k = w.shape[1], w.shape[3]
     pl = pads[0]
@@ -333,6 +339,8 @@ def transpose_forward(x, w, b, stride, pads, dilation, ol):
 
 def transpose_backward(state, gy, need_x, need_w):
     """The gradients of ``transpose_forward`` for the output gradient ``gy`` [N, Cout, 1, ol]."""
+    if isinstance(state[0], str):
+        return _kernel_transpose_backward(state, gy, need_x, need_w)
     xm, w, (n, cin, l), pl, s, d, ol, lf = state
     cout, k = w.shape[1], w.shape[3]
     gp = np.zeros((n, cout, lf), w.dtype)
@@ -343,4 +351,86 @@ def transpose_backward(state, gy, need_x, need_w):
         gx = (w.reshape(cin, cout * k) @ gc).reshape(cin, n, 1, l).transpose(1, 0, 2, 3)
     if need_w:
         gw = _wgrad(xm, gc).reshape(w.shape)
+    return gx, gw
+
+
+# -- transposed, float32, few channels: the phases on the compiled tiles ----------------------
+# With a kernel a multiple of the stride s (T = k/s taps per phase) and no dilation, output
+# position u = s*m + r of the uncropped output is ``sum_t w[:, :, r + s*t]^T @ x[:, m - t]``: a
+# stride-1 convolution of T taps per phase r, all s phases one ``conv_rows`` call whose rows are
+# (phase, output channel) and whose output ``[N, s, Cout, M]`` is interleaved into the output by
+# one transposing copy. The input gradient is ``conv_rows`` on the output gradient split into
+# its phases (rows (phase, channel), ``[N, s*Cout, Mg]``), the weight gradient ``conv_wgrad`` of
+# the input against the same phases laid position-major (``[N, Mg, s*Cout]``).
+#: at most this many channels in and out; at least ``KERNEL_MIN_L`` input positions
+TRANSPOSE_KERNEL_MAX_C = 128
+
+
+def _kernel_transpose_pays(x, w, stride, dilation):
+    k = w.shape[3]
+    return (x.dtype == np.float32 and dilation == 1 and k % stride == 0
+            and max(w.shape[:2]) <= TRANSPOSE_KERNEL_MAX_C and x.shape[3] >= KERNEL_MIN_L)
+
+
+def _phase_weight(w, s):
+    """``w`` [Cin, Cout, 1, k] as ``[T, s, Cout, Cin]``: entry ``[t, r, co, ci] = w[ci, co, 0, r + s*t]``."""
+    cin, cout, _, k = w.shape
+    return w[:, :, 0].reshape(cin, cout, k // s, s).transpose(2, 3, 1, 0)
+
+
+def _kernel_transpose_forward(x, w, b, s, pl, ol):
+    from . import conv1d_kernels as CK  # noqa: PLC0415
+    n, cin, _, l = x.shape
+    cout, k = w.shape[1], w.shape[3]
+    t = k // s
+    m = -(-(pl + ol) // s)                       # phase positions covering the cropped output
+    xp = np.zeros((n, cin, max(m, l) + t - 1), x.dtype)
+    xp[:, :, t - 1:t - 1 + l] = x[:, :, 0]
+    a = np.ascontiguousarray(_phase_weight(w, s)).reshape(t * s * cout, cin)
+    ph = np.empty((n, s, cout, m), x.dtype)
+    CK.conv_rows(a, xp, ph.reshape(n, s * cout, m), np.arange(t - 1, -1, -1, dtype=np.int64))
+    yf = np.empty((n, cout, m, s), x.dtype)
+    for r in range(s):      # numpy's transposing copy with s innermost ran 6x slower
+        yf[:, :, :, r] = ph[:, r]
+    y = yf.reshape(n, cout, 1, m * s)[:, :, :, pl:pl + ol]
+    if b:
+        y += b[0].reshape(1, cout, 1, 1)
+    return y, ("tiles", x, w, s, pl, ol)
+
+
+def _kernel_transpose_backward(state, gy, need_x, need_w):
+    from . import conv1d_kernels as CK  # noqa: PLC0415
+    _, x, w, s, pl, ol = state
+    n, cin, _, l = x.shape
+    cout, k = w.shape[1], w.shape[3]
+    t = k // s
+    mg = max(l + t - 1, -(-(pl + ol) // s))
+    # the uncropped output gradient (zero outside the crop) by phase: position s*m + r of
+    # phase r is output position s*m + r - pl, from m0[r] on
+    g = gy[:, :, 0]
+    spans = []
+    for r in range(s):
+        m0 = max(0, -(-(pl - r) // s))
+        p0 = s * m0 + r - pl
+        spans.append((r, m0, p0, max(0, -(-(ol - p0) // s))))
+    gx = gw = None
+    if need_x:
+        gph = np.zeros((n, s, cout, mg), w.dtype)
+        for r, m0, p0, cnt in spans:
+            gph[:, r, :, m0:m0 + cnt] = g[:, :, p0:p0 + s * (cnt - 1) + 1:s]
+        gph = gph.reshape(n, s * cout, mg)
+        a = np.ascontiguousarray(_phase_weight(w, s).transpose(0, 3, 1, 2)).reshape(t * cin, s * cout)
+        gxm = np.empty((n, cin, l), w.dtype)
+        CK.conv_rows(a, gph, gxm, np.arange(t, dtype=np.int64))
+        gx = gxm.reshape(n, cin, 1, l)
+    if need_w:
+        gpt = np.zeros((n, mg, s, cout), w.dtype)
+        for r, m0, p0, cnt in spans:
+            gpt[:, m0:m0 + cnt, r] = g[:, :, p0:p0 + s * (cnt - 1) + 1:s].transpose(0, 2, 1)
+        gpt = gpt.reshape(n, mg, s * cout)
+        xm = np.ascontiguousarray(x[:, :, 0])
+        gwt = (np.empty if n else np.zeros)((t * cin, s * cout), w.dtype)
+        CK.conv_wgrad(xm, gpt, gwt, int(t), 1)
+        # gwt[t*Cin + ci, r*Cout + co] = gw[ci, co, r + s*t]
+        gw = np.ascontiguousarray(gwt.reshape(t, cin, s, cout).transpose(1, 3, 0, 2)).reshape(w.shape)
     return gx, gw

@@ -1083,7 +1083,7 @@ class Conv2dTranspose(Function):
             return _cudnn_conv_data(self.cudnn, w, x, b[0] if b else None, (n, og * g, oh, ow), pad, (sh, sw),
                                     (dh, dw), g)
         self.cudnn = self.phase = None
-        if conv1d.transpose_usable(x, w, b, g, self.pads):
+        if conv1d.transpose_usable(x, w, b, g, self.pads, sw, dw):
             # 1-D: the adjoint as three column products, no copy of the weight
             y, st = conv1d.transpose_forward(x, w, b, sw, (pl, pr), dw, ow)
             self.phase = ("line", st)
