@@ -277,7 +277,7 @@ def _kernel_forward(x, w, b, pads, d, ol):
         xp = np.ascontiguousarray(x[:, :, 0])
     wj = np.ascontiguousarray(w[:, :, 0].transpose(2, 0, 1)).reshape(k * o, c)      # [k*O, C]
     y = np.empty((n, o, ol), x.dtype)
-    CK.conv_rows(wj, xp, y, np.arange(k, dtype=np.int64) * d)
+    CK.conv_rows(wj, xp, y, 0, int(d), int(k))
     if b:
         y += b[0].reshape(o, 1)
     return y.reshape(n, o, 1, ol), ("tiles", xp, w, (n, c, l), pads, d, ol)
@@ -301,7 +301,7 @@ def _kernel_backward(state, gy, need_x, need_w):
         gp[:, :, fh:fh + ol] = g
         wt = np.ascontiguousarray(w[:, :, 0].transpose(2, 1, 0)).reshape(k * c, o)     # [k*C, O]
         gxm = np.empty((n, c, l), w.dtype)
-        CK.conv_rows(wt, gp, gxm, fh + pl - np.arange(k, dtype=np.int64) * d)
+        CK.conv_rows(wt, gp, gxm, int(fh + pl), -int(d), int(k))
         gx = gxm.reshape(n, c, 1, l)
     return gx, gw
 
@@ -388,7 +388,7 @@ def _kernel_transpose_forward(x, w, b, s, pl, ol):
     xp[:, :, t - 1:t - 1 + l] = x[:, :, 0]
     a = np.ascontiguousarray(_phase_weight(w, s)).reshape(t * s * cout, cin)
     ph = np.empty((n, s, cout, m), x.dtype)
-    CK.conv_rows(a, xp, ph.reshape(n, s * cout, m), np.arange(t - 1, -1, -1, dtype=np.int64))
+    CK.conv_rows(a, xp, ph.reshape(n, s * cout, m), int(t - 1), -1, int(t))
     yf = np.empty((n, cout, m, s), x.dtype)
     for r in range(s):      # numpy's transposing copy with s innermost ran 6x slower
         yf[:, :, :, r] = ph[:, r]
@@ -421,7 +421,7 @@ def _kernel_transpose_backward(state, gy, need_x, need_w):
         gph = gph.reshape(n, s * cout, mg)
         a = np.ascontiguousarray(_phase_weight(w, s).transpose(0, 3, 1, 2)).reshape(t * cin, s * cout)
         gxm = np.empty((n, cin, l), w.dtype)
-        CK.conv_rows(a, gph, gxm, np.arange(t, dtype=np.int64))
+        CK.conv_rows(a, gph, gxm, 0, 1, int(t))
         gx = gxm.reshape(n, cin, 1, l)
     if need_w:
         gpt = np.zeros((n, mg, s, cout), w.dtype)

@@ -9,8 +9,8 @@ each tap one pass of the tile's loop over the channels, reading the input row at
 offset. Both kernels write their result in the layout the layer hands out, so no junk
 columns and no transposed copies are made:
 
-* ``conv_rows``: ``out[n, r, q] = sum_j sum_k a[j*R + r, k] * x[n, k, q + offs[j]]``: the
-  forward (``a`` the weight per tap, ``x`` the padded input) and the input gradient (``a``
+* ``conv_rows``: ``out[n, r, q] = sum_j sum_k a[j*R + r, k] * x[n, k, q + off0 + j*step]``:
+  the forward (``a`` the weight per tap, ``x`` the padded input) and the input gradient (``a``
   the transposed weight per tap, ``x`` the padded output gradient, mirrored offsets);
 * ``conv_wgrad``: ``out[j*O + o, c] (+)= sum_n sum_q g[n, o, q] * xt[n, q + j*d, c]``:
   the weight gradient per tap, the reduction over the positions in the tile's loop (the
@@ -21,31 +21,119 @@ once. This module imports numba; ``conv1d.py`` imports it with the first convolu
 takes it.
 """
 import numba
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from .compiled import FASTMATH
-from .gemm_kernels import _T1, _T8
+from .gemm_kernels import _T1, _T8, _V_F32, _V_I32, _V_I64, _ptr
 
 _OPTS = {"fastmath": set(FASTMATH), "cache": True, "error_model": "numpy"}
 
 
+def _tap_tile(rows, lanes=16):
+    """An intrinsic ``tile(a, x, out, i, ai, b0, nb, K, c0, xstep, astep, T)`` on C-contiguous
+    float32 matrices: ``out[i:i+rows, b0:b0+nb] = sum_{t < T} a[ai + t*astep + r, :K] @
+    x[:K, c0 + t*xstep + b0:...]`` (nb <= ``lanes`` columns: masked loads and stores), the
+    accumulators in registers through every tap (``gemm_kernels._tile`` loads and stores
+    them once per call, here once per tile)."""
+    vt = ir.VectorType(_V_F32, lanes)
+    mt = ir.VectorType(ir.IntType(1), lanes)
+    vn = f"v{lanes}f32"
+
+    def codegen(context, builder, signature, args):
+        i, ai, b0, nb, kk, c0, xstep, astep, taps = args[3:]
+        arrs = [context.make_array(t)(context, builder, v) for t, v in zip(signature.args[:3], args[:3])]
+        ad, xd, od = (r.data for r in arrs)
+        lda, ldx, ldo = (builder.extract_value(r.shape, 1) for r in arrs)
+        mod = builder.module
+        fma = cgutils.get_or_insert_function(mod, ir.FunctionType(vt, [vt] * 3), f"llvm.fma.{vn}")
+        mload = cgutils.get_or_insert_function(mod, ir.FunctionType(vt, [vt.as_pointer(), _V_I32, mt, vt]),
+                                               f"llvm.masked.load.{vn}.{_ptr(lanes)}")
+        mstore = cgutils.get_or_insert_function(mod, ir.FunctionType(ir.VoidType(), [vt, vt.as_pointer(), _V_I32,
+                                                                                    mt]),
+                                                f"llvm.masked.store.{vn}.{_ptr(lanes)}")
+        undef = ir.Constant(vt, ir.Undefined)
+        splat = ir.Constant(ir.VectorType(_V_I32, lanes), [0] * lanes)
+        zero = ir.Constant(vt, [0.0] * lanes)
+        align = ir.Constant(_V_I32, 4)
+        lane = ir.Constant(ir.VectorType(_V_I64, lanes), list(range(lanes)))
+        nbv = builder.insert_element(ir.Constant(ir.VectorType(_V_I64, lanes), ir.Undefined), nb,
+                                     ir.Constant(_V_I32, 0))
+        mask = builder.icmp_signed("<", lane, builder.shuffle_vector(nbv, nbv, splat))
+        one = ir.Constant(_V_I64, 1)
+        izero = ir.Constant(_V_I64, 0)
+        optr = [builder.bitcast(builder.gep(od, [builder.add(builder.mul(builder.add(i, ir.Constant(_V_I64, r)), ldo),
+                                                             b0)]), vt.as_pointer())
+                for r in range(rows)]
+        entry = builder.block
+        fn = builder.function
+        tloop, kloop, kdone, done = (fn.append_basic_block(nm) for nm in ("tap_loop", "tap_k", "tap_next",
+                                                                          "tap_done"))
+        builder.branch(tloop)
+        builder.position_at_end(tloop)
+        t = builder.phi(_V_I64)
+        tacc = [builder.phi(vt) for _ in range(rows)]
+        arow = [builder.gep(ad, [builder.mul(builder.add(builder.add(ai, builder.mul(t, astep)),
+                                                         ir.Constant(_V_I64, r)), lda)]) for r in range(rows)]
+        xcol = builder.gep(xd, [builder.add(builder.add(c0, b0), builder.mul(t, xstep))])
+        builder.branch(kloop)
+        builder.position_at_end(kloop)
+        k = builder.phi(_V_I64)
+        acc = [builder.phi(vt) for _ in range(rows)]
+        xk = builder.call(mload, [builder.bitcast(builder.gep(xcol, [builder.mul(k, ldx)]), vt.as_pointer()), align,
+                                  mask, zero])
+        new = []
+        for r in range(rows):
+            wv = builder.load(builder.gep(arow[r], [k]), align=4)
+            wv = builder.shuffle_vector(builder.insert_element(undef, wv, ir.Constant(_V_I32, 0)), undef, splat)
+            new.append(builder.call(fma, [wv, xk, acc[r]]))
+        kn = builder.add(k, one)
+        k.add_incoming(izero, tloop)
+        k.add_incoming(kn, kloop)
+        for r in range(rows):
+            acc[r].add_incoming(tacc[r], tloop)
+            acc[r].add_incoming(new[r], kloop)
+        builder.cbranch(builder.icmp_signed("<", kn, kk), kloop, kdone)
+        builder.position_at_end(kdone)
+        tn = builder.add(t, one)
+        t.add_incoming(izero, entry)
+        t.add_incoming(tn, kdone)
+        for r in range(rows):
+            tacc[r].add_incoming(zero, entry)
+            tacc[r].add_incoming(new[r], kdone)
+        builder.cbranch(builder.icmp_signed("<", tn, taps), tloop, done)
+        builder.position_at_end(done)
+        for r in range(rows):
+            builder.call(mstore, [new[r], optr[r], align, mask])
+        return context.get_dummy_value()
+
+    @intrinsic
+    def tile(typingctx, a, x, out, i, ai, b0, nb, kk, c0, xstep, astep, taps):
+        i64 = types.int64
+        return types.void(a, x, out, i64, i64, i64, i64, i64, i64, i64, i64, i64), codegen
+    return tile
+
+
+_P8, _P1 = _tap_tile(8), _tap_tile(1)
+
+
 @numba.njit(**_OPTS)
-def conv_rows(a, x, out, offs):
-    """``out [N, R, Q]``: ``out[n, r, q] = sum_j sum_k a[j*R + r, k] * x[n, k, q + offs[j]]``
-    for ``a`` ``[T*R, K]``, ``x`` ``[N, K, W]`` (``offs[j] + Q <= W``), ``offs`` ``[T]``."""
+def conv_rows(a, x, out, off0, step, taps):
+    """``out [N, R, Q]``: ``out[n, r, q] = sum_{j < taps} sum_k a[j*R + r, k] * x[n, k, q + off0 + j*step]``
+    for ``a`` ``[taps*R, K]``, ``x`` ``[N, K, W]`` (every offset in ``[0, W - Q]``)."""
     N, R, Q = out.shape
     K = a.shape[1]
-    T = offs.shape[0]
     R8 = R - R % 8
     for n in range(N):
         xn, on = x[n], out[n]
         for b0 in range(0, Q, 16):
             nb = min(16, Q - b0)
             for i in range(0, R8, 8):
-                for j in range(T):
-                    _T8(a, xn, on, i, j * R + i, b0, nb, 0, K, offs[j], 1 if j > 0 else 0)
+                _P8(a, xn, on, i, i, b0, nb, K, off0, step, R, taps)
             for i in range(R8, R):
-                for j in range(T):
-                    _T1(a, xn, on, i, j * R + i, b0, nb, 0, K, offs[j], 1 if j > 0 else 0)
+                _P1(a, xn, on, i, i, b0, nb, K, off0, step, R, taps)
 
 
 @numba.njit(**_OPTS)
