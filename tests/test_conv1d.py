@@ -242,6 +242,7 @@ def test_conv1d_gates():
     assert conv(4, 512, 12) == "cols" and conv(8, 256, 49) == "cols"
     assert conv(32, 16, 400) == "tiles" and conv(2, 128, 784) == "tiles" and conv(1, 48, 2304) == "tiles"
     assert conv(8, 16, 64) == "tiles" and conv(32, 16, 16) == "tiles"
+    assert conv(64, 192, 16) == "tiles" and conv(8, 192, 49) == "cols" and conv(2, 512, 1024) == "other"
     assert conv(32, 8, 1024) == "other" and conv(4, 64, 256, groups=4) == "other"
     assert conv(32, 64, 10) == "other" and conv(64, 32, 6, k=3, pads=(0, 0, 1, 1)) == "other"   # short, small weight
     x = np.zeros((4, 512, 1, 12), np.float32)

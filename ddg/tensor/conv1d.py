@@ -117,11 +117,15 @@ def _shifts_pay(n, c, o, k, stride, lp, ol):
 
 def _kernel_pays(x, c, o, k, stride, ol):
     """Whether a convolution runs on the compiled tiles (``_kernel_forward``): float32, stride
-    1, at most ``KERNEL_MAX_C`` channels in and out, at least ``KERNEL_MIN_L`` outputs per
-    sample (a tile spans 16 positions: on 10 positions 1.2x the time of the column products
-    at 64 channels, on 6 1.3x at 32)."""
-    return (stride == 1 and k > 1 and x.dtype == np.float32 and max(c, o) <= KERNEL_MAX_C
-            and ol >= KERNEL_MIN_L)
+    1, at least ``KERNEL_MIN_L`` outputs per sample (a tile spans 16 positions: on 10
+    positions 1.2x the time of the column products at 64 channels, on 6 1.3x at 32), at most
+    ``KERNEL_MAX_C`` channels in and out, or up to ``KERNEL_WIDE_C`` with at least
+    ``KERNEL_WIDE_COLS`` outputs over the batch (the weight's transposed copies cost a pass
+    over it each: 0.6x OpenBLAS's time at 512 channels on 4 x 16 positions, 0.87x at 256 on
+    8 x 49; 1.08-1.24x at 192-256 channels on 1024-4096)."""
+    if not (stride == 1 and k > 1 and x.dtype == np.float32 and ol >= KERNEL_MIN_L):
+        return False
+    return max(c, o) <= KERNEL_MAX_C or max(c, o) <= KERNEL_WIDE_C and x.shape[0] * ol >= KERNEL_WIDE_COLS
 
 
 def forward(x, w, b, stride, pads, dilation, ol):
@@ -262,6 +266,33 @@ def _shift_backward(state, gy, need_x, need_w):
 # at 128 channels 1.07-1.14x.
 KERNEL_MAX_C = 128
 KERNEL_MIN_L = 16
+KERNEL_WIDE_C = 384
+KERNEL_WIDE_COLS = 1024
+
+
+#: elements of the two operands of ``conv1d_kernels.conv_wgrad`` taken a chunk of samples at a
+#: time (about half of L2)
+WGRAD_CHUNK = 1 << 17
+
+
+#: weights of ``conv1d_kernels.conv_rows`` up to this many elements stay in L1: each block of
+#: 16 output positions goes through every row tile in turn
+ROWS_L1_WEIGHT = 1 << 12
+#: larger weights stream once per this many elements of the input's blocks (in L2)
+ROWS_L2_INPUT = 1 << 16
+
+
+def _row_units(a, k, span):
+    """Blocks of 16 output positions per pass of ``conv_rows`` over the weight ``a`` (``k``
+    input rows, taps reaching ``span`` positions past a block)."""
+    if a.size <= ROWS_L1_WEIGHT:
+        return 1
+    return max(1, ROWS_L2_INPUT // (k * (16 + span)))
+
+
+def _wgrad_chunk(g, xt):
+    """Samples per chunk of ``conv_wgrad`` for ``g`` [N, O, Q] and ``xt`` [N, Lp, C]."""
+    return max(1, WGRAD_CHUNK // max(1, g.shape[1] * g.shape[2] + xt.shape[1] * xt.shape[2]))
 
 
 def _kernel_forward(x, w, b, pads, d, ol):
@@ -275,9 +306,9 @@ def _kernel_forward(x, w, b, pads, d, ol):
         xp[:, :, pl:pl + l] = x[:, :, 0]
     else:
         xp = np.ascontiguousarray(x[:, :, 0])
-    wj = np.ascontiguousarray(w[:, :, 0].transpose(2, 0, 1)).reshape(k * o, c)      # [k*O, C]
+    wj = np.ascontiguousarray(w[:, :, 0].transpose(2, 0, 1)).reshape(-1)          # [k, O, C]
     y = np.empty((n, o, ol), x.dtype)
-    CK.conv_rows(wj, xp, y, 0, int(d), int(k))
+    CK.conv_rows(wj, c, 1, o * c, xp, y, 0, int(d), int(k), _row_units(wj, c, d * (k - 1)))
     if b:
         y += b[0].reshape(o, 1)
     return y.reshape(n, o, 1, ol), ("tiles", xp, w, (n, c, l), pads, d, ol)
@@ -293,15 +324,17 @@ def _kernel_backward(state, gy, need_x, need_w):
     if need_w:
         xt = np.ascontiguousarray(xp.transpose(0, 2, 1))                                # [N, Lp, C]
         gwj = (np.empty if n else np.zeros)((k * o, c), w.dtype)
-        CK.conv_wgrad(g, xt, gwj, int(k), int(d))
+        CK.conv_wgrad(g, xt, gwj, int(k), int(d), _wgrad_chunk(g, xt))
         gw = np.ascontiguousarray(gwj.reshape(k, o, c).transpose(1, 2, 0)).reshape(w.shape)
     if need_x:
         # gx[n, c, q] = sum_j w_j^T @ gy[n, :, q + pl - j*d], gy padded by fh zeros in front
         gp = np.zeros((n, o, max(fh + pl + l, fh + ol)), w.dtype)
         gp[:, :, fh:fh + ol] = g
-        wt = np.ascontiguousarray(w[:, :, 0].transpose(2, 1, 0)).reshape(k * c, o)     # [k*C, O]
+        # the transposed weight per tap, [k, C, O] (read in place, the weight's strides ran
+        # the kernel 0.7-0.8x as fast from 192 channels on)
+        wt = np.ascontiguousarray(w[:, :, 0].transpose(2, 1, 0)).reshape(-1)
         gxm = np.empty((n, c, l), w.dtype)
-        CK.conv_rows(wt, gp, gxm, int(fh + pl), -int(d), int(k))
+        CK.conv_rows(wt, o, 1, c * o, gp, gxm, int(fh + pl), -int(d), int(k), _row_units(wt, o, fh))
         gx = gxm.reshape(n, c, 1, l)
     return gx, gw
 
@@ -386,9 +419,10 @@ def _kernel_transpose_forward(x, w, b, s, pl, ol):
     m = -(-(pl + ol) // s)                       # phase positions covering the cropped output
     xp = np.zeros((n, cin, max(m, l) + t - 1), x.dtype)
     xp[:, :, t - 1:t - 1 + l] = x[:, :, 0]
-    a = np.ascontiguousarray(_phase_weight(w, s)).reshape(t * s * cout, cin)
+    a = np.ascontiguousarray(_phase_weight(w, s)).reshape(-1)      # [T, s*Cout, Cin]
     ph = np.empty((n, s, cout, m), x.dtype)
-    CK.conv_rows(a, xp, ph.reshape(n, s * cout, m), int(t - 1), -1, int(t))
+    CK.conv_rows(a, cin, 1, s * cout * cin, xp, ph.reshape(n, s * cout, m), int(t - 1), -1, int(t),
+                 _row_units(a, cin, t - 1))
     yf = np.empty((n, cout, m, s), x.dtype)
     for r in range(s):      # numpy's transposing copy with s innermost ran 6x slower
         yf[:, :, :, r] = ph[:, r]
@@ -419,9 +453,9 @@ def _kernel_transpose_backward(state, gy, need_x, need_w):
         for r, m0, p0, cnt in spans:
             gph[:, r, :, m0:m0 + cnt] = g[:, :, p0:p0 + s * (cnt - 1) + 1:s]
         gph = gph.reshape(n, s * cout, mg)
-        a = np.ascontiguousarray(_phase_weight(w, s).transpose(0, 3, 1, 2)).reshape(t * cin, s * cout)
+        a = np.ascontiguousarray(_phase_weight(w, s).transpose(0, 3, 1, 2)).reshape(-1)   # [T, Cin, s*Cout]
         gxm = np.empty((n, cin, l), w.dtype)
-        CK.conv_rows(a, gph, gxm, 0, 1, int(t))
+        CK.conv_rows(a, s * cout, 1, cin * s * cout, gph, gxm, 0, 1, int(t), _row_units(a, s * cout, t - 1))
         gx = gxm.reshape(n, cin, 1, l)
     if need_w:
         gpt = np.zeros((n, mg, s, cout), w.dtype)
@@ -430,7 +464,7 @@ def _kernel_transpose_backward(state, gy, need_x, need_w):
         gpt = gpt.reshape(n, mg, s * cout)
         xm = np.ascontiguousarray(x[:, :, 0])
         gwt = (np.empty if n else np.zeros)((t * cin, s * cout), w.dtype)
-        CK.conv_wgrad(xm, gpt, gwt, int(t), 1)
+        CK.conv_wgrad(xm, gpt, gwt, int(t), 1, _wgrad_chunk(xm, gpt))
         # gwt[t*Cin + ci, r*Cout + co] = gw[ci, co, r + s*t]
         gw = np.ascontiguousarray(gwt.reshape(t, cin, s, cout).transpose(1, 3, 0, 2)).reshape(w.shape)
     return gx, gw

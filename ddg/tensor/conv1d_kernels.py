@@ -9,9 +9,10 @@ each tap one pass of the tile's loop over the channels, reading the input row at
 offset. Both kernels write their result in the layout the layer hands out, so no junk
 columns and no transposed copies are made:
 
-* ``conv_rows``: ``out[n, r, q] = sum_j sum_k a[j*R + r, k] * x[n, k, q + off0 + j*step]``:
-  the forward (``a`` the weight per tap, ``x`` the padded input) and the input gradient (``a``
-  the transposed weight per tap, ``x`` the padded output gradient, mirrored offsets);
+* ``conv_rows``: ``out[n, r, q] = sum_j sum_k a[r*ra + k*ka + j*ta] * x[n, k, q + off0 +
+  j*step]``: the forward (``a`` the weight ``[O, C, k]`` read in place, ``x`` the padded
+  input) and the input gradient (the same weight with the roles of its strides swapped,
+  ``x`` the padded output gradient, mirrored offsets);
 * ``conv_wgrad``: ``out[j*O + o, c] (+)= sum_n sum_q g[n, o, q] * xt[n, q + j*d, c]``:
   the weight gradient per tap, the reduction over the positions in the tile's loop (the
   input position-major, ``xt`` ``[N, Lp, C]``, its rows read 16 channels at a time).
@@ -33,20 +34,21 @@ _OPTS = {"fastmath": set(FASTMATH), "cache": True, "error_model": "numpy"}
 
 
 def _tap_tile(rows, lanes=16):
-    """An intrinsic ``tile(a, x, out, i, ai, b0, nb, K, c0, xstep, astep, T)`` on C-contiguous
-    float32 matrices: ``out[i:i+rows, b0:b0+nb] = sum_{t < T} a[ai + t*astep + r, :K] @
-    x[:K, c0 + t*xstep + b0:...]`` (nb <= ``lanes`` columns: masked loads and stores), the
-    accumulators in registers through every tap (``gemm_kernels._tile`` loads and stores
+    """An intrinsic ``tile(a, x, out, i, ai, b0, nb, K, c0, xstep, taps, ra, ka, ta)`` on
+    C-contiguous float32 arrays, ``a`` flat: ``out[i + r, b0:b0+nb] = sum_{t < taps} sum_{k
+    < K} a[(ai + r)*ra + k*ka + t*ta] * x[k, c0 + t*xstep + b0:...]`` (nb <= ``lanes``
+    columns: masked loads and stores; the weight read in any layout through its strides),
+    the accumulators in registers through every tap (``gemm_kernels._tile`` loads and stores
     them once per call, here once per tile)."""
     vt = ir.VectorType(_V_F32, lanes)
     mt = ir.VectorType(ir.IntType(1), lanes)
     vn = f"v{lanes}f32"
 
     def codegen(context, builder, signature, args):
-        i, ai, b0, nb, kk, c0, xstep, astep, taps = args[3:]
+        i, ai, b0, nb, kk, c0, xstep, taps, ra, ka, ta = args[3:]
         arrs = [context.make_array(t)(context, builder, v) for t, v in zip(signature.args[:3], args[:3])]
         ad, xd, od = (r.data for r in arrs)
-        lda, ldx, ldo = (builder.extract_value(r.shape, 1) for r in arrs)
+        ldx, ldo = (builder.extract_value(r.shape, 1) for r in arrs[1:])
         mod = builder.module
         fma = cgutils.get_or_insert_function(mod, ir.FunctionType(vt, [vt] * 3), f"llvm.fma.{vn}")
         mload = cgutils.get_or_insert_function(mod, ir.FunctionType(vt, [vt.as_pointer(), _V_I32, mt, vt]),
@@ -75,8 +77,8 @@ def _tap_tile(rows, lanes=16):
         builder.position_at_end(tloop)
         t = builder.phi(_V_I64)
         tacc = [builder.phi(vt) for _ in range(rows)]
-        arow = [builder.gep(ad, [builder.mul(builder.add(builder.add(ai, builder.mul(t, astep)),
-                                                         ir.Constant(_V_I64, r)), lda)]) for r in range(rows)]
+        arow = [builder.gep(ad, [builder.add(builder.mul(builder.add(ai, ir.Constant(_V_I64, r)), ra),
+                                             builder.mul(t, ta))]) for r in range(rows)]
         xcol = builder.gep(xd, [builder.add(builder.add(c0, b0), builder.mul(t, xstep))])
         builder.branch(kloop)
         builder.position_at_end(kloop)
@@ -86,7 +88,7 @@ def _tap_tile(rows, lanes=16):
                                   mask, zero])
         new = []
         for r in range(rows):
-            wv = builder.load(builder.gep(arow[r], [k]), align=4)
+            wv = builder.load(builder.gep(arow[r], [builder.mul(k, ka)]), align=4)
             wv = builder.shuffle_vector(builder.insert_element(undef, wv, ir.Constant(_V_I32, 0)), undef, splat)
             new.append(builder.call(fma, [wv, xk, acc[r]]))
         kn = builder.add(k, one)
@@ -110,9 +112,9 @@ def _tap_tile(rows, lanes=16):
         return context.get_dummy_value()
 
     @intrinsic
-    def tile(typingctx, a, x, out, i, ai, b0, nb, kk, c0, xstep, astep, taps):
+    def tile(typingctx, a, x, out, i, ai, b0, nb, kk, c0, xstep, taps, ra, ka, ta):
         i64 = types.int64
-        return types.void(a, x, out, i64, i64, i64, i64, i64, i64, i64, i64, i64), codegen
+        return types.void(a, x, out, *([i64] * 11)), codegen
     return tile
 
 
@@ -120,37 +122,50 @@ _P8, _P1 = _tap_tile(8), _tap_tile(1)
 
 
 @numba.njit(**_OPTS)
-def conv_rows(a, x, out, off0, step, taps):
-    """``out [N, R, Q]``: ``out[n, r, q] = sum_{j < taps} sum_k a[j*R + r, k] * x[n, k, q + off0 + j*step]``
-    for ``a`` ``[taps*R, K]``, ``x`` ``[N, K, W]`` (every offset in ``[0, W - Q]``)."""
+def conv_rows(a, ra, ka, ta, x, out, off0, step, taps, units):
+    """``out [N, R, Q]``: ``out[n, r, q] = sum_{j < taps} sum_k a[r*ra + k*ka + j*ta] * x[n, k,
+    q + off0 + j*step]`` for the flat weight ``a``, ``x`` ``[N, K, W]`` (every offset in
+    ``[0, W - Q]``). The output's 16-position blocks (over all samples) go ``units`` at a
+    time through every row tile: a weight too large for L1 then streams once per ``units``
+    blocks, their input slices staying in L2."""
     N, R, Q = out.shape
-    K = a.shape[1]
+    K = x.shape[1]
     R8 = R - R % 8
-    for n in range(N):
-        xn, on = x[n], out[n]
-        for b0 in range(0, Q, 16):
-            nb = min(16, Q - b0)
-            for i in range(0, R8, 8):
-                _P8(a, xn, on, i, i, b0, nb, K, off0, step, R, taps)
-            for i in range(R8, R):
-                _P1(a, xn, on, i, i, b0, nb, K, off0, step, R, taps)
+    nbq = (Q + 15) // 16
+    for u0 in range(0, N * nbq, units):
+        u1 = min(u0 + units, N * nbq)
+        for i in range(0, R8 + (R - R8), 8):
+            for u in range(u0, u1):
+                n = u // nbq
+                b0 = 16 * (u - n * nbq)
+                nb = min(16, Q - b0)
+                if i < R8:
+                    _P8(a, x[n], out[n], i, i, b0, nb, K, off0, step, taps, ra, ka, ta)
+                else:
+                    for r in range(i, R):
+                        _P1(a, x[n], out[n], r, r, b0, nb, K, off0, step, taps, ra, ka, ta)
 
 
 @numba.njit(**_OPTS)
-def conv_wgrad(g, xt, out, taps, d):
+def conv_wgrad(g, xt, out, taps, d, nc):
     """``out [taps*O, C]``: ``out[j*O + o, c] = sum_n sum_q g[n, o, q] * xt[n, q + j*d, c]``
-    for ``g`` ``[N, O, Q]``, ``xt`` ``[N, Lp, C]`` (``(taps - 1)*d + Q <= Lp``)."""
+    for ``g`` ``[N, O, Q]``, ``xt`` ``[N, Lp, C]`` (``(taps - 1)*d + Q <= Lp``), ``nc``
+    samples at a time: each output tile sums over a chunk's samples in a row (a large
+    weight's gradient then passes through the caches once per chunk, not once per sample)."""
     N, O, Q = g.shape
     C = xt.shape[2]
     O8 = O - O % 8
-    for n in range(N):
-        gn, xn = g[n], xt[n]
-        acc = 1 if n > 0 else 0
+    for n0 in range(0, N, nc):
+        n1 = min(n0 + nc, N)
         for b0 in range(0, C, 16):
             nb = min(16, C - b0)
             for j in range(taps):
                 c0 = j * d * C
-                for i in range(0, O8, 8):
-                    _T8(gn, xn, out, j * O + i, i, b0, nb, 0, Q, c0, acc)
-                for i in range(O8, O):
-                    _T1(gn, xn, out, j * O + i, i, b0, nb, 0, Q, c0, acc)
+                for i in range(0, O8 + (O - O8), 8):
+                    for n in range(n0, n1):
+                        acc = 1 if n > 0 else 0
+                        if i < O8:
+                            _T8(g[n], xt[n], out, j * O + i, i, b0, nb, 0, Q, c0, acc)
+                        else:
+                            for r in range(i, O):
+                                _T1(g[n], xt[n], out, j * O + r, r, b0, nb, 0, Q, c0, acc)
