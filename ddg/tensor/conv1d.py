@@ -390,11 +390,11 @@ def transpose_backward(state, gy, need_x, need_w):
 # -- transposed, float32, few channels: the phases on the compiled tiles ----------------------
 # With a kernel a multiple of the stride s (T = k/s taps per phase) and no dilation, output
 # position u = s*m + r of the uncropped output is ``sum_t w[:, :, r + s*t]^T @ x[:, m - t]``: a
-# stride-1 convolution of T taps per phase r, all s phases one ``conv_rows`` call whose rows are
-# (phase, output channel) and whose output ``[N, s, Cout, M]`` is interleaved into the output by
-# one transposing copy. The input gradient is ``conv_rows`` on the output gradient split into
-# its phases (rows (phase, channel), ``[N, s*Cout, Mg]``), the weight gradient ``conv_wgrad`` of
-# the input against the same phases laid position-major (``[N, Mg, s*Cout]``).
+# stride-1 convolution of T taps per phase r, one ``conv_rows`` call per phase over the
+# phase's outputs inside the crop, written into the output by a strided copy. The input
+# gradient is ``conv_rows`` on the output gradient split into its phases (rows (phase,
+# channel), ``[N, s*Cout, Mg]``), the weight gradient ``conv_wgrad`` of the input against the
+# same phases laid position-major (``[N, Mg, s*Cout]``).
 #: at most this many channels in and out; at least ``KERNEL_MIN_L`` input positions
 TRANSPOSE_KERNEL_MAX_C = 128
 
@@ -411,25 +411,40 @@ def _phase_weight(w, s):
     return w[:, :, 0].reshape(cin, cout, k // s, s).transpose(2, 3, 1, 0)
 
 
+def _phase_spans(s, pl, ol):
+    """Per phase r of the stride s, ``(r, m0, p0, cnt)``: phase position m (uncropped output
+    position ``s*m + r``) is output position ``s*m + r - pl``; the phase's first inside the crop
+    is ``m0`` (output position ``p0``), and it has ``cnt`` of the ``ol`` outputs."""
+    spans = []
+    for r in range(s):
+        m0 = max(0, -(-(pl - r) // s))
+        p0 = s * m0 + r - pl
+        spans.append((r, m0, p0, max(0, -(-(ol - p0) // s))))
+    return spans
+
+
 def _kernel_transpose_forward(x, w, b, s, pl, ol):
     from . import conv1d_kernels as CK  # noqa: PLC0415
     n, cin, _, l = x.shape
     cout, k = w.shape[1], w.shape[3]
     t = k // s
-    m = -(-(pl + ol) // s)                       # phase positions covering the cropped output
-    xp = np.zeros((n, cin, max(m, l) + t - 1), x.dtype)
+    spans = _phase_spans(s, pl, ol)
+    xp = np.zeros((n, cin, max([l] + [m0 + cnt for _, m0, _, cnt in spans]) + t - 1), x.dtype)
     xp[:, :, t - 1:t - 1 + l] = x[:, :, 0]
-    a = np.ascontiguousarray(_phase_weight(w, s)).reshape(-1)      # [T, s*Cout, Cin]
-    ph = np.empty((n, s, cout, m), x.dtype)
-    CK.conv_rows(a, cin, 1, s * cout * cin, xp, ph.reshape(n, s * cout, m), int(t - 1), -1, int(t),
-                 _row_units(a, cin, t - 1))
-    yf = np.empty((n, cout, m, s), x.dtype)
-    for r in range(s):      # numpy's transposing copy with s innermost ran 6x slower
-        yf[:, :, :, r] = ph[:, r]
-    y = yf.reshape(n, cout, 1, m * s)[:, :, :, pl:pl + ol]
+    a = np.ascontiguousarray(_phase_weight(w, s)).reshape(-1)      # [T, s, Cout, Cin]
+    y = np.empty((n, cout, ol), x.dtype)
+    for r, m0, p0, cnt in spans:
+        # the phase's outputs inside the crop only (one call per phase: the phases start at
+        # different positions; on 16 inputs at stride 2 a shared start made 17 per phase, two
+        # tiles of 16 where one does)
+        if cnt:
+            ph = np.empty((n, cout, cnt), x.dtype)
+            ar = a[r * cout * cin:]
+            CK.conv_rows(ar, cin, 1, s * cout * cin, xp, ph, int(t - 1 + m0), -1, int(t), _row_units(a, cin, t - 1))
+            y[:, :, p0::s] = ph
     if b:
-        y += b[0].reshape(1, cout, 1, 1)
-    return y, ("tiles", x, w, s, pl, ol)
+        y += b[0].reshape(1, cout, 1)
+    return y.reshape(n, cout, 1, ol), ("tiles", x, w, s, pl, ol)
 
 
 def _kernel_transpose_backward(state, gy, need_x, need_w):
@@ -439,14 +454,9 @@ def _kernel_transpose_backward(state, gy, need_x, need_w):
     cout, k = w.shape[1], w.shape[3]
     t = k // s
     mg = max(l + t - 1, -(-(pl + ol) // s))
-    # the uncropped output gradient (zero outside the crop) by phase: position s*m + r of
-    # phase r is output position s*m + r - pl, from m0[r] on
+    # the uncropped output gradient (zero outside the crop) by phase
     g = gy[:, :, 0]
-    spans = []
-    for r in range(s):
-        m0 = max(0, -(-(pl - r) // s))
-        p0 = s * m0 + r - pl
-        spans.append((r, m0, p0, max(0, -(-(ol - p0) // s))))
+    spans = _phase_spans(s, pl, ol)
     gx = gw = None
     if need_x:
         gph = np.zeros((n, s, cout, mg), w.dtype)
