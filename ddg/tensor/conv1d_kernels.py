@@ -28,24 +28,26 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .compiled import FASTMATH
-from .gemm_kernels import _T1, _T8, _V_F32, _V_I32, _V_I64, _ptr
+from .gemm_kernels import _V_F32, _V_I32, _V_I64, _ptr
 
 _OPTS = {"fastmath": set(FASTMATH), "cache": True, "error_model": "numpy"}
 
 
 def _tap_tile(rows, lanes=16):
-    """An intrinsic ``tile(a, x, out, i, ai, b0, nb, K, c0, xstep, taps, ra, ka, ta)`` on
-    C-contiguous float32 arrays, ``a`` flat: ``out[i + r, b0:b0+nb] = sum_{t < taps} sum_{k
+    """An intrinsic ``tile(a, x, out, i, ai, b0, nb, K, c0, xstep, taps, ra, ka, ta, acc)`` on
+    C-contiguous float32 arrays, ``a`` flat: ``out[i + r, b0:b0+nb] (+)= sum_{t < taps} sum_{k
     < K} a[(ai + r)*ra + k*ka + t*ta] * x[k, c0 + t*xstep + b0:...]`` (nb <= ``lanes``
-    columns: masked loads and stores; the weight read in any layout through its strides),
-    the accumulators in registers through every tap (``gemm_kernels._tile`` loads and stores
-    them once per call, here once per tile)."""
+    columns: masked loads and stores; ``a`` read in any layout through its strides; added to
+    ``out`` where ``acc`` is nonzero), the accumulators in registers through every tap
+    (``gemm_kernels._tile`` loads and stores them once per call, here once per tile). A tap
+    can be a convolution's tap (a shift ``xstep`` along the row) or a sample (``xstep`` and
+    ``ta`` a sample's extent)."""
     vt = ir.VectorType(_V_F32, lanes)
     mt = ir.VectorType(ir.IntType(1), lanes)
     vn = f"v{lanes}f32"
 
     def codegen(context, builder, signature, args):
-        i, ai, b0, nb, kk, c0, xstep, taps, ra, ka, ta = args[3:]
+        i, ai, b0, nb, kk, c0, xstep, taps, ra, ka, ta, accf = args[3:]
         arrs = [context.make_array(t)(context, builder, v) for t, v in zip(signature.args[:3], args[:3])]
         ad, xd, od = (r.data for r in arrs)
         ldx, ldo = (builder.extract_value(r.shape, 1) for r in arrs[1:])
@@ -69,6 +71,8 @@ def _tap_tile(rows, lanes=16):
         optr = [builder.bitcast(builder.gep(od, [builder.add(builder.mul(builder.add(i, ir.Constant(_V_I64, r)), ldo),
                                                              b0)]), vt.as_pointer())
                 for r in range(rows)]
+        from_out = builder.icmp_signed("!=", accf, izero)
+        init = [builder.select(from_out, builder.call(mload, [p, align, mask, zero]), zero) for p in optr]
         entry = builder.block
         fn = builder.function
         tloop, kloop, kdone, done = (fn.append_basic_block(nm) for nm in ("tap_loop", "tap_k", "tap_next",
@@ -103,7 +107,7 @@ def _tap_tile(rows, lanes=16):
         t.add_incoming(izero, entry)
         t.add_incoming(tn, kdone)
         for r in range(rows):
-            tacc[r].add_incoming(zero, entry)
+            tacc[r].add_incoming(init[r], entry)
             tacc[r].add_incoming(new[r], kdone)
         builder.cbranch(builder.icmp_signed("<", tn, taps), tloop, done)
         builder.position_at_end(done)
@@ -112,9 +116,9 @@ def _tap_tile(rows, lanes=16):
         return context.get_dummy_value()
 
     @intrinsic
-    def tile(typingctx, a, x, out, i, ai, b0, nb, kk, c0, xstep, taps, ra, ka, ta):
+    def tile(typingctx, a, x, out, i, ai, b0, nb, kk, c0, xstep, taps, ra, ka, ta, acc):
         i64 = types.int64
-        return types.void(a, x, out, *([i64] * 11)), codegen
+        return types.void(a, x, out, *([i64] * 12)), codegen
     return tile
 
 
@@ -140,32 +144,33 @@ def conv_rows(a, ra, ka, ta, x, out, off0, step, taps, units):
                 b0 = 16 * (u - n * nbq)
                 nb = min(16, Q - b0)
                 if i < R8:
-                    _P8(a, x[n], out[n], i, i, b0, nb, K, off0, step, taps, ra, ka, ta)
+                    _P8(a, x[n], out[n], i, i, b0, nb, K, off0, step, taps, ra, ka, ta, 0)
                 else:
                     for r in range(i, R):
-                        _P1(a, x[n], out[n], r, r, b0, nb, K, off0, step, taps, ra, ka, ta)
+                        _P1(a, x[n], out[n], r, r, b0, nb, K, off0, step, taps, ra, ka, ta, 0)
 
 
 @numba.njit(**_OPTS)
 def conv_wgrad(g, xt, out, taps, d, nc):
     """``out [taps*O, C]``: ``out[j*O + o, c] = sum_n sum_q g[n, o, q] * xt[n, q + j*d, c]``
     for ``g`` ``[N, O, Q]``, ``xt`` ``[N, Lp, C]`` (``(taps - 1)*d + Q <= Lp``), ``nc``
-    samples at a time: each output tile sums over a chunk's samples in a row (a large
-    weight's gradient then passes through the caches once per chunk, not once per sample)."""
+    samples at a time: each output tile sums over a chunk's samples in registers (the
+    samples as the tile's taps), its inputs staying in L2, and a large weight's gradient
+    passes through the caches once per chunk."""
     N, O, Q = g.shape
-    C = xt.shape[2]
+    Lp, C = xt.shape[1], xt.shape[2]
     O8 = O - O % 8
+    gf = g.reshape(N * O * Q)
+    xf = xt.reshape(N * Lp, C)
     for n0 in range(0, N, nc):
         n1 = min(n0 + nc, N)
+        gn, xn = gf[n0 * O * Q:], xf[n0 * Lp:]
+        acc = 1 if n0 > 0 else 0
         for b0 in range(0, C, 16):
             nb = min(16, C - b0)
             for j in range(taps):
                 c0 = j * d * C
-                for i in range(0, O8 + (O - O8), 8):
-                    for n in range(n0, n1):
-                        acc = 1 if n > 0 else 0
-                        if i < O8:
-                            _T8(g[n], xt[n], out, j * O + i, i, b0, nb, 0, Q, c0, acc)
-                        else:
-                            for r in range(i, O):
-                                _T1(g[n], xt[n], out, j * O + r, r, b0, nb, 0, Q, c0, acc)
+                for i in range(0, O8, 8):
+                    _P8(gn, xn, out, j * O + i, i, b0, nb, Q, c0, Lp * C, n1 - n0, Q, 1, O * Q, acc)
+                for i in range(O8, O):
+                    _P1(gn, xn, out, j * O + i, i, b0, nb, Q, c0, Lp * C, n1 - n0, Q, 1, O * Q, acc)
