@@ -142,29 +142,34 @@ def test_conv1d_transpose_adjoint(xs, o, k, s, p, d, opad, monkeypatch):
         np.testing.assert_allclose(gw, grads[0][1], rtol=1e-12, atol=1e-12)
 
 
-# (x shape, output channels, kernel, (left, right) padding, dilation): 8-row tiles and single
-# rows, 16-lane blocks and masked remainders (channels for the weight gradient, positions for
-# the rest), padding wider than the kernel's reach on either side
+# (x shape, output channels, kernel, stride, (left, right) padding, dilation): 8-row tiles and
+# single rows, 16-lane blocks and masked remainders (channels for the weight gradient,
+# positions for the rest), padding wider than the kernel's reach on either side; strides
+# below the kernel (the input's phases as channels, taps past the kernel zero)
 TILES = [
-    ((2, 3, 40), 13, 5, (2, 2), 1),
-    ((3, 20, 37), 9, 3, (3, 1), 2),
-    ((1, 17, 19), 8, 4, (0, 6), 1),
+    ((2, 3, 40), 13, 5, 1, (2, 2), 1),
+    ((3, 20, 37), 9, 3, 1, (3, 1), 2),
+    ((1, 17, 19), 8, 4, 1, (0, 6), 1),
+    ((2, 3, 40), 5, 5, 2, (2, 2), 1),
+    ((2, 10, 53), 9, 4, 3, (1, 0), 1),
+    ((1, 4, 37), 17, 3, 2, (0, 2), 1),
 ]
 
 
-@pytest.mark.parametrize("xs,o,k,p,d", TILES)
-def test_conv1d_tiles(xs, o, k, p, d, monkeypatch):
-    # stride 1 in float32 (and half precision, computed in float32): the compiled tiles of
+@pytest.mark.parametrize("xs,o,k,s,p,d", TILES)
+def test_conv1d_tiles(xs, o, k, s, p, d, monkeypatch):
+    # float32 (and half precision, computed in float32): the compiled tiles of
     # conv1d_kernels, forward, both gradients, the bias's and a second-order gradient against
     # float64 (whose gradients test_conv1d_columns checks by central differences)
     monkeypatch.setattr(C1, "MIN_CHANNELS", 1)
-    tiles = _spy(monkeypatch, "_kernel_forward")
-    tiles_bwd = _spy(monkeypatch, "_kernel_backward")
+    name = "_kernel_forward" if s == 1 else "_kernel_strided_forward"
+    tiles = _spy(monkeypatch, name)
+    tiles_bwd = _spy(monkeypatch, name.replace("forward", "backward"))
     x, w, b = RNG.standard_normal(xs), RNG.standard_normal((o, xs[1], k)), RNG.standard_normal(o)
-    ref = _ref1d(x, w, b, 1, p, d)
+    ref = _ref1d(x, w, b, s, p, d)
     for dt, tol in (("float32", 2e-6), ("float16", 2e-2), ("bfloat16", 2e-2)):
         n_calls = len(tiles)
-        yl = F.conv1d(T(x, dtype=dt), T(w, dtype=dt), T(b, dtype=dt), 1, list(p), d)
+        yl = F.conv1d(T(x, dtype=dt), T(w, dtype=dt), T(b, dtype=dt), s, list(p), d)
         assert yl.dtype == getattr(ddg, dt) and len(tiles) == n_calls + 1
         np.testing.assert_allclose(yl.numpy().astype(np.float64), ref, rtol=0, atol=tol * np.abs(ref).max())
     gy = RNG.standard_normal(ref.shape)
@@ -174,15 +179,15 @@ def test_conv1d_tiles(xs, o, k, p, d, monkeypatch):
         xt, wt, bt = T(x, True, dt), T(w, True, dt), T(b, True, dt)
         # the output gradient as a strided view: the kernels take a contiguous copy
         g = ddg.to_tensor(np.ascontiguousarray(gy.transpose(2, 1, 0)).transpose(2, 1, 0).astype(dt))
-        grads[dt] = [a.numpy() for a in ddg.grad(F.conv1d(xt, wt, bt, 1, list(p), d), [xt, wt, bt], g)]
-        gx = ddg.grad(F.conv1d(xt, wt, bt, 1, list(p), d), [xt], g, create_graph=True)[0]
+        grads[dt] = [a.numpy() for a in ddg.grad(F.conv1d(xt, wt, bt, s, list(p), d), [xt, wt, bt], g)]
+        gx = ddg.grad(F.conv1d(xt, wt, bt, s, list(p), d), [xt], g, create_graph=True)[0]
         grads[dt] += [a.numpy() for a in ddg.grad((gx * T(v, dtype=dt)).sum(), [wt, bt], allow_unused=True)[:1]]
     assert len(tiles) == 5 and tiles_bwd
     for a32, a64 in zip(grads["float32"], grads["float64"]):
         np.testing.assert_allclose(a32, a64, rtol=0, atol=2e-6 * np.abs(a64).max())
     # an empty batch: zero weight gradient
     xt, wt = T(np.zeros((0,) + xs[1:]), True, "float32"), T(w, True, "float32")
-    F.conv1d(xt, wt, None, 1, list(p), d).sum().backward()
+    F.conv1d(xt, wt, None, s, list(p), d).sum().backward()
     assert xt.grad.shape == [0, *xs[1:]] and not wt.grad.numpy().any()
 
 
@@ -243,6 +248,10 @@ def test_conv1d_gates():
     assert conv(32, 16, 400) == "tiles" and conv(2, 128, 784) == "tiles" and conv(1, 48, 2304) == "tiles"
     assert conv(8, 16, 64) == "tiles" and conv(32, 16, 16) == "tiles"
     assert conv(64, 192, 16) == "tiles" and conv(8, 192, 49) == "cols" and conv(2, 512, 1024) == "other"
+    # strided: below the kernel and without dilation
+    x, w = np.zeros((16, 64, 1, 512), np.float32), np.zeros((64, 64, 1, 5), np.float32)
+    assert C1._kernel_pays(x, 64, 64, 5, 2, 256) and C1.usable(x, w, (), 1, (0, 0, 2, 2), 2, 256)
+    assert not C1._kernel_pays(x, 64, 64, 5, 2, 256, 2) and not C1._kernel_pays(x, 64, 64, 5, 5, 103)
     assert conv(32, 8, 1024) == "other" and conv(4, 64, 256, groups=4) == "other"
     assert conv(32, 64, 10) == "other" and conv(64, 32, 6, k=3, pads=(0, 0, 1, 1)) == "other"   # short, small weight
     x = np.zeros((4, 512, 1, 12), np.float32)
@@ -270,6 +279,7 @@ def test_conv1d_paths_agree_on_device(place, monkeypatch):
     cases = [
         (lambda x, p: F.conv1d(x, ddg.to_tensor(w1, place=p), None, 1, 2), (2, 4, 40)),     # compiled tiles
         (lambda x, p: F.conv1d(x, ddg.to_tensor(w1, place=p), None, 2, 1), (2, 4, 9)),      # columns
+        (lambda x, p: F.conv1d(x, ddg.to_tensor(w1, place=p), None, 2, 2), (2, 4, 40)),     # strided tiles
         (lambda x, p: F.conv1d_transpose(x, ddg.to_tensor(wt, place=p), None, 2, 1), (2, 4, 7)),
         (lambda x, p: F.conv1d_transpose(x, ddg.to_tensor(wt, place=p), None, 2, 1), (2, 4, 20)),   # phases
     ]

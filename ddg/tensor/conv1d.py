@@ -56,9 +56,9 @@ TRANSPOSE_MIN_CHANNELS = 129
 TRANSPOSE_SMALL_BATCH = 1
 
 
-def usable(x, w, b, groups, pads, stride, ol):
+def usable(x, w, b, groups, pads, stride, ol, dilation=1):
     """Whether ``Conv2d`` runs ``x`` [N, C, H, W] with ``w`` as a 1-D convolution here (to
-    ``ol`` outputs at ``stride``): the shifted products where they pay, the columns for a
+    ``ol`` outputs at ``stride``): the compiled tiles or the shifted products where they pay, the columns for a
     weight at least twice the input's size. Smaller weights keep the batch-innermost im2col
     (with short sequences the strided copies here run on short rows: 1.12-1.36x its time at
     32-64 channels on 6-10 positions)."""
@@ -67,7 +67,7 @@ def usable(x, w, b, groups, pads, stride, ol):
         return False
     lp = x.shape[3] + pads[2] + pads[3]
     n, c = x.shape[:2]
-    if _kernel_pays(x, c, w.shape[0], w.shape[3], stride, ol):
+    if _kernel_pays(x, c, w.shape[0], w.shape[3], stride, ol, dilation):
         return True
     return _shifts_pay(n, c, w.shape[0], w.shape[3], stride, lp, ol) or w.size >= COLS_WEIGHT_RATIO * x.size
 
@@ -115,15 +115,17 @@ def _shifts_pay(n, c, o, k, stride, lp, ol):
             and 8 * (lp - ol) <= lp)
 
 
-def _kernel_pays(x, c, o, k, stride, ol):
+def _kernel_pays(x, c, o, k, stride, ol, dilation=1):
     """Whether a convolution runs on the compiled tiles (``_kernel_forward``): float32, stride
-    1, at least ``KERNEL_MIN_L`` outputs per sample (a tile spans 16 positions: on 10
-    positions 1.2x the time of the column products at 64 channels, on 6 1.3x at 32), at most
-    ``KERNEL_MAX_C`` channels in and out, or up to ``KERNEL_WIDE_C`` with at least
-    ``KERNEL_WIDE_COLS`` outputs over the batch (the weight's transposed copies cost a pass
-    over it each: 0.6x OpenBLAS's time at 512 channels on 4 x 16 positions, 0.87x at 256 on
-    8 x 49; 1.08-1.24x at 192-256 channels on 1024-4096)."""
-    if not (stride == 1 and k > 1 and x.dtype == np.float32 and ol >= KERNEL_MIN_L):
+    1 (or a stride below the kernel without dilation: ``_kernel_strided_forward``), at least
+    ``KERNEL_MIN_L`` outputs per sample (a tile spans 16 positions: on 10 positions 1.2x the
+    time of the column products at 64 channels, on 6 1.3x at 32), at most ``KERNEL_MAX_C``
+    channels in and out, or up to ``KERNEL_WIDE_C`` with at least ``KERNEL_WIDE_COLS``
+    outputs over the batch (the weight's transposed copies cost a pass over it each: 0.6x
+    OpenBLAS's time at 512 channels on 4 x 16 positions, 0.87x at 256 on 8 x 49; 1.08-1.24x
+    at 192-256 channels on 1024-4096)."""
+    if not (k > 1 and x.dtype == np.float32 and ol >= KERNEL_MIN_L
+            and (stride == 1 or dilation == 1 and 1 < stride < k)):
         return False
     return max(c, o) <= KERNEL_MAX_C or max(c, o) <= KERNEL_WIDE_C and x.shape[0] * ol >= KERNEL_WIDE_COLS
 
@@ -137,7 +139,9 @@ def forward(x, w, b, stride, pads, dilation, ol):
     pl, pr = pads
     s, d = stride, dilation
     lp = l + pl + pr
-    if _kernel_pays(x, c, o, k, s, ol):
+    if _kernel_pays(x, c, o, k, s, ol, d):
+        if s > 1:
+            return _kernel_strided_forward(x, w, b, s, pads, ol)
         return _kernel_forward(x, w, b, pads, d, ol)
     if _shifts_pay(n, c, o, k, s, lp, ol):
         return _shift_forward(x, w, b, pads, d, ol)
@@ -156,7 +160,8 @@ def forward(x, w, b, stride, pads, dilation, ol):
 def backward(state, gy, need_x, need_w):
     """The gradients of ``forward`` (x's [N, C, 1, L], w's [O, C, 1, k]) for ``gy`` [N, O, 1, ol]."""
     if isinstance(state[0], str):
-        return (_kernel_backward if state[0] == "tiles" else _shift_backward)(state, gy, need_x, need_w)
+        back = {"tiles": _kernel_backward, "strided tiles": _kernel_strided_backward}.get(state[0], _shift_backward)
+        return back(state, gy, need_x, need_w)
     cols, w, (n, c, l), (pl, pr), s, d, ol = state
     o, k = w.shape[0], w.shape[3]
     g2 = _channel_major(gy.reshape(n, o, ol).astype(w.dtype, copy=False))     # [O, N*ol]
@@ -336,6 +341,63 @@ def _kernel_backward(state, gy, need_x, need_w):
         gxm = np.empty((n, c, l), w.dtype)
         CK.conv_rows(wt, o, 1, c * o, gp, gxm, int(fh + pl), -int(d), int(k), _row_units(wt, o, fh))
         gx = gxm.reshape(n, c, 1, l)
+    return gx, gw
+
+
+def _kernel_strided_forward(x, w, b, s, pads, ol):
+    """Stride s > 1 (below the kernel, no dilation) on the compiled tiles: tap ``j = s*t + r``
+    reads phase r of the padded input at shift t, so the convolution is a stride-1 one of
+    ``T = ceil(k/s)`` taps over the input's phases taken as ``s*C`` input channels
+    (``xph`` ``[N, s*C, M]``, the weight ``[T, O, s*C]`` zero where ``s*t + r >= k``)."""
+    from . import conv1d_kernels as CK  # noqa: PLC0415
+    n, c, _, l = x.shape
+    o, k = w.shape[0], w.shape[3]
+    pl = pads[0]
+    t = -(-k // s)
+    m = ol + t - 1
+    xph = np.zeros((n, s, c, m), x.dtype)
+    for r, m0, p0, cnt in _phase_spans(s, pl, l):
+        cnt = min(cnt, m - m0)
+        if cnt > 0:
+            xph[:, r, :, m0:m0 + cnt] = x[:, :, 0, p0:p0 + s * (cnt - 1) + 1:s]
+    wp = np.zeros((o, c, t * s), w.dtype)
+    wp[:, :, :k] = w[:, :, 0]
+    a = np.ascontiguousarray(wp.reshape(o, c, t, s).transpose(2, 0, 3, 1)).reshape(-1)   # [T, O, s, C]
+    y = np.empty((n, o, ol), x.dtype)
+    CK.conv_rows(a, s * c, 1, o * s * c, xph.reshape(n, s * c, m), y, 0, 1, int(t), _row_units(a, s * c, t - 1))
+    if b:
+        y += b[0].reshape(o, 1)
+    return y.reshape(n, o, 1, ol), ("strided tiles", xph, wp, (n, c, l), pl, s, k, ol)
+
+
+def _kernel_strided_backward(state, gy, need_x, need_w):
+    from . import conv1d_kernels as CK  # noqa: PLC0415
+    _, xph, wp, (n, c, l), pl, s, k, ol = state
+    o, t, m = wp.shape[0], wp.shape[2] // s, xph.shape[3]
+    g = np.ascontiguousarray(gy.reshape(n, o, ol), dtype=wp.dtype)
+    gx = gw = None
+    if need_x:
+        # the input's phases: gxph[n, (r, c), m] = sum_t W_t^T @ gy[n, :, m - t]
+        spans = _phase_spans(s, pl, l)
+        mx = max(m0 + cnt for _, m0, _, cnt in spans)
+        gp = np.zeros((n, o, max(mx, ol) + t - 1), wp.dtype)
+        gp[:, :, t - 1:t - 1 + ol] = g
+        a = np.ascontiguousarray(wp.reshape(o, c, t, s).transpose(2, 3, 1, 0)).reshape(-1)   # [T, s, C, O]
+        gxph = np.empty((n, s, c, mx), wp.dtype)
+        CK.conv_rows(a, o, 1, s * c * o, gp, gxph.reshape(n, s * c, mx), int(t - 1), -1, int(t),
+                     _row_units(a, o, t - 1))
+        gxm = np.empty((n, c, l), wp.dtype)
+        for r, m0, p0, cnt in spans:
+            if cnt:
+                gxm[:, :, p0::s] = gxph[:, r, :, m0:m0 + cnt]
+        gx = gxm.reshape(n, c, 1, l)
+    if need_w:
+        xt = np.ascontiguousarray(xph.transpose(0, 3, 1, 2)).reshape(n, m, s * c)            # [N, M, s*C]
+        gwt = (np.empty if n else np.zeros)((t * o, s * c), wp.dtype)
+        CK.conv_wgrad(g, xt, gwt, int(t), 1, _wgrad_chunk(g, xt))
+        # gwt[t*O + o, r*C + c] = gw[o, c, s*t + r]
+        gw = gwt.reshape(t, o, s, c).transpose(1, 3, 0, 2).reshape(o, c, t * s)[:, :, :k]
+        gw = np.ascontiguousarray(gw).reshape(o, c, 1, k)
     return gx, gw
 
 

@@ -562,7 +562,7 @@ class Conv2d(Function):
                                g, (oh, ow))
         self.cudnn = None
         self.wino = self.direct_x = self.phases = self.plane = self.pointwise = self.gwino = None
-        if kw > 1 and conv1d.usable(x, w, b, g, self.pads, sw, ow):   # 1-D: products on channel-major rows
+        if kw > 1 and conv1d.usable(x, w, b, g, self.pads, sw, ow, dw):   # 1-D: products on channel-major rows
             y, state = conv1d.forward(x, w, b, sw, (pl, pr), dw, ow)
             self.poly = (conv1d.backward, state)
             self.w, self.x = w, x
