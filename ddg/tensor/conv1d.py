@@ -313,7 +313,7 @@ def _kernel_forward(x, w, b, pads, d, ol):
         xp = np.ascontiguousarray(x[:, :, 0])
     wj = np.ascontiguousarray(w[:, :, 0].transpose(2, 0, 1)).reshape(-1)          # [k, O, C]
     y = np.empty((n, o, ol), x.dtype)
-    CK.conv_rows(wj, c, 1, o * c, xp, y, 0, int(d), int(k), _row_units(wj, c, d * (k - 1)), 1, 0, 0)
+    CK.conv_rows(wj, c, 1, o * c, xp, y, 0, int(d), int(k), _row_units(wj, c, d * (k - 1)))
     if b:
         y += b[0].reshape(o, 1)
     return y.reshape(n, o, 1, ol), ("tiles", xp, w, (n, c, l), pads, d, ol)
@@ -329,7 +329,7 @@ def _kernel_backward(state, gy, need_x, need_w):
     if need_w:
         xt = np.ascontiguousarray(xp.transpose(0, 2, 1))                                # [N, Lp, C]
         gwj = (np.empty if n else np.zeros)((k * o, c), w.dtype)
-        CK.conv_wgrad(g, xt, gwj, int(k), int(d), _wgrad_chunk(g, xt), 1, 0)
+        CK.conv_wgrad(g, xt, gwj, int(k), int(d), _wgrad_chunk(g, xt))
         gw = np.ascontiguousarray(gwj.reshape(k, o, c).transpose(1, 2, 0)).reshape(w.shape)
     if need_x:
         # gx[n, c, q] = sum_j w_j^T @ gy[n, :, q + pl - j*d], gy padded by fh zeros in front
@@ -339,7 +339,7 @@ def _kernel_backward(state, gy, need_x, need_w):
         # the kernel 0.7-0.8x as fast from 192 channels on)
         wt = np.ascontiguousarray(w[:, :, 0].transpose(2, 1, 0)).reshape(-1)
         gxm = np.empty((n, c, l), w.dtype)
-        CK.conv_rows(wt, o, 1, c * o, gp, gxm, int(fh + pl), -int(d), int(k), _row_units(wt, o, fh), 1, 0, 0)
+        CK.conv_rows(wt, o, 1, c * o, gp, gxm, int(fh + pl), -int(d), int(k), _row_units(wt, o, fh))
         gx = gxm.reshape(n, c, 1, l)
     return gx, gw
 
@@ -364,8 +364,7 @@ def _kernel_strided_forward(x, w, b, s, pads, ol):
     wp[:, :, :k] = w[:, :, 0]
     a = np.ascontiguousarray(wp.reshape(o, c, t, s).transpose(2, 0, 3, 1)).reshape(-1)   # [T, O, s, C]
     y = np.empty((n, o, ol), x.dtype)
-    CK.conv_rows(a, s * c, 1, o * s * c, xph.reshape(n, s * c, m), y, 0, 1, int(t), _row_units(a, s * c, t - 1),
-                 1, 0, 0)
+    CK.conv_rows(a, s * c, 1, o * s * c, xph.reshape(n, s * c, m), y, 0, 1, int(t), _row_units(a, s * c, t - 1))
     if b:
         y += b[0].reshape(o, 1)
     return y.reshape(n, o, 1, ol), ("strided tiles", xph, wp, (n, c, l), pl, s, k, ol)
@@ -386,7 +385,7 @@ def _kernel_strided_backward(state, gy, need_x, need_w):
         a = np.ascontiguousarray(wp.reshape(o, c, t, s).transpose(2, 3, 1, 0)).reshape(-1)   # [T, s, C, O]
         gxph = np.empty((n, s, c, mx), wp.dtype)
         CK.conv_rows(a, o, 1, s * c * o, gp, gxph.reshape(n, s * c, mx), int(t - 1), -1, int(t),
-                     _row_units(a, o, t - 1), 1, 0, 0)
+                     _row_units(a, o, t - 1))
         gxm = np.empty((n, c, l), wp.dtype)
         for r, m0, p0, cnt in spans:
             if cnt:
@@ -395,7 +394,7 @@ def _kernel_strided_backward(state, gy, need_x, need_w):
     if need_w:
         xt = np.ascontiguousarray(xph.transpose(0, 3, 1, 2)).reshape(n, m, s * c)            # [N, M, s*C]
         gwt = (np.empty if n else np.zeros)((t * o, s * c), wp.dtype)
-        CK.conv_wgrad(g, xt, gwt, int(t), 1, _wgrad_chunk(g, xt), 1, 0)
+        CK.conv_wgrad(g, xt, gwt, int(t), 1, _wgrad_chunk(g, xt))
         # gwt[t*O + o, r*C + c] = gw[o, c, s*t + r]
         gw = gwt.reshape(t, o, s, c).transpose(1, 3, 0, 2).reshape(o, c, t * s)[:, :, :k]
         gw = np.ascontiguousarray(gw).reshape(o, c, 1, k)
@@ -503,8 +502,7 @@ def _kernel_transpose_forward(x, w, b, s, pl, ol):
         if cnt:
             ph = np.empty((n, cout, cnt), x.dtype)
             ar = a[r * cout * cin:]
-            CK.conv_rows(ar, cin, 1, s * cout * cin, xp, ph, int(t - 1 + m0), -1, int(t), _row_units(a, cin, t - 1),
-                         1, 0, 0)
+            CK.conv_rows(ar, cin, 1, s * cout * cin, xp, ph, int(t - 1 + m0), -1, int(t), _row_units(a, cin, t - 1))
             y[:, :, p0::s] = ph
     if b:
         y += b[0].reshape(1, cout, 1)
@@ -529,7 +527,7 @@ def _kernel_transpose_backward(state, gy, need_x, need_w):
         gph = gph.reshape(n, s * cout, mg)
         a = np.ascontiguousarray(_phase_weight(w, s).transpose(0, 3, 1, 2)).reshape(-1)   # [T, Cin, s*Cout]
         gxm = np.empty((n, cin, l), w.dtype)
-        CK.conv_rows(a, s * cout, 1, cin * s * cout, gph, gxm, 0, 1, int(t), _row_units(a, s * cout, t - 1), 1, 0, 0)
+        CK.conv_rows(a, s * cout, 1, cin * s * cout, gph, gxm, 0, 1, int(t), _row_units(a, s * cout, t - 1))
         gx = gxm.reshape(n, cin, 1, l)
     if need_w:
         gpt = np.zeros((n, mg, s, cout), w.dtype)
@@ -538,7 +536,7 @@ def _kernel_transpose_backward(state, gy, need_x, need_w):
         gpt = gpt.reshape(n, mg, s * cout)
         xm = np.ascontiguousarray(x[:, :, 0])
         gwt = (np.empty if n else np.zeros)((t * cin, s * cout), w.dtype)
-        CK.conv_wgrad(xm, gpt, gwt, int(t), 1, _wgrad_chunk(xm, gpt), 1, 0)
+        CK.conv_wgrad(xm, gpt, gwt, int(t), 1, _wgrad_chunk(xm, gpt))
         # gwt[t*Cin + ci, r*Cout + co] = gw[ci, co, r + s*t]
         gw = np.ascontiguousarray(gwt.reshape(t, cin, s, cout).transpose(1, 3, 0, 2)).reshape(w.shape)
     return gx, gw

@@ -126,13 +126,11 @@ _P8, _P1 = _tap_tile(8), _tap_tile(1)
 
 
 @numba.njit(**_OPTS)
-def conv_rows(a, ra, ka, ta, x, out, off0, step, taps, units, taps2, step2, ta2):
-    """``out [N, R, Q]``: ``out[n, r, q] = sum_{i < taps2} sum_{j < taps} sum_k a[i*ta2 + r*ra +
-    k*ka + j*ta] * x[n, k, q + off0 + i*step2 + j*step]`` for the flat weight ``a``, ``x``
-    ``[N, K, W]`` (every offset in ``[0, W - Q]``): taps along a row (``j``) and, for a 2-D
-    kernel on images flattened row by row, along the columns (``i``, ``step2`` a row's
-    length). The output's 16-position blocks (over all samples) go ``units`` at a time
-    through every row tile: a weight too large for L1 then streams once per ``units``
+def conv_rows(a, ra, ka, ta, x, out, off0, step, taps, units):
+    """``out [N, R, Q]``: ``out[n, r, q] = sum_{j < taps} sum_k a[r*ra + k*ka + j*ta] * x[n, k,
+    q + off0 + j*step]`` for the flat weight ``a``, ``x`` ``[N, K, W]`` (every offset in
+    ``[0, W - Q]``). The output's 16-position blocks (over all samples) go ``units`` at a
+    time through every row tile: a weight too large for L1 then streams once per ``units``
     blocks, their input slices staying in L2."""
     N, R, Q = out.shape
     K = x.shape[1]
@@ -145,29 +143,20 @@ def conv_rows(a, ra, ka, ta, x, out, off0, step, taps, units, taps2, step2, ta2)
                 n = u // nbq
                 b0 = 16 * (u - n * nbq)
                 nb = min(16, Q - b0)
-                xn, on = x[n], out[n]
                 if i < R8:
-                    _P8(a, xn, on, i, i, b0, nb, K, off0, step, taps, ra, ka, ta, 0)
+                    _P8(a, x[n], out[n], i, i, b0, nb, K, off0, step, taps, ra, ka, ta, 0)
                 else:
                     for r in range(i, R):
-                        _P1(a, xn, on, r, r, b0, nb, K, off0, step, taps, ra, ka, ta, 0)
-                for t2 in range(1, taps2):
-                    at = a[t2 * ta2:]
-                    off = off0 + t2 * step2
-                    if i < R8:
-                        _P8(at, xn, on, i, i, b0, nb, K, off, step, taps, ra, ka, ta, 1)
-                    else:
-                        for r in range(i, R):
-                            _P1(at, xn, on, r, r, b0, nb, K, off, step, taps, ra, ka, ta, 1)
+                        _P1(a, x[n], out[n], r, r, b0, nb, K, off0, step, taps, ra, ka, ta, 0)
 
 
 @numba.njit(**_OPTS)
-def conv_wgrad(g, xt, out, taps, d, nc, taps2, step2):
-    """``out [taps2*taps*O, C]``: ``out[(i*taps + j)*O + o, c] = sum_n sum_q g[n, o, q] *
-    xt[n, q + i*step2 + j*d, c]`` for ``g`` ``[N, O, Q]``, ``xt`` ``[N, Lp, C]`` (every
-    offset plus ``Q`` at most ``Lp``), ``nc`` samples at a time: each output tile sums over a
-    chunk's samples in registers (the samples as the tile's taps), its inputs staying in L2,
-    and a large weight's gradient passes through the caches once per chunk."""
+def conv_wgrad(g, xt, out, taps, d, nc):
+    """``out [taps*O, C]``: ``out[j*O + o, c] = sum_n sum_q g[n, o, q] * xt[n, q + j*d, c]``
+    for ``g`` ``[N, O, Q]``, ``xt`` ``[N, Lp, C]`` (``(taps - 1)*d + Q <= Lp``), ``nc``
+    samples at a time: each output tile sums over a chunk's samples in registers (the
+    samples as the tile's taps), its inputs staying in L2, and a large weight's gradient
+    passes through the caches once per chunk."""
     N, O, Q = g.shape
     Lp, C = xt.shape[1], xt.shape[2]
     O8 = O - O % 8
@@ -179,11 +168,9 @@ def conv_wgrad(g, xt, out, taps, d, nc, taps2, step2):
         acc = 1 if n0 > 0 else 0
         for b0 in range(0, C, 16):
             nb = min(16, C - b0)
-            for t2 in range(taps2):
-                for j in range(taps):
-                    c0 = (t2 * step2 + j * d) * C
-                    row = (t2 * taps + j) * O
-                    for i in range(0, O8, 8):
-                        _P8(gn, xn, out, row + i, i, b0, nb, Q, c0, Lp * C, n1 - n0, Q, 1, O * Q, acc)
-                    for i in range(O8, O):
-                        _P1(gn, xn, out, row + i, i, b0, nb, Q, c0, Lp * C, n1 - n0, Q, 1, O * Q, acc)
+            for j in range(taps):
+                c0 = j * d * C
+                for i in range(0, O8, 8):
+                    _P8(gn, xn, out, j * O + i, i, b0, nb, Q, c0, Lp * C, n1 - n0, Q, 1, O * Q, acc)
+                for i in range(O8, O):
+                    _P1(gn, xn, out, j * O + i, i, b0, nb, Q, c0, Lp * C, n1 - n0, Q, 1, O * Q, acc)
