@@ -300,6 +300,13 @@ def _wgrad_chunk(g, xt):
     return max(1, WGRAD_CHUNK // max(1, g.shape[1] * g.shape[2] + xt.shape[1] * xt.shape[2]))
 
 
+def _kernel_array(a, dtype=None):
+    """``a`` as a C-contiguous, writable array for the kernels (a read-only one, such as a
+    broadcast gradient of ones, would compile them once more for that type)."""
+    a = np.ascontiguousarray(a, dtype=dtype)
+    return a if a.flags.writeable else a.copy()
+
+
 def _kernel_forward(x, w, b, pads, d, ol):
     from . import conv1d_kernels as CK  # noqa: PLC0415 - numba is imported with the first such convolution
     n, c, _, l = x.shape
@@ -310,7 +317,7 @@ def _kernel_forward(x, w, b, pads, d, ol):
         xp = np.zeros((n, c, lp), x.dtype)
         xp[:, :, pl:pl + l] = x[:, :, 0]
     else:
-        xp = np.ascontiguousarray(x[:, :, 0])
+        xp = _kernel_array(x[:, :, 0])
     wj = np.ascontiguousarray(w[:, :, 0].transpose(2, 0, 1)).reshape(-1)          # [k, O, C]
     y = np.empty((n, o, ol), x.dtype)
     CK.conv_rows(wj, c, 1, o * c, xp, y, 0, int(d), int(k), _row_units(wj, c, d * (k - 1)))
@@ -324,7 +331,7 @@ def _kernel_backward(state, gy, need_x, need_w):
     _, xp, w, (n, c, l), (pl, pr), d, ol = state
     o, k = w.shape[0], w.shape[3]
     fh = d * (k - 1)
-    g = np.ascontiguousarray(gy.reshape(n, o, ol), dtype=w.dtype)
+    g = _kernel_array(gy.reshape(n, o, ol), dtype=w.dtype)
     gx = gw = None
     if need_w:
         xt = np.ascontiguousarray(xp.transpose(0, 2, 1))                                # [N, Lp, C]
@@ -374,7 +381,7 @@ def _kernel_strided_backward(state, gy, need_x, need_w):
     from . import conv1d_kernels as CK  # noqa: PLC0415
     _, xph, wp, (n, c, l), pl, s, k, ol = state
     o, t, m = wp.shape[0], wp.shape[2] // s, xph.shape[3]
-    g = np.ascontiguousarray(gy.reshape(n, o, ol), dtype=wp.dtype)
+    g = _kernel_array(gy.reshape(n, o, ol), dtype=wp.dtype)
     gx = gw = None
     if need_x:
         # the input's phases: gxph[n, (r, c), m] = sum_t W_t^T @ gy[n, :, m - t]
@@ -534,7 +541,7 @@ def _kernel_transpose_backward(state, gy, need_x, need_w):
         for r, m0, p0, cnt in spans:
             gpt[:, m0:m0 + cnt, r] = g[:, :, p0:p0 + s * (cnt - 1) + 1:s].transpose(0, 2, 1)
         gpt = gpt.reshape(n, mg, s * cout)
-        xm = np.ascontiguousarray(x[:, :, 0])
+        xm = _kernel_array(x[:, :, 0])
         gwt = (np.empty if n else np.zeros)((t * cin, s * cout), w.dtype)
         CK.conv_wgrad(xm, gpt, gwt, int(t), 1, _wgrad_chunk(xm, gpt))
         # gwt[t*Cin + ci, r*Cout + co] = gw[ci, co, r + s*t]
