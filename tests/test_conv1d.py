@@ -266,6 +266,8 @@ def test_conv1d_gates():
     assert not C1._kernel_transpose_pays(x, w[..., :3], 2, 1) and not C1._kernel_transpose_pays(x, w, 2, 2)
     assert not C1._kernel_transpose_pays(x.astype(np.float64), w.astype(np.float64), 2, 1)
     assert not C1._kernel_transpose_pays(x[..., :12], w, 2, 1)
+    x, w = np.zeros((64, 256, 1, 16), np.float32), np.zeros((256, 256, 1, 4), np.float32)
+    assert C1._kernel_transpose_pays(x, w, 2, 1) and not C1._kernel_transpose_pays(x[:8], w, 2, 1)
 
 
 def test_conv1d_paths_agree_on_device(place, monkeypatch):
