@@ -161,7 +161,7 @@ def test_conv1d_tiles(xs, o, k, s, p, d, monkeypatch):
     # float32 (and half precision, computed in float32): the compiled tiles of
     # conv1d_kernels, forward, both gradients, the bias's and a second-order gradient against
     # float64 (whose gradients test_conv1d_columns checks by central differences)
-    monkeypatch.setattr(C1, "MIN_CHANNELS", 1)
+    monkeypatch.setattr(C1, "KERNEL_MIN_C", 1)
     name = "_kernel_forward" if s == 1 else "_kernel_strided_forward"
     tiles = _spy(monkeypatch, name)
     tiles_bwd = _spy(monkeypatch, name.replace("forward", "backward"))
@@ -205,6 +205,7 @@ def test_conv1d_transpose_tiles(xs, o, k, s, p, opad, monkeypatch):
     # a kernel a multiple of the stride, float32 (and half precision): the phases on the
     # compiled tiles, against float64 (checked by central differences in
     # test_conv1d_transpose_adjoint) forward, both gradients, the bias's and second order
+    monkeypatch.setattr(C1, "KERNEL_MIN_C", 1)
     tiles = _spy(monkeypatch, "_kernel_transpose_forward")
     tiles_bwd = _spy(monkeypatch, "_kernel_transpose_backward")
     x, w, b = RNG.standard_normal(xs), RNG.standard_normal((xs[1], o, k)), RNG.standard_normal(o)
@@ -252,7 +253,8 @@ def test_conv1d_gates():
     x, w = np.zeros((16, 64, 1, 512), np.float32), np.zeros((64, 64, 1, 5), np.float32)
     assert C1._kernel_pays(x, 64, 64, 5, 2, 256) and C1.usable(x, w, (), 1, (0, 0, 2, 2), 2, 256)
     assert not C1._kernel_pays(x, 64, 64, 5, 2, 256, 2) and not C1._kernel_pays(x, 64, 64, 5, 5, 103)
-    assert conv(32, 8, 1024) == "other" and conv(4, 64, 256, groups=4) == "other"
+    assert conv(32, 8, 1024) == "tiles" and conv(32, 4, 1024, o=16) == "other" and conv(32, 16, 1024, o=4) == "tiles"
+    assert conv(4, 64, 256, groups=4) == "other"
     assert conv(32, 64, 10) == "other" and conv(64, 32, 6, k=3, pads=(0, 0, 1, 1)) == "other"   # short, small weight
     x = np.zeros((4, 512, 1, 12), np.float32)
     assert C1.transpose_usable(x, np.zeros((512, 512, 1, 4), np.float32), (), 1, (0, 0, 1, 1))
@@ -266,6 +268,7 @@ def test_conv1d_gates():
     assert not C1._kernel_transpose_pays(x, w[..., :3], 2, 1) and not C1._kernel_transpose_pays(x, w, 2, 2)
     assert not C1._kernel_transpose_pays(x.astype(np.float64), w.astype(np.float64), 2, 1)
     assert not C1._kernel_transpose_pays(x[..., :12], w, 2, 1)
+    assert C1._kernel_transpose_pays(x[:, :3], w[:3], 2, 1) and not C1._kernel_transpose_pays(x[:, :4], w[:4, :4], 2, 1)
     x, w = np.zeros((64, 256, 1, 16), np.float32), np.zeros((256, 256, 1, 4), np.float32)
     assert C1._kernel_transpose_pays(x, w, 2, 1) and not C1._kernel_transpose_pays(x[:8], w, 2, 1)
 
@@ -278,10 +281,12 @@ def test_conv1d_paths_agree_on_device(place, monkeypatch):
     monkeypatch.setattr(C1, "TRANSPOSE_MIN_CHANNELS", 1)
     monkeypatch.setattr(C1, "SHIFT_MIN_SIZE", 0)
     w1, wt = RNG.standard_normal((6, 4, 5)).astype("float32"), RNG.standard_normal((4, 3, 4)).astype("float32")
+    w8 = RNG.standard_normal((6, 8, 5)).astype("float32")
     cases = [
-        (lambda x, p: F.conv1d(x, ddg.to_tensor(w1, place=p), None, 1, 2), (2, 4, 40)),     # compiled tiles
+        (lambda x, p: F.conv1d(x, ddg.to_tensor(w1, place=p), None, 1, 2), (2, 4, 40)),     # shifted products
+        (lambda x, p: F.conv1d(x, ddg.to_tensor(w8, place=p), None, 1, 2), (2, 8, 40)),     # compiled tiles
         (lambda x, p: F.conv1d(x, ddg.to_tensor(w1, place=p), None, 2, 1), (2, 4, 9)),      # columns
-        (lambda x, p: F.conv1d(x, ddg.to_tensor(w1, place=p), None, 2, 2), (2, 4, 40)),     # strided tiles
+        (lambda x, p: F.conv1d(x, ddg.to_tensor(w8, place=p), None, 2, 2), (2, 8, 40)),     # strided tiles
         (lambda x, p: F.conv1d_transpose(x, ddg.to_tensor(wt, place=p), None, 2, 1), (2, 4, 7)),
         (lambda x, p: F.conv1d_transpose(x, ddg.to_tensor(wt, place=p), None, 2, 1), (2, 4, 20)),   # phases
     ]

@@ -39,8 +39,9 @@ from . import conv_kernels as K
 #: on long, thin operands, and transposing a small gradient is cheap)
 GW_DIRECT_MIN = 1 << 16
 
-#: a convolution takes this path from this many input and output channels (fewer: the
-#: whole-plane loop and the per-sample columns of ``conv.py``)
+#: the column and shifted products take a convolution from this many input and output channels
+#: (fewer: the whole-plane loop and the per-sample columns of ``conv.py``; the compiled tiles
+#: have their own gate, ``_kernel_pays``)
 MIN_CHANNELS = 9
 
 #: where the shifted products do not apply, a convolution takes the columns here when its
@@ -63,12 +64,14 @@ def usable(x, w, b, groups, pads, stride, ol, dilation=1):
     (with short sequences the strided copies here run on short rows: 1.12-1.36x its time at
     32-64 channels on 6-10 positions)."""
     if not (x.ndim == 4 and x.shape[2] == 1 and w.shape[2] == 1 and groups == 1 and pads[0] == pads[1] == 0
-            and min(x.shape[1], w.shape[0]) >= MIN_CHANNELS and K.usable(x, w, *b)):
+            and K.usable(x, w, *b)):
         return False
     lp = x.shape[3] + pads[2] + pads[3]
     n, c = x.shape[:2]
     if _kernel_pays(x, c, w.shape[0], w.shape[3], stride, ol, dilation):
         return True
+    if min(c, w.shape[0]) < MIN_CHANNELS:
+        return False
     return _shifts_pay(n, c, w.shape[0], w.shape[3], stride, lp, ol) or w.size >= COLS_WEIGHT_RATIO * x.size
 
 
@@ -117,16 +120,19 @@ def _shifts_pay(n, c, o, k, stride, lp, ol):
 
 def _kernel_pays(x, c, o, k, stride, ol, dilation=1):
     """Whether a convolution runs on the compiled tiles (``_kernel_forward``): float32, stride
-    1 (or a stride below the kernel without dilation: ``_kernel_strided_forward``), at least
-    ``KERNEL_MIN_L`` outputs per sample (a tile spans 16 positions: on 10 positions 1.2x the
-    time of the column products at 64 channels, on 6 1.3x at 32), at most ``KERNEL_MAX_C``
-    channels in and out, or up to ``KERNEL_WIDE_C`` with at least ``KERNEL_WIDE_COLS``
-    outputs over the batch (the weight's transposed copies cost a pass over it each: 0.6x
-    OpenBLAS's time at 512 channels on 4 x 16 positions, 0.87x at 256 on 8 x 49; 1.08-1.24x
-    at 192-256 channels on 1024-4096)."""
-    if not (k > 1 and x.dtype == np.float32 and ol >= KERNEL_MIN_L
-            and (stride == 1 or dilation == 1 and 1 < stride < k)):
+    1 (or a stride below the kernel without dilation: ``_kernel_strided_forward``, up to
+    ``KERNEL_MAX_C`` channels: at 256 channels, k=3 s=2, 0.75x the column products' speed),
+    at least ``KERNEL_MIN_C`` input channels (the tile's loop runs over them: 0.35-0.8x the
+    plane loop's speed at 1-4, 1.4-2.3x at 8), at least ``KERNEL_MIN_L`` outputs per sample
+    (a tile spans 16 positions: on 10 positions 1.2x the time of the column products at 64
+    channels, on 6 1.3x at 32), at most ``KERNEL_MAX_C`` channels in and out, or up to
+    ``KERNEL_WIDE_C`` with at least ``KERNEL_WIDE_COLS`` outputs over the batch (the weight's
+    transposed copies cost a pass over it each: 0.6x OpenBLAS's time at 512 channels on 4 x
+    16 positions, 0.87x at 256 on 8 x 49; 1.08-1.24x at 192-256 channels on 1024-4096)."""
+    if not (k > 1 and x.dtype == np.float32 and ol >= KERNEL_MIN_L and c >= KERNEL_MIN_C):
         return False
+    if stride > 1:
+        return dilation == 1 and stride < k and max(c, o) <= KERNEL_MAX_C
     return max(c, o) <= KERNEL_MAX_C or max(c, o) <= KERNEL_WIDE_C and x.shape[0] * ol >= KERNEL_WIDE_COLS
 
 
@@ -270,6 +276,7 @@ def _shift_backward(state, gy, need_x, need_w):
 # each: 16 channels on 32 x 400 positions 0.45 / 0.45 / 0.38 ms against 0.61 / 0.62 / 0.68);
 # at 128 channels 1.07-1.14x.
 KERNEL_MAX_C = 128
+KERNEL_MIN_C = 8
 KERNEL_MIN_L = 16
 KERNEL_WIDE_C = 384
 KERNEL_WIDE_COLS = 1024
@@ -470,11 +477,13 @@ TRANSPOSE_KERNEL_MAX_C = 128
 
 def _kernel_transpose_pays(x, w, stride, dilation):
     """float32, no dilation, a kernel a multiple of the stride, at least ``KERNEL_MIN_L``
-    input positions, at most ``TRANSPOSE_KERNEL_MAX_C`` channels in and out or up to
+    input positions, at least ``KERNEL_MIN_C`` channels in or out (1.6x the phases' speed at
+    8 or at 3 <-> 16, 0.6x at 2), at most ``TRANSPOSE_KERNEL_MAX_C`` channels in and out or up to
     ``KERNEL_WIDE_C`` with at least ``KERNEL_WIDE_COLS`` input positions over the batch (at
     256 channels 1.15x the adjoint's speed on 64 x 16 positions, 0.86x on 8 x 49)."""
     k, c = w.shape[3], max(w.shape[:2])
-    if not (x.dtype == np.float32 and dilation == 1 and k % stride == 0 and x.shape[3] >= KERNEL_MIN_L):
+    if not (x.dtype == np.float32 and dilation == 1 and k % stride == 0 and x.shape[3] >= KERNEL_MIN_L
+            and c >= KERNEL_MIN_C):
         return False
     return c <= TRANSPOSE_KERNEL_MAX_C or c <= KERNEL_WIDE_C and x.shape[0] * x.shape[3] >= KERNEL_WIDE_COLS
 
