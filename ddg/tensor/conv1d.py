@@ -1,6 +1,7 @@
-"""1-D convolutions and 1-D transposed convolutions (one group, numpy float32/float64) as
-three matrix products on channel-major arrays, for ``Conv2d`` / ``Conv2dTranspose`` on a
-height-1 image with a height-1 kernel.
+"""1-D convolutions and 1-D transposed convolutions (one group, numpy float32/float64) on the
+compiled register tiles of ``conv1d_kernels`` (float32, gates ``_kernel_pays`` and
+``_kernel_transpose_pays``) or as three matrix products on channel-major arrays, for
+``Conv2d`` / ``Conv2dTranspose`` on a height-1 image with a height-1 kernel.
 
 Convolution, input ``x`` [N, C, 1, L], weight ``w`` [O, C, 1, k], stride s, dilation d:
 
@@ -17,15 +18,18 @@ Convolution, input ``x`` [N, C, 1, L], weight ``w`` [O, C, 1, k], stride s, dila
   positions, where the flipped weight copy cost more than the whole product; 0.95-0.97x at
   256 channels on 49) ``w^T @ gy`` as columns, overlap-added into the padded input (k
   strided adds);
-* at stride 1, float32, with at most ``KERNEL_MAX_C`` channels: the compiled register
-  tiles of ``conv1d_kernels`` (see ``_kernel_forward``), in the layer's own layouts;
+* float32 where ``_kernel_pays``: the compiled register tiles (see ``_kernel_forward``; a
+  stride below the kernel over the input's phases, ``_kernel_strided_forward``), in the
+  layer's own layouts;
 * at stride 1 with at most ``SHIFT_MAX_C`` channels otherwise (float64): shifted products on
   channel-major rows of the input, without columns (see ``_shift_forward``).
 
 Transposed convolution (the adjoint), input ``x`` [N, Cin, 1, L], weight ``[Cin, Cout, 1,
 k]``: forward ``w^T @ x`` as columns ``[Cout*k, N*L]`` overlap-added into the output (k
 strided adds), backward the output gradient's columns (one strided copy) times ``w`` for the
-input gradient and times ``x`` for the weight gradient. No copy of the weight is made
+input gradient and times ``x`` for the weight gradient (float32 where
+``_kernel_transpose_pays``: the stride's phases on the compiled tiles instead, see
+``_kernel_transpose_forward``). No copy of the weight is made
 (the phase products of ``conv_phase`` gather the weight into phase order both ways and
 write the weight gradient through an index permutation: at 512 channels that cost more
 than the products).
