@@ -152,11 +152,13 @@ def conv_rows(a, ra, ka, ta, x, out, off0, step, taps, units):
 
 @numba.njit(**_OPTS)
 def conv_wgrad(g, xt, out, taps, d, nc):
-    """``out [taps*O, C]``: ``out[j*O + o, c] = sum_n sum_q g[n, o, q] * xt[n, q + j*d, c]``
+    """``out [taps*O, C]``: ``out[j*O + o, c] += sum_n sum_q g[n, o, q] * xt[n, q + j*d, c]``
     for ``g`` ``[N, O, Q]``, ``xt`` ``[N, Lp, C]`` (``(taps - 1)*d + Q <= Lp``), ``nc``
     samples at a time: each output tile sums over a chunk's samples in registers (the
     samples as the tile's taps), its inputs staying in L2, and a large weight's gradient
-    passes through the caches once per chunk."""
+    passes through the caches once per chunk. The caller zeroes ``out``: the tiles always
+    add onto it (a start-from-zero flag known only at run time made the kernel take about
+    twice as long to compile)."""
     N, O, Q = g.shape
     Lp, C = xt.shape[1], xt.shape[2]
     O8 = O - O % 8
@@ -165,12 +167,11 @@ def conv_wgrad(g, xt, out, taps, d, nc):
     for n0 in range(0, N, nc):
         n1 = min(n0 + nc, N)
         gn, xn = gf[n0 * O * Q:], xf[n0 * Lp:]
-        acc = 1 if n0 > 0 else 0
         for b0 in range(0, C, 16):
             nb = min(16, C - b0)
             for j in range(taps):
                 c0 = j * d * C
                 for i in range(0, O8, 8):
-                    _P8(gn, xn, out, j * O + i, i, b0, nb, Q, c0, Lp * C, n1 - n0, Q, 1, O * Q, acc)
+                    _P8(gn, xn, out, j * O + i, i, b0, nb, Q, c0, Lp * C, n1 - n0, Q, 1, O * Q, 1)
                 for i in range(O8, O):
-                    _P1(gn, xn, out, j * O + i, i, b0, nb, Q, c0, Lp * C, n1 - n0, Q, 1, O * Q, acc)
+                    _P1(gn, xn, out, j * O + i, i, b0, nb, Q, c0, Lp * C, n1 - n0, Q, 1, O * Q, 1)
