@@ -254,6 +254,7 @@ def test_conv1d_gates():
     assert C1._kernel_pays(x, 64, 64, 5, 2, 256) and C1.usable(x, w, (), 1, (0, 0, 2, 2), 2, 256)
     assert not C1._kernel_pays(x, 64, 64, 5, 2, 256, 2) and not C1._kernel_pays(x, 64, 64, 5, 5, 103)
     assert conv(32, 8, 1024) == "tiles" and conv(32, 4, 1024, o=16) == "other" and conv(32, 16, 1024, o=4) == "tiles"
+    assert conv(32, 8, 1024, o=4) == "other"
     assert conv(4, 64, 256, groups=4) == "other"
     assert conv(32, 64, 10) == "other" and conv(64, 32, 6, k=3, pads=(0, 0, 1, 1)) == "other"   # short, small weight
     x = np.zeros((4, 512, 1, 12), np.float32)
@@ -269,6 +270,7 @@ def test_conv1d_gates():
     assert not C1._kernel_transpose_pays(x.astype(np.float64), w.astype(np.float64), 2, 1)
     assert not C1._kernel_transpose_pays(x[..., :12], w, 2, 1)
     assert C1._kernel_transpose_pays(x[:, :3], w[:3], 2, 1) and not C1._kernel_transpose_pays(x[:, :4], w[:4, :4], 2, 1)
+    assert C1._kernel_transpose_pays(x[:, :8], w[:8, :8], 2, 1) and not C1._kernel_transpose_pays(x[:, :8], w[:8, :2], 2, 1)
     x, w = np.zeros((64, 256, 1, 16), np.float32), np.zeros((256, 256, 1, 4), np.float32)
     assert C1._kernel_transpose_pays(x, w, 2, 1) and not C1._kernel_transpose_pays(x[:8], w, 2, 1)
 
@@ -281,7 +283,7 @@ def test_conv1d_paths_agree_on_device(place, monkeypatch):
     monkeypatch.setattr(C1, "TRANSPOSE_MIN_CHANNELS", 1)
     monkeypatch.setattr(C1, "SHIFT_MIN_SIZE", 0)
     w1, wt = RNG.standard_normal((6, 4, 5)).astype("float32"), RNG.standard_normal((4, 3, 4)).astype("float32")
-    w8 = RNG.standard_normal((6, 8, 5)).astype("float32")
+    w8 = RNG.standard_normal((8, 8, 5)).astype("float32")
     cases = [
         (lambda x, p: F.conv1d(x, ddg.to_tensor(w1, place=p), None, 1, 2), (2, 4, 40)),     # shifted products
         (lambda x, p: F.conv1d(x, ddg.to_tensor(w8, place=p), None, 1, 2), (2, 8, 40)),     # compiled tiles

@@ -127,13 +127,15 @@ def _kernel_pays(x, c, o, k, stride, ol, dilation=1):
     1 (or a stride below the kernel without dilation: ``_kernel_strided_forward``, up to
     ``KERNEL_MAX_C`` channels: at 256 channels, k=3 s=2, 0.75x the column products' speed),
     at least ``KERNEL_MIN_C`` input channels (the tile's loop runs over them: 0.35-0.8x the
-    plane loop's speed at 1-4, 1.4-2.3x at 8), at least ``KERNEL_MIN_L`` outputs per sample
+    plane loop's speed at 1-4, 1.4-2.3x at 8) and, at 8, as many outputs (8-row tiles: 8 ->
+    2-6 channels ran 0.64-0.71x the plane loop's speed; 16 -> 1 2.1x im2col's), at least ``KERNEL_MIN_L`` outputs per sample
     (a tile spans 16 positions: on 10 positions 1.2x the time of the column products at 64
     channels, on 6 1.3x at 32), at most ``KERNEL_MAX_C`` channels in and out, or up to
     ``KERNEL_WIDE_C`` with at least ``KERNEL_WIDE_COLS`` outputs over the batch (the weight's
     transposed copies cost a pass over it each: 0.6x OpenBLAS's time at 512 channels on 4 x
     16 positions, 0.87x at 256 on 8 x 49; 1.08-1.24x at 192-256 channels on 1024-4096)."""
-    if not (k > 1 and x.dtype == np.float32 and ol >= KERNEL_MIN_L and c >= KERNEL_MIN_C):
+    if not (k > 1 and x.dtype == np.float32 and ol >= KERNEL_MIN_L and c >= KERNEL_MIN_C
+            and (c > KERNEL_MIN_C or o >= KERNEL_MIN_C)):
         return False
     if stride > 1:
         return dilation == 1 and stride < k and max(c, o) <= KERNEL_MAX_C
@@ -481,13 +483,14 @@ TRANSPOSE_KERNEL_MAX_C = 128
 
 def _kernel_transpose_pays(x, w, stride, dilation):
     """float32, no dilation, a kernel a multiple of the stride, at least ``KERNEL_MIN_L``
-    input positions, at least ``KERNEL_MIN_C`` channels in or out (1.6x the phases' speed at
-    8 or at 3 <-> 16, 0.6x at 2), at most ``TRANSPOSE_KERNEL_MAX_C`` channels in and out or up to
+    input positions, more than ``KERNEL_MIN_C`` channels in or out, or that many in and out
+    (1.6x the phases' speed at 8 and at 3 <-> 16, 1.8x at 16 -> 2; 0.84x at 8 -> 2, 1.0x at
+    2 -> 8, 0.6x at 2), at most ``TRANSPOSE_KERNEL_MAX_C`` channels in and out or up to
     ``KERNEL_WIDE_C`` with at least ``KERNEL_WIDE_COLS`` input positions over the batch (at
     256 channels 1.15x the adjoint's speed on 64 x 16 positions, 0.86x on 8 x 49)."""
     k, c = w.shape[3], max(w.shape[:2])
     if not (x.dtype == np.float32 and dilation == 1 and k % stride == 0 and x.shape[3] >= KERNEL_MIN_L
-            and c >= KERNEL_MIN_C):
+            and (c > KERNEL_MIN_C or min(w.shape[:2]) >= KERNEL_MIN_C)):
         return False
     return c <= TRANSPOSE_KERNEL_MAX_C or c <= KERNEL_WIDE_C and x.shape[0] * x.shape[3] >= KERNEL_WIDE_COLS
 
