@@ -58,6 +58,7 @@ def test_conv1d_columns(variant, xs, o, k, s, p, d, monkeypatch):
     monkeypatch.setattr(C1, "SHIFT_MAX_C", 10**6 if variant == "shift" else 0)
     monkeypatch.setattr(C1, "SHIFT_MIN_SIZE", 0)
     monkeypatch.setattr(C1, "SHIFT_GW_BLOCK", 1)     # the weight gradient's columns in blocks of 64
+    monkeypatch.setattr(C1, "KERNEL_MAX_C", 0)       # float32 too (the compiled tiles: test_conv1d_tiles)
     fwd = _spy(monkeypatch, "forward")
     shift = _spy(monkeypatch, "_shift_forward")
     x, w, b = RNG.standard_normal(xs), RNG.standard_normal((o, xs[1], k)), RNG.standard_normal(o)
@@ -141,6 +142,99 @@ def test_conv1d_transpose_adjoint(xs, o, k, s, p, d, opad, monkeypatch):
         np.testing.assert_allclose(gw, grads[0][1], rtol=1e-12, atol=1e-12)
 
 
+# (x shape, output channels, kernel, stride, (left, right) padding, dilation): 8-row tiles and
+# single rows, 16-lane blocks and masked remainders (channels for the weight gradient,
+# positions for the rest), padding wider than the kernel's reach on either side; strides
+# below the kernel (the input's phases as channels, taps past the kernel zero)
+TILES = [
+    ((2, 3, 40), 13, 5, 1, (2, 2), 1),
+    ((3, 20, 37), 9, 3, 1, (3, 1), 2),
+    ((1, 17, 19), 8, 4, 1, (0, 6), 1),
+    ((2, 3, 40), 5, 5, 2, (2, 2), 1),
+    ((2, 10, 53), 9, 4, 3, (1, 0), 1),
+    ((1, 4, 37), 17, 3, 2, (0, 2), 1),
+]
+
+
+@pytest.mark.parametrize("xs,o,k,s,p,d", TILES)
+def test_conv1d_tiles(xs, o, k, s, p, d, monkeypatch):
+    # float32 (and half precision, computed in float32): the compiled tiles of
+    # conv1d_kernels, forward, both gradients, the bias's and a second-order gradient against
+    # float64 (whose gradients test_conv1d_columns checks by central differences)
+    monkeypatch.setattr(C1, "KERNEL_MIN_C", 1)
+    name = "_kernel_forward" if s == 1 else "_kernel_strided_forward"
+    tiles = _spy(monkeypatch, name)
+    tiles_bwd = _spy(monkeypatch, name.replace("forward", "backward"))
+    x, w, b = RNG.standard_normal(xs), RNG.standard_normal((o, xs[1], k)), RNG.standard_normal(o)
+    ref = _ref1d(x, w, b, s, p, d)
+    for dt, tol in (("float32", 2e-6), ("float16", 2e-2), ("bfloat16", 2e-2)):
+        n_calls = len(tiles)
+        yl = F.conv1d(T(x, dtype=dt), T(w, dtype=dt), T(b, dtype=dt), s, list(p), d)
+        assert yl.dtype == getattr(ddg, dt) and len(tiles) == n_calls + 1
+        np.testing.assert_allclose(yl.numpy().astype(np.float64), ref, rtol=0, atol=tol * np.abs(ref).max())
+    gy = RNG.standard_normal(ref.shape)
+    v = RNG.standard_normal(xs)
+    grads = {}
+    for dt in ("float64", "float32"):
+        xt, wt, bt = T(x, True, dt), T(w, True, dt), T(b, True, dt)
+        # the output gradient as a strided view: the kernels take a contiguous copy
+        g = ddg.to_tensor(np.ascontiguousarray(gy.transpose(2, 1, 0)).transpose(2, 1, 0).astype(dt))
+        grads[dt] = [a.numpy() for a in ddg.grad(F.conv1d(xt, wt, bt, s, list(p), d), [xt, wt, bt], g)]
+        gx = ddg.grad(F.conv1d(xt, wt, bt, s, list(p), d), [xt], g, create_graph=True)[0]
+        grads[dt] += [a.numpy() for a in ddg.grad((gx * T(v, dtype=dt)).sum(), [wt, bt], allow_unused=True)[:1]]
+    assert len(tiles) == 5 and tiles_bwd
+    for a32, a64 in zip(grads["float32"], grads["float64"]):
+        np.testing.assert_allclose(a32, a64, rtol=0, atol=2e-6 * np.abs(a64).max())
+    # an empty batch: zero weight gradient
+    xt, wt = T(np.zeros((0,) + xs[1:]), True, "float32"), T(w, True, "float32")
+    F.conv1d(xt, wt, None, s, list(p), d).sum().backward()
+    assert xt.grad.shape == [0, *xs[1:]] and not wt.grad.numpy().any()
+
+
+# (x shape, output channels, kernel, stride, (left, right) crop, output padding)
+TRANSPOSED_TILES = [
+    ((2, 3, 20), 13, 4, 2, (1, 1), 0),
+    ((1, 9, 17), 5, 6, 3, (0, 2), 2),
+    ((2, 20, 16), 3, 3, 1, (2, 0), 0),
+    ((3, 4, 18), 8, 2, 2, (0, 1), 1),
+]
+
+
+@pytest.mark.parametrize("xs,o,k,s,p,opad", TRANSPOSED_TILES)
+def test_conv1d_transpose_tiles(xs, o, k, s, p, opad, monkeypatch):
+    # a kernel a multiple of the stride, float32 (and half precision): the phases on the
+    # compiled tiles, against float64 (checked by central differences in
+    # test_conv1d_transpose_adjoint) forward, both gradients, the bias's and second order
+    monkeypatch.setattr(C1, "KERNEL_MIN_C", 1)
+    tiles = _spy(monkeypatch, "_kernel_transpose_forward")
+    tiles_bwd = _spy(monkeypatch, "_kernel_transpose_backward")
+    x, w, b = RNG.standard_normal(xs), RNG.standard_normal((xs[1], o, k)), RNG.standard_normal(o)
+    ref = _ref1d_t(x, w, b, s, p, 1, opad)
+
+    def f(x, w, b=None):
+        return F.conv1d_transpose(x, w, b, s, list(p), opad)
+    for dt, tol in (("float32", 2e-6), ("float16", 2e-2), ("bfloat16", 2e-2)):
+        n_calls = len(tiles)
+        yl = f(T(x, dtype=dt), T(w, dtype=dt), T(b, dtype=dt))
+        assert yl.dtype == getattr(ddg, dt) and len(tiles) == n_calls + 1
+        np.testing.assert_allclose(yl.numpy().astype(np.float64), ref, rtol=0, atol=tol * np.abs(ref).max())
+    gy = RNG.standard_normal(ref.shape)
+    v = RNG.standard_normal(xs)
+    grads = {}
+    for dt in ("float64", "float32"):
+        xt, wt, bt = T(x, True, dt), T(w, True, dt), T(b, True, dt)
+        g = ddg.to_tensor(np.ascontiguousarray(gy.transpose(2, 1, 0)).transpose(2, 1, 0).astype(dt))
+        grads[dt] = [a.numpy() for a in ddg.grad(f(xt, wt, bt), [xt, wt, bt], g)]
+        gx = ddg.grad(f(xt, wt, bt), [xt], g, create_graph=True)[0]
+        grads[dt] += [a.numpy() for a in ddg.grad((gx * T(v, dtype=dt)).sum(), [wt, bt], allow_unused=True)[:1]]
+    assert len(tiles) == 5 and tiles_bwd
+    for a32, a64 in zip(grads["float32"], grads["float64"]):
+        np.testing.assert_allclose(a32, a64, rtol=0, atol=2e-6 * np.abs(a64).max())
+    xt, wt = T(np.zeros((0,) + xs[1:]), True, "float32"), T(w, True, "float32")
+    f(xt, wt).sum().backward()
+    assert xt.grad.shape == [0, *xs[1:]] and not wt.grad.numpy().any()
+
+
 def test_conv1d_gates():
     # the sweep's shapes: which variant each takes
     def conv(n, c, length, o=None, k=5, pads=(0, 0, 2, 2), groups=1):
@@ -148,17 +242,37 @@ def test_conv1d_gates():
         x, w = np.zeros((n, c, 1, length), np.float32), np.zeros((o, c // groups, 1, k), np.float32)
         if not C1.usable(x, w, (), groups, pads, 1, length):
             return "other"
+        if C1._kernel_pays(x, c, o, k, 1, length):
+            return "tiles"
         return "shift" if C1._shifts_pay(n, c, o, k, 1, length + 4, length) else "cols"
     assert conv(4, 512, 12) == "cols" and conv(8, 256, 49) == "cols"
-    assert conv(32, 16, 400) == "shift" and conv(2, 128, 784) == "shift" and conv(1, 48, 2304) == "shift"
-    assert conv(8, 16, 64) == "other"   # small: im2col
-    assert conv(32, 8, 1024) == "other" and conv(4, 64, 256, groups=4) == "other"
+    assert conv(32, 16, 400) == "tiles" and conv(2, 128, 784) == "tiles" and conv(1, 48, 2304) == "tiles"
+    assert conv(8, 16, 64) == "tiles" and conv(32, 16, 16) == "tiles"
+    assert conv(64, 192, 16) == "tiles" and conv(8, 192, 49) == "cols" and conv(2, 512, 1024) == "other"
+    # strided: below the kernel and without dilation
+    x, w = np.zeros((16, 64, 1, 512), np.float32), np.zeros((64, 64, 1, 5), np.float32)
+    assert C1._kernel_pays(x, 64, 64, 5, 2, 256) and C1.usable(x, w, (), 1, (0, 0, 2, 2), 2, 256)
+    assert not C1._kernel_pays(x, 64, 64, 5, 2, 256, 2) and not C1._kernel_pays(x, 64, 64, 5, 5, 103)
+    assert conv(32, 8, 1024) == "tiles" and conv(32, 4, 1024, o=16) == "other" and conv(32, 16, 1024, o=4) == "tiles"
+    assert conv(32, 8, 1024, o=4) == "other"
+    assert conv(4, 64, 256, groups=4) == "other"
     assert conv(32, 64, 10) == "other" and conv(64, 32, 6, k=3, pads=(0, 0, 1, 1)) == "other"   # short, small weight
     x = np.zeros((4, 512, 1, 12), np.float32)
     assert C1.transpose_usable(x, np.zeros((512, 512, 1, 4), np.float32), (), 1, (0, 0, 1, 1))
     assert not C1.transpose_usable(x[:, :64], np.zeros((64, 64, 1, 4), np.float32), (), 1, (0, 0, 1, 1))
     assert C1.transpose_usable(x[:1, :48], np.zeros((48, 48, 1, 4), np.float32), (), 1, (0, 0, 1, 1))   # batch 1
     assert not C1.transpose_usable(x[:1, :8], np.zeros((8, 48, 1, 4), np.float32), (), 1, (0, 0, 1, 1))
+    # the compiled phases: float32, a kernel a multiple of the stride, no dilation, >= 16 positions
+    x = np.zeros((32, 16, 1, 400), np.float32)
+    w = np.zeros((16, 16, 1, 4), np.float32)
+    assert C1._kernel_transpose_pays(x, w, 2, 1) and C1.transpose_usable(x, w, (), 1, (0, 0, 1, 1), 2, 1)
+    assert not C1._kernel_transpose_pays(x, w[..., :3], 2, 1) and not C1._kernel_transpose_pays(x, w, 2, 2)
+    assert not C1._kernel_transpose_pays(x.astype(np.float64), w.astype(np.float64), 2, 1)
+    assert not C1._kernel_transpose_pays(x[..., :12], w, 2, 1)
+    assert C1._kernel_transpose_pays(x[:, :3], w[:3], 2, 1) and not C1._kernel_transpose_pays(x[:, :4], w[:4, :4], 2, 1)
+    assert C1._kernel_transpose_pays(x[:, :8], w[:8, :8], 2, 1) and not C1._kernel_transpose_pays(x[:, :8], w[:8, :2], 2, 1)
+    x, w = np.zeros((64, 256, 1, 16), np.float32), np.zeros((256, 256, 1, 4), np.float32)
+    assert C1._kernel_transpose_pays(x, w, 2, 1) and not C1._kernel_transpose_pays(x[:8], w, 2, 1)
 
 
 def test_conv1d_paths_agree_on_device(place, monkeypatch):
@@ -169,10 +283,14 @@ def test_conv1d_paths_agree_on_device(place, monkeypatch):
     monkeypatch.setattr(C1, "TRANSPOSE_MIN_CHANNELS", 1)
     monkeypatch.setattr(C1, "SHIFT_MIN_SIZE", 0)
     w1, wt = RNG.standard_normal((6, 4, 5)).astype("float32"), RNG.standard_normal((4, 3, 4)).astype("float32")
+    w8 = RNG.standard_normal((8, 8, 5)).astype("float32")
     cases = [
         (lambda x, p: F.conv1d(x, ddg.to_tensor(w1, place=p), None, 1, 2), (2, 4, 40)),     # shifted products
+        (lambda x, p: F.conv1d(x, ddg.to_tensor(w8, place=p), None, 1, 2), (2, 8, 40)),     # compiled tiles
         (lambda x, p: F.conv1d(x, ddg.to_tensor(w1, place=p), None, 2, 1), (2, 4, 9)),      # columns
+        (lambda x, p: F.conv1d(x, ddg.to_tensor(w8, place=p), None, 2, 2), (2, 8, 40)),     # strided tiles
         (lambda x, p: F.conv1d_transpose(x, ddg.to_tensor(wt, place=p), None, 2, 1), (2, 4, 7)),
+        (lambda x, p: F.conv1d_transpose(x, ddg.to_tensor(wt, place=p), None, 2, 1), (2, 4, 20)),   # phases
     ]
     assert_cpu_and_device_agree(cases, place, RNG)
 

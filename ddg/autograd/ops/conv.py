@@ -562,7 +562,7 @@ class Conv2d(Function):
                                g, (oh, ow))
         self.cudnn = None
         self.wino = self.direct_x = self.phases = self.plane = self.pointwise = self.gwino = None
-        if kw > 1 and conv1d.usable(x, w, b, g, self.pads, sw, ow):   # 1-D: products on channel-major rows
+        if kw > 1 and conv1d.usable(x, w, b, g, self.pads, sw, ow, dw):   # 1-D: compiled tiles or products
             y, state = conv1d.forward(x, w, b, sw, (pl, pr), dw, ow)
             self.poly = (conv1d.backward, state)
             self.w, self.x = w, x
@@ -1083,8 +1083,8 @@ class Conv2dTranspose(Function):
             return _cudnn_conv_data(self.cudnn, w, x, b[0] if b else None, (n, og * g, oh, ow), pad, (sh, sw),
                                     (dh, dw), g)
         self.cudnn = self.phase = None
-        if conv1d.transpose_usable(x, w, b, g, self.pads):
-            # 1-D: the adjoint as three column products, no copy of the weight
+        if conv1d.transpose_usable(x, w, b, g, self.pads, sw, dw):
+            # 1-D: the stride's phases on compiled tiles, or the adjoint as three column products
             y, st = conv1d.transpose_forward(x, w, b, sw, (pl, pr), dw, ow)
             self.phase = ("line", st)
             self.x, self.w = x, w
