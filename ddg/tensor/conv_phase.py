@@ -640,7 +640,7 @@ def phase_cols_backward(gy, state, need_x, need_w):
     if need_x:
         wg = np.take(w.reshape(-1), wg_i).reshape(wg_shape[0], -1)         # [Cin, P*Cout*th*tw]
         gcols = _shift_cols(g.reshape(pc, n, jn[0], wp).transpose(1, 0, 2, 3), t, wp, h * wp)
-        gx = (wg @ gcols).reshape(-1, n, h, wp)[..., :wd].transpose(1, 0, 2, 3)
+        gx = (wg @ gcols).reshape(wg.shape[0], n, h, wp)[..., :wd].transpose(1, 0, 2, 3)
     if need_w:
         gwf = g.reshape(pc, -1) @ cols.T                                                  # [P*Cout, Cin*th*tw]
         gw = np.empty(w.size, gwf.dtype)
