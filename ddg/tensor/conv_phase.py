@@ -19,6 +19,7 @@ import numpy as np
 
 from . import backend
 from . import conv_kernels as K
+from . import conv_w22
 from .winograd import WINO4_G, wino_weight, wino_weight_adjoint
 
 
@@ -464,6 +465,9 @@ def phase_transpose_forward(x, w, s, p0, out):
     *k], stride ``s``, leading crop ``p0`` and output sizes ``out``: the output as a
     batch-innermost array [Cout, *out, N] and the state ``phase_transpose_backward`` takes."""
     nd = len(s)
+    if conv_w22.usable(x, w, s, (1,) * nd, 1, p0, out):
+        y, st = conv_w22.forward(x, w, p0, out)                            # [N, Cout, OD, OH, OW]
+        return y.transpose(1, 2, 3, 4, 0), ("w22", st)
     if _phase_wino_usable(x, w, s, p0, out):
         y, st = _phase_wino_forward(x, w, s, p0, out)                     # [Cout, OH, OW, OD, N]
         return y.transpose(0, 3, 1, 2, 4), ("wino", st)
@@ -497,6 +501,8 @@ def phase_transpose_backward(gy, state, need_x, need_w):
     """The gradients of ``phase_transpose_forward`` (x's [N, Cin, *S] as a batch-innermost
     view, w's [Cin, Cout, *k]) for the output gradient ``gy`` [N, Cout, *out]."""
     tag = state[0] if isinstance(state[0], str) else None
+    if tag == "w22":
+        return conv_w22.backward(gy, state[1], need_x, need_w)
     if tag == "wino":
         return _phase_wino_backward(gy, state[1], need_x, need_w)
     if tag == "wino2":
