@@ -23,101 +23,99 @@ the output NCDHW, all C-contiguous and passed flat to the compiled loops.
 """
 import numpy as np
 
-from .compiled import jitable, kernel
+from .compiled import kernel
 
 # the weight transform per axis, (a0, a1) -> (a0, a0 + a1, a1), over three axes
 _G = np.array([[1.0, 0.0], [1.0, 1.0], [0.0, 1.0]])
 G3 = np.einsum("ad,be,cf->abcdef", _G, _G, _G).reshape(27, 8)
 
 
-@jitable
-def _tile(geom, p, td, th, tw):
-    """Phase p's tile (td, th, tw): its window's first (depth, height, width) position."""
-    jd = geom[8] if p < 4 else geom[9]
-    jh = geom[10] if (p >> 1) & 1 == 0 else geom[11]
-    jw = geom[12] if p & 1 == 0 else geom[13]
-    return jd + 2 * td, jh + 2 * th, jw + 2 * tw
-
-
 @kernel
 def _w22_in(xp, v, geom):
     """The input transform: ``xp`` [N, Dp, Hp, Wp, C] into ``v`` [8, 27, N, Td, Th, Tw, C]
     (overwritten); phase r's tile t along an axis reads the window at ``j_r + 2t`` (``geom`` =
-    (N, C, Dp, Hp, Wp, Td, Th, Tw, jd0, jd1, jh0, jh1, jw0, jw1)). Every step is a pass over
-    the C channels of a point."""
-    n_n, c_n, dp, hp, wp, td_n, th_n, tw_n = geom[:8]
+    (N, C, Dp, Hp, Wp, Td, Th, Tw, jd0, jd1, jh0, jh1, jw0, jw1)). Per row of tiles: the width
+    transform per tile over its C channels, then height and depth over the row's Tw*C values."""
+    n_n, c_n, dp, hp, wp, td_n, th_n, tw_n, jd0, jd1, jh0, jh1, jw0, jw1 = geom
     tl = n_n * td_n * th_n * tw_n
-    s = np.empty((27, c_n), xp.dtype)
+    ln = tw_n * c_n
+    a = np.empty((27, ln), xp.dtype)    # after width: [ed, eh, kw]
     for p in range(8):
+        jd = jd0 if p < 4 else jd1
+        jh = jh0 if (p >> 1) & 1 == 0 else jh1
+        jw = jw0 if p & 1 == 0 else jw1
         for n in range(n_n):
             for td in range(td_n):
                 for th in range(th_n):
-                    for tw in range(tw_n):
-                        d0, h0, w0 = _tile(geom, p, td, th, tw)
-                        for e in range(9):          # width, per (depth, height) point
-                            q = (((n * dp + d0 + e // 3) * hp + h0 + e % 3) * wp + w0) * c_n
-                            x0, x1, x2 = xp[q:q + c_n], xp[q + c_n:q + 2 * c_n], xp[q + 2 * c_n:q + 3 * c_n]
-                            s0, s1, s2 = s[3 * e], s[3 * e + 1], s[3 * e + 2]
+                    for e in range(9):
+                        r = (((n * dp + jd + 2 * td + e // 3) * hp + jh + 2 * th + e % 3) * wp + jw) * c_n
+                        a0, a1, a2 = a[3 * e], a[3 * e + 1], a[3 * e + 2]
+                        for tw in range(tw_n):
+                            x = xp[r + 2 * tw * c_n:r + (2 * tw + 3) * c_n]
+                            f = tw * c_n
                             for c in range(c_n):
-                                s0[c] = x0[c] - x1[c]
-                                s1[c] = x1[c]
-                                s2[c] = x2[c] - x1[c]
-                        for e in range(9):          # height, per (depth, width)
-                            i = (e // 3) * 9 + e % 3
-                            s0, s1, s2 = s[i], s[i + 3], s[i + 6]
-                            for c in range(c_n):
-                                s0[c] -= s1[c]
-                                s2[c] -= s1[c]
-                        t = ((n * td_n + td) * th_n + th) * tw_n + tw
-                        for e in range(9):          # depth, per (height, width), stored
-                            s0, s1, s2 = s[e], s[e + 9], s[e + 18]
-                            o = ((p * 27 + e) * tl + t) * c_n
-                            v0 = v[o:o + c_n]
-                            v1 = v[o + 9 * tl * c_n:o + 9 * tl * c_n + c_n]
-                            v2 = v[o + 18 * tl * c_n:o + 18 * tl * c_n + c_n]
-                            for c in range(c_n):
-                                v0[c] = s0[c] - s1[c]
-                                v1[c] = s1[c]
-                                v2[c] = s2[c] - s1[c]
+                                x1 = x[c_n + c]
+                                a0[f + c] = x[c] - x1
+                                a1[f + c] = x1
+                                a2[f + c] = x[2 * c_n + c] - x1
+                    for e in range(9):                 # height, in place, per (ed, kw)
+                        i0 = (e // 3) * 9 + e % 3
+                        s0, s1, s2 = a[i0], a[i0 + 3], a[i0 + 6]
+                        for i in range(ln):
+                            s0[i] -= s1[i]
+                            s2[i] -= s1[i]
+                    o = (p * 27 * tl + ((n * td_n + td) * th_n + th) * tw_n) * c_n
+                    for e in range(9):                 # depth, stored
+                        s0, s1, s2 = a[e], a[e + 9], a[e + 18]
+                        v0 = v[o + e * tl * c_n:o + e * tl * c_n + ln]
+                        v1 = v[o + (e + 9) * tl * c_n:o + (e + 9) * tl * c_n + ln]
+                        v2 = v[o + (e + 18) * tl * c_n:o + (e + 18) * tl * c_n + ln]
+                        for i in range(ln):
+                            v0[i] = s0[i] - s1[i]
+                            v1[i] = s1[i]
+                            v2[i] = s2[i] - s1[i]
 
 
 @kernel
 def _w22_in_adj(gv, gxp, geom):
     """The adjoint of ``_w22_in``: ``gv`` [8, 27, N, Td, Th, Tw, C] added into ``gxp`` [N, Dp,
     Hp, Wp, C]."""
-    n_n, c_n, dp, hp, wp, td_n, th_n, tw_n = geom[:8]
+    n_n, c_n, dp, hp, wp, td_n, th_n, tw_n, jd0, jd1, jh0, jh1, jw0, jw1 = geom
     tl = n_n * td_n * th_n * tw_n
-    s = np.empty((27, c_n), gv.dtype)
+    ln = tw_n * c_n
+    a = np.empty((27, ln), gv.dtype)
     for p in range(8):
+        jd = jd0 if p < 4 else jd1
+        jh = jh0 if (p >> 1) & 1 == 0 else jh1
+        jw = jw0 if p & 1 == 0 else jw1
         for n in range(n_n):
             for td in range(td_n):
                 for th in range(th_n):
-                    for tw in range(tw_n):
-                        d0, h0, w0 = _tile(geom, p, td, th, tw)
-                        t = ((n * td_n + td) * th_n + th) * tw_n + tw
-                        for e in range(9):          # depth: d1 gets -v0 + v1 - v2
-                            o = ((p * 27 + e) * tl + t) * c_n
-                            v0 = gv[o:o + c_n]
-                            v1 = gv[o + 9 * tl * c_n:o + 9 * tl * c_n + c_n]
-                            v2 = gv[o + 18 * tl * c_n:o + 18 * tl * c_n + c_n]
-                            s0, s1, s2 = s[e], s[e + 9], s[e + 18]
+                    o = (p * 27 * tl + ((n * td_n + td) * th_n + th) * tw_n) * c_n
+                    for e in range(9):                 # depth: d1 gets -v0 + v1 - v2
+                        s0, s1, s2 = a[e], a[e + 9], a[e + 18]
+                        v0 = gv[o + e * tl * c_n:o + e * tl * c_n + ln]
+                        v1 = gv[o + (e + 9) * tl * c_n:o + (e + 9) * tl * c_n + ln]
+                        v2 = gv[o + (e + 18) * tl * c_n:o + (e + 18) * tl * c_n + ln]
+                        for i in range(ln):
+                            s0[i] = v0[i]
+                            s1[i] = v1[i] - v0[i] - v2[i]
+                            s2[i] = v2[i]
+                    for e in range(9):                 # height
+                        i0 = (e // 3) * 9 + e % 3
+                        s0, s1, s2 = a[i0], a[i0 + 3], a[i0 + 6]
+                        for i in range(ln):
+                            s1[i] -= s0[i] + s2[i]
+                    for e in range(9):                 # width, into the windows' points
+                        r = (((n * dp + jd + 2 * td + e // 3) * hp + jh + 2 * th + e % 3) * wp + jw) * c_n
+                        a0, a1, a2 = a[3 * e], a[3 * e + 1], a[3 * e + 2]
+                        for tw in range(tw_n):
+                            g = gxp[r + 2 * tw * c_n:r + (2 * tw + 3) * c_n]
+                            f = tw * c_n
                             for c in range(c_n):
-                                s0[c] = v0[c]
-                                s1[c] = v1[c] - v0[c] - v2[c]
-                                s2[c] = v2[c]
-                        for e in range(9):          # height
-                            i = (e // 3) * 9 + e % 3
-                            s0, s1, s2 = s[i], s[i + 3], s[i + 6]
-                            for c in range(c_n):
-                                s1[c] -= s0[c] + s2[c]
-                        for e in range(9):          # width, into the window's points
-                            q = (((n * dp + d0 + e // 3) * hp + h0 + e % 3) * wp + w0) * c_n
-                            g0, g1, g2 = gxp[q:q + c_n], gxp[q + c_n:q + 2 * c_n], gxp[q + 2 * c_n:q + 3 * c_n]
-                            s0, s1, s2 = s[3 * e], s[3 * e + 1], s[3 * e + 2]
-                            for c in range(c_n):
-                                g0[c] += s0[c]
-                                g1[c] += s1[c] - s0[c] - s2[c]
-                                g2[c] += s2[c]
+                                g[c] += a0[f + c]
+                                g[c_n + c] += a1[f + c] - a0[f + c] - a2[f + c]
+                                g[2 * c_n + c] += a2[f + c]
 
 
 @kernel
@@ -125,107 +123,124 @@ def _w22_out(m, y, geom):
     """The output transform and the phase interleave: the products ``m`` [8, 27, N, Td, Th,
     Tw, C] into ``y`` [N, OD, OH, OW, C] (every position written once); phase r's position j
     is output ``2j + r - p0`` (``geom`` = (N, C, OD, OH, OW, Td, Th, Tw, jd0, jd1, jh0, jh1,
-    jw0, jw1, p0d, p0h, p0w))."""
-    n_n, c_n, od, oh, ow, td_n, th_n, tw_n = geom[:8]
-    pd, ph, pw = geom[14], geom[15], geom[16]
+    jw0, jw1, p0d, p0h, p0w)). Depth and height over rows of tiles, then width per tile."""
+    n_n, c_n, od, oh, ow, td_n, th_n, tw_n, jd0, jd1, jh0, jh1, jw0, jw1, pd, ph, pw = geom
     tl = n_n * td_n * th_n * tw_n
-    s = np.empty((18, c_n), m.dtype)
+    ln = tw_n * c_n
+    a = np.empty((18, ln), m.dtype)     # after depth: [2, kh, kw]
+    b = np.empty((12, ln), m.dtype)     # after height: [2, 2, kw]
     for p in range(8):
         rd, rh, rw = p >> 2, (p >> 1) & 1, p & 1
+        jd = jd0 if rd == 0 else jd1
+        jh = jh0 if rh == 0 else jh1
+        x0 = 2 * (jw0 if rw == 0 else jw1) + rw - pw
         for n in range(n_n):
             for td in range(td_n):
+                z0 = 2 * (jd + 2 * td) + rd - pd
                 for th in range(th_n):
-                    for tw in range(tw_n):
-                        d0, h0, w0 = _tile(geom, p, td, th, tw)
-                        z0, y0, x0 = 2 * d0 + rd - pd, 2 * h0 + rh - ph, 2 * w0 + rw - pw
-                        t = ((n * td_n + td) * th_n + th) * tw_n + tw
-                        for e in range(9):          # depth: (m0 + m1, m1 + m2)
-                            o = ((p * 27 + e) * tl + t) * c_n
-                            m0 = m[o:o + c_n]
-                            m1 = m[o + 9 * tl * c_n:o + 9 * tl * c_n + c_n]
-                            m2 = m[o + 18 * tl * c_n:o + 18 * tl * c_n + c_n]
-                            s0, s1 = s[e], s[e + 9]
-                            for c in range(c_n):
-                                s0[c] = m0[c] + m1[c]
-                                s1[c] = m1[c] + m2[c]
-                        for e in range(6):          # height, in place: rows 0, 1 of (a, kh)
-                            i = (e // 3) * 9 + e % 3
-                            s0, s1, s2 = s[i], s[i + 3], s[i + 6]
-                            for c in range(c_n):
-                                s0[c] += s1[c]
-                                s1[c] += s2[c]
-                        for e in range(4):          # width, written
-                            z = z0 + 2 * (e >> 1)
-                            yy = y0 + 2 * (e & 1)
-                            if z >= od or yy >= oh:
-                                continue
-                            i = (e >> 1) * 9 + (e & 1) * 3
-                            s0, s1, s2 = s[i], s[i + 1], s[i + 2]
-                            row = ((n * od + z) * oh + yy) * ow
-                            if x0 < ow:
-                                yr = y[(row + x0) * c_n:(row + x0 + 1) * c_n]
+                    y0 = 2 * (jh + 2 * th) + rh - ph
+                    o = (p * 27 * tl + ((n * td_n + td) * th_n + th) * tw_n) * c_n
+                    for e in range(9):
+                        m0 = m[o + e * tl * c_n:o + e * tl * c_n + ln]
+                        m1 = m[o + (e + 9) * tl * c_n:o + (e + 9) * tl * c_n + ln]
+                        m2 = m[o + (e + 18) * tl * c_n:o + (e + 18) * tl * c_n + ln]
+                        s0, s1 = a[e], a[e + 9]
+                        for i in range(ln):
+                            s0[i] = m0[i] + m1[i]
+                            s1[i] = m1[i] + m2[i]
+                    for e in range(6):
+                        i0 = (e // 3) * 9 + e % 3
+                        j0 = (e // 3) * 6 + e % 3
+                        s0, s1, s2 = a[i0], a[i0 + 3], a[i0 + 6]
+                        b0, b1 = b[j0], b[j0 + 3]
+                        for i in range(ln):
+                            b0[i] = s0[i] + s1[i]
+                            b1[i] = s1[i] + s2[i]
+                    for e in range(4):
+                        z = z0 + 2 * (e >> 1)
+                        yy = y0 + 2 * (e & 1)
+                        if z >= od or yy >= oh:
+                            continue
+                        row = ((n * od + z) * oh + yy) * ow
+                        c0, c1, c2 = b[3 * e], b[3 * e + 1], b[3 * e + 2]
+                        for tw in range(tw_n):
+                            x = x0 + 4 * tw
+                            f = tw * c_n
+                            if x < ow:
+                                yr = y[(row + x) * c_n:(row + x + 1) * c_n]
                                 for c in range(c_n):
-                                    yr[c] = s0[c] + s1[c]
-                            if x0 + 2 < ow:
-                                yr = y[(row + x0 + 2) * c_n:(row + x0 + 3) * c_n]
+                                    yr[c] = c0[f + c] + c1[f + c]
+                            if x + 2 < ow:
+                                yr = y[(row + x + 2) * c_n:(row + x + 3) * c_n]
                                 for c in range(c_n):
-                                    yr[c] = s1[c] + s2[c]
+                                    yr[c] = c1[f + c] + c2[f + c]
 
 
 @kernel
 def _w22_out_adj(gy, gm, geom):
     """The adjoint of ``_w22_out``: the output gradient ``gy`` [N, OD, OH, OW, C] into ``gm``
     [8, 27, N, Td, Th, Tw, C] (overwritten; positions past the output read as zero)."""
-    n_n, c_n, od, oh, ow, td_n, th_n, tw_n = geom[:8]
-    pd, ph, pw = geom[14], geom[15], geom[16]
+    n_n, c_n, od, oh, ow, td_n, th_n, tw_n, jd0, jd1, jh0, jh1, jw0, jw1, pd, ph, pw = geom
     tl = n_n * td_n * th_n * tw_n
-    s = np.empty((27, c_n), gm.dtype)
+    ln = tw_n * c_n
+    b = np.empty((12, ln), gm.dtype)    # [2, 2, kw]
+    a = np.empty((18, ln), gm.dtype)    # [2, kh, kw]
     for p in range(8):
         rd, rh, rw = p >> 2, (p >> 1) & 1, p & 1
+        jd = jd0 if rd == 0 else jd1
+        jh = jh0 if rh == 0 else jh1
+        x0 = 2 * (jw0 if rw == 0 else jw1) + rw - pw
         for n in range(n_n):
             for td in range(td_n):
+                z0 = 2 * (jd + 2 * td) + rd - pd
                 for th in range(th_n):
-                    for tw in range(tw_n):
-                        d0, h0, w0 = _tile(geom, p, td, th, tw)
-                        z0, y0, x0 = 2 * d0 + rd - pd, 2 * h0 + rh - ph, 2 * w0 + rw - pw
-                        t = ((n * td_n + td) * th_n + th) * tw_n + tw
-                        for e in range(4):          # width: g0, g1 -> (g0, g0 + g1, g1)
-                            z = z0 + 2 * (e >> 1)
-                            yy = y0 + 2 * (e & 1)
-                            i = (e >> 1) * 9 + (e & 1) * 3
-                            s0, s1, s2 = s[i], s[i + 1], s[i + 2]
-                            row = ((n * od + z) * oh + yy) * ow
-                            inside = z < od and yy < oh
-                            if inside and x0 < ow:
-                                g0 = gy[(row + x0) * c_n:(row + x0 + 1) * c_n]
+                    y0 = 2 * (jh + 2 * th) + rh - ph
+                    for e in range(4):                 # width: (g0, g0 + g1, g1)
+                        z = z0 + 2 * (e >> 1)
+                        yy = y0 + 2 * (e & 1)
+                        c0, c1, c2 = b[3 * e], b[3 * e + 1], b[3 * e + 2]
+                        if z >= od or yy >= oh:
+                            c0[:] = 0
+                            c1[:] = 0
+                            c2[:] = 0
+                            continue
+                        row = ((n * od + z) * oh + yy) * ow
+                        for tw in range(tw_n):
+                            x = x0 + 4 * tw
+                            f = tw * c_n
+                            if x < ow:
+                                g0 = gy[(row + x) * c_n:(row + x + 1) * c_n]
                                 for c in range(c_n):
-                                    s0[c] = g0[c]
+                                    c0[f + c] = g0[c]
                             else:
-                                s0[:] = 0
-                            if inside and x0 + 2 < ow:
-                                g1 = gy[(row + x0 + 2) * c_n:(row + x0 + 3) * c_n]
+                                c0[f:f + c_n] = 0
+                            if x + 2 < ow:
+                                g1 = gy[(row + x + 2) * c_n:(row + x + 3) * c_n]
                                 for c in range(c_n):
-                                    s2[c] = g1[c]
+                                    c2[f + c] = g1[c]
                             else:
-                                s2[:] = 0
-                            for c in range(c_n):
-                                s1[c] = s0[c] + s2[c]
-                        for e in range(6):          # height: rows 0, 1 -> 0, 1, 2
-                            i = (e // 3) * 9 + e % 3
-                            s0, s1, s2 = s[i], s[i + 3], s[i + 6]
-                            for c in range(c_n):
-                                s2[c] = s1[c]
-                                s1[c] += s0[c]
-                        for e in range(9):          # depth, stored
-                            s0, s1 = s[e], s[e + 9]
-                            o = ((p * 27 + e) * tl + t) * c_n
-                            g0 = gm[o:o + c_n]
-                            g1 = gm[o + 9 * tl * c_n:o + 9 * tl * c_n + c_n]
-                            g2 = gm[o + 18 * tl * c_n:o + 18 * tl * c_n + c_n]
-                            for c in range(c_n):
-                                g0[c] = s0[c]
-                                g1[c] = s0[c] + s1[c]
-                                g2[c] = s1[c]
+                                c2[f:f + c_n] = 0
+                        for i in range(ln):
+                            c1[i] = c0[i] + c2[i]
+                    for e in range(6):                 # height
+                        i0 = (e // 3) * 9 + e % 3
+                        j0 = (e // 3) * 6 + e % 3
+                        b0, b1 = b[j0], b[j0 + 3]
+                        s0, s1, s2 = a[i0], a[i0 + 3], a[i0 + 6]
+                        for i in range(ln):
+                            s0[i] = b0[i]
+                            s1[i] = b0[i] + b1[i]
+                            s2[i] = b1[i]
+                    o = (p * 27 * tl + ((n * td_n + td) * th_n + th) * tw_n) * c_n
+                    for e in range(9):                 # depth, stored
+                        s0, s1 = a[e], a[e + 9]
+                        g0 = gm[o + e * tl * c_n:o + e * tl * c_n + ln]
+                        g1 = gm[o + (e + 9) * tl * c_n:o + (e + 9) * tl * c_n + ln]
+                        g2 = gm[o + (e + 18) * tl * c_n:o + (e + 18) * tl * c_n + ln]
+                        for i in range(ln):
+                            g0[i] = s0[i]
+                            g1[i] = s0[i] + s1[i]
+                            g2[i] = s1[i]
 
 
 def usable(x, w, s, d, groups, p0, out):
