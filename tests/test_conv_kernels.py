@@ -606,6 +606,19 @@ def test_conv3d_transpose_by_winograd_f22(xs, cout, pad, opad, monkeypatch):
                                atol=1e-2 * np.abs(ref).max())
 
 
+def test_conv3d_transpose_winograd_f22_gate():
+    import ddg.tensor.conv_w22 as W22
+
+    def takes(xs, cout=None, dt=np.float32, k=4, s=2):
+        x, w = np.empty(xs, dt), np.empty((xs[1], cout or xs[1]) + (k,) * 3, dt)
+        out = tuple(2 * v for v in xs[2:])
+        return W22.usable(x, w, (s,) * 3, (1, 1, 1), 1, (1, 1, 1), out)
+    assert takes((1, 32, 10, 10, 10)) and takes((8, 16, 6, 6, 6)) and takes((1, 128, 8, 8, 8), 64)
+    assert not takes((1, 8, 10, 10, 10)) and not takes((1, 32, 10, 10, 10), 8)         # thin products
+    assert not takes((2, 16, 16, 16, 16)) and not takes((1, 32, 24, 24, 24))           # beyond the caches
+    assert not takes((1, 32, 10, 10, 10), dt=np.float16) and not takes((1, 32, 8, 8, 8), k=3)
+
+
 def test_conv3d_transpose_winograd_f22_agrees_on_device(place):
     w = (RNG.standard_normal((16, 16, 4, 4, 4)) / 8).astype("float32")
     assert_cpu_and_device_agree([(lambda x, p: F.conv3d_transpose(x, ddg.to_tensor(w, place=p), None, 2, 1),

@@ -247,22 +247,25 @@ def usable(x, w, s, d, groups, p0, out):
     """Whether ``x`` [N, Cin, D, H, W] and ``w`` [Cin, Cout, 4, 4, 4] at stride 2 (leading
     crop ``p0``, output sizes ``out``) take these phases: numpy float32/float64 of one dtype,
     one group, dilation 1, at least ``W22_MIN_C`` channels in and out (with fewer the 27 x 8
-    products are too thin for the transforms' cost) and at most ``W22_MAX_VALUES`` values in
-    the transformed input or products (8 * 27 * N * tiles * channels)."""
+    products are too thin for the transforms' cost) and at most ``W22_MAX_ROWS`` rows
+    (216 * N * tiles per phase) in the transformed input."""
     if not (x.ndim == 5 and type(x) is np.ndarray and type(w) is np.ndarray and x.dtype == w.dtype and
             x.dtype in (np.float32, np.float64) and tuple(w.shape[2:]) == (4, 4, 4) and tuple(s) == (2, 2, 2) and
             tuple(d) == (1, 1, 1) and groups == 1 and min(x.shape[1], w.shape[1]) >= W22_MIN_C):
         return False
     _, tiles, _ = _geometry(x.shape[2:], p0, out)
-    return 216 * x.shape[0] * int(np.prod(tiles)) * max(x.shape[1], w.shape[1]) <= W22_MAX_VALUES
+    return 216 * x.shape[0] * int(np.prod(tiles)) <= W22_MAX_ROWS
 
 
-# Forward + backward against the phases' column products (thread CPU time, float32, 1 thread):
-# 32 -> 32 [1, 32, 10^3] 0.73x, 64 -> 64 [1, 64, 8^3] 0.76x, 16 -> 16 [8, 16, 6^3] 0.87x; at 8
-# channels ([2, 8, 8^3]) 1.5x slower; with 3.5M values ([2, 16, 16^3], [2, 8, 20^3]) the
-# transforms cost more than the Winograd and column paths there (1.5-1.6x).
+# Forward + backward, padding 1, Cin = Cout, float32, 1 thread, thread CPU time, these phases /
+# the path taken without them (the phases' column products, or F(4x4, 3x3) phases at m),
+# rows in brackets: [1, 32, 10^3] 0.67 (27K), [1, 64, 8^3] 0.64 (14K), [8, 16, 6^3] 0.68 (47K),
+# [4, 32, 8^3] 0.81 (55K), [4, 16, 8^3] 0.89 (55K), [1, 128, 8^3] 0.74 (14K). With more rows
+# the transformed input and products (27/8 of the input and output per channel) outgrow the
+# caches: [2, 16, 12^3] 0.99 (93K), [1, 64, 16^3] 0.95, [1, 32, 16^3] 0.89, [1, 16, 16^3] 1.13,
+# [2, 16, 16^3] 1.08 (110K), [2, 32, 16^3] 1.19 (221K), [1, 32, 24^3] 1.43 (373K).
 W22_MIN_C = 16
-W22_MAX_VALUES = 1 << 20
+W22_MAX_ROWS = 1 << 16
 
 
 def _geometry(sp, p0, out):
