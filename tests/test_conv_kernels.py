@@ -619,6 +619,23 @@ def test_conv3d_transpose_winograd_f22_gate():
     assert not takes((1, 32, 10, 10, 10), dt=np.float16) and not takes((1, 32, 8, 8, 8), k=3)
 
 
+def test_conv3d_transpose_many_channels_on_few_positions_take_the_adjoint(monkeypatch):
+    import ddg.tensor.conv_phase as CP
+    assert not CP.phases_pay_3d(np.empty((1, 64, 4, 4, 4))) and not CP.phases_pay_3d(np.empty((2, 256, 4, 4, 4)))
+    assert CP.phases_pay_3d(np.empty((2, 64, 4, 4, 4))) and CP.phases_pay_3d(np.empty((1, 32, 2, 2, 2)))
+    import ddg.autograd.ops.conv_nd as CN
+    monkeypatch.setattr(CN, "phase_transpose_forward", lambda *a: pytest.fail("took the phases"))
+    x, w, b = RNG.standard_normal((1, 64, 2, 3, 1)), RNG.standard_normal((64, 3, 4, 4, 4)) / 8, RNG.standard_normal(3)
+    ref = _ref_conv3d_transpose(x, w, 2, 1, (4, 6, 2)) + b.reshape(1, -1, 1, 1, 1)
+    np.testing.assert_allclose(F.conv3d_transpose(T(x), T(w), T(b), 2, 1).numpy(), ref, rtol=0,
+                               atol=1e-13 * np.abs(ref).max())
+    v = RNG.standard_normal(ref.shape)
+    xt, wt = T(x, True), T(w, True)
+    (F.conv3d_transpose(xt, wt, T(b), 2, 1) * T(v)).sum().backward()
+    _directional_check(lambda x, w: (F.conv3d_transpose(T(x), T(w), T(b), 2, 1).numpy() * v).sum(), [x, w],
+                       [xt.grad.numpy(), wt.grad.numpy()], RNG)
+
+
 def test_conv3d_transpose_winograd_f22_agrees_on_device(place):
     w = (RNG.standard_normal((16, 16, 4, 4, 4)) / 8).astype("float32")
     assert_cpu_and_device_agree([(lambda x, p: F.conv3d_transpose(x, ddg.to_tensor(w, place=p), None, 2, 1),

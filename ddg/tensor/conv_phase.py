@@ -266,6 +266,25 @@ def phases_pay(x, w, s):
     return r <= PHASE_WORK_MAX
 
 
+# 3-D: with many input channels on few input positions the phases (both their column
+# products and the F(2, 2) ones) spend more on the weight (gathers, transforms, their
+# adjoints) than the adjoint's product W^T x and its col2im do on the columns. Forward +
+# backward, 4x4x4 stride 2 padding 1, float32, 1 thread, against torch (adjoint / phases):
+# 256 -> 256 [1, 256, 4^3] 1.08 / 2.55, 128 -> 64 [1, 128, 4^3] 1.42 / 1.94, 128 -> 128
+# [2, 128, 4^3] 1.39 / 1.86, 64 -> 64 [1, 64, 4^3] 1.66 / 1.69; at two positions per channel
+# the phases ran even or ahead (128 -> 64 [4, 128, 4^3] 1.44 / 1.49, 64 -> 64 [2, 64, 4^3]
+# 1.57 / 1.49, 256 -> 128 [1, 256, 8^3] 1.41 / 1.18).
+PHASE3_COLS_MIN_CIN = 64
+
+
+def phases_pay_3d(x):
+    """Whether a 3-D transposed convolution of ``x`` [N, Cin, D, H, W] that ``_phases_usable``
+    accepts should take the phases: not with at least ``PHASE3_COLS_MIN_CIN`` input channels
+    and at most one input position (N*D*H*W) per input channel."""
+    cin = x.shape[1]
+    return not (cin >= PHASE3_COLS_MIN_CIN and int(np.prod(x.shape[2:])) * x.shape[0] <= cin)
+
+
 def _as3(t, one=1):
     """A 2-D per-axis tuple with a leading depth entry ``one``; 3-D ones unchanged."""
     return tuple(t) if len(t) == 3 else (one,) + tuple(t)
