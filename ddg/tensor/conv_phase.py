@@ -484,7 +484,7 @@ def phase_transpose_forward(x, w, s, p0, out):
     *k], stride ``s``, leading crop ``p0`` and output sizes ``out``: the output as a
     batch-innermost array [Cout, *out, N] and the state ``phase_transpose_backward`` takes."""
     nd = len(s)
-    if conv_w22.usable(x, w, s, (1,) * nd, 1, p0, out):
+    if conv_w22.usable(x, w, s, (1,) * nd, 1):
         y, st = conv_w22.forward(x, w, p0, out)                            # [N, Cout, OD, OH, OW]
         return y.transpose(1, 2, 3, 4, 0), ("w22", st)
     if _phase_wino_usable(x, w, s, p0, out):

@@ -36,8 +36,8 @@ def _w22_in(xp, v, geom):
     (overwritten); phase r's tile t along an axis reads the window at ``j_r + 2t`` (``geom`` =
     (N, C, Dp, Hp, Wp, Td, Th, Tw, jd0, jd1, jh0, jh1, jw0, jw1)). Per row of tiles: the width
     transform per tile over its C channels, then height and depth over the row's Tw*C values."""
-    n_n, c_n, dp, hp, wp, td_n, th_n, tw_n, jd0, jd1, jh0, jh1, jw0, jw1 = geom
-    tl = n_n * td_n * th_n * tw_n
+    n_n, c_n, dp, hp, wp, td_n, th_n, tw_n, jd0, jd1, jh0, jh1, jw0, jw1, r0, r1 = geom
+    tl = (r1 - r0) * tw_n
     ln = tw_n * c_n
     a = np.empty((27, ln), xp.dtype)    # after width: [ed, eh, kw]
     for p in range(8):
@@ -47,6 +47,9 @@ def _w22_in(xp, v, geom):
         for n in range(n_n):
             for td in range(td_n):
                 for th in range(th_n):
+                    rr = (n * td_n + td) * th_n + th
+                    if rr < r0 or rr >= r1:        # a row of tiles outside this block
+                        continue
                     for e in range(9):
                         r = (((n * dp + jd + 2 * td + e // 3) * hp + jh + 2 * th + e % 3) * wp + jw) * c_n
                         a0, a1, a2 = a[3 * e], a[3 * e + 1], a[3 * e + 2]
@@ -64,7 +67,7 @@ def _w22_in(xp, v, geom):
                         for i in range(ln):
                             s0[i] -= s1[i]
                             s2[i] -= s1[i]
-                    o = (p * 27 * tl + ((n * td_n + td) * th_n + th) * tw_n) * c_n
+                    o = (p * 27 * tl + (rr - r0) * tw_n) * c_n
                     for e in range(9):                 # depth, stored
                         s0, s1, s2 = a[e], a[e + 9], a[e + 18]
                         v0 = v[o + e * tl * c_n:o + e * tl * c_n + ln]
@@ -80,8 +83,8 @@ def _w22_in(xp, v, geom):
 def _w22_in_adj(gv, gxp, geom):
     """The adjoint of ``_w22_in``: ``gv`` [8, 27, N, Td, Th, Tw, C] added into ``gxp`` [N, Dp,
     Hp, Wp, C]."""
-    n_n, c_n, dp, hp, wp, td_n, th_n, tw_n, jd0, jd1, jh0, jh1, jw0, jw1 = geom
-    tl = n_n * td_n * th_n * tw_n
+    n_n, c_n, dp, hp, wp, td_n, th_n, tw_n, jd0, jd1, jh0, jh1, jw0, jw1, r0, r1 = geom
+    tl = (r1 - r0) * tw_n
     ln = tw_n * c_n
     a = np.empty((27, ln), gv.dtype)
     for p in range(8):
@@ -91,7 +94,10 @@ def _w22_in_adj(gv, gxp, geom):
         for n in range(n_n):
             for td in range(td_n):
                 for th in range(th_n):
-                    o = (p * 27 * tl + ((n * td_n + td) * th_n + th) * tw_n) * c_n
+                    rr = (n * td_n + td) * th_n + th
+                    if rr < r0 or rr >= r1:        # a row of tiles outside this block
+                        continue
+                    o = (p * 27 * tl + (rr - r0) * tw_n) * c_n
                     for e in range(9):                 # depth: d1 gets -v0 + v1 - v2
                         s0, s1, s2 = a[e], a[e + 9], a[e + 18]
                         v0 = gv[o + e * tl * c_n:o + e * tl * c_n + ln]
@@ -124,8 +130,8 @@ def _w22_out(m, y, geom):
     Tw, C] into ``y`` [N, OD, OH, OW, C] (every position written once); phase r's position j
     is output ``2j + r - p0`` (``geom`` = (N, C, OD, OH, OW, Td, Th, Tw, jd0, jd1, jh0, jh1,
     jw0, jw1, p0d, p0h, p0w)). Depth and height over rows of tiles, then width per tile."""
-    n_n, c_n, od, oh, ow, td_n, th_n, tw_n, jd0, jd1, jh0, jh1, jw0, jw1, pd, ph, pw = geom
-    tl = n_n * td_n * th_n * tw_n
+    n_n, c_n, od, oh, ow, td_n, th_n, tw_n, jd0, jd1, jh0, jh1, jw0, jw1, pd, ph, pw, r0, r1 = geom
+    tl = (r1 - r0) * tw_n
     ln = tw_n * c_n
     a = np.empty((18, ln), m.dtype)     # after depth: [2, kh, kw]
     b = np.empty((12, ln), m.dtype)     # after height: [2, 2, kw]
@@ -138,8 +144,11 @@ def _w22_out(m, y, geom):
             for td in range(td_n):
                 z0 = 2 * (jd + 2 * td) + rd - pd
                 for th in range(th_n):
+                    rr = (n * td_n + td) * th_n + th
+                    if rr < r0 or rr >= r1:        # a row of tiles outside this block
+                        continue
                     y0 = 2 * (jh + 2 * th) + rh - ph
-                    o = (p * 27 * tl + ((n * td_n + td) * th_n + th) * tw_n) * c_n
+                    o = (p * 27 * tl + (rr - r0) * tw_n) * c_n
                     for e in range(9):
                         m0 = m[o + e * tl * c_n:o + e * tl * c_n + ln]
                         m1 = m[o + (e + 9) * tl * c_n:o + (e + 9) * tl * c_n + ln]
@@ -180,8 +189,8 @@ def _w22_out(m, y, geom):
 def _w22_out_adj(gy, gm, geom):
     """The adjoint of ``_w22_out``: the output gradient ``gy`` [N, OD, OH, OW, C] into ``gm``
     [8, 27, N, Td, Th, Tw, C] (overwritten; positions past the output read as zero)."""
-    n_n, c_n, od, oh, ow, td_n, th_n, tw_n, jd0, jd1, jh0, jh1, jw0, jw1, pd, ph, pw = geom
-    tl = n_n * td_n * th_n * tw_n
+    n_n, c_n, od, oh, ow, td_n, th_n, tw_n, jd0, jd1, jh0, jh1, jw0, jw1, pd, ph, pw, r0, r1 = geom
+    tl = (r1 - r0) * tw_n
     ln = tw_n * c_n
     b = np.empty((12, ln), gm.dtype)    # [2, 2, kw]
     a = np.empty((18, ln), gm.dtype)    # [2, kh, kw]
@@ -194,6 +203,9 @@ def _w22_out_adj(gy, gm, geom):
             for td in range(td_n):
                 z0 = 2 * (jd + 2 * td) + rd - pd
                 for th in range(th_n):
+                    rr = (n * td_n + td) * th_n + th
+                    if rr < r0 or rr >= r1:        # a row of tiles outside this block
+                        continue
                     y0 = 2 * (jh + 2 * th) + rh - ph
                     for e in range(4):                 # width: (g0, g0 + g1, g1)
                         z = z0 + 2 * (e >> 1)
@@ -231,7 +243,7 @@ def _w22_out_adj(gy, gm, geom):
                             s0[i] = b0[i]
                             s1[i] = b0[i] + b1[i]
                             s2[i] = b1[i]
-                    o = (p * 27 * tl + ((n * td_n + td) * th_n + th) * tw_n) * c_n
+                    o = (p * 27 * tl + (rr - r0) * tw_n) * c_n
                     for e in range(9):                 # depth, stored
                         s0, s1 = a[e], a[e + 9]
                         g0 = gm[o + e * tl * c_n:o + e * tl * c_n + ln]
@@ -243,29 +255,24 @@ def _w22_out_adj(gy, gm, geom):
                             g2[i] = s1[i]
 
 
-def usable(x, w, s, d, groups, p0, out):
-    """Whether ``x`` [N, Cin, D, H, W] and ``w`` [Cin, Cout, 4, 4, 4] at stride 2 (leading
-    crop ``p0``, output sizes ``out``) take these phases: numpy float32/float64 of one dtype,
-    one group, dilation 1, at least ``W22_MIN_C`` channels in and out (with fewer the 27 x 8
-    products are too thin for the transforms' cost) and at most ``W22_MAX_ROWS`` rows
-    (216 * N * tiles per phase) in the transformed input."""
-    if not (x.ndim == 5 and type(x) is np.ndarray and type(w) is np.ndarray and x.dtype == w.dtype and
+def usable(x, w, s, d, groups):
+    """Whether ``x`` [N, Cin, D, H, W] and ``w`` [Cin, Cout, 4, 4, 4] at stride 2 take these
+    phases: numpy float32/float64 of one dtype, one group, dilation 1 and at least
+    ``W22_MIN_C`` channels in and out (with fewer the 216 products are too thin for the
+    transforms' cost)."""
+    return (x.ndim == 5 and type(x) is np.ndarray and type(w) is np.ndarray and x.dtype == w.dtype and
             x.dtype in (np.float32, np.float64) and tuple(w.shape[2:]) == (4, 4, 4) and tuple(s) == (2, 2, 2) and
-            tuple(d) == (1, 1, 1) and groups == 1 and min(x.shape[1], w.shape[1]) >= W22_MIN_C):
-        return False
-    _, tiles, _ = _geometry(x.shape[2:], p0, out)
-    return 216 * x.shape[0] * int(np.prod(tiles)) <= W22_MAX_ROWS
+            tuple(d) == (1, 1, 1) and groups == 1 and min(x.shape[1], w.shape[1]) >= W22_MIN_C)
 
 
-# Forward + backward, padding 1, Cin = Cout, float32, 1 thread, thread CPU time, these phases /
-# the path taken without them (the phases' column products, or F(4x4, 3x3) phases at m),
-# rows in brackets: [1, 32, 10^3] 0.67 (27K), [1, 64, 8^3] 0.64 (14K), [8, 16, 6^3] 0.68 (47K),
-# [4, 32, 8^3] 0.81 (55K), [4, 16, 8^3] 0.89 (55K), [1, 128, 8^3] 0.74 (14K). With more rows
-# the transformed input and products (27/8 of the input and output per channel) outgrow the
-# caches: [2, 16, 12^3] 0.99 (93K), [1, 64, 16^3] 0.95, [1, 32, 16^3] 0.89, [1, 16, 16^3] 1.13,
-# [2, 16, 16^3] 1.08 (110K), [2, 32, 16^3] 1.19 (221K), [1, 32, 24^3] 1.43 (373K).
-W22_MIN_C = 16
-W22_MAX_ROWS = 1 << 16
+# Forward + backward, padding 1, Cin = Cout, float32, 1 thread, thread CPU time, against torch,
+# these phases / the path taken without them (the phases' column products, or F(4x4, 3x3)
+# phases from 16^3 at 16 channels): [1, 32, 10^3] 0.97 / 1.76, [1, 64, 8^3] 1.15 / 1.70,
+# [8, 16, 6^3] 0.98 / 1.46, [2, 16, 16^3] 1.09 / 1.32, [1, 16, 16^3] 1.18 / 1.44, [2, 32, 16^3]
+# 0.93 / 1.11, [1, 64, 16^3] 0.85 / 1.07, [4, 32, 16^3] 0.84 / 1.18, [1, 32, 24^3] 0.80 / 1.03,
+# 8 channels: [2, 8, 20^3] 0.86 / 1.07, [4, 8, 16^3] 0.80 / 0.95, [1, 8, 32^3] 0.87 / 1.10,
+# [2, 8, 8^3] 0.64 / 0.68; 4 channels [4, 4, 12^3] 0.99 / 0.48, 3 channels [2, 3, 32^3] 1.56 / 1.24.
+W22_MIN_C = 8
 
 
 def _geometry(sp, p0, out):
@@ -305,6 +312,24 @@ def _weight_index(w_shape):
     return hit
 
 
+def _blocks(rows, tw, c):
+    """Ranges of tile rows (``tw`` tiles each) of about ``W22_BLOCK`` values per channel
+    column (tiles * channels), at least one row."""
+    step = max(1, W22_BLOCK // (tw * c))
+    return [(r, min(rows, r + step)) for r in range(0, rows, step)]
+
+
+# Each block's tiles go through the input transform, the 216 products and the output
+# transform (backward: the output transform's adjoint, both products and the input
+# transform's adjoint) while its transformed values, ~1 MB at float32 (216 * W22_BLOCK
+# values), are in cache. Forward + backward against torch, blocks of 512 / 1024 / 2048 /
+# 8192 / one block: [2, 16, 16^3] 1.31 / 1.09 / 1.13 / 1.42 / 1.42, [1, 16, 16^3] 1.36 / 1.18
+# / 1.21 / - / -, [2, 32, 16^3] - / - / - / 0.97 / 1.32, [1, 32, 24^3] - / 0.80 / 0.75 / - /
+# 1.50 (float32, 1 thread, thread CPU time); at [1, 32, 10^3] and [8, 16, 6^3] 0.97-1.07 and
+# 0.98-1.11 throughout.
+W22_BLOCK = 1024
+
+
 def forward(x, w, p0, out):
     """The transposed convolution of ``x`` [N, Cin, D, H, W] with ``w`` [Cin, Cout, 4, 4, 4],
     stride 2, leading crop ``p0``, to ``out``: the output [N, Cout, *out] (a view of a
@@ -315,40 +340,54 @@ def forward(x, w, p0, out):
     jf, tiles, pads = _geometry(sp, p0, out)
     xp = np.zeros((n,) + tuple(pads) + (cin,), x.dtype)
     xp[:, 1:1 + sp[0], 1:1 + sp[1], 1:1 + sp[2]] = x.transpose(0, 2, 3, 4, 1)
-    tl = n * tiles[0] * tiles[1] * tiles[2]
     geo = tuple(tiles) + tuple(jf[0]) + tuple(jf[1]) + tuple(jf[2])
     g_in = (n, cin) + tuple(pads) + geo
-    v = np.empty((8, 27, tl, cin), x.dtype)
-    _w22_in(xp.reshape(-1), v.reshape(-1), g_in)
+    g_out = (n, cout) + tuple(out) + geo + tuple(p0)
     idx, _ = _weight_index(w.shape)
     w8 = np.take(w.reshape(-1), idx).reshape(8, 8, cin * cout)
     u = np.matmul(G3.astype(w.dtype), w8).reshape(8, 27, cin, cout)
-    m = np.matmul(v, u)                                                     # [8, 27, N*tiles, Cout]
     y = np.empty((n,) + tuple(out) + (cout,), x.dtype)
-    g_out = (n, cout) + tuple(out) + geo + tuple(p0)
-    _w22_out(m.reshape(-1), y.reshape(-1), g_out)
-    return y.transpose(0, 4, 1, 2, 3), (v, u, w.shape, x.shape, g_in, g_out)
+    blocks = _blocks(n * tiles[0] * tiles[1], tiles[2], max(cin, cout))
+    vs = []
+    for r0, r1 in blocks:
+        v = np.empty((8, 27, (r1 - r0) * tiles[2], cin), x.dtype)
+        _w22_in(xp.reshape(-1), v.reshape(-1), g_in + (r0, r1))
+        m = np.matmul(v, u)                                                 # [8, 27, tiles, Cout]
+        _w22_out(m.reshape(-1), y.reshape(-1), g_out + (r0, r1))
+        vs.append(v)
+    return y.transpose(0, 4, 1, 2, 3), (vs, blocks, u, w.shape, x.shape, g_in, g_out)
 
 
 def backward(gy, state, need_x, need_w):
     """The gradients of ``forward`` (x's [N, Cin, D, H, W] as a view, w's [Cin, Cout, 4, 4,
     4]) for the output gradient ``gy`` [N, Cout, *out]."""
-    v, u, w_shape, xs, g_in, g_out = state
+    vs, blocks, u, w_shape, xs, g_in, g_out = state
     cin, cout = w_shape[:2]
-    g = np.ascontiguousarray(gy.transpose(0, 2, 3, 4, 1), dtype=v.dtype)      # [N, *out, Cout]
-    gm = np.empty((8, 27, v.shape[2], cout), v.dtype)
-    _w22_out_adj(g.reshape(-1), gm.reshape(-1), g_out)
-    gx = gw = None
-    if need_w:
-        gu = np.matmul(v.transpose(0, 1, 3, 2), gm).reshape(8, 27, cin * cout)   # [8, 27, Cin, Cout]
-        gw8 = np.matmul(G3.T.astype(v.dtype), gu)                                 # [8, 8, Cin*Cout]
-        gw = np.take(gw8.reshape(-1), _weight_index(w_shape)[1]).reshape(w_shape)
+    dt = u.dtype
+    g = np.ascontiguousarray(gy.transpose(0, 2, 3, 4, 1), dtype=dt)          # [N, *out, Cout]
+    gu = gxp = ut = None
     if need_x:
         # U^T copied first unless the products are short: numpy's product with the transposed
         # view ran 1.4-1.6x slower from 32 rows on, 0.4-0.6x the copy and product at 8-16 rows
         ut = u.transpose(0, 1, 3, 2)
-        gv = np.matmul(gm, ut if gm.shape[2] <= 16 else np.ascontiguousarray(ut))  # [8, 27, N*tiles, Cin]
-        gxp = np.zeros((xs[0],) + tuple(g_in[2:5]) + (cin,), v.dtype)
-        _w22_in_adj(gv.reshape(-1), gxp.reshape(-1), g_in)
+        ut = ut if sum(v.shape[2] for v in vs) <= 16 else np.ascontiguousarray(ut)
+        gxp = np.zeros((xs[0],) + tuple(g_in[2:5]) + (cin,), dt)
+    for (r0, r1), v in zip(blocks, vs):
+        gm = np.empty(v.shape[:3] + (cout,), dt)
+        _w22_out_adj(g.reshape(-1), gm.reshape(-1), g_out + (r0, r1))
+        if need_w:
+            t = np.matmul(v.transpose(0, 1, 3, 2), gm)                       # [8, 27, Cin, Cout]
+            if gu is None:
+                gu = t
+            else:
+                gu += t
+        if need_x:
+            gv = np.matmul(gm, ut)                                           # [8, 27, tiles, Cin]
+            _w22_in_adj(gv.reshape(-1), gxp.reshape(-1), g_in + (r0, r1))
+    gx = gw = None
+    if need_w:
+        gw8 = np.matmul(G3.T.astype(dt), gu.reshape(8, 27, cin * cout))         # [8, 8, Cin*Cout]
+        gw = np.take(gw8.reshape(-1), _weight_index(w_shape)[1]).reshape(w_shape)
+    if need_x:
         gx = gxp[:, 1:1 + xs[2], 1:1 + xs[3], 1:1 + xs[4]].transpose(0, 4, 1, 2, 3)
     return gx, gw
