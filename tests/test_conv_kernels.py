@@ -590,6 +590,7 @@ def test_conv3d_transpose_by_winograd_f22(xs, cout, pad, opad, monkeypatch):
         with monkeypatch.context() as mp:
             if dt == "float64":
                 mp.setattr(W22, "W22_BLOCK", 1)       # one row of tiles per block
+                mp.setattr(W22, "W22_BLOCK_MIN_TILES", 1)
             xt, wt, bt = T(x, True, dt), T(w, True, dt), T(b, True, dt)
             y = F.conv3d_transpose(xt, wt, bt, 2, pad, opad)
             (y * T(v, dtype=dt)).sum().backward()
