@@ -8,7 +8,8 @@ modules; a 2-D image is a 3-D one of depth 1.
   products summed.
 * ``phase_transpose_forward`` / ``phase_transpose_backward``: a transposed convolution whose
   kernel is a multiple of its stride as one stride-1 convolution with one output-channel
-  block per output phase (see the section below).
+  block per output phase (see the section below); a 3-D one with a 4x4x4 kernel at stride 2
+  and at least 8 channels as Winograd F(2, 2) on the phases (``conv_w22``).
 * ``phase_plane_forward`` / ``phase_cols_forward`` (and their backwards): the same phases on
   NCHW arrays for few channels (the whole-plane loop) and for 1-D ones and kernels equal to
   the stride (three column products), without batch-innermost copies.
