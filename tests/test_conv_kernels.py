@@ -571,6 +571,43 @@ def _ref_conv3d_transpose(x, w, stride, pad, out):
     return full[:, :, pad:pad + out[0], pad:pad + out[1], pad:pad + out[2]]
 
 
+@pytest.mark.parametrize("stride,pad,k", [((2, 2, 2), (1, 1, 1), (4, 4, 4)), ((2, 1, 3), (0, 1, 2), (2, 3, 3))])
+def test_conv3d_transpose_phase_backward_by_depth_blocks(stride, pad, k, monkeypatch):
+    # few input channels: the backward's two products by blocks of depth slabs (one slab a
+    # block here), against the loop reference and central differences
+    import ddg.tensor.conv_phase as CP
+    monkeypatch.setattr(CP, "PHASE_SLAB_BLOCK", 1)
+    taken, real = [], CP._slab_backward_blocks
+    monkeypatch.setattr(CP, "_slab_backward_blocks", lambda *a: taken.append(1) or real(*a))
+    x, w = RNG.standard_normal((2, 2, 4, 3, 5)), RNG.standard_normal((2, 3) + k)
+    out = tuple((x.shape[2 + i] - 1) * stride[i] - 2 * pad[i] + k[i] for i in range(3))
+    ref = _ref_conv3d_transpose_strided(x, w, stride, pad, out)
+    v = RNG.standard_normal(ref.shape)
+    xt, wt = T(x, True), T(w, True)
+    y = F.conv3d_transpose(xt, wt, None, stride, pad)
+    np.testing.assert_allclose(y.numpy(), ref, rtol=0, atol=1e-13 * np.abs(ref).max())
+    (y * T(v)).sum().backward()
+    assert taken
+    _directional_check(lambda x, w: (F.conv3d_transpose(T(x), T(w), None, stride, pad).numpy() * v).sum(), [x, w],
+                       [xt.grad.numpy(), wt.grad.numpy()], RNG)
+    x32, w32 = T(x, True, "float32"), T(w, True, "float32")
+    (F.conv3d_transpose(x32, w32, None, stride, pad) * T(v, dtype="float32")).sum().backward()
+    for a, r in ((x32.grad.numpy(), xt.grad.numpy()), (w32.grad.numpy(), wt.grad.numpy())):
+        np.testing.assert_allclose(a, r, rtol=0, atol=2e-6 * np.abs(r).max())
+
+
+def _ref_conv3d_transpose_strided(x, w, stride, pad, out):
+    """Transposed 3-D convolution with per-axis stride and padding, one scatter-add per kernel
+    offset, cropped to ``out``."""
+    n, _, *sp = x.shape
+    k = w.shape[2:]
+    full = np.zeros((n, w.shape[1]) + tuple((sp[i] - 1) * stride[i] + k[i] for i in range(3)))
+    for off in np.ndindex(*k):
+        sl = tuple(slice(off[i], off[i] + stride[i] * (sp[i] - 1) + 1, stride[i]) for i in range(3))
+        full[(slice(None), slice(None)) + sl] += np.einsum("nc...,co->no...", x, w[(slice(None), slice(None)) + off])
+    return full[:, :, pad[0]:pad[0] + out[0], pad[1]:pad[1] + out[1], pad[2]:pad[2] + out[2]]
+
+
 # (x shape, Cout, padding, output_padding): 4x4x4 stride 2, >= 16 channels: Winograd F(2, 2)
 # on the output phases; odd and even positions per phase, crops 0-2
 PHASES_W22 = [((2, 16, 3, 4, 5), 16, 1, 0), ((1, 16, 5, 3, 4), 17, 0, 1), ((1, 18, 4, 4, 3), 16, 2, 1)]

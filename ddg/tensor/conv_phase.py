@@ -536,13 +536,51 @@ def phase_transpose_backward(gy, state, need_x, need_w):
     s3 = _as3(sp)
     cols = _slab_cols(g.reshape((-1,) + _as3(jn) + (n,)), t3[1], t3[2], 1, 1, s3[1], s3[2])
     gx = gw = None
+    wt = np.take(w.reshape(-1), gt_i).reshape(gt_shape) if need_x else None   # [td, Cin, P*Cout*th*tw]
+    if s3[0] > 1 and cols.shape[0] > PHASE_SLAB_BLOCK_ROWS * w.shape[0]:
+        gxm, gwt = _slab_backward_blocks(cols, wt, xm, t3[0], s3[0], need_x, need_w)
+    else:
+        gxm = _slab_apply(cols, wt, 1, s3[0], s3[1] * s3[2] * n) if need_x else None
+        gwt = _slab_wgrad_taps(cols, xm, t3[0], 1, s3[0]) if need_w else None
     if need_x:
-        wt = np.take(w.reshape(-1), gt_i).reshape(gt_shape)             # [td, Cin, P*Cout*th*tw]
-        gxm = _slab_apply(cols, wt, 1, s3[0], s3[1] * s3[2] * n)
         gx = _from_cl(gxm.reshape((w.shape[0],) + sp + (n,)))
     if need_w:
-        gw = np.take(_slab_wgrad_taps(cols, xm, t3[0], 1, s3[0]).reshape(-1), inv).reshape(w.shape)
+        gw = np.take(gwt.reshape(-1), inv).reshape(w.shape)
     return gx, gw
+
+
+# The backward's two products read the same columns: with few input channels (an input
+# gradient [Cin, L] and a weight gradient [K, Cin] from columns [K, L] with K = P*Cout*th*tw
+# many times Cin) each is bound by reading the columns. By blocks of depth slabs of about
+# PHASE_SLAB_BLOCK columns both products (every depth tap) read a block while it is in cache:
+# at [2, 3, 32^3] (columns [96, 2 * 32^3] per tap) the two products 7.6 -> 4.6 ms per tap
+# (blocks of 1024-2048 columns; 6.7 at 4096 and 8192), float32, 1 thread.
+PHASE_SLAB_BLOCK = 2048
+PHASE_SLAB_BLOCK_ROWS = 8     # columns' rows per input channel from which the blocks are taken
+
+
+def _slab_backward_blocks(cols, wt, xm, td, od, need_x, need_w):
+    """``_slab_apply`` (tap-major ``wt`` [td, Cin, K]) and ``_slab_wgrad_taps`` of the columns
+    ``cols`` [K, (od + td - 1) * p] and ``xm`` [Cin, od * p] by blocks of depth slabs: the input
+    gradient [Cin, od * p] and the weight gradient [td, K, Cin]."""
+    k, cin = cols.shape[0], xm.shape[0]
+    p = xm.shape[1] // od
+    step = max(1, PHASE_SLAB_BLOCK // p)
+    gxm = np.empty((cin, od * p), cols.dtype) if need_x else None
+    gwt = np.zeros((td, k, cin), cols.dtype) if need_w else None
+    for d0 in range(0, od, step):
+        d1 = min(od, d0 + step)
+        xs = slice(d0 * p, d1 * p)
+        for a in range(td):
+            c = cols[:, (d0 + a) * p:(d1 + a) * p]
+            if need_x:
+                if a == 0:
+                    np.matmul(wt[0], c, out=gxm[:, xs])
+                else:
+                    gxm[:, xs] += wt[a] @ c
+            if need_w:
+                gwt[a] += c @ xm[:, xs].T
+    return gxm, gwt
 
 
 # -- few channels: the phases as whole-plane shifted multiply-adds ------------------------------------
