@@ -11,15 +11,17 @@ multiplications instead of four:
 
 Over depth, height and width a tile of 2x2x2 positions of one phase takes 27 products of its
 window's transform instead of 64 multiply-adds, so the eight phases are 27 x 8 matrix
-products ``U [8, 27, Cout, Cin] @ V [8, 27, Cin, N*tiles]`` (0.42x the direct multiply-adds).
+products ``V [8, 27, tiles, Cin] @ U [8, 27, Cin, Cout]`` (0.42x the direct multiply-adds).
 A phase's tiles start at its first output position, so with an even number of positions per
 phase and axis no tile is partly outside the output (a tile past the end is computed and
-dropped). Backward: the adjoints of the output and input transforms, ``U^T @ gM`` for the
-input gradient and ``gM @ V^T`` for the weight transform's gradient.
+dropped). Backward: the adjoints of the output and input transforms, ``gM @ U^T`` for the
+input gradient and ``V^T @ gM`` for the weight transform's gradient. All of it runs by
+blocks of rows of tiles that fit the caches (``W22_BLOCK``).
 
-Arrays: the padded input ``[N, C, Dp, Hp, Wp]``, the transformed input and the products
-``[8, 27, C, N, Td, Th, Tw]`` (phase p = (rd*2 + rh)*2 + rw, point k = (kd*3 + kh)*3 + kw),
-the output NCDHW, all C-contiguous and passed flat to the compiled loops.
+Arrays (channels-last, C-contiguous, passed flat to the compiled loops): the padded input
+``[N, Dp, Hp, Wp, C]``, a block's transformed input and products ``[8, 27, tiles, C]`` (phase
+p = (rd*2 + rh)*2 + rw, point k = (kd*3 + kh)*3 + kw, tiles (n, td, th, tw) of the block's
+rows (n, td, th)), the output ``[N, OD, OH, OW, C]`` handed out as an NCDHW view.
 """
 import numpy as np
 
@@ -32,10 +34,11 @@ G3 = np.einsum("ad,be,cf->abcdef", _G, _G, _G).reshape(27, 8)
 
 @kernel
 def _w22_in(xp, v, geom):
-    """The input transform: ``xp`` [N, Dp, Hp, Wp, C] into ``v`` [8, 27, N, Td, Th, Tw, C]
-    (overwritten); phase r's tile t along an axis reads the window at ``j_r + 2t`` (``geom`` =
-    (N, C, Dp, Hp, Wp, Td, Th, Tw, jd0, jd1, jh0, jh1, jw0, jw1)). Per row of tiles: the width
-    transform per tile over its C channels, then height and depth over the row's Tw*C values."""
+    """The input transform: ``xp`` [N, Dp, Hp, Wp, C] into ``v`` [8, 27, (r1 - r0) * Tw, C]
+    (overwritten), the tiles of the rows of tiles (n, td, th) numbered r0 to r1 - 1; phase r's
+    tile t along an axis reads the window at ``j_r + 2t`` (``geom`` = (N, C, Dp, Hp, Wp, Td,
+    Th, Tw, jd0, jd1, jh0, jh1, jw0, jw1, r0, r1)). Per row of tiles: the width transform per
+    tile over its C channels, then height and depth over the row's Tw*C values."""
     n_n, c_n, dp, hp, wp, td_n, th_n, tw_n, jd0, jd1, jh0, jh1, jw0, jw1, r0, r1 = geom
     tl = (r1 - r0) * tw_n
     ln = tw_n * c_n
@@ -81,8 +84,8 @@ def _w22_in(xp, v, geom):
 
 @kernel
 def _w22_in_adj(gv, gxp, geom):
-    """The adjoint of ``_w22_in``: ``gv`` [8, 27, N, Td, Th, Tw, C] added into ``gxp`` [N, Dp,
-    Hp, Wp, C]."""
+    """The adjoint of ``_w22_in``: ``gv`` [8, 27, (r1 - r0) * Tw, C] added into ``gxp`` [N,
+    Dp, Hp, Wp, C]."""
     n_n, c_n, dp, hp, wp, td_n, th_n, tw_n, jd0, jd1, jh0, jh1, jw0, jw1, r0, r1 = geom
     tl = (r1 - r0) * tw_n
     ln = tw_n * c_n
@@ -126,10 +129,11 @@ def _w22_in_adj(gv, gxp, geom):
 
 @kernel
 def _w22_out(m, y, geom):
-    """The output transform and the phase interleave: the products ``m`` [8, 27, N, Td, Th,
-    Tw, C] into ``y`` [N, OD, OH, OW, C] (every position written once); phase r's position j
-    is output ``2j + r - p0`` (``geom`` = (N, C, OD, OH, OW, Td, Th, Tw, jd0, jd1, jh0, jh1,
-    jw0, jw1, p0d, p0h, p0w)). Depth and height over rows of tiles, then width per tile."""
+    """The output transform and the phase interleave: the products ``m`` [8, 27, (r1 - r0) *
+    Tw, C] of the rows of tiles r0 to r1 - 1 into their positions of ``y`` [N, OD, OH, OW, C]
+    (each written once); phase r's position j is output ``2j + r - p0`` (``geom`` = (N, C, OD,
+    OH, OW, Td, Th, Tw, jd0, jd1, jh0, jh1, jw0, jw1, p0d, p0h, p0w, r0, r1)). Depth and height
+    over rows of tiles, then width per tile."""
     n_n, c_n, od, oh, ow, td_n, th_n, tw_n, jd0, jd1, jh0, jh1, jw0, jw1, pd, ph, pw, r0, r1 = geom
     tl = (r1 - r0) * tw_n
     ln = tw_n * c_n
@@ -188,7 +192,7 @@ def _w22_out(m, y, geom):
 @kernel
 def _w22_out_adj(gy, gm, geom):
     """The adjoint of ``_w22_out``: the output gradient ``gy`` [N, OD, OH, OW, C] into ``gm``
-    [8, 27, N, Td, Th, Tw, C] (overwritten; positions past the output read as zero)."""
+    [8, 27, (r1 - r0) * Tw, C] (overwritten; positions past the output read as zero)."""
     n_n, c_n, od, oh, ow, td_n, th_n, tw_n, jd0, jd1, jh0, jh1, jw0, jw1, pd, ph, pw, r0, r1 = geom
     tl = (r1 - r0) * tw_n
     ln = tw_n * c_n
@@ -271,7 +275,8 @@ def usable(x, w, s, d, groups):
 # [8, 16, 6^3] 0.98 / 1.46, [2, 16, 16^3] 1.09 / 1.32, [1, 16, 16^3] 1.18 / 1.44, [2, 32, 16^3]
 # 0.93 / 1.11, [1, 64, 16^3] 0.85 / 1.07, [4, 32, 16^3] 0.84 / 1.18, [1, 32, 24^3] 0.80 / 1.03,
 # 8 channels: [2, 8, 20^3] 0.86 / 1.07, [4, 8, 16^3] 0.80 / 0.95, [1, 8, 32^3] 0.87 / 1.10,
-# [2, 8, 8^3] 0.64 / 0.68; 4 channels [4, 4, 12^3] 0.99 / 0.48, 3 channels [2, 3, 32^3] 1.56 / 1.24.
+# [2, 8, 8^3] 0.64 / 0.68; 4 channels [4, 4, 12^3] 0.99 / 0.48, 3 channels [2, 3, 32^3] 1.56 / 1.24
+# (the column products with whole columns; by depth blocks 0.40 and 0.84).
 W22_MIN_C = 8
 
 
