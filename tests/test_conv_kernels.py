@@ -560,6 +560,128 @@ def test_conv3d_transpose_by_phases(stride, pad, k):
     assert gradcheck(lambda v, w: F.conv3d_transpose(v, w, None, stride, pad), [vt, wt])
 
 
+def _ref_conv3d_transpose(x, w, stride, pad, out):
+    """Transposed 3-D convolution by one scatter-add per kernel offset, cropped to ``out``."""
+    n, _, *sp = x.shape
+    k = w.shape[2:]
+    full = np.zeros((n, w.shape[1]) + tuple((sp[i] - 1) * stride + k[i] + pad + out[i] for i in range(3)))
+    for off in np.ndindex(*k):
+        sl = tuple(slice(off[i], off[i] + stride * (sp[i] - 1) + 1, stride) for i in range(3))
+        full[(slice(None), slice(None)) + sl] += np.einsum("nc...,co->no...", x, w[(slice(None), slice(None)) + off])
+    return full[:, :, pad:pad + out[0], pad:pad + out[1], pad:pad + out[2]]
+
+
+@pytest.mark.parametrize("stride,pad,k", [((2, 2, 2), (1, 1, 1), (4, 4, 4)), ((2, 1, 3), (0, 1, 2), (2, 3, 3))])
+def test_conv3d_transpose_phase_backward_by_depth_blocks(stride, pad, k, monkeypatch):
+    # few input channels: the backward's two products by blocks of depth slabs (one slab a
+    # block here), against the loop reference and central differences
+    import ddg.tensor.conv_phase as CP
+    monkeypatch.setattr(CP, "PHASE_SLAB_BLOCK", 1)
+    taken, real = [], CP._slab_backward_blocks
+    monkeypatch.setattr(CP, "_slab_backward_blocks", lambda *a: taken.append(1) or real(*a))
+    x, w = RNG.standard_normal((2, 2, 4, 3, 5)), RNG.standard_normal((2, 3) + k)
+    out = tuple((x.shape[2 + i] - 1) * stride[i] - 2 * pad[i] + k[i] for i in range(3))
+    ref = _ref_conv3d_transpose_strided(x, w, stride, pad, out)
+    v = RNG.standard_normal(ref.shape)
+    xt, wt = T(x, True), T(w, True)
+    y = F.conv3d_transpose(xt, wt, None, stride, pad)
+    np.testing.assert_allclose(y.numpy(), ref, rtol=0, atol=1e-13 * np.abs(ref).max())
+    (y * T(v)).sum().backward()
+    assert taken
+    _directional_check(lambda x, w: (F.conv3d_transpose(T(x), T(w), None, stride, pad).numpy() * v).sum(), [x, w],
+                       [xt.grad.numpy(), wt.grad.numpy()], RNG)
+    x32, w32 = T(x, True, "float32"), T(w, True, "float32")
+    (F.conv3d_transpose(x32, w32, None, stride, pad) * T(v, dtype="float32")).sum().backward()
+    for a, r in ((x32.grad.numpy(), xt.grad.numpy()), (w32.grad.numpy(), wt.grad.numpy())):
+        np.testing.assert_allclose(a, r, rtol=0, atol=2e-6 * np.abs(r).max())
+
+
+def _ref_conv3d_transpose_strided(x, w, stride, pad, out):
+    """Transposed 3-D convolution with per-axis stride and padding, one scatter-add per kernel
+    offset, cropped to ``out``."""
+    n, _, *sp = x.shape
+    k = w.shape[2:]
+    full = np.zeros((n, w.shape[1]) + tuple((sp[i] - 1) * stride[i] + k[i] for i in range(3)))
+    for off in np.ndindex(*k):
+        sl = tuple(slice(off[i], off[i] + stride[i] * (sp[i] - 1) + 1, stride[i]) for i in range(3))
+        full[(slice(None), slice(None)) + sl] += np.einsum("nc...,co->no...", x, w[(slice(None), slice(None)) + off])
+    return full[:, :, pad[0]:pad[0] + out[0], pad[1]:pad[1] + out[1], pad[2]:pad[2] + out[2]]
+
+
+# (x shape, Cout, padding, output_padding): 4x4x4 stride 2, >= 16 channels: Winograd F(2, 2)
+# on the output phases; odd and even positions per phase, crops 0-2
+PHASES_W22 = [((2, 16, 3, 4, 5), 16, 1, 0), ((1, 16, 5, 3, 4), 17, 0, 1), ((1, 18, 4, 4, 3), 16, 2, 1)]
+
+
+@pytest.mark.parametrize("xs,cout,pad,opad", PHASES_W22)
+def test_conv3d_transpose_by_winograd_f22(xs, cout, pad, opad, monkeypatch):
+    import ddg.tensor.conv_w22 as W22
+    taken, real = [], W22.forward
+    monkeypatch.setattr(W22, "forward", lambda *a: taken.append(1) or real(*a))
+    x, w, b = RNG.standard_normal(xs), RNG.standard_normal((xs[1], cout, 4, 4, 4)) / 8, RNG.standard_normal(cout)
+    out = tuple((xs[2 + i] - 1) * 2 - 2 * pad + 4 + opad for i in range(3))
+    ref = _ref_conv3d_transpose(x, w, 2, pad, out) + b.reshape(1, -1, 1, 1, 1)
+    v = RNG.standard_normal(ref.shape)
+    got = {}
+    for dt in ("float64", "float32"):
+        with monkeypatch.context() as mp:
+            if dt == "float64":
+                mp.setattr(W22, "W22_BLOCK", 1)       # one row of tiles per block
+                mp.setattr(W22, "W22_BLOCK_MIN_TILES", 1)
+            xt, wt, bt = T(x, True, dt), T(w, True, dt), T(b, True, dt)
+            y = F.conv3d_transpose(xt, wt, bt, 2, pad, opad)
+            (y * T(v, dtype=dt)).sum().backward()
+        got[dt] = (y.numpy(), xt.grad.numpy(), wt.grad.numpy(), bt.grad.numpy())
+    assert len(taken) == 2
+    np.testing.assert_allclose(got["float64"][0], ref, rtol=0, atol=1e-13 * np.abs(ref).max())
+    for a, r in zip(got["float32"], got["float64"]):
+        np.testing.assert_allclose(a, r, rtol=0, atol=2e-6 * np.abs(r).max())
+    np.testing.assert_allclose(got["float64"][3], v.sum(axis=(0, 2, 3, 4)), rtol=1e-12)
+    _directional_check(lambda x, w: (F.conv3d_transpose(T(x), T(w), T(b), 2, pad, opad).numpy() * v).sum(), [x, w],
+                       got["float64"][1:3], RNG)
+    # float16 takes the adjoint's array path: the same result within its round-off
+    calls = len(taken)
+    y16 = F.conv3d_transpose(T(x, dtype="float16"), T(w, dtype="float16"), None, 2, pad, opad).numpy()
+    assert len(taken) == calls
+    np.testing.assert_allclose(y16.astype(np.float64), ref - b.reshape(1, -1, 1, 1, 1), rtol=0,
+                               atol=1e-2 * np.abs(ref).max())
+
+
+def test_conv3d_transpose_winograd_f22_gate():
+    import ddg.tensor.conv_w22 as W22
+
+    def takes(xs, cout=None, dt=np.float32, k=4, s=2):
+        x, w = np.empty(xs, dt), np.empty((xs[1], cout or xs[1]) + (k,) * 3, dt)
+        return W22.usable(x, w, (s,) * 3, (1, 1, 1), 1)
+    assert takes((1, 32, 10, 10, 10)) and takes((2, 8, 20, 20, 20)) and takes((1, 128, 8, 8, 8), 64)
+    assert not takes((1, 4, 10, 10, 10)) and not takes((1, 32, 10, 10, 10), 3)          # thin products
+    assert not takes((1, 32, 10, 10, 10), dt=np.float16) and not takes((1, 32, 8, 8, 8), k=3)
+    assert not takes((1, 32, 10, 10, 10), s=1)
+
+
+def test_conv3d_transpose_many_channels_on_few_positions_take_the_adjoint(monkeypatch):
+    import ddg.tensor.conv_phase as CP
+    assert not CP.phases_pay_3d(np.empty((1, 64, 4, 4, 4))) and not CP.phases_pay_3d(np.empty((2, 256, 4, 4, 4)))
+    assert CP.phases_pay_3d(np.empty((2, 64, 4, 4, 4))) and CP.phases_pay_3d(np.empty((1, 32, 2, 2, 2)))
+    import ddg.autograd.ops.conv_nd as CN
+    monkeypatch.setattr(CN, "phase_transpose_forward", lambda *a: pytest.fail("took the phases"))
+    x, w, b = RNG.standard_normal((1, 64, 2, 3, 1)), RNG.standard_normal((64, 3, 4, 4, 4)) / 8, RNG.standard_normal(3)
+    ref = _ref_conv3d_transpose(x, w, 2, 1, (4, 6, 2)) + b.reshape(1, -1, 1, 1, 1)
+    np.testing.assert_allclose(F.conv3d_transpose(T(x), T(w), T(b), 2, 1).numpy(), ref, rtol=0,
+                               atol=1e-13 * np.abs(ref).max())
+    v = RNG.standard_normal(ref.shape)
+    xt, wt = T(x, True), T(w, True)
+    (F.conv3d_transpose(xt, wt, T(b), 2, 1) * T(v)).sum().backward()
+    _directional_check(lambda x, w: (F.conv3d_transpose(T(x), T(w), T(b), 2, 1).numpy() * v).sum(), [x, w],
+                       [xt.grad.numpy(), wt.grad.numpy()], RNG)
+
+
+def test_conv3d_transpose_winograd_f22_agrees_on_device(place):
+    w = (RNG.standard_normal((16, 16, 4, 4, 4)) / 8).astype("float32")
+    assert_cpu_and_device_agree([(lambda x, p: F.conv3d_transpose(x, ddg.to_tensor(w, place=p), None, 2, 1),
+                                  (1, 16, 3, 4, 3))], place, RNG)
+
+
 # -- N-d convolution ------------------------------------------------------------------------------
 def _ref_conv3d(x, w, stride, pad, dil, groups):
     n, c, *sp = x.shape

@@ -8,7 +8,8 @@ modules; a 2-D image is a 3-D one of depth 1.
   products summed.
 * ``phase_transpose_forward`` / ``phase_transpose_backward``: a transposed convolution whose
   kernel is a multiple of its stride as one stride-1 convolution with one output-channel
-  block per output phase (see the section below).
+  block per output phase (see the section below); a 3-D one with a 4x4x4 kernel at stride 2
+  and at least 8 channels as Winograd F(2, 2) on the phases (``conv_w22``).
 * ``phase_plane_forward`` / ``phase_cols_forward`` (and their backwards): the same phases on
   NCHW arrays for few channels (the whole-plane loop) and for 1-D ones and kernels equal to
   the stride (three column products), without batch-innermost copies.
@@ -19,6 +20,7 @@ import numpy as np
 
 from . import backend
 from . import conv_kernels as K
+from . import conv_w22
 from .winograd import WINO4_G, wino_weight, wino_weight_adjoint
 
 
@@ -265,6 +267,25 @@ def phases_pay(x, w, s):
     return r <= PHASE_WORK_MAX
 
 
+# 3-D: with many input channels on few input positions the phases (both their column
+# products and the F(2, 2) ones) spend more on the weight (gathers, transforms, their
+# adjoints) than the adjoint's product W^T x and its col2im do on the columns. Forward +
+# backward, 4x4x4 stride 2 padding 1, float32, 1 thread, against torch (adjoint / phases):
+# 256 -> 256 [1, 256, 4^3] 1.08 / 2.55, 128 -> 64 [1, 128, 4^3] 1.42 / 1.94, 128 -> 128
+# [2, 128, 4^3] 1.39 / 1.86, 64 -> 64 [1, 64, 4^3] 1.66 / 1.69; at two positions per channel
+# the phases ran even or ahead (128 -> 64 [4, 128, 4^3] 1.44 / 1.49, 64 -> 64 [2, 64, 4^3]
+# 1.57 / 1.49, 256 -> 128 [1, 256, 8^3] 1.41 / 1.18).
+PHASE3_COLS_MIN_CIN = 64
+
+
+def phases_pay_3d(x):
+    """Whether a 3-D transposed convolution of ``x`` [N, Cin, D, H, W] that ``_phases_usable``
+    accepts should take the phases: not with at least ``PHASE3_COLS_MIN_CIN`` input channels
+    and at most one input position (N*D*H*W) per input channel."""
+    cin = x.shape[1]
+    return not (cin >= PHASE3_COLS_MIN_CIN and int(np.prod(x.shape[2:])) * x.shape[0] <= cin)
+
+
 def _as3(t, one=1):
     """A 2-D per-axis tuple with a leading depth entry ``one``; 3-D ones unchanged."""
     return tuple(t) if len(t) == 3 else (one,) + tuple(t)
@@ -464,6 +485,9 @@ def phase_transpose_forward(x, w, s, p0, out):
     *k], stride ``s``, leading crop ``p0`` and output sizes ``out``: the output as a
     batch-innermost array [Cout, *out, N] and the state ``phase_transpose_backward`` takes."""
     nd = len(s)
+    if conv_w22.usable(x, w, s, (1,) * nd, 1):
+        y, st = conv_w22.forward(x, w, p0, out)                            # [N, Cout, OD, OH, OW]
+        return y.transpose(1, 2, 3, 4, 0), ("w22", st)
     if _phase_wino_usable(x, w, s, p0, out):
         y, st = _phase_wino_forward(x, w, s, p0, out)                     # [Cout, OH, OW, OD, N]
         return y.transpose(0, 3, 1, 2, 4), ("wino", st)
@@ -497,6 +521,8 @@ def phase_transpose_backward(gy, state, need_x, need_w):
     """The gradients of ``phase_transpose_forward`` (x's [N, Cin, *S] as a batch-innermost
     view, w's [Cin, Cout, *k]) for the output gradient ``gy`` [N, Cout, *out]."""
     tag = state[0] if isinstance(state[0], str) else None
+    if tag == "w22":
+        return conv_w22.backward(gy, state[1], need_x, need_w)
     if tag == "wino":
         return _phase_wino_backward(gy, state[1], need_x, need_w)
     if tag == "wino2":
@@ -510,13 +536,51 @@ def phase_transpose_backward(gy, state, need_x, need_w):
     s3 = _as3(sp)
     cols = _slab_cols(g.reshape((-1,) + _as3(jn) + (n,)), t3[1], t3[2], 1, 1, s3[1], s3[2])
     gx = gw = None
+    wt = np.take(w.reshape(-1), gt_i).reshape(gt_shape) if need_x else None   # [td, Cin, P*Cout*th*tw]
+    if s3[0] > 1 and cols.shape[0] > PHASE_SLAB_BLOCK_ROWS * w.shape[0]:
+        gxm, gwt = _slab_backward_blocks(cols, wt, xm, t3[0], s3[0], need_x, need_w)
+    else:
+        gxm = _slab_apply(cols, wt, 1, s3[0], s3[1] * s3[2] * n) if need_x else None
+        gwt = _slab_wgrad_taps(cols, xm, t3[0], 1, s3[0]) if need_w else None
     if need_x:
-        wt = np.take(w.reshape(-1), gt_i).reshape(gt_shape)             # [td, Cin, P*Cout*th*tw]
-        gxm = _slab_apply(cols, wt, 1, s3[0], s3[1] * s3[2] * n)
         gx = _from_cl(gxm.reshape((w.shape[0],) + sp + (n,)))
     if need_w:
-        gw = np.take(_slab_wgrad_taps(cols, xm, t3[0], 1, s3[0]).reshape(-1), inv).reshape(w.shape)
+        gw = np.take(gwt.reshape(-1), inv).reshape(w.shape)
     return gx, gw
+
+
+# The backward's two products read the same columns: with few input channels (an input
+# gradient [Cin, L] and a weight gradient [K, Cin] from columns [K, L] with K = P*Cout*th*tw
+# many times Cin) each is bound by reading the columns. By blocks of depth slabs of about
+# PHASE_SLAB_BLOCK columns both products (every depth tap) read a block while it is in cache:
+# at [2, 3, 32^3] (columns [96, 2 * 32^3] per tap) the two products 7.6 -> 4.6 ms per tap
+# (blocks of 1024-2048 columns; 6.7 at 4096 and 8192), float32, 1 thread.
+PHASE_SLAB_BLOCK = 2048
+PHASE_SLAB_BLOCK_ROWS = 8     # columns' rows per input channel from which the blocks are taken
+
+
+def _slab_backward_blocks(cols, wt, xm, td, od, need_x, need_w):
+    """``_slab_apply`` (tap-major ``wt`` [td, Cin, K]) and ``_slab_wgrad_taps`` of the columns
+    ``cols`` [K, (od + td - 1) * p] and ``xm`` [Cin, od * p] by blocks of depth slabs: the input
+    gradient [Cin, od * p] and the weight gradient [td, K, Cin]."""
+    k, cin = cols.shape[0], xm.shape[0]
+    p = xm.shape[1] // od
+    step = max(1, PHASE_SLAB_BLOCK // p)
+    gxm = np.empty((cin, od * p), cols.dtype) if need_x else None
+    gwt = np.zeros((td, k, cin), cols.dtype) if need_w else None
+    for d0 in range(0, od, step):
+        d1 = min(od, d0 + step)
+        xs = slice(d0 * p, d1 * p)
+        for a in range(td):
+            c = cols[:, (d0 + a) * p:(d1 + a) * p]
+            if need_x:
+                if a == 0:
+                    np.matmul(wt[0], c, out=gxm[:, xs])
+                else:
+                    gxm[:, xs] += wt[a] @ c
+            if need_w:
+                gwt[a] += c @ xm[:, xs].T
+    return gxm, gwt
 
 
 # -- few channels: the phases as whole-plane shifted multiply-adds ------------------------------------

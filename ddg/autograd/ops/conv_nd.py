@@ -13,8 +13,9 @@ kd x 3 x 3 convolution with one group and at least 16 channels in and out (Winog
 F(4x4, 3x3) over height and width, depth offsets as channels: ``_use_wino3``), another
 stride-1 3-D convolution with one group (depth slabs of 2-D columns, the input gradient as
 a convolution of the output gradient), and a transposed convolution with one group,
-dilation 1 and a kernel that is a multiple of the stride (one stride-1 convolution per
-output phase, itself the 3-D Winograd for a kernel of twice the stride).
+dilation 1 and a kernel that is a multiple of the stride, unless it has many input channels
+on few input positions (one stride-1 convolution per output phase, itself Winograd F(2, 2)
+or F(4x4, 3x3) for a kernel of twice the stride).
 """
 import itertools
 
@@ -25,7 +26,8 @@ from ..function import Function
 from ...tensor import conv_kernels as K
 from .conv import _gmm, _wgrad
 from ...tensor.conv_phase import (_cl, _from_cl, _hwd, _phases_usable, _slab_conv, _slab_wgrad, _wino3_backward,
-                                  _wino3_forward, phase_transpose_backward, phase_transpose_forward)
+                                  _wino3_forward, phase_transpose_backward, phase_transpose_forward,
+                                  phases_pay_3d)
 
 
 def _im2col(xcl, k, s, d, o):
@@ -219,7 +221,7 @@ class ConvTransposeNd(Function):
         k = tuple(w.shape[2:])
         nd = len(sp)
         self.phase = None
-        if _phases_usable(x, w, self.s, self.d, g):
+        if _phases_usable(x, w, self.s, self.d, g) and (nd != 3 or phases_pay_3d(x)):
             y, self.phase = phase_transpose_forward(x, w, self.s, self.pads[0::2], self.out_sizes)
             if b is not None:
                 y += b.reshape((-1,) + (1,) * (nd + 1))
