@@ -221,6 +221,9 @@ class ConvTransposeNd(Function):
         k = tuple(w.shape[2:])
         nd = len(sp)
         self.phase = None
+        if n == 0:                                                          # an empty batch: no products
+            self.phase, self.w, self.meta = "empty", w, (x.shape, b is not None)
+            return backend.get_array_module(x).zeros((0, w.shape[1] * g) + self.out_sizes, x.dtype)
         if _phases_usable(x, w, self.s, self.d, g) and (nd != 3 or phases_pay_3d(x)):
             y, self.phase = phase_transpose_forward(x, w, self.s, self.pads[0::2], self.out_sizes)
             if b is not None:
@@ -241,6 +244,11 @@ class ConvTransposeNd(Function):
 
     def backward(self, gy):
         xs, has_b = self.meta
+        if self.phase == "empty":
+            xp = backend.get_array_module(gy)
+            gx, gw = xp.zeros(xs, gy.dtype), xp.zeros(self.w.shape, self.w.dtype)
+            gb = xp.zeros(gy.shape[1], gy.dtype)
+            return (gx, gw, gb) if has_b else (gx, gw)
         if self.phase is not None:
             gx, gw = phase_transpose_backward(gy, self.phase, self.needs[0], self.needs[1])
             gb = gy.sum(axis=(0,) + tuple(range(2, gy.ndim))) if has_b and self.needs[2] else None
