@@ -255,7 +255,8 @@ def test_compiled_loops_match_float64_and_numpy_path(mode, reverse, batch_major,
 def test_compiled_recurrent_product_and_transpose():
     from ddg.tensor import rnn_kernels
     rng = np.random.default_rng(14)
-    # whole 8x16 tiles, and the rows (one at a time) and columns (8, 4, 1 at a time) they leave;
+    # whole 8x16 tiles, and the rows (one at a time) and columns (8, 4, 1 at a time) they leave,
+    # a last block of 17-24 columns (24 unmasked, fewer masked);
     # matmul_tn's two outputs (either may have no columns) over more rows than one pass, the
     # gate gradients as batch rows [T, B, M] or feature-major [T, M, B]
     for t, bt, m, n in ((5, 4, 24, 37), (75, 4, 17, 5), (40, 15, 43, 70), (0, 8, 8, 4)):
@@ -271,7 +272,8 @@ def test_compiled_recurrent_product_and_transpose():
                     tol = 1e-5 * (np.abs(a2.T) @ np.abs(x[:, c:c + o.shape[1]])).max(initial=0)
                     assert np.abs(o - want).max(initial=0) <= tol
     for m, k, b in ((24, 6, 4), (18, 7, 5), (3, 1, 2), (40, 33, 16), (17, 9, 47), (8, 1, 32), (5, 0, 3), (19, 9, 1),
-                    (21, 10, 2), (16, 5, 2), (8, 3, 1), (6, 4, 1), (41, 9, 24), (25, 7, 20), (16, 5, 8), (7, 3, 40), (40, 1024, 20)):
+                    (21, 10, 2), (16, 5, 2), (8, 3, 1), (6, 4, 1), (41, 9, 24), (25, 7, 20), (16, 5, 8), (7, 3, 40), (40, 1024, 20),
+                    (9, 5, 17), (12, 4, 56)):
         w, r = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, b)).astype(np.float32)
         out = np.full((m, b), np.nan, np.float32)
         rnn_kernels.matmul_fm(w, r, out)

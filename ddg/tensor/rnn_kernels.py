@@ -38,7 +38,7 @@ import numba
 import numpy as np
 
 from .compiled import FASTMATH, kernel
-from .gemm_kernels import _H1, _H8, _H16, _T1, _T8, _TT1, _TT8, transpose  # noqa: F401 - transpose: rnn_kernels.transpose
+from .gemm_kernels import _H1, _H8, _H16, _T1, _T8, _TT1, _TT8, _W8, transpose  # noqa: F401 - transpose: rnn_kernels.transpose
 
 _F = np.float32
 _CLAMP = _F(7.99881172180175781)
@@ -413,6 +413,15 @@ def matmul_fm(a, x, out):
     M8 = M - M % 8
     for b0 in range(0, B, 16):
         nb = min(16, B - b0)
+        if B - b0 == 24:
+            # the last 24 columns in one tile: the weights stream through once for them, not
+            # once for 16 and again for 8 (the rows left over by 16 and 8 at a time)
+            for i in range(0, M8, 8):
+                _W8(a, x, out, i, i, b0, 24, 0, K, 0, 0)
+            for i in range(M8, M):
+                _T1(a, x, out, i, i, b0, 16, 0, K, 0, 0)
+                _H1(a, x, out, i, i, b0 + 16, 8, 0, K, 0, 0)
+            break
         if nb <= 8:
             # 16 rows at a time, unless the rows of a lie a multiple of 4 KB apart: 16
             # streams then share one set of the 8-way L1 (8 rows do not overflow it)
