@@ -61,8 +61,6 @@ FM_MIN_B = 12
 # below FM_MIN_B, the input projections of all steps come from one product (and a transposed
 # copy) from a W_ih of this many elements on (or at batch 1), else from numpy's stacked matmul
 XPROJ_ONE_MIN = 1 << 17
-# below this batch size the LSTM's forward step reads its bias spread over the batch
-LSTM_BIAS_B = 4
 
 
 class RNNSequence(Function):
@@ -198,10 +196,10 @@ class RNNSequence(Function):
         first = order[0] if T and not st[0].any() else None     # W_hh @ 0 is not computed
         nxt = list(order)[1:] + [-1]
         if lstm:
-            # [4H, 1], or [4H, B] at batch 2 and 3: the kernel's loop over so few columns would
-            # stay scalar (the forward loop took twice the backward's time at B=2 H=256)
-            bias = (b_ih + b_hh)[:, None]
-            bias = np.ascontiguousarray(np.repeat(bias, B, axis=1) if B < LSTM_BIAS_B else bias)
+            # [4H, B], the sum of both biases in every column: the kernel's gate activations
+            # are then one flat loop per gate (a loop over a row's few batch columns leaves
+            # those past the last multiple of 16 scalar)
+            bias = np.ascontiguousarray(np.repeat((b_ih + b_hh)[:, None], B, axis=1))
         else:
             b_ih, b_hh = np.ascontiguousarray(b_ih), np.ascontiguousarray(b_hh)
         if lstm:                           # every step in one compiled call
