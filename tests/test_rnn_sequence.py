@@ -273,12 +273,15 @@ def test_compiled_recurrent_product_and_transpose():
                     assert np.abs(o - want).max(initial=0) <= tol
     for m, k, b in ((24, 6, 4), (18, 7, 5), (3, 1, 2), (40, 33, 16), (17, 9, 47), (8, 1, 32), (5, 0, 3), (19, 9, 1),
                     (21, 10, 2), (16, 5, 2), (8, 3, 1), (6, 4, 1), (41, 9, 24), (25, 7, 20), (16, 5, 8), (7, 3, 40), (40, 1024, 20),
-                    (9, 5, 17), (12, 4, 56)):
+                    (9, 5, 17), (12, 4, 56), (70, 6, 20), (130, 3, 33), (7, 2, 36)):
         w, r = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, b)).astype(np.float32)
         out = np.full((m, b), np.nan, np.float32)
         rnn_kernels.matmul_fm(w, r, out)
         want = w.astype(np.float64) @ r.astype(np.float64)
         tol = 1e-5 * ((np.abs(w) @ np.abs(r)).max(initial=0) + 1)
+        np.testing.assert_allclose(out, want, rtol=0, atol=tol)
+        out = np.full((m, b), np.nan, np.float32)      # the last 1-4 columns from w's transpose
+        rnn_kernels.matmul_fm_t(w, np.ascontiguousarray(w.T), r, out)
         np.testing.assert_allclose(out, want, rtol=0, atol=tol)
         out = np.full((m, b), np.nan, np.float32)
         rt = np.concatenate([r.T, rng.standard_normal((b, 2)).astype(np.float32)], axis=1)   # rows wider than k
@@ -424,6 +427,29 @@ def test_compiled_loops_small_batches(mode, B, fm, IH, monkeypatch):
     lens = np.arange(B) % 4 + 1 if B > 2 else None
     got = _seq_run(mode, arrs, np.float32, B == 3, B % 2 == 0, lens)
     ref = _seq_run(mode, arrs, np.float64, B == 3, B % 2 == 0, lens)
+    for g, r in zip(got, ref):
+        assert g.dtype == np.float32 and g.shape == r.shape
+        np.testing.assert_allclose(g, r, rtol=0, atol=2e-6 * (np.abs(r).max() + 1))
+
+
+@pytest.mark.parametrize("B,reverse,zero_h0,cols_max", [(18, False, True, None), (18, True, False, None),
+                                                        (24, False, False, None), (20, True, True, 0)])
+def test_compiled_lstm_wide_batches(B, reverse, zero_h0, cols_max, monkeypatch):
+    """The LSTM's loops at batches whose last block is 24 columns (one 8x24 tile) or 1-4
+    columns past 16 (formed from the weights' transposes, matmul_fm_t; COLS_MAX_W 0: by the
+    8-lane tiles instead), with and without lengths and a zero initial state, against the
+    float64 numpy path."""
+    from ddg.autograd.ops import rnn
+    monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_T", 0)
+    if cols_max is not None:
+        monkeypatch.setattr(rnn, "COLS_MAX_W", cols_max)
+    rng = np.random.default_rng(21)
+    arrs = _arrays(rng, "LSTM", 4, B, 5, 9, reverse)
+    if zero_h0:
+        arrs[1], arrs[2] = np.zeros_like(arrs[1]), np.zeros_like(arrs[2])
+    lens = np.arange(B) % 4 + 1 if reverse else None
+    got = _seq_run("LSTM", arrs, np.float32, reverse, reverse, lens)
+    ref = _seq_run("LSTM", arrs, np.float64, reverse, reverse, lens)
     for g, r in zip(got, ref):
         assert g.dtype == np.float32 and g.shape == r.shape
         np.testing.assert_allclose(g, r, rtol=0, atol=2e-6 * (np.abs(r).max() + 1))

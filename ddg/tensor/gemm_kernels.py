@@ -154,6 +154,81 @@ def _tile(rows, a_t, with_bias=False, lanes=16, masked=True):
     return tile
 
 
+def _ctile(vecs, cols):
+    """An intrinsic ``ctile(at, x, tmp, i, b0, nb, k1)`` on C-contiguous float32 matrices,
+    vectors along the output's rows: ``tmp[j, :16*vecs] = A[i:i+16*vecs, :k1] @ x[:k1, c]``
+    with ``A = at.T`` (``at`` ``[K, M]``, read 16 rows of A at a time) and ``c = b0 +
+    min(j, nb - 1)`` for each of ``cols`` columns (those past nb repeat the last column: the
+    caller keeps ``j < nb``); rows of A past M are masked (zero). Per k: ``vecs`` vector
+    loads, ``cols`` broadcasts, ``vecs * cols`` fused multiply-adds, so a few columns take
+    as many multiply-adds as they need, not a whole vector's."""
+    vt = ir.VectorType(_V_F32, 16)
+    mt = ir.VectorType(ir.IntType(1), 16)
+
+    def codegen(context, builder, signature, args):
+        i, b0, nb, k1 = args[3:]
+        arrs = [context.make_array(t)(context, builder, v) for t, v in zip(signature.args[:3], args[:3])]
+        ad, xd, td = (r.data for r in arrs)
+        lda, ldx, ldt = (builder.extract_value(r.shape, 1) for r in arrs)
+        mod = builder.module
+        fma = cgutils.get_or_insert_function(mod, ir.FunctionType(vt, [vt] * 3), "llvm.fma.v16f32")
+        mload = cgutils.get_or_insert_function(mod, ir.FunctionType(vt, [vt.as_pointer(), _V_I32, mt, vt]),
+                                               f"llvm.masked.load.v16f32.{_ptr(16)}")
+        align = ir.Constant(_V_I32, 4)
+        zero = ir.Constant(vt, [0.0] * 16)
+        undef = ir.Constant(vt, ir.Undefined)
+        splat = ir.Constant(ir.VectorType(_V_I32, 16), [0] * 16)
+        lane = ir.Constant(ir.VectorType(_V_I64, 16), list(range(16)))
+        masks = []
+        for r in range(vecs):
+            left = builder.sub(lda, builder.add(i, ir.Constant(_V_I64, 16 * r)))      # rows of A left from here
+            lv = builder.insert_element(ir.Constant(ir.VectorType(_V_I64, 16), ir.Undefined), left,
+                                        ir.Constant(_V_I32, 0))
+            masks.append(builder.icmp_signed("<", lane, builder.shuffle_vector(lv, lv, splat)))
+        last = builder.sub(nb, ir.Constant(_V_I64, 1))
+        col = []
+        for j in range(cols):
+            jj = ir.Constant(_V_I64, j)
+            col.append(builder.add(b0, builder.select(builder.icmp_signed("<", jj, nb), jj, last)))
+        entry = builder.block
+        loop = builder.function.append_basic_block("ctile_loop")
+        done = builder.function.append_basic_block("ctile_done")
+        builder.branch(loop)
+        builder.position_at_end(loop)
+        k = builder.phi(_V_I64)
+        acc = [[builder.phi(vt) for _ in range(cols)] for _ in range(vecs)]
+        arow = builder.gep(ad, [builder.add(builder.mul(k, lda), i)])
+        av = [builder.call(mload, [builder.bitcast(builder.gep(arow, [ir.Constant(_V_I64, 16 * r)]), vt.as_pointer()),
+                                   align, masks[r], zero]) for r in range(vecs)]
+        xrow = builder.gep(xd, [builder.mul(k, ldx)])
+        new = [[None] * cols for _ in range(vecs)]
+        for j in range(cols):
+            w = builder.load(builder.gep(xrow, [col[j]]), align=4)
+            wv = builder.shuffle_vector(builder.insert_element(undef, w, ir.Constant(_V_I32, 0)), undef, splat)
+            for r in range(vecs):
+                new[r][j] = builder.call(fma, [av[r], wv, acc[r][j]])
+        kn = builder.add(k, ir.Constant(_V_I64, 1))
+        k.add_incoming(ir.Constant(_V_I64, 0), entry)
+        k.add_incoming(kn, loop)
+        for r in range(vecs):
+            for j in range(cols):
+                acc[r][j].add_incoming(zero, entry)
+                acc[r][j].add_incoming(new[r][j], loop)
+        builder.cbranch(builder.icmp_signed("<", kn, k1), loop, done)
+        builder.position_at_end(done)
+        for r in range(vecs):
+            for j in range(cols):
+                p = builder.gep(td, [builder.add(builder.mul(ir.Constant(_V_I64, j), ldt), ir.Constant(_V_I64, 16 * r))])
+                builder.store(new[r][j], builder.bitcast(p, vt.as_pointer()), align=4)
+        return context.get_dummy_value()
+
+    @intrinsic
+    def ctile(typingctx, at, x, tmp, i, b0, nb, k1):
+        i64 = types.int64
+        return types.void(at, x, tmp, i64, i64, i64, i64), codegen
+    return ctile
+
+
 # the recurrent products' tiles (rnn_kernels): 8 rows and 1 row, A = a or a.T
 _T8, _T1 = _tile(8, False), _tile(1, False)
 # a last block of at most 8 columns (a batch of 17-24, 33-40, ...) in 8-lane vectors, 16 rows
@@ -166,6 +241,9 @@ _TT8, _TT1 = _tile(8, True), _tile(1, True)
 # 111-113 GFLOP/s, a 16-lane and an 8-lane one at 103 (the 16-lane loads straddle cache lines
 # in 96-byte rows), the 16- then 8-column passes at 107, a mask on the last vector at 105-108
 _W8 = _tile(8, False, lanes=(8, 8, 8), masked=False)
+# at most 4 columns left past the 16- and 8-column tiles (batch 12, 17-20, 33-36, ...): 64 rows
+# of the output x 4 columns, vectors along the rows (from A's transpose)
+_C4 = _ctile(4, 4)
 # gemm's: the same, able to start from a bias row
 _G8, _G1 = _tile(8, False, True), _tile(1, False, True)
 _GT8, _GT1 = _tile(8, True, True), _tile(1, True, True)

@@ -63,6 +63,18 @@ FM_MIN_B = 12
 XPROJ_ONE_MIN = 1 << 17
 
 
+# the compiled LSTM's products form the last 1-4 columns of a batch past a multiple of 16
+# (17-20, 33-36, ...) with vectors along the weights' rows (rnn_kernels.matmul_fm_t, from
+# their transposes) where W_hh has at most this many elements: beyond, the transposes' rows
+# lie so far apart that reading 64 floats from each costs more than the masked lanes saved
+# (1.2-1.3x slower at H=1024, 0.75-0.93x the time at H=384-512)
+COLS_MAX_W = 1 << 20
+
+
+def _cols_left(B, w_size):
+    return B > 16 and 1 <= B % 16 <= 4 and w_size <= COLS_MAX_W
+
+
 class RNNSequence(Function):
     """One direction of one recurrent layer over a whole sequence.
 
@@ -202,10 +214,19 @@ class RNNSequence(Function):
             bias = np.ascontiguousarray(np.repeat((b_ih + b_hh)[:, None], B, axis=1))
         else:
             b_ih, b_hh = np.ascontiguousarray(b_ih), np.ascontiguousarray(b_hh)
+        self.w_t = None
         if lstm:                           # every step in one compiled call
-            K.lstm_forward_loop(np.ascontiguousarray(w_ih), xf, w_hh, bias, np.array(order, np.int64),
+            w_ih = np.ascontiguousarray(w_ih)
+            none = np.empty((0, 0), dt)
+            wt = (none, none)
+            if fm and _cols_left(B, w_hh.size):   # the weights' transposes for matmul_fm_t (kept for backward)
+                wt = tuple(np.empty(w.shape[::-1], dt) for w in (w_ih, w_hh))
+                K.transpose(w_ih, wt[0])
+                K.transpose(w_hh, wt[1])
+                self.w_t = wt
+            K.lstm_forward_loop(w_ih, xf, w_hh, bias, np.array(order, np.int64),
                                 -1 if first is None else first, valid, has_mask, st[0], st[1], act, aux[0], aux[1], hp,
-                                y, gt, fm, bm)
+                                y, gt, fm, bm, wt[0] if w_ih.size <= COLS_MAX_W else none, wt[1])
         else:
             for t, tn in zip(order, nxt):
                 if t == first:
@@ -241,7 +262,10 @@ class RNNSequence(Function):
         fmaj = lstm and kern and B >= FM_MIN_B
         dpt = np.empty((T, G * H, B) if fmaj else (T, B, G * H), dt)
         dxf = None
-        if kern:
+        w_t = getattr(self, "w_t", None)      # the transposes the LSTM's forward made
+        if kern and w_t is not None:
+            whh_t = w_t[1]
+        elif kern:
             whh_t = np.empty((H, G * H), dt)
             K.transpose(np.ascontiguousarray(self.w_hh), whh_t)
         else:
@@ -254,14 +278,22 @@ class RNNSequence(Function):
             if kern:                       # every step in one compiled call
                 dbs = np.empty((G * H, B), dt)
                 need_dx = fmaj and self.needs[0]    # W_ih^T @ dp per step, while dp[t] is in L1
-                if need_dx:
+                if need_dx and w_t is not None:
+                    wih_t, dxf = w_t[0], np.empty((T, I, B), dt)
+                elif need_dx:
                     wih_t, dxf = np.empty((I, G * H), dt), np.empty((T, I, B), dt)
                     K.transpose(np.ascontiguousarray(self.w_ih), wih_t)
                 else:
                     wih_t = np.empty((1, 1), dt)
+                # the weights themselves as the transposes of W^T for matmul_fm_t's last columns
+                none = np.empty((0, 0), dt)
+                wts = (none, none)
+                if fmaj and _cols_left(B, self.w_hh.size):
+                    wts = (np.ascontiguousarray(self.w_ih) if self.w_ih.size <= COLS_MAX_W else none,
+                           np.ascontiguousarray(self.w_hh))
                 K.lstm_backward_loop(gy, has_gy, np.array(order, np.int64), last, valid, has_mask, act, cs, c0t, tcs,
                                      whh_t, dht, tmp, dct, dpt, sp, dbs, wih_t,
-                                     dxf if need_dx else np.empty((1, 1, 1), dt), need_dx, fmaj, bm)
+                                     dxf if need_dx else np.empty((1, 1, 1), dt), need_dx, fmaj, bm, wts[0], wts[1])
             else:
                 for k in range(T - 1, -1, -1):
                     t = order[k]
