@@ -273,14 +273,14 @@ def test_compiled_recurrent_product_and_transpose():
                     assert np.abs(o - want).max(initial=0) <= tol
     for m, k, b in ((24, 6, 4), (18, 7, 5), (3, 1, 2), (40, 33, 16), (17, 9, 47), (8, 1, 32), (5, 0, 3), (19, 9, 1),
                     (21, 10, 2), (16, 5, 2), (8, 3, 1), (6, 4, 1), (41, 9, 24), (25, 7, 20), (16, 5, 8), (7, 3, 40), (40, 1024, 20),
-                    (9, 5, 17), (12, 4, 56), (70, 6, 20), (130, 3, 33), (7, 2, 36)):
+                    (9, 5, 17), (12, 4, 56), (70, 6, 20), (130, 3, 33), (7, 2, 36), (45, 7, 12), (33, 4, 26)):
         w, r = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, b)).astype(np.float32)
         out = np.full((m, b), np.nan, np.float32)
         rnn_kernels.matmul_fm(w, r, out)
         want = w.astype(np.float64) @ r.astype(np.float64)
         tol = 1e-5 * ((np.abs(w) @ np.abs(r)).max(initial=0) + 1)
         np.testing.assert_allclose(out, want, rtol=0, atol=tol)
-        out = np.full((m, b), np.nan, np.float32)      # the last 1-4 columns from w's transpose
+        out = np.full((m, b), np.nan, np.float32)      # the last 1-4 or 9-12 columns from w's transpose
         rnn_kernels.matmul_fm_t(w, np.ascontiguousarray(w.T), r, out)
         np.testing.assert_allclose(out, want, rtol=0, atol=tol)
         out = np.full((m, b), np.nan, np.float32)
@@ -433,11 +433,12 @@ def test_compiled_loops_small_batches(mode, B, fm, IH, monkeypatch):
 
 
 @pytest.mark.parametrize("B,reverse,zero_h0,cols_max", [(18, False, True, None), (18, True, False, None),
-                                                        (24, False, False, None), (20, True, True, 0)])
+                                                        (24, False, False, None), (20, True, True, 0),
+                                                        (12, True, False, None), (28, False, True, None)])
 def test_compiled_lstm_wide_batches(B, reverse, zero_h0, cols_max, monkeypatch):
-    """The LSTM's loops at batches whose last block is 24 columns (one 8x24 tile) or 1-4
-    columns past 16 (formed from the weights' transposes, matmul_fm_t; COLS_MAX_W 0: by the
-    8-lane tiles instead), with and without lengths and a zero initial state, against the
+    """The LSTM's loops at batches whose last block is 24 columns (one 8x24 tile) or 1-4 or
+    9-12 columns past a multiple of 16 (formed from the weights' transposes, matmul_fm_t;
+    COLS_MAX_W 0: by the 8- and 16-lane tiles instead), with and without lengths and a zero initial state, against the
     float64 numpy path."""
     from ddg.autograd.ops import rnn
     monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_T", 0)

@@ -241,9 +241,11 @@ _TT8, _TT1 = _tile(8, True), _tile(1, True)
 # 111-113 GFLOP/s, a 16-lane and an 8-lane one at 103 (the 16-lane loads straddle cache lines
 # in 96-byte rows), the 16- then 8-column passes at 107, a mask on the last vector at 105-108
 _W8 = _tile(8, False, lanes=(8, 8, 8), masked=False)
-# at most 4 columns left past the 16- and 8-column tiles (batch 12, 17-20, 33-36, ...): 64 rows
-# of the output x 4 columns, vectors along the rows (from A's transpose)
+# at most 4 columns left past the 16-column tiles (batch 17-20, 33-36, ...): 64 rows of the
+# output x 4 columns, vectors along the rows (from A's transpose)
 _C4 = _ctile(4, 4)
+# 9-12 columns left (batch 12, 28, ...): 32 rows x 12 columns
+_C12 = _ctile(2, 12)
 # gemm's: the same, able to start from a bias row
 _G8, _G1 = _tile(8, False, True), _tile(1, False, True)
 _GT8, _GT1 = _tile(8, True, True), _tile(1, True, True)

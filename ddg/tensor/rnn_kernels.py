@@ -38,7 +38,7 @@ import numba
 import numpy as np
 
 from .compiled import FASTMATH, kernel
-from .gemm_kernels import _H1, _H8, _H16, _T1, _T8, _TT1, _TT8, _C4, _W8, transpose  # noqa: F401 - transpose: rnn_kernels.transpose
+from .gemm_kernels import _H1, _H8, _H16, _T1, _T8, _TT1, _TT8, _C4, _C12, _W8, transpose  # noqa: F401 - transpose: rnn_kernels.transpose
 
 _F = np.float32
 _CLAMP = _F(7.99881172180175781)
@@ -433,12 +433,16 @@ def matmul_fm_t(a, at, x, out):
                 _T1(a, x, out, i, i, b0, 16, 0, K, 0, 0)
                 _H1(a, x, out, i, i, b0 + 16, 8, 0, K, 0, 0)
             break
-        if cols and nb <= 4:
-            tmp = np.empty((4, 64), np.float32)
-            for i in range(0, M, 64):
-                _C4(at, x, tmp, i, b0, nb, K)
+        if cols and (nb <= 4 or 8 < nb <= 12):
+            tmp = np.empty((12, 64), np.float32)
+            step = 64 if nb <= 4 else 32
+            for i in range(0, M, step):
+                if nb <= 4:
+                    _C4(at, x, tmp, i, b0, nb, K)
+                else:
+                    _C12(at, x, tmp, i, b0, nb, K)
                 for j in range(nb):
-                    for r in range(min(64, M - i)):
+                    for r in range(min(step, M - i)):
                         out[i + r, b0 + j] = tmp[j, r]
             break
         if nb <= 8:

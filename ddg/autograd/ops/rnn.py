@@ -63,8 +63,8 @@ FM_MIN_B = 12
 XPROJ_ONE_MIN = 1 << 17
 
 
-# the compiled LSTM's products form the last 1-4 columns of a batch past a multiple of 16
-# (17-20, 33-36, ...) with vectors along the weights' rows (rnn_kernels.matmul_fm_t, from
+# the compiled LSTM's products form the last 1-4 or 9-12 columns of a batch past a multiple
+# of 16 (12, 17-20, 28, 33-36, ...) with vectors along the weights' rows (rnn_kernels.matmul_fm_t, from
 # their transposes) where W_hh has at most this many elements: beyond, the transposes' rows
 # lie so far apart that reading 64 floats from each costs more than the masked lanes saved
 # (1.2-1.3x slower at H=1024, 0.75-0.93x the time at H=384-512)
@@ -72,7 +72,8 @@ COLS_MAX_W = 1 << 20
 
 
 def _cols_left(B, w_size):
-    return B > 16 and 1 <= B % 16 <= 4 and w_size <= COLS_MAX_W
+    r = B % 16
+    return ((B > 16 and 1 <= r <= 4) or 9 <= r <= 12) and w_size <= COLS_MAX_W
 
 
 class RNNSequence(Function):
