@@ -412,9 +412,11 @@ def matmul_fm(a, x, out):
 @numba.njit(**_OPTS)   # also called by the whole-sequence loops below
 def matmul_fm_t(a, at, x, out):
     """``matmul_fm``, given also ``at = a.T`` (C-contiguous ``[K, M]``, or empty): at most 4
-    columns left past the 16-column tiles (batch 17-20, 33-36, ...) are then formed with
-    vectors along the rows (``_C4``), at a multiply-add per column, instead of in an 8-lane
-    tile with half or more of its lanes masked."""
+    or 9-12 columns left past the 16-column tiles (batch 11, 12, 17-20, 28, 33-36, ...) are
+    then formed with vectors along the rows (``_C4``, ``_C12``), at a multiply-add per
+    column, instead of in a 16- or 8-lane tile with 4 or more of its lanes masked; 9-12
+    columns only where K >= 256 (with fewer the 32x12 tile's short loops and scattered
+    stores cost more than the masked lanes: 14 -> 25 us at [1536, 32] and batch 12)."""
     M, K = a.shape
     B = x.shape[1]
     if K == 0:
@@ -433,7 +435,7 @@ def matmul_fm_t(a, at, x, out):
                 _T1(a, x, out, i, i, b0, 16, 0, K, 0, 0)
                 _H1(a, x, out, i, i, b0 + 16, 8, 0, K, 0, 0)
             break
-        if cols and (nb <= 4 or 8 < nb <= 12):
+        if cols and (nb <= 4 or (8 < nb <= 12 and K >= 256)):
             tmp = np.empty((12, 64), np.float32)
             step = 64 if nb <= 4 else 32
             for i in range(0, M, step):
