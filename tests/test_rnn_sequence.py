@@ -439,8 +439,9 @@ def test_compiled_loops_small_batches(mode, B, fm, IH, monkeypatch):
 def test_compiled_lstm_wide_batches(B, H, reverse, zero_h0, cols_max, monkeypatch):
     """The LSTM's loops at batches whose last block is 24 columns (one 8x24 tile) or 1-4 or
     9-12 columns past a multiple of 16 (formed from the weights' transposes, matmul_fm_t,
-    9-12 only from 256 hidden features; COLS_MAX_W 0: by the 8- and 16-lane tiles instead), with and without lengths and a zero initial state, against the
-    float64 numpy path."""
+    9-12 only from 256 hidden features; COLS_MAX_W 0: by the 8- and 16-lane tiles
+    instead), with and without lengths and a zero initial state, against the float64 numpy
+    path."""
     from ddg.autograd.ops import rnn
     monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_T", 0)
     if cols_max is not None:

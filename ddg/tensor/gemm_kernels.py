@@ -218,7 +218,8 @@ def _ctile(vecs, cols):
         builder.position_at_end(done)
         for r in range(vecs):
             for j in range(cols):
-                p = builder.gep(td, [builder.add(builder.mul(ir.Constant(_V_I64, j), ldt), ir.Constant(_V_I64, 16 * r))])
+                p = builder.gep(td, [builder.add(builder.mul(ir.Constant(_V_I64, j), ldt),
+                                                 ir.Constant(_V_I64, 16 * r))])
                 builder.store(new[r][j], builder.bitcast(p, vt.as_pointer()), align=4)
         return context.get_dummy_value()
 

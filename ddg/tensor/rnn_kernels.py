@@ -156,9 +156,9 @@ def lstm_step_forward(gt, bias, t, tn, valid, has_mask, ht, ct, act, cs, tcs, hp
     """Step t of an LSTM, feature-major: ``gt`` ``[4H, B]`` holds ``W_hh @ h``, ``act[t]``
     (``act`` ``[T, 4H, B]``) the step's input projections, ``bias`` ``[4H, B]`` the sum of both
     biases (gates i, f, g, o) in every column (so that each gate is one flat loop); ``ht``,
-    ``ct`` ``[H, B]`` hold the state before the step and are updated in place. Replaces ``act[t]`` by the gate activations (in place: a step
-    reads and writes the same cache lines, not a second buffer) and writes the cell state
-    ``cs[t]``, ``tanh(c)``
+    ``ct`` ``[H, B]`` hold the state before the step and are updated in place. Replaces
+    ``act[t]`` by the gate activations (in place: a step reads and writes the same cache
+    lines, not a second buffer) and writes the cell state ``cs[t]``, ``tanh(c)``
     ``tcs[t]``, the output ``y`` at step t (laid out like x) and, unless ``tn < 0``, the new
     state as the state before the next step, ``hp_next[tn]`` (``[B, H]``)."""
     H, B = ht.shape
