@@ -223,6 +223,13 @@ def test_compiled_tanh_within_a_few_ulp_of_float64():
     assert np.isnan(out[0]) and out[1] == 1 and out[2] == -1
 
 
+def _set_fm_min_b(monkeypatch, b):
+    """The batch size from which the compiled loops take matmul_fm, for LSTM and GRU."""
+    from ddg.autograd.ops import rnn
+    monkeypatch.setattr(rnn, "FM_MIN_B", b)
+    monkeypatch.setattr(rnn, "LSTM_FM_MIN_B", b)
+
+
 def _seq_run(mode, arrs, dtype, reverse, batch_major, lengths):
     """Outputs and every input's gradient of one sequence op under a fixed loss."""
     ts = [ddg.to_tensor(a.astype(dtype), stop_gradient=False) for a in arrs]
@@ -304,7 +311,7 @@ def test_compiled_loops_kernel_products_and_zero_initial_state(mode, reverse, le
     states' gradients wanted or not."""
     from ddg.autograd.ops import rnn
     monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_T", 0)
-    monkeypatch.setattr(rnn, "FM_MIN_B", 0 if fm else 1000)
+    _set_fm_min_b(monkeypatch, 0 if fm else 1000)
     rng = np.random.default_rng(15)
     arrs = _arrays(rng, mode, 5, 5, 3, 6, True)
     n_state = 2 if mode == "LSTM" else 1
@@ -333,7 +340,7 @@ def test_compiled_loops_hidden_blocks(mode, H, batch_major, kernels, monkeypatch
     numpy path."""
     from ddg.autograd.ops import rnn
     monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_T", 0 if kernels else 1000)
-    monkeypatch.setattr(rnn, "FM_MIN_B", 0 if kernels else 1000)   # with the kernels, matmul_fm at batch 3
+    _set_fm_min_b(monkeypatch, 0 if kernels else 1000)   # with the kernels, matmul_fm at batch 3
     rng = np.random.default_rng(16)
     arrs = _arrays(rng, mode, 4, 3, 2, H, batch_major)
     lens = np.array((4, 2, 3))
@@ -388,7 +395,7 @@ def test_compiled_lstm_weight_gradients(wanted, zero_h0, fm, monkeypatch):
     state's step left out of dW_hh or not, both directions, the gate gradients as batch
     rows or feature-major (FM_MIN_B), against the float64 numpy path."""
     from ddg.autograd.ops import rnn
-    monkeypatch.setattr(rnn, "FM_MIN_B", 0 if fm else 1000)
+    _set_fm_min_b(monkeypatch, 0 if fm else 1000)
     rng = np.random.default_rng(17)
     arrs = _arrays(rng, "LSTM", 4, 3, 5, 6, True)
     if zero_h0:
@@ -418,7 +425,7 @@ def test_compiled_loops_small_batches(mode, B, fm, IH, monkeypatch):
     monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_T", 0)
     if IH[1] > 6:
         monkeypatch.setattr(rnn, "XPROJ_ONE_MIN", 0)
-    monkeypatch.setattr(rnn, "FM_MIN_B", 0 if fm else 1000)
+    _set_fm_min_b(monkeypatch, 0 if fm else 1000)
     rng = np.random.default_rng(18)
     arrs = _arrays(rng, mode, 4, B, IH[0], IH[1], B % 2 == 0)
     if B % 2:
@@ -435,7 +442,8 @@ def test_compiled_loops_small_batches(mode, B, fm, IH, monkeypatch):
 
 @pytest.mark.parametrize("B,H,reverse,zero_h0,cols_max", [(18, 9, False, True, None), (18, 9, True, False, None),
                                                           (24, 9, False, False, None), (20, 9, True, True, 0),
-                                                          (12, 256, True, False, None), (28, 256, False, True, None)])
+                                                          (12, 256, True, False, None), (28, 256, False, True, None),
+                                                          (11, 256, False, False, None)])
 def test_compiled_lstm_wide_batches(B, H, reverse, zero_h0, cols_max, monkeypatch):
     """The LSTM's loops at batches whose last block is 24 columns (one 8x24 tile) or 1-4 or
     9-12 columns past a multiple of 16 (formed from the weights' transposes, matmul_fm_t,

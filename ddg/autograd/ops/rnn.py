@@ -58,6 +58,10 @@ BWD_KERNEL_MIN_T = 4
 # from this batch size on the recurrent products are matmul_fm (16 batch columns per vector),
 # below it rnn_kernels.matmul_wr (vectorized over k)
 FM_MIN_B = 12
+# the same for the LSTM, whose products form 9-12 batch columns with the column tile of
+# matmul_fm_t (a training step at batch 11, H=512, T=50: 1.05x torch's CPU time against 1.15
+# with matmul_wr; at batch 9 and 10 matmul_wr stays as fast)
+LSTM_FM_MIN_B = 11
 # below FM_MIN_B, the input projections of all steps come from one product (and a transposed
 # copy) from a W_ih of this many elements on (or at batch 1), else from numpy's stacked matmul
 XPROJ_ONE_MIN = 1 << 17
@@ -173,7 +177,7 @@ class RNNSequence(Function):
         # of a stacked matmul: 1.4x matmul_fm's time at I=H=256 T=50); the GRU's from batch
         # 12 come from numpy's stacked matmul. The LSTM kernel turns each block into the
         # step's gate activations in place.
-        fm = B >= FM_MIN_B
+        fm = B >= (LSTM_FM_MIN_B if lstm else FM_MIN_B)
         # the state before each step as batch rows; the LSTM keeps x's rows beside them
         # ([T, B, H + I]: h, then x), so that one product over all steps gives both weight
         # gradients (the kernels read and write the first H columns of each row). Rows of a
@@ -260,7 +264,7 @@ class RNNSequence(Function):
         # the LSTM's loop with matmul_fm leaves the gate gradients feature-major, [T, 4H, B]
         # (written where the step computes them: a transposed copy of each step's block cost
         # 1.4 ms of 6.4 at H=128 T=200); else they are saved as batch rows, [T, B, G*H]
-        fmaj = lstm and kern and B >= FM_MIN_B
+        fmaj = lstm and kern and B >= LSTM_FM_MIN_B
         dpt = np.empty((T, G * H, B) if fmaj else (T, B, G * H), dt)
         dxf = None
         w_t = getattr(self, "w_t", None)      # the transposes the LSTM's forward made
