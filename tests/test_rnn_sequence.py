@@ -223,6 +223,13 @@ def test_compiled_tanh_within_a_few_ulp_of_float64():
     assert np.isnan(out[0]) and out[1] == 1 and out[2] == -1
 
 
+def _set_fm_min_b(monkeypatch, b):
+    """The batch size from which the compiled loops take matmul_fm, for LSTM and GRU."""
+    from ddg.autograd.ops import rnn
+    monkeypatch.setattr(rnn, "FM_MIN_B", b)
+    monkeypatch.setattr(rnn, "LSTM_FM_MIN_B", b)
+
+
 def _seq_run(mode, arrs, dtype, reverse, batch_major, lengths):
     """Outputs and every input's gradient of one sequence op under a fixed loss."""
     ts = [ddg.to_tensor(a.astype(dtype), stop_gradient=False) for a in arrs]
@@ -255,7 +262,8 @@ def test_compiled_loops_match_float64_and_numpy_path(mode, reverse, batch_major,
 def test_compiled_recurrent_product_and_transpose():
     from ddg.tensor import rnn_kernels
     rng = np.random.default_rng(14)
-    # whole 8x16 tiles, and the rows (one at a time) and columns (8, 4, 1 at a time) they leave;
+    # whole 8x16 tiles, and the rows (one at a time) and columns (8, 4, 1 at a time) they leave,
+    # a last block of 17-24 columns (24 unmasked, fewer masked);
     # matmul_tn's two outputs (either may have no columns) over more rows than one pass, the
     # gate gradients as batch rows [T, B, M] or feature-major [T, M, B]
     for t, bt, m, n in ((5, 4, 24, 37), (75, 4, 17, 5), (40, 15, 43, 70), (0, 8, 8, 4)):
@@ -271,12 +279,17 @@ def test_compiled_recurrent_product_and_transpose():
                     tol = 1e-5 * (np.abs(a2.T) @ np.abs(x[:, c:c + o.shape[1]])).max(initial=0)
                     assert np.abs(o - want).max(initial=0) <= tol
     for m, k, b in ((24, 6, 4), (18, 7, 5), (3, 1, 2), (40, 33, 16), (17, 9, 47), (8, 1, 32), (5, 0, 3), (19, 9, 1),
-                    (21, 10, 2), (16, 5, 2), (8, 3, 1), (6, 4, 1), (41, 9, 24), (25, 7, 20), (16, 5, 8), (7, 3, 40), (40, 1024, 20)):
+                    (21, 10, 2), (16, 5, 2), (8, 3, 1), (6, 4, 1), (41, 9, 24), (25, 7, 20), (16, 5, 8), (7, 3, 40), (40, 1024, 20),
+                    (9, 5, 17), (12, 4, 56), (70, 6, 20), (130, 3, 33), (7, 2, 36), (45, 7, 12), (33, 4, 26),
+                    (40, 260, 12), (33, 256, 27)):
         w, r = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, b)).astype(np.float32)
         out = np.full((m, b), np.nan, np.float32)
         rnn_kernels.matmul_fm(w, r, out)
         want = w.astype(np.float64) @ r.astype(np.float64)
         tol = 1e-5 * ((np.abs(w) @ np.abs(r)).max(initial=0) + 1)
+        np.testing.assert_allclose(out, want, rtol=0, atol=tol)
+        out = np.full((m, b), np.nan, np.float32)      # the last 1-4 or 9-12 columns from w's transpose
+        rnn_kernels.matmul_fm_t(w, np.ascontiguousarray(w.T), r, out)
         np.testing.assert_allclose(out, want, rtol=0, atol=tol)
         out = np.full((m, b), np.nan, np.float32)
         rt = np.concatenate([r.T, rng.standard_normal((b, 2)).astype(np.float32)], axis=1)   # rows wider than k
@@ -298,7 +311,7 @@ def test_compiled_loops_kernel_products_and_zero_initial_state(mode, reverse, le
     states' gradients wanted or not."""
     from ddg.autograd.ops import rnn
     monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_T", 0)
-    monkeypatch.setattr(rnn, "FM_MIN_B", 0 if fm else 1000)
+    _set_fm_min_b(monkeypatch, 0 if fm else 1000)
     rng = np.random.default_rng(15)
     arrs = _arrays(rng, mode, 5, 5, 3, 6, True)
     n_state = 2 if mode == "LSTM" else 1
@@ -327,7 +340,7 @@ def test_compiled_loops_hidden_blocks(mode, H, batch_major, kernels, monkeypatch
     numpy path."""
     from ddg.autograd.ops import rnn
     monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_T", 0 if kernels else 1000)
-    monkeypatch.setattr(rnn, "FM_MIN_B", 0 if kernels else 1000)   # with the kernels, matmul_fm at batch 3
+    _set_fm_min_b(monkeypatch, 0 if kernels else 1000)   # with the kernels, matmul_fm at batch 3
     rng = np.random.default_rng(16)
     arrs = _arrays(rng, mode, 4, 3, 2, H, batch_major)
     lens = np.array((4, 2, 3))
@@ -382,7 +395,7 @@ def test_compiled_lstm_weight_gradients(wanted, zero_h0, fm, monkeypatch):
     state's step left out of dW_hh or not, both directions, the gate gradients as batch
     rows or feature-major (FM_MIN_B), against the float64 numpy path."""
     from ddg.autograd.ops import rnn
-    monkeypatch.setattr(rnn, "FM_MIN_B", 0 if fm else 1000)
+    _set_fm_min_b(monkeypatch, 0 if fm else 1000)
     rng = np.random.default_rng(17)
     arrs = _arrays(rng, "LSTM", 4, 3, 5, 6, True)
     if zero_h0:
@@ -412,7 +425,7 @@ def test_compiled_loops_small_batches(mode, B, fm, IH, monkeypatch):
     monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_T", 0)
     if IH[1] > 6:
         monkeypatch.setattr(rnn, "XPROJ_ONE_MIN", 0)
-    monkeypatch.setattr(rnn, "FM_MIN_B", 0 if fm else 1000)
+    _set_fm_min_b(monkeypatch, 0 if fm else 1000)
     rng = np.random.default_rng(18)
     arrs = _arrays(rng, mode, 4, B, IH[0], IH[1], B % 2 == 0)
     if B % 2:
@@ -425,3 +438,30 @@ def test_compiled_loops_small_batches(mode, B, fm, IH, monkeypatch):
     for g, r in zip(got, ref):
         assert g.dtype == np.float32 and g.shape == r.shape
         np.testing.assert_allclose(g, r, rtol=0, atol=2e-6 * (np.abs(r).max() + 1))
+
+
+@pytest.mark.parametrize("B,H,reverse,zero_h0,cols_max", [(18, 9, False, True, None), (18, 9, True, False, None),
+                                                          (24, 9, False, False, None), (20, 9, True, True, 0),
+                                                          (12, 256, True, False, None), (28, 256, False, True, None),
+                                                          (11, 256, False, False, None)])
+def test_compiled_lstm_wide_batches(B, H, reverse, zero_h0, cols_max, monkeypatch):
+    """The LSTM's loops at batches whose last block is 24 columns (one 8x24 tile) or 1-4 or
+    9-12 columns past a multiple of 16 (formed from the weights' transposes, matmul_fm_t,
+    9-12 only from 256 hidden features; COLS_MAX_W 0: by the 8- and 16-lane tiles
+    instead), with and without lengths and a zero initial state, against the float64 numpy
+    path."""
+    from ddg.autograd.ops import rnn
+    monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_T", 0)
+    if cols_max is not None:
+        monkeypatch.setattr(rnn, "COLS_MAX_W", cols_max)
+    rng = np.random.default_rng(21)
+    arrs = _arrays(rng, "LSTM", 4, B, 5, H, reverse)
+    if zero_h0:
+        arrs[1], arrs[2] = np.zeros_like(arrs[1]), np.zeros_like(arrs[2])
+    lens = np.arange(B) % 4 + 1 if reverse else None
+    got = _seq_run("LSTM", arrs, np.float32, reverse, reverse, lens)
+    ref = _seq_run("LSTM", arrs, np.float64, reverse, reverse, lens)
+    tol = 2e-6 if H < 64 else 1e-5          # float32 sums over 4H * (H + I) terms
+    for g, r in zip(got, ref):
+        assert g.dtype == np.float32 and g.shape == r.shape
+        np.testing.assert_allclose(g, r, rtol=0, atol=tol * (np.abs(r).max() + 1))

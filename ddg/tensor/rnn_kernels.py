@@ -38,7 +38,7 @@ import numba
 import numpy as np
 
 from .compiled import FASTMATH, kernel
-from .gemm_kernels import _H1, _H8, _H16, _T1, _T8, _TT1, _TT8, transpose  # noqa: F401 - transpose: rnn_kernels.transpose
+from .gemm_kernels import _H1, _H8, _H16, _T1, _T8, _TT1, _TT8, _C4, _C12, _W8, transpose  # noqa: F401 - transpose: rnn_kernels.transpose
 
 _F = np.float32
 _CLAMP = _F(7.99881172180175781)
@@ -141,15 +141,24 @@ def tanh_f32(x, out):
         out[i] = _tanh(x[i])
 
 
+@numba.njit(**_OPTS)
+def _gate_act(a, g, bb, s):
+    """``a = tanh((g + a + bb) * s) * s + 1 - s`` over 1-D arrays: ``s = 1/2`` the sigmoid,
+    1 tanh. One flat loop of its own per gate vectorizes whole (a loop over a row's batch
+    columns leaves the columns past the last multiple of 16 scalar, a third of them at
+    batch 24; one loop per gate inside a loop over the four gates stayed scalar)."""
+    for k in range(a.shape[0]):
+        a[k] = _tanh((g[k] + (a[k] + bb[k])) * s) * s + (_ONE - s)
+
+
 @numba.njit(**_OPTS)   # also called by the whole-sequence loops below
 def lstm_step_forward(gt, bias, t, tn, valid, has_mask, ht, ct, act, cs, tcs, hp_next, y, bm):
     """Step t of an LSTM, feature-major: ``gt`` ``[4H, B]`` holds ``W_hh @ h``, ``act[t]``
-    (``act`` ``[T, 4H, B]``) the step's input projections, ``bias`` ``[4H, 1]`` the sum of both
-    biases (gates i, f, g, o), or ``[4H, B]`` that sum in every column (a few batch columns:
-    the loop over them would stay scalar); ``ht``, ``ct`` ``[H, B]`` hold the state before the step and
-    are updated in place. Replaces ``act[t]`` by the gate activations (in place: a step
-    reads and writes the same cache lines, not a second buffer) and writes the cell state
-    ``cs[t]``, ``tanh(c)``
+    (``act`` ``[T, 4H, B]``) the step's input projections, ``bias`` ``[4H, B]`` the sum of both
+    biases (gates i, f, g, o) in every column (so that each gate is one flat loop); ``ht``,
+    ``ct`` ``[H, B]`` hold the state before the step and are updated in place. Replaces
+    ``act[t]`` by the gate activations (in place: a step reads and writes the same cache
+    lines, not a second buffer) and writes the cell state ``cs[t]``, ``tanh(c)``
     ``tcs[t]``, the output ``y`` at step t (laid out like x) and, unless ``tn < 0``, the new
     state as the state before the next step, ``hp_next[tn]`` (``[B, H]``)."""
     H, B = ht.shape
@@ -157,18 +166,10 @@ def lstm_step_forward(gt, bias, t, tn, valid, has_mask, ht, ct, act, cs, tcs, hp
     at = act[t]
     a = at.reshape(4 * n)
     # sigmoid(x) = tanh(x/2)/2 + 1/2 on i, f, o; tanh on g
-    if bias.shape[1] == B and B > 1:     # the bias spread over the batch: one flat loop per gate
-        g, bb = gt.reshape(4 * n), bias.reshape(4 * n)
-        for q in range(4):
-            s = _ONE if q == 2 else _HALF
-            for k in range(q * n, (q + 1) * n):
-                a[k] = _tanh((g[k] + (a[k] + bb[k])) * s) * s + (_ONE - s)
-    else:                                # a loop over the batch per feature row
-        for j in range(4 * H):
-            s = _ONE if 2 * H <= j < 3 * H else _HALF
-            ar, gr, bj = at[j], gt[j], bias[j, 0]
-            for b in range(B):
-                ar[b] = _tanh((gr[b] + (ar[b] + bj)) * s) * s + (_ONE - s)
+    g, bb = gt.reshape(4 * n), bias.reshape(4 * n)
+    _gate_act(a[:2 * n], g[:2 * n], bb[:2 * n], _HALF)
+    _gate_act(a[2 * n:3 * n], g[2 * n:3 * n], bb[2 * n:3 * n], _ONE)
+    _gate_act(a[3 * n:], g[3 * n:], bb[3 * n:], _HALF)
     cp, hp, c, tc = ct.reshape(n), ht.reshape(n), cs[t].reshape(n), tcs[t].reshape(n)
     for k in range(n):
         c[k] = a[n + k] * cp[k] + a[k] * a[2 * n + k]
@@ -405,29 +406,70 @@ def matmul_tn(a, fmaj, x, out1, c1, out2):
 def matmul_fm(a, x, out):
     """``out [M, B] = a [M, K] @ x [K, B]`` (C-contiguous float32; the state or gate
     gradients feature-major as the right-hand side)."""
+    matmul_fm_t(a, np.empty((0, 0), np.float32), x, out)
+
+
+@numba.njit(**_OPTS)   # also called by the whole-sequence loops below
+def matmul_fm_t(a, at, x, out):
+    """``matmul_fm``, given also ``at = a.T`` (C-contiguous ``[K, M]``, or empty): at most 4
+    or 9-12 columns left past the 16-column tiles (batch 11, 12, 17-20, 28, 33-36, ...) are
+    then formed with vectors along the rows (``_C4``, ``_C12``), at a multiply-add per
+    column, instead of in a 16- or 8-lane tile with 4 or more of its lanes masked; 9-12
+    columns only where K >= 256 (with fewer the 32x12 tile's short loops and scattered
+    stores cost more than the masked lanes: 14 -> 25 us at [1536, 32] and batch 12)."""
     M, K = a.shape
     B = x.shape[1]
     if K == 0:
         out[:] = _ZERO
         return
+    cols = at.shape[0] == K and at.shape[1] == M
     M8 = M - M % 8
     for b0 in range(0, B, 16):
         nb = min(16, B - b0)
-        if nb <= 8:
-            # 16 rows at a time, unless the rows of a lie a multiple of 4 KB apart: 16
-            # streams then share one set of the 8-way L1 (8 rows do not overflow it)
-            M16 = M - M % 16 if K % 1024 else 0
-            for i in range(0, M16, 16):
-                _H16(a, x, out, i, i, b0, nb, 0, K, 0, 0)
-            for i in range(M16, M8, 8):
-                _H8(a, x, out, i, i, b0, nb, 0, K, 0, 0)
+        if B - b0 == 24:
+            # the last 24 columns in one tile: the weights stream through once for them, not
+            # once for 16 and again for 8 (the rows left over by 16 and 8 at a time)
+            for i in range(0, M8, 8):
+                _W8(a, x, out, i, i, b0, 24, 0, K, 0, 0)
             for i in range(M8, M):
-                _H1(a, x, out, i, i, b0, nb, 0, K, 0, 0)
+                _T1(a, x, out, i, i, b0, 16, 0, K, 0, 0)
+                _H1(a, x, out, i, i, b0 + 16, 8, 0, K, 0, 0)
+            break
+        if cols and (nb <= 4 or (8 < nb <= 12 and K >= 256)):
+            tmp = np.empty((12, 64), np.float32)
+            step = 64 if nb <= 4 else 32
+            for i in range(0, M, step):
+                if nb <= 4:
+                    _C4(at, x, tmp, i, b0, nb, K)
+                else:
+                    _C12(at, x, tmp, i, b0, nb, K)
+                for j in range(nb):
+                    for r in range(min(step, M - i)):
+                        out[i + r, b0 + j] = tmp[j, r]
+            break
+        if nb <= 8:
+            _fm_h(a, x, out, b0, nb)
             continue
         for i in range(0, M8, 8):
             _T8(a, x, out, i, i, b0, nb, 0, K, 0, 0)
         for i in range(M8, M):
             _T1(a, x, out, i, i, b0, nb, 0, K, 0, 0)
+
+
+@numba.njit(**_OPTS)
+def _fm_h(a, x, out, b0, nb):
+    """``matmul_fm``'s columns ``b0..b0+nb`` (nb <= 8) in 8-lane tiles."""
+    M, K = a.shape
+    M8 = M - M % 8
+    # 16 rows at a time, unless the rows of a lie a multiple of 4 KB apart: 16 streams then
+    # share one set of the 8-way L1 (8 rows do not overflow it)
+    M16 = M - M % 16 if K % 1024 else 0
+    for i in range(0, M16, 16):
+        _H16(a, x, out, i, i, b0, nb, 0, K, 0, 0)
+    for i in range(M16, M8, 8):
+        _H8(a, x, out, i, i, b0, nb, 0, K, 0, 0)
+    for i in range(M8, M):
+        _H1(a, x, out, i, i, b0, nb, 0, K, 0, 0)
 
 
 # With a few batch columns the tiles above waste most of their 16 lanes (a quarter used at
@@ -568,24 +610,25 @@ def matmul_wr(w, rt, out):
 # per step: ~2-3 us of call overhead each.
 @numba.njit(**_OPTS)
 def lstm_forward_loop(w_ih, xf, w_hh, bias, order, first, valid, has_mask, ht, ct, act, cs, tcs, hp, y, gt, fm,
-                      bm):
+                      bm, wih_t, whh_t):
     """Every step of ``lstm_step_forward`` in ``order`` (int64 ``[T]``), each after
     ``gt = W_hh @ h`` by ``matmul_fm`` on the feature-major state ``ht`` (``fm``), else by
     ``matmul_wr`` on the saved rows ``hp[t]`` (zero, without the product, at step
     ``first``: a zero initial state; -1 for none). With ``fm`` the step's input projection
     ``act[t] = W_ih @ xf[t]`` (``xf`` ``[T, I, B]``, x feature-major) is formed here too,
-    just before the step reads it; else ``act`` holds them all on entry."""
+    just before the step reads it; else ``act`` holds them all on entry. ``wih_t``, ``whh_t``:
+    the weights' transposes for ``matmul_fm_t`` (or empty arrays)."""
     T = order.shape[0]
     for k in range(T):
         t = order[k]
         tn = order[k + 1] if k + 1 < T else -1
         if fm:
-            matmul_fm(w_ih, xf[t], act[t])
+            matmul_fm_t(w_ih, wih_t, xf[t], act[t])
         if t == first:
             gt[:] = _ZERO
         else:
             if fm:
-                matmul_fm(w_hh, ht, gt)
+                matmul_fm_t(w_hh, whh_t, ht, gt)
             else:
                 matmul_wr(w_hh, hp[t], gt)
         lstm_step_forward(gt, bias, t, tn, valid, has_mask, ht, ct, act, cs, tcs, hp, y, bm)
@@ -593,7 +636,7 @@ def lstm_forward_loop(w_ih, xf, w_hh, bias, order, first, valid, has_mask, ht, c
 
 @numba.njit(**_OPTS)
 def lstm_backward_loop(gy, has_gy, order, last, valid, has_mask, act, cs, c0t, tcs, whh_t, dht, tmp, dct, dp,
-                       scratch, dbs, wih_t, dxf, need_dx, fm, bm):
+                       scratch, dbs, wih_t, dxf, need_dx, fm, bm, w_ih, w_hh):
     """Every step of ``lstm_step_backward``, last step first, each followed by the state
     gradient before the step, ``W_hh^T @ dp[t]`` (``whh_t`` the contiguous ``W_hh^T``; rows
     past their length keep theirs), down to step index ``last`` of ``order`` (0, or 1 when
@@ -606,7 +649,8 @@ def lstm_backward_loop(gy, has_gy, order, last, valid, has_mask, act, cs, c0t, t
     initial cell state ``[H, B]``; ``tmp`` ``[H, B]`` is scratch; the result is left in
     ``dht`` and ``dct``. ``dbs`` ``[4H, B]`` gets the sum of every step's gate gradients
     (the bias gradient once summed over the batch: added while the step's block is in L1,
-    not in a pass over all of ``dp`` afterwards)."""
+    not in a pass over all of ``dp`` afterwards). ``w_ih``, ``w_hh``: the weights (the
+    transposes of ``wih_t``, ``whh_t``) for ``matmul_fm_t``, or empty arrays."""
     T = order.shape[0]
     H, B = dht.shape
     n4 = 4 * H * B
@@ -622,11 +666,11 @@ def lstm_backward_loop(gy, has_gy, order, last, valid, has_mask, act, cs, c0t, t
         for q in range(n4):
             db[q] += sc[q]
         if fm and need_dx:
-            matmul_fm(wih_t, g, dxf[t])
+            matmul_fm_t(wih_t, w_ih, g, dxf[t])
         if k < last:
             break
         if fm:
-            matmul_fm(whh_t, g, nxt)
+            matmul_fm_t(whh_t, w_hh, g, nxt)
         else:
             matmul_wr(whh_t, dp[t], nxt)
         if has_mask:

@@ -58,11 +58,26 @@ BWD_KERNEL_MIN_T = 4
 # from this batch size on the recurrent products are matmul_fm (16 batch columns per vector),
 # below it rnn_kernels.matmul_wr (vectorized over k)
 FM_MIN_B = 12
+# the same for the LSTM, whose products form 9-12 batch columns with the column tile of
+# matmul_fm_t (a training step at batch 11, H=512, T=50: 1.05x torch's CPU time against 1.15
+# with matmul_wr; at batch 9 and 10 matmul_wr stays as fast)
+LSTM_FM_MIN_B = 11
 # below FM_MIN_B, the input projections of all steps come from one product (and a transposed
 # copy) from a W_ih of this many elements on (or at batch 1), else from numpy's stacked matmul
 XPROJ_ONE_MIN = 1 << 17
-# below this batch size the LSTM's forward step reads its bias spread over the batch
-LSTM_BIAS_B = 4
+
+
+# the compiled LSTM's products form the last 1-4 or 9-12 columns of a batch past a multiple
+# of 16 (12, 17-20, 28, 33-36, ...) with vectors along the weights' rows (rnn_kernels.matmul_fm_t, from
+# their transposes) where W_hh has at most this many elements: beyond, the transposes' rows
+# lie so far apart that reading 64 floats from each costs more than the masked lanes saved
+# (1.2-1.3x slower at H=1024, 0.75-0.93x the time at H=384-512)
+COLS_MAX_W = 1 << 20
+
+
+def _cols_left(B, w_size):
+    r = B % 16
+    return ((B > 16 and 1 <= r <= 4) or 9 <= r <= 12) and w_size <= COLS_MAX_W
 
 
 class RNNSequence(Function):
@@ -162,7 +177,7 @@ class RNNSequence(Function):
         # of a stacked matmul: 1.4x matmul_fm's time at I=H=256 T=50); the GRU's from batch
         # 12 come from numpy's stacked matmul. The LSTM kernel turns each block into the
         # step's gate activations in place.
-        fm = B >= FM_MIN_B
+        fm = B >= (LSTM_FM_MIN_B if lstm else FM_MIN_B)
         # the state before each step as batch rows; the LSTM keeps x's rows beside them
         # ([T, B, H + I]: h, then x), so that one product over all steps gives both weight
         # gradients (the kernels read and write the first H columns of each row). Rows of a
@@ -198,16 +213,25 @@ class RNNSequence(Function):
         first = order[0] if T and not st[0].any() else None     # W_hh @ 0 is not computed
         nxt = list(order)[1:] + [-1]
         if lstm:
-            # [4H, 1], or [4H, B] at batch 2 and 3: the kernel's loop over so few columns would
-            # stay scalar (the forward loop took twice the backward's time at B=2 H=256)
-            bias = (b_ih + b_hh)[:, None]
-            bias = np.ascontiguousarray(np.repeat(bias, B, axis=1) if B < LSTM_BIAS_B else bias)
+            # [4H, B], the sum of both biases in every column: the kernel's gate activations
+            # are then one flat loop per gate (a loop over a row's few batch columns leaves
+            # those past the last multiple of 16 scalar)
+            bias = np.ascontiguousarray(np.repeat((b_ih + b_hh)[:, None], B, axis=1))
         else:
             b_ih, b_hh = np.ascontiguousarray(b_ih), np.ascontiguousarray(b_hh)
+        self.w_t = None
         if lstm:                           # every step in one compiled call
-            K.lstm_forward_loop(np.ascontiguousarray(w_ih), xf, w_hh, bias, np.array(order, np.int64),
+            w_ih = np.ascontiguousarray(w_ih)
+            none = np.empty((0, 0), dt)
+            wt = (none, none)
+            if fm and _cols_left(B, w_hh.size):   # the weights' transposes for matmul_fm_t (kept for backward)
+                wt = tuple(np.empty(w.shape[::-1], dt) for w in (w_ih, w_hh))
+                K.transpose(w_ih, wt[0])
+                K.transpose(w_hh, wt[1])
+                self.w_t = wt
+            K.lstm_forward_loop(w_ih, xf, w_hh, bias, np.array(order, np.int64),
                                 -1 if first is None else first, valid, has_mask, st[0], st[1], act, aux[0], aux[1], hp,
-                                y, gt, fm, bm)
+                                y, gt, fm, bm, wt[0] if w_ih.size <= COLS_MAX_W else none, wt[1])
         else:
             for t, tn in zip(order, nxt):
                 if t == first:
@@ -240,10 +264,13 @@ class RNNSequence(Function):
         # the LSTM's loop with matmul_fm leaves the gate gradients feature-major, [T, 4H, B]
         # (written where the step computes them: a transposed copy of each step's block cost
         # 1.4 ms of 6.4 at H=128 T=200); else they are saved as batch rows, [T, B, G*H]
-        fmaj = lstm and kern and B >= FM_MIN_B
+        fmaj = lstm and kern and B >= LSTM_FM_MIN_B
         dpt = np.empty((T, G * H, B) if fmaj else (T, B, G * H), dt)
         dxf = None
-        if kern:
+        w_t = getattr(self, "w_t", None)      # the transposes the LSTM's forward made
+        if kern and w_t is not None:
+            whh_t = w_t[1]
+        elif kern:
             whh_t = np.empty((H, G * H), dt)
             K.transpose(np.ascontiguousarray(self.w_hh), whh_t)
         else:
@@ -256,14 +283,22 @@ class RNNSequence(Function):
             if kern:                       # every step in one compiled call
                 dbs = np.empty((G * H, B), dt)
                 need_dx = fmaj and self.needs[0]    # W_ih^T @ dp per step, while dp[t] is in L1
-                if need_dx:
+                if need_dx and w_t is not None:
+                    wih_t, dxf = w_t[0], np.empty((T, I, B), dt)
+                elif need_dx:
                     wih_t, dxf = np.empty((I, G * H), dt), np.empty((T, I, B), dt)
                     K.transpose(np.ascontiguousarray(self.w_ih), wih_t)
                 else:
                     wih_t = np.empty((1, 1), dt)
+                # the weights themselves as the transposes of W^T for matmul_fm_t's last columns
+                none = np.empty((0, 0), dt)
+                wts = (none, none)
+                if fmaj and _cols_left(B, self.w_hh.size):
+                    wts = (np.ascontiguousarray(self.w_ih) if self.w_ih.size <= COLS_MAX_W else none,
+                           np.ascontiguousarray(self.w_hh))
                 K.lstm_backward_loop(gy, has_gy, np.array(order, np.int64), last, valid, has_mask, act, cs, c0t, tcs,
                                      whh_t, dht, tmp, dct, dpt, sp, dbs, wih_t,
-                                     dxf if need_dx else np.empty((1, 1, 1), dt), need_dx, fmaj, bm)
+                                     dxf if need_dx else np.empty((1, 1, 1), dt), need_dx, fmaj, bm, wts[0], wts[1])
             else:
                 for k in range(T - 1, -1, -1):
                     t = order[k]
