@@ -393,3 +393,43 @@ def assert_cpu_and_device_agree(cases, place, rng):
             res[where] = (y.numpy(), t.grad.numpy())
         for a, b in zip(res[place], res["cpu"]):
             np.testing.assert_allclose(a, b, rtol=0, atol=2e-6 * np.abs(b).max())
+
+
+# every convolution kind and rank with an empty batch: the output shape a batch of 2 gives,
+# zero weight and bias gradients, an empty input gradient (each shape picks another path)
+_EMPTY_CASES = [
+    (F.conv1d, (16, 20), (16, 16, 5), dict(padding=2)),
+    (F.conv1d, (16, 20), (16, 16, 5), dict(stride=2, padding=2)),
+    (F.conv1d_transpose, (38, 11), (38, 5, 2), dict(stride=2, padding=[3, 2])),
+    (F.conv1d_transpose, (16, 20), (16, 16, 4), dict(stride=2, padding=1)),
+    (F.conv2d, (8, 5, 5), (4, 8, 3, 3), dict(padding=1)),
+    (F.conv2d, (8, 9, 9), (8, 1, 3, 3), dict(stride=2, padding=1, groups=8)),
+    (F.conv2d, (3, 16, 16), (8, 3, 7, 7), dict(stride=2, padding=3)),
+    (F.conv2d, (8, 8, 8), (8, 8, 4, 4), dict(stride=4)),
+    (F.conv2d_transpose, (8, 5, 5), (8, 4, 4, 4), dict(stride=2, padding=1)),
+    (F.conv2d_transpose, (38, 5, 5), (38, 5, 2, 3), dict(stride=2, padding=1)),
+    (F.conv2d_transpose, (8, 5, 5), (8, 8, 3, 3), dict(stride=2, padding=1, output_padding=1)),
+    (F.conv3d, (8, 4, 4, 4), (8, 8, 3, 3, 3), dict(padding=1)),
+    (F.conv3d_transpose, (16, 4, 4, 4), (16, 16, 4, 4, 4), dict(stride=2, padding=1)),
+    (F.conv3d_transpose, (64, 1, 1, 1), (64, 64, 4, 4, 4), dict(stride=2, padding=1)),
+    (F.conv3d_transpose, (4, 3, 3, 3), (4, 4, 4, 4, 4), dict(stride=2, padding=1)),
+    (F.conv3d_transpose, (8, 3, 3, 3), (8, 8, 2, 2, 2), dict(stride=2)),
+    (F.conv3d_transpose, (8, 3, 3, 3), (8, 4, 3, 3, 3), dict(padding=1, groups=2)),
+]
+
+
+@pytest.mark.parametrize("f, xs, ws, kw", _EMPTY_CASES)
+def test_conv_empty_batch(f, xs, ws, kw):
+    rng = np.random.default_rng(0)
+    w = ddg.to_tensor(rng.standard_normal(ws).astype("float32"), stop_gradient=False)
+    cout = ws[1] * kw.get("groups", 1) if "transpose" in f.__name__ else ws[0]
+    b = ddg.to_tensor(rng.standard_normal(cout).astype("float32"), stop_gradient=False)
+    full = f(ddg.to_tensor(rng.standard_normal((2,) + xs).astype("float32")), w, b, **kw)
+    x = ddg.zeros([0, *xs], "float32")
+    x.stop_gradient = False
+    y = f(x, w, b, **kw)
+    assert y.shape == [0] + full.shape[1:]
+    y.sum().backward()
+    assert x.grad.shape == [0, *xs]
+    assert w.grad.shape == list(ws) and not np.any(w.grad.numpy())
+    assert b.grad.shape == [cout] and not np.any(b.grad.numpy())
