@@ -10,7 +10,10 @@ import pytest
 
 from conftest import ROOT, SHARED
 
-ENV = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+# The seed programs draw their data and weights without seeding, and some of their own checks
+# ("the loss falls at every one of 10 Adam steps") fail for a few random starts in 1,000 (real
+# Paddle too: s000_weight_sharing 1 of 300), so they run from a fixed start seed (DDG_SEED).
+ENV = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), DDG_SEED="2026")
 PROGRAMS = [
     "s000_basic.py", "s000_control_flow.py", "s002_torch_style.py",   # the core
     "s000_train_mymodel.py", "s000_weight_sharing.py", "s001_mnist.py",  # layers, data

@@ -57,7 +57,7 @@ def _run_two_ranks(script, out):
     env = dict(os.environ)
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
     env["OMP_NUM_THREADS"] = "1"
-    for k in launcher_env.LAUNCHER_VARS + ("DDG_FORCE_MPI",):
+    for k in launcher_env.LAUNCHER_VARS + ("DDG_FORCE_MPI", "DDG_SEED"):
         env.pop(k, None)
     res = subprocess.run([sys.executable, DDGRUN, "-n", "2", sys.executable, str(script), str(out)],
                          capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
@@ -93,6 +93,27 @@ def test_two_ranks_unseeded_differ_seeded_repeat(tmp_path):
             # run to run: unseeded differs, seeded repeats
             assert run1[rank]["unseeded"][key] != run2[rank]["unseeded"][key], key
             assert run1[rank]["seeded"][key] == run2[rank]["seeded"][key], key
+
+
+def _start(seed):
+    env = {k: v for k, v in os.environ.items() if k != "DDG_SEED"}
+    if seed is not None:
+        env["DDG_SEED"] = seed
+    code = "import ddg; from ddg.tensor import backend; print(backend.initial_seed(), ddg.rand([4]).numpy().tolist())"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
+
+
+def test_start_seed_from_environment():
+    # DDG_SEED fixes the start seed of a program that never calls ddg.seed; unset, runs differ
+    a, b, c, d = _start("77"), _start(" 77 "), _start(None), _start(None)
+    assert a.returncode == b.returncode == c.returncode == d.returncode == 0, a.stderr + c.stderr
+    assert a.stdout == b.stdout and a.stdout.split()[0] == "77"
+    ddg.seed(77)
+    assert a.stdout.split(" ", 1)[1].strip() == str(ddg.rand([4]).numpy().tolist())
+    assert c.stdout != d.stdout
+    for bad in ("-3", "seven"):
+        res = _start(bad)
+        assert res.returncode != 0 and "DDG_SEED must be an integer >= 0" in res.stderr, res.stderr[-500:]
 
 
 def test_seed_in_process():

@@ -213,13 +213,29 @@ def erf(xp, a):
 # ---------------------------------------------------------------------------
 # Random numbers: one global generator per backend. Until ``ddg.seed`` is called, each
 # process starts from a fresh seed drawn from the operating system (as Paddle, PyTorch and
-# numpy do), so ranks and runs differ; ``ddg.seed(n)`` makes them repeat.
+# numpy do), so ranks and runs differ; ``ddg.seed(n)`` makes them repeat. The environment
+# variable ``DDG_SEED`` (an integer >= 0) replaces the drawn start seed, so an unchanged
+# program that never calls ``ddg.seed`` can be rerun with the same numbers.
 def _os_seed():
     """A fresh 63-bit seed from the operating system's entropy."""
     return int.from_bytes(os.urandom(8), "little") >> 1
 
 
-_seed_value = [_os_seed()]
+def _start_seed():
+    """``DDG_SEED`` when set, else a seed from the operating system."""
+    text = os.environ.get("DDG_SEED", "").strip()
+    if not text:
+        return _os_seed()
+    try:
+        n = int(text)
+    except ValueError:
+        raise ValueError(f"DDG_SEED must be an integer >= 0, got {text!r}") from None
+    if n < 0:
+        raise ValueError(f"DDG_SEED must be an integer >= 0, got {text!r}")
+    return n
+
+
+_seed_value = [_start_seed()]
 _np_rng = np.random.default_rng(_seed_value[0])
 
 
