@@ -682,6 +682,69 @@ def test_conv3d_transpose_winograd_f22_agrees_on_device(place):
                                   (1, 16, 3, 4, 3))], place, RNG)
 
 
+
+# (x shape, Cout, kernel = stride, output_padding): 3-D transposed convolutions whose windows
+# tile the output: one product per sample and an interleave of its taps (U-Net upsampling
+# 2x2x2, C -> C/2; mixed kernels, a margin of output_padding, batch 1 and 3, 1x1x1)
+TILES_3D = [((2, 4, 3, 2, 3), 2, (2, 2, 2), (0, 0, 0)), ((3, 3, 2, 3, 2), 4, (2, 1, 3), (1, 0, 2)),
+            ((1, 5, 2, 2, 3), 3, (1, 1, 1), (0, 0, 0))]
+
+
+@pytest.mark.parametrize("xs,cout,k,opad", TILES_3D)
+def test_conv3d_transpose_kernel_equal_to_stride(xs, cout, k, opad, monkeypatch):
+    import ddg.tensor.conv_phase as CP
+    import ddg.autograd.ops.conv_nd as CN
+    taken, real = [], CP.tile_transpose_forward
+    monkeypatch.setattr(CN, "tile_transpose_forward", lambda *a: taken.append(1) or real(*a))
+    x, w, b = RNG.standard_normal(xs), RNG.standard_normal((xs[1], cout) + k), RNG.standard_normal(cout)
+    out = tuple(xs[2 + i] * k[i] + opad[i] for i in range(3))
+    ref = _ref_conv3d_transpose_strided(x, w, k, (0, 0, 0), out) if not any(opad) else None
+    if ref is None:   # the output_padding margin: no tap reaches it, the bias alone
+        ref = np.zeros((xs[0], cout) + out)
+        ref[:, :, :out[0] - opad[0], :out[1] - opad[1], :out[2] - opad[2]] = \
+            _ref_conv3d_transpose_strided(x, w, k, (0, 0, 0), tuple(o - p for o, p in zip(out, opad)))
+    ref = ref + b.reshape(1, -1, 1, 1, 1)
+    v = RNG.standard_normal(ref.shape)
+    got = {}
+    for dt in ("float64", "float32"):
+        xt, wt, bt = T(x, True, dt), T(w, True, dt), T(b, True, dt)
+        y = F.conv3d_transpose(xt, wt, bt, k, 0, opad)
+        (y * T(v, dtype=dt)).sum().backward()
+        got[dt] = (y.numpy(), xt.grad.numpy(), wt.grad.numpy(), bt.grad.numpy())
+    assert len(taken) == 2
+    np.testing.assert_allclose(got["float64"][0], ref, rtol=0, atol=1e-13 * np.abs(ref).max())
+    for a, r in zip(got["float32"], got["float64"]):
+        np.testing.assert_allclose(a, r, rtol=0, atol=2e-6 * np.abs(r).max())
+    np.testing.assert_allclose(got["float64"][3], v.sum(axis=(0, 2, 3, 4)), rtol=1e-12)
+    _directional_check(lambda x, w: (F.conv3d_transpose(T(x), T(w), T(b), k, 0, opad).numpy() * v).sum(), [x, w],
+                       got["float64"][1:3], RNG)
+    # float16 and bfloat16 (computed in float32): the same result within their round-off
+    from ddg.tensor.dtypes import bfloat16
+    for dt, tol in ((np.float16, 1e-2), (bfloat16, 6e-2)):
+        xt = T(x, True, dt)
+        y = F.conv3d_transpose(xt, T(w, dtype=dt), T(b, dtype=dt), k, 0, opad)
+        (y * T(v, dtype=dt)).sum().backward()
+        assert y.numpy().dtype == dt and xt.grad.numpy().dtype == dt
+        np.testing.assert_allclose(y.numpy().astype(np.float64), ref, rtol=0, atol=tol * np.abs(ref).max())
+        np.testing.assert_allclose(xt.grad.numpy().astype(np.float64), got["float64"][1], rtol=0,
+                                   atol=tol * np.abs(got["float64"][1]).max())
+    xt = T(x, True)
+    F.conv3d_transpose(xt, T(w), None, k, 0, opad).sum().backward()      # the input gradient alone
+    np.testing.assert_allclose(xt.grad.numpy(), w.sum(axis=(1, 2, 3, 4)).reshape(1, -1, 1, 1, 1)
+                               * np.ones(xs), rtol=1e-12)
+
+
+def test_conv3d_transpose_kernel_equal_to_stride_agrees_on_device(place, monkeypatch):
+    import ddg.tensor.conv_phase as CP
+    import ddg.autograd.ops.conv_nd as CN
+    taken, real = [], CP.tile_transpose_forward
+    monkeypatch.setattr(CN, "tile_transpose_forward", lambda *a: taken.append(1) or real(*a))
+    w, b = RNG.standard_normal((6, 3, 2, 2, 2)).astype("float32"), RNG.standard_normal(3).astype("float32")
+    assert_cpu_and_device_agree([(lambda x, p: F.conv3d_transpose(x, ddg.to_tensor(w, place=p),
+                                                                 ddg.to_tensor(b, place=p), 2), (2, 6, 3, 2, 4))],
+                                place, RNG)
+    assert len(taken) == 2
+
 # -- N-d convolution ------------------------------------------------------------------------------
 def _ref_conv3d(x, w, stride, pad, dil, groups):
     n, c, *sp = x.shape

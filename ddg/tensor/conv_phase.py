@@ -15,7 +15,12 @@ modules; a 2-D image is a 3-D one of depth 1.
   the stride (three column products), without batch-innermost copies.
 * ``phase_k3_forward`` / ``phase_k3_backward``: a 2-D 3x3 stride-2 padding-1 transposed
   convolution by its exact output phases (9 taps, one product per phase) on NCHW planes.
+* ``tile_transpose_forward`` / ``tile_transpose_backward``: a 3-D transposed convolution
+  whose kernel equals its stride, as one product per sample and an interleave of its taps
+  (NCDHW in and out, numpy or cupy).
 """
+import itertools
+
 import numpy as np
 
 from . import backend
@@ -817,4 +822,75 @@ def phase_k3_backward(gy, state, need_x, need_w):
     if need_x:
         gxm = np.concatenate([w[:, :, kh, kw] for kh, kw in wg], axis=1) @ gcm        # [Cin, N*H*Wp]
         gx = gxm.reshape(cin, n, h, wp)[..., :wd].transpose(1, 0, 2, 3)
+    return gx, gw
+
+
+# -- 3-D transposed convolution whose kernel equals its stride ------------------------------------
+# (the 2x2x2 stride-2 upsampling of U-Nets): every output position meets exactly one tap of one
+# input position, so the whole layer is one product per sample, Wm^T [Cout*K, Cin] @ x_n
+# [Cin, S] (K = kd*kh*kw taps, S = D*H*W input positions, x read in place), whose rows' taps
+# are interleaved into the output in one copy (with the bias added in the same pass). The
+# input gradient is Wm [Cin, Cout*K] @ the output gradient's taps taken apart into
+# [Cout*K, N, S] (each sample's block a strided matrix of the product), the weight gradient
+# one product of x's [Cin, N*S] copy with those taps transposed.
+def tile_transpose_usable(x, w, s, pads, d, groups, out):
+    """Whether ``tile_transpose_forward`` takes this 3-D transposed convolution: one group,
+    kernel = stride, no padding or dilation, the output no smaller than S*s per axis, numpy
+    (or cupy) float32/float64 arrays of one dtype."""
+    k = tuple(w.shape[2:])
+    xp = backend.get_array_module(x)
+    return (len(k) == 3 and groups == 1 and tuple(s) == k and not any(pads) and all(v == 1 for v in d)
+            and backend.get_array_module(w) is xp and x.dtype == w.dtype
+            and x.dtype in (np.float32, np.float64)
+            and all(out[i] >= x.shape[2 + i] * k[i] for i in range(3)))
+
+
+def _tile_view(a, sp, k):
+    """``a`` [N, C, *out] cut to its whole tiles as [N, C, D, kd, H, kh, W, kw] (a view)."""
+    n, c = a.shape[:2]
+    v = a[(slice(None), slice(None)) + tuple(slice(0, sp[i] * k[i]) for i in range(3))]
+    return v.reshape((n, c) + tuple(m for i in range(3) for m in (sp[i], k[i])))
+
+
+def tile_transpose_forward(x, w, b, out):
+    """``conv3d_transpose(x, w) + b`` for ``tile_transpose_usable`` shapes: the output
+    [N, Cout, *out] (C-contiguous) and the state ``tile_transpose_backward`` takes."""
+    xp = backend.get_array_module(x)
+    n, cin = x.shape[:2]
+    sp, k = tuple(x.shape[2:]), tuple(w.shape[2:])
+    cout = w.shape[1]
+    ns = int(np.prod(sp))
+    f = xp.matmul(w.reshape(cin, -1).T, x.reshape(n, cin, ns))          # [N, Cout*K, S]
+    if b is not None:
+        f.reshape(n, cout, -1)[...] += b.astype(x.dtype, copy=False).reshape(1, -1, 1)
+    y = xp.empty((n, cout) + tuple(out), x.dtype)
+    if any(out[i] > sp[i] * k[i] for i in range(3)):                     # output_padding: rows no tap reaches
+        y[...] = 0 if b is None else b.astype(x.dtype, copy=False).reshape(-1, 1, 1, 1)
+    # one strided copy per tap: numpy's copy of the whole 8-axis transposition (or an add
+    # into it) runs its inner loop over the kw taps alone and is 2-3x slower
+    f = f.reshape((n, cout) + k + sp)
+    yv = _tile_view(y, sp, k)
+    for i, j, m in itertools.product(range(k[0]), range(k[1]), range(k[2])):
+        yv[:, :, :, i, :, j, :, m] = f[:, :, i, j, m]
+    return y, (x, w)
+
+
+def tile_transpose_backward(gy, state, need_x, need_w):
+    """The gradients of ``tile_transpose_forward`` (x's [N, Cin, *S], w's [Cin, Cout, *k])
+    for the output gradient ``gy`` [N, Cout, *out] (any layout)."""
+    x, w = state
+    xp = backend.get_array_module(x)
+    n, cin = x.shape[:2]
+    sp, k = tuple(x.shape[2:]), tuple(w.shape[2:])
+    cout = w.shape[1]
+    ns = int(np.prod(sp))
+    g = xp.empty((cout,) + k + (n,) + sp, w.dtype)                        # the taps: [Cout, kd, kh, kw, N, D, H, W]
+    g[...] = _tile_view(gy, sp, k).transpose(1, 3, 5, 7, 0, 2, 4, 6)
+    g = g.reshape(-1, n, ns)
+    gx = gw = None
+    if need_x:
+        gx = xp.matmul(w.reshape(cin, -1), g.transpose(1, 0, 2)).reshape(x.shape)
+    if need_w:
+        xm = x.reshape(cin, ns) if n == 1 else xp.ascontiguousarray(x.reshape(n, cin, ns).transpose(1, 0, 2))
+        gw = (xm.reshape(cin, -1) @ g.reshape(g.shape[0], -1).T).reshape(w.shape)
     return gx, gw

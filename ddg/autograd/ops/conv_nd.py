@@ -15,7 +15,9 @@ stride-1 3-D convolution with one group (depth slabs of 2-D columns, the input g
 a convolution of the output gradient), and a transposed convolution with one group,
 dilation 1 and a kernel that is a multiple of the stride, unless it has many input channels
 on few input positions (one stride-1 convolution per output phase, itself Winograd F(2, 2)
-or F(4x4, 3x3) for a kernel of twice the stride).
+or F(4x4, 3x3) for a kernel of twice the stride). A 3-D transposed convolution whose kernel
+equals its stride (no padding, one group) is one product per sample and an interleave of its
+taps (``conv_phase.tile_transpose_forward``, numpy or cupy).
 """
 import itertools
 
@@ -27,7 +29,8 @@ from ...tensor import conv_kernels as K
 from .conv import _gmm, _wgrad
 from ...tensor.conv_phase import (_cl, _from_cl, _hwd, _phases_usable, _slab_conv, _slab_wgrad, _wino3_backward,
                                   _wino3_forward, phase_transpose_backward, phase_transpose_forward,
-                                  phases_pay_3d)
+                                  phases_pay_3d, tile_transpose_backward, tile_transpose_forward,
+                                  tile_transpose_usable)
 
 
 def _im2col(xcl, k, s, d, o):
@@ -224,6 +227,11 @@ class ConvTransposeNd(Function):
         if n == 0:                                                          # an empty batch: no products
             self.phase, self.w, self.meta = "empty", w, (x.shape, b is not None)
             return backend.get_array_module(x).zeros((0, w.shape[1] * g) + self.out_sizes, x.dtype)
+        if tile_transpose_usable(x, w, self.s, self.pads, self.d, g, self.out_sizes):
+            # kernel = stride (3-D): one product per sample, its taps interleaved into the output
+            y, st = tile_transpose_forward(x, w, b, self.out_sizes)
+            self.phase, self.w, self.meta = ("tile", st), w, (x.shape, b is not None)
+            return y
         if _phases_usable(x, w, self.s, self.d, g) and (nd != 3 or phases_pay_3d(x)):
             y, self.phase = phase_transpose_forward(x, w, self.s, self.pads[0::2], self.out_sizes)
             if b is not None:
@@ -250,7 +258,10 @@ class ConvTransposeNd(Function):
             gb = xp.zeros(gy.shape[1], gy.dtype)
             return (gx, gw, gb) if has_b else (gx, gw)
         if self.phase is not None:
-            gx, gw = phase_transpose_backward(gy, self.phase, self.needs[0], self.needs[1])
+            if isinstance(self.phase[0], str) and self.phase[0] == "tile":
+                gx, gw = tile_transpose_backward(gy, self.phase[1], self.needs[0], self.needs[1])
+            else:
+                gx, gw = phase_transpose_backward(gy, self.phase, self.needs[0], self.needs[1])
             gb = gy.sum(axis=(0,) + tuple(range(2, gy.ndim))) if has_b and self.needs[2] else None
             return (gx, gw, gb) if has_b else (gx, gw)
         w, g = self.w, self.groups
