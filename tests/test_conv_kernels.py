@@ -745,6 +745,63 @@ def test_conv3d_transpose_kernel_equal_to_stride_agrees_on_device(place, monkeyp
                                 place, RNG)
     assert len(taken) == 2
 
+
+# (x shape, Cout, kernel, padding, dilation): stride-1 3-D transposed convolutions that run as
+# the convolution with the flipped kernel (Winograd for 3x3 planes with >= 16 channels, depth
+# slabs otherwise), uneven paddings within the kernel's extent
+AS_CONV_3D = [((2, 16, 3, 8, 8), 16, (3, 3, 3), (1, 1, 0, 2, 1, 1), (1, 1, 1)),
+              ((3, 2, 3, 4, 3), 3, (2, 3, 2), (0, 1, 2, 0, 1, 0), (1, 1, 2))]
+
+
+@pytest.mark.parametrize("xs,cout,k,pads,dil", AS_CONV_3D)
+def test_conv3d_transpose_stride1_as_convolution(xs, cout, k, pads, dil, monkeypatch):
+    import ddg.autograd.ops.conv_nd as CN
+    taken, real = [], CN.ConvNd.forward
+    monkeypatch.setattr(CN.ConvNd, "forward", lambda *a: taken.append(1) or real(*a))
+    wino, real_wino = [], CN._wino3_forward
+    monkeypatch.setattr(CN, "_wino3_forward", lambda *a: wino.append(1) or real_wino(*a))
+    x, w, b = RNG.standard_normal(xs), RNG.standard_normal((xs[1], cout) + k), RNG.standard_normal(cout)
+    ext = [dil[i] * (k[i] - 1) for i in range(3)]
+    out = tuple(xs[2 + i] + ext[i] - pads[2 * i] - pads[2 * i + 1] for i in range(3))
+    full = np.zeros((xs[0], cout) + tuple(xs[2 + i] + ext[i] for i in range(3)))
+    for off in np.ndindex(*k):
+        sl = tuple(slice(off[i] * dil[i], off[i] * dil[i] + xs[2 + i]) for i in range(3))
+        full[(slice(None), slice(None)) + sl] += np.einsum("nc...,co->no...", x, w[(slice(None), slice(None)) + off])
+    ref = full[:, :, pads[0]:pads[0] + out[0], pads[2]:pads[2] + out[1], pads[4]:pads[4] + out[2]]
+    ref = ref + b.reshape(1, -1, 1, 1, 1)
+    pd = list(pads)
+    v = RNG.standard_normal(ref.shape)
+    got = {}
+    for dt in ("float64", "float32"):
+        xt, wt, bt = T(x, True, dt), T(w, True, dt), T(b, True, dt)
+        y = F.conv3d_transpose(xt, wt, bt, 1, pd, dilation=dil)
+        (y * T(v, dtype=dt)).sum().backward()
+        got[dt] = (y.numpy(), xt.grad.numpy(), wt.grad.numpy(), bt.grad.numpy())
+    assert len(taken) == 2 and len(wino) == (2 if xs[1] >= 16 else 0)
+    np.testing.assert_allclose(got["float64"][0], ref, rtol=0, atol=1e-13 * np.abs(ref).max())
+    for a, r in zip(got["float32"], got["float64"]):   # Winograd's float32 round-off is a few times the direct sum's
+        np.testing.assert_allclose(a, r, rtol=0, atol=(1e-5 if wino else 2e-6) * np.abs(r).max())
+    np.testing.assert_allclose(got["float64"][3], v.sum(axis=(0, 2, 3, 4)), rtol=1e-12)
+    _directional_check(lambda x, w: (F.conv3d_transpose(T(x), T(w), T(b), 1, pd, dilation=dil).numpy() * v).sum(),
+                       [x, w], got["float64"][1:3], RNG)
+    from ddg.tensor.dtypes import bfloat16
+    for dt, tol in ((np.float16, 1e-2), (bfloat16, 6e-2)):
+        y = F.conv3d_transpose(T(x, dtype=dt), T(w, dtype=dt), T(b, dtype=dt), 1, pd, dilation=dil).numpy()
+        np.testing.assert_allclose(y.astype(np.float64), ref, rtol=0, atol=tol * np.abs(ref).max())
+
+
+def test_conv3d_transpose_stride1_gate():
+    import ddg.autograd.ops.conv_nd as CN
+
+    def takes(xs, k=3, pad=1, s=1, cout=None, dt=np.float32):
+        op = CN.ConvTransposeNd((s,) * 3, (pad,) * 6, (1, 1, 1), 1,
+                                tuple((v - 1) * s + k - 2 * pad for v in xs[2:]))
+        return op._as_conv_usable(np.empty(xs, dt), np.empty((xs[1], cout or xs[1]) + (k,) * 3, dt), 1)
+    assert takes((8, 16, 8, 8, 8)) and takes((1, 64, 8, 8, 8)) and takes((2, 8, 6, 6, 6), k=4, pad=3)
+    assert not takes((1, 128, 4, 4, 4)) and not takes((2, 64, 6, 6, 6))        # few positions per channel
+    assert not takes((8, 16, 8, 8, 8), s=2) and not takes((8, 16, 8, 8, 8), pad=3)  # stride 2; padding past the kernel
+    assert not takes((8, 16, 8, 8, 8), dt=np.float16)
+
 # -- N-d convolution ------------------------------------------------------------------------------
 def _ref_conv3d(x, w, stride, pad, dil, groups):
     n, c, *sp = x.shape
