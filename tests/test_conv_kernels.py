@@ -802,6 +802,50 @@ def test_conv3d_transpose_stride1_gate():
     assert not takes((8, 16, 8, 8, 8), s=2) and not takes((8, 16, 8, 8, 8), pad=3)  # stride 2; padding past the kernel
     assert not takes((8, 16, 8, 8, 8), dt=np.float16)
 
+
+@pytest.mark.parametrize("xs,cout,pad,opad", [((2, 8, 5, 5, 6), 9, 1, 1), ((1, 8, 7, 6, 7), 8, 0, 0)])
+def test_conv3d_transpose_k3_stride2_as_padded_k4(xs, cout, pad, opad, monkeypatch):
+    # 3x3x3 stride 2 with many input positions per channel: the 4x4x4 kernel with a zero last
+    # tap per axis, by its F(2, 2) phases
+    import ddg.tensor.conv_w22 as W22
+    taken, real = [], W22.forward
+    monkeypatch.setattr(W22, "forward", lambda *a: taken.append(1) or real(*a))
+    x, w, b = RNG.standard_normal(xs), RNG.standard_normal((xs[1], cout, 3, 3, 3)) / 4, RNG.standard_normal(cout)
+    out = tuple((xs[2 + i] - 1) * 2 - 2 * pad + 3 + opad for i in range(3))
+    ref = _ref_conv3d_transpose(x, w, 2, pad, out) + b.reshape(1, -1, 1, 1, 1)
+    v = RNG.standard_normal(ref.shape)
+    got = {}
+    for dt in ("float64", "float32"):
+        xt, wt, bt = T(x, True, dt), T(w, True, dt), T(b, True, dt)
+        y = F.conv3d_transpose(xt, wt, bt, 2, pad, opad)
+        (y * T(v, dtype=dt)).sum().backward()
+        got[dt] = (y.numpy(), xt.grad.numpy(), wt.grad.numpy(), bt.grad.numpy())
+    assert len(taken) == 2 and got["float64"][2].shape == w.shape
+    np.testing.assert_allclose(got["float64"][0], ref, rtol=0, atol=1e-13 * np.abs(ref).max())
+    for a, r in zip(got["float32"], got["float64"]):
+        np.testing.assert_allclose(a, r, rtol=0, atol=2e-6 * np.abs(r).max())
+    np.testing.assert_allclose(got["float64"][3], v.sum(axis=(0, 2, 3, 4)), rtol=1e-12)
+    _directional_check(lambda x, w: (F.conv3d_transpose(T(x), T(w), T(b), 2, pad, opad).numpy() * v).sum(), [x, w],
+                       got["float64"][1:3], RNG)
+    from ddg.tensor.dtypes import bfloat16
+    for dt, tol in ((np.float16, 1e-2), (bfloat16, 6e-2)):
+        y = F.conv3d_transpose(T(x, dtype=dt), T(w, dtype=dt), T(b, dtype=dt), 2, pad, opad).numpy()
+        np.testing.assert_allclose(y.astype(np.float64), ref, rtol=0, atol=tol * np.abs(ref).max())
+
+
+def test_conv3d_transpose_k3_stride2_gate():
+    import ddg.autograd.ops.conv_nd as CN
+
+    def takes(xs, cout=None, k=3, s=2, dt=np.float32):
+        x, w = np.empty(xs, dt), np.empty((xs[1], cout or xs[1]) + (k,) * 3, dt)
+        return CN._pad_k3_usable(x, w, (s,) * 3, (1, 1, 1), 1)
+    assert takes((2, 16, 8, 8, 8)) and takes((1, 32, 12, 12, 12)) and takes((2, 8, 16, 16, 16))
+    assert not takes((1, 64, 8, 8, 8)) and not takes((2, 64, 4, 4, 4))       # few positions per channel
+    assert not takes((2, 4, 16, 16, 16)) and not takes((2, 16, 8, 8, 8), cout=4)  # thin products
+    assert not takes((2, 16, 16, 16, 16), cout=8) and takes((2, 16, 8, 8, 8), cout=32)  # fewer out than in
+    assert not takes((2, 16, 8, 8, 8), k=5) and not takes((2, 16, 8, 8, 8), s=3)
+    assert not takes((2, 16, 8, 8, 8), dt=np.float16)
+
 # -- N-d convolution ------------------------------------------------------------------------------
 def _ref_conv3d(x, w, stride, pad, dil, groups):
     n, c, *sp = x.shape

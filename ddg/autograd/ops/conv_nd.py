@@ -17,7 +17,10 @@ dilation 1 and a kernel that is a multiple of the stride, unless it has many inp
 on few input positions (one stride-1 convolution per output phase, itself Winograd F(2, 2)
 or F(4x4, 3x3) for a kernel of twice the stride). A 3-D transposed convolution whose kernel
 equals its stride (no padding, one group) is one product per sample and an interleave of its
-taps (``conv_phase.tile_transpose_forward``, numpy or cupy).
+taps (``conv_phase.tile_transpose_forward``, numpy or cupy). A stride-1 3-D transposed
+convolution with enough input positions per channel runs as the convolution with the flipped,
+transposed kernel, and a 3x3x3 stride-2 one as the 4x4x4 one with a zero-padded kernel
+(``_pad_k3_usable``).
 """
 import itertools
 
@@ -26,6 +29,7 @@ import numpy as np
 from ...tensor import backend
 from ..function import Function
 from ...tensor import conv_kernels as K
+from ...tensor import conv_w22
 from .conv import _gmm, _wgrad
 from ...tensor.conv_phase import (_cl, _from_cl, _hwd, _phases_usable, _slab_conv, _slab_wgrad, _wino3_backward,
                                   _wino3_forward, phase_transpose_backward, phase_transpose_forward,
@@ -213,6 +217,32 @@ class ConvNd(Function):
 # 0.97, 256 -> 256 [1, 256, 4^3] 1.99 / 1.00, 64 -> 64 [2, 64, 6^3] (6.75) 1.63 / 1.63.
 AS_CONV_POSITIONS_PER_CIN = 8
 
+# A 3x3x3 stride-2 transposed convolution is the 4x4x4 one whose kernel has a zero last tap
+# per axis: its phases by Winograd F(2, 2) (``conv_w22``) beat the adjoint's columns with
+# many input positions (N*D*H*W) per input channel; with few, the 4x4x4 weight's transforms
+# cost more than the columns. Forward + backward vs torch, padding 1, float32, 1 thread
+# (4x4x4 phases / adjoint; positions per channel): 16 -> 16 [2, 16, 8^3] (64) 1.28 / 1.58,
+# 8 -> 8 [2, 8, 16^3] (1024) 1.08 / 1.33, 32 -> 32 [1, 32, 12^3] (54) 0.83 / 1.11, [2, 32,
+# 6^3] (13.5) 1.60 / 1.54, 64 -> 64 [1, 64, 8^3] (8) 1.37 / 1.17, 128 -> 64 [2, 128, 8^3] (8)
+# 2.22 / 1.52, 64 -> 64 [2, 64, 4^3] (2) 3.24 / 1.53; 16 -> 32 [2, 16, 8^3] 1.31 / 1.94. With
+# fewer output than input channels the adjoint's product and col2im (over Cout) are the
+# cheaper: 32 -> 16 [4, 32, 8^3] 1.86 / 1.53, 16 -> 8 [2, 16, 16^3] 1.36 / 1.26.
+PAD_K3_POSITIONS_PER_CIN = 32
+
+
+def _pad_k3_usable(x, w, s, d, g):
+    """Whether a 3-D transposed convolution runs as the 4x4x4 one with a zero-padded kernel:
+    3x3x3, stride 2, one group, dilation 1, numpy float32/float64, channels ``conv_w22``
+    takes, no fewer output than input channels and at least ``PAD_K3_POSITIONS_PER_CIN`` input
+    positions per input channel."""
+    if tuple(w.shape[2:]) != (3, 3, 3) or tuple(s) != (2, 2, 2) or g != 1 or tuple(d) != (1, 1, 1):
+        return False
+    if w.shape[1] < w.shape[0]:
+        return False
+    if not K.usable(x, w) or int(np.prod(x.shape[2:])) * x.shape[0] < PAD_K3_POSITIONS_PER_CIN * x.shape[1]:
+        return False
+    return conv_w22.usable(x, np.empty(w.shape[:2] + (4, 4, 4), w.dtype), s, d, g)
+
 
 class ConvTransposeNd(Function):
     """N-d transposed convolution (the input-gradient of ConvNd) of [N, Cin, *S] with weight
@@ -266,8 +296,17 @@ class ConvTransposeNd(Function):
             y, st = tile_transpose_forward(x, w, b, self.out_sizes)
             self.phase, self.w, self.meta = ("tile", st), w, (x.shape, b is not None)
             return y
+        k_pad = None
+        if _pad_k3_usable(x, w, self.s, self.d, g):
+            # 3x3x3 stride 2: the 4x4x4 kernel with a zero last tap per axis (its phases, F(2, 2))
+            k_pad = k
+            w4 = np.zeros(w.shape[:2] + (4, 4, 4), w.dtype)
+            w4[:, :, :3, :3, :3] = w
+            w = w4
         if _phases_usable(x, w, self.s, self.d, g) and (nd != 3 or phases_pay_3d(x)):
             y, self.phase = phase_transpose_forward(x, w, self.s, self.pads[0::2], self.out_sizes)
+            if k_pad is not None:
+                self.phase = ("padk", self.phase)
             if b is not None:
                 y += b.reshape((-1,) + (1,) * (nd + 1))
             self.w, self.meta = w, (x.shape, b is not None)
@@ -300,6 +339,11 @@ class ConvTransposeNd(Function):
                 if gw is not None:
                     gw = gw[(slice(None), slice(None)) + (slice(None, None, -1),) * (gw.ndim - 2)].swapaxes(0, 1)
                 return (gx, gw, grads[2]) if has_b else (gx, gw)
+            if isinstance(self.phase[0], str) and self.phase[0] == "padk":
+                gx, gw = phase_transpose_backward(gy, self.phase[1], self.needs[0], self.needs[1])
+                gw = None if gw is None else gw[:, :, :3, :3, :3]
+                gb = gy.sum(axis=(0,) + tuple(range(2, gy.ndim))) if has_b and self.needs[2] else None
+                return (gx, gw, gb) if has_b else (gx, gw)
             if isinstance(self.phase[0], str) and self.phase[0] == "tile":
                 gx, gw = tile_transpose_backward(gy, self.phase[1], self.needs[0], self.needs[1])
             else:
