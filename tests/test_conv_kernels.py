@@ -647,6 +647,19 @@ def test_conv3d_transpose_by_winograd_f22(xs, cout, pad, opad, monkeypatch):
                                atol=1e-2 * np.abs(ref).max())
 
 
+@pytest.mark.parametrize("cin,cout", [(32, 40), (3, 5)])
+def test_conv3d_transpose_winograd_f22_phase_taps(cin, cout):
+    # the phases' taps of the weight and their adjoint (one copy per tap from 1024 values a
+    # tap) against the gathers by the cached flat indices
+    import ddg.tensor.conv_w22 as W22
+    w = RNG.standard_normal((cin, cout, 4, 4, 4)).astype("float32")
+    idx, inv = W22._weight_index(w.shape)
+    np.testing.assert_array_equal(W22._phase_taps(w), np.take(w.reshape(-1), idx).reshape(8, 8, -1))
+    g8 = RNG.standard_normal((8, 8, cin * cout))
+    np.testing.assert_array_equal(W22._phase_taps_adjoint(g8, w.shape), np.take(g8.reshape(-1), inv).reshape(w.shape))
+    np.testing.assert_array_equal(W22._phase_taps_adjoint(W22._phase_taps(w), w.shape), w)
+
+
 def test_conv3d_transpose_winograd_f22_gate():
     import ddg.tensor.conv_w22 as W22
 
