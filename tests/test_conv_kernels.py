@@ -741,6 +741,13 @@ def test_conv3d_transpose_kernel_equal_to_stride(xs, cout, k, opad, monkeypatch)
         np.testing.assert_allclose(y.numpy().astype(np.float64), ref, rtol=0, atol=tol * np.abs(ref).max())
         np.testing.assert_allclose(xt.grad.numpy().astype(np.float64), got["float64"][1], rtol=0,
                                    atol=tol * np.abs(got["float64"][1]).max())
+    # backward reads the input array itself: writing into it is caught
+    h = T(x, True) * 1.0
+    y = F.conv3d_transpose(h, T(w, True), None, k, 0, opad)
+    with ddg.no_grad():
+        h[0] = 0.0
+    with pytest.raises(RuntimeError, match="modified in place"):
+        y.sum().backward()
     xt = T(x, True)
     F.conv3d_transpose(xt, T(w), None, k, 0, opad).sum().backward()      # the input gradient alone
     np.testing.assert_allclose(xt.grad.numpy(), w.sum(axis=(1, 2, 3, 4)).reshape(1, -1, 1, 1, 1)

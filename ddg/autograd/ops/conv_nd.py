@@ -294,6 +294,7 @@ class ConvTransposeNd(Function):
         if tile_transpose_usable(x, w, self.s, self.pads, self.d, g, self.out_sizes):
             # kernel = stride (3-D): one product per sample, its taps interleaved into the output
             y, st = tile_transpose_forward(x, w, b, self.out_sizes)
+            self.save_inputs = (0, 1)                                        # backward reads x itself
             self.phase, self.w, self.meta = ("tile", st), w, (x.shape, b is not None)
             return y
         k_pad = None
