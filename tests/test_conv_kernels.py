@@ -676,6 +676,10 @@ def test_conv3d_transpose_many_channels_on_few_positions_take_the_adjoint(monkey
     import ddg.tensor.conv_phase as CP
     assert not CP.phases_pay_3d(np.empty((1, 64, 4, 4, 4))) and not CP.phases_pay_3d(np.empty((2, 256, 4, 4, 4)))
     assert CP.phases_pay_3d(np.empty((2, 64, 4, 4, 4))) and CP.phases_pay_3d(np.empty((1, 32, 2, 2, 2)))
+    # a weight of at most 64 x 64 with >= 8 output channels keeps the F(2, 2) phases
+    assert CP.phases_pay_3d(np.empty((1, 64, 4, 4, 4)), 64) and CP.phases_pay_3d(np.empty((1, 64, 4, 4, 2)), 8)
+    assert not CP.phases_pay_3d(np.empty((1, 64, 4, 4, 4)), 128) and not CP.phases_pay_3d(np.empty((1, 64, 4, 4, 4)), 4)
+    assert not CP.phases_pay_3d(np.empty((1, 96, 4, 4, 4)), 96)
     import ddg.autograd.ops.conv_nd as CN
     monkeypatch.setattr(CN, "phase_transpose_forward", lambda *a: pytest.fail("took the phases"))
     x, w, b = RNG.standard_normal((1, 64, 2, 3, 1)), RNG.standard_normal((64, 3, 4, 4, 4)) / 8, RNG.standard_normal(3)
@@ -687,6 +691,16 @@ def test_conv3d_transpose_many_channels_on_few_positions_take_the_adjoint(monkey
     (F.conv3d_transpose(xt, wt, T(b), 2, 1) * T(v)).sum().backward()
     _directional_check(lambda x, w: (F.conv3d_transpose(T(x), T(w), T(b), 2, 1).numpy() * v).sum(), [x, w],
                        [xt.grad.numpy(), wt.grad.numpy()], RNG)
+    # 64 -> 8: a small weight keeps the F(2, 2) phases on one position per channel
+    monkeypatch.undo()
+    import ddg.tensor.conv_w22 as W22
+    taken, real = [], W22.forward
+    monkeypatch.setattr(W22, "forward", lambda *a: taken.append(1) or real(*a))
+    x, w = RNG.standard_normal((1, 64, 2, 2, 2)), RNG.standard_normal((64, 8, 4, 4, 4)) / 8
+    ref = _ref_conv3d_transpose(x, w, 2, 1, (4, 4, 4))
+    np.testing.assert_allclose(F.conv3d_transpose(T(x), T(w), None, 2, 1).numpy(), ref, rtol=0,
+                               atol=1e-13 * np.abs(ref).max())
+    assert taken
 
 
 def test_conv3d_transpose_winograd_f22_agrees_on_device(place):

@@ -281,13 +281,24 @@ def phases_pay(x, w, s):
 # the phases ran even or ahead (128 -> 64 [4, 128, 4^3] 1.44 / 1.49, 64 -> 64 [2, 64, 4^3]
 # 1.57 / 1.49, 256 -> 128 [1, 256, 8^3] 1.41 / 1.18).
 PHASE3_COLS_MIN_CIN = 64
+# Since the F(2, 2) phases gather the weight's taps by copies, a weight of at most 64 x 64
+# (its 216 transformed values per channel pair ~3.5 MB at float32) keeps them ahead on one
+# position per channel too (F(2, 2) / adjoint, forward + backward vs torch): 64 -> 64
+# [1, 64, 4^3] 1.28-1.40 / 1.80-1.84, [1, 64, 8x4x2] 1.03 / 1.73, [1, 64, 4x4x2] 1.25 / 1.45,
+# 64 -> 32 [1, 64, 4^3] 1.02 / 1.54, 64 -> 16 1.03 / 1.21 ([2, 64, 3^3] 1.62 / 1.51); larger
+# ones do not: 64 -> 128 [1, 64, 4^3] 2.05 / 1.84, 96 -> 96 2.04 / 1.52, 128 -> 128 1.89 / 1.32.
+PHASE3_SMALL_WEIGHT = 64 * 64
 
 
-def phases_pay_3d(x):
+def phases_pay_3d(x, cout=None):
     """Whether a 3-D transposed convolution of ``x`` [N, Cin, D, H, W] that ``_phases_usable``
     accepts should take the phases: not with at least ``PHASE3_COLS_MIN_CIN`` input channels
-    and at most one input position (N*D*H*W) per input channel."""
+    and at most one input position (N*D*H*W) per input channel, unless ``cout`` is given (the
+    output channels of one ``conv_w22`` takes) and the weight has at most
+    ``PHASE3_SMALL_WEIGHT`` channel pairs and at least ``conv_w22.W22_MIN_C`` output channels."""
     cin = x.shape[1]
+    if cout is not None and cin * cout <= PHASE3_SMALL_WEIGHT and cout >= conv_w22.W22_MIN_C:
+        return True
     return not (cin >= PHASE3_COLS_MIN_CIN and int(np.prod(x.shape[2:])) * x.shape[0] <= cin)
 
 

@@ -304,7 +304,8 @@ class ConvTransposeNd(Function):
             w4 = np.zeros(w.shape[:2] + (4, 4, 4), w.dtype)
             w4[:, :, :3, :3, :3] = w
             w = w4
-        if _phases_usable(x, w, self.s, self.d, g) and (nd != 3 or phases_pay_3d(x)):
+        w22 = nd == 3 and conv_w22.usable(x, w, self.s, self.d, g)
+        if _phases_usable(x, w, self.s, self.d, g) and (nd != 3 or phases_pay_3d(x, w.shape[1] if w22 else None)):
             y, self.phase = phase_transpose_forward(x, w, self.s, self.pads[0::2], self.out_sizes)
             if k_pad is not None:
                 self.phase = ("padk", self.phase)
