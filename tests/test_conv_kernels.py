@@ -954,11 +954,13 @@ def test_grouped_paths_agree_on_device(wshape, xshape, tol, place):
 
 
 @pytest.mark.parametrize("bias,xs,d", [(False, (2, 3, 6, 8), 2), (True, (2, 3, 6, 8), 2), (True, (1, 2, 16, 18), 2),
-                                       (False, (2, 2, 7, 8), 3), (True, (1, 2, 22, 24), 3)])
+                                       (False, (2, 2, 7, 8), 3), (True, (1, 2, 22, 24), 3), (False, (1, 2, 11, 14), 2),
+                                       (True, (1, 2, 12, 10), 3)])
 def test_dilated_same_conv_as_winograd_on_residue_classes(bias, xs, d, monkeypatch):
     # 3x3, dilation d, padding d: run as Winograd over the d*d row/column residue classes
     # (forced on small shapes, sizes that are and are not multiples of d: F(2x2, 3x3) on
-    # classes below 8x8, F(4x4, 3x3) on larger ones); forward against the float64 loop,
+    # classes below 4x4, F(4x4, 3x3) on larger ones, its tiles partly past the edge of
+    # 6x7 and 4x4 classes); forward against the float64 loop,
     # backward against central differences, second order through backward_graph, float32
     # against float64
     import ddg.autograd.ops.conv as CV
@@ -967,7 +969,7 @@ def test_dilated_same_conv_as_winograd_on_residue_classes(bias, xs, d, monkeypat
     ts = [T(x, True), T(w, True)] + ([T(b, True)] if bias else [])
     op = CV.Conv2d((1, 1), (d,) * 4, (d, d), 1)
     y = op(*ts)
-    assert op.phases is not None and op.phases.wino[-1] == (4 if min(-(-xs[2] // d), -(-xs[3] // d)) >= 8 else 2)
+    assert op.phases is not None and op.phases.wino[-1] == (4 if min(-(-xs[2] // d), -(-xs[3] // d)) >= 4 else 2)
     ref = ref_conv2d(x, w, b if bias else None, (1, 1), (d,) * 4, (d, d), 1)
     np.testing.assert_allclose(y.numpy(), ref, rtol=1e-12, atol=1e-12)
     y32 = CV.Conv2d((1, 1), (d,) * 4, (d, d), 1)(*[T(t.numpy(), dtype="float32") for t in ts])
@@ -978,7 +980,8 @@ def test_dilated_same_conv_as_winograd_on_residue_classes(bias, xs, d, monkeypat
 
 
 def test_dilated_same_conv_gate():
-    # Winograd on the residue classes from 16 channels, 8x8 classes and 2**19 products
+    # Winograd on the residue classes from 16 channels, 8x8 classes (4x4 in a large enough
+    # class batch) and 2**19 products
     import ddg.autograd.ops.conv as CV
 
     def taken(xs, o, d=2):
@@ -987,7 +990,10 @@ def test_dilated_same_conv_gate():
     assert taken((8, 16, 16, 16), 16) and taken((2, 16, 32, 32), 16) and taken((4, 64, 16, 16), 64)
     assert taken((8, 16, 15, 18), 16) and taken((8, 32, 32, 32), 32, 3) and taken((4, 16, 22, 24), 16, 3)
     assert not taken((2, 16, 16, 16), 16) and not taken((8, 16, 8, 8), 16) and not taken((64, 8, 16, 16), 16)
-    assert not taken((8, 32, 21, 32), 32, 3)
+    # classes of 4-7 a side: from a class batch of 16, not at 5 (tiles 2.6x the class)
+    assert taken((8, 32, 21, 32), 32, 3) and taken((64, 96, 12, 12), 96) and taken((8, 128, 8, 8), 128) and taken((8, 64, 12, 12), 64, 3)
+    assert taken((16, 32, 14, 14), 32)
+    assert not taken((32, 96, 10, 10), 96) and not taken((2, 64, 12, 12), 64) and not taken((64, 16, 6, 6), 16)
 
 
 @pytest.mark.parametrize("shape,sizes", [((2, 3, 10), (4,)), ((2, 3, 7, 9), (3, 4)), ((1, 2, 5, 6, 7), (2, 4, 3))])

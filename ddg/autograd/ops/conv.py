@@ -330,14 +330,26 @@ def _use_phases(x, w, stride, dilation, groups, pads):
     size gates: forward + backward, Winograd on the classes / dilated im2col time, measured
     (d = 2) 0.55-0.7 at C=16 on 16x16 (batch 8-16), 0.6 at C=64-128 on 16x16 (batch 4),
     0.9 at C=16 on 32x32 (batch 2), ~1 at C=32 on 16x16 (batch 2); below the size gate
-    1.0-1.4 (C=16, 16x16, batch 2-4), at 4x4 classes 1.7 (im2col kept)."""
+    1.0-1.4 (C=16, 16x16, batch 2-4). Classes of 4-7 pixels a side (F(4x4, 3x3) on them,
+    ``_forward_phases``), forward + backward against torch (1 thread): d=2 at [N, C, 12, 12]
+    N=64 C=96 1.81 -> 1.23, N=16 C=64 1.72 -> 1.32, N=32 C=16 1.69 -> 1.32; d=2 N=8 C=128 8x8
+    1.45 -> 0.86; d=3 N=8 C=64 12x12 1.45 -> 0.82; N=16 C=32 14x14 1.49 -> 0.95; kept on
+    im2col: 5x5 classes (1.62 -> 1.75: a tile grid 2.6x the class) and a class batch below 16
+    (N=2 C=64 12x12: 1.27 -> 1.58)."""
     n, c, h, wd = x.shape
     d = dilation[0]
     if not (w.shape[2:] == (3, 3) and tuple(stride) == (1, 1) and d >= 2 and tuple(dilation) == (d, d)
             and groups == 1 and tuple(pads) == (d, d, d, d) and K.usable(x, w)):
         return False
-    return (min(c, w.shape[0]) >= 16 and min(-(-h // d), -(-wd // d)) >= 8
-            and c * w.shape[0] * h * wd * n >= 1 << 19)
+    hh, ww = -(-h // d), -(-wd // d)
+    if min(c, w.shape[0]) < 16 or c * w.shape[0] * h * wd * n < 1 << 19:
+        return False
+    if min(hh, ww) >= 8:
+        return True
+    # classes of 4-7 pixels a side run F(4x4, 3x3) on tiles partly past their edge: taken
+    # where the tiles' computed outputs are at most twice the class's (sides 4, 6, 7, not 5)
+    # and the classes give a batch of at least 16
+    return min(hh, ww) >= 4 and hh * ww * 2 >= 16 * -(-hh // 4) * -(-ww // 4) and d * d * n >= 16
 
 
 def _to_classes(a, d):
@@ -636,12 +648,12 @@ class Conv2d(Function):
         self.geom = (n, c, h, wd, xpad.shape[2], xpad.shape[3], oh, ow)
         return out.reshape(o, oh, ow, n).transpose(3, 0, 1, 2)
 
-    def _forward_winograd(self, x, w, b, oh, ow):
+    def _forward_winograd(self, x, w, b, oh, ow, tile=None):
         xp = backend.get_array_module(x)
         n, c, h, wd = x.shape
         o = w.shape[0]
         pt, _, pl, _ = self.pads
-        m = _wino_tile(x, w, oh, ow)
+        m = tile or _wino_tile(x, w, oh, ow)
         t = m + 2
         th, tw = -(-oh // m), -(-ow // m)
         hp, wp = m * th + 2, m * tw + 2
@@ -736,7 +748,10 @@ class Conv2d(Function):
         xs = _to_classes(x, d)
         ph = self.phases = Conv2d((1, 1), (1, 1, 1, 1), (1, 1), 1)
         ph.cudnn = ph.direct_x = ph.phases = ph.plane = ph.pointwise = ph.gwino = None
-        ys = ph._forward_winograd(xs, w, b, xs.shape[2], xs.shape[3])
+        hh, ww = xs.shape[2:]
+        # F(4x4, 3x3) from classes of 4x4 on (where the compiled transforms apply): the
+        # class batch fills the products that small outputs leave short
+        ys = ph._forward_winograd(xs, w, b, hh, ww, 4 if min(hh, ww) >= 4 and K.usable(xs, w) else None)
         self.w, self.x = w, x
         return _from_classes(ys, d, n, h, wd)
 
