@@ -979,6 +979,45 @@ def test_dilated_same_conv_as_winograd_on_residue_classes(bias, xs, d, monkeypat
         assert gradgradcheck(lambda x, w: ddg.tanh(F.conv2d(x, w, None, 1, d, d)), ts)
 
 
+@pytest.mark.parametrize("bias,xs,d", [(False, (2, 3, 10, 10), 2), (True, (1, 2, 11, 14), 2), (False, (2, 2, 13, 8), 3)])
+def test_dilated_same_conv_as_one_image_of_residue_classes(bias, xs, d, monkeypatch):
+    # 3x3, dilation d, padding d: the residue classes laid out as one image with zero rows and
+    # columns between them, an undilated convolution padded by 1 (forced, its Winograd
+    # forced too; sizes that are and are not multiples of d); forward against the float64
+    # loop, float32 within Winograd's bound, backward against central differences, second
+    # order through backward_graph
+    import ddg.autograd.ops.conv as CV
+    monkeypatch.setattr(CV, "_use_phases", lambda *a: False)
+    monkeypatch.setattr(CV, "_use_tiled", lambda x, w, s, dl, g, p: tuple(dl) == (d, d) and tuple(p) == (d,) * 4)
+    monkeypatch.setattr(CV, "_use_winograd", lambda x, w, s, dl, g, p: tuple(dl) == (1, 1) and w.shape[2:] == (3, 3))
+    x, w, b = RNG.standard_normal(xs), RNG.standard_normal((4, xs[1], 3, 3)), RNG.standard_normal(4)
+    ts = [T(x, True), T(w, True)] + ([T(b, True)] if bias else [])
+    op = CV.Conv2d((1, 1), (d,) * 4, (d, d), 1)
+    y = op(*ts)
+    assert op.tiled is not None and op.tiled.wino is not None
+    ref = ref_conv2d(x, w, b if bias else None, (1, 1), (d,) * 4, (d, d), 1)
+    np.testing.assert_allclose(y.numpy(), ref, rtol=1e-12, atol=1e-12)
+    y32 = CV.Conv2d((1, 1), (d,) * 4, (d, d), 1)(*[T(t.numpy(), dtype="float32") for t in ts])
+    np.testing.assert_allclose(y32.numpy(), ref, rtol=0, atol=2e-5 * np.abs(ref).max())
+    assert gradcheck(lambda *a: CV.Conv2d((1, 1), (d,) * 4, (d, d), 1)(*a), ts)
+    if not bias:
+        assert gradgradcheck(lambda x, w: ddg.tanh(F.conv2d(x, w, None, 1, d, d)), ts)
+
+
+def test_dilated_same_conv_one_image_gate():
+    # the one-image layout where the classes' own gate says no: 5x5 classes from batch 4 and
+    # 2**21 products, not where its tiles cover more than twice the image
+    import ddg.autograd.ops.conv as CV
+
+    def taken(xs, o, d=2):
+        args = (np.zeros(xs, np.float32), np.zeros((o, xs[1], 3, 3), np.float32), (1, 1), (d, d), 1, (d,) * 4)
+        return CV._use_tiled(*args) and not CV._use_phases(*args)
+    assert taken((16, 48, 10, 10), 48) and taken((32, 96, 10, 10), 96) and taken((16, 32, 15, 15), 32, 3)
+    assert not taken((2, 64, 12, 12), 64) and not taken((8, 32, 9, 9), 32) and not taken((4, 96, 13, 13), 96, 3)
+    assert not CV._use_tiled(np.zeros((16, 48, 10, 10), np.float32), np.zeros((48, 48, 3, 3), np.float32), (1, 1),
+                             (2, 2), 1, (1, 1, 1, 1))
+
+
 def test_dilated_same_conv_gate():
     # Winograd on the residue classes from 16 channels, 8x8 classes (4x4 in a large enough
     # class batch) and 2**19 products
