@@ -350,13 +350,13 @@ class RNNSequence(Function):
         if lstm:
             self._lstm_weight_grads(dpt, fmaj, out, k)
         elif needs[k]:                        # time-major rows of x (a copy when x is batch-major)
-            out[k] = dp.T @ self.xt.reshape(T * B, I)
+            out[k] = _tn(dp, self.xt.reshape(T * B, I))
         if needs[k + 1] and not lstm:
             dqs, hp = dq, self.hp.reshape(T * B, H)
             if self.h0_zero:                  # the step whose previous state is h0 = 0 adds nothing
                 rows = slice(0, (T - 1) * B) if self.reverse else slice(B, T * B)
                 dqs, hp = dq[rows], hp[rows]
-            out[k + 1] = dqs.T @ hp
+            out[k + 1] = _tn(dqs, hp)
         if needs[k + 2] or needs[k + 3]:
             ones = np.ones(T * B, dt)        # column sums as BLAS gemv: faster than numpy's sum(axis=0)
             if lstm:                         # one bias gradient for both, the loop's per-step sums if it ran
