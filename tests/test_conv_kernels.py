@@ -934,10 +934,10 @@ def test_kernels_and_array_paths_agree_on_device(place):
 
 
 
-@pytest.mark.parametrize("wshape,xshape,tol", [((16, 8, 3, 3), (1, 16, 9, 9), 1.5e-5),
+@pytest.mark.parametrize("wshape,xshape,tol", [((16, 8, 3, 3), (4, 16, 9, 9), 1.5e-5),
                                                ((8, 10, 3, 3), (2, 20, 5, 5), 2e-6)])
 def test_grouped_paths_agree_on_device(wshape, xshape, tol, place):
-    """Grouped Winograd at batch 1 (the groups as batch entries; within its float32 bound)
+    """Grouped Winograd at batch 4 (8 channels per group; within its float32 bound)
     and the grouped im2col backward (columns scattered back) against the device's array paths
     (cupy; simcupy in CI)."""
     rng = np.random.default_rng(5)
@@ -1094,8 +1094,11 @@ def test_grouped_winograd_chosen_by_shape_float32_error_bound():
     x = RNG.standard_normal((2, 32, 12, 10))
     w = RNG.standard_normal((32, 16, 3, 3)) / np.sqrt(9 * 16)
     assert CV._use_grouped_winograd(x.astype(np.float32), w.astype(np.float32), (1, 1), (1, 1), 2, (1, 1, 1, 1))
-    assert CV._use_grouped_winograd(x[:, :16].astype(np.float32), w[:16, :8].astype(np.float32), (1, 1), (1, 1), 2,
-                                    (1, 1, 1, 1))   # 8 channels per group
+    x4 = np.zeros((4, 16, 12, 10), np.float32)
+    assert CV._use_grouped_winograd(x4, w[:16, :8].astype(np.float32), (1, 1), (1, 1), 2,
+                                    (1, 1, 1, 1))   # 8 channels per group, batch 4
+    assert not CV._use_grouped_winograd(x[:, :16].astype(np.float32), w[:16, :8].astype(np.float32), (1, 1), (1, 1),
+                                        2, (1, 1, 1, 1))   # 8 per group at batch 2: plane loop
     assert not CV._use_grouped_winograd(x[:, :8], w[:8, :4], (1, 1), (1, 1), 2, (1, 1, 1, 1))   # 4: plane loop
     got = {}
     for dt in ("float32", "float64"):
