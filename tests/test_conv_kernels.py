@@ -1132,10 +1132,10 @@ def test_kernels_and_array_paths_agree_on_device(place):
 
 
 
-@pytest.mark.parametrize("wshape,xshape,tol", [((16, 8, 3, 3), (1, 16, 9, 9), 1.5e-5),
+@pytest.mark.parametrize("wshape,xshape,tol", [((16, 8, 3, 3), (4, 16, 9, 9), 1.5e-5),
                                                ((8, 10, 3, 3), (2, 20, 5, 5), 2e-6)])
 def test_grouped_paths_agree_on_device(wshape, xshape, tol, place):
-    """Grouped Winograd at batch 1 (the groups as batch entries; within its float32 bound)
+    """Grouped Winograd at batch 4 (8 channels per group; within its float32 bound)
     and the grouped im2col backward (columns scattered back) against the device's array paths
     (cupy; simcupy in CI)."""
     rng = np.random.default_rng(5)
@@ -1152,11 +1152,13 @@ def test_grouped_paths_agree_on_device(wshape, xshape, tol, place):
 
 
 @pytest.mark.parametrize("bias,xs,d", [(False, (2, 3, 6, 8), 2), (True, (2, 3, 6, 8), 2), (True, (1, 2, 16, 18), 2),
-                                       (False, (2, 2, 7, 8), 3), (True, (1, 2, 22, 24), 3)])
+                                       (False, (2, 2, 7, 8), 3), (True, (1, 2, 22, 24), 3), (False, (1, 2, 11, 14), 2),
+                                       (True, (1, 2, 12, 10), 3)])
 def test_dilated_same_conv_as_winograd_on_residue_classes(bias, xs, d, monkeypatch):
     # 3x3, dilation d, padding d: run as Winograd over the d*d row/column residue classes
     # (forced on small shapes, sizes that are and are not multiples of d: F(2x2, 3x3) on
-    # classes below 8x8, F(4x4, 3x3) on larger ones); forward against the float64 loop,
+    # classes below 4x4, F(4x4, 3x3) on larger ones, its tiles partly past the edge of
+    # 6x7 and 4x4 classes); forward against the float64 loop,
     # backward against central differences, second order through backward_graph, float32
     # against float64
     import ddg.autograd.ops.conv as CV
@@ -1165,7 +1167,7 @@ def test_dilated_same_conv_as_winograd_on_residue_classes(bias, xs, d, monkeypat
     ts = [T(x, True), T(w, True)] + ([T(b, True)] if bias else [])
     op = CV.Conv2d((1, 1), (d,) * 4, (d, d), 1)
     y = op(*ts)
-    assert op.phases is not None and op.phases.wino[-1] == (4 if min(-(-xs[2] // d), -(-xs[3] // d)) >= 8 else 2)
+    assert op.phases is not None and op.phases.wino[-1] == (4 if min(-(-xs[2] // d), -(-xs[3] // d)) >= 4 else 2)
     ref = ref_conv2d(x, w, b if bias else None, (1, 1), (d,) * 4, (d, d), 1)
     np.testing.assert_allclose(y.numpy(), ref, rtol=1e-12, atol=1e-12)
     y32 = CV.Conv2d((1, 1), (d,) * 4, (d, d), 1)(*[T(t.numpy(), dtype="float32") for t in ts])
@@ -1175,8 +1177,48 @@ def test_dilated_same_conv_as_winograd_on_residue_classes(bias, xs, d, monkeypat
         assert gradgradcheck(lambda x, w: ddg.tanh(F.conv2d(x, w, None, 1, d, d)), ts)
 
 
+@pytest.mark.parametrize("bias,xs,d", [(False, (2, 3, 10, 10), 2), (True, (1, 2, 11, 14), 2), (False, (2, 2, 13, 8), 3)])
+def test_dilated_same_conv_as_one_image_of_residue_classes(bias, xs, d, monkeypatch):
+    # 3x3, dilation d, padding d: the residue classes laid out as one image with zero rows and
+    # columns between them, an undilated convolution padded by 1 (forced, its Winograd
+    # forced too; sizes that are and are not multiples of d); forward against the float64
+    # loop, float32 within Winograd's bound, backward against central differences, second
+    # order through backward_graph
+    import ddg.autograd.ops.conv as CV
+    monkeypatch.setattr(CV, "_use_phases", lambda *a: False)
+    monkeypatch.setattr(CV, "_use_tiled", lambda x, w, s, dl, g, p: tuple(dl) == (d, d) and tuple(p) == (d,) * 4)
+    monkeypatch.setattr(CV, "_use_winograd", lambda x, w, s, dl, g, p: tuple(dl) == (1, 1) and w.shape[2:] == (3, 3))
+    x, w, b = RNG.standard_normal(xs), RNG.standard_normal((4, xs[1], 3, 3)), RNG.standard_normal(4)
+    ts = [T(x, True), T(w, True)] + ([T(b, True)] if bias else [])
+    op = CV.Conv2d((1, 1), (d,) * 4, (d, d), 1)
+    y = op(*ts)
+    assert op.tiled is not None and op.tiled.wino is not None
+    ref = ref_conv2d(x, w, b if bias else None, (1, 1), (d,) * 4, (d, d), 1)
+    np.testing.assert_allclose(y.numpy(), ref, rtol=1e-12, atol=1e-12)
+    y32 = CV.Conv2d((1, 1), (d,) * 4, (d, d), 1)(*[T(t.numpy(), dtype="float32") for t in ts])
+    np.testing.assert_allclose(y32.numpy(), ref, rtol=0, atol=2e-5 * np.abs(ref).max())
+    assert gradcheck(lambda *a: CV.Conv2d((1, 1), (d,) * 4, (d, d), 1)(*a), ts)
+    if not bias:
+        assert gradgradcheck(lambda x, w: ddg.tanh(F.conv2d(x, w, None, 1, d, d)), ts)
+
+
+def test_dilated_same_conv_one_image_gate():
+    # the one-image layout where the classes' own gate says no: 5x5 classes from batch 4 and
+    # 2**21 products, not where its tiles cover more than twice the image
+    import ddg.autograd.ops.conv as CV
+
+    def taken(xs, o, d=2):
+        args = (np.zeros(xs, np.float32), np.zeros((o, xs[1], 3, 3), np.float32), (1, 1), (d, d), 1, (d,) * 4)
+        return CV._use_tiled(*args) and not CV._use_phases(*args)
+    assert taken((16, 48, 10, 10), 48) and taken((32, 96, 10, 10), 96) and taken((16, 32, 15, 15), 32, 3)
+    assert not taken((2, 64, 12, 12), 64) and not taken((8, 32, 9, 9), 32) and not taken((4, 96, 13, 13), 96, 3)
+    assert not CV._use_tiled(np.zeros((16, 48, 10, 10), np.float32), np.zeros((48, 48, 3, 3), np.float32), (1, 1),
+                             (2, 2), 1, (1, 1, 1, 1))
+
+
 def test_dilated_same_conv_gate():
-    # Winograd on the residue classes from 16 channels, 8x8 classes and 2**19 products
+    # Winograd on the residue classes from 16 channels, 8x8 classes (4x4 in a large enough
+    # class batch) and 2**19 products
     import ddg.autograd.ops.conv as CV
 
     def taken(xs, o, d=2):
@@ -1185,7 +1227,10 @@ def test_dilated_same_conv_gate():
     assert taken((8, 16, 16, 16), 16) and taken((2, 16, 32, 32), 16) and taken((4, 64, 16, 16), 64)
     assert taken((8, 16, 15, 18), 16) and taken((8, 32, 32, 32), 32, 3) and taken((4, 16, 22, 24), 16, 3)
     assert not taken((2, 16, 16, 16), 16) and not taken((8, 16, 8, 8), 16) and not taken((64, 8, 16, 16), 16)
-    assert not taken((8, 32, 21, 32), 32, 3)
+    # classes of 4-7 a side: from a class batch of 16, not at 5 (tiles 2.6x the class)
+    assert taken((8, 32, 21, 32), 32, 3) and taken((64, 96, 12, 12), 96) and taken((8, 128, 8, 8), 128) and taken((8, 64, 12, 12), 64, 3)
+    assert taken((16, 32, 14, 14), 32)
+    assert not taken((32, 96, 10, 10), 96) and not taken((2, 64, 12, 12), 64) and not taken((64, 16, 6, 6), 16)
 
 
 @pytest.mark.parametrize("shape,sizes", [((2, 3, 10), (4,)), ((2, 3, 7, 9), (3, 4)), ((1, 2, 5, 6, 7), (2, 4, 3))])
@@ -1247,8 +1292,11 @@ def test_grouped_winograd_chosen_by_shape_float32_error_bound():
     x = RNG.standard_normal((2, 32, 12, 10))
     w = RNG.standard_normal((32, 16, 3, 3)) / np.sqrt(9 * 16)
     assert CV._use_grouped_winograd(x.astype(np.float32), w.astype(np.float32), (1, 1), (1, 1), 2, (1, 1, 1, 1))
-    assert CV._use_grouped_winograd(x[:, :16].astype(np.float32), w[:16, :8].astype(np.float32), (1, 1), (1, 1), 2,
-                                    (1, 1, 1, 1))   # 8 channels per group
+    x4 = np.zeros((4, 16, 12, 10), np.float32)
+    assert CV._use_grouped_winograd(x4, w[:16, :8].astype(np.float32), (1, 1), (1, 1), 2,
+                                    (1, 1, 1, 1))   # 8 channels per group, batch 4
+    assert not CV._use_grouped_winograd(x[:, :16].astype(np.float32), w[:16, :8].astype(np.float32), (1, 1), (1, 1),
+                                        2, (1, 1, 1, 1))   # 8 per group at batch 2: plane loop
     assert not CV._use_grouped_winograd(x[:, :8], w[:8, :4], (1, 1), (1, 1), 2, (1, 1, 1, 1))   # 4: plane loop
     got = {}
     for dt in ("float32", "float64"):

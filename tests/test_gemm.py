@@ -222,6 +222,29 @@ def test_linear_gradient_central_differences(forced):
             np.testing.assert_allclose(up - loss(*args), grad.numpy()[idx], rtol=1e-3, atol=1e-3)
 
 
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_few_row_products(dt):
+    """numpy's slow product forms taken another way: one inner index (an outer product,
+    the same values as the product) and few rows times a transposed matrix (through the
+    transposes, C order); against float64, and Linear's gradients at batch 1 and 3 by
+    central differences (float64)."""
+    rng = np.random.default_rng(11)
+    a, b = rng.standard_normal((7, 1)).astype(dt), rng.standard_normal((1, 9)).astype(dt)
+    got = gemm._few_rows_product(a, b)
+    assert got.dtype == dt and got.flags.c_contiguous
+    np.testing.assert_array_equal(got, (a.astype(np.float64) * b.astype(np.float64)).astype(dt))   # rounded once
+    a = rng.standard_normal((3, 40)).astype(dt)
+    w = rng.standard_normal((25, 40)).astype(dt)
+    bias = rng.standard_normal(25).astype(dt)
+    assert gemm._few_rows_product(a, w.T) is not None and gemm._few_rows_product(a, w) is None
+    got = gemm.product(a, w.T, bias)
+    assert got.dtype == dt and got.flags.c_contiguous
+    np.testing.assert_allclose(got, _ref(a, w.T, bias), rtol=1e-5 if dt == np.float32 else 1e-12, atol=1e-5)
+    for n in (1, 3):
+        x, w, b = (ddg.to_tensor(rng.standard_normal(s), stop_gradient=False) for s in ((n, 6), (6, 5), (5,)))
+        assert ddg.autograd.gradcheck(lambda *t: ddg.nn.functional.linear(*t), [x, w, b])
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_amp_dtypes_unchanged(forced, dtype, monkeypatch):
     rng = np.random.default_rng(4)

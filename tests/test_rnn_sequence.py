@@ -171,12 +171,13 @@ def test_layers_match_per_step_graph(name, make, with_lengths, monkeypatch):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("batch", [1, 2])     # batch 1: the weight gradients as outer products
 @pytest.mark.parametrize("cls", [nn.LSTMCell, nn.GRUCell, nn.SimpleRNNCell])
-def test_cells_match_per_step_graph(cls, monkeypatch):
+def test_cells_match_per_step_graph(cls, batch, monkeypatch):
     ddg.seed(8)
     cell = cls(4, 3)
     cell.to(dtype="float64")
-    x = np.random.default_rng(7).standard_normal((2, 4))
+    x = np.random.default_rng(7).standard_normal((batch, 4))
 
     def run():
         xt = ddg.to_tensor(x, stop_gradient=False)

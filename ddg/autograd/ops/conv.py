@@ -32,7 +32,8 @@ of its stride (4x4 stride 2), on long enough images, is a stride-1 convolution o
 polyphase components without columns (``conv_strided``); a grouped 3x3 stride-1 one with
 at least 16 channels per group is Winograd per
 group; a 3x3 one dilated by d >= 2 with "same" padding is Winograd on the image's d*d
-row/column residue classes (numpy); a 1x1 stride-1 one is a plain product over the image
+row/column residue classes (numpy; batched, or laid out as one image per sample with zero
+rows and columns between them where the classes are small); a 1x1 stride-1 one is a plain product over the image
 itself (per sample on an NCHW input); everything else is im2col + one product (per group), im2col and col2im
 compiled loops on numpy. A transposed convolution whose kernel is a multiple of its stride
 runs by output phases (``ddg.tensor.conv_phase``), a 3x3 stride-2 one by its exact phases
@@ -299,12 +300,16 @@ def _use_grouped_winograd(x, w, stride, dilation, groups, pads):
     (``Conv2d._forward_grouped_winograd``): numpy float32/float64, more than one group, at
     least 8 input and output channels per group (fewer go to the whole-plane loop: at 4 per
     group the tile products are too small for BLAS and Winograd ran 1.0-1.5x the loop's
-    time; at 8 it ran 0.3-0.8x), padding within the kernel, an output of at least 8x8."""
+    time; at 8 it ran 0.3-0.8x), padding within the kernel, an output of at least 8x8; at 8
+    input channels per group from batch 4 (forward + backward against torch, 32 channels in 4
+    groups, Winograd -> plane loop: batch 1 64x64 1.75 -> 1.31, 32x32 1.33 -> 0.93, batch 2
+    32x32 1.29 -> 1.11; batch 4 32x32 1.14 against 1.34, batch 8 16x16 1.10 against 1.59)."""
     o, cg, kh, kw = w.shape
     n, _, h, wd = x.shape
     oh, ow = h + pads[0] + pads[1] - 2, wd + pads[2] + pads[3] - 2
     return (groups > 1 and kh == kw == 3 and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1)
-            and max(pads) <= 2 and min(cg, o // groups) >= 8 and min(oh, ow) >= 8 and K.usable(x, w))
+            and max(pads) <= 2 and min(cg, o // groups) >= 8 and (cg > 8 or n >= 4) and min(oh, ow) >= 8
+            and K.usable(x, w))
 
 
 def _few_channels_plane(c, oh, ow, stride, x_grad):
@@ -330,14 +335,47 @@ def _use_phases(x, w, stride, dilation, groups, pads):
     size gates: forward + backward, Winograd on the classes / dilated im2col time, measured
     (d = 2) 0.55-0.7 at C=16 on 16x16 (batch 8-16), 0.6 at C=64-128 on 16x16 (batch 4),
     0.9 at C=16 on 32x32 (batch 2), ~1 at C=32 on 16x16 (batch 2); below the size gate
-    1.0-1.4 (C=16, 16x16, batch 2-4), at 4x4 classes 1.7 (im2col kept)."""
+    1.0-1.4 (C=16, 16x16, batch 2-4). Classes of 4-7 pixels a side (F(4x4, 3x3) on them,
+    ``_forward_phases``), forward + backward against torch (1 thread): d=2 at [N, C, 12, 12]
+    N=64 C=96 1.81 -> 1.23, N=16 C=64 1.72 -> 1.32, N=32 C=16 1.69 -> 1.32; d=2 N=8 C=128 8x8
+    1.45 -> 0.86; d=3 N=8 C=64 12x12 1.45 -> 0.82; N=16 C=32 14x14 1.49 -> 0.95; kept on
+    im2col: 5x5 classes (1.62 -> 1.75: a tile grid 2.6x the class) and a class batch below 16
+    (N=2 C=64 12x12: 1.27 -> 1.58)."""
     n, c, h, wd = x.shape
     d = dilation[0]
     if not (w.shape[2:] == (3, 3) and tuple(stride) == (1, 1) and d >= 2 and tuple(dilation) == (d, d)
             and groups == 1 and tuple(pads) == (d, d, d, d) and K.usable(x, w)):
         return False
-    return (min(c, w.shape[0]) >= 16 and min(-(-h // d), -(-wd // d)) >= 8
-            and c * w.shape[0] * h * wd * n >= 1 << 19)
+    hh, ww = -(-h // d), -(-wd // d)
+    if min(c, w.shape[0]) < 16 or c * w.shape[0] * h * wd * n < 1 << 19:
+        return False
+    if min(hh, ww) >= 8:
+        return True
+    # classes of 4-7 pixels a side run F(4x4, 3x3) on tiles partly past their edge: taken
+    # where the tiles' computed outputs are at most twice the class's (sides 4, 6, 7, not 5)
+    # and the classes give a batch of at least 16
+    return min(hh, ww) >= 4 and hh * ww * 2 >= 16 * -(-hh // 4) * -(-ww // 4) and d * d * n >= 16
+
+
+def _use_tiled(x, w, stride, dilation, groups, pads):
+    """Whether Conv2d runs a 3x3 "same" convolution dilated by d >= 2 that ``_use_phases``
+    leaves as an undilated one of its residue classes laid out as one image
+    (``Conv2d._forward_tiled``): numpy float32/float64, batch >= 4, >= 2**21 channel-pixel
+    products, where that image takes the Winograd path. Forward + backward against torch
+    (1 thread), dilated im2col -> tiled: d=2 [16, 48, 10, 10] 1.56 -> 1.08, [32, 96, 10, 10]
+    1.67 -> 0.91, [4, 128, 10, 10] 1.44 -> 1.25; d=3 [16, 32, 15, 15] 1.71 -> 1.46; smaller
+    ones lose ([2, 64, 12, 12] 1.26 -> 2.0, [8, 32, 9, 9] 1.10 -> 1.52: im2col kept)."""
+    n, c, h, wd = x.shape
+    d = dilation[0]
+    if not (w.shape[2:] == (3, 3) and tuple(stride) == (1, 1) and d >= 2 and tuple(dilation) == (d, d)
+            and groups == 1 and tuple(pads) == (d, d, d, d) and K.usable(x, w)
+            and n >= 4 and c * w.shape[0] * h * wd * n >= 1 << 21):
+        return False
+    side = (d * (-(-h // d) + 1), d * (-(-wd // d) + 1))
+    if h * wd * 2 < 16 * -(-side[0] // 4) * -(-side[1] // 4):
+        return False    # F(4x4) tiles over more than twice the image ([4, 96, 13, 13] d=3: 1.57 -> 1.88)
+    image = np.broadcast_to(np.zeros((), x.dtype), (n, c) + side)    # its shape and dtype, no data
+    return _use_winograd(image, w, (1, 1), (1, 1), 1, (1, 1, 1, 1))
 
 
 def _to_classes(a, d):
@@ -361,6 +399,35 @@ def _from_classes(a, d, n, h, w):
     c, hh, ww = a.shape[1:]
     t = a.transpose(1, 2, 3, 0).reshape(c, hh, ww, d, d, n).transpose(0, 1, 3, 2, 4, 5)
     full = np.ascontiguousarray(t).reshape(c, hh * d, ww * d, n)
+    return full[:, :h, :w].transpose(3, 0, 1, 2)
+
+
+def _to_tiled(a, d):
+    """The residue classes of ``a`` [N, C, H, W] modulo ``d`` (height and width) laid out as
+    one image per sample [N, C, d*(hh+1), d*(ww+1)], ``hh = ceil(H/d)``: class (p, q) at rows
+    ``p*(hh+1)`` on, columns ``q*(ww+1)`` on, each followed by a zero row and column (positions
+    past H, W zero too), batch-innermost (one copy). A 3x3 convolution dilated by d with
+    padding d of ``a`` is the undilated one with padding 1 of this image, read back by
+    ``_from_tiled``: the zeros between the classes are their padding."""
+    n, c, h, w = a.shape
+    hh, ww = -(-h // d), -(-w // d)
+    t = np.zeros((c, d, hh + 1, d, ww + 1, n), a.dtype)
+    src = a.transpose(1, 2, 3, 0)
+    if (hh * d, ww * d) != (h, w):
+        e = np.zeros((c, hh * d, ww * d, n), a.dtype)
+        e[:, :h, :w] = src
+        src = e
+    t[:, :, :hh, :, :ww] = src.reshape(c, hh, d, ww, d, n).transpose(0, 2, 1, 4, 3, 5)
+    return t.reshape(c, d * (hh + 1), d * (ww + 1), n).transpose(3, 0, 1, 2)
+
+
+def _from_tiled(a, d, h, w):
+    """The inverse of ``_to_tiled``: [N, C, d*(hh+1), d*(ww+1)] back to [N, C, H, W] (one copy,
+    batch-innermost; the separators and positions past H, W dropped)."""
+    n, c, h1, w1 = a.shape
+    hh, ww = h1 // d - 1, w1 // d - 1
+    t = a.transpose(1, 2, 3, 0).reshape(c, d, hh + 1, d, ww + 1, n)[:, :, :hh, :, :ww]
+    full = np.ascontiguousarray(t.transpose(0, 2, 1, 4, 3, 5)).reshape(c, hh * d, ww * d, n)
     return full[:, :h, :w].transpose(3, 0, 1, 2)
 
 
@@ -561,7 +628,7 @@ class Conv2d(Function):
             return _cudnn_conv(self.cudnn, x, w, b[0] if b else None, _symmetric(self.pads), (sh, sw), (dh, dw),
                                g, (oh, ow))
         self.cudnn = None
-        self.wino = self.direct_x = self.phases = self.plane = self.pointwise = self.gwino = None
+        self.wino = self.direct_x = self.phases = self.plane = self.pointwise = self.gwino = self.tiled = None
         if kw > 1 and conv1d.usable(x, w, b, g, self.pads, sw, ow, dw):   # 1-D: compiled tiles or products
             y, state = conv1d.forward(x, w, b, sw, (pl, pr), dw, ow)
             self.poly = (conv1d.backward, state)
@@ -577,6 +644,8 @@ class Conv2d(Function):
             return self._forward_winograd(x, w, b, oh, ow)
         if _use_phases(x, w, self.stride, self.dilation, g, self.pads):
             return self._forward_phases(x, w, b)
+        if _use_tiled(x, w, self.stride, self.dilation, g, self.pads):
+            return self._forward_tiled(x, w, b)
         if _use_grouped_winograd(x, w, self.stride, self.dilation, g, self.pads):
             return self._forward_grouped_winograd(x, w, b, oh, ow)
         if g == 1 and _few_channels_plane(cg, oh, ow, self.stride, getattr(self, "needs", (False,))[0]) \
@@ -636,12 +705,12 @@ class Conv2d(Function):
         self.geom = (n, c, h, wd, xpad.shape[2], xpad.shape[3], oh, ow)
         return out.reshape(o, oh, ow, n).transpose(3, 0, 1, 2)
 
-    def _forward_winograd(self, x, w, b, oh, ow):
+    def _forward_winograd(self, x, w, b, oh, ow, tile=None):
         xp = backend.get_array_module(x)
         n, c, h, wd = x.shape
         o = w.shape[0]
         pt, _, pl, _ = self.pads
-        m = _wino_tile(x, w, oh, ow)
+        m = tile or _wino_tile(x, w, oh, ow)
         t = m + 2
         th, tw = -(-oh // m), -(-ow // m)
         hp, wp = m * th + 2, m * tw + 2
@@ -736,9 +805,34 @@ class Conv2d(Function):
         xs = _to_classes(x, d)
         ph = self.phases = Conv2d((1, 1), (1, 1, 1, 1), (1, 1), 1)
         ph.cudnn = ph.direct_x = ph.phases = ph.plane = ph.pointwise = ph.gwino = None
-        ys = ph._forward_winograd(xs, w, b, xs.shape[2], xs.shape[3])
+        hh, ww = xs.shape[2:]
+        # F(4x4, 3x3) from classes of 4x4 on (where the compiled transforms apply): the
+        # class batch fills the products that small outputs leave short
+        ys = ph._forward_winograd(xs, w, b, hh, ww, 4 if min(hh, ww) >= 4 and K.usable(xs, w) else None)
         self.w, self.x = w, x
         return _from_classes(ys, d, n, h, wd)
+
+    def _forward_tiled(self, x, w, b):
+        # the residue classes as one image per sample with zero rows and columns between
+        # them (``_to_tiled``): an undilated 3x3 convolution padded by 1, whose own path
+        # choice applies (Winograd F(4x4) on a 10x10 image's 12x12 layout, where its 5x5
+        # classes would fill 2.6x their size with tiles)
+        n, c, h, wd = x.shape
+        d = self.dilation[0]
+        ph = self.tiled = Conv2d((1, 1), (1, 1, 1, 1), (1, 1), 1)
+        if hasattr(self, "needs"):      # the inner path choice may depend on it
+            ph.needs = self.needs
+        y = ph.forward(_to_tiled(x, d), w, *b)
+        self.w, self.x = w, x
+        return _from_tiled(y, d, h, wd)
+
+    def _backward_tiled(self, gy):
+        d = self.dilation[0]
+        h, wd = self.x.shape[2:]
+        self.tiled.needs = self.needs
+        grads = self.tiled.backward(_to_tiled(gy.astype(self.w.dtype, copy=False), d))
+        gx = grads[0]
+        return (None if gx is None else _from_tiled(gx, d, h, wd),) + tuple(grads[1:])
 
     def _backward_phases(self, gy):
         n, c, h, wd = self.x.shape
@@ -990,6 +1084,8 @@ class Conv2d(Function):
             return self._backward_direct(gy)
         if self.phases is not None:
             return self._backward_phases(gy)
+        if self.tiled is not None:
+            return self._backward_tiled(gy)
         if self.groups > 1 and self._grouped_stride1():
             return self._backward_grouped(gy)
         needs = self.needs
