@@ -123,9 +123,15 @@ def test_softmax_block_and_group_kernels(n):
             big = ok & (ref > 1e-30)
             np.testing.assert_allclose(got[big], ref[big], rtol=5e-6)
             assert np.abs(got - ref)[ok & ~big].max(initial=0) < 1e-30
-            one = np.empty_like(x)
-            SK._softmax_rows_f32(x, one, one, scale, False)
-            np.testing.assert_allclose(got, one, rtol=1e-6, atol=1e-37)
+            # log-softmax from the same kernel: its softmax output is the plain one, bit for bit,
+            # and the log values agree with float64 (-inf where the probability is 0)
+            lg, p = SK.softmax_last(x, True, scale)
+            assert np.array_equal(p, got, equal_nan=True)
+            lref = _ref(x.astype(np.float64) * scale, -1, True)
+            assert np.array_equal(np.isnan(lg), np.isnan(lref))
+            fin = np.isfinite(lref)
+            assert np.array_equal(lg[~fin & ~np.isnan(lref)], lref[~fin & ~np.isnan(lref)])
+            np.testing.assert_allclose(lg[fin], lref[fin], rtol=2e-6, atol=2e-6)
 
 def test_scaled_gradient():
     x = RNG.standard_normal((5, 11)).astype(np.float32)

@@ -3,20 +3,19 @@ float32/float64 arrays (the last axis), and over axis 1 of C-contiguous ``[outer
 inner]`` float32 arrays (an axis before the last: every loop runs along the contiguous
 inner axis, the softmax axis reduced element-wise).
 
-float32 softmax forward: rows of up to 24 values go through a kernel that handles 128 rows
-at a time, transposed in a scratch block so that its loops run across rows (along a row of
-16 values the vectorized loops barely start). Longer rows go through a kernel that takes
-about 2048 values' worth of rows at a time, finds their maxima, then runs their ``exp``
+float32 softmax and log-softmax forward: rows of up to 24 values go through a kernel that
+handles 128 rows at a time, transposed in a scratch block so that its loops run across rows
+(along a row of 16 values the vectorized loops barely start). Longer rows go through a
+kernel that takes about 2048 values' worth of rows at a time, finds their maxima (eight
+running maxima, so the compare chain is not one long dependency), then runs their ``exp``
 loops back to back, so that no row's loop waits on the previous row's sum; one row at a
-time (the log-softmax kernel below) costs 1.1-1.4x torch's time on rows of 32-128 values,
-the group kernel 0.9x. The log-softmax forward: one kernel per row, the row staying in
-cache: its max (eight running maxima, so the compare chain is not one long dependency),
-``exp`` of the shifted values, their sum and the scaling (the group kernel finds its maxima
-the same way). The ``exp`` is written out (below) so that the loop vectorizes:
-numba's ``math.exp`` calls libm once per element (no SVML here), two to five times slower
-than numpy's SIMD ``exp``, and the kernel with its own ``exp`` is ~2x faster than the
-max-subtract kernel + numpy ``exp`` + normalize kernel it replaces. A factor ``scale > 0``
-applied to the inputs comes free (the attention op's ``1/sqrt(d)``).
+time cost 1.1-1.4x torch's time on rows of 32-128 values, the group kernel 0.9x. With log,
+both also write the softmax (the backward's input) and the log-softmax as the shifted value
+minus the log of the row's sum, rounded once. The ``exp`` is written out (below) so that
+the loop vectorizes: numba's ``math.exp`` calls libm once per element (no SVML here), two to
+five times slower than numpy's SIMD ``exp``, and the kernel with its own ``exp`` is ~2x
+faster than the max-subtract kernel + numpy ``exp`` + normalize kernel it replaces. A factor
+``scale > 0`` applied to the inputs comes free (the attention op's ``1/sqrt(d)``).
 
 float64 forward: one kernel subtracts each row's max, numpy's SIMD ``exp`` exponentiates in
 place and a second kernel sums each row and scales it while it is in cache (log-softmax:
@@ -105,59 +104,27 @@ def row_max(row):
     return m4 if m4 > m0 else m0
 
 
-@kernel(error_model="numpy")
-def _softmax_rows_f32(x, out, p, scale, log):
-    # out = softmax(scale * x) row by row; with log: out = log_softmax and p = softmax.
-    # x, out and p distinct (aliased, the loops run scalar). scale > 0.
-    rows, n = x.shape
-    sc = _F(scale)
-    bits = np.empty(n, np.int32)
-    pow2 = bits.view(np.float32)
-    q = p if log else out
-    for r in range(rows):
-        row = x[r]
-        m = row_max(row) * sc
-        qr = q[r]
-        src, ssc, sm = row, sc, m
-        if log:     # the shifted row stored first: log-softmax is it minus log(sum), rounded once
-            orow = out[r]
-            for j in range(n):
-                orow[j] = row[j] * sc - m
-            src, ssc, sm = orow, _ONE, _ZERO
-        for j in range(n):
-            d = src[j] * ssc - sm
-            qr[j], bits[j] = exp_parts(d)
-        s = 0.0
-        for j in range(n):
-            v = qr[j] * pow2[j]
-            qr[j] = v
-            s += v
-        inv = _F(1.0 / s)
-        for j in range(n):
-            qr[j] *= inv
-        if log:
-            ls = _F(math.log(s))
-            for j in range(n):
-                orow[j] -= ls
-
-
 _SHORT = 24     # rows of up to this many float32 values: the block kernel below
 _BLOCK = 128    # rows per block of that kernel
 _GROUP = 2048   # longer rows: the group kernel takes max(1, _GROUP // n) rows at a time
+_NO_P = np.empty((1, 1), np.float32)   # the kernels' unused probability output without log
 
 
 @kernel(error_model="numpy")
-def _softmax_short_f32(x, out, scale, block):
+def _softmax_short_f32(x, out, p, scale, block, log):
     # out = softmax(scale * x) for short rows: blocks of block rows copied into a transposed
     # scratch [n, rows] so that every loop runs across the rows of the block (long,
     # vectorized) instead of along one short row (where the vector loops never start); the
-    # max, the exp (as in _softmax_rows_f32), the sum and the scaling are element-wise over
-    # the block's columns. x and out distinct. scale > 0. block: rows per block (_BLOCK; an
-    # argument, not the constant: with a constant trip count LLVM vectorizes these loops worse).
+    # max, the exp (exp_parts), the sum and the scaling are element-wise over the block's
+    # columns. With log: out = log-softmax (the shifted value minus the log of the sum, one
+    # rounding) and p = softmax; without, p is not touched. x, out and p distinct. scale > 0.
+    # block: rows per block (_BLOCK; an argument, not the constant: with a constant trip count
+    # LLVM vectorizes these loops worse).
     rows, n = x.shape
     sc = _F(scale)
     t = np.empty((n, block), np.float32)
     ex = np.empty((n, block), np.float32)
+    sh = np.empty((n, block) if log else (1, 1), np.float32)
     bits = np.empty((n, block), np.int32)
     pow2 = bits.view(np.float32)
     m = np.empty(block, np.float32)
@@ -184,9 +151,16 @@ def _softmax_short_f32(x, out, scale, block):
             tj = t[j]
             ej = ex[j]
             bj = bits[j]
-            for i in range(nr):
-                d = tj[i] * sc - m[i]
-                ej[i], bj[i] = exp_parts(d)
+            if log:
+                hj = sh[j]
+                for i in range(nr):
+                    d = tj[i] * sc - m[i]
+                    hj[i] = d
+                    ej[i], bj[i] = exp_parts(d)
+            else:
+                for i in range(nr):
+                    d = tj[i] * sc - m[i]
+                    ej[i], bj[i] = exp_parts(d)
             pj = pow2[j]
             for i in range(nr):
                 v = ej[i] * pj[i]
@@ -194,22 +168,32 @@ def _softmax_short_f32(x, out, scale, block):
                 s[i] += v
         for i in range(nr):
             inv[i] = _F(1.0 / s[i])
+        q = p if log else out
         for i in range(nr):
-            orow = out[r0 + i]
+            qrow = q[r0 + i]
             iv = inv[i]
             for j in range(n):
-                orow[j] = t[j, i] * iv
+                qrow[j] = t[j, i] * iv
+        if log:
+            for i in range(nr):
+                orow = out[r0 + i]
+                ls = _F(math.log(s[i]))
+                for j in range(n):
+                    orow[j] = sh[j, i] - ls
 
 
 @kernel(error_model="numpy")
-def _softmax_group_f32(x, out, scale, group):
+def _softmax_group_f32(x, out, p, scale, group, log):
     # out = softmax(scale * x), rows of more than _SHORT values, taken `group` rows at a
     # time: their maxima first, then their exp loops back to back (no row waits for the
     # previous one's sum), the 2**k factors of the whole group in one long loop, and each
-    # row's sum and scaling. x and out distinct. scale > 0.
+    # row's sum and scaling. With log: p = softmax and out = log-softmax (the shifted value
+    # minus the log of the sum, one rounding); without, p is not touched. x, out and p
+    # distinct. scale > 0.
     rows, n = x.shape
     sc = _F(scale)
-    of = out.reshape(-1)
+    q = p if log else out
+    of = q.reshape(-1)
     bits = np.empty(group * n, np.int32)
     pow2 = bits.view(np.float32)
     ms = np.empty(group, np.float32)
@@ -221,29 +205,41 @@ def _softmax_group_f32(x, out, scale, group):
         for i in range(g):
             m = ms[i]
             row = x[r0 + i]
-            orow = out[r0 + i]
+            qrow = q[r0 + i]
             br = bits[i * n:(i + 1) * n]
-            for j in range(n):
-                d = row[j] * sc - m
-                orow[j], br[j] = exp_parts(d)
+            if log:     # the shifted row stored, so that it is rounded before the log is taken off
+                orow = out[r0 + i]
+                for j in range(n):
+                    d = row[j] * sc - m
+                    orow[j] = d
+                    qrow[j], br[j] = exp_parts(d)
+            else:
+                for j in range(n):
+                    d = row[j] * sc - m
+                    qrow[j], br[j] = exp_parts(d)
         ob = of[r0 * n:(r0 + g) * n]
         for i in range(g * n):
             ob[i] *= pow2[i]
         for i in range(g):
-            orow = out[r0 + i]
+            qrow = q[r0 + i]
             s = 0.0
             for j in range(n):
-                s += orow[j]
+                s += qrow[j]
             inv = _F(1.0 / s)
             for j in range(n):
-                orow[j] *= inv
+                qrow[j] *= inv
+            if log:
+                orow = out[r0 + i]
+                ls = _F(math.log(s))
+                for j in range(n):
+                    orow[j] -= ls
 
 
 @kernel(error_model="numpy")
 def _softmax_mid_f32(x, out, p, log):
     # softmax over axis 1 of [outer, n, inner] float32 arrays (an axis before the last, e.g.
     # the channels of NCHW): each loop runs along the contiguous inner axis, the n slices
-    # reduced element-wise (vectorized); the same exp as _softmax_rows_f32. With log: out =
+    # reduced element-wise (vectorized); the same exp as the row kernels. With log: out =
     # log_softmax, p = softmax. x, out and p distinct.
     outer, n, inner = x.shape
     m = np.empty(inner, np.float32)
@@ -418,16 +414,13 @@ def softmax_last(x2, log, scale=1.0):
     LLVM's overlap check sends the float32 loops to their scalar versions (2.6x slower)."""
     out = np.empty_like(x2)
     if x2.dtype == np.float32:
-        if not log:
-            n = x2.shape[1]
-            if n <= _SHORT:
-                _softmax_short_f32(x2, out, float(scale), _BLOCK)
-            else:
-                _softmax_group_f32(x2, out, float(scale), max(1, _GROUP // n))
-            return out
-        p = np.empty_like(x2)
-        _softmax_rows_f32(x2, out, p, float(scale), True)
-        return out, p
+        p = np.empty_like(x2) if log else _NO_P
+        n = x2.shape[1]
+        if n <= _SHORT:
+            _softmax_short_f32(x2, out, p, float(scale), _BLOCK, bool(log))
+        else:
+            _softmax_group_f32(x2, out, p, float(scale), max(1, _GROUP // n), bool(log))
+        return (out, p) if log else out
     if scale != 1.0:
         x2 = x2 * scale
     _rows_sub_max(x2, out)
