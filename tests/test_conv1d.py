@@ -166,29 +166,36 @@ def test_conv1d_tiles(xs, o, k, s, p, d, monkeypatch):
     tiles = _spy(monkeypatch, name)
     tiles_bwd = _spy(monkeypatch, name.replace("forward", "backward"))
     x, w, b = RNG.standard_normal(xs), RNG.standard_normal((o, xs[1], k)), RNG.standard_normal(o)
-    ref = _ref1d(x, w, b, s, p, d)
+    _check_tiles(lambda x, w, b=None: F.conv1d(x, w, b, s, list(p), d), x, w, b, _ref1d(x, w, b, s, p, d),
+                 tiles, tiles_bwd)
+
+
+def _check_tiles(f, x, w, b, ref, tiles, tiles_bwd):
+    """``f(x, w, b)`` on the compiled tiles (``tiles``/``tiles_bwd`` record their calls):
+    float32 and half precision forward against the float64 reference ``ref``; float32's
+    input, weight, bias and second-order gradients against float64's; an empty batch."""
     for dt, tol in (("float32", 2e-6), ("float16", 2e-2), ("bfloat16", 2e-2)):
         n_calls = len(tiles)
-        yl = F.conv1d(T(x, dtype=dt), T(w, dtype=dt), T(b, dtype=dt), s, list(p), d)
+        yl = f(T(x, dtype=dt), T(w, dtype=dt), T(b, dtype=dt))
         assert yl.dtype == getattr(ddg, dt) and len(tiles) == n_calls + 1
         np.testing.assert_allclose(yl.numpy().astype(np.float64), ref, rtol=0, atol=tol * np.abs(ref).max())
     gy = RNG.standard_normal(ref.shape)
-    v = RNG.standard_normal(xs)
+    v = RNG.standard_normal(x.shape)
     grads = {}
     for dt in ("float64", "float32"):
         xt, wt, bt = T(x, True, dt), T(w, True, dt), T(b, True, dt)
         # the output gradient as a strided view: the kernels take a contiguous copy
         g = ddg.to_tensor(np.ascontiguousarray(gy.transpose(2, 1, 0)).transpose(2, 1, 0).astype(dt))
-        grads[dt] = [a.numpy() for a in ddg.grad(F.conv1d(xt, wt, bt, s, list(p), d), [xt, wt, bt], g)]
-        gx = ddg.grad(F.conv1d(xt, wt, bt, s, list(p), d), [xt], g, create_graph=True)[0]
+        grads[dt] = [a.numpy() for a in ddg.grad(f(xt, wt, bt), [xt, wt, bt], g)]
+        gx = ddg.grad(f(xt, wt, bt), [xt], g, create_graph=True)[0]
         grads[dt] += [a.numpy() for a in ddg.grad((gx * T(v, dtype=dt)).sum(), [wt, bt], allow_unused=True)[:1]]
     assert len(tiles) == 5 and tiles_bwd
     for a32, a64 in zip(grads["float32"], grads["float64"]):
         np.testing.assert_allclose(a32, a64, rtol=0, atol=2e-6 * np.abs(a64).max())
     # an empty batch: zero weight gradient
-    xt, wt = T(np.zeros((0,) + xs[1:]), True, "float32"), T(w, True, "float32")
-    F.conv1d(xt, wt, None, s, list(p), d).sum().backward()
-    assert xt.grad.shape == [0, *xs[1:]] and not wt.grad.numpy().any()
+    xt, wt = T(np.zeros((0,) + x.shape[1:]), True, "float32"), T(w, True, "float32")
+    f(xt, wt).sum().backward()
+    assert xt.grad.shape == [0, *x.shape[1:]] and not wt.grad.numpy().any()
 
 
 # (x shape, output channels, kernel, stride, (left, right) crop, output padding)
@@ -209,30 +216,8 @@ def test_conv1d_transpose_tiles(xs, o, k, s, p, opad, monkeypatch):
     tiles = _spy(monkeypatch, "_kernel_transpose_forward")
     tiles_bwd = _spy(monkeypatch, "_kernel_transpose_backward")
     x, w, b = RNG.standard_normal(xs), RNG.standard_normal((xs[1], o, k)), RNG.standard_normal(o)
-    ref = _ref1d_t(x, w, b, s, p, 1, opad)
-
-    def f(x, w, b=None):
-        return F.conv1d_transpose(x, w, b, s, list(p), opad)
-    for dt, tol in (("float32", 2e-6), ("float16", 2e-2), ("bfloat16", 2e-2)):
-        n_calls = len(tiles)
-        yl = f(T(x, dtype=dt), T(w, dtype=dt), T(b, dtype=dt))
-        assert yl.dtype == getattr(ddg, dt) and len(tiles) == n_calls + 1
-        np.testing.assert_allclose(yl.numpy().astype(np.float64), ref, rtol=0, atol=tol * np.abs(ref).max())
-    gy = RNG.standard_normal(ref.shape)
-    v = RNG.standard_normal(xs)
-    grads = {}
-    for dt in ("float64", "float32"):
-        xt, wt, bt = T(x, True, dt), T(w, True, dt), T(b, True, dt)
-        g = ddg.to_tensor(np.ascontiguousarray(gy.transpose(2, 1, 0)).transpose(2, 1, 0).astype(dt))
-        grads[dt] = [a.numpy() for a in ddg.grad(f(xt, wt, bt), [xt, wt, bt], g)]
-        gx = ddg.grad(f(xt, wt, bt), [xt], g, create_graph=True)[0]
-        grads[dt] += [a.numpy() for a in ddg.grad((gx * T(v, dtype=dt)).sum(), [wt, bt], allow_unused=True)[:1]]
-    assert len(tiles) == 5 and tiles_bwd
-    for a32, a64 in zip(grads["float32"], grads["float64"]):
-        np.testing.assert_allclose(a32, a64, rtol=0, atol=2e-6 * np.abs(a64).max())
-    xt, wt = T(np.zeros((0,) + xs[1:]), True, "float32"), T(w, True, "float32")
-    f(xt, wt).sum().backward()
-    assert xt.grad.shape == [0, *xs[1:]] and not wt.grad.numpy().any()
+    _check_tiles(lambda x, w, b=None: F.conv1d_transpose(x, w, b, s, list(p), opad), x, w, b,
+                 _ref1d_t(x, w, b, s, p, 1, opad), tiles, tiles_bwd)
 
 
 def test_conv1d_gates():
