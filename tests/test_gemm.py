@@ -230,13 +230,13 @@ def test_few_row_products(dt):
     central differences (float64)."""
     rng = np.random.default_rng(11)
     a, b = rng.standard_normal((7, 1)).astype(dt), rng.standard_normal((1, 9)).astype(dt)
-    got = gemm._few_rows_product(a, b)
+    got = gemm.few_rows_product(a, b)
     assert got.dtype == dt and got.flags.c_contiguous
     np.testing.assert_array_equal(got, (a.astype(np.float64) * b.astype(np.float64)).astype(dt))   # rounded once
     a = rng.standard_normal((3, 40)).astype(dt)
     w = rng.standard_normal((25, 40)).astype(dt)
     bias = rng.standard_normal(25).astype(dt)
-    assert gemm._few_rows_product(a, w.T) is not None and gemm._few_rows_product(a, w) is None
+    assert gemm.few_rows_product(a, w.T) is not None and gemm.few_rows_product(a, w) is None
     got = gemm.product(a, w.T, bias)
     assert got.dtype == dt and got.flags.c_contiguous
     np.testing.assert_allclose(got, _ref(a, w.T, bias), rtol=1e-5 if dt == np.float32 else 1e-12, atol=1e-5)

@@ -104,7 +104,7 @@ def product(A, B, bias=None):
     out = _kernel_product(A, B, bias)
     if out is not None:
         return out
-    out = _few_rows_product(A, B)
+    out = few_rows_product(A, B)
     if out is None:
         out = A @ B
     if bias is not None:
@@ -117,7 +117,7 @@ def product(A, B, bias=None):
 FEW_ROWS = 64
 
 
-def _few_rows_product(A, B):
+def few_rows_product(A, B):
     """``A @ B`` for numpy float arrays where numpy's own product is slow, else None:
     one inner index (a rank-1 outer product, a one-row weight gradient ``x.T @ g``) as a
     broadcast multiply (the same values; numpy's product ran 4x its time at 1500x1500), and

@@ -40,6 +40,7 @@ import numpy as np
 
 from ...tensor import backend
 from ...tensor.dtypes import upcast
+from ...tensor.gemm import few_rows_product
 from ..function import Function
 from ..higher import live_input
 
@@ -82,12 +83,12 @@ def _cols_left(B, w_size):
 
 
 def _tn(a, b):
-    """``a.T @ b`` for 2-D arrays; from a single row (one step of batch 1: a cell's weight
-    gradient) the outer product as a broadcast multiply, the same values (numpy's product
-    with one inner index ran 4x its time on a 768-wide cell)."""
-    if a.shape[0] == 1:
-        return a.T * b
-    return a.T @ b
+    """``a.T @ b`` for 2-D arrays; on numpy in ``gemm.few_rows_product``'s forms where
+    numpy's own product is slow (from a single row, one step of batch 1: a cell's weight
+    gradient, the outer product as a broadcast multiply)."""
+    out = few_rows_product(a.T, b)
+    return a.T @ b if out is None else out
+
 
 class RNNSequence(Function):
     """One direction of one recurrent layer over a whole sequence.
