@@ -227,11 +227,17 @@ def _start_seed():
     if not text:
         return _os_seed()
     try:
-        n = int(text)
+        return _check_seed(int(text))
     except ValueError:
         raise ValueError(f"DDG_SEED must be an integer >= 0, got {text!r}") from None
+
+
+def _check_seed(n):
+    if not isinstance(n, (int, float, np.integer, np.floating)):
+        raise TypeError(f"ddg.seed: the seed must be an int, got {type(n).__name__} {n!r}")
+    n = int(n)
     if n < 0:
-        raise ValueError(f"DDG_SEED must be an integer >= 0, got {text!r}")
+        raise ValueError(f"ddg.seed: the seed must be >= 0, got {n}")
     return n
 
 
@@ -247,15 +253,6 @@ def seed(n):
     _np_rng = np.random.default_rng(n)
     if cupy_available():
         _cupy.random.seed(n)
-
-
-def _check_seed(n):
-    if not isinstance(n, (int, float, np.integer, np.floating)):
-        raise TypeError(f"ddg.seed: the seed must be an int, got {type(n).__name__} {n!r}")
-    n = int(n)
-    if n < 0:
-        raise ValueError(f"ddg.seed: the seed must be >= 0, got {n}")
-    return n
 
 
 def initial_seed():
