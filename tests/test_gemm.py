@@ -12,7 +12,8 @@ from ddg.tensor import backend, gemm
 
 gk = pytest.importorskip("ddg.tensor.gemm_kernels")
 
-SHAPES = [(1, 1, 1), (0, 5, 3), (4, 0, 3), (3, 5, 0), (13, 17, 19), (8, 16, 16), (37, 65, 33), (9, 40, 70)]
+SHAPES = [(1, 1, 1), (0, 5, 3), (4, 0, 3), (3, 5, 0), (13, 17, 19), (8, 16, 16), (37, 65, 33), (9, 40, 70),
+          (9, 1024, 40)]     # rows of 4 KB: a transposed B packed in half panels
 
 
 def _ref(a, b, bias=None):
