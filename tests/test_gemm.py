@@ -272,3 +272,87 @@ def test_linear_on_gpu_keeps_cupy_products(monkeypatch):
     y.sum().backward()
     np.testing.assert_allclose(y.numpy(), _ref(x, w), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(W.grad.numpy(), x.T.astype(np.float64) @ np.ones((64, 64)), rtol=1e-4, atol=1e-4)
+
+
+@pytest.fixture
+def stacked(forced, monkeypatch):
+    """``forced``, with the stacked kernel's calls counted (their stack sizes)."""
+    calls = []
+    real = gk.gemm_stack
+
+    def counting(*args):
+        calls.append(args[0].shape[0])
+        return real(*args)
+
+    monkeypatch.setattr(gk, "gemm_stack", counting)
+    return calls
+
+
+@pytest.mark.parametrize("lead", [(5,), (2, 3)])
+def test_stack_product_forms_against_float64(stacked, monkeypatch, lead):
+    """Stacks of products (attention's batches and heads) in one kernel call: every operand
+    form (C-contiguous or the last-two-axes transpose of one), odd sizes, against float64;
+    strided, float64, mismatched or small stacks left to numpy (None)."""
+    monkeypatch.setattr(gemm, "STACK_MIN_M", 8)
+    monkeypatch.setattr(gemm, "STACK_MIN_N", 8)
+    rng = np.random.default_rng(len(lead))
+    M, K, N = 37, 19, 41
+    a = rng.standard_normal(lead + (M, K)).astype(np.float32)
+    b = rng.standard_normal(lead + (K, N)).astype(np.float32)
+    want = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    for x in (a, np.swapaxes(np.ascontiguousarray(np.swapaxes(a, -1, -2)), -1, -2)):
+        for y in (b, np.swapaxes(np.ascontiguousarray(np.swapaxes(b, -1, -2)), -1, -2)):
+            got = gemm.stack_product(x, y)
+            assert got.flags.c_contiguous
+            _close(got, want, K)
+    assert stacked == [int(np.prod(lead))] * 4
+    wide = np.zeros(lead + (M, 2 * K), np.float32)
+    wide[..., ::2] = a
+    assert gemm.stack_product(wide[..., ::2], b) is None                  # strided: would need a copy
+    assert gemm.stack_product(a.astype(np.float64), b.astype(np.float64)) is None
+    assert gemm.stack_product(a[:1], b) is None                           # batches differ
+    assert gemm.stack_product(a[..., :7, :], b) is None                   # fewer than STACK_MIN_M rows
+    assert gemm.stack_product(a, b[..., :7]) is None                      # fewer than STACK_MIN_N columns
+    monkeypatch.setattr(gemm, "blas_threads", lambda: 2)
+    assert gemm.stack_product(a, b) is None
+
+
+@pytest.mark.parametrize("kind", ["mha", "mask", "bshd", "weights"])
+def test_attention_on_the_stacked_kernel(stacked, monkeypatch, kind):
+    """Attention forward, every input gradient and the mask's with its products on the
+    stacked kernel (heads copied out of the projections) equal numpy's matmul path, and the
+    kernel really ran."""
+    monkeypatch.setattr(gemm, "STACK_MIN_M", 8)
+    monkeypatch.setattr(gemm, "STACK_MIN_N", 8)
+    rng = np.random.default_rng(3)
+    B, L, H, d = 2, 21, 3, 16
+    arrays = [rng.standard_normal((B, L, H * d)).astype(np.float32) for _ in range(3)]
+    mask = rng.standard_normal((B, H, L, L)).astype(np.float32)
+    gout = rng.standard_normal((B, L, H * d)).astype(np.float32)
+
+    def run():
+        q, k, v = (ddg.to_tensor(a, stop_gradient=False) for a in arrays)
+        m = ddg.to_tensor(mask, stop_gradient=False)
+        extra = []
+        if kind == "bshd":
+            q4, k4, v4 = (t.reshape([B, L, H, d]) for t in (q, k, v))
+            out = ddg.nn.functional.scaled_dot_product_attention(q4, k4, v4).reshape([B, L, H * d])
+        else:
+            mha = ddg.nn.MultiHeadAttention(H * d, H, need_weights=kind == "weights")
+            for p, w in zip(mha.parameters(), np.random.default_rng(9).standard_normal((8, H * d, H * d))):
+                p.set_value(w[:p.shape[0]].reshape(p.shape).astype(np.float32) * 0.2 if p.ndim == 2 else
+                            w[0, :p.shape[0]].astype(np.float32) * 0.1)
+            res = mha(q, k, v, attn_mask=m if kind == "mask" else None)
+            out, extra = (res[0], [res[1]]) if kind == "weights" else (res, [])
+        loss = (out * ddg.to_tensor(gout)).sum() + sum((w * w).sum() for w in extra)
+        ins = [q, k, v] + ([m] if kind == "mask" else [])
+        return [out.numpy()] + [g.numpy() for g in ddg.grad(loss, ins)]
+
+    got = run()
+    assert len(stacked) == 6      # forward q k^T and p v; backward p^T g, g v^T, ds k, ds^T q
+    monkeypatch.setattr(gemm, "STACK_MIN_M", 10 ** 9)
+    stacked.clear()
+    want = run()
+    assert stacked == []
+    for a, e in zip(got, want):
+        np.testing.assert_allclose(a, e, rtol=2e-5, atol=2e-5)

@@ -392,3 +392,13 @@ def gemm(a, a_t, b, b_t, out, bias, has_bias, pack_b, kc, mc, qb, colsum):
                             _GT1(a, x, out, bias, i, i, b0, nb, k0, k1, c0, acc)
                         else:
                             _G1(a, x, out, bias, i, i, b0, nb, k0, k1, c0, acc)
+
+
+@numba.njit(**_OPTS)
+def gemm_stack(a, a_t, b, b_t, out, kc, mc, qb, colsum):
+    """``out[z] = A_z @ B_z`` for every z of C-contiguous float32 stacks ``[Z, ., .]``, each
+    product by ``gemm`` (A_z = ``a[z]`` or, where ``a_t``, its transpose; likewise B_z; B
+    always packed): the attention products of every batch and head in one call."""
+    for z in range(out.shape[0]):
+        o = out[z]
+        gemm(a[z], a_t, b[z], b_t, o, o, False, True, kc, mc, qb, colsum)
