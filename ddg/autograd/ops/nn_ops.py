@@ -55,7 +55,6 @@ class Softmax(Function):
         return y * (g - (g * y).sum(axis=self.axis, keepdim=True))
 
 
-
 def _matmul(xp, a, c, out=None):
     """``xp.matmul(a, c)`` (into ``out`` if given), on numpy by the compiled stacked
     kernel where ``gemm.stack_product`` takes the operands (copied into ``out``)."""
@@ -66,6 +65,7 @@ def _matmul(xp, a, c, out=None):
         return r
     out[...] = r
     return out
+
 
 class Attention(Function):
     """Scaled dot-product attention ``softmax(q k^T * scale [+ mask]) v`` on ``[..., L, d]``
