@@ -492,6 +492,58 @@ def test_attention_op_dropout_matches_composite_and_differences(heads):
     assert gradgradcheck(lambda *xs: op(*xs)[0], ins, atol=1e-5, rtol=1e-4)
 
 
+@pytest.mark.parametrize("mask_shape", [None, (3, 2, 4, 5), (3, 1, 1, 5), (4, 5), (1, 2, 4, 5)])
+@pytest.mark.parametrize("dropout", [0.0, 0.3])
+def test_attention_op_chunked_batch_matches_whole_and_differences(monkeypatch, mask_shape, dropout):
+    """A numpy heads attention run chunk by chunk along the batch (``CHUNK_BYTES`` small:
+    one or two batch rows per chunk) gives the whole-batch values, weights and every
+    gradient (the weights' gradient too; a mask with and without the batch axis; dropout
+    drawn as one); a mask that wants its gradient takes the whole-batch backward; float64
+    central differences on the chunked path."""
+    from ddg.autograd.ops.nn_ops import Attention
+    rng = np.random.default_rng(21)
+    arrs = [rng.standard_normal((3, 4, 6)), rng.standard_normal((3, 5, 6)), rng.standard_normal((3, 5, 4))]
+    if mask_shape is not None:
+        arrs.append(rng.standard_normal(mask_shape))
+    gw = rng.standard_normal((3, 2, 4, 5))
+
+    chunks = []
+    real = Attention._chunked_backward
+
+    def spy(self, *args):
+        chunks.append(self.chunk)
+        return real(self, *args)
+    monkeypatch.setattr(Attention, "_chunked_backward", spy)
+
+    def run(chunk_bytes, dtype, mask_grad):
+        monkeypatch.setattr(Attention, "CHUNK_BYTES", chunk_bytes)
+        ts = [_t(a.astype(dtype), grad=i < 3 or mask_grad) for i, a in enumerate(arrs)]
+        ddg.seed(5)
+        out, w = Attention(0.7, heads=2, dropout=dropout)(*ts)
+        loss = (out * out).sum() + (w * _t(gw.astype(dtype))).sum()
+        return [out.numpy(), w.numpy()] + [g.numpy() for g in ddg.grad(loss, ts if mask_grad else ts[:3])]
+
+    for mask_grad in (False, True) if mask_shape else (False,):
+        for dtype, tol in ((np.float64, 1e-12), (np.float32, 2e-6)):
+            chunks.clear()
+            whole = run(1 << 30, dtype, mask_grad)
+            assert chunks == []
+            part = run(2 * 4 * 5 * np.dtype(dtype).itemsize, dtype, mask_grad)      # one batch row per chunk
+            assert chunks == ([] if mask_grad else [1])     # the mask's gradient: the whole-batch backward
+            for a, e in zip(part, whole):
+                np.testing.assert_allclose(a, e, rtol=tol, atol=tol)
+    monkeypatch.setattr(Attention, "CHUNK_BYTES", 2 * 2 * 4 * 5 * 8)          # two rows, then one
+    ins = [_t(a, grad=i < 3) for i, a in enumerate(arrs)]
+    chunks.clear()
+
+    def both(*xs):
+        ddg.seed(5)
+        o, wt = Attention(0.7, heads=2, dropout=dropout)(*xs)
+        return ddg.concat([(o * o).flatten(), wt.flatten()])
+    assert gradcheck(both, ins, atol=1e-6, rtol=1e-5)
+    assert chunks and set(chunks) == {2}
+
+
 def test_attention_op_bshd_layout_and_sdpa_differences():
     # [batch, L, heads, d] inputs (scaled_dot_product_attention's layout, here strided views
     # of one packed array as unbind gives them, v with its own head size) against the op on
