@@ -15,7 +15,7 @@ otherwise). Models:
 * ``lstm`` / ``gru``: 1-layer LSTM/GRU (input 32, hidden H) over T steps, batch 16,
   Linear(H, 10) on the last output.
 * ``transformer``: 2 post-norm encoder layers (d_model D, 4 heads, feed-forward 2D,
-  no dropout), sequence 32, batch 16, mean over the sequence, Linear(D, 10).
+  no dropout), sequence S (10-200), batch 16, mean over the sequence, Linear(D, 10).
 * ``dcgan``: DCGAN on HxH images (32 or 64), batch 16, latent 64, base width G. Generator:
   ConvTranspose 4x4 (1x1 -> 4x4) then ConvTranspose 4x4 stride 2 layers halving the width
   (each + BatchNorm + ReLU) up to ConvTranspose(G, 3) + Tanh. Discriminator: Conv 4x4
@@ -59,7 +59,7 @@ from ddg import nn
 BATCH = 16
 RESNET_SIZES = [(16, 32), (32, 32), (64, 16), (128, 8), (256, 8), (16, 64)]
 RNN_SIZES = [(64, 50), (128, 50), (256, 50), (512, 20), (1024, 10), (128, 10), (128, 200)]
-TRANSFORMER_SIZES = [64, 128, 256]
+TRANSFORMER_SIZES = [(64, 32), (128, 32), (256, 32), (512, 32), (128, 10), (64, 200), (128, 200)]  # (d, seq)
 DCGAN_SIZES = [(16, 32), (32, 32), (64, 32), (16, 64), (32, 64)]        # (base width, image)
 MOBILENET_SIZES = [(16, 32), (8, 64), (16, 64)]                         # (stem width, image)
 MOBILENETV2_SIZES = [(0.5, 32), (1.0, 32), (0.5, 64), (0.75, 48)]        # (width multiplier, image)
@@ -475,9 +475,9 @@ def cases(only, quick):
                 yield (f"{kind} H={h} T={steps}", lambda kind=kind, h=h, x=x: ddg_step(_DdgRnnNet(kind, h), x, y),
                        lambda t, kind=kind, h=h, x=x: torch_step(t, torch_rnn(t, kind, h), x, y))
     if "transformer" in only:
-        for d in (TRANSFORMER_SIZES[:1] if quick else TRANSFORMER_SIZES):
-            x = rng.standard_normal((BATCH, 32, d)).astype(np.float32)
-            yield (f"transformer d={d}", lambda d=d, x=x: ddg_step(_DdgEncoder(d), x, y),
+        for d, seq in (TRANSFORMER_SIZES[:1] if quick else TRANSFORMER_SIZES):
+            x = rng.standard_normal((BATCH, seq, d)).astype(np.float32)
+            yield (f"transformer d={d} S={seq}", lambda d=d, x=x: ddg_step(_DdgEncoder(d), x, y),
                    lambda t, d=d, x=x: torch_step(t, torch_encoder(t, d), x, y))
     if "dcgan" in only:
         for g, hw in (DCGAN_SIZES[:1] if quick else DCGAN_SIZES):
