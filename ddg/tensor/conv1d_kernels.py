@@ -24,11 +24,10 @@ takes it.
 import numba
 from llvmlite import ir
 from numba import types
-from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .compiled import FASTMATH
-from .gemm_kernels import _V_F32, _V_I32, _V_I64, _ptr
+from .gemm_kernels import _V_I32, _V_I64, _lanes_below, _vector_ops
 
 _OPTS = {"fastmath": set(FASTMATH), "cache": True, "error_model": "numpy"}
 
@@ -42,30 +41,17 @@ def _tap_tile(rows, lanes=16):
     (``gemm_kernels._tile`` loads and stores them once per call, here once per tile). A tap
     can be a convolution's tap (a shift ``xstep`` along the row) or a sample (``xstep`` and
     ``ta`` a sample's extent)."""
-    vt = ir.VectorType(_V_F32, lanes)
-    mt = ir.VectorType(ir.IntType(1), lanes)
-    vn = f"v{lanes}f32"
-
     def codegen(context, builder, signature, args):
         i, ai, b0, nb, kk, c0, xstep, taps, ra, ka, ta, accf = args[3:]
         arrs = [context.make_array(t)(context, builder, v) for t, v in zip(signature.args[:3], args[:3])]
         ad, xd, od = (r.data for r in arrs)
         ldx, ldo = (builder.extract_value(r.shape, 1) for r in arrs[1:])
-        mod = builder.module
-        fma = cgutils.get_or_insert_function(mod, ir.FunctionType(vt, [vt] * 3), f"llvm.fma.{vn}")
-        mload = cgutils.get_or_insert_function(mod, ir.FunctionType(vt, [vt.as_pointer(), _V_I32, mt, vt]),
-                                               f"llvm.masked.load.{vn}.{_ptr(lanes)}")
-        mstore = cgutils.get_or_insert_function(mod, ir.FunctionType(ir.VoidType(), [vt, vt.as_pointer(), _V_I32,
-                                                                                    mt]),
-                                                f"llvm.masked.store.{vn}.{_ptr(lanes)}")
+        vt, fma, mload, mstore = _vector_ops(builder.module, lanes)
         undef = ir.Constant(vt, ir.Undefined)
         splat = ir.Constant(ir.VectorType(_V_I32, lanes), [0] * lanes)
         zero = ir.Constant(vt, [0.0] * lanes)
         align = ir.Constant(_V_I32, 4)
-        lane = ir.Constant(ir.VectorType(_V_I64, lanes), list(range(lanes)))
-        nbv = builder.insert_element(ir.Constant(ir.VectorType(_V_I64, lanes), ir.Undefined), nb,
-                                     ir.Constant(_V_I32, 0))
-        mask = builder.icmp_signed("<", lane, builder.shuffle_vector(nbv, nbv, splat))
+        mask = _lanes_below(builder, nb, lanes)
         one = ir.Constant(_V_I64, 1)
         izero = ir.Constant(_V_I64, 0)
         optr = [builder.bitcast(builder.gep(od, [builder.add(builder.mul(builder.add(i, ir.Constant(_V_I64, r)), ldo),

@@ -35,6 +35,28 @@ def _ptr(lanes):
     return "p0" if llvm_version_info[0] >= 15 else f"p0v{lanes}f32"
 
 
+def _vector_ops(mod, lanes):
+    """``(vt, fma, mload, mstore)``: the LLVM type of ``lanes`` float32 and its fused
+    multiply-add and masked load/store intrinsics, declared in module ``mod``."""
+    vt = ir.VectorType(_V_F32, lanes)
+    mt = ir.VectorType(ir.IntType(1), lanes)
+    vn = f"v{lanes}f32"
+    fma = cgutils.get_or_insert_function(mod, ir.FunctionType(vt, [vt] * 3), f"llvm.fma.{vn}")
+    mload = cgutils.get_or_insert_function(mod, ir.FunctionType(vt, [vt.as_pointer(), _V_I32, mt, vt]),
+                                           f"llvm.masked.load.{vn}.{_ptr(lanes)}")
+    mstore = cgutils.get_or_insert_function(mod, ir.FunctionType(ir.VoidType(), [vt, vt.as_pointer(), _V_I32, mt]),
+                                            f"llvm.masked.store.{vn}.{_ptr(lanes)}")
+    return vt, fma, mload, mstore
+
+
+def _lanes_below(builder, n, lanes, first=0):
+    """A mask of ``lanes`` lanes, lane j set where ``first + j < n`` (``n`` an int64 value)."""
+    lane = ir.Constant(ir.VectorType(_V_I64, lanes), list(range(first, first + lanes)))
+    nv = builder.insert_element(ir.Constant(ir.VectorType(_V_I64, lanes), ir.Undefined), n, ir.Constant(_V_I32, 0))
+    return builder.icmp_signed("<", lane, builder.shuffle_vector(nv, nv, ir.Constant(ir.VectorType(_V_I32, lanes),
+                                                                                      [0] * lanes)))
+
+
 def _tile(rows, a_t, with_bias=False, lanes=16, masked=True):
     """An intrinsic ``tile(a, x, out, i, ai, b0, nb, k0, k1, c0, acc)`` on C-contiguous
     float32 matrices: ``out[i:i+rows, b0:b0+nb] (+)= A[ai:ai+rows, k0:k1] @
@@ -65,21 +87,10 @@ def _tile(rows, a_t, with_bias=False, lanes=16, masked=True):
         align = ir.Constant(_V_I32, 4)
         segs = []        # per vector of a row: type, fma, masked load/store, splat, zero, mask, column offset
         for w, off in zip(widths, offs):
-            vt = ir.VectorType(_V_F32, w)
-            mt = ir.VectorType(ir.IntType(1), w)
-            vn = f"v{w}f32"
-            fma = cgutils.get_or_insert_function(mod, ir.FunctionType(vt, [vt] * 3), f"llvm.fma.{vn}")
-            mload = cgutils.get_or_insert_function(mod, ir.FunctionType(vt, [vt.as_pointer(), _V_I32, mt, vt]),
-                                                   f"llvm.masked.load.{vn}.{_ptr(w)}")
-            mstore = cgutils.get_or_insert_function(mod, ir.FunctionType(ir.VoidType(), [vt, vt.as_pointer(), _V_I32,
-                                                                                        mt]),
-                                                    f"llvm.masked.store.{vn}.{_ptr(w)}")
+            vt, fma, mload, mstore = _vector_ops(mod, w)
             splat = ir.Constant(ir.VectorType(_V_I32, w), [0] * w)
-            lane = ir.Constant(ir.VectorType(_V_I64, w), list(range(off, off + w)))
-            nbv = builder.insert_element(ir.Constant(ir.VectorType(_V_I64, w), ir.Undefined), nb,
-                                         ir.Constant(_V_I32, 0))
-            mask = builder.icmp_signed("<", lane, builder.shuffle_vector(nbv, nbv, splat))
-            segs.append((vt, fma, mload, mstore, splat, ir.Constant(vt, [0.0] * w), mask, off))
+            segs.append((vt, fma, mload, mstore, splat, ir.Constant(vt, [0.0] * w), _lanes_below(builder, nb, w, off),
+                         off))
         def load(sg, p):     # the last vector of a row masked, the ones before it whole
             return builder.call(sg[2], [p, align, sg[6], sg[5]]) if masked and sg is segs[-1] else \
                 builder.load(p, align=4)
@@ -162,29 +173,19 @@ def _ctile(vecs, cols):
     caller keeps ``j < nb``); rows of A past M are masked (zero). Per k: ``vecs`` vector
     loads, ``cols`` broadcasts, ``vecs * cols`` fused multiply-adds, so a few columns take
     as many multiply-adds as they need, not a whole vector's."""
-    vt = ir.VectorType(_V_F32, 16)
-    mt = ir.VectorType(ir.IntType(1), 16)
-
     def codegen(context, builder, signature, args):
         i, b0, nb, k1 = args[3:]
         arrs = [context.make_array(t)(context, builder, v) for t, v in zip(signature.args[:3], args[:3])]
         ad, xd, td = (r.data for r in arrs)
         lda, ldx, ldt = (builder.extract_value(r.shape, 1) for r in arrs)
-        mod = builder.module
-        fma = cgutils.get_or_insert_function(mod, ir.FunctionType(vt, [vt] * 3), "llvm.fma.v16f32")
-        mload = cgutils.get_or_insert_function(mod, ir.FunctionType(vt, [vt.as_pointer(), _V_I32, mt, vt]),
-                                               f"llvm.masked.load.v16f32.{_ptr(16)}")
+        vt, fma, mload, _ = _vector_ops(builder.module, 16)
         align = ir.Constant(_V_I32, 4)
         zero = ir.Constant(vt, [0.0] * 16)
         undef = ir.Constant(vt, ir.Undefined)
         splat = ir.Constant(ir.VectorType(_V_I32, 16), [0] * 16)
-        lane = ir.Constant(ir.VectorType(_V_I64, 16), list(range(16)))
-        masks = []
-        for r in range(vecs):
-            left = builder.sub(lda, builder.add(i, ir.Constant(_V_I64, 16 * r)))      # rows of A left from here
-            lv = builder.insert_element(ir.Constant(ir.VectorType(_V_I64, 16), ir.Undefined), left,
-                                        ir.Constant(_V_I32, 0))
-            masks.append(builder.icmp_signed("<", lane, builder.shuffle_vector(lv, lv, splat)))
+        # rows of A left from each vector's first row
+        masks = [_lanes_below(builder, builder.sub(lda, builder.add(i, ir.Constant(_V_I64, 16 * r))), 16)
+                 for r in range(vecs)]
         last = builder.sub(nb, ir.Constant(_V_I64, 1))
         col = []
         for j in range(cols):
