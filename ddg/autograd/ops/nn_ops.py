@@ -1,6 +1,5 @@
 """Neural-network primitives that are primitives for numerical stability or speed
 (each says which). Everything else in ddg.nn.functional is a composite."""
-import copy
 import functools
 import math
 
@@ -322,20 +321,20 @@ class Attention(Function):
         """``_backward`` chunk by chunk along the batch (as the forward ran), each chunk's
         weights' and scores' gradients formed and used while they are in cache. Not where
         the mask's gradient is wanted (summed over the batch: the whole-batch pass)."""
-        part = copy.copy(self)
+        saved = (self.q, self.k, self.v, self.p, self.pd, self.keep)
         for b0 in range(0, g.shape[0], self.chunk):
             rows = slice(b0, b0 + self.chunk)
-            part.q, part.k, part.v, part.p, part.pd = (a[rows] for a in (self.q, self.k, self.v, self.p, self.pd))
-            part.keep = None if self.keep is None else self.keep[rows]
-            part._backward(g[rows], None if gp is None else gp[rows], needs,
-                           [None if view is None else view[rows] for view in views])
+            self._backward(g[rows], None if gp is None else gp[rows], needs,
+                           [None if view is None else view[rows] for view in views],
+                           tuple(None if a is None else a[rows] for a in saved))
         return (views[0] if needs[0] else None, views[1] if needs[1] else None,
                 views[2] if needs[2] else None) + ((None,) if len(needs) == 4 else ())
 
-    def _backward(self, g, gp, needs, views=(None, None, None)):
+    def _backward(self, g, gp, needs, views=(None, None, None), saved=None):
         """The gradients of q, k, v (and the mask); ``views`` (with heads, on numpy): arrays
-        of q's, k's and v's shapes for numpy's matmul to write them into."""
-        q, k, v, p = self.q, self.k, self.v, self.p
+        of q's, k's and v's shapes for numpy's matmul to write them into; ``saved``: the
+        ``(q, k, v, p, pd, keep)`` to use (a chunk of the batch) instead of the op's own."""
+        q, k, v, p, pd, keep = saved or (self.q, self.k, self.v, self.p, self.pd, self.keep)
         xp = backend.get_array_module(p)
 
         blocks = self.blocks
@@ -363,9 +362,9 @@ class Attention(Function):
         dv = dq = dk = dm = None
         if g is not None and needs[2]:
             if blocks is None:
-                dv = product(xp.swapaxes(self.pd, -1, -2), g, views[2], v.shape)
+                dv = product(xp.swapaxes(pd, -1, -2), g, views[2], v.shape)
             else:
-                dv = by_keys(self.pd, g, views[2])
+                dv = by_keys(pd, g, views[2])
         if not (needs[0] or needs[1] or (len(needs) == 4 and needs[3])):
             return (dq, dk, dv) + ((dm,) if len(needs) == 4 else ())
         if g is not None:
@@ -380,8 +379,8 @@ class Attention(Function):
                 dp += gp
         else:
             dp = xp.array(gp, dtype=p.dtype, copy=True)
-        if self.keep is not None:     # through the dropout: the gradient of the softmax output
-            dp *= self.keep
+        if keep is not None:          # through the dropout: the gradient of the softmax output
+            dp *= keep
         want_dm = len(needs) == 4 and needs[3]
         rows = SK.rows_of(p, -1)
         if rows is not None and dp.dtype == p.dtype:
