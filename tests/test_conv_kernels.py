@@ -613,32 +613,41 @@ def _ref_conv3d_transpose_strided(x, w, stride, pad, out):
 PHASES_W22 = [((2, 16, 3, 4, 5), 16, 1, 0), ((1, 16, 5, 3, 4), 17, 0, 1), ((1, 18, 4, 4, 3), 16, 2, 1)]
 
 
-@pytest.mark.parametrize("xs,cout,pad,opad", PHASES_W22)
-def test_conv3d_transpose_by_winograd_f22(xs, cout, pad, opad, monkeypatch):
+def _check_w22(xs, cout, k, scale, pad, opad, monkeypatch, one_row_blocks=False):
+    """conv3d_transpose stride 2 (kernel k) through ``conv_w22.forward``: float64 against the
+    reference, float32 against float64, the bias gradient, directional derivatives of x and
+    w; with ``one_row_blocks`` the float64 run takes one row of tiles per block. Returns
+    ``(x, w, b, ref, taken)``, ``taken`` a list growing with each ``conv_w22.forward`` call."""
     import ddg.tensor.conv_w22 as W22
     taken, real = [], W22.forward
     monkeypatch.setattr(W22, "forward", lambda *a: taken.append(1) or real(*a))
-    x, w, b = RNG.standard_normal(xs), RNG.standard_normal((xs[1], cout, 4, 4, 4)) / 8, RNG.standard_normal(cout)
-    out = tuple((xs[2 + i] - 1) * 2 - 2 * pad + 4 + opad for i in range(3))
+    x, w, b = RNG.standard_normal(xs), RNG.standard_normal((xs[1], cout) + (k,) * 3) / scale, RNG.standard_normal(cout)
+    out = tuple((xs[2 + i] - 1) * 2 - 2 * pad + k + opad for i in range(3))
     ref = _ref_conv3d_transpose(x, w, 2, pad, out) + b.reshape(1, -1, 1, 1, 1)
     v = RNG.standard_normal(ref.shape)
     got = {}
     for dt in ("float64", "float32"):
         with monkeypatch.context() as mp:
-            if dt == "float64":
+            if dt == "float64" and one_row_blocks:
                 mp.setattr(W22, "W22_BLOCK", 1)       # one row of tiles per block
                 mp.setattr(W22, "W22_BLOCK_MIN_TILES", 1)
             xt, wt, bt = T(x, True, dt), T(w, True, dt), T(b, True, dt)
             y = F.conv3d_transpose(xt, wt, bt, 2, pad, opad)
             (y * T(v, dtype=dt)).sum().backward()
         got[dt] = (y.numpy(), xt.grad.numpy(), wt.grad.numpy(), bt.grad.numpy())
-    assert len(taken) == 2
+    assert len(taken) == 2 and got["float64"][2].shape == w.shape
     np.testing.assert_allclose(got["float64"][0], ref, rtol=0, atol=1e-13 * np.abs(ref).max())
     for a, r in zip(got["float32"], got["float64"]):
         np.testing.assert_allclose(a, r, rtol=0, atol=2e-6 * np.abs(r).max())
     np.testing.assert_allclose(got["float64"][3], v.sum(axis=(0, 2, 3, 4)), rtol=1e-12)
     _directional_check(lambda x, w: (F.conv3d_transpose(T(x), T(w), T(b), 2, pad, opad).numpy() * v).sum(), [x, w],
                        got["float64"][1:3], RNG)
+    return x, w, b, ref, taken
+
+
+@pytest.mark.parametrize("xs,cout,pad,opad", PHASES_W22)
+def test_conv3d_transpose_by_winograd_f22(xs, cout, pad, opad, monkeypatch):
+    x, w, b, ref, taken = _check_w22(xs, cout, 4, 8, pad, opad, monkeypatch, one_row_blocks=True)
     # float16 takes the adjoint's array path: the same result within its round-off
     calls = len(taken)
     y16 = F.conv3d_transpose(T(x, dtype="float16"), T(w, dtype="float16"), None, 2, pad, opad).numpy()
@@ -841,26 +850,7 @@ def test_conv3d_transpose_stride1_gate():
 def test_conv3d_transpose_k3_stride2_as_padded_k4(xs, cout, pad, opad, monkeypatch):
     # 3x3x3 stride 2 with many input positions per channel: the 4x4x4 kernel with a zero last
     # tap per axis, by its F(2, 2) phases
-    import ddg.tensor.conv_w22 as W22
-    taken, real = [], W22.forward
-    monkeypatch.setattr(W22, "forward", lambda *a: taken.append(1) or real(*a))
-    x, w, b = RNG.standard_normal(xs), RNG.standard_normal((xs[1], cout, 3, 3, 3)) / 4, RNG.standard_normal(cout)
-    out = tuple((xs[2 + i] - 1) * 2 - 2 * pad + 3 + opad for i in range(3))
-    ref = _ref_conv3d_transpose(x, w, 2, pad, out) + b.reshape(1, -1, 1, 1, 1)
-    v = RNG.standard_normal(ref.shape)
-    got = {}
-    for dt in ("float64", "float32"):
-        xt, wt, bt = T(x, True, dt), T(w, True, dt), T(b, True, dt)
-        y = F.conv3d_transpose(xt, wt, bt, 2, pad, opad)
-        (y * T(v, dtype=dt)).sum().backward()
-        got[dt] = (y.numpy(), xt.grad.numpy(), wt.grad.numpy(), bt.grad.numpy())
-    assert len(taken) == 2 and got["float64"][2].shape == w.shape
-    np.testing.assert_allclose(got["float64"][0], ref, rtol=0, atol=1e-13 * np.abs(ref).max())
-    for a, r in zip(got["float32"], got["float64"]):
-        np.testing.assert_allclose(a, r, rtol=0, atol=2e-6 * np.abs(r).max())
-    np.testing.assert_allclose(got["float64"][3], v.sum(axis=(0, 2, 3, 4)), rtol=1e-12)
-    _directional_check(lambda x, w: (F.conv3d_transpose(T(x), T(w), T(b), 2, pad, opad).numpy() * v).sum(), [x, w],
-                       got["float64"][1:3], RNG)
+    x, w, b, ref, _ = _check_w22(xs, cout, 3, 4, pad, opad, monkeypatch)
     from ddg.tensor.dtypes import bfloat16
     for dt, tol in ((np.float16, 1e-2), (bfloat16, 6e-2)):
         y = F.conv3d_transpose(T(x, dtype=dt), T(w, dtype=dt), T(b, dtype=dt), 2, pad, opad).numpy()
