@@ -37,14 +37,14 @@ def test_kernel_forms_against_float64(M, K, N):
         a = np.ascontiguousarray(A.T) if a_t else A
         for b_t in (False, True):
             b = np.ascontiguousarray(B.T) if b_t else B
-            for pack_b in (False, True):
+            for pack_a, pack_b in ((False, False), (False, True), (True, False), (True, True)):
                 for kc, mc, qb in ((512, 256, 1 << 20), (16, 8, 2), (512, 8, 1)):   # one pass, or blocks with tails
                     out = np.full((M, N), np.nan, np.float32)
-                    gk.gemm(a, a_t, b, b_t, out, out, False, pack_b, kc, mc, qb, gemm._NONE)
+                    gk.gemm(a, a_t, b, b_t, out, out, False, pack_a, pack_b, kc, mc, qb, gemm._NONE)
                     _close(out, want, K)
                     out = np.full((M, N), np.nan, np.float32)
                     sums = np.full(N, np.nan, np.float32)     # B's column sums on the way
-                    gk.gemm(a, a_t, b, b_t, out, bias, True, pack_b, kc, mc, qb, sums)
+                    gk.gemm(a, a_t, b, b_t, out, bias, True, pack_a, pack_b, kc, mc, qb, sums)
                     _close(out, want_b, K)
                     _close(sums, B.astype(np.float64).sum(axis=0), K)
 
@@ -120,6 +120,25 @@ def test_dispatch_rules(monkeypatch):
     monkeypatch.setattr(gemm, "ENABLED", False)
     gemm.product(A, B)
     assert len(calls) == 1
+
+
+def test_weight_gradient_packs_wide_transposed_a(monkeypatch):
+    """x^T @ g with at least PACK_AT_MIN rows and columns copies x^T to panels (rows past the
+    last 8 read in place); narrower outputs read it in place. Both against float64."""
+    flags = []
+    real = gk.gemm
+    monkeypatch.setattr(gk, "gemm", lambda *a: (flags.append(a[7]), real(*a))[1])
+    monkeypatch.setattr(gemm, "blas_threads", lambda: 1)
+    rng = np.random.default_rng(7)
+    for M, N, packed in ((gemm.PACK_AT_MIN + 3, gemm.PACK_AT_MIN + 16, True), (gemm.PACK_AT_MIN + 3, 40, False),
+                         (gemm.PACK_AT_MIN - 8, gemm.PACK_AT_MIN, False)):
+        x = rng.standard_normal((24, M)).astype(np.float32)
+        g = rng.standard_normal((24, N)).astype(np.float32)
+        flags.clear()
+        gw, gb = gemm.weight_grads(x, g)
+        assert flags == [packed], (M, N)
+        _close(gw, _ref(x.T, g), 24)
+        _close(gb, g.astype(np.float64).sum(axis=0), 24)
 
 
 def test_blas_thread_query(monkeypatch):

@@ -338,12 +338,26 @@ def _pack_b(b, b_t, bp, colsum):
 
 
 @numba.njit(**_OPTS)
-def gemm(a, a_t, b, b_t, out, bias, has_bias, pack_b, kc, mc, qb, colsum):
+def _pack_a(a, ap):
+    """``ap [M // 8, K, 8]``: ``ap[p, k, r] = a[k, 8p + r]`` from ``a`` ``[K, M]`` (A read
+    transposed), ``a`` read one whole row at a time: each 8-row tile's slice of A then lies
+    in 32-byte lines one after another instead of one 32-byte piece per row of ``a``."""
+    for k in range(a.shape[0]):
+        ar = a[k]
+        for p in range(ap.shape[0]):
+            d = ap[p, k]
+            for r in range(8):
+                d[r] = ar[8 * p + r]
+
+
+@numba.njit(**_OPTS)
+def gemm(a, a_t, b, b_t, out, bias, has_bias, pack_a, pack_b, kc, mc, qb, colsum):
     """``out [M, N] = A @ B (+ bias)`` with ``A = a`` ``[M, K]`` or, where ``a_t``, ``a.T``
     (``a`` ``[K, M]``), ``B = b`` ``[K, N]`` or, where ``b_t``, ``b.T`` (``b`` ``[N, K]``);
     ``bias`` ``[1, N]`` where ``has_bias`` (else any array with N columns, ``out`` itself);
     all C-contiguous float32. A is read in place (``a_t``: eight neighbours in a row of
-    ``a`` per k); ``pack_b`` (implied by ``b_t``) copies B to panels of 16 columns
+    ``a`` per k, or, where ``pack_a`` and ``a_t``, from a copy of its rows in 8-column
+    panels, ``[K, 8]``); ``pack_b`` (implied by ``b_t``) copies B to panels of 16 columns
     (``[K, 16]``); ``kc`` rows of B per pass, ``qb`` panels of B per column block (the
     block stays in L2 while every row of A passes over it), ``mc`` rows of A per sweep over
     the block's panels. ``colsum`` ``[N]`` (or empty): B's
@@ -372,6 +386,10 @@ def gemm(a, a_t, b, b_t, out, bias, has_bias, pack_b, kc, mc, qb, colsum):
     bp = np.empty((NQ if pack_b else 0, K, 16), np.float32)
     if pack_b:
         _pack_b(b, b_t, bp, colsum)
+    pack_a = pack_a and a_t
+    ap = np.empty((M8 // 8 if pack_a else 0, K, 8), np.float32)
+    if pack_a:
+        _pack_a(a, ap)
     for k0 in range(0, K, kc):
         k1 = min(k0 + kc, K)
         acc = 1 if k0 > 0 else (2 if has_bias else 0)
@@ -384,7 +402,9 @@ def gemm(a, a_t, b, b_t, out, bias, has_bias, pack_b, kc, mc, qb, colsum):
                     x = bp[q] if pack_b else b
                     c0 = -b0 if pack_b else 0
                     for i in range(i0, min(i1, M8), 8):
-                        if a_t:
+                        if pack_a:
+                            _GT8(ap[i // 8], x, out, bias, i, 0, b0, nb, k0, k1, c0, acc)
+                        elif a_t:
                             _GT8(a, x, out, bias, i, i, b0, nb, k0, k1, c0, acc)
                         else:
                             _G8(a, x, out, bias, i, i, b0, nb, k0, k1, c0, acc)
@@ -405,4 +425,4 @@ def gemm_stack(a, a_t, b, b_t, out, kc, mc, qb, colsum):
     always packed): the attention products of every batch and head in one call."""
     for z in range(out.shape[0]):
         o = out[z]
-        _gemm(a[z], a_t, b[z], b_t, o, o, False, True, kc, mc, qb, colsum)
+        _gemm(a[z], a_t, b[z], b_t, o, o, False, False, True, kc, mc, qb, colsum)
