@@ -375,7 +375,7 @@ def test_global_norm_clip_costs_constant_launches(monkeypatch):
     assert counts[40] == counts[10] <= 26, counts
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("rule", ["momentum", "nesterov", "adam", "amsgrad"])
+@pytest.mark.parametrize("rule", ["sgd", "momentum", "nesterov", "adam", "amsgrad"])
 def test_compiled_update_is_bitwise_the_numpy_rule(rule, dtype):
     """The one-pass compiled updates (ddg/tensor/optim_kernels.py) give exactly the numpy
     rule's values, NaN and zeros included, so every path agrees bit for bit."""
@@ -392,7 +392,11 @@ def test_compiled_update_is_bitwise_the_numpy_rule(rule, dtype):
     want = [a.copy() for a in (p, m, v, vm)]
     got = [a.copy() for a in (p, m, v, vm)]
     s = np.empty_like(p)
-    if rule in ("momentum", "nesterov"):
+    if rule == "sgd":
+        np.multiply(g, 0.01, out=s)
+        want[0] -= s
+        K.sgd(got[0], g, 0.01)
+    elif rule in ("momentum", "nesterov"):
         P, V = want[0], want[1]
         V *= 0.9
         V += g

@@ -1,4 +1,7 @@
 """SGD: ``param -= lr * grad``."""
+import numpy as np
+
+from ..tensor import optim_kernels
 from .optimizer import Optimizer
 
 __all__ = ["SGD"]
@@ -12,5 +15,8 @@ class SGD(Optimizer):
         self._multi_precision = bool(multi_precision)
 
     def _rule(self, xp, p, g, acc, s, lr, group):
+        if xp is np and optim_kernels.usable(p, g, scalars=(lr,)):
+            optim_kernels.sgd(p, g, lr)      # the same, in one pass
+            return
         xp.multiply(g, lr, out=s)
         p -= s

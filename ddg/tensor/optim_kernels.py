@@ -1,5 +1,5 @@
 """Compiled optimizer updates on numpy: one pass over a parameter and its state instead of
-the four (Momentum) to eleven (Adam) whole-array passes of the in-place numpy rule.
+the two (SGD), four (Momentum) or eleven (Adam) whole-array passes of the in-place numpy rule.
 
 Each kernel performs, element by element, exactly the operations of the numpy rule it
 replaces, in the same order and in the array's dtype, and is compiled without fast-math
@@ -29,6 +29,18 @@ def usable(*arrays, scalars=()):
         return False
     return all(type(a) is np.ndarray and a.dtype == a0.dtype and a.shape == a0.shape and a.flags.c_contiguous
                for a in arrays)
+
+
+@kernel(fastmath=False, error_model="numpy")
+def _sgd(p, g, lr):
+    for i in range(p.size):
+        p[i] = p[i] - g[i] * lr
+
+
+def sgd(p, g, lr):
+    """``p -= lr*g`` in place: one pass where numpy's rule makes two (``lr*g`` into scratch,
+    then the subtraction)."""
+    _sgd(p.reshape(-1), g.reshape(-1), p.dtype.type(lr))
 
 
 @kernel(fastmath=False, error_model="numpy")
