@@ -376,3 +376,109 @@ def test_attribute_error_in_forward_blames_the_inputs_only_when_they_lack_the_at
     with pytest.raises(AttributeError, match="no_such_attribute") as info:
         InternalArrayBug()(x)
     assert type(info.value) is AttributeError
+
+
+# -- a Linear's weight gradient added straight into .grad (engine.grad_sink) ---------------------
+@pytest.fixture
+def sinks(monkeypatch):
+    """The compiled product taken at any size; each ``.grad`` array handed to a Linear's
+    weight gradient recorded (None where the engine handed none)."""
+    from ddg.autograd.ops import nn_ops
+    from ddg.tensor import gemm
+    monkeypatch.setattr(gemm, "blas_threads", lambda: 1)
+    monkeypatch.setattr(gemm, "MIN_DIM", 1)
+    monkeypatch.setattr(gemm, "MIN_MACS", 0)
+    handed = []
+    real = nn_ops.grad_sink
+
+    def recording(node, i):
+        a = real(node, i)
+        handed.append(a)
+        return a
+    monkeypatch.setattr(nn_ops, "grad_sink", recording)
+    return handed
+
+
+def _linear_case(seed=0, bias=True):
+    rng = np.random.default_rng(seed)
+    lin = ddg.nn.Linear(33, 20, bias_attr=None if bias else False)
+    x = rng.standard_normal((3, 13, 33)).astype(np.float32)
+    g = rng.standard_normal((3, 13, 20)).astype(np.float32)
+    want = x.reshape(-1, 33).astype(np.float64).T @ g.reshape(-1, 20).astype(np.float64)
+    return lin, ddg.to_tensor(x), ddg.to_tensor(g), want
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_linear_weight_gradient_added_into_grad(sinks, bias):
+    """From the second backward on (``.grad`` exists), the weight's gradient is added into
+    the same ``.grad`` array in place: zeroed by clear_grad it equals a fresh one bit for
+    bit, and without clear_grad it accumulates; the bias gradient as before."""
+    lin, x, g, want = _linear_case(bias=bias)
+    lin(x).backward(g)
+    assert sinks == [None]                          # no .grad yet: handed nothing
+    first = lin.weight.grad.numpy().copy()
+    np.testing.assert_allclose(first, want, rtol=1e-5, atol=1e-5)
+    arr = lin.weight.grad._data
+    lin.clear_gradients()
+    lin(x).backward(g)
+    assert sinks[-1] is arr and lin.weight.grad._data is arr
+    np.testing.assert_array_equal(lin.weight.grad.numpy(), first)
+    lin(x).backward(g)                              # no clear_grad: added to the first
+    np.testing.assert_allclose(lin.weight.grad.numpy(), 2 * want, rtol=1e-5, atol=1e-5)
+    if bias:
+        np.testing.assert_allclose(lin.bias.grad.numpy(), 2 * g.numpy().reshape(-1, 20).sum(0), rtol=1e-5, atol=1e-5)
+
+
+def test_grad_sink_declined_where_the_gradient_is_not_final_or_not_plain(sinks):
+    """Nothing is handed out for a weight with a tensor hook (it sees the gradient first),
+    used twice (tied: summed first), under create_graph or ddg.grad (no accumulation), or
+    whose .grad is not C-contiguous; each gradient stays right."""
+    lin, x, g, want = _linear_case(1)
+    lin(x).backward(g)
+    # a tensor hook doubles the gradient
+    lin.clear_gradients()
+    h = lin.weight.register_hook(lambda t: t * 2)
+    sinks.clear()
+    lin(x).backward(g)
+    assert sinks == [None]
+    np.testing.assert_allclose(lin.weight.grad.numpy(), 2 * want, rtol=1e-5, atol=1e-5)
+    h.remove()
+    # the weight used by two Linear ops
+    lin.clear_gradients()
+    sinks.clear()
+    (lin(x) + lin(x)).backward(g)
+    assert sinks == [None, None]
+    np.testing.assert_allclose(lin.weight.grad.numpy(), 2 * want, rtol=1e-5, atol=1e-5)
+    # ddg.grad: returned, .grad untouched
+    lin.clear_gradients()
+    sinks.clear()
+    gw, = ddg.grad(lin(x), [lin.weight], g)
+    assert sinks == [None]
+    np.testing.assert_allclose(gw.numpy(), want, rtol=1e-5, atol=1e-5)
+    assert not lin.weight.grad.numpy().any()
+    # create_graph: the gradient recorded on a graph, added out of place
+    sinks.clear()
+    ddg.autograd.backward([lin(x)], [g], create_graph=True)
+    assert sinks == []
+    np.testing.assert_allclose(lin.weight.grad.numpy(), want, rtol=1e-5, atol=1e-5)
+    # a Fortran-order .grad: added the usual way
+    lin.weight.grad = np.asfortranarray(np.zeros((33, 20), np.float32))
+    sinks.clear()
+    lin(x).backward(g)
+    assert sinks == [None]
+    np.testing.assert_allclose(lin.weight.grad.numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_grad_sink_keeps_ready_hooks_and_inner_nodes_apart(sinks):
+    """The grad-ready hook fires once, after the gradient is in .grad; a node's backward
+    asking for another node's sink gets nothing."""
+    lin, x, g, want = _linear_case(2)
+    lin(x).backward(g)
+    lin.clear_gradients()
+    seen = []
+    lin.weight.register_grad_ready_hook(lambda t: seen.append(t.grad.numpy().copy()))
+    lin(x).backward(g)
+    assert len(seen) == 1 and sinks[-1] is lin.weight.grad._data
+    np.testing.assert_allclose(seen[0], want, rtol=1e-5, atol=1e-5)
+    y = lin(x)
+    assert engine.grad_sink(y._node, 1) is None     # not the node the engine is calling

@@ -32,6 +32,7 @@ def test_kernel_forms_against_float64(M, K, N):
     A = rng.standard_normal((M, K)).astype(np.float32)
     B = rng.standard_normal((K, N)).astype(np.float32)
     bias = rng.standard_normal((1, N)).astype(np.float32)
+    C = rng.standard_normal((M, N)).astype(np.float32)
     want, want_b = _ref(A, B), _ref(A, B, bias)
     for a_t in (False, True):
         a = np.ascontiguousarray(A.T) if a_t else A
@@ -40,11 +41,14 @@ def test_kernel_forms_against_float64(M, K, N):
             for pack_a, pack_b in ((False, False), (False, True), (True, False), (True, True)):
                 for kc, mc, qb in ((512, 256, 1 << 20), (16, 8, 2), (512, 8, 1)):   # one pass, or blocks with tails
                     out = np.full((M, N), np.nan, np.float32)
-                    gk.gemm(a, a_t, b, b_t, out, out, False, pack_a, pack_b, kc, mc, qb, gemm._NONE)
+                    gk.gemm(a, a_t, b, b_t, out, out, 0, pack_a, pack_b, kc, mc, qb, gemm._NONE)
                     _close(out, want, K)
+                    out = C.copy()                                 # added into
+                    gk.gemm(a, a_t, b, b_t, out, out, 1, pack_a, pack_b, kc, mc, qb, gemm._NONE)
+                    _close(out, want + C, K)
                     out = np.full((M, N), np.nan, np.float32)
                     sums = np.full(N, np.nan, np.float32)     # B's column sums on the way
-                    gk.gemm(a, a_t, b, b_t, out, bias, True, pack_a, pack_b, kc, mc, qb, sums)
+                    gk.gemm(a, a_t, b, b_t, out, bias, 2, pack_a, pack_b, kc, mc, qb, sums)
                     _close(out, want_b, K)
                     _close(sums, B.astype(np.float64).sum(axis=0), K)
 

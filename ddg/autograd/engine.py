@@ -9,6 +9,9 @@
 3. A leaf's gradient is final when its count reaches zero: its tensor hooks run, the
    gradient is accumulated into ``.grad``, and its grad-ready hooks fire (exactly once
    per backward). DataParallel starts its all-reduces from those hooks.
+   A node's backward may add a weight's gradient into that weight's ``.grad`` itself (the
+   compiled product starting from it: no pass of its own) where ``grad_sink`` hands it
+   the array, and then returns ``IN_GRAD`` in its place.
 4. A node whose ``_pre_backward`` is set (a callable) has it called with the node just
    before its backward runs: ZeRO stage 3 puts back the parameter arrays it took from
    the node after forward (ddg/distributed/sharding/stage3.py).
@@ -18,6 +21,8 @@ leaves this backward will reach (before any gradient is computed), and
 ``register_backward_complete_callback(fn)`` calls ``fn()`` when a backward pass has
 finished. ``queue_callback(fn)`` runs ``fn`` once, at the end of the current pass.
 """
+import numpy as np
+
 from ..tensor import backend
 from ..tensor.tensor import Tensor, _HookHandle
 from . import grad_mode
@@ -25,6 +30,33 @@ from . import grad_mode
 _begin_callbacks = []
 _complete_callbacks = []
 _queued = []
+#: what a node's backward returns for a gradient it has added into the leaf's ``.grad``
+IN_GRAD = object()
+# [(node, leaf_deps, leaf_acc) of the node whose backward the engine is calling, or None]
+_sink = [None]
+
+
+def grad_sink(node, i):
+    """The numpy array of ``.grad`` of the leaf at input ``i`` of ``node`` where ``node``'s
+    backward, now called by the engine, may add its gradient for that input into it in
+    place and return ``IN_GRAD`` instead: this backward accumulates into ``.grad``, the
+    leaf has no tensor hooks, this is the last gradient it gets and none came before it,
+    and its ``.grad`` exists as a writeable C-contiguous array of the leaf's shape and
+    dtype. Else None (the gradient is returned as usual). Its grad-ready hooks still run."""
+    cur = _sink[0]
+    if cur is None or cur[0] is not node:
+        return None
+    e = node.edges[i] if i < len(node.edges) else None
+    if e is None or e[1] is not None:
+        return None
+    leaf = e[0]
+    if cur[1].get(leaf) != 1 or leaf in cur[2] or leaf._hooks or leaf._grad is None:
+        return None
+    a = leaf._grad._data
+    if type(a) is not np.ndarray or a.dtype != leaf._data.dtype or a.shape != leaf._data.shape \
+            or not a.flags.c_contiguous or not a.flags.writeable:
+        return None
+    return a
 
 
 def register_backward_begin_callback(fn):
@@ -97,6 +129,7 @@ def run_backward(roots, root_grads, retain_graph=False, targets=None, create_gra
 
 def _run(roots, root_grads, retain_graph, targets, call, finish_graph):
     accumulate = targets is None
+    sinks = accumulate and finish_graph is None     # grad_sink may hand out .grad arrays
     leaf_targets = {}
     node_targets = {}
     if targets is not None:
@@ -207,7 +240,14 @@ def _run(roots, root_grads, retain_graph, targets, call, finish_graph):
                     f"its gradient would be wrong. Clone the tensor before writing to it.")
             if node._pre_backward is not None:
                 node._pre_backward(node)
-            results = call(node, grads)
+            if sinks:
+                outer, _sink[0] = _sink[0], (node, leaf_deps, leaf_acc)
+                try:
+                    results = call(node, grads)
+                finally:
+                    _sink[0] = outer
+            else:
+                results = call(node, grads)
         if not retain_graph:
             node._release()
         for e, g in zip(edges, results):
@@ -215,7 +255,7 @@ def _run(roots, root_grads, retain_graph, targets, call, finish_graph):
                 continue
             p, idx = e
             if idx is None:
-                if g is not None:
+                if g is not None and g is not IN_GRAD:
                     prev = leaf_acc.get(p)
                     leaf_acc[p] = g if prev is None else prev + g
                 n = leaf_deps[p] - 1

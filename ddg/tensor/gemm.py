@@ -184,16 +184,18 @@ def stack_product(a, b):
     return out
 
 
-def weight_grads(x2, g2):
-    """A Linear layer's weight and bias gradients, ``(x2.T @ g2, g2.sum(axis=0))``: by the
-    compiled kernel (the column sums formed while it copies ``g2`` to panels) where the
-    rules above take ``x2.T @ g2``, else ``None``."""
-    sums = np.empty(g2.shape[1], np.float32)
-    gw = _kernel_product(x2.T, g2, None, sums)
-    return None if gw is None else (gw, sums)
+def weight_grads(x2, g2, sums=True, into=None):
+    """A Linear layer's weight gradient ``x2.T @ g2`` and, where ``sums``, its bias gradient
+    ``g2.sum(axis=0)`` (else None): ``(gw, gb)`` by the compiled kernel (the column sums
+    formed while it copies ``g2`` to panels) where the rules above take ``x2.T @ g2``, else
+    ``None``. With ``into`` (a C-contiguous float32 ``[in, out]`` array: the weight's
+    ``.grad``) the product is added into it and ``gw`` is ``into`` itself."""
+    gb = np.empty(g2.shape[1], np.float32) if sums else None
+    gw = _kernel_product(x2.T, g2, None, gb, into)
+    return None if gw is None else (gw, gb)
 
 
-def _kernel_product(A, B, bias, colsum=None):
+def _kernel_product(A, B, bias, colsum=None, into=None):
     if not ENABLED or type(A) is not np.ndarray or type(B) is not np.ndarray:
         return None
     f32 = np.float32
@@ -212,13 +214,18 @@ def _kernel_product(A, B, bias, colsum=None):
     if a is None or b is None or (b[1] and M < BT_MIN_M and K * N > BT_MAX_SMALL) or blas_threads() != 1:
         return None
     pack_b = b[1] or M >= PACK_B_MIN_M or (M >= PACK_B_WIDE_M and N >= PACK_B_WIDE_N)
+    if into is not None and (type(into) is not np.ndarray or into.dtype != f32 or into.shape != (M, N)
+                             or not into.flags.c_contiguous or not into.flags.writeable
+                             or np.may_share_memory(into, A) or np.may_share_memory(into, B)):
+        into = None
     from . import gemm_kernels  # noqa: PLC0415 - numba is imported with the first product
-    out = np.empty((M, N), f32)
+    out = np.empty((M, N), f32) if into is None else into
     if bias is not None:
         bias2 = np.ascontiguousarray(bias.reshape(1, N))
     else:
         bias2 = out
     pack_a = a[1] and M >= PACK_AT_MIN and N >= PACK_AT_MIN
-    gemm_kernels.gemm(a[0], a[1], b[0], b[1], out, bias2, bias is not None, pack_a, pack_b,
+    init = 2 if bias is not None else (0 if into is None else 1)
+    gemm_kernels.gemm(a[0], a[1], b[0], b[1], out, bias2, init, pack_a, pack_b,
                       _KC, _MC, max(1, _BBLOCK // (64 * min(_KC, K))), _NONE if colsum is None else colsum)
     return out

@@ -351,11 +351,13 @@ def _pack_a(a, ap):
 
 
 @numba.njit(**_OPTS)
-def gemm(a, a_t, b, b_t, out, bias, has_bias, pack_a, pack_b, kc, mc, qb, colsum):
-    """``out [M, N] = A @ B (+ bias)`` with ``A = a`` ``[M, K]`` or, where ``a_t``, ``a.T``
-    (``a`` ``[K, M]``), ``B = b`` ``[K, N]`` or, where ``b_t``, ``b.T`` (``b`` ``[N, K]``);
-    ``bias`` ``[1, N]`` where ``has_bias`` (else any array with N columns, ``out`` itself);
-    all C-contiguous float32. A is read in place (``a_t``: eight neighbours in a row of
+def gemm(a, a_t, b, b_t, out, bias, init, pack_a, pack_b, kc, mc, qb, colsum):
+    """``out [M, N] = A @ B``, ``init`` 0, or ``out += A @ B``, ``init`` 1 (a gradient added
+    into ``.grad``), or ``out = bias + A @ B``, ``init`` 2, with ``A = a`` ``[M, K]`` or, where
+    ``a_t``, ``a.T`` (``a`` ``[K, M]``), ``B = b`` ``[K, N]`` or, where ``b_t``, ``b.T``
+    (``b`` ``[N, K]``); ``bias`` ``[1, N]`` where ``init`` is 2 (else any array with N
+    columns, ``out`` itself); all C-contiguous float32. Each tile of ``out`` starts its
+    accumulators from the bias row or from ``out`` itself, so adding costs no pass of its own. A is read in place (``a_t``: eight neighbours in a row of
     ``a`` per k, or, where ``pack_a`` and ``a_t``, from a copy of its rows in 8-column
     panels, ``[K, 8]``); ``pack_b`` (implied by ``b_t``) copies B to panels of 16 columns
     (``[K, 16]``); ``kc`` rows of B per pass, ``qb`` panels of B per column block (the
@@ -379,7 +381,8 @@ def gemm(a, a_t, b, b_t, out, bias, has_bias, pack_a, pack_b, kc, mc, qb, colsum
         for i in range(M):
             o = out[i]
             for j in range(N):
-                o[j] = bias[0, j] if has_bias else _ZERO
+                if init != 1:
+                    o[j] = bias[0, j] if init == 2 else _ZERO
         return
     M8 = M - M % 8
     NQ = (N + 15) // 16
@@ -392,7 +395,7 @@ def gemm(a, a_t, b, b_t, out, bias, has_bias, pack_a, pack_b, kc, mc, qb, colsum
         _pack_a(a, ap)
     for k0 in range(0, K, kc):
         k1 = min(k0 + kc, K)
-        acc = 1 if k0 > 0 else (2 if has_bias else 0)
+        acc = 1 if k0 > 0 else init
         for q0 in range(0, NQ, qb):
             for i0 in range(0, M, mc):
                 i1 = min(i0 + mc, M)
@@ -425,4 +428,4 @@ def gemm_stack(a, a_t, b, b_t, out, kc, mc, qb, colsum):
     always packed): the attention products of every batch and head in one call."""
     for z in range(out.shape[0]):
         o = out[z]
-        _gemm(a[z], a_t, b[z], b_t, o, o, False, False, True, kc, mc, qb, colsum)
+        _gemm(a[z], a_t, b[z], b_t, o, o, 0, False, True, kc, mc, qb, colsum)

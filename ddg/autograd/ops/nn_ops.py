@@ -8,6 +8,7 @@ import numpy as np
 from ...tensor import backend, gemm
 from ...tensor import softmax_kernels as SK
 from ...tensor.dtypes import upcast
+from ..engine import IN_GRAD, grad_sink
 from ..function import Function, _frozen, same_float_dtype, sum_to
 from ..higher import const, linear_backward_graph, live_input, live_output
 
@@ -636,9 +637,14 @@ class Linear(Function):
         with_b = len(needs) == 3 and needs[2]
         if needs[1]:
             x2 = x.reshape(-1, x.shape[-1]) if x.ndim != 2 else x
-            both = gemm.weight_grads(x2, g2) if with_b else None
-            if both is not None:    # the bias gradient summed as the kernel reads g2
+            # by the compiled kernel: the bias gradient summed as it reads g2, the weight's
+            # added straight into its .grad where the engine hands that out
+            into = grad_sink(self, 1) if w.ndim == 2 else None
+            both = gemm.weight_grads(x2, g2, with_b, into)
+            if both is not None:
                 gw, gb = both
+                if gw is into:
+                    gw = IN_GRAD
             else:
                 gw = gemm.product(x2.T, g2)
         if with_b and gb is None:
