@@ -116,14 +116,26 @@ def test_dispatch_rules(monkeypatch):
     gemm.product(A[:, :8].copy(), B[:8])                  # K under MIN_DIM
     gemm.product(np.ones((96, 96), np.float32), np.ones((96, gemm.MAX_N + 16), np.float32))  # N past MAX_N
     gemm.product(np.ones((96, gemm.MAX_T + 8), np.float32).T, np.ones((96, 32), np.float32))  # x^T with M past MAX_T
-    a32 = np.ones((32, 512), np.float32)
-    _close(gemm.product(a32, np.ones((512, 1024), np.float32)), np.full((32, 1024), 512.0), 512)   # the kernel
+    gemm.product(np.ones((16, gemm.T_WIDE_MAX + 8), np.float32).T, np.ones((16, gemm.T_WIDE_MIN), np.float32))
+    assert not calls
+    # ... unless both sides are wide and neither past T_WIDE_MAX
+    _close(gemm.product(np.ones((16, gemm.MAX_T + 8), np.float32).T, np.ones((16, gemm.T_WIDE_MIN), np.float32)),
+           np.full((gemm.MAX_T + 8, gemm.T_WIDE_MIN), 16.0), 16)
     assert len(calls) == 1
+    calls.clear()
+    a32 = np.ones((32, 512), np.float32)
+    _close(gemm.product(a32, np.ones((512, 512), np.float32)), np.full((32, 512), 512.0), 512)   # the kernel
+    _close(gemm.product(a32, np.ones((512, 512), np.float32).T), np.full((32, 512), 512.0), 512)
+    assert len(calls) == 2
+    _close(gemm.product(a32, np.ones((512, 1024), np.float32)), np.full((32, 1024), 512.0), 512)
     _close(gemm.product(a32, np.ones((1024, 512), np.float32).T), np.full((32, 1024), 512.0), 512)
-    assert len(calls) == 1       # few rows times a large transposed B: numpy
+    assert len(calls) == 2       # few rows times a large B, in place or transposed: numpy
+    _close(gemm.product(np.ones((512, 32), np.float32).T, np.ones((512, 1024), np.float32)),
+           np.full((32, 1024), 512.0), 512)
+    assert len(calls) == 3       # ... but x^T of a weight gradient takes the kernel
     monkeypatch.setattr(gemm, "ENABLED", False)
     gemm.product(A, B)
-    assert len(calls) == 1
+    assert len(calls) == 3
 
 
 def test_weight_gradient_packs_wide_transposed_a(monkeypatch):

@@ -14,8 +14,9 @@ is ``1`` or the process may run on one CPU; otherwise numpy's BLAS runs.
 Shapes: ``M``, ``K``, ``N`` of at least ``MIN_DIM`` and ``M*K*N`` of at least
 ``MIN_MACS`` (below that numpy's call costs less than the kernel's dispatch), ``N`` at most
 ``MAX_N``, and at most ``MAX_T`` rows and columns where A is read transposed (a weight
-gradient with a vocabulary-sized side: OpenBLAS blocks it better), and not few rows times
-a large transposed B (see ``BT_MIN_M``). Each operand must be C-contiguous or the
+gradient with a vocabulary-sized side: OpenBLAS blocks it better) unless both are at
+least ``T_WIDE_MIN`` and neither past ``T_WIDE_MAX``, and not few rows times
+a large B (see ``FEW_M``). Each operand must be C-contiguous or the
 transpose of a C-contiguous array (the kernel reads it transposed in place, or packs it)
 and writeable; anything else (a strided view that would need a copy) stays on numpy.
 """
@@ -29,15 +30,24 @@ MIN_DIM = 16
 MIN_MACS = 1 << 19
 MAX_N = 8192    # columns of the output
 MAX_T = 2048    # rows and columns of the output when A is read transposed (x^T of a weight gradient)
+# ... or up to T_WIDE_MAX where both are at least T_WIDE_MIN: with x^T copied to panels
+# (PACK_AT_MIN) the kernel ran [3072 x 1024] at 90-97 GFLOP/s against OpenBLAS's 56-94
+# (K = 32-512 rows of x; equal at 512), [768 x 3072] (a 4x feed-forward's first weight)
+# 90-107 against 55-98; [8192 x 512] 49-85 against 68-97 and [256 x 5000] 84-96 against
+# 81-100 stay with OpenBLAS
+T_WIDE_MIN, T_WIDE_MAX = 768, 4096
 # B is copied to panels of 16 columns (one sequential pass that also brings it into cache;
 # the panels are then read sequentially by every row tile) from PACK_B_MIN_M rows of the
 # output on, or from PACK_B_WIDE_M where B's rows are PACK_B_WIDE_N long (4 KB: read in
 # place they share L1 sets); with fewer rows the copy costs more than it saves and B is
-# read in place. A transposed B (``W^T`` of an input gradient) is always packed, and left
-# to numpy below BT_MIN_M rows when it has more than BT_MAX_SMALL elements (the packing
-# then outweighs the product).
+# read in place. A transposed B (``W^T`` of an input gradient) is always packed.
 PACK_B_MIN_M, PACK_B_WIDE_M, PACK_B_WIDE_N = 256, 32, 1024
-BT_MIN_M, BT_MAX_SMALL = 128, 1 << 18
+# Fewer than FEW_M rows of A (not transposed) times a B of more than BIG_B elements are
+# left to numpy: B (a weight, cold in a training step) is read from memory once either
+# way, and the packing then outweighs the product. Cold [K, N] weights, 1 thread, kernel /
+# OpenBLAS GFLOP/s at 16-64 rows: [1024, 2048] 36-69 / 42-75, [784, 1024] 42-65 / 49-81;
+# equal at 128; MLP steps at batch 32-100 with 1024-2048 wide layers 2-11% faster
+FEW_M, BIG_B = 128, 1 << 18
 # A read transposed (``x^T`` of a weight gradient) is copied to 8-column panels from
 # PACK_AT_MIN rows and columns of the output on: its rows (the tile reads 8 neighbours of
 # one per k) are then consecutive 32-byte lines instead of one per row of x, rows of x that
@@ -206,12 +216,12 @@ def _kernel_product(A, B, bias, colsum=None, into=None):
     (M, K), N = A.shape, B.shape[1]
     if min(M, K, N) < MIN_DIM or M * K * N < MIN_MACS or N > MAX_N or B.shape[0] != K:
         return None
-    if not A.flags.c_contiguous and max(M, N) > MAX_T:
+    if not A.flags.c_contiguous and max(M, N) > MAX_T and not (min(M, N) >= T_WIDE_MIN and max(M, N) <= T_WIDE_MAX):
         return None
     if not (A.flags.writeable and B.flags.writeable):   # read-only arrays: another kernel signature
         return None
     a, b = _operand(A), _operand(B)
-    if a is None or b is None or (b[1] and M < BT_MIN_M and K * N > BT_MAX_SMALL) or blas_threads() != 1:
+    if a is None or b is None or (not a[1] and M < FEW_M and K * N > BIG_B) or blas_threads() != 1:
         return None
     pack_b = b[1] or M >= PACK_B_MIN_M or (M >= PACK_B_WIDE_M and N >= PACK_B_WIDE_N)
     if into is not None and (type(into) is not np.ndarray or into.dtype != f32 or into.shape != (M, N)
