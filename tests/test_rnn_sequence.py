@@ -229,6 +229,7 @@ def _set_fm_min_b(monkeypatch, b):
     from ddg.autograd.ops import rnn
     monkeypatch.setattr(rnn, "FM_MIN_B", b)
     monkeypatch.setattr(rnn, "LSTM_FM_MIN_B", b)
+    monkeypatch.setattr(rnn, "LSTM_FM_BATCHES", ())
 
 
 def _seq_run(mode, arrs, dtype, reverse, batch_major, lengths):
@@ -436,6 +437,28 @@ def test_compiled_loops_small_batches(mode, B, fm, IH, monkeypatch):
     lens = np.arange(B) % 4 + 1 if B > 2 else None
     got = _seq_run(mode, arrs, np.float32, B == 3, B % 2 == 0, lens)
     ref = _seq_run(mode, arrs, np.float64, B == 3, B % 2 == 0, lens)
+    for g, r in zip(got, ref):
+        assert g.dtype == np.float32 and g.shape == r.shape
+        np.testing.assert_allclose(g, r, rtol=0, atol=2e-6 * (np.abs(r).max() + 1))
+
+
+@pytest.mark.parametrize("B", [6, 7, 8, 9])
+def test_lstm_batches_of_one_8_lane_vector_run_feature_major(B, monkeypatch):
+    """At batch 7 and 8 (one 8-lane vector of matmul_fm, no column left over) the LSTM's
+    loops keep the state feature-major, at 6 and 9 they read it as batch rows; both against
+    the float64 numpy path, with sequence lengths and the kernels' backward."""
+    from ddg.autograd.ops import rnn
+    from ddg.tensor import rnn_kernels
+    monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_T", 0)
+    fm = []                                       # the loop's feature-major flag, per call
+    real = rnn_kernels.lstm_forward_loop
+    monkeypatch.setattr(rnn_kernels, "lstm_forward_loop", lambda *a: (fm.append(a[16]), real(*a))[1])
+    rng = np.random.default_rng(19)
+    arrs = _arrays(rng, "LSTM", 5, B, 4, 7, True)
+    lens = np.arange(B) % 5 + 1
+    got = _seq_run("LSTM", arrs, np.float32, False, True, lens)
+    ref = _seq_run("LSTM", arrs, np.float64, False, True, lens)
+    assert fm == [B in (7, 8)]
     for g, r in zip(got, ref):
         assert g.dtype == np.float32 and g.shape == r.shape
         np.testing.assert_allclose(g, r, rtol=0, atol=2e-6 * (np.abs(r).max() + 1))

@@ -61,8 +61,18 @@ BWD_KERNEL_MIN_T = 4
 FM_MIN_B = 12
 # the same for the LSTM, whose products form 9-12 batch columns with the column tile of
 # matmul_fm_t (a training step at batch 11, H=512, T=50: 1.05x torch's CPU time against 1.15
-# with matmul_wr; at batch 9 and 10 matmul_wr stays as fast)
+# with matmul_wr; at batch 9 and 10 matmul_wr stays as fast), and at the batches of
+# LSTM_FM_BATCHES, which fill one 8-lane vector (matmul_fm's last-block tile) with no column
+# left over: training steps (T=10-200, H=64-1024, against torch) at batch 8 0.60-1.0x torch
+# where matmul_wr ran 0.68-1.12 (H=128 T=200 1.12 -> 0.96, H=512 0.92 -> 0.94), at batch 7
+# 0.88-1.0 against 0.98-1.13; at batch 6 mixed (H=128 1.10 -> 1.03, H=512 0.92 -> 1.03)
 LSTM_FM_MIN_B = 11
+LSTM_FM_BATCHES = (7, 8)
+
+
+def _lstm_fm(B):
+    """Whether the LSTM's compiled loops of batch B run matmul_fm (the state feature-major)."""
+    return B >= LSTM_FM_MIN_B or B in LSTM_FM_BATCHES
 # below FM_MIN_B, the input projections of all steps come from one product (and a transposed
 # copy) from a W_ih of this many elements on (or at batch 1), else from numpy's stacked matmul
 XPROJ_ONE_MIN = 1 << 17
@@ -187,7 +197,7 @@ class RNNSequence(Function):
         # of a stacked matmul: 1.4x matmul_fm's time at I=H=256 T=50); the GRU's from batch
         # 12 come from numpy's stacked matmul. The LSTM kernel turns each block into the
         # step's gate activations in place.
-        fm = B >= (LSTM_FM_MIN_B if lstm else FM_MIN_B)
+        fm = _lstm_fm(B) if lstm else B >= FM_MIN_B
         # the state before each step as batch rows; the LSTM keeps x's rows beside them
         # ([T, B, H + I]: h, then x), so that one product over all steps gives both weight
         # gradients (the kernels read and write the first H columns of each row). Rows of a
@@ -274,7 +284,7 @@ class RNNSequence(Function):
         # the LSTM's loop with matmul_fm leaves the gate gradients feature-major, [T, 4H, B]
         # (written where the step computes them: a transposed copy of each step's block cost
         # 1.4 ms of 6.4 at H=128 T=200); else they are saved as batch rows, [T, B, G*H]
-        fmaj = lstm and kern and B >= LSTM_FM_MIN_B
+        fmaj = lstm and kern and _lstm_fm(B)
         dpt = np.empty((T, G * H, B) if fmaj else (T, B, G * H), dt)
         dxf = None
         w_t = getattr(self, "w_t", None)      # the transposes the LSTM's forward made
