@@ -1489,6 +1489,40 @@ def test_pool2d_compiled_windows_match_the_strided_passes(k, s, pad, ceil, dtype
         np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("k,s,pad,ceil", [((2, 2), (2, 2), (0, 0, 0, 0), False), ((3, 3), (2, 2), (1, 1, 1, 1), False),
+                                          ((3, 2), (1, 2), (1, 1, 0, 1), True), ((4, 4), (3, 3), (2, 1, 2, 2), True)])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_max_pool2d_batch_innermost_input_matches_nchw(k, s, pad, ceil, dtype):
+    # an input stored [C, H, W, N] (the im2col convolutions' activations) runs the compiled
+    # loops in place (pool_kernels.max2d_bi): the same maxima, masks, gradients (for an
+    # output gradient in either layout) and adjoint as the NCHW kernel, ties and NaN included
+    from ddg.autograd.ops import pooling as P
+    x = np.round(RNG.standard_normal((5, 3, 9, 11)) * 2).astype(dtype)
+    x[1, 2, 4, 5] = x[3, 0, 0, 0] = np.nan
+    oh, ow = P._pool_geometry(x.shape, k, s, pad, ceil)[:2]
+    g = RNG.standard_normal((5, 3, oh, ow)).astype(dtype)
+    u = RNG.standard_normal(x.shape).astype(dtype)
+    results = []
+    for inner in (False, True, True):
+        op = P.MaxPool2d(k, s, pad, ceil)
+        t = T(x, True, dtype)
+        if inner:         # the same values stored batch-innermost
+            t._data = np.ascontiguousarray(x.transpose(1, 2, 3, 0)).transpose(3, 0, 1, 2)
+        y = op(t)
+        assert op.batch_inner == inner and op.pos is not None
+        if inner:
+            assert y._data.transpose(1, 2, 3, 0).flags.c_contiguous
+        out = [y.numpy(), op.mask(), op.apply_linear(u)]
+        gt = T(g, dtype=dtype)
+        if len(results) == 2:   # an output gradient stored batch-innermost too
+            gt._data = np.ascontiguousarray(g.transpose(1, 2, 3, 0)).transpose(3, 0, 1, 2)
+        y.backward(gt)
+        results.append(out + [t.grad.numpy()])
+    for other in results[1:]:
+        for a, b in zip(results[0], other):
+            np.testing.assert_array_equal(a, b)
+
+
 def test_max_pool2d_compiled_nan_ties_mask_and_second_order():
     x = np.zeros((1, 1, 4, 4))
     x[0, 0, 1, 1] = np.nan

@@ -1,5 +1,6 @@
 """Compiled (numba) CPU loops of 2-D max and average pooling over NCHW planes (numpy
-float32/float64), for ``ddg/autograd/ops/pooling.py``.
+float32/float64), and max pooling over batch-innermost ones, for
+``ddg/autograd/ops/pooling.py``.
 
 Each output reads its window straight from the input plane, the window clipped to the image
 (padding never wins a maximum and counts in a mean only where the rule says so), so there is
@@ -143,6 +144,52 @@ def max3d(x, y, pos, bins):
                                     best, seen = xp[bi], nan
                     yp[a, i, j] = xp[bi]
                     pp[a, i, j] = bi
+
+
+@kernel
+def max2d_bi(x, y, pos, geom):
+    """``max2d`` on batch-innermost planes: ``x`` [C, H, W, N], ``y`` and ``pos`` [C, OH, OW,
+    N], the batch the innermost loop (one vector of samples per window element: the layout
+    of the im2col convolutions' activations, read in place). Same values, indices and
+    NaN rule as ``max2d``."""
+    kh, kw, sh, sw, pt, pl = geom
+    n_c, h_n, w_n, n_b = x.shape
+    oh, ow = y.shape[1], y.shape[2]
+    for c in range(n_c):
+        xc = x[c]
+        for i in range(oh):
+            ha, hb = _span(i, sh, pt, kh, h_n)
+            for j in range(ow):
+                wa, wb = _span(j, sw, pl, kw, w_n)
+                yo, po = y[c, i, j], pos[c, i, j]
+                first = xc[ha, wa]
+                for b in range(n_b):
+                    yo[b] = first[b]
+                    po[b] = ha * w_n + wa
+                for h in range(ha, hb):
+                    for w in range(wa, wb):
+                        if h == ha and w == wa:
+                            continue
+                        v = xc[h, w]
+                        k = h * w_n + w
+                        for b in range(n_b):
+                            vb, best = v[b], yo[b]
+                            take = (vb > best) | ((vb != vb) & (best == best))
+                            yo[b] = vb if take else best
+                            po[b] = k if take else po[b]
+
+
+@kernel
+def max2d_bi_adjoint(g, pos, gx):
+    """``max2d_adjoint`` on batch-innermost planes: ``gx`` [C, H*W, N] (zeroed by the
+    caller) gains each ``g`` [C, OH*OW, N] at ``pos`` (the same shape)."""
+    n_c, n_o, n_b = g.shape
+    for c in range(n_c):
+        gc, pc, xc = g[c], pos[c], gx[c]
+        for o in range(n_o):
+            go, po = gc[o], pc[o]
+            for b in range(n_b):
+                xc[po[b], b] += go[b]
 
 
 @kernel
