@@ -162,9 +162,10 @@ class MaxPool2d(Function):
     On numpy float32/float64 forward is one compiled pass over the windows keeping each
     maximum's flat index in its plane (``pool_kernels.max2d``, or ``max2d_bi`` on an input
     stored batch-innermost, read in place; a NaN wins, as in the N-d pools), and backward
-    adds each gradient there. Otherwise (cupy without cuDNN, 2-byte floats, other layouts) forward is kh*kw ``maximum`` passes over strided slices and backward re-finds
-    the winners by comparing each slice with the saved output (no index array is kept),
-    with a boolean "already claimed" mask so that ties route to the first offset."""
+    adds each gradient there. Otherwise (cupy without cuDNN, 2-byte floats, other layouts)
+    forward is kh*kw ``maximum`` passes over strided slices and backward re-finds the
+    winners by comparing each slice with the saved output (no index array is kept), with a
+    boolean "already claimed" mask so that ties route to the first offset."""
     save_output = True
     pos = None    # the compiled path's [N, C, OH, OW] flat indices of the maxima
     batch_inner = False    # pos (a view) and the output stored [C, OH, OW, N]
