@@ -33,6 +33,14 @@ def _divisor(ha, hb, wa, wb, kh, kw, mode, div):
     return (hb - ha) * (wb - wa) if mode == 1 else kh * kw
 
 
+@jitable
+def _wins(v, best):
+    """Whether element ``v`` replaces a window's running maximum ``best``: it is greater,
+    or a NaN where ``best`` is a number (the first NaN wins). Used as a select, not a branch:
+    random comparisons of small windows mispredict."""
+    return (v > best) | ((v != v) & (best == best))
+
+
 @kernel
 def max2d(x, y, pos, geom):
     """``y[p, i, j]`` the maximum of plane ``x[p]`` over the window of output (i, j) and
@@ -53,8 +61,7 @@ def max2d(x, y, pos, geom):
                     row = xp[h]
                     for w in range(wa, wb):
                         v = row[w]
-                        # branch-free selects: random comparisons of small windows mispredict
-                        take = (v > best) | ((v != v) & (best == best))
+                        take = _wins(v, best)
                         best = v if take else best
                         bi = h * w_n + w if take else bi
                 y[p, i, j] = best
@@ -174,7 +181,7 @@ def max2d_bi(x, y, pos, geom):
                         k = h * w_n + w
                         for b in range(n_b):
                             vb, best = v[b], yo[b]
-                            take = (vb > best) | ((vb != vb) & (best == best))
+                            take = _wins(vb, best)
                             yo[b] = vb if take else best
                             po[b] = k if take else po[b]
 
