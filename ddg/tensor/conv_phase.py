@@ -283,9 +283,10 @@ def phases_pay(x, w, s):
 PHASE3_COLS_MIN_CIN = 64
 # The F(2, 2) phases (weight taps gathered by copies) stay ahead on one position per channel
 # too for a weight of at most 64 x 64 (216 transformed values per channel pair, ~3.5 MB at
-# float32). F(2, 2) / adjoint, forward + backward vs torch: 64 -> 64 [1, 64, 4^3] 1.28-1.40 / 1.80-1.84, [1, 64, 8x4x2] 1.03 / 1.73, [1, 64, 4x4x2] 1.25 / 1.45,
-# 64 -> 32 [1, 64, 4^3] 1.02 / 1.54, 64 -> 16 1.03 / 1.21 ([2, 64, 3^3] 1.62 / 1.51); larger
-# ones do not: 64 -> 128 [1, 64, 4^3] 2.05 / 1.84, 96 -> 96 2.04 / 1.52, 128 -> 128 1.89 / 1.32.
+# float32). F(2, 2) / adjoint, forward + backward vs torch: 64 -> 64 [1, 64, 4^3]
+# 1.28-1.40 / 1.80-1.84, [1, 64, 8x4x2] 1.03 / 1.73, [1, 64, 4x4x2] 1.25 / 1.45, 64 -> 32
+# [1, 64, 4^3] 1.02 / 1.54, 64 -> 16 1.03 / 1.21 ([2, 64, 3^3] 1.62 / 1.51); larger ones do
+# not: 64 -> 128 [1, 64, 4^3] 2.05 / 1.84, 96 -> 96 2.04 / 1.52, 128 -> 128 1.89 / 1.32.
 PHASE3_SMALL_WEIGHT = 64 * 64
 
 

@@ -163,19 +163,24 @@ def few_rows_product(A, B):
 STACK_MIN_M, STACK_MIN_N = 176, 32
 
 
+def stack_takes(dtype, m, n, k):
+    """Whether ``stack_product`` runs the kernel for stacked products ``[m, k] @ [k, n]`` of
+    this dtype (the operands' layouts aside)."""
+    return (ENABLED and dtype == np.float32 and m >= STACK_MIN_M and n >= max(STACK_MIN_N, MIN_DIM)
+            and MIN_DIM <= k and n <= MAX_N and blas_threads() == 1)
+
+
 def stack_product(a, b):
     """``a @ b`` for 3-D or 4-D float32 numpy stacks of matrices (the batches and heads of an
     attention), every product by the compiled kernel in one call, where each operand is
     C-contiguous or the last-two-axes transpose of a C-contiguous stack and each product
     has at least ``STACK_MIN_M`` rows, ``STACK_MIN_N`` columns and ``MIN_DIM`` inner
     values; else None (numpy's matmul is the caller's). A new C-contiguous array."""
-    if not ENABLED or type(a) is not np.ndarray or type(b) is not np.ndarray:
-        return None
-    if a.dtype != np.float32 or b.dtype != np.float32 or a.ndim != b.ndim or a.ndim not in (3, 4) \
-            or a.shape[:-2] != b.shape[:-2] or a.shape[-1] != b.shape[-2]:
+    if type(a) is not np.ndarray or type(b) is not np.ndarray or a.dtype != b.dtype or a.ndim != b.ndim \
+            or a.ndim not in (3, 4) or a.shape[:-2] != b.shape[:-2] or a.shape[-1] != b.shape[-2]:
         return None
     M, K, N = a.shape[-2], a.shape[-1], b.shape[-1]
-    if M < STACK_MIN_M or N < max(STACK_MIN_N, MIN_DIM) or K < MIN_DIM or N > MAX_N or blas_threads() != 1:
+    if not stack_takes(a.dtype, M, N, K):
         return None
     ops = []
     for m in (a, b):

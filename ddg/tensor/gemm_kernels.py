@@ -357,14 +357,14 @@ def gemm(a, a_t, b, b_t, out, bias, init, pack_a, pack_b, kc, mc, qb, colsum):
     ``a_t``, ``a.T`` (``a`` ``[K, M]``), ``B = b`` ``[K, N]`` or, where ``b_t``, ``b.T``
     (``b`` ``[N, K]``); ``bias`` ``[1, N]`` where ``init`` is 2 (else any array with N
     columns, ``out`` itself); all C-contiguous float32. Each tile of ``out`` starts its
-    accumulators from the bias row or from ``out`` itself, so adding costs no pass of its own. A is read in place (``a_t``: eight neighbours in a row of
-    ``a`` per k, or, where ``pack_a`` and ``a_t``, from a copy of its rows in 8-column
-    panels, ``[K, 8]``); ``pack_b`` (implied by ``b_t``) copies B to panels of 16 columns
-    (``[K, 16]``); ``kc`` rows of B per pass, ``qb`` panels of B per column block (the
-    block stays in L2 while every row of A passes over it), ``mc`` rows of A per sweep over
-    the block's panels. ``colsum`` ``[N]`` (or empty): B's
-    column sums, formed while B is packed (``pack_b``, not ``b_t``): a Linear layer's bias
-    gradient beside its weight gradient."""
+    accumulators from the bias row or from ``out`` itself, so adding costs no pass of its
+    own. A is read in place (``a_t``: eight neighbours in a row of ``a`` per k, or, where
+    ``pack_a`` and ``a_t``, from a copy of its rows in 8-column panels, ``[K, 8]``);
+    ``pack_b`` (implied by ``b_t``) copies B to panels of 16 columns (``[K, 16]``); ``kc``
+    rows of B per pass, ``qb`` panels of B per column block (the block stays in L2 while
+    every row of A passes over it), ``mc`` rows of A per sweep over the block's panels.
+    ``colsum`` ``[N]`` (or empty): B's column sums, formed while B is packed (``pack_b``,
+    not ``b_t``): a Linear layer's bias gradient beside its weight gradient."""
     if a_t:
         K, M = a.shape
     else:

@@ -337,6 +337,15 @@ def _few_channels_plane(c, oh, ow, stride, x_grad):
             and (pixels >= 900 or (c <= 3 and pixels >= 256)))
 
 
+def _dilated_same_3x3(x, w, stride, dilation, groups, pads):
+    """A 3x3 stride-1 convolution of one group dilated by d >= 2 along both axes with "same"
+    padding (d on each side), on numpy float32/float64: what ``_use_phases`` and
+    ``_use_tiled`` choose between."""
+    d = dilation[0]
+    return (w.shape[2:] == (3, 3) and tuple(stride) == (1, 1) and d >= 2 and tuple(dilation) == (d, d)
+            and groups == 1 and tuple(pads) == (d, d, d, d) and K.usable(x, w))
+
+
 def _use_phases(x, w, stride, dilation, groups, pads):
     """Whether Conv2d runs a 3x3 convolution dilated by d >= 2 along both axes with "same"
     padding (d on each side) as Winograd on the d*d row/column residue classes of the image
@@ -354,8 +363,7 @@ def _use_phases(x, w, stride, dilation, groups, pads):
     (N=2 C=64 12x12: 1.27 -> 1.58)."""
     n, c, h, wd = x.shape
     d = dilation[0]
-    if not (w.shape[2:] == (3, 3) and tuple(stride) == (1, 1) and d >= 2 and tuple(dilation) == (d, d)
-            and groups == 1 and tuple(pads) == (d, d, d, d) and K.usable(x, w)):
+    if not _dilated_same_3x3(x, w, stride, dilation, groups, pads):
         return False
     hh, ww = -(-h // d), -(-wd // d)
     if min(c, w.shape[0]) < 16 or c * w.shape[0] * h * wd * n < 1 << 19:
@@ -380,9 +388,8 @@ def _use_tiled(x, w, stride, dilation, groups, pads):
     ones lose ([2, 64, 12, 12] 1.26 -> 2.0, [8, 32, 9, 9] 1.10 -> 1.52: im2col kept)."""
     n, c, h, wd = x.shape
     d = dilation[0]
-    if not (w.shape[2:] == (3, 3) and tuple(stride) == (1, 1) and d >= 2 and tuple(dilation) == (d, d)
-            and groups == 1 and tuple(pads) == (d, d, d, d) and K.usable(x, w)
-            and n >= 4 and c * w.shape[0] * h * wd * n >= 1 << 21):
+    if not (_dilated_same_3x3(x, w, stride, dilation, groups, pads) and n >= 4
+            and c * w.shape[0] * h * wd * n >= 1 << 21):
         return False
     side = (d * (-(-h // d) + 1), d * (-(-wd // d) + 1))
     if h * wd * 2 < 16 * -(-side[0] // 4) * -(-side[1] // 4):

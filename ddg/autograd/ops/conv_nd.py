@@ -333,7 +333,10 @@ class ConvTransposeNd(Function):
             gb = xp.zeros(gy.shape[1], gy.dtype)
             return (gx, gw, gb) if has_b else (gx, gw)
         if self.phase is not None:
-            if isinstance(self.phase[0], str) and self.phase[0] == "conv":
+            # "conv", "tile", "padk" (the phases of the zero-padded 4x4x4 kernel): tagged
+            # (tag, state); the phases' own state untagged
+            tag = self.phase[0] if isinstance(self.phase[0], str) else None
+            if tag == "conv":
                 conv = self.phase[1]
                 conv.needs = self.needs
                 grads = conv.backward(gy)
@@ -341,15 +344,13 @@ class ConvTransposeNd(Function):
                 if gw is not None:
                     gw = gw[(slice(None), slice(None)) + (slice(None, None, -1),) * (gw.ndim - 2)].swapaxes(0, 1)
                 return (gx, gw, grads[2]) if has_b else (gx, gw)
-            if isinstance(self.phase[0], str) and self.phase[0] == "padk":
-                gx, gw = phase_transpose_backward(gy, self.phase[1], self.needs[0], self.needs[1])
-                gw = None if gw is None else gw[:, :, :3, :3, :3]
-                gb = gy.sum(axis=(0,) + tuple(range(2, gy.ndim))) if has_b and self.needs[2] else None
-                return (gx, gw, gb) if has_b else (gx, gw)
-            if isinstance(self.phase[0], str) and self.phase[0] == "tile":
+            if tag == "tile":
                 gx, gw = tile_transpose_backward(gy, self.phase[1], self.needs[0], self.needs[1])
             else:
-                gx, gw = phase_transpose_backward(gy, self.phase, self.needs[0], self.needs[1])
+                state = self.phase[1] if tag == "padk" else self.phase
+                gx, gw = phase_transpose_backward(gy, state, self.needs[0], self.needs[1])
+                if tag == "padk" and gw is not None:    # the 3x3x3 weight's part of the 4x4x4 gradient
+                    gw = gw[:, :, :3, :3, :3]
             gb = gy.sum(axis=(0,) + tuple(range(2, gy.ndim))) if has_b and self.needs[2] else None
             return (gx, gw, gb) if has_b else (gx, gw)
         w, g = self.w, self.groups

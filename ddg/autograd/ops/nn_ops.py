@@ -265,12 +265,12 @@ class Attention(Function):
     def _stacks(q, k):
         """Whether the products of this attention (numpy float32 heads) go to the compiled
         stacked kernel (``gemm.stack_product``), for which the heads are then copied out of
-        the projections once: both lengths at least ``gemm.STACK_MIN_M``, heads of at least
-        ``gemm.STACK_MIN_N`` (with heads of 16, 200 positions, the stacked ``q k^T`` ran
-        1.55 ms in a training step against numpy's 1.25), one BLAS thread."""
-        return (type(q) is np.ndarray and q.dtype == np.float32 and k.dtype == np.float32 and gemm.ENABLED
-                and min(q.shape[-2], k.shape[-2]) >= gemm.STACK_MIN_M and q.shape[-1] >= gemm.STACK_MIN_N
-                and gemm.blas_threads() == 1)
+        the projections once: its rule for the smallest of them, both lengths as rows and
+        the head as columns (with heads of 16, 200 positions, the stacked ``q k^T`` ran
+        1.55 ms in a training step against numpy's 1.25)."""
+        lengths = min(q.shape[-2], k.shape[-2])
+        return (type(q) is np.ndarray and k.dtype == q.dtype
+                and gemm.stack_takes(q.dtype, lengths, q.shape[-1], min(lengths, q.shape[-1])))
 
     @staticmethod
     def _merged_target(b, length, h, d, dtype):

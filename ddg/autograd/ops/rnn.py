@@ -68,11 +68,6 @@ FM_MIN_B = 12
 # 0.88-1.0 against 0.98-1.13; at batch 6 mixed (H=128 1.10 -> 1.03, H=512 0.92 -> 1.03)
 LSTM_FM_MIN_B = 11
 LSTM_FM_BATCHES = (7, 8)
-
-
-def _lstm_fm(B):
-    """Whether the LSTM's compiled loops of batch B run matmul_fm (the state feature-major)."""
-    return B >= LSTM_FM_MIN_B or B in LSTM_FM_BATCHES
 # below FM_MIN_B, the input projections of all steps come from one product (and a transposed
 # copy) from a W_ih of this many elements on (or at batch 1), else from numpy's stacked matmul
 XPROJ_ONE_MIN = 1 << 17
@@ -90,6 +85,10 @@ def _cols_left(B, w_size):
     r = B % 16
     return ((B > 16 and 1 <= r <= 4) or 9 <= r <= 12) and w_size <= COLS_MAX_W
 
+
+def _lstm_fm(B):
+    """Whether the LSTM's compiled loops of batch B run matmul_fm (the state feature-major)."""
+    return B >= LSTM_FM_MIN_B or B in LSTM_FM_BATCHES
 
 
 def _tn(a, b):
