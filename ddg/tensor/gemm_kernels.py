@@ -248,6 +248,10 @@ _W8 = _tile(8, False, lanes=(8, 8, 8), masked=False)
 _C4 = _ctile(4, 4)
 # 9-12 columns left (batch 12, 28, ...): 32 rows x 12 columns
 _C12 = _ctile(2, 12)
+# 5-6 and 9-10 columns (batch 5-6 and 9-10 of a recurrent layer, or left past 16): 64 rows x
+# 5 or 6 columns, 32 rows x 10; in [512, 128] @ [128, B] 7.9 / 9.5 / 15.5 us at B = 5 / 6 / 9
+# where the 8- and 16-lane tiles took 11.9 / 12.2 / 18.6 and matmul_wr 13.3 / 13.5 / 20.1
+_C5, _C6, _C10 = _ctile(4, 5), _ctile(4, 6), _ctile(2, 10)
 # gemm's: the same, able to start from a bias row
 _G8, _G1 = _tile(8, False, True), _tile(1, False, True)
 _GT8, _GT1 = _tile(8, True, True), _tile(1, True, True)

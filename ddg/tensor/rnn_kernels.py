@@ -38,7 +38,7 @@ import numba
 import numpy as np
 
 from .compiled import FASTMATH, kernel
-from .gemm_kernels import _H1, _H8, _H16, _T1, _T8, _TT1, _TT8, _C4, _C12, _W8, transpose  # noqa: F401 - transpose: rnn_kernels.transpose
+from .gemm_kernels import _H1, _H8, _H16, _T1, _T8, _TT1, _TT8, _C4, _C5, _C6, _C10, _C12, _W8, transpose  # noqa: F401 - transpose: rnn_kernels.transpose
 
 _F = np.float32
 _CLAMP = _F(7.99881172180175781)
@@ -435,12 +435,18 @@ def matmul_fm_t(a, at, x, out):
                 _T1(a, x, out, i, i, b0, 16, 0, K, 0, 0)
                 _H1(a, x, out, i, i, b0 + 16, 8, 0, K, 0, 0)
             break
-        if cols and (nb <= 4 or (8 < nb <= 12 and K >= 256)):
+        if cols and (nb <= 4 or (K >= 64 and (nb <= 6 or 9 <= nb <= 10)) or (8 < nb <= 12 and K >= 256)):
             tmp = np.empty((12, 64), np.float32)
-            step = 64 if nb <= 4 else 32
+            step = 64 if nb <= 6 else 32
             for i in range(0, M, step):
                 if nb <= 4:
                     _C4(at, x, tmp, i, b0, nb, K)
+                elif nb == 5:
+                    _C5(at, x, tmp, i, b0, nb, K)
+                elif nb == 6:
+                    _C6(at, x, tmp, i, b0, nb, K)
+                elif nb <= 10:
+                    _C10(at, x, tmp, i, b0, nb, K)
                 else:
                     _C12(at, x, tmp, i, b0, nb, K)
                 for j in range(nb):

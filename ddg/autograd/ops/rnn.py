@@ -68,6 +68,7 @@ FM_MIN_B = 12
 # 0.88-1.0 against 0.98-1.13; at batch 6 mixed (H=128 1.10 -> 1.03, H=512 0.92 -> 1.03)
 LSTM_FM_MIN_B = 11
 LSTM_FM_BATCHES = (7, 8)
+LSTM_FM_COLS = (3, 4, 5, 6, 9, 10)
 # below FM_MIN_B, the input projections of all steps come from one product (and a transposed
 # copy) from a W_ih of this many elements on (or at batch 1), else from numpy's stacked matmul
 XPROJ_ONE_MIN = 1 << 17
@@ -83,12 +84,12 @@ COLS_MAX_W = 1 << 20
 
 def _cols_left(B, w_size):
     r = B % 16
-    return ((B > 16 and 1 <= r <= 4) or 9 <= r <= 12) and w_size <= COLS_MAX_W
+    return ((B >= 3 and 1 <= r <= 4) or 5 <= r <= 6 or 9 <= r <= 12) and w_size <= COLS_MAX_W
 
 
-def _lstm_fm(B):
+def _lstm_fm(B, w_size):
     """Whether the LSTM's compiled loops of batch B run matmul_fm (the state feature-major)."""
-    return B >= LSTM_FM_MIN_B or B in LSTM_FM_BATCHES
+    return B >= LSTM_FM_MIN_B or B in LSTM_FM_BATCHES or (B in LSTM_FM_COLS and _cols_left(B, w_size))
 
 
 def _tn(a, b):
@@ -196,7 +197,7 @@ class RNNSequence(Function):
         # of a stacked matmul: 1.4x matmul_fm's time at I=H=256 T=50); the GRU's from batch
         # 12 come from numpy's stacked matmul. The LSTM kernel turns each block into the
         # step's gate activations in place.
-        fm = _lstm_fm(B) if lstm else B >= FM_MIN_B
+        fm = _lstm_fm(B, w_hh.size) if lstm else B >= FM_MIN_B
         # the state before each step as batch rows; the LSTM keeps x's rows beside them
         # ([T, B, H + I]: h, then x), so that one product over all steps gives both weight
         # gradients (the kernels read and write the first H columns of each row). Rows of a
@@ -283,7 +284,7 @@ class RNNSequence(Function):
         # the LSTM's loop with matmul_fm leaves the gate gradients feature-major, [T, 4H, B]
         # (written where the step computes them: a transposed copy of each step's block cost
         # 1.4 ms of 6.4 at H=128 T=200); else they are saved as batch rows, [T, B, G*H]
-        fmaj = lstm and kern and _lstm_fm(B)
+        fmaj = lstm and kern and _lstm_fm(B, self.w_hh.size)
         dpt = np.empty((T, G * H, B) if fmaj else (T, B, G * H), dt)
         dxf = None
         w_t = getattr(self, "w_t", None)      # the transposes the LSTM's forward made
