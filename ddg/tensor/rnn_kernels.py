@@ -411,12 +411,14 @@ def matmul_fm(a, x, out):
 
 @numba.njit(**_OPTS)   # also called by the whole-sequence loops below
 def matmul_fm_t(a, at, x, out):
-    """``matmul_fm``, given also ``at = a.T`` (C-contiguous ``[K, M]``, or empty): at most 4
-    or 9-12 columns left past the 16-column tiles (batch 11, 12, 17-20, 28, 33-36, ...) are
-    then formed with vectors along the rows (``_C4``, ``_C12``), at a multiply-add per
-    column, instead of in a 16- or 8-lane tile with 4 or more of its lanes masked; 9-12
-    columns only where K >= 256 (with fewer the 32x12 tile's short loops and scattered
-    stores cost more than the masked lanes: 14 -> 25 us at [1536, 32] and batch 12)."""
+    """``matmul_fm``, given also ``at = a.T`` (C-contiguous ``[K, M]``, or empty): at most 6
+    or 9-12 columns left past the 16-column tiles (batch 3-6, 9-12, 17-22, 28, 33-38, ...)
+    are then formed with vectors along the rows (``_C4``, ``_C5``, ``_C6``, ``_C10``,
+    ``_C12``), at a multiply-add per column, instead of in a 16- or 8-lane tile with 4 or
+    more of its lanes masked; 5-6 and 9-10 columns only where K >= 64 (at K = 32 the 8-
+    and 16-lane tiles stay faster), 11-12 only where K >= 256 (with fewer the 32x12 tile's
+    short loops and scattered stores cost more than the masked lanes: 14 -> 25 us at
+    [1536, 32] and batch 12)."""
     M, K = a.shape
     B = x.shape[1]
     if K == 0:
@@ -424,7 +426,21 @@ def matmul_fm_t(a, at, x, out):
         return
     cols = at.shape[0] == K and at.shape[1] == M
     M8 = M - M % 8
-    for b0 in range(0, B, 16):
+    # the whole 16-column blocks, each row tile over all of them: the tile's rows of a are
+    # read from memory once and stay in L1 for every block, x (up to 2 MB) streams from L2;
+    # one pass over a per block instead ran 5-15% slower ([4096, 1024] @ [1024, 64] 89 -> 104
+    # GFLOP/s, [512, 128] @ [128, 64] 108 -> 115)
+    bf = 0
+    while B - bf >= 16 and B - bf != 24:
+        bf += 16
+    if bf > 0:
+        for i in range(0, M8, 8):
+            for b0 in range(0, bf, 16):
+                _T8(a, x, out, i, i, b0, 16, 0, K, 0, 0)
+        for i in range(M8, M):
+            for b0 in range(0, bf, 16):
+                _T1(a, x, out, i, i, b0, 16, 0, K, 0, 0)
+    for b0 in range(bf, B, 16):      # the columns left: one block of 1-15 or 24
         nb = min(16, B - b0)
         if B - b0 == 24:
             # the last 24 columns in one tile: the weights stream through once for them, not
