@@ -426,56 +426,52 @@ def matmul_fm_t(a, at, x, out):
         return
     cols = at.shape[0] == K and at.shape[1] == M
     M8 = M - M % 8
-    # the whole 16-column blocks, each row tile over all of them: the tile's rows of a are
-    # read from memory once and stay in L1 for every block, x (up to 2 MB) streams from L2;
-    # one pass over a per block instead ran 5-15% slower ([4096, 1024] @ [1024, 64] 89 -> 104
-    # GFLOP/s, [512, 128] @ [128, 64] 108 -> 115)
-    bf = 0
+    bf = 0                           # the whole 16-column blocks end here
     while B - bf >= 16 and B - bf != 24:
         bf += 16
-    if bf > 0:
-        for i in range(0, M8, 8):
-            for b0 in range(0, bf, 16):
-                _T8(a, x, out, i, i, b0, 16, 0, K, 0, 0)
-        for i in range(M8, M):
-            for b0 in range(0, bf, 16):
-                _T1(a, x, out, i, i, b0, 16, 0, K, 0, 0)
-    for b0 in range(bf, B, 16):      # the columns left: one block of 1-15 or 24
-        nb = min(16, B - b0)
-        if B - b0 == 24:
-            # the last 24 columns in one tile: the weights stream through once for them, not
-            # once for 16 and again for 8 (the rows left over by 16 and 8 at a time)
-            for i in range(0, M8, 8):
-                _W8(a, x, out, i, i, b0, 24, 0, K, 0, 0)
-            for i in range(M8, M):
-                _T1(a, x, out, i, i, b0, 16, 0, K, 0, 0)
-                _H1(a, x, out, i, i, b0 + 16, 8, 0, K, 0, 0)
-            break
-        if cols and (nb <= 4 or (K >= 64 and (nb <= 6 or 9 <= nb <= 10)) or (8 < nb <= 12 and K >= 256)):
-            tmp = np.empty((12, 64), np.float32)
-            step = 64 if nb <= 6 else 32
-            for i in range(0, M, step):
-                if nb <= 4:
-                    _C4(at, x, tmp, i, b0, nb, K)
-                elif nb == 5:
-                    _C5(at, x, tmp, i, b0, nb, K)
-                elif nb == 6:
-                    _C6(at, x, tmp, i, b0, nb, K)
-                elif nb <= 10:
-                    _C10(at, x, tmp, i, b0, nb, K)
-                else:
-                    _C12(at, x, tmp, i, b0, nb, K)
-                for j in range(nb):
-                    for r in range(min(step, M - i)):
-                        out[i + r, b0 + j] = tmp[j, r]
-            break
-        if nb <= 8:
-            _fm_h(a, x, out, b0, nb)
-            continue
-        for i in range(0, M8, 8):
-            _T8(a, x, out, i, i, b0, nb, 0, K, 0, 0)
-        for i in range(M8, M):
-            _T1(a, x, out, i, i, b0, nb, 0, K, 0, 0)
+    nt = B - bf                      # the columns left: none, 1-15 or 24
+    if cols and (nt <= 4 or (K >= 64 and (nt <= 6 or 9 <= nt <= 10)) or (8 < nt <= 12 and K >= 256)) and nt > 0:
+        tmp = np.empty((12, 64), np.float32)
+        step = 64 if nt <= 6 else 32
+        for i in range(0, M, step):
+            if nt <= 4:
+                _C4(at, x, tmp, i, bf, nt, K)
+            elif nt == 5:
+                _C5(at, x, tmp, i, bf, nt, K)
+            elif nt == 6:
+                _C6(at, x, tmp, i, bf, nt, K)
+            elif nt <= 10:
+                _C10(at, x, tmp, i, bf, nt, K)
+            else:
+                _C12(at, x, tmp, i, bf, nt, K)
+            for j in range(nt):
+                for r in range(min(step, M - i)):
+                    out[i + r, bf + j] = tmp[j, r]
+        nt = 0
+    if bf == 0 and 0 < nt <= 8:      # a batch of at most 8: 16-row tiles of 8 lanes
+        _fm_h(a, x, out, 0, nt)
+        return
+    # each row tile over every block (the tile's rows of a read once, kept in L1 for all of
+    # them; x, up to 2 MB, streams from L2) and the columns left (24 in one tile of three
+    # 8-lane vectors, at most 8 in an 8-lane tile, 9-15 in a masked 16-lane one); one pass
+    # over a per block instead ran 5-15% slower ([4096, 1024] @ [1024, 64] 89 -> 104
+    # GFLOP/s, [512, 128] @ [128, 64] 108 -> 115)
+    for i in range(0, M8, 8):
+        for b0 in range(0, bf, 16):
+            _T8(a, x, out, i, i, b0, 16, 0, K, 0, 0)
+        if nt == 24:
+            _W8(a, x, out, i, i, bf, 24, 0, K, 0, 0)
+        elif nt > 8:
+            _T8(a, x, out, i, i, bf, nt, 0, K, 0, 0)
+        elif nt > 0:
+            _H8(a, x, out, i, i, bf, nt, 0, K, 0, 0)
+    end = bf + nt
+    for i in range(M8, M):
+        for b0 in range(0, end, 16):
+            if end - b0 > 8:
+                _T1(a, x, out, i, i, b0, min(16, end - b0), 0, K, 0, 0)
+            else:
+                _H1(a, x, out, i, i, b0, end - b0, 0, K, 0, 0)
 
 
 @numba.njit(**_OPTS)
