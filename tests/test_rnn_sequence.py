@@ -286,7 +286,9 @@ def test_compiled_recurrent_product_and_transpose():
                     (40, 260, 12), (33, 256, 27),
                     # 5-6 and 9-10 columns (alone or past 16) from K = 64 on: matmul_fm_t's 64x5, 64x6 and 32x10 tiles
                     (70, 64, 5), (33, 64, 6), (20, 63, 5), (45, 100, 9), (97, 64, 10), (70, 65, 21), (40, 64, 26),
-                    (130, 64, 22), (64, 128, 25), (128, 64, 3)):
+                    (130, 64, 22), (64, 128, 25), (128, 64, 3),
+                    # a batch of 7-8 from K = 512 on: the 48x8 tile
+                    (70, 512, 8), (50, 600, 7), (96, 512, 24)):
         w, r = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, b)).astype(np.float32)
         out = np.full((m, b), np.nan, np.float32)
         rnn_kernels.matmul_fm(w, r, out)
@@ -447,14 +449,14 @@ def test_compiled_loops_small_batches(mode, B, fm, IH, monkeypatch):
 
 @pytest.mark.parametrize("B,H,cols_max", [(2, 7, None), (3, 7, None), (4, 64, None), (5, 64, None), (5, 7, None),
                                           (6, 64, None), (6, 64, 0), (7, 7, None), (8, 7, None), (9, 64, None),
-                                          (9, 7, 0), (10, 64, None), (10, 7, None)])
+                                          (9, 7, 0), (10, 64, None), (10, 7, None), (7, 128, None), (8, 128, 0)])
 def test_lstm_small_batches_feature_major_or_batch_rows(B, H, cols_max, monkeypatch):
     """The LSTM's loops keep the state feature-major at batch 7 and 8 (one 8-lane vector of
     matmul_fm, no column left over) and at 3-6 and 9-10 where the weights' transposes serve
     matmul_fm_t's column tiles (W_hh of at most COLS_MAX_W elements; from 64 features on the
-    64x5, 64x6 and 32x10 tiles run), else (batch 1-2, or COLS_MAX_W 0) they read it as batch
-    rows; all against the float64 numpy path, with sequence lengths and the kernels'
-    backward."""
+    64x5, 64x6 and 32x10 tiles run, at 7-8 the 48x8 tile on the backward's 4H = 512 rows),
+    else (batch 1-2, or COLS_MAX_W 0 below 7) they read it as batch rows; all against the
+    float64 numpy path, with sequence lengths and the kernels' backward."""
     from ddg.autograd.ops import rnn
     from ddg.tensor import rnn_kernels
     monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_T", 0)

@@ -38,7 +38,7 @@ import numba
 import numpy as np
 
 from .compiled import FASTMATH, kernel
-from .gemm_kernels import _H1, _H8, _H16, _T1, _T8, _TT1, _TT8, _C4, _C5, _C6, _C10, _C12, _W8, transpose  # noqa: F401 - transpose: rnn_kernels.transpose
+from .gemm_kernels import _H1, _H8, _H16, _T1, _T8, _TT1, _TT8, _C4, _C5, _C6, _C8, _C10, _C12, _W8, transpose  # noqa: F401 - transpose: rnn_kernels.transpose
 
 _F = np.float32
 _CLAMP = _F(7.99881172180175781)
@@ -418,7 +418,7 @@ def matmul_fm_t(a, at, x, out):
     more of its lanes masked; 5-6 and 9-10 columns only where K >= 64 (at K = 32 the 8-
     and 16-lane tiles stay faster), 11-12 only where K >= 256 (with fewer the 32x12 tile's
     short loops and scattered stores cost more than the masked lanes: 14 -> 25 us at
-    [1536, 32] and batch 12)."""
+    [1536, 32] and batch 12); a batch of 7-8 (``_C8``) where K >= 512."""
     M, K = a.shape
     B = x.shape[1]
     if K == 0:
@@ -430,9 +430,10 @@ def matmul_fm_t(a, at, x, out):
     while B - bf >= 16 and B - bf != 24:
         bf += 16
     nt = B - bf                      # the columns left: none, 1-15 or 24
-    if cols and (nt <= 4 or (K >= 64 and (nt <= 6 or 9 <= nt <= 10)) or (8 < nt <= 12 and K >= 256)) and nt > 0:
+    if cols and nt > 0 and (nt <= 4 or (K >= 64 and (nt <= 6 or 9 <= nt <= 10)) or (8 < nt <= 12 and K >= 256)
+                            or (nt <= 8 and bf == 0 and K >= 512)):
         tmp = np.empty((12, 64), np.float32)
-        step = 64 if nt <= 6 else 32
+        step = 64 if nt <= 6 else (48 if nt <= 8 else 32)
         for i in range(0, M, step):
             if nt <= 4:
                 _C4(at, x, tmp, i, bf, nt, K)
@@ -440,6 +441,8 @@ def matmul_fm_t(a, at, x, out):
                 _C5(at, x, tmp, i, bf, nt, K)
             elif nt == 6:
                 _C6(at, x, tmp, i, bf, nt, K)
+            elif nt <= 8:
+                _C8(at, x, tmp, i, bf, nt, K)
             elif nt <= 10:
                 _C10(at, x, tmp, i, bf, nt, K)
             else:

@@ -84,7 +84,7 @@ COLS_MAX_W = 1 << 20
 
 def _cols_left(B, w_size):
     r = B % 16
-    return ((B >= 3 and 1 <= r <= 4) or 5 <= r <= 6 or 9 <= r <= 12) and w_size <= COLS_MAX_W
+    return ((B >= 3 and 1 <= r <= 4) or 5 <= r <= 6 or 9 <= r <= 12 or B in (7, 8)) and w_size <= COLS_MAX_W
 
 
 def _lstm_fm(B, w_size):
