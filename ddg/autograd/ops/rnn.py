@@ -68,17 +68,22 @@ FM_MIN_B = 12
 # 0.88-1.0 against 0.98-1.13; at batch 6 mixed (H=128 1.10 -> 1.03, H=512 0.92 -> 1.03)
 LSTM_FM_MIN_B = 11
 LSTM_FM_BATCHES = (7, 8)
+# ... and at these batches where matmul_fm_t's column tiles serve them (W_hh of at most
+# COLS_MAX_W elements, _cols_left): training steps at H=128 T=200, batch 3/4/5/6/9/10,
+# 1.42/1.08/1.12/1.04/1.08/1.07 -> 0.99/0.86/0.91/0.94/0.97/0.97 of torch against matmul_wr;
+# feature-major without them (H >= 768) ran 1.1-1.4x matmul_wr's time
 LSTM_FM_COLS = (3, 4, 5, 6, 9, 10)
 # below FM_MIN_B, the input projections of all steps come from one product (and a transposed
 # copy) from a W_ih of this many elements on (or at batch 1), else from numpy's stacked matmul
 XPROJ_ONE_MIN = 1 << 17
 
 
-# the compiled LSTM's products form the last 1-4 or 9-12 columns of a batch past a multiple
-# of 16 (12, 17-20, 28, 33-36, ...) with vectors along the weights' rows (rnn_kernels.matmul_fm_t, from
-# their transposes) where W_hh has at most this many elements: beyond, the transposes' rows
-# lie so far apart that reading 64 floats from each costs more than the masked lanes saved
-# (1.2-1.3x slower at H=1024, 0.75-0.93x the time at H=384-512)
+# the compiled LSTM's products form the last 1-6 or 9-12 columns of a batch past a multiple
+# of 16 (3-6, 9-12, 17-22, 28, 33-38, ...), and batches of 7-8, with vectors along the weights'
+# rows (rnn_kernels.matmul_fm_t, from their transposes) where W_hh has at most this many
+# elements: beyond, the transposes' rows lie so far apart that reading 64 floats from each
+# costs more than the masked lanes saved (1.2-1.3x slower at H=1024, 0.75-0.93x the time at
+# H=384-512)
 COLS_MAX_W = 1 << 20
 
 
