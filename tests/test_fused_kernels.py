@@ -363,6 +363,10 @@ def test_winograd_size_gate():
                                 (1, 1), 1, (1, 1, 1, 1))
     assert taken(8, 16, 16) and taken(2, 16, 32) and taken(4, 32, 16)
     assert not taken(4, 16, 16) and not taken(2, 32, 16) and not taken(64, 16, 8)
+    # and at least WINO_MIN_TILES (20) 4x4 output tiles over the batch: the weight transforms
+    # cost the same at any batch
+    assert taken(6, 128, 8) and taken(2, 128, 16) and taken(1, 64, 32) and taken(3, 256, 10)
+    assert not taken(1, 128, 8) and not taken(4, 128, 8) and not taken(1, 128, 16) and not taken(1, 256, 14)
 
 
 @pytest.mark.parametrize("tile,bound", [(2, 2e-6), (4, 1.5e-5)])

@@ -275,13 +275,24 @@ def _use_winograd(x, w, stride, dilation, groups, pads):
     C=32-128 on 16x16 to 64x64, 0.6-0.8 at C=32-256 on 8x8, 1.15-1.55 on 4x4; at C=16
     0.45-0.8 on 16x16 and 32x32, 0.6-1.1 on 64x64, 1.2 on 8x8. At 2**19 products (CPU
     time against torch, load ~3.4): C=16 16x16 batch 8 1.44 -> 1.01, C=16 32x32 batch 2
-    1.50 -> 1.21, but C=32 16x16 batch 2 1.16 -> 1.27 (kept on im2col)."""
+    1.50 -> 1.21, but C=32 16x16 batch 2 1.16 -> 1.27 (kept on im2col). And at least
+    ``WINO_MIN_TILES`` 4x4 output tiles over the batch: the weight's transform and its
+    adjoint cost the same at any batch, about what 20 tiles save (ResNet-style training
+    steps against torch, im2col below the gate / Winograd: C=128 8x8 batch 1 1.02 / 1.57,
+    batch 2 1.00 / 1.28, batch 4 (16 tiles) 1.07 / 1.08, C=128 16x16 batch 1 (16) 1.00 /
+    1.15, C=256 8x8 batch 2 1.03 / 1.47; Winograd kept: batch 6 (24) 1.10 / 0.99, batch 8
+    (32) 1.20 / 0.95)."""
     o, cg, kh, kw = w.shape
     n, _, h, wd = x.shape
     oh, ow = h + pads[0] + pads[1] - 2, wd + pads[2] + pads[3] - 2
     return (kh == kw == 3 and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1) and groups == 1
             and max(pads) <= 2 and min(cg, o) >= 16 and min(oh, ow) >= (8 if min(cg, o) >= 32 else 16)
-            and cg * o * h * wd * n >= (1 << 20 if min(cg, o) >= 32 else 1 << 19) and x.dtype.kind == "f")
+            and cg * o * h * wd * n >= (1 << 20 if min(cg, o) >= 32 else 1 << 19)
+            and n * -(-oh // 4) * -(-ow // 4) >= WINO_MIN_TILES and x.dtype.kind == "f")
+
+
+#: the fewest 4x4 output tiles (over the whole batch) for which ``_use_winograd`` takes Winograd
+WINO_MIN_TILES = 20
 
 
 #: bytes of transformed tiles (and as many of products) per block of tile rows in F(4x4, 3x3):
