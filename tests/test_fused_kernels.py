@@ -362,7 +362,8 @@ def test_winograd_size_gate():
         return CV._use_winograd(np.zeros((n, c, hw, hw), np.float32), np.zeros((c, c, 3, 3), np.float32), (1, 1),
                                 (1, 1), 1, (1, 1, 1, 1))
     assert taken(8, 16, 16) and taken(2, 16, 32) and taken(4, 32, 16)
-    assert not taken(4, 16, 16) and not taken(2, 32, 16) and not taken(64, 16, 8)
+    assert not taken(4, 16, 16) and not taken(2, 32, 16) and not taken(16, 16, 8)
+    assert taken(64, 16, 8) and taken(32, 16, 10)     # 8x8 outputs are enough at 16 channels too
     # and at least WINO_MIN_TILES (20) 4x4 output tiles over the batch: the weight transforms
     # cost the same at any batch
     assert taken(6, 128, 8) and taken(2, 128, 16) and taken(1, 64, 32) and taken(3, 256, 10)
@@ -380,7 +381,7 @@ def test_winograd_float32_error_bound(tile, bound, monkeypatch):
     x = rng.standard_normal((32, 32, 16, 16))
     w = rng.standard_normal((32, 32, 3, 3)) / np.sqrt(9 * 32)
     assert CV._use_winograd(x.astype(np.float32), w, (1, 1), (1, 1), 1, (1, 1, 1, 1))
-    assert not CV._use_winograd(x[:, :16, :8, :8], w[:16, :16], (1, 1), (1, 1), 1, (1, 1, 1, 1))
+    assert not CV._use_winograd(x[:16, :16, :8, :8], w[:16, :16], (1, 1), (1, 1), 1, (1, 1, 1, 1))
     f32 = x.astype(np.float32)
     assert CV._wino_tile(f32, w.astype(np.float32), 16, 16) == 4
     assert len(CV._wino_blocks(32, 32, 4, 4, 32)) == 2    # F(4x4, 3x3) here in two blocks of tile rows

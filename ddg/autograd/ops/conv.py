@@ -268,12 +268,16 @@ def _swap(a):
 
 def _use_winograd(x, w, stride, dilation, groups, pads):
     """Whether Conv2d takes the Winograd path: 3x3, stride 1, no dilation, one group, padding
-    within the kernel, at least 16 channels in and out, an output of at least 8x8 (16x16
-    below 32 channels; smaller tiles grids are mostly edges) and at least 2**20
-    output-channel products (C*O*H*W*N; 2**19 below 32 channels). Measured with the
-    compiled transforms, forward + backward, batch 16, Winograd / im2col time: 0.45-0.65 at
-    C=32-128 on 16x16 to 64x64, 0.6-0.8 at C=32-256 on 8x8, 1.15-1.55 on 4x4; at C=16
-    0.45-0.8 on 16x16 and 32x32, 0.6-1.1 on 64x64, 1.2 on 8x8. At 2**19 products (CPU
+    within the kernel, at least 16 channels in and out, an output of at least 8x8 (smaller
+    tile grids are mostly edges) and at least 2**20 output-channel products (C*O*H*W*N;
+    2**19 below 32 channels). Measured with the compiled transforms, forward + backward,
+    batch 16, Winograd / im2col time: 0.45-0.65 at C=32-128 on 16x16 to 64x64, 0.6-0.8 at
+    C=32-256 on 8x8, 1.15-1.55 on 4x4; at C=16 0.45-0.8 on 16x16 and 32x32, 0.6-1.1 on
+    64x64, 1.2 on 8x8 (once 16x16 at least below 32 channels; but at batch 32-128, where
+    im2col's columns outgrow L2 and its products with 16 rows wait on memory, ResNet-style
+    steps at C=16 on 8x8 ran 1.11 / 1.38 / 1.61x torch against 0.90-0.91 with Winograd,
+    on 12x12 1.58 -> 0.87, 10x10 1.17 -> 1.01, 14x14 1.25 -> 1.03, and batch 16 0.94 ->
+    0.92: 8x8 is the gate at every width). At 2**19 products (CPU
     time against torch, load ~3.4): C=16 16x16 batch 8 1.44 -> 1.01, C=16 32x32 batch 2
     1.50 -> 1.21, but C=32 16x16 batch 2 1.16 -> 1.27 (kept on im2col). And at least
     ``WINO_MIN_TILES`` 4x4 output tiles over the batch: the weight's transform and its
@@ -286,7 +290,7 @@ def _use_winograd(x, w, stride, dilation, groups, pads):
     n, _, h, wd = x.shape
     oh, ow = h + pads[0] + pads[1] - 2, wd + pads[2] + pads[3] - 2
     return (kh == kw == 3 and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1) and groups == 1
-            and max(pads) <= 2 and min(cg, o) >= 16 and min(oh, ow) >= (8 if min(cg, o) >= 32 else 16)
+            and max(pads) <= 2 and min(cg, o) >= 16 and min(oh, ow) >= 8
             and cg * o * h * wd * n >= (1 << 20 if min(cg, o) >= 32 else 1 << 19)
             and n * -(-oh // 4) * -(-ow // 4) >= WINO_MIN_TILES and x.dtype.kind == "f")
 
