@@ -378,3 +378,28 @@ def test_matmul_batch_by_matrix_with_empty_axes(sa, sb):
     np.testing.assert_allclose(out.numpy(), a @ b)
     np.testing.assert_allclose(ta.grad.numpy(), g @ b.T)
     np.testing.assert_allclose(tb.grad.numpy(), np.tensordot(a, g, axes=(list(range(a.ndim - 1)),) * 2))
+
+
+@pytest.mark.parametrize("order", ["ab", "ba"])
+def test_add_of_batch_innermost_and_c_ordered_images_is_batch_innermost(order):
+    """A residual add of a batch-innermost [N, C, H, W] array (ddg's convolution output
+    layout) and a C-ordered one gives a batch-innermost sum (numpy would give C order and
+    every later convolution would transpose it): same values, gradient to both inputs;
+    two C-ordered operands, a single image or other shapes keep numpy's layout."""
+    from ddg.autograd.ops.conv import _is_chwn
+    rng = np.random.default_rng(3)
+    base = ddg.to_tensor(rng.standard_normal((4, 6, 3, 5)), stop_gradient=False)   # [C, H, W, N]
+    chwn = base.transpose([3, 0, 1, 2])             # [N, C, H, W] stored CHWN (a view)
+    assert _is_chwn(chwn._data)
+    nchw = ddg.to_tensor(rng.standard_normal((5, 4, 6, 3)), stop_gradient=False)
+    a, b = (chwn, nchw) if order == "ab" else (nchw, chwn)
+    y = a + b
+    assert _is_chwn(y._data) and not y._data.flags.c_contiguous
+    np.testing.assert_array_equal(y.numpy(), a.numpy() + b.numpy())
+    g = rng.standard_normal(y.shape)
+    (y * ddg.to_tensor(g)).sum().backward()
+    np.testing.assert_array_equal(base.grad.numpy(), g.transpose(1, 2, 3, 0))
+    np.testing.assert_array_equal(nchw.grad.numpy(), g)
+    assert (nchw + nchw)._data.flags.c_contiguous
+    one = chwn[:1]
+    assert (one + ddg.to_tensor(one.numpy()))._data.flags.c_contiguous
