@@ -2,9 +2,11 @@
 eager, over a range of sizes, single-threaded, ratios from one interleaved run.
 
     python bench/bench_nets.py [--rounds 5] [--only resnet,lstm,gru,transformer,dcgan,mobilenet,gpt]
-                               [--quick]
+                               [--quick] [--batch 16]
 
-``--only`` also takes ``mobilenetv2`` (not in the default list).
+``--only`` also takes ``mobilenetv2`` (not in the default list). ``--batch`` replaces the
+batch of 16 of every class but GPT's (other batch sizes: a small batch stresses per-op and
+per-call costs, a large one the caches).
 
 One step = forward + loss + backward + optimizer step (SGD with momentum unless said
 otherwise). Models:
@@ -505,13 +507,16 @@ def cases(only, quick):
 
 
 def main():
+    global BATCH
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--only", default="resnet,lstm,gru,transformer,dcgan,mobilenet,gpt")
     ap.add_argument("--quick", action="store_true", help="the first sizes of each class only")
     ap.add_argument("--round-time", type=float, default=0.25, help="seconds of ddg steps per round (sets the "
                     "step count per size)")
+    ap.add_argument("--batch", type=int, default=BATCH, help="batch size of every class but GPT (default 16)")
     args = ap.parse_args()
+    BATCH = args.batch
     torch = try_torch()
     only = set(args.only.split(","))
     print("| model | ddg ms | torch ms | ddg/torch |\n|---|---|---|---|", flush=True)
