@@ -403,3 +403,29 @@ def test_add_of_batch_innermost_and_c_ordered_images_is_batch_innermost(order):
     assert (nchw + nchw)._data.flags.c_contiguous
     one = chwn[:1]
     assert (one + ddg.to_tensor(one.numpy()))._data.flags.c_contiguous
+
+
+@pytest.mark.parametrize("op", ["subtract", "multiply", "divide"])
+def test_other_arithmetic_of_mixed_image_layouts_is_batch_innermost(op):
+    """Subtract, multiply and divide follow the add's layout rule for a batch-innermost and
+    a C-ordered float image: the result batch-innermost, numpy's values, gradients as for
+    same-layout operands; integer images keep numpy's result (a true division of ints is
+    float)."""
+    from ddg.autograd.ops.conv import _is_chwn
+    rng = np.random.default_rng(4)
+    base = rng.standard_normal((4, 6, 3, 5)) + 3.0
+    other = rng.standard_normal((5, 4, 6, 3)) + 3.0
+    fn = getattr(ddg, op)
+    tb, to = ddg.to_tensor(base, stop_gradient=False), ddg.to_tensor(other, stop_gradient=False)
+    y = fn(tb.transpose([3, 0, 1, 2]), to)
+    assert _is_chwn(y._data) and not y._data.flags.c_contiguous
+    np.testing.assert_array_equal(y.numpy(), getattr(np, op)(base.transpose(3, 0, 1, 2), other))
+    y.sum().backward()
+    rb, ro = ddg.to_tensor(np.ascontiguousarray(base.transpose(3, 0, 1, 2)), stop_gradient=False), \
+        ddg.to_tensor(other, stop_gradient=False)
+    fn(rb, ro).sum().backward()
+    np.testing.assert_allclose(tb.grad.numpy(), rb.grad.numpy().transpose(1, 2, 3, 0), rtol=1e-12)
+    np.testing.assert_allclose(to.grad.numpy(), ro.grad.numpy(), rtol=1e-12)
+    ints = ddg.to_tensor(np.arange(5 * 4 * 6 * 3).reshape(4, 6, 3, 5) + 1).transpose([3, 0, 1, 2])
+    r = fn(ints, ddg.to_tensor(np.ones((5, 4, 6, 3), np.int64)))
+    np.testing.assert_array_equal(r.numpy(), getattr(np, op)(ints.numpy(), np.ones((5, 4, 6, 3), np.int64)))

@@ -20,16 +20,17 @@ _SCALARS = (int, float, bool, np.number, np.bool_)
 
 # -- tensor (op) tensor ------------------------------------------------------------
 def _batch_inner_target(a, b):
-    """An empty batch-innermost ([C, H, W, N] storage) array for ``a + b`` where one of the
-    numpy ``[N, C, H, W]`` operands (same shape and dtype) is stored that way and the other
-    in C order, else None. numpy would make the sum C-ordered, and a residual add of a
-    convolution's output (batch-innermost, the layout of ddg's im2col and Winograd paths)
-    with a C-ordered input (a first layer's, ``conv_sample``) would then hand the next
-    convolution an input it must transpose, every block after it again, and likewise the
-    gradients in backward (ResNet-style steps at C=16 on 32x32, batch 64: six 4 MB
-    transposing copies per step); with the sum batch-innermost only the first add pays."""
+    """An empty batch-innermost ([C, H, W, N] storage) array for ``a (op) b`` (the four
+    arithmetic ops) where one of the numpy float ``[N, C, H, W]`` operands (same shape and
+    dtype) is stored that way and the other in C order, else None. numpy would make the
+    result C-ordered, and a residual add of a convolution's output (batch-innermost, the
+    layout of ddg's im2col and Winograd paths) with a C-ordered input (a first layer's,
+    ``conv_sample``) would then hand the next convolution an input it must transpose, every
+    block after it again, and likewise the gradients in backward (ResNet-style steps at
+    C=16 on 32x32, batch 64: six 4 MB transposing copies per step); with the result
+    batch-innermost only the first mixed op pays."""
     if type(a) is not np.ndarray or type(b) is not np.ndarray or a.ndim != 4 or a.shape != b.shape \
-            or a.dtype != b.dtype or a.shape[0] < 2:
+            or a.dtype != b.dtype or a.dtype.kind != "f" or a.shape[0] < 2:
         return None
     for p, q in ((a, b), (b, a)):
         if q.flags.c_contiguous and not p.flags.c_contiguous and p.transpose(1, 2, 3, 0).flags.c_contiguous:
@@ -44,9 +45,7 @@ class Add(Formula):
     def forward(self, a, b):
         self.meta = (a.shape, a.dtype, b.shape, b.dtype)
         out = _batch_inner_target(a, b)
-        if out is not None:
-            return np.add(a, b, out=out)
-        return a + b
+        return a + b if out is None else np.add(a, b, out=out)
 
     def grad(self, xp, g):
         na, nb = self.needs
@@ -59,7 +58,8 @@ class Sub(Formula):
 
     def forward(self, a, b):
         self.meta = (a.shape, a.dtype, b.shape, b.dtype)
-        return a - b
+        out = _batch_inner_target(a, b)
+        return a - b if out is None else np.subtract(a, b, out=out)
 
     def grad(self, xp, g):
         na, nb = self.needs
@@ -70,7 +70,8 @@ class Sub(Formula):
 class Mul(Formula):
     def forward(self, a, b):
         self.a, self.b = a, b
-        return a * b
+        out = _batch_inner_target(a, b)
+        return a * b if out is None else np.multiply(a, b, out=out)
 
     def grad(self, xp, g):
         na, nb = self.needs
@@ -82,7 +83,8 @@ class Mul(Formula):
 class Div(Formula):
     def forward(self, a, b):
         self.a, self.b = a, b
-        return a / b
+        out = _batch_inner_target(a, b)
+        return a / b if out is None else np.divide(a, b, out=out)
 
     def grad(self, xp, g):
         na, nb = self.needs
