@@ -128,14 +128,15 @@ def test_dispatch_rules(monkeypatch):
     _close(gemm.product(a32, np.ones((512, 512), np.float32).T), np.full((32, 512), 512.0), 512)
     assert len(calls) == 2
     _close(gemm.product(a32, np.ones((512, 1024), np.float32)), np.full((32, 1024), 512.0), 512)
+    assert len(calls) == 2       # few rows times a large B: numpy
     _close(gemm.product(a32, np.ones((1024, 512), np.float32).T), np.full((32, 1024), 512.0), 512)
-    assert len(calls) == 2       # few rows times a large B, in place or transposed: numpy
+    assert len(calls) == 3       # ... unless B is transposed: the kernel, on the transposed product
     _close(gemm.product(np.ones((512, 32), np.float32).T, np.ones((512, 1024), np.float32)),
            np.full((32, 1024), 512.0), 512)
-    assert len(calls) == 3       # ... but x^T of a weight gradient takes the kernel
+    assert len(calls) == 4       # ... and x^T of a weight gradient takes the kernel
     monkeypatch.setattr(gemm, "ENABLED", False)
     gemm.product(A, B)
-    assert len(calls) == 3
+    assert len(calls) == 4
 
 
 def test_weight_gradient_packs_wide_transposed_a(monkeypatch):
@@ -155,6 +156,30 @@ def test_weight_gradient_packs_wide_transposed_a(monkeypatch):
         assert flags == [packed], (M, N)
         _close(gw, _ref(x.T, g), 24)
         _close(gb, g.astype(np.float64).sum(axis=0), 24)
+
+
+@pytest.mark.parametrize("M,K,N", [(16, 64, 64), (17, 300, 301), (33, 1024, 40), (100, 257, 515), (9, 16, 200),
+                                   (40, 96, 96), (64, 512, 512), (200, 512, 512)])
+def test_transposed_output_products(forced, M, K, N):
+    """``A @ W^T`` (W C-contiguous) runs as ``(W @ A^T)^T`` where W has at least
+    TRANS_OUT_RATIO times the elements of A and the output together, else on W^T's panels;
+    either way the values of float64's product, a new C-contiguous array. A Linear layer's
+    input gradient takes the same route."""
+    rng = np.random.default_rng(M + K + N)
+    A = rng.standard_normal((M, K)).astype(np.float32)
+    W = rng.standard_normal((N, K)).astype(np.float32)
+    flipped = K * N >= gemm.TRANS_OUT_RATIO * M * (K + N)
+    got = gemm.product(A, W.T)
+    _close(got, _ref(A, W.T), K)
+    assert got.flags.c_contiguous and not np.may_share_memory(got, A)
+    assert forced == [(N, K) if flipped else (M, K)]     # the kernel's left operand: W in place, or A
+    forced.clear()
+    x = ddg.to_tensor(A, stop_gradient=False)
+    w = ddg.to_tensor(np.ascontiguousarray(W.T), stop_gradient=False)
+    g = rng.standard_normal((M, N)).astype(np.float32)
+    (ddg.matmul(x, w) * ddg.to_tensor(g)).sum().backward()
+    _close(x.grad.numpy(), _ref(g, W), N)
+    _close(w.grad.numpy(), _ref(A.T, g), M)
 
 
 def test_blas_thread_query(monkeypatch):
