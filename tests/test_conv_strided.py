@@ -184,6 +184,37 @@ def test_dense_components_forward_and_gradients(dense_spy, xs, o, k, stride, pad
     assert len(dense_spy) >= 8
 
 
+@pytest.mark.parametrize("xs,o,k,stride,padding", DENSE_CASES + [
+    ((3, 5, 12, 10), 19, (4, 4), 2, 1),             # rows past the last 8-row tile, odd batch
+    ((5, 8, 16, 16), 16, (4, 4), 2, [2, 1, 0, 1]),   # taps' shifts off the 64-byte lines
+    ((2, 3, 9, 12), 9, (6, 4), (3, 2), 2)])
+def test_dense_components_compiled_products(dense_spy, monkeypatch, xs, o, k, stride, padding):
+    """float32 on one BLAS thread: every product by ``gemm_kernels.gemm_rows`` (the taps'
+    windows read in place), forward and both gradients in either input layout against the
+    float64 components."""
+    from ddg.tensor import gemm, gemm_kernels
+    calls = []
+    real = gemm_kernels.gemm_rows
+    monkeypatch.setattr(gemm_kernels, "gemm_rows", lambda *a: (calls.append(a[0].shape), real(*a))[1])
+    monkeypatch.setattr(gemm, "blas_threads", lambda: 1)
+    x, w = RNG.standard_normal(xs), RNG.standard_normal((o, xs[1]) + k)
+    gy = RNG.standard_normal(F.conv2d(T(x), T(w), None, stride, padding).shape)
+    want = []
+    for dt in ("float64", "float32"):
+        for leaf, inp, back in _layouts(x, dt):
+            wt = T(w, True, dt)
+            y = F.conv2d(inp, wt, None, stride, padding)
+            (y * T(gy, dtype=dt)).sum().backward()
+            got = [y.numpy(), back(leaf.grad.numpy()), wt.grad.numpy()]
+            if dt == "float64":
+                want = want or got
+                continue
+            for g, r in zip(got, want):
+                assert g.dtype == np.float32
+                np.testing.assert_allclose(g, r, rtol=0, atol=3e-6 * np.abs(r).max())
+    assert len(calls) == 2 * (2 + k[0] * k[1] // (_pair(stride)[0] * _pair(stride)[1]))   # forward, input grad, taps
+
+
 def test_dense_components_second_order_and_half_precision(dense_spy):
     x, w = T(RNG.standard_normal((2, 2, 6, 6)), True), T(RNG.standard_normal((3, 2, 4, 4)), True)
     assert gradgradcheck(lambda x, w: ddg.tanh(F.conv2d(x, w, None, 2, 1)), [x, w])

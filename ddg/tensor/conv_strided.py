@@ -310,18 +310,28 @@ def dense_forward(x, w, stride, pads, oh, ow):
     # w_ab[o, (c, p, q)] = w[o, c, a*sh + p, b*sw + q]
     wab = np.ascontiguousarray(w.reshape(o, c, kh2, sh, kw2, sw).transpose(2, 4, 0, 1, 3, 5)).reshape(
         kh2 * kw2, o, c * sh * sw)
-    xf = xs.reshape(c * sh * sw, hq * wq * n)
+    cp, wf = c * sh * sw, hq * wq * n
+    xf = xs.reshape(cp, wf)
     ln = (oh - 1) * wq * n + ow * n
-    acc = None
-    for t, s in _shifts(kh2, kw2, wq, n):
-        part = wab[t] @ xf[:, s:s + ln]
-        if acc is None:
-            acc = part
-        else:
-            acc += part
-    y = np.empty((o, oh, ow, n), x.dtype)
     full = np.empty((o, oh * wq * n), x.dtype)
-    full[:, :ln] = acc
+    if _taps_kernel(x.dtype):
+        # every tap in one product: column (t, c) of the taps' weights times the input window
+        # of shift s_t, row c, read in place (row t*cp + c of B starts at c*wf + s_t)
+        from . import gemm_kernels  # noqa: PLC0415
+        shifts = np.array([s for _, s in _shifts(kh2, kw2, wq, n)], np.int64)
+        tab = (np.arange(cp, dtype=np.int64) * wf + shifts[:, None]).reshape(-1)
+        gemm_kernels.gemm_rows(np.ascontiguousarray(wab.transpose(1, 0, 2)).reshape(o, -1), xf, tab, full, ln,
+                               full, 0, 0, _KC, _QB)
+    else:
+        acc = None
+        for t, s in _shifts(kh2, kw2, wq, n):
+            part = wab[t] @ xf[:, s:s + ln]
+            if acc is None:
+                acc = part
+            else:
+                acc += part
+        full[:, :ln] = acc
+    y = np.empty((o, oh, ow, n), x.dtype)
     y[...] = full.reshape(o, oh, wq, n)[:, :, :ow]
     return y.transpose(3, 0, 1, 2), (xs, wab, geom, (kh2, kw2, oh, ow), w.shape)
 
@@ -330,19 +340,22 @@ def dense_backward(state, gy, need_x, need_w):
     """Gradients of ``dense_forward`` for the output gradient ``gy`` [N, O, OH, OW]: the
     input's (a dense batch-innermost view) and the weight's, each None unless asked for."""
     xs, wab, geom, (kh2, kw2, oh, ow), w_shape = state
+    if _taps_kernel(xs.dtype):
+        return _dense_backward_kernel(state, gy, need_x, need_w)
     n, c, h, wd, sh, sw, hq, wq = geom[:8]
     o = w_shape[0]
     ln = (oh - 1) * wq * n + ow * n
+    cp, wf = c * sh * sw, hq * wq * n
+    xf = xs.reshape(cp, wf)
     # the output gradient on the padded width, zero in the junk columns, as [O, L] and as
     # [L, O] (the weight gradient's products run 1.3x faster with the [L, O] operand)
     g = np.zeros((o, oh, wq, n), xs.dtype)
     g[:, :, :ow] = gy.transpose(1, 2, 3, 0)
     gf = g.reshape(o, -1)[:, :ln]
-    xf = xs.reshape(c * sh * sw, hq * wq * n)
     gx = gw = None
     if need_w:
         gft = np.ascontiguousarray(gf.T)
-        gwab = np.empty((kh2 * kw2, c * sh * sw, o), xs.dtype)
+        gwab = np.empty((kh2 * kw2, cp, o), xs.dtype)
         for t, s in _shifts(kh2, kw2, wq, n):
             np.matmul(xf[:, s:s + ln], gft, out=gwab[t])
         gw = np.ascontiguousarray(gwab.reshape(kh2, kw2, c, sh, sw, o).transpose(5, 2, 0, 3, 1, 4)).reshape(w_shape)
@@ -350,12 +363,68 @@ def dense_backward(state, gy, need_x, need_w):
         # all offsets' products as one (taps*C*sh*sw rows; measured 1.5x faster than one
         # product per offset), each then added into its shifted range
         parts = (np.ascontiguousarray(wab.transpose(0, 2, 1)).reshape(-1, o) @ gf).reshape(kh2 * kw2, -1, ln)
-        gxs = np.zeros((c * sh * sw, hq * wq * n), xs.dtype)
+        gxs = np.zeros((cp, wf), xs.dtype)
         for t, s in _shifts(kh2, kw2, wq, n):
             gxs[:, s:s + ln] += parts[t]
-        gxd = np.empty((c, h, wd, n), xs.dtype)
-        _poly_merge(gxs.reshape(-1), gxd.reshape(-1), (1, h * wd * n, wd * n, n), geom)
-        gx = gxd.transpose(3, 0, 1, 2)
+        gx = _merge(gxs, geom)
+    return gx, gw
+
+
+def _merge(gxs, geom):
+    """The input gradient (a dense batch-innermost ``[N, C, H, W]`` view) from its components'."""
+    n, c, h, wd = geom[:4]
+    gxd = np.empty((c, h, wd, n), gxs.dtype)
+    _poly_merge(gxs.reshape(-1), gxd.reshape(-1), (1, h * wd * n, wd * n, n), geom)
+    return gxd.transpose(3, 0, 1, 2)
+
+
+# the compiled products' blocking (``gemm_kernels.gemm_rows``): rows of B per pass, 16-column
+# panels per block
+_KC, _QB = 512, 8
+
+
+def _taps_kernel(dtype):
+    """Whether the dense path's products run ``gemm_kernels.gemm_rows`` (float32, the compiled
+    products enabled, numpy's BLAS on one thread: see ``gemm``) rather than numpy's."""
+    from . import gemm  # noqa: PLC0415
+    return dtype == np.float32 and gemm.ENABLED and gemm.blas_threads() == 1
+
+
+def _dense_backward_kernel(state, gy, need_x, need_w):
+    """``dense_backward`` by the compiled window products: the weight gradient of each tap
+    as the product of its input window (read in place) and the output gradient, the input
+    gradient as every tap's product summed in the register tile from shifted windows of the
+    output gradient (laid with P zero columns before it and zeros after), written once."""
+    from . import gemm_kernels  # noqa: PLC0415
+    xs, wab, geom, (kh2, kw2, oh, ow), w_shape = state
+    n, c, h, wd, sh, sw, hq, wq = geom[:8]
+    o = w_shape[0]
+    ln = (oh - 1) * wq * n + ow * n
+    cp, wf = c * sh * sw, hq * wq * n
+    xf = xs.reshape(cp, wf)
+    shifts = np.array([s for _, s in _shifts(kh2, kw2, wq, n)], np.int64)
+    T, P = len(shifts), int(shifts.max())
+    gpad = np.empty((o, P + wf), xs.dtype)
+    gpad[:, :P] = 0
+    g = gpad[:, P:P + oh * wq * n].reshape(o, oh, wq, n)
+    g[:, :, :ow] = gy.transpose(1, 2, 3, 0)
+    g[:, :, ow:] = 0
+    gpad[:, P + oh * wq * n:] = 0
+    gx = gw = None
+    if need_w:
+        gft = np.ascontiguousarray(gpad[:, P:P + ln].T)
+        gwab = np.empty((T, cp, o), xs.dtype)
+        for t in range(T):      # columns s_t.. of the input's components against rows 0.. of gft
+            st = int(shifts[t])
+            gemm_kernels.gemm_rows(xf, gft, np.arange(-st, ln, dtype=np.int64) * o, gwab[t], o, gwab[t], 0, st,
+                                   _KC, max(1, (1 << 17) // (64 * min(_KC, ln))))
+        gw = np.ascontiguousarray(gwab.reshape(kh2, kw2, c, sh, sw, o).transpose(5, 2, 0, 3, 1, 4)).reshape(w_shape)
+    if need_x:
+        tab = (np.arange(o, dtype=np.int64) * (P + wf) + (P - shifts)[:, None]).reshape(-1)
+        gxs = np.empty((cp, wf), xs.dtype)
+        gemm_kernels.gemm_rows(np.ascontiguousarray(wab.transpose(2, 0, 1)).reshape(cp, T * o), gpad, tab, gxs, wf,
+                               gxs, 0, 0, _KC, _QB)
+        gx = _merge(gxs, geom)
     return gx, gw
 
 

@@ -57,7 +57,7 @@ def _lanes_below(builder, n, lanes, first=0):
                                                                                       [0] * lanes)))
 
 
-def _tile(rows, a_t, with_bias=False, lanes=16, masked=True):
+def _tile(rows, a_t, with_bias=False, lanes=16, masked=True, table=False):
     """An intrinsic ``tile(a, x, out, i, ai, b0, nb, k0, k1, c0, acc)`` on C-contiguous
     float32 matrices: ``out[i:i+rows, b0:b0+nb] (+)= A[ai:ai+rows, k0:k1] @
     x[k0:k1, c0+b0:c0+b0+nb]`` with ``A = a`` (``a_t`` False) or ``a.T`` (``a_t``:
@@ -69,7 +69,10 @@ def _tile(rows, a_t, with_bias=False, lanes=16, masked=True):
     no masks (nb is the sum of all).
     ``with_bias``: ``tile(a, x, out, bias, i, ...)`` with a 2-D ``bias`` whose first row
     ``bias[0, b0:b0+nb]`` starts every row of the tile where ``acc`` is 2 (``bias`` must
-    have at least ``b0 + nb`` columns whatever ``acc`` is: pass ``out`` when there is none)."""
+    have at least ``b0 + nb`` columns whatever ``acc`` is: pass ``out`` when there is none).
+    ``table`` (with ``with_bias``): ``tile(a, x, out, bias, tab, i, ...)``, row k of the
+    right-hand side at element ``tab[k]`` of ``x`` (int64 offsets) instead of ``k * ldx``: the
+    shifted windows of a convolution's taps, one after another along k."""
     widths = tuple(lanes) if isinstance(lanes, tuple) else (lanes,)
     offs = [sum(widths[:s]) for s in range(len(widths))]
 
@@ -78,7 +81,7 @@ def _tile(rows, a_t, with_bias=False, lanes=16, masked=True):
         return types.void(*arrays, i64, i64, i64, i64, i64, i64, i64, i64)
 
     def codegen(context, builder, signature, args):
-        narr = 4 if with_bias else 3
+        narr = (4 if with_bias else 3) + (1 if table else 0)
         i, ai, b0, nb, k0, k1, c0, accf = args[narr:]
         arrs = [context.make_array(t)(context, builder, v) for t, v in zip(signature.args[:3], args[:3])]
         ad, xd, od = (r.data for r in arrs)
@@ -121,7 +124,11 @@ def _tile(rows, a_t, with_bias=False, lanes=16, masked=True):
         builder.position_at_end(loop)
         k = builder.phi(_V_I64)
         acc = [[builder.phi(sg[0]) for sg in segs] for _ in range(rows)]
-        xrow = builder.gep(xcol, [builder.mul(k, ldx)])
+        if table:
+            td = context.make_array(signature.args[4])(context, builder, args[4]).data
+            xrow = builder.gep(xcol, [builder.load(builder.gep(td, [k]), align=8)])
+        else:
+            xrow = builder.gep(xcol, [builder.mul(k, ldx)])
         xk = [load(sg, builder.bitcast(builder.gep(xrow, [ir.Constant(_V_I64, sg[7])]), sg[0].as_pointer()))
               for sg in segs]
         if a_t:
@@ -152,6 +159,12 @@ def _tile(rows, a_t, with_bias=False, lanes=16, masked=True):
                 else:
                     builder.store(new[r][s], optr[r][s], align=4)
         return context.get_dummy_value()
+
+    if table:
+        @intrinsic
+        def tile_tab(typingctx, a, x, out, bias, tab, i, ai, b0, nb, k0, k1, c0, acc):
+            return typer((a, x, out, bias, tab)), codegen
+        return tile_tab
 
     if with_bias:
         @intrinsic
@@ -437,3 +450,31 @@ def gemm_stack(a, a_t, b, b_t, out, kc, mc, qb, colsum):
     for z in range(out.shape[0]):
         o = out[z]
         _gemm(a[z], a_t, b[z], b_t, o, o, 0, False, True, kc, mc, qb, colsum)
+
+
+
+_R8, _R1 = _tile(8, False, True, table=True), _tile(1, False, True, table=True)
+
+
+@numba.njit(**_OPTS)
+def gemm_rows(a, b, tab, out, N, bias, init, k_first, kc, qb):
+    """``out[:, :N] = A @ B`` (``init`` 0), ``out +=`` it (1) or ``bias +`` it (2, ``bias``
+    ``[1, N]``) over ``k_first <= k < K = len(tab)``: ``A[i, k] = a[i, k]`` (``a`` ``[M, >=
+    K]``) and row k of B the N elements of ``b`` (any C-contiguous float32 array, read flat)
+    from offset ``tab[k]`` (int64): the taps of a convolution as shifted windows of one
+    input, summed in the register tile without a copy of any window (``k_first`` > 0: a
+    window of a's columns). ``out`` is ``[M, >= N]``, its columns past N untouched."""
+    M = a.shape[0]
+    K = tab.shape[0]
+    M8 = M - M % 8
+    NQ = (N + 15) // 16
+    for k0 in range(k_first, K, kc):
+        k1 = min(k0 + kc, K)
+        acc = 1 if k0 > k_first else init
+        for q0 in range(0, NQ, qb):
+            for i in range(0, M8, 8):
+                for q in range(q0, min(q0 + qb, NQ)):
+                    _R8(a, b, out, bias, tab, i, i, 16 * q, min(16, N - 16 * q), k0, k1, 0, acc)
+            for i in range(M8, M):
+                for q in range(q0, min(q0 + qb, NQ)):
+                    _R1(a, b, out, bias, tab, i, i, 16 * q, min(16, N - 16 * q), k0, k1, 0, acc)
