@@ -197,6 +197,7 @@ def test_dense_components_compiled_products(dense_spy, monkeypatch, xs, o, k, st
     real = gemm_kernels.gemm_rows
     monkeypatch.setattr(gemm_kernels, "gemm_rows", lambda *a: (calls.append(a[0].shape), real(*a))[1])
     monkeypatch.setattr(gemm, "blas_threads", lambda: 1)
+    monkeypatch.setattr(conv_strided, "TAPS_MIN_ROWS", 0)     # the small test products take it too
     x, w = RNG.standard_normal(xs), RNG.standard_normal((o, xs[1]) + k)
     gy = RNG.standard_normal(F.conv2d(T(x), T(w), None, stride, padding).shape)
     want = []
@@ -213,6 +214,11 @@ def test_dense_components_compiled_products(dense_spy, monkeypatch, xs, o, k, st
                 assert g.dtype == np.float32
                 np.testing.assert_allclose(g, r, rtol=0, atol=3e-6 * np.abs(r).max())
     assert len(calls) == 2 * (2 + k[0] * k[1] // (_pair(stride)[0] * _pair(stride)[1]))   # forward, input grad, taps
+    monkeypatch.setattr(conv_strided, "TAPS_MIN_ROWS", 16)    # fewer rows: numpy's products
+    calls.clear()
+    xt, wt = T(x, True, "float32"), T(w, True, "float32")
+    F.conv2d(xt, wt, None, stride, padding).sum().backward()
+    assert calls == [] if min(o, xs[1] * np.prod(_pair(stride))) < 16 else calls
 
 
 def test_dense_components_second_order_and_half_precision(dense_spy):

@@ -31,7 +31,7 @@ import numpy as np
 
 from . import conv_kernels as K
 from .compiled import jitable, kernel
-from .conv_phase import _cl
+from .conv_phase import TAPS_MIN_ROWS, _cl
 
 
 def usable(x, w, groups, stride, dilation):
@@ -314,13 +314,13 @@ def dense_forward(x, w, stride, pads, oh, ow):
     xf = xs.reshape(cp, wf)
     ln = (oh - 1) * wq * n + ow * n
     full = np.empty((o, oh * wq * n), x.dtype)
-    if _taps_kernel(x.dtype):
+    if _taps_kernel(x.dtype, o):
         # every tap in one product: column (t, c) of the taps' weights times the input window
         # of shift s_t, row c, read in place (row t*cp + c of B starts at c*wf + s_t)
         from . import gemm_kernels  # noqa: PLC0415
         shifts = np.array([s for _, s in _shifts(kh2, kw2, wq, n)], np.int64)
         tab = (np.arange(cp, dtype=np.int64) * wf + shifts[:, None]).reshape(-1)
-        gemm_kernels.gemm_rows(np.ascontiguousarray(wab.transpose(1, 0, 2)).reshape(o, -1), xf, tab, full, ln,
+        gemm_kernels.gemm_rows(np.ascontiguousarray(wab.transpose(1, 0, 2)).reshape(o, -1), xf, tab, full, 0, ln,
                                full, 0, 0, _KC, _QB)
     else:
         acc = None
@@ -340,7 +340,7 @@ def dense_backward(state, gy, need_x, need_w):
     """Gradients of ``dense_forward`` for the output gradient ``gy`` [N, O, OH, OW]: the
     input's (a dense batch-innermost view) and the weight's, each None unless asked for."""
     xs, wab, geom, (kh2, kw2, oh, ow), w_shape = state
-    if _taps_kernel(xs.dtype):
+    if _taps_kernel(xs.dtype, min(w_shape[0], xs.shape[0] * xs.shape[1] * xs.shape[2])):
         return _dense_backward_kernel(state, gy, need_x, need_w)
     n, c, h, wd, sh, sw, hq, wq = geom[:8]
     o = w_shape[0]
@@ -383,11 +383,12 @@ def _merge(gxs, geom):
 _KC, _QB = 512, 8
 
 
-def _taps_kernel(dtype):
+def _taps_kernel(dtype, rows):
     """Whether the dense path's products run ``gemm_kernels.gemm_rows`` (float32, the compiled
-    products enabled, numpy's BLAS on one thread: see ``gemm``) rather than numpy's."""
+    products enabled, numpy's BLAS on one thread: see ``gemm``; at least
+    ``conv_phase.TAPS_MIN_ROWS`` rows in each product: ``rows``) rather than numpy's."""
     from . import gemm  # noqa: PLC0415
-    return dtype == np.float32 and gemm.ENABLED and gemm.blas_threads() == 1
+    return dtype == np.float32 and rows >= TAPS_MIN_ROWS and gemm.ENABLED and gemm.blas_threads() == 1
 
 
 def _dense_backward_kernel(state, gy, need_x, need_w):
@@ -416,13 +417,13 @@ def _dense_backward_kernel(state, gy, need_x, need_w):
         gwab = np.empty((T, cp, o), xs.dtype)
         for t in range(T):      # columns s_t.. of the input's components against rows 0.. of gft
             st = int(shifts[t])
-            gemm_kernels.gemm_rows(xf, gft, np.arange(-st, ln, dtype=np.int64) * o, gwab[t], o, gwab[t], 0, st,
+            gemm_kernels.gemm_rows(xf, gft, np.arange(-st, ln, dtype=np.int64) * o, gwab[t], 0, o, gwab[t], 0, st,
                                    _KC, max(1, (1 << 17) // (64 * min(_KC, ln))))
         gw = np.ascontiguousarray(gwab.reshape(kh2, kw2, c, sh, sw, o).transpose(5, 2, 0, 3, 1, 4)).reshape(w_shape)
     if need_x:
         tab = (np.arange(o, dtype=np.int64) * (P + wf) + (P - shifts)[:, None]).reshape(-1)
         gxs = np.empty((cp, wf), xs.dtype)
-        gemm_kernels.gemm_rows(np.ascontiguousarray(wab.transpose(2, 0, 1)).reshape(cp, T * o), gpad, tab, gxs, wf,
+        gemm_kernels.gemm_rows(np.ascontiguousarray(wab.transpose(2, 0, 1)).reshape(cp, T * o), gpad, tab, gxs, 0, wf,
                                gxs, 0, 0, _KC, _QB)
         gx = _merge(gxs, geom)
     return gx, gw

@@ -457,13 +457,14 @@ _R8, _R1 = _tile(8, False, True, table=True), _tile(1, False, True, table=True)
 
 
 @numba.njit(**_OPTS)
-def gemm_rows(a, b, tab, out, N, bias, init, k_first, kc, qb):
-    """``out[:, :N] = A @ B`` (``init`` 0), ``out +=`` it (1) or ``bias +`` it (2, ``bias``
-    ``[1, N]``) over ``k_first <= k < K = len(tab)``: ``A[i, k] = a[i, k]`` (``a`` ``[M, >=
-    K]``) and row k of B the N elements of ``b`` (any C-contiguous float32 array, read flat)
-    from offset ``tab[k]`` (int64): the taps of a convolution as shifted windows of one
-    input, summed in the register tile without a copy of any window (``k_first`` > 0: a
-    window of a's columns). ``out`` is ``[M, >= N]``, its columns past N untouched."""
+def gemm_rows(a, b, tab, out, col0, N, bias, init, k_first, kc, qb):
+    """``out[:, col0:col0+N] = A @ B`` (``init`` 0), ``out +=`` it (1) or ``bias +`` it (2,
+    ``bias`` ``[1, col0 + N]``) over ``k_first <= k < K = len(tab)``: ``A[i, k] = a[i, k]``
+    (``a`` ``[M, >= K]``) and row k of B the N elements of ``b`` (any C-contiguous float32
+    array, read flat) from offset ``tab[k]`` (int64): the taps of a convolution as shifted
+    windows of one input, summed in the register tile without a copy of any window
+    (``k_first`` > 0: a window of a's columns). ``out`` is ``[M, >= col0 + N]``, its other
+    columns untouched."""
     M = a.shape[0]
     K = tab.shape[0]
     M8 = M - M % 8
@@ -474,7 +475,7 @@ def gemm_rows(a, b, tab, out, N, bias, init, k_first, kc, qb):
         for q0 in range(0, NQ, qb):
             for i in range(0, M8, 8):
                 for q in range(q0, min(q0 + qb, NQ)):
-                    _R8(a, b, out, bias, tab, i, i, 16 * q, min(16, N - 16 * q), k0, k1, 0, acc)
+                    _R8(a, b, out, bias, tab, i, i, col0 + 16 * q, min(16, N - 16 * q), k0, k1, -col0, acc)
             for i in range(M8, M):
                 for q in range(q0, min(q0 + qb, NQ)):
-                    _R1(a, b, out, bias, tab, i, i, 16 * q, min(16, N - 16 * q), k0, k1, 0, acc)
+                    _R1(a, b, out, bias, tab, i, i, col0 + 16 * q, min(16, N - 16 * q), k0, k1, -col0, acc)
