@@ -53,6 +53,30 @@ def test_kernel_forms_against_float64(M, K, N):
                     _close(sums, B.astype(np.float64).sum(axis=0), K)
 
 
+@pytest.mark.parametrize("M,K,N", [(1, 1, 1), (13, 20, 37), (16, 128, 64), (9, 700, 100), (24, 33, 16)])
+def test_window_products_against_float64(M, K, N):
+    """``gemm_rows``: row k of B read from any offset ``tab[k]`` of a flat array, A's columns
+    from ``k_first`` on, the output columns ``col0:col0+N`` written, set, added into or
+    started from a bias (the rest of ``out`` untouched), blocked in k and in column blocks."""
+    rng = np.random.default_rng(M * 7 + K + N)
+    a = rng.standard_normal((M, K + 5)).astype(np.float32)
+    b = rng.standard_normal((40, 3 * N + 7)).astype(np.float32)
+    flat = b.reshape(-1)
+    for k_first, col0 in ((0, 0), (5, 3), (2, 17)):
+        tab = rng.integers(0, flat.size - N + 1, K + k_first).astype(np.int64)
+        B = np.stack([flat[t:t + N] for t in tab[k_first:]])
+        want = a[:, k_first:k_first + K].astype(np.float64) @ B
+        bias = rng.standard_normal((1, col0 + N)).astype(np.float32)
+        for init, kc, qb in ((0, 512, 8), (1, 7, 2), (2, 64, 1)):
+            out = rng.standard_normal((M, col0 + N + 4)).astype(np.float32)
+            before = out.copy()
+            gk.gemm_rows(a, b, tab, out, col0, N, bias if init == 2 else out, init, k_first, kc, qb)
+            base = {0: 0, 1: before[:, col0:col0 + N], 2: bias[:, col0:]}[init]
+            _close(out[:, col0:col0 + N], want + base, K)
+            np.testing.assert_array_equal(out[:, :col0], before[:, :col0])
+            np.testing.assert_array_equal(out[:, col0 + N:], before[:, col0 + N:])
+
+
 @pytest.fixture
 def forced(monkeypatch):
     """The kernel taken at any size (one BLAS thread reported), its calls counted."""
@@ -140,15 +164,18 @@ def test_dispatch_rules(monkeypatch):
 
 
 def test_weight_gradient_packs_wide_transposed_a(monkeypatch):
-    """x^T @ g with at least PACK_AT_MIN rows and columns copies x^T to panels (rows past the
-    last 8 read in place); narrower outputs read it in place. Both against float64."""
+    """x^T @ g with at least PACK_AT_MIN rows and columns, or rows of x a multiple of 4 KB and
+    at least PACK_AT_4K_N columns, copies x^T to panels (rows past the last 8 read in place);
+    other outputs read it in place. Both against float64."""
     flags = []
     real = gk.gemm
     monkeypatch.setattr(gk, "gemm", lambda *a: (flags.append(a[7]), real(*a))[1])
     monkeypatch.setattr(gemm, "blas_threads", lambda: 1)
     rng = np.random.default_rng(7)
     for M, N, packed in ((gemm.PACK_AT_MIN + 3, gemm.PACK_AT_MIN + 16, True), (gemm.PACK_AT_MIN + 3, 40, False),
-                         (gemm.PACK_AT_MIN - 8, gemm.PACK_AT_MIN, False)):
+                         (gemm.PACK_AT_MIN - 8, gemm.PACK_AT_MIN, False),
+                         (1024, gemm.PACK_AT_4K_N, True), (1024, gemm.PACK_AT_4K_N - 16, False),   # rows of 4 KB
+                         (1040, gemm.PACK_AT_4K_N, False)):
         x = rng.standard_normal((24, M)).astype(np.float32)
         g = rng.standard_normal((24, N)).astype(np.float32)
         flags.clear()

@@ -66,6 +66,12 @@ TRANS_OUT_RATIO = 1.5
 # 103; [512 x 512] 107 -> 103 and a narrow output (N=384) 102 -> 97, where the copy, made
 # once, is reused over fewer column blocks)
 PACK_AT_MIN = 768
+# ... and from PACK_AT_4K_N columns where x's rows are a multiple of 4 KB (M % 1024 == 0: the
+# 8 rows a tile reads share one L1 set): cold operands, K = 512, GFLOP/s in place -> packed
+# [1024 x 512] 95.0 -> 100.7, [2048 x 512] 95.9 -> 101.0, [1024 x 384] 92.3 -> 95.2,
+# [1024 x 512] at K = 160 88.8 -> 96.5; [1024 x 256] 99.4 -> 88.2 and rows of 2-3 KB
+# ([512 x 512] 103.8 -> 96.4, [768 x 512] 102.8 -> 97.4) stay in place
+PACK_AT_4K_N = 384
 _KC, _MC = 512, 8     # rows of B per pass; rows of A per sweep over B's panels
 _BBLOCK = 1 << 17     # bytes of B's panels per column block (kept in L2 while all of A passes)
 
@@ -254,7 +260,7 @@ def _kernel_product(A, B, bias, colsum=None, into=None):
         bias2 = np.ascontiguousarray(bias.reshape(1, N))
     else:
         bias2 = out
-    pack_a = a[1] and M >= PACK_AT_MIN and N >= PACK_AT_MIN
+    pack_a = a[1] and ((M >= PACK_AT_MIN and N >= PACK_AT_MIN) or (M % 1024 == 0 and N >= PACK_AT_4K_N))
     init = 2 if bias is not None else (0 if into is None else 1)
     gemm_kernels.gemm(a[0], a[1], b[0], b[1], out, bias2, init, pack_a, pack_b,
                       _KC, _MC, max(1, _BBLOCK // (64 * min(_KC, K))), _NONE if colsum is None else colsum)
