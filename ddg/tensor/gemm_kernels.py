@@ -85,7 +85,8 @@ def _tile(rows, a_t, with_bias=False, lanes=16, masked=True, table=False):
         i, ai, b0, nb, k0, k1, c0, accf = args[narr:]
         arrs = [context.make_array(t)(context, builder, v) for t, v in zip(signature.args[:3], args[:3])]
         ad, xd, od = (r.data for r in arrs)
-        lda, ldx, ldo = (builder.extract_value(r.shape, 1) for r in arrs)
+        lda, ldo = (builder.extract_value(r.shape, 1) for r in (arrs[0], arrs[2]))
+        ldx = None if table else builder.extract_value(arrs[1].shape, 1)   # a table's B is read flat, any rank
         mod = builder.module
         align = ir.Constant(_V_I32, 4)
         segs = []        # per vector of a row: type, fma, masked load/store, splat, zero, mask, column offset
