@@ -57,7 +57,8 @@ def test_kernel_forms_against_float64(M, K, N):
 def test_window_products_against_float64(M, K, N):
     """``gemm_rows``: row k of B read from any offset ``tab[k]`` of a flat array, A's columns
     from ``k_first`` on, the output columns ``col0:col0+N`` written, set, added into or
-    started from a bias (the rest of ``out`` untouched), blocked in k and in column blocks."""
+    started from a bias (the rest of ``out`` untouched), blocked in k and in column blocks;
+    B given 2-D or flat."""
     rng = np.random.default_rng(M * 7 + K + N)
     a = rng.standard_normal((M, K + 5)).astype(np.float32)
     b = rng.standard_normal((40, 3 * N + 7)).astype(np.float32)
@@ -70,7 +71,7 @@ def test_window_products_against_float64(M, K, N):
         for init, kc, qb in ((0, 512, 8), (1, 7, 2), (2, 64, 1)):
             out = rng.standard_normal((M, col0 + N + 4)).astype(np.float32)
             before = out.copy()
-            gk.gemm_rows(a, b, tab, out, col0, N, bias if init == 2 else out, init, k_first, kc, qb)
+            gk.gemm_rows(a, b if init else flat, tab, out, col0, N, bias if init == 2 else out, init, k_first, kc, qb)
             base = {0: 0, 1: before[:, col0:col0 + N], 2: bias[:, col0:]}[init]
             _close(out[:, col0:col0 + N], want + base, K)
             np.testing.assert_array_equal(out[:, :col0], before[:, :col0])
