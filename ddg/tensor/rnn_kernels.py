@@ -418,7 +418,10 @@ def matmul_fm_t(a, at, x, out):
     more of its lanes masked; 5-6 and 9-10 columns only where K >= 64 (at K = 32 the 8-
     and 16-lane tiles stay faster), 11-12 only where K >= 256 (with fewer the 32x12 tile's
     short loops and scattered stores cost more than the masked lanes: 14 -> 25 us at
-    [1536, 32] and batch 12); a batch of 7-8 (``_C8``) where K >= 512."""
+    [1536, 32] and batch 12); a batch of 7-8 (``_C8``) where K >= 192 (the forward's
+    ``[4H, H] @ [H, 8]``: H = 256 / 320 / 384 / 448 46-49 / 72-77 / 103-110 / 139-150 ->
+    43-44 / 65 / 91-92 / 125 us; at K = 128 the 8-lane tiles stay faster, 11.6-12.3
+    against 12.5)."""
     M, K = a.shape
     B = x.shape[1]
     if K == 0:
@@ -431,7 +434,7 @@ def matmul_fm_t(a, at, x, out):
         bf += 16
     nt = B - bf                      # the columns left: none, 1-15 or 24
     if cols and nt > 0 and (nt <= 4 or (K >= 64 and (nt <= 6 or 9 <= nt <= 10)) or (8 < nt <= 12 and K >= 256)
-                            or (nt <= 8 and bf == 0 and K >= 512)):
+                            or (nt <= 8 and bf == 0 and K >= 192)):
         tmp = np.empty((12, 64), np.float32)
         step = 64 if nt <= 6 else (48 if nt <= 8 else 32)
         for i in range(0, M, step):
