@@ -85,11 +85,16 @@ XPROJ_ONE_MIN = 1 << 17
 # costs more than the masked lanes saved (1.2-1.3x slower at H=1024, 0.75-0.93x the time at
 # H=384-512)
 COLS_MAX_W = 1 << 20
+# ... or, below 16 in the batch (every column of the product a left-over one), this many:
+# [4H, H] @ [H, B] at H = 640 (W_hh 1.6M), batch 5 / 8 174 / 266 us by the column tiles
+# against 298 / 296 without; at H = 768 even at batch 5 (473 / 483), slower at 8 (530 / 470)
+COLS_MAX_W_SMALL = 1700000
 
 
 def _cols_left(B, w_size):
     r = B % 16
-    return ((B >= 3 and 1 <= r <= 4) or 5 <= r <= 6 or 9 <= r <= 12 or B in (7, 8)) and w_size <= COLS_MAX_W
+    return ((B >= 3 and 1 <= r <= 4) or 5 <= r <= 6 or 9 <= r <= 12 or B in (7, 8)) \
+        and w_size <= (COLS_MAX_W_SMALL if B < 16 else COLS_MAX_W)
 
 
 def _lstm_fm(B, w_size):
