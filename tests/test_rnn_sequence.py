@@ -449,19 +449,25 @@ def test_compiled_loops_small_batches(mode, B, fm, IH, monkeypatch):
 
 @pytest.mark.parametrize("B,H,cols_max", [(2, 7, None), (3, 7, None), (4, 64, None), (5, 64, None), (5, 7, None),
                                           (6, 64, None), (6, 64, 0), (7, 7, None), (8, 7, None), (9, 64, None),
-                                          (9, 7, 0), (10, 64, None), (10, 7, None), (7, 128, None), (8, 128, 0)])
+                                          (9, 7, 0), (10, 64, None), (10, 7, None), (7, 128, None), (8, 128, 0),
+                                          (5, 64, "small"), (9, 7, "small")])
 def test_lstm_small_batches_feature_major_or_batch_rows(B, H, cols_max, monkeypatch):
     """The LSTM's loops keep the state feature-major at batch 7 and 8 (one 8-lane vector of
     matmul_fm, no column left over) and at 3-6 and 9-10 where the weights' transposes serve
-    matmul_fm_t's column tiles (W_hh of at most COLS_MAX_W elements; from 64 features on the
+    matmul_fm_t's column tiles (W_hh of at most COLS_MAX_W_SMALL elements below batch 16,
+    whatever COLS_MAX_W, the limit past it: "small"; from 64 features on the
     64x5, 64x6 and 32x10 tiles run, at 7-8 the 48x8 tile on the backward's 4H = 512 rows),
     else (batch 1-2, or COLS_MAX_W 0 below 7) they read it as batch rows; all against the
     float64 numpy path, with sequence lengths and the kernels' backward."""
     from ddg.autograd.ops import rnn
     from ddg.tensor import rnn_kernels
     monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_T", 0)
-    if cols_max is not None:
+    if cols_max == "small":
+        monkeypatch.setattr(rnn, "COLS_MAX_W", 0)
+        cols_max = None
+    elif cols_max is not None:
         monkeypatch.setattr(rnn, "COLS_MAX_W", cols_max)
+        monkeypatch.setattr(rnn, "COLS_MAX_W_SMALL", cols_max)
     fm = []                                       # the loop's feature-major flag, per call
     real = rnn_kernels.lstm_forward_loop
     monkeypatch.setattr(rnn_kernels, "lstm_forward_loop", lambda *a: (fm.append(a[16]), real(*a))[1])
