@@ -287,8 +287,10 @@ def test_compiled_recurrent_product_and_transpose():
                     # 5-6 and 9-10 columns (alone or past 16) from K = 64 on: matmul_fm_t's 64x5, 64x6 and 32x10 tiles
                     (70, 64, 5), (33, 64, 6), (20, 63, 5), (45, 100, 9), (97, 64, 10), (70, 65, 21), (40, 64, 26),
                     (130, 64, 22), (64, 128, 25), (128, 64, 3),
-                    # a batch of 7-8 from K = 512 on: the 48x8 tile
-                    (70, 512, 8), (50, 600, 7), (96, 512, 24)):
+                    # at most 3 columns (alone or past 16): the 64x3 tile
+                    (65, 30, 3), (70, 200, 19), (130, 9, 2), (64, 64, 33),
+                    # a batch of 7-8 from K = 192 on: the 48x8 tile
+                    (70, 512, 8), (50, 600, 7), (96, 512, 24), (40, 192, 8), (50, 250, 7), (49, 191, 8)):
         w, r = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, b)).astype(np.float32)
         out = np.full((m, b), np.nan, np.float32)
         rnn_kernels.matmul_fm(w, r, out)

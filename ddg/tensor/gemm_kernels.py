@@ -260,6 +260,7 @@ _W8 = _tile(8, False, lanes=(8, 8, 8), masked=False)
 # at most 4 columns left past the 16-column tiles (batch 17-20, 33-36, ...): 64 rows of the
 # output x 4 columns, vectors along the rows (from A's transpose)
 _C4 = _ctile(4, 4)
+_C3 = _ctile(4, 3)    # at most 3 (batch 3, 17-19, ...): a multiply-add per column, none repeated
 # 9-12 columns left (batch 12, 28, ...): 32 rows x 12 columns
 _C12 = _ctile(2, 12)
 # 5-6 and 9-10 columns (batch 5-6 and 9-10 of a recurrent layer, or left past 16): 64 rows x
