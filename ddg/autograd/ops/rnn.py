@@ -85,10 +85,13 @@ XPROJ_ONE_MIN = 1 << 17
 # costs more than the masked lanes saved (1.2-1.3x slower at H=1024, 0.75-0.93x the time at
 # H=384-512)
 COLS_MAX_W = 1 << 20
-# ... or, below 16 in the batch (every column of the product a left-over one), this many:
-# [4H, H] @ [H, B] at H = 640 (W_hh 1.6M), batch 5 / 8 174 / 266 us by the column tiles
-# against 298 / 296 without; at H = 768 even at batch 5 (473 / 483), slower at 8 (530 / 470)
-COLS_MAX_W_SMALL = 1700000
+# ... or, below 16 in the batch (every column of the product a left-over one), this many
+# (H <= 790): [4H, H] @ [H, B] at H = 640 (W_hh 1.6M), batch 5 / 8 174 / 266 us by the column
+# tiles against 298 / 296 without; training steps against torch, this limit against 1.7M: H =
+# 768 batch 3 / 4 / 5 / 8 1.13 / 0.97 / 1.12 / 1.00 -> 1.00 / 0.94 / 0.97 / 0.91; past it mixed
+# (H = 896 batch 3 / 5 / 8 1.01 / 1.00 / 0.86 -> 0.97 / 0.86 / 0.87, H = 832 batch 6 0.94 ->
+# 1.02) and at H = 1024 slower (batch 3 / 5 0.86 / 0.93 -> 1.11 / 1.08)
+COLS_MAX_W_SMALL = 2500000
 
 
 def _cols_left(B, w_size):
