@@ -385,8 +385,9 @@ _KC, _QB = 512, 8
 
 def _taps_kernel(dtype, rows):
     """Whether the dense path's products run ``gemm_kernels.gemm_rows`` (float32, the compiled
-    products enabled, numpy's BLAS on one thread: see ``gemm``; at least
-    ``conv_phase.TAPS_MIN_ROWS`` rows in each product: ``rows``) rather than numpy's."""
+    products enabled, numpy's BLAS on one thread: see ``gemm``; at least this module's
+    ``TAPS_MIN_ROWS``, imported with ``conv_phase``'s value, rows in each product: ``rows``)
+    rather than numpy's."""
     from . import gemm  # noqa: PLC0415
     return dtype == np.float32 and rows >= TAPS_MIN_ROWS and gemm.ENABLED and gemm.blas_threads() == 1
 
