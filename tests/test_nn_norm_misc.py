@@ -273,3 +273,24 @@ def test_pad_float32_values_and_gradient_are_the_gather_and_its_adjoint(mode, np
     ref = np.bincount(src.ravel(), weights=g.ravel().astype(np.float64), minlength=x.size).reshape(shape)
     assert t.grad.dtype == ddg.float32
     np.testing.assert_allclose(t.grad.numpy(), ref, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("dt,stat_dt", [("float32", "float32"), ("float64", "float64"), ("float32", "float64")])
+@pytest.mark.parametrize("momentum", [0.9, 0.1, 0.0, 1.0])
+def test_running_stat_update_on_arrays_equals_the_ops(dt, stat_dt, momentum):
+    """The running statistics are updated on the arrays while nothing watches the ops, and
+    by ops (which ``to_static`` records) while something does (here the nan check): the
+    same values to the bit, the same dtype, the version bumped either way."""
+    from ddg import dispatch
+    from ddg.nn.functional import norm as N
+    rng = np.random.default_rng(3)
+    r0 = rng.standard_normal(37).astype(dt)
+    stat = ddg.to_tensor(rng.standard_normal((1, 37, 1, 1)).astype(stat_dt))
+    fast, ops = ddg.to_tensor(r0.copy()), ddg.to_tensor(r0.copy())
+    v0 = fast._vc[0]
+    N._update(fast, stat, momentum)
+    with dispatch.intercept(dispatch.CHECK_NAN_INF, True):
+        N._update(ops, stat, momentum)
+    assert fast.dtype == ops.dtype == getattr(ddg, dt)
+    np.testing.assert_array_equal(fast.numpy(), ops.numpy())
+    assert fast._vc[0] == v0 + 1
