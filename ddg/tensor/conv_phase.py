@@ -505,10 +505,12 @@ def _taps_kernel(dtype, rows):
 
 
 # fewer rows than this in a window product (output channels times width phases forward, input
-# channels or output channels times phases backward) leave the phases to im2col and numpy: the
-# tile's rows past the last 8 run one at a time (a DCGAN's last 32 -> 3 layer on 32x32, batch
-# 16, forward + backward 6.7 -> 7.9 ms by windows)
-TAPS_MIN_ROWS = 16
+# channels or output channels times phases backward) leave the phases to im2col and numpy. Since
+# gemm_rows runs the rows past the last 8 as one more padded 8-row tile, every size takes the
+# windows: a DCGAN's last 32 -> 3 layer on 32x32, batch 16, forward + backward 6.95 -> 5.89 ms
+# (16 -> 3: 3.97 -> 3.18, batch 64 64 -> 3 on 16x16 15.8 -> 14.9); batch 2 64 -> 3 1.36 ->
+# 1.44, the one case slower
+TAPS_MIN_ROWS = 1
 
 
 def _window_table(c, plane, th, tw, row, n):

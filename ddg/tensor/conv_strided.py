@@ -31,7 +31,7 @@ import numpy as np
 
 from . import conv_kernels as K
 from .compiled import jitable, kernel
-from .conv_phase import TAPS_MIN_ROWS, _cl
+from .conv_phase import _cl
 
 
 def usable(x, w, groups, stride, dilation):
@@ -389,13 +389,16 @@ def _merge(gxs, geom):
 # the compiled products' blocking (``gemm_kernels.gemm_rows``): rows of B per pass, 16-column
 # panels per block
 _KC, _QB = 512, 8
+# fewer component rows (C*sh*sw backward, output channels forward) keep numpy's products: a
+# 3 -> 64 first layer on 32x32 (12 component rows), batch 64, ran 12.6 ms with them and 13.0
+# by the window kernel's padded tile
+TAPS_MIN_ROWS = 16
 
 
 def _taps_kernel(dtype, rows):
     """Whether the dense path's products run ``gemm_kernels.gemm_rows`` (float32, the compiled
-    products enabled, numpy's BLAS on one thread: see ``gemm``; at least this module's
-    ``TAPS_MIN_ROWS``, imported with ``conv_phase``'s value, rows in each product: ``rows``)
-    rather than numpy's."""
+    products enabled, numpy's BLAS on one thread: see ``gemm``; at least ``TAPS_MIN_ROWS``
+    rows in each product: ``rows``) rather than numpy's."""
     from . import gemm  # noqa: PLC0415
     return dtype == np.float32 and rows >= TAPS_MIN_ROWS and gemm.ENABLED and gemm.blas_threads() == 1
 

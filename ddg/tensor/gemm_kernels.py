@@ -455,7 +455,7 @@ def gemm_stack(a, a_t, b, b_t, out, kc, mc, qb, colsum):
 
 
 
-_R8, _R1 = _tile(8, False, True, table=True), _tile(1, False, True, table=True)
+_R8 = _tile(8, False, True, table=True)
 
 
 @numba.njit(**_OPTS)
@@ -466,11 +466,24 @@ def gemm_rows(a, b, tab, out, col0, N, bias, init, k_first, kc, qb):
     array, read flat) from offset ``tab[k]`` (int64): the taps of a convolution as shifted
     windows of one input, summed in the register tile without a copy of any window
     (``k_first`` > 0: a window of a's columns). ``out`` is ``[M, >= col0 + N]``, its other
-    columns untouched."""
+    columns untouched. Rows past the last 8 run in one more 8-row tile, on a copy of them
+    padded with zero rows into a scratch output (a one-row tile reloads B for every row: a
+    product with 6 or 12 rows ran at a third of the speed)."""
     M = a.shape[0]
     K = tab.shape[0]
     M8 = M - M % 8
     NQ = (N + 15) // 16
+    ra = M - M8
+    ap = np.zeros((8 if ra else 0, a.shape[1]), np.float32)     # the last rows, padded to 8
+    tmp = np.empty((8 if ra else 0, N), np.float32)              # their output, columns from col0
+    bt = np.empty((1, N if ra and init == 2 else 0), np.float32)
+    if ra:
+        for r in range(ra):
+            ap[r] = a[M8 + r]
+            if init == 1:
+                tmp[r] = out[M8 + r, col0:col0 + N]
+        if init == 2:
+            bt[0] = bias[0, col0:col0 + N]
     for k0 in range(k_first, K, kc):
         k1 = min(k0 + kc, K)
         acc = 1 if k0 > k_first else init
@@ -478,6 +491,8 @@ def gemm_rows(a, b, tab, out, col0, N, bias, init, k_first, kc, qb):
             for i in range(0, M8, 8):
                 for q in range(q0, min(q0 + qb, NQ)):
                     _R8(a, b, out, bias, tab, i, i, col0 + 16 * q, min(16, N - 16 * q), k0, k1, -col0, acc)
-            for i in range(M8, M):
+            if ra:
                 for q in range(q0, min(q0 + qb, NQ)):
-                    _R1(a, b, out, bias, tab, i, i, col0 + 16 * q, min(16, N - 16 * q), k0, k1, -col0, acc)
+                    _R8(ap, b, tmp, bt if init == 2 else tmp, tab, 0, 0, 16 * q, min(16, N - 16 * q), k0, k1, 0, acc)
+    for r in range(ra):
+        out[M8 + r, col0:col0 + N] = tmp[r]
