@@ -190,8 +190,8 @@ def test_dense_components_forward_and_gradients(dense_spy, xs, o, k, stride, pad
     ((2, 3, 9, 12), 9, (6, 4), (3, 2), 2)])
 def test_dense_components_compiled_products(dense_spy, monkeypatch, xs, o, k, stride, padding):
     """float32 on one BLAS thread: every product by ``gemm_kernels.gemm_rows`` (the taps'
-    windows read in place), forward and both gradients in either input layout against the
-    float64 components."""
+    windows read in place; the forward and the weight gradient output row by output row),
+    forward and both gradients in either input layout against the float64 components."""
     from ddg.tensor import gemm, gemm_kernels
     calls = []
     real = gemm_kernels.gemm_rows
@@ -213,7 +213,8 @@ def test_dense_components_compiled_products(dense_spy, monkeypatch, xs, o, k, st
             for g, r in zip(got, want):
                 assert g.dtype == np.float32
                 np.testing.assert_allclose(g, r, rtol=0, atol=3e-6 * np.abs(r).max())
-    assert len(calls) == 2 * (2 + k[0] * k[1] // (_pair(stride)[0] * _pair(stride)[1]))   # forward, input grad, taps
+    taps, oh = k[0] * k[1] // (_pair(stride)[0] * _pair(stride)[1]), gy.shape[2]
+    assert len(calls) == 2 * (oh + 1 + taps * oh)      # per layout: forward and each tap by output rows, input grad
     monkeypatch.setattr(conv_strided, "TAPS_MIN_ROWS", 16)    # fewer rows: numpy's products
     calls.clear()
     xt, wt = T(x, True, "float32"), T(w, True, "float32")

@@ -320,8 +320,9 @@ def dense_forward(x, w, stride, pads, oh, ow):
         from . import gemm_kernels  # noqa: PLC0415
         shifts = np.array([s for _, s in _shifts(kh2, kw2, wq, n)], np.int64)
         tab = (np.arange(cp, dtype=np.int64) * wf + shifts[:, None]).reshape(-1)
-        gemm_kernels.gemm_rows(np.ascontiguousarray(wab.transpose(1, 0, 2)).reshape(o, -1), xf, tab, full, 0, ln,
-                               full, 0, 0, _KC, _QB)
+        wt = np.ascontiguousarray(wab.transpose(1, 0, 2)).reshape(o, -1)
+        for r0 in range(0, oh * wq * n, wq * n):    # output row by row: the junk columns left out
+            gemm_kernels.gemm_rows(wt, xf, tab + r0, full, r0, ow * n, full, 0, 0, _KC, _QB)
     else:
         acc = None
         for t, s in _shifts(kh2, kw2, wq, n):
@@ -424,10 +425,13 @@ def _dense_backward_kernel(state, gy, need_x, need_w):
     if need_w:
         gft = _transposed(gpad[:, P:P + ln])
         gwab = np.empty((T, cp, o), xs.dtype)
+        qb = max(1, (1 << 17) // (64 * min(_KC, ln)))
         for t in range(T):      # columns s_t.. of the input's components against rows 0.. of gft
             st = int(shifts[t])
-            gemm_kernels.gemm_rows(xf, gft, np.arange(-st, ln, dtype=np.int64) * o, gwab[t], 0, o, gwab[t], 0, st,
-                                   _KC, max(1, (1 << 17) // (64 * min(_KC, ln))))
+            tab = np.arange(-st, ln, dtype=np.int64) * o
+            for r0 in range(0, oh * wq * n, wq * n):     # output row by row: no junk column summed
+                gemm_kernels.gemm_rows(xf, gft, tab[:st + r0 + ow * n], gwab[t], 0, o, gwab[t], 1 if r0 else 0,
+                                       st + r0, _KC, qb)
         gw = np.ascontiguousarray(gwab.reshape(kh2, kw2, c, sh, sw, o).transpose(5, 2, 0, 3, 1, 4)).reshape(w_shape)
     if need_x:
         tab = (np.arange(o, dtype=np.int64) * gpad.shape[1] + (P - shifts)[:, None]).reshape(-1)
