@@ -323,10 +323,12 @@ def test_conv2d_transpose_by_phases(xs, ws, stride, padding, opad, monkeypatch):
     ((3, 9, 6, 7), (9, 10, 4, 4), 2, 1, 0),          # rows past the last 8-row tile, odd batch
     ((5, 12, 8, 8), (12, 16, 4, 4), 2, 1, 1),        # taps' shifts off the 64-byte lines
     ((2, 4, 5, 6), (4, 3, 6, 4), (3, 2), [2, 1, 0, 1], 0)])
-def test_conv2d_transpose_phases_compiled_products(xs, ws, stride, padding, opad, monkeypatch):
+@pytest.mark.parametrize("rows", [True, False])
+def test_conv2d_transpose_phases_compiled_products(xs, ws, stride, padding, opad, rows, monkeypatch):
     """float32 on one BLAS thread: the phases' products by ``gemm_kernels.gemm_rows`` on
-    shifted windows (forward: one per height phase; backward: the input gradient and one per
-    tap of the weight gradient), output and both gradients against the float64 phases."""
+    shifted windows (forward: one per output row or height phase; backward: the input
+    gradient and each tap's weight gradient, one per input row or whole), output and both
+    gradients against the float64 phases."""
     import ddg.tensor.conv_phase as CP
     from ddg.tensor import gemm, gemm_kernels
     calls = []
@@ -335,6 +337,7 @@ def test_conv2d_transpose_phases_compiled_products(xs, ws, stride, padding, opad
     monkeypatch.setattr(gemm, "blas_threads", lambda: 1)
     monkeypatch.setattr(CP, "_phase_wino_usable", lambda *a: False)
     monkeypatch.setattr(CP, "TAPS_MIN_ROWS", 0)     # the small test products take it too
+    monkeypatch.setattr(CP, "by_rows", lambda *a: rows)   # row by row, or whole planes
     s2, p4, op = _pair(stride), _pads4(padding), _pair(opad)
     out = tuple((xs[2 + i] - 1) * s2[i] - p4[2 * i] - p4[2 * i + 1] + ws[2 + i] + op[i] for i in range(2))
     x, w = RNG.standard_normal(xs), RNG.standard_normal(ws)
@@ -344,13 +347,15 @@ def test_conv2d_transpose_phases_compiled_products(xs, ws, stride, padding, opad
         y, st = CP.phase_transpose_forward(x.astype(dt), w.astype(dt), s2, (p4[0], p4[2]), out)
         gx, gw = CP.phase_transpose_backward(gy.astype(dt), st, True, True)
         got[dt] = [np.moveaxis(y, -1, 0), gx, gw]
-    assert len(calls) == s2[0] + 1 + (ws[2] // s2[0]) * (ws[3] // s2[1])
+    taps = (ws[2] // s2[0]) * (ws[3] // s2[1])
+    fwd = out[0] if rows else min(s2[0], out[0])           # per output row, or per height phase
+    assert len(calls) == fwd + (xs[2] + taps * xs[2] if rows else 1 + taps)   # backward per input row, or whole
     monkeypatch.setattr(CP, "TAPS_MIN_ROWS", 16)    # fewer rows in a product: im2col and numpy
     calls.clear()
     y, st = CP.phase_transpose_forward(x.astype(np.float32), w.astype(np.float32), s2, (p4[0], p4[2]), out)
     CP.phase_transpose_backward(gy.astype(np.float32), st, True, True)
     fwd_rows, bwd_rows = s2[1] * ws[1], min(ws[0], s2[0] * s2[1] * ws[1])
-    assert len(calls) == (s2[0] if fwd_rows >= 16 else 0) + (0 if bwd_rows < 16 else len(calls))
+    assert len(calls) == (fwd if fwd_rows >= 16 else 0) + (0 if bwd_rows < 16 else len(calls))
     for g, r in zip(got[np.float32], got[np.float64]):
         assert g.dtype == np.float32 and g.shape == r.shape
         np.testing.assert_allclose(g, r, rtol=0, atol=3e-6 * np.abs(r).max())

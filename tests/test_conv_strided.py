@@ -188,16 +188,19 @@ def test_dense_components_forward_and_gradients(dense_spy, xs, o, k, stride, pad
     ((3, 5, 12, 10), 19, (4, 4), 2, 1),             # rows past the last 8-row tile, odd batch
     ((5, 8, 16, 16), 16, (4, 4), 2, [2, 1, 0, 1]),   # taps' shifts off the 64-byte lines
     ((2, 3, 9, 12), 9, (6, 4), (3, 2), 2)])
-def test_dense_components_compiled_products(dense_spy, monkeypatch, xs, o, k, stride, padding):
+@pytest.mark.parametrize("rows", [True, False])
+def test_dense_components_compiled_products(dense_spy, monkeypatch, xs, o, k, stride, padding, rows):
     """float32 on one BLAS thread: every product by ``gemm_kernels.gemm_rows`` (the taps'
-    windows read in place; the forward and the weight gradient output row by output row),
-    forward and both gradients in either input layout against the float64 components."""
+    windows read in place; the forward and the weight gradient output row by output row, or
+    over whole planes), forward and both gradients in either input layout against the
+    float64 components."""
     from ddg.tensor import gemm, gemm_kernels
     calls = []
     real = gemm_kernels.gemm_rows
     monkeypatch.setattr(gemm_kernels, "gemm_rows", lambda *a: (calls.append(a[0].shape), real(*a))[1])
     monkeypatch.setattr(gemm, "blas_threads", lambda: 1)
     monkeypatch.setattr(conv_strided, "TAPS_MIN_ROWS", 0)     # the small test products take it too
+    monkeypatch.setattr(conv_strided, "by_rows", lambda *a: rows)   # output row by row, or whole planes
     x, w = RNG.standard_normal(xs), RNG.standard_normal((o, xs[1]) + k)
     gy = RNG.standard_normal(F.conv2d(T(x), T(w), None, stride, padding).shape)
     want = []
@@ -213,8 +216,8 @@ def test_dense_components_compiled_products(dense_spy, monkeypatch, xs, o, k, st
             for g, r in zip(got, want):
                 assert g.dtype == np.float32
                 np.testing.assert_allclose(g, r, rtol=0, atol=3e-6 * np.abs(r).max())
-    taps, oh = k[0] * k[1] // (_pair(stride)[0] * _pair(stride)[1]), gy.shape[2]
-    assert len(calls) == 2 * (oh + 1 + taps * oh)      # per layout: forward and each tap by output rows, input grad
+    taps, oh = k[0] * k[1] // (_pair(stride)[0] * _pair(stride)[1]), gy.shape[2] if rows else 1
+    assert len(calls) == 2 * (oh + 1 + taps * oh)      # per layout: forward and each tap (by output rows), input grad
     monkeypatch.setattr(conv_strided, "TAPS_MIN_ROWS", 16)    # fewer rows: numpy's products
     calls.clear()
     xt, wt = T(x, True, "float32"), T(w, True, "float32")

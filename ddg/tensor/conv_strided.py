@@ -31,7 +31,7 @@ import numpy as np
 
 from . import conv_kernels as K
 from .compiled import jitable, kernel
-from .conv_phase import _cl
+from .conv_phase import _cl, by_rows
 
 
 def usable(x, w, groups, stride, dilation):
@@ -321,8 +321,11 @@ def dense_forward(x, w, stride, pads, oh, ow):
         shifts = np.array([s for _, s in _shifts(kh2, kw2, wq, n)], np.int64)
         tab = (np.arange(cp, dtype=np.int64) * wf + shifts[:, None]).reshape(-1)
         wt = np.ascontiguousarray(wab.transpose(1, 0, 2)).reshape(o, -1)
-        for r0 in range(0, oh * wq * n, wq * n):    # output row by row: the junk columns left out
-            gemm_kernels.gemm_rows(wt, xf, tab + r0, full, r0, ow * n, full, 0, 0, _KC, _QB)
+        if by_rows(wq, ow):     # output row by row: the junk columns left out
+            for r0 in range(0, oh * wq * n, wq * n):
+                gemm_kernels.gemm_rows(wt, xf, tab + r0, full, r0, ow * n, full, 0, 0, _KC, _QB)
+        else:
+            gemm_kernels.gemm_rows(wt, xf, tab, full, 0, ln, full, 0, 0, _KC, _QB)
     else:
         acc = None
         for t, s in _shifts(kh2, kw2, wq, n):
@@ -429,6 +432,9 @@ def _dense_backward_kernel(state, gy, need_x, need_w):
         for t in range(T):      # columns s_t.. of the input's components against rows 0.. of gft
             st = int(shifts[t])
             tab = np.arange(-st, ln, dtype=np.int64) * o
+            if not by_rows(wq, ow):
+                gemm_kernels.gemm_rows(xf, gft, tab, gwab[t], 0, o, gwab[t], 0, st, _KC, qb)
+                continue
             for r0 in range(0, oh * wq * n, wq * n):     # output row by row: no junk column summed
                 gemm_kernels.gemm_rows(xf, gft, tab[:st + r0 + ow * n], gwab[t], 0, o, gwab[t], 1 if r0 else 0,
                                        st + r0, _KC, qb)

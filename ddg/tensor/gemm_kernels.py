@@ -474,12 +474,14 @@ def gemm_rows(a, b, tab, out, col0, N, bias, init, k_first, kc, qb):
     M8 = M - M % 8
     NQ = (N + 15) // 16
     ra = M - M8
-    ap = np.zeros((8 if ra else 0, a.shape[1]), np.float32)     # the last rows, padded to 8
-    tmp = np.empty((8 if ra else 0, N), np.float32)              # their output, columns from col0
+    kw = K - k_first if ra else 0
+    ap = np.zeros((8 if ra else 0, kw), np.float32)      # the last rows' columns k_first.., padded to 8 rows
+    tmp = np.empty((8 if ra else 0, N), np.float32)      # their output, columns from col0
     bt = np.empty((1, N if ra and init == 2 else 0), np.float32)
+    tab_t = tab[k_first:]                                # the tail's k counts from k_first
     if ra:
         for r in range(ra):
-            ap[r] = a[M8 + r]
+            ap[r] = a[M8 + r, k_first:K]
             if init == 1:
                 tmp[r] = out[M8 + r, col0:col0 + N]
         if init == 2:
@@ -493,6 +495,7 @@ def gemm_rows(a, b, tab, out, col0, N, bias, init, k_first, kc, qb):
                     _R8(a, b, out, bias, tab, i, i, col0 + 16 * q, min(16, N - 16 * q), k0, k1, -col0, acc)
             if ra:
                 for q in range(q0, min(q0 + qb, NQ)):
-                    _R8(ap, b, tmp, bt if init == 2 else tmp, tab, 0, 0, 16 * q, min(16, N - 16 * q), k0, k1, 0, acc)
+                    _R8(ap, b, tmp, bt if init == 2 else tmp, tab_t, 0, 0, 16 * q, min(16, N - 16 * q), k0 - k_first,
+                        k1 - k_first, 0, acc)
     for r in range(ra):
         out[M8 + r, col0:col0 + N] = tmp[r]
