@@ -9,7 +9,7 @@ import pytest
 import ddg
 import ddg.nn.functional as F
 from ddg.autograd import gradcheck, gradgradcheck
-from ddg.tensor import conv_strided
+from ddg.tensor import conv_phase, conv_strided
 from test_nn_conv_pool import _pads4, _pair, assert_cpu_and_device_agree, ref_conv2d
 
 RNG = np.random.default_rng(11)
@@ -200,7 +200,7 @@ def test_dense_components_compiled_products(dense_spy, monkeypatch, xs, o, k, st
     monkeypatch.setattr(gemm_kernels, "gemm_rows", lambda *a: (calls.append(a[0].shape), real(*a))[1])
     monkeypatch.setattr(gemm, "blas_threads", lambda: 1)
     monkeypatch.setattr(conv_strided, "TAPS_MIN_ROWS", 0)     # the small test products take it too
-    monkeypatch.setattr(conv_strided, "by_rows", lambda *a: rows)   # output row by row, or whole planes
+    monkeypatch.setattr(conv_phase, "by_rows", lambda *a: rows)     # output row by row, or whole planes
     x, w = RNG.standard_normal(xs), RNG.standard_normal((o, xs[1]) + k)
     gy = RNG.standard_normal(F.conv2d(T(x), T(w), None, stride, padding).shape)
     want = []

@@ -26,6 +26,7 @@ import numpy as np
 from . import backend
 from . import conv_kernels as K
 from . import conv_w22
+from . import gemm
 from .winograd import WINO4_G, wino_weight, wino_weight_adjoint
 
 
@@ -495,16 +496,10 @@ def _rows_conv(xpad, wf, jn, sh, p0h, oh):
     return f
 
 
-def _taps_kernel(dtype, rows):
-    """Whether the 2-D phases' products run ``gemm_kernels.gemm_rows`` on shifted windows
-    (float32, the compiled products enabled, numpy's BLAS on one thread, at least
-    ``TAPS_MIN_ROWS`` rows in each product: ``rows``) instead of numpy's products on im2col
-    columns."""
-    from . import gemm  # noqa: PLC0415
-    return dtype == np.float32 and rows >= TAPS_MIN_ROWS and gemm.ENABLED and gemm.blas_threads() == 1
-
-
-# fewer rows than this in a window product (output channels times width phases forward, input
+# The 2-D phases' products run ``gemm_kernels.gemm_rows`` on shifted windows where
+# ``gemm.takes`` the dtype (float32, one BLAS thread) and each product has at least
+# TAPS_MIN_ROWS rows, else numpy's products on im2col columns. Fewer rows than this in a window
+# product (output channels times width phases forward, input
 # channels or output channels times phases backward) leave the phases to im2col and numpy. Since
 # gemm_rows runs the rows past the last 8 as one more padded 8-row tile, every size takes the
 # windows: a DCGAN's last 32 -> 3 layer on 32x32, batch 16, forward + backward 6.95 -> 5.89 ms
@@ -526,26 +521,51 @@ def _rows_conv_kernel(xpad, wf, jn, sh, p0h, oh):
     channel read as shifted windows of ``xpad`` [Cin, Hp, Wp, N] (no im2col columns), the
     phases [P*Cout, Jh*Wp*N] on the padded width Wp (row by row where ``by_rows``; each row's
     last tw - 1 columns and the cropped rows left unset)."""
-    from . import gemm_kernels  # noqa: PLC0415
     cin, hp, wp, n = xpad.shape
     p_co, _, th, tw = wf.shape
     jh, jw = jn
     w2 = wf.reshape(p_co, -1)
     tab = _window_table(cin, hp * wp * n, th, tw, wp, n)
     f = np.empty((p_co, jh * wp * n), xpad.dtype)
-    blk, row = p_co // sh, wp * n
+    blk = p_co // sh
     for rh in range(sh):
         x0 = (rh - p0h) % sh
         cnt = (oh - x0 + sh - 1) // sh if x0 < oh else 0
         j0 = (x0 + p0h) // sh
-        fb, wb = f[rh * blk:(rh + 1) * blk], w2[rh * blk:(rh + 1) * blk]
-        if by_rows(wp, jw):     # row by row: Jw of the Wp columns
-            for r0 in range(j0 * row, (j0 + cnt) * row, row):
-                gemm_kernels.gemm_rows(wb, xpad, tab + r0, fb, r0, jw * n, fb, 0, 0, _KC, _QB)
-        elif cnt:
-            gemm_kernels.gemm_rows(wb, xpad, tab + j0 * row, fb, j0 * row, ((cnt - 1) * wp + jw) * n, fb, 0, 0,
-                                   _KC, _QB)
+        window_rows(w2[rh * blk:(rh + 1) * blk], xpad, tab, f[rh * blk:(rh + 1) * blk], j0, cnt, wp * n, jw * n)
     return f
+
+
+def window_rows(a, b, tab, out, first, count, row, used):
+    """``gemm_kernels.gemm_rows`` for rows ``first .. first + count - 1`` of an output laid on
+    rows of ``row`` values of which the first ``used`` are wanted (``out`` and the windows
+    ``tab`` of ``b`` alike): a call per row where ``by_rows``, else one over their span (the
+    unwanted columns between them computed too)."""
+    from . import gemm_kernels  # noqa: PLC0415
+    kc, qb = gemm.blocking(len(tab))
+    if by_rows(row, used):
+        for r0 in range(first * row, (first + count) * row, row):
+            gemm_kernels.gemm_rows(a, b, tab + r0, out, r0, used, out, 0, 0, kc, qb)
+    elif count:
+        r0 = first * row
+        gemm_kernels.gemm_rows(a, b, tab + r0, out, r0, (count - 1) * row + used, out, 0, 0, kc, qb)
+
+
+def tap_product(a, bt, shift, ln, out, row, used):
+    """``out = a[:, shift:shift + ln] @ bt[:ln]`` by ``gemm_kernels.gemm_rows`` (``a`` read in
+    place from column ``shift``; ``bt`` ``[>= ln, N]`` C-contiguous, ``out`` ``[M, N]``): one
+    tap's weight gradient, whose ``ln`` columns are rows of ``row`` values, the first
+    ``used`` of each wanted (``bt`` zero in the others); summed row by row over those alone
+    where ``by_rows``."""
+    from . import gemm_kernels  # noqa: PLC0415
+    kc, qb = gemm.blocking(ln)
+    tab = np.arange(-shift, ln, dtype=np.int64) * bt.shape[1]
+    if not by_rows(row, used):
+        gemm_kernels.gemm_rows(a, bt, tab, out, 0, out.shape[1], out, 0, shift, kc, qb)
+        return
+    for r0 in range(0, ln, row):
+        gemm_kernels.gemm_rows(a, bt, tab[:shift + r0 + used], out, 0, out.shape[1], out, 1 if r0 else 0, shift + r0,
+                               kc, qb)
 
 
 def by_rows(width, used):
@@ -556,8 +576,6 @@ def by_rows(width, used):
     on 32x32 at batch 2 (3 % of the columns, rows of 66 values) 1.1 -> 1.45."""
     return (width - used) * 16 >= width
 
-
-_KC, _QB = 512, 8     # gemm_rows' blocking: rows of B per pass, 16-column panels per block
 
 
 def _phase_backward_kernel(g, xm, wt, sp, jn, n, t, need_x, need_w):
@@ -578,32 +596,22 @@ def _phase_backward_kernel(g, xm, wt, sp, jn, n, t, need_x, need_w):
         tab = _window_table(pc, jh * jw * n, th, tw, jw, n)
         if by_rows(jw, wd):
             gxm = np.empty((cin, h * wd * n), g.dtype)
+            kc, qb = gemm.blocking(len(tab))
             for hh in range(h):          # input row by input row, straight into [Cin, H*W*N]
-                gemm_kernels.gemm_rows(wt, g, tab + hh * jw * n, gxm, hh * wd * n, wd * n, gxm, 0, 0, _KC, _QB)
+                gemm_kernels.gemm_rows(wt, g, tab + hh * jw * n, gxm, hh * wd * n, wd * n, gxm, 0, 0, kc, qb)
         else:
             gxp = np.empty((cin, h, jw, n), g.dtype)
-            gemm_kernels.gemm_rows(wt, g, tab, gxp.reshape(cin, -1), 0, ln, gxp, 0, 0, _KC, _QB)
+            window_rows(wt, g, tab, gxp.reshape(cin, -1), 0, h, jw * n, wd * n)
             gxm = np.ascontiguousarray(gxp[:, :, :wd]).reshape(cin, -1)
     if need_w:
         xt = np.zeros((h, jw, n, cin), g.dtype)     # x^T on the padded width, zero in the junk columns
-        xmt = np.empty((h * wd * n, cin), g.dtype)  # by the blocked transpose: numpy's strided copy ran 3x its time
-        gemm_kernels.transpose(xm, xmt)
-        xt[:, :wd] = xmt.reshape(h, wd, n, cin)
+        xt[:, :wd] = gemm.transposed(xm).reshape(h, wd, n, cin)
         xt = xt.reshape(-1, cin)[:ln]
         g2 = g.reshape(pc, -1)
         gtap = np.empty((th, tw, pc, cin), g.dtype)
-        qb = max(1, (1 << 17) // (64 * min(_KC, ln)))
         for a in range(th):
             for b in range(tw):
-                sft = (a * jw + b) * n
-                o = gtap[a, b]
-                tab = np.arange(-sft, ln, dtype=np.int64) * cin
-                if not by_rows(jw, wd):
-                    gemm_kernels.gemm_rows(g2, xt, tab, o, 0, cin, o, 0, sft, _KC, qb)
-                    continue
-                for r0 in range(0, h * jw * n, jw * n):     # input row by input row: no junk column summed
-                    gemm_kernels.gemm_rows(g2, xt, tab[:sft + r0 + wd * n], o, 0, cin, o, 1 if r0 else 0, sft + r0,
-                                           _KC, qb)
+                tap_product(g2, xt, (a * jw + b) * n, ln, gtap[a, b], jw * n, wd * n)
         gwt = np.ascontiguousarray(gtap.transpose(2, 0, 1, 3)).reshape(1, -1, cin)
     return gxm, gwt
 
@@ -636,7 +644,7 @@ def phase_transpose_forward(x, w, s, p0, out):
     if nd == 2:
         wf_i, wf_shape, _, _, _ = _phase_index(w.shape, s)
         wf = np.take(w.reshape(-1), wf_i).reshape(wf_shape)              # [P*Cout, Cin, *t], flipped
-        if _taps_kernel(x.dtype, wf.shape[0] // s[0]):   # the phases on xpad's padded width: [P*Cout, Jh, Wp, N]
+        if wf.shape[0] // s[0] >= TAPS_MIN_ROWS and gemm.takes(x.dtype):   # [P*Cout, Jh, Wp, N]: on xpad's width
             f = _rows_conv_kernel(xpad, wf, jn, s[0], p0[0], out[0])
             jn = (jn[0], xpad.shape[2])
         else:
@@ -667,7 +675,7 @@ def phase_transpose_backward(gy, state, need_x, need_w):
     _, _, gt_i, gt_shape, inv = _phase_index_taps(w.shape, s)
     t3 = _as3(tuple(w.shape[2 + i] // s[i] for i in range(len(s))))
     g = K.phase_in(gy, jn, s, p0, w.dtype)                              # the output gradient's phases
-    if len(s) == 2 and _taps_kernel(w.dtype, min(w.shape[0], int(np.prod(s)) * cout)):
+    if len(s) == 2 and min(w.shape[0], int(np.prod(s)) * cout) >= TAPS_MIN_ROWS and gemm.takes(w.dtype):
         wt = np.take(w.reshape(-1), gt_i).reshape(gt_shape)[0] if need_x else None
         gxm, gwt = _phase_backward_kernel(g.reshape((-1,) + tuple(jn) + (n,)), xm, wt, sp, jn, n, t3[1:],
                                           need_x, need_w)

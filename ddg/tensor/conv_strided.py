@@ -30,8 +30,9 @@ split and merge convert small NCHW planes for the whole-plane loop
 import numpy as np
 
 from . import conv_kernels as K
+from . import gemm
 from .compiled import jitable, kernel
-from .conv_phase import _cl, by_rows
+from .conv_phase import _cl, tap_product, window_rows
 
 
 def usable(x, w, groups, stride, dilation):
@@ -314,18 +315,12 @@ def dense_forward(x, w, stride, pads, oh, ow):
     xf = xs.reshape(cp, wf)
     ln = (oh - 1) * wq * n + ow * n
     full = np.empty((o, oh * wq * n), x.dtype)
-    if _taps_kernel(x.dtype, o):
+    if o >= TAPS_MIN_ROWS and gemm.takes(x.dtype):
         # every tap in one product: column (t, c) of the taps' weights times the input window
         # of shift s_t, row c, read in place (row t*cp + c of B starts at c*wf + s_t)
-        from . import gemm_kernels  # noqa: PLC0415
         shifts = np.array([s for _, s in _shifts(kh2, kw2, wq, n)], np.int64)
         tab = (np.arange(cp, dtype=np.int64) * wf + shifts[:, None]).reshape(-1)
-        wt = np.ascontiguousarray(wab.transpose(1, 0, 2)).reshape(o, -1)
-        if by_rows(wq, ow):     # output row by row: the junk columns left out
-            for r0 in range(0, oh * wq * n, wq * n):
-                gemm_kernels.gemm_rows(wt, xf, tab + r0, full, r0, ow * n, full, 0, 0, _KC, _QB)
-        else:
-            gemm_kernels.gemm_rows(wt, xf, tab, full, 0, ln, full, 0, 0, _KC, _QB)
+        window_rows(np.ascontiguousarray(wab.transpose(1, 0, 2)).reshape(o, -1), xf, tab, full, 0, oh, wq * n, ow * n)
     else:
         acc = None
         for t, s in _shifts(kh2, kw2, wq, n):
@@ -344,7 +339,7 @@ def dense_backward(state, gy, need_x, need_w):
     """Gradients of ``dense_forward`` for the output gradient ``gy`` [N, O, OH, OW]: the
     input's (a dense batch-innermost view) and the weight's, each None unless asked for."""
     xs, wab, geom, (kh2, kw2, oh, ow), w_shape = state
-    if _taps_kernel(xs.dtype, min(w_shape[0], xs.shape[0] * xs.shape[1] * xs.shape[2])):
+    if min(w_shape[0], xs.shape[0] * xs.shape[1] * xs.shape[2]) >= TAPS_MIN_ROWS and gemm.takes(xs.dtype):
         return _dense_backward_kernel(state, gy, need_x, need_w)
     n, c, h, wd, sh, sw, hq, wq = geom[:8]
     o = w_shape[0]
@@ -356,7 +351,7 @@ def dense_backward(state, gy, need_x, need_w):
     gf = _cl(gy.astype(xs.dtype, copy=False), (0, 0, 0, wq - ow)).reshape(o, -1)[:, :ln]
     gx = gw = None
     if need_w:
-        gft = _transposed(gf)
+        gft = gemm.transposed(gf)
         gwab = np.empty((kh2 * kw2, cp, o), xs.dtype)
         for t, s in _shifts(kh2, kw2, wq, n):
             np.matmul(xf[:, s:s + ln], gft, out=gwab[t])
@@ -372,16 +367,6 @@ def dense_backward(state, gy, need_x, need_w):
     return gx, gw
 
 
-def _transposed(a):
-    """A C-contiguous copy of ``a.T`` (``a`` 2-D, any strides) by the blocked compiled
-    transpose: numpy's strided copy of the output gradient's ``[O, L]`` ran 3x its time (4.5 MB
-    at batch 64: 3.2 ms)."""
-    from . import gemm_kernels  # noqa: PLC0415
-    out = np.empty(a.shape[::-1], a.dtype)
-    gemm_kernels.transpose(a, out)
-    return out
-
-
 def _merge(gxs, geom):
     """The input gradient (a dense batch-innermost ``[N, C, H, W]`` view) from its components'."""
     n, c, h, wd = geom[:4]
@@ -390,21 +375,12 @@ def _merge(gxs, geom):
     return gxd.transpose(3, 0, 1, 2)
 
 
-# the compiled products' blocking (``gemm_kernels.gemm_rows``): rows of B per pass, 16-column
-# panels per block
-_KC, _QB = 512, 8
-# fewer component rows (C*sh*sw backward, output channels forward) keep numpy's products: a
-# 3 -> 64 first layer on 32x32 (12 component rows), batch 64, ran 12.6 ms with them and 13.0
-# by the window kernel's padded tile
+# The dense path's products run ``gemm_kernels.gemm_rows`` where ``gemm.takes`` the dtype
+# (float32, one BLAS thread) and each has at least TAPS_MIN_ROWS rows (output channels
+# forward, component rows C*sh*sw backward), else numpy's: a 3 -> 64 first layer on 32x32 (12
+# component rows), batch 64, ran 12.6 ms with numpy's products and 13.0 by the window
+# kernel's padded tile
 TAPS_MIN_ROWS = 16
-
-
-def _taps_kernel(dtype, rows):
-    """Whether the dense path's products run ``gemm_kernels.gemm_rows`` (float32, the compiled
-    products enabled, numpy's BLAS on one thread: see ``gemm``; at least ``TAPS_MIN_ROWS``
-    rows in each product: ``rows``) rather than numpy's."""
-    from . import gemm  # noqa: PLC0415
-    return dtype == np.float32 and rows >= TAPS_MIN_ROWS and gemm.ENABLED and gemm.blas_threads() == 1
 
 
 def _dense_backward_kernel(state, gy, need_x, need_w):
@@ -412,7 +388,6 @@ def _dense_backward_kernel(state, gy, need_x, need_w):
     as the product of its input window (read in place) and the output gradient, the input
     gradient as every tap's product summed in the register tile from shifted windows of the
     output gradient (laid with P zero columns before it and zeros after), written once."""
-    from . import gemm_kernels  # noqa: PLC0415
     xs, wab, geom, (kh2, kw2, oh, ow), w_shape = state
     n, c, h, wd, sh, sw, hq, wq = geom[:8]
     o = w_shape[0]
@@ -426,24 +401,18 @@ def _dense_backward_kernel(state, gy, need_x, need_w):
     gpad = _cl(gy.astype(xs.dtype, copy=False), (kh2 - 1, hq + 1 - oh, kw2 - 1, wq - ow - kw2 + 1)).reshape(o, -1)
     gx = gw = None
     if need_w:
-        gft = _transposed(gpad[:, P:P + ln])
+        gft = gemm.transposed(gpad[:, P:P + ln])
         gwab = np.empty((T, cp, o), xs.dtype)
-        qb = max(1, (1 << 17) // (64 * min(_KC, ln)))
         for t in range(T):      # columns s_t.. of the input's components against rows 0.. of gft
-            st = int(shifts[t])
-            tab = np.arange(-st, ln, dtype=np.int64) * o
-            if not by_rows(wq, ow):
-                gemm_kernels.gemm_rows(xf, gft, tab, gwab[t], 0, o, gwab[t], 0, st, _KC, qb)
-                continue
-            for r0 in range(0, oh * wq * n, wq * n):     # output row by row: no junk column summed
-                gemm_kernels.gemm_rows(xf, gft, tab[:st + r0 + ow * n], gwab[t], 0, o, gwab[t], 1 if r0 else 0,
-                                       st + r0, _KC, qb)
+            tap_product(xf, gft, int(shifts[t]), ln, gwab[t], wq * n, ow * n)
         gw = np.ascontiguousarray(gwab.reshape(kh2, kw2, c, sh, sw, o).transpose(5, 2, 0, 3, 1, 4)).reshape(w_shape)
     if need_x:
+        from . import gemm_kernels  # noqa: PLC0415
         tab = (np.arange(o, dtype=np.int64) * gpad.shape[1] + (P - shifts)[:, None]).reshape(-1)
         gxs = np.empty((cp, wf), xs.dtype)
+        kc, qb = gemm.blocking(len(tab))
         gemm_kernels.gemm_rows(np.ascontiguousarray(wab.transpose(2, 0, 1)).reshape(cp, T * o), gpad, tab, gxs, 0, wf,
-                               gxs, 0, 0, _KC, _QB)
+                               gxs, 0, 0, kc, qb)
         gx = _merge(gxs, geom)
     return gx, gw
 

@@ -179,11 +179,34 @@ def few_rows_product(A, B):
 STACK_MIN_M, STACK_MIN_N = 176, 32
 
 
+def takes(dtype):
+    """Whether arrays of ``dtype`` may take the compiled products at all: float32, the
+    kernels enabled, numpy's BLAS on one thread (the shape rules are each caller's)."""
+    return ENABLED and dtype == np.float32 and blas_threads() == 1
+
+
+def blocking(k):
+    """``(kc, qb)`` for a compiled product with ``k`` inner values: rows of B per pass, and
+    16-column panels of B per column block (``_BBLOCK`` bytes, kept in L2 while every row of
+    A passes over it)."""
+    return _KC, max(1, _BBLOCK // (64 * min(_KC, k)))
+
+
+def transposed(a):
+    """A new C-contiguous ``a.T`` of a 2-D numpy array (any strides, float32 or float64) by
+    the blocked compiled transpose (``gemm_kernels.transpose``): numpy's strided copy of a
+    convolution's output gradient ``[64, 18496]`` ran 3.2 ms, 6x its time."""
+    from . import gemm_kernels  # noqa: PLC0415
+    out = np.empty(a.shape[::-1], a.dtype)
+    gemm_kernels.transpose(a, out)
+    return out
+
+
 def stack_takes(dtype, m, n, k):
     """Whether ``stack_product`` runs the kernel for stacked products ``[m, k] @ [k, n]`` of
     this dtype (the operands' layouts aside)."""
-    return (ENABLED and dtype == np.float32 and m >= STACK_MIN_M and n >= max(STACK_MIN_N, MIN_DIM)
-            and MIN_DIM <= k and n <= MAX_N and blas_threads() == 1)
+    return (m >= STACK_MIN_M and n >= max(STACK_MIN_N, MIN_DIM) and MIN_DIM <= k and n <= MAX_N
+            and takes(dtype))
 
 
 def stack_product(a, b):
@@ -210,8 +233,8 @@ def stack_product(a, b):
     from . import gemm_kernels  # noqa: PLC0415
     out = np.empty(a.shape[:-2] + (M, N), np.float32)
     (a3, a_t), (b3, b_t) = ops
-    gemm_kernels.gemm_stack(a3, a_t, b3, b_t, out.reshape(-1, M, N), _KC, _MC,
-                            max(1, _BBLOCK // (64 * min(_KC, K))), _NONE)
+    kc, qb = blocking(K)
+    gemm_kernels.gemm_stack(a3, a_t, b3, b_t, out.reshape(-1, M, N), kc, _MC, qb, _NONE)
     return out
 
 
@@ -262,8 +285,9 @@ def _kernel_product(A, B, bias, colsum=None, into=None):
         bias2 = out
     pack_a = a[1] and ((M >= PACK_AT_MIN and N >= PACK_AT_MIN) or (M % 1024 == 0 and N >= PACK_AT_4K_N))
     init = 2 if bias is not None else (0 if into is None else 1)
-    gemm_kernels.gemm(a[0], a[1], b[0], b[1], out, bias2, init, pack_a, pack_b,
-                      _KC, _MC, max(1, _BBLOCK // (64 * min(_KC, K))), _NONE if colsum is None else colsum)
+    kc, qb = blocking(K)
+    gemm_kernels.gemm(a[0], a[1], b[0], b[1], out, bias2, init, pack_a, pack_b, kc, _MC, qb,
+                      _NONE if colsum is None else colsum)
     return out
 
 
@@ -275,8 +299,6 @@ def _transposed_product(a, bt):
     from . import gemm_kernels  # noqa: PLC0415
     (M, K), N = a.shape, bt.shape[0]
     out_t = np.empty((N, M), np.float32)
-    gemm_kernels.gemm(bt, False, a, True, out_t, out_t, 0, False, True,
-                      _KC, _MC, max(1, _BBLOCK // (64 * min(_KC, K))), _NONE)
-    out = np.empty((M, N), np.float32)
-    gemm_kernels.transpose(out_t, out)
-    return out
+    kc, qb = blocking(K)
+    gemm_kernels.gemm(bt, False, a, True, out_t, out_t, 0, False, True, kc, _MC, qb, _NONE)
+    return transposed(out_t)

@@ -267,9 +267,9 @@ _C12 = _ctile(2, 12)
 # 5 or 6 columns, 32 rows x 10; in [512, 128] @ [128, B] 7.9 / 9.5 / 15.5 us at B = 5 / 6 / 9
 # where the 8- and 16-lane tiles took 11.9 / 12.2 / 18.6 and matmul_wr 13.3 / 13.5 / 20.1
 _C5, _C6, _C10 = _ctile(4, 5), _ctile(4, 6), _ctile(2, 10)
-# 7-8 columns (batch 7-8) from K = 512 on: 48 rows x 8 columns; [256, 1024] @ [1024, 8] 42.7 us
-# where the 8-lane tiles took 52.4 (at K = 1024 they run 8 rows at a time), [512, 2048] 160
-# against 198
+# 7-8 columns (batch 7-8) from K = 192 on (rnn_kernels.matmul_fm_t): 48 rows x 8 columns;
+# [256, 1024] @ [1024, 8] 42.7 us where the 8-lane tiles took 52.4 (at K = 1024 they run 8
+# rows at a time), [512, 2048] 160 against 198
 _C8 = _ctile(3, 8)
 # gemm's: the same, able to start from a bias row
 _G8, _G1 = _tile(8, False, True), _tile(1, False, True)
@@ -454,7 +454,7 @@ def gemm_stack(a, a_t, b, b_t, out, kc, mc, qb, colsum):
         _gemm(a[z], a_t, b[z], b_t, o, o, 0, False, True, kc, mc, qb, colsum)
 
 
-
+# gemm_rows' tile: B's rows through an offset table
 _R8 = _tile(8, False, True, table=True)
 
 

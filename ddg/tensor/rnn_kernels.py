@@ -38,7 +38,8 @@ import numba
 import numpy as np
 
 from .compiled import FASTMATH, kernel
-from .gemm_kernels import _H1, _H8, _H16, _T1, _T8, _TT1, _TT8, _C3, _C4, _C5, _C6, _C8, _C10, _C12, _W8, transpose  # noqa: F401 - transpose: rnn_kernels.transpose
+from .gemm_kernels import (_C3, _C4, _C5, _C6, _C8, _C10, _C12, _H1, _H8, _H16, _T1, _T8, _TT1, _TT8, _W8,
+                           transpose)  # noqa: F401 - transpose: rnn_kernels.transpose
 
 _F = np.float32
 _CLAMP = _F(7.99881172180175781)
@@ -415,9 +416,10 @@ def matmul_fm_t(a, at, x, out):
     or 9-12 columns left past the 16-column tiles (batch 3-6, 9-12, 17-22, 28, 33-38, ...)
     are then formed with vectors along the rows (``_C3``, ``_C4``, ``_C5``, ``_C6``,
     ``_C10``, ``_C12``), at a multiply-add per column (at most 3 by ``_C3``: [512, 128] @
-    [128, 3] 5.7-7.4 -> 5.0-5.1 us against ``_C4`` repeating its last column), instead of in a 16- or 8-lane tile with 4 or
-    more of its lanes masked; 5-6 and 9-10 columns only where K >= 64 (at K = 32 the 8-
-    and 16-lane tiles stay faster), 11-12 only where K >= 256 (with fewer the 32x12 tile's
+    [128, 3] 5.7-7.4 -> 5.0-5.1 us against ``_C4`` repeating its last column), instead of
+    in a 16- or 8-lane tile with 4 or more of its lanes masked; 5-6 and 9-10 columns only
+    where K >= 64 (at K = 32 the 8- and 16-lane tiles stay faster), 11-12 only where K >=
+    256 (with fewer the 32x12 tile's
     short loops and scattered stores cost more than the masked lanes: 14 -> 25 us at
     [1536, 32] and batch 12); a batch of 7-8 (``_C8``) where K >= 192 (the forward's
     ``[4H, H] @ [H, 8]``: H = 256 / 320 / 384 / 448 46-49 / 72-77 / 103-110 / 139-150 ->
