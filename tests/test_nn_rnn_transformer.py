@@ -501,6 +501,7 @@ def test_attention_op_chunked_batch_matches_whole_and_differences(monkeypatch, m
     drawn as one); a mask that wants its gradient takes the whole-batch backward; float64
     central differences on the chunked path."""
     from ddg.autograd.ops.nn_ops import Attention
+    monkeypatch.setattr(Attention, "FUSED_MAX_L", 0)      # float32 without a mask: the fused kernel's (below)
     rng = np.random.default_rng(21)
     arrs = [rng.standard_normal((3, 4, 6)), rng.standard_normal((3, 5, 6)), rng.standard_normal((3, 5, 4))]
     if mask_shape is not None:
@@ -542,6 +543,126 @@ def test_attention_op_chunked_batch_matches_whole_and_differences(monkeypatch, m
         return ddg.concat([(o * o).flatten(), wt.flatten()])
     assert gradcheck(both, ins, atol=1e-6, rtol=1e-5)
     assert chunks and set(chunks) == {2}
+
+
+@pytest.mark.parametrize("batch,heads,lq,lk,d,dv", [(2, 2, 4, 5, 3, 2), (3, 4, 32, 32, 16, 16), (2, 3, 9, 17, 24, 40),
+                                                    (1, 1, 33, 70, 64, 8), (2, 2, 19, 3, 17, 33)])
+@pytest.mark.parametrize("dropout", [0.0, 0.4])
+@pytest.mark.parametrize("needs", [(True, True, True), (False, True, False), (True, False, True), (False, False, True)])
+def test_attention_fused_kernel_against_float64(monkeypatch, batch, heads, lq, lk, d, dv, dropout, needs):
+    """The fused kernel (float32 heads attention without a mask) against the float64 path:
+    values, weights and the gradients of whichever inputs want one, from the values' and the
+    weights' gradients, with dropout drawn as the other path draws it; odd lengths and head
+    sizes (row tails, masked column blocks), Lq != Lk, dv != d. Taken exactly where
+    ``_fuses`` says, and its weights feed a second-order gradient as the other path's do."""
+    from ddg.autograd.ops.nn_ops import Attention
+    from ddg.tensor import attention_kernels as AK
+    calls = []
+    real = AK.forward
+
+    def spy(*args):
+        calls.append(args[3])
+        return real(*args)
+    monkeypatch.setattr(AK, "forward", spy)
+    rng = np.random.default_rng(lq * 31 + d)
+    arrs = [rng.standard_normal((batch, lq, heads * d)), rng.standard_normal((batch, lk, heads * d)),
+            rng.standard_normal((batch, lk, heads * dv))]
+    gw = rng.standard_normal((batch, heads, lq, lk))
+
+    def run(dtype):
+        ts = [_t(a.astype(dtype), grad=need) for a, need in zip(arrs, needs)]
+        ddg.seed(3)
+        out, w = Attention(0.45, heads=heads, dropout=dropout)(*ts)
+        loss = (out * out).sum() + (w * _t(gw.astype(dtype))).sum()
+        wanted = [t for t, need in zip(ts, needs) if need]
+        return [out.numpy(), w.numpy()] + [g.numpy() for g in ddg.grad(loss, wanted)]
+
+    ref = run(np.float64)
+    assert calls == []
+    got = run(np.float32)
+    assert calls == [heads]
+    for a, e in zip(got, ref):
+        assert a.dtype == np.float32
+        np.testing.assert_allclose(a, e, rtol=2e-5, atol=2e-5 * max(1.0, np.abs(e).max()))
+    if needs[0]:        # second order through the fused forward's saved weights
+        def grad_norm(dtype):
+            q, k, v = (_t(a.astype(dtype), grad=True) for a in arrs)
+            ddg.seed(3)
+            out, _ = Attention(0.45, heads=heads, dropout=dropout)(q, k, v)
+            gq, = ddg.grad((out * out).sum(), [q], create_graph=True)
+            return ddg.grad((gq * gq).sum(), [k])[0].numpy()
+        calls.clear()
+        e = grad_norm(np.float64)
+        a = grad_norm(np.float32)
+        assert calls == [heads]
+        np.testing.assert_allclose(a, e, rtol=1e-4, atol=1e-4 * max(1.0, np.abs(e).max()))
+
+
+def test_attention_fused_kernel_gate(monkeypatch):
+    """The fused kernel takes float32 numpy heads attention without a mask within
+    FUSED_MAX_L positions and FUSED_MAX_D-wide heads, with one BLAS thread; a mask, float64,
+    longer sequences, wider heads or the kernels switched off keep the numpy products."""
+    from ddg.autograd.ops.nn_ops import Attention
+    from ddg.tensor import attention_kernels as AK
+    from ddg.tensor import gemm
+    calls = []
+    real = AK.forward
+    monkeypatch.setattr(AK, "forward", lambda *a: (calls.append(a[0].shape), real(*a))[1])
+    rng = np.random.default_rng(4)
+
+    def fused(lq, lk, d, mask=False, dtype=np.float32):
+        calls.clear()
+        q, k, v = (_t(rng.standard_normal((2, n, 2 * d)).astype(dtype)) for n in (lq, lk, lk))
+        args = (q, k, v) + ((_t(np.zeros((lq, lk), dtype)),) if mask else ())
+        Attention(0.3, heads=2)(*args)
+        return bool(calls)
+    top_l, top_d = Attention.FUSED_MAX_L, Attention.FUSED_MAX_D
+    assert fused(7, 9, 5) and fused(top_l, top_l, top_d)
+    assert not fused(top_l + 1, 8, 4) and not fused(8, top_l + 1, 4) and not fused(8, 8, top_d + 1)
+    assert not fused(8, 8, 4, mask=True) and not fused(8, 8, 4, dtype=np.float64)
+    monkeypatch.setattr(gemm, "ENABLED", False)
+    assert not fused(8, 8, 4)
+
+
+def test_attention_fused_kernel_bshd_and_read_only_inputs(monkeypatch):
+    """scaled_dot_product_attention's [batch, L, heads, d] strided views and read-only
+    arrays reach the fused kernel (as writeable copies) and give float64's results."""
+    from ddg.autograd.ops.nn_ops import Attention
+    from ddg.tensor import attention_kernels as AK
+    calls = []
+    real = AK.forward
+    monkeypatch.setattr(AK, "forward", lambda *a: (calls.append((a[3], a[0].flags.writeable)), real(*a))[1])
+    rng = np.random.default_rng(8)
+    packed = rng.standard_normal((2, 6, 3, 2, 5))          # [batch, L, (q, k, v), heads, d]
+
+    def sdpa(dtype):
+        pk = _t(packed.astype(dtype), grad=True)
+        out = ddg.nn.functional.scaled_dot_product_attention(pk[:, :, 0], pk[:, :, 1], pk[:, :, 2])
+        return [out.numpy(), ddg.grad((out * out).sum(), [pk])[0].numpy()]
+    ref = sdpa(np.float64)
+    assert calls == []
+    got = sdpa(np.float32)
+    assert calls == [(2, True)]
+    for a, e in zip(got, ref):
+        np.testing.assert_allclose(a, e, rtol=2e-5, atol=2e-5)
+
+    arrs = [rng.standard_normal((2, n, 10)) for n in (6, 7, 7)]
+    g = rng.standard_normal((2, 6, 10))
+
+    def op(dtype):
+        ins = [a.astype(dtype) for a in arrs]
+        for a in ins:
+            a.flags.writeable = False
+        f = Attention(0.5, heads=2)
+        f.needs = (True, True, True)
+        out, w = f.forward(*ins)
+        return [out, w] + list(f.backward((g.astype(dtype), None)))
+    calls.clear()
+    ref = op(np.float64)
+    got = op(np.float32)
+    assert calls == [(2, True)]
+    for a, e in zip(got, ref):
+        np.testing.assert_allclose(a, e, rtol=2e-5, atol=2e-5)
 
 
 def test_attention_op_bshd_layout_and_sdpa_differences():

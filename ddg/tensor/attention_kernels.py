@@ -1,0 +1,165 @@
+"""A multi-head attention of short sequences, forward and backward, one compiled call each
+(numpy float32, the attention op's heads path without a mask).
+
+Per batch row and head, the scores ``q k^T`` (``[Lq, Lk]``), their softmax, the dropout and
+the product with the values run back to back on one head's slices while they sit in L1/L2,
+by the register tiles of ``gemm_kernels``; the heads are read from and written to the
+``[batch, L, heads * d]`` projections in place (a head is a column range: the tiles take
+the inner range ``k0:k1`` and the output's column offset), so nothing is split, copied or
+merged. Only ``k`` (forward) and ``v`` (backward) of each batch row are transposed, into
+a scratch block, for the tiles' row-wise right-hand side.
+
+numpy's matmul runs such a stack as one BLAS call per head: at 32 positions and heads of
+64 each product is ~65k multiply-adds and the calls' overhead, the strided heads and the
+passes over the whole weights array between the products cost about as much as the
+arithmetic (forward + backward ran at ~55 GFLOP/s in a training step).
+"""
+import numba
+import numpy as np
+
+from .compiled import _register_helpers
+from .gemm_kernels import _OPTS, _T1, _T8, _TT1, _TT8, _tile
+from .softmax_kernels import exp_parts, row_max
+
+_register_helpers()     # exp_parts and row_max, callable from the kernels below
+_F = np.float32
+_U8, _UT8 = _tile(8, False, masked=False), _tile(8, True, masked=False)   # whole 16-column blocks
+
+
+@numba.njit(**_OPTS)
+def _product(a, a_t, x, out, rows, b0, cols, k0, k1):
+    """``out[:rows, b0:b0+cols] = A[:rows, k0:k1] @ x[k0:k1, b0:b0+cols]`` with ``A = a`` or,
+    where ``a_t``, ``a.T``; 8-row tiles, the rows past the last 8 one at a time."""
+    r8 = rows - rows % 8
+    for j0 in range(0, cols, 16):
+        nb = min(16, cols - j0)
+        b = b0 + j0
+        for i in range(0, r8, 8):
+            if nb == 16:
+                if a_t:
+                    _UT8(a, x, out, i, i, b, nb, k0, k1, 0, 0)
+                else:
+                    _U8(a, x, out, i, i, b, nb, k0, k1, 0, 0)
+            elif a_t:
+                _TT8(a, x, out, i, i, b, nb, k0, k1, 0, 0)
+            else:
+                _T8(a, x, out, i, i, b, nb, k0, k1, 0, 0)
+        for i in range(r8, rows):
+            if a_t:
+                _TT1(a, x, out, i, i, b, nb, k0, k1, 0, 0)
+            else:
+                _T1(a, x, out, i, i, b, nb, k0, k1, 0, 0)
+
+
+@numba.njit(**_OPTS)
+def _transpose(a, out):
+    """``out [n, m] = a.T`` for ``a`` ``[m, n]``, 8 rows of ``a`` read in step."""
+    m, n = a.shape
+    m8 = m - m % 8
+    for i0 in range(0, m8, 8):
+        for j in range(n):
+            o = out[j]
+            for r in range(8):
+                o[i0 + r] = a[i0 + r, j]
+    for i in range(m8, m):
+        for j in range(n):
+            out[j, i] = a[i, j]
+
+
+@numba.njit(**_OPTS)
+def _softmax_rows(s, scale, bits):
+    """``s = softmax(scale * s)`` over each row, in place (the ``exp`` of
+    ``softmax_kernels``; ``bits`` an int32 scratch row of ``s``'s width)."""
+    n = s.shape[1]
+    pow2 = bits.view(np.float32)
+    sc = _F(scale)
+    for i in range(s.shape[0]):
+        row = s[i]
+        m = row_max(row) * sc
+        for j in range(n):
+            row[j], bits[j] = exp_parts(row[j] * sc - m)
+        t = 0.0
+        for j in range(n):
+            row[j] *= pow2[j]
+            t += row[j]
+        inv = _F(1.0 / t)
+        for j in range(n):
+            row[j] *= inv
+
+
+@numba.njit(**_OPTS)
+def forward(q, k, v, heads, scale, keep, p, pd, out):
+    """``out = merge(dropout(softmax(q k^T * scale)) v)`` per batch row and head: ``q``
+    ``[B, Lq, heads * d]``, ``k`` ``[B, Lk, heads * d]``, ``v`` ``[B, Lk, heads * dv]``;
+    ``p`` ``[B, heads, Lq, Lk]`` gets the weights, ``pd`` (``p`` itself where ``keep`` is
+    empty) the weights times ``keep`` (dropout's keep-and-upscale factors, ``p``'s shape),
+    ``out`` ``[B, Lq, heads * dv]`` the values. All C-contiguous float32."""
+    B, Lq, E = q.shape
+    Lk = k.shape[1]
+    d, dv = E // heads, v.shape[2] // heads
+    drop = keep.size > 0
+    kt = np.empty((E, Lk), np.float32)
+    bits = np.empty(Lk, np.int32)
+    for b in range(B):
+        _transpose(k[b], kt)
+        qb, vb, ob = q[b], v[b], out[b]
+        for h in range(heads):
+            s = p[b, h]
+            _product(qb, False, kt, s, Lq, 0, Lk, h * d, h * d + d)
+            _softmax_rows(s, scale, bits)
+            w = s
+            if drop:
+                w = pd[b, h]
+                kb = keep[b, h]
+                for i in range(Lq):
+                    for j in range(Lk):
+                        w[i, j] = s[i, j] * kb[i, j]
+            _product(w, False, vb, ob, Lq, h * dv, dv, 0, Lk)
+
+
+@numba.njit(**_OPTS)
+def backward(q, k, v, g, gp, heads, scale, p, pd, keep, dq, dk, dv, need_q, need_k, need_v):
+    """The gradients of ``forward``'s q, k and v from ``g`` (the values' gradient, ``[B, Lq,
+    heads * dv]``) and ``gp`` (the weights' gradient, ``p``'s shape, or empty): ``dv = pd^T
+    g``, ``ds = p * (dp - sum(dp * p)) * scale`` with ``dp = (g v^T + gp) * keep``, ``dq = ds
+    k``, ``dk = ds^T q``, each per head into its columns of ``dq``/``dk``/``dv`` (arrays of
+    q's, k's and v's shapes, written where ``need_*``)."""
+    B, Lq, E = q.shape
+    Lk = k.shape[1]
+    d, dvh = E // heads, v.shape[2] // heads
+    drop = keep.size > 0
+    with_gp = gp.size > 0
+    vt = np.empty((v.shape[2], Lk), np.float32)
+    ds = np.empty((Lq, Lk), np.float32)
+    sc = _F(scale)
+    for b in range(B):
+        gb = g[b]
+        for h in range(heads):
+            if need_v:
+                _product(pd[b, h], True, gb, dv[b], Lk, h * dvh, dvh, 0, Lq)
+            if not (need_q or need_k):
+                continue
+            if h == 0:
+                _transpose(v[b], vt)
+            _product(gb, False, vt, ds, Lq, 0, Lk, h * dvh, h * dvh + dvh)
+            pb = p[b, h]
+            for i in range(Lq):
+                row, prow = ds[i], pb[i]
+                if with_gp:
+                    gr = gp[b, h, i]
+                    for j in range(Lk):
+                        row[j] += gr[j]
+                if drop:
+                    kr = keep[b, h, i]
+                    for j in range(Lk):
+                        row[j] *= kr[j]
+                t = 0.0
+                for j in range(Lk):
+                    t += row[j] * prow[j]
+                t32 = _F(t)
+                for j in range(Lk):
+                    row[j] = prow[j] * (row[j] - t32) * sc
+            if need_q:
+                _product(ds, False, k[b], dq[b], Lq, h * d, d, 0, Lk)
+            if need_k:
+                _product(ds, True, q[b], dk[b], Lk, h * d, d, 0, Lq)
