@@ -549,12 +549,15 @@ def test_attention_op_chunked_batch_matches_whole_and_differences(monkeypatch, m
                                                     (1, 1, 33, 70, 64, 8), (2, 2, 19, 3, 17, 33)])
 @pytest.mark.parametrize("dropout", [0.0, 0.4])
 @pytest.mark.parametrize("needs", [(True, True, True), (False, True, False), (True, False, True), (False, False, True)])
-def test_attention_fused_kernel_against_float64(monkeypatch, batch, heads, lq, lk, d, dv, dropout, needs):
-    """The fused kernel (float32 heads attention without a mask) against the float64 path:
-    values, weights and the gradients of whichever inputs want one, from the values' and the
-    weights' gradients, with dropout drawn as the other path draws it; odd lengths and head
-    sizes (row tails, masked column blocks), Lq != Lk, dv != d. Taken exactly where
-    ``_fuses`` says, and its weights feed a second-order gradient as the other path's do."""
+@pytest.mark.parametrize("mask", [None, "full", "keys", "rows", "heads"])
+def test_attention_fused_kernel_against_float64(monkeypatch, batch, heads, lq, lk, d, dv, dropout, needs, mask):
+    """The fused kernel (float32 heads attention) against the float64 path: values, weights
+    and the gradients of whichever inputs want one, from the values' and the weights'
+    gradients, with dropout drawn as the other path draws it; odd lengths and head sizes (row
+    tails, masked column blocks), Lq != Lk, dv != d; additive masks of every broadcast
+    (whole, a padding mask [batch, 1, 1, Lk], one [Lq, Lk] for all, per head [1, heads,
+    Lq, Lk]). Taken exactly where ``_fuses`` says, and its weights feed a second-order
+    gradient as the other path's do."""
     from ddg.autograd.ops.nn_ops import Attention
     from ddg.tensor import attention_kernels as AK
     calls = []
@@ -568,11 +571,14 @@ def test_attention_fused_kernel_against_float64(monkeypatch, batch, heads, lq, l
     arrs = [rng.standard_normal((batch, lq, heads * d)), rng.standard_normal((batch, lk, heads * d)),
             rng.standard_normal((batch, lk, heads * dv))]
     gw = rng.standard_normal((batch, heads, lq, lk))
+    mshape = {None: None, "full": (batch, heads, lq, lk), "keys": (batch, 1, 1, lk), "rows": (lq, lk),
+              "heads": (1, heads, lq, lk)}[mask]
+    m = None if mask is None else rng.standard_normal(mshape) * 2
 
     def run(dtype):
         ts = [_t(a.astype(dtype), grad=need) for a, need in zip(arrs, needs)]
         ddg.seed(3)
-        out, w = Attention(0.45, heads=heads, dropout=dropout)(*ts)
+        out, w = Attention(0.45, heads=heads, dropout=dropout)(*ts, *([] if m is None else [_t(m.astype(dtype))]))
         loss = (out * out).sum() + (w * _t(gw.astype(dtype))).sum()
         wanted = [t for t, need in zip(ts, needs) if need]
         return [out.numpy(), w.numpy()] + [g.numpy() for g in ddg.grad(loss, wanted)]
@@ -588,7 +594,8 @@ def test_attention_fused_kernel_against_float64(monkeypatch, batch, heads, lq, l
         def grad_norm(dtype):
             q, k, v = (_t(a.astype(dtype), grad=True) for a in arrs)
             ddg.seed(3)
-            out, _ = Attention(0.45, heads=heads, dropout=dropout)(q, k, v)
+            extra = [] if m is None else [_t(m.astype(dtype))]
+            out, _ = Attention(0.45, heads=heads, dropout=dropout)(q, k, v, *extra)
             gq, = ddg.grad((out * out).sum(), [q], create_graph=True)
             return ddg.grad((gq * gq).sum(), [k])[0].numpy()
         calls.clear()
@@ -599,9 +606,10 @@ def test_attention_fused_kernel_against_float64(monkeypatch, batch, heads, lq, l
 
 
 def test_attention_fused_kernel_gate(monkeypatch):
-    """The fused kernel takes float32 numpy heads attention without a mask within
-    FUSED_MAX_L positions and FUSED_MAX_D-wide heads, with one BLAS thread; a mask, float64,
-    longer sequences, wider heads or the kernels switched off keep the numpy products."""
+    """The fused kernel takes float32 numpy heads attention within FUSED_MAX_L positions and
+    FUSED_MAX_D-wide heads, with one BLAS thread; float64, longer sequences, wider heads, a
+    mask that wants its gradient, a causal one the row blocks cut, or the kernels switched
+    off keep the numpy products; a mask that does not broadcast is named."""
     from ddg.autograd.ops.nn_ops import Attention
     from ddg.tensor import attention_kernels as AK
     from ddg.tensor import gemm
@@ -610,16 +618,21 @@ def test_attention_fused_kernel_gate(monkeypatch):
     monkeypatch.setattr(AK, "forward", lambda *a: (calls.append(a[0].shape), real(*a))[1])
     rng = np.random.default_rng(4)
 
-    def fused(lq, lk, d, mask=False, dtype=np.float32):
+    def fused(lq, lk, d, mask=False, dtype=np.float32, mask_grad=False, causal=False):
         calls.clear()
-        q, k, v = (_t(rng.standard_normal((2, n, 2 * d)).astype(dtype)) for n in (lq, lk, lk))
-        args = (q, k, v) + ((_t(np.zeros((lq, lk), dtype)),) if mask else ())
-        Attention(0.3, heads=2)(*args)
+        q, k, v = (_t(rng.standard_normal((2, n, 2 * d)).astype(dtype), grad=True) for n in (lq, lk, lk))
+        args = (q, k, v) + ((_t(np.zeros((lq, lk), dtype), grad=mask_grad),) if mask else ())
+        Attention(0.3, heads=2, causal=causal)(*args)
         return bool(calls)
     top_l, top_d = Attention.FUSED_MAX_L, Attention.FUSED_MAX_D
-    assert fused(7, 9, 5) and fused(top_l, top_l, top_d)
+    assert fused(7, 9, 5) and fused(top_l, top_l, top_d) and fused(8, 8, 4, mask=True)
     assert not fused(top_l + 1, 8, 4) and not fused(8, top_l + 1, 4) and not fused(8, 8, top_d + 1)
-    assert not fused(8, 8, 4, mask=True) and not fused(8, 8, 4, dtype=np.float64)
+    assert not fused(8, 8, 4, dtype=np.float64) and not fused(8, 8, 4, mask=True, mask_grad=True)
+    # a causal mask: fused below 64 queries, where the row blocks do not cut it, not from there
+    assert fused(63, 63, 4, mask=True, causal=True) and not fused(64, 64, 4, mask=True, causal=True)
+    with pytest.raises(ValueError, match="mask"):
+        qkv = [_t(np.zeros((2, 5, 8), np.float32)) for _ in range(3)]
+        Attention(0.3, heads=2)(*qkv, _t(np.zeros((3, 5), np.float32)))
     monkeypatch.setattr(gemm, "ENABLED", False)
     assert not fused(8, 8, 4)
 

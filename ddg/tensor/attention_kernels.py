@@ -88,16 +88,22 @@ def _softmax_rows(s, scale, bits):
 
 
 @numba.njit(**_OPTS)
-def forward(q, k, v, heads, scale, keep, p, pd, out):
-    """``out = merge(dropout(softmax(q k^T * scale)) v)`` per batch row and head: ``q``
-    ``[B, Lq, heads * d]``, ``k`` ``[B, Lk, heads * d]``, ``v`` ``[B, Lk, heads * dv]``;
+def forward(q, k, v, heads, scale, mask, mstrides, keep, p, pd, out):
+    """``out = merge(dropout(softmax(q k^T * scale [+ mask])) v)`` per batch row and head:
+    ``q`` ``[B, Lq, heads * d]``, ``k`` ``[B, Lk, heads * d]``, ``v`` ``[B, Lk, heads * dv]``;
     ``p`` ``[B, heads, Lq, Lk]`` gets the weights, ``pd`` (``p`` itself where ``keep`` is
     empty) the weights times ``keep`` (dropout's keep-and-upscale factors, ``p``'s shape),
-    ``out`` ``[B, Lq, heads * dv]`` the values. All C-contiguous float32."""
+    ``out`` ``[B, Lq, heads * dv]`` the values. All C-contiguous float32. ``mask``: empty,
+    or the additive mask's values, flat, element ``[b, h, i, j]`` of its broadcast to
+    ``p``'s shape at ``b * mstrides[0] + h * mstrides[1] + i * mstrides[2] + j *
+    mstrides[3]`` (0 along a broadcast axis)."""
     B, Lq, E = q.shape
     Lk = k.shape[1]
     d, dv = E // heads, v.shape[2] // heads
     drop = keep.size > 0
+    masked = mask.size > 0
+    ms3 = mstrides[3]
+    sc = _F(scale)
     kt = np.empty((E, Lk), np.float32)
     bits = np.empty(Lk, np.int32)
     for b in range(B):
@@ -106,7 +112,15 @@ def forward(q, k, v, heads, scale, keep, p, pd, out):
         for h in range(heads):
             s = p[b, h]
             _product(qb, False, kt, s, Lq, 0, Lk, h * d, h * d + d)
-            _softmax_rows(s, scale, bits)
+            if masked:      # scaled, then the mask added (as the numpy path rounds it)
+                for i in range(Lq):
+                    row = s[i]
+                    m0 = b * mstrides[0] + h * mstrides[1] + i * mstrides[2]
+                    for j in range(Lk):
+                        row[j] = row[j] * sc + mask[m0 + j * ms3]
+                _softmax_rows(s, 1.0, bits)
+            else:
+                _softmax_rows(s, scale, bits)
             w = s
             if drop:
                 w = pd[b, h]

@@ -62,7 +62,8 @@ def _batch_rows(m, rows, batch):
     return m[rows] if m.ndim == 4 and m.shape[0] == batch else m
 
 
-_EMPTY3, _EMPTY4 = np.empty((0, 0, 0), np.float32), np.empty((0, 0, 0, 0), np.float32)
+_EMPTY1, _EMPTY3, _EMPTY4 = (np.empty((0,) * n, np.float32) for n in (1, 3, 4))
+_ZERO_STRIDES = np.zeros(4, np.int64)
 
 
 def _matmul(xp, a, c, out=None):
@@ -159,8 +160,8 @@ class Attention(Function):
                                  f"fit (need q [batch, Lq, E], k [batch, Lk, E], v [batch, Lk, Ev])")
             merged = (q, k, v)
             q, k, v = self._split(q, "q"), self._split(k, "k"), self._split(v, "v")
-            if not mask and self._fuses(q, k, v):
-                return self._fused_forward(*merged, q, k, v)
+            if self._fuses(q, k, v, mask):
+                return self._fused_forward(*merged, q, k, v, mask)
         if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
             raise ValueError(f"attention: q {list(q.shape)}, k {list(k.shape)} and v {list(v.shape)} do not fit "
                              f"(need q [..., Lq, d], k [..., Lk, d], v [..., Lk, dv])")
@@ -187,26 +188,31 @@ class Attention(Function):
             return self._merged_product(s, v), s
         return self._merge(xp.matmul(s, v)), s
 
-    #: a heads attention without a mask runs the fused kernel (``tensor/attention_kernels.py``)
+    #: a numpy float32 heads attention runs the fused kernel (``tensor/attention_kernels.py``)
     #: where both lengths are at most FUSED_MAX_L and the heads at most FUSED_MAX_D wide.
     #: Forward + backward alone, batch 16, 1 thread, against the products by numpy: 32
     #: positions x heads of 16-64 0.70-0.97 of the time, 128 x 64 0.80, 176-256 x 32-64
     #: 0.89-0.96; heads of 128-256 at 32 positions 1.01-1.37 (the per-batch-row transposes
     #: of k and v weigh as much as a sixth of the products there) and 1024 positions 1.24 (a
     #: head's weights no longer in L2) stay with numpy. Training steps (transformer, batch
-    #: 16, against torch): d 64 at S 32 0.755 -> 0.712, d 256 0.876 -> 0.861, d 128 at S 10
-    #: 0.752 -> 0.734
+    #: 16, against torch): d 64 at S 32 0.745 -> 0.705, d 256 0.862 -> 0.856, d 128 at S 10
+    #: 0.765 -> 0.741, d 64 / 128 at S 200 0.851 / 0.831 -> 0.768 / 0.774
     FUSED_MAX_L, FUSED_MAX_D = 256, 64
 
-    def _fuses(self, q, k, v):
+    def _fuses(self, q, k, v, mask):
         """Whether this heads attention (split views ``[batch, heads, L, d]``) runs the fused
-        kernel: numpy float32 within the sizes above (without a mask: no causal blocks)."""
+        kernel: numpy float32 within the sizes above; a mask of at most 4 axes whose
+        gradient is not wanted, and not a causal one that the row blocks would cut
+        (``_causal_blocks``: they skip 3/8 of the products)."""
+        if mask and (mask[0].ndim > 4 or (len(getattr(self, "needs", ())) == 4 and self.needs[3])
+                     or (self.causal and self._causal_blocks(q.shape[2], k.shape[2]) is not None)):
+            return False
         return (type(q) is np.ndarray and q.dtype == k.dtype == v.dtype == np.float32
                 and max(q.shape[2], k.shape[2]) <= self.FUSED_MAX_L and q.shape[-1] == k.shape[-1]
                 and max(q.shape[3], v.shape[3]) <= self.FUSED_MAX_D
                 and min(q.shape[2], k.shape[2], q.shape[3], v.shape[3]) > 0 and gemm.takes(q.dtype))
 
-    def _fused_forward(self, qm, km, vm, q, k, v):
+    def _fused_forward(self, qm, km, vm, q, k, v, mask):
         """``forward`` by ``attention_kernels.forward`` on the projections ``[batch, L, E]``
         (copied where strided or read-only: the kernels compile for writeable C-contiguous
         arrays, one signature)."""
@@ -214,13 +220,24 @@ class Attention(Function):
         qm, km, vm = (np.require(t, requirements=("C", "W")) for t in (qm, km, vm))
         b, h, lq, lk = q.shape[0], self.heads, q.shape[2], k.shape[2]
         p = np.empty((b, h, lq, lk), np.float32)
+        if mask:    # the mask's values flat, and its strides broadcast to the weights' shape
+            m = np.require(mask[0], np.float32, ("C", "W"))
+            try:
+                view = np.broadcast_to(m, p.shape)
+            except ValueError:
+                raise ValueError(f"attention: the mask {list(m.shape)} does not broadcast to the weights "
+                                 f"{list(p.shape)}") from None
+            flat, strides = m.reshape(-1), np.array(view.strides, np.int64) // 4
+        else:
+            flat, strides = _EMPTY1, _ZERO_STRIDES
         self.keep = self._draw_keep(np, p.shape, p.dtype) if self.dropout else None
         pd = p if self.keep is None else np.empty_like(p)
         out = np.empty((b, lq, vm.shape[2]), np.float32)
-        AK.forward(qm, km, vm, h, self.scale, _EMPTY4 if self.keep is None else self.keep, p, pd, out)
+        AK.forward(qm, km, vm, h, self.scale, flat, strides, _EMPTY4 if self.keep is None else self.keep, p, pd, out)
         self.fused = (qm, km, vm)
         self.q, self.k, self.v, self.p, self.pd = q, k, v, p, pd
-        self.mask_shape, self.stacked, self.chunk, self.blocks = None, False, None, None
+        self.mask_shape = mask[0].shape if mask else None
+        self.stacked, self.chunk, self.blocks = False, None, None
         return out, pd
 
     def _fused_backward(self, g, gp, needs):
@@ -231,8 +248,9 @@ class Attention(Function):
         gp = _EMPTY4 if gp is None else np.ascontiguousarray(gp, dtype=np.float32)
         dq, dk, dv = (np.empty_like(t) if need else _EMPTY3 for t, need in zip((qm, km, vm), needs))
         AK.backward(qm, km, vm, g, gp, self.heads, self.scale, self.p, self.pd,
-                    _EMPTY4 if self.keep is None else self.keep, dq, dk, dv, *needs)
-        return tuple(d if need else None for d, need in zip((dq, dk, dv), needs))
+                    _EMPTY4 if self.keep is None else self.keep, dq, dk, dv, *needs[:3])
+        # a mask never wants its gradient here (``_fuses``)
+        return tuple(d if need else None for d, need in zip((dq, dk, dv), needs)) + (None,) * (len(needs) - 3)
 
     def _probs(self, q, k, mask, xp):
         """The attention weights before dropout: ``softmax(q k^T * scale [+ mask])``."""
