@@ -545,8 +545,8 @@ def test_attention_op_chunked_batch_matches_whole_and_differences(monkeypatch, m
     assert chunks and set(chunks) == {2}
 
 
-@pytest.mark.parametrize("batch,heads,lq,lk,d,dv", [(2, 2, 4, 5, 3, 2), (3, 4, 32, 32, 16, 16), (2, 3, 9, 17, 24, 40),
-                                                    (1, 1, 33, 70, 64, 8), (2, 2, 19, 3, 17, 33)])
+@pytest.mark.parametrize("batch,heads,lq,lk,d,dv", [(2, 2, 4, 5, 3, 2), (3, 4, 32, 32, 16, 16), (2, 3, 9, 25, 24, 40),
+                                                    (1, 1, 33, 70, 64, 8), (2, 2, 26, 3, 17, 33), (2, 2, 10, 9, 16, 7)])
 @pytest.mark.parametrize("dropout", [0.0, 0.4])
 @pytest.mark.parametrize("needs", [(True, True, True), (False, True, False), (True, False, True), (False, False, True)])
 @pytest.mark.parametrize("mask", [None, "full", "keys", "rows", "heads"])
@@ -607,7 +607,8 @@ def test_attention_fused_kernel_against_float64(monkeypatch, batch, heads, lq, l
 
 def test_attention_fused_kernel_gate(monkeypatch):
     """The fused kernel takes float32 numpy heads attention within FUSED_MAX_L positions and
-    FUSED_MAX_D-wide heads, with one BLAS thread; float64, longer sequences, wider heads, a
+    FUSED_MAX_D-wide heads (short sequences only with narrow heads), with one BLAS thread;
+    float64, longer sequences, wider heads, a
     mask that wants its gradient, a causal one the row blocks cut, or the kernels switched
     off keep the numpy products; a mask that does not broadcast is named."""
     from ddg.autograd.ops.nn_ops import Attention
@@ -627,6 +628,9 @@ def test_attention_fused_kernel_gate(monkeypatch):
     top_l, top_d = Attention.FUSED_MAX_L, Attention.FUSED_MAX_D
     assert fused(7, 9, 5) and fused(top_l, top_l, top_d) and fused(8, 8, 4, mask=True)
     assert not fused(top_l + 1, 8, 4) and not fused(8, top_l + 1, 4) and not fused(8, 8, top_d + 1)
+    # short sequences only with narrow heads
+    min_l, narrow = Attention.FUSED_MIN_L, Attention.FUSED_NARROW_D
+    assert fused(min_l - 1, 3, narrow) and fused(2, min_l, top_d) and not fused(min_l - 1, min_l - 1, narrow + 1)
     assert not fused(8, 8, 4, dtype=np.float64) and not fused(8, 8, 4, mask=True, mask_grad=True)
     # a causal mask: fused below 64 queries, where the row blocks do not cut it, not from there
     assert fused(63, 63, 4, mask=True, causal=True) and not fused(64, 64, 4, mask=True, causal=True)

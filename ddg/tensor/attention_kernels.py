@@ -6,8 +6,10 @@ the product with the values run back to back on one head's slices while they sit
 by the register tiles of ``gemm_kernels``; the heads are read from and written to the
 ``[batch, L, heads * d]`` projections in place (a head is a column range: the tiles take
 the inner range ``k0:k1`` and the output's column offset), so nothing is split, copied or
-merged. Only ``k`` (forward) and ``v`` (backward) of each batch row are transposed, into
-a scratch block, for the tiles' row-wise right-hand side.
+merged. Only each head's ``k`` (forward) and ``v`` (backward) are transposed, into a
+scratch block that stays in L1, for the tiles' row-wise right-hand side (transposing a
+whole batch row's ``[L, heads * d]`` at once wrote past L1: at heads of 192 the transposes
+took a seventh of the time).
 
 numpy's matmul runs such a stack as one BLAS call per head: at 32 positions and heads of
 64 each product is ~65k multiply-adds and the calls' overhead, the strided heads and the
@@ -27,43 +29,51 @@ _U8, _UT8 = _tile(8, False, masked=False), _tile(8, True, masked=False)   # whol
 
 
 @numba.njit(**_OPTS)
-def _product(a, a_t, x, out, rows, b0, cols, k0, k1):
-    """``out[:rows, b0:b0+cols] = A[:rows, k0:k1] @ x[k0:k1, b0:b0+cols]`` with ``A = a`` or,
-    where ``a_t``, ``a.T``; 8-row tiles, the rows past the last 8 one at a time."""
+def _product(a, a_t, x, out, rows, b0, cols, k0, k1, xoff=0):
+    """``out[:rows, b0:b0+cols] = A[:rows, k0:k1] @ X[k0:k1, b0:b0+cols]`` with ``A = a`` or,
+    where ``a_t``, ``a.T``, and row k of X at ``x``'s element ``xoff + k * x.shape[1]``;
+    8-row tiles; rows past the last 8 by one more 8-row tile over the last 8 rows (those
+    it repeats are written again with the same values: the products overwrite ``out``), and
+    fewer than 8 rows one at a time (a 1-row tile makes one multiply-add per value of X it
+    loads: at 10 or 20 positions the tails ran 1.2-1.6x numpy's time)."""
+    last = rows - 8 if rows % 8 else -1       # the overlapping tile's first row, or none
     r8 = rows - rows % 8
     for j0 in range(0, cols, 16):
         nb = min(16, cols - j0)
         b = b0 + j0
-        for i in range(0, r8, 8):
+        for t in range(r8 // 8 + (1 if last > 0 else 0)):
+            i = 8 * t if t < r8 // 8 else last
             if nb == 16:
                 if a_t:
-                    _UT8(a, x, out, i, i, b, nb, k0, k1, 0, 0)
+                    _UT8(a, x, out, i, i, b, nb, k0, k1, xoff, 0)
                 else:
-                    _U8(a, x, out, i, i, b, nb, k0, k1, 0, 0)
+                    _U8(a, x, out, i, i, b, nb, k0, k1, xoff, 0)
             elif a_t:
-                _TT8(a, x, out, i, i, b, nb, k0, k1, 0, 0)
+                _TT8(a, x, out, i, i, b, nb, k0, k1, xoff, 0)
             else:
-                _T8(a, x, out, i, i, b, nb, k0, k1, 0, 0)
-        for i in range(r8, rows):
-            if a_t:
-                _TT1(a, x, out, i, i, b, nb, k0, k1, 0, 0)
-            else:
-                _T1(a, x, out, i, i, b, nb, k0, k1, 0, 0)
+                _T8(a, x, out, i, i, b, nb, k0, k1, xoff, 0)
+        if rows < 8:
+            for i in range(rows):
+                if a_t:
+                    _TT1(a, x, out, i, i, b, nb, k0, k1, xoff, 0)
+                else:
+                    _T1(a, x, out, i, i, b, nb, k0, k1, xoff, 0)
 
 
 @numba.njit(**_OPTS)
-def _transpose(a, out):
-    """``out [n, m] = a.T`` for ``a`` ``[m, n]``, 8 rows of ``a`` read in step."""
-    m, n = a.shape
+def _transpose(a, c0, out):
+    """``out [n, m] = a[:, c0:c0+n].T`` for ``a`` ``[m, *]`` (one head's columns), 8 rows of
+    ``a`` read in step; ``out`` is small enough to stay in L1 while it is written."""
+    m, n = a.shape[0], out.shape[0]
     m8 = m - m % 8
     for i0 in range(0, m8, 8):
         for j in range(n):
             o = out[j]
             for r in range(8):
-                o[i0 + r] = a[i0 + r, j]
+                o[i0 + r] = a[i0 + r, c0 + j]
     for i in range(m8, m):
         for j in range(n):
-            out[j, i] = a[i, j]
+            out[j, i] = a[i, c0 + j]
 
 
 @numba.njit(**_OPTS)
@@ -104,14 +114,14 @@ def forward(q, k, v, heads, scale, mask, mstrides, keep, p, pd, out):
     masked = mask.size > 0
     ms3 = mstrides[3]
     sc = _F(scale)
-    kt = np.empty((E, Lk), np.float32)
+    kt = np.empty((d, Lk), np.float32)
     bits = np.empty(Lk, np.int32)
     for b in range(B):
-        _transpose(k[b], kt)
         qb, vb, ob = q[b], v[b], out[b]
         for h in range(heads):
             s = p[b, h]
-            _product(qb, False, kt, s, Lq, 0, Lk, h * d, h * d + d)
+            _transpose(k[b], h * d, kt)      # this head's k^T, its rows numbered from h * d
+            _product(qb, False, kt, s, Lq, 0, Lk, h * d, h * d + d, -h * d * Lk)
             if masked:      # scaled, then the mask added (as the numpy path rounds it)
                 for i in range(Lq):
                     row = s[i]
@@ -143,7 +153,7 @@ def backward(q, k, v, g, gp, heads, scale, p, pd, keep, dq, dk, dv, need_q, need
     d, dvh = E // heads, v.shape[2] // heads
     drop = keep.size > 0
     with_gp = gp.size > 0
-    vt = np.empty((v.shape[2], Lk), np.float32)
+    vt = np.empty((dvh, Lk), np.float32)
     ds = np.empty((Lq, Lk), np.float32)
     sc = _F(scale)
     for b in range(B):
@@ -153,9 +163,8 @@ def backward(q, k, v, g, gp, heads, scale, p, pd, keep, dq, dk, dv, need_q, need
                 _product(pd[b, h], True, gb, dv[b], Lk, h * dvh, dvh, 0, Lq)
             if not (need_q or need_k):
                 continue
-            if h == 0:
-                _transpose(v[b], vt)
-            _product(gb, False, vt, ds, Lq, 0, Lk, h * dvh, h * dvh + dvh)
+            _transpose(v[b], h * dvh, vt)     # this head's v^T, its rows numbered from h * dvh
+            _product(gb, False, vt, ds, Lq, 0, Lk, h * dvh, h * dvh + dvh, -h * dvh * Lk)
             pb = p[b, h]
             for i in range(Lq):
                 row, prow = ds[i], pb[i]

@@ -189,15 +189,18 @@ class Attention(Function):
         return self._merge(xp.matmul(s, v)), s
 
     #: a numpy float32 heads attention runs the fused kernel (``tensor/attention_kernels.py``)
-    #: where both lengths are at most FUSED_MAX_L and the heads at most FUSED_MAX_D wide.
+    #: where both lengths are at most FUSED_MAX_L and the heads at most FUSED_MAX_D wide, and
+    #: the longer length at least FUSED_MIN_L or the heads at most FUSED_NARROW_D wide.
     #: Forward + backward alone, batch 16, 1 thread, against the products by numpy: 32
-    #: positions x heads of 16-64 0.70-0.97 of the time, 128 x 64 0.80, 176-256 x 32-64
-    #: 0.89-0.96; heads of 128-256 at 32 positions 1.01-1.37 (the per-batch-row transposes
-    #: of k and v weigh as much as a sixth of the products there) and 1024 positions 1.24 (a
-    #: head's weights no longer in L2) stay with numpy. Training steps (transformer, batch
-    #: 16, against torch): d 64 at S 32 0.745 -> 0.705, d 256 0.862 -> 0.856, d 128 at S 10
-    #: 0.765 -> 0.741, d 64 / 128 at S 200 0.851 / 0.831 -> 0.768 / 0.774
-    FUSED_MAX_L, FUSED_MAX_D = 256, 64
+    #: positions x heads of 16-64 0.70-0.93 of the time, 100-128 x 32-64 0.80-0.88, 200 x 64
+    #: 0.87, 10 x 16 0.80-0.84. Stay with numpy: heads of 128-256 at 32 positions (1.02-1.37;
+    #: the heads' k and v transposed, products of 32 inner values), heads of 32-64 at 10-20
+    #: positions (0.94-1.05 and 1.2-1.6: products of 10-20 inner values, each tile's setup a
+    #: large share), 1024 positions (1.24: a head's weights no longer in L2).
+    #: Training steps (transformer, batch 16, against torch): d 64 at S 32 0.745 -> 0.705,
+    #: d 256 0.862 -> 0.856, d 64 / 128 at S 200 0.851 / 0.831 -> 0.768 / 0.774, d 256 at
+    #: S 64 (batch 8) 0.875 -> 0.860
+    FUSED_MAX_L, FUSED_MAX_D, FUSED_MIN_L, FUSED_NARROW_D = 256, 64, 24, 16
 
     def _fuses(self, q, k, v, mask):
         """Whether this heads attention (split views ``[batch, heads, L, d]``) runs the fused
@@ -207,9 +210,10 @@ class Attention(Function):
         if mask and (mask[0].ndim > 4 or (len(getattr(self, "needs", ())) == 4 and self.needs[3])
                      or (self.causal and self._causal_blocks(q.shape[2], k.shape[2]) is not None)):
             return False
+        length, width = max(q.shape[2], k.shape[2]), max(q.shape[3], v.shape[3])
         return (type(q) is np.ndarray and q.dtype == k.dtype == v.dtype == np.float32
-                and max(q.shape[2], k.shape[2]) <= self.FUSED_MAX_L and q.shape[-1] == k.shape[-1]
-                and max(q.shape[3], v.shape[3]) <= self.FUSED_MAX_D
+                and length <= self.FUSED_MAX_L and q.shape[-1] == k.shape[-1] and width <= self.FUSED_MAX_D
+                and (length >= self.FUSED_MIN_L or width <= self.FUSED_NARROW_D)
                 and min(q.shape[2], k.shape[2], q.shape[3], v.shape[3]) > 0 and gemm.takes(q.dtype))
 
     def _fused_forward(self, qm, km, vm, q, k, v, mask):
