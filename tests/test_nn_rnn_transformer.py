@@ -546,7 +546,8 @@ def test_attention_op_chunked_batch_matches_whole_and_differences(monkeypatch, m
 
 
 @pytest.mark.parametrize("batch,heads,lq,lk,d,dv", [(2, 2, 4, 5, 3, 2), (3, 4, 32, 32, 16, 16), (2, 3, 9, 25, 24, 40),
-                                                    (1, 1, 33, 70, 64, 8), (2, 2, 26, 3, 17, 33), (2, 2, 10, 9, 16, 7)])
+                                                    (1, 1, 33, 70, 64, 8), (2, 2, 26, 3, 17, 33), (2, 2, 10, 9, 16, 7),
+                                                    (1, 2, 64, 40, 130, 72)])
 @pytest.mark.parametrize("dropout", [0.0, 0.4])
 @pytest.mark.parametrize("needs", [(True, True, True), (False, True, False), (True, False, True), (False, False, True)])
 @pytest.mark.parametrize("mask", [None, "full", "keys", "rows", "heads"])
@@ -607,7 +608,8 @@ def test_attention_fused_kernel_against_float64(monkeypatch, batch, heads, lq, l
 
 def test_attention_fused_kernel_gate(monkeypatch):
     """The fused kernel takes float32 numpy heads attention within FUSED_MAX_L positions and
-    FUSED_MAX_D-wide heads (short sequences only with narrow heads), with one BLAS thread;
+    FUSED_MAX_D-wide heads (short sequences only with narrow heads, long ones with wider
+    heads), with one BLAS thread;
     float64, longer sequences, wider heads, a
     mask that wants its gradient, a causal one the row blocks cut, or the kernels switched
     off keep the numpy products; a mask that does not broadcast is named."""
@@ -619,11 +621,11 @@ def test_attention_fused_kernel_gate(monkeypatch):
     monkeypatch.setattr(AK, "forward", lambda *a: (calls.append(a[0].shape), real(*a))[1])
     rng = np.random.default_rng(4)
 
-    def fused(lq, lk, d, mask=False, dtype=np.float32, mask_grad=False, causal=False):
+    def fused(lq, lk, d, mask=False, dtype=np.float32, mask_grad=False, causal=False, heads=2):
         calls.clear()
-        q, k, v = (_t(rng.standard_normal((2, n, 2 * d)).astype(dtype), grad=True) for n in (lq, lk, lk))
+        q, k, v = (_t(rng.standard_normal((2, n, heads * d)).astype(dtype), grad=True) for n in (lq, lk, lk))
         args = (q, k, v) + ((_t(np.zeros((lq, lk), dtype), grad=mask_grad),) if mask else ())
-        Attention(0.3, heads=2, causal=causal)(*args)
+        Attention(0.3, heads=heads, causal=causal)(*args)
         return bool(calls)
     top_l, top_d = Attention.FUSED_MAX_L, Attention.FUSED_MAX_D
     assert fused(7, 9, 5) and fused(top_l, top_l, top_d) and fused(8, 8, 4, mask=True)
@@ -631,6 +633,11 @@ def test_attention_fused_kernel_gate(monkeypatch):
     # short sequences only with narrow heads
     min_l, narrow = Attention.FUSED_MIN_L, Attention.FUSED_NARROW_D
     assert fused(min_l - 1, 3, narrow) and fused(2, min_l, top_d) and not fused(min_l - 1, min_l - 1, narrow + 1)
+    # wider heads from FUSED_WIDE_MIN_L positions, not where a projection's rows are a multiple of 4 KB
+    wide_l, wide_d = Attention.FUSED_WIDE_MIN_L, Attention.FUSED_WIDE_D
+    assert fused(wide_l, 5, wide_d) and not fused(wide_l - 1, wide_l - 1, top_d + 1)
+    assert not fused(wide_l, wide_l, wide_d + 1) and not fused(wide_l, 5, 512)
+    assert fused(wide_l, 5, 96, heads=8) and not fused(wide_l, 5, 128, heads=8)      # rows of 3 KB, of 4 KB
     assert not fused(8, 8, 4, dtype=np.float64) and not fused(8, 8, 4, mask=True, mask_grad=True)
     # a causal mask: fused below 64 queries, where the row blocks do not cut it, not from there
     assert fused(63, 63, 4, mask=True, causal=True) and not fused(64, 64, 4, mask=True, causal=True)
