@@ -193,9 +193,10 @@ class Attention(Function):
     #: the longer length at least FUSED_MIN_L or the heads at most FUSED_NARROW_D wide; heads
     #: up to FUSED_WIDE_D wide from FUSED_WIDE_MIN_L positions, unless a projection's rows are
     #: a multiple of 4 KB (the 8 rows a tile reads then share one L1 set).
-    #: Forward + backward alone, batch 8-16, 1 thread, against the products by numpy: 32
+    #: Forward + backward alone, batch 2-16, 1 thread, against the products by numpy: 32
     #: positions x heads of 16-64 0.70-0.93 of the time, 100-128 x 32-64 0.80-0.88, 200 x 64
-    #: 0.87, 10 x 16 0.80-0.84; 64-256 x 128-192 0.82-0.91 (8 heads of 128: 0.98). Stay with
+    #: 0.87, 384-512 x 16-64 0.70-0.99, 10 x 16 0.80-0.84; 64-512 x 128-192 0.82-0.96 (8 heads
+    #: of 128: 0.98). Stay with
     #: numpy: heads of 128-256 at 32 positions (0.99-1.08; the heads' k and v transposed,
     #: products of 32 inner values), heads of 32-64 at 10-20 positions (0.94-1.05 and 1.2-1.6:
     #: products of 10-20 inner values, each tile's setup a large share), 8 heads of 128 at 256
@@ -203,7 +204,7 @@ class Attention(Function):
     #: Training steps (transformer, batch 16, against torch): d 64 at S 32 0.745 -> 0.705,
     #: d 256 0.862 -> 0.856, d 64 / 128 at S 200 0.851 / 0.831 -> 0.768 / 0.774; batch 8,
     #: d 256 at S 64 0.875 -> 0.860, d 512 at S 100 0.889 -> 0.864, d 768 at S 64 0.934 -> 0.923
-    FUSED_MAX_L, FUSED_MAX_D, FUSED_MIN_L, FUSED_NARROW_D = 256, 64, 24, 16
+    FUSED_MAX_L, FUSED_MAX_D, FUSED_MIN_L, FUSED_NARROW_D = 512, 64, 24, 16
     FUSED_WIDE_D, FUSED_WIDE_MIN_L = 192, 64
 
     def _fuses(self, q, k, v, mask):
