@@ -550,15 +550,16 @@ def test_attention_op_chunked_batch_matches_whole_and_differences(monkeypatch, m
                                                     (1, 2, 64, 40, 130, 72)])
 @pytest.mark.parametrize("dropout", [0.0, 0.4])
 @pytest.mark.parametrize("needs", [(True, True, True), (False, True, False), (True, False, True), (False, False, True)])
-@pytest.mark.parametrize("mask", [None, "full", "keys", "rows", "heads"])
+@pytest.mark.parametrize("mask", [None, "full", "keys", "rows", "heads", "causal"])
 def test_attention_fused_kernel_against_float64(monkeypatch, batch, heads, lq, lk, d, dv, dropout, needs, mask):
     """The fused kernel (float32 heads attention) against the float64 path: values, weights
     and the gradients of whichever inputs want one, from the values' and the weights'
     gradients, with dropout drawn as the other path draws it; odd lengths and head sizes (row
     tails, masked column blocks), Lq != Lk, dv != d; additive masks of every broadcast
     (whole, a padding mask [batch, 1, 1, Lk], one [Lq, Lk] for all, per head [1, heads,
-    Lq, Lk]). Taken exactly where ``_fuses`` says, and its weights feed a second-order
-    gradient as the other path's do."""
+    Lq, Lk]) and the causal one (its zero weights skipped where Lk >= Lq, rows with no key
+    left uniform where Lk < Lq, as numpy's softmax makes them). Taken exactly where
+    ``_fuses`` says, and its weights feed a second-order gradient as the other path's do."""
     from ddg.autograd.ops.nn_ops import Attention
     from ddg.tensor import attention_kernels as AK
     calls = []
@@ -573,30 +574,42 @@ def test_attention_fused_kernel_against_float64(monkeypatch, batch, heads, lq, l
             rng.standard_normal((batch, lk, heads * dv))]
     gw = rng.standard_normal((batch, heads, lq, lk))
     mshape = {None: None, "full": (batch, heads, lq, lk), "keys": (batch, 1, 1, lk), "rows": (lq, lk),
-              "heads": (1, heads, lq, lk)}[mask]
+              "heads": (1, heads, lq, lk), "causal": (lq, lk)}[mask]
     m = None if mask is None else rng.standard_normal(mshape) * 2
+    causal = mask == "causal"
+    if causal:
+        m = np.where(np.arange(lk)[None, :] > np.arange(lq)[:, None] + lk - lq, -1e9, 0.0)
 
     def run(dtype):
         ts = [_t(a.astype(dtype), grad=need) for a, need in zip(arrs, needs)]
         ddg.seed(3)
-        out, w = Attention(0.45, heads=heads, dropout=dropout)(*ts, *([] if m is None else [_t(m.astype(dtype))]))
+        out, w = Attention(0.45, heads=heads, dropout=dropout, causal=causal)(
+            *ts, *([] if m is None else [_t(m.astype(dtype))]))
         loss = (out * out).sum() + (w * _t(gw.astype(dtype))).sum()
         wanted = [t for t, need in zip(ts, needs) if need]
         return [out.numpy(), w.numpy()] + [g.numpy() for g in ddg.grad(loss, wanted)]
 
-    ref = run(np.float64)
+    if causal and lk < lq:
+        # queries that see no key: the mask alone (-1e9) in every score, whose float32 sum
+        # drops the score (uniform weights) where float64 keeps it: the float32 numpy path
+        monkeypatch.setattr(Attention, "FUSED_MAX_L", 0)
+        ref = run(np.float32)
+        monkeypatch.undo()
+        monkeypatch.setattr(AK, "forward", spy)
+    else:
+        ref = run(np.float64)
     assert calls == []
     got = run(np.float32)
     assert calls == [heads]
     for a, e in zip(got, ref):
         assert a.dtype == np.float32
         np.testing.assert_allclose(a, e, rtol=2e-5, atol=2e-5 * max(1.0, np.abs(e).max()))
-    if needs[0]:        # second order through the fused forward's saved weights
+    if needs[0] and not (causal and lk < lq):        # second order through the fused forward's saved weights
         def grad_norm(dtype):
             q, k, v = (_t(a.astype(dtype), grad=True) for a in arrs)
             ddg.seed(3)
             extra = [] if m is None else [_t(m.astype(dtype))]
-            out, _ = Attention(0.45, heads=heads, dropout=dropout)(q, k, v, *extra)
+            out, _ = Attention(0.45, heads=heads, dropout=dropout, causal=causal)(q, k, v, *extra)
             gq, = ddg.grad((out * out).sum(), [q], create_graph=True)
             return ddg.grad((gq * gq).sum(), [k])[0].numpy()
         calls.clear()
@@ -611,8 +624,8 @@ def test_attention_fused_kernel_gate(monkeypatch):
     FUSED_MAX_D-wide heads (short sequences only with narrow heads, long ones with wider
     heads), with one BLAS thread;
     float64, longer sequences, wider heads, a
-    mask that wants its gradient, a causal one the row blocks cut, or the kernels switched
-    off keep the numpy products; a mask that does not broadcast is named."""
+    mask that wants its gradient, or the kernels switched off keep the numpy products; a
+    mask that does not broadcast is named."""
     from ddg.autograd.ops.nn_ops import Attention
     from ddg.tensor import attention_kernels as AK
     from ddg.tensor import gemm
@@ -639,8 +652,8 @@ def test_attention_fused_kernel_gate(monkeypatch):
     assert not fused(wide_l, wide_l, wide_d + 1) and not fused(wide_l, 5, 512)
     assert fused(wide_l, 5, 96, heads=8) and not fused(wide_l, 5, 128, heads=8)      # rows of 3 KB, of 4 KB
     assert not fused(8, 8, 4, dtype=np.float64) and not fused(8, 8, 4, mask=True, mask_grad=True)
-    # a causal mask: fused below 64 queries, where the row blocks do not cut it, not from there
-    assert fused(63, 63, 4, mask=True, causal=True) and not fused(64, 64, 4, mask=True, causal=True)
+    # a causal mask at any length (below 64 queries and from there, where the numpy path cuts row blocks)
+    assert fused(63, 63, 4, mask=True, causal=True) and fused(96, 96, 4, mask=True, causal=True)
     with pytest.raises(ValueError, match="mask"):
         qkv = [_t(np.zeros((2, 5, 8), np.float32)) for _ in range(3)]
         Attention(0.3, heads=2)(*qkv, _t(np.zeros((3, 5), np.float32)))

@@ -28,36 +28,58 @@ _F = np.float32
 _U8, _UT8 = _tile(8, False, masked=False), _tile(8, True, masked=False)   # whole 16-column blocks
 
 
+#: what a causal attention's products leave out (``_product``'s ``limit``): nothing; the
+#: output's columns past a row tile's last allowed key; the inner keys past it; the inner
+#: queries before a key tile's first
+_ALL, _COLS, _KEYS, _QUERIES = 0, 1, 2, 3
+
+
 @numba.njit(**_OPTS)
-def _product(a, a_t, x, out, rows, b0, cols, k0, k1, xoff=0):
+def _product(a, a_t, x, out, rows, b0, cols, k0, k1, xoff, limit, c):
     """``out[:rows, b0:b0+cols] = A[:rows, k0:k1] @ X[k0:k1, b0:b0+cols]`` with ``A = a`` or,
     where ``a_t``, ``a.T``, and row k of X at ``x``'s element ``xoff + k * x.shape[1]``;
     8-row tiles; rows past the last 8 by one more 8-row tile over the last 8 rows (those
     it repeats are written again with the same values: the products overwrite ``out``), and
     fewer than 8 rows one at a time (a 1-row tile makes one multiply-add per value of X it
-    loads: at 10 or 20 positions the tails ran 1.2-1.6x numpy's time)."""
+    loads: at 10 or 20 positions the tails ran 1.2-1.6x numpy's time).
+
+    A causal attention (query i sees keys j <= i + c) skips what is zero or not wanted, per
+    row tile (rows r0..r1-1): ``limit`` ``_COLS`` computes the columns below ``r1 + c`` only
+    (the rest of those rows left as they are), ``_KEYS`` the inner range below ``k0 + r1 +
+    c``, ``_QUERIES`` (rows are keys, the inner index queries) the inner range from ``k0 +
+    r0 - c``."""
     last = rows - 8 if rows % 8 else -1       # the overlapping tile's first row, or none
     r8 = rows - rows % 8
+    height = 8 if rows >= 8 else 1
+    tiles = r8 // 8 + (1 if last > 0 else 0) if rows >= 8 else rows
     for j0 in range(0, cols, 16):
-        nb = min(16, cols - j0)
-        b = b0 + j0
-        for t in range(r8 // 8 + (1 if last > 0 else 0)):
-            i = 8 * t if t < r8 // 8 else last
-            if nb == 16:
+        for t in range(tiles):
+            i = t if rows < 8 else (8 * t if t < r8 // 8 else last)
+            kk0, kk1, cl = k0, k1, cols
+            if limit == _COLS:
+                cl = min(cols, i + height + c)
+            elif limit == _KEYS:
+                kk1 = min(k1, k0 + i + height + c)
+            elif limit == _QUERIES:
+                kk0 = max(k0, k0 + i - c)
+            if j0 >= cl:
+                continue
+            nb = min(16, cl - j0)
+            b = b0 + j0
+            if height == 1:
                 if a_t:
-                    _UT8(a, x, out, i, i, b, nb, k0, k1, xoff, 0)
+                    _TT1(a, x, out, i, i, b, nb, kk0, kk1, xoff, 0)
                 else:
-                    _U8(a, x, out, i, i, b, nb, k0, k1, xoff, 0)
+                    _T1(a, x, out, i, i, b, nb, kk0, kk1, xoff, 0)
+            elif nb == 16:
+                if a_t:
+                    _UT8(a, x, out, i, i, b, nb, kk0, kk1, xoff, 0)
+                else:
+                    _U8(a, x, out, i, i, b, nb, kk0, kk1, xoff, 0)
             elif a_t:
-                _TT8(a, x, out, i, i, b, nb, k0, k1, xoff, 0)
+                _TT8(a, x, out, i, i, b, nb, kk0, kk1, xoff, 0)
             else:
-                _T8(a, x, out, i, i, b, nb, k0, k1, xoff, 0)
-        if rows < 8:
-            for i in range(rows):
-                if a_t:
-                    _TT1(a, x, out, i, i, b, nb, k0, k1, xoff, 0)
-                else:
-                    _T1(a, x, out, i, i, b, nb, k0, k1, xoff, 0)
+                _T8(a, x, out, i, i, b, nb, kk0, kk1, xoff, 0)
 
 
 @numba.njit(**_OPTS)
@@ -98,7 +120,7 @@ def _softmax_rows(s, scale, bits):
 
 
 @numba.njit(**_OPTS)
-def forward(q, k, v, heads, scale, mask, mstrides, keep, p, pd, out):
+def forward(q, k, v, heads, scale, mask, mstrides, causal, keep, p, pd, out):
     """``out = merge(dropout(softmax(q k^T * scale [+ mask])) v)`` per batch row and head:
     ``q`` ``[B, Lq, heads * d]``, ``k`` ``[B, Lk, heads * d]``, ``v`` ``[B, Lk, heads * dv]``;
     ``p`` ``[B, heads, Lq, Lk]`` gets the weights, ``pd`` (``p`` itself where ``keep`` is
@@ -106,7 +128,10 @@ def forward(q, k, v, heads, scale, mask, mstrides, keep, p, pd, out):
     ``out`` ``[B, Lq, heads * dv]`` the values. All C-contiguous float32. ``mask``: empty,
     or the additive mask's values, flat, element ``[b, h, i, j]`` of its broadcast to
     ``p``'s shape at ``b * mstrides[0] + h * mstrides[1] + i * mstrides[2] + j *
-    mstrides[3]`` (0 along a broadcast axis)."""
+    mstrides[3]`` (0 along a broadcast axis). ``causal`` ``c >= 0``: the mask is the causal
+    one, -big where key ``j > i + c`` (``c = Lk - Lq``), whose weights are exactly 0: the
+    products skip those scores (set to 0 before the mask is added, as the numpy path's row
+    blocks leave them) and those keys; ``-1``: none."""
     B, Lq, E = q.shape
     Lk = k.shape[1]
     d, dv = E // heads, v.shape[2] // heads
@@ -121,7 +146,12 @@ def forward(q, k, v, heads, scale, mask, mstrides, keep, p, pd, out):
         for h in range(heads):
             s = p[b, h]
             _transpose(k[b], h * d, kt)      # this head's k^T, its rows numbered from h * d
-            _product(qb, False, kt, s, Lq, 0, Lk, h * d, h * d + d, -h * d * Lk)
+            lim = _ALL if causal < 0 else _COLS
+            _product(qb, False, kt, s, Lq, 0, Lk, h * d, h * d + d, -h * d * Lk, lim, causal)
+            if causal >= 0:
+                for i in range(Lq):
+                    for j in range(i + causal + 1, Lk):
+                        s[i, j] = _F(0.0)
             if masked:      # scaled, then the mask added (as the numpy path rounds it)
                 for i in range(Lq):
                     row = s[i]
@@ -138,16 +168,17 @@ def forward(q, k, v, heads, scale, mask, mstrides, keep, p, pd, out):
                 for i in range(Lq):
                     for j in range(Lk):
                         w[i, j] = s[i, j] * kb[i, j]
-            _product(w, False, vb, ob, Lq, h * dv, dv, 0, Lk)
+            _product(w, False, vb, ob, Lq, h * dv, dv, 0, Lk, 0, _ALL if causal < 0 else _KEYS, causal)
 
 
 @numba.njit(**_OPTS)
-def backward(q, k, v, g, gp, heads, scale, p, pd, keep, dq, dk, dv, need_q, need_k, need_v):
+def backward(q, k, v, g, gp, heads, scale, causal, p, pd, keep, dq, dk, dv, need_q, need_k, need_v):
     """The gradients of ``forward``'s q, k and v from ``g`` (the values' gradient, ``[B, Lq,
     heads * dv]``) and ``gp`` (the weights' gradient, ``p``'s shape, or empty): ``dv = pd^T
     g``, ``ds = p * (dp - sum(dp * p)) * scale`` with ``dp = (g v^T + gp) * keep``, ``dq = ds
     k``, ``dk = ds^T q``, each per head into its columns of ``dq``/``dk``/``dv`` (arrays of
-    q's, k's and v's shapes, written where ``need_*``)."""
+    q's, k's and v's shapes, written where ``need_*``); ``causal`` as ``forward``'s (the
+    weights, and so ``ds``, are 0 past each query's last key)."""
     B, Lq, E = q.shape
     Lk = k.shape[1]
     d, dvh = E // heads, v.shape[2] // heads
@@ -156,33 +187,37 @@ def backward(q, k, v, g, gp, heads, scale, p, pd, keep, dq, dk, dv, need_q, need
     vt = np.empty((dvh, Lk), np.float32)
     ds = np.empty((Lq, Lk), np.float32)
     sc = _F(scale)
+    cols, keys, queries = (_ALL, _ALL, _ALL) if causal < 0 else (_COLS, _KEYS, _QUERIES)
     for b in range(B):
         gb = g[b]
         for h in range(heads):
             if need_v:
-                _product(pd[b, h], True, gb, dv[b], Lk, h * dvh, dvh, 0, Lq)
+                _product(pd[b, h], True, gb, dv[b], Lk, h * dvh, dvh, 0, Lq, 0, queries, causal)
             if not (need_q or need_k):
                 continue
             _transpose(v[b], h * dvh, vt)     # this head's v^T, its rows numbered from h * dvh
-            _product(gb, False, vt, ds, Lq, 0, Lk, h * dvh, h * dvh + dvh, -h * dvh * Lk)
+            _product(gb, False, vt, ds, Lq, 0, Lk, h * dvh, h * dvh + dvh, -h * dvh * Lk, cols, causal)
             pb = p[b, h]
             for i in range(Lq):
                 row, prow = ds[i], pb[i]
+                n = Lk if causal < 0 else min(Lk, i + causal + 1)    # past n: weights 0, ds 0
                 if with_gp:
                     gr = gp[b, h, i]
-                    for j in range(Lk):
+                    for j in range(n):
                         row[j] += gr[j]
                 if drop:
                     kr = keep[b, h, i]
-                    for j in range(Lk):
+                    for j in range(n):
                         row[j] *= kr[j]
                 t = 0.0
-                for j in range(Lk):
+                for j in range(n):
                     t += row[j] * prow[j]
                 t32 = _F(t)
-                for j in range(Lk):
+                for j in range(n):
                     row[j] = prow[j] * (row[j] - t32) * sc
+                for j in range(n, Lk):
+                    row[j] = _F(0.0)
             if need_q:
-                _product(ds, False, k[b], dq[b], Lq, h * d, d, 0, Lk)
+                _product(ds, False, k[b], dq[b], Lq, h * d, d, 0, Lk, 0, keys, causal)
             if need_k:
-                _product(ds, True, q[b], dk[b], Lk, h * d, d, 0, Lq)
+                _product(ds, True, q[b], dk[b], Lk, h * d, d, 0, Lq, 0, queries, causal)

@@ -209,11 +209,9 @@ class Attention(Function):
 
     def _fuses(self, q, k, v, mask):
         """Whether this heads attention (split views ``[batch, heads, L, d]``) runs the fused
-        kernel: numpy float32 within the sizes above; a mask of at most 4 axes whose
-        gradient is not wanted, and not a causal one that the row blocks would cut
-        (``_causal_blocks``: they skip 3/8 of the products)."""
-        if mask and (mask[0].ndim > 4 or (len(getattr(self, "needs", ())) == 4 and self.needs[3])
-                     or (self.causal and self._causal_blocks(q.shape[2], k.shape[2]) is not None)):
+        kernel: numpy float32 within the sizes above, and a mask of at most 4 axes whose
+        gradient is not wanted."""
+        if mask and (mask[0].ndim > 4 or (len(getattr(self, "needs", ())) == 4 and self.needs[3])):
             return False
         length, width = max(q.shape[2], k.shape[2]), max(q.shape[3], v.shape[3])
         wide = (length >= self.FUSED_WIDE_MIN_L and width <= self.FUSED_WIDE_D
@@ -244,7 +242,10 @@ class Attention(Function):
         self.keep = self._draw_keep(np, p.shape, p.dtype) if self.dropout else None
         pd = p if self.keep is None else np.empty_like(p)
         out = np.empty((b, lq, vm.shape[2]), np.float32)
-        AK.forward(qm, km, vm, h, self.scale, flat, strides, _EMPTY4 if self.keep is None else self.keep, p, pd, out)
+        # a causal mask's zero weights skipped: each query's keys up to its own (Lk - Lq ahead)
+        self.causal_off = lk - lq if self.causal and mask and lk >= lq else -1
+        AK.forward(qm, km, vm, h, self.scale, flat, strides, self.causal_off,
+                   _EMPTY4 if self.keep is None else self.keep, p, pd, out)
         self.fused = (qm, km, vm)
         self.q, self.k, self.v, self.p, self.pd = q, k, v, p, pd
         self.mask_shape = mask[0].shape if mask else None
@@ -258,7 +259,7 @@ class Attention(Function):
                                                                                        vm.shape[2]), np.float32)
         gp = _EMPTY4 if gp is None else np.ascontiguousarray(gp, dtype=np.float32)
         dq, dk, dv = (np.empty_like(t) if need else _EMPTY3 for t, need in zip((qm, km, vm), needs))
-        AK.backward(qm, km, vm, g, gp, self.heads, self.scale, self.p, self.pd,
+        AK.backward(qm, km, vm, g, gp, self.heads, self.scale, self.causal_off, self.p, self.pd,
                     _EMPTY4 if self.keep is None else self.keep, dq, dk, dv, *needs[:3])
         # a mask never wants its gradient here (``_fuses``)
         return tuple(d if need else None for d, need in zip((dq, dk, dv), needs)) + (None,) * (len(needs) - 3)
