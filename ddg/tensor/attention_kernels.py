@@ -20,7 +20,7 @@ import numba
 import numpy as np
 
 from .compiled import _register_helpers
-from .gemm_kernels import _OPTS, _T1, _T8, _TT1, _TT8, _tile
+from .gemm_kernels import _OPTS, _T1, _T8, _TT1, _TT8, _t8x8, _tile
 from .softmax_kernels import exp_parts, row_max
 
 _register_helpers()     # exp_parts and row_max, callable from the kernels below
@@ -84,15 +84,17 @@ def _product(a, a_t, x, out, rows, b0, cols, k0, k1, xoff, limit, c):
 
 @numba.njit(**_OPTS)
 def _transpose(a, c0, out):
-    """``out [n, m] = a[:, c0:c0+n].T`` for ``a`` ``[m, *]`` (one head's columns), 8 rows of
-    ``a`` read in step; ``out`` is small enough to stay in L1 while it is written."""
+    """``out [n, m] = a[:, c0:c0+n].T`` for ``a`` ``[m, *]`` (one head's columns): 8x8 blocks
+    by the shuffle transpose, the edges element by element; ``out`` is small enough to
+    stay in L1 while it is written."""
     m, n = a.shape[0], out.shape[0]
-    m8 = m - m % 8
+    m8, n8 = m - m % 8, n - n % 8
     for i0 in range(0, m8, 8):
-        for j in range(n):
-            o = out[j]
+        for j0 in range(0, n8, 8):
+            _t8x8(a, i0, c0 + j0, out, j0, i0)
+        for j in range(n8, n):
             for r in range(8):
-                o[i0 + r] = a[i0 + r, c0 + j]
+                out[j, i0 + r] = a[i0 + r, c0 + j]
     for i in range(m8, m):
         for j in range(n):
             out[j, i] = a[i, c0 + j]
