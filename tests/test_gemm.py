@@ -13,7 +13,7 @@ from ddg.tensor import backend, gemm
 gk = pytest.importorskip("ddg.tensor.gemm_kernels")
 
 SHAPES = [(1, 1, 1), (0, 5, 3), (4, 0, 3), (3, 5, 0), (13, 17, 19), (8, 16, 16), (37, 65, 33), (9, 40, 70),
-          (9, 1024, 40)]     # rows of 4 KB: a transposed B packed in half panels
+          (9, 1024, 40)]     # rows of 4 KB: a transposed B packed 8 rows at a time
 
 
 def _ref(a, b, bias=None):
@@ -208,6 +208,21 @@ def test_transposed_output_products(forced, M, K, N):
     (ddg.matmul(x, w) * ddg.to_tensor(g)).sum().backward()
     _close(x.grad.numpy(), _ref(g, W), N)
     _close(w.grad.numpy(), _ref(A.T, g), M)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (8, 8), (13, 37), (64, 18), (40, 1025), (9, 16)])
+def test_transposed_copies_every_layout(shape):
+    """``gemm.transposed`` is exactly ``a.T``: float32 with contiguous rows (C-contiguous, a
+    column slice, rows reversed: the 8x8 shuffle blocks), float32 strided along the row
+    and float64 (the element-wise kernel)."""
+    rng = np.random.default_rng(shape[0] * 7 + shape[1])
+    m, n = shape
+    wide = rng.standard_normal((m, n + 5)).astype(np.float32)
+    every_other = wide[:, :2 * (n // 2):2] if n > 1 else wide[:, :1]
+    for a in (wide[:, :n].copy(), wide[:, 3:3 + n], wide[::-1, 2:2 + n], every_other, wide[:, :n].astype(np.float64)):
+        got = gemm.transposed(a)
+        assert got.flags.c_contiguous and got.dtype == a.dtype
+        np.testing.assert_array_equal(got, a.T)
 
 
 def test_blas_thread_query(monkeypatch):

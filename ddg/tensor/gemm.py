@@ -194,11 +194,15 @@ def blocking(k):
 
 def transposed(a):
     """A new C-contiguous ``a.T`` of a 2-D numpy array (any strides, float32 or float64) by
-    the blocked compiled transpose (``gemm_kernels.transpose``): numpy's strided copy of a
-    convolution's output gradient ``[64, 18496]`` ran 3.2 ms, 6x its time."""
+    the blocked compiled transpose (``gemm_kernels.transpose``; float32 with contiguous
+    rows by 8x8 shuffle blocks, ``transpose32``): numpy's strided copy of a convolution's
+    output gradient ``[64, 18496]`` ran 3.2 ms, 6x its time."""
     from . import gemm_kernels  # noqa: PLC0415
     out = np.empty(a.shape[::-1], a.dtype)
-    gemm_kernels.transpose(a, out)
+    if a.dtype == np.float32 and a.strides[1] == 4 and a.strides[0] % 4 == 0:
+        gemm_kernels.transpose32(a, out)
+    else:
+        gemm_kernels.transpose(a, out)
     return out
 
 

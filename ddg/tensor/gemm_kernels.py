@@ -247,11 +247,11 @@ def _ctile(vecs, cols):
 
 @intrinsic
 def _t8x8(typingctx, a, ai, aj, out, oi, oj):
-    """``out[oi:oi+8, oj:oj+8] = a[ai:ai+8, aj:aj+8].T`` on C-contiguous float32 matrices:
-    eight 8-lane row loads, the transpose by three rounds of shuffles (pairs of rows
-    interleaved, pairs of pairs, then the 128-bit halves), eight row stores. A scalar
-    transpose moves one element per load and store: [32 x 192] took 2.0 us that way,
-    0.9 with this (numba's call included)."""
+    """``out[oi:oi+8, oj:oj+8] = a[ai:ai+8, aj:aj+8].T`` on float32 matrices whose rows are
+    contiguous (any distance apart): eight 8-lane row loads, the transpose by three rounds
+    of shuffles (pairs of rows interleaved, pairs of pairs, then the 128-bit halves), eight
+    row stores. A scalar transpose moves one element per load and store: [32 x 192] took
+    2.0 us that way, 0.9 with this (numba's call included)."""
     vt = ir.VectorType(_V_F32, 8)
     lo, hi = [0, 1, 8, 9, 4, 5, 12, 13], [2, 3, 10, 11, 6, 7, 14, 15]
 
@@ -259,7 +259,8 @@ def _t8x8(typingctx, a, ai, aj, out, oi, oj):
         aa = context.make_array(sig.args[0])(context, builder, args[0])
         oo = context.make_array(sig.args[3])(context, builder, args[3])
         ai, aj, oi, oj = args[1], args[2], args[4], args[5]
-        lda, ldo = builder.extract_value(aa.shape, 1), builder.extract_value(oo.shape, 1)
+        four = ir.Constant(_V_I64, 4)     # row strides in elements (a's rows may lie apart)
+        lda, ldo = (builder.sdiv(builder.extract_value(arr.strides, 0), four) for arr in (aa, oo))
 
         def row(arr, ld, i, j, r):
             off = builder.add(builder.mul(builder.add(i, ir.Constant(_V_I64, r)), ld), j)
@@ -336,23 +337,32 @@ def transpose(a, out):
 
 
 @numba.njit(**_OPTS)
-def _pack_half(b, d, r, h):
-    """``d[k, h:h+8] = b[r:r+8, k]`` for every k: half a panel of a transposed B from 8 rows
-    read in step. Rows of a multiple of 4 KB fall into one set of the 8-way L1 cache, where
-    16 rows read in step evict each other and 8 fit: [1024, 1024] 0.82 -> 0.48 ms, [768,
-    3072] 1.84 -> 1.11 (from L3); at other row lengths 16 in step are faster."""
-    r0, r1, r2, r3, r4, r5, r6, r7 = b[r], b[r + 1], b[r + 2], b[r + 3], b[r + 4], b[r + 5], b[r + 6], b[r + 7]
-    for k in range(b.shape[1]):
-        dk = d[k]
-        dk[h], dk[h + 1], dk[h + 2], dk[h + 3] = r0[k], r1[k], r2[k], r3[k]
-        dk[h + 4], dk[h + 5], dk[h + 6], dk[h + 7] = r4[k], r5[k], r6[k], r7[k]
+def transpose32(a, out):
+    """``transpose`` of a float32 ``a`` whose rows are contiguous (any distance apart) into
+    a C-contiguous ``out``, by 8x8 shuffle blocks (the edges element by element): [768,
+    768] from L3 0.23 -> 0.18 ms, in L2 0.17 -> 0.06."""
+    M, N = a.shape
+    M8, N8 = M - M % 8, N - N % 8
+    for i in range(0, M8, 8):
+        for j in range(0, N8, 8):
+            _t8x8(a, i, j, out, j, i)
+        for j in range(N8, N):
+            for r in range(8):
+                out[j, i + r] = a[i + r, j]
+    for i in range(M8, M):
+        for j in range(N):
+            out[j, i] = a[i, j]
 
 
 @numba.njit(**_OPTS)
 def _pack_b(b, b_t, bp, colsum):
     """``bp [ceil(N / 16), K, 16]``: ``bp[q, k, c] = B[k, 16q + c]`` (zero past N) with
     ``B = b`` ``[K, N]`` or, where ``b_t``, ``b.T`` (``b`` ``[N, K]``: 16 rows of b at a time,
-    read side by side, one line of the panel written per k). Where ``colsum`` is not empty
+    as two 8-row halves of 8x8 shuffle transposes (``_t8x8``), 8 rows read in step: rows of a
+    multiple of 4 KB fall into one set of the 8-way L1 cache, where 16 rows read in step
+    evict each other. Element by element, one line of the panel per k, the transposed
+    packs took [768, 768] from L3 0.23 ms, in L2 0.17; by blocks 0.18 / 0.06, [1024, 1024]
+    0.43 / 0.30 -> 0.33 / 0.24). Where ``colsum`` is not empty
     (and not ``b_t``), it gets the column sums of B, ``B.sum(axis=0)`` (each column summed
     in k order), as the copy reads them.
 
@@ -362,16 +372,20 @@ def _pack_b(b, b_t, bp, colsum):
     from L3 took 1.07 ms that way, 0.35 ms row by row ([512, 512] 0.25 -> 0.09)."""
     if b_t:
         N, K = b.shape
+        K8 = K - K % 8
         for q in range(bp.shape[0]):
             n = min(16, N - 16 * q)
             d = bp[q]
             if n < 16:
                 d[:] = _ZERO
-            if n == 16 and K % 1024 == 0:
-                _pack_half(b, d, 16 * q, 0)
-                _pack_half(b, d, 16 * q + 8, 8)
-                continue
-            for k in range(K):      # a whole line of the panel per k, 16 rows of b read in step
+            if n == 16:     # 8x8 shuffle blocks, 8 rows of b read in step (rows of 4 KB too)
+                for k0 in range(0, K8, 8):
+                    _t8x8(b, 16 * q, k0, d, k0, 0)
+                    _t8x8(b, 16 * q + 8, k0, d, k0, 8)
+                k_rest = K8
+            else:
+                k_rest = 0
+            for k in range(k_rest, K):      # a whole line of the panel per k, the rows read in step
                 dk = d[k]
                 for c in range(n):
                     dk[c] = b[16 * q + c, k]
