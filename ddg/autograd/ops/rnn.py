@@ -259,8 +259,9 @@ class RNNSequence(Function):
             wt = (none, none)
             if fm and _cols_left(B, w_hh.size):   # the weights' transposes for matmul_fm_t (kept for backward)
                 wt = tuple(np.empty(w.shape[::-1], dt) for w in (w_ih, w_hh))
-                K.transpose(w_ih, wt[0])
-                K.transpose(w_hh, wt[1])
+                tr = K.transpose32 if dt == np.float32 else K.transpose    # float32: 8x8 shuffle blocks
+                tr(w_ih, wt[0])
+                tr(w_hh, wt[1])
                 self.w_t = wt
             K.lstm_forward_loop(w_ih, xf, w_hh, bias, np.array(order, np.int64),
                                 -1 if first is None else first, valid, has_mask, st[0], st[1], act, aux[0], aux[1], hp,
