@@ -1,5 +1,7 @@
-"""A multi-head attention of short sequences, forward and backward, one compiled call each
-(numpy float32, the attention op's heads path without a mask).
+"""A multi-head attention of up to a few hundred positions, forward and backward, one
+compiled call each (numpy float32, the attention op's heads path, ``Attention._fuses``
+says where): an additive mask read through its broadcast strides, the causal mask's zero
+weights skipped.
 
 Per batch row and head, the scores ``q k^T`` (``[Lq, Lk]``), their softmax, the dropout and
 the product with the values run back to back on one head's slices while they sit in L1/L2,
