@@ -622,12 +622,13 @@ def test_attention_fused_kernel_against_float64(monkeypatch, batch, heads, lq, l
 @pytest.mark.parametrize("m,width,c0,n", [(8, 8, 0, 8), (32, 768, 192, 192), (37, 300, 75, 75), (5, 40, 3, 13),
                                            (16, 17, 1, 16), (9, 64, 56, 8)])
 def test_attention_head_transpose_blocks_and_edges(m, width, c0, n):
-    """The fused kernel's head transpose (8x8 shuffle blocks, element-by-element edges) is
-    exactly ``a[:, c0:c0+n].T``, whatever the sizes' remainders mod 8."""
-    from ddg.tensor import attention_kernels as AK
+    """The fused kernel's head transpose (``transpose32`` of a head's column slice: 8x8
+    shuffle blocks, element-by-element edges) is exactly ``a[:, c0:c0+n].T``, whatever the
+    sizes' remainders mod 8."""
+    from ddg.tensor import gemm_kernels as gk
     a = np.random.default_rng(m * width + n).standard_normal((m, width)).astype(np.float32)
     out = np.full((n, m), np.nan, np.float32)
-    AK._transpose(a, c0, out)
+    gk.transpose32(a[:, c0:c0 + n], out)
     np.testing.assert_array_equal(out, a[:, c0:c0 + n].T)
 
 

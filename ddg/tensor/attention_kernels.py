@@ -22,7 +22,7 @@ import numba
 import numpy as np
 
 from .compiled import _register_helpers
-from .gemm_kernels import _OPTS, _T1, _T8, _TT1, _TT8, _t8x8, _tile
+from .gemm_kernels import _OPTS, _T1, _T8, _TT1, _TT8, _tile, transpose32
 from .softmax_kernels import exp_parts, row_max
 
 _register_helpers()     # exp_parts and row_max, callable from the kernels below
@@ -85,24 +85,6 @@ def _product(a, a_t, x, out, rows, b0, cols, k0, k1, xoff, limit, c):
 
 
 @numba.njit(**_OPTS)
-def _transpose(a, c0, out):
-    """``out [n, m] = a[:, c0:c0+n].T`` for ``a`` ``[m, *]`` (one head's columns): 8x8 blocks
-    by the shuffle transpose, the edges element by element; ``out`` is small enough to
-    stay in L1 while it is written."""
-    m, n = a.shape[0], out.shape[0]
-    m8, n8 = m - m % 8, n - n % 8
-    for i0 in range(0, m8, 8):
-        for j0 in range(0, n8, 8):
-            _t8x8(a, i0, c0 + j0, out, j0, i0)
-        for j in range(n8, n):
-            for r in range(8):
-                out[j, i0 + r] = a[i0 + r, c0 + j]
-    for i in range(m8, m):
-        for j in range(n):
-            out[j, i] = a[i, c0 + j]
-
-
-@numba.njit(**_OPTS)
 def _softmax_rows(s, scale, bits):
     """``s = softmax(scale * s)`` over each row, in place (the ``exp`` of
     ``softmax_kernels``; ``bits`` an int32 scratch row of ``s``'s width)."""
@@ -149,7 +131,7 @@ def forward(q, k, v, heads, scale, mask, mstrides, causal, keep, p, pd, out):
         qb, vb, ob = q[b], v[b], out[b]
         for h in range(heads):
             s = p[b, h]
-            _transpose(k[b], h * d, kt)      # this head's k^T, its rows numbered from h * d
+            transpose32(k[b][:, h * d:h * d + d], kt)     # this head's k^T, its rows numbered from h * d
             lim = _ALL if causal < 0 else _COLS
             _product(qb, False, kt, s, Lq, 0, Lk, h * d, h * d + d, -h * d * Lk, lim, causal)
             if causal >= 0:
@@ -199,7 +181,7 @@ def backward(q, k, v, g, gp, heads, scale, causal, p, pd, keep, dq, dk, dv, need
                 _product(pd[b, h], True, gb, dv[b], Lk, h * dvh, dvh, 0, Lq, 0, queries, causal)
             if not (need_q or need_k):
                 continue
-            _transpose(v[b], h * dvh, vt)     # this head's v^T, its rows numbered from h * dvh
+            transpose32(v[b][:, h * dvh:h * dvh + dvh], vt)     # this head's v^T, rows numbered from h * dvh
             _product(gb, False, vt, ds, Lq, 0, Lk, h * dvh, h * dvh + dvh, -h * dvh * Lk, cols, causal)
             pb = p[b, h]
             for i in range(Lq):

@@ -192,13 +192,15 @@ def blocking(k):
     return _KC, max(1, _BBLOCK // (64 * min(_KC, k)))
 
 
-def transposed(a):
-    """A new C-contiguous ``a.T`` of a 2-D numpy array (any strides, float32 or float64) by
-    the blocked compiled transpose (``gemm_kernels.transpose``; float32 with contiguous
-    rows by 8x8 shuffle blocks, ``transpose32``): numpy's strided copy of a convolution's
-    output gradient ``[64, 18496]`` ran 3.2 ms, 6x its time."""
+def transposed(a, out=None):
+    """``a.T`` of a 2-D numpy array (any strides, float32 or float64) into ``out`` (C-contiguous,
+    ``a``'s dtype; a new array where None) by the blocked compiled transpose
+    (``gemm_kernels.transpose``; float32 with contiguous rows by 8x8 shuffle blocks,
+    ``transpose32``): numpy's strided copy of a convolution's output gradient ``[64, 18496]``
+    ran 3.2 ms, 6x its time."""
     from . import gemm_kernels  # noqa: PLC0415
-    out = np.empty(a.shape[::-1], a.dtype)
+    if out is None:
+        out = np.empty(a.shape[::-1], a.dtype)
     if a.dtype == np.float32 and a.strides[1] == 4 and a.strides[0] % 4 == 0:
         gemm_kernels.transpose32(a, out)
     else:

@@ -39,7 +39,7 @@ import numpy as np
 
 from .compiled import FASTMATH, kernel
 from .gemm_kernels import (_C3, _C4, _C5, _C6, _C8, _C10, _C12, _H1, _H8, _H16, _T1, _T8, _TT1, _TT8, _W8,
-                           transpose, transpose32)  # noqa: F401 - rnn_kernels.transpose / transpose32
+                           transpose)  # noqa: F401 - transpose: rnn_kernels.transpose
 
 _F = np.float32
 _CLAMP = _F(7.99881172180175781)

@@ -40,7 +40,7 @@ import numpy as np
 
 from ...tensor import backend
 from ...tensor.dtypes import upcast
-from ...tensor.gemm import few_rows_product
+from ...tensor.gemm import few_rows_product, transposed
 from ..function import Function
 from ..higher import live_input
 
@@ -111,13 +111,6 @@ def _tn(a, b):
     gradient, the outer product as a broadcast multiply)."""
     out = few_rows_product(a.T, b)
     return a.T @ b if out is None else out
-
-
-def _transpose(w, out):
-    """``out = w.T`` for a C-contiguous weight: float32 by 8x8 shuffle blocks
-    (``transpose32``: [1792 x 448] at H = 448 0.4 -> 0.25 ms), float64 element by element."""
-    from ...tensor import rnn_kernels as K  # noqa: PLC0415 - imports numba
-    (K.transpose32 if w.dtype == np.float32 else K.transpose)(w, out)
 
 
 class RNNSequence(Function):
@@ -265,9 +258,8 @@ class RNNSequence(Function):
             none = np.empty((0, 0), dt)
             wt = (none, none)
             if fm and _cols_left(B, w_hh.size):   # the weights' transposes for matmul_fm_t (kept for backward)
-                wt = tuple(np.empty(w.shape[::-1], dt) for w in (w_ih, w_hh))
-                _transpose(w_ih, wt[0])
-                _transpose(w_hh, wt[1])
+                # (gemm.transposed: float32 by 8x8 shuffle blocks, [1792 x 448] 0.4 -> 0.25 ms)
+                wt = (transposed(w_ih), transposed(w_hh))
                 self.w_t = wt
             K.lstm_forward_loop(w_ih, xf, w_hh, bias, np.array(order, np.int64),
                                 -1 if first is None else first, valid, has_mask, st[0], st[1], act, aux[0], aux[1], hp,
@@ -311,8 +303,7 @@ class RNNSequence(Function):
         if kern and w_t is not None:
             whh_t = w_t[1]
         elif kern:
-            whh_t = np.empty((H, G * H), dt)
-            _transpose(np.ascontiguousarray(self.w_hh), whh_t)
+            whh_t = transposed(np.ascontiguousarray(self.w_hh))
         else:
             whh_t = self.w_hh.T
         last = 0 if self.needs[1] else 1     # the product of the first step only feeds h0's gradient
@@ -326,8 +317,7 @@ class RNNSequence(Function):
                 if need_dx and w_t is not None:
                     wih_t, dxf = w_t[0], np.empty((T, I, B), dt)
                 elif need_dx:
-                    wih_t, dxf = np.empty((I, G * H), dt), np.empty((T, I, B), dt)
-                    _transpose(np.ascontiguousarray(self.w_ih), wih_t)
+                    wih_t, dxf = transposed(np.ascontiguousarray(self.w_ih)), np.empty((T, I, B), dt)
                 else:
                     wih_t = np.empty((1, 1), dt)
                 # the weights themselves as the transposes of W^T for matmul_fm_t's last columns
