@@ -309,6 +309,69 @@ def test_compiled_recurrent_product_and_transpose():
         np.testing.assert_array_equal(wt, w.T)
 
 
+def test_panel_product_bit_identical_to_the_tiles():
+    """matmul_fm_p (the weights' 8-row panels, the columns past the last 16-column block in
+    the same pass) against matmul_fm and matmul_fm_t, bit for bit (each product sums k in
+    order with fused multiply-adds), and against float64; the panels from the rows and from
+    the columns, with a last partial panel padded with zeros."""
+    from ddg.tensor import rnn_kernels
+    rng = np.random.default_rng(31)
+    assert [b for b in range(70) if rnn_kernels.panel_batch(b)] == \
+        [b for b in range(17, 70) if 1 <= b % 16 <= 12]
+    for m, k in ((1, 3), (7, 40), (8, 5), (17, 9), (24, 1), (36, 64), (130, 33), (40, 300), (9, 0)):
+        w = rng.standard_normal((m, k)).astype(np.float32)
+        pad = np.zeros(((m + 7) // 8 * 8, k), np.float32)
+        pad[:m] = w
+        want_p = pad.reshape((m + 7) // 8, 8, k).transpose(0, 2, 1)
+        for of_t in (False, True):
+            ap = np.full(((m + 7) // 8, k, 8), np.nan, np.float32)
+            (rnn_kernels.panels_t if of_t else rnn_kernels.panels)(np.ascontiguousarray(w.T) if of_t else w, ap)
+            np.testing.assert_array_equal(ap, want_p)
+        for b in (17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 33, 38, 44, 49, 60):
+            x = rng.standard_normal((k, b)).astype(np.float32)
+            got = np.full((m, b), np.nan, np.float32)
+            rnn_kernels.matmul_fm_p(ap, x, got)
+            for f, args in ((rnn_kernels.matmul_fm, (w,)), (rnn_kernels.matmul_fm_t, (w, np.ascontiguousarray(w.T)))):
+                ref = np.full((m, b), np.nan, np.float32)
+                f(*args, x, ref)
+                np.testing.assert_array_equal(got, ref)
+            want = w.astype(np.float64) @ x.astype(np.float64)
+            np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * ((np.abs(w) @ np.abs(x)).max(initial=0) + 1))
+
+
+@pytest.mark.parametrize("B,H,I,reverse,zero_h0,lengths", [
+    (17, 9, 5, False, False, False), (21, 9, 3, True, True, True), (27, 16, 4, False, True, True),
+    (33, 7, 6, True, False, False), (44, 12, 9, False, False, True), (24, 5, 2, True, False, True)])
+def test_compiled_lstm_panel_products(B, H, I, reverse, zero_h0, lengths, monkeypatch):
+    """Batches of 1-12 columns past a multiple of 16 run the LSTM's products by matmul_fm_p
+    forward (W_ih, W_hh) and backward (their transposes), from panels (a last partial one
+    where 4H, H or I is not a multiple of 8): the same bits as the other tiles
+    (PANEL_COLS 0), and the float64 numpy path's values."""
+    from ddg.autograd.ops import rnn
+    from ddg.tensor import rnn_kernels
+    monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_T", 0)
+    seen = []
+    fwd, bwd = rnn_kernels.lstm_forward_loop, rnn_kernels.lstm_backward_loop
+    monkeypatch.setattr(rnn_kernels, "lstm_forward_loop",
+                        lambda *a: (seen.append(("f", a[-2].shape[0], a[-1].shape[0])), fwd(*a))[1])
+    monkeypatch.setattr(rnn_kernels, "lstm_backward_loop",
+                        lambda *a: (seen.append(("b", a[-2].shape[0], a[-1].shape[0])), bwd(*a))[1])
+    rng = np.random.default_rng(32)
+    arrs = _arrays(rng, "LSTM", 6, B, I, H, reverse)
+    if zero_h0:
+        arrs[1], arrs[2] = np.zeros_like(arrs[1]), np.zeros_like(arrs[2])
+    lens = np.arange(B) % 6 + 1 if lengths else None
+    got = _seq_run("LSTM", arrs, np.float32, reverse, reverse, lens)
+    assert seen == [("f", (4 * H + 7) // 8, (4 * H + 7) // 8), ("b", (I + 7) // 8, (H + 7) // 8)]
+    monkeypatch.setattr(rnn_kernels, "PANEL_COLS", 0)
+    other = _seq_run("LSTM", arrs, np.float32, reverse, reverse, lens)
+    assert seen[2:] == [("f", 0, 0), ("b", 0, 0)]
+    ref = _seq_run("LSTM", arrs, np.float64, reverse, reverse, lens)
+    for g, o, r in zip(got, other, ref):
+        np.testing.assert_array_equal(g, o)
+        np.testing.assert_allclose(g, r, rtol=0, atol=2e-6 * (np.abs(r).max() + 1))
+
+
 @pytest.mark.parametrize("mode,reverse,lengths,zero_h0,h0_grad,fm", [
     c[:3] + c[3] + c[4:] for c in itertools.product(("LSTM", "GRU"), (False, True), (None, (5, 1, 3, 5, 2)),
                                                     ((True, False), (True, True), (False, True)), (False, True))])

@@ -245,6 +245,79 @@ def _ctile(vecs, cols):
     return ctile
 
 
+def _ptile(ne):
+    """An intrinsic ``ptile(p, x, out, i, b0, e0, nl, k1)``: A's rows ``i..i+8`` read from
+    their panel ``p`` (``[>= k1, 8]``, ``p[k, r] = A[i + r, k]``, C-contiguous float32), and
+    ``out[i:i+8, b0:b0+16] = A[i:i+8, :k1] @ x[:k1, b0:b0+16]`` (a whole 16-column block, in
+    eight 16-lane registers, the A values broadcast from the panel's line k) together with
+    ``ne`` more columns, ``out[i:i+8, e0 + j] = A[i:i+8, :k1] @ x[:k1, e0 + min(j, nl - 1)]``
+    (those past ``nl`` repeat the last: the same values stored twice), each an 8-lane
+    register along the rows, the panel's line k as one vector times a broadcast of x. The
+    columns left past a batch's last multiple of 16 then cost a multiply-add per column
+    and k, in the same pass over A as the block before them (a pass of their own streams A
+    from L3 again). Each product sums k in order from zero with fused multiply-adds, as
+    ``_tile`` does: the same values."""
+    def codegen(context, builder, sig, args):
+        i, b0, e0, nl, k1 = args[3:]
+        arrs = [context.make_array(t)(context, builder, v) for t, v in zip(sig.args[:3], args[:3])]
+        pd, xd, od = (r.data for r in arrs)
+        ldx, ldo = (builder.extract_value(r.shape, 1) for r in arrs[1:])
+        v16, fma16, _, _ = _vector_ops(builder.module, 16)
+        v8, fma8, _, _ = _vector_ops(builder.module, 8)
+        z16, z8 = ir.Constant(v16, [0.0] * 16), ir.Constant(v8, [0.0] * 8)
+        u16, u8 = ir.Constant(v16, ir.Undefined), ir.Constant(v8, ir.Undefined)
+        s16, s8 = (ir.Constant(ir.VectorType(_V_I32, n), [0] * n) for n in (16, 8))
+
+        def c(v):
+            return ir.Constant(_V_I64, v)
+
+        def splat(w, u, s):
+            return builder.shuffle_vector(builder.insert_element(u, w, ir.Constant(_V_I32, 0)), u, s)
+        last = builder.sub(nl, c(1))
+        cols = [builder.add(e0, builder.select(builder.icmp_signed("<", c(j), nl), c(j), last)) for j in range(ne)]
+        entry = builder.block
+        loop = builder.function.append_basic_block("ptile_loop")
+        done = builder.function.append_basic_block("ptile_done")
+        builder.branch(loop)
+        builder.position_at_end(loop)
+        k = builder.phi(_V_I64)
+        am = [builder.phi(v16) for _ in range(8)]
+        ae = [builder.phi(v8) for _ in range(ne)]
+        prow = builder.gep(pd, [builder.mul(k, c(8))])
+        pv = builder.load(builder.bitcast(prow, v8.as_pointer()), align=4)
+        xrow = builder.gep(xd, [builder.mul(k, ldx)])
+        xv = builder.load(builder.bitcast(builder.gep(xrow, [b0]), v16.as_pointer()), align=4)
+        nm = [builder.call(fma16, [splat(builder.load(builder.gep(prow, [c(r)]), align=4), u16, s16), xv, am[r]])
+              for r in range(8)]
+        ne_ = [builder.call(fma8, [pv, splat(builder.load(builder.gep(xrow, [cols[j]]), align=4), u8, s8), ae[j]])
+               for j in range(ne)]
+        kn = builder.add(k, c(1))
+        k.add_incoming(c(0), entry)
+        k.add_incoming(kn, loop)
+        for r in range(8):
+            am[r].add_incoming(z16, entry)
+            am[r].add_incoming(nm[r], loop)
+        for j in range(ne):
+            ae[j].add_incoming(z8, entry)
+            ae[j].add_incoming(ne_[j], loop)
+        builder.cbranch(builder.icmp_signed("<", kn, k1), loop, done)
+        builder.position_at_end(done)
+        orow = [builder.gep(od, [builder.mul(builder.add(i, c(r)), ldo)]) for r in range(8)]
+        for r in range(8):
+            builder.store(nm[r], builder.bitcast(builder.gep(orow[r], [b0]), v16.as_pointer()), align=4)
+        for j in range(ne):
+            for r in range(8):
+                builder.store(builder.extract_element(ne_[j], ir.Constant(_V_I32, r)),
+                              builder.gep(orow[r], [cols[j]]), align=4)
+        return context.get_dummy_value()
+
+    @intrinsic
+    def ptile(typingctx, p, x, out, i, b0, e0, nl, k1):
+        i64 = types.int64
+        return types.void(p, x, out, i64, i64, i64, i64, i64), codegen
+    return ptile
+
+
 @intrinsic
 def _t8x8(typingctx, a, ai, aj, out, oi, oj):
     """``out[oi:oi+8, oj:oj+8] = a[ai:ai+8, aj:aj+8].T`` on float32 matrices whose rows are
@@ -311,6 +384,10 @@ _C5, _C6, _C10 = _ctile(4, 5), _ctile(4, 6), _ctile(2, 10)
 # [256, 1024] @ [1024, 8] 42.7 us where the 8-lane tiles took 52.4 (at K = 1024 they run 8
 # rows at a time), [512, 2048] 160 against 198
 _C8 = _ctile(3, 8)
+# 1-12 columns past a multiple of 16 (batch 17-28, 33-44, ...) in the pass of the block before
+# them, from A's 8-row panels (rnn_kernels.matmul_fm_p): ne = 1, 2, 3, 4, 6, 8, 10, 12 (5, 7,
+# 9, 11 repeat a column)
+_P1, _P2, _P3, _P4, _P6, _P8, _P10, _P12 = (_ptile(n) for n in (1, 2, 3, 4, 6, 8, 10, 12))
 # gemm's: the same, able to start from a bias row
 _G8, _G1 = _tile(8, False, True), _tile(1, False, True)
 _GT8, _GT1 = _tile(8, True, True), _tile(1, True, True)

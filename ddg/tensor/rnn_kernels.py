@@ -38,8 +38,9 @@ import numba
 import numpy as np
 
 from .compiled import FASTMATH, kernel
-from .gemm_kernels import (_C3, _C4, _C5, _C6, _C8, _C10, _C12, _H1, _H8, _H16, _T1, _T8, _TT1, _TT8, _W8,
-                           transpose)  # noqa: F401 - transpose: rnn_kernels.transpose
+from .gemm_kernels import (_C3, _C4, _C5, _C6, _C8, _C10, _C12, _H1, _H8, _H16, _P1, _P2, _P3, _P4, _P6, _P8,
+                           _P10, _P12, _T1, _T8, _TT1, _TT8, _W8, _t8x8)
+from .gemm_kernels import transpose  # noqa: F401 - rnn_kernels.transpose
 
 _F = np.float32
 _CLAMP = _F(7.99881172180175781)
@@ -501,6 +502,108 @@ def _fm_h(a, x, out, b0, nb):
         _H1(a, x, out, i, i, b0, nb, 0, K, 0, 0)
 
 
+# Past 16 batch columns, the 1-12 left over by the 16-column blocks: in ``matmul_fm_t`` they
+# take a pass of their own over the weights (from their transposes, whose rows lie 4H floats
+# apart, or in a 16- or 8-lane tile with most lanes masked), and that pass streams all of W
+# from L3 again for a few columns: at H = 576, batch 17 took 1.33x batch 16's time (1.66x
+# without the transposes). ``matmul_fm_p`` reads the weights from 8-row panels instead, each
+# a contiguous [K, 8] block, and forms the last block and the columns past it in one pass
+# (``gemm_kernels._P*``): batch 17 at 1.07x batch 16's time, 21 at 1.38x.
+PANEL_COLS = 12        # columns past the last 16-column block that matmul_fm_p forms this way
+
+
+def panel_batch(B):
+    """Whether ``matmul_fm_p`` takes a product with B columns (a batch of B)."""
+    return B > 16 and 1 <= B % 16 <= PANEL_COLS
+
+
+@numba.njit(**_OPTS)
+def panels(a, ap):
+    """``ap [ceil(M / 8), K, 8]``: ``ap[p, k, r] = a[8p + r, k]`` (zero past M's rows), from
+    ``a`` ``[M, K]``, by 8x8 shuffle transposes of 8 rows read in step."""
+    M, K = a.shape
+    M8, K8 = M - M % 8, K - K % 8
+    for p in range(M8 // 8):
+        d = ap[p]
+        for k0 in range(0, K8, 8):
+            _t8x8(a, 8 * p, k0, d, k0, 0)
+        for k in range(K8, K):
+            for r in range(8):
+                d[k, r] = a[8 * p + r, k]
+    if M8 < M:
+        d = ap[M8 // 8]
+        for k in range(K):
+            for r in range(8):
+                d[k, r] = a[M8 + r, k] if M8 + r < M else _ZERO
+
+
+@numba.njit(**_OPTS)
+def panels_t(a, ap):
+    """``panels`` of ``a.T``: ``ap[p, k, r] = a[k, 8p + r]`` (zero past a's columns), from
+    ``a`` ``[K, M]``, 64 rows of ``a`` at a time (their lines stay in L2 while every panel
+    takes its 64 lines from them; row by row, each row scatters to every panel: [2304,
+    576] 0.72 ms against 0.39)."""
+    K, M = a.shape
+    M8 = M - M % 8
+    for k0 in range(0, K, 64):
+        k1 = min(k0 + 64, K)
+        for p in range(M8 // 8):
+            d = ap[p]
+            for k in range(k0, k1):
+                ar, dk = a[k], d[k]
+                for r in range(8):
+                    dk[r] = ar[8 * p + r]
+        if M8 < M:
+            d = ap[M8 // 8]
+            for k in range(k0, k1):
+                for r in range(8):
+                    d[k, r] = a[k, M8 + r] if M8 + r < M else _ZERO
+
+
+@numba.njit(**_OPTS)   # also called by the whole-sequence loops below
+def matmul_fm_p(ap, x, out):
+    """``out [M, B] = A @ x`` (``x`` ``[K, B]``) with A given by its panels ``ap`` (``panels``,
+    ``[ceil(M / 8), K, 8]``), for ``panel_batch(B)``: per 8 rows, the 16-column blocks but
+    the last, then the last block with the columns past it (``_P*``). The rows of a last
+    partial panel go through a scratch output."""
+    M, B = out.shape
+    K = x.shape[0]
+    M8 = M - M % 8
+    bl = B - B % 16 - 16                 # the last whole block
+    nt = B % 16
+    tmp = np.empty((8 if M8 < M else 0, B), np.float32)
+    for p in range(ap.shape[0]):
+        pp = ap[p]
+        o = out if 8 * p < M8 else tmp
+        i = 8 * p if 8 * p < M8 else 0
+        if K == 0:
+            for r in range(8):
+                for b in range(B):
+                    o[i + r, b] = _ZERO
+            continue
+        for b0 in range(0, bl, 16):
+            _TT8(pp, x, o, i, 0, b0, 16, 0, K, 0, 0)
+        if nt == 1:
+            _P1(pp, x, o, i, bl, bl + 16, nt, K)
+        elif nt == 2:
+            _P2(pp, x, o, i, bl, bl + 16, nt, K)
+        elif nt == 3:
+            _P3(pp, x, o, i, bl, bl + 16, nt, K)
+        elif nt == 4:
+            _P4(pp, x, o, i, bl, bl + 16, nt, K)
+        elif nt <= 6:
+            _P6(pp, x, o, i, bl, bl + 16, nt, K)
+        elif nt <= 8:
+            _P8(pp, x, o, i, bl, bl + 16, nt, K)
+        elif nt <= 10:
+            _P10(pp, x, o, i, bl, bl + 16, nt, K)
+        else:
+            _P12(pp, x, o, i, bl, bl + 16, nt, K)
+    for r in range(M - M8):
+        for b in range(B):
+            out[M8 + r, b] = tmp[r, b]
+
+
 # With a few batch columns the tiles above waste most of their 16 lanes (a quarter used at
 # batch 4); ``matmul_wr`` vectorizes over k instead, each 4x4 output tile 16 dot products
 # of a weight row with a row of ``rt``, the right-hand side as batch rows (the state and
@@ -639,24 +742,29 @@ def matmul_wr(w, rt, out):
 # per step: ~2-3 us of call overhead each.
 @numba.njit(**_OPTS)
 def lstm_forward_loop(w_ih, xf, w_hh, bias, order, first, valid, has_mask, ht, ct, act, cs, tcs, hp, y, gt, fm,
-                      bm, wih_t, whh_t):
+                      bm, wih_t, whh_t, pih, phh):
     """Every step of ``lstm_step_forward`` in ``order`` (int64 ``[T]``), each after
     ``gt = W_hh @ h`` by ``matmul_fm`` on the feature-major state ``ht`` (``fm``), else by
     ``matmul_wr`` on the saved rows ``hp[t]`` (zero, without the product, at step
     ``first``: a zero initial state; -1 for none). With ``fm`` the step's input projection
     ``act[t] = W_ih @ xf[t]`` (``xf`` ``[T, I, B]``, x feature-major) is formed here too,
     just before the step reads it; else ``act`` holds them all on entry. ``wih_t``, ``whh_t``:
-    the weights' transposes for ``matmul_fm_t`` (or empty arrays)."""
+    the weights' transposes for ``matmul_fm_t`` (or empty arrays); ``pih``, ``phh``: the
+    weights' ``panels`` for ``matmul_fm_p``, which then forms the products (or empty)."""
     T = order.shape[0]
     for k in range(T):
         t = order[k]
         tn = order[k + 1] if k + 1 < T else -1
-        if fm:
+        if fm and pih.shape[0] > 0:
+            matmul_fm_p(pih, xf[t], act[t])
+        elif fm:
             matmul_fm_t(w_ih, wih_t, xf[t], act[t])
         if t == first:
             gt[:] = _ZERO
         else:
-            if fm:
+            if fm and phh.shape[0] > 0:
+                matmul_fm_p(phh, ht, gt)
+            elif fm:
                 matmul_fm_t(w_hh, whh_t, ht, gt)
             else:
                 matmul_wr(w_hh, hp[t], gt)
@@ -665,7 +773,7 @@ def lstm_forward_loop(w_ih, xf, w_hh, bias, order, first, valid, has_mask, ht, c
 
 @numba.njit(**_OPTS)
 def lstm_backward_loop(gy, has_gy, order, last, valid, has_mask, act, cs, c0t, tcs, whh_t, dht, tmp, dct, dp,
-                       scratch, dbs, wih_t, dxf, need_dx, fm, bm, w_ih, w_hh):
+                       scratch, dbs, wih_t, dxf, need_dx, fm, bm, w_ih, w_hh, pih_t, phh_t):
     """Every step of ``lstm_step_backward``, last step first, each followed by the state
     gradient before the step, ``W_hh^T @ dp[t]`` (``whh_t`` the contiguous ``W_hh^T``; rows
     past their length keep theirs), down to step index ``last`` of ``order`` (0, or 1 when
@@ -679,7 +787,9 @@ def lstm_backward_loop(gy, has_gy, order, last, valid, has_mask, act, cs, c0t, t
     ``dht`` and ``dct``. ``dbs`` ``[4H, B]`` gets the sum of every step's gate gradients
     (the bias gradient once summed over the batch: added while the step's block is in L1,
     not in a pass over all of ``dp`` afterwards). ``w_ih``, ``w_hh``: the weights (the
-    transposes of ``wih_t``, ``whh_t``) for ``matmul_fm_t``, or empty arrays."""
+    transposes of ``wih_t``, ``whh_t``) for ``matmul_fm_t``, or empty arrays; ``pih_t``,
+    ``phh_t``: the ``panels`` of ``wih_t`` and ``whh_t`` for ``matmul_fm_p`` (or empty), which
+    then forms those products (``wih_t`` and ``whh_t`` may then be empty)."""
     T = order.shape[0]
     H, B = dht.shape
     n4 = 4 * H * B
@@ -694,11 +804,15 @@ def lstm_backward_loop(gy, has_gy, order, last, valid, has_mask, act, cs, c0t, t
         sc = g.reshape(n4)
         for q in range(n4):
             db[q] += sc[q]
-        if fm and need_dx:
+        if fm and need_dx and pih_t.shape[0] > 0:
+            matmul_fm_p(pih_t, g, dxf[t])
+        elif fm and need_dx:
             matmul_fm_t(wih_t, w_ih, g, dxf[t])
         if k < last:
             break
-        if fm:
+        if fm and phh_t.shape[0] > 0:
+            matmul_fm_p(phh_t, g, nxt)
+        elif fm:
             matmul_fm_t(whh_t, w_hh, g, nxt)
         else:
             matmul_wr(whh_t, dp[t], nxt)

@@ -78,12 +78,13 @@ LSTM_FM_COLS = (3, 4, 5, 6, 9, 10)
 XPROJ_ONE_MIN = 1 << 17
 
 
-# the compiled LSTM's products form the last 1-6 or 9-12 columns of a batch past a multiple
-# of 16 (3-6, 9-12, 17-22, 28, 33-38, ...), and batches of 7-8, with vectors along the weights'
-# rows (rnn_kernels.matmul_fm_t, from their transposes) where W_hh has at most this many
-# elements: beyond, the transposes' rows lie so far apart that reading 64 floats from each
-# costs more than the masked lanes saved (1.2-1.3x slower at H=1024, 0.75-0.93x the time at
-# H=384-512)
+# below 16 in the batch, the compiled LSTM's products form batches of 3-6, 9-12 and 7-8 with
+# vectors along the weights' rows (rnn_kernels.matmul_fm_t, from their transposes) where W_hh
+# has at most this many elements: beyond, the transposes' rows lie so far apart that reading
+# 64 floats from each costs more than the masked lanes saved (1.2-1.3x slower at H=1024,
+# 0.75-0.93x the time at H=384-512). Past 16 (rnn_kernels.panel_batch: 1-12 columns past a
+# multiple of 16) matmul_fm_p forms them from the weights' panels at any size, and the
+# transposes are not made (_cols_left's answer there only counts where panel_batch says no)
 COLS_MAX_W = 1 << 20
 # ... or, below 16 in the batch (every column of the product a left-over one), this many
 # (H <= 790): [4H, H] @ [H, B] at H = 640 (W_hh 1.6M), batch 5 / 8 174 / 266 us by the column
@@ -103,6 +104,15 @@ def _cols_left(B, w_size):
 def _lstm_fm(B, w_size):
     """Whether the LSTM's compiled loops of batch B run matmul_fm (the state feature-major)."""
     return B >= LSTM_FM_MIN_B or B in LSTM_FM_BATCHES or (B in LSTM_FM_COLS and _cols_left(B, w_size))
+
+
+def _panels(K, w, of_t=False):
+    """``rnn_kernels.panels`` of ``w`` (``[M, K]``), or with ``of_t`` of ``w.T``: the
+    8-row panels ``matmul_fm_p`` reads."""
+    m, k = (w.shape[1], w.shape[0]) if of_t else w.shape
+    ap = np.empty(((m + 7) // 8, k, 8), w.dtype)
+    (K.panels_t if of_t else K.panels)(w, ap)
+    return ap
 
 
 def _tn(a, b):
@@ -257,13 +267,16 @@ class RNNSequence(Function):
             w_ih = np.ascontiguousarray(w_ih)
             none = np.empty((0, 0), dt)
             wt = (none, none)
-            if fm and _cols_left(B, w_hh.size):   # the weights' transposes for matmul_fm_t (kept for backward)
+            pan = (np.empty((0, 0, 8), dt),) * 2
+            if fm and K.panel_batch(B):   # 1-12 columns past 16: matmul_fm_p, from the weights' panels
+                pan = (_panels(K, w_ih), _panels(K, w_hh))
+            elif fm and _cols_left(B, w_hh.size):   # the weights' transposes for matmul_fm_t (kept for backward)
                 # (gemm.transposed: float32 by 8x8 shuffle blocks, [1792 x 448] 0.4 -> 0.25 ms)
                 wt = (transposed(w_ih), transposed(w_hh))
                 self.w_t = wt
             K.lstm_forward_loop(w_ih, xf, w_hh, bias, np.array(order, np.int64),
                                 -1 if first is None else first, valid, has_mask, st[0], st[1], act, aux[0], aux[1], hp,
-                                y, gt, fm, bm, wt[0] if w_ih.size <= COLS_MAX_W else none, wt[1])
+                                y, gt, fm, bm, wt[0] if w_ih.size <= COLS_MAX_W else none, wt[1], pan[0], pan[1])
         else:
             for t, tn in zip(order, nxt):
                 if t == first:
@@ -300,7 +313,10 @@ class RNNSequence(Function):
         dpt = np.empty((T, G * H, B) if fmaj else (T, B, G * H), dt)
         dxf = None
         w_t = getattr(self, "w_t", None)      # the transposes the LSTM's forward made
-        if kern and w_t is not None:
+        pan = fmaj and K.panel_batch(B)       # matmul_fm_p's panels of W^T instead of W^T
+        if pan:
+            whh_t = np.empty((0, 0), dt)
+        elif kern and w_t is not None:
             whh_t = w_t[1]
         elif kern:
             whh_t = transposed(np.ascontiguousarray(self.w_hh))
@@ -314,7 +330,9 @@ class RNNSequence(Function):
             if kern:                       # every step in one compiled call
                 dbs = np.empty((G * H, B), dt)
                 need_dx = fmaj and self.needs[0]    # W_ih^T @ dp per step, while dp[t] is in L1
-                if need_dx and w_t is not None:
+                if need_dx and pan:
+                    wih_t, dxf = np.empty((0, 0), dt), np.empty((T, I, B), dt)
+                elif need_dx and w_t is not None:
                     wih_t, dxf = w_t[0], np.empty((T, I, B), dt)
                 elif need_dx:
                     wih_t, dxf = transposed(np.ascontiguousarray(self.w_ih)), np.empty((T, I, B), dt)
@@ -323,12 +341,17 @@ class RNNSequence(Function):
                 # the weights themselves as the transposes of W^T for matmul_fm_t's last columns
                 none = np.empty((0, 0), dt)
                 wts = (none, none)
-                if fmaj and _cols_left(B, self.w_hh.size):
+                pts = (np.empty((0, 0, 8), dt),) * 2
+                if pan:
+                    pts = (_panels(K, np.ascontiguousarray(self.w_ih), True) if need_dx else pts[0],
+                           _panels(K, np.ascontiguousarray(self.w_hh), True))
+                elif fmaj and _cols_left(B, self.w_hh.size):
                     wts = (np.ascontiguousarray(self.w_ih) if self.w_ih.size <= COLS_MAX_W else none,
                            np.ascontiguousarray(self.w_hh))
                 K.lstm_backward_loop(gy, has_gy, np.array(order, np.int64), last, valid, has_mask, act, cs, c0t, tcs,
                                      whh_t, dht, tmp, dct, dpt, sp, dbs, wih_t,
-                                     dxf if need_dx else np.empty((1, 1, 1), dt), need_dx, fmaj, bm, wts[0], wts[1])
+                                     dxf if need_dx else np.empty((1, 1, 1), dt), need_dx, fmaj, bm, wts[0], wts[1],
+                                     pts[0], pts[1])
             else:
                 for k in range(T - 1, -1, -1):
                     t = order[k]
