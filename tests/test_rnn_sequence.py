@@ -310,24 +310,29 @@ def test_compiled_recurrent_product_and_transpose():
 
 
 def test_panel_product_bit_identical_to_the_tiles():
-    """matmul_fm_p (the weights' 8-row panels, the columns past the last 16-column block in
-    the same pass) against matmul_fm and matmul_fm_t, bit for bit (each product sums k in
-    order with fused multiply-adds), and against float64; the panels from the rows and from
-    the columns, with a last partial panel padded with zeros."""
+    """matmul_fm_p (the weights as panels, strips of W^T: 8 rows wide past 12 columns, the
+    columns past the last 16-column block in its pass; up to 12, the column tiles on strips
+    of 32-64 rows) against matmul_fm and matmul_fm_t, bit for bit (each product sums k in
+    order with fused multiply-adds), and against float64, at every batch up to 49; the
+    panels from the rows and from the columns, those past the rows filled with zeros."""
+    from ddg.autograd.ops import rnn
     from ddg.tensor import rnn_kernels
     rng = np.random.default_rng(31)
-    assert [b for b in range(70) if rnn_kernels.panel_batch(b)] == \
-        [b for b in range(17, 70) if 1 <= b % 16 <= 12]
-    for m, k in ((1, 3), (7, 40), (8, 5), (17, 9), (24, 1), (36, 64), (130, 33), (40, 300), (9, 0)):
+    for h in (128, 256):
+        assert [b for b in range(70) if rnn.panel_batch(b, h)] == \
+            [b for b in range(70) if (3 <= b <= 12 and h >= 256) or (b > 16 and 1 <= b % 16 <= 12)]
+    for m, k in ((1, 3), (7, 40), (8, 5), (17, 9), (24, 1), (36, 64), (130, 33), (40, 300), (9, 0), (49, 20)):
         w = rng.standard_normal((m, k)).astype(np.float32)
-        pad = np.zeros(((m + 7) // 8 * 8, k), np.float32)
-        pad[:m] = w
-        want_p = pad.reshape((m + 7) // 8, 8, k).transpose(0, 2, 1)
-        for of_t in (False, True):
-            ap = np.full(((m + 7) // 8, k, 8), np.nan, np.float32)
-            (rnn_kernels.panels_t if of_t else rnn_kernels.panels)(np.ascontiguousarray(w.T) if of_t else w, ap)
-            np.testing.assert_array_equal(ap, want_p)
-        for b in (17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 33, 38, 44, 49, 60):
+        for b in list(range(1, 50)) + [60, 64]:
+            width = rnn_kernels.panel_width(b)
+            n = (m + width - 1) // width + (b % 3)        # more panels than needed are allowed
+            pad = np.zeros((n * width, k), np.float32)
+            pad[:m] = w
+            want_p = pad.reshape(n, width, k).transpose(0, 2, 1)
+            for of_t in (False, True):
+                ap = np.full((n, k, width), np.nan, np.float32)
+                (rnn_kernels.panels_t if of_t else rnn_kernels.panels)(np.ascontiguousarray(w.T) if of_t else w, ap)
+                np.testing.assert_array_equal(ap, want_p)
             x = rng.standard_normal((k, b)).astype(np.float32)
             got = np.full((m, b), np.nan, np.float32)
             rnn_kernels.matmul_fm_p(ap, x, got)
@@ -341,15 +346,20 @@ def test_panel_product_bit_identical_to_the_tiles():
 
 @pytest.mark.parametrize("B,H,I,reverse,zero_h0,lengths", [
     (17, 9, 5, False, False, False), (21, 9, 3, True, True, True), (27, 16, 4, False, True, True),
-    (33, 7, 6, True, False, False), (44, 12, 9, False, False, True), (24, 5, 2, True, False, True)])
+    (33, 7, 6, True, False, False), (44, 12, 9, False, False, True), (24, 5, 2, True, False, True),
+    (3, 9, 5, False, True, True), (5, 7, 3, True, False, True), (8, 16, 4, False, False, False),
+    (10, 9, 6, True, True, False), (12, 5, 2, False, False, True)])
 def test_compiled_lstm_panel_products(B, H, I, reverse, zero_h0, lengths, monkeypatch):
-    """Batches of 1-12 columns past a multiple of 16 run the LSTM's products by matmul_fm_p
-    forward (W_ih, W_hh) and backward (their transposes), from panels (a last partial one
-    where 4H, H or I is not a multiple of 8): the same bits as the other tiles
-    (PANEL_COLS 0), and the float64 numpy path's values."""
+    """Batches of 3-12 (from PANEL_MIN_H hidden features on, here 0), and of 1-12 columns
+    past a multiple of 16, run the LSTM's products by matmul_fm_p forward (W_ih, W_hh) and
+    backward (their transposes), from panels (a last partial one where 4H, H or I is not a
+    multiple of the width): the same bits as the other tiles (PANEL_COLS 0), and the
+    float64 numpy path's values."""
     from ddg.autograd.ops import rnn
     from ddg.tensor import rnn_kernels
     monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_T", 0)
+    monkeypatch.setattr(rnn, "PANEL_MIN_H", 0)      # below 16, panels from 256 hidden features on
+    monkeypatch.setattr(rnn, "PANEL_MIN_I", 0)
     seen = []
     fwd, bwd = rnn_kernels.lstm_forward_loop, rnn_kernels.lstm_backward_loop
     monkeypatch.setattr(rnn_kernels, "lstm_forward_loop",
@@ -362,8 +372,10 @@ def test_compiled_lstm_panel_products(B, H, I, reverse, zero_h0, lengths, monkey
         arrs[1], arrs[2] = np.zeros_like(arrs[1]), np.zeros_like(arrs[2])
     lens = np.arange(B) % 6 + 1 if lengths else None
     got = _seq_run("LSTM", arrs, np.float32, reverse, reverse, lens)
-    assert seen == [("f", (4 * H + 7) // 8, (4 * H + 7) // 8), ("b", (I + 7) // 8, (H + 7) // 8)]
-    monkeypatch.setattr(rnn_kernels, "PANEL_COLS", 0)
+    w = rnn_kernels.panel_width(B)
+    n = (4 * H + w - 1) // w
+    assert seen == [("f", n, n), ("b", (I + w - 1) // w, (H + w - 1) // w)]
+    monkeypatch.setattr(rnn, "PANEL_COLS", 0)
     other = _seq_run("LSTM", arrs, np.float32, reverse, reverse, lens)
     assert seen[2:] == [("f", 0, 0), ("b", 0, 0)]
     ref = _seq_run("LSTM", arrs, np.float64, reverse, reverse, lens)

@@ -502,106 +502,164 @@ def _fm_h(a, x, out, b0, nb):
         _H1(a, x, out, i, i, b0, nb, 0, K, 0, 0)
 
 
-# Past 16 batch columns, the 1-12 left over by the 16-column blocks: in ``matmul_fm_t`` they
-# take a pass of their own over the weights (from their transposes, whose rows lie 4H floats
-# apart, or in a 16- or 8-lane tile with most lanes masked), and that pass streams all of W
-# from L3 again for a few columns: at H = 576, batch 17 took 1.33x batch 16's time (1.66x
-# without the transposes). ``matmul_fm_p`` reads the weights from 8-row panels instead, each
-# a contiguous [K, 8] block, and forms the last block and the columns past it in one pass
-# (``gemm_kernels._P*``): batch 17 at 1.07x batch 16's time, 21 at 1.38x.
-PANEL_COLS = 12        # columns past the last 16-column block that matmul_fm_p forms this way
-
-
-def panel_batch(B):
-    """Whether ``matmul_fm_p`` takes a product with B columns (a batch of B)."""
-    return B > 16 and 1 <= B % 16 <= PANEL_COLS
+# The columns left past the last multiple of 16 in a batch: ``matmul_fm_t`` forms them in a
+# pass of their own over the weights, from their transposes (whose rows lie 4H floats apart:
+# every k another page, and at 4H a multiple of 1024 the same cache sets; at H = 768 batch 11
+# a forward loop took 15-45 ms from run to run) or in a 16- or 8-lane tile with most lanes
+# masked, and that pass streams all of W from L3 again for a few columns: at H = 576, batch 17
+# took 1.33x batch 16's time (1.66x without the transposes). ``matmul_fm_p`` reads the weights
+# from panels instead, strips of W^T each contiguous, ``[K, width]``: past 16 columns 8 rows
+# wide, the last 16-column block and the columns past it in one pass (``gemm_kernels._P*``:
+# batch 17 at 1.07x batch 16's time, 21 at 1.38x); a batch of at most 12 by the column tiles
+# (``_C*``) on strips as wide as their rows (64, 48 or 32): at H = 1024 batch 3 / 8 / 12
+# 1.6 / 2.7 / 3.0 ms from the transposes, 0.46 / 0.74 / 1.1 from the strips.
+def panel_width(B):
+    """The panel width ``matmul_fm_p`` wants for B columns: 8 past 12, else the rows of
+    the column tile that B takes."""
+    return 8 if B > 12 else (64 if B <= 6 else (48 if B <= 8 else 32))
 
 
 @numba.njit(**_OPTS)
 def panels(a, ap):
-    """``ap [ceil(M / 8), K, 8]``: ``ap[p, k, r] = a[8p + r, k]`` (zero past M's rows), from
-    ``a`` ``[M, K]``, by 8x8 shuffle transposes of 8 rows read in step."""
+    """``ap [P, K, W]``: ``ap[p, k, c] = a[pW + c, k]`` (zero past a's rows, for every panel
+    up to P >= ceil(M / W); W a multiple of 8), from ``a`` ``[M, K]``, by 8x8 shuffle
+    transposes of 8 rows read in step."""
     M, K = a.shape
-    M8, K8 = M - M % 8, K - K % 8
-    for p in range(M8 // 8):
+    W = ap.shape[2]
+    K8 = K - K % 8
+    for p in range(ap.shape[0]):
         d = ap[p]
-        for k0 in range(0, K8, 8):
-            _t8x8(a, 8 * p, k0, d, k0, 0)
-        for k in range(K8, K):
-            for r in range(8):
-                d[k, r] = a[8 * p + r, k]
-    if M8 < M:
-        d = ap[M8 // 8]
-        for k in range(K):
-            for r in range(8):
-                d[k, r] = a[M8 + r, k] if M8 + r < M else _ZERO
+        for c0 in range(0, W, 8):
+            r0 = p * W + c0
+            if r0 + 8 <= M:
+                for k0 in range(0, K8, 8):
+                    _t8x8(a, r0, k0, d, k0, c0)
+                for k in range(K8, K):
+                    for r in range(8):
+                        d[k, c0 + r] = a[r0 + r, k]
+            else:
+                for k in range(K):
+                    for r in range(8):
+                        d[k, c0 + r] = a[r0 + r, k] if r0 + r < M else _ZERO
+
+
+def panels_t(a, ap):
+    """``panels`` of ``a.T``: ``ap[p, k, c] = a[k, pW + c]`` (zero past a's columns), from
+    ``a`` ``[K, M]``: each strip is W contiguous floats of every row of ``a``, copied by
+    numpy (one strided copy for the whole strips), 8 wide by ``_panels8_t``."""
+    K, M = a.shape
+    P, _, W = ap.shape
+    if W == 8:
+        _panels8_t(a, ap)
+        return
+    full = min(M // W, P)
+    if full:
+        np.copyto(ap[:full], a[:, :full * W].reshape(K, full, W).transpose(1, 0, 2))
+    if full < P:
+        ap[full:] = 0
+        if M > full * W:
+            ap[full, :, :M - full * W] = a[:, full * W:]
 
 
 @numba.njit(**_OPTS)
-def panels_t(a, ap):
-    """``panels`` of ``a.T``: ``ap[p, k, r] = a[k, 8p + r]`` (zero past a's columns), from
-    ``a`` ``[K, M]``, 64 rows of ``a`` at a time (their lines stay in L2 while every panel
-    takes its 64 lines from them; row by row, each row scatters to every panel: [2304,
-    576] 0.72 ms against 0.39)."""
+def _panels8_t(a, ap):
+    """``panels_t`` 8 wide: 64 rows of ``a`` at a time (their lines stay in L2 while every
+    panel takes its 64 lines from them; row by row, each row scatters to every panel:
+    [2304, 576] 0.72 ms against 0.39)."""
     K, M = a.shape
     M8 = M - M % 8
     for k0 in range(0, K, 64):
         k1 = min(k0 + 64, K)
-        for p in range(M8 // 8):
+        for p in range(ap.shape[0]):
             d = ap[p]
-            for k in range(k0, k1):
-                ar, dk = a[k], d[k]
-                for r in range(8):
-                    dk[r] = ar[8 * p + r]
-        if M8 < M:
-            d = ap[M8 // 8]
-            for k in range(k0, k1):
-                for r in range(8):
-                    d[k, r] = a[k, M8 + r] if M8 + r < M else _ZERO
+            if 8 * p + 8 <= M8:
+                for k in range(k0, k1):
+                    ar, dk = a[k], d[k]
+                    for r in range(8):
+                        dk[r] = ar[8 * p + r]
+            else:
+                for k in range(k0, k1):
+                    for r in range(8):
+                        d[k, r] = a[k, 8 * p + r] if 8 * p + r < M else _ZERO
+
+
+@numba.njit(**_OPTS)
+def _fm_p_wide(ap, x, o, i, p, B, K):
+    """Rows ``i..i+8`` of ``o`` from the 8-row panel ``p``, B > 12 columns: the 16-column
+    blocks, the last with the 1-12 columns past it (``_P*``), or 13-15 in a masked 16-lane
+    tile."""
+    pp = ap[p]
+    nt = B % 16
+    bl = B - nt - (16 if 0 < nt <= 12 else 0)     # the blocks run alone
+    for b0 in range(0, bl, 16):
+        _TT8(pp, x, o, i, 0, b0, 16, 0, K, 0, 0)
+    if nt > 12:
+        _TT8(pp, x, o, i, 0, bl, nt, 0, K, 0, 0)
+    elif nt == 1:
+        _P1(pp, x, o, i, bl, bl + 16, nt, K)
+    elif nt == 2:
+        _P2(pp, x, o, i, bl, bl + 16, nt, K)
+    elif nt == 3:
+        _P3(pp, x, o, i, bl, bl + 16, nt, K)
+    elif nt == 4:
+        _P4(pp, x, o, i, bl, bl + 16, nt, K)
+    elif nt > 0 and nt <= 6:
+        _P6(pp, x, o, i, bl, bl + 16, nt, K)
+    elif nt > 0 and nt <= 8:
+        _P8(pp, x, o, i, bl, bl + 16, nt, K)
+    elif nt > 0 and nt <= 10:
+        _P10(pp, x, o, i, bl, bl + 16, nt, K)
+    elif nt > 0:
+        _P12(pp, x, o, i, bl, bl + 16, nt, K)
 
 
 @numba.njit(**_OPTS)   # also called by the whole-sequence loops below
 def matmul_fm_p(ap, x, out):
-    """``out [M, B] = A @ x`` (``x`` ``[K, B]``) with A given by its panels ``ap`` (``panels``,
-    ``[ceil(M / 8), K, 8]``), for ``panel_batch(B)``: per 8 rows, the 16-column blocks but
-    the last, then the last block with the columns past it (``_P*``). The rows of a last
-    partial panel go through a scratch output."""
+    """``out [M, B] = A @ x`` (``x`` ``[K, B]``) with A given by its ``panels`` ``ap`` of
+    width ``panel_width(B)`` (at least ``ceil(M / width)`` of them), any B: past 12 columns,
+    per 8-row panel the 16-column blocks with the last one's 1-12 columns past it in the
+    same pass; up to 12, the column tile of B's columns on each strip (into a scratch, then
+    copied: the tile's output is column-major)."""
     M, B = out.shape
     K = x.shape[0]
-    M8 = M - M % 8
-    bl = B - B % 16 - 16                 # the last whole block
-    nt = B % 16
-    tmp = np.empty((8 if M8 < M else 0, B), np.float32)
-    for p in range(ap.shape[0]):
-        pp = ap[p]
-        o = out if 8 * p < M8 else tmp
-        i = 8 * p if 8 * p < M8 else 0
-        if K == 0:
-            for r in range(8):
-                for b in range(B):
-                    o[i + r, b] = _ZERO
-            continue
-        for b0 in range(0, bl, 16):
-            _TT8(pp, x, o, i, 0, b0, 16, 0, K, 0, 0)
-        if nt == 1:
-            _P1(pp, x, o, i, bl, bl + 16, nt, K)
-        elif nt == 2:
-            _P2(pp, x, o, i, bl, bl + 16, nt, K)
-        elif nt == 3:
-            _P3(pp, x, o, i, bl, bl + 16, nt, K)
-        elif nt == 4:
-            _P4(pp, x, o, i, bl, bl + 16, nt, K)
-        elif nt <= 6:
-            _P6(pp, x, o, i, bl, bl + 16, nt, K)
-        elif nt <= 8:
-            _P8(pp, x, o, i, bl, bl + 16, nt, K)
-        elif nt <= 10:
-            _P10(pp, x, o, i, bl, bl + 16, nt, K)
+    W = ap.shape[2]
+    if B == 0 or M == 0:
+        return
+    if K == 0:
+        out[:] = _ZERO
+        return
+    if B > 12:
+        tmp = np.empty((8, B), np.float32)
+        for p in range((M + 7) // 8):
+            if 8 * p + 8 <= M:
+                _fm_p_wide(ap, x, out, 8 * p, p, B, K)
+            else:
+                _fm_p_wide(ap, x, tmp, 0, p, B, K)
+                for r in range(M - 8 * p):
+                    for b in range(B):
+                        out[8 * p + r, b] = tmp[r, b]
+        return
+    tmp = np.empty((12, 64), np.float32)
+    for p in range((M + W - 1) // W):
+        s = ap[p]
+        if B <= 3:
+            _C3(s, x, tmp, 0, 0, B, K)
+        elif B <= 4:
+            _C4(s, x, tmp, 0, 0, B, K)
+        elif B == 5:
+            _C5(s, x, tmp, 0, 0, B, K)
+        elif B == 6:
+            _C6(s, x, tmp, 0, 0, B, K)
+        elif B <= 8:
+            _C8(s, x, tmp, 0, 0, B, K)
+        elif B <= 10:
+            _C10(s, x, tmp, 0, 0, B, K)
         else:
-            _P12(pp, x, o, i, bl, bl + 16, nt, K)
-    for r in range(M - M8):
-        for b in range(B):
-            out[M8 + r, b] = tmp[r, b]
+            _C12(s, x, tmp, 0, 0, B, K)
+        i = p * W
+        for j in range(B):
+            for r in range(min(W, M - i)):
+                out[i + r, j] = tmp[j, r]
 
 
 # With a few batch columns the tiles above waste most of their 16 lanes (a quarter used at

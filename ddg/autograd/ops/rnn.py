@@ -82,9 +82,10 @@ XPROJ_ONE_MIN = 1 << 17
 # vectors along the weights' rows (rnn_kernels.matmul_fm_t, from their transposes) where W_hh
 # has at most this many elements: beyond, the transposes' rows lie so far apart that reading
 # 64 floats from each costs more than the masked lanes saved (1.2-1.3x slower at H=1024,
-# 0.75-0.93x the time at H=384-512). Past 16 (rnn_kernels.panel_batch: 1-12 columns past a
-# multiple of 16) matmul_fm_p forms them from the weights' panels at any size, and the
-# transposes are not made (_cols_left's answer there only counts where panel_batch says no)
+# 0.75-0.93x the time at H=384-512). Where panel_batch says yes (below 16 from PANEL_MIN_H
+# hidden features on, and 1-12 columns past 16 at any size) matmul_fm_p forms them from strips
+# of the transposes instead, and the transposes are not made (_cols_left's answer only counts
+# where panel_batch says no)
 COLS_MAX_W = 1 << 20
 # ... or, below 16 in the batch (every column of the product a left-over one), this many
 # (H <= 790): [4H, H] @ [H, B] at H = 640 (W_hh 1.6M), batch 5 / 8 174 / 266 us by the column
@@ -95,22 +96,43 @@ COLS_MAX_W = 1 << 20
 COLS_MAX_W_SMALL = 2500000
 
 
+# the LSTM's products at batches of 1 to this many columns past a multiple of 16 (17-28, 33-44,
+# ...), and of 3 to this many from PANEL_MIN_H hidden features on, run rnn_kernels.matmul_fm_p,
+# from strips of the weights' transposes (training steps against torch, T = 20: H = 768 batch 3 /
+# 5 / 11 0.89 / 0.94 / 1.15 -> 0.68 / 0.71 / 0.89, H = 1024 batch 3 / 9 0.79 / 0.74 -> 0.55 / 0.63,
+# H = 512 within noise; H = 576 batch 17 1.13 -> 0.90). Below PANEL_MIN_H the small batches keep
+# matmul_fm_t's tiles, faster on short rows (H = 128 batch 8 / 12: 0.74 / 0.83 against 0.83 / 0.88)
+PANEL_COLS = 12
+PANEL_MIN_H = 256
+# the input projection's product by panels too (forward) from this many input features on, below
+# 16 in the batch (the column tiles pay on longer rows, as in matmul_fm_t's rules)
+PANEL_MIN_I = 64
+
+
+def panel_batch(B, H):
+    """Whether the LSTM's products with B columns (a batch of B) and H hidden features run
+    ``matmul_fm_p``."""
+    return (3 <= B <= PANEL_COLS and H >= PANEL_MIN_H) or (B > 16 and 1 <= B % 16 <= PANEL_COLS)
+
+
 def _cols_left(B, w_size):
     r = B % 16
     return ((B >= 3 and 1 <= r <= 4) or 5 <= r <= 6 or 9 <= r <= 12 or B in (7, 8)) \
         and w_size <= (COLS_MAX_W_SMALL if B < 16 else COLS_MAX_W)
 
 
-def _lstm_fm(B, w_size):
+def _lstm_fm(B, H, w_size):
     """Whether the LSTM's compiled loops of batch B run matmul_fm (the state feature-major)."""
-    return B >= LSTM_FM_MIN_B or B in LSTM_FM_BATCHES or (B in LSTM_FM_COLS and _cols_left(B, w_size))
+    return B >= LSTM_FM_MIN_B or B in LSTM_FM_BATCHES or panel_batch(B, H) or \
+        (B in LSTM_FM_COLS and _cols_left(B, w_size))
 
 
-def _panels(K, w, of_t=False):
+def _panels(K, w, B, of_t=False):
     """``rnn_kernels.panels`` of ``w`` (``[M, K]``), or with ``of_t`` of ``w.T``: the
-    8-row panels ``matmul_fm_p`` reads."""
+    panels ``matmul_fm_p`` reads for B columns."""
     m, k = (w.shape[1], w.shape[0]) if of_t else w.shape
-    ap = np.empty(((m + 7) // 8, k, 8), w.dtype)
+    width = K.panel_width(B)
+    ap = np.empty(((m + width - 1) // width, k, width), w.dtype)
     (K.panels_t if of_t else K.panels)(w, ap)
     return ap
 
@@ -220,7 +242,7 @@ class RNNSequence(Function):
         # of a stacked matmul: 1.4x matmul_fm's time at I=H=256 T=50); the GRU's from batch
         # 12 come from numpy's stacked matmul. The LSTM kernel turns each block into the
         # step's gate activations in place.
-        fm = _lstm_fm(B, w_hh.size) if lstm else B >= FM_MIN_B
+        fm = _lstm_fm(B, H, w_hh.size) if lstm else B >= FM_MIN_B
         # the state before each step as batch rows; the LSTM keeps x's rows beside them
         # ([T, B, H + I]: h, then x), so that one product over all steps gives both weight
         # gradients (the kernels read and write the first H columns of each row). Rows of a
@@ -268,8 +290,8 @@ class RNNSequence(Function):
             none = np.empty((0, 0), dt)
             wt = (none, none)
             pan = (np.empty((0, 0, 8), dt),) * 2
-            if fm and K.panel_batch(B):   # 1-12 columns past 16: matmul_fm_p, from the weights' panels
-                pan = (_panels(K, w_ih), _panels(K, w_hh))
+            if fm and panel_batch(B, H):   # matmul_fm_p, from strips of the weights' transposes
+                pan = (_panels(K, w_ih, B) if B > 16 or I >= PANEL_MIN_I else pan[0], _panels(K, w_hh, B))
             elif fm and _cols_left(B, w_hh.size):   # the weights' transposes for matmul_fm_t (kept for backward)
                 # (gemm.transposed: float32 by 8x8 shuffle blocks, [1792 x 448] 0.4 -> 0.25 ms)
                 wt = (transposed(w_ih), transposed(w_hh))
@@ -309,11 +331,11 @@ class RNNSequence(Function):
         # the LSTM's loop with matmul_fm leaves the gate gradients feature-major, [T, 4H, B]
         # (written where the step computes them: a transposed copy of each step's block cost
         # 1.4 ms of 6.4 at H=128 T=200); else they are saved as batch rows, [T, B, G*H]
-        fmaj = lstm and kern and _lstm_fm(B, self.w_hh.size)
+        fmaj = lstm and kern and _lstm_fm(B, H, self.w_hh.size)
         dpt = np.empty((T, G * H, B) if fmaj else (T, B, G * H), dt)
         dxf = None
         w_t = getattr(self, "w_t", None)      # the transposes the LSTM's forward made
-        pan = fmaj and K.panel_batch(B)       # matmul_fm_p's panels of W^T instead of W^T
+        pan = fmaj and panel_batch(B, H)    # matmul_fm_p's panels of W^T instead of W^T
         if pan:
             whh_t = np.empty((0, 0), dt)
         elif kern and w_t is not None:
@@ -343,8 +365,8 @@ class RNNSequence(Function):
                 wts = (none, none)
                 pts = (np.empty((0, 0, 8), dt),) * 2
                 if pan:
-                    pts = (_panels(K, np.ascontiguousarray(self.w_ih), True) if need_dx else pts[0],
-                           _panels(K, np.ascontiguousarray(self.w_hh), True))
+                    pts = (_panels(K, np.ascontiguousarray(self.w_ih), B, True) if need_dx else pts[0],
+                           _panels(K, np.ascontiguousarray(self.w_hh), B, True))
                 elif fmaj and _cols_left(B, self.w_hh.size):
                     wts = (np.ascontiguousarray(self.w_ih) if self.w_ih.size <= COLS_MAX_W else none,
                            np.ascontiguousarray(self.w_hh))
