@@ -75,3 +75,17 @@ def test_gpt_is_causal_and_trains(tied):
     step()
     after = _snapshot([model])
     assert all(not np.array_equal(x, y) for x, y in zip(before, after))
+
+
+def test_rnn_batch_grid_prints_every_cell(monkeypatch, capsys):
+    """bench_rnn_batches.py's grid (batches off the multiples of 16) runs and prints one
+    row per hidden size with a cell per batch (ddg's times where torch is absent)."""
+    import bench_rnn_batches as R
+    monkeypatch.setattr(R, "try_torch", lambda: None)
+    monkeypatch.setattr(sys, "argv", ["bench_rnn_batches.py", "--hidden", "8,16", "--batches", "17,3",
+                                      "--steps-t", "3", "--rounds", "1", "--round-time", "0.001"])
+    R.main()
+    rows = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("| ")]
+    assert rows[0] == "| H \\ batch | 17 | 3 |"
+    assert [r.split(" | ")[0] for r in rows[1:]] == ["| 8", "| 16"]
+    assert all(len(r.strip("| ").split(" | ")) == 3 and float(r.strip("| ").split(" | ")[1]) > 0 for r in rows[1:])

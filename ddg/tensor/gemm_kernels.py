@@ -49,6 +49,15 @@ def _vector_ops(mod, lanes):
     return vt, fma, mload, mstore
 
 
+def _prefetch(builder, ptr):
+    """A read prefetch of the line at ``ptr`` (a float pointer) into all cache levels."""
+    i8p = ir.IntType(8).as_pointer()
+    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, _V_I32, _V_I32, _V_I32]),
+                                        "llvm.prefetch" + (".p0" if llvm_version_info[0] >= 15 else ".p0i8"))
+    builder.call(fn, [builder.bitcast(ptr, i8p), ir.Constant(_V_I32, 0), ir.Constant(_V_I32, 3),
+                      ir.Constant(_V_I32, 1)])
+
+
 def _lanes_below(builder, n, lanes, first=0):
     """A mask of ``lanes`` lanes, lane j set where ``first + j < n`` (``n`` an int64 value)."""
     lane = ir.Constant(ir.VectorType(_V_I64, lanes), list(range(first, first + lanes)))
@@ -57,7 +66,7 @@ def _lanes_below(builder, n, lanes, first=0):
                                                                                       [0] * lanes)))
 
 
-def _tile(rows, a_t, with_bias=False, lanes=16, masked=True, table=False):
+def _tile(rows, a_t, with_bias=False, lanes=16, masked=True, table=False, prefetch=0):
     """An intrinsic ``tile(a, x, out, i, ai, b0, nb, k0, k1, c0, acc)`` on C-contiguous
     float32 matrices: ``out[i:i+rows, b0:b0+nb] (+)= A[ai:ai+rows, k0:k1] @
     x[k0:k1, c0+b0:c0+b0+nb]`` with ``A = a`` (``a_t`` False) or ``a.T`` (``a_t``:
@@ -72,7 +81,9 @@ def _tile(rows, a_t, with_bias=False, lanes=16, masked=True, table=False):
     have at least ``b0 + nb`` columns whatever ``acc`` is: pass ``out`` when there is none).
     ``table`` (with ``with_bias``): ``tile(a, x, out, bias, tab, i, ...)``, row k of the
     right-hand side at element ``tab[k]`` of ``x`` (int64 offsets) instead of ``k * ldx``: the
-    shifted windows of a convolution's taps, one after another along k."""
+    shifted windows of a convolution's taps, one after another along k. ``prefetch`` (with
+    ``a_t``): a software prefetch of a's row ``k + prefetch`` at every k (for a panel read
+    as one stream, ``_PANEL_AHEAD``)."""
     widths = tuple(lanes) if isinstance(lanes, tuple) else (lanes,)
     offs = [sum(widths[:s]) for s in range(len(widths))]
 
@@ -134,6 +145,8 @@ def _tile(rows, a_t, with_bias=False, lanes=16, masked=True, table=False):
               for sg in segs]
         if a_t:
             ak = builder.gep(abase, [builder.mul(k, lda)])
+            if prefetch:
+                _prefetch(builder, builder.gep(ak, [builder.mul(ir.Constant(_V_I64, prefetch), lda)]))
         new = []
         for r in range(rows):
             w = builder.load(builder.gep(ak, [ir.Constant(_V_I64, r)]) if a_t else builder.gep(arow[r], [k]),
@@ -245,6 +258,13 @@ def _ctile(vecs, cols):
     return ctile
 
 
+# lines of an 8-row panel (32 bytes each) read ahead by a software prefetch in the tiles that
+# read one: a panel is one sequential stream, which the hardware prefetchers follow too slowly
+# from L3 (8 rows read in place are 8 streams): [4096, 1024] @ [1024, 16] 73 -> 111 GFLOP/s
+# (8 rows in place 99), [1024, 4096] @ [4096, 32] 82 -> 106; no change when W fits in L2
+_PANEL_AHEAD = 64
+
+
 def _ptile(ne):
     """An intrinsic ``ptile(p, x, out, i, b0, e0, nl, k1)``: A's rows ``i..i+8`` read from
     their panel ``p`` (``[>= k1, 8]``, ``p[k, r] = A[i + r, k]``, C-contiguous float32), and
@@ -284,6 +304,7 @@ def _ptile(ne):
         am = [builder.phi(v16) for _ in range(8)]
         ae = [builder.phi(v8) for _ in range(ne)]
         prow = builder.gep(pd, [builder.mul(k, c(8))])
+        _prefetch(builder, builder.gep(prow, [c(8 * _PANEL_AHEAD)]))
         pv = builder.load(builder.bitcast(prow, v8.as_pointer()), align=4)
         xrow = builder.gep(xd, [builder.mul(k, ldx)])
         xv = builder.load(builder.bitcast(builder.gep(xrow, [b0]), v16.as_pointer()), align=4)
@@ -365,6 +386,7 @@ _T8, _T1 = _tile(8, False), _tile(1, False)
 # half its lanes masked (H=384: batch 24 343 -> 278 us, batch 8 75 -> 44 us per product)
 _H16, _H8, _H1 = _tile(16, False, lanes=8), _tile(8, False, lanes=8), _tile(1, False, lanes=8)
 _TT8, _TT1 = _tile(8, True), _tile(1, True)
+_TT8P = _tile(8, True, prefetch=_PANEL_AHEAD)     # from an 8-row panel (rnn_kernels.matmul_fm_p)
 # a last block of 24 columns (batch 24, 40, ...) in three 8-lane vectors per row, unmasked: the
 # weights stream through once for its 24 columns instead of twice. Three 8-lane vectors ran at
 # 111-113 GFLOP/s, a 16-lane and an 8-lane one at 103 (the 16-lane loads straddle cache lines

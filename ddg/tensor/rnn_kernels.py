@@ -39,7 +39,7 @@ import numpy as np
 
 from .compiled import FASTMATH, kernel
 from .gemm_kernels import (_C3, _C4, _C5, _C6, _C8, _C10, _C12, _H1, _H8, _H16, _P1, _P2, _P3, _P4, _P6, _P8,
-                           _P10, _P12, _T1, _T8, _TT1, _TT8, _W8, _t8x8)
+                           _P10, _P12, _T1, _T8, _TT1, _TT8, _TT8P, _W8, _t8x8)
 from .gemm_kernels import transpose  # noqa: F401 - rnn_kernels.transpose
 
 _F = np.float32
@@ -592,9 +592,9 @@ def _fm_p_wide(ap, x, o, i, p, B, K):
     nt = B % 16
     bl = B - nt - (16 if 0 < nt <= 12 else 0)     # the blocks run alone
     for b0 in range(0, bl, 16):
-        _TT8(pp, x, o, i, 0, b0, 16, 0, K, 0, 0)
+        _TT8P(pp, x, o, i, 0, b0, 16, 0, K, 0, 0)
     if nt > 12:
-        _TT8(pp, x, o, i, 0, bl, nt, 0, K, 0, 0)
+        _TT8P(pp, x, o, i, 0, bl, nt, 0, K, 0, 0)
     elif nt == 1:
         _P1(pp, x, o, i, bl, bl + 16, nt, K)
     elif nt == 2:
