@@ -58,6 +58,46 @@ def _prefetch(builder, ptr):
                       ir.Constant(_V_I32, 1)])
 
 
+def _splat(builder, w, lanes):
+    """A vector of ``lanes`` copies of the float value ``w``."""
+    vt = ir.VectorType(_V_F32, lanes)
+    undef = ir.Constant(vt, ir.Undefined)
+    return builder.shuffle_vector(builder.insert_element(undef, w, ir.Constant(_V_I32, 0)), undef,
+                                  ir.Constant(ir.VectorType(_V_I32, lanes), [0] * lanes))
+
+
+def _repeat_last(builder, first, n, count):
+    """``count`` column indices ``first + min(j, n - 1)`` (int64 values): the columns of a tile
+    with a fixed count of them, those past ``n`` repeating the last (same values stored twice)."""
+    last = builder.sub(n, ir.Constant(_V_I64, 1))
+    return [builder.add(first, builder.select(builder.icmp_signed("<", ir.Constant(_V_I64, j), n),
+                                              ir.Constant(_V_I64, j), last)) for j in range(count)]
+
+
+def _k_loop(builder, name, k0, k1, inits, body):
+    """Emit ``for k in range(k0, k1)`` (k1 > k0: the body runs at least once) carrying the
+    values ``inits`` (vectors, the accumulators): ``body(k, accs)`` emits one iteration,
+    straight-line, and returns the new values. Leaves the builder after the loop and
+    returns the values the last iteration made."""
+    entry = builder.block
+    loop = builder.function.append_basic_block(name + "_loop")
+    done = builder.function.append_basic_block(name + "_done")
+    builder.branch(loop)
+    builder.position_at_end(loop)
+    k = builder.phi(_V_I64)
+    accs = [builder.phi(v.type) for v in inits]
+    new = body(k, accs)
+    kn = builder.add(k, ir.Constant(_V_I64, 1))
+    k.add_incoming(k0, entry)
+    k.add_incoming(kn, loop)
+    for acc, v0, v1 in zip(accs, inits, new):
+        acc.add_incoming(v0, entry)
+        acc.add_incoming(v1, loop)
+    builder.cbranch(builder.icmp_signed("<", kn, k1), loop, done)
+    builder.position_at_end(done)
+    return new
+
+
 def _lanes_below(builder, n, lanes, first=0):
     """A mask of ``lanes`` lanes, lane j set where ``first + j < n`` (``n`` an int64 value)."""
     lane = ir.Constant(ir.VectorType(_V_I64, lanes), list(range(first, first + lanes)))
@@ -100,17 +140,15 @@ def _tile(rows, a_t, with_bias=False, lanes=16, masked=True, table=False, prefet
         ldx = None if table else builder.extract_value(arrs[1].shape, 1)   # a table's B is read flat, any rank
         mod = builder.module
         align = ir.Constant(_V_I32, 4)
-        segs = []        # per vector of a row: type, fma, masked load/store, splat, zero, mask, column offset
+        segs = []        # per vector of a row: type, fma, masked load/store, lanes, zero, mask, column offset
         for w, off in zip(widths, offs):
             vt, fma, mload, mstore = _vector_ops(mod, w)
-            splat = ir.Constant(ir.VectorType(_V_I32, w), [0] * w)
-            segs.append((vt, fma, mload, mstore, splat, ir.Constant(vt, [0.0] * w), _lanes_below(builder, nb, w, off),
+            segs.append((vt, fma, mload, mstore, w, ir.Constant(vt, [0.0] * w), _lanes_below(builder, nb, w, off),
                          off))
         def load(sg, p):     # the last vector of a row masked, the ones before it whole
             return builder.call(sg[2], [p, align, sg[6], sg[5]]) if masked and sg is segs[-1] else \
                 builder.load(p, align=4)
 
-        one = ir.Constant(_V_I64, 1)
         rows_i = [builder.add(i, ir.Constant(_V_I64, r)) for r in range(rows)]
         rows_a = [builder.add(ai, ir.Constant(_V_I64, r)) for r in range(rows)]
         if a_t:       # A[ai + r, k] = a[k, ai + r]: per k, `rows` neighbours in a row of a
@@ -129,43 +167,29 @@ def _tile(rows, a_t, with_bias=False, lanes=16, masked=True, table=False, prefet
             bvec = [load(sg, builder.bitcast(builder.gep(bd, [builder.add(b0, ir.Constant(_V_I64, sg[7]))]),
                                              sg[0].as_pointer())) for sg in segs]
             init = [[builder.select(from_bias, bv, v) for bv, v in zip(bvec, row)] for row in init]
-        entry = builder.block
-        loop = builder.function.append_basic_block("tile_loop")
-        done = builder.function.append_basic_block("tile_done")
-        builder.branch(loop)
-        builder.position_at_end(loop)
-        k = builder.phi(_V_I64)
-        acc = [[builder.phi(sg[0]) for sg in segs] for _ in range(rows)]
-        if table:
-            td = context.make_array(signature.args[4])(context, builder, args[4]).data
-            xrow = builder.gep(xcol, [builder.load(builder.gep(td, [k]), align=8)])
-        else:
-            xrow = builder.gep(xcol, [builder.mul(k, ldx)])
-        xk = [load(sg, builder.bitcast(builder.gep(xrow, [ir.Constant(_V_I64, sg[7])]), sg[0].as_pointer()))
-              for sg in segs]
-        if a_t:
-            ak = builder.gep(abase, [builder.mul(k, lda)])
-            if prefetch:
-                _prefetch(builder, builder.gep(ak, [builder.mul(ir.Constant(_V_I64, prefetch), lda)]))
-        new = []
-        for r in range(rows):
-            w = builder.load(builder.gep(ak, [ir.Constant(_V_I64, r)]) if a_t else builder.gep(arow[r], [k]),
-                             align=4)
-            row = []
-            for s, sg in enumerate(segs):
-                undef = ir.Constant(sg[0], ir.Undefined)
-                wv = builder.shuffle_vector(builder.insert_element(undef, w, ir.Constant(_V_I32, 0)), undef, sg[4])
-                row.append(builder.call(sg[1], [wv, xk[s], acc[r][s]]))
-            new.append(row)
-        kn = builder.add(k, one)
-        k.add_incoming(k0, entry)
-        k.add_incoming(kn, loop)
-        for r in range(rows):
-            for s in range(len(segs)):
-                acc[r][s].add_incoming(init[r][s], entry)
-                acc[r][s].add_incoming(new[r][s], loop)
-        builder.cbranch(builder.icmp_signed("<", kn, k1), loop, done)
-        builder.position_at_end(done)
+        ns = len(segs)
+
+        def step(k, flat):
+            acc = [flat[r * ns:(r + 1) * ns] for r in range(rows)]
+            if table:
+                td = context.make_array(signature.args[4])(context, builder, args[4]).data
+                xrow = builder.gep(xcol, [builder.load(builder.gep(td, [k]), align=8)])
+            else:
+                xrow = builder.gep(xcol, [builder.mul(k, ldx)])
+            xk = [load(sg, builder.bitcast(builder.gep(xrow, [ir.Constant(_V_I64, sg[7])]), sg[0].as_pointer()))
+                  for sg in segs]
+            if a_t:
+                ak = builder.gep(abase, [builder.mul(k, lda)])
+                if prefetch:
+                    _prefetch(builder, builder.gep(ak, [builder.mul(ir.Constant(_V_I64, prefetch), lda)]))
+            new = []
+            for r in range(rows):
+                w = builder.load(builder.gep(ak, [ir.Constant(_V_I64, r)]) if a_t else builder.gep(arow[r], [k]),
+                                 align=4)
+                new += [builder.call(sg[1], [_splat(builder, w, sg[4]), xk[q], acc[r][q]]) for q, sg in enumerate(segs)]
+            return new
+        flat = _k_loop(builder, "tile", k0, k1, [v for row in init for v in row], step)
+        new = [flat[r * ns:(r + 1) * ns] for r in range(rows)]
         for r in range(rows):
             for s, sg in enumerate(segs):
                 if masked and sg is segs[-1]:
@@ -208,42 +232,24 @@ def _ctile(vecs, cols):
         vt, fma, mload, _ = _vector_ops(builder.module, 16)
         align = ir.Constant(_V_I32, 4)
         zero = ir.Constant(vt, [0.0] * 16)
-        undef = ir.Constant(vt, ir.Undefined)
-        splat = ir.Constant(ir.VectorType(_V_I32, 16), [0] * 16)
         # rows of A left from each vector's first row
         masks = [_lanes_below(builder, builder.sub(lda, builder.add(i, ir.Constant(_V_I64, 16 * r))), 16)
                  for r in range(vecs)]
-        last = builder.sub(nb, ir.Constant(_V_I64, 1))
-        col = []
-        for j in range(cols):
-            jj = ir.Constant(_V_I64, j)
-            col.append(builder.add(b0, builder.select(builder.icmp_signed("<", jj, nb), jj, last)))
-        entry = builder.block
-        loop = builder.function.append_basic_block("ctile_loop")
-        done = builder.function.append_basic_block("ctile_done")
-        builder.branch(loop)
-        builder.position_at_end(loop)
-        k = builder.phi(_V_I64)
-        acc = [[builder.phi(vt) for _ in range(cols)] for _ in range(vecs)]
-        arow = builder.gep(ad, [builder.add(builder.mul(k, lda), i)])
-        av = [builder.call(mload, [builder.bitcast(builder.gep(arow, [ir.Constant(_V_I64, 16 * r)]), vt.as_pointer()),
-                                   align, masks[r], zero]) for r in range(vecs)]
-        xrow = builder.gep(xd, [builder.mul(k, ldx)])
-        new = [[None] * cols for _ in range(vecs)]
-        for j in range(cols):
-            w = builder.load(builder.gep(xrow, [col[j]]), align=4)
-            wv = builder.shuffle_vector(builder.insert_element(undef, w, ir.Constant(_V_I32, 0)), undef, splat)
-            for r in range(vecs):
-                new[r][j] = builder.call(fma, [av[r], wv, acc[r][j]])
-        kn = builder.add(k, ir.Constant(_V_I64, 1))
-        k.add_incoming(ir.Constant(_V_I64, 0), entry)
-        k.add_incoming(kn, loop)
-        for r in range(vecs):
+        col = _repeat_last(builder, b0, nb, cols)
+
+        def step(k, flat):
+            arow = builder.gep(ad, [builder.add(builder.mul(k, lda), i)])
+            av = [builder.call(mload, [builder.bitcast(builder.gep(arow, [ir.Constant(_V_I64, 16 * r)]),
+                                                       vt.as_pointer()), align, masks[r], zero]) for r in range(vecs)]
+            xrow = builder.gep(xd, [builder.mul(k, ldx)])
+            new = [None] * (vecs * cols)
             for j in range(cols):
-                acc[r][j].add_incoming(zero, entry)
-                acc[r][j].add_incoming(new[r][j], loop)
-        builder.cbranch(builder.icmp_signed("<", kn, k1), loop, done)
-        builder.position_at_end(done)
+                wv = _splat(builder, builder.load(builder.gep(xrow, [col[j]]), align=4), 16)
+                for r in range(vecs):
+                    new[r * cols + j] = builder.call(fma, [av[r], wv, flat[r * cols + j]])
+            return new
+        flat = _k_loop(builder, "ctile", ir.Constant(_V_I64, 0), k1, [zero] * (vecs * cols), step)
+        new = [flat[r * cols:(r + 1) * cols] for r in range(vecs)]
         for r in range(vecs):
             for j in range(cols):
                 p = builder.gep(td, [builder.add(builder.mul(ir.Constant(_V_I64, j), ldt),
@@ -285,44 +291,23 @@ def _ptile(ne):
         v16, fma16, _, _ = _vector_ops(builder.module, 16)
         v8, fma8, _, _ = _vector_ops(builder.module, 8)
         z16, z8 = ir.Constant(v16, [0.0] * 16), ir.Constant(v8, [0.0] * 8)
-        u16, u8 = ir.Constant(v16, ir.Undefined), ir.Constant(v8, ir.Undefined)
-        s16, s8 = (ir.Constant(ir.VectorType(_V_I32, n), [0] * n) for n in (16, 8))
 
         def c(v):
             return ir.Constant(_V_I64, v)
+        cols = _repeat_last(builder, e0, nl, ne)
 
-        def splat(w, u, s):
-            return builder.shuffle_vector(builder.insert_element(u, w, ir.Constant(_V_I32, 0)), u, s)
-        last = builder.sub(nl, c(1))
-        cols = [builder.add(e0, builder.select(builder.icmp_signed("<", c(j), nl), c(j), last)) for j in range(ne)]
-        entry = builder.block
-        loop = builder.function.append_basic_block("ptile_loop")
-        done = builder.function.append_basic_block("ptile_done")
-        builder.branch(loop)
-        builder.position_at_end(loop)
-        k = builder.phi(_V_I64)
-        am = [builder.phi(v16) for _ in range(8)]
-        ae = [builder.phi(v8) for _ in range(ne)]
-        prow = builder.gep(pd, [builder.mul(k, c(8))])
-        _prefetch(builder, builder.gep(prow, [c(8 * _PANEL_AHEAD)]))
-        pv = builder.load(builder.bitcast(prow, v8.as_pointer()), align=4)
-        xrow = builder.gep(xd, [builder.mul(k, ldx)])
-        xv = builder.load(builder.bitcast(builder.gep(xrow, [b0]), v16.as_pointer()), align=4)
-        nm = [builder.call(fma16, [splat(builder.load(builder.gep(prow, [c(r)]), align=4), u16, s16), xv, am[r]])
-              for r in range(8)]
-        ne_ = [builder.call(fma8, [pv, splat(builder.load(builder.gep(xrow, [cols[j]]), align=4), u8, s8), ae[j]])
-               for j in range(ne)]
-        kn = builder.add(k, c(1))
-        k.add_incoming(c(0), entry)
-        k.add_incoming(kn, loop)
-        for r in range(8):
-            am[r].add_incoming(z16, entry)
-            am[r].add_incoming(nm[r], loop)
-        for j in range(ne):
-            ae[j].add_incoming(z8, entry)
-            ae[j].add_incoming(ne_[j], loop)
-        builder.cbranch(builder.icmp_signed("<", kn, k1), loop, done)
-        builder.position_at_end(done)
+        def step(k, acc):
+            prow = builder.gep(pd, [builder.mul(k, c(8))])
+            _prefetch(builder, builder.gep(prow, [c(8 * _PANEL_AHEAD)]))
+            pv = builder.load(builder.bitcast(prow, v8.as_pointer()), align=4)
+            xrow = builder.gep(xd, [builder.mul(k, ldx)])
+            xv = builder.load(builder.bitcast(builder.gep(xrow, [b0]), v16.as_pointer()), align=4)
+            nm = [builder.call(fma16, [_splat(builder, builder.load(builder.gep(prow, [c(r)]), align=4), 16), xv,
+                                       acc[r]]) for r in range(8)]
+            xb = [_splat(builder, builder.load(builder.gep(xrow, [cols[j]]), align=4), 8) for j in range(ne)]
+            return nm + [builder.call(fma8, [pv, xb[j], acc[8 + j]]) for j in range(ne)]
+        new = _k_loop(builder, "ptile", c(0), k1, [z16] * 8 + [z8] * ne, step)
+        nm, ne_ = new[:8], new[8:]
         orow = [builder.gep(od, [builder.mul(builder.add(i, c(r)), ldo)]) for r in range(8)]
         for r in range(8):
             builder.store(nm[r], builder.bitcast(builder.gep(orow[r], [b0]), v16.as_pointer()), align=4)
