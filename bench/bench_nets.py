@@ -506,6 +506,22 @@ def cases(only, quick):
                    lambda t, size=size, ids=ids: torch_gpt_step(t, torch_gpt(t, *size), ids, size[2]))
 
 
+def race_case(make_ddg, make_torch, torch, rounds, round_time):
+    """``(ddg, torch)`` seconds per step of one case (torch's None without torch): ddg's step
+    made and run twice (compiling, then timing one step to set the step count so that a round
+    takes about ``round_time`` seconds), torch's seeded, then ``race``'s interleaved rounds."""
+    fns = {"ddg": make_ddg()}
+    fns["ddg"]()
+    t0 = time.perf_counter()
+    fns["ddg"]()
+    steps = max(1, min(50, round(round_time / (time.perf_counter() - t0))))
+    if torch is not None:
+        torch.manual_seed(0)
+        fns["torch"] = make_torch(torch)
+    r = race(fns, steps, rounds, warmup=2)
+    return r["ddg"][0], r.get("torch", (None,))[0]
+
+
 def main():
     global BATCH
     ap = argparse.ArgumentParser()
@@ -521,16 +537,7 @@ def main():
     only = set(args.only.split(","))
     print("| model | ddg ms | torch ms | ddg/torch |\n|---|---|---|---|", flush=True)
     for name, make_ddg, make_torch in cases(only, args.quick):
-        fns = {"ddg": make_ddg()}
-        fns["ddg"]()
-        t0 = time.perf_counter()
-        fns["ddg"]()
-        steps = max(1, min(50, round(args.round_time / (time.perf_counter() - t0))))
-        if torch is not None:
-            torch.manual_seed(0)
-            fns["torch"] = make_torch(torch)
-        r = race(fns, steps, args.rounds, warmup=2)
-        d, t = r["ddg"][0], r.get("torch", (None,))[0]
+        d, t = race_case(make_ddg, make_torch, torch, args.rounds, args.round_time)
         print(f"| {name} | {d * 1e3:.2f} | {'' if t is None else f'{t * 1e3:.2f}'} | "
               f"{'' if t is None else f'{d / t:.2f}'} |", flush=True)
 

@@ -11,10 +11,9 @@ fewer than 16 (``--batches 3,5,8,9,11,12``), the cases ``docs/cpu_kernels.md``'s
 section is about. Prints a table of ddg/torch per hidden size (rows) and batch (columns).
 """
 import argparse
-import time
 
 import _common  # noqa: F401  (single-threaded BLAS, set before numpy loads)
-from _common import race, try_torch
+from _common import try_torch
 
 import numpy as np
 
@@ -40,17 +39,10 @@ def main():
         for b in batches:
             x = rng.standard_normal((b, args.steps_t, 32)).astype(np.float32)
             y = rng.integers(0, 10, b)
-            fns = {"ddg": bn.ddg_step(bn._DdgRnnNet(args.kind, h), x, y)}
-            fns["ddg"]()
-            t0 = time.perf_counter()
-            fns["ddg"]()
-            steps = max(1, min(50, round(args.round_time / (time.perf_counter() - t0))))
-            if torch is not None:
-                torch.manual_seed(0)
-                fns["torch"] = bn.torch_step(torch, bn.torch_rnn(torch, args.kind, h), x, y)
-            r = race(fns, steps, args.rounds, warmup=2)
-            d = r["ddg"][0]
-            cells.append(f"{d / r['torch'][0]:.2f}" if torch is not None else f"{d * 1e3:.2f}")
+            d, t = bn.race_case(lambda: bn.ddg_step(bn._DdgRnnNet(args.kind, h), x, y),
+                                lambda tm: bn.torch_step(tm, bn.torch_rnn(tm, args.kind, h), x, y),
+                                torch, args.rounds, args.round_time)
+            cells.append(f"{d / t:.2f}" if t is not None else f"{d * 1e3:.2f}")
         print(f"| {h} | " + " | ".join(cells) + " |", flush=True)
 
 

@@ -411,6 +411,36 @@ def matmul_fm(a, x, out):
     matmul_fm_t(a, np.empty((0, 0), np.float32), x, out)
 
 
+@numba.njit(**_OPTS)
+def _col_rows(n):
+    """The output rows of the column tile that takes ``n`` <= 12 columns (``_col_tile``)."""
+    return 64 if n <= 6 else (48 if n <= 8 else 32)
+
+
+@numba.njit(**_OPTS)
+def _col_tile(at, x, out, tmp, i, b0, n, K, oi, rows):
+    """``out[oi:oi+rows, b0:b0+n] = A[i:i+rows] @ x[:K, b0:b0+n]`` with ``A = at.T``, n <= 12
+    columns by the column tile for n (``_C*``: ``_col_rows(n)`` rows of A, vectors along
+    them), through ``tmp`` ``[12, 64]`` (the tile's output is column-major)."""
+    if n <= 3:
+        _C3(at, x, tmp, i, b0, n, K)
+    elif n <= 4:
+        _C4(at, x, tmp, i, b0, n, K)
+    elif n == 5:
+        _C5(at, x, tmp, i, b0, n, K)
+    elif n == 6:
+        _C6(at, x, tmp, i, b0, n, K)
+    elif n <= 8:
+        _C8(at, x, tmp, i, b0, n, K)
+    elif n <= 10:
+        _C10(at, x, tmp, i, b0, n, K)
+    else:
+        _C12(at, x, tmp, i, b0, n, K)
+    for j in range(n):
+        for r in range(rows):
+            out[oi + r, b0 + j] = tmp[j, r]
+
+
 @numba.njit(**_OPTS)   # also called by the whole-sequence loops below
 def matmul_fm_t(a, at, x, out):
     """``matmul_fm``, given also ``at = a.T`` (C-contiguous ``[K, M]``, or empty): at most 6
@@ -440,25 +470,9 @@ def matmul_fm_t(a, at, x, out):
     if cols and nt > 0 and (nt <= 4 or (K >= 64 and (nt <= 6 or 9 <= nt <= 10)) or (8 < nt <= 12 and K >= 256)
                             or (nt <= 8 and bf == 0 and K >= 192)):
         tmp = np.empty((12, 64), np.float32)
-        step = 64 if nt <= 6 else (48 if nt <= 8 else 32)
+        step = _col_rows(nt)
         for i in range(0, M, step):
-            if nt <= 3:
-                _C3(at, x, tmp, i, bf, nt, K)
-            elif nt <= 4:
-                _C4(at, x, tmp, i, bf, nt, K)
-            elif nt == 5:
-                _C5(at, x, tmp, i, bf, nt, K)
-            elif nt == 6:
-                _C6(at, x, tmp, i, bf, nt, K)
-            elif nt <= 8:
-                _C8(at, x, tmp, i, bf, nt, K)
-            elif nt <= 10:
-                _C10(at, x, tmp, i, bf, nt, K)
-            else:
-                _C12(at, x, tmp, i, bf, nt, K)
-            for j in range(nt):
-                for r in range(min(step, M - i)):
-                    out[i + r, bf + j] = tmp[j, r]
+            _col_tile(at, x, out, tmp, i, bf, nt, K, i, min(step, M - i))
         nt = 0
     if bf == 0 and 0 < nt <= 8:      # a batch of at most 8: 16-row tiles of 8 lanes
         _fm_h(a, x, out, 0, nt)
@@ -516,7 +530,7 @@ def _fm_h(a, x, out, b0, nb):
 def panel_width(B):
     """The panel width ``matmul_fm_p`` wants for B columns: 8 past 12, else the rows of
     the column tile that B takes."""
-    return 8 if B > 12 else (64 if B <= 6 else (48 if B <= 8 else 32))
+    return 8 if B > 12 else _col_rows(B)
 
 
 @numba.njit(**_OPTS)
@@ -641,25 +655,7 @@ def matmul_fm_p(ap, x, out):
         return
     tmp = np.empty((12, 64), np.float32)
     for p in range((M + W - 1) // W):
-        s = ap[p]
-        if B <= 3:
-            _C3(s, x, tmp, 0, 0, B, K)
-        elif B <= 4:
-            _C4(s, x, tmp, 0, 0, B, K)
-        elif B == 5:
-            _C5(s, x, tmp, 0, 0, B, K)
-        elif B == 6:
-            _C6(s, x, tmp, 0, 0, B, K)
-        elif B <= 8:
-            _C8(s, x, tmp, 0, 0, B, K)
-        elif B <= 10:
-            _C10(s, x, tmp, 0, 0, B, K)
-        else:
-            _C12(s, x, tmp, 0, 0, B, K)
-        i = p * W
-        for j in range(B):
-            for r in range(min(W, M - i)):
-                out[i + r, j] = tmp[j, r]
+        _col_tile(ap[p], x, out, tmp, 0, 0, B, K, p * W, min(W, M - p * W))
 
 
 # With a few batch columns the tiles above waste most of their 16 lanes (a quarter used at
