@@ -1,7 +1,7 @@
 """Training-step time of conv, recurrent and transformer nets, ddg vs PyTorch CPU
 eager, over a range of sizes, single-threaded, ratios from one interleaved run.
 
-    python bench/bench_nets.py [--rounds 5] [--only resnet,lstm,gru,transformer,dcgan,mobilenet,gpt]
+    python bench/bench_nets.py [--rounds 5] [--only resnet,lstm,gru,rnn,transformer,dcgan,mobilenet,gpt]
                                [--quick] [--batch 16]
 
 ``--only`` also takes ``mobilenetv2`` (not in the default list). ``--batch`` replaces the
@@ -14,7 +14,7 @@ otherwise). Models:
 * ``resnet``: conv3x3(3->C) BN ReLU, two basic blocks (conv3x3 BN ReLU conv3x3 BN, plus
   the identity, ReLU), a stride-2 basic block to 2C (1x1 stride-2 shortcut conv + BN),
   global average pool, Linear(2C, 10); batch 16, images HxH.
-* ``lstm`` / ``gru``: 1-layer LSTM/GRU (input 32, hidden H) over T steps, batch 16,
+* ``lstm`` / ``gru`` / ``rnn``: 1-layer LSTM/GRU/SimpleRNN (tanh) (input 32, hidden H) over T steps, batch 16,
   Linear(H, 10) on the last output.
 * ``transformer``: 2 post-norm encoder layers (d_model D, 4 heads, feed-forward 2D,
   no dropout), sequence S (10-200), batch 16, mean over the sequence, Linear(D, 10).
@@ -125,7 +125,7 @@ def torch_resnet(torch, c, hw):
 class _DdgRnnNet(nn.Layer):
     def __init__(self, kind, hidden):
         super().__init__()
-        self.rnn = {"lstm": nn.LSTM, "gru": nn.GRU}[kind](32, hidden)
+        self.rnn = {"lstm": nn.LSTM, "gru": nn.GRU, "rnn": nn.SimpleRNN}[kind](32, hidden)
         self.fc = nn.Linear(hidden, 10)
 
     def forward(self, x):
@@ -139,7 +139,7 @@ def torch_rnn(torch, kind, hidden):
     class Net(tnn.Module):
         def __init__(self):
             super().__init__()
-            self.rnn = {"lstm": tnn.LSTM, "gru": tnn.GRU}[kind](32, hidden, batch_first=True)
+            self.rnn = {"lstm": tnn.LSTM, "gru": tnn.GRU, "rnn": tnn.RNN}[kind](32, hidden, batch_first=True)
             self.fc = tnn.Linear(hidden, 10)
 
         def forward(self, x):
@@ -470,7 +470,7 @@ def cases(only, quick):
             x = rng.standard_normal((BATCH, 3, hw, hw)).astype(np.float32)
             yield (f"resnet C={c} {hw}x{hw}", lambda c=c, hw=hw, x=x: ddg_step(ddg_resnet(c, hw)[0], x, y),
                    lambda t, c=c, hw=hw, x=x: torch_step(t, torch_resnet(t, c, hw), x, y))
-    for kind in ("lstm", "gru"):
+    for kind in ("lstm", "gru", "rnn"):
         if kind in only:
             for h, steps in (RNN_SIZES[:2] if quick else RNN_SIZES):
                 x = rng.standard_normal((BATCH, steps, 32)).astype(np.float32)
@@ -526,7 +526,7 @@ def main():
     global BATCH
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--only", default="resnet,lstm,gru,transformer,dcgan,mobilenet,gpt")
+    ap.add_argument("--only", default="resnet,lstm,gru,rnn,transformer,dcgan,mobilenet,gpt")
     ap.add_argument("--quick", action="store_true", help="the first sizes of each class only")
     ap.add_argument("--round-time", type=float, default=0.25, help="seconds of ddg steps per round (sets the "
                     "step count per size)")

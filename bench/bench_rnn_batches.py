@@ -1,4 +1,4 @@
-"""LSTM / GRU training steps at batch sizes off the multiples of 16, ddg vs PyTorch CPU,
+"""LSTM / GRU / SimpleRNN training steps at batch sizes off the multiples of 16, ddg vs PyTorch CPU,
 single-threaded, ratios from one interleaved run (``bench_nets.py``'s models: one layer,
 input 32, hidden H, Linear(H, 10) on the last output, SGD with momentum).
 
@@ -22,7 +22,7 @@ import bench_nets as bn
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--kind", default="lstm", choices=("lstm", "gru"))
+    ap.add_argument("--kind", default="lstm", choices=("lstm", "gru", "rnn"))
     ap.add_argument("--hidden", default="64,128,256,384,512,768,1024")
     ap.add_argument("--batches", default="17,20,23,25,28,33,37")
     ap.add_argument("--steps-t", type=int, default=20, help="sequence length")

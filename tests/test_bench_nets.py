@@ -89,3 +89,14 @@ def test_rnn_batch_grid_prints_every_cell(monkeypatch, capsys):
     assert rows[0] == "| H \\ batch | 17 | 3 |"
     assert [r.split(" | ")[0] for r in rows[1:]] == ["| 8", "| 16"]
     assert all(len(r.strip("| ").split(" | ")) == 3 and float(r.strip("| ").split(" | ")[1]) > 0 for r in rows[1:])
+
+
+def test_quick_rnn_cases_run():
+    """The SimpleRNN class (``rnn``, beside ``lstm`` and ``gru``): its steps build and run."""
+    ddg.seed(0)
+    got = list(B.cases({"rnn"}, quick=True))
+    assert [n.split()[0] for n, _, _ in got] == ["rnn"] * 2
+    for _, make_ddg, _ in got:
+        step = make_ddg()
+        step()
+        step()

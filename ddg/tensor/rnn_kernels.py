@@ -1,4 +1,4 @@
-"""Compiled steps of ``RNNSequence`` for float32 numpy arrays (LSTM and GRU).
+"""Compiled steps of ``RNNSequence`` for float32 numpy arrays (LSTM, GRU and Elman).
 
 Each kernel is one time step over the whole batch: every gate, the state update and the
 saved activations (forward), or every gate gradient (backward), in a few vectorized loops
@@ -334,6 +334,69 @@ def gru_step_backward(gy, has_gy, t, valid, has_mask, act, hcs, hp, dht, sp, sq,
             dh[k] *= a[n + k]
     _save_state(dp[t], sp)
     _save_state(dq[t], sq)
+
+
+@kernel(error_model="numpy")
+def elman_step_forward(gt, xgt, bias, t, tn, valid, has_mask, relu, ht, act, hp, y, bm):
+    """Step t of an Elman RNN, feature-major: ``gt`` ``[H, B]`` holds ``W_hh @ h`` (and is
+    overwritten), ``xgt`` ``[T, H, B]`` the input projections, ``bias`` ``[H]`` ``b_ih +
+    b_hh``; ``ht`` ``[H, B]`` holds the state before the step and is updated in place (rows
+    past their length keep it). Writes ``act[t]``, the activation ``tanh`` (``relu``:
+    ``max(., 0)``) of every row, the output at step t (laid out like x) and, unless ``tn <
+    0``, the new state as the state before the next step, ``hp[tn]`` (``[B, H]``)."""
+    H, B = ht.shape
+    for j in range(H):
+        gr, xr, a, bb = gt[j], xgt[t, j], act[t, j], bias[j]
+        if relu:
+            for b in range(B):
+                v = (xr[b] + bb) + gr[b]
+                a[b] = _ZERO if v < _ZERO else v          # NaN stays NaN, as numpy's maximum
+        else:
+            for b in range(B):
+                a[b] = _tanh((xr[b] + bb) + gr[b])
+    if has_mask:
+        for j in range(H):
+            hr, a = ht[j], act[t, j]
+            for b in range(B):
+                if valid[t, b]:
+                    hr[b] = a[b]
+    else:
+        ht[:] = act[t]
+    _write_output(y, t, ht, valid, bm)
+    if tn >= 0:
+        _save_state(hp[tn], ht)
+
+
+@kernel(error_model="numpy")
+def elman_step_backward(gy, has_gy, t, valid, has_mask, relu, act, dht, sp, dp, bm):
+    """The pre-activation gradient of step t of ``elman_step_forward``: ``gy`` the output's
+    gradient (laid out like x; ignored unless ``has_gy``), ``dht`` ``[H, B]`` the gradient of
+    the state after the step, replaced by its part of the state before it that does not
+    pass through the step (the rows past their length; zero elsewhere: the caller adds
+    ``W_hh^T @ sp``). Writes ``sp`` ``[H, B]`` (zero past a row's length) and its transpose
+    to ``dp[t]`` (``[B, H]``)."""
+    H, B = dht.shape
+    if has_gy:
+        _add_output_grad(gy, t, dht, valid, bm)
+    for j in range(H):
+        dr, a, p = dht[j], act[t, j], sp[j]
+        if relu:
+            for b in range(B):
+                p[b] = dr[b] * (_ONE if a[b] > _ZERO else _ZERO)
+        else:
+            for b in range(B):
+                p[b] = dr[b] * (_ONE - a[b] * a[b])
+    if has_mask:
+        for j in range(H):
+            dr, p = dht[j], sp[j]
+            for b in range(B):
+                if valid[t, b]:
+                    dr[b] = _ZERO
+                else:
+                    p[b] = _ZERO
+    else:
+        dht[:] = _ZERO
+    _save_state(dp[t], sp)
 
 
 # -- the recurrent product ---------------------------------------------------------------------------

@@ -14,9 +14,9 @@ columns) applied to the projections, then ``a * s + (1 - s)``; the scaled copy o
 is made once per call. Backward works with the unscaled weights and the saved
 activations.
 
-Float32 LSTM and GRU sequences on numpy run compiled per-step kernels instead
-(``ddg.tensor.rnn_kernels``, modes in ``COMPILED``): a feature-major state ``[H, B]``, per
-step one product ``W_hh @ h`` (``rnn_kernels.matmul_fm``) and one kernel for all gates;
+Float32 sequences on numpy (every mode: LSTM, GRU, Elman) run compiled per-step kernels
+instead (``ddg.tensor.rnn_kernels``, modes in ``COMPILED``): a feature-major state ``[H, B]``,
+per step one product ``W_hh @ h`` (``rnn_kernels.matmul_fm``) and one kernel for all gates;
 backward one kernel and one product ``W_hh^T @ dP`` per step (``matmul_fm`` on a transposed
 copy of ``W_hh`` from ``BWD_KERNEL_MIN_T`` steps, else numpy's), then the weight gradients
 with one product over all steps; the LSTM runs all steps in one compiled call each way
@@ -48,7 +48,7 @@ MODES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 
 # modes whose float32 numpy sequences run the compiled time loops of rnn_kernels (tests
 # clear it to compare those loops with the numpy path)
-COMPILED = {"LSTM", "GRU"}
+COMPILED = {"LSTM", "GRU", "RNN_TANH", "RNN_RELU"}
 
 # the compiled loops' recurrent products are rnn_kernels.matmul_fm (faster than numpy's
 # matmul at every hidden size); backward it reads a transposed copy of W_hh, made from this
@@ -269,7 +269,7 @@ class RNNSequence(Function):
                 np.copyto(xgt, r.transpose(0, 2, 1))
         st = [np.array(s.T, dt, order="C") for s in states]
         act = xgt if lstm else np.empty((T, G * H, B), dt)
-        aux = [np.empty((T, H, B), dt) for _ in range(2 if lstm else 1)]  # c, tanh(c) | W_hc h + b_hc
+        aux = [np.empty((T, H, B), dt) for _ in range(2 if lstm else G - 2)]  # c, tanh(c) | W_hc h + b_hc
         y = np.empty(self.x.shape[:2] + (H,), dt)
         gt = np.empty((G * H, B), dt)
         w_hh, bm = np.ascontiguousarray(w_hh), self.batch_major
@@ -300,6 +300,8 @@ class RNNSequence(Function):
                                 -1 if first is None else first, valid, has_mask, st[0], st[1], act, aux[0], aux[1], hp,
                                 y, gt, fm, bm, wt[0] if w_ih.size <= COLS_MAX_W else none, wt[1], pan[0], pan[1])
         else:
+            elman, relu = G == 1, self.mode == "RNN_RELU"
+            bias = b_ih + b_hh if elman else None
             for t, tn in zip(order, nxt):
                 if t == first:
                     gt.fill(0)
@@ -307,7 +309,10 @@ class RNNSequence(Function):
                     K.matmul_fm(w_hh, st[0], gt)
                 else:                    # on the state saved as batch rows
                     K.matmul_wr(w_hh, hp[t], gt)
-                K.gru_step_forward(gt, xgt, b_ih, b_hh, t, tn, valid, has_mask, st[0], act, aux[0], hp, y, bm)
+                if elman:
+                    K.elman_step_forward(gt, xgt, bias, t, tn, valid, has_mask, relu, st[0], act, hp, y, bm)
+                else:
+                    K.gru_step_forward(gt, xgt, b_ih, b_hh, t, tn, valid, has_mask, st[0], act, aux[0], hp, y, bm)
         self.h0_zero = first is not None
         self.states, self.order, self.valid, self.has_mask = states, order, valid, has_mask
         self.xt, self.act, self.aux, self.hp = xt, act, aux, hp
@@ -386,6 +391,20 @@ class RNNSequence(Function):
                         np.copyto(tmp, dht, where=~valid[t])
                     dht, tmp = tmp, dht
             dqt = dpt
+        elif G == 1:                          # Elman: the recurrent side's gradient is the input side's
+            dqt, relu = dpt, self.mode == "RNN_RELU"
+            for k in range(T - 1, -1, -1):
+                t = order[k]
+                K.elman_step_backward(gy, has_gy, t, valid, has_mask, relu, act, dht, sp, dpt, bm)
+                if k < last:
+                    break
+                if kern and B >= FM_MIN_B:
+                    K.matmul_fm(whh_t, sp, tmp)
+                elif kern:
+                    K.matmul_wr(whh_t, dpt[t], tmp)
+                else:
+                    np.matmul(whh_t, sp, out=tmp)
+                dht += tmp
         else:
             dqt, sq = np.empty((T, B, G * H), dt), np.empty((G * H, B), dt)
             for k in range(T - 1, -1, -1):
