@@ -486,7 +486,6 @@ def test_compiled_lstm_weight_gradients(wanted, zero_h0, fm, monkeypatch):
     (rnn_kernels.matmul_tn), one or both wanted (x's gradient not), with the zero initial
     state's step left out of dW_hh or not, both directions, the gate gradients as batch
     rows or feature-major (FM_MIN_B), against the float64 numpy path."""
-    from ddg.autograd.ops import rnn
     _set_fm_min_b(monkeypatch, 0 if fm else 1000)
     rng = np.random.default_rng(17)
     arrs = _arrays(rng, "LSTM", 4, 3, 5, 6, True)
