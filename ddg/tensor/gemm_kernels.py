@@ -58,6 +58,17 @@ def _prefetch(builder, ptr):
                       ir.Constant(_V_I32, 1)])
 
 
+@intrinsic
+def prefetch(typingctx, arr, idx):
+    """``prefetch(arr, i)``: a read prefetch of the line that holds element ``i`` of ``arr``'s
+    data (counted flat from its first element) into all cache levels."""
+    def codegen(context, builder, signature, args):
+        data = context.make_array(signature.args[0])(context, builder, args[0]).data
+        _prefetch(builder, builder.gep(data, [args[1]]))
+        return context.get_dummy_value()
+    return types.void(arr, types.int64), codegen
+
+
 def _splat(builder, w, lanes):
     """A vector of ``lanes`` copies of the float value ``w``."""
     vt = ir.VectorType(_V_F32, lanes)
