@@ -364,6 +364,7 @@ def test_compiled_lstm_panel_products(B, H, I, reverse, zero_h0, lengths, monkey
     float64 numpy path's values."""
     from ddg.autograd.ops import rnn
     from ddg.tensor import rnn_kernels
+    monkeypatch.setattr(rnn, "RELAYOUT_MIN_T", 0)       # the weights copied at any length
     monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_T", 0)
     monkeypatch.setattr(rnn, "PANEL_MIN_H", 0)      # below 16, panels from 256 hidden features on
     monkeypatch.setattr(rnn, "PANEL_MIN_I", 0)
@@ -545,6 +546,7 @@ def test_lstm_small_batches_feature_major_or_batch_rows(B, H, cols_max, monkeypa
     float64 numpy path, with sequence lengths and the kernels' backward."""
     from ddg.autograd.ops import rnn
     from ddg.tensor import rnn_kernels
+    monkeypatch.setattr(rnn, "RELAYOUT_MIN_T", 0)       # the weights copied at any length
     monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_T", 0)
     if cols_max == "small":
         monkeypatch.setattr(rnn, "COLS_MAX_W", 0)
@@ -578,6 +580,7 @@ def test_compiled_lstm_wide_batches(B, H, reverse, zero_h0, cols_max, monkeypatc
     instead), with and without lengths and a zero initial state, against the float64 numpy
     path."""
     from ddg.autograd.ops import rnn
+    monkeypatch.setattr(rnn, "RELAYOUT_MIN_T", 0)       # the weights copied at any length
     monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_T", 0)
     if cols_max is not None:
         monkeypatch.setattr(rnn, "COLS_MAX_W", cols_max)
@@ -592,3 +595,26 @@ def test_compiled_lstm_wide_batches(B, H, reverse, zero_h0, cols_max, monkeypatc
     for g, r in zip(got, ref):
         assert g.dtype == np.float32 and g.shape == r.shape
         np.testing.assert_allclose(g, r, rtol=0, atol=tol * (np.abs(r).max() + 1))
+
+
+@pytest.mark.parametrize("T,B,H", [(1, 4, 64), (1, 20, 9), (2, 5, 40), (5, 3, 64), (6, 4, 64), (6, 20, 9), (7, 12, 33)])
+def test_lstm_relayout_from_relayout_min_t_steps(T, B, H, monkeypatch):
+    """Shorter sequences than RELAYOUT_MIN_T (a cell called step by step: T = 1) read the
+    weights in place, longer ones from panels (batch 3-12 from PANEL_MIN_H, here 0, and
+    1-12 past 16); the same values either way, against the float64 numpy path."""
+    from ddg.autograd.ops import rnn
+    from ddg.tensor import rnn_kernels
+    monkeypatch.setattr(rnn, "PANEL_MIN_H", 0)
+    monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_T", 0)
+    copies = []                           # per forward call: were the weights copied
+    real = rnn_kernels.lstm_forward_loop
+    monkeypatch.setattr(rnn_kernels, "lstm_forward_loop",
+                        lambda *a: (copies.append(a[-1].size > 0 or a[-3].size > 0), real(*a))[1])
+    rng = np.random.default_rng(33)
+    arrs = _arrays(rng, "LSTM", T, B, 5, H, True)
+    got = _seq_run("LSTM", arrs, np.float32, False, True, None)
+    ref = _seq_run("LSTM", arrs, np.float64, False, True, None)
+    assert copies == [T >= rnn.RELAYOUT_MIN_T]
+    for g, r in zip(got, ref):
+        assert g.dtype == np.float32 and g.shape == r.shape
+        np.testing.assert_allclose(g, r, rtol=0, atol=1e-5 * (np.abs(r).max() + 1))

@@ -107,6 +107,12 @@ PANEL_MIN_H = 256
 # the input projection's product by panels too (forward) from this many input features on, below
 # 16 in the batch (the column tiles pay on longer rows, as in matmul_fm_t's rules)
 PANEL_MIN_I = 64
+# the LSTM's forward copies its weights to panels or transposes (above) only from this many
+# steps on; shorter sequences read them in place (matmul_fm, matmul_wr). A cell called step by
+# step (T = 1) paid a copy of both weights per call: training steps of LSTMCell loops at H 128-1024,
+# batch 3-12, 10-22 % faster without it; whole sequences, copy / no copy: T 2-4 0.99-1.17, T 5-6
+# 0.93-1.08, T 8 0.88-1.01
+RELAYOUT_MIN_T = 6
 
 
 def panel_batch(B, H):
@@ -121,10 +127,10 @@ def _cols_left(B, w_size):
         and w_size <= (COLS_MAX_W_SMALL if B < 16 else COLS_MAX_W)
 
 
-def _lstm_fm(B, H, w_size):
+def _lstm_fm(B, H, w_size, relayout=True):
     """Whether the LSTM's compiled loops of batch B run matmul_fm (the state feature-major)."""
-    return B >= LSTM_FM_MIN_B or B in LSTM_FM_BATCHES or panel_batch(B, H) or \
-        (B in LSTM_FM_COLS and _cols_left(B, w_size))
+    return B >= LSTM_FM_MIN_B or B in LSTM_FM_BATCHES or \
+        (relayout and (panel_batch(B, H) or (B in LSTM_FM_COLS and _cols_left(B, w_size))))
 
 
 def _panels(K, w, B, of_t=False):
@@ -242,7 +248,8 @@ class RNNSequence(Function):
         # of a stacked matmul: 1.4x matmul_fm's time at I=H=256 T=50); the GRU's from batch
         # 12 come from numpy's stacked matmul. The LSTM kernel turns each block into the
         # step's gate activations in place.
-        fm = _lstm_fm(B, H, w_hh.size) if lstm else B >= FM_MIN_B
+        relayout = T >= RELAYOUT_MIN_T
+        fm = _lstm_fm(B, H, w_hh.size, relayout) if lstm else B >= FM_MIN_B
         # the state before each step as batch rows; the LSTM keeps x's rows beside them
         # ([T, B, H + I]: h, then x), so that one product over all steps gives both weight
         # gradients (the kernels read and write the first H columns of each row). Rows of a
@@ -290,9 +297,9 @@ class RNNSequence(Function):
             none = np.empty((0, 0), dt)
             wt = (none, none)
             pan = (np.empty((0, 0, 8), dt),) * 2
-            if fm and panel_batch(B, H):   # matmul_fm_p, from strips of the weights' transposes
+            if fm and relayout and panel_batch(B, H):   # matmul_fm_p, on strips of the weights' transposes
                 pan = (_panels(K, w_ih, B) if B > 16 or I >= PANEL_MIN_I else pan[0], _panels(K, w_hh, B))
-            elif fm and _cols_left(B, w_hh.size):   # the weights' transposes for matmul_fm_t (kept for backward)
+            elif fm and relayout and _cols_left(B, w_hh.size):   # W^T for matmul_fm_t (kept for backward)
                 # (gemm.transposed: float32 by 8x8 shuffle blocks, [1792 x 448] 0.4 -> 0.25 ms)
                 wt = (transposed(w_ih), transposed(w_hh))
                 self.w_t = wt
