@@ -23,6 +23,32 @@ def test_ten_thousand_op_chain_does_not_hit_recursion_limit():
     np.testing.assert_allclose(x.grad.numpy(), [1.0001 ** 10_000], rtol=1e-9)
 
 
+def test_a_leaf_used_many_times_sums_in_place_without_touching_shared_arrays():
+    """A leaf that gets many gradients (every step of a cell loop uses the weights): from the
+    third arrival on they are added into the engine's own sum in place. The same values as
+    summing them one by one, and no array another node or the caller holds is written: the
+    root gradient, which ``x + x``'s backward hands to both edges, stays as given."""
+    rng = np.random.default_rng(0)
+    w = leaf(rng.standard_normal((3, 3)))
+    xs = [rng.standard_normal((2, 3)) for _ in range(6)]
+    gy = rng.standard_normal((2, 3))
+    gy_copy = gy.copy()
+    y = sum(ddg.matmul(ddg.to_tensor(x), w) for x in xs)
+    y.backward(ddg.to_tensor(gy))
+    want = np.zeros((3, 3))
+    for x in xs:
+        want = want + x.T @ gy
+    np.testing.assert_allclose(w.grad.numpy(), want, rtol=1e-12, atol=1e-12)
+    v = leaf(rng.standard_normal((2, 3)))
+    root = rng.standard_normal((2, 3))
+    root_copy = root.copy()
+    z = v + v + v * 2.0 + v
+    z.backward(ddg.to_tensor(root))
+    np.testing.assert_array_equal(root, root_copy)
+    np.testing.assert_array_equal(gy, gy_copy)
+    np.testing.assert_allclose(v.grad.numpy(), 5.0 * root, rtol=1e-12)
+
+
 def test_shared_tensor_gradients_accumulate():
     w = leaf([[1.0, 2.0], [3.0, 4.0]])
     x = leaf([[0.5, -1.0]])

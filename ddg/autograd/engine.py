@@ -145,6 +145,11 @@ def _run(roots, root_grads, retain_graph, targets, call, finish_graph):
     leaf_deps = {}
     buffers = {}
     leaf_acc = {}
+    # leaves whose sum in leaf_acc this pass made (arrays, not graph Tensors): later arrivals
+    # are added into it in place (a weight that every step of a cell loop uses gets a
+    # gradient per step: one add each, not a new array each)
+    own = set()
+    raw = finish_graph is None
     start = []
     for t, g in zip(roots, root_grads):
         if t._node is None:
@@ -257,7 +262,14 @@ def _run(roots, root_grads, retain_graph, targets, call, finish_graph):
             if idx is None:
                 if g is not None and g is not IN_GRAD:
                     prev = leaf_acc.get(p)
-                    leaf_acc[p] = g if prev is None else prev + g
+                    if prev is None:
+                        leaf_acc[p] = g
+                    elif p in own and prev.shape == g.shape and prev.dtype == g.dtype:
+                        prev += g            # a sum made below: no other node or tensor holds it
+                    else:
+                        leaf_acc[p] = prev + g
+                        if raw:
+                            own.add(p)
                 n = leaf_deps[p] - 1
                 leaf_deps[p] = n
                 if n == 0:
