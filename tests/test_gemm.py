@@ -53,6 +53,43 @@ def test_kernel_forms_against_float64(M, K, N):
                     _close(sums, B.astype(np.float64).sum(axis=0), K)
 
 
+@pytest.mark.parametrize("M,K,N", [(8, 5, 3), (16, 40, 37), (24, 300, 16), (64, 17, 40), (40, 1, 70)])
+def test_transposed_a_read_in_place_from_any_alignment(M, K, N):
+    """A = a.T read in place from an ``a`` whose rows start 0-7 floats past a 32-byte
+    boundary (the first rows of A then run one at a time, the 8-row tiles start aligned):
+    the same bits at every offset (each element's products summed in k order either way),
+    float64's values, with one pass or blocks, set, added into or from a bias."""
+    rng = np.random.default_rng(M + K + N)
+    A = rng.standard_normal((M, K)).astype(np.float32)
+    B = rng.standard_normal((K, N)).astype(np.float32)
+    C = rng.standard_normal((M, N)).astype(np.float32)
+    bias = rng.standard_normal((1, N)).astype(np.float32)
+    raw = np.empty(K * M + 64, np.float32)
+    base = (-raw.ctypes.data // 4) % 16               # raw[base] starts a 64-byte line
+    for kc, qb in ((512, 1 << 20), (16, 2)):
+        got = []
+        for off in range(8):
+            a = raw[base + off:base + off + K * M].reshape(K, M)
+            a[...] = A.T
+            assert (a.ctypes.data // 4) % 8 == off
+            outs = [np.full((M, N), np.nan, np.float32), C.copy(), np.full((M, N), np.nan, np.float32)]
+            for init, out in enumerate(outs):
+                gk.gemm(a, True, B, False, out, bias if init == 2 else out, init, False, True, kc, 8, qb, gemm._NONE)
+            got.append(outs)
+        for outs in got[1:]:
+            for o, o0 in zip(outs, got[0]):
+                np.testing.assert_array_equal(o, o0)
+        _close(got[0][0], _ref(A, B), K)
+        _close(got[0][1], _ref(A, B) + C, K)
+        _close(got[0][2], _ref(A, B, bias), K)
+
+
+def test_aligned_empty_starts_on_a_line():
+    for n in (0, 1, 15, 16, 1000, 123457):
+        a = gk.aligned_empty(n)
+        assert a.shape == (n,) and a.dtype == np.float32 and a.ctypes.data % 64 == 0
+
+
 @pytest.mark.parametrize("M,K,N", [(1, 1, 1), (13, 20, 37), (16, 128, 64), (9, 700, 100), (24, 33, 16)])
 def test_window_products_against_float64(M, K, N):
     """``gemm_rows``: row k of B read from any offset ``tab[k]`` of a flat array, A's columns
