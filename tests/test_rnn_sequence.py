@@ -282,11 +282,15 @@ def test_compiled_recurrent_product_and_transpose():
         for n1 in (0, n // 2, n):
             for fmaj, arr in ((False, a), (True, np.ascontiguousarray(a.transpose(0, 2, 1)))):
                 o1, o2 = np.full((m, n1), np.nan, np.float32), np.full((m, n - n1), np.nan, np.float32)
-                rnn_kernels.matmul_tn(arr, fmaj, x, o1, n1 + 3, o2)
-                for o, c in ((o1, 0), (o2, n1 + 3)):
+                rnn_kernels.matmul_tn(arr, fmaj, x, o1, n1 + 3, o2, False)
+                base = [rng.standard_normal(o.shape).astype(np.float32) for o in (o1, o2)]
+                a1, a2_ = base[0].copy(), base[1].copy()      # add: the products added into them
+                rnn_kernels.matmul_tn(arr, fmaj, x, a1, n1 + 3, a2_, True)
+                for o, added, b0, c in ((o1, a1, base[0], 0), (o2, a2_, base[1], n1 + 3)):
                     want = a2.T @ x[:, c:c + o.shape[1]]
                     tol = 1e-5 * (np.abs(a2.T) @ np.abs(x[:, c:c + o.shape[1]])).max(initial=0)
                     assert np.abs(o - want).max(initial=0) <= tol
+                    assert np.abs(added - (want + b0)).max(initial=0) <= tol + 1e-6
     for m, k, b in ((24, 6, 4), (18, 7, 5), (3, 1, 2), (40, 33, 16), (17, 9, 47), (8, 1, 32), (5, 0, 3), (19, 9, 1),
                     (21, 10, 2), (16, 5, 2), (8, 3, 1), (6, 4, 1), (41, 9, 24), (25, 7, 20), (16, 5, 8), (7, 3, 40), (40, 1024, 20),
                     (9, 5, 17), (12, 4, 56), (70, 6, 20), (130, 3, 33), (7, 2, 36), (45, 7, 12), (33, 4, 26),
@@ -618,3 +622,65 @@ def test_lstm_relayout_from_relayout_min_t_steps(T, B, H, monkeypatch):
     for g, r in zip(got, ref):
         assert g.dtype == np.float32 and g.shape == r.shape
         np.testing.assert_allclose(g, r, rtol=0, atol=1e-5 * (np.abs(r).max() + 1))
+
+
+@pytest.mark.parametrize("mode", ["LSTM", "GRU", "RNN_TANH", "RNN_RELU"])
+def test_weight_gradients_added_where_the_engine_hands_out_an_array(mode, monkeypatch):
+    """A cell called step by step with the same weights (one RNNSequence per step), as a
+    user's loop over LSTMCell does: from the third step's backward on, each step's weight
+    gradients go into the engine's running sum (grad_sink), and a whole sequence's into the
+    weights' .grad that clear_grad left; the values of the float64 numpy path, after a
+    clear_grad, and added to the gradients already there without one. Only the weights that
+    want a gradient get one."""
+    from ddg.autograd.ops import rnn
+    sunk = []
+    real = rnn.grad_sink
+    monkeypatch.setattr(rnn, "grad_sink", lambda node, i: (lambda a: (sunk.append(a is not None), a)[1])(real(node, i)))
+    rng = np.random.default_rng(34)
+    G = MODES[mode]
+    n_state = 2 if mode == "LSTM" else 1
+    T, B, I, H = 6, 5, 4, 24
+    xs = rng.standard_normal((T, B, I))
+    h0 = [rng.standard_normal((B, H)) * 0.5 for _ in range(n_state)]
+    ws = [rng.standard_normal((G * H, I)) * 0.3, rng.standard_normal((G * H, H)) * 0.3,
+          rng.standard_normal(G * H) * 0.3, rng.standard_normal(G * H) * 0.3]
+
+    def run(dtype, cell, wanted=(0, 1, 2, 3), grads=None):
+        w = [ddg.to_tensor(a.astype(dtype), stop_gradient=i not in wanted) for i, a in enumerate(ws)]
+        if grads is not None:           # .grad already there (zero, or an earlier step's)
+            for t, g in zip(w, grads):
+                if not t.stop_gradient:
+                    t.grad = ddg.to_tensor(g.astype(dtype))
+        x = ddg.to_tensor(xs.astype(dtype))
+        st = [ddg.to_tensor(a.astype(dtype)) for a in h0]
+        if cell:
+            loss = 0
+            for t in range(T):
+                outs = RNNSequence(mode)(x[t:t + 1], *st, *w)
+                st = list(outs[1:])
+                loss = loss + (outs[0] * outs[0]).sum()
+        else:
+            outs = RNNSequence(mode)(x, *st, *w)
+            loss = (outs[0] * outs[0]).sum()
+        loss.backward()
+        return [None if t.stop_gradient else t.grad.numpy() for t in w]
+
+    zeros = [np.zeros_like(a) for a in ws]
+    before = [rng.standard_normal(a.shape) for a in ws]
+    for cell in (True, False):
+        for wanted in ((0, 1, 2, 3), (1,), (0, 2)):
+            ref = run(np.float64, cell, wanted)
+            for grads in (None, zeros, before):
+                sunk.clear()
+                got = run(np.float32, cell, wanted, grads)
+                for i, (g, r) in enumerate(zip(got, ref)):
+                    if i not in wanted:
+                        assert g is None
+                        continue
+                    want = r if grads is None else r + grads[i]
+                    np.testing.assert_allclose(g, want, rtol=0, atol=1e-5 * (np.abs(want).max() + 1))
+                weights = len([i for i in wanted if i < 2])
+                if grads is not None and weights and not cell:
+                    assert any(sunk)              # the whole sequence's into .grad
+                if cell and weights:
+                    assert sum(sunk) >= (T - 2) * weights     # every step from the third on

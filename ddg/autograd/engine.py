@@ -9,9 +9,11 @@
 3. A leaf's gradient is final when its count reaches zero: its tensor hooks run, the
    gradient is accumulated into ``.grad``, and its grad-ready hooks fire (exactly once
    per backward). DataParallel starts its all-reduces from those hooks.
-   A node's backward may add a weight's gradient into that weight's ``.grad`` itself (the
-   compiled product starting from it: no pass of its own) where ``grad_sink`` hands it
-   the array, and then returns ``IN_GRAD`` in its place.
+   A leaf's gradients from its third arrival on are added in place into the sum the pass
+   made of the earlier ones. A node's backward may add a weight's gradient into that
+   weight's ``.grad``, or into that sum, itself (the compiled product starting from it:
+   no pass of its own) where ``grad_sink`` hands it the array, and then returns
+   ``IN_GRAD`` in its place.
 4. A node whose ``_pre_backward`` is set (a callable) has it called with the node just
    before its backward runs: ZeRO stage 3 puts back the parameter arrays it took from
    the node after forward (ddg/distributed/sharding/stage3.py).
@@ -37,12 +39,14 @@ _sink = [None]
 
 
 def grad_sink(node, i):
-    """The numpy array of ``.grad`` of the leaf at input ``i`` of ``node`` where ``node``'s
-    backward, now called by the engine, may add its gradient for that input into it in
-    place and return ``IN_GRAD`` instead: this backward accumulates into ``.grad``, the
-    leaf has no tensor hooks, this is the last gradient it gets and none came before it,
-    and its ``.grad`` exists as a writeable C-contiguous array of the leaf's shape and
-    dtype. Else None (the gradient is returned as usual). Its grad-ready hooks still run."""
+    """An array into which ``node``'s backward, now called by the engine, may add its
+    gradient for input ``i`` in place and return ``IN_GRAD`` instead, or None (the gradient
+    is returned as usual). The input must be a leaf without tensor hooks, and the array a
+    writeable C-contiguous numpy array of the leaf's shape and dtype: the leaf's ``.grad``
+    where this is the last gradient the leaf gets in this pass and none came before it;
+    or the sum of the gradients that came before, where the pass made that sum itself
+    (from the third arrival on: a weight used by every step of a cell loop). Its
+    grad-ready hooks still run once it has every gradient."""
     cur = _sink[0]
     if cur is None or cur[0] is not node:
         return None
@@ -50,9 +54,14 @@ def grad_sink(node, i):
     if e is None or e[1] is not None:
         return None
     leaf = e[0]
-    if cur[1].get(leaf) != 1 or leaf in cur[2] or leaf._hooks or leaf._grad is None:
+    if leaf._hooks:
         return None
-    a = leaf._grad._data
+    if leaf in cur[3]:
+        a = cur[2][leaf]
+    elif cur[1].get(leaf) != 1 or leaf in cur[2] or leaf._grad is None:
+        return None
+    else:
+        a = leaf._grad._data
     if type(a) is not np.ndarray or a.dtype != leaf._data.dtype or a.shape != leaf._data.shape \
             or not a.flags.c_contiguous or not a.flags.writeable:
         return None
@@ -246,7 +255,7 @@ def _run(roots, root_grads, retain_graph, targets, call, finish_graph):
             if node._pre_backward is not None:
                 node._pre_backward(node)
             if sinks:
-                outer, _sink[0] = _sink[0], (node, leaf_deps, leaf_acc)
+                outer, _sink[0] = _sink[0], (node, leaf_deps, leaf_acc, own)
                 try:
                     results = call(node, grads)
                 finally:

@@ -426,12 +426,12 @@ def _tn_tiles(panel, xs, out, i, ai, kc, c0, acc, rows):
 
 
 @numba.njit(**_OPTS)
-def matmul_tn(a, fmaj, x, out1, c1, out2):
+def matmul_tn(a, fmaj, x, out1, c1, out2, add):
     """``out1 [M, N1] = A.T @ x[:, :N1]`` and ``out2 [M, N2] = A.T @ x[:, c1:c1 + N2]`` with
     ``A`` ``[T*B, M]`` the gate gradients of all steps, ``a`` ``[T, B, M]`` (batch rows) or
     ``[T, M, B]`` (``fmaj``: feature-major, as the loop leaves them), ``x`` ``[T*B, L]``,
     all C-contiguous float32 (an output may have no columns): the weight gradients,
-    ``dp^T @ [h_prev | x]``, in passes of about ``_KC`` rows (whole steps). Per pass, every
+    ``dp^T @ [h_prev | x]`` (``add``: added into the outputs, else written), in passes of about ``_KC`` rows (whole steps). Per pass, every
     8 columns of ``A`` are copied to a contiguous panel (read in place, rows 2-4 KB apart
     fall in the same L1 sets), and the outputs are formed ``_TN_COLS`` columns at a time:
     that block of the pass's rows of x stays in L2 while every panel passes over it. From
@@ -442,8 +442,9 @@ def matmul_tn(a, fmaj, x, out1, c1, out2):
     B, M = (a.shape[2], a.shape[1]) if fmaj else (a.shape[1], a.shape[2])
     M8 = M - M % 8
     if T == 0 or B == 0:
-        out1[:] = _ZERO
-        out2[:] = _ZERO
+        if not add:
+            out1[:] = _ZERO
+            out2[:] = _ZERO
         return
     ks = max(1, _KC // B)                  # steps per pass
     ap = np.empty((M8 // 8, ks * B, 8), np.float32)
@@ -452,7 +453,7 @@ def matmul_tn(a, fmaj, x, out1, c1, out2):
         t1 = min(t0 + ks, T)
         kc = (t1 - t0) * B
         xs = x[t0 * B:t1 * B]
-        acc = 1 if t0 > 0 else 0
+        acc = 1 if t0 > 0 or add else 0
         for p in range(M8 // 8):
             for tt in range(t0, t1):
                 at = a[tt]

@@ -40,7 +40,9 @@ import numpy as np
 
 from ...tensor import backend
 from ...tensor.dtypes import upcast
+from ...tensor import gemm
 from ...tensor.gemm import few_rows_product, transposed
+from ..engine import IN_GRAD, grad_sink
 from ..function import Function
 from ..higher import live_input
 
@@ -442,13 +444,13 @@ class RNNSequence(Function):
         if lstm:
             self._lstm_weight_grads(dpt, fmaj, out, k)
         elif needs[k]:                        # time-major rows of x (a copy when x is batch-major)
-            out[k] = _tn(dp, self.xt.reshape(T * B, I))
+            out[k] = self._weight_grad(k, dp, self.xt.reshape(T * B, I))
         if needs[k + 1] and not lstm:
             dqs, hp = dq, self.hp.reshape(T * B, H)
             if self.h0_zero:                  # the step whose previous state is h0 = 0 adds nothing
                 rows = slice(0, (T - 1) * B) if self.reverse else slice(B, T * B)
                 dqs, hp = dq[rows], hp[rows]
-            out[k + 1] = _tn(dqs, hp)
+            out[k + 1] = self._weight_grad(k + 1, dqs, hp)
         if needs[k + 2] or needs[k + 3]:
             ones = np.ones(T * B, dt)        # column sums as BLAS gemv: faster than numpy's sum(axis=0)
             if lstm:                         # one bias gradient for both, the loop's per-step sums if it ran
@@ -459,6 +461,20 @@ class RNNSequence(Function):
                 out[k + 2] = ones @ dp if needs[k + 2] else None
                 out[k + 3] = ones @ dq if needs[k + 3] else None
         return tuple(out)
+
+    def _weight_grad(self, i, a, b):
+        """Input i's weight gradient ``a.T @ b``, added by the compiled product into the
+        array ``grad_sink`` hands out (a .grad, or the sum of a cell loop's earlier steps),
+        then ``IN_GRAD``; else a new array."""
+        into = grad_sink(self, i)
+        if into is None:
+            return _tn(a, b)
+        got = gemm.weight_grads(a, b, False, into)
+        if got is None:
+            into += _tn(a, b)
+        elif got[0] is not into:
+            into += got[0]
+        return IN_GRAD
 
     def _lstm_weight_grads(self, dpt, fmaj, out, k):
         """``dW_hh`` and ``dW_ih`` (into ``out[k + 1]``, ``out[k]``, where needed) from the
@@ -477,14 +493,18 @@ class RNNSequence(Function):
         if self.h0_zero and needs[k + 1] and T:   # the step whose previous state is h0 = 0 adds nothing to dW_hh
             first = T - 1 if self.reverse else 0
             steps = slice(0, T - 1) if self.reverse else slice(1, T)
-        dw_hh = np.empty((G * H, H if needs[k + 1] else 0), dt)
-        dw_ih = np.empty((G * H, I if needs[k] else 0), dt)
-        K.matmul_tn(dpt[steps], fmaj, hx[steps.start * B:steps.stop * B], dw_hh, H, dw_ih)
+        # added straight into the weights' gradient arrays where the engine hands out both
+        # (grad_sink: a .grad, or the sum of a cell loop's earlier steps), else new arrays
+        sinks = [grad_sink(self, i) if needs[i] else None for i in (k, k + 1)]
+        add = all(a is not None and a.dtype == dt for a, need in zip(sinks, needs[k:k + 2]) if need)
+        dw_ih, dw_hh = ((a if add and need else np.empty((G * H, n if need else 0), dt))
+                        for a, need, n in zip(sinks, needs[k:k + 2], (I, H)))
+        K.matmul_tn(dpt[steps], fmaj, hx[steps.start * B:steps.stop * B], dw_hh, H, dw_ih, add)
         if needs[k] and first is not None:
             g = dpt[first] if fmaj else dpt[first].T             # [4H, B]
             dw_ih += g @ hx[first * B:(first + 1) * B, H:H + I]
-        out[k] = dw_ih if needs[k] else None
-        out[k + 1] = dw_hh if needs[k + 1] else None
+        out[k] = (IN_GRAD if add else dw_ih) if needs[k] else None
+        out[k + 1] = (IN_GRAD if add else dw_hh) if needs[k + 1] else None
 
     # -- layout helpers: buffers are laid out like x (batch-major or time-major) and indexed by time
     def _tm(self, a):
