@@ -56,9 +56,9 @@ def test_kernel_forms_against_float64(M, K, N):
 @pytest.mark.parametrize("M,K,N", [(8, 5, 3), (16, 40, 37), (24, 300, 16), (64, 17, 40), (40, 1, 70)])
 def test_transposed_a_read_in_place_from_any_alignment(M, K, N):
     """A = a.T read in place from an ``a`` whose rows start 0-7 floats past a 32-byte
-    boundary (the first rows of A then run one at a time, the 8-row tiles start aligned):
-    the same bits at every offset (each element's products summed in k order either way),
-    float64's values, with one pass or blocks, set, added into or from a bias."""
+    boundary (numpy's large arrays start 16 bytes into a line, numba's on 32 bytes): the
+    same bits at every offset, float64's values, with one pass or blocks, set, added into
+    or from a bias."""
     rng = np.random.default_rng(M + K + N)
     A = rng.standard_normal((M, K)).astype(np.float32)
     B = rng.standard_normal((K, N)).astype(np.float32)

@@ -57,7 +57,9 @@ def grad_sink(node, i):
     if leaf._hooks:
         return None
     if leaf in cur[3]:
-        a = cur[2][leaf]
+        a = cur[2].get(leaf)
+        if a is None:
+            return None
     elif cur[1].get(leaf) != 1 or leaf in cur[2] or leaf._grad is None:
         return None
     else:

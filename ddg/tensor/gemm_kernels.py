@@ -570,15 +570,7 @@ def gemm(a, a_t, b, b_t, out, bias, init, pack_a, pack_b, kc, mc, qb, colsum):
     if pack_b:
         _pack_b(b, b_t, bp, colsum)
     pack_a = pack_a and a_t
-    # A read in place and transposed: each tile reads 8 neighbours of a row of a per k, 32
-    # bytes; where a's rows start 16 or 48 bytes into a 64-byte line (numpy's large arrays
-    # start 16 bytes into a page) half of those reads straddle two lines. The first ``lead``
-    # rows of A then go one at a time, and the 8-row tiles start on 32-byte boundaries
-    lead = 0
-    if a_t and not pack_a and (M * 4) % 32 == 0:
-        lead = (8 - (a.ctypes.data // 4) % 8) % 8
-        lead = lead if lead < M else 0
-    M8 = lead + (M - lead) // 8 * 8
+    M8 = M - M % 8
     ap = aligned_empty(M8 // 8 * K * 8 if pack_a else 0).reshape((M8 // 8 if pack_a else 0, K, 8))
     if pack_a:
         _pack_a(a, ap)
@@ -586,32 +578,25 @@ def gemm(a, a_t, b, b_t, out, bias, init, pack_a, pack_b, kc, mc, qb, colsum):
         k1 = min(k0 + kc, K)
         acc = 1 if k0 > 0 else init
         for q0 in range(0, NQ, qb):
-            q1 = min(q0 + qb, NQ)
-            for i0 in range(lead, M8, mc):
-                i1 = min(i0 + mc, M8)
-                for q in range(q0, q1):
+            for i0 in range(0, M, mc):
+                i1 = min(i0 + mc, M)
+                for q in range(q0, min(q0 + qb, NQ)):
                     b0 = 16 * q
                     nb = min(16, N - b0)
                     x = bp[q] if pack_b else b
                     c0 = -b0 if pack_b else 0
-                    for i in range(i0, i1, 8):
+                    for i in range(i0, min(i1, M8), 8):
                         if pack_a:
                             _GT8(ap[i // 8], x, out, bias, i, 0, b0, nb, k0, k1, c0, acc)
                         elif a_t:
                             _GT8(a, x, out, bias, i, i, b0, nb, k0, k1, c0, acc)
                         else:
                             _G8(a, x, out, bias, i, i, b0, nb, k0, k1, c0, acc)
-            for r in range(lead + M - M8):         # the rows before the tiles and past them
-                i = r if r < lead else M8 + r - lead
-                for q in range(q0, q1):
-                    b0 = 16 * q
-                    nb = min(16, N - b0)
-                    x = bp[q] if pack_b else b
-                    c0 = -b0 if pack_b else 0
-                    if a_t:
-                        _GT1(a, x, out, bias, i, i, b0, nb, k0, k1, c0, acc)
-                    else:
-                        _G1(a, x, out, bias, i, i, b0, nb, k0, k1, c0, acc)
+                    for i in range(max(i0, M8), i1):
+                        if a_t:
+                            _GT1(a, x, out, bias, i, i, b0, nb, k0, k1, c0, acc)
+                        else:
+                            _G1(a, x, out, bias, i, i, b0, nb, k0, k1, c0, acc)
 
 
 _gemm = gemm     # gemm_stack's own reference (tests wrap the module's ``gemm`` to count calls)
