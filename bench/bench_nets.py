@@ -4,7 +4,8 @@ eager, over a range of sizes, single-threaded, ratios from one interleaved run.
     python bench/bench_nets.py [--rounds 5] [--only resnet,lstm,gru,rnn,transformer,dcgan,mobilenet,gpt]
                                [--quick] [--batch 16]
 
-``--only`` also takes ``mobilenetv2`` (not in the default list). ``--batch`` replaces the
+``--only`` also takes ``mobilenetv2``, ``rnnstack`` and ``cells`` (not in the default list).
+``--batch`` replaces the
 batch of 16 of every class but GPT's (other batch sizes: a small batch stresses per-op and
 per-call costs, a large one the caches).
 
@@ -16,6 +17,10 @@ otherwise). Models:
   global average pool, Linear(2C, 10); batch 16, images HxH.
 * ``lstm`` / ``gru`` / ``rnn``: 1-layer LSTM/GRU/SimpleRNN (tanh) (input 32, hidden H) over T steps, batch 16,
   Linear(H, 10) on the last output.
+* ``rnnstack``: 2-layer LSTM/GRU (input 32, hidden H, one or both directions) over T steps,
+  batch 16, Linear on the last output.
+* ``cells``: an LSTMCell / GRUCell / SimpleRNNCell (tanh) called step by step in a Python
+  loop over T steps (input 32, hidden H, batch B of its own), Linear on the last state.
 * ``transformer``: 2 post-norm encoder layers (d_model D, 4 heads, feed-forward 2D,
   no dropout), sequence S (10-200), batch 16, mean over the sequence, Linear(D, 10).
 * ``dcgan``: DCGAN on HxH images (32 or 64), batch 16, latent 64, base width G. Generator:
@@ -66,6 +71,10 @@ DCGAN_SIZES = [(16, 32), (32, 32), (64, 32), (16, 64), (32, 64)]        # (base 
 MOBILENET_SIZES = [(16, 32), (8, 64), (16, 64)]                         # (stem width, image)
 MOBILENETV2_SIZES = [(0.5, 32), (1.0, 32), (0.5, 64), (0.75, 48)]        # (width multiplier, image)
 GPT_SIZES = [(64, 64, 1000, True), (128, 128, 4000, False), (256, 128, 8000, True)]  # (d, seq, vocab, tied)
+RNN_STACK_SIZES = [("lstm", 128, 50, False), ("lstm", 256, 50, False), ("lstm", 512, 50, False),
+                   ("lstm", 256, 50, True), ("gru", 256, 50, False), ("gru", 512, 30, True)]  # (kind, H, T, bidir)
+CELL_SIZES = [("lstm", 128, 20, 16), ("lstm", 512, 20, 16), ("lstm", 256, 50, 4), ("gru", 128, 20, 16),
+              ("gru", 512, 20, 16), ("rnn", 128, 20, 16), ("rnn", 512, 20, 16)]     # (kind, H, T, batch)
 GAN_LATENT = 64
 GPT_BATCH = 8
 
@@ -145,6 +154,64 @@ def torch_rnn(torch, kind, hidden):
         def forward(self, x):
             out, _ = self.rnn(x)
             return self.fc(out[:, -1])
+    return Net()
+
+
+class _DdgRnnStack(nn.Layer):
+    def __init__(self, kind, hidden, bidir):
+        super().__init__()
+        self.rnn = {"lstm": nn.LSTM, "gru": nn.GRU}[kind](32, hidden, num_layers=2,
+                                                         direction="bidirect" if bidir else "forward")
+        self.fc = nn.Linear(hidden * (2 if bidir else 1), 10)
+
+    def forward(self, x):
+        out, _ = self.rnn(x)
+        return self.fc(out[:, -1])
+
+
+def torch_rnn_stack(torch, kind, hidden, bidir):
+    tnn = torch.nn
+
+    class Net(tnn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = {"lstm": tnn.LSTM, "gru": tnn.GRU}[kind](32, hidden, num_layers=2, bidirectional=bidir,
+                                                               batch_first=True)
+            self.fc = tnn.Linear(hidden * (2 if bidir else 1), 10)
+
+        def forward(self, x):
+            out, _ = self.rnn(x)
+            return self.fc(out[:, -1])
+    return Net()
+
+
+class _DdgCellLoop(nn.Layer):
+    def __init__(self, kind, hidden):
+        super().__init__()
+        self.cell = {"lstm": nn.LSTMCell, "gru": nn.GRUCell, "rnn": nn.SimpleRNNCell}[kind](32, hidden)
+        self.fc = nn.Linear(hidden, 10)
+
+    def forward(self, x):
+        state = None
+        for t in range(x.shape[1]):
+            out, state = self.cell(x[:, t], state)
+        return self.fc(out)
+
+
+def torch_cell_loop(torch, kind, hidden):
+    tnn = torch.nn
+
+    class Net(tnn.Module):
+        def __init__(self):
+            super().__init__()
+            self.cell = {"lstm": tnn.LSTMCell, "gru": tnn.GRUCell, "rnn": tnn.RNNCell}[kind](32, hidden)
+            self.fc = tnn.Linear(hidden, 10)
+
+        def forward(self, x):
+            state = None
+            for t in range(x.shape[1]):
+                state = self.cell(x[:, t], state)
+            return self.fc(state[0] if kind == "lstm" else state)
     return Net()
 
 
@@ -476,6 +543,19 @@ def cases(only, quick):
                 x = rng.standard_normal((BATCH, steps, 32)).astype(np.float32)
                 yield (f"{kind} H={h} T={steps}", lambda kind=kind, h=h, x=x: ddg_step(_DdgRnnNet(kind, h), x, y),
                        lambda t, kind=kind, h=h, x=x: torch_step(t, torch_rnn(t, kind, h), x, y))
+    if "rnnstack" in only:
+        for kind, h, steps, bidir in (RNN_STACK_SIZES[:1] if quick else RNN_STACK_SIZES):
+            x = rng.standard_normal((BATCH, steps, 32)).astype(np.float32)
+            yield (f"{kind} 2 layers{' bidirectional' if bidir else ''} H={h} T={steps}",
+                   lambda kind=kind, h=h, bidir=bidir, x=x: ddg_step(_DdgRnnStack(kind, h, bidir), x, y),
+                   lambda t, kind=kind, h=h, bidir=bidir, x=x: torch_step(t, torch_rnn_stack(t, kind, h, bidir), x, y))
+    if "cells" in only:
+        for kind, h, steps, b in (CELL_SIZES[:1] if quick else CELL_SIZES):
+            x = rng.standard_normal((b, steps, 32)).astype(np.float32)
+            yb = rng.integers(0, 10, b)
+            yield (f"{kind} cell loop H={h} T={steps} batch {b}",
+                   lambda kind=kind, h=h, x=x, yb=yb: ddg_step(_DdgCellLoop(kind, h), x, yb),
+                   lambda t, kind=kind, h=h, x=x, yb=yb: torch_step(t, torch_cell_loop(t, kind, h), x, yb))
     if "transformer" in only:
         for d, seq in (TRANSFORMER_SIZES[:1] if quick else TRANSFORMER_SIZES):
             x = rng.standard_normal((BATCH, seq, d)).astype(np.float32)

@@ -91,12 +91,17 @@ def test_rnn_batch_grid_prints_every_cell(monkeypatch, capsys):
     assert all(len(r.strip("| ").split(" | ")) == 3 and float(r.strip("| ").split(" | ")[1]) > 0 for r in rows[1:])
 
 
-def test_quick_rnn_cases_run():
-    """The SimpleRNN class (``rnn``, beside ``lstm`` and ``gru``): its steps build and run."""
+@pytest.mark.parametrize("kind,count", [("rnn", 2), ("rnnstack", 1), ("cells", 1)])
+def test_quick_rnn_cases_run(kind, count):
+    """The SimpleRNN class (``rnn``, beside ``lstm`` and ``gru``), the 2-layer stacks and the
+    cell loops: their steps build, run and move every weight."""
     ddg.seed(0)
-    got = list(B.cases({"rnn"}, quick=True))
-    assert [n.split()[0] for n, _, _ in got] == ["rnn"] * 2
+    got = list(B.cases({kind}, quick=True))
+    assert len(got) == count
     for _, make_ddg, _ in got:
         step = make_ddg()
         step()
+        model = next(c.cell_contents for c in step.__closure__ if isinstance(c.cell_contents, ddg.optimizer.Momentum))
+        before = [p.numpy().copy() for p in model._parameter_list]
         step()
+        assert all(not np.array_equal(p.numpy(), q) for p, q in zip(model._parameter_list, before))
