@@ -509,8 +509,8 @@ def test_compiled_lstm_weight_gradients(wanted, zero_h0, fm, monkeypatch):
             np.testing.assert_allclose(g, r, rtol=0, atol=2e-6 * (np.abs(r).max() + 1))
 
 
-@pytest.mark.parametrize("mode,B,fm,IH", list(itertools.product(("LSTM", "GRU", "RNN_TANH", "RNN_RELU"), (1, 2, 3, 5), (False, True),
-                                                                   ((5, 6), (24, 40)))))
+@pytest.mark.parametrize("mode,B,fm,IH", list(itertools.product(("LSTM", "GRU", "RNN_TANH", "RNN_RELU"), (1, 2, 3, 5),
+                                                                   (False, True), ((5, 6), (24, 40)))))
 def test_compiled_loops_small_batches(mode, B, fm, IH, monkeypatch):
     """Batches of 1, 2, 3 and 5 through each recurrent product (matmul_wr's 4x4, 4x2 and
     4x1 tiles, or matmul_fm's masked columns), the input projections of all steps from
@@ -684,3 +684,127 @@ def test_weight_gradients_added_where_the_engine_hands_out_an_array(mode, monkey
                     assert any(sunk)              # the whole sequence's into .grad
                 if cell and weights:
                     assert sum(sunk) >= (T - 2) * weights     # every step from the third on
+
+
+# -- LSTM with a projection (proj_size) ------------------------------------------------------------------------
+def _proj_arrays(rng, T, B, I, H, P, batch_major):
+    x = rng.standard_normal((B, T, I) if batch_major else (T, B, I))
+    return [x, rng.standard_normal((B, P)) * 0.5, rng.standard_normal((B, H)) * 0.5,
+            rng.standard_normal((4 * H, I)) * 0.5, rng.standard_normal((4 * H, P)) * 0.5,
+            rng.standard_normal(4 * H) * 0.3, rng.standard_normal(4 * H) * 0.3, rng.standard_normal((H, P)) * 0.5]
+
+
+def _proj_reference(arrs, reverse, lengths):
+    """The projected LSTM step by step in float64 numpy: (y [T, B, P], h_T, c_T)."""
+    x, h, c, w_ih, w_hh, b_ih, b_hh, w_ho = arrs
+    T, B = x.shape[:2]
+    sig = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
+    ys = np.zeros((T, B, w_ho.shape[1]))
+    for t in (range(T - 1, -1, -1) if reverse else range(T)):
+        i, f, g, o = np.split(x[t] @ w_ih.T + b_ih + h @ w_hh.T + b_hh, 4, axis=-1)
+        cn = sig(f) * c + sig(i) * np.tanh(g)
+        hn = (sig(o) * np.tanh(cn)) @ w_ho
+        m = np.ones((B, 1)) if lengths is None else (t < np.asarray(lengths))[:, None].astype(float)
+        ys[t] = hn * m
+        h, c = hn * m + h * (1 - m), cn * m + c * (1 - m)
+    return ys, h, c
+
+
+@pytest.mark.parametrize("reverse,batch_major,lengths", list(itertools.product((False, True), (False, True),
+                                                                               (None, (4, 1, 3)))))
+def test_lstm_projection_forward_and_central_differences(reverse, batch_major, lengths):
+    """The projected LSTM inside the op (h = (o * tanh(c)) @ W_ho, the recurrence on h):
+    forward against a float64 numpy loop, every input's gradient against central
+    differences, both directions, both layouts, with sequence lengths."""
+    rng = np.random.default_rng(40)
+    arrs = _proj_arrays(rng, 4, 3, 2, 5, 2, batch_major)
+    lens = None if lengths is None else np.array(lengths)
+    outs = RNNSequence("LSTM", reverse, batch_major, lens, proj=True)(*[ddg.to_tensor(a) for a in arrs])
+    x = arrs[0].transpose(1, 0, 2) if batch_major else arrs[0]
+    y, h, c = _proj_reference([x] + arrs[1:], reverse, lengths)
+    np.testing.assert_allclose(outs[0].numpy(), y.transpose(1, 0, 2) if batch_major else y, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(outs[1].numpy(), h, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(outs[2].numpy(), c, rtol=1e-12, atol=1e-12)
+
+    def f(*ts):
+        return ddg.concat([o.flatten() for o in RNNSequence("LSTM", reverse, batch_major, lens, proj=True)(*ts)])
+    ts = [ddg.to_tensor(a, stop_gradient=False) for a in arrs]
+    assert gradcheck(f, ts, atol=1e-6, rtol=1e-5)
+
+
+def test_lstm_projection_second_order_and_float32():
+    """Second derivatives (backward_graph: the composite with the projection), and float32
+    against float64 with some inputs' gradients only."""
+    rng = np.random.default_rng(41)
+    arrs = _proj_arrays(rng, 3, 2, 2, 3, 2, True)
+
+    def f(*ts):
+        return ddg.concat([o.flatten() for o in RNNSequence("LSTM", True, True, np.array([3, 2]), proj=True)(*ts)])
+    ts = [ddg.to_tensor(a, stop_gradient=False) for a in arrs]
+    assert gradgradcheck(f, ts, atol=1e-5, rtol=1e-4)
+    arrs = _proj_arrays(rng, 20, 5, 6, 16, 8, False)
+    for wanted in ((0, 3, 4, 5, 6, 7), (7,), (1, 2, 4)):
+        res = {}
+        for dt in (np.float32, np.float64):
+            t32 = [ddg.to_tensor(a.astype(dt), stop_gradient=i not in wanted) for i, a in enumerate(arrs)]
+            outs = RNNSequence("LSTM", False, False, None, proj=True)(*t32)
+            sum(((o * o) * (i + 1)).sum() for i, o in enumerate(outs)).backward()
+            res[dt] = [o.numpy() for o in outs] + [t32[i].grad.numpy() for i in wanted]
+            assert all(t32[i].grad is None for i in range(8) if i not in wanted)
+        for g, r in zip(res[np.float32], res[np.float64]):
+            assert g.dtype == np.float32
+            np.testing.assert_allclose(g, r, rtol=0, atol=2e-5 * (np.abs(r).max() + 1))
+
+
+def test_lstm_projection_layers_against_the_per_step_graph():
+    """nn.LSTM with proj_size (2 layers, both directions, sequence lengths, given initial
+    states): outputs and states against the same weights through the composite of ordinary
+    ops (the fused op's reference), float64, and a gradient for every weight, the
+    projections' too; LSTMCell with proj_size called step by step against the numpy loop."""
+    from ddg.autograd.composite.recurrent import rnn_sequence
+    rng = np.random.default_rng(42)
+    net = nn.LSTM(4, 6, num_layers=2, direction="bidirect", proj_size=3)
+    net.to(dtype="float64")
+    x = rng.standard_normal((2, 5, 4))
+    lens = np.array([5, 3])
+    h0 = rng.standard_normal((4, 2, 3))
+    c0 = rng.standard_normal((4, 2, 6))
+    outs = {}
+    for fused in (True, False):
+        for p in net.parameters():
+            p.clear_grad(False)
+        if not fused:
+            real = RNNSequence.forward
+
+            def composite_forward(self, *arrays):           # the op's output from the composite
+                ts = [ddg.to_tensor(a) for a in arrays]
+                return tuple(o.numpy() for o in rnn_sequence(self, *ts))
+            RNNSequence.forward = composite_forward
+        try:
+            xt = ddg.to_tensor(x, stop_gradient=False)
+            y, (h, c) = net(xt, (ddg.to_tensor(h0), ddg.to_tensor(c0)), sequence_length=ddg.to_tensor(lens))
+            if fused:
+                (y * y).sum().backward()
+                outs[fused] = [y.numpy(), h.numpy(), c.numpy(), xt.grad.numpy()] + \
+                    [p.grad.numpy() for p in net.parameters()]
+            else:
+                outs[fused] = [y.numpy(), h.numpy(), c.numpy()]
+        finally:
+            if not fused:
+                RNNSequence.forward = real
+    for a, b in zip(outs[True][:3], outs[False]):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+    assert y.shape == [2, 5, 6] and h.shape == [4, 2, 3] and c.shape == [4, 2, 6]
+    assert all(np.isfinite(g).all() and g.any() for g in outs[True][3:])   # every weight reached, w_ho too
+    assert len(outs[True]) == 4 + 4 * 5
+    cell = nn.LSTMCell(4, 6, proj_size=3)
+    cell.to(dtype="float64")
+    state = None
+    for t in range(3):
+        out, state = cell(ddg.to_tensor(x[:, t]), state)
+    assert out.shape == [2, 3] and state[1].shape == [2, 6]
+    ref = _proj_reference([x[:, :3].transpose(1, 0, 2), np.zeros((2, 3)), np.zeros((2, 6))] +
+                          [p.numpy() for p in (cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh,
+                                               cell.weight_ho)], False, None)
+    np.testing.assert_allclose(out.numpy(), ref[1], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(state[1].numpy(), ref[2], rtol=1e-12, atol=1e-12)

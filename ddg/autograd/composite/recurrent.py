@@ -14,7 +14,8 @@ def rnn_sequence(op, x, *rest):
     fused kernels."""
     lstm = op.mode == "LSTM"
     n_state = 2 if lstm else 1
-    states, (w_ih, w_hh, b_ih, b_hh) = list(rest[:n_state]), rest[n_state:]
+    states, (w_ih, w_hh, b_ih, b_hh) = list(rest[:n_state]), rest[n_state:n_state + 4]
+    w_ho = rest[n_state + 4] if getattr(op, "proj", False) else None   # LSTM projection [H, P]
     xt = M.transpose(x, [1, 0, 2]) if op.batch_major else x
     T, B = xt.shape[0], xt.shape[1]
     H = w_hh.shape[1]
@@ -29,6 +30,8 @@ def rnn_sequence(op, x, *rest):
             i, f, g, o = M.split(xg[t] + hh, 4, axis=-1)
             cn = E.sigmoid(f) * c + E.sigmoid(i) * E.tanh(g)
             hn = E.sigmoid(o) * E.tanh(cn)
+            if w_ho is not None:
+                hn = L.matmul(hn, w_ho)
         elif op.mode == "GRU":
             hh = hh + b_hh
             x_rz, x_c = M.split(xg[t], [2 * H, H], axis=-1)

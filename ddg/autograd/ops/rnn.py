@@ -145,6 +145,12 @@ def _panels(K, w, B, of_t=False):
     return ap
 
 
+def _mm(a, b):
+    """``a @ b`` of 2-D arrays: on numpy by ``gemm.product`` (the compiled kernel where its
+    rules take the shapes, else numpy's)."""
+    return gemm.product(a, b) if type(a) is np.ndarray and type(b) is np.ndarray else a @ b
+
+
 def _tn(a, b):
     """``a.T @ b`` for 2-D arrays; on numpy in ``gemm.few_rows_product``'s forms where
     numpy's own product is slow (from a single row, one step of batch 1: a cell's weight
@@ -163,13 +169,18 @@ class RNNSequence(Function):
     save_inputs = True            # backward reads x, the initial states and both weights
     none_grads = True
 
-    def __init__(self, mode, reverse=False, batch_major=False, lengths=None):
+    def __init__(self, mode, reverse=False, batch_major=False, lengths=None, proj=False):
         if mode not in MODES:
             raise ValueError(f"RNNSequence: mode must be one of {sorted(MODES)}, got {mode!r}")
+        if proj and mode != "LSTM":
+            raise ValueError(f"RNNSequence: a projection (proj=True) is an LSTM's only, not {mode}'s")
         self.mode, self.reverse, self.batch_major, self.lengths = mode, bool(reverse), bool(batch_major), lengths
+        self.proj = bool(proj)
 
     # -- forward -------------------------------------------------------------------------------------
     def forward(self, x, *rest):
+        if self.proj:
+            return self._proj_forward(x, *rest)
         lstm = self.mode == "LSTM"
         n_state = 2 if lstm else 1
         if len(rest) != n_state + 4:
@@ -221,6 +232,136 @@ class RNNSequence(Function):
                     y[t] *= m
             S = y
         return (self._xl(S),) + final
+
+    # -- LSTM with a projection (proj_size) -------------------------------------------------------------
+    # Inputs x, h0 [B, P], c0 [B, H], w_ih [4H, I], w_hh [4H, P], b_ih, b_hh [4H], w_ho [H, P]:
+    # per step the gates from x's projection and h @ W_hh^T, c = f*c + i*g, r = o*tanh(c), and
+    # the new state h = r @ W_ho ([B, P], also the output). Every step in this op on numpy or
+    # cupy arrays (per step two products and a few whole-array calls), the weight gradients
+    # with one product each over all steps, as the unprojected paths do.
+    def _proj_forward(self, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_ho):
+        if type(x) is np.ndarray:  # numpy has no half-precision BLAS: float32 arithmetic
+            x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_ho = (upcast(a) for a in (x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_ho))
+        xp = backend.get_array_module(x)
+        dt = x.dtype
+        if x.ndim != 3:
+            raise ValueError(f"RNNSequence: x must be 3-D, got shape {x.shape}")
+        xt = x.transpose(1, 0, 2) if self.batch_major else x
+        T, B, I = xt.shape
+        H, P = w_ho.shape if w_ho.ndim == 2 else (-1, -1)
+        if w_ho.ndim != 2 or w_ih.shape != (4 * H, I) or w_hh.shape != (4 * H, P) or b_ih.shape != (4 * H,) \
+                or b_hh.shape != (4 * H,) or h0.shape != (B, P) or c0.shape != (B, H):
+            raise ValueError(f"RNNSequence(LSTM, proj): with input size {I}, batch {B} and w_ho [hidden, proj] = "
+                             f"{list(w_ho.shape)} the inputs must be w_ih [4*hidden, {I}], w_hh [4*hidden, proj], "
+                             f"biases [4*hidden], h0 [{B}, proj], c0 [{B}, hidden]; got {list(w_ih.shape)}, "
+                             f"{list(w_hh.shape)}, {list(b_ih.shape)}, {list(b_hh.shape)}, {list(h0.shape)}, "
+                             f"{list(c0.shape)}")
+        w_ih, w_hh, b_ih, b_hh, w_ho, h0, c0 = (a.astype(dt, copy=False)
+                                               for a in (w_ih, w_hh, b_ih, b_hh, w_ho, h0, c0))
+        self.x, self.w_ih, self.w_hh, self.b_ih, self.b_hh, self.w_ho = x, w_ih, w_hh, b_ih, b_hh, w_ho
+        self.states, self.geom = (h0, c0), (T, B, I, H, 4)
+        self.compiled = False
+        keep = self._masks(xp, T, B, dt)
+        order = range(T - 1, -1, -1) if self.reverse else range(T)
+        xg = (_mm(xt.reshape(-1, I), w_ih.T) + (b_ih + b_hh)).reshape(T, B, 4 * H)
+        whh_t = xp.ascontiguousarray(w_hh.T)
+        A = xp.empty((T, B, 4 * H), dt)     # gate activations (i, f, g, o)
+        C = xp.empty((T, B, H), dt)         # cell state after each step
+        TC = xp.empty((T, B, H), dt)        # tanh(c)
+        R = xp.empty((T, B, H), dt)         # o * tanh(c), before the projection
+        S = xp.empty((T, B, P), dt)         # state (and output) after each step
+        HP = xp.empty((T, B, P), dt)        # state before each step
+        h, c = h0, c0
+        for t in order:
+            HP[t] = h
+            a = A[t]
+            xp.add(xg[t], _mm(h, whh_t), out=a)
+            for sg in (a[:, :2 * H], a[:, 3 * H:]):   # sigmoid(v) = tanh(v / 2) / 2 + 1 / 2 on i, f, o
+                sg *= 0.5
+                xp.tanh(sg, out=sg)
+                sg *= 0.5
+                sg += 0.5
+            xp.tanh(a[:, 2 * H:3 * H], out=a[:, 2 * H:3 * H])
+            ct, tc, rt = C[t], TC[t], R[t]
+            xp.multiply(a[:, H:2 * H], c, out=ct)
+            ct += a[:, :H] * a[:, 2 * H:3 * H]
+            xp.tanh(ct, out=tc)
+            xp.multiply(a[:, 3 * H:], tc, out=rt)
+            ht = S[t]
+            ht[...] = _mm(rt, w_ho)
+            if keep[t] is not None:
+                self._carry(ct, c, keep[t])
+                self._carry(ht, h, keep[t])
+            h, c = ht, ct
+        self.A, self.C, self.TC, self.R, self.S, self.HP = A, C, TC, R, S, HP
+        self.keep, self.order = keep, order
+        y = S
+        if self.lengths is not None:        # outputs past a row's length are zero
+            y = S.copy()
+            for t, m in enumerate(keep):
+                if m is not None:
+                    y[t] *= m
+        return self._xl(y), h, c
+
+    def _proj_backward(self, gy, ghT, gcT):
+        A, C, TC, R, S, HP = self.A, self.C, self.TC, self.R, self.S, self.HP
+        xp = backend.get_array_module(S)
+        dt = S.dtype
+        T, B, I, H, _ = self.geom
+        P = self.w_ho.shape[1]
+        keep = self.keep
+        gy = None if gy is None else self._tm(gy.astype(dt, copy=False))
+        dh = xp.zeros((B, P), dt) if ghT is None else ghT.astype(dt, copy=True)
+        dc = xp.zeros((B, H), dt) if gcT is None else gcT.astype(dt, copy=True)
+        dP = xp.zeros((T, B, 4 * H), dt)    # gate pre-activation gradients (zero past a row's length)
+        DH = xp.zeros((T, B, P), dt)        # the state's gradient at each step where it was computed
+        order = list(self.order)
+        for k in range(T - 1, -1, -1):
+            t = order[k]
+            m = keep[t]
+            g = dh if gy is None else (dh + gy[t] if m is None else dh + gy[t] * m)
+            cprev = self.states[1] if k == 0 else C[order[k - 1]]
+            if m is not None:
+                g_on = g * m
+            else:
+                g_on = g
+            DH[t] = g_on
+            dr = _mm(g_on, self.w_ho.T)
+            a = A[t]
+            i, f, gg, o = a[:, :H], a[:, H:2 * H], a[:, 2 * H:3 * H], a[:, 3 * H:]
+            tc = TC[t]
+            dct = dc + dr * o * (1 - tc * tc) if m is None else dc * m + dr * o * (1 - tc * tc)
+            p = dP[t]
+            xp.multiply(dr * tc, o * (1 - o), out=p[:, 3 * H:])
+            xp.multiply(dct * gg, i * (1 - i), out=p[:, :H])
+            xp.multiply(dct * cprev, f * (1 - f), out=p[:, H:2 * H])
+            xp.multiply(dct * i, 1 - gg * gg, out=p[:, 2 * H:3 * H])
+            if m is not None:
+                p *= m
+                dc = dct * f + dc * (1 - m)
+                dh = _mm(p, self.w_hh) + g * (1 - m)
+            else:
+                dc = dct * f
+                dh = _mm(p, self.w_hh)
+        needs = self.needs
+        out = [None] * len(needs)
+        dPm = self._xl(dP).reshape(-1, 4 * H)
+        x = self.x
+        if needs[0]:
+            out[0] = _mm(dPm, self.w_ih).reshape(x.shape)
+        out[1] = dh if needs[1] else None
+        out[2] = dc if needs[2] else None
+        if needs[3]:
+            out[3] = _tn(dPm, x.reshape(-1, I))
+        if needs[4]:
+            out[4] = _tn(dP.reshape(-1, 4 * H), HP.reshape(-1, P))
+        if needs[5] or needs[6]:
+            db = dP.reshape(-1, 4 * H).sum(axis=0)
+            out[5] = db if needs[5] else None
+            out[6] = (db.copy() if needs[5] else db) if needs[6] else None
+        if needs[7]:
+            out[7] = _tn(R.reshape(-1, H), DH.reshape(-1, P))
+        return tuple(out)
 
     # -- compiled float32 loops (rnn_kernels) ----------------------------------------------------------
     def _valid(self, T, B):
@@ -619,6 +760,8 @@ class RNNSequence(Function):
 
     # -- backward ------------------------------------------------------------------------------------
     def backward(self, grads):
+        if self.proj:
+            return self._proj_backward(*grads)
         lstm = self.mode == "LSTM"
         gy, ghT = grads[0], grads[1]
         gcT = grads[2] if lstm else None
@@ -784,7 +927,8 @@ class RNNSequence(Function):
         # its vector-Jacobian product recorded by the engine itself
         from ..engine import grad as _grad
         from ..grad_mode import enable_grad
-        arrays = (self.x,) + tuple(self.states) + (self.w_ih, self.w_hh, self.b_ih, self.b_hh)
+        arrays = (self.x,) + tuple(self.states) + (self.w_ih, self.w_hh, self.b_ih, self.b_hh) + \
+            ((self.w_ho,) if self.proj else ())
         ins = [live_input(self, i, a) for i, a in enumerate(arrays)]
         with enable_grad():
             outs = self.composite(*ins)

@@ -5,8 +5,9 @@
 The built-in cells run a whole sequence (one direction of one layer) as ONE op,
 ``ops.rnn.RNNSequence``: the input projection of all steps in one matmul, the time loop
 and backpropagation through time inside the op (as cuDNN's RNN does); a cell called on
-its own runs the same op over one step. User-defined cells, and LSTM with ``proj_size``,
-run step by step as a composite of ordinary ops (the input projection still one matmul).
+its own runs the same op over one step (an LSTM with ``proj_size`` too, its projection
+inside the op). User-defined cells run step by step as a composite of ordinary ops (the
+input projection still one matmul).
 
 Parameter layouts follow Paddle: ``weight_ih`` ``[gates*hidden, input]``, ``weight_hh``
 ``[gates*hidden, hidden]``, ``bias_ih`` / ``bias_hh`` ``[gates*hidden]``; gate order
@@ -153,8 +154,10 @@ class _FusedCell(RNNCellBase):
     def _sequence(self, inputs, states, time_major, is_reverse=False, lengths=None):
         """The whole sequence through one RNNSequence op: ``(outputs, final_states)``."""
         flat = list(states) if isinstance(states, (tuple, list)) else [states]
-        outs = RNNSequence(self._seq_mode(), is_reverse, not time_major, lengths)(
-            inputs, *flat, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
+        proj = getattr(self, "proj_size", 0) > 0
+        outs = RNNSequence(self._seq_mode(), is_reverse, not time_major, lengths, proj)(
+            inputs, *flat, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh,
+            *((self.weight_ho,) if proj else ()))
         return outs[0], (tuple(outs[1:]) if len(outs) > 2 else outs[1])
 
     def extra_repr(self):
@@ -208,7 +211,7 @@ class LSTMCell(_FusedCell):
                                                    default_initializer=I.Uniform(-std, std))
 
     def _seq_mode(self):
-        return None if self.proj_size else "LSTM"
+        return "LSTM"
 
     def _step(self, xg, states, whh_t):
         h, c = states
