@@ -17,8 +17,8 @@ otherwise). Models:
   global average pool, Linear(2C, 10); batch 16, images HxH.
 * ``lstm`` / ``gru`` / ``rnn``: 1-layer LSTM/GRU/SimpleRNN (tanh) (input 32, hidden H) over T steps, batch 16,
   Linear(H, 10) on the last output.
-* ``rnnstack``: 2-layer LSTM/GRU (input 32, hidden H, one or both directions) over T steps,
-  batch 16, Linear on the last output.
+* ``rnnstack``: 2-layer LSTM/GRU (input 32, hidden H, one or both directions, LSTMs also
+  with ``proj_size`` P) over T steps, batch 16, Linear on the last output.
 * ``cells``: an LSTMCell / GRUCell / SimpleRNNCell (tanh) called step by step in a Python
   loop over T steps (input 32, hidden H, batch B of its own), Linear on the last state.
 * ``transformer``: 2 post-norm encoder layers (d_model D, 4 heads, feed-forward 2D,
@@ -71,8 +71,9 @@ DCGAN_SIZES = [(16, 32), (32, 32), (64, 32), (16, 64), (32, 64)]        # (base 
 MOBILENET_SIZES = [(16, 32), (8, 64), (16, 64)]                         # (stem width, image)
 MOBILENETV2_SIZES = [(0.5, 32), (1.0, 32), (0.5, 64), (0.75, 48)]        # (width multiplier, image)
 GPT_SIZES = [(64, 64, 1000, True), (128, 128, 4000, False), (256, 128, 8000, True)]  # (d, seq, vocab, tied)
-RNN_STACK_SIZES = [("lstm", 128, 50, False), ("lstm", 256, 50, False), ("lstm", 512, 50, False),
-                   ("lstm", 256, 50, True), ("gru", 256, 50, False), ("gru", 512, 30, True)]  # (kind, H, T, bidir)
+RNN_STACK_SIZES = [("lstm", 128, 50, False, 0), ("lstm", 256, 50, False, 0), ("lstm", 512, 50, False, 0),
+                   ("lstm", 256, 50, True, 0), ("gru", 256, 50, False, 0), ("gru", 512, 30, True, 0),
+                   ("lstm", 256, 50, False, 64), ("lstm", 512, 20, True, 128)]   # (kind, H, T, bidir, proj)
 CELL_SIZES = [("lstm", 128, 20, 16), ("lstm", 512, 20, 16), ("lstm", 256, 50, 4), ("gru", 128, 20, 16),
               ("gru", 512, 20, 16), ("rnn", 128, 20, 16), ("rnn", 512, 20, 16)]     # (kind, H, T, batch)
 GAN_LATENT = 64
@@ -158,26 +159,28 @@ def torch_rnn(torch, kind, hidden):
 
 
 class _DdgRnnStack(nn.Layer):
-    def __init__(self, kind, hidden, bidir):
+    def __init__(self, kind, hidden, bidir, proj):
         super().__init__()
         self.rnn = {"lstm": nn.LSTM, "gru": nn.GRU}[kind](32, hidden, num_layers=2,
-                                                         direction="bidirect" if bidir else "forward")
-        self.fc = nn.Linear(hidden * (2 if bidir else 1), 10)
+                                                         direction="bidirect" if bidir else "forward",
+                                                         **({"proj_size": proj} if proj else {}))
+        self.fc = nn.Linear((proj or hidden) * (2 if bidir else 1), 10)
 
     def forward(self, x):
         out, _ = self.rnn(x)
         return self.fc(out[:, -1])
 
 
-def torch_rnn_stack(torch, kind, hidden, bidir):
+def torch_rnn_stack(torch, kind, hidden, bidir, proj):
     tnn = torch.nn
 
     class Net(tnn.Module):
         def __init__(self):
             super().__init__()
+            extra = {"proj_size": proj} if proj else {}
             self.rnn = {"lstm": tnn.LSTM, "gru": tnn.GRU}[kind](32, hidden, num_layers=2, bidirectional=bidir,
-                                                               batch_first=True)
-            self.fc = tnn.Linear(hidden * (2 if bidir else 1), 10)
+                                                               batch_first=True, **extra)
+            self.fc = tnn.Linear((proj or hidden) * (2 if bidir else 1), 10)
 
         def forward(self, x):
             out, _ = self.rnn(x)
@@ -544,11 +547,13 @@ def cases(only, quick):
                 yield (f"{kind} H={h} T={steps}", lambda kind=kind, h=h, x=x: ddg_step(_DdgRnnNet(kind, h), x, y),
                        lambda t, kind=kind, h=h, x=x: torch_step(t, torch_rnn(t, kind, h), x, y))
     if "rnnstack" in only:
-        for kind, h, steps, bidir in (RNN_STACK_SIZES[:1] if quick else RNN_STACK_SIZES):
+        for kind, h, steps, bidir, proj in (RNN_STACK_SIZES[:1] if quick else RNN_STACK_SIZES):
             x = rng.standard_normal((BATCH, steps, 32)).astype(np.float32)
-            yield (f"{kind} 2 layers{' bidirectional' if bidir else ''} H={h} T={steps}",
-                   lambda kind=kind, h=h, bidir=bidir, x=x: ddg_step(_DdgRnnStack(kind, h, bidir), x, y),
-                   lambda t, kind=kind, h=h, bidir=bidir, x=x: torch_step(t, torch_rnn_stack(t, kind, h, bidir), x, y))
+            yield (f"{kind} 2 layers{' bidirectional' if bidir else ''} H={h}{f' P={proj}' if proj else ''} T={steps}",
+                   lambda kind=kind, h=h, bidir=bidir, proj=proj, x=x:
+                   ddg_step(_DdgRnnStack(kind, h, bidir, proj), x, y),
+                   lambda t, kind=kind, h=h, bidir=bidir, proj=proj, x=x:
+                   torch_step(t, torch_rnn_stack(t, kind, h, bidir, proj), x, y))
     if "cells" in only:
         for kind, h, steps, b in (CELL_SIZES[:1] if quick else CELL_SIZES):
             x = rng.standard_normal((b, steps, 32)).astype(np.float32)
