@@ -133,37 +133,11 @@ def torch_resnet(torch, c, hw):
 
 # -- recurrent nets ------------------------------------------------------------------------------------
 class _DdgRnnNet(nn.Layer):
-    def __init__(self, kind, hidden):
+    def __init__(self, kind, hidden, layers=1, bidir=False, proj=0):
         super().__init__()
-        self.rnn = {"lstm": nn.LSTM, "gru": nn.GRU, "rnn": nn.SimpleRNN}[kind](32, hidden)
-        self.fc = nn.Linear(hidden, 10)
-
-    def forward(self, x):
-        out, _ = self.rnn(x)
-        return self.fc(out[:, -1])
-
-
-def torch_rnn(torch, kind, hidden):
-    tnn = torch.nn
-
-    class Net(tnn.Module):
-        def __init__(self):
-            super().__init__()
-            self.rnn = {"lstm": tnn.LSTM, "gru": tnn.GRU, "rnn": tnn.RNN}[kind](32, hidden, batch_first=True)
-            self.fc = tnn.Linear(hidden, 10)
-
-        def forward(self, x):
-            out, _ = self.rnn(x)
-            return self.fc(out[:, -1])
-    return Net()
-
-
-class _DdgRnnStack(nn.Layer):
-    def __init__(self, kind, hidden, bidir, proj):
-        super().__init__()
-        self.rnn = {"lstm": nn.LSTM, "gru": nn.GRU}[kind](32, hidden, num_layers=2,
-                                                         direction="bidirect" if bidir else "forward",
-                                                         **({"proj_size": proj} if proj else {}))
+        extra = {"proj_size": proj} if proj else {}
+        self.rnn = {"lstm": nn.LSTM, "gru": nn.GRU, "rnn": nn.SimpleRNN}[kind](
+            32, hidden, num_layers=layers, direction="bidirect" if bidir else "forward", **extra)
         self.fc = nn.Linear((proj or hidden) * (2 if bidir else 1), 10)
 
     def forward(self, x):
@@ -171,15 +145,15 @@ class _DdgRnnStack(nn.Layer):
         return self.fc(out[:, -1])
 
 
-def torch_rnn_stack(torch, kind, hidden, bidir, proj):
+def torch_rnn(torch, kind, hidden, layers=1, bidir=False, proj=0):
     tnn = torch.nn
 
     class Net(tnn.Module):
         def __init__(self):
             super().__init__()
             extra = {"proj_size": proj} if proj else {}
-            self.rnn = {"lstm": tnn.LSTM, "gru": tnn.GRU}[kind](32, hidden, num_layers=2, bidirectional=bidir,
-                                                               batch_first=True, **extra)
+            self.rnn = {"lstm": tnn.LSTM, "gru": tnn.GRU, "rnn": tnn.RNN}[kind](
+                32, hidden, num_layers=layers, bidirectional=bidir, batch_first=True, **extra)
             self.fc = tnn.Linear((proj or hidden) * (2 if bidir else 1), 10)
 
         def forward(self, x):
@@ -551,9 +525,9 @@ def cases(only, quick):
             x = rng.standard_normal((BATCH, steps, 32)).astype(np.float32)
             yield (f"{kind} 2 layers{' bidirectional' if bidir else ''} H={h}{f' P={proj}' if proj else ''} T={steps}",
                    lambda kind=kind, h=h, bidir=bidir, proj=proj, x=x:
-                   ddg_step(_DdgRnnStack(kind, h, bidir, proj), x, y),
+                   ddg_step(_DdgRnnNet(kind, h, 2, bidir, proj), x, y),
                    lambda t, kind=kind, h=h, bidir=bidir, proj=proj, x=x:
-                   torch_step(t, torch_rnn_stack(t, kind, h, bidir, proj), x, y))
+                   torch_step(t, torch_rnn(t, kind, h, 2, bidir, proj), x, y))
     if "cells" in only:
         for kind, h, steps, b in (CELL_SIZES[:1] if quick else CELL_SIZES):
             x = rng.standard_normal((b, steps, 32)).astype(np.float32)

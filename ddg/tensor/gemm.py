@@ -134,7 +134,8 @@ def _operand(m):
 
 def product(A, B, bias=None):
     """``A @ B`` (``+ bias``, a ``[N]`` vector) for 2-D numpy arrays, by the compiled kernel
-    where the rules above take it, else by numpy. Returns a new array."""
+    where the rules above take it, else by numpy (other arrays, cupy's: their own ``@``).
+    Returns a new array."""
     out = _kernel_product(A, B, bias)
     if out is not None:
         return out

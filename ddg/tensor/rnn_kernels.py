@@ -414,15 +414,11 @@ _TN_COLS = 256   # matmul_tn's columns of x per block (256 x 256 floats: 256 KB 
 
 
 @numba.njit(**_OPTS)
-def _tn_tiles(panel, xs, out, i, ai, kc, c0, acc, rows):
-    """The tiles of rows ``i..i+rows`` of ``out`` (8 or 1) over all its columns."""
+def _tn_row(panel, xs, out, i, kc, c0, acc):
+    """Row ``i`` of ``out`` over all its columns, A's row in column 0 of ``panel``."""
     N = out.shape[1]
     for b0 in range(0, N, 16):
-        nb = min(16, N - b0)
-        if rows == 8:
-            _TT8(panel, xs, out, i, ai, b0, nb, 0, kc, c0, acc)
-        else:
-            _TT1(panel, xs, out, i, ai, b0, nb, 0, kc, c0, acc)
+        _TT1(panel, xs, out, i, 0, b0, min(16, N - b0), 0, kc, c0, acc)
 
 
 @numba.njit(**_OPTS)
@@ -431,13 +427,14 @@ def matmul_tn(a, fmaj, x, out1, c1, out2, add):
     ``A`` ``[T*B, M]`` the gate gradients of all steps, ``a`` ``[T, B, M]`` (batch rows) or
     ``[T, M, B]`` (``fmaj``: feature-major, as the loop leaves them), ``x`` ``[T*B, L]``,
     all C-contiguous float32 (an output may have no columns): the weight gradients,
-    ``dp^T @ [h_prev | x]`` (``add``: added into the outputs, else written), in passes of about ``_KC`` rows (whole steps). Per pass, every
-    8 columns of ``A`` are copied to a contiguous panel (read in place, rows 2-4 KB apart
-    fall in the same L1 sets), and the outputs are formed ``_TN_COLS`` columns at a time:
-    that block of the pass's rows of x stays in L2 while every panel passes over it. From
-    the second pass on, each tile prefetches the rows of out the next one starts from
-    (out outgrows L2; a tile waited for them: [2048, 1024] at T*B = 800 93-97 -> 98-101
-    GFLOP/s with both changes)."""
+    ``dp^T @ [h_prev | x]`` (``add``: added into the outputs, else written), in passes of
+    about ``_KC`` rows (whole steps). Per pass, every 8 columns of ``A`` are copied to a
+    contiguous panel (read in place, rows 2-4 KB apart fall in the same L1 sets), and the
+    outputs are formed ``_TN_COLS`` columns at a time: that block of the pass's rows of x
+    stays in L2 while every panel passes over it. Where the outputs are read (a later
+    pass, or ``add``) each tile prefetches the rows of out the next one starts from (out
+    outgrows L2; a tile waited for them: [2048, 1024] at T*B = 800 93-97 -> 98-101 GFLOP/s
+    with both changes)."""
     T = a.shape[0]
     B, M = (a.shape[2], a.shape[1]) if fmaj else (a.shape[1], a.shape[2])
     M8 = M - M % 8
@@ -480,8 +477,8 @@ def matmul_tn(a, fmaj, x, out1, c1, out2, add):
                 at = a[tt]
                 for b in range(B):
                     panel[(tt - t0) * B + b, 0] = at[ii, b] if fmaj else at[b, ii]
-            _tn_tiles(panel, xs, out1, ii, 0, kc, 0, acc, 1)
-            _tn_tiles(panel, xs, out2, ii, 0, kc, c1, acc, 1)
+            _tn_row(panel, xs, out1, ii, kc, 0, acc)
+            _tn_row(panel, xs, out2, ii, kc, c1, acc)
 
 
 @numba.njit(**_OPTS)   # also called by the whole-sequence loops below

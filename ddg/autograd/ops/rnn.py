@@ -145,17 +145,11 @@ def _panels(K, w, B, of_t=False):
     return ap
 
 
-def _mm(a, b):
-    """``a @ b`` of 2-D arrays: on numpy by ``gemm.product`` (the compiled kernel where its
-    rules take the shapes, else numpy's)."""
-    return gemm.product(a, b) if type(a) is np.ndarray and type(b) is np.ndarray else a @ b
-
-
 def _tn(a, b):
-    """``a.T @ b`` for 2-D arrays (a weight gradient over all steps): on numpy by
-    ``gemm.product`` (the compiled kernel, then ``gemm.few_rows_product``'s forms where
-    numpy's own product is slow, such as a single row's outer product, then numpy's)."""
-    return _mm(a.T, b)
+    """``a.T @ b`` for 2-D arrays (a weight gradient over all steps) by ``gemm.product``: on
+    numpy the compiled kernel, then ``gemm.few_rows_product``'s forms where numpy's own
+    product is slow (a single row's outer product), then numpy's."""
+    return gemm.product(a.T, b)
 
 
 class RNNSequence(Function):
@@ -262,7 +256,7 @@ class RNNSequence(Function):
         self.compiled = False
         keep = self._masks(xp, T, B, dt)
         order = range(T - 1, -1, -1) if self.reverse else range(T)
-        xg = (_mm(xt.reshape(-1, I), w_ih.T) + (b_ih + b_hh)).reshape(T, B, 4 * H)
+        xg = (gemm.product(xt.reshape(-1, I), w_ih.T) + (b_ih + b_hh)).reshape(T, B, 4 * H)
         whh_t = xp.ascontiguousarray(w_hh.T)
         A = xp.empty((T, B, 4 * H), dt)     # gate activations (i, f, g, o)
         C = xp.empty((T, B, H), dt)         # cell state after each step
@@ -274,7 +268,7 @@ class RNNSequence(Function):
         for t in order:
             HP[t] = h
             a = A[t]
-            xp.add(xg[t], _mm(h, whh_t), out=a)
+            xp.add(xg[t], gemm.product(h, whh_t), out=a)
             for sg in (a[:, :2 * H], a[:, 3 * H:]):   # sigmoid(v) = tanh(v / 2) / 2 + 1 / 2 on i, f, o
                 sg *= 0.5
                 xp.tanh(sg, out=sg)
@@ -287,7 +281,7 @@ class RNNSequence(Function):
             xp.tanh(ct, out=tc)
             xp.multiply(a[:, 3 * H:], tc, out=rt)
             ht = S[t]
-            ht[...] = _mm(rt, w_ho)
+            ht[...] = gemm.product(rt, w_ho)
             if keep[t] is not None:
                 self._carry(ct, c, keep[t])
                 self._carry(ht, h, keep[t])
@@ -325,7 +319,7 @@ class RNNSequence(Function):
             else:
                 g_on = g
             DH[t] = g_on
-            dr = _mm(g_on, self.w_ho.T)
+            dr = gemm.product(g_on, self.w_ho.T)
             a = A[t]
             i, f, gg, o = a[:, :H], a[:, H:2 * H], a[:, 2 * H:3 * H], a[:, 3 * H:]
             tc = TC[t]
@@ -338,16 +332,16 @@ class RNNSequence(Function):
             if m is not None:
                 p *= m
                 dc = dct * f + dc * (1 - m)
-                dh = _mm(p, self.w_hh) + g * (1 - m)
+                dh = gemm.product(p, self.w_hh) + g * (1 - m)
             else:
                 dc = dct * f
-                dh = _mm(p, self.w_hh)
+                dh = gemm.product(p, self.w_hh)
         needs = self.needs
         out = [None] * len(needs)
         dPm = self._xl(dP).reshape(-1, 4 * H)
         x = self.x
         if needs[0]:
-            out[0] = _mm(dPm, self.w_ih).reshape(x.shape)
+            out[0] = gemm.product(dPm, self.w_ih).reshape(x.shape)
         out[1] = dh if needs[1] else None
         out[2] = dc if needs[2] else None
         if needs[3]:
@@ -416,7 +410,7 @@ class RNNSequence(Function):
             if T and B:
                 # (the compiled product on a contiguous copy of the rows: 1.1x OpenBLAS's time
                 # on the strided view, [1024 x 256] @ [256 x 1024] 92 -> 103 GFLOP/s)
-                r = _mm(np.ascontiguousarray(rows), w_ih.T).reshape(T, B, G * H)
+                r = gemm.product(np.ascontiguousarray(rows), w_ih.T).reshape(T, B, G * H)
                 np.copyto(xgt, r.transpose(0, 2, 1))
         st = [np.array(s.T, dt, order="C") for s in states]
         act = xgt if lstm else np.empty((T, G * H, B), dt)
@@ -542,25 +536,18 @@ class RNNSequence(Function):
                         np.copyto(tmp, dht, where=~valid[t])
                     dht, tmp = tmp, dht
             dqt = dpt
-        elif G == 1:                          # Elman: the recurrent side's gradient is the input side's
-            dqt, relu = dpt, self.mode == "RNN_RELU"
-            for k in range(T - 1, -1, -1):
-                t = order[k]
-                K.elman_step_backward(gy, has_gy, t, valid, has_mask, relu, act, dht, sp, dpt, bm)
-                if k < last:
-                    break
-                if kern and B >= FM_MIN_B:
-                    K.matmul_fm(whh_t, sp, tmp)
-                elif kern:
-                    K.matmul_wr(whh_t, dpt[t], tmp)
-                else:
-                    np.matmul(whh_t, sp, out=tmp)
-                dht += tmp
         else:
-            dqt, sq = np.empty((T, B, G * H), dt), np.empty((G * H, B), dt)
+            # the gradients of the recurrent side's pre-activations (W_hh @ h + b_hh): the
+            # GRU's own, the Elman cell's those of the input side
+            elman, relu = G == 1, self.mode == "RNN_RELU"
+            dqt, sq = (dpt, sp) if elman else (np.empty((T, B, G * H), dt), np.empty((G * H, B), dt))
             for k in range(T - 1, -1, -1):
                 t = order[k]
-                K.gru_step_backward(gy, has_gy, t, valid, has_mask, act, aux[0], self.hp, dht, sp, sq, dpt, dqt, bm)
+                if elman:
+                    K.elman_step_backward(gy, has_gy, t, valid, has_mask, relu, act, dht, sp, dpt, bm)
+                else:
+                    K.gru_step_backward(gy, has_gy, t, valid, has_mask, act, aux[0], self.hp, dht, sp, sq, dpt, dqt,
+                                        bm)
                 if k < last:
                     break
                 if kern and B >= FM_MIN_B:
@@ -577,7 +564,7 @@ class RNNSequence(Function):
         if needs[0] and dxf is not None:     # [T, I, B] from the loop
             out[0] = np.ascontiguousarray(dxf.transpose(2, 0, 1) if bm else dxf.transpose(0, 2, 1))
         elif needs[0]:
-            dx = _mm(dp, self.w_ih).reshape(T, B, I)
+            dx = gemm.product(dp, self.w_ih).reshape(T, B, I)
             out[0] = np.ascontiguousarray(dx.transpose(1, 0, 2)) if bm else dx
         out[1] = np.ascontiguousarray(dht.T) if needs[1] else None
         if lstm and needs[2]:
