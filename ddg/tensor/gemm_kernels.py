@@ -450,62 +450,69 @@ def transpose32(a, out):
 
 
 @numba.njit(**_OPTS)
-def _pack_b(b, b_t, bp, colsum):
-    """``bp [ceil(N / 16), K, 16]``: ``bp[q, k, c] = B[k, 16q + c]`` (zero past N) with
-    ``B = b`` ``[K, N]`` or, where ``b_t``, ``b.T`` (``b`` ``[N, K]``: 16 rows of b at a time,
-    as two 8-row halves of 8x8 shuffle transposes (``_t8x8``), 8 rows read in step: rows of a
-    multiple of 4 KB fall into one set of the 8-way L1 cache, where 16 rows read in step
-    evict each other. Element by element, one line of the panel per k, the transposed
-    packs took [768, 768] from L3 0.23 ms, in L2 0.17; by blocks 0.18 / 0.06, [1024, 1024]
-    0.43 / 0.30 -> 0.33 / 0.24). Where ``colsum`` is not empty
-    (and not ``b_t``), it gets the column sums of B, ``B.sum(axis=0)`` (each column summed
-    in k order), as the copy reads them.
+def _pack_bt(b, bp, q0, q1, k0, k1):
+    """``bp[q - q0, k, c] = b[16q + c, k]`` (zero past b's N rows) for the panels ``q0 <= q <
+    q1`` and rows ``k0 <= k < k1`` of ``B = b.T`` (``b`` ``[N, K]``): 16
+    rows of b at a time, as two 8-row halves of 8x8 shuffle transposes (``_t8x8``), 8 rows
+    read in step: rows of a multiple of 4 KB fall into one set of the 8-way L1 cache, where
+    16 rows read in step evict each other. Element by element, one line of the panel per
+    k, the transposed packs took [768, 768] from L3 0.23 ms, in L2 0.17; by blocks 0.18 /
+    0.06, [1024, 1024] 0.43 / 0.30 -> 0.33 / 0.24). ``gemm`` packs one column block at a
+    time, just before its tiles read it: the block's panels are then still in L2 (a whole
+    transposed pack made first left them in L3: [512 x 1024] @ [1024 x 1024]^T 106 -> 110
+    GFLOP/s, [512 x 2048] @ [1024 x 2048]^T 107 -> 111)."""
+    N = b.shape[0]
+    k8 = k0 + (k1 - k0) // 8 * 8
+    for q in range(q0, q1):
+        n = min(16, N - 16 * q)
+        d = bp[q - q0]
+        if n < 16:
+            d[k0:k1] = _ZERO
+        k_rest = k0
+        if n == 16:     # 8x8 shuffle blocks, 8 rows of b read in step (rows of 4 KB too)
+            for k in range(k0, k8, 8):
+                _t8x8(b, 16 * q, k, d, k, 0)
+                _t8x8(b, 16 * q + 8, k, d, k, 8)
+            k_rest = k8
+        for k in range(k_rest, k1):      # a whole line of the panel per k, the rows read in step
+            dk = d[k]
+            for c in range(n):
+                dk[c] = b[16 * q + c, k]
+
+
+@numba.njit(**_OPTS)
+def _pack_b(b, bp, colsum):
+    """``bp [ceil(N / 16), K, 16]``: ``bp[q, k, c] = b[k, 16q + c]`` (zero past N) from ``b``
+    ``[K, N]``. Where ``colsum`` is not empty, it gets the column sums of b,
+    ``b.sum(axis=0)`` (each column summed in k order), as the copy reads them.
 
     ``b`` is read one whole row at a time (every panel's line k from it): a B that is not
     in the caches streams in at the prefetchers' speed. Read panel by panel, each 64-byte
     read lands on another row, another page, where no prefetcher follows: [1024, 1024]
-    from L3 took 1.07 ms that way, 0.35 ms row by row ([512, 512] 0.25 -> 0.09)."""
-    if b_t:
-        N, K = b.shape
-        K8 = K - K % 8
-        for q in range(bp.shape[0]):
-            n = min(16, N - 16 * q)
-            d = bp[q]
-            if n < 16:
-                d[:] = _ZERO
-            if n == 16:     # 8x8 shuffle blocks, 8 rows of b read in step (rows of 4 KB too)
-                for k0 in range(0, K8, 8):
-                    _t8x8(b, 16 * q, k0, d, k0, 0)
-                    _t8x8(b, 16 * q + 8, k0, d, k0, 8)
-                k_rest = K8
-            else:
-                k_rest = 0
-            for k in range(k_rest, K):      # a whole line of the panel per k, the rows read in step
-                dk = d[k]
-                for c in range(n):
-                    dk[c] = b[16 * q + c, k]
-    else:
-        K, N = b.shape
-        NF = N // 16                # whole panels; a last one of N % 16 columns padded with zeros
-        sums = colsum.shape[0] > 0
+    from L3 took 1.07 ms that way, 0.35 ms row by row ([512, 512] 0.25 -> 0.09). For the
+    same reason it is made whole before the product (packed block by block, as ``_pack_bt``
+    is, [512 x 1024] @ [1024 x 1024] ran 103 -> 97-103 GFLOP/s)."""
+    K, N = b.shape
+    NF = N // 16                # whole panels; a last one of N % 16 columns padded with zeros
+    sums = colsum.shape[0] > 0
+    if sums:
+        for j in range(N):
+            colsum[j] = _ZERO
+    for k in range(K):
+        br = b[k]
+        for q in range(NF):
+            dk = bp[q, k]
+            for c in range(16):
+                dk[c] = br[16 * q + c]
+        if NF < bp.shape[0]:
+            dk = bp[NF, k]
+            for c in range(N - 16 * NF):
+                dk[c] = br[16 * NF + c]
+            for c in range(N - 16 * NF, 16):
+                dk[c] = _ZERO
         if sums:
             for j in range(N):
-                colsum[j] = _ZERO
-        for k in range(K):
-            br = b[k]
-            for q in range(NF):
-                dk = bp[q, k]
-                for c in range(16):
-                    dk[c] = br[16 * q + c]
-            if NF < bp.shape[0]:
-                dk = bp[NF, k]
-                for c in range(N - 16 * NF):
-                    dk[c] = br[16 * NF + c]
-                for c in range(N - 16 * NF, 16):
-                    dk[c] = _ZERO
-            if sums:
-                for j in range(N):
-                    colsum[j] += br[j]
+                colsum[j] += br[j]
 
 
 @numba.njit(**_OPTS)
@@ -566,9 +573,10 @@ def gemm(a, a_t, b, b_t, out, bias, init, pack_a, pack_b, kc, mc, qb, colsum):
                     o[j] = bias[0, j] if init == 2 else _ZERO
         return
     NQ = (N + 15) // 16
-    bp = aligned_empty(NQ * K * 16 if pack_b else 0).reshape((NQ if pack_b else 0, K, 16))
-    if pack_b:
-        _pack_b(b, b_t, bp, colsum)
+    nbp = (min(qb, NQ) if b_t else NQ) if pack_b else 0     # b_t: one column block's panels at a time
+    bp = aligned_empty(nbp * K * 16).reshape((nbp, K, 16))
+    if pack_b and not b_t:
+        _pack_b(b, bp, colsum)
     pack_a = pack_a and a_t
     M8 = M - M % 8
     ap = aligned_empty(M8 // 8 * K * 8 if pack_a else 0).reshape((M8 // 8 if pack_a else 0, K, 8))
@@ -578,12 +586,14 @@ def gemm(a, a_t, b, b_t, out, bias, init, pack_a, pack_b, kc, mc, qb, colsum):
         k1 = min(k0 + kc, K)
         acc = 1 if k0 > 0 else init
         for q0 in range(0, NQ, qb):
+            if b_t:
+                _pack_bt(b, bp, q0, min(q0 + qb, NQ), k0, k1)
             for i0 in range(0, M, mc):
                 i1 = min(i0 + mc, M)
                 for q in range(q0, min(q0 + qb, NQ)):
                     b0 = 16 * q
                     nb = min(16, N - b0)
-                    x = bp[q] if pack_b else b
+                    x = (bp[q - q0] if b_t else bp[q]) if pack_b else b
                     c0 = -b0 if pack_b else 0
                     for i in range(i0, min(i1, M8), 8):
                         if pack_a:
