@@ -464,6 +464,62 @@ def test_compiled_loops_some_inputs_and_second_order(mode):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("mode,batch_major,B,zero_h0", list(itertools.product(
+    ("RNN_TANH", "RNN_RELU"), (False, True), (1, 5, 17), (False, True))))
+def test_one_elman_step(mode, batch_major, B, zero_h0, monkeypatch):
+    """One step of an Elman cell (T = 1: a SimpleRNNCell called step by step) on float32 numpy
+    runs ``_elman_one_fwd`` / ``_elman_one_bwd`` (two products and the activation), not the
+    compiled loops: the values of the float64 loop and of the float32 numpy path, for every
+    input's gradient, with some inputs only, and through backward_graph (second order)."""
+    from ddg.autograd.ops import rnn
+    ran = []
+    real = RNNSequence._elman_one_bwd
+    monkeypatch.setattr(RNNSequence, "_elman_one_bwd", lambda self, *a: (ran.append(1), real(self, *a))[1])
+    rng = np.random.default_rng(B + 2 * zero_h0)
+    arrs = _arrays(rng, mode, 1, B, 3, 20, batch_major)
+    if zero_h0:
+        arrs[1] = np.zeros_like(arrs[1])
+    got = _seq_run(mode, arrs, np.float32, False, batch_major, None)
+    assert ran == [1]
+    ref = _seq_run(mode, arrs, np.float64, False, batch_major, None)
+    y, (h,) = reference(mode, False, arrs[0].transpose(1, 0, 2) if batch_major else arrs[0], arrs[1:2], *arrs[2:])
+    np.testing.assert_allclose(ref[0], y.transpose(1, 0, 2) if batch_major else y, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(ref[1], h, rtol=1e-12, atol=1e-12)
+    monkeypatch.setattr(rnn, "COMPILED", set())
+    numpy32 = _seq_run(mode, arrs, np.float32, False, batch_major, None)
+    assert ran == [1]
+    for g, r, n in zip(got, ref, numpy32):
+        assert g.dtype == np.float32 and g.shape == r.shape
+        scale = np.abs(r).max() + 1
+        np.testing.assert_allclose(g, r, rtol=0, atol=1e-5 * scale)
+        np.testing.assert_allclose(g, n, rtol=0, atol=1e-5 * scale)
+    monkeypatch.undo()
+    res = {}
+    for dt in (np.float32, np.float64):       # some inputs only; x's gradient differentiated again
+        ts = [ddg.to_tensor(a.astype(dt), stop_gradient=i not in (0, 3)) for i, a in enumerate(arrs)]
+        outs = RNNSequence(mode, False, batch_major)(*ts)
+        g_x, = ddg.grad([(outs[0] * outs[1].reshape(outs[0].shape)).sum()], [ts[0]], create_graph=True)
+        (g_x * g_x).sum().backward()
+        res[dt] = (g_x.numpy(), ts[3].grad.numpy())
+        assert all(ts[i].grad is None for i in (1, 2, 4, 5))
+    for a, b in zip(res[np.float32], res[np.float64]):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_one_relu_step_propagates_nan():
+    """A NaN pre-activation stays NaN through the one-step relu (numpy's maximum), and its
+    row's gradient is zero (h > 0 is false there), as in the compiled loop."""
+    rng = np.random.default_rng(3)
+    arrs = [a.astype(np.float32) for a in _arrays(rng, "RNN_RELU", 1, 3, 2, 4, False)]
+    arrs[0][0, 1, 0] = np.nan
+    ts = [ddg.to_tensor(a, stop_gradient=False) for a in arrs]
+    y, h = RNNSequence("RNN_RELU")(*ts)
+    assert np.isnan(y.numpy()[0, 1]).all() and np.isnan(h.numpy()[1]).all()
+    assert not np.isnan(y.numpy()[0, [0, 2]]).any()
+    y.sum().backward()
+    assert not np.isnan(ts[1].grad.numpy()[[0, 2]]).any()
+
+
 @pytest.mark.parametrize("mode,T,lengths", [("LSTM", 0, None), ("GRU", 0, None), ("LSTM", 3, (0, 3)),
                                             ("GRU", 3, (0, 2)), ("RNN_TANH", 0, None),
                                             ("RNN_RELU", 3, (0, 2))])

@@ -142,6 +142,19 @@ def product(A, B, bias=None):
     """``A @ B`` (``+ bias``, a ``[N]`` vector) for 2-D numpy arrays, by the compiled kernel
     where the rules above take it, else by numpy (other arrays, cupy's: their own ``@``).
     Returns a new array."""
+    if type(A) is np.ndarray and type(B) is np.ndarray and A.ndim == 2 and B.ndim == 2 and A.shape[1] > 1 \
+            and A.shape[0] * A.shape[1] * B.shape[1] < MIN_MACS \
+            and (B.flags.c_contiguous or A.shape[0] <= SMALL_T_ROWS or B.shape[1] <= SMALL_T_COLS):
+        # small: numpy's own call, without the kernel's and few_rows_product's checks (~2 us a
+        # product, a third of a one-step cell's [16 x 32] @ [32 x 64]^T); 1 thread, us,
+        # numpy / few_rows_product's transposed form / before: [16 x 32] @ [64 x 32]^T 2.2 /
+        # 2.9 / 4.6, [4 x 256] @ [256 x 256]^T 6.1 / 6.7 / 8.5. With a transposed B, more rows
+        # and more columns OpenBLAS is slow and the transposed form the faster ([16 x 128] @
+        # [128 x 128]^T 14.1 / 9.4)
+        out = A @ B
+        if bias is not None:
+            out += bias
+        return out
     out = _kernel_product(A, B, bias)
     if out is not None:
         return out
@@ -152,6 +165,10 @@ def product(A, B, bias=None):
         out += bias
     return out
 
+
+#: products below MIN_MACS go straight to numpy's ``@`` where B is C-contiguous, or A has at
+#: most SMALL_T_ROWS rows, or B at most SMALL_T_COLS columns (``product``)
+SMALL_T_ROWS, SMALL_T_COLS = 8, 64
 
 #: below this many rows of ``A``, ``A @ B`` with B a transposed C-contiguous matrix (a Linear
 #: layer's input gradient ``g @ w.T``) is formed as ``(B.T @ A.T).T``
