@@ -29,6 +29,10 @@ ENABLED = True   # tests and benchmarks switch the kernel off to compare with nu
 MIN_DIM = 16
 MIN_MACS = 1 << 19
 MAX_N = 8192    # columns of the output
+# products below MIN_MACS go straight to numpy's ``@`` (``product``) where B is C-contiguous,
+# or A has at most SMALL_T_ROWS rows, or B at most SMALL_T_COLS columns; a small product with a
+# transposed B past both still takes ``few_rows_product``'s transposed form
+SMALL_T_ROWS, SMALL_T_COLS = 8, 64
 MAX_T = 2048    # rows and columns of the output when A is read transposed (x^T of a weight gradient)
 # ... or up to T_WIDE_MAX where both are at least T_WIDE_MIN: with x^T copied to panels
 # (PACK_AT_MIN) the kernel ran [3072 x 1024] at 90-97 GFLOP/s against OpenBLAS's 56-94
@@ -165,10 +169,6 @@ def product(A, B, bias=None):
         out += bias
     return out
 
-
-#: products below MIN_MACS go straight to numpy's ``@`` where B is C-contiguous, or A has at
-#: most SMALL_T_ROWS rows, or B at most SMALL_T_COLS columns (``product``)
-SMALL_T_ROWS, SMALL_T_COLS = 8, 64
 
 #: below this many rows of ``A``, ``A @ B`` with B a transposed C-contiguous matrix (a Linear
 #: layer's input gradient ``g @ w.T``) is formed as ``(B.T @ A.T).T``
