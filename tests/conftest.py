@@ -13,6 +13,19 @@ SHARED = os.environ.get("DDG_SHARED_DIR", os.path.join(ROOT, "..", "shared"))
 
 
 @pytest.fixture(autouse=True)
+def _cpu_gemm_on():
+    """The compiled float32 products (``ddg.tensor.gemm``) take their shapes in every test,
+    whatever this CPU: by default they run only where it has AVX-512, and the suite checks
+    them (and the paths that choose them) on every machine. A test may still switch them
+    off. Set here by hand, not through ``monkeypatch`` (a test's ``monkeypatch.undo()`` would
+    switch them off again)."""
+    from ddg.tensor import gemm
+    was, gemm.ENABLED = gemm.ENABLED, True
+    yield
+    gemm.ENABLED = was
+
+
+@pytest.fixture(autouse=True)
 def _ddg_seeded():
     """Every test starts from ``ddg.seed(0)``: unseeded, each ddg process draws a fresh seed
     from the operating system, so a test that uses ddg's generator (initializers, dropout,
