@@ -498,3 +498,45 @@ def test_attention_on_the_stacked_kernel(stacked, monkeypatch, kind):
     assert stacked == []
     for a, e in zip(got, want):
         np.testing.assert_allclose(a, e, rtol=2e-5, atol=2e-5)
+
+
+def test_avx2_row_groups_in_a_subprocess():
+    """The register tiles as a CPU without AVX-512 compiles them (``gemm_kernels._row_groups``:
+    an 8 x 16 tile's rows in two groups, ``_ctile``'s vectors and columns, ``_ptile``'s block and
+    extra columns each in loops of their own, whole tiles without masks), on any x86 CPU with
+    AVX2, against float64 (tests/avx2_tiles_check.py); the suite's other tests run the host's
+    own form."""
+    import os
+    import platform
+    import subprocess
+    import sys
+    umath = getattr(np, "_core", None) or np.core      # numpy 2, numpy 1
+    if platform.machine() not in ("x86_64", "AMD64") or not umath._multiarray_umath.__cpu_features__.get("AVX2"):
+        pytest.skip("needs an x86 CPU with AVX2")
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, DDG_VECTOR_BITS="256", NUMBA_CPU_NAME="haswell")
+    env.pop("NUMBA_CPU_FEATURES", None)
+    r = subprocess.run([sys.executable, os.path.join(here, "avx2_tiles_check.py")], env=env, capture_output=True,
+                       text=True, timeout=300, cwd=os.path.dirname(here))
+    assert r.returncode == 0 and r.stdout.split() == ["ok", "256"], r.stdout + r.stderr
+
+
+def test_row_groups_fit_the_registers(monkeypatch):
+    """Every row once, in order, in groups of about equal size whose accumulators fit beside
+    one row's right-hand vectors and a broadcast: 16 registers of 256 bits, 32 of 512."""
+    for bits, vregs in ((256, 16), (512, 32)):
+        monkeypatch.setattr(gk, "VECTOR_BITS", bits)
+        monkeypatch.setattr(gk, "_VREGS", vregs)
+        for rows in (1, 3, 8, 16):
+            for widths in ((16,), (8,), (8, 8, 8), (16, 8)):
+                groups = gk._row_groups(rows, widths)
+                per_row = sum(-(-w * 32 // bits) for w in widths)
+                assert [r for g in groups for r in g] == list(range(rows))
+                assert max(len(g) for g in groups) - min(len(g) for g in groups) <= 1
+                assert all(len(g) * per_row + per_row + 2 <= vregs or len(g) == 1 for g in groups)
+    monkeypatch.setattr(gk, "VECTOR_BITS", 256)
+    monkeypatch.setattr(gk, "_VREGS", 16)
+    assert [list(g) for g in gk._row_groups(8, (16,))] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    monkeypatch.setattr(gk, "VECTOR_BITS", 512)
+    monkeypatch.setattr(gk, "_VREGS", 32)
+    assert [list(g) for g in gk._row_groups(8, (16,))] == [list(range(8))]

@@ -27,7 +27,7 @@ from numba import types
 from numba.extending import intrinsic
 
 from .compiled import FASTMATH
-from .gemm_kernels import _V_I32, _V_I64, _lanes_below, _vector_ops
+from .gemm_kernels import _V_I32, _V_I64, _lanes_below, _row_groups, _vector_ops
 
 _OPTS = {"fastmath": set(FASTMATH), "cache": True, "error_model": "numpy"}
 
@@ -54,51 +54,55 @@ def _tap_tile(rows, lanes=16):
         mask = _lanes_below(builder, nb, lanes)
         one = ir.Constant(_V_I64, 1)
         izero = ir.Constant(_V_I64, 0)
-        optr = [builder.bitcast(builder.gep(od, [builder.add(builder.mul(builder.add(i, ir.Constant(_V_I64, r)), ldo),
-                                                             b0)]), vt.as_pointer())
-                for r in range(rows)]
-        from_out = builder.icmp_signed("!=", accf, izero)
-        init = [builder.select(from_out, builder.call(mload, [p, align, mask, zero]), zero) for p in optr]
-        entry = builder.block
-        fn = builder.function
-        tloop, kloop, kdone, done = (fn.append_basic_block(nm) for nm in ("tap_loop", "tap_k", "tap_next",
-                                                                          "tap_done"))
-        builder.branch(tloop)
-        builder.position_at_end(tloop)
-        t = builder.phi(_V_I64)
-        tacc = [builder.phi(vt) for _ in range(rows)]
-        arow = [builder.gep(ad, [builder.add(builder.mul(builder.add(ai, ir.Constant(_V_I64, r)), ra),
-                                             builder.mul(t, ta))]) for r in range(rows)]
-        xcol = builder.gep(xd, [builder.add(builder.add(c0, b0), builder.mul(t, xstep))])
-        builder.branch(kloop)
-        builder.position_at_end(kloop)
-        k = builder.phi(_V_I64)
-        acc = [builder.phi(vt) for _ in range(rows)]
-        xk = builder.call(mload, [builder.bitcast(builder.gep(xcol, [builder.mul(k, ldx)]), vt.as_pointer()), align,
-                                  mask, zero])
-        new = []
-        for r in range(rows):
-            wv = builder.load(builder.gep(arow[r], [builder.mul(k, ka)]), align=4)
-            wv = builder.shuffle_vector(builder.insert_element(undef, wv, ir.Constant(_V_I32, 0)), undef, splat)
-            new.append(builder.call(fma, [wv, xk, acc[r]]))
-        kn = builder.add(k, one)
-        k.add_incoming(izero, tloop)
-        k.add_incoming(kn, kloop)
-        for r in range(rows):
-            acc[r].add_incoming(tacc[r], tloop)
-            acc[r].add_incoming(new[r], kloop)
-        builder.cbranch(builder.icmp_signed("<", kn, kk), kloop, kdone)
-        builder.position_at_end(kdone)
-        tn = builder.add(t, one)
-        t.add_incoming(izero, entry)
-        t.add_incoming(tn, kdone)
-        for r in range(rows):
-            tacc[r].add_incoming(init[r], entry)
-            tacc[r].add_incoming(new[r], kdone)
-        builder.cbranch(builder.icmp_signed("<", tn, taps), tloop, done)
-        builder.position_at_end(done)
-        for r in range(rows):
-            builder.call(mstore, [new[r], optr[r], align, mask])
+
+        def group(rs):     # rows rs of the tile, their accumulators through every tap and k
+            optr = [builder.bitcast(builder.gep(od, [builder.add(builder.mul(builder.add(i, ir.Constant(_V_I64, r)),
+                                                                             ldo), b0)]), vt.as_pointer())
+                    for r in rs]
+            from_out = builder.icmp_signed("!=", accf, izero)
+            init = [builder.select(from_out, builder.call(mload, [p, align, mask, zero]), zero) for p in optr]
+            entry = builder.block
+            fn = builder.function
+            tloop, kloop, kdone, done = (fn.append_basic_block(nm) for nm in ("tap_loop", "tap_k", "tap_next",
+                                                                              "tap_done"))
+            builder.branch(tloop)
+            builder.position_at_end(tloop)
+            t = builder.phi(_V_I64)
+            tacc = [builder.phi(vt) for _ in range(len(rs))]
+            arow = [builder.gep(ad, [builder.add(builder.mul(builder.add(ai, ir.Constant(_V_I64, r)), ra),
+                                                 builder.mul(t, ta))]) for r in rs]
+            xcol = builder.gep(xd, [builder.add(builder.add(c0, b0), builder.mul(t, xstep))])
+            builder.branch(kloop)
+            builder.position_at_end(kloop)
+            k = builder.phi(_V_I64)
+            acc = [builder.phi(vt) for _ in range(len(rs))]
+            xk = builder.call(mload, [builder.bitcast(builder.gep(xcol, [builder.mul(k, ldx)]), vt.as_pointer()),
+                                      align, mask, zero])
+            new = []
+            for r in range(len(rs)):
+                wv = builder.load(builder.gep(arow[r], [builder.mul(k, ka)]), align=4)
+                wv = builder.shuffle_vector(builder.insert_element(undef, wv, ir.Constant(_V_I32, 0)), undef, splat)
+                new.append(builder.call(fma, [wv, xk, acc[r]]))
+            kn = builder.add(k, one)
+            k.add_incoming(izero, tloop)
+            k.add_incoming(kn, kloop)
+            for r in range(len(rs)):
+                acc[r].add_incoming(tacc[r], tloop)
+                acc[r].add_incoming(new[r], kloop)
+            builder.cbranch(builder.icmp_signed("<", kn, kk), kloop, kdone)
+            builder.position_at_end(kdone)
+            tn = builder.add(t, one)
+            t.add_incoming(izero, entry)
+            t.add_incoming(tn, kdone)
+            for r in range(len(rs)):
+                tacc[r].add_incoming(init[r], entry)
+                tacc[r].add_incoming(new[r], kdone)
+            builder.cbranch(builder.icmp_signed("<", tn, taps), tloop, done)
+            builder.position_at_end(done)
+            for r in range(len(rs)):
+                builder.call(mstore, [new[r], optr[r], align, mask])
+        for rs in _row_groups(rows, (lanes,)):
+            group(rs)
         return context.get_dummy_value()
 
     @intrinsic

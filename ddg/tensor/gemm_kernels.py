@@ -118,12 +118,19 @@ def _lanes_below(builder, n, lanes, first=0):
 
 
 def _host_vector_bits():
-    """The widest vector registers numba's code may use here: 512 where the target (the host,
-    or ``NUMBA_CPU_NAME`` / ``NUMBA_CPU_FEATURES`` where set) has AVX-512F, else 256."""
+    """The widest vector registers numba's code may use: ``DDG_VECTOR_BITS`` (256 or 512) where
+    set; else 512 where the target has AVX-512F (``NUMBA_CPU_FEATURES`` where set, the host's
+    where neither it nor ``NUMBA_CPU_NAME`` is), else 256 (the row groups are right on any
+    CPU, only slower than one group where AVX-512 is there)."""
     import os  # noqa: PLC0415
     from llvmlite import binding  # noqa: PLC0415
+    forced = os.environ.get("DDG_VECTOR_BITS", "").strip()
+    if forced in ("256", "512"):
+        return int(forced)
     feats = os.environ.get("NUMBA_CPU_FEATURES")
     if feats is None:
+        if os.environ.get("NUMBA_CPU_NAME"):
+            return 256
         try:
             feats = binding.get_host_cpu_features().flatten()
         except RuntimeError:      # no host features known: assume the narrower registers
@@ -298,24 +305,30 @@ def _ctile(vecs, cols):
                  for r in range(vecs)]
         col = _repeat_last(builder, b0, nb, cols)
 
-        def step(k, flat):
-            arow = builder.gep(ad, [builder.add(builder.mul(k, lda), i)])
-            av = [builder.call(mload, [builder.bitcast(builder.gep(arow, [ir.Constant(_V_I64, 16 * r)]),
-                                                       vt.as_pointer()), align, masks[r], zero]) for r in range(vecs)]
-            xrow = builder.gep(xd, [builder.mul(k, ldx)])
-            new = [None] * (vecs * cols)
-            for j in range(cols):
-                wv = _splat(builder, builder.load(builder.gep(xrow, [col[j]]), align=4), 16)
-                for r in range(vecs):
-                    new[r * cols + j] = builder.call(fma, [av[r], wv, flat[r * cols + j]])
-            return new
-        flat = _k_loop(builder, "ctile", ir.Constant(_V_I64, 0), k1, [zero] * (vecs * cols), step)
-        new = [flat[r * cols:(r + 1) * cols] for r in range(vecs)]
-        for r in range(vecs):
-            for j in range(cols):
-                p = builder.gep(td, [builder.add(builder.mul(ir.Constant(_V_I64, j), ldt),
-                                                 ir.Constant(_V_I64, 16 * r))])
-                builder.store(new[r][j], builder.bitcast(p, vt.as_pointer()), align=4)
+        def group(vs, js):    # the accumulators of vectors vs and columns js, over every k
+            def step(k, flat):
+                arow = builder.gep(ad, [builder.add(builder.mul(k, lda), i)])
+                av = [builder.call(mload, [builder.bitcast(builder.gep(arow, [ir.Constant(_V_I64, 16 * r)]),
+                                                           vt.as_pointer()), align, masks[r], zero]) for r in vs]
+                xrow = builder.gep(xd, [builder.mul(k, ldx)])
+                new = [None] * (len(vs) * len(js))
+                for n, j in enumerate(js):
+                    wv = _splat(builder, builder.load(builder.gep(xrow, [col[j]]), align=4), 16)
+                    for m in range(len(vs)):
+                        new[m * len(js) + n] = builder.call(fma, [av[m], wv, flat[m * len(js) + n]])
+                return new
+            flat = _k_loop(builder, "ctile", ir.Constant(_V_I64, 0), k1, [zero] * (len(vs) * len(js)), step)
+            for m, r in enumerate(vs):
+                for n, j in enumerate(js):
+                    p = builder.gep(td, [builder.add(builder.mul(ir.Constant(_V_I64, j), ldt),
+                                                     ir.Constant(_V_I64, 16 * r))])
+                    builder.store(flat[m * len(js) + n], builder.bitcast(p, vt.as_pointer()), align=4)
+        if VECTOR_BITS >= 512:
+            group(range(vecs), range(cols))
+        else:     # AVX2: one 16-lane vector (two registers) of A at a time, columns in groups
+            for r in range(vecs):
+                for js in _row_groups(cols, (16,)):
+                    group([r], js)
         return context.get_dummy_value()
 
     @intrinsic
@@ -357,25 +370,37 @@ def _ptile(ne):
             return ir.Constant(_V_I64, v)
         cols = _repeat_last(builder, e0, nl, ne)
 
-        def step(k, acc):
-            prow = builder.gep(pd, [builder.mul(k, c(8))])
-            _prefetch(builder, builder.gep(prow, [c(8 * _PANEL_AHEAD)]))
-            pv = builder.load(builder.bitcast(prow, v8.as_pointer()), align=4)
-            xrow = builder.gep(xd, [builder.mul(k, ldx)])
-            xv = builder.load(builder.bitcast(builder.gep(xrow, [b0]), v16.as_pointer()), align=4)
-            nm = [builder.call(fma16, [_splat(builder, builder.load(builder.gep(prow, [c(r)]), align=4), 16), xv,
-                                       acc[r]]) for r in range(8)]
-            xb = [_splat(builder, builder.load(builder.gep(xrow, [cols[j]]), align=4), 8) for j in range(ne)]
-            return nm + [builder.call(fma8, [pv, xb[j], acc[8 + j]]) for j in range(ne)]
-        new = _k_loop(builder, "ptile", c(0), k1, [z16] * 8 + [z8] * ne, step)
-        nm, ne_ = new[:8], new[8:]
         orow = [builder.gep(od, [builder.mul(builder.add(i, c(r)), ldo)]) for r in range(8)]
-        for r in range(8):
-            builder.store(nm[r], builder.bitcast(builder.gep(orow[r], [b0]), v16.as_pointer()), align=4)
-        for j in range(ne):
-            for r in range(8):
-                builder.store(builder.extract_element(ne_[j], ir.Constant(_V_I32, r)),
-                              builder.gep(orow[r], [cols[j]]), align=4)
+
+        def group(rs, ne):    # rows rs of the 16-column block and the ne columns, over every k
+            def step(k, acc):
+                prow = builder.gep(pd, [builder.mul(k, c(8))])
+                _prefetch(builder, builder.gep(prow, [c(8 * _PANEL_AHEAD)]))
+                xrow = builder.gep(xd, [builder.mul(k, ldx)])
+                nm = []
+                if rs:
+                    xv = builder.load(builder.bitcast(builder.gep(xrow, [b0]), v16.as_pointer()), align=4)
+                    nm = [builder.call(fma16, [_splat(builder, builder.load(builder.gep(prow, [c(r)]), align=4), 16),
+                                               xv, acc[n]]) for n, r in enumerate(rs)]
+                if ne:
+                    pv = builder.load(builder.bitcast(prow, v8.as_pointer()), align=4)
+                    xb = [_splat(builder, builder.load(builder.gep(xrow, [cols[j]]), align=4), 8) for j in range(ne)]
+                    nm += [builder.call(fma8, [pv, xb[j], acc[len(rs) + j]]) for j in range(ne)]
+                return nm
+            new = _k_loop(builder, "ptile", c(0), k1, [z16] * len(rs) + [z8] * ne, step)
+            for n, r in enumerate(rs):
+                builder.store(new[n], builder.bitcast(builder.gep(orow[r], [b0]), v16.as_pointer()), align=4)
+            for j in range(ne):
+                for r in range(8):
+                    builder.store(builder.extract_element(new[len(rs) + j], ir.Constant(_V_I32, r)),
+                                  builder.gep(orow[r], [cols[j]]), align=4)
+        if VECTOR_BITS >= 512:
+            group(range(8), ne)
+        else:    # AVX2: the block's rows in two groups of 8 accumulators, the columns on their own
+            for rs in _row_groups(8, (16,)):
+                group(rs, 0)
+            if ne:
+                group((), ne)
         return context.get_dummy_value()
 
     @intrinsic

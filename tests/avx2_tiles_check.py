@@ -1,0 +1,46 @@
+"""Run by ``test_gemm.test_avx2_row_groups_in_a_subprocess`` with ``DDG_VECTOR_BITS=256`` and
+``NUMBA_CPU_NAME=haswell``: the register tiles as AVX2 gets them (rows, columns and vectors
+in groups that fit 16 registers, whole-vector tiles without masks) on any x86 CPU with AVX2,
+each against float64 numpy. Prints ``ok`` and the vector width it compiled for."""
+import numba
+import numpy as np
+
+from ddg.tensor import gemm_kernels as gk
+
+assert gk.VECTOR_BITS == 256, gk.VECTOR_BITS
+T8, TT8 = gk._tile(8, False, True), gk._tile(8, True, True)
+W8, H16 = gk._tile(8, False, lanes=(8, 8, 8), masked=False), gk._tile(16, False, lanes=8)
+C45, P3 = gk._ctile(4, 5), gk._ptile(3)
+
+
+@numba.njit(cache=False)
+def run(a, at, x, out, bias, nb, tmp, p, out2, out3):
+    T8(a, x, out, bias, 0, 0, 0, nb, 0, a.shape[1], 0, 2)     # bias + A[:8] @ x[:, :nb] (masked past nb)
+    TT8(at, x, out, bias, 16, 8, 0, nb, 0, at.shape[0], 0, 0)   # rows 16..24 = A[8:16] @ x[:, :nb], A read from a.T
+    W8(a, x, out, 8, 0, 16, 24, 0, a.shape[1], 0, 0)          # rows 8..16, columns 16..40
+    H16(a, x, out3, 0, 0, 0, nb // 2, 0, a.shape[1], 0, 1)     # out3[:16, :nb/2] += A[:16] @ x[:, :nb/2]
+    C45(at, x, tmp, 0, 0, 5, at.shape[0])                      # tmp[j] = A[:64] @ x[:, j], j < 5
+    P3(p, x, out2, 0, 0, 16, 3, p.shape[0])                    # A[:8] from its panel: 16 columns and 3 more
+
+
+rng = np.random.default_rng(1)
+K = 37
+a = rng.standard_normal((64, K)).astype(np.float32)
+x = rng.standard_normal((K, 48)).astype(np.float32)
+bias = rng.standard_normal((1, 48)).astype(np.float32)
+A, X = a.astype(np.float64), x.astype(np.float64)
+for nb in (16, 11):
+    out, tmp, out2 = np.zeros((64, 48), np.float32), np.zeros((5, 64), np.float32), np.zeros((8, 48), np.float32)
+    out3 = rng.standard_normal((16, 48)).astype(np.float32)
+    o3 = out3.astype(np.float64)
+    run(a, np.ascontiguousarray(a.T), x, out, bias, nb, tmp, np.ascontiguousarray(a[:8].T), out2, out3)
+    close = {"rtol": 1e-5, "atol": 1e-4}
+    np.testing.assert_allclose(out[:8, :nb], bias[0, :nb] + A[:8] @ X[:, :nb], **close)
+    np.testing.assert_allclose(out[16:24, :nb], A[8:16] @ X[:, :nb], **close)
+    assert not out[:8, nb:16].any() and not out[16:24, nb:16].any()
+    np.testing.assert_allclose(out[8:16, 16:40], A[:8] @ X[:, 16:40], **close)
+    np.testing.assert_allclose(out3[:, :nb // 2], o3[:, :nb // 2] + A[:16] @ X[:, :nb // 2], **close)
+    np.testing.assert_allclose(out3[:, nb // 2:], o3[:, nb // 2:])
+    np.testing.assert_allclose(tmp, (A @ X[:, :5]).T, **close)
+    np.testing.assert_allclose(out2[:, :19], A[:8] @ X[:, :19], **close)
+print("ok", gk.VECTOR_BITS)
