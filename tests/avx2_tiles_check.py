@@ -14,12 +14,13 @@ C45, P3 = gk._ctile(4, 5), gk._ptile(3)
 
 
 @numba.njit(cache=False)
-def run(a, at, x, out, bias, nb, tmp, p, out2, out3):
+def run(a, at, x, out, bias, nb, tmp, p, out2, out3, at40, tmp40):
     T8(a, x, out, bias, 0, 0, 0, nb, 0, a.shape[1], 0, 2)     # bias + A[:8] @ x[:, :nb] (masked past nb)
     TT8(at, x, out, bias, 16, 8, 0, nb, 0, at.shape[0], 0, 0)   # rows 16..24 = A[8:16] @ x[:, :nb], A read from a.T
     W8(a, x, out, 8, 0, 16, 24, 0, a.shape[1], 0, 0)          # rows 8..16, columns 16..40
     H16(a, x, out3, 0, 0, 0, nb // 2, 0, a.shape[1], 0, 1)     # out3[:16, :nb/2] += A[:16] @ x[:, :nb/2]
     C45(at, x, tmp, 0, 0, 5, at.shape[0])                      # tmp[j] = A[:64] @ x[:, j], j < 5
+    C45(at40, x, tmp40, 0, 0, 5, at.shape[0])                  # 40 rows: the last vectors masked
     P3(p, x, out2, 0, 0, 16, 3, p.shape[0])                    # A[:8] from its panel: 16 columns and 3 more
 
 
@@ -33,7 +34,9 @@ for nb in (16, 11):
     out, tmp, out2 = np.zeros((64, 48), np.float32), np.zeros((5, 64), np.float32), np.zeros((8, 48), np.float32)
     out3 = rng.standard_normal((16, 48)).astype(np.float32)
     o3 = out3.astype(np.float64)
-    run(a, np.ascontiguousarray(a.T), x, out, bias, nb, tmp, np.ascontiguousarray(a[:8].T), out2, out3)
+    tmp40 = np.full((5, 64), np.nan, np.float32)
+    run(a, np.ascontiguousarray(a.T), x, out, bias, nb, tmp, np.ascontiguousarray(a[:8].T), out2, out3,
+        np.ascontiguousarray(a[:40].T), tmp40)
     close = {"rtol": 1e-5, "atol": 1e-4}
     np.testing.assert_allclose(out[:8, :nb], bias[0, :nb] + A[:8] @ X[:, :nb], **close)
     np.testing.assert_allclose(out[16:24, :nb], A[8:16] @ X[:, :nb], **close)
@@ -42,5 +45,7 @@ for nb in (16, 11):
     np.testing.assert_allclose(out3[:, :nb // 2], o3[:, :nb // 2] + A[:16] @ X[:, :nb // 2], **close)
     np.testing.assert_allclose(out3[:, nb // 2:], o3[:, nb // 2:])
     np.testing.assert_allclose(tmp, (A @ X[:, :5]).T, **close)
+    np.testing.assert_allclose(tmp40[:, :40], (A[:40] @ X[:, :5]).T, **close)
+    assert not tmp40[:, 40:].any()
     np.testing.assert_allclose(out2[:, :19], A[:8] @ X[:, :19], **close)
 print("ok", gk.VECTOR_BITS)

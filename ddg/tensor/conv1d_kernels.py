@@ -27,7 +27,7 @@ from numba import types
 from numba.extending import intrinsic
 
 from .compiled import FASTMATH
-from .gemm_kernels import _V_I32, _V_I64, _lanes_below, _row_groups, _vector_ops
+from .gemm_kernels import VECTOR_BITS, _V_I32, _V_I64, _lanes_below, _row_groups, _vector_ops
 
 _OPTS = {"fastmath": set(FASTMATH), "cache": True, "error_model": "numpy"}
 
@@ -55,12 +55,14 @@ def _tap_tile(rows, lanes=16):
         one = ir.Constant(_V_I64, 1)
         izero = ir.Constant(_V_I64, 0)
 
-        def group(rs):     # rows rs of the tile, their accumulators through every tap and k
+        def group(rs, masked=True):     # rows rs of the tile, their accumulators through every tap and k
+            def mload_(p):
+                return builder.call(mload, [p, align, mask, zero]) if masked else builder.load(p, align=4)
             optr = [builder.bitcast(builder.gep(od, [builder.add(builder.mul(builder.add(i, ir.Constant(_V_I64, r)),
                                                                              ldo), b0)]), vt.as_pointer())
                     for r in rs]
             from_out = builder.icmp_signed("!=", accf, izero)
-            init = [builder.select(from_out, builder.call(mload, [p, align, mask, zero]), zero) for p in optr]
+            init = [builder.select(from_out, mload_(p), zero) for p in optr]
             entry = builder.block
             fn = builder.function
             tloop, kloop, kdone, done = (fn.append_basic_block(nm) for nm in ("tap_loop", "tap_k", "tap_next",
@@ -76,8 +78,7 @@ def _tap_tile(rows, lanes=16):
             builder.position_at_end(kloop)
             k = builder.phi(_V_I64)
             acc = [builder.phi(vt) for _ in range(len(rs))]
-            xk = builder.call(mload, [builder.bitcast(builder.gep(xcol, [builder.mul(k, ldx)]), vt.as_pointer()),
-                                      align, mask, zero])
+            xk = mload_(builder.bitcast(builder.gep(xcol, [builder.mul(k, ldx)]), vt.as_pointer()))
             new = []
             for r in range(len(rs)):
                 wv = builder.load(builder.gep(arow[r], [builder.mul(k, ka)]), align=4)
@@ -100,9 +101,21 @@ def _tap_tile(rows, lanes=16):
             builder.cbranch(builder.icmp_signed("<", tn, taps), tloop, done)
             builder.position_at_end(done)
             for r in range(len(rs)):
-                builder.call(mstore, [new[r], optr[r], align, mask])
-        for rs in _row_groups(rows, (lanes,)):
-            group(rs)
+                if masked:
+                    builder.call(mstore, [new[r], optr[r], align, mask])
+                else:
+                    builder.store(new[r], optr[r], align=4)
+        if VECTOR_BITS >= 512:
+            for rs in _row_groups(rows, (lanes,)):
+                group(rs)
+        else:     # AVX2: whole vectors (nb == lanes) without its costly masked loads and stores
+            with builder.if_else(builder.icmp_signed("==", nb, ir.Constant(_V_I64, lanes))) as (whole, part):
+                with whole:
+                    for rs in _row_groups(rows, (lanes,)):
+                        group(rs, False)
+                with part:
+                    for rs in _row_groups(rows, (lanes,)):
+                        group(rs)
         return context.get_dummy_value()
 
     @intrinsic

@@ -305,11 +305,12 @@ def _ctile(vecs, cols):
                  for r in range(vecs)]
         col = _repeat_last(builder, b0, nb, cols)
 
-        def group(vs, js):    # the accumulators of vectors vs and columns js, over every k
+        def group(vs, js, masked=True):    # the accumulators of vectors vs and columns js, over every k
             def step(k, flat):
                 arow = builder.gep(ad, [builder.add(builder.mul(k, lda), i)])
-                av = [builder.call(mload, [builder.bitcast(builder.gep(arow, [ir.Constant(_V_I64, 16 * r)]),
-                                                           vt.as_pointer()), align, masks[r], zero]) for r in vs]
+                ptrs = [builder.bitcast(builder.gep(arow, [ir.Constant(_V_I64, 16 * r)]), vt.as_pointer()) for r in vs]
+                av = [builder.call(mload, [p, align, masks[r], zero]) if masked else builder.load(p, align=4)
+                      for p, r in zip(ptrs, vs)]
                 xrow = builder.gep(xd, [builder.mul(k, ldx)])
                 new = [None] * (len(vs) * len(js))
                 for n, j in enumerate(js):
@@ -325,10 +326,18 @@ def _ctile(vecs, cols):
                     builder.store(flat[m * len(js) + n], builder.bitcast(p, vt.as_pointer()), align=4)
         if VECTOR_BITS >= 512:
             group(range(vecs), range(cols))
-        else:     # AVX2: one 16-lane vector (two registers) of A at a time, columns in groups
+        else:     # AVX2: one 16-lane vector (two registers) of A at a time, columns in groups;
+            # a vector of rows all within A loaded without a mask (AVX2's masked loads cost
+            # a mask rebuilt in the loop and a slower load)
             for r in range(vecs):
-                for js in _row_groups(cols, (16,)):
-                    group([r], js)
+                inside = builder.icmp_signed("<=", builder.add(i, ir.Constant(_V_I64, 16 * r + 16)), lda)
+                with builder.if_else(inside) as (whole, part):
+                    with whole:
+                        for js in _row_groups(cols, (16,)):
+                            group([r], js, False)
+                    with part:
+                        for js in _row_groups(cols, (16,)):
+                            group([r], js)
         return context.get_dummy_value()
 
     @intrinsic
