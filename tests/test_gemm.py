@@ -540,3 +540,19 @@ def test_row_groups_fit_the_registers(monkeypatch):
     monkeypatch.setattr(gk, "VECTOR_BITS", 512)
     monkeypatch.setattr(gk, "_VREGS", 32)
     assert [list(g) for g in gk._row_groups(8, (16,))] == [list(range(8))]
+
+
+def test_kernel_default_follows_avx512_and_the_environment():
+    """``gemm.ENABLED`` defaults to whether the CPU has AVX-512F (numpy's own dispatch says);
+    ``DDG_CPU_GEMM=1`` / ``0`` sets it either way (a fresh process each: it is read at import)."""
+    import os
+    import subprocess
+    import sys
+    umath = getattr(np, "_core", None) or np.core
+    host = bool(umath._multiarray_umath.__cpu_features__.get("AVX512F"))
+    assert gemm._host_avx512() is host
+    for value, want in (("1", True), ("0", False), ("", host)):
+        env = dict(os.environ, DDG_CPU_GEMM=value)
+        r = subprocess.run([sys.executable, "-c", "from ddg.tensor import gemm; print(gemm.ENABLED)"], env=env,
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0 and r.stdout.strip() == str(want), (value, r.stdout, r.stderr)
