@@ -27,7 +27,7 @@ from numba import types
 from numba.extending import intrinsic
 
 from .compiled import FASTMATH
-from .gemm_kernels import VECTOR_BITS, _V_I32, _V_I64, _lanes_below, _row_groups, _vector_ops
+from .gemm_kernels import _V_I32, _V_I64, _lanes_below, _masked_or_whole, _row_groups, _vector_ops
 
 _OPTS = {"fastmath": set(FASTMATH), "cache": True, "error_model": "numpy"}
 
@@ -105,17 +105,11 @@ def _tap_tile(rows, lanes=16):
                     builder.call(mstore, [new[r], optr[r], align, mask])
                 else:
                     builder.store(new[r], optr[r], align=4)
-        if VECTOR_BITS >= 512:
+
+        def emit(masked):
             for rs in _row_groups(rows, (lanes,)):
-                group(rs)
-        else:     # AVX2: whole vectors (nb == lanes) without its costly masked loads and stores
-            with builder.if_else(builder.icmp_signed("==", nb, ir.Constant(_V_I64, lanes))) as (whole, part):
-                with whole:
-                    for rs in _row_groups(rows, (lanes,)):
-                        group(rs, False)
-                with part:
-                    for rs in _row_groups(rows, (lanes,)):
-                        group(rs)
+                group(rs, masked)
+        _masked_or_whole(builder, builder.icmp_signed("==", nb, ir.Constant(_V_I64, lanes)), emit)
         return context.get_dummy_value()
 
     @intrinsic

@@ -158,6 +158,21 @@ def _row_groups(rows, widths):
     return [range(rows * g // n, rows * (g + 1) // n) for g in range(n)]
 
 
+def _masked_or_whole(builder, whole, emit):
+    """Emit a tile's loops by ``emit(masked)``: with masks, once, where AVX-512 has them at no
+    cost; on AVX2 (whose masked loads and stores rebuild their mask in the loop and load
+    slower) twice, behind a branch on ``whole`` (an i1 value: the tile's vectors all whole),
+    the whole copy without masks."""
+    if VECTOR_BITS >= 512:
+        emit(True)
+        return
+    with builder.if_else(whole) as (full, part):
+        with full:
+            emit(False)
+        with part:
+            emit(True)
+
+
 def _tile(rows, a_t, with_bias=False, lanes=16, masked=True, table=False, prefetch=0):
     """An intrinsic ``tile(a, x, out, i, ai, b0, nb, k0, k1, c0, acc)`` on C-contiguous
     float32 matrices: ``out[i:i+rows, b0:b0+nb] (+)= A[ai:ai+rows, k0:k1] @
@@ -250,20 +265,14 @@ def _tile(rows, a_t, with_bias=False, lanes=16, masked=True, table=False, prefet
                         builder.call(sg[3], [v, optr[n][s], align, sg[6]])
                     else:
                         builder.store(v, optr[n][s], align=4)
-        def whole(m):
+
+        def emit(m):
             for rs in _row_groups(rows, widths):
                 group(rs, m)
-        if masked and VECTOR_BITS < 512:
-            # AVX2's masked loads and stores cost a mask rebuilt in the loop and a slower
-            # load: a tile of whole vectors (nb their width: B's packed panels, most tiles)
-            # runs without masks
-            with builder.if_else(builder.icmp_signed("==", nb, ir.Constant(_V_I64, sum(widths)))) as (full, part):
-                with full:
-                    whole(False)
-                with part:
-                    whole(True)
+        if masked:     # whole vectors: nb their width (B's packed panels, most tiles)
+            _masked_or_whole(builder, builder.icmp_signed("==", nb, ir.Constant(_V_I64, sum(widths))), emit)
         else:
-            whole(masked)
+            emit(False)
         return context.get_dummy_value()
 
     if table:
@@ -326,18 +335,14 @@ def _ctile(vecs, cols):
                     builder.store(flat[m * len(js) + n], builder.bitcast(p, vt.as_pointer()), align=4)
         if VECTOR_BITS >= 512:
             group(range(vecs), range(cols))
-        else:     # AVX2: one 16-lane vector (two registers) of A at a time, columns in groups;
-            # a vector of rows all within A loaded without a mask (AVX2's masked loads cost
-            # a mask rebuilt in the loop and a slower load)
+        else:     # AVX2: one 16-lane vector (two registers) of A at a time, columns in groups,
+            # a vector whose rows all lie within A without a mask
             for r in range(vecs):
+                def emit(m, r=r):
+                    for js in _row_groups(cols, (16,)):
+                        group([r], js, m)
                 inside = builder.icmp_signed("<=", builder.add(i, ir.Constant(_V_I64, 16 * r + 16)), lda)
-                with builder.if_else(inside) as (whole, part):
-                    with whole:
-                        for js in _row_groups(cols, (16,)):
-                            group([r], js, False)
-                    with part:
-                        for js in _row_groups(cols, (16,)):
-                            group([r], js)
+                _masked_or_whole(builder, inside, emit)
         return context.get_dummy_value()
 
     @intrinsic
