@@ -9,10 +9,12 @@ set -u
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
 status=0
-# Byte-compile the package and the tests once. Where PYTHONDONTWRITEBYTECODE is set (it is on
-# the CI machines) no process writes .pyc files, so each of the suite's several hundred
-# subprocesses (ranks, launchers, scripts) would compile ddg's modules from source again:
-# about 0.3-0.6 s of CPU apiece. compileall writes them regardless of that variable.
+# Let Python cache byte code. Where PYTHONDONTWRITEBYTECODE is set (it is on the CI
+# machines) no process writes .pyc files, so each of the suite's several hundred processes
+# (pytest workers, MPI ranks, launchers) compiled ddg's modules from source again (0.3-0.6 s
+# of CPU apiece), and pytest rewrote every test module's asserts again (~8 s per pytest
+# process). compileall writes ddg's once before the processes that would race to.
+unset PYTHONDONTWRITEBYTECODE
 python -m compileall -q -j 0 ddg launch tests bench examples tools >/dev/null || true
 run() {
     echo "+ $*"
