@@ -27,7 +27,7 @@ from numba import types
 from numba.extending import intrinsic
 
 from .compiled import FASTMATH
-from .gemm_kernels import _V_I32, _V_I64, _lanes_below, _masked_or_whole, _row_groups, _vector_ops
+from .gemm_kernels import _V_I32, _V_I64, _k_loop, _lanes_below, _masked_or_whole, _row_groups, _splat, _vector_ops
 
 _OPTS = {"fastmath": set(FASTMATH), "cache": True, "error_model": "numpy"}
 
@@ -47,12 +47,9 @@ def _tap_tile(rows, lanes=16):
         ad, xd, od = (r.data for r in arrs)
         ldx, ldo = (builder.extract_value(r.shape, 1) for r in arrs[1:])
         vt, fma, mload, mstore = _vector_ops(builder.module, lanes)
-        undef = ir.Constant(vt, ir.Undefined)
-        splat = ir.Constant(ir.VectorType(_V_I32, lanes), [0] * lanes)
         zero = ir.Constant(vt, [0.0] * lanes)
         align = ir.Constant(_V_I32, 4)
         mask = _lanes_below(builder, nb, lanes)
-        one = ir.Constant(_V_I64, 1)
         izero = ir.Constant(_V_I64, 0)
 
         def group(rs, masked=True):     # rows rs of the tile, their accumulators through every tap and k
@@ -63,43 +60,19 @@ def _tap_tile(rows, lanes=16):
                     for r in rs]
             from_out = builder.icmp_signed("!=", accf, izero)
             init = [builder.select(from_out, mload_(p), zero) for p in optr]
-            entry = builder.block
-            fn = builder.function
-            tloop, kloop, kdone, done = (fn.append_basic_block(nm) for nm in ("tap_loop", "tap_k", "tap_next",
-                                                                              "tap_done"))
-            builder.branch(tloop)
-            builder.position_at_end(tloop)
-            t = builder.phi(_V_I64)
-            tacc = [builder.phi(vt) for _ in range(len(rs))]
-            arow = [builder.gep(ad, [builder.add(builder.mul(builder.add(ai, ir.Constant(_V_I64, r)), ra),
-                                                 builder.mul(t, ta))]) for r in rs]
-            xcol = builder.gep(xd, [builder.add(builder.add(c0, b0), builder.mul(t, xstep))])
-            builder.branch(kloop)
-            builder.position_at_end(kloop)
-            k = builder.phi(_V_I64)
-            acc = [builder.phi(vt) for _ in range(len(rs))]
-            xk = mload_(builder.bitcast(builder.gep(xcol, [builder.mul(k, ldx)]), vt.as_pointer()))
-            new = []
-            for r in range(len(rs)):
-                wv = builder.load(builder.gep(arow[r], [builder.mul(k, ka)]), align=4)
-                wv = builder.shuffle_vector(builder.insert_element(undef, wv, ir.Constant(_V_I32, 0)), undef, splat)
-                new.append(builder.call(fma, [wv, xk, acc[r]]))
-            kn = builder.add(k, one)
-            k.add_incoming(izero, tloop)
-            k.add_incoming(kn, kloop)
-            for r in range(len(rs)):
-                acc[r].add_incoming(tacc[r], tloop)
-                acc[r].add_incoming(new[r], kloop)
-            builder.cbranch(builder.icmp_signed("<", kn, kk), kloop, kdone)
-            builder.position_at_end(kdone)
-            tn = builder.add(t, one)
-            t.add_incoming(izero, entry)
-            t.add_incoming(tn, kdone)
-            for r in range(len(rs)):
-                tacc[r].add_incoming(init[r], entry)
-                tacc[r].add_incoming(new[r], kdone)
-            builder.cbranch(builder.icmp_signed("<", tn, taps), tloop, done)
-            builder.position_at_end(done)
+
+            def tap(t, tacc):
+                arow = [builder.gep(ad, [builder.add(builder.mul(builder.add(ai, ir.Constant(_V_I64, r)), ra),
+                                                     builder.mul(t, ta))]) for r in rs]
+                xcol = builder.gep(xd, [builder.add(builder.add(c0, b0), builder.mul(t, xstep))])
+
+                def step(k, acc):
+                    xk = mload_(builder.bitcast(builder.gep(xcol, [builder.mul(k, ldx)]), vt.as_pointer()))
+                    return [builder.call(fma, [_splat(builder, builder.load(builder.gep(arow[n], [builder.mul(k, ka)]),
+                                                                            align=4), lanes), xk, acc[n]])
+                            for n in range(len(rs))]
+                return _k_loop(builder, "tap_k", izero, kk, tacc, step)
+            new = _k_loop(builder, "tap", izero, taps, init, tap)
             for r in range(len(rs)):
                 if masked:
                     builder.call(mstore, [new[r], optr[r], align, mask])

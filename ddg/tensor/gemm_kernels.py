@@ -87,9 +87,10 @@ def _repeat_last(builder, first, n, count):
 
 def _k_loop(builder, name, k0, k1, inits, body):
     """Emit ``for k in range(k0, k1)`` (k1 > k0: the body runs at least once) carrying the
-    values ``inits`` (vectors, the accumulators): ``body(k, accs)`` emits one iteration,
-    straight-line, and returns the new values. Leaves the builder after the loop and
-    returns the values the last iteration made."""
+    values ``inits`` (vectors, the accumulators): ``body(k, accs)`` emits one iteration
+    (straight-line, or with loops of its own: a nested ``_k_loop``) and returns the new
+    values. Leaves the builder after the loop and returns the values the last iteration
+    made."""
     entry = builder.block
     loop = builder.function.append_basic_block(name + "_loop")
     done = builder.function.append_basic_block(name + "_done")
@@ -98,12 +99,13 @@ def _k_loop(builder, name, k0, k1, inits, body):
     k = builder.phi(_V_I64)
     accs = [builder.phi(v.type) for v in inits]
     new = body(k, accs)
+    latch = builder.block      # the body's last block (``loop`` itself unless it has loops)
     kn = builder.add(k, ir.Constant(_V_I64, 1))
     k.add_incoming(k0, entry)
-    k.add_incoming(kn, loop)
+    k.add_incoming(kn, latch)
     for acc, v0, v1 in zip(accs, inits, new):
         acc.add_incoming(v0, entry)
-        acc.add_incoming(v1, loop)
+        acc.add_incoming(v1, latch)
     builder.cbranch(builder.icmp_signed("<", kn, k1), loop, done)
     builder.position_at_end(done)
     return new
