@@ -544,15 +544,16 @@ def test_row_groups_fit_the_registers(monkeypatch):
 
 def test_kernel_default_follows_avx512_and_the_environment():
     """``gemm.ENABLED`` defaults to whether the CPU has AVX-512F (numpy's own dispatch says);
-    ``DDG_CPU_GEMM=1`` / ``0`` sets it either way (a fresh process each: it is read at import)."""
+    ``DDG_CPU_GEMM=1`` / ``0`` sets it either way (a fresh process each: it is read at import),
+    and ``0`` alone switches off the fused ops' tiles (``gemm.FUSED``)."""
     import os
     import subprocess
     import sys
     umath = getattr(np, "_core", None) or np.core
     host = bool(umath._multiarray_umath.__cpu_features__.get("AVX512F"))
     assert gemm._host_avx512() is host
-    for value, want in (("1", True), ("0", False), ("", host)):
+    for value, want, fused in (("1", True, True), ("0", False, False), ("", host, True)):
         env = dict(os.environ, DDG_CPU_GEMM=value)
-        r = subprocess.run([sys.executable, "-c", "from ddg.tensor import gemm; print(gemm.ENABLED)"], env=env,
-                           capture_output=True, text=True, timeout=120)
-        assert r.returncode == 0 and r.stdout.strip() == str(want), (value, r.stdout, r.stderr)
+        r = subprocess.run([sys.executable, "-c", "from ddg.tensor import gemm; print(gemm.ENABLED, gemm.FUSED)"],
+                           env=env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0 and r.stdout.split() == [str(want), str(fused)], (value, r.stdout, r.stderr)

@@ -635,10 +635,10 @@ def test_attention_head_transpose_blocks_and_edges(m, width, c0, n):
 def test_attention_fused_kernel_gate(monkeypatch):
     """The fused kernel takes float32 numpy heads attention within FUSED_MAX_L positions and
     FUSED_MAX_D-wide heads (short sequences only with narrow heads, long ones with wider
-    heads), with one BLAS thread;
-    float64, longer sequences, wider heads, a
-    mask that wants its gradient, or the kernels switched off keep the numpy products; a
-    mask that does not broadcast is named."""
+    heads), with one BLAS thread, and without AVX-512 within FUSED_AVX2_MAX_L positions and
+    FUSED_MAX_D-wide heads; float64, longer sequences, wider heads, a mask that wants its
+    gradient, or the kernels switched off keep the numpy products; a mask that does not
+    broadcast is named."""
     from ddg.autograd.ops.nn_ops import Attention
     from ddg.tensor import attention_kernels as AK
     from ddg.tensor import gemm
@@ -670,8 +670,15 @@ def test_attention_fused_kernel_gate(monkeypatch):
     with pytest.raises(ValueError, match="mask"):
         qkv = [_t(np.zeros((2, 5, 8), np.float32)) for _ in range(3)]
         Attention(0.3, heads=2)(*qkv, _t(np.zeros((3, 5), np.float32)))
+    # without AVX-512 (the products on numpy's BLAS) up to FUSED_AVX2_MAX_L positions and no wide heads
     monkeypatch.setattr(gemm, "ENABLED", False)
-    assert not fused(8, 8, 4)
+    avx2_l = Attention.FUSED_AVX2_MAX_L
+    assert fused(min_l, avx2_l, top_d) and fused(min_l - 1, 3, narrow) and fused(96, 96, 4, mask=True, causal=True)
+    assert not fused(avx2_l + 1, 8, 4) and not fused(8, avx2_l + 1, 4) and not fused(wide_l, 5, top_d + 1)
+    assert not fused(min_l - 1, min_l - 1, narrow + 1) and not fused(8, 8, 4, dtype=np.float64)
+    # DDG_CPU_GEMM=0: numpy's products everywhere
+    monkeypatch.setattr(gemm, "FUSED", False)
+    assert not fused(8, 8, 4) and not fused(min_l, min_l, top_d)
 
 
 def test_attention_fused_kernel_bshd_and_read_only_inputs(monkeypatch):

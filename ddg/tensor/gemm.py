@@ -44,6 +44,10 @@ def _host_avx512():
 # default only where the CPU has AVX-512F; ``DDG_CPU_GEMM=1`` or ``0`` sets it either way.
 # The test suite switches it on to check it on any CPU, benchmarks off to compare with numpy
 ENABLED = {"0": False, "1": True}.get(os.environ.get("DDG_CPU_GEMM", "").strip(), _host_avx512())
+# The ops that run the register tiles inside one fused kernel (the attention's, where each
+# head's products and softmax stay in L1/L2 instead of one BLAS call per head) may use them
+# on AVX2 too, in the ranges each op measured there; only ``DDG_CPU_GEMM=0`` turns them off
+FUSED = os.environ.get("DDG_CPU_GEMM", "").strip() != "0"
 MIN_DIM = 16
 MIN_MACS = 1 << 19
 MAX_N = 8192    # columns of the output
@@ -225,6 +229,13 @@ def takes(dtype):
     """Whether arrays of ``dtype`` may take the compiled products at all: float32, the
     kernels enabled, numpy's BLAS on one thread (the shape rules are each caller's)."""
     return ENABLED and dtype == np.float32 and blas_threads() == 1
+
+
+def fused_takes(dtype):
+    """Whether a fused op's kernel (built on the register tiles) may run for ``dtype``:
+    float32, ``FUSED``, numpy's BLAS on one thread. Where ``takes`` is False too (AVX2 by
+    default) the op keeps to its own narrower range."""
+    return FUSED and dtype == np.float32 and blas_threads() == 1
 
 
 def blocking(k):

@@ -206,6 +206,15 @@ class Attention(Function):
     #: d 256 at S 64 0.875 -> 0.860, d 512 at S 100 0.889 -> 0.864, d 768 at S 64 0.934 -> 0.923
     FUSED_MAX_L, FUSED_MAX_D, FUSED_MIN_L, FUSED_NARROW_D = 512, 64, 24, 16
     FUSED_WIDE_D, FUSED_WIDE_MIN_L = 192, 64
+    #: Where the CPU has no AVX-512 (``gemm.takes`` False, ``gemm.fused_takes`` True) the
+    #: kernel's tiles run in row groups; there it takes lengths up to FUSED_AVX2_MAX_L only and
+    #: no wide heads. Zen 3, forward + backward against numpy's products (interleaved, 1
+    #: thread): batch 16, 4 heads, 10-64 positions x heads of 16-64 0.60-0.86 of the time,
+    #: 96-128 x 64 0.88-0.99, 200 x 16-32 0.94-0.98; batch 8, 8 heads, 128-256 x 64 0.92-1.0;
+    #: batch 4, 100 x 64 1.06-1.11 (the one loss kept); beyond: batch 2, 300 x 16 1.06, 512 x 64
+    #: 1.03-1.08, and wide heads ~1.0 in a training step. Transformer steps (batch 16): d 64 at
+    #: S 32 0.93, d 128 at S 10 0.96, d 64 / 128 at S 200 0.93-0.99 / 0.97
+    FUSED_AVX2_MAX_L = 256
 
     def _fuses(self, q, k, v, mask):
         """Whether this heads attention (split views ``[batch, heads, L, d]``) runs the fused
@@ -213,13 +222,18 @@ class Attention(Function):
         gradient is not wanted."""
         if mask and (mask[0].ndim > 4 or (len(getattr(self, "needs", ())) == 4 and self.needs[3])):
             return False
+        if not (type(q) is np.ndarray and q.dtype == k.dtype == v.dtype == np.float32
+                and q.shape[-1] == k.shape[-1] and min(q.shape[2], k.shape[2], q.shape[3], v.shape[3]) > 0
+                and gemm.fused_takes(q.dtype)):
+            return False
         length, width = max(q.shape[2], k.shape[2]), max(q.shape[3], v.shape[3])
+        if not gemm.takes(q.dtype):     # no AVX-512: its own range
+            return (length <= self.FUSED_AVX2_MAX_L and width <= self.FUSED_MAX_D
+                    and (length >= self.FUSED_MIN_L or width <= self.FUSED_NARROW_D))
         wide = (length >= self.FUSED_WIDE_MIN_L and width <= self.FUSED_WIDE_D
                 and q.shape[1] * q.shape[3] % 1024 and v.shape[1] * v.shape[3] % 1024)
-        return (type(q) is np.ndarray and q.dtype == k.dtype == v.dtype == np.float32
-                and length <= self.FUSED_MAX_L and q.shape[-1] == k.shape[-1] and (width <= self.FUSED_MAX_D or wide)
-                and (length >= self.FUSED_MIN_L or width <= self.FUSED_NARROW_D)
-                and min(q.shape[2], k.shape[2], q.shape[3], v.shape[3]) > 0 and gemm.takes(q.dtype))
+        return (length <= self.FUSED_MAX_L and (width <= self.FUSED_MAX_D or wide)
+                and (length >= self.FUSED_MIN_L or width <= self.FUSED_NARROW_D))
 
     def _fused_forward(self, qm, km, vm, q, k, v, mask):
         """``forward`` by ``attention_kernels.forward`` on the projections ``[batch, L, E]``
