@@ -1,5 +1,6 @@
 """Jobs across two nodes, simulated on this machine (tests/multinode.py): they train, agree
-with one process, and end, with status 0, within 5 s of their last step.
+with one process, and end, with status 0, soon after their last step, without the lines a
+stalled exit prints.
 
 What assumes one node is checked across "nodes" here: node-local ranks (MPI's
 ``COMM_TYPE_SHARED`` split), thread counts per node, GPU choice by local rank, per-rank
@@ -22,7 +23,14 @@ import multinode
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SIMGPU = os.path.join(REPO, "tests", "simgpu")
-END_WITHIN = 5.0        # seconds from a job's last step to its end (the exit handshake, MPI_Finalize)
+# seconds from a job's last step to its end (teardown, the exit handshake, MPI_Finalize). A
+# stalled exit has its own marks, checked beside this bound: the exit handshake prints a line
+# when its goodbyes take over failfast._EXIT_DRAIN (5 s), a rank that never reaches its exit
+# one after DDG_STALL_TIMEOUT (300 s), and a hang is killed at the job's timeout. A clean exit
+# of 3 ranks took 5.1 s on a 2-core CI machine while the other test worker compiled kernels,
+# so the bound itself leaves room for load.
+END_WITHIN = 15.0
+STALLED_EXIT = ("exit handshake", "has not finished yet", "have not finished yet", "stalled")
 
 
 
@@ -53,10 +61,13 @@ def job(cmd, timeout=120, **extra_env):
     return code, lines, "".join(err), took
 
 
-def ended_promptly(lines, took, marker):
-    """The job ended within END_WITHIN seconds of the last line containing ``marker``."""
+def ended_promptly(lines, took, marker, err):
+    """The job ended within END_WITHIN seconds of the last line containing ``marker``, and
+    its stderr ``err`` has none of the lines a stalled exit prints."""
     last = max(t for t, line in lines if marker in line)
     print(f"ended {took - last:.2f} s after its last step")
+    stalled = [line for line in err.splitlines() if any(m in line for m in STALLED_EXIT)]
+    assert not stalled, stalled
     return took - last < END_WITHIN
 
 
@@ -75,8 +86,7 @@ def test_init_only_job_ends(per_node, tmp_path):
     # mpiexec may put two ranks' lines on one line: look for the pattern, not for lines
     text = "\n".join(line for _, line in lines)
     assert sorted(re.findall(r"LAST STEP (\d+)", text)) == [str(r) for r in range(2 * per_node)], text
-    assert ended_promptly(lines, took, "LAST STEP") and took < 60
-    assert "stalled" not in err and "exit handshake" not in err, err
+    assert ended_promptly(lines, took, "LAST STEP", err) and took < 60
 
 
 @pytest.mark.parametrize("per_node", [1, 2])
@@ -90,7 +100,7 @@ def test_main_job_ends(per_node, tmp_path, shared_dir):
     final = re.findall(r"final test accuracy (\d\.\d+)", "\n".join(line for _, line in lines))
     assert len(final) == 1 and float(final[0]) > 0.85, lines[-3:]
     assert (tmp_path / "out" / "checkpoint.pdckpt").exists()
-    assert ended_promptly(lines, took, "final test accuracy")
+    assert ended_promptly(lines, took, "final test accuracy", err)
 
 
 def test_mpi_tests_across_nodes(tmp_path):
@@ -103,7 +113,7 @@ def test_mpi_tests_across_nodes(tmp_path):
     assert code == 0, out[-3000:] + err[-3000:]
     summary = [line for _, line in lines if " passed" in line][-1]
     assert "failed" not in summary and "error" not in summary, out[-3000:]
-    assert ended_promptly(lines, took, " passed")
+    assert ended_promptly(lines, took, " passed", err)
 
 
 NODE_LOCAL = """
