@@ -233,7 +233,7 @@ def takes(dtype):
 
 def fused_takes(dtype):
     """Whether a fused op's kernel (built on the register tiles) may run for ``dtype``:
-    float32, ``FUSED``, numpy's BLAS on one thread. Where ``takes`` is False too (AVX2 by
+    float32, ``FUSED``, numpy's BLAS on one thread. Where ``ENABLED`` is False (AVX2 by
     default) the op keeps to its own narrower range."""
     return FUSED and dtype == np.float32 and blas_threads() == 1
 

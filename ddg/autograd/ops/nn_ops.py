@@ -206,7 +206,7 @@ class Attention(Function):
     #: d 256 at S 64 0.875 -> 0.860, d 512 at S 100 0.889 -> 0.864, d 768 at S 64 0.934 -> 0.923
     FUSED_MAX_L, FUSED_MAX_D, FUSED_MIN_L, FUSED_NARROW_D = 512, 64, 24, 16
     FUSED_WIDE_D, FUSED_WIDE_MIN_L = 192, 64
-    #: Where the CPU has no AVX-512 (``gemm.takes`` False, ``gemm.fused_takes`` True) the
+    #: Where the CPU has no AVX-512 (``gemm.ENABLED`` False, ``gemm.fused_takes`` True) the
     #: kernel's tiles run in row groups; there it takes lengths up to FUSED_AVX2_MAX_L only and
     #: no wide heads. Zen 3, forward + backward against numpy's products (interleaved, 1
     #: thread): batch 16, 4 heads, 10-64 positions x heads of 16-64 0.60-0.86 of the time,
@@ -227,7 +227,7 @@ class Attention(Function):
                 and gemm.fused_takes(q.dtype)):
             return False
         length, width = max(q.shape[2], k.shape[2]), max(q.shape[3], v.shape[3])
-        if not gemm.takes(q.dtype):     # no AVX-512: its own range
+        if not gemm.ENABLED:    # the products on numpy's BLAS (no AVX-512): its own range
             return (length <= self.FUSED_AVX2_MAX_L and width <= self.FUSED_MAX_D
                     and (length >= self.FUSED_MIN_L or width <= self.FUSED_NARROW_D))
         wide = (length >= self.FUSED_WIDE_MIN_L and width <= self.FUSED_WIDE_D
