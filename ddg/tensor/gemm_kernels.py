@@ -175,7 +175,7 @@ def _masked_or_whole(builder, whole, emit):
             emit(True)
 
 
-def _tile(rows, a_t, with_bias=False, lanes=16, masked=True, table=False, prefetch=0):
+def _tile(rows, a_t, with_bias=False, lanes=16, masked=True, table=False, prefetch=0, a_table=False):
     """An intrinsic ``tile(a, x, out, i, ai, b0, nb, k0, k1, c0, acc)`` on C-contiguous
     float32 matrices: ``out[i:i+rows, b0:b0+nb] (+)= A[ai:ai+rows, k0:k1] @
     x[k0:k1, c0+b0:c0+b0+nb]`` with ``A = a`` (``a_t`` False) or ``a.T`` (``a_t``:
@@ -190,7 +190,10 @@ def _tile(rows, a_t, with_bias=False, lanes=16, masked=True, table=False, prefet
     have at least ``b0 + nb`` columns whatever ``acc`` is: pass ``out`` when there is none).
     ``table`` (with ``with_bias``): ``tile(a, x, out, bias, tab, i, ...)``, row k of the
     right-hand side at element ``tab[k]`` of ``x`` (int64 offsets) instead of ``k * ldx``: the
-    shifted windows of a convolution's taps, one after another along k. ``prefetch`` (with
+    shifted windows of a convolution's taps, one after another along k; ``a_table`` (with
+    ``table``) instead: row ``ai + r`` of A at element ``tab[ai + r]`` of ``a`` (read flat, any
+    rank), B's rows ``k * ldx`` as without a table (a convolution's weight gradient, the taps'
+    windows as A's rows). ``prefetch`` (with
     ``a_t``): a software prefetch of a's row ``k + prefetch`` at every k (for a panel read
     as one stream, ``_PANEL_AHEAD``)."""
     widths = tuple(lanes) if isinstance(lanes, tuple) else (lanes,)
@@ -205,8 +208,11 @@ def _tile(rows, a_t, with_bias=False, lanes=16, masked=True, table=False, prefet
         i, ai, b0, nb, k0, k1, c0, accf = args[narr:]
         arrs = [context.make_array(t)(context, builder, v) for t, v in zip(signature.args[:3], args[:3])]
         ad, xd, od = (r.data for r in arrs)
-        lda, ldo = (builder.extract_value(r.shape, 1) for r in (arrs[0], arrs[2]))
-        ldx = None if table else builder.extract_value(arrs[1].shape, 1)   # a table's B is read flat, any rank
+        # a table's B (A with ``a_table``) is read flat, any rank
+        lda = None if a_table else builder.extract_value(arrs[0].shape, 1)
+        ldo = builder.extract_value(arrs[2].shape, 1)
+        b_table = table and not a_table
+        ldx = None if b_table else builder.extract_value(arrs[1].shape, 1)
         mod = builder.module
         align = ir.Constant(_V_I32, 4)
         segs = []        # per vector of a row: type, fma, masked load/store, lanes, zero, mask, column offset
@@ -231,7 +237,11 @@ def _tile(rows, a_t, with_bias=False, lanes=16, masked=True, table=False, prefet
 
         def group(rs, masked):     # rows rs of the tile (offsets from i), their accumulators over all k
             rows_i = [builder.add(i, ir.Constant(_V_I64, r)) for r in rs]
-            if not a_t:    # A[ai + r, k] = a[ai + r, k]: one pointer per row, stepping by 1
+            if a_table:    # A[ai + r, k] = a[tab[ai + r] + k]
+                td = context.make_array(signature.args[4])(context, builder, args[4]).data
+                arow = [builder.gep(ad, [builder.load(builder.gep(td, [builder.add(ai, ir.Constant(_V_I64, r))]),
+                                                      align=8)]) for r in rs]
+            elif not a_t:    # A[ai + r, k] = a[ai + r, k]: one pointer per row, stepping by 1
                 arow = [builder.gep(ad, [builder.mul(builder.add(ai, ir.Constant(_V_I64, r)), lda)]) for r in rs]
             optr = [[builder.bitcast(builder.gep(od, [builder.add(builder.mul(ri, ldo), builder.add(b0, ir.Constant(
                 _V_I64, sg[7])))]), sg[0].as_pointer()) for sg in segs] for ri in rows_i]
@@ -241,7 +251,7 @@ def _tile(rows, a_t, with_bias=False, lanes=16, masked=True, table=False, prefet
 
             def step(k, flat):
                 acc = [flat[n * ns:(n + 1) * ns] for n in range(len(rs))]
-                if table:
+                if b_table:
                     td = context.make_array(signature.args[4])(context, builder, args[4]).data
                     xrow = builder.gep(xcol, [builder.load(builder.gep(td, [k]), align=8)])
                 else:
@@ -758,3 +768,58 @@ def gemm_rows(a, b, tab, out, col0, N, bias, init, k_first, kc, qb):
                         k1 - k_first, 0, acc)
     for r in range(ra):
         out[M8 + r, col0:col0 + N] = tmp[r]
+
+
+# conv_rows' and conv_wgrad_rows' tiles: 4 rows of A by two 8-lane vectors (eight accumulators,
+# one group on AVX2), and by one vector for a last block of at most 8 columns (the two-vector
+# tile loads its first vector whole)
+_C16 = _tile(4, False, True, lanes=(8, 8), table=True)
+_C8 = _tile(4, False, True, lanes=8, table=True)
+_W16 = _tile(4, False, True, lanes=(8, 8), table=True, a_table=True)
+_W8 = _tile(4, False, True, lanes=8, table=True, a_table=True)
+
+
+@numba.njit(**_OPTS)
+def conv_rows(a, b, tab, out, oh, ow, n, rowb, base):
+    """A stride-1 convolution as products of shifted windows, the output rows one at a time:
+    ``out[m, (y*ow + x)*n + v] = sum_k a[m, k] * b[base + tab[k] + y*rowb + x*n + v]`` for
+    ``y < oh``, ``x < ow``, ``v < n`` (``b`` a padded batch-innermost image read flat, ``tab``
+    the taps' offsets in it, ``rowb`` its row length; ``out`` ``[M, oh*ow*n]``, M a multiple of
+    4, C-contiguous float32). Each 16 columns of an output row stay in registers for 4 rows
+    of A over every k: no column copy of the image, no junk columns."""
+    M, K = a.shape
+    row = ow * n
+    for y in range(oh):
+        c0 = base + y * (rowb - row)
+        for j0 in range(0, row, 16):
+            b0 = y * row + j0
+            nb = min(16, row - j0)
+            for i in range(0, M, 4):
+                if nb > 8:
+                    _C16(a, b, out, out, tab, i, i, b0, nb, 0, K, c0, 0)
+                else:
+                    _C8(a, b, out, out, tab, i, i, b0, nb, 0, K, c0, 0)
+
+
+@numba.njit(**_OPTS)
+def conv_wgrad_rows(x, tab, gt, out, oh, ow, n, rowb):
+    """The weight gradient of ``conv_rows`` (base 0) transposed: ``out[k, o] = sum_{y, x, v}
+    x[tab[k] + y*rowb + x*n + v] * gt[(y*ow + x)*n + v, o]`` (``gt`` the output gradient
+    ``[oh*ow*n, O]``, ``out`` ``[K, O]``, K a multiple of 4), summed over the output rows one
+    at a time into 4 x 16 register tiles whose A rows are the taps' windows read in place."""
+    K = tab.shape[0]
+    O = gt.shape[1]
+    row = ow * n
+    t = np.empty(K, np.int64)
+    for y in range(oh):
+        shift = y * (rowb - row)
+        for k in range(K):
+            t[k] = tab[k] + shift
+        acc = 0 if y == 0 else 1
+        for i in range(0, K, 4):
+            for b0 in range(0, O, 16):
+                nb = min(16, O - b0)
+                if nb > 8:
+                    _W16(x, gt, out, out, t, i, i, b0, nb, y * row, (y + 1) * row, 0, acc)
+                else:
+                    _W8(x, gt, out, out, t, i, i, b0, nb, y * row, (y + 1) * row, 0, acc)

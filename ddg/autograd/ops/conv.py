@@ -57,7 +57,7 @@ from ...tensor.dtypes import upcast
 from ..function import Function
 from ..higher import linear_backward_graph, live_input
 from ...tensor import conv_kernels as K
-from ...tensor import conv1d, conv_patch, conv_sample, conv_strided
+from ...tensor import conv1d, conv_patch, conv_sample, conv_strided, conv_taps
 from ...tensor.winograd import (WINO4_AT as _WINO4_AT, WINO4_BT as _WINO4_BT, WINO4_G as _WINO4_G,  # noqa: F401
                                  wino_weight as _wino_weight, wino_weight_adjoint as _wino_weight_adjoint)
 from ...tensor.conv_phase import phases_pay
@@ -673,6 +673,12 @@ class Conv2d(Function):
             # the windows tile the image (kernel = stride): the columns are a rearranged copy
             y, state = conv_patch.forward(x, w, b[0] if b else None, oh, ow)
             self.poly = (conv_patch.backward, state)
+            self.w, self.x = w, x
+            return y
+        if conv_taps.takes(x, w, g, self.stride, self.dilation, self.pads):
+            # few channels (AVX2): one product over the taps' shifted windows, not Winograd's
+            y, state = conv_taps.forward(x, w, b[0] if b else None, self.pads, oh, ow)
+            self.poly = (conv_taps.backward, state)
             self.w, self.x = w, x
             return y
         if _use_winograd(x, w, self.stride, self.dilation, g, self.pads):

@@ -1,0 +1,120 @@
+"""Few-channel 3x3 stride-1 convolutions as products of shifted windows (``Conv2d``'s path for
+8 to 24 channels where the CPU has AVX2 but not AVX-512: ``takes``).
+
+Winograd F(4x4, 3x3) makes a 3x3 convolution 36 products ``[O x C] @ [C x tiles]`` per
+block of tiles. With 16 channels each has only 16 inner values: OpenBLAS ran them at 22-26
+GFLOP/s (Zen 3, AVX2, 1 thread), and the tile transforms cost about as much again, so a
+ResNet-style step at 16 channels ran 1.05-1.21x torch. Here the convolution is one
+product ``W [O, 9C] @ windows [9C, OH*OW*N]`` whose rows are the nine taps' shifted
+windows of the padded batch-innermost image, read in place through an offset table by
+the register tile of ``gemm_kernels`` (``conv_rows``): four output channels by 16 output
+values in eight AVX2 registers over all 9C taps, no columns copied, no transforms. It does
+4x the multiplications of Winograd F(4x4, 3x3), at 53-68 GFLOP/s where Winograd's whole
+forward ran at 24-37 GFLOP/s-equivalent (16 channels, 32x32, batch 16): 1.5-1.9x faster.
+
+* forward: ``conv_rows`` on the padded input (kept for the weight gradient);
+* input gradient: the same product on the output gradient padded by 2 with the flipped,
+  transposed kernel, only the unpadded input's pixels computed;
+* weight gradient: ``conv_wgrad_rows``, the taps' windows as rows of A against the output
+  gradient transposed to ``[OH*OW*N, O]`` (one blocked transpose), summed output row by
+  output row.
+
+numpy float32 only; every other case keeps its own path. The register tile is AVX2's
+(``gemm_kernels`` builds it for the host's vector width, so it runs on any CPU: the tests
+switch the path on everywhere).
+"""
+import numpy as np
+
+from . import gemm
+from .conv_phase import _window_table
+
+#: channel range (input and output, multiples of 4): at least MIN_CHANNELS, at most
+#: MAX_CHANNELS, and at least WIDE_CHANNELS on one side. Forward + backward of one layer (3x3,
+#: pad 1) against the path taken otherwise, batch 16, Zen 3, 1 thread: 8 -> 16 channels on
+#: 32x32 0.73 (im2col), 12 -> 12 0.67, 12 -> 24 on 16x16 0.64 (batch 1-32: 0.63-0.78); 16 ->
+#: 16 (Winograd) on 8x8 to 32x32 0.75-0.92 (batch 1-32: 0.70-1.02). Left out: 8 -> 8 (0.84-1.09
+#: over batches 1-32), 4 -> 4 (1.17), 24 -> 24 (1.00-1.05 on 16x16 and 32x32), 16 -> 24 on
+#: 32x32 (1.12), and where Winograd applies to both sides (16 channels and more) images past
+#: WINO_MAX_PIXELS (16 -> 16 on 64x64: 1.04; the taps of 16 channels' rows then lie on more
+#: pages than the first-level TLB holds)
+MIN_CHANNELS, WIDE_CHANNELS, MAX_CHANNELS = 8, 12, 24
+WINO_MAX_PIXELS = 48 * 48
+
+
+def takes(x, w, groups, stride, dilation, pads):
+    """Whether ``Conv2d`` runs this path: a numpy float32 3x3 convolution, stride 1, no
+    dilation, one group, padding of at most 2 per side, an output of at least 4x4, channels in
+    the measured range above (16 or more on both sides, which Winograd takes otherwise: at most
+    16, on at most ``WINO_MAX_PIXELS`` output pixels); where the fused register tiles run
+    (``gemm.FUSED``) and numpy's BLAS takes the Linear products (``gemm.ENABLED`` False: an
+    AVX2 CPU, where this was measured) with one thread."""
+    if not gemm.FUSED or gemm.ENABLED:
+        return False
+    if type(x) is not np.ndarray or type(w) is not np.ndarray or x.dtype != np.float32 or w.dtype != np.float32:
+        return False
+    o, c, kh, kw = w.shape
+    n, _, h, wd = x.shape
+    oh, ow = h + pads[0] + pads[1] - 2, wd + pads[2] + pads[3] - 2
+    lo, hi = min(c, o), max(c, o)
+    return (kh == kw == 3 and groups == 1 and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1)
+            and max(pads) <= 2 and min(oh, ow) >= 4 and c % 4 == 0 and o % 4 == 0
+            and MIN_CHANNELS <= lo and WIDE_CHANNELS <= hi <= MAX_CHANNELS
+            and (lo < 16 or (hi <= 16 and oh * ow <= WINO_MAX_PIXELS)) and gemm.blas_threads() == 1)
+
+
+def _padded(a, top, bottom, left, right):
+    """``a`` [N, C, H, W] (any strides) as a C-contiguous batch-innermost ``[C, H+top+bottom,
+    W+left+right, N]`` with zeros around it (only the border written twice)."""
+    n, c, h, w = a.shape
+    out = np.empty((c, h + top + bottom, w + left + right, n), a.dtype)
+    out[:, :top] = 0
+    out[:, top + h:] = 0
+    out[:, top:top + h, :left] = 0
+    out[:, top:top + h, left + w:] = 0
+    out[:, top:top + h, left:left + w] = a.transpose(1, 2, 3, 0)
+    return out
+
+
+def forward(x, w, b, pads, oh, ow):
+    """``(y, state)``: the convolution of ``x`` [N, C, H, W] with ``w`` [O, C, 3, 3] (plus
+    ``b`` [O] where not None), ``y`` a batch-innermost view [N, O, OH, OW]."""
+    from . import gemm_kernels  # noqa: PLC0415 - numba with the first call
+    n, c, h, wd = x.shape
+    o = w.shape[0]
+    xp = _padded(x, *pads)
+    hp, wp = xp.shape[1:3]
+    tab = _window_table(c, hp * wp * n, 3, 3, wp, n)
+    y = np.empty((o, oh * ow * n), np.float32)
+    gemm_kernels.conv_rows(np.ascontiguousarray(w).reshape(o, 9 * c), xp, tab, y, oh, ow, n, wp * n, 0)
+    y = y.reshape(o, oh, ow, n)
+    if b is not None:
+        y += b.reshape(o, 1, 1, 1)
+    return y.transpose(3, 0, 1, 2), (xp, w, tab, pads, x.shape)
+
+
+def backward(state, gy, need_x, need_w):
+    """``(gx, gw)`` of ``forward`` for the output gradient ``gy`` [N, O, OH, OW] (any layout),
+    each None unless asked for."""
+    from . import gemm_kernels  # noqa: PLC0415
+    xp, w, tab, (pt, _, pl, _), (n, c, h, wd) = state
+    o = w.shape[0]
+    oh, ow = gy.shape[2:]
+    gy = gy.astype(np.float32, copy=False)
+    gx = gw = None
+    if need_w:
+        g2 = np.ascontiguousarray(gy.transpose(1, 2, 3, 0)).reshape(o, -1)
+        gwt = np.empty((9 * c, o), np.float32)
+        gemm_kernels.conv_wgrad_rows(xp, tab, gemm.transposed(g2), gwt, oh, ow, n, xp.shape[2] * n)
+        gw = np.ascontiguousarray(gwt.T).reshape(o, c, 3, 3)
+    if need_x:
+        # the input's gradient is the output gradient, padded by 2, convolved with the kernel
+        # flipped in both axes and its channel axes swapped (pixel (y, x) of the padded input
+        # at (y + pt, x + pl); the padding's own pixels are not computed)
+        gp = _padded(gy, 2, 2, 2, 2)
+        wf = np.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3)).reshape(c, 9 * o)
+        rowg = gp.shape[2]
+        gx = np.empty((c, h * wd * n), np.float32)
+        gemm_kernels.conv_rows(wf, gp, _window_table(o, gp.shape[1] * rowg * n, 3, 3, rowg, n), gx, h, wd, n,
+                               rowg * n, (pt * rowg + pl) * n)
+        gx = gx.reshape(c, h, wd, n).transpose(3, 0, 1, 2)
+    return gx, gw
