@@ -48,4 +48,24 @@ for nb in (16, 11):
     np.testing.assert_allclose(tmp40[:, :40], (A[:40] @ X[:, :5]).T, **close)
     assert not tmp40[:, 40:].any()
     np.testing.assert_allclose(out2[:, :19], A[:8] @ X[:, :19], **close)
+# a convolution's window products (``conv_taps``): the taps' windows as B's rows (forward,
+# input gradient), then as A's rows (weight gradient); rows of 30 values (16 + 14) and of 27
+# (16 + 11), 20 output channels (16 + 4: the one-vector tile)
+from ddg.tensor import conv_taps  # noqa: E402
+
+xc = rng.standard_normal((3, 12, 7, 9)).astype(np.float32)
+wc = rng.standard_normal((20, 12, 3, 3)).astype(np.float32)
+pads = (1, 0, 2, 1)
+yc, state = conv_taps.forward(xc, wc, None, pads, 6, 10)
+gy = rng.standard_normal(yc.shape).astype(np.float32)
+gx, gw = conv_taps.backward(state, gy, True, True)
+xp = np.pad(xc.astype(np.float64), ((0, 0), (0, 0), pads[:2], pads[2:]))
+ry, rgx, rgw = np.zeros(yc.shape), np.zeros(xp.shape), np.zeros(wc.shape)
+for i in range(3):
+    for j in range(3):
+        ry += np.einsum("oc,nchw->nohw", wc[:, :, i, j].astype(np.float64), xp[:, :, i:i + 6, j:j + 10])
+        rgw[:, :, i, j] = np.einsum("nohw,nchw->oc", gy.astype(np.float64), xp[:, :, i:i + 6, j:j + 10])
+        rgx[:, :, i:i + 6, j:j + 10] += np.einsum("oc,nohw->nchw", wc[:, :, i, j].astype(np.float64), gy)
+for got, ref in ((yc, ry), (gx, rgx[:, :, 1:8, 2:11]), (gw, rgw)):
+    np.testing.assert_allclose(got, ref, rtol=0, atol=1e-5 * np.abs(ref).max())
 print("ok", gk.VECTOR_BITS)
