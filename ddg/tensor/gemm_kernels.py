@@ -773,10 +773,10 @@ def gemm_rows(a, b, tab, out, col0, N, bias, init, k_first, kc, qb):
 # conv_rows' and conv_wgrad_rows' tiles: 4 rows of A by two 8-lane vectors (eight accumulators,
 # one group on AVX2), and by one vector for a last block of at most 8 columns (the two-vector
 # tile loads its first vector whole)
-_C16 = _tile(4, False, True, lanes=(8, 8), table=True)
-_C8 = _tile(4, False, True, lanes=8, table=True)
-_W16 = _tile(4, False, True, lanes=(8, 8), table=True, a_table=True)
-_W8 = _tile(4, False, True, lanes=8, table=True, a_table=True)
+_CR16 = _tile(4, False, True, lanes=(8, 8), table=True)
+_CR8 = _tile(4, False, True, lanes=8, table=True)
+_WR16 = _tile(4, False, True, lanes=(8, 8), table=True, a_table=True)
+_WR8 = _tile(4, False, True, lanes=8, table=True, a_table=True)
 
 
 @numba.njit(**_OPTS)
@@ -796,9 +796,9 @@ def conv_rows(a, b, tab, out, oh, ow, n, rowb, base):
             nb = min(16, row - j0)
             for i in range(0, M, 4):
                 if nb > 8:
-                    _C16(a, b, out, out, tab, i, i, b0, nb, 0, K, c0, 0)
+                    _CR16(a, b, out, out, tab, i, i, b0, nb, 0, K, c0, 0)
                 else:
-                    _C8(a, b, out, out, tab, i, i, b0, nb, 0, K, c0, 0)
+                    _CR8(a, b, out, out, tab, i, i, b0, nb, 0, K, c0, 0)
 
 
 @numba.njit(**_OPTS)
@@ -820,6 +820,6 @@ def conv_wgrad_rows(x, tab, gt, out, oh, ow, n, rowb):
             for b0 in range(0, O, 16):
                 nb = min(16, O - b0)
                 if nb > 8:
-                    _W16(x, gt, out, out, t, i, i, b0, nb, y * row, (y + 1) * row, 0, acc)
+                    _WR16(x, gt, out, out, t, i, i, b0, nb, y * row, (y + 1) * row, 0, acc)
                 else:
-                    _W8(x, gt, out, out, t, i, i, b0, nb, y * row, (y + 1) * row, 0, acc)
+                    _WR8(x, gt, out, out, t, i, i, b0, nb, y * row, (y + 1) * row, 0, acc)
