@@ -2,7 +2,7 @@
 the register tiles ``gemm_kernels.conv_rows`` / ``conv_wgrad_rows``): where ``Conv2d`` takes
 them, output and the three gradients against float64 references (an einsum per tap, and
 ddg's own float64 path, whose gradients are checked by central differences in
-test_nn_conv_pool), over channel counts, batches, image sizes, pads and layouts that reach
+test_nn_conv_pool), over channel counts 8-32, batches, image sizes, pads and layouts that reach
 every tail of the tiles; and the gate (``takes``) against the measured range."""
 import numpy as np
 import pytest
@@ -61,6 +61,8 @@ FAMILY = [
     (2, 12, 20, 7, 13, (0, 0, 0, 0)),       # no padding, 20 columns (16 + 4)
     (3, 24, 12, 6, 6, (1, 1, 1, 1)),        # 24 input channels: 24 rows of the input gradient
     (4, 12, 16, 8, 8, (1, 1, 2, 0)),
+    (2, 16, 32, 8, 8, (1, 1, 1, 1)),        # 32 output channels: two whole 16-column blocks
+    (2, 32, 12, 9, 5, (1, 1, 1, 1)),        # 32 input channels (288 taps), rows of 10 values
 ]
 
 
@@ -135,14 +137,15 @@ def _takes(c, o, hw, n=16, pads=(1, 1, 1, 1), stride=(1, 1), dilation=(1, 1), gr
 
 
 def test_taps_gate_follows_the_measured_range(on_avx2, monkeypatch):
-    # taken: below Winograd's 16 channels on one side, or 16 -> 16 up to 48x48
-    for c, o, hw in [(8, 16, 32), (12, 12, 32), (12, 24, 16), (16, 8, 64), (16, 16, 32), (16, 16, 48), (16, 16, 8),
-                     (16, 12, 64)]:
+    # taken: at most 384 channel pairs (512 up to 32x32), 8 channels or more on both sides and
+    # 12 on one
+    for c, o, hw in [(8, 16, 32), (12, 12, 32), (12, 24, 16), (16, 8, 64), (16, 16, 32), (16, 16, 64), (16, 16, 8),
+                     (16, 12, 64), (24, 16, 32), (16, 24, 64), (12, 32, 32), (8, 32, 64), (16, 32, 32), (32, 16, 16)]:
         assert _takes(c, o, hw), (c, o, hw)
-    # left to the other paths: 8 -> 8, 4 channels, 24 -> 24, 16 -> 24, 16 -> 16 on 64x64, more
-    # than 24 channels, channel counts off multiples of 4
-    for c, o, hw in [(8, 8, 32), (4, 16, 32), (24, 24, 32), (16, 24, 32), (16, 16, 64), (32, 16, 32), (10, 16, 32),
-                     (16, 14, 32)]:
+    # left to the other paths: 8 -> 8, 4 channels, 24 -> 24, 32 -> 32, 16 -> 32 past 32x32,
+    # channel counts off multiples of 4
+    for c, o, hw in [(8, 8, 32), (4, 16, 32), (24, 24, 32), (32, 32, 16), (16, 32, 48), (32, 16, 64), (10, 16, 32),
+                     (16, 14, 32), (12, 48, 8)]:
         assert not _takes(c, o, hw), (c, o, hw)
     assert not _takes(16, 16, 32, stride=(2, 2))
     assert not _takes(16, 16, 32, dilation=(2, 2))

@@ -1,5 +1,6 @@
 """Few-channel 3x3 stride-1 convolutions as products of shifted windows (``Conv2d``'s path for
-8 to 24 channels where the CPU has AVX2 but not AVX-512: ``takes``).
+8 to 32 channels, at most 384 input x output channel pairs (512 on small images), where the
+CPU has AVX2 but not AVX-512: ``takes``).
 
 Winograd F(4x4, 3x3) makes a 3x3 convolution 36 products ``[O x C] @ [C x tiles]`` per
 block of tiles. With 16 channels each has only 16 inner values: OpenBLAS ran them at 22-26
@@ -28,26 +29,26 @@ import numpy as np
 from . import gemm
 from .conv_phase import _window_table
 
-#: channel range (input and output, multiples of 4): at least MIN_CHANNELS, at most
-#: MAX_CHANNELS, and at least WIDE_CHANNELS on one side. Forward + backward of one layer (3x3,
-#: pad 1) against the path taken otherwise, batch 16, Zen 3, 1 thread: 8 -> 16 channels on
-#: 32x32 0.73 (im2col), 12 -> 12 0.67, 12 -> 24 on 16x16 0.64 (batch 1-32: 0.63-0.78); 16 ->
-#: 16 (Winograd) on 8x8 to 32x32 0.75-0.92 (batch 1-32: 0.70-1.02). Left out: 8 -> 8 (0.84-1.09
-#: over batches 1-32), 4 -> 4 (1.17), 24 -> 24 (1.00-1.05 on 16x16 and 32x32), 16 -> 24 on
-#: 32x32 (1.12), and where Winograd applies to both sides (16 channels and more) images past
-#: WINO_MAX_PIXELS (16 -> 16 on 64x64: 1.04; the taps of 16 channels' rows then lie on more
-#: pages than the first-level TLB holds)
-MIN_CHANNELS, WIDE_CHANNELS, MAX_CHANNELS = 8, 12, 24
-WINO_MAX_PIXELS = 48 * 48
+#: channel range (input and output, multiples of 4): at least MIN_CHANNELS on both sides and
+#: WIDE_CHANNELS on one, at most MAX_PAIRS input x output channels, or MAX_PAIRS_SMALL on
+#: outputs of at most SMALL_PIXELS. Forward + backward of one layer (3x3, pad 1) against the
+#: path taken otherwise (Winograd from 16 channels on both sides, else im2col), batch 16, Zen
+#: 3, 1 thread, interleaved: 16 -> 16 on 8x8 to 64x64 0.73-0.92 (batch 1-32 at 32x32:
+#: 0.70-0.85), 8 -> 16 0.73, 12 -> 12 0.67, 12 -> 24 on 16x16 0.64 (batch 1-32: 0.63-0.78),
+#: 12 -> 32 0.55, 8 -> 32 0.65, 24 -> 16 0.72, 16 -> 24 0.86-0.94, 20 -> 20 0.98; 16 -> 32 on
+#: 16x16 / 32x32 0.89-0.97 but 64x64 1.04, 32 -> 16 0.76. Left out: 8 -> 8 (0.84-1.09 over
+#: batches 1-32), 4 -> 4 (1.10-1.17), 24 -> 24 (1.01-1.05), 32 -> 32 (1.08-1.32): there
+#: Winograd's products have enough inner values
+MIN_CHANNELS, WIDE_CHANNELS = 8, 12
+MAX_PAIRS, MAX_PAIRS_SMALL, SMALL_PIXELS = 384, 512, 32 * 32
 
 
 def takes(x, w, groups, stride, dilation, pads):
     """Whether ``Conv2d`` runs this path: a numpy float32 3x3 convolution, stride 1, no
     dilation, one group, padding of at most 2 per side, an output of at least 4x4, channels in
-    the measured range above (16 or more on both sides, which Winograd takes otherwise: at most
-    16, on at most ``WINO_MAX_PIXELS`` output pixels); where the fused register tiles run
-    (``gemm.FUSED``) and numpy's BLAS takes the Linear products (``gemm.ENABLED`` False: an
-    AVX2 CPU, where this was measured) with one thread."""
+    the measured range above; where the fused register tiles run (``gemm.FUSED``) and numpy's
+    BLAS takes the Linear products (``gemm.ENABLED`` False: an AVX2 CPU, where this was
+    measured) with one thread."""
     if not gemm.FUSED or gemm.ENABLED:
         return False
     if type(x) is not np.ndarray or type(w) is not np.ndarray or x.dtype != np.float32 or w.dtype != np.float32:
@@ -55,11 +56,12 @@ def takes(x, w, groups, stride, dilation, pads):
     o, c, kh, kw = w.shape
     n, _, h, wd = x.shape
     oh, ow = h + pads[0] + pads[1] - 2, wd + pads[2] + pads[3] - 2
-    lo, hi = min(c, o), max(c, o)
+    pairs = c * o
     return (kh == kw == 3 and groups == 1 and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1)
             and max(pads) <= 2 and min(oh, ow) >= 4 and c % 4 == 0 and o % 4 == 0
-            and MIN_CHANNELS <= lo and WIDE_CHANNELS <= hi <= MAX_CHANNELS
-            and (lo < 16 or (hi <= 16 and oh * ow <= WINO_MAX_PIXELS)) and gemm.blas_threads() == 1)
+            and min(c, o) >= MIN_CHANNELS and max(c, o) >= WIDE_CHANNELS
+            and (pairs <= MAX_PAIRS or (pairs <= MAX_PAIRS_SMALL and oh * ow <= SMALL_PIXELS))
+            and gemm.blas_threads() == 1)
 
 
 def _padded(a, top, bottom, left, right):
