@@ -10,8 +10,8 @@ product ``W [O, 9C] @ windows [9C, OH*OW*N]`` whose rows are the nine taps' shif
 windows of the padded batch-innermost image, read in place through an offset table by
 the register tile of ``gemm_kernels`` (``conv_rows``): four output channels by 16 output
 values in eight AVX2 registers over all 9C taps, no columns copied, no transforms. It does
-4x the multiplications of Winograd F(4x4, 3x3), at 53-68 GFLOP/s where Winograd's whole
-forward ran at 24-37 GFLOP/s-equivalent (16 channels, 32x32, batch 16): 1.5-1.9x faster.
+4x the multiplications of Winograd F(4x4, 3x3), at 51-69 GFLOP/s where Winograd's whole
+forward ran at 24-37 GFLOP/s-equivalent (16 channels, 32x32 to 64x64, batch 16).
 
 * forward: ``conv_rows`` on the padded input (kept for the weight gradient);
 * input gradient: the same product on the output gradient padded by 2 with the flipped,
