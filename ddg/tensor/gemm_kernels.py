@@ -810,21 +810,30 @@ def conv_rows(a, b, tab, out, oh, ow, n, rowb, base):
 def conv_wgrad_rows(x, tab, gt, out, oh, ow, n, rowb):
     """The weight gradient of ``conv_rows`` (base 0) transposed: ``out[k, o] = sum_{y, x, v}
     x[tab[k] + y*rowb + x*n + v] * gt[(y*ow + x)*n + v, o]`` (``gt`` the output gradient
-    ``[oh*ow*n, O]``, ``out`` ``[K, O]``, K a multiple of 4), summed over the output rows one
-    at a time into 4 x 16 register tiles whose A rows are the taps' windows read in place."""
+    ``[oh*ow*n, O]``, ``out`` ``[K, O]``, K a multiple of 4): per output row, 4 x 16 register
+    tiles whose A rows are the taps' windows read in place sum the row's ``ow*n`` terms into
+    ``out``, which is then added into a float64 total (one float32 sum over every row of a
+    224x224 image ran 1.2e-5 off float64 relative to the largest value, 50x the error of the
+    column products; per row 2-3e-7)."""
     K = tab.shape[0]
     O = gt.shape[1]
     row = ow * n
     t = np.empty(K, np.int64)
+    total = np.zeros((K, O), np.float64)
     for y in range(oh):
         shift = y * (rowb - row)
         for k in range(K):
             t[k] = tab[k] + shift
-        acc = 0 if y == 0 else 1
         for i in range(0, K, 4):
             for b0 in range(0, O, 16):
                 nb = min(16, O - b0)
                 if nb > 8:
-                    _WR16(x, gt, out, out, t, i, i, b0, nb, y * row, (y + 1) * row, 0, acc)
+                    _WR16(x, gt, out, out, t, i, i, b0, nb, y * row, (y + 1) * row, 0, 0)
                 else:
-                    _WR8(x, gt, out, out, t, i, i, b0, nb, y * row, (y + 1) * row, 0, acc)
+                    _WR8(x, gt, out, out, t, i, i, b0, nb, y * row, (y + 1) * row, 0, 0)
+        for k in range(K):
+            for o in range(O):
+                total[k, o] += out[k, o]
+    for k in range(K):
+        for o in range(O):
+            out[k, o] = total[k, o]
