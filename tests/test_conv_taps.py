@@ -49,7 +49,8 @@ def _reference(x, w, b, pads, gy):
 
 # (batch, in channels, out channels, height, width, pads (top, bottom, left, right)): output rows
 # of ow * batch values ending in a whole 16-column block, a partial one of more than 8 or of at
-# most 8 (the one-vector tile); weight gradient columns (out channels) 8, 12, 16, 20, 24
+# most 8 (the one-vector tile); weight gradient columns (out channels) 8-64: tiles of 8, 16
+# and 24 columns, whole and masked
 FAMILY = [
     (16, 16, 16, 32, 32, (1, 1, 1, 1)),     # a ResNet stage on CIFAR-sized images
     (16, 12, 24, 16, 16, (1, 1, 1, 1)),
@@ -64,6 +65,8 @@ FAMILY = [
     (2, 16, 32, 8, 8, (1, 1, 1, 1)),        # 32 output channels: two whole 16-column blocks
     (2, 32, 12, 9, 5, (1, 1, 1, 1)),        # 32 input channels (288 taps), rows of 10 values
     (1, 8, 16, 100, 100, (1, 1, 1, 1)),     # 10^4 terms per weight gradient value: summed per row
+    (2, 8, 40, 6, 7, (1, 1, 1, 1)),         # weight gradient columns 16 + 24
+    (1, 8, 64, 5, 6, (1, 1, 1, 1)),         # 24 + 24 + 16
 ]
 
 

@@ -777,6 +777,11 @@ _CR16 = _tile(4, False, True, lanes=(8, 8), table=True)
 _CR8 = _tile(4, False, True, lanes=8, table=True)
 _WR16 = _tile(4, False, True, lanes=(8, 8), table=True, a_table=True)
 _WR8 = _tile(4, False, True, lanes=8, table=True, a_table=True)
+# ... and for 17-24 columns 3 rows by three vectors (nine accumulators: per value of the sum
+# three loads and three broadcasts for nine multiply-adds): 24 output channels' weight
+# gradient 58-60 -> 75-80 GFLOP/s against 16 + 8 columns in the tiles above (the 3 rows
+# suit any K = 9C). In the forward product it gained nothing (43-69 against 45-52)
+_WR24 = _tile(3, False, True, lanes=(8, 8, 8), table=True, a_table=True)
 
 
 @numba.njit(**_OPTS)
@@ -810,11 +815,11 @@ def conv_rows(a, b, tab, out, oh, ow, n, rowb, base):
 def conv_wgrad_rows(x, tab, gt, out, oh, ow, n, rowb):
     """The weight gradient of ``conv_rows`` (base 0) transposed: ``out[k, o] = sum_{y, x, v}
     x[tab[k] + y*rowb + x*n + v] * gt[(y*ow + x)*n + v, o]`` (``gt`` the output gradient
-    ``[oh*ow*n, O]``, ``out`` ``[K, O]``, K a multiple of 4): per output row, 4 x 16 register
-    tiles whose A rows are the taps' windows read in place sum the row's ``ow*n`` terms into
-    ``out``, which is then added into a float64 total (one float32 sum over every row of a
-    224x224 image ran 1.2e-5 off float64 relative to the largest value, 50x the error of the
-    column products; per row 2-3e-7)."""
+    ``[oh*ow*n, O]``, ``out`` ``[K, O]``, K a multiple of 12): per output row, register tiles
+    (4 x 16, 4 x 8 or 3 x 24) whose A rows are the taps' windows read in place sum the row's
+    ``ow*n`` terms into ``out``, which is then added into a float64 total (one float32 sum
+    over every row of a 224x224 image ran 1.2e-5 off float64 relative to the largest value,
+    50x the error of the column products; per row 2-3e-7)."""
     K = tab.shape[0]
     O = gt.shape[1]
     row = ow * n
@@ -824,13 +829,21 @@ def conv_wgrad_rows(x, tab, gt, out, oh, ow, n, rowb):
         shift = y * (rowb - row)
         for k in range(K):
             t[k] = tab[k] + shift
-        for i in range(0, K, 4):
-            for b0 in range(0, O, 16):
-                nb = min(16, O - b0)
-                if nb > 8:
-                    _WR16(x, gt, out, out, t, i, i, b0, nb, y * row, (y + 1) * row, 0, 0)
-                else:
-                    _WR8(x, gt, out, out, t, i, i, b0, nb, y * row, (y + 1) * row, 0, 0)
+        b0 = 0
+        while b0 < O:
+            rem = O - b0
+            if 16 < rem <= 24 or rem >= 48:      # 24 columns (the last 17-24 masked past rem)
+                nb = min(24, rem)
+                for i in range(0, K, 3):
+                    _WR24(x, gt, out, out, t, i, i, b0, nb, y * row, (y + 1) * row, 0, 0)
+            else:
+                nb = min(16, rem)
+                for i in range(0, K, 4):
+                    if nb > 8:
+                        _WR16(x, gt, out, out, t, i, i, b0, nb, y * row, (y + 1) * row, 0, 0)
+                    else:
+                        _WR8(x, gt, out, out, t, i, i, b0, nb, y * row, (y + 1) * row, 0, 0)
+            b0 += nb
         for k in range(K):
             for o in range(O):
                 total[k, o] += out[k, o]
