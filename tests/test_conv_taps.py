@@ -149,8 +149,11 @@ def test_taps_gate_follows_the_measured_range(on_avx2, monkeypatch):
     # left to the other paths: 8 -> 8, 4 channels, 24 -> 24, 32 -> 32, 16 -> 32 past 32x32,
     # channel counts off multiples of 4
     for c, o, hw in [(8, 8, 32), (4, 16, 32), (24, 24, 32), (32, 32, 16), (16, 32, 48), (32, 16, 64), (10, 16, 32),
-                     (16, 14, 32), (12, 48, 8)]:
+                     (16, 14, 32), (12, 48, 16)]:
         assert not _takes(c, o, hw), (c, o, hw)
+    # 32 -> 32 only where the batch has few output positions (Winograd's products few columns)
+    assert _takes(32, 32, 32, n=2) and _takes(32, 32, 16, n=8) and _takes(24, 24, 16, n=4)
+    assert not _takes(32, 32, 32, n=4) and not _takes(32, 32, 16, n=16) and not _takes(64, 32, 8, n=1)
     assert not _takes(16, 16, 32, stride=(2, 2))
     assert not _takes(16, 16, 32, dilation=(2, 2))
     assert not _takes(16, 16, 32, groups=2)

@@ -41,6 +41,13 @@ from .conv_phase import _window_table
 #: Winograd's products have enough inner values
 MIN_CHANNELS, WIDE_CHANNELS = 8, 12
 MAX_PAIRS, MAX_PAIRS_SMALL, SMALL_PIXELS = 384, 512, 32 * 32
+#: up to MAX_PAIRS_FEW channel pairs (32 -> 32) where the whole batch has at most FEW_VALUES
+#: output positions N*OH*OW: Winograd's products then have few columns as well as few inner
+#: values. 32 -> 32, windows / Winograd: batch 1 on 16x16 / 32x32 0.92 / 0.62-0.67, batch 2
+#: 16x16 0.84, batch 2 32x32 0.76-0.89, batch 4 16x16 0.78, batch 8 8x8 0.90; past it batch 8
+#: on 16x16 1.04, batch 4 on 32x32 0.90-0.93, batch 16 on 32x32 1.08. 64 -> 64 at batch 1-8
+#: on 8x8 to 32x32 swung 0.78-1.19 over runs: left to Winograd
+MAX_PAIRS_FEW, FEW_VALUES = 1024, 2048
 
 
 def takes(x, w, groups, stride, dilation, pads):
@@ -60,7 +67,8 @@ def takes(x, w, groups, stride, dilation, pads):
     return (kh == kw == 3 and groups == 1 and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1)
             and max(pads) <= 2 and min(oh, ow) >= 4 and c % 4 == 0 and o % 4 == 0
             and min(c, o) >= MIN_CHANNELS and max(c, o) >= WIDE_CHANNELS
-            and (pairs <= MAX_PAIRS or (pairs <= MAX_PAIRS_SMALL and oh * ow <= SMALL_PIXELS))
+            and (pairs <= MAX_PAIRS or (pairs <= MAX_PAIRS_SMALL and oh * ow <= SMALL_PIXELS)
+                 or (pairs <= MAX_PAIRS_FEW and n * oh * ow <= FEW_VALUES))
             and gemm.blas_threads() == 1)
 
 
