@@ -144,7 +144,7 @@ def test_taps_gate_follows_the_measured_range(on_avx2, monkeypatch):
     # taken: at most 384 channel pairs (512 up to 32x32), 8 channels or more on both sides and
     # 12 on one
     for c, o, hw in [(8, 16, 32), (12, 12, 32), (12, 24, 16), (16, 8, 64), (16, 16, 32), (16, 16, 64), (16, 16, 8),
-                     (16, 12, 64), (24, 16, 32), (16, 24, 64), (12, 32, 32), (8, 32, 64), (16, 32, 32), (32, 16, 16)]:
+                     (16, 12, 64), (24, 16, 32), (16, 24, 64), (12, 32, 32), (8, 32, 32), (16, 32, 32), (32, 16, 16)]:
         assert _takes(c, o, hw), (c, o, hw)
     # left to the other paths: 8 -> 8, 4 channels, 24 -> 24, 32 -> 32, 16 -> 32 past 32x32,
     # channel counts off multiples of 4
@@ -154,6 +154,9 @@ def test_taps_gate_follows_the_measured_range(on_avx2, monkeypatch):
     # 32 -> 32 only where the batch has few output positions (Winograd's products few columns)
     assert _takes(32, 32, 32, n=2) and _takes(32, 32, 16, n=8) and _takes(24, 24, 16, n=4)
     assert not _takes(32, 32, 32, n=4) and not _takes(32, 32, 16, n=16) and not _takes(64, 32, 8, n=1)
+    # the three input rows of every channel that each row tile reads again fit in L2
+    assert _takes(16, 16, 32, n=32) and _takes(16, 16, 64, n=16) and _takes(12, 24, 64, n=16)
+    assert not _takes(16, 16, 32, n=64) and not _takes(16, 16, 64, n=32) and not _takes(8, 16, 64, n=32)
     assert not _takes(16, 16, 32, stride=(2, 2))
     assert not _takes(16, 16, 32, dilation=(2, 2))
     assert not _takes(16, 16, 32, groups=2)

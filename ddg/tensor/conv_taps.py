@@ -48,6 +48,15 @@ MAX_PAIRS, MAX_PAIRS_SMALL, SMALL_PIXELS = 384, 512, 32 * 32
 #: on 16x16 1.04, batch 4 on 32x32 0.90-0.93, batch 16 on 32x32 1.08. 64 -> 64 at batch 1-8
 #: on 8x8 to 32x32 swung 0.78-1.19 over runs: left to Winograd
 MAX_PAIRS_FEW, FEW_VALUES = 1024, 2048
+#: bytes of the three padded input rows of every channel that each 4-row tile of
+#: ``gemm_kernels.conv_rows`` reads again (kept in L2, 512 KB on Zen 3; the input gradient's
+#: product reads the output gradient's rows, padded by 2): 16 -> 16 on 32x32 at batch 64
+#: (432 KB) ran 35-37 GFLOP/s against 56-84 at batch 16-32 and 64x64 (104-209 KB), and
+#: forward + backward 1.06-1.09x Winograd's time; 16 -> 16 and 8 -> 16 on 64x64 at batch 32
+#: (408 KB) 1.08 and 1.24; at 306 KB 16 <-> 24 on 64x64 0.95-1.00, 12 -> 24 0.55. Cutting
+#: the rows into spans of 256-1024 values lifted batch 64 only to 38-43 GFLOP/s and slowed
+#: the rest
+MAX_TAP_ROWS_BYTES = 320 * 1024
 
 
 def takes(x, w, groups, stride, dilation, pads):
@@ -69,6 +78,7 @@ def takes(x, w, groups, stride, dilation, pads):
             and min(c, o) >= MIN_CHANNELS and max(c, o) >= WIDE_CHANNELS
             and (pairs <= MAX_PAIRS or (pairs <= MAX_PAIRS_SMALL and oh * ow <= SMALL_PIXELS)
                  or (pairs <= MAX_PAIRS_FEW and n * oh * ow <= FEW_VALUES))
+            and 12 * max(c, o) * (max(wd + pads[2] + pads[3], ow + 4)) * n <= MAX_TAP_ROWS_BYTES
             and gemm.blas_threads() == 1)
 
 
