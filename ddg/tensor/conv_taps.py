@@ -1,6 +1,6 @@
 """Few-channel 3x3 stride-1 convolutions as products of shifted windows (``Conv2d``'s path for
-8 to 32 channels, at most 384 input x output channel pairs (512 on small images), where the
-CPU has AVX2 but not AVX-512: ``takes``).
+8 to 32 channels, at most 384 input x output channel pairs (more on small images and
+batches), where the CPU has AVX2 but not AVX-512: ``takes``).
 
 Winograd F(4x4, 3x3) makes a 3x3 convolution 36 products ``[O x C] @ [C x tiles]`` per
 block of tiles. With 16 channels each has only 16 inner values: OpenBLAS ran them at 22-26
@@ -78,7 +78,8 @@ def takes(x, w, groups, stride, dilation, pads):
             and min(c, o) >= MIN_CHANNELS and max(c, o) >= WIDE_CHANNELS
             and (pairs <= MAX_PAIRS or (pairs <= MAX_PAIRS_SMALL and oh * ow <= SMALL_PIXELS)
                  or (pairs <= MAX_PAIRS_FEW and n * oh * ow <= FEW_VALUES))
-            and 12 * max(c, o) * (max(wd + pads[2] + pads[3], ow + 4)) * n <= MAX_TAP_ROWS_BYTES
+            # 3 rows of 4-byte values per channel, of the padded input or output gradient
+            and 12 * max(c, o) * max(wd + pads[2] + pads[3], ow + 4) * n <= MAX_TAP_ROWS_BYTES
             and gemm.blas_threads() == 1)
 
 
