@@ -28,6 +28,7 @@ import numpy as np
 
 from . import gemm
 from .conv_phase import _window_table
+from .conv_strided import padded_batch_inner
 
 #: channel range (input and output, multiples of 4): at least MIN_CHANNELS on both sides and
 #: WIDE_CHANNELS on one, at most MAX_PAIRS input x output channels, or MAX_PAIRS_SMALL on
@@ -83,26 +84,13 @@ def takes(x, w, groups, stride, dilation, pads):
             and gemm.blas_threads() == 1)
 
 
-def _padded(a, top, bottom, left, right):
-    """``a`` [N, C, H, W] (any strides) as a C-contiguous batch-innermost ``[C, H+top+bottom,
-    W+left+right, N]`` with zeros around it (only the border written twice)."""
-    n, c, h, w = a.shape
-    out = np.empty((c, h + top + bottom, w + left + right, n), a.dtype)
-    out[:, :top] = 0
-    out[:, top + h:] = 0
-    out[:, top:top + h, :left] = 0
-    out[:, top:top + h, left + w:] = 0
-    out[:, top:top + h, left:left + w] = a.transpose(1, 2, 3, 0)
-    return out
-
-
 def forward(x, w, b, pads, oh, ow):
     """``(y, state)``: the convolution of ``x`` [N, C, H, W] with ``w`` [O, C, 3, 3] (plus
     ``b`` [O] where not None), ``y`` a batch-innermost view [N, O, OH, OW]."""
     from . import gemm_kernels  # noqa: PLC0415 - numba with the first call
     n, c, h, wd = x.shape
     o = w.shape[0]
-    xp = _padded(x, *pads)
+    xp = padded_batch_inner(x, pads)
     hp, wp = xp.shape[1:3]
     tab = _window_table(c, hp * wp * n, 3, 3, wp, n)
     y = np.empty((o, oh * ow * n), np.float32)
@@ -131,7 +119,7 @@ def backward(state, gy, need_x, need_w):
         # the input's gradient is the output gradient, padded by 2, convolved with the kernel
         # flipped in both axes and its channel axes swapped (pixel (y, x) of the padded input
         # at (y + pt, x + pl); the padding's own pixels are not computed)
-        gp = _padded(gy, 2, 2, 2, 2)
+        gp = padded_batch_inner(gy, (2, 2, 2, 2))
         wf = np.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3)).reshape(c, 9 * o)
         rowg = gp.shape[2]
         gx = np.empty((c, h * wd * n), np.float32)
