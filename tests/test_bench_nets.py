@@ -105,3 +105,23 @@ def test_quick_rnn_cases_run(kind, count):
         before = [p.numpy().copy() for p in model._parameter_list]
         step()
         assert all(not np.array_equal(p.numpy(), q) for p, q in zip(model._parameter_list, before))
+
+
+def test_step_parts_records_every_linear_product():
+    # bench_step_parts.py: one step's products as gemm.product sees them, replayable alone
+    import bench_step_parts as P  # noqa: PLC0415
+    seen = P.recorded_products(16, 8, 2)
+    with_bias = sum(count for (_, _, _, _, bias), (count, *_rest) in seen.items() if bias)
+    assert with_bias == 2 * 6 + 1       # q, k, v, out, two feed-forward per layer; the head
+    total = sum(count for count, *_rest in seen.values())
+    # backward: every weight's gradient, and every input's but the first layer's q, k, v
+    # projections' (the data wants none)
+    assert total == with_bias + 13 + (13 - 3)
+    for (sa, sb, ca, cb, _), (count, A, Bm, bias) in seen.items():
+        assert A.shape == sa and Bm.shape == sb and A.flags.c_contiguous == ca and Bm.flags.c_contiguous == cb
+        want = A.astype(np.float64) @ Bm.astype(np.float64) + (0 if bias is None else bias)
+        np.testing.assert_allclose(P.gemm.product(A, Bm, bias), want, rtol=1e-4, atol=1e-4)
+    rows = P.race_products(seen, None, 1)
+    assert len(rows) == len(seen) and all(n > 0 and t is None for _, _, n, t in rows)
+    dp, tp = P.step_parts(16, 8, 2, None, 1)
+    assert tp is None and dp.shape == (3,) and np.all(dp > 0)
