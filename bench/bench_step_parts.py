@@ -9,7 +9,7 @@ Each size ``D:S`` is ``bench_nets.py``'s transformer (2 post-norm encoder layers
 from one ddg step at ``ddg.tensor.gemm.product`` (every Linear's forward and both of its
 backward products go through it), copied, and each distinct shape is then called as many
 times as a step calls it, by ``gemm.product`` and by ``torch.addmm`` / ``@`` in alternating
-rounds (best round each). A product ratio near 1 with a step ratio near 1 says the step is
+rounds (median round each). A product ratio near 1 with a step ratio near 1 says the step is
 the BLAS's: what is left to gain lies outside the products only as far as the other parts
 are still slower than torch's.
 
@@ -21,7 +21,7 @@ import sys
 import time
 
 import _common  # noqa: F401  (single-threaded BLAS, set before numpy loads)
-from _common import try_torch
+from _common import race, try_torch
 
 import numpy as np
 
@@ -31,11 +31,18 @@ import ddg.nn.functional as F
 from ddg.tensor import gemm
 
 
-def _parts(step, record, reps, out):
-    """Run ``step(record)`` ``reps`` times, appending (forward, backward, optimizer) seconds."""
-    for _ in range(reps):
-        step(record)
-    out.extend(record[-reps:])
+def _timed(loss_of, update):
+    """A step ``f(rec)`` that appends its (forward, backward, optimizer) seconds to ``rec``:
+    ``loss_of()`` the forward and loss, then its ``backward()``, then ``update()``."""
+    def step(rec):
+        t0 = time.perf_counter()
+        loss = loss_of()
+        t1 = time.perf_counter()
+        loss.backward()
+        t2 = time.perf_counter()
+        update()
+        rec.append((t1 - t0, t2 - t1, time.perf_counter() - t2))
+    return step
 
 
 def step_parts(d, seq, batch, torch, rounds):
@@ -46,41 +53,22 @@ def step_parts(d, seq, batch, torch, rounds):
     model = bn._DdgEncoder(d)
     xt, yt = ddg.to_tensor(x), ddg.to_tensor(y)
     opt = ddg.optimizer.Momentum(0.01, 0.9, parameters=model.parameters())
-
-    def ddg_step(rec):
-        t0 = time.perf_counter()
-        loss = F.cross_entropy(model(xt), yt)
-        t1 = time.perf_counter()
-        loss.backward()
-        t2 = time.perf_counter()
-        opt.step()
-        opt.clear_grad()
-        rec.append((t1 - t0, t2 - t1, time.perf_counter() - t2))
-
-    steps = {"ddg": ddg_step}
+    steps = {"ddg": _timed(lambda: F.cross_entropy(model(xt), yt), lambda: (opt.step(), opt.clear_grad()))}
     if torch is not None:
         torch.manual_seed(0)
         tmodel = bn.torch_encoder(torch, d)
         tx, ty = torch.from_numpy(x), torch.from_numpy(y)
         topt = torch.optim.SGD(tmodel.parameters(), lr=0.01, momentum=0.9)
-
-        def torch_step(rec):
-            t0 = time.perf_counter()
-            loss = torch.nn.functional.cross_entropy(tmodel(tx), ty)
-            t1 = time.perf_counter()
-            loss.backward()
-            t2 = time.perf_counter()
-            topt.step()
-            topt.zero_grad()
-            rec.append((t1 - t0, t2 - t1, time.perf_counter() - t2))
-        steps["torch"] = torch_step
+        steps["torch"] = _timed(lambda: torch.nn.functional.cross_entropy(tmodel(tx), ty),
+                                lambda: (topt.step(), topt.zero_grad()))
     for f in steps.values():
         for _ in range(3):
             f([])
     times = {k: [] for k in steps}
     for _ in range(rounds):
         for k, f in steps.items():
-            _parts(f, [], 3, times[k])
+            for _ in range(3):
+                f(times[k])
     med = {k: np.median(np.array(v), axis=0) for k, v in times.items()}
     return med["ddg"], med.get("torch")
 
@@ -117,7 +105,8 @@ def recorded_products(d, seq, batch):
 
 
 def race_products(seen, torch, rounds):
-    """Per shape: (count, numpy seconds, torch seconds or None) for ``count`` calls."""
+    """Per shape: (key, count, numpy seconds, torch seconds or None) for ``count`` calls,
+    from ``_common.race``'s alternating rounds (median round)."""
     rows = []
     for key, (count, A, B, bias) in seen.items():
         fns = {"numpy": lambda A=A, B=B, bias=bias: gemm.product(A, B, bias)}
@@ -128,14 +117,8 @@ def race_products(seen, torch, rounds):
             else:
                 Tb = torch.from_numpy(bias)
                 fns["torch"] = lambda TA=TA, TB=TB, Tb=Tb: torch.addmm(Tb, TA, TB)
-        best = {k: float("inf") for k in fns}
-        for _ in range(rounds):
-            for k, f in fns.items():
-                t = time.perf_counter()
-                for _ in range(count):
-                    f()
-                best[k] = min(best[k], time.perf_counter() - t)
-        rows.append((key, count, best["numpy"], best.get("torch")))
+        r = race(fns, count, rounds, warmup=1)    # median seconds per call
+        rows.append((key, count, r["numpy"][0] * count, r["torch"][0] * count if "torch" in r else None))
     return rows
 
 
