@@ -12,6 +12,16 @@ if ROOT not in sys.path:
 SHARED = os.environ.get("DDG_SHARED_DIR", os.path.join(ROOT, "..", "shared"))
 
 
+def pytest_configure(config):
+    """numpy's BLAS on one thread in this process, as ``tests/run_all.sh`` runs the suite
+    (``OPENBLAS_NUM_THREADS=1``): the compiled products and fused ops take their shapes only
+    then (``gemm.takes``), and tests check that choice, so a plain ``pytest`` on a many-core
+    machine checks what CI checks. Set through the library, which read its environment
+    before this file ran."""
+    from ddg.tensor import gemm
+    gemm.set_blas_threads(1)
+
+
 @pytest.fixture(autouse=True)
 def _cpu_gemm_on():
     """The compiled float32 products (``ddg.tensor.gemm``) take their shapes in every test,

@@ -4,6 +4,10 @@ odd and empty shapes, with and without packing and blocking; the dispatch (one B
 thread only, float32 numpy 2-D operands that need no copy, large enough products);
 Linear and matmul forward, backward and second order with the kernel forced on small
 shapes, against float64; AMP dtypes and cupy untouched."""
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -274,6 +278,23 @@ def test_blas_thread_query(monkeypatch):
     assert gemm.blas_threads() is None
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     assert gemm.blas_threads() == 1
+
+
+def test_suite_pins_one_blas_thread():
+    """conftest sets numpy's BLAS to one thread whatever the environment said (the fused ops'
+    choice, checked by their tests, depends on it); ``set_blas_threads`` changes what the
+    library runs, as its own query reads it back, in a process started with 2 threads."""
+    assert gemm.blas_threads() in (None, 1)
+    code = ("import numpy as np; from ddg.tensor import gemm; np.ones((4, 4)) @ np.ones((4, 4)); "
+            "before = gemm.blas_threads(); found = gemm.set_blas_threads(1); print(before, found, gemm.blas_threads())")
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="2", OMP_NUM_THREADS="2")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    before, found, after = out.stdout.split()
+    if found == "True":     # a BLAS that takes the setting: OpenBLAS (numpy's wheels) or MKL
+        assert after == "1" and before in ("1", "2"), out.stdout
+    else:
+        assert after == before, out.stdout
 
 
 def _linear_graph(x, w, b, g):

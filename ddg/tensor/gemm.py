@@ -111,9 +111,9 @@ _query = []   # [function or None], found on the first product
 _NONE = np.empty(0, np.float32)   # no column sums wanted
 
 
-def _find_query():
-    names = ("scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads", "openblas_get_num_threads64_",
-             "openblas_get_num_threads", "MKL_Get_Max_Threads")
+def _blas_function(names):
+    """The first of ``names`` exported by a BLAS library this process has loaded (numpy's own
+    first), as a ctypes function without its types set; None where none is found."""
     try:
         with open("/proc/self/maps") as f:
             paths = {line.split()[-1] for line in f if "blas" in line.lower() or "mkl" in line.lower()}
@@ -129,9 +129,29 @@ def _find_query():
         for name in names:
             fn = getattr(lib, name, None)
             if fn is not None:
-                fn.restype, fn.argtypes = ctypes.c_int, []
                 return fn
     return None
+
+
+def _find_query():
+    fn = _blas_function(("scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads",
+                         "openblas_get_num_threads64_", "openblas_get_num_threads", "MKL_Get_Max_Threads"))
+    if fn is not None:
+        fn.restype, fn.argtypes = ctypes.c_int, []
+    return fn
+
+
+def set_blas_threads(n):
+    """Set the number of threads numpy's BLAS (OpenBLAS or MKL) runs; returns whether a BLAS
+    that takes the setting was found. The test suite pins 1 (``tests/conftest.py``), the
+    setting several products and fused ops choose their kernels by (``takes``)."""
+    fn = _blas_function(("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads",
+                         "openblas_set_num_threads64_", "openblas_set_num_threads", "MKL_Set_Num_Threads"))
+    if fn is None:
+        return False
+    fn.restype, fn.argtypes = None, [ctypes.c_int]
+    fn(int(n))
+    return True
 
 
 def _env_threads():
