@@ -22,7 +22,7 @@ import numba
 import numpy as np
 
 from .compiled import _register_helpers
-from .gemm_kernels import _OPTS, _T1, _T8, _TT1, _TT8, _tile, transpose32
+from .gemm_kernels import I0, NO, YES, _OPTS, _T1, _T8, _TT1, _TT8, _tile, transpose32
 from .softmax_kernels import exp_parts, row_max
 
 _register_helpers()     # exp_parts and row_max, callable from the kernels below
@@ -133,7 +133,7 @@ def forward(q, k, v, heads, scale, mask, mstrides, causal, keep, p, pd, out):
             s = p[b, h]
             transpose32(k[b][:, h * d:h * d + d], kt)     # this head's k^T, its rows numbered from h * d
             lim = _ALL if causal < 0 else _COLS
-            _product(qb, False, kt, s, Lq, 0, Lk, h * d, h * d + d, -h * d * Lk, lim, causal)
+            _product(qb, NO, kt, s, Lq, I0, Lk, h * d, h * d + d, -h * d * Lk, lim, causal)
             if causal >= 0:
                 for i in range(Lq):
                     for j in range(i + causal + 1, Lk):
@@ -154,7 +154,7 @@ def forward(q, k, v, heads, scale, mask, mstrides, causal, keep, p, pd, out):
                 for i in range(Lq):
                     for j in range(Lk):
                         w[i, j] = s[i, j] * kb[i, j]
-            _product(w, False, vb, ob, Lq, h * dv, dv, 0, Lk, 0, _ALL if causal < 0 else _KEYS, causal)
+            _product(w, NO, vb, ob, Lq, h * dv, dv, I0, Lk, I0, _ALL if causal < 0 else _KEYS, causal)
 
 
 @numba.njit(**_OPTS)
@@ -178,11 +178,11 @@ def backward(q, k, v, g, gp, heads, scale, causal, p, pd, keep, dq, dk, dv, need
         gb = g[b]
         for h in range(heads):
             if need_v:
-                _product(pd[b, h], True, gb, dv[b], Lk, h * dvh, dvh, 0, Lq, 0, queries, causal)
+                _product(pd[b, h], YES, gb, dv[b], Lk, h * dvh, dvh, I0, Lq, I0, queries, causal)
             if not (need_q or need_k):
                 continue
             transpose32(v[b][:, h * dvh:h * dvh + dvh], vt)     # this head's v^T, rows numbered from h * dvh
-            _product(gb, False, vt, ds, Lq, 0, Lk, h * dvh, h * dvh + dvh, -h * dvh * Lk, cols, causal)
+            _product(gb, NO, vt, ds, Lq, I0, Lk, h * dvh, h * dvh + dvh, -h * dvh * Lk, cols, causal)
             pb = p[b, h]
             for i in range(Lq):
                 row, prow = ds[i], pb[i]
@@ -204,6 +204,6 @@ def backward(q, k, v, g, gp, heads, scale, causal, p, pd, keep, dq, dk, dv, need
                 for j in range(n, Lk):
                     row[j] = _F(0.0)
             if need_q:
-                _product(ds, False, k[b], dq[b], Lq, h * d, d, 0, Lk, 0, keys, causal)
+                _product(ds, NO, k[b], dq[b], Lq, h * d, d, I0, Lk, I0, keys, causal)
             if need_k:
-                _product(ds, True, q[b], dk[b], Lk, h * d, d, 0, Lq, 0, queries, causal)
+                _product(ds, YES, q[b], dk[b], Lk, h * d, d, I0, Lq, I0, queries, causal)

@@ -39,7 +39,7 @@ import numpy as np
 
 from .compiled import FASTMATH, kernel
 from .gemm_kernels import (_C3, _C4, _C5, _C6, _C8, _C10, _C12, _H1, _H8, _H16, _P1, _P2, _P3, _P4, _P6, _P8,
-                           _P10, _P12, _T1, _T8, _TT1, _TT8, _TT8P, _W8, _t8x8, prefetch)
+                           _P10, _P12, _T1, _T8, _TT1, _TT8, _TT8P, _W8, I0, _t8x8, prefetch)
 from .gemm_kernels import transpose  # noqa: F401 - rnn_kernels.transpose
 
 _F = np.float32
@@ -477,7 +477,7 @@ def matmul_tn(a, fmaj, x, out1, c1, out2, add):
                 at = a[tt]
                 for b in range(B):
                     panel[(tt - t0) * B + b, 0] = at[ii, b] if fmaj else at[b, ii]
-            _tn_row(panel, xs, out1, ii, kc, 0, acc)
+            _tn_row(panel, xs, out1, ii, kc, I0, acc)
             _tn_row(panel, xs, out2, ii, kc, c1, acc)
 
 
@@ -552,7 +552,7 @@ def matmul_fm_t(a, at, x, out):
             _col_tile(at, x, out, tmp, i, bf, nt, K, i, min(step, M - i))
         nt = 0
     if bf == 0 and 0 < nt <= 8:      # a batch of at most 8: 16-row tiles of 8 lanes
-        _fm_h(a, x, out, 0, nt)
+        _fm_h(a, x, out, I0, nt)
         return
     # each row tile over every block (the tile's rows of a read once, kept in L1 for all of
     # them; x, up to 2 MB, streams from L2) and the columns left (24 in one tile of three
@@ -725,14 +725,14 @@ def matmul_fm_p(ap, x, out):
             if 8 * p + 8 <= M:
                 _fm_p_wide(ap, x, out, 8 * p, p, B, K)
             else:
-                _fm_p_wide(ap, x, tmp, 0, p, B, K)
+                _fm_p_wide(ap, x, tmp, I0, p, B, K)
                 for r in range(M - 8 * p):
                     for b in range(B):
                         out[8 * p + r, b] = tmp[r, b]
         return
     tmp = np.empty((12, 64), np.float32)
     for p in range((M + W - 1) // W):
-        _col_tile(ap[p], x, out, tmp, 0, 0, B, K, p * W, min(W, M - p * W))
+        _col_tile(ap[p], x, out, tmp, I0, I0, B, K, p * W, min(W, M - p * W))
 
 
 # With a few batch columns the tiles above waste most of their 16 lanes (a quarter used at
