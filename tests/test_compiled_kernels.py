@@ -1,6 +1,7 @@
 """The numba kernel machinery (``ddg.tensor.compiled``): lazy import, same results as the
 Python loop, IEEE NaN/Inf kept under the fast-math flags, and a disk cache that ranks
 compiling at once leave whole."""
+import ast
 import os
 import subprocess
 import sys
@@ -84,3 +85,53 @@ def test_ranks_compiling_at_once_share_a_whole_cache(tmp_path):
     # a later process loads from the cache and still computes the right thing
     res = subprocess.run([sys.executable, str(mod)], env=env, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0 and res.stdout.strip() == "ok", res.stderr
+
+
+def _compiled_functions(tree):
+    """Names a module binds to numba-compiled functions: ``@numba.njit``/``@kernel``
+    definitions and module-level aliases of them (``_gemm = gemm``)."""
+    def compiled(fn):
+        for d in fn.decorator_list:
+            target = d.func if isinstance(d, ast.Call) else d
+            name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+            if name in ("njit", "jit", "kernel"):
+                return True
+        return False
+    names = {n.name for n in tree.body if isinstance(n, ast.FunctionDef) and compiled(n)}
+    for n in tree.body:
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Name) and n.value.id in names:
+            names.update(t.id for t in n.targets if isinstance(t, ast.Name))
+    return names
+
+
+def test_kernels_call_kernels_without_literal_constants():
+    """A kernel that calls another compiled kernel passes no literal int or bool (``0``,
+    ``False``): numba compiles the callee once more for each literal combination (a
+    ``Literal[int](0)`` signature) and links every variant into its callers; those variants
+    cost ~13 s of CPU in a cold suite. ``gemm_kernels.I0``/``NO``/``YES`` are the constants
+    to pass instead (numpy scalars type as plain int64 / bool)."""
+    folder = os.path.join(os.path.dirname(ddg.__file__), "tensor")
+    trees = {}
+    for name in sorted(os.listdir(folder)):
+        if name.endswith(".py"):
+            with open(os.path.join(folder, name)) as f:
+                trees[name[:-3]] = ast.parse(f.read())
+    exported = {mod: _compiled_functions(tree) for mod, tree in trees.items()}
+    bad, checked = [], 0
+    for mod, tree in trees.items():
+        callees = set(exported[mod])
+        for n in tree.body:       # compiled functions imported from sibling modules
+            if isinstance(n, ast.ImportFrom) and n.level == 1 and n.module in exported:
+                callees.update(a.asname or a.name for a in n.names if a.name in exported[n.module])
+        for fn in tree.body:
+            if not (isinstance(fn, ast.FunctionDef) and fn.name in exported[mod]):
+                continue
+            for call in ast.walk(fn):
+                if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in callees:
+                    checked += 1
+                    lits = [ast.unparse(a) for a in call.args
+                            if isinstance(a, ast.Constant) and type(a.value) in (int, bool)]
+                    if lits:
+                        bad.append(f"{mod}.{fn.name}: {call.func.id}(... {', '.join(lits)} ...) line {call.lineno}")
+    assert checked > 50, checked      # the scan found the kernels' calls to kernels
+    assert not bad, "\n".join(bad)
