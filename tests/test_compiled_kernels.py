@@ -108,7 +108,7 @@ def test_kernels_call_kernels_without_literal_constants():
     """A kernel that calls another compiled kernel passes no literal int or bool (``0``,
     ``False``): numba compiles the callee once more for each literal combination (a
     ``Literal[int](0)`` signature) and links every variant into its callers; those variants
-    cost ~13 s of CPU in a cold suite. ``gemm_kernels.I0``/``NO``/``YES`` are the constants
+    cost ~13 s of CPU in a cold suite. ``compiled.I0``/``NO``/``YES`` are the constants
     to pass instead (numpy scalars type as plain int64 / bool)."""
     folder = os.path.join(os.path.dirname(ddg.__file__), "tensor")
     trees = {}

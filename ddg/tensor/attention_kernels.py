@@ -21,8 +21,8 @@ arithmetic (forward + backward ran at ~55 GFLOP/s in a training step).
 import numba
 import numpy as np
 
-from .compiled import _register_helpers
-from .gemm_kernels import I0, NO, YES, _OPTS, _T1, _T8, _TT1, _TT8, _tile, transpose32
+from .compiled import I0, NO, YES, _register_helpers
+from .gemm_kernels import _OPTS, _T1, _T8, _TT1, _TT8, _tile, transpose32
 from .softmax_kernels import exp_parts, row_max
 
 _register_helpers()     # exp_parts and row_max, callable from the kernels below

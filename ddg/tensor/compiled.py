@@ -33,8 +33,17 @@ How a kernel is written and used::
 import functools
 import threading
 
+import numpy as np
+
 # fast-math without the no-NaN/no-Inf assumptions
 FASTMATH = frozenset({"contract", "reassoc", "afn", "arcp", "nsz"})
+
+# Constant arguments for calls from one kernel to another. A literal (``0``, ``False``) makes
+# numba compile the callee once more, specialized to that value (``Literal[int](0)``), beside
+# the signature Python's calls compile, and link every variant into its callers; numpy
+# scalars type as plain int64 and bool, so every caller shares one compiled callee (the
+# literal variants took ~13 s of CPU in a cold suite)
+I0, NO, YES = np.int64(0), np.bool_(False), np.bool_(True)
 
 _lock = threading.Lock()
 

@@ -17,15 +17,10 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .compiled import FASTMATH, kernel
+from .compiled import FASTMATH, I0, NO, YES, kernel
 
 _OPTS = {"fastmath": set(FASTMATH), "cache": True, "error_model": "numpy"}
 _ZERO = np.float32(0.0)
-# Constant arguments for calls from one kernel to another. A literal (``0``, ``False``) makes
-# numba compile the callee once more, specialized to that value (``Literal[int](0)``), beside
-# the signature Python's calls compile; numpy scalars type as plain int64 and bool, so every
-# caller shares one compiled callee (the literal variants took ~13 s of CPU in a cold suite)
-I0, NO, YES = np.int64(0), np.bool_(False), np.bool_(True)
 
 # -- the register tile -----------------------------------------------------------------------
 # An 8-row x 16-column output tile kept in eight 16-lane vector registers: per k, one vector

@@ -37,9 +37,9 @@ This module imports numba; ``rnn.py`` imports it only when a float32 numpy seque
 import numba
 import numpy as np
 
-from .compiled import FASTMATH, kernel
+from .compiled import FASTMATH, I0, kernel
 from .gemm_kernels import (_C3, _C4, _C5, _C6, _C8, _C10, _C12, _H1, _H8, _H16, _P1, _P2, _P3, _P4, _P6, _P8,
-                           _P10, _P12, _T1, _T8, _TT1, _TT8, _TT8P, _W8, I0, _t8x8, prefetch)
+                           _P10, _P12, _T1, _T8, _TT1, _TT8, _TT8P, _W8, _t8x8, prefetch)
 from .gemm_kernels import transpose  # noqa: F401 - rnn_kernels.transpose
 
 _F = np.float32
