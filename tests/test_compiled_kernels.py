@@ -104,18 +104,74 @@ def _compiled_functions(tree):
     return names
 
 
-def test_kernels_call_kernels_without_literal_constants():
-    """A kernel that calls another compiled kernel passes no literal int or bool (``0``,
-    ``False``): numba compiles the callee once more for each literal combination (a
-    ``Literal[int](0)`` signature) and links every variant into its callers; those variants
-    cost ~13 s of CPU in a cold suite. ``compiled.I0``/``NO``/``YES`` are the constants
-    to pass instead (numpy scalars type as plain int64 / bool)."""
+def _tensor_modules():
+    """``{module name: AST}`` of ``ddg/tensor``'s modules, where the kernels live."""
     folder = os.path.join(os.path.dirname(ddg.__file__), "tensor")
     trees = {}
     for name in sorted(os.listdir(folder)):
         if name.endswith(".py"):
             with open(os.path.join(folder, name)) as f:
                 trees[name[:-3]] = ast.parse(f.read())
+    return trees
+
+
+def _array_valued(value, fn):
+    """Whether ``value``, the right side of ``a[...] = value`` in ``fn``, may be an array: an
+    indexing, a call, arithmetic, or a local name bound to anything but a number (a tuple
+    unpacking included). ``fn``'s parameters count as scalars (``zero`` arguments): the scan
+    cannot see their types."""
+    if isinstance(value, (ast.Subscript, ast.Call, ast.BinOp, ast.Attribute)):
+        return True
+    if not isinstance(value, ast.Name):
+        return False
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Assign) and any(value.id in {x.id for x in ast.walk(t) if isinstance(x, ast.Name)}
+                                             for t in n.targets):
+            v = n.value
+            if not (isinstance(v, ast.Constant) or (isinstance(v, ast.UnaryOp) and isinstance(v.operand, ast.Constant))
+                    or (isinstance(v, ast.Call) and not v.args[1:] and all(isinstance(a, ast.Constant) for a in v.args))):
+                return True
+    return False
+
+
+def _a_slice(value):
+    """Whether ``value`` is a slice of an array (``b[i, j:k]``): an array whatever it is
+    stored into (``a[i] = b[i, j:k]`` copies a row as ``a[i, :] = ...`` does)."""
+    return isinstance(value, ast.Subscript) and any(isinstance(x, ast.Slice) for x in ast.walk(value.slice))
+
+
+def test_kernels_copy_arrays_by_loops_not_slice_assignment():
+    """No compiled function assigns an array to an array slice (``a[:] = b``, ``a[i, j:k] =
+    b[i]``, ``a[i] = b[i, j:k]``): numba compiles that statement's shape-mismatch error, whose message formatting
+    (string joins, ``repr`` of ints) took ~6.5 s to compile in every process that compiled
+    such a kernel, and links its IR into every caller (the first LSTM forward + backward
+    compiled in 45 s with it, 37 without). Scalar fills (``a[:] = 0.0``) have no such path;
+    copies are written as loops."""
+    bad, checked = [], 0
+    for mod, tree in _tensor_modules().items():
+        kernels = _compiled_functions(tree) | {
+            n.name for n in tree.body if isinstance(n, ast.FunctionDef)
+            and any(getattr(d, "id", "") == "jitable" for d in n.decorator_list)}
+        for fn in tree.body:
+            if not (isinstance(fn, ast.FunctionDef) and fn.name in kernels):
+                continue
+            for n in ast.walk(fn):
+                if isinstance(n, ast.Assign) and any(isinstance(t, ast.Subscript) for t in n.targets):
+                    checked += 1
+                    sliced = any(isinstance(x, ast.Slice) for t in n.targets for x in ast.walk(t))
+                    if (sliced and _array_valued(n.value, fn)) or _a_slice(n.value):
+                        bad.append(f"{mod}.{fn.name} line {n.lineno}: {ast.unparse(n)}")
+    assert checked > 300, checked     # the scan saw the kernels' stores
+    assert not bad, "\n".join(bad)
+
+
+def test_kernels_call_kernels_without_literal_constants():
+    """A kernel that calls another compiled kernel passes no literal int or bool (``0``,
+    ``False``): numba compiles the callee once more for each literal combination (a
+    ``Literal[int](0)`` signature) and links every variant into its callers; those variants
+    cost ~13 s of CPU in a cold suite. ``compiled.I0``/``NO``/``YES`` are the constants
+    to pass instead (numpy scalars type as plain int64 / bool)."""
+    trees = _tensor_modules()
     exported = {mod: _compiled_functions(tree) for mod, tree in trees.items()}
     bad, checked = [], 0
     for mod, tree in trees.items():

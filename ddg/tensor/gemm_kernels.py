@@ -750,11 +750,16 @@ def gemm_rows(a, b, tab, out, col0, N, bias, init, k_first, kc, qb):
     tab_t = tab[k_first:]                                # the tail's k counts from k_first
     if ra:
         for r in range(ra):
-            ap[r] = a[M8 + r, k_first:K]
+            ar, pr = a[M8 + r], ap[r]
+            for k in range(kw):
+                pr[k] = ar[k_first + k]
             if init == 1:
-                tmp[r] = out[M8 + r, col0:col0 + N]
+                orow, trow = out[M8 + r], tmp[r]
+                for c in range(N):
+                    trow[c] = orow[col0 + c]
         if init == 2:
-            bt[0] = bias[0, col0:col0 + N]
+            for c in range(N):
+                bt[0, c] = bias[0, col0 + c]
     for k0 in range(k_first, K, kc):
         k1 = min(k0 + kc, K)
         acc = 1 if k0 > k_first else init
@@ -767,7 +772,9 @@ def gemm_rows(a, b, tab, out, col0, N, bias, init, k_first, kc, qb):
                     _R8(ap, b, tmp, bt if init == 2 else tmp, tab_t, 0, 0, 16 * q, min(16, N - 16 * q), k0 - k_first,
                         k1 - k_first, 0, acc)
     for r in range(ra):
-        out[M8 + r, col0:col0 + N] = tmp[r]
+        orow, trow = out[M8 + r], tmp[r]
+        for c in range(N):
+            orow[col0 + c] = trow[c]
 
 
 # conv_rows' and conv_wgrad_rows' tiles: 4 rows of A by two 8-lane vectors (eight accumulators,

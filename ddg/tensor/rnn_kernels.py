@@ -361,7 +361,10 @@ def elman_step_forward(gt, xgt, bias, t, tn, valid, has_mask, relu, ht, act, hp,
                 if valid[t, b]:
                     hr[b] = a[b]
     else:
-        ht[:] = act[t]
+        for j in range(H):
+            hr, a = ht[j], act[t, j]
+            for b in range(B):
+                hr[b] = a[b]
     _write_output(y, t, ht, valid, bm)
     if tn >= 0:
         _save_state(hp[tn], ht)
@@ -954,4 +957,6 @@ def lstm_backward_loop(gy, has_gy, order, last, valid, has_mask, act, cs, c0t, t
                         nxt[j, b] = cur[j, b]
         cur, nxt = nxt, cur
     if cur is not dht:
-        dht[:] = cur
+        for j in range(H):
+            for b in range(B):
+                dht[j, b] = cur[j, b]
