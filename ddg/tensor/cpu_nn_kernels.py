@@ -43,7 +43,7 @@ from .compiled import kernel
 
 f32 = np.float32
 
-# activation codes (one loop each in act_forward / act_backward). SIGMOID's and RELU's
+# activation codes (one kernel each in _FORWARD / _BACKWARD, below). SIGMOID's and RELU's
 # backward loops read the op's output (passed as ``x``), not its input; RELU has no forward
 # loop (numpy's clip is one pass) and CLIP none either (its backward: the gradient where
 # ``p0 <= x <= p1``, or strictly inside when ``p2`` is nonzero).
@@ -192,172 +192,358 @@ def _softplus(x):
 
 
 # -- activations ----------------------------------------------------------------------------------
+# One kernel per activation and direction: a kernel compiles whole on its first call, so
+# one loop per kind behind a branch on ``kind`` compiled every activation's loop (GELU's
+# erf, Mish's softplus and tanh, ...) for a ReLU's gradient (~2.5 s of CPU per direction and
+# dtype); each compiles alone now, and ``act_forward`` / ``act_backward`` pick it in Python.
 @kernel(error_model="numpy")
+def _fwd_gelu(x, out, p0, p1, p2):
+    n = x.size
+    for i in range(n):
+        v = x[i]
+        out[i] = v * _phi_e(v)[0]
+
+
+@kernel(error_model="numpy")
+def _fwd_gelu_tanh(x, out, p0, p1, p2):
+    n = x.size
+    one = _as(p0, 1.0)
+    half = _as(p0, 0.5)
+    k, c = _as(p0, _TANH_K), _as(p0, _TANH_C)
+    for i in range(n):
+        v = x[i]
+        out[i] = half * v * (one + _tanh(k * (v + c * v * v * v)))
+
+
+@kernel(error_model="numpy")
+def _fwd_silu(x, out, p0, p1, p2):
+    n = x.size
+    one = _as(p0, 1.0)
+    for i in range(n):
+        v = x[i]
+        out[i] = v / (one + _exp(-v))
+
+
+@kernel(error_model="numpy")
+def _fwd_mish(x, out, p0, p1, p2):
+    n = x.size
+    for i in range(n):
+        v = x[i]
+        out[i] = v * _tanh(_softplus(v))
+
+
+@kernel(error_model="numpy")
+def _fwd_leaky(x, out, p0, p1, p2):    # p0: slope
+    n = x.size
+    for i in range(n):
+        v = x[i]
+        out[i] = v if v >= 0 else v * p0
+
+
+@kernel(error_model="numpy")
+def _fwd_elu(x, out, p0, p1, p2):    # p0: alpha, p1: scale, p2: 1 / c
+    n = x.size
+    one = _as(p0, 1.0)
+    zero = _as(p0, 0.0)
+    sa = p0 * p1
+    for i in range(n):
+        v = x[i]
+        e = sa * (_exp((zero if v > zero else v) * p2) - one)
+        out[i] = v * p1 if v > 0 else e
+
+
+@kernel(error_model="numpy")
+def _fwd_softplus(x, out, p0, p1, p2):    # p0: beta, p1: threshold, p2: 1 / beta
+    n = x.size
+    for i in range(n):
+        v = x[i]
+        bv = v * p0
+        out[i] = v if bv > p1 else _softplus(bv) * p2
+
+
+@kernel(error_model="numpy")
+def _fwd_logsigmoid(x, out, p0, p1, p2):
+    n = x.size
+    for i in range(n):
+        out[i] = -_softplus(-x[i])
+
+
+@kernel(error_model="numpy")
+def _fwd_hardswish(x, out, p0, p1, p2):
+    n = x.size
+    zero = _as(p0, 0.0)
+    three = _as(p0, 3.0)
+    six = _as(p0, 6.0)
+    for i in range(n):
+        v = x[i]
+        t = v + three
+        t = zero if t < zero else t
+        t = six if t > six else t
+        out[i] = v * t * _as(p0, 1.0 / 6.0)
+
+
+@kernel(error_model="numpy")
+def _fwd_hardsigmoid(x, out, p0, p1, p2):    # p0: slope, p1: offset
+    n = x.size
+    one = _as(p0, 1.0)
+    zero = _as(p0, 0.0)
+    for i in range(n):
+        t = x[i] * p0 + p1
+        t = zero if t < zero else t
+        out[i] = one if t > one else t
+
+
+@kernel(error_model="numpy")
+def _fwd_tanhshrink(x, out, p0, p1, p2):
+    n = x.size
+    for i in range(n):
+        v = x[i]
+        out[i] = v - _tanh(v)
+
+
+@kernel(error_model="numpy")
+def _fwd_softsign(x, out, p0, p1, p2):
+    n = x.size
+    one = _as(p0, 1.0)
+    for i in range(n):
+        v = x[i]
+        out[i] = v / (one + abs(v))
+
+
+@kernel(error_model="numpy")
+def _fwd_softshrink(x, out, p0, p1, p2):    # p0: threshold
+    n = x.size
+    zero = _as(p0, 0.0)
+    for i in range(n):
+        v = x[i]
+        out[i] = zero if abs(v) <= p0 else (v - p0 if v > zero else v + p0)
+
+
+@kernel(error_model="numpy")
+def _fwd_hardshrink(x, out, p0, p1, p2):    # p0: threshold
+    n = x.size
+    zero = _as(p0, 0.0)
+    for i in range(n):
+        v = x[i]
+        out[i] = zero if abs(v) < p0 else v
+
+
+@kernel(error_model="numpy")
+def _fwd_thresholded(x, out, p0, p1, p2):    # p0: threshold, p1: value
+    n = x.size
+    for i in range(n):
+        v = x[i]
+        out[i] = p1 if v <= p0 else v
+
+
+@kernel(error_model="numpy")
+def _fwd_sigmoid(x, out, p0, p1, p2):
+    n = x.size
+    one = _as(p0, 1.0)
+    for i in range(n):
+        out[i] = one / (one + _exp(-x[i]))
+
+
+@kernel(error_model="numpy")
+def _bwd_gelu(x, g, out, p0, p1, p2):
+    n = x.size
+    for i in range(n):
+        v = x[i]
+        ph, e = _phi_e(v)
+        out[i] = g[i] * (ph + v * e * _as(p0, _INV_SQRT_2PI))
+
+
+@kernel(error_model="numpy")
+def _bwd_gelu_tanh(x, g, out, p0, p1, p2):
+    n = x.size
+    one = _as(p0, 1.0)
+    half = _as(p0, 0.5)
+    three = _as(p0, 3.0)
+    k, c = _as(p0, _TANH_K), _as(p0, _TANH_C)
+    for i in range(n):
+        v = x[i]
+        t = _tanh(k * (v + c * v * v * v))
+        out[i] = g[i] * (half * (one + t) + half * v * (one - t * t) * k * (one + three * c * v * v))
+
+
+@kernel(error_model="numpy")
+def _bwd_silu(x, g, out, p0, p1, p2):
+    n = x.size
+    one = _as(p0, 1.0)
+    for i in range(n):
+        v = x[i]
+        s = one / (one + _exp(-v))
+        out[i] = g[i] * (s * (one + v * (one - s)))
+
+
+@kernel(error_model="numpy")
+def _bwd_mish(x, g, out, p0, p1, p2):
+    n = x.size
+    one = _as(p0, 1.0)
+    for i in range(n):
+        v = x[i]
+        t = _tanh(_softplus(v))
+        s = one / (one + _exp(-v))
+        out[i] = g[i] * (t + v * (one - t * t) * s)
+
+
+@kernel(error_model="numpy")
+def _bwd_leaky(x, g, out, p0, p1, p2):
+    n = x.size
+    for i in range(n):
+        out[i] = g[i] if x[i] >= 0 else g[i] * p0
+
+
+@kernel(error_model="numpy")
+def _bwd_elu(x, g, out, p0, p1, p2):    # gradient at 0: the left branch's scale * alpha / c
+    n = x.size
+    zero = _as(p0, 0.0)
+    sa = p0 * p1 * p2
+    for i in range(n):
+        v = x[i]
+        d = sa * _exp((v if v < 0 else zero) * p2)
+        out[i] = g[i] * (p1 if v > 0 else d)
+
+
+@kernel(error_model="numpy")
+def _bwd_softplus(x, g, out, p0, p1, p2):
+    n = x.size
+    one = _as(p0, 1.0)
+    for i in range(n):
+        bv = x[i] * p0
+        out[i] = g[i] if bv > p1 else g[i] / (one + _exp(-bv))
+
+
+@kernel(error_model="numpy")
+def _bwd_logsigmoid(x, g, out, p0, p1, p2):
+    n = x.size
+    one = _as(p0, 1.0)
+    for i in range(n):
+        out[i] = g[i] / (one + _exp(x[i]))
+
+
+@kernel(error_model="numpy")
+def _bwd_hardswish(x, g, out, p0, p1, p2):    # 0 at and below -3, 1 at and above 3
+    n = x.size
+    one = _as(p0, 1.0)
+    half = _as(p0, 0.5)
+    zero = _as(p0, 0.0)
+    three = _as(p0, 3.0)
+    for i in range(n):
+        v = x[i]
+        d = v * _as(p0, 1.0 / 3.0) + half
+        d = d if v > -three else zero
+        out[i] = g[i] * (d if v < three else one)
+
+
+@kernel(error_model="numpy")
+def _bwd_hardsigmoid(x, g, out, p0, p1, p2):    # slope strictly inside, 0 at the kinks
+    n = x.size
+    one = _as(p0, 1.0)
+    zero = _as(p0, 0.0)
+    for i in range(n):
+        t = x[i] * p0 + p1
+        out[i] = g[i] * p0 if (t > zero and t < one) else zero
+
+
+@kernel(error_model="numpy")
+def _bwd_tanhshrink(x, g, out, p0, p1, p2):
+    n = x.size
+    for i in range(n):
+        t = _tanh(x[i])
+        out[i] = g[i] * (t * t)
+
+
+@kernel(error_model="numpy")
+def _bwd_softsign(x, g, out, p0, p1, p2):
+    n = x.size
+    one = _as(p0, 1.0)
+    for i in range(n):
+        d = one + abs(x[i])
+        out[i] = g[i] / (d * d)
+
+
+@kernel(error_model="numpy")
+def _bwd_softshrink(x, g, out, p0, p1, p2):
+    n = x.size
+    zero = _as(p0, 0.0)
+    for i in range(n):
+        out[i] = g[i] if abs(x[i]) > p0 else zero
+
+
+@kernel(error_model="numpy")
+def _bwd_hardshrink(x, g, out, p0, p1, p2):
+    n = x.size
+    zero = _as(p0, 0.0)
+    for i in range(n):
+        out[i] = g[i] if abs(x[i]) >= p0 else zero
+
+
+@kernel(error_model="numpy")
+def _bwd_thresholded(x, g, out, p0, p1, p2):
+    n = x.size
+    zero = _as(p0, 0.0)
+    for i in range(n):
+        out[i] = g[i] if x[i] > p0 else zero
+
+
+@kernel(error_model="numpy")
+def _bwd_sigmoid(x, g, out, p0, p1, p2):    # x: the output y; g y (1 - y)
+    n = x.size
+    one = _as(p0, 1.0)
+    for i in range(n):
+        y = x[i]
+        out[i] = g[i] * (y * (one - y))
+
+
+@kernel(error_model="numpy")
+def _bwd_relu(x, g, out, p0, p1, p2):    # x: the output y
+    n = x.size
+    zero = _as(p0, 0.0)
+    for i in range(n):
+        out[i] = g[i] if x[i] > zero else zero
+
+
+@kernel(error_model="numpy")
+def _bwd_clip(x, g, out, p0, p1, p2):
+    # p0, p1: the bounds (+-inf when absent), p2: strict if nonzero
+    n = x.size
+    zero = _as(p0, 0.0)
+    if p2 != zero:
+        for i in range(n):
+            v = x[i]
+            out[i] = g[i] if (v > p0 and v < p1) else zero
+    else:
+        for i in range(n):
+            v = x[i]
+            out[i] = g[i] if (v >= p0 and v <= p1) else zero
+
+
+_FORWARD = {
+    GELU: _fwd_gelu, GELU_TANH: _fwd_gelu_tanh, SILU: _fwd_silu, MISH: _fwd_mish,
+    LEAKY: _fwd_leaky, ELU: _fwd_elu, SOFTPLUS: _fwd_softplus, LOGSIGMOID: _fwd_logsigmoid,
+    HARDSWISH: _fwd_hardswish, HARDSIGMOID: _fwd_hardsigmoid, TANHSHRINK: _fwd_tanhshrink,
+    SOFTSIGN: _fwd_softsign, SOFTSHRINK: _fwd_softshrink, HARDSHRINK: _fwd_hardshrink,
+    THRESHOLDED: _fwd_thresholded, SIGMOID: _fwd_sigmoid
+}
+_BACKWARD = {
+    GELU: _bwd_gelu, GELU_TANH: _bwd_gelu_tanh, SILU: _bwd_silu, MISH: _bwd_mish,
+    LEAKY: _bwd_leaky, ELU: _bwd_elu, SOFTPLUS: _bwd_softplus, LOGSIGMOID: _bwd_logsigmoid,
+    HARDSWISH: _bwd_hardswish, HARDSIGMOID: _bwd_hardsigmoid, TANHSHRINK: _bwd_tanhshrink,
+    SOFTSIGN: _bwd_softsign, SOFTSHRINK: _bwd_softshrink, HARDSHRINK: _bwd_hardshrink,
+    THRESHOLDED: _bwd_thresholded, SIGMOID: _bwd_sigmoid, RELU: _bwd_relu, CLIP: _bwd_clip
+}
+
+
 def act_forward(kind, x, out, p0, p1, p2):
     """``out = f(x)`` for activation ``kind`` with parameters ``p0..p2`` (x's dtype)."""
-    n = x.size
-    one, half, zero = _as(p0, 1.0), _as(p0, 0.5), _as(p0, 0.0)
-    three, six = _as(p0, 3.0), _as(p0, 6.0)
-    if kind == GELU:
-        for i in range(n):
-            v = x[i]
-            out[i] = v * _phi_e(v)[0]
-    elif kind == GELU_TANH:
-        k, c = _as(p0, _TANH_K), _as(p0, _TANH_C)
-        for i in range(n):
-            v = x[i]
-            out[i] = half * v * (one + _tanh(k * (v + c * v * v * v)))
-    elif kind == SILU:
-        for i in range(n):
-            v = x[i]
-            out[i] = v / (one + _exp(-v))
-    elif kind == MISH:
-        for i in range(n):
-            v = x[i]
-            out[i] = v * _tanh(_softplus(v))
-    elif kind == LEAKY:          # p0: slope
-        for i in range(n):
-            v = x[i]
-            out[i] = v if v >= 0 else v * p0
-    elif kind == ELU:            # p0: alpha, p1: scale, p2: 1 / c
-        sa = p0 * p1
-        for i in range(n):
-            v = x[i]
-            e = sa * (_exp((zero if v > zero else v) * p2) - one)
-            out[i] = v * p1 if v > 0 else e
-    elif kind == SOFTPLUS:       # p0: beta, p1: threshold, p2: 1 / beta
-        for i in range(n):
-            v = x[i]
-            bv = v * p0
-            out[i] = v if bv > p1 else _softplus(bv) * p2
-    elif kind == LOGSIGMOID:
-        for i in range(n):
-            out[i] = -_softplus(-x[i])
-    elif kind == HARDSWISH:
-        for i in range(n):
-            v = x[i]
-            t = v + three
-            t = zero if t < zero else t
-            t = six if t > six else t
-            out[i] = v * t * _as(p0, 1.0 / 6.0)
-    elif kind == HARDSIGMOID:    # p0: slope, p1: offset
-        for i in range(n):
-            t = x[i] * p0 + p1
-            t = zero if t < zero else t
-            out[i] = one if t > one else t
-    elif kind == TANHSHRINK:
-        for i in range(n):
-            v = x[i]
-            out[i] = v - _tanh(v)
-    elif kind == SOFTSIGN:
-        for i in range(n):
-            v = x[i]
-            out[i] = v / (one + abs(v))
-    elif kind == SOFTSHRINK:     # p0: threshold
-        for i in range(n):
-            v = x[i]
-            out[i] = zero if abs(v) <= p0 else (v - p0 if v > zero else v + p0)
-    elif kind == HARDSHRINK:     # p0: threshold
-        for i in range(n):
-            v = x[i]
-            out[i] = zero if abs(v) < p0 else v
-    elif kind == THRESHOLDED:    # p0: threshold, p1: value
-        for i in range(n):
-            v = x[i]
-            out[i] = p1 if v <= p0 else v
-    elif kind == SIGMOID:
-        for i in range(n):
-            out[i] = one / (one + _exp(-x[i]))
+    _FORWARD[kind](x, out, p0, p1, p2)
 
 
-@kernel(error_model="numpy")
 def act_backward(kind, x, g, out, p0, p1, p2):
     """``out = g * f'(x)`` for activation ``kind`` (the derivative at the kinks is Paddle's,
     as the ops' docstrings say)."""
-    n = x.size
-    one, half, zero = _as(p0, 1.0), _as(p0, 0.5), _as(p0, 0.0)
-    three = _as(p0, 3.0)
-    if kind == GELU:
-        for i in range(n):
-            v = x[i]
-            ph, e = _phi_e(v)
-            out[i] = g[i] * (ph + v * e * _as(p0, _INV_SQRT_2PI))
-    elif kind == GELU_TANH:
-        k, c = _as(p0, _TANH_K), _as(p0, _TANH_C)
-        for i in range(n):
-            v = x[i]
-            t = _tanh(k * (v + c * v * v * v))
-            out[i] = g[i] * (half * (one + t) + half * v * (one - t * t) * k * (one + three * c * v * v))
-    elif kind == SILU:
-        for i in range(n):
-            v = x[i]
-            s = one / (one + _exp(-v))
-            out[i] = g[i] * (s * (one + v * (one - s)))
-    elif kind == MISH:
-        for i in range(n):
-            v = x[i]
-            t = _tanh(_softplus(v))
-            s = one / (one + _exp(-v))
-            out[i] = g[i] * (t + v * (one - t * t) * s)
-    elif kind == LEAKY:
-        for i in range(n):
-            out[i] = g[i] if x[i] >= 0 else g[i] * p0
-    elif kind == ELU:            # gradient at 0: the left branch's scale * alpha / c
-        sa = p0 * p1 * p2
-        for i in range(n):
-            v = x[i]
-            d = sa * _exp((v if v < 0 else zero) * p2)
-            out[i] = g[i] * (p1 if v > 0 else d)
-    elif kind == SOFTPLUS:
-        for i in range(n):
-            bv = x[i] * p0
-            out[i] = g[i] if bv > p1 else g[i] / (one + _exp(-bv))
-    elif kind == LOGSIGMOID:
-        for i in range(n):
-            out[i] = g[i] / (one + _exp(x[i]))
-    elif kind == HARDSWISH:      # 0 at and below -3, 1 at and above 3
-        for i in range(n):
-            v = x[i]
-            d = v * _as(p0, 1.0 / 3.0) + half
-            d = d if v > -three else zero
-            out[i] = g[i] * (d if v < three else one)
-    elif kind == HARDSIGMOID:    # slope strictly inside, 0 at the kinks
-        for i in range(n):
-            t = x[i] * p0 + p1
-            out[i] = g[i] * p0 if (t > zero and t < one) else zero
-    elif kind == TANHSHRINK:
-        for i in range(n):
-            t = _tanh(x[i])
-            out[i] = g[i] * (t * t)
-    elif kind == SOFTSIGN:
-        for i in range(n):
-            d = one + abs(x[i])
-            out[i] = g[i] / (d * d)
-    elif kind == SOFTSHRINK:
-        for i in range(n):
-            out[i] = g[i] if abs(x[i]) > p0 else zero
-    elif kind == HARDSHRINK:
-        for i in range(n):
-            out[i] = g[i] if abs(x[i]) >= p0 else zero
-    elif kind == THRESHOLDED:
-        for i in range(n):
-            out[i] = g[i] if x[i] > p0 else zero
-    elif kind == SIGMOID:        # x: the output y; g y (1 - y)
-        for i in range(n):
-            y = x[i]
-            out[i] = g[i] * (y * (one - y))
-    elif kind == RELU:           # x: the output y
-        for i in range(n):
-            out[i] = g[i] if x[i] > zero else zero
-    elif kind == CLIP:           # p0, p1: the bounds (+-inf when absent), p2: strict if nonzero
-        if p2 != zero:
-            for i in range(n):
-                v = x[i]
-                out[i] = g[i] if (v > p0 and v < p1) else zero
-        else:
-            for i in range(n):
-                v = x[i]
-                out[i] = g[i] if (v >= p0 and v <= p1) else zero
+    _BACKWARD[kind](x, g, out, p0, p1, p2)
 
 
 @kernel(error_model="numpy")
