@@ -117,9 +117,11 @@ def _tensor_modules():
 
 def _array_valued(value, fn):
     """Whether ``value``, the right side of ``a[...] = value`` in ``fn``, may be an array: an
-    indexing, a call, arithmetic, or a local name bound to anything but a number (a tuple
-    unpacking included). ``fn``'s parameters count as scalars (``zero`` arguments): the scan
-    cannot see their types."""
+    indexing, a call (but a scalar's constructor on constants), arithmetic, or a local name
+    bound to anything but a number (a tuple unpacking included). ``fn``'s parameters count
+    as scalars (``zero`` arguments): the scan cannot see their types."""
+    if isinstance(value, ast.Call) and value.args and all(isinstance(a, ast.Constant) for a in value.args):
+        return False      # a scalar made from a constant: np.float32(0.0)
     if isinstance(value, (ast.Subscript, ast.Call, ast.BinOp, ast.Attribute)):
         return True
     if not isinstance(value, ast.Name):
