@@ -130,8 +130,9 @@ def _array_valued(value, fn):
         if isinstance(n, ast.Assign) and any(value.id in {x.id for x in ast.walk(t) if isinstance(x, ast.Name)}
                                              for t in n.targets):
             v = n.value
-            if not (isinstance(v, ast.Constant) or (isinstance(v, ast.UnaryOp) and isinstance(v.operand, ast.Constant))
-                    or (isinstance(v, ast.Call) and not v.args[1:] and all(isinstance(a, ast.Constant) for a in v.args))):
+            constant = isinstance(v, ast.Constant) or (isinstance(v, ast.UnaryOp) and isinstance(v.operand, ast.Constant))
+            made = isinstance(v, ast.Call) and not v.args[1:] and all(isinstance(a, ast.Constant) for a in v.args)
+            if not (constant or made):
                 return True
     return False
 
