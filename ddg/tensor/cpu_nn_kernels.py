@@ -44,8 +44,8 @@ from .compiled import kernel
 f32 = np.float32
 
 # activation codes (one kernel each in _FORWARD / _BACKWARD, below). SIGMOID's and RELU's
-# backward loops read the op's output (passed as ``x``), not its input; RELU has no forward
-# loop (numpy's clip is one pass) and CLIP none either (its backward: the gradient where
+# backward kernels read the op's output (passed as ``x``), not its input; RELU has no forward
+# kernel (numpy's clip is one pass) and CLIP none either (its backward: the gradient where
 # ``p0 <= x <= p1``, or strictly inside when ``p2`` is nonzero).
 GELU, GELU_TANH, SILU, MISH, LEAKY, ELU, SOFTPLUS, LOGSIGMOID, HARDSWISH, HARDSIGMOID, TANHSHRINK, SOFTSIGN, \
     SOFTSHRINK, HARDSHRINK, THRESHOLDED, SIGMOID, RELU, CLIP = range(18)
