@@ -503,6 +503,12 @@ _C5, _C6, _C10 = _ctile(4, 5), _ctile(4, 6), _ctile(2, 10)
 # [256, 1024] @ [1024, 8] 42.7 us where the 8-lane tiles took 52.4 (at K = 1024 they run 8
 # rows at a time), [512, 2048] 160 against 198
 _C8 = _ctile(3, 8)
+# The same column counts one 16-lane vector along the rows, for matmul_fm_p's 16-row panels on
+# AVX2 (rnn_kernels._STRIP): there a tile of 2-4 vectors takes a pass of its own per vector
+# (the registers hold one vector's accumulators), and each pass read one line of every panel
+# row, 48-64 rows wide: strided, from memory at H = 1024. A 16-row panel is one contiguous
+# stream per pass: [4096, 1024] @ [1024, 8] 5.9 -> 3.1 ms, batch 4 5.6 -> 2.2 ms.
+_S3, _S4, _S5, _S6, _S8, _S10, _S12 = (_ctile(1, n) for n in (3, 4, 5, 6, 8, 10, 12))
 # 1-12 columns past a multiple of 16 (batch 17-28, 33-44, ...) in the pass of the block before
 # them, from A's 8-row panels (rnn_kernels.matmul_fm_p): ne = 1, 2, 3, 4, 6, 8, 10, 12 (5, 7,
 # 9, 11 repeat a column)

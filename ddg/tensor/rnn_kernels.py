@@ -39,7 +39,8 @@ import numpy as np
 
 from .compiled import FASTMATH, I0, kernel
 from .gemm_kernels import (_C3, _C4, _C5, _C6, _C8, _C10, _C12, _H1, _H8, _H16, _P1, _P2, _P3, _P4, _P6, _P8,
-                           _P10, _P12, _T1, _T8, _TT1, _TT8, _TT8P, _W8, _t8x8, prefetch)
+                           _P10, _P12, _S3, _S4, _S5, _S6, _S8, _S10, _S12, _T1, _T8, _TT1, _TT8, _TT8P, _W8,
+                           _t8x8, VECTOR_BITS, prefetch)
 from .gemm_kernels import transpose  # noqa: F401 - rnn_kernels.transpose
 
 _F = np.float32
@@ -607,10 +608,41 @@ def _fm_h(a, x, out, b0, nb):
 # batch 17 at 1.07x batch 16's time, 21 at 1.38x); a batch of at most 12 by the column tiles
 # (``_C*``) on strips as wide as their rows (64, 48 or 32): at H = 1024 batch 3 / 8 / 12
 # 1.6 / 2.7 / 3.0 ms from the transposes, 0.46 / 0.74 / 1.1 from the strips.
+# Without AVX-512 the strips are 16 rows wide (``_STRIP``, below).
 def panel_width(B):
-    """The panel width ``matmul_fm_p`` wants for B columns: 8 past 12, else the rows of
-    the column tile that B takes."""
-    return 8 if B > 12 else _col_rows(B)
+    """The panel width ``matmul_fm_p`` wants for B columns: 8 past 12, else ``_STRIP`` (on
+    AVX2) or the rows of the column tile that B takes."""
+    return 8 if B > 12 else (_STRIP if _STRIP else _col_rows(B))
+
+
+#: on AVX2, a batch of at most 12 reads 16-row panels, one 16-lane vector of the column tile
+#: (``gemm_kernels._S*``): the wider panels' tiles make a pass per vector there, each over
+#: one line of every panel row (see ``_S*``); 0 where AVX-512 takes a wide panel in one pass
+_STRIP = 16 if VECTOR_BITS < 512 else 0
+
+
+@numba.njit(**_OPTS)
+def _strip_tile(at, x, out, tmp, n, K, oi, rows):
+    """``out[oi:oi+rows, :n] = A @ x[:K, :n]`` from A's 16-row panel ``at`` (``[K, 16]``,
+    ``at[k, r] = A[r, k]``), n <= 12 columns, by the one-vector column tile for n, through
+    ``tmp`` ``[12, 64]``."""
+    if n <= 3:
+        _S3(at, x, tmp, I0, I0, n, K)
+    elif n <= 4:
+        _S4(at, x, tmp, I0, I0, n, K)
+    elif n == 5:
+        _S5(at, x, tmp, I0, I0, n, K)
+    elif n == 6:
+        _S6(at, x, tmp, I0, I0, n, K)
+    elif n <= 8:
+        _S8(at, x, tmp, I0, I0, n, K)
+    elif n <= 10:
+        _S10(at, x, tmp, I0, I0, n, K)
+    else:
+        _S12(at, x, tmp, I0, I0, n, K)
+    for j in range(n):
+        for r in range(rows):
+            out[oi + r, j] = tmp[j, r]
 
 
 @numba.njit(**_OPTS)
@@ -735,7 +767,10 @@ def matmul_fm_p(ap, x, out):
         return
     tmp = np.empty((12, 64), np.float32)
     for p in range((M + W - 1) // W):
-        _col_tile(ap[p], x, out, tmp, I0, I0, B, K, p * W, min(W, M - p * W))
+        if _STRIP:
+            _strip_tile(ap[p], x, out, tmp, B, K, p * W, min(W, M - p * W))
+        else:
+            _col_tile(ap[p], x, out, tmp, I0, I0, B, K, p * W, min(W, M - p * W))
 
 
 # With a few batch columns the tiles above waste most of their 16 lanes (a quarter used at
