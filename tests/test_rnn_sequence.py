@@ -323,7 +323,7 @@ def test_compiled_recurrent_product_and_transpose():
 def test_panel_product_bit_identical_to_the_tiles():
     """matmul_fm_p (the weights as panels, strips of W^T: 8 rows wide past 12 columns, the
     columns past the last 16-column block in its pass; up to 12, the column tiles on strips
-    of 32-64 rows) against matmul_fm and matmul_fm_t, bit for bit (each product sums k in
+    of 16 rows without AVX-512, of 32-64 with it) against matmul_fm and matmul_fm_t, bit for bit (each product sums k in
     order with fused multiply-adds), and against float64, at every batch up to 49; the
     panels from the rows and from the columns, those past the rows filled with zeros."""
     from ddg.autograd.ops import rnn
@@ -540,13 +540,22 @@ def test_empty_sequences_and_zero_lengths(mode, T, lengths):
         np.testing.assert_allclose(got[1][0], arrs[1][0], rtol=1e-6)
 
 
-@pytest.mark.parametrize("wanted,zero_h0,fm", list(itertools.product(((3,), (4,), (3, 4)), (False, True),
-                                                                      (False, True))))
-def test_compiled_lstm_weight_gradients(wanted, zero_h0, fm, monkeypatch):
+@pytest.mark.parametrize("wanted,zero_h0,fm,blas", list(itertools.product(((3,), (4,), (3, 4)), (False, True),
+                                                                           (False, True), (False, True))))
+def test_compiled_lstm_weight_gradients(wanted, zero_h0, fm, blas, monkeypatch):
     """The LSTM's dW_ih and dW_hh from the saved [h_prev | x] rows in one pass
-    (rnn_kernels.matmul_tn), one or both wanted (x's gradient not), with the zero initial
+    (rnn_kernels.matmul_tn), or without AVX-512 past TN_BLAS_MIN_FLOPS by numpy's two
+    products (``blas``), one or both wanted (x's gradient not), with the zero initial
     state's step left out of dW_hh or not, both directions, the gate gradients as batch
-    rows or feature-major (FM_MIN_B), against the float64 numpy path."""
+    rows or feature-major (FM_MIN_B), against the float64 numpy path; a second backward
+    adds the same again into the gradients."""
+    from ddg.autograd.ops import rnn
+    from ddg.tensor import gemm, rnn_kernels
+    if blas:
+        monkeypatch.setattr(gemm, "ENABLED", False)
+    monkeypatch.setattr(rnn, "TN_BLAS_MIN_FLOPS", 0 if blas else 1 << 62)
+    used, real_tn = [], rnn_kernels.matmul_tn
+    monkeypatch.setattr(rnn_kernels, "matmul_tn", lambda *a: (used.append(1), real_tn(*a))[1])
     _set_fm_min_b(monkeypatch, 0 if fm else 1000)
     rng = np.random.default_rng(17)
     arrs = _arrays(rng, "LSTM", 4, 3, 5, 6, True)
@@ -558,11 +567,17 @@ def test_compiled_lstm_weight_gradients(wanted, zero_h0, fm, monkeypatch):
             ts = [ddg.to_tensor(a.astype(dt), stop_gradient=i not in wanted) for i, a in enumerate(arrs)]
             outs = RNNSequence("LSTM", reverse, True)(*ts)
             sum(((o * o) * (i + 1)).sum() for i, o in enumerate(outs)).backward()
-            res[dt] = [ts[i].grad.numpy() for i in wanted]
+            res[dt] = [ts[i].grad.numpy().copy() for i in wanted]
             assert all(ts[i].grad is None for i in range(len(ts)) if i not in wanted)
-        for g, r in zip(res[np.float32], res[np.float64]):
+            if dt == np.float32:     # again, added into the gradients
+                outs = RNNSequence("LSTM", reverse, True)(*ts)
+                sum(((o * o) * (i + 1)).sum() for i, o in enumerate(outs)).backward()
+                twice = [ts[i].grad.numpy() for i in wanted]
+        for g, r, g2 in zip(res[np.float32], res[np.float64], twice):
             assert g.dtype == np.float32 and g.shape == r.shape and g.flags.c_contiguous
             np.testing.assert_allclose(g, r, rtol=0, atol=2e-6 * (np.abs(r).max() + 1))
+            np.testing.assert_allclose(g2, 2 * r, rtol=0, atol=4e-6 * (np.abs(r).max() + 1))
+    assert bool(used) != blas       # the route asked for ran
 
 
 @pytest.mark.parametrize("mode,B,fm,IH", list(itertools.product(("LSTM", "GRU", "RNN_TANH", "RNN_RELU"), (1, 2, 3, 5),

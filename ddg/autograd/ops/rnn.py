@@ -116,6 +116,13 @@ PANEL_MIN_I = 64
 # 0.93-1.08, T 8 0.88-1.01
 RELAYOUT_MIN_T = 6
 
+# The LSTM's weight gradients without AVX-512 (Zen 3, AVX2): matmul_tn's tiles ran at 41-45
+# GFLOP/s where OpenBLAS's two products, with the feature-major gate gradients copied to rows
+# first, took 0.70-0.91 of its time (T/B/H/I 20/32/1024/128 138 -> 96 ms, 50/8/1024/128 89 ->
+# 66, 50/32/512/256 116 -> 82, 50/8/128/128 2.4 -> 1.7, 200/16/128/128 20.4 -> 18.5); below
+# about this many floating-point operations matmul_tn stayed ahead (10/64/64/64: 0.8 vs 0.9 ms)
+TN_BLAS_MIN_FLOPS = 64_000_000
+
 
 def panel_batch(B, H):
     """Whether the LSTM's products with B columns (a batch of B) and H hidden features run
@@ -662,7 +669,8 @@ class RNNSequence(Function):
         gate gradients ``dpt`` (``[T, 4H, B]`` where ``fmaj``, else ``[T, B, 4H]``) and the
         saved rows ``[h_prev | x]`` (``[T*B, H + I]``) in one pass over all steps,
         ``dp^T @ [h_prev | x]`` by ``rnn_kernels.matmul_tn`` (0.95x OpenBLAS's two products
-        at H=128 T=200, 0.94x at H=256 T=50)."""
+        at H=128 T=200, 0.94x at H=256 T=50, with AVX-512); without AVX-512 (``gemm.ENABLED``
+        off), from ``TN_BLAS_MIN_FLOPS`` on, by numpy's two products instead."""
         from ...tensor import rnn_kernels as K
         T, B, I, H, G = self.geom
         needs = self.needs
@@ -680,7 +688,17 @@ class RNNSequence(Function):
         add = all(a is not None and a.dtype == dt for a, need in zip(sinks, needs[k:k + 2]) if need)
         dw_ih, dw_hh = ((a if add and need else np.empty((G * H, n if need else 0), dt))
                         for a, need, n in zip(sinks, needs[k:k + 2], (I, H)))
-        K.matmul_tn(dpt[steps], fmaj, hx[steps.start * B:steps.stop * B], dw_hh, H, dw_ih, add)
+        rows = hx[steps.start * B:steps.stop * B]
+        if gemm.ENABLED or 2 * G * H * rows.shape[0] * (H + I) < TN_BLAS_MIN_FLOPS:
+            K.matmul_tn(dpt[steps], fmaj, rows, dw_hh, H, dw_ih, add)
+        else:   # no AVX-512: OpenBLAS's two products (dp^T contiguous: one copy where feature-major)
+            d = dpt[steps]
+            dpt_t = d.transpose(1, 0, 2).reshape(G * H, rows.shape[0]) if fmaj else d.reshape(rows.shape[0], G * H).T
+            for need, dw, cols in ((needs[k + 1], dw_hh, slice(0, H)), (needs[k], dw_ih, slice(H, H + I))):
+                if need and add:
+                    dw += dpt_t @ rows[:, cols]
+                elif need:
+                    np.matmul(dpt_t, rows[:, cols], out=dw)
         if needs[k] and first is not None:
             g = dpt[first] if fmaj else dpt[first].T             # [4H, B]
             dw_ih += g @ hx[first * B:(first + 1) * B, H:H + I]
