@@ -544,7 +544,7 @@ def test_empty_sequences_and_zero_lengths(mode, T, lengths):
                                                                            (False, True), (False, True))))
 def test_compiled_lstm_weight_gradients(wanted, zero_h0, fm, blas, monkeypatch):
     """The LSTM's dW_ih and dW_hh from the saved [h_prev | x] rows in one pass
-    (rnn_kernels.matmul_tn), or without AVX-512 past TN_BLAS_MIN_FLOPS by numpy's two
+    (rnn_kernels.matmul_tn), or without AVX-512 past TN_BLAS_MIN_OUT by numpy's two
     products (``blas``), one or both wanted (x's gradient not), with the zero initial
     state's step left out of dW_hh or not, both directions, the gate gradients as batch
     rows or feature-major (FM_MIN_B), against the float64 numpy path; a second backward
@@ -553,7 +553,7 @@ def test_compiled_lstm_weight_gradients(wanted, zero_h0, fm, blas, monkeypatch):
     from ddg.tensor import gemm, rnn_kernels
     if blas:
         monkeypatch.setattr(gemm, "ENABLED", False)
-    monkeypatch.setattr(rnn, "TN_BLAS_MIN_FLOPS", 0 if blas else 1 << 62)
+    monkeypatch.setattr(rnn, "TN_BLAS_MIN_OUT", 0 if blas else 1 << 62)
     used, real_tn = [], rnn_kernels.matmul_tn
     monkeypatch.setattr(rnn_kernels, "matmul_tn", lambda *a: (used.append(1), real_tn(*a))[1])
     _set_fm_min_b(monkeypatch, 0 if fm else 1000)

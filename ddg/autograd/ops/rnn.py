@@ -118,10 +118,11 @@ RELAYOUT_MIN_T = 6
 
 # The LSTM's weight gradients without AVX-512 (Zen 3, AVX2): matmul_tn's tiles ran at 41-45
 # GFLOP/s where OpenBLAS's two products, with the feature-major gate gradients copied to rows
-# first, took 0.70-0.91 of its time (T/B/H/I 20/32/1024/128 138 -> 96 ms, 50/8/1024/128 89 ->
-# 66, 50/32/512/256 116 -> 82, 50/8/128/128 2.4 -> 1.7, 200/16/128/128 20.4 -> 18.5); below
-# about this many floating-point operations matmul_tn stayed ahead (10/64/64/64: 0.8 vs 0.9 ms)
-TN_BLAS_MIN_FLOPS = 64_000_000
+# first, took 0.70-0.95 of its time from about this many weight-gradient elements (4H x (H +
+# I)) on (training steps, T/B/H/I: 20/32/1024/128 137 -> 95 ms, 100/16/256/128 28 -> 24,
+# 200/16/128/128 18.5 -> 17.6); below it matmul_tn stayed ahead (200/16/64/64 5.5 against
+# 6.9 ms, 50/8/128/32 1.5 against 1.8)
+TN_BLAS_MIN_OUT = 100_000
 
 
 def panel_batch(B, H):
@@ -670,7 +671,7 @@ class RNNSequence(Function):
         saved rows ``[h_prev | x]`` (``[T*B, H + I]``) in one pass over all steps,
         ``dp^T @ [h_prev | x]`` by ``rnn_kernels.matmul_tn`` (0.95x OpenBLAS's two products
         at H=128 T=200, 0.94x at H=256 T=50, with AVX-512); without AVX-512 (``gemm.ENABLED``
-        off), from ``TN_BLAS_MIN_FLOPS`` on, by numpy's two products instead."""
+        off), from ``TN_BLAS_MIN_OUT`` elements on, by numpy's two products instead."""
         from ...tensor import rnn_kernels as K
         T, B, I, H, G = self.geom
         needs = self.needs
@@ -689,7 +690,7 @@ class RNNSequence(Function):
         dw_ih, dw_hh = ((a if add and need else np.empty((G * H, n if need else 0), dt))
                         for a, need, n in zip(sinks, needs[k:k + 2], (I, H)))
         rows = hx[steps.start * B:steps.stop * B]
-        if gemm.ENABLED or 2 * G * H * rows.shape[0] * (H + I) < TN_BLAS_MIN_FLOPS:
+        if gemm.ENABLED or G * H * (H + I) < TN_BLAS_MIN_OUT:
             K.matmul_tn(dpt[steps], fmaj, rows, dw_hh, H, dw_ih, add)
         else:   # no AVX-512: OpenBLAS's two products (dp^T contiguous: one copy where feature-major)
             d = dpt[steps]
