@@ -194,3 +194,44 @@ def test_kernels_call_kernels_without_literal_constants():
                         bad.append(f"{mod}.{fn.name}: {call.func.id}(... {', '.join(lits)} ...) line {call.lineno}")
     assert checked > 50, checked      # the scan found the kernels' calls to kernels
     assert not bad, "\n".join(bad)
+
+
+def test_row_max8_keeps_the_scalar_rule():
+    """``gemm_kernels.row_max8`` (8-lane vectors, then the lanes and the tail) gives what the
+    scalar ``softmax_kernels.row_max`` gives at every length around the vector width: the
+    maximum, infinities included; a NaN after the first value never wins (numpy's
+    ``nanmax``), a NaN first gives NaN."""
+    import numba
+    from ddg.tensor.gemm_kernels import row_max8
+    from ddg.tensor.softmax_kernels import row_max
+    vector_max = numba.njit(lambda r: row_max8(r))
+    rng = np.random.default_rng(5)
+    for n in list(range(1, 42)) + [199, 200, 256, 1001]:
+        for case in range(4):
+            r = rng.standard_normal(n).astype(np.float32) * 10
+            if case == 1:
+                r[rng.integers(n)] = np.nan
+            elif case == 2:
+                r[0] = np.nan
+            elif case == 3:
+                r[rng.integers(n)], r[rng.integers(n)] = np.inf, -np.inf
+            got, scalar = vector_max(r), row_max(r)
+            assert np.isnan(got) == np.isnan(scalar) and (np.isnan(got) or got == scalar), (n, case, r)
+            if not np.isnan(r[0]):
+                assert got == np.nanmax(r), (n, case)
+            else:
+                assert np.isnan(got)
+
+
+def test_as_float32_reinterprets_the_low_32_bits():
+    import numba
+    from ddg.tensor.gemm_kernels import as_float32
+    cast = numba.njit(lambda b: as_float32(b))
+    cast32 = numba.njit(lambda b: as_float32(np.int32(b)))
+    for bits in (0, 1, 1 << 23, 127 << 23, (127 << 23) | 12345, 0x7F800000, 0x7FC00000, 0x80000000, 0xFFFFFFFF,
+                 -1, (5 << 32) | (126 << 23)):
+        want = np.array([bits & 0xFFFFFFFF], np.uint32).view(np.float32)[0]
+        got = cast(bits)
+        assert np.array([got], np.float32).view(np.uint32)[0] == np.array([want]).view(np.uint32)[0], hex(bits)
+        if -(1 << 31) <= bits < (1 << 31):
+            assert np.array([cast32(bits)], np.float32).view(np.uint32)[0] == np.array([want]).view(np.uint32)[0]

@@ -29,11 +29,12 @@ import numba
 import numpy as np
 
 from .compiled import I0, NO, YES, _register_helpers
-from .gemm_kernels import _OPTS, _T1, _T8, _TT1, _TT8, _tile, prefetch, transpose32
-from .softmax_kernels import exp_parts, row_max
+from .gemm_kernels import _OPTS, _T1, _T8, _TT1, _TT8, _tile, as_float32, prefetch, row_max8, transpose32
+from .softmax_kernels import exp_parts
 
-_register_helpers()     # exp_parts and row_max, callable from the kernels below
+_register_helpers()     # exp_parts, callable from the kernels below
 _F = np.float32
+_ZERO, _ONE = _F(0.0), _F(1.0)
 _U8, _UT8 = _tile(8, False, masked=False), _tile(8, True, masked=False)   # whole 16-column blocks
 
 
@@ -96,28 +97,27 @@ def _product(a, a_t, x, out, rows, b0, cols, k0, k1, xoff, limit, c):
 
 
 @numba.njit(**_OPTS)
-def _softmax_rows(s, scale, bits, ahead, at):
+def _softmax_rows(s, scale, ahead, at):
     """``s = softmax(scale * s)`` over each row, in place (the ``exp`` of
-    ``softmax_kernels``; ``bits`` an int32 scratch row of ``s``'s width). With ``at >= 0``,
+    ``softmax_kernels``, the maximum by ``row_max8``). With ``at >= 0``,
     row i also prefetches ``s.size`` elements of ``ahead`` from flat element ``at``, its
     share of them (the next head's weights: the scores product then writes to lines in
     cache rather than waits for each one to come from memory)."""
     n = s.shape[1]
-    pow2 = bits.view(np.float32)
     sc = _F(scale)
     for i in range(s.shape[0]):
         row = s[i]
         if at >= 0:
             for j in range(at + i * n, at + (i + 1) * n, 16):
                 prefetch(ahead, j)
-        m = row_max(row) * sc
-        for j in range(n):
-            row[j], bits[j] = exp_parts(row[j] * sc - m)
-        t = 0.0
-        for j in range(n):
-            row[j] *= pow2[j]
-            t += row[j]
-        inv = _F(1.0 / t)
+        m = row_max8(row) * sc
+        t = _ZERO
+        for j in range(n):      # exp as e * 2**k, 2**k from its bits: one loop that vectorizes
+            e, b = exp_parts(row[j] * sc - m)
+            v = e * as_float32(b)
+            row[j] = v
+            t += v
+        inv = _ONE / t
         for j in range(n):
             row[j] *= inv
 
@@ -143,7 +143,6 @@ def forward(q, k, v, heads, scale, mask, mstrides, causal, keep, p, pd, out):
     ms3 = mstrides[3]
     sc = _F(scale)
     kt = np.empty((d, Lk), np.float32)
-    bits = np.empty(Lk, np.int32)
     for b in range(B):
         qb, vb, ob = q[b], v[b], out[b]
         for h in range(heads):
@@ -162,9 +161,9 @@ def forward(q, k, v, heads, scale, mask, mstrides, causal, keep, p, pd, out):
                     m0 = b * mstrides[0] + h * mstrides[1] + i * mstrides[2]
                     for j in range(Lk):
                         row[j] = row[j] * sc + mask[m0 + j * ms3]
-                _softmax_rows(s, 1.0, bits, p, at)
+                _softmax_rows(s, 1.0, p, at)
             else:
-                _softmax_rows(s, scale, bits, p, at)
+                _softmax_rows(s, scale, p, at)
             w = s
             if drop:
                 w = pd[b, h]
