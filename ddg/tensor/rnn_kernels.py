@@ -622,27 +622,31 @@ _STRIP = 16 if VECTOR_BITS < 512 else 0
 
 
 @numba.njit(**_OPTS)
-def _strip_tile(at, x, out, tmp, n, K, oi, rows):
-    """``out[oi:oi+rows, :n] = A @ x[:K, :n]`` from A's 16-row panel ``at`` (``[K, 16]``,
-    ``at[k, r] = A[r, k]``), n <= 12 columns, by the one-vector column tile for n, through
-    ``tmp`` ``[12, 64]``."""
+def _strip_tile(at, x, out, tmp, i, b0, n, K, oi, rows):
+    """``_col_tile`` from A's 16-row panel ``at`` (``[K, 16]``, ``at[k, r] = A[r, k]``), by
+    the one-vector column tile for n (``_S*``)."""
     if n <= 3:
-        _S3(at, x, tmp, I0, I0, n, K)
+        _S3(at, x, tmp, i, b0, n, K)
     elif n <= 4:
-        _S4(at, x, tmp, I0, I0, n, K)
+        _S4(at, x, tmp, i, b0, n, K)
     elif n == 5:
-        _S5(at, x, tmp, I0, I0, n, K)
+        _S5(at, x, tmp, i, b0, n, K)
     elif n == 6:
-        _S6(at, x, tmp, I0, I0, n, K)
+        _S6(at, x, tmp, i, b0, n, K)
     elif n <= 8:
-        _S8(at, x, tmp, I0, I0, n, K)
+        _S8(at, x, tmp, i, b0, n, K)
     elif n <= 10:
-        _S10(at, x, tmp, I0, I0, n, K)
+        _S10(at, x, tmp, i, b0, n, K)
     else:
-        _S12(at, x, tmp, I0, I0, n, K)
+        _S12(at, x, tmp, i, b0, n, K)
     for j in range(n):
         for r in range(rows):
-            out[oi + r, j] = tmp[j, r]
+            out[oi + r, b0 + j] = tmp[j, r]
+
+
+# matmul_fm_p's strip tile, chosen here so that numba types and compiles only the one this
+# CPU uses (a branch on _STRIP inside the kernel compiled both tile sets into it)
+_panel_tile = _strip_tile if _STRIP else _col_tile
 
 
 @numba.njit(**_OPTS)
@@ -767,10 +771,7 @@ def matmul_fm_p(ap, x, out):
         return
     tmp = np.empty((12, 64), np.float32)
     for p in range((M + W - 1) // W):
-        if _STRIP:
-            _strip_tile(ap[p], x, out, tmp, B, K, p * W, min(W, M - p * W))
-        else:
-            _col_tile(ap[p], x, out, tmp, I0, I0, B, K, p * W, min(W, M - p * W))
+        _panel_tile(ap[p], x, out, tmp, I0, I0, B, K, p * W, min(W, M - p * W))
 
 
 # With a few batch columns the tiles above waste most of their 16 lanes (a quarter used at
