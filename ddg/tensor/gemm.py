@@ -322,10 +322,105 @@ def weight_grads(x2, g2, sums=True, into=None):
     ``g2.sum(axis=0)`` (else None): ``(gw, gb)`` by the compiled kernel (the column sums
     formed while it copies ``g2`` to panels) where the rules above take ``x2.T @ g2``, else
     ``None``. With ``into`` (a C-contiguous float32 ``[in, out]`` array: the weight's
-    ``.grad``) the product is added into it and ``gw`` is ``into`` itself."""
+    ``.grad``) the product is added into it and ``gw`` is ``into`` itself; where the kernel
+    does not take it, numpy's BLAS adds it (``blas_add_product``) and ``gb`` is None (the
+    caller sums the columns)."""
     gb = np.empty(g2.shape[1], np.float32) if sums else None
     gw = _kernel_product(x2.T, g2, None, gb, into)
+    if gw is None and into is not None and blas_add_product(x2.T, g2, into):
+        return into, None
     return None if gw is None else (gw, gb)
+
+
+# ``C += A @ B`` by numpy's own BLAS with ``beta = 1`` (``blas_add_product``): the weight
+# gradient of a Linear (or a recurrent layer) added into the weight's ``.grad`` by the product
+# itself. numpy's ``@`` only writes a new array (or overwrites ``out``, beta = 0), so adding
+# it took a second pass over the gradient: the product's output written, then read again with
+# the old ``.grad`` and written back. A transformer step at 10-32 positions reads and writes
+# more weight gradient than activations. Called through ctypes (~2 us), only with the 64-bit
+# integer interface (``scipy_cblas_sgemm64_``, numpy's own OpenBLAS wheels), so the argument
+# types are known; checked against numpy's product once before its first use. Elsewhere (MKL,
+# another BLAS) ``blas_add_product`` declines and the caller adds the usual way.
+_ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
+_add_gemm = {}   # dtype -> ctypes function, or None where none is found or the check failed
+
+
+def _gemm64(dtype):
+    """numpy's BLAS ``cblas_?gemm`` (64-bit integers) for float32 / float64, typed, or None."""
+    fn = _add_gemm.get(dtype, False)
+    if fn is not False:
+        return fn
+    _add_gemm[dtype] = None                   # while checking: the check's own product declines
+    c = "s" if dtype == np.float32 else "d"
+    fn = _blas_function((f"scipy_cblas_{c}gemm64_", f"cblas_{c}gemm64_"))
+    if fn is not None:
+        i64, scalar, ptr = ctypes.c_int64, ctypes.c_float if c == "s" else ctypes.c_double, ctypes.c_void_p
+        fn.restype = None
+        fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, i64, i64, i64, scalar, ptr, i64, ptr, i64,
+                       scalar, ptr, i64]
+        _add_gemm[dtype] = fn
+        if not _gemm_check(dtype):
+            fn = None
+    _add_gemm[dtype] = fn
+    return fn
+
+
+def _gemm_check(dtype):
+    """Whether ``blas_add_product`` agrees with numpy's product on small operands, plain and
+    transposed (a library whose integers or enums are not what ``_gemm64`` assumed fails)."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((7, 5)).astype(dtype)
+    b = rng.standard_normal((9, 7)).astype(dtype)
+    c = rng.standard_normal((5, 9)).astype(dtype)
+    want = c + a.T @ b.T
+    try:
+        ok = blas_add_product(a.T, b.T, c)
+    except Exception:   # noqa: BLE001 - a library that cannot be called is one not used
+        return False
+    return ok and bool(np.allclose(c, want, rtol=1e-4, atol=1e-4))
+
+
+def _blas_operand(m):
+    """``(transpose flag, leading dimension)`` of a 2-D array for a row-major BLAS call: rows
+    of unit-stride elements (C-contiguous, or columns sliced out of a wider matrix), or the
+    transpose of such; None otherwise (another layout needs a copy first)."""
+    r, c = m.shape
+    s0, s1 = m.strides
+    size = m.itemsize
+    if s1 == size and s0 % size == 0 and s0 // size >= max(c, 1):
+        return _NO_TRANS, s0 // size
+    if s0 == size and s1 % size == 0 and s1 // size >= max(r, 1):
+        return _TRANS, s1 // size
+    return None
+
+
+def blas_add_product(A, B, C):
+    """``C += A @ B`` in place by numpy's BLAS (``beta = 1``) for numpy float32/float64 arrays
+    of one dtype, C C-contiguous, writeable and sharing no memory with A or B, each of A and
+    B rows or columns of unit stride; returns whether it did (False: C untouched, the caller
+    adds the product itself). Where C starts at zero the result is bit for bit numpy's
+    ``A @ B``; otherwise the product's partial sums are added to C one block of the inner
+    index at a time (OpenBLAS's blocking) instead of summed first: float rounding apart, the
+    same sum."""
+    if type(A) is not np.ndarray or type(B) is not np.ndarray or type(C) is not np.ndarray:
+        return False
+    dt = C.dtype
+    if dt not in (np.float32, np.float64) or A.dtype != dt or B.dtype != dt or A.ndim != 2 or B.ndim != 2 \
+            or C.ndim != 2:
+        return False
+    (M, K), N = A.shape, B.shape[1]
+    if B.shape[0] != K or C.shape != (M, N) or not (M and N and K):
+        return False
+    if not C.flags.c_contiguous or not C.flags.writeable or np.may_share_memory(C, A) or np.may_share_memory(C, B):
+        return False
+    a, b = _blas_operand(A), _blas_operand(B)
+    if a is None or b is None:
+        return False
+    fn = _gemm64(dt.type)
+    if fn is None:
+        return False
+    fn(_ROW_MAJOR, a[0], b[0], M, N, K, 1.0, A.ctypes.data, a[1], B.ctypes.data, b[1], 1.0, C.ctypes.data, N)
+    return True
 
 
 def _kernel_product(A, B, bias, colsum=None, into=None):

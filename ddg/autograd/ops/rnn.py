@@ -697,7 +697,8 @@ class RNNSequence(Function):
             dpt_t = d.transpose(1, 0, 2).reshape(G * H, rows.shape[0]) if fmaj else d.reshape(rows.shape[0], G * H).T
             for need, dw, cols in ((needs[k + 1], dw_hh, slice(0, H)), (needs[k], dw_ih, slice(H, H + I))):
                 if need and add:
-                    dw += dpt_t @ rows[:, cols]
+                    if not gemm.blas_add_product(dpt_t, rows[:, cols], dw):
+                        dw += dpt_t @ rows[:, cols]
                 elif need:
                     np.matmul(dpt_t, rows[:, cols], out=dw)
         if needs[k] and first is not None:
