@@ -26,10 +26,17 @@ def _layout(rng, rows, cols, form, dt):
 FORMS = [(fa, fb) for fa in ("c", "t", "s") for fb in ("c", "t", "s")]
 
 
+@pytest.fixture
+def any_size(monkeypatch):
+    """The size rule off: every output taken (the rule itself is tested on its own)."""
+    monkeypatch.setattr(gemm, "ADD_MIN_OUT", 0)
+    monkeypatch.setattr(gemm, "ADD_MIN_SIDE", 1)
+
+
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
 @pytest.mark.parametrize("M,K,N", [(1, 1, 1), (1, 9, 5), (6, 1, 4), (5, 8, 1), (13, 17, 19), (64, 160, 96),
                                    (40, 700, 33)])
-def test_adds_the_product_for_every_layout(dt, M, K, N):
+def test_adds_the_product_for_every_layout(any_size, dt, M, K, N):
     """Into zeros: numpy's product (bit for bit where numpy makes the same gemm call, every
     side longer than 1); into a full C: C + A @ B against float64, the operands unchanged."""
     rng = np.random.default_rng(M * 100 + K + N)
@@ -51,7 +58,7 @@ def test_adds_the_product_for_every_layout(dt, M, K, N):
         np.testing.assert_array_equal(B, B0)
 
 
-def test_declines_what_it_cannot_add_and_leaves_c_alone():
+def test_declines_what_it_cannot_add_and_leaves_c_alone(any_size):
     rng = np.random.default_rng(3)
     A = rng.standard_normal((6, 5)).astype(np.float32)
     B = rng.standard_normal((5, 4)).astype(np.float32)
@@ -81,7 +88,7 @@ def test_declines_what_it_cannot_add_and_leaves_c_alone():
     assert not gemm.blas_add_product(shared[:, :5], np.ones((5, 6), np.float32), shared)   # C is A's memory
 
 
-def test_a_library_that_fails_the_check_is_not_used(monkeypatch):
+def test_a_library_that_fails_the_check_is_not_used(any_size, monkeypatch):
     """A ``cblas_sgemm`` whose integers are not 64-bit (or that computes anything else) fails
     the first-use check: every call then declines; without the symbol likewise."""
     calls = []
@@ -102,8 +109,22 @@ def test_a_library_that_fails_the_check_is_not_used(monkeypatch):
     assert len(calls) == 1      # the check's one call, then never again
 
 
+def test_small_outputs_are_left_to_numpy():
+    """Outputs under ADD_MIN_OUT elements or with a side under ADD_MIN_SIDE are declined (the
+    call costs more than the pass it saves); from there on taken."""
+    rng = np.random.default_rng(4)
+    side = gemm.ADD_MIN_SIDE
+    for (M, N), taken in (((256, 255), False), ((256, 256), True), ((1 << 16, side - 1), False),
+                          ((side, gemm.ADD_MIN_OUT // side), True)):
+        A = rng.standard_normal((M, 3)).astype(np.float32)
+        B = rng.standard_normal((3, N)).astype(np.float32)
+        C = np.zeros((M, N), np.float32)
+        assert gemm.blas_add_product(A, B, C) == taken, (M, N)
+        np.testing.assert_array_equal(C, A @ B if taken else 0)
+
+
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
-def test_linear_weight_gradient_added_into_grad_by_blas(monkeypatch, dt):
+def test_linear_weight_gradient_added_into_grad_by_blas(any_size, monkeypatch, dt):
     """Without the compiled kernel (no AVX-512), from the second backward on the Linear's
     weight gradient is added into the same ``.grad`` array by BLAS: after clear_grad bit for
     bit the first backward's, without it twice that; the bias and input gradients as before."""
