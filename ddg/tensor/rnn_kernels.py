@@ -485,6 +485,20 @@ def matmul_tn(a, fmaj, x, out1, c1, out2, add):
             _tn_row(panel, xs, out2, ii, kc, c1, acc)
 
 
+# matmul_fm_t's row tiles read all of x for every 8 rows of a; where x is larger than L2 holds
+# beside the rest (the backward's [H, 4H] @ [4H, B]: x 512 KB at H 512, batch 64) each tile's
+# pass came from L3, and on AVX2 twice (the tile's rows in two groups). Where x has at least
+# FM_KC_MIN_X elements and more rows than the output, in passes over FM_KC rows of x (the
+# output read and written again per pass, each sum still formed in the same order: the same
+# bits): x's block stays in L2 and a 16-column strip of it in L1 for both groups. Zen 3, 1
+# thread, interleaved, GFLOP/s one pass -> passes, [H x 4H] @ [4H x B]: H 256 / 384 / 512 / 768
+# / 1024 at B 64 62 -> 73, 45 -> 56, 41 -> 52, 44 -> 57, 45 -> 53; at B 128 49 -> 68, 42 -> 64,
+# 35 -> 47, 45 -> 55, 59 -> 64; at B 32 H 512 / 768 / 1024 73 -> 78, 64 -> 66, 46 -> 43. The
+# forward's [4H x H] @ [H x B] (fewer rows of x than of the output) took 1.14-1.30x as long in
+# passes (the output, up to 2 MB, read back from L3 each time) and stays one pass
+FM_KC, FM_KC_MIN_X = 512, 1 << 16
+
+
 @numba.njit(**_OPTS)   # also called by the whole-sequence loops below
 def matmul_fm(a, x, out):
     """``out [M, B] = a [M, K] @ x [K, B]`` (C-contiguous float32; the state or gate
@@ -562,23 +576,28 @@ def matmul_fm_t(a, at, x, out):
     # them; x, up to 2 MB, streams from L2) and the columns left (24 in one tile of three
     # 8-lane vectors, at most 8 in an 8-lane tile, 9-15 in a masked 16-lane one); one pass
     # over a per block instead ran 5-15% slower ([4096, 1024] @ [1024, 64] 89 -> 104
-    # GFLOP/s, [512, 128] @ [128, 64] 108 -> 115)
-    for i in range(0, M8, 8):
-        for b0 in range(0, bf, 16):
-            _T8(a, x, out, i, i, b0, 16, 0, K, 0, 0)
-        if nt == 24:
-            _W8(a, x, out, i, i, bf, 24, 0, K, 0, 0)
-        elif nt > 8:
-            _T8(a, x, out, i, i, bf, nt, 0, K, 0, 0)
-        elif nt > 0:
-            _H8(a, x, out, i, i, bf, nt, 0, K, 0, 0)
+    # GFLOP/s, [512, 128] @ [128, 64] 108 -> 115). Where x is larger than FM_KC_MIN_X
+    # elements, in passes over FM_KC rows of x (see there)
+    kc = FM_KC if K > M and K * B >= FM_KC_MIN_X else K
     end = bf + nt
-    for i in range(M8, M):
-        for b0 in range(0, end, 16):
-            if end - b0 > 8:
-                _T1(a, x, out, i, i, b0, min(16, end - b0), 0, K, 0, 0)
-            else:
-                _H1(a, x, out, i, i, b0, end - b0, 0, K, 0, 0)
+    for k0 in range(0, K, kc):
+        k1 = min(K, k0 + kc)
+        acc = 1 if k0 > 0 else 0
+        for i in range(0, M8, 8):
+            for b0 in range(0, bf, 16):
+                _T8(a, x, out, i, i, b0, 16, k0, k1, 0, acc)
+            if nt == 24:
+                _W8(a, x, out, i, i, bf, 24, k0, k1, 0, acc)
+            elif nt > 8:
+                _T8(a, x, out, i, i, bf, nt, k0, k1, 0, acc)
+            elif nt > 0:
+                _H8(a, x, out, i, i, bf, nt, k0, k1, 0, acc)
+        for i in range(M8, M):
+            for b0 in range(0, end, 16):
+                if end - b0 > 8:
+                    _T1(a, x, out, i, i, b0, min(16, end - b0), k0, k1, 0, acc)
+                else:
+                    _H1(a, x, out, i, i, b0, end - b0, k0, k1, 0, acc)
 
 
 @numba.njit(**_OPTS)
