@@ -303,7 +303,9 @@ def test_compiled_recurrent_product_and_transpose():
                     # a batch of 7-8 from K = 192 on: the 48x8 tile
                     (70, 512, 8), (50, 600, 7), (96, 512, 24), (40, 192, 8), (50, 250, 7), (49, 191, 8),
                     # x of FM_KC_MIN_X elements or more with more rows than the output: passes of FM_KC rows
-                    (40, 1100, 64), (27, 2049, 40), (20, 1300, 57), (30, 1500, 56), (9, 4097, 16)):
+                    (40, 1100, 64), (27, 2049, 40), (20, 1300, 57), (30, 1500, 56), (9, 4097, 16),
+                    # FM_KR_MIN_B columns or more: each row tile over FM_KR rows of x at a time
+                    (40, 200, 48), (70, 130, 57), (33, 65, 56), (19, 300, 50), (130, 64, 64)):
         w, r = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, b)).astype(np.float32)
         out = np.full((m, b), np.nan, np.float32)
         rnn_kernels.matmul_fm(w, r, out)
@@ -335,7 +337,8 @@ def test_panel_product_bit_identical_to_the_tiles():
         assert [b for b in range(70) if rnn.panel_batch(b, h)] == \
             [b for b in range(70) if (3 <= b <= 12 and h >= 256) or (b > 16 and 1 <= b % 16 <= 12)]
     for m, k in ((1, 3), (7, 40), (8, 5), (17, 9), (24, 1), (36, 64), (130, 33), (40, 300), (9, 0), (49, 20),
-                 (40, 1100)):    # at 60 and 64 columns matmul_fm_t in passes of FM_KC rows of x
+                 (40, 1100)):    # at 60 and 64 columns matmul_fm_t in passes of FM_KC rows of x, at 48-49
+    # (and 60-64 of (40, 300)) each row tile over FM_KR rows at a time
         w = rng.standard_normal((m, k)).astype(np.float32)
         for b in list(range(1, 50)) + [60, 64]:
             width = rnn_kernels.panel_width(b)

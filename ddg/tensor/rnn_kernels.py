@@ -497,6 +497,15 @@ def matmul_tn(a, fmaj, x, out1, c1, out2, add):
 # forward's [4H x H] @ [H x B] (fewer rows of x than of the output) took 1.14-1.30x as long in
 # passes (the output, up to 2 MB, read back from L3 each time) and stays one pass
 FM_KC, FM_KC_MIN_X = 512, 1 << 16
+# Otherwise, from FM_KR_MIN_B columns on, each 8-row tile runs its blocks over FM_KR rows of x
+# at a time (the tile's sums carried in out between them, same order, same bits): a 16-column
+# strip of those rows (4 KB) stays in L1 for both of AVX2's row groups and every block, where
+# a whole strip (K x 64 bytes, 32 KB at H 512) went back to L2 between them. Zen 3, 1 thread,
+# 20-step loops of [4H x H] @ [H x B] (each step's x written first, as the forward's state),
+# interleaved, time against one pass: B 48 at H 512 / 640 / 768 / 1024 0.67 / 0.76 / 0.60-0.65
+# / 0.76; B 64 at H 384-1024 0.88-0.98; B 128 H 256 / 1024 1.02 / 0.88; B 32 1.02-1.21 and B 16
+# 0.97-1.02 stay one pass
+FM_KR, FM_KR_MIN_B = 64, 48
 
 
 @numba.njit(**_OPTS)   # also called by the whole-sequence loops below
@@ -577,21 +586,26 @@ def matmul_fm_t(a, at, x, out):
     # 8-lane vectors, at most 8 in an 8-lane tile, 9-15 in a masked 16-lane one); one pass
     # over a per block instead ran 5-15% slower ([4096, 1024] @ [1024, 64] 89 -> 104
     # GFLOP/s, [512, 128] @ [128, 64] 108 -> 115). Where x is larger than FM_KC_MIN_X
-    # elements, in passes over FM_KC rows of x (see there)
+    # elements, in passes over FM_KC rows of x; else from FM_KR_MIN_B columns each tile over
+    # FM_KR rows at a time (see there)
     kc = FM_KC if K > M and K * B >= FM_KC_MIN_X else K
+    kr = FM_KR if kc == K and B >= FM_KR_MIN_B else K
     end = bf + nt
     for k0 in range(0, K, kc):
         k1 = min(K, k0 + kc)
-        acc = 1 if k0 > 0 else 0
         for i in range(0, M8, 8):
-            for b0 in range(0, bf, 16):
-                _T8(a, x, out, i, i, b0, 16, k0, k1, 0, acc)
-            if nt == 24:
-                _W8(a, x, out, i, i, bf, 24, k0, k1, 0, acc)
-            elif nt > 8:
-                _T8(a, x, out, i, i, bf, nt, k0, k1, 0, acc)
-            elif nt > 0:
-                _H8(a, x, out, i, i, bf, nt, k0, k1, 0, acc)
+            for j0 in range(k0, k1, kr):
+                j1 = min(k1, j0 + kr)
+                acc = 1 if j0 > 0 else 0
+                for b0 in range(0, bf, 16):
+                    _T8(a, x, out, i, i, b0, 16, j0, j1, 0, acc)
+                if nt == 24:
+                    _W8(a, x, out, i, i, bf, 24, j0, j1, 0, acc)
+                elif nt > 8:
+                    _T8(a, x, out, i, i, bf, nt, j0, j1, 0, acc)
+                elif nt > 0:
+                    _H8(a, x, out, i, i, bf, nt, j0, j1, 0, acc)
+        acc = 1 if k0 > 0 else 0
         for i in range(M8, M):
             for b0 in range(0, end, 16):
                 if end - b0 > 8:
