@@ -496,7 +496,8 @@ def matmul_tn(a, fmaj, x, out1, c1, out2, add):
 # 35 -> 47, 45 -> 55, 59 -> 64; at B 32 H 512 / 768 / 1024 73 -> 78, 64 -> 66, 46 -> 43. The
 # forward's [4H x H] @ [H x B] (fewer rows of x than of the output) took 1.14-1.30x as long in
 # passes (the output, up to 2 MB, read back from L3 each time) and stays one pass
-FM_KC, FM_KC_MIN_X = 512, 1 << 16
+# Measured on AVX2 only: with AVX-512 (one row group, Zen 4's 1 MB of L2) one pass stays
+FM_KC, FM_KC_MIN_X = 512, (1 << 16) if VECTOR_BITS < 512 else 1 << 62
 # Otherwise, from FM_KR_MIN_B columns on, each 8-row tile runs its blocks over FM_KR rows of x
 # at a time (the tile's sums carried in out between them, same order, same bits): a 16-column
 # strip of those rows (4 KB) stays in L1 for both of AVX2's row groups and every block, where
@@ -505,7 +506,7 @@ FM_KC, FM_KC_MIN_X = 512, 1 << 16
 # interleaved, time against one pass: B 48 at H 512 / 640 / 768 / 1024 0.67 / 0.76 / 0.60-0.65
 # / 0.76; B 64 at H 384-1024 0.88-0.98; B 128 H 256 / 1024 1.02 / 0.88; B 32 1.02-1.21 and B 16
 # 0.97-1.02 stay one pass
-FM_KR, FM_KR_MIN_B = 64, 48
+FM_KR, FM_KR_MIN_B = 64, 48 if VECTOR_BITS < 512 else 1 << 62
 
 
 @numba.njit(**_OPTS)   # also called by the whole-sequence loops below
