@@ -40,7 +40,7 @@ import numpy as np
 from .compiled import FASTMATH, I0, kernel
 from .gemm_kernels import (_C3, _C4, _C5, _C6, _C8, _C10, _C12, _H1, _H8, _H16, _P1, _P2, _P3, _P4, _P6, _P8,
                            _P10, _P12, _S3, _S4, _S5, _S6, _S8, _S10, _S12, _T1, _T8, _TT1, _TT8, _TT8P, _W8,
-                           _t8x8, VECTOR_BITS, prefetch)
+                           _t8x8, _tile, VECTOR_BITS, prefetch)
 from .gemm_kernels import transpose  # noqa: F401 - rnn_kernels.transpose
 
 _F = np.float32
@@ -507,6 +507,14 @@ FM_KC, FM_KC_MIN_X = 512, (1 << 16) if VECTOR_BITS < 512 else 1 << 62
 # / 0.76; B 64 at H 384-1024 0.88-0.98; B 128 H 256 / 1024 1.02 / 0.88; B 32 1.02-1.21 and B 16
 # 0.97-1.02 stay one pass
 FM_KR, FM_KR_MIN_B = 64, 48 if VECTOR_BITS < 512 else 1 << 62
+# On AVX2 a batch that is a multiple of 16 takes 6-row tiles instead (``_T6``, whole vectors:
+# 12 accumulators in one group, where the 8-row tile runs two groups of 8 and reads each
+# strip of x twice), each over FM_KR rows of x at a time, the rows past the last multiple of 6
+# one by one. Same bits. Interleaved against the 8-row tiles above, 20-step loops: forward
+# [4H x H] @ [H x B] at H 128-1024, B 16 / 32 / 48 / 64 / 128 0.85-0.99 / 0.83-1.00 / 0.84 /
+# 0.86-0.95 / 0.91; backward [H x 4H] @ [4H x B] 0.89-1.02
+FM_SIX = VECTOR_BITS < 512
+_T6 = _tile(6, False, masked=False) if FM_SIX else _T8     # (AVX-512 never calls it)
 
 
 @numba.njit(**_OPTS)   # also called by the whole-sequence loops below
@@ -588,8 +596,23 @@ def matmul_fm_t(a, at, x, out):
     # over a per block instead ran 5-15% slower ([4096, 1024] @ [1024, 64] 89 -> 104
     # GFLOP/s, [512, 128] @ [128, 64] 108 -> 115). Where x is larger than FM_KC_MIN_X
     # elements, in passes over FM_KC rows of x; else from FM_KR_MIN_B columns each tile over
-    # FM_KR rows at a time (see there)
+    # FM_KR rows at a time; on AVX2 whole 16-column blocks in 6-row tiles (FM_SIX, see there)
     kc = FM_KC if K > M and K * B >= FM_KC_MIN_X else K
+    if FM_SIX and nt == 0:
+        M6 = M - M % 6
+        for k0 in range(0, K, kc):
+            k1 = min(K, k0 + kc)
+            for i in range(0, M6, 6):
+                for j0 in range(k0, k1, FM_KR):
+                    j1 = min(k1, j0 + FM_KR)
+                    acc = 1 if j0 > 0 else 0
+                    for b0 in range(0, bf, 16):
+                        _T6(a, x, out, i, i, b0, 16, j0, j1, 0, acc)
+            acc = 1 if k0 > 0 else 0
+            for i in range(M6, M):
+                for b0 in range(0, bf, 16):
+                    _T1(a, x, out, i, i, b0, 16, k0, k1, 0, acc)
+        return
     kr = FM_KR if kc == K and B >= FM_KR_MIN_B else K
     end = bf + nt
     for k0 in range(0, K, kc):
