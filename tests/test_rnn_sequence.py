@@ -303,11 +303,12 @@ def test_compiled_recurrent_product_and_transpose():
                     # a batch of 7-8 from K = 192 on: the 48x8 tile
                     (70, 512, 8), (50, 600, 7), (96, 512, 24), (40, 192, 8), (50, 250, 7), (49, 191, 8),
                     # x of FM_KC_MIN_X elements or more with more rows than the output: passes of FM_KC rows
-                    (40, 1100, 64), (27, 2049, 40), (20, 1300, 57), (30, 1500, 56), (9, 4097, 16),
+                    (40, 1100, 64), (27, 2049, 50), (20, 1300, 57), (30, 1500, 56), (9, 4097, 49),
                     # FM_KR_MIN_B columns or more: each row tile over FM_KR rows of x at a time
                     (40, 200, 48), (70, 130, 57), (33, 65, 56), (19, 300, 50), (130, 64, 64),
-                    # a multiple of 16 columns on AVX2: 6-row tiles (FM_SIX), the rows past them one by one
-                    (12, 50, 32), (6, 5, 16), (5, 70, 48), (23, 129, 64)):
+                    # a multiple of 16 columns from FM_SIX_MIN_B on AVX2: 6-row tiles (FM_SIX), the rows
+                    # past them one by one
+                    (12, 50, 48), (6, 5, 64), (5, 70, 48), (23, 129, 64), (130, 200, 96)):
         w, r = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, b)).astype(np.float32)
         out = np.full((m, b), np.nan, np.float32)
         rnn_kernels.matmul_fm(w, r, out)

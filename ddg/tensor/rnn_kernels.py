@@ -488,7 +488,8 @@ def matmul_tn(a, fmaj, x, out1, c1, out2, add):
 # matmul_fm_t's row tiles read all of x for every 8 rows of a; where x is larger than L2 holds
 # beside the rest (the backward's [H, 4H] @ [4H, B]: x 512 KB at H 512, batch 64) each tile's
 # pass came from L3, and on AVX2 twice (the tile's rows in two groups). Where x has at least
-# FM_KC_MIN_X elements and more rows than the output, in passes over FM_KC rows of x (the
+# FM_KC_MIN_X elements and more rows than the output, from FM_SIX_MIN_B columns on (below,
+# batch 32 at H 1024 ran 1.07x as long), in passes over FM_KC rows of x (the
 # output read and written again per pass, each sum still formed in the same order: the same
 # bits): x's block stays in L2 and a 16-column strip of it in L1 for both groups. Zen 3, 1
 # thread, interleaved, GFLOP/s one pass -> passes, [H x 4H] @ [4H x B]: H 256 / 384 / 512 / 768
@@ -507,13 +508,18 @@ FM_KC, FM_KC_MIN_X = 512, (1 << 16) if VECTOR_BITS < 512 else 1 << 62
 # / 0.76; B 64 at H 384-1024 0.88-0.98; B 128 H 256 / 1024 1.02 / 0.88; B 32 1.02-1.21 and B 16
 # 0.97-1.02 stay one pass
 FM_KR, FM_KR_MIN_B = 64, 48 if VECTOR_BITS < 512 else 1 << 62
-# On AVX2 a batch that is a multiple of 16 takes 6-row tiles instead (``_T6``, whole vectors:
-# 12 accumulators in one group, where the 8-row tile runs two groups of 8 and reads each
-# strip of x twice), each over FM_KR rows of x at a time, the rows past the last multiple of 6
-# one by one. Same bits. Interleaved against the 8-row tiles above, 20-step loops: forward
-# [4H x H] @ [H x B] at H 128-1024, B 16 / 32 / 48 / 64 / 128 0.85-0.99 / 0.83-1.00 / 0.84 /
-# 0.86-0.95 / 0.91; backward [H x 4H] @ [4H x B] 0.89-1.02
-FM_SIX = VECTOR_BITS < 512
+# On AVX2 a batch that is a multiple of 16, from FM_SIX_MIN_B on, takes 6-row tiles instead
+# (``_T6``, whole vectors: 12 accumulators in one group, where the 8-row tile runs two groups
+# of 8 and reads each strip of x twice), each over FM_KR rows of x at a time, the rows past
+# the last multiple of 6 one by one. Same bits. Interleaved against the 8-row tiles above,
+# 20-step loops: forward [4H x H] @ [H x B] at H 128-1024, B 16 / 32 / 48 / 64 / 128
+# 0.85-0.99 / 0.83-1.00 / 0.84 / 0.86-0.95 / 0.91; backward [H x 4H] @ [4H x B] 0.89-1.02.
+# Whole training steps (the kernels before these three rules loaded beside these, switched
+# in one process, 11 rounds): LSTM 512:512:20:48 0.61-0.85, 512:512:20:64 0.89-0.96,
+# 768:768:20:64 0.88, GRU 512:512:20:64 0.76-0.93, LSTM 256:256:100:64 0.96-1.02; at batches
+# 16 and 32 the 6-row tiles and the passes ran 1.04-1.07 (LSTM 128:128:50:32,
+# 1024:1024:20:16, GRU 256:256:50:32), so below FM_SIX_MIN_B neither applies
+FM_SIX, FM_SIX_MIN_B = VECTOR_BITS < 512, 48
 _T6 = _tile(6, False, masked=False) if FM_SIX else _T8     # (AVX-512 never calls it)
 
 
@@ -597,8 +603,8 @@ def matmul_fm_t(a, at, x, out):
     # GFLOP/s, [512, 128] @ [128, 64] 108 -> 115). Where x is larger than FM_KC_MIN_X
     # elements, in passes over FM_KC rows of x; else from FM_KR_MIN_B columns each tile over
     # FM_KR rows at a time; on AVX2 whole 16-column blocks in 6-row tiles (FM_SIX, see there)
-    kc = FM_KC if K > M and K * B >= FM_KC_MIN_X else K
-    if FM_SIX and nt == 0:
+    kc = FM_KC if K > M and K * B >= FM_KC_MIN_X and B >= FM_SIX_MIN_B else K
+    if FM_SIX and nt == 0 and B >= FM_SIX_MIN_B:
         M6 = M - M % 6
         for k0 in range(0, K, kc):
             k1 = min(K, k0 + kc)
