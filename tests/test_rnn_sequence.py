@@ -364,6 +364,38 @@ def test_panel_product_bit_identical_to_the_tiles():
             np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * ((np.abs(w) @ np.abs(x)).max(initial=0) + 1))
 
 
+@pytest.mark.parametrize("B,reverse,lengths,zero_h0", [(16, False, False, False), (48, True, True, False),
+                                                       (20, False, True, True), (33, True, False, True)])
+def test_compiled_lstm_input_projections_before_the_loop(B, reverse, lengths, zero_h0, monkeypatch):
+    """From XPROJ_FM_MIN_B in the batch and XPROJ_FM_MIN_I inputs (here any) the LSTM's
+    input projections of all steps come from one product before the loop, which then skips
+    them (an empty ``xf``): the per-step route's values within float32 rounding, and the
+    float64 path's; forward and every gradient."""
+    from ddg.autograd.ops import rnn
+    from ddg.tensor import rnn_kernels
+    monkeypatch.setattr(rnn, "RELAYOUT_MIN_T", 0)
+    monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_T", 0)
+    monkeypatch.setattr(rnn, "XPROJ_FM_MIN_I", 0)
+    seen = []
+    fwd = rnn_kernels.lstm_forward_loop
+    monkeypatch.setattr(rnn_kernels, "lstm_forward_loop", lambda *a: (seen.append(a[1].shape[0]), fwd(*a))[1])
+    rng = np.random.default_rng(35)
+    arrs = _arrays(rng, "LSTM", 7, B, 9, 12, reverse)
+    if zero_h0:
+        arrs[1], arrs[2] = np.zeros_like(arrs[1]), np.zeros_like(arrs[2])
+    lens = np.arange(B) % 7 + 1 if lengths else None
+    monkeypatch.setattr(rnn, "XPROJ_FM_MIN_B", 1)
+    got = _seq_run("LSTM", arrs, np.float32, reverse, reverse, lens)
+    monkeypatch.setattr(rnn, "XPROJ_FM_MIN_B", 1 << 30)
+    steps = _seq_run("LSTM", arrs, np.float32, reverse, reverse, lens)
+    assert seen == [0, 7]                # the loop given no x: the projections made before it
+    ref = _seq_run("LSTM", arrs, np.float64, reverse, reverse, lens)
+    for g, o, r in zip(got, steps, ref):
+        tol = 2e-6 * (np.abs(r).max() + 1)
+        np.testing.assert_allclose(g, r, rtol=0, atol=tol)
+        np.testing.assert_allclose(g, o, rtol=0, atol=tol)
+
+
 @pytest.mark.parametrize("B,H,I,reverse,zero_h0,lengths", [
     (17, 9, 5, False, False, False), (21, 9, 3, True, True, True), (27, 16, 4, False, True, True),
     (33, 7, 6, True, False, False), (44, 12, 9, False, False, True), (24, 5, 2, True, False, True),

@@ -981,14 +981,17 @@ def lstm_forward_loop(w_ih, xf, w_hh, bias, order, first, valid, has_mask, ht, c
     ``matmul_wr`` on the saved rows ``hp[t]`` (zero, without the product, at step
     ``first``: a zero initial state; -1 for none). With ``fm`` the step's input projection
     ``act[t] = W_ih @ xf[t]`` (``xf`` ``[T, I, B]``, x feature-major) is formed here too,
-    just before the step reads it; else ``act`` holds them all on entry. ``wih_t``, ``whh_t``:
+    just before the step reads it, unless ``xf`` is empty (``rnn.XPROJ_FM_MIN_B``); else
+    ``act`` holds them all on entry. ``wih_t``, ``whh_t``:
     the weights' transposes for ``matmul_fm_t`` (or empty arrays); ``pih``, ``phh``: the
     weights' ``panels`` for ``matmul_fm_p``, which then forms the products (or empty)."""
     T = order.shape[0]
     for k in range(T):
         t = order[k]
         tn = order[k + 1] if k + 1 < T else -1
-        if fm and pih.shape[0] > 0:
+        if fm and xf.shape[0] == 0:
+            pass         # act holds every step's projection already (one product before the loop)
+        elif fm and pih.shape[0] > 0:
             matmul_fm_p(pih, xf[t], act[t])
         elif fm:
             matmul_fm_t(w_ih, wih_t, xf[t], act[t])

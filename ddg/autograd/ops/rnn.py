@@ -78,6 +78,13 @@ LSTM_FM_COLS = (3, 4, 5, 6, 9, 10)
 # below FM_MIN_B, the input projections of all steps come from one product (and a transposed
 # copy) from a W_ih of this many elements on (or at batch 1), else from numpy's stacked matmul
 XPROJ_ONE_MIN = 1 << 17
+# ... and so do the LSTM's from XPROJ_FM_MIN_B in the batch and XPROJ_FM_MIN_I input features
+# (else formed step by step in its loop, just before each step reads them). Training steps,
+# both routes in one process (11 rounds), one product / per step: I:H:T:B 512:512:20:48 0.93,
+# 512:512:20:64 0.97, 1024:1024:10:48 0.95; with fewer inputs the per-step blocks won (the
+# relayout to [T, 4H, B] costs more than the product saves): 256:256:50:48 1.05,
+# 128:256:50:64 1.10, 64:128:100:64 1.18
+XPROJ_FM_MIN_B, XPROJ_FM_MIN_I = 48, 512
 
 
 # below 16 in the batch, the compiled LSTM's products form batches of 3-6, 9-12 and 7-8 with
@@ -456,7 +463,8 @@ class RNNSequence(Function):
         hp = np.empty((T, B, H + I + pad if lstm else H), dt)
         if lstm:
             hp[:, :, H:H + I] = xt
-        if fm or (B > 1 and G * H * I < XPROJ_ONE_MIN):
+        pre = lstm and fm and B >= XPROJ_FM_MIN_B and I >= XPROJ_FM_MIN_I   # all steps' projections first
+        if (fm and not pre) or (not fm and B > 1 and G * H * I < XPROJ_ONE_MIN):
             xf = np.ascontiguousarray(xt.transpose(0, 2, 1))
             xgt = np.empty((T, G * H, B), dt) if lstm and fm else np.matmul(w_ih, xf)
         else:
@@ -464,7 +472,7 @@ class RNNSequence(Function):
             # each step's block transposed (the stacked matmul's T products with B columns
             # each repack W_ih: 5.5x slower at B=2 T=256 I=512; with a small W_ih the
             # transposed copy costs more than the repacking saves, 2.4x at B=4 H=I=128)
-            xf = np.empty((1, 1, 1), dt)
+            xf = np.empty((0 if pre else 1, 1, 1), dt)     # (none: the LSTM loop then skips them)
             rows = hp.reshape(T * B, hp.shape[2])[:, H:H + I] if lstm else xt.reshape(T * B, I)
             xgt = np.empty((T, G * H, B), dt)
             if T and B:
@@ -496,7 +504,7 @@ class RNNSequence(Function):
             wt = (none, none)
             pan = (np.empty((0, 0, 8), dt),) * 2
             if fm and relayout and panel_batch(B, H):   # matmul_fm_p, on strips of the weights' transposes
-                pan = (_panels(K, w_ih, B) if B > 16 or I >= PANEL_MIN_I else pan[0], _panels(K, w_hh, B))
+                pan = (_panels(K, w_ih, B) if (B > 16 or I >= PANEL_MIN_I) and not pre else pan[0], _panels(K, w_hh, B))
             elif fm and relayout and _cols_left(B, w_hh.size):   # W^T for matmul_fm_t (kept for backward)
                 # (gemm.transposed: float32 by 8x8 shuffle blocks, [1792 x 448] 0.4 -> 0.25 ms)
                 wt = (transposed(w_ih), transposed(w_hh))
