@@ -356,7 +356,6 @@ def _gemm64(dtype):
     fn = _add_gemm.get(dtype, False)
     if fn is not False:
         return fn
-    _add_gemm[dtype] = None                   # while checking: the check's own product declines
     c = "s" if dtype == np.float32 else "d"
     fn = _blas_function((f"scipy_cblas_{c}gemm64_", f"cblas_{c}gemm64_"))
     if fn is not None:
@@ -364,7 +363,7 @@ def _gemm64(dtype):
         fn.restype = None
         fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, i64, i64, i64, scalar, ptr, i64, ptr, i64,
                        scalar, ptr, i64]
-        _add_gemm[dtype] = fn
+        _add_gemm[dtype] = fn                 # the check's own product calls it
         if not _gemm_check(dtype):
             fn = None
     _add_gemm[dtype] = fn

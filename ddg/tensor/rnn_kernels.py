@@ -604,31 +604,22 @@ def matmul_fm_t(a, at, x, out):
     # elements, in passes over FM_KC rows of x; else from FM_KR_MIN_B columns each tile over
     # FM_KR rows at a time; on AVX2 whole 16-column blocks in 6-row tiles (FM_SIX, see there)
     kc = FM_KC if K > M and K * B >= FM_KC_MIN_X and B >= FM_SIX_MIN_B else K
-    if FM_SIX and nt == 0 and B >= FM_SIX_MIN_B:
-        M6 = M - M % 6
-        for k0 in range(0, K, kc):
-            k1 = min(K, k0 + kc)
-            for i in range(0, M6, 6):
-                for j0 in range(k0, k1, FM_KR):
-                    j1 = min(k1, j0 + FM_KR)
-                    acc = 1 if j0 > 0 else 0
-                    for b0 in range(0, bf, 16):
-                        _T6(a, x, out, i, i, b0, 16, j0, j1, 0, acc)
-            acc = 1 if k0 > 0 else 0
-            for i in range(M6, M):
-                for b0 in range(0, bf, 16):
-                    _T1(a, x, out, i, i, b0, 16, k0, k1, 0, acc)
-        return
-    kr = FM_KR if kc == K and B >= FM_KR_MIN_B else K
+    six = FM_SIX and nt == 0 and B >= FM_SIX_MIN_B
+    kr = FM_KR if B >= FM_KR_MIN_B and (six or kc == K) else K
+    R = 6 if six else 8
+    MR = M - M % R
     end = bf + nt
     for k0 in range(0, K, kc):
         k1 = min(K, k0 + kc)
-        for i in range(0, M8, 8):
+        for i in range(0, MR, R):
             for j0 in range(k0, k1, kr):
                 j1 = min(k1, j0 + kr)
                 acc = 1 if j0 > 0 else 0
                 for b0 in range(0, bf, 16):
-                    _T8(a, x, out, i, i, b0, 16, j0, j1, 0, acc)
+                    if six:
+                        _T6(a, x, out, i, i, b0, 16, j0, j1, 0, acc)
+                    else:
+                        _T8(a, x, out, i, i, b0, 16, j0, j1, 0, acc)
                 if nt == 24:
                     _W8(a, x, out, i, i, bf, 24, j0, j1, 0, acc)
                 elif nt > 8:
@@ -636,7 +627,7 @@ def matmul_fm_t(a, at, x, out):
                 elif nt > 0:
                     _H8(a, x, out, i, i, bf, nt, j0, j1, 0, acc)
         acc = 1 if k0 > 0 else 0
-        for i in range(M8, M):
+        for i in range(MR, M):
             for b0 in range(0, end, 16):
                 if end - b0 > 8:
                     _T1(a, x, out, i, i, b0, min(16, end - b0), k0, k1, 0, acc)

@@ -464,7 +464,7 @@ class RNNSequence(Function):
         if lstm:
             hp[:, :, H:H + I] = xt
         pre = lstm and fm and B >= XPROJ_FM_MIN_B and I >= XPROJ_FM_MIN_I   # all steps' projections first
-        if (fm and not pre) or (not fm and B > 1 and G * H * I < XPROJ_ONE_MIN):
+        if not pre and (fm or (B > 1 and G * H * I < XPROJ_ONE_MIN)):
             xf = np.ascontiguousarray(xt.transpose(0, 2, 1))
             xgt = np.empty((T, G * H, B), dt) if lstm and fm else np.matmul(w_ih, xf)
         else:
