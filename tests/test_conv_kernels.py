@@ -173,6 +173,58 @@ def test_per_sample_columns_path_forward_and_gradients(c, o, k, stride, pads, di
     assert gradgradcheck(lambda x, w: ddg.tanh(CV.Conv2d(stride, pads, dil, 1)(x, w)), ts[:2])
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_stem_output_in_c_order_meets_batch_innermost_layers(dtype, monkeypatch):
+    """A stem (per-sample columns, C-ordered output) into BatchNorm, ReLU, a padded 3x3
+    convolution and a residual add with that convolution's batch-innermost output: the copies
+    between the two layouts (the padded input, the add, ReLU's and the stem's gradients) go
+    by the blocked transpose (``gemm.relayout_into``) and give the values and gradients of
+    numpy's copies bit for bit."""
+    from ddg import nn
+    from ddg.tensor import conv_sample, gemm
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((16, 3, 32, 32)).astype(dtype)
+    g = rng.standard_normal((16, 16, 32, 32)).astype(dtype)
+    taken = []
+    real = gemm.relayout_into
+
+    def spy(dst, src):
+        done = real(dst, src)
+        taken.append(done)
+        return done
+
+    def run():
+        ddg.seed(5)
+        before = ddg.get_default_dtype()
+        ddg.set_default_dtype(dtype)
+        try:
+            stem, bn, conv = nn.Conv2D(3, 16, 3, padding=1), nn.BatchNorm2D(16), nn.Conv2D(16, 16, 3, padding=1)
+        finally:
+            ddg.set_default_dtype(before)
+        X = ddg.to_tensor(x)                        # data: no input gradient, as a first layer's
+        s = stem(X)
+        assert s._node.poly[0] is conv_sample.backward and s._data.flags.c_contiguous
+        h = F.relu(bn(s))
+        c = conv(h)
+        assert not c._data.flags.c_contiguous        # the block's convolution: batch-innermost
+        y = F.relu(c + h)
+        (y * ddg.to_tensor(g)).sum().backward()
+        # the gradients, and BatchNorm's running statistics (parameters without a gradient)
+        return [y.numpy()] + [(p.numpy() if p.stop_gradient else p.grad.numpy())
+                              for layer in (stem, bn, conv) for p in layer.parameters()]
+    monkeypatch.setattr(conv_sample, "pays", lambda x, w, g, *a: conv_sample.usable(x, w, g))
+    monkeypatch.setattr(gemm, "relayout_into", spy)
+    fast = run()
+    assert sum(taken) >= 4, taken      # padded input, residual add, ReLU's gradient, the stem's
+    monkeypatch.setattr(gemm, "RELAYOUT_MIN", 1 << 60)       # every copy numpy's
+    taken.clear()
+    slow = run()
+    assert not any(taken)
+    for a, b in zip(fast, slow):
+        assert a.dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(a, b)
+
+
 @pytest.mark.parametrize("c,hw,k,stride,x_grad,path", [(3, 32, 3, 1, False, "sample"), (1, 36, 5, 1, False, "sample"),
                                                        (3, 64, 7, 2, False, "stem"), (3, 64, 7, 2, True, "stem"),
                                                        (3, 64, 3, 2, True, "sample"), (3, 32, 3, 1, True, None),

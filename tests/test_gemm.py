@@ -266,6 +266,58 @@ def test_transposed_copies_every_layout(shape):
         np.testing.assert_array_equal(got, a.T)
 
 
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(64, 16, 17, 16), (2, 3, 64, 43), (5, 4096), (3, 7, 11, 13, 9), (129, 128)])
+def test_relayout_between_c_order_and_batch_innermost(shape, dt):
+    """``gemm.relayout_into`` copies an array between C order and the storage with axis 0
+    innermost, both ways, exactly (every rank 2-5, both float dtypes, row counts off the
+    transpose's 8-row blocks); ``c_contiguous`` gives the C-ordered copy of either."""
+    rng = np.random.default_rng(sum(shape))
+    a = rng.standard_normal(shape).astype(dt)
+    last = tuple(range(1, a.ndim)) + (0,)
+    first = (a.ndim - 1,) + tuple(range(a.ndim - 1))
+    inner = np.empty(a.shape[1:] + a.shape[:1], dt).transpose(first)     # axis 0 stored last
+    assert a.size >= gemm.RELAYOUT_MIN and inner.transpose(last).flags.c_contiguous
+    assert gemm.relayout_into(inner, a)
+    np.testing.assert_array_equal(inner, a)
+    back = np.empty(shape, dt)
+    assert gemm.relayout_into(back, inner)
+    np.testing.assert_array_equal(back, a)
+    got = gemm.c_contiguous(inner)
+    assert got.flags.c_contiguous
+    np.testing.assert_array_equal(got, a)
+    assert gemm.c_contiguous(a) is a
+
+
+def test_relayout_declines_and_leaves_the_target():
+    """What ``relayout_into`` does not copy (False, target untouched): small arrays, other
+    dtypes or shapes, one row, layouts other than the two, non-numpy arrays;
+    ``c_contiguous`` then still copies by numpy."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((16, 8, 16, 16)).astype(np.float32)
+
+    def inner(x):
+        return np.empty(x.shape[1:] + x.shape[:1], x.dtype).transpose(3, 0, 1, 2)
+    small = a[:, :1, :4, :4].copy()
+    cases = [(inner(small), small),                                         # under RELAYOUT_MIN
+             (inner(a).astype(np.float64), a),                              # dtypes differ
+             (inner(a.astype(np.int32)), a.astype(np.int32)),                # not a float array
+             (inner(a)[:, :, :, :8], a[:, :, :, :8].copy()),                 # target neither layout
+             (np.empty_like(a), a),                                          # both C order
+             (np.empty((8, 16, 16, 16), np.float32), a),                     # shapes differ
+             (np.empty((1, 2 ** 15), np.float32), rng.standard_normal((1, 2 ** 15)).astype(np.float32)),
+             (np.empty_like(a).transpose(0, 2, 3, 1).transpose(0, 3, 1, 2), a)]   # channels-last
+    for dst, src in cases:
+        before = dst.copy()
+        assert not gemm.relayout_into(dst, src)
+        np.testing.assert_array_equal(dst, before)
+    assert not gemm.relayout_into([[1.0]], a) and not gemm.relayout_into(inner(a), a.tolist())
+    strided = a.transpose(0, 2, 3, 1)
+    got = gemm.c_contiguous(strided)
+    assert got.flags.c_contiguous
+    np.testing.assert_array_equal(got, strided)
+
+
 def test_blas_thread_query(monkeypatch):
     n = gemm.blas_threads()
     assert n is None or n >= 1

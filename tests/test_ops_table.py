@@ -405,6 +405,36 @@ def test_add_of_batch_innermost_and_c_ordered_images_is_batch_innermost(order):
     assert (one + ddg.to_tensor(one.numpy()))._data.flags.c_contiguous
 
 
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+@pytest.mark.parametrize("order", ["ab", "ba"])
+@pytest.mark.parametrize("op", ["add", "subtract", "multiply", "divide"])
+def test_mixed_image_layouts_at_sizes_the_blocked_transpose_takes(op, order, dt):
+    """Past ``gemm.RELAYOUT_MIN`` the C-ordered operand goes into the batch-innermost
+    result by the blocked transpose and the op runs in place: numpy's values bit for bit,
+    either operand first, both float dtypes; gradients as for same-layout operands."""
+    from ddg.autograd.ops.conv import _is_chwn
+    from ddg.tensor import gemm
+    rng = np.random.default_rng(len(op) + len(order))
+    shape = (16, 8, 12, 12)                                # N, C, H, W
+    assert np.prod(shape) >= gemm.RELAYOUT_MIN
+    base = (rng.standard_normal(shape[1:] + shape[:1]) + 3.0).astype(dt)    # [C, H, W, N]
+    other = (rng.standard_normal(shape) + 3.0).astype(dt)
+    tb, to = ddg.to_tensor(base, stop_gradient=False), ddg.to_tensor(other, stop_gradient=False)
+    chwn = tb.transpose([3, 0, 1, 2])
+    a, b = (chwn, to) if order == "ab" else (to, chwn)
+    y = getattr(ddg, op)(a, b)
+    assert _is_chwn(y._data) and not y._data.flags.c_contiguous and y.dtype == a.dtype
+    np.testing.assert_array_equal(y.numpy(), getattr(np, op)(a.numpy(), b.numpy()))
+    g = rng.standard_normal(shape).astype(dt)
+    (y * ddg.to_tensor(g)).sum().backward()
+    rb = ddg.to_tensor(np.ascontiguousarray(base.transpose(3, 0, 1, 2)), stop_gradient=False)
+    ro = ddg.to_tensor(other, stop_gradient=False)
+    ra, rbb = (rb, ro) if order == "ab" else (ro, rb)
+    (getattr(ddg, op)(ra, rbb) * ddg.to_tensor(g)).sum().backward()
+    np.testing.assert_allclose(tb.grad.numpy(), rb.grad.numpy().transpose(1, 2, 3, 0), rtol=1e-6)
+    np.testing.assert_allclose(to.grad.numpy(), ro.grad.numpy(), rtol=1e-6)
+
+
 @pytest.mark.parametrize("op", ["subtract", "multiply", "divide"])
 def test_other_arithmetic_of_mixed_image_layouts_is_batch_innermost(op):
     """Subtract, multiply and divide follow the add's layout rule for a batch-innermost and

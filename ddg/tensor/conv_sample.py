@@ -14,6 +14,7 @@ column matrix, kh*kw times the image and far out of cache, were most of the time
 """
 import numpy as np
 
+from . import gemm
 from .compiled import jitable, kernel
 
 
@@ -148,7 +149,7 @@ def backward(state, gy, need_x, need_w, need_b=None):
     n = x_shape[0]
     o = w.shape[0]
     k = w.size // o
-    g3 = np.ascontiguousarray(gy, dtype=w.dtype).reshape(n, o, -1)
+    g3 = (gemm.c_contiguous(gy) if gy.dtype == w.dtype else np.ascontiguousarray(gy, dtype=w.dtype)).reshape(n, o, -1)
     gx = gw = gb = None
     if need_w or need_b:
         # with a bias the columns' row of ones gives its gradient as the product's last column
