@@ -176,10 +176,11 @@ def test_per_sample_columns_path_forward_and_gradients(c, o, k, stride, pads, di
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_stem_output_in_c_order_meets_batch_innermost_layers(dtype, monkeypatch):
     """A stem (per-sample columns, C-ordered output) into BatchNorm, ReLU, a padded 3x3
-    convolution and a residual add with that convolution's batch-innermost output: the copies
-    between the two layouts (the padded input, the add, ReLU's and the stem's gradients) go
-    by the blocked transpose (``gemm.relayout_into``) and give the values and gradients of
-    numpy's copies bit for bit."""
+    convolution and a residual add with that convolution's batch-innermost output, plus a
+    BatchNorm and a PReLU of the stem added to it: the copies between the two layouts (the
+    padded input, the adds, the gradients of ReLU, PReLU, BatchNorm and the stem) go by the
+    blocked transpose (``gemm.relayout_into``) and give the values and gradients of numpy's
+    copies bit for bit."""
     from ddg import nn
     from ddg.tensor import conv_sample, gemm
     rng = np.random.default_rng(7)
@@ -199,6 +200,7 @@ def test_stem_output_in_c_order_meets_batch_innermost_layers(dtype, monkeypatch)
         ddg.set_default_dtype(dtype)
         try:
             stem, bn, conv = nn.Conv2D(3, 16, 3, padding=1), nn.BatchNorm2D(16), nn.Conv2D(16, 16, 3, padding=1)
+            bn2, prelu = nn.BatchNorm2D(16), nn.PReLU(16)
         finally:
             ddg.set_default_dtype(before)
         X = ddg.to_tensor(x)                        # data: no input gradient, as a first layer's
@@ -207,21 +209,32 @@ def test_stem_output_in_c_order_meets_batch_innermost_layers(dtype, monkeypatch)
         h = F.relu(bn(s))
         c = conv(h)
         assert not c._data.flags.c_contiguous        # the block's convolution: batch-innermost
-        y = F.relu(c + h)
+        y = F.relu(c + h) + bn2(s) + prelu(s)
         (y * ddg.to_tensor(g)).sum().backward()
         # the gradients, and BatchNorm's running statistics (parameters without a gradient)
         return [y.numpy()] + [(p.numpy() if p.stop_gradient else p.grad.numpy())
-                              for layer in (stem, bn, conv) for p in layer.parameters()]
+                              for layer in (stem, bn, conv, bn2, prelu) for p in layer.parameters()]
     monkeypatch.setattr(conv_sample, "pays", lambda x, w, g, *a: conv_sample.usable(x, w, g))
     monkeypatch.setattr(gemm, "relayout_into", spy)
     fast = run()
-    assert sum(taken) >= 4, taken      # padded input, residual add, ReLU's gradient, the stem's
+    assert sum(taken) >= 7, taken      # the padded input, 3 adds, the gradients of ReLU, PReLU and BatchNorm
     monkeypatch.setattr(gemm, "RELAYOUT_MIN", 1 << 60)       # every copy numpy's
     taken.clear()
     slow = run()
     assert not any(taken)
     for a, b in zip(fast, slow):
         assert a.dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(a, b)
+    # the stem's own backward with a batch-innermost output gradient: C-ordered by the blocked
+    # transpose, the same input and weight gradients as from a C-ordered one
+    monkeypatch.setattr(gemm, "RELAYOUT_MIN", 1 << 14)
+    w = rng.standard_normal((16, 3, 3, 3)).astype(dtype)
+    state = conv_sample.forward(x, w, None, (1, 1), (1, 1, 1, 1), (1, 1), 32, 32)[1]
+    gy = np.ascontiguousarray(g.transpose(1, 2, 3, 0)).transpose(3, 0, 1, 2)
+    taken.clear()
+    got = conv_sample.backward(state, gy, True, True)
+    assert taken == [True]
+    for a, b in zip(got, conv_sample.backward(state, g, True, True)):
         np.testing.assert_array_equal(a, b)
 
 

@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from ...tensor import backend
+from ...tensor import backend, gemm
 from ...tensor.dtypes import upcast
 from ...tensor.kernels import clamp, normal_cdf
 from ...tensor.kernels import mask01 as _mask
@@ -98,7 +98,8 @@ class _Activation(Function):
         out = np.empty_like(a)
         if g.strides != a.strides or g.dtype != a.dtype or g.shape != a.shape:   # a's layout and dtype
             g2 = np.empty_like(a)
-            g2[...] = g
+            if not gemm.relayout_into(g2, g):   # between C order and batch-innermost: blocked
+                g2[...] = g
             g = g2
         k = _kernels()
         k.act_backward(getattr(k, self.kind), a.ravel("K"), g.ravel("K"), out.ravel("K"), *self._pvals(a.dtype))
@@ -593,7 +594,8 @@ class PRelu(Function):
         x = self.x
         if g.strides != x.strides or g.dtype != x.dtype or g.shape != x.shape:
             g2 = np.empty_like(x)
-            g2[...] = g
+            if not gemm.relayout_into(g2, g):   # between C order and batch-innermost: blocked
+                g2[...] = g
             g = g2
         gx = np.empty_like(x)
         gw = np.zeros(self.w.size, np.float64)

@@ -19,7 +19,7 @@ kernel, when they are None: the statistics were not differentiated):
 """
 import numpy as np
 
-from ...tensor import backend
+from ...tensor import backend, gemm
 from ...tensor.dtypes import upcast
 from ..function import Function
 from ..higher import live_input
@@ -53,7 +53,8 @@ def _like(a, g):
     """``g`` in ``a``'s layout and dtype (copied when it is not)."""
     if g.strides != a.strides or g.dtype != a.dtype or g.shape != a.shape:
         g2 = np.empty_like(a)
-        g2[...] = g
+        if not gemm.relayout_into(g2, g):   # between C order and batch-innermost: blocked
+            g2[...] = g
         return g2
     return g
 
@@ -223,7 +224,8 @@ class BatchNormAffine(Function):
             g = xp.zeros_like(xhat)
         elif g.strides != xhat.strides or g.dtype != xhat.dtype:   # broadcast or another layout: x's
             g2 = xp.empty_like(xhat)
-            g2[...] = g
+            if not gemm.relayout_into(g2, g):   # between C order and batch-innermost: blocked
+                g2[...] = g
             g = g2
         if self.act == "relu":   # the mask from y recomputed with the forward's operations
             g = xp.where(xhat * w + self.bx > 0, g, xp.zeros((), g.dtype))
