@@ -311,13 +311,21 @@ def relayout_into(dst, src):
     return True
 
 
+def copy_into(dst, src):
+    """``dst[...] = src`` (numpy or cupy arrays), by the blocked transpose where
+    ``relayout_into`` takes the two layouts."""
+    if not relayout_into(dst, src):
+        dst[...] = src
+
+
 def c_contiguous(a):
     """``np.ascontiguousarray(a)`` for a numpy array, from the batch-innermost layout by the
-    blocked transpose (``relayout_into``) where it applies."""
+    blocked transpose (``copy_into``)."""
     if a.flags.c_contiguous:
         return a
     out = np.empty(a.shape, a.dtype)
-    return out if relayout_into(out, a) else np.ascontiguousarray(a)
+    copy_into(out, a)
+    return out
 
 
 def stack_takes(dtype, m, n, k):

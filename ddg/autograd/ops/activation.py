@@ -98,8 +98,7 @@ class _Activation(Function):
         out = np.empty_like(a)
         if g.strides != a.strides or g.dtype != a.dtype or g.shape != a.shape:   # a's layout and dtype
             g2 = np.empty_like(a)
-            if not gemm.relayout_into(g2, g):   # between C order and batch-innermost: blocked
-                g2[...] = g
+            gemm.copy_into(g2, g)
             g = g2
         k = _kernels()
         k.act_backward(getattr(k, self.kind), a.ravel("K"), g.ravel("K"), out.ravel("K"), *self._pvals(a.dtype))
@@ -594,8 +593,7 @@ class PRelu(Function):
         x = self.x
         if g.strides != x.strides or g.dtype != x.dtype or g.shape != x.shape:
             g2 = np.empty_like(x)
-            if not gemm.relayout_into(g2, g):   # between C order and batch-innermost: blocked
-                g2[...] = g
+            gemm.copy_into(g2, g)
             g = g2
         gx = np.empty_like(x)
         gw = np.zeros(self.w.size, np.float64)

@@ -29,7 +29,7 @@ def _batch_inner_op(ufunc, a, b):
     block after it again, and likewise the gradients in backward (ResNet-style steps at C=16
     on 32x32, batch 64: six 4 MB transposing copies per step); with the result
     batch-innermost only the first mixed op pays. That one copies the C-ordered operand into
-    the result by the blocked transpose (``gemm.relayout_into``) and applies the op in place:
+    the result (by the blocked transpose, ``gemm.copy_into``) and applies the op in place:
     numpy's ufunc over the two layouts at once took 74-93 ms at [64, 16, 64, 64] float32,
     this 10 ms (the same values: each element is still ``a[i] (op) b[i]``)."""
     if type(a) is not np.ndarray or type(b) is not np.ndarray or a.ndim != 4 or a.shape != b.shape \
@@ -39,8 +39,7 @@ def _batch_inner_op(ufunc, a, b):
         if q.flags.c_contiguous and not p.flags.c_contiguous and p.transpose(1, 2, 3, 0).flags.c_contiguous:
             n, c, h, w = a.shape
             out = np.empty((c, h, w, n), a.dtype).transpose(3, 0, 1, 2)
-            if not gemm.relayout_into(out, q):
-                return ufunc(a, b, out=out)
+            gemm.copy_into(out, q)
             return ufunc(out, b, out=out) if q is a else ufunc(a, out, out=out)
     return None
 
@@ -327,8 +326,7 @@ def _act_backward(code, x, g, p0=0.0, p1=0.0, p2=0.0):
     x, out = _dense(x)
     if g.strides != x.strides or g.dtype != x.dtype or g.shape != x.shape:
         g2 = np.empty_like(x)
-        if not gemm.relayout_into(g2, g):   # a C-ordered x (a stem's output) with a batch-innermost g
-            g2[...] = g
+        gemm.copy_into(g2, g)
         g = g2
     k = _cpu_kernels()
     t = x.dtype.type

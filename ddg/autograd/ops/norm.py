@@ -53,8 +53,7 @@ def _like(a, g):
     """``g`` in ``a``'s layout and dtype (copied when it is not)."""
     if g.strides != a.strides or g.dtype != a.dtype or g.shape != a.shape:
         g2 = np.empty_like(a)
-        if not gemm.relayout_into(g2, g):   # between C order and batch-innermost: blocked
-            g2[...] = g
+        gemm.copy_into(g2, g)
         return g2
     return g
 
@@ -224,8 +223,7 @@ class BatchNormAffine(Function):
             g = xp.zeros_like(xhat)
         elif g.strides != xhat.strides or g.dtype != xhat.dtype:   # broadcast or another layout: x's
             g2 = xp.empty_like(xhat)
-            if not gemm.relayout_into(g2, g):   # between C order and batch-innermost: blocked
-                g2[...] = g
+            gemm.copy_into(g2, g)
             g = g2
         if self.act == "relu":   # the mask from y recomputed with the forward's operations
             g = xp.where(xhat * w + self.bx > 0, g, xp.zeros((), g.dtype))
