@@ -183,6 +183,46 @@ def test_rank_guard_sets_threads_from_its_own_node(monkeypatch):
     assert os.environ["OMP_NUM_THREADS"] == "9"
 
 
+def test_idle_wait_env_sleeps_only_on_an_oversubscribed_node():
+    Y = launcher_env.YIELD_VAR
+    for var in launcher_env.LOCAL_SIZE_VARS:             # MPICH/hydra, Open MPI, MVAPICH
+        for cpus in (1, 2, 8):
+            for ranks, want in ((cpus - 1, {}), (cpus, {}), (cpus + 1, {Y: "1"}), (4 * cpus, {Y: "1"})):
+                if ranks >= 1:
+                    assert launcher_env.idle_wait_env({var: str(ranks)}, cpus=cpus) == want, (var, ranks, cpus)
+            for user in ("0", "1", ""):                  # the user's setting stands, whatever it is
+                assert launcher_env.idle_wait_env({var: str(cpus + 1), Y: user}, cpus=cpus) == {}
+    assert launcher_env.idle_wait_env({}, cpus=1) == {}                 # no launcher: nothing known
+    assert launcher_env.idle_wait_env({"MPI_LOCALNRANKS": "x"}, cpus=1) == {}
+    n = os.cpu_count()
+    assert launcher_env.idle_wait_env({"MPI_LOCALNRANKS": str(n + 1)}) == {Y: "1"}   # the node's CPUs by default
+    assert launcher_env.idle_wait_env({"MPI_LOCALNRANKS": str(n)}) == {}
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) > 3, reason="needs more ranks than this machine has CPUs (at most 4)")
+@pytest.mark.parametrize("launcher", ["ddgrun", "mpiexec"])
+def test_ranks_beyond_the_cpus_wait_by_sleeping(launcher, tmp_path):
+    """MPI_Init reads MPICH's switch, so each rank sets it before MPI starts: on with more
+    ranks than CPUs, off with a rank per CPU, and a value the user gave is kept."""
+    Y = launcher_env.YIELD_VAR
+    prog = _script(tmp_path, f"""
+        import os
+        import ddg.distributed as dist
+        dist.init_parallel_env()
+        print(f"<rank {{dist.get_rank()}} wait {{os.environ.get('{Y}')}}>", flush=True)
+    """)
+    cpus = os.cpu_count()
+    for n, user, want in ((cpus + 1, None, "1"), (cpus, None, "None"), (cpus + 1, "0", "0")):
+        env = {k: v for k, v in _env().items() if k != Y}
+        if user is not None:
+            env[Y] = user
+        cmd = ([sys.executable, "-m", "launch.ddgrun"] if launcher == "ddgrun" else [ddgrun.find_mpiexec()])
+        r = subprocess.run(cmd + ["-n", str(n), sys.executable, prog], env=env, capture_output=True,
+                           text=True, timeout=60, cwd=REPO)
+        assert r.returncode == 0, r.stderr
+        assert sorted(re.findall(r"<rank (\d+) wait (\w+)>", r.stdout)) == [(str(i), want) for i in range(n)], r.stdout
+
+
 def test_hosts_all_on_this_machine(tmp_path):
     hosts = tmp_path / "hosts"
     hosts.write_text("# two simulated nodes\nlocalhost:2\n127.0.0.1:2   # the same machine\n")

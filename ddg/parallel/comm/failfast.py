@@ -42,7 +42,7 @@ import threading
 import time
 import traceback
 
-from .launcher_env import launched_under_mpi, launcher_rank
+from .launcher_env import idle_wait_env, launched_under_mpi, launcher_rank
 
 __all__ = ["arm", "armed", "stall_timeout", "StallWatchdog", "install_abort_excepthook",
            "guard_early_failures", "start_mpi", "DEFAULT_STALL_TIMEOUT"]
@@ -206,9 +206,13 @@ def start_mpi(timeout=None):
     A forked watchdog process (forked before MPI starts, so MPI never sees it) waits for
     a byte on a pipe; if ``MPI_Init`` has not returned after ``timeout`` seconds
     (``DDG_STALL_TIMEOUT``, default 300; 0: wait as long as it takes), it prints why and
-    kills this rank with SIGKILL, and the launcher ends the job."""
+    kills this rank with SIGKILL, and the launcher ends the job.
+
+    Before MPI starts, a node with more ranks than CPUs gets MPICH's sleeping wait
+    (:func:`~.launcher_env.idle_wait_env`)."""
     if "mpi4py.MPI" in sys.modules:
         return _mpi()
+    os.environ.update(idle_wait_env())     # read by MPI_Init: oversubscribed ranks sleep when waiting
     timeout = stall_timeout() if timeout is None else timeout
     if not timeout or not hasattr(os, "fork"):
         return _mpi()
