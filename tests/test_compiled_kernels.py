@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import numpy as np
 
@@ -56,35 +57,72 @@ def test_import_ddg_does_not_import_numba():
 
 
 def test_ranks_compiling_at_once_share_a_whole_cache(tmp_path):
+    """Three processes meet a new kernel at the same moment (each waits for a start file):
+    one compiles it, the other two wait for its lock and load what it wrote."""
     mod = tmp_path / "kmod.py"
     mod.write_text(textwrap.dedent("""
+        import os, sys, time
         import numpy as np
         from ddg.tensor.compiled import kernel
 
         @kernel
         def twice(x, out):
             for i in range(x.size):
-                out[i] = 2 * x[i]
+                out[i] = 2 * x[i] + np.tanh(x[i]) * 0
+            for i in range(x.size):
+                out[i] = out[i] + np.sqrt(x[i] * x[i]) * 0
 
         x = np.arange(5.0)
         out = np.empty_like(x)
+        while len(sys.argv) > 1 and not os.path.exists(sys.argv[1]):
+            time.sleep(0.001)
         twice(x, out)
         assert out.tolist() == [0.0, 2.0, 4.0, 6.0, 8.0], out
-        print("ok")
+        stats = twice.dispatcher().stats
+        print("ok", sum(stats.cache_misses.values()), sum(stats.cache_hits.values()))
     """))
     root = os.path.dirname(os.path.dirname(os.path.abspath(ddg.__file__)))
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"),
                PYTHONPATH=os.pathsep.join([str(tmp_path), root]))
-    procs = [subprocess.Popen([sys.executable, str(mod)], env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    go = tmp_path / "go"
+    procs = [subprocess.Popen([sys.executable, str(mod), str(go)], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    time.sleep(1.5)          # every process has imported numpy and ddg and waits for the file
+    go.touch()
+    counts = []
     for p in procs:
         out, err = p.communicate(timeout=120)
-        assert p.returncode == 0 and out.strip() == "ok", err
+        assert p.returncode == 0 and out.startswith("ok"), err
+        counts.append(tuple(int(v) for v in out.split()[1:]))
+    assert sorted(counts) == [(0, 1), (0, 1), (1, 0)], counts      # one compile, two loads
     cached = [f for _, _, files in os.walk(tmp_path / "cache") for f in files]
     assert any(f.endswith(".nbi") for f in cached) and any(f.endswith(".nbc") for f in cached), cached
     # a later process loads from the cache and still computes the right thing
     res = subprocess.run([sys.executable, str(mod)], env=env, capture_output=True, text=True, timeout=120)
-    assert res.returncode == 0 and res.stdout.strip() == "ok", res.stderr
+    assert res.returncode == 0 and res.stdout.split() == ["ok", "0", "1"], res.stderr
+
+
+def test_machine_lock_gives_up_after_its_wait(monkeypatch, tmp_path):
+    """A holder that never lets go (a rank stopped mid-compile) delays the others by at most
+    LOCK_WAIT seconds, then they compile without it; a released lock is taken again."""
+    import fcntl
+    from ddg.tensor import compiled
+    monkeypatch.setattr(compiled.tempfile, "gettempdir", lambda: str(tmp_path))
+    monkeypatch.setattr(compiled, "LOCK_WAIT", 0.3)
+    with compiled._machine_lock(fcntl, "k") as held:
+        assert held.fd is not None
+        code = ("import fcntl, time, sys\n"
+                "from ddg.tensor import compiled\n"
+                "compiled.tempfile.gettempdir = lambda: sys.argv[1]\n"
+                "compiled.LOCK_WAIT = 0.3\n"
+                "t = time.monotonic()\n"
+                "with compiled._machine_lock(fcntl, 'k') as lk:\n"
+                "    print(lk.fd is None, round(time.monotonic() - t, 1))\n")
+        res = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60)
+        got, waited = res.stdout.split()
+        assert res.returncode == 0 and got == "True" and 0.3 <= float(waited) < 5, res.stderr
+    with compiled._machine_lock(fcntl, "k") as again:
+        assert again.fd is not None
 
 
 def _compiled_functions(tree):

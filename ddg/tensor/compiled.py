@@ -21,6 +21,12 @@ How a kernel is written and used::
   ``NUMBA_CACHE_DIR`` when set. numba writes each cache file under a temporary name and renames
   it into place, so ranks that compile the same kernel at once each write a whole file and the
   last rename wins; a reader never sees half a file.
+- **Compiled once per machine.** Processes that meet a kernel's new signature at once (the
+  ranks of a job on its first run) take turns on a lock file per kernel (``fcntl.flock``, in
+  the temporary directory, :func:`_machine_lock`): the first compiles and writes the cache,
+  the others then load it instead of compiling the same code beside it. A process that
+  waits past :data:`LOCK_WAIT` seconds compiles without the lock; a lock's holder that dies
+  releases it with its last file descriptor.
 - **One thread** per kernel (no ``parallel=True``): ranks already fill the cores, and the
   BLAS thread count of the benchmarks is the kernel's too.
 - **Helpers** shared by kernels: ``@jitable`` on a module-level function makes it callable
@@ -31,7 +37,11 @@ How a kernel is written and used::
   numpy (``FLAGS_check_nan_inf`` and AMP's overflow checks rely on it).
 """
 import functools
+import hashlib
+import os
+import tempfile
 import threading
+import time
 
 import numpy as np
 
@@ -87,8 +97,70 @@ def kernel(fn=None, **options):
             with _lock:
                 if not compiled:
                     _register_helpers()
-                    compiled.append(_numba().njit(**opts)(fn))
+                    dispatcher = _numba().njit(**opts)(fn)
+                    if opts.get("cache"):
+                        _compile_under_machine_lock(dispatcher)
+                    compiled.append(dispatcher)
         return compiled[0](*args)
 
     call.py_func = fn
+    call.dispatcher = lambda: compiled[0] if compiled else None
     return call
+
+
+LOCK_WAIT = 120.0    # seconds a process waits for another's compile of the same kernel
+
+
+def _compile_under_machine_lock(dispatcher):
+    """Make ``dispatcher`` look in the disk cache and compile (on a miss) under an
+    inter-process lock of its own. numba calls ``compile`` only for a signature this
+    process has not loaded yet; the call that finds one goes straight to the compiled code."""
+    try:
+        import fcntl  # noqa: PLC0415 - POSIX only; elsewhere every process compiles, as numba does
+    except ImportError:
+        return
+    unlocked = dispatcher.compile
+    fn = dispatcher.py_func
+    where = getattr(getattr(dispatcher, "_cache", None), "_cache_path", "") or ""
+    key = hashlib.sha1(f"{where}|{fn.__module__}|{fn.__qualname__}".encode()).hexdigest()[:20]
+
+    def compile_locked(sig):
+        with _machine_lock(fcntl, key):
+            return unlocked(sig)
+
+    dispatcher.compile = compile_locked
+
+
+class _machine_lock:
+    """``with _machine_lock(fcntl, key):`` holds the lock file ``key`` in the temporary
+    directory (one per user), waiting at most :data:`LOCK_WAIT` seconds; past that, or
+    where the file cannot be made, the body runs without it."""
+
+    def __init__(self, fcntl, key):
+        self.fcntl, self.key, self.fd = fcntl, key, None
+
+    def __enter__(self):
+        fcntl = self.fcntl
+        try:
+            folder = os.path.join(tempfile.gettempdir(), f"ddg-kernel-locks-{os.getuid()}")
+            os.makedirs(folder, exist_ok=True)
+            fd = os.open(os.path.join(folder, self.key), os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError:
+            return self
+        deadline, pause = time.monotonic() + LOCK_WAIT, 0.005
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                self.fd = fd
+                return self
+            except OSError:
+                if time.monotonic() > deadline:
+                    os.close(fd)
+                    return self
+                time.sleep(pause)
+                pause = min(2 * pause, 0.1)
+
+    def __exit__(self, *exc):
+        if self.fd is not None:
+            os.close(self.fd)       # closing the descriptor releases the lock
+            self.fd = None
