@@ -93,8 +93,8 @@ def idle_wait_env(environ=None, cpus=None):
     already (the user's choice stands) or the launcher does not say how many ranks share the node.
 
     With more ranks than cores, a rank spinning in a collective holds a core that the rank
-    it waits for needs (a 3-rank job on 2 cores ran its MPI tests with a third less CPU
-    time sleeping). With a core per rank, spinning answers sooner and is left alone. The
+    it waits for needs (3 ranks on 2 cores ran the MPI tests with a fifth to a quarter
+    less CPU time sleeping). With a core per rank, spinning answers sooner and is left alone. The
     whole node's CPU count is used, not this process's affinity: a launcher that binds each
     rank to its own core narrows every rank's affinity to one without oversubscribing. Open
     MPI makes the same choice by itself (``mpi_yield_when_idle``)."""
