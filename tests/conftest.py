@@ -1,3 +1,4 @@
+import gc
 import os
 import re
 import sys
@@ -20,6 +21,14 @@ def pytest_configure(config):
     before this file ran."""
     from ddg.tensor import gemm
     gemm.set_blas_threads(1)
+
+
+def pytest_collection_finish(session):
+    """Move what collection built (thousands of test items, the imported modules) out of the
+    garbage collector's sight: each full collection afterwards walked all of it again, ~0.1 s
+    apiece (gc took 1.1-1.2 s of a 15 s run of five test files, 0.7-0.8 s frozen)."""
+    gc.collect()
+    gc.freeze()
 
 
 @pytest.fixture(autouse=True)
