@@ -217,6 +217,24 @@ _HOSTFILE_OPTS = {"-f", "-hostfile", "--hostfile", "-machinefile", "--machinefil
 _HOSTS_OPTS = {"-hosts", "-host", "--host", "-H"}
 
 
+# MPICH reads this in MPI_Init: 1 makes a waiting rank sleep between polls instead of
+# spinning. Each rank sets it itself from the launcher's count of ranks on its node
+# (ddg/parallel/comm/launcher_env.py); ddgrun sets it first where it knows better: simulated
+# nodes on this machine share its cores, and a program that imports mpi4py before ddg has
+# started MPI before ddg could set anything.
+SLEEPING_WAIT = "MPIR_CVAR_ENABLE_HEAVY_YIELD"
+
+
+def sleeping_wait(env, nprocs, opts):
+    """Set :data:`SLEEPING_WAIT` to 1 in ``env`` (unless it is set) when every one of the
+    ``nprocs`` ranks runs on this machine (no host named, or only this one) and they outnumber
+    its cores; returns ``env``."""
+    names_hosts = any(o.partition("=")[0] in _HOSTFILE_OPTS | _HOSTS_OPTS for o in opts)
+    if SLEEPING_WAIT not in env and nprocs > _cores() and (not names_hosts or hosts_all_here(opts)):
+        env[SLEEPING_WAIT] = "1"
+    return env
+
+
 def hosts_all_here(opts):
     """True when the hosts named in mpiexec's options (a hostfile, ``-hosts``) are all this
     machine (``localhost:2`` and ``127.0.0.1:2`` simulate two nodes on one): every rank
@@ -387,7 +405,8 @@ def main(argv=None):
         return 2
     # simulated nodes on this one machine share its cores: count every rank
     here = hosts_all_here(opts)
-    env = thread_env(nprocs if here else (per_node or nprocs), per_node_guard=not here)
+    env = sleeping_wait(thread_env(nprocs if here else (per_node or nprocs), per_node_guard=not here),
+                        nprocs, opts)
     if dry_run:
         print(shlex.join(cmd))
         return 0

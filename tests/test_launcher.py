@@ -203,7 +203,8 @@ def test_idle_wait_env_sleeps_only_on_an_oversubscribed_node():
 @pytest.mark.parametrize("launcher", ["ddgrun", "mpiexec"])
 def test_ranks_beyond_the_cpus_wait_by_sleeping(launcher, tmp_path):
     """MPI_Init reads MPICH's switch, so each rank sets it before MPI starts: on with more
-    ranks than CPUs, off with a rank per CPU, and a value the user gave is kept."""
+    ranks than CPUs, off with a rank per CPU, and a value the user gave is kept. A program
+    that imports mpi4py first gets it from ddgrun only."""
     Y = launcher_env.YIELD_VAR
     prog = _script(tmp_path, f"""
         import os
@@ -211,16 +212,28 @@ def test_ranks_beyond_the_cpus_wait_by_sleeping(launcher, tmp_path):
         dist.init_parallel_env()
         print(f"<rank {{dist.get_rank()}} wait {{os.environ.get('{Y}')}}>", flush=True)
     """)
+    # a program that starts MPI itself before ddg: only ddgrun, before the ranks exist, sets it
+    (tmp_path / "early").mkdir()
+    early = _script(tmp_path / "early", f"""
+        import os
+        from mpi4py import MPI
+        import ddg.distributed as dist
+        dist.init_parallel_env()
+        print(f"<rank {{dist.get_rank()}} wait {{os.environ.get('{Y}')}}>", flush=True)
+    """)
     cpus = os.cpu_count()
-    for n, user, want in ((cpus + 1, None, "1"), (cpus, None, "None"), (cpus + 1, "0", "0")):
+    cases = [(prog, cpus + 1, None, "1"), (prog, cpus, None, "None"), (prog, cpus + 1, "0", "0"),
+             (early, cpus + 1, None, "1" if launcher == "ddgrun" else "None")]
+    for program, n, user, want in cases:
         env = {k: v for k, v in _env().items() if k != Y}
         if user is not None:
             env[Y] = user
         cmd = ([sys.executable, "-m", "launch.ddgrun"] if launcher == "ddgrun" else [ddgrun.find_mpiexec()])
-        r = subprocess.run(cmd + ["-n", str(n), sys.executable, prog], env=env, capture_output=True,
+        r = subprocess.run(cmd + ["-n", str(n), sys.executable, program], env=env, capture_output=True,
                            text=True, timeout=60, cwd=REPO)
         assert r.returncode == 0, r.stderr
-        assert sorted(re.findall(r"<rank (\d+) wait (\w+)>", r.stdout)) == [(str(i), want) for i in range(n)], r.stdout
+        assert sorted(re.findall(r"<rank (\d+) wait (\w+)>", r.stdout)) == [(str(i), want) for i in range(n)], \
+            (program, r.stdout)
 
 
 def test_hosts_all_on_this_machine(tmp_path):
@@ -230,6 +243,20 @@ def test_hosts_all_on_this_machine(tmp_path):
     assert ddgrun.hosts_all_here(["--hostfile=" + str(hosts)]) and ddgrun.hosts_all_here(["-hosts", "localhost,127.0.0.1"])
     assert not ddgrun.hosts_all_here(["-hosts", "localhost,node-that-does-not-exist.invalid"])
     assert not ddgrun.hosts_all_here([]) and not ddgrun.hosts_all_here(["-f", str(tmp_path / "missing")])
+
+
+def test_ddgrun_sets_the_sleeping_wait_where_its_ranks_share_this_machine(tmp_path):
+    Y, cores = ddgrun.SLEEPING_WAIT, ddgrun._cores()
+    hosts = tmp_path / "hosts"
+    hosts.write_text("localhost:2\n127.0.0.1:2\n")
+    here = [[], ["-f", str(hosts), "-ppn", "2"], ["-hosts", "localhost,127.0.0.1"]]
+    for opts in here:
+        assert ddgrun.sleeping_wait({}, cores + 1, opts) == {Y: "1"}, opts
+        assert ddgrun.sleeping_wait({}, cores, opts) == {}, opts
+        assert ddgrun.sleeping_wait({Y: "0"}, cores + 1, opts) == {Y: "0"}, opts     # the user's stays
+    # another machine in the list: each rank decides from its own node's count
+    assert ddgrun.sleeping_wait({}, 4 * cores, ["-hosts", "localhost,node-that-does-not-exist.invalid"]) == {}
+    assert ddgrun.sleeping_wait({}, 4 * cores, ["-f", str(tmp_path / "missing")]) == {}
 
 
 def test_dry_run_prints_the_command(tmp_path):
