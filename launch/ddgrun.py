@@ -32,6 +32,7 @@ MPICH's hydra mpiexec reports a signaled rank by exiting with the bare signal nu
 ... (signal N)`` on its stdout, which ddgrun relays and reads to tell a rank killed by
 signal N from one that called ``exit(N)``.
 """
+import importlib
 import os
 import re
 import shlex
@@ -217,21 +218,26 @@ _HOSTFILE_OPTS = {"-f", "-hostfile", "--hostfile", "-machinefile", "--machinefil
 _HOSTS_OPTS = {"-hosts", "-host", "--host", "-H"}
 
 
-# MPICH reads this in MPI_Init: 1 makes a waiting rank sleep between polls instead of
-# spinning. Each rank sets it itself from the launcher's count of ranks on its node
-# (ddg/parallel/comm/launcher_env.py); ddgrun sets it first where it knows better: simulated
-# nodes on this machine share its cores, and a program that imports mpi4py before ddg has
-# started MPI before ddg could set anything.
-SLEEPING_WAIT = "MPIR_CVAR_ENABLE_HEAVY_YIELD"
+def _sibling(name):
+    """A module beside this file: ``launch.<name>`` (or ``ddg_launch.<name>`` installed), or
+    the plain file when this one runs as ``python launch/ddgrun.py``."""
+    if __package__:
+        return importlib.import_module(f"{__package__}.{name}")
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    return importlib.import_module(name)
 
 
 def sleeping_wait(env, nprocs, opts):
-    """Set :data:`SLEEPING_WAIT` to 1 in ``env`` (unless it is set) when every one of the
-    ``nprocs`` ranks runs on this machine (no host named, or only this one) and they outnumber
-    its cores; returns ``env``."""
+    """MPICH's sleeping wait for waiting ranks (``launcher_env.idle_wait_env``, ``1`` unless
+    ``env`` sets it) when every one of the ``nprocs`` ranks runs on this machine (no host
+    named, or only this one) and they outnumber its cores; returns ``env``. Each rank makes
+    the same choice before ``MPI_Init`` from its launcher's count of ranks on its node;
+    ddgrun knows better where simulated nodes share this machine's cores, and a program that
+    imports mpi4py before ddg has started MPI before ddg could choose."""
     names_hosts = any(o.partition("=")[0] in _HOSTFILE_OPTS | _HOSTS_OPTS for o in opts)
-    if SLEEPING_WAIT not in env and nprocs > _cores() and (not names_hosts or hosts_all_here(opts)):
-        env[SLEEPING_WAIT] = "1"
+    launcher_env = _sibling("rank_guard")._ENV      # ddg's launcher-variable module, by file path
+    if launcher_env is not None and (not names_hosts or hosts_all_here(opts)):
+        env.update(launcher_env.idle_wait_env(env, cpus=_cores(), ranks=nprocs))
     return env
 
 
@@ -412,11 +418,7 @@ def main(argv=None):
         return 0
     mpi = not (nprocs == 1 and not opts)
     if max_restarts:
-        if __package__:                   # installed as ddg_launch, or launch/ in a checkout
-            from . import restarts
-        else:                             # run as a file (python launch/ddgrun.py): beside it
-            sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-            import restarts
+        restarts = _sibling("restarts")
         try:
             pause = restarts.restart_pause()
         except ValueError as e:

@@ -246,7 +246,7 @@ def test_hosts_all_on_this_machine(tmp_path):
 
 
 def test_ddgrun_sets_the_sleeping_wait_where_its_ranks_share_this_machine(tmp_path):
-    Y, cores = ddgrun.SLEEPING_WAIT, ddgrun._cores()
+    Y, cores = launcher_env.YIELD_VAR, ddgrun._cores()
     hosts = tmp_path / "hosts"
     hosts.write_text("localhost:2\n127.0.0.1:2\n")
     here = [[], ["-f", str(hosts), "-ppn", "2"], ["-hosts", "localhost,127.0.0.1"]]

@@ -86,11 +86,12 @@ def without_launcher(environ=None, also=("DDG_FORCE_MPI",)):
 YIELD_VAR = "MPIR_CVAR_ENABLE_HEAVY_YIELD"
 
 
-def idle_wait_env(environ=None, cpus=None):
+def idle_wait_env(environ=None, cpus=None, ranks=None):
     """The variables to set before ``MPI_Init`` so that waiting ranks sleep instead of spin:
-    ``{YIELD_VAR: "1"}`` when the launcher started more ranks on this node than it has CPUs
-    (``cpus``, default ``os.cpu_count()``), else ``{}``; also ``{}`` when the variable is set
-    already (the user's choice stands) or the launcher does not say how many ranks share the node.
+    ``{YIELD_VAR: "1"}`` when more ranks share this node (``ranks``, default the launcher's
+    count) than it has CPUs (``cpus``, default ``os.cpu_count()``), else ``{}``; also ``{}``
+    when the variable is set already (the user's choice stands) or the count is unknown.
+    ddgrun asks it too, before the ranks exist, with its own count (launch/ddgrun.py).
 
     With more ranks than cores, a rank spinning in a collective holds a core that the rank
     it waits for needs (3 ranks on 2 cores ran the MPI tests with a fifth to a quarter
@@ -101,7 +102,7 @@ def idle_wait_env(environ=None, cpus=None):
     env = os.environ if environ is None else environ
     if YIELD_VAR in env:
         return {}
-    ranks = launcher_local_size(env)
+    ranks = launcher_local_size(env) if ranks is None else ranks
     cpus = os.cpu_count() if cpus is None else cpus
     if ranks is None or not cpus or ranks <= cpus:
         return {}
