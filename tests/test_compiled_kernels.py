@@ -9,6 +9,7 @@ import textwrap
 import time
 
 import numpy as np
+import pytest
 
 import ddg
 from ddg.tensor.compiled import kernel
@@ -277,3 +278,40 @@ def test_as_float32_reinterprets_the_low_32_bits():
         assert np.array([got], np.float32).view(np.uint32)[0] == np.array([want]).view(np.uint32)[0], hex(bits)
         if -(1 << 31) <= bits < (1 << 31):
             assert np.array([cast32(bits)], np.float32).view(np.uint32)[0] == np.array([want]).view(np.uint32)[0]
+
+
+_BLAS_PROBE = """
+import sys
+import numpy as np
+if sys.argv[1] == "numba-first":       # numba's registries loaded before ddg's kernels: no hook
+    import numba
+    numba.njit(lambda a: a + 1)(np.ones(2))
+import ddg
+from ddg.tensor import compiled, softmax_kernels as SK
+x = np.random.default_rng(0).standard_normal((4, 9)).astype(np.float32)
+got = SK.softmax_last(x.copy(), False, 1.0)
+e = np.exp(x - x.max(1, keepdims=True))
+assert np.allclose(got, e / e.sum(1, keepdims=True), atol=1e-6)
+import numba, numba.np.arraymath as am
+loaded = "scipy.linalg" in sys.modules
+assert not any(isinstance(f, compiled._DeferBlasProbe) for f in sys.meta_path)
+@numba.njit
+def dot(a, b):
+    return np.dot(a, b)
+a, b = np.arange(6.0).reshape(2, 3), np.arange(12.0).reshape(3, 4)
+np.testing.assert_allclose(dot(a, b), a @ b)
+print(int(loaded), int(am._HAVE_BLAS), int("scipy.linalg" in sys.modules))
+"""
+
+
+@pytest.mark.parametrize("order", ["ddg-first", "numba-first"])
+def test_kernels_load_without_scipy_linalg_and_numba_blas_still_works(order):
+    """Running a ddg kernel does not import scipy.linalg (numba's import-time BLAS probe, a
+    quarter second per process); numba's own np.dot in a user's kernel compiles and is right
+    afterwards, scipy then imported by numba's real check. Where numba loaded its registries
+    before ddg, nothing is hooked and numba behaves as it always does."""
+    pytest.importorskip("scipy")
+    res = subprocess.run([sys.executable, "-c", _BLAS_PROBE, order], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    loaded, have_blas, after = res.stdout.split()
+    assert (loaded, have_blas, after) == ("0" if order == "ddg-first" else "1", "1", "1")
