@@ -157,3 +157,60 @@ def test_linear_weight_gradient_added_into_grad_by_blas(any_size, monkeypatch, d
     assert used == [True, True]
     for t, f in zip((lin.weight, lin.bias, x), first):
         np.testing.assert_allclose(t.grad.numpy(), 2 * f, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("M,K,N", [(1, 1, 1), (6, 1, 4), (13, 17, 19), (64, 160, 96), (40, 700, 33)])
+def test_bias_product_for_every_layout(any_size, dt, M, K, N):
+    """``bias_product``: ``A @ B + bias`` with the bias as BLAS's starting values, every
+    operand layout, against float64; bit for bit numpy's ``A @ B + bias`` while the inner
+    index fits one block (the sum and the bias rounded once either way)."""
+    rng = np.random.default_rng(M * 1000 + K * 10 + N)
+    bias = rng.standard_normal(N).astype(dt)
+    tol = 1e-5 if dt == np.float32 else 1e-12
+    for fa, fb in FORMS:
+        A, B = _layout(rng, M, K, fa, dt), _layout(rng, K, N, fb, dt)
+        got = gemm.bias_product(A, B, bias)
+        assert got is not None and got.dtype == dt and got.shape == (M, N) and got.flags.c_contiguous, (fa, fb)
+        want = A.astype(np.float64) @ B.astype(np.float64) + bias
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol * K)
+        if K <= 160:
+            np.testing.assert_array_equal(got, A @ B + bias)
+
+
+def test_bias_product_declines():
+    """None (numpy's product and add then run) for a bias that is not one ``[N]`` vector of
+    A's dtype, operands of mixed dtypes or not numpy's, and outputs under the size rule."""
+    rng = np.random.default_rng(7)
+    A = rng.standard_normal((300, 20)).astype(np.float32)
+    B = rng.standard_normal((20, 300)).astype(np.float32)
+    b = rng.standard_normal(300).astype(np.float32)
+    assert gemm.bias_product(A, B, b) is not None
+    for args in ((A, B, b[None]), (A, B, b[:299]), (A, B, b.astype(np.float64)), (A.astype(np.float64), B, b),
+                 (A, B.astype(np.float16), b), (A, list(B), b), (A[:, :0], B[:0], b), (A[:200], B, b),
+                 (A, B[:, :15], b[:15])):
+        assert gemm.bias_product(*args) is None
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_linear_forward_starts_from_the_bias(monkeypatch, dt):
+    """A Linear layer's forward on numpy's BLAS (no AVX-512 kernel) takes ``bias_product``
+    at sizes past the rule, 2-D and 3-D inputs, and gives the float64 result."""
+    monkeypatch.setattr(gemm, "ENABLED", False)
+    used = []
+    real = gemm.bias_product
+    monkeypatch.setattr(gemm, "bias_product", lambda *a: (used.append(real(*a) is not None), real(*a))[1])
+    rng = np.random.default_rng(8)
+    ddg.set_default_dtype("float64" if dt == np.float64 else "float32")
+    try:
+        lin = ddg.nn.Linear(48, 300)
+    finally:
+        ddg.set_default_dtype("float32")
+    w, b = lin.weight.numpy().astype(np.float64), lin.bias.numpy().astype(np.float64)
+    tol = 1e-5 if dt == np.float32 else 1e-12
+    for shape in ((256, 48), (4, 80, 48)):
+        x = rng.standard_normal(shape).astype(dt)
+        y = lin(ddg.to_tensor(x)).numpy()
+        assert y.dtype == dt
+        np.testing.assert_allclose(y, x.astype(np.float64) @ w + b, rtol=tol, atol=tol)
+    assert used == [True, True]

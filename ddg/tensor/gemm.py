@@ -206,10 +206,36 @@ def product(A, B, bias=None):
         return out
     out = few_rows_product(A, B)
     if out is None:
+        if bias is not None:
+            out = bias_product(A, B, bias)
+            if out is not None:
+                return out
         out = A @ B
     if bias is not None:
         out += bias
     return out
+
+
+def bias_product(A, B, bias):
+    """``A @ B + bias`` (``bias`` a ``[N]`` vector of A's dtype) by numpy's BLAS with the bias
+    as the product's starting values (``blas_add_product``, ``beta = 1``), or None where that
+    does not take the operands. numpy's ``@`` zeroes its output, sums into it, and the bias
+    then took a third pass (the output read and written again); here the bias is written
+    where the zeros were. 1 thread, Zen 3, ms, ``@`` then ``+=`` -> this: [3200 x 256] @
+    [256 x 1024] 26.9 -> 25.2, [1024 x 256] @ [256 x 1024] 8.76 -> 8.00, [3200 x 256] @
+    [256 x 256] 7.06 -> 6.56, [1024 x 256] @ [256 x 256] 2.18 -> 2.16. Where the inner
+    index fits one of OpenBLAS's blocks the values are numpy's bit for bit (``acc + b``
+    rounded once either way); past it the bias joins the first block's partial sum."""
+    if type(bias) is not np.ndarray or bias.ndim != 1 or type(A) is not np.ndarray or A.ndim != 2 \
+            or type(B) is not np.ndarray or B.ndim != 2 or bias.dtype != A.dtype or B.dtype != A.dtype \
+            or A.dtype not in (np.float32, np.float64) or bias.shape[0] != B.shape[1]:
+        return None
+    M, N = A.shape[0], B.shape[1]
+    if M * N < ADD_MIN_OUT or min(M, N) < ADD_MIN_SIDE or _gemm64(A.dtype.type) is None:
+        return None
+    out = np.empty((M, N), A.dtype)
+    out[...] = bias
+    return out if _blas_add(A, B, out) else None
 
 
 #: below this many rows of ``A``, ``A @ B`` with B a transposed C-contiguous matrix (a Linear
