@@ -1,4 +1,4 @@
-"""Few-channel 3x3 convolutions as products of shifted windows (``ddg.tensor.conv_taps``,
+"""Few-channel 3x3, 5x5 and 7x7 convolutions as products of shifted windows (``ddg.tensor.conv_taps``,
 the register tiles ``gemm_kernels.conv_rows`` / ``conv_wgrad_rows``): where ``Conv2d`` takes
 them, output and the three gradients against float64 references (an einsum per tap, and
 ddg's own float64 path, whose gradients are checked by central differences in
@@ -31,13 +31,14 @@ def _reference(x, w, b, pads, gy):
     """float64 ``(y, gx, gw, gb)`` of the convolution, one einsum per tap."""
     x, w, gy = x.astype(np.float64), w.astype(np.float64), gy.astype(np.float64)
     n, c, h, wd = x.shape
+    kh, kw = w.shape[2:]
     xp = np.pad(x, ((0, 0), (0, 0), pads[:2], pads[2:]))
-    oh, ow = xp.shape[2] - 2, xp.shape[3] - 2
+    oh, ow = xp.shape[2] - kh + 1, xp.shape[3] - kw + 1
     y = np.zeros((n, w.shape[0], oh, ow))
     gxp = np.zeros_like(xp)
     gw = np.zeros(w.shape)
-    for i in range(3):
-        for j in range(3):
+    for i in range(kh):
+        for j in range(kw):
             win = xp[:, :, i:i + oh, j:j + ow]
             y += np.einsum("oc,nchw->nohw", w[:, :, i, j], win)
             gw[:, :, i, j] = np.einsum("nohw,nchw->oc", gy, win)
@@ -70,20 +71,39 @@ FAMILY = [
 ]
 
 
-@pytest.mark.parametrize("n,c,o,h,wd,pads", FAMILY)
+# 5x5 and 7x7 kernels (and the two mixed): pads up to the kernel's size less one per side;
+# taps 25-49 per input channel, so the weight gradient's inner length (taps x channels) is a
+# multiple of 3 only where the channels are (12, 24: the 3-row, 24-column tile) and of 4
+# otherwise (8, 16, 20, 32: the 4-row tiles)
+WIDE = [
+    (4, 16, 16, 12, 12, (2, 2, 2, 2), (5, 5)),
+    (3, 8, 16, 9, 11, (1, 3, 0, 4), (5, 5)),
+    (2, 12, 24, 8, 8, (2, 2, 2, 2), (5, 5)),       # 300 taps, 24 columns: the 3-row tile
+    (2, 8, 24, 8, 9, (2, 2, 2, 2), (5, 5)),        # 200 taps, 24 columns: not a multiple of 3, 4-row tiles
+    (1, 32, 12, 7, 6, (4, 4, 4, 4), (5, 5)),       # the output larger than the input
+    (2, 20, 8, 10, 13, (0, 0, 0, 0), (5, 5)),
+    (2, 16, 12, 9, 9, (3, 3, 3, 3), (7, 7)),
+    (1, 24, 24, 11, 10, (6, 6, 0, 1), (7, 7)),     # 1176 taps, 24 columns
+    (3, 8, 8, 8, 10, (2, 2, 3, 3), (5, 7)),
+    (2, 12, 16, 10, 6, (3, 3, 2, 2), (7, 5)),
+]
+
+
+@pytest.mark.parametrize("n,c,o,h,wd,pads,k", [f + ((3, 3),) for f in FAMILY] + WIDE)
 @pytest.mark.parametrize("layout", ["nchw", "chwn"])
-def test_taps_forward_and_gradients_against_float64(n, c, o, h, wd, pads, layout, on_avx2):
+def test_taps_forward_and_gradients_against_float64(n, c, o, h, wd, pads, k, layout, on_avx2):
+    taps = k[0] * k[1]
     x = RNG.standard_normal((n, c, h, wd)).astype(np.float32)
-    w = (RNG.standard_normal((o, c, 3, 3)) / np.sqrt(9 * c)).astype(np.float32)
+    w = (RNG.standard_normal((o, c) + k) / np.sqrt(taps * c)).astype(np.float32)
     b = RNG.standard_normal(o).astype(np.float32)
     if layout == "chwn":     # batch-innermost, as a conv net's own activations are laid out
         x = np.ascontiguousarray(x.transpose(1, 2, 3, 0)).transpose(3, 0, 1, 2)
     xt, wt, bt = (ddg.to_tensor(a, stop_gradient=False) for a in (x, w, b))
     y = F.conv2d(xt, wt, bt, padding=[pads[0], pads[1], pads[2], pads[3]])
-    assert y.dtype == ddg.float32 and len(on_avx2) == 1 and on_avx2[0] == (o, 9 * c)
+    assert y.dtype == ddg.float32 and len(on_avx2) == 1 and on_avx2[0] == (o, taps * c)
     gy = RNG.standard_normal(y.shape).astype(np.float32)
     (y * ddg.to_tensor(gy)).sum().backward()
-    assert len(on_avx2) == 2 and on_avx2[1] == (c, 9 * o)       # the input gradient's product
+    assert len(on_avx2) == 2 and on_avx2[1] == (c, taps * o)    # the input gradient's product
     ry, rgx, rgw, rgb = _reference(x, w, b, pads, gy)
     for got, ref in ((y.numpy(), ry), (xt.grad.numpy(), rgx), (wt.grad.numpy(), rgw), (bt.grad.numpy(), rgb)):
         assert got.dtype == np.float32 and got.shape == ref.shape
@@ -160,7 +180,16 @@ def test_taps_gate_follows_the_measured_range(on_avx2, monkeypatch):
     assert not _takes(16, 16, 32, stride=(2, 2))
     assert not _takes(16, 16, 32, dilation=(2, 2))
     assert not _takes(16, 16, 32, groups=2)
-    assert not _takes(16, 16, 32, k=5)
+    # 5x5 and 7x7: 8 to 32 channels on both sides, any batch and image size (the path otherwise
+    # is im2col); past 32 channels, other kernel sizes and pads of the kernel's size left alone
+    for c, o, hw, n in [(8, 8, 32, 32), (16, 16, 32, 32), (16, 16, 64, 64), (32, 32, 16, 64), (12, 32, 8, 16),
+                        (32, 8, 28, 1)]:
+        assert _takes(c, o, hw, n=n, k=5, pads=(2, 2, 2, 2)) and _takes(c, o, hw, n=n, k=7, pads=(3, 3, 3, 3))
+    for c, o in [(4, 16), (16, 36), (64, 64), (32, 64), (16, 14)]:
+        assert not _takes(c, o, 32, k=5, pads=(2, 2, 2, 2)), (c, o)
+    assert not _takes(16, 16, 32, k=4, pads=(2, 1, 2, 1)) and not _takes(16, 16, 32, k=9, pads=(4, 4, 4, 4))
+    assert _takes(16, 16, 32, k=5, pads=(4, 4, 0, 4)) and not _takes(16, 16, 32, k=5, pads=(5, 5, 2, 2))
+    assert not _takes(16, 16, 32, k=5, pads=(2, 2, 2, 2), stride=(2, 2))
     assert not _takes(16, 16, 32, pads=(3, 3, 1, 1))
     assert not _takes(16, 16, 3, pads=(0, 0, 0, 0))        # an output smaller than 4x4
     assert not _takes(16, 16, 32, dtype=np.float64)

@@ -1,6 +1,7 @@
 """Few-channel 3x3 stride-1 convolutions as products of shifted windows (``Conv2d``'s path for
 8 to 32 channels, at most 384 input x output channel pairs (more on small images and
-batches), where the CPU has AVX2 but not AVX-512: ``takes``).
+batches), where the CPU has AVX2 but not AVX-512: ``takes``); likewise 5x5 and 7x7 kernels
+with 8 to 32 channels, where the alternative is im2col.
 
 Winograd F(4x4, 3x3) makes a 3x3 convolution 36 products ``[O x C] @ [C x tiles]`` per
 block of tiles. With 16 channels each has only 16 inner values: OpenBLAS ran them at 22-26
@@ -58,43 +59,62 @@ MAX_PAIRS_FEW, FEW_VALUES = 1024, 2048
 #: the rows into spans of 256-1024 values lifted batch 64 only to 38-43 GFLOP/s and slowed
 #: the rest
 MAX_TAP_ROWS_BYTES = 320 * 1024
+#: 5x5 and 7x7 kernels (any mix) with 8 to WIDE_MAX_CHANNELS channels on both sides. The
+#: path otherwise is im2col and one product: columns of 25-49 taps per input channel, 4-40 MB
+#: written and read again, at 1.3-3.3x torch's time. Forward + backward of one layer (pad
+#: k // 2), windows / im2col, then windows / torch (Zen 3, 1 thread, best of 5 in 3
+#: interleaved rounds): 5x5 16 -> 16 on 32x32 batch 32 0.48 / 1.45, on 64x64 batch 8 0.39 /
+#: 1.01, on 8x8 batch 64 0.71 / 1.44; 8 -> 16 on 28x28 batch 64 0.39 / 1.26; 16 -> 32 on
+#: 16x16 0.71 / 1.22; 12 -> 32 on 32x32 0.43 / 0.74; 24 -> 24 on 24x24 0.65 / 1.13; 32 -> 32
+#: on 32x32 batch 16 0.55 / 1.00, on 16x16 batch 32 0.99 / 1.74; 8 -> 8 0.88 / 1.18; 7x7
+#: 16 -> 16 on 32x32 0.48 / 0.92, 32 -> 16 0.50 / 1.30, 32 -> 32 on 16x16 0.54 / 1.07. Past
+#: 32 channels the product's inner length is long enough for OpenBLAS: 32 -> 64 1.06, 64 ->
+#: 64 1.06, 64 -> 128 and 128 -> 128 on 8x8 1.45-1.47 of im2col's time; left to it. No
+#: size limit on the rows: at 5 rows per channel they pass L2 at batch 32 on 32x32 (400 KB)
+#: and still ran at half im2col's time
+WIDE_KERNELS, WIDE_MAX_CHANNELS = (5, 7), 32
 
 
 def takes(x, w, groups, stride, dilation, pads):
-    """Whether ``Conv2d`` runs this path: a numpy float32 3x3 convolution, stride 1, no
-    dilation, one group, padding of at most 2 per side, an output of at least 4x4, channels in
-    the measured range above; where the fused register tiles run (``gemm.FUSED``) and numpy's
-    BLAS takes the Linear products (``gemm.ENABLED`` False: an AVX2 CPU, where this was
-    measured) with one thread."""
+    """Whether ``Conv2d`` runs this path: a numpy float32 3x3, 5x5 or 7x7 convolution (5 and 7
+    mixed too), stride 1, no dilation, one group, padding under the kernel's size per side,
+    an output of at least 4x4, channels multiples of 4 in the measured ranges above; where
+    the fused register tiles run (``gemm.FUSED``) and numpy's BLAS takes the Linear products
+    (``gemm.ENABLED`` False: an AVX2 CPU, where this was measured) with one thread."""
     if not gemm.FUSED or gemm.ENABLED:
         return False
     if type(x) is not np.ndarray or type(w) is not np.ndarray or x.dtype != np.float32 or w.dtype != np.float32:
         return False
     o, c, kh, kw = w.shape
     n, _, h, wd = x.shape
-    oh, ow = h + pads[0] + pads[1] - 2, wd + pads[2] + pads[3] - 2
+    oh, ow = h + pads[0] + pads[1] - kh + 1, wd + pads[2] + pads[3] - kw + 1
     pairs = c * o
-    return (kh == kw == 3 and groups == 1 and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1)
-            and max(pads) <= 2 and min(oh, ow) >= 4 and c % 4 == 0 and o % 4 == 0
-            and min(c, o) >= MIN_CHANNELS and max(c, o) >= WIDE_CHANNELS
-            and (pairs <= MAX_PAIRS or (pairs <= MAX_PAIRS_SMALL and oh * ow <= SMALL_PIXELS)
-                 or (pairs <= MAX_PAIRS_FEW and n * oh * ow <= FEW_VALUES))
-            # 3 rows of 4-byte values per channel, of the padded input or output gradient
-            and 12 * max(c, o) * max(wd + pads[2] + pads[3], ow + 4) * n <= MAX_TAP_ROWS_BYTES
-            and gemm.blas_threads() == 1)
+    if not (groups == 1 and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1) and min(oh, ow) >= 4
+            and c % 4 == 0 and o % 4 == 0 and max(pads[:2]) < kh and max(pads[2:]) < kw
+            and gemm.blas_threads() == 1):
+        return False
+    # kh rows of 4-byte values per channel, of the padded input or the output gradient
+    rows = 4 * kh * max(c, o) * max(wd + pads[2] + pads[3], ow + 2 * kw - 2) * n
+    if kh == kw == 3:
+        return (min(c, o) >= MIN_CHANNELS and max(c, o) >= WIDE_CHANNELS
+                and (pairs <= MAX_PAIRS or (pairs <= MAX_PAIRS_SMALL and oh * ow <= SMALL_PIXELS)
+                     or (pairs <= MAX_PAIRS_FEW and n * oh * ow <= FEW_VALUES))
+                and rows <= MAX_TAP_ROWS_BYTES)
+    return kh in WIDE_KERNELS and kw in WIDE_KERNELS and MIN_CHANNELS <= min(c, o) and max(c, o) <= WIDE_MAX_CHANNELS
 
 
 def forward(x, w, b, pads, oh, ow):
-    """``(y, state)``: the convolution of ``x`` [N, C, H, W] with ``w`` [O, C, 3, 3] (plus
+    """``(y, state)``: the convolution of ``x`` [N, C, H, W] with ``w`` [O, C, kh, kw] (plus
     ``b`` [O] where not None), ``y`` a batch-innermost view [N, O, OH, OW]."""
     from . import gemm_kernels  # noqa: PLC0415 - numba with the first call
     n, c, h, wd = x.shape
     o = w.shape[0]
     xp = padded_batch_inner(x, pads)
     hp, wp = xp.shape[1:3]
-    tab = _window_table(c, hp * wp * n, 3, 3, wp, n)
+    kh, kw = w.shape[2:]
+    tab = _window_table(c, hp * wp * n, kh, kw, wp, n)
     y = np.empty((o, oh * ow * n), np.float32)
-    gemm_kernels.conv_rows(np.ascontiguousarray(w).reshape(o, 9 * c), xp, tab, y, oh, ow, n, wp * n, 0)
+    gemm_kernels.conv_rows(np.ascontiguousarray(w).reshape(o, kh * kw * c), xp, tab, y, oh, ow, n, wp * n, 0)
     y = y.reshape(o, oh, ow, n)
     if b is not None:
         y += b.reshape(o, 1, 1, 1)
@@ -106,24 +126,24 @@ def backward(state, gy, need_x, need_w):
     each None unless asked for."""
     from . import gemm_kernels  # noqa: PLC0415
     xp, w, tab, (pt, _, pl, _), (n, c, h, wd) = state
-    o = w.shape[0]
+    o, _, kh, kw = w.shape
     oh, ow = gy.shape[2:]
     gy = gy.astype(np.float32, copy=False)
     gx = gw = None
     if need_w:
         g2 = np.ascontiguousarray(gy.transpose(1, 2, 3, 0)).reshape(o, -1)
-        gwt = np.empty((9 * c, o), np.float32)
+        gwt = np.empty((kh * kw * c, o), np.float32)
         gemm_kernels.conv_wgrad_rows(xp, tab, gemm.transposed(g2), gwt, oh, ow, n, xp.shape[2] * n)
-        gw = np.ascontiguousarray(gwt.T).reshape(o, c, 3, 3)
+        gw = np.ascontiguousarray(gwt.T).reshape(o, c, kh, kw)
     if need_x:
-        # the input's gradient is the output gradient, padded by 2, convolved with the kernel
+        # the input's gradient is the output gradient, padded by kh - 1 and kw - 1, convolved with the kernel
         # flipped in both axes and its channel axes swapped (pixel (y, x) of the padded input
         # at (y + pt, x + pl); the padding's own pixels are not computed)
-        gp = padded_batch_inner(gy, (2, 2, 2, 2))
-        wf = np.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3)).reshape(c, 9 * o)
+        gp = padded_batch_inner(gy, (kh - 1, kh - 1, kw - 1, kw - 1))
+        wf = np.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3)).reshape(c, kh * kw * o)
         rowg = gp.shape[2]
         gx = np.empty((c, h * wd * n), np.float32)
-        gemm_kernels.conv_rows(wf, gp, _window_table(o, gp.shape[1] * rowg * n, 3, 3, rowg, n), gx, h, wd, n,
+        gemm_kernels.conv_rows(wf, gp, _window_table(o, gp.shape[1] * rowg * n, kh, kw, rowg, n), gx, h, wd, n,
                                rowg * n, (pt * rowg + pl) * n)
         gx = gx.reshape(c, h, wd, n).transpose(3, 0, 1, 2)
     return gx, gw

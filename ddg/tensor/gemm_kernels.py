@@ -883,7 +883,8 @@ def conv_rows(a, b, tab, out, oh, ow, n, rowb, base):
 def conv_wgrad_rows(x, tab, gt, out, oh, ow, n, rowb):
     """The weight gradient of ``conv_rows`` (base 0) transposed: ``out[k, o] = sum_{y, x, v}
     x[tab[k] + y*rowb + x*n + v] * gt[(y*ow + x)*n + v, o]`` (``gt`` the output gradient
-    ``[oh*ow*n, O]``, ``out`` ``[K, O]``, K a multiple of 12): per output row, register tiles
+    ``[oh*ow*n, O]``, ``out`` ``[K, O]``, K a multiple of 4, the 3-row tiles only where it is one
+    of 3 too: 5x5 and 7x7 taps of 4k channels): per output row, register tiles
     (4 x 16, 4 x 8 or 3 x 24) whose A rows are the taps' windows read in place sum the row's
     ``ow*n`` terms into ``out``, which is then added into a float64 total (one float32 sum
     over every row of a 224x224 image ran 1.2e-5 off float64 relative to the largest value,
@@ -900,7 +901,7 @@ def conv_wgrad_rows(x, tab, gt, out, oh, ow, n, rowb):
         b0 = 0
         while b0 < O:
             rem = O - b0
-            if 16 < rem <= 24 or rem >= 48:      # 24 columns (the last 17-24 masked past rem)
+            if (16 < rem <= 24 or rem >= 48) and K % 3 == 0:     # 24 columns (the last 17-24 masked)
                 nb = min(24, rem)
                 for i in range(0, K, 3):
                     _WR24(x, gt, out, out, t, i, i, b0, nb, y * row, (y + 1) * row, 0, 0)
