@@ -110,6 +110,29 @@ def test_taps_forward_and_gradients_against_float64(n, c, o, h, wd, pads, k, lay
         np.testing.assert_allclose(got, ref, rtol=0, atol=2e-6 * np.abs(ref).max())
 
 
+@pytest.mark.parametrize("n,o,h,wd,pads,k", [(4, 16, 12, 12, (2, 2, 2, 2), 5), (2, 8, 9, 13, (0, 4, 1, 3), 5),
+                                             (3, 12, 10, 10, (3, 3, 3, 3), 7), (1, 16, 8, 11, (6, 0, 2, 2), 7)])
+@pytest.mark.parametrize("layout", ["nchw", "chwn"])
+def test_taps_three_channel_first_layer_against_float64(n, o, h, wd, pads, k, layout, on_avx2):
+    """A 3-channel (RGB) first layer, 5x5 or 7x7: the input and the weight with a zero fourth
+    channel for the tiles; output and all three gradients against float64, none of the padding
+    channel's values leaking into them."""
+    x = RNG.standard_normal((n, 3, h, wd)).astype(np.float32)
+    w = (RNG.standard_normal((o, 3, k, k)) / k).astype(np.float32)
+    b = RNG.standard_normal(o).astype(np.float32)
+    if layout == "chwn":
+        x = np.ascontiguousarray(x.transpose(1, 2, 3, 0)).transpose(3, 0, 1, 2)
+    xt, wt, bt = (ddg.to_tensor(a, stop_gradient=False) for a in (x, w, b))
+    y = F.conv2d(xt, wt, bt, padding=list(pads))
+    gy = RNG.standard_normal(y.shape).astype(np.float32)
+    (y * ddg.to_tensor(gy)).sum().backward()
+    assert on_avx2 == [(o, k * k * 4), (4, k * k * o)]
+    ry, rgx, rgw, rgb = _reference(x, w, b, pads, gy)
+    for got, ref in ((y.numpy(), ry), (xt.grad.numpy(), rgx), (wt.grad.numpy(), rgw), (bt.grad.numpy(), rgb)):
+        assert got.dtype == np.float32 and got.shape == ref.shape
+        np.testing.assert_allclose(got, ref, rtol=0, atol=2e-6 * np.abs(ref).max())
+
+
 @pytest.mark.parametrize("need", ["x", "w"])
 def test_taps_one_gradient_matches_ddg_float64(need, on_avx2):
     """Only one of the gradients asked for (a frozen weight, a stem's input): the one asked
@@ -190,6 +213,10 @@ def test_taps_gate_follows_the_measured_range(on_avx2, monkeypatch):
     assert not _takes(16, 16, 32, k=4, pads=(2, 1, 2, 1)) and not _takes(16, 16, 32, k=9, pads=(4, 4, 4, 4))
     assert _takes(16, 16, 32, k=5, pads=(4, 4, 0, 4)) and not _takes(16, 16, 32, k=5, pads=(5, 5, 2, 2))
     assert not _takes(16, 16, 32, k=5, pads=(2, 2, 2, 2), stride=(2, 2))
+    # 3-channel first layers: 5x5 and 7x7 to 8-16 channels (other first layers have their own paths)
+    assert _takes(3, 16, 32, n=32, k=5, pads=(2, 2, 2, 2)) and _takes(3, 8, 64, k=7, pads=(3, 3, 3, 3))
+    for c, o, k in [(3, 32, 5), (3, 16, 3), (1, 16, 5), (2, 16, 5), (3, 4, 5), (3, 64, 7), (3, 14, 5)]:
+        assert not _takes(c, o, 32, k=k, pads=(k // 2,) * 4), (c, o, k)
     assert not _takes(16, 16, 32, pads=(3, 3, 1, 1))
     assert not _takes(16, 16, 3, pads=(0, 0, 0, 0))        # an output smaller than 4x4
     assert not _takes(16, 16, 32, dtype=np.float64)

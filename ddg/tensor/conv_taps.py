@@ -73,6 +73,12 @@ MAX_TAP_ROWS_BYTES = 320 * 1024
 #: size limit on the rows: at 5 rows per channel they pass L2 at batch 32 on 32x32 (400 KB)
 #: and still ran at half im2col's time
 WIDE_KERNELS, WIDE_MAX_CHANNELS = (5, 7), 32
+#: First layers of 3 channels (RGB; a zero channel added, the tiles' rows of A go in fours) with 5x5 or 7x7 kernels and STEM_MIN_OUT to STEM_MAX_OUT outputs: the weight
+#: gradient and forward (no input gradient: the data), windows / the path before / torch:
+#: 5x5 3 -> 16 32x32 batch 32 0.71 / 1.50, 7x7 3 -> 16 batch 16 0.58 / 1.34. Left out: 5x5 3
+#: -> 32 (1.00), 1 -> 16 (1.29), 3x3 3 -> 8 / 16 / 32 / 64 (1.05-2.01) and 7x7 3 -> 64
+#: (1.50), where the paths for first layers (``conv_sample``, ``conv_strided``) win
+STEM_KERNELS, STEM_MIN_OUT, STEM_MAX_OUT = (5, 7), 8, 16
 
 
 def takes(x, w, groups, stride, dilation, pads):
@@ -90,8 +96,11 @@ def takes(x, w, groups, stride, dilation, pads):
     oh, ow = h + pads[0] + pads[1] - kh + 1, wd + pads[2] + pads[3] - kw + 1
     pairs = c * o
     if not (groups == 1 and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1) and min(oh, ow) >= 4
-            and c % 4 == 0 and o % 4 == 0 and max(pads[:2]) < kh and max(pads[2:]) < kw
-            and gemm.blas_threads() == 1):
+            and o % 4 == 0 and max(pads[:2]) < kh and max(pads[2:]) < kw and gemm.blas_threads() == 1):
+        return False
+    if c < 4:
+        return c == 3 and kh == kw and kh in STEM_KERNELS and STEM_MIN_OUT <= o <= STEM_MAX_OUT
+    if c % 4:
         return False
     # kh rows of 4-byte values per channel, of the padded input or the output gradient
     rows = 4 * kh * max(c, o) * max(wd + pads[2] + pads[3], ow + 2 * kw - 2) * n
@@ -112,6 +121,11 @@ def forward(x, w, b, pads, oh, ow):
     xp = padded_batch_inner(x, pads)
     hp, wp = xp.shape[1:3]
     kh, kw = w.shape[2:]
+    if c % 4:       # a first layer's 3 channels: a zero channel added (the tiles' rows of A go in fours)
+        c4 = c + (-c) % 4
+        xp = np.concatenate([xp, np.zeros((c4 - c,) + xp.shape[1:], np.float32)])
+        w = np.concatenate([w, np.zeros((o, c4 - c, kh, kw), np.float32)], axis=1)
+        c = c4
     tab = _window_table(c, hp * wp * n, kh, kw, wp, n)
     y = np.empty((o, oh * ow * n), np.float32)
     gemm_kernels.conv_rows(np.ascontiguousarray(w).reshape(o, kh * kw * c), xp, tab, y, oh, ow, n, wp * n, 0)
@@ -125,8 +139,8 @@ def backward(state, gy, need_x, need_w):
     """``(gx, gw)`` of ``forward`` for the output gradient ``gy`` [N, O, OH, OW] (any layout),
     each None unless asked for."""
     from . import gemm_kernels  # noqa: PLC0415
-    xp, w, tab, (pt, _, pl, _), (n, c, h, wd) = state
-    o, _, kh, kw = w.shape
+    xp, w, tab, (pt, _, pl, _), (n, c0, h, wd) = state
+    o, c, kh, kw = w.shape      # c: the channels padded to a multiple of 4 (c0 the input's)
     oh, ow = gy.shape[2:]
     gy = gy.astype(np.float32, copy=False)
     gx = gw = None
@@ -134,7 +148,7 @@ def backward(state, gy, need_x, need_w):
         g2 = np.ascontiguousarray(gy.transpose(1, 2, 3, 0)).reshape(o, -1)
         gwt = np.empty((kh * kw * c, o), np.float32)
         gemm_kernels.conv_wgrad_rows(xp, tab, gemm.transposed(g2), gwt, oh, ow, n, xp.shape[2] * n)
-        gw = np.ascontiguousarray(gwt.T).reshape(o, c, kh, kw)
+        gw = np.ascontiguousarray(gwt.T.reshape(o, c, kh, kw)[:, :c0])
     if need_x:
         # the input's gradient is the output gradient, padded by kh - 1 and kw - 1, convolved with the kernel
         # flipped in both axes and its channel axes swapped (pixel (y, x) of the padded input
@@ -145,5 +159,5 @@ def backward(state, gy, need_x, need_w):
         gx = np.empty((c, h * wd * n), np.float32)
         gemm_kernels.conv_rows(wf, gp, _window_table(o, gp.shape[1] * rowg * n, kh, kw, rowg, n), gx, h, wd, n,
                                rowg * n, (pt * rowg + pl) * n)
-        gx = gx.reshape(c, h, wd, n).transpose(3, 0, 1, 2)
+        gx = gx.reshape(c, h, wd, n)[:c0].transpose(3, 0, 1, 2)
     return gx, gw
