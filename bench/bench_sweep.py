@@ -13,6 +13,9 @@ Each size is ``class:numbers``:
 * ``lstm:I:H:T:B``, ``gru:I:H:T:B``, ``rnn:I:H:T:B``: one layer of input size I and H hidden
   features over T steps, ``Linear(H, 10)`` on the last step's output; momentum SGD.
 * ``resnet:C:px:B``: ``bench_nets``'s ResNet-style net of width C on px x px images.
+* ``vgg:C:px:B[:k]``: two VGG-style stages of width C and 2C, each two k x k convolutions
+  (k 3 unless given, padding k // 2) with BatchNorm and ReLU, then a 2x2 max pool; then
+  ``Linear`` to 10 classes.
 
 Without torch it prints ddg's times only.
 """
@@ -83,8 +86,25 @@ def _torch_recurrent(torch, kind, inputs, hidden):
     return Recurrent()
 
 
+def _vgg(lib, c, hw, k):
+    """The ``vgg`` class's net in ``lib`` (``ddg.nn`` or ``torch.nn``)."""
+    torch_side = lib is not nn
+    conv = (lambda a, b: lib.Conv2d(a, b, k, 1, k // 2)) if torch_side else (lambda a, b: nn.Conv2D(a, b, k, 1, k // 2))
+    norm = lib.BatchNorm2d if torch_side else nn.BatchNorm2D
+    pool = lib.MaxPool2d if torch_side else nn.MaxPool2D
+    layers, cin = [], 3
+    for width in (c, 2 * c):
+        for _ in range(2):
+            layers += [conv(cin, width), norm(width), lib.ReLU()]
+            cin = width
+        layers.append(pool(2, 2))
+    side = hw // 4
+    layers += [lib.Flatten(), lib.Linear(cin * side * side, 10)]
+    return lib.Sequential(*layers)
+
+
 #: the numbers each class takes: (required, optional)
-_ARITY = {"transformer": (5, 2), "lstm": (4, 0), "gru": (4, 0), "rnn": (4, 0), "resnet": (3, 0)}
+_ARITY = {"transformer": (5, 2), "lstm": (4, 0), "gru": (4, 0), "rnn": (4, 0), "resnet": (3, 0), "vgg": (3, 1)}
 
 
 def parse(spec):
@@ -117,6 +137,13 @@ def case(spec, seed=0):
         y = rng.integers(0, 10, batch)
         return (lambda: bn.ddg_step(_Encoder(d, heads, ff, norm_first, dropout), x, y),
                 lambda t: bn.torch_step(t, _torch_encoder(t, d, heads, ff, norm_first, dropout), x, y))
+    if kind == "vgg":
+        c, hw, batch = nums[:3]
+        k = nums[3] if len(nums) > 3 else 3
+        x = rng.standard_normal((batch, 3, hw, hw)).astype(np.float32)
+        y = rng.integers(0, 10, batch)
+        return (lambda: bn.ddg_step(_vgg(nn, c, hw, k), x, y),
+                lambda t: bn.torch_step(t, _vgg(t.nn, c, hw, k), x, y))
     if kind == "resnet":
         c, hw, batch = nums
         x = rng.standard_normal((batch, 3, hw, hw)).astype(np.float32)

@@ -131,7 +131,7 @@ import bench_sweep as SW  # noqa: E402
 
 
 @pytest.mark.parametrize("spec", ["transformer:16:2:32:6:2", "transformer:16:4:24:5:3:1:10", "lstm:3:8:4:2",
-                                  "gru:5:6:3:3", "rnn:3:8:4:2", "resnet:4:8:2"])
+                                  "gru:5:6:3:3", "rnn:3:8:4:2", "resnet:4:8:2", "vgg:4:8:2", "vgg:4:12:2:5"])
 def test_sweep_size_trains(spec):
     """bench_sweep.py's classes at tiny sizes: the ddg step builds the size asked for and,
     but for GRU and SimpleRNN (the same code as the LSTM's, their kernels compiled by other
@@ -152,13 +152,19 @@ def test_sweep_size_trains(spec):
         layer = model.enc.layers[0]
         assert (layer.self_attn.num_heads, layer.linear1.weight.shape) == (nums[1], [nums[0], nums[2]])
         assert layer.normalize_before == (len(nums) > 5 and bool(nums[5]))
+    elif kind == "vgg":
+        convs = [m for m in model.sublayers() if isinstance(m, ddg.nn.Conv2D)]
+        k = nums[3] if len(nums) > 3 else 3
+        assert [c.weight.shape for c in convs] == [[nums[0], 3, k, k], [nums[0], nums[0], k, k],
+                                                  [2 * nums[0], nums[0], k, k], [2 * nums[0], 2 * nums[0], k, k]]
     elif kind != "resnet":
         assert (model.rnn.input_size, model.rnn.hidden_size) == (nums[0], nums[1])
         assert type(model.rnn).__name__ == {"lstm": "LSTM", "gru": "GRU", "rnn": "SimpleRNN"}[kind]
 
 
 @pytest.mark.parametrize("bad", ["mlp:3", "lstm:3:8:4", "transformer:16:2:32:6", "resnet:4:x:2",
-                                 "lstm:3:8:4:2:1", "resnet:-1:8:2", "transformer:16:2:32:6:2:0:10:1"])
+                                 "lstm:3:8:4:2:1", "resnet:-1:8:2", "transformer:16:2:32:6:2:0:10:1",
+                                 "vgg:4:8", "vgg:4:8:2:3:1"])
 def test_sweep_rejects_bad_sizes(bad):
     with pytest.raises(ValueError, match="bench_sweep"):
         SW.parse(bad)

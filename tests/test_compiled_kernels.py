@@ -311,7 +311,8 @@ def test_kernels_load_without_scipy_linalg_and_numba_blas_still_works(order):
     afterwards, scipy then imported by numba's real check. Where numba loaded its registries
     before ddg, nothing is hooked and numba behaves as it always does."""
     pytest.importorskip("scipy")
-    res = subprocess.run([sys.executable, "-c", _BLAS_PROBE, order], capture_output=True, text=True, timeout=300)
+    res = subprocess.run([sys.executable, "-c", _BLAS_PROBE, order], capture_output=True, text=True,
+                         timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
     loaded, have_blas, after = res.stdout.split()
     assert (loaded, have_blas, after) == ("0" if order == "ddg-first" else "1", "1", "1")

@@ -109,7 +109,8 @@ def takes(x, w, groups, stride, dilation, pads):
                 and (pairs <= MAX_PAIRS or (pairs <= MAX_PAIRS_SMALL and oh * ow <= SMALL_PIXELS)
                      or (pairs <= MAX_PAIRS_FEW and n * oh * ow <= FEW_VALUES))
                 and rows <= MAX_TAP_ROWS_BYTES)
-    return kh in WIDE_KERNELS and kw in WIDE_KERNELS and MIN_CHANNELS <= min(c, o) and max(c, o) <= WIDE_MAX_CHANNELS
+    return (kh in WIDE_KERNELS and kw in WIDE_KERNELS
+            and MIN_CHANNELS <= min(c, o) and max(c, o) <= WIDE_MAX_CHANNELS)
 
 
 def forward(x, w, b, pads, oh, ow):
