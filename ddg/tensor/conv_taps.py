@@ -73,8 +73,9 @@ MAX_TAP_ROWS_BYTES = 320 * 1024
 #: size limit on the rows: at 5 rows per channel they pass L2 at batch 32 on 32x32 (400 KB)
 #: and still ran at half im2col's time
 WIDE_KERNELS, WIDE_MAX_CHANNELS = (5, 7), 32
-#: First layers of 3 channels (RGB; a zero channel added, the tiles' rows of A go in fours) with 5x5 or 7x7 kernels and STEM_MIN_OUT to STEM_MAX_OUT outputs: the weight
-#: gradient and forward (no input gradient: the data), windows / the path before / torch:
+#: First layers of 3 channels (RGB; a zero channel added, the tiles' rows of A go in fours)
+#: with 5x5 or 7x7 kernels and STEM_MIN_OUT to STEM_MAX_OUT outputs: the weight gradient and
+#: forward (no input gradient: the data), windows / the path before / torch:
 #: 5x5 3 -> 16 32x32 batch 32 0.71 / 1.50, 7x7 3 -> 16 batch 16 0.58 / 1.34. Left out: 5x5 3
 #: -> 32 (1.00), 1 -> 16 (1.29), 3x3 3 -> 8 / 16 / 32 / 64 (1.05-2.01) and 7x7 3 -> 64
 #: (1.50), where the paths for first layers (``conv_sample``, ``conv_strided``) win
