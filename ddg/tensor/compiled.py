@@ -140,7 +140,7 @@ class _DeferBlasProbe:
     """A one-shot import hook: numba's ``numba.np.arraymath`` calls ``ensure_blas()`` while it
     is imported (at the first compile or cache load of any kernel), only to note whether
     BLAS-backed ``np.dot`` is available; ``ensure_blas`` imports ``scipy.linalg`` to tell
-    (0.25-0.3 s of CPU in every process that runs a kernel, where scipy is installed: each
+    (about 0.5 s of CPU in every process that runs a kernel, where scipy is installed: each
     rank of a job, each DataLoader worker). ddg's kernels call no BLAS through numba. When
     the import of ``numba.np.arraymath`` starts, this wraps ``numba.np.linalg.ensure_blas`` so
     that the probe made during that import finds scipy by its package spec alone (no import);
