@@ -221,9 +221,10 @@ def bias_product(A, B, bias):
     as the product's starting values (``blas_add_product``, ``beta = 1``), or None where that
     does not take the operands. numpy's ``@`` zeroes its output, sums into it, and the bias
     then took a third pass (the output read and written again); here the bias is written
-    where the zeros were. 1 thread, Zen 3, ms, ``@`` then ``+=`` -> this: [3200 x 256] @
-    [256 x 1024] 26.9 -> 25.2, [1024 x 256] @ [256 x 1024] 8.76 -> 8.00, [3200 x 256] @
-    [256 x 256] 7.06 -> 6.56, [1024 x 256] @ [256 x 256] 2.18 -> 2.16. Where the inner
+    where the zeros were. 1 thread, Zen 3, 8 rotating inputs, 15 interleaved rounds, median
+    ms, ``@`` then ``+=`` -> this: [3200 x 256] @ [256 x 1024] 29.2 -> 27.6, [1024 x 256] @
+    [256 x 1024] 8.85 -> 8.56, [1280 x 64] @ [64 x 256] 0.86 -> 0.82; narrow outputs
+    ([3200 x 1024] @ [1024 x 256], [1024 x 256] @ [256 x 256]) within 1 %. Where the inner
     index fits one of OpenBLAS's blocks the values are numpy's bit for bit (``acc + b``
     rounded once either way); past it the bias joins the first block's partial sum."""
     if type(bias) is not np.ndarray or bias.ndim != 1 or type(A) is not np.ndarray or A.ndim != 2 \
