@@ -123,21 +123,38 @@ def test_small_outputs_are_left_to_numpy():
         np.testing.assert_array_equal(C, A @ B if taken else 0)
 
 
+def _spy(monkeypatch, name, taken):
+    """Wrap ``gemm.<name>`` (the compiled kernel off, an AVX2 CPU's route) so that each call
+    appends ``taken(result)`` to the list returned."""
+    monkeypatch.setattr(gemm, "ENABLED", False)
+    used = []
+    real = getattr(gemm, name)
+
+    def spy(*args):
+        out = real(*args)
+        used.append(taken(out))
+        return out
+    monkeypatch.setattr(gemm, name, spy)
+    return used
+
+
+def _linear(dt, n_in, n_out):
+    """An ``nn.Linear`` with parameters of dtype ``dt``."""
+    ddg.set_default_dtype("float64" if dt == np.float64 else "float32")
+    try:
+        return ddg.nn.Linear(n_in, n_out)
+    finally:
+        ddg.set_default_dtype("float32")
+
+
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
 def test_linear_weight_gradient_added_into_grad_by_blas(any_size, monkeypatch, dt):
     """Without the compiled kernel (no AVX-512), from the second backward on the Linear's
     weight gradient is added into the same ``.grad`` array by BLAS: after clear_grad bit for
     bit the first backward's, without it twice that; the bias and input gradients as before."""
-    monkeypatch.setattr(gemm, "ENABLED", False)
-    used = []
-    real = gemm.blas_add_product
-    monkeypatch.setattr(gemm, "blas_add_product", lambda *a: (used.append(real(*a)), used[-1])[1])
+    used = _spy(monkeypatch, "blas_add_product", bool)
     rng = np.random.default_rng(5)
-    ddg.set_default_dtype("float64" if dt == np.float64 else "float32")
-    try:
-        lin = ddg.nn.Linear(33, 20)
-    finally:
-        ddg.set_default_dtype("float32")
+    lin = _linear(dt, 33, 20)
     x = ddg.to_tensor(rng.standard_normal((3, 13, 33)).astype(dt), stop_gradient=False)
     g = rng.standard_normal((3, 13, 20)).astype(dt)
     want = x.numpy().reshape(-1, 33).astype(np.float64).T @ g.reshape(-1, 20)
@@ -196,16 +213,9 @@ def test_bias_product_declines():
 def test_linear_forward_starts_from_the_bias(monkeypatch, dt):
     """A Linear layer's forward on numpy's BLAS (no AVX-512 kernel) takes ``bias_product``
     at sizes past the rule, 2-D and 3-D inputs, and gives the float64 result."""
-    monkeypatch.setattr(gemm, "ENABLED", False)
-    used = []
-    real = gemm.bias_product
-    monkeypatch.setattr(gemm, "bias_product", lambda *a: (used.append(real(*a) is not None), real(*a))[1])
+    used = _spy(monkeypatch, "bias_product", lambda out: out is not None)
     rng = np.random.default_rng(8)
-    ddg.set_default_dtype("float64" if dt == np.float64 else "float32")
-    try:
-        lin = ddg.nn.Linear(48, 300)
-    finally:
-        ddg.set_default_dtype("float32")
+    lin = _linear(dt, 48, 300)
     w, b = lin.weight.numpy().astype(np.float64), lin.bias.numpy().astype(np.float64)
     tol = 1e-5 if dt == np.float32 else 1e-12
     for shape in ((256, 48), (4, 80, 48)):

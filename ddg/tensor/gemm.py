@@ -227,14 +227,15 @@ def bias_product(A, B, bias):
     ([3200 x 1024] @ [1024 x 256], [1024 x 256] @ [256 x 256]) within 1 %. Where the inner
     index fits one of OpenBLAS's blocks the values are numpy's bit for bit (``acc + b``
     rounded once either way); past it the bias joins the first block's partial sum."""
-    if type(bias) is not np.ndarray or bias.ndim != 1 or type(A) is not np.ndarray or A.ndim != 2 \
-            or type(B) is not np.ndarray or B.ndim != 2 or bias.dtype != A.dtype or B.dtype != A.dtype \
-            or A.dtype not in (np.float32, np.float64) or bias.shape[0] != B.shape[1]:
+    # the operands' own checks (dtypes, layouts, shapes) are ``_blas_add``'s
+    if type(bias) is not np.ndarray or type(A) is not np.ndarray or type(B) is not np.ndarray \
+            or bias.ndim != 1 or bias.dtype not in (np.float32, np.float64) or A.ndim != 2 or B.ndim != 2 \
+            or bias.shape[0] != B.shape[1]:
         return None
     M, N = A.shape[0], B.shape[1]
-    if M * N < ADD_MIN_OUT or min(M, N) < ADD_MIN_SIDE or _gemm64(A.dtype.type) is None:
+    if M * N < ADD_MIN_OUT or min(M, N) < ADD_MIN_SIDE or _gemm64(bias.dtype.type) is None:
         return None
-    out = np.empty((M, N), A.dtype)
+    out = np.empty((M, N), bias.dtype)
     out[...] = bias
     return out if _blas_add(A, B, out) else None
 
