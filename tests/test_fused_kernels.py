@@ -268,15 +268,18 @@ WINO_CASES = [(6, 6, (1, 1, 1, 1)), (5, 7, (1, 1, 1, 1)), (6, 5, (0, 0, 0, 0)), 
 
 @pytest.mark.parametrize("h,w,pads", WINO_CASES)
 @pytest.mark.parametrize("bias", [False, True])
-@pytest.mark.parametrize("tile,block_bytes", [(2, None), (4, None), (4, 1)])
-def test_winograd_conv_matches_central_differences(h, w, pads, bias, tile, block_bytes, monkeypatch):
-    # the Winograd path (F(2x2, 3x3), or F(4x4, 3x3) in one block or one block per tile row)
-    # forced on small float64 shapes (odd sizes, partial tiles, asymmetric and zero pads)
+@pytest.mark.parametrize("tile,block_bytes,keep", [(2, None, True), (4, None, True), (4, 1, True), (4, 1, False)])
+def test_winograd_conv_matches_central_differences(h, w, pads, bias, tile, block_bytes, keep, monkeypatch):
+    # the Winograd path (F(2x2, 3x3), or F(4x4, 3x3) in one block or one block per tile row,
+    # the blocks' tiles kept for backward or recomputed there) forced on small float64 shapes
+    # (odd sizes, partial tiles, asymmetric and zero pads)
     import ddg.autograd.ops.conv as CV
     monkeypatch.setattr(CV, "_use_winograd", lambda *a: True)
     monkeypatch.setattr(CV, "_wino_tile", lambda *a: tile)
     if block_bytes is not None:
         monkeypatch.setattr(CV, "_WINO_BLOCK_BYTES", block_bytes)
+    if not keep:
+        monkeypatch.setattr(CV, "_WINO_KEEP_BYTES", 0)
     rng = np.random.default_rng(8)
     ts = [ddg.to_tensor(rng.standard_normal((2, 3, h, w)), stop_gradient=False),
           ddg.to_tensor(rng.standard_normal((4, 3, 3, 3)), stop_gradient=False)]
@@ -285,6 +288,9 @@ def test_winograd_conv_matches_central_differences(h, w, pads, bias, tile, block
     op = CV.Conv2d((1, 1), pads, (1, 1), 1)
     y = op(*ts)
     assert op.wino is not None and op.wino[-1] == tile
+    if tile == 4:
+        several = len(CV._wino_blocks(3, 4, op.wino[2], op.wino[3], 2)) > 1
+        assert (op.wino_v is None) == (several and not keep)
     pt, pb, pl, pr = pads
     xp_ = np.pad(ts[0].numpy(), ((0, 0), (0, 0), (pt, pb), (pl, pr)))
     oh, ow = xp_.shape[2] - 2, xp_.shape[3] - 2

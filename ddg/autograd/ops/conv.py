@@ -320,6 +320,12 @@ WINO_MIN_TILES = 20
 _WINO_BLOCK_BYTES = 1 << 21
 
 
+#: the most bytes of transformed tiles F(4x4, 3x3) keeps from forward to backward over several
+#: blocks (one block's are always kept): recomputing them cost 8 % of a 5x5 64 -> 64 layer on
+#: 8x8 at batch 32 (``_use_blocks3``, 4.7 MB of tiles in two blocks)
+_WINO_KEEP_BYTES = 1 << 23
+
+
 def _wino_blocks(c, o, th, tw, n):
     """``(ty0, ty1)`` ranges of tile rows of even sizes, each with at most ``_WINO_BLOCK_BYTES`` of
     float32 transformed tiles (at least one tile row)."""
@@ -874,11 +880,16 @@ class Conv2d(Function):
             v = np.ascontiguousarray(xpad.transpose(1, 2, 3, 0))     # kept: backward recomputes the tiles
             y = np.empty((o, 4 * th, 4 * tw, n), x.dtype)
             blocks = _wino_blocks(c, o, th, tw, n)
+            # the blocks' tiles are kept for backward where they total at most _WINO_KEEP_BYTES
+            # (one block always), else recomputed there block by block
+            keep = len(blocks) == 1 or 36 * c * th * tw * n * x.dtype.itemsize <= _WINO_KEEP_BYTES
+            kept = []
             for t0, t1 in blocks:
                 vb = K.wino4_in(v, th, tw, t0, t1).reshape(36, c, -1)
                 K.wino4_out_into(_gmm(u, vb).reshape(6, 6, o, t1 - t0, tw, n), y, t0)
-            # one block (at most _WINO_BLOCK_BYTES): its tiles are kept, not recomputed in backward
-            self.wino_v = vb if len(blocks) == 1 else None
+                if keep:
+                    kept.append(vb)
+            self.wino_v = kept if keep else None
             y = y[:, :oh, :ow]
         else:
             u = _wino_weight(w)
@@ -932,10 +943,10 @@ class Conv2d(Function):
         gu = np.zeros((36, o, c), x4.dtype) if needs[1] else None
         gx4 = np.zeros((c, hp, wp, n), x4.dtype) if needs[0] else None
         ut = u.transpose(0, 2, 1)
-        for t0, t1 in _wino_blocks(c, o, th, tw, n):
+        for i, (t0, t1) in enumerate(_wino_blocks(c, o, th, tw, n)):
             gm = K.wino4_out_adjoint(g, t0, t1).reshape(36, o, -1)
             if needs[1]:
-                vb = self.wino_v if self.wino_v is not None else K.wino4_in(x4, th, tw, t0, t1).reshape(36, c, -1)
+                vb = self.wino_v[i] if self.wino_v is not None else K.wino4_in(x4, th, tw, t0, t1).reshape(36, c, -1)
                 gu += np.matmul(gm, vb.transpose(0, 2, 1))
             if needs[0]:
                 K.wino4_in_adjoint_add(_gmm(ut, gm).reshape(6, 6, c, t1 - t0, tw, n), gx4, t0)
