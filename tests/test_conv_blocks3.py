@@ -41,6 +41,8 @@ def _run(x, w, b, pads, v, dtype, x_grad=True):
 
 
 def _spy(monkeypatch):
+    # the path on these small shapes: the tile-count gate (checked in test_blocks3_gate) off
+    monkeypatch.setattr(cv, "BLOCKS3_MIN_TILES", 1)
     taken, real = [], cv.Conv2d._forward_blocks3
     monkeypatch.setattr(cv.Conv2d, "_forward_blocks3", lambda self, *a: taken.append(1) or real(self, *a))
     return taken
@@ -135,26 +137,29 @@ def _gate(xs, ws, stride=(1, 1), dil=(1, 1), groups=1, pads=(2, 2, 2, 2), dtype=
 
 
 def test_blocks3_gate():
-    assert _gate((16, 16, 8, 8), (16, 16, 5, 5))
-    assert _gate((16, 16, 8, 8), (16, 16, 5, 5), dtype=np.float32)
+    assert _gate((32, 16, 8, 8), (16, 16, 5, 5))
+    assert _gate((32, 16, 8, 8), (16, 16, 5, 5), dtype=np.float32)
     assert _gate((32, 32, 16, 16), (64, 32, 5, 5))
+    # fewer than BLOCKS3_MIN_TILES 4x4 output tiles over the batch (64 here)
+    assert not _gate((16, 16, 8, 8), (16, 16, 5, 5))
+    assert not _gate((4, 32, 16, 16), (64, 32, 5, 5))
     # other kernels, strides, dilations, groups, padding past the kernel
     for ws in ((16, 16, 3, 3), (16, 16, 7, 7), (16, 16, 5, 3), (16, 16, 4, 4)):
-        assert not _gate((16, 16, 8, 8), ws)
+        assert not _gate((32, 16, 8, 8), ws)
     assert not _gate((16, 16, 16, 16), (16, 16, 5, 5), stride=(2, 2))
     assert not _gate((16, 16, 16, 16), (16, 16, 5, 5), dil=(2, 2))
     assert not _gate((16, 32, 8, 8), (32, 16, 5, 5), groups=2)
-    assert not _gate((16, 16, 8, 8), (16, 16, 5, 5), pads=(5, 5, 2, 2))
-    # too few channels, an output under 8x8, too few channel-pixel products
-    assert not _gate((16, 8, 8, 8), (16, 8, 5, 5))
-    assert not _gate((16, 16, 7, 7), (16, 16, 5, 5))
-    assert not _gate((2, 16, 8, 8), (16, 16, 5, 5))
-    # blocks of tile rows narrower than BLOCKS3_MIN_COLUMNS: 4x4 tiles of 16x16 at batch 4
-    assert not _gate((4, 128, 16, 16), (128, 128, 5, 5))
+    assert not _gate((32, 16, 8, 8), (16, 16, 5, 5), pads=(5, 5, 2, 2))
+    # too few channels, an output under 8x8
+    assert not _gate((32, 8, 8, 8), (16, 8, 5, 5))
+    assert not _gate((32, 16, 7, 7), (16, 16, 5, 5))
+    # blocks of tile rows narrower than BLOCKS3_MIN_COLUMNS: one 8-tile row of 32x32 at batch
+    # 4 in each at 256 channels (32 columns), 512 tiles in all
+    assert not _gate((4, 256, 32, 32), (256, 256, 5, 5))
     assert _gate((16, 128, 16, 16), (128, 128, 5, 5))
     # half precision reaches the op upcast; integer and mixed dtypes do not take it
-    assert not _gate((16, 16, 8, 8), (16, 16, 5, 5), dtype=np.int64)
-    x, w = np.zeros((16, 16, 8, 8), np.float32), np.zeros((16, 16, 5, 5))
+    assert not _gate((32, 16, 8, 8), (16, 16, 5, 5), dtype=np.int64)
+    x, w = np.zeros((32, 16, 8, 8), np.float32), np.zeros((16, 16, 5, 5))
     assert not cv._use_blocks3(x, w, (1, 1), (1, 1), 1, (2, 2, 2, 2))
 
 

@@ -464,7 +464,7 @@ def _use_blocks3(x, w, stride, dilation, groups, pads):
         return False
     th, tw = -(-oh // 4), -(-ow // 4)
     t0, t1 = _wino_blocks(4 * c, o, th, tw, n)[0]
-    return (t1 - t0) * tw * n >= BLOCKS3_MIN_COLUMNS
+    return (t1 - t0) * tw * n >= BLOCKS3_MIN_COLUMNS and th * tw * n >= BLOCKS3_MIN_TILES
 
 
 #: the fewest tile columns in one of ``_use_blocks3``'s blocks of tile rows: the 36 products of
@@ -474,6 +474,12 @@ def _use_blocks3(x, w, stride, dilation, groups, pads):
 #: 16x16 batch 8 1.05 -> 1.25; 48 columns 64->64 8x8 batch 24 1.47 -> 1.45; 64 columns
 #: 64->128 8x8 batch 32 1.37 -> 1.18, 256->256 8x8 batch 32 1.04 -> 0.84)
 BLOCKS3_MIN_COLUMNS = 64
+
+#: the fewest 4x4 output tiles over the batch for ``_use_blocks3``: below, the transforms of 4C
+#: channels and the weight's cost what the products save (blocks / im2col time, forward +
+#: backward, one process: 16x16 at batch 4 (64 tiles) 32->64 1.09, 48->96 1.13; 8x8 at batch
+#: 16 0.92, 1.01; from 128 tiles on 0.54-0.95 over 32-256 channels, 8-64 px)
+BLOCKS3_MIN_TILES = 128
 
 
 def _blocks3_input(x, pads, hp, wp):
