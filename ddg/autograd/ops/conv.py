@@ -447,7 +447,8 @@ def _use_blocks3(x, w, stride, dilation, groups, pads):
     the same count as F(2x2, 5x5), whose transformed tiles are as large (9x the image), with
     no transforms of its own. numpy float32/float64, one group, no dilation, padding within
     the kernel, at least 16 channels in and out, where the stacked convolution passes
-    ``_use_winograd``'s gates (``conv_taps`` keeps 5x5 layers of at most 32 channels: faster
+    ``_use_winograd``'s gates, with ``BLOCKS3_MIN_TILES`` output tiles and blocks of
+    ``BLOCKS3_MIN_COLUMNS`` (``conv_taps`` keeps 5x5 layers of at most 32 channels: faster
     there). Forward + backward against torch (1 thread, interleaved), im2col -> this: 32->64
     16x16 batch 32 1.77 -> 1.20, 32->64 32x32 batch 16 1.90 -> 1.21, 64->64 16x16 batch 32
     1.55 -> 1.32, 128->128 16x16 batch 16 1.38 -> 1.15. 7x7 kernels as nine blocks gained
