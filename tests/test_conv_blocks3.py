@@ -1,5 +1,5 @@
-"""5x5 stride-1 convolutions as a 3x3 one over four shifted copies of the image
-(``conv._use_blocks3``, ``Conv2d._forward_blocks3``), on Winograd F(4x4, 3x3): forward
+"""5x5 and 7x7 stride-1 convolutions as a 3x3 one over four (nine) shifted copies of the
+image (``conv._use_blocks3``, ``Conv2d._forward_blocks3``), on Winograd F(4x4, 3x3): forward
 against the float64 loop reference, gradients against the im2col path and central
 differences, float32 within round-off of float64, both input layouts, and the gate."""
 import numpy as np
@@ -18,14 +18,16 @@ def T(a, grad=False, dtype="float64"):
     return ddg.to_tensor(np.asarray(a, dtype=dtype), stop_gradient=not grad)
 
 
-# (x shape, output channels, pads (top, bottom, left, right)): square and ragged outputs
-# (not multiples of the 4x4 tile), "same", "valid", asymmetric and kernel-sized padding
+# (x shape, output channels, kernel, pads (top, bottom, left, right)): square and ragged
+# outputs (not multiples of the 4x4 tile), "same", "valid", asymmetric and kernel-sized padding
 SHAPES = [
-    ((16, 16, 8, 8), 16, (2, 2, 2, 2)),
-    ((8, 16, 13, 11), 24, (2, 2, 2, 2)),
-    ((8, 20, 12, 19), 16, (0, 0, 0, 0)),
-    ((16, 16, 10, 10), 16, (1, 3, 4, 0)),
-    ((8, 16, 6, 12), 20, (4, 4, 0, 1)),
+    ((16, 16, 8, 8), 16, 5, (2, 2, 2, 2)),
+    ((8, 16, 13, 11), 24, 5, (2, 2, 2, 2)),
+    ((8, 20, 12, 19), 16, 5, (0, 0, 0, 0)),
+    ((16, 16, 10, 10), 16, 5, (1, 3, 4, 0)),
+    ((8, 16, 6, 12), 20, 5, (4, 4, 0, 1)),
+    ((8, 16, 10, 9), 16, 7, (3, 3, 3, 3)),
+    ((8, 16, 12, 12), 20, 7, (6, 0, 2, 5)),
 ]
 
 
@@ -48,10 +50,10 @@ def _spy(monkeypatch):
     return taken
 
 
-@pytest.mark.parametrize("xs,o,pads", SHAPES)
-def test_blocks3_forward_and_gradients(xs, o, pads, monkeypatch):
+@pytest.mark.parametrize("xs,o,k,pads", SHAPES)
+def test_blocks3_forward_and_gradients(xs, o, k, pads, monkeypatch):
     x = RNG.standard_normal(xs)
-    w = RNG.standard_normal((o, xs[1], 5, 5)) / 8
+    w = RNG.standard_normal((o, xs[1], k, k)) / 8
     b = RNG.standard_normal(o)
     ref = ref_conv2d(x, w, b, (1, 1), pads)
     v = RNG.standard_normal(ref.shape)
@@ -73,8 +75,8 @@ def test_blocks3_forward_and_gradients(xs, o, pads, monkeypatch):
 
 def test_blocks3_weight_only_gradient_and_no_bias(monkeypatch):
     # a first layer: no input gradient asked, no bias
-    xs, o, pads = SHAPES[1]
-    x, w = RNG.standard_normal(xs), RNG.standard_normal((o, xs[1], 5, 5)) / 8
+    xs, o, k, pads = SHAPES[1]
+    x, w = RNG.standard_normal(xs), RNG.standard_normal((o, xs[1], k, k)) / 8
     taken = _spy(monkeypatch)
     for dtype, tol in (("float64", 1e-12), ("float32", 2e-5)):
         xt, wt = T(x, False, dtype), T(w, True, dtype)
@@ -96,8 +98,8 @@ def test_blocks3_weight_only_gradient_and_no_bias(monkeypatch):
 def test_blocks3_in_both_input_layouts(monkeypatch):
     # an NCHW input and a batch-innermost one (a previous convolution's output) give the
     # same values and gradients
-    xs, o, pads = SHAPES[0]
-    x, w = RNG.standard_normal(xs), RNG.standard_normal((o, xs[1], 5, 5)) / 8
+    xs, o, k, pads = SHAPES[0]
+    x, w = RNG.standard_normal(xs), RNG.standard_normal((o, xs[1], k, k)) / 8
     ref = ref_conv2d(x, w, None, (1, 1), pads)
     taken = _spy(monkeypatch)
     for dt, tol in (("float64", 1e-12), ("float32", 2e-5)):
@@ -116,8 +118,8 @@ def test_blocks3_in_both_input_layouts(monkeypatch):
 def test_blocks3_second_order_through_the_generic_graph(monkeypatch):
     # backward_graph does not depend on the forward's path: a double backward is the same
     # with the path on and off
-    xs, o, pads = SHAPES[0]
-    x, w = RNG.standard_normal(xs), RNG.standard_normal((o, xs[1], 5, 5)) / 8
+    xs, o, k, pads = SHAPES[0]
+    x, w = RNG.standard_normal(xs), RNG.standard_normal((o, xs[1], k, k)) / 8
     taken = _spy(monkeypatch)
     out = []
     for on in (True, False):
@@ -143,9 +145,10 @@ def test_blocks3_gate():
     # fewer than BLOCKS3_MIN_TILES 4x4 output tiles over the batch (64 here)
     assert not _gate((16, 16, 8, 8), (16, 16, 5, 5))
     assert not _gate((4, 32, 16, 16), (64, 32, 5, 5))
+    assert _gate((32, 16, 8, 8), (16, 16, 7, 7), pads=(3, 3, 3, 3))
     # other kernels, strides, dilations, groups, padding past the kernel
-    for ws in ((16, 16, 3, 3), (16, 16, 7, 7), (16, 16, 5, 3), (16, 16, 4, 4)):
-        assert not _gate((32, 16, 8, 8), ws)
+    for ws in ((16, 16, 3, 3), (16, 16, 5, 3), (16, 16, 7, 5), (16, 16, 4, 4), (16, 16, 6, 6), (16, 16, 9, 9)):
+        assert not _gate((32, 16, 8, 8), ws, pads=(ws[2] // 2,) * 4)
     assert not _gate((16, 16, 16, 16), (16, 16, 5, 5), stride=(2, 2))
     assert not _gate((16, 16, 16, 16), (16, 16, 5, 5), dil=(2, 2))
     assert not _gate((16, 32, 8, 8), (32, 16, 5, 5), groups=2)

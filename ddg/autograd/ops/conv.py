@@ -23,10 +23,10 @@ Algorithm per shape: a 3x3 stride-1 convolution with enough channels runs as Win
 layout): F(4x4, 3x3) on numpy float32/float64 for outputs of at least 8x8 (``_wino_tile``;
 1/4 of the multiplications, compiled tile transforms, by cache-sized blocks of tile rows),
 else F(2x2, 3x3) (16/36 of them, the tile transforms whole-array adds: cupy, or numpy with
-mixed dtypes); a 5x5 stride-1 one with enough channels is the 3x3 one of its four 3x3 blocks
-over four shifted copies of the image, on the same Winograd (``_use_blocks3``); a depthwise
-one, or grouped with at most 8 channels per group, is a compiled direct loop on numpy
-(``conv_kernels``; at stride 1 over whole padded planes, in the input's own layout, small
+mixed dtypes); a 5x5 or 7x7 stride-1 one with enough channels is the 3x3 one of its 3x3
+blocks over four or nine shifted copies of the image, on the same Winograd
+(``_use_blocks3``); a depthwise one, or grouped with at most 8 channels per group, is a
+compiled direct loop on numpy (``conv_kernels``; at stride 1 over whole padded planes, in the input's own layout, small
 NCHW planes batch-innermost; at a stride that is at most the kernel,
 depthwise, over the stride's polyphase components, ``ddg.tensor.conv_strided``); a
 one-group strided one whose kernel is a multiple
@@ -434,37 +434,41 @@ def _use_tiled(x, w, stride, dilation, groups, pads):
     return _use_winograd(image, w, (1, 1), (1, 1), 1, (1, 1, 1, 1))
 
 
-#: switch for the 5x5 path below (tests and benchmarks turn it off to compare)
+#: switch for the 5x5 / 7x7 path below (tests and benchmarks turn it off to compare)
 BLOCKS3 = True
+#: the square kernels ``_use_blocks3`` takes
+BLOCKS3_KERNELS = (5, 7)
 
 
 def _use_blocks3(x, w, stride, dilation, groups, pads):
-    """Whether Conv2d runs a 5x5 stride-1 convolution as a 3x3 one over four shifted copies of
-    the image (``Conv2d._forward_blocks3``): the kernel zero-extended to 6x6 is four 3x3 blocks
-    at offsets (0, 0), (0, 3), (3, 0), (3, 3), so the convolution is a 3x3 one with 4C input
-    channels, copy (a, b) the padded image shifted by (3a, 3b), and that one runs as Winograd
-    F(4x4, 3x3): 36/4 = 9 multiplications per output and channel pair where im2col makes 25,
-    the same count as F(2x2, 5x5), whose transformed tiles are as large (9x the image), with
-    no transforms of its own. numpy float32/float64, one group, no dilation, padding within
-    the kernel, at least 16 channels in and out, where the stacked convolution passes
-    ``_use_winograd``'s gates, with ``BLOCKS3_MIN_TILES`` output tiles and blocks of
-    ``BLOCKS3_MIN_COLUMNS`` (``conv_taps`` keeps 5x5 layers of at most 32 channels: faster
-    there). Forward + backward against torch (1 thread, interleaved), im2col -> this: 32->64
-    16x16 batch 32 1.77 -> 1.20, 32->64 32x32 batch 16 1.90 -> 1.21, 64->64 16x16 batch 32
-    1.55 -> 1.32, 128->128 16x16 batch 16 1.38 -> 1.15. 7x7 kernels as nine blocks gained
-    nothing (64->64 16x16 batch 16 1.88 -> 1.86: the transforms of 9C channels)."""
+    """Whether Conv2d runs a 5x5 (7x7) stride-1 convolution as a 3x3 one over four (nine)
+    shifted copies of the image (``Conv2d._forward_blocks3``): the kernel zero-extended to 6x6
+    (9x9) is s*s 3x3 blocks (s = 2, 3) at offsets (3a, 3b), so the convolution is a 3x3 one with
+    s*s*C input channels, copy (a, b) the padded image shifted by (3a, 3b), and that one runs as
+    Winograd F(4x4, 3x3): 36/4 = 9 multiplications per output and channel pair where im2col
+    makes 25 (20.25 against 49 at 7x7), the count of F(2x2, 5x5), whose transformed tiles are
+    as large (9x the image), with no transforms of its own. numpy float32/float64, one group,
+    no dilation, padding within the kernel, at least 16 channels in and out, where the stacked
+    convolution passes ``_use_winograd``'s gates, with ``BLOCKS3_MIN_TILES`` output tiles and
+    blocks of ``BLOCKS3_MIN_COLUMNS`` (``conv_taps`` keeps layers of at most 32 channels: faster
+    there). Forward + backward against torch (1 thread, interleaved), im2col -> this: 5x5
+    32->64 16x16 batch 32 1.77 -> 1.20, 32->64 32x32 batch 16 1.90 -> 1.21, 64->64 16x16
+    batch 32 1.55 -> 1.32, 128->128 16x16 batch 16 1.38 -> 1.15; 7x7 32->64 16x16 batch 32
+    1.84 -> 1.36, 32->64 32x32 batch 16 1.97 -> 1.38, 128->128 16x16 batch 16 1.35 -> 1.19,
+    64->64 16x16 batch 16 1.76 -> 1.74 (0.97-1.26 of im2col's time over runs: the edge)."""
     o, cg, kh, kw = w.shape
     n, c, h, wd = x.shape
-    if not (BLOCKS3 and kh == kw == 5 and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1) and groups == 1
-            and max(pads) <= 4 and min(c, o) >= 16 and K.usable(x, w)):
+    if not (BLOCKS3 and kh == kw and kh in BLOCKS3_KERNELS and tuple(stride) == (1, 1)
+            and tuple(dilation) == (1, 1) and groups == 1 and max(pads) < kh and min(c, o) >= 16 and K.usable(x, w)):
         return False
-    oh, ow = h + pads[0] + pads[1] - 4, wd + pads[2] + pads[3] - 4
-    stacked = np.broadcast_to(np.zeros((), x.dtype), (n, 4 * c, oh + 2, ow + 2))   # shapes only
-    w3 = np.broadcast_to(np.zeros((), w.dtype), (o, 4 * c, 3, 3))
+    s = -(-kh // 3)
+    oh, ow = h + pads[0] + pads[1] - kh + 1, wd + pads[2] + pads[3] - kw + 1
+    stacked = np.broadcast_to(np.zeros((), x.dtype), (n, s * s * c, oh + 2, ow + 2))   # shapes only
+    w3 = np.broadcast_to(np.zeros((), w.dtype), (o, s * s * c, 3, 3))
     if not _use_winograd(stacked, w3, (1, 1), (1, 1), 1, (0, 0, 0, 0)):
         return False
     th, tw = -(-oh // 4), -(-ow // 4)
-    t0, t1 = _wino_blocks(4 * c, o, th, tw, n)[0]
+    t0, t1 = _wino_blocks(s * s * c, o, th, tw, n)[0]
     return (t1 - t0) * tw * n >= BLOCKS3_MIN_COLUMNS and th * tw * n >= BLOCKS3_MIN_TILES
 
 
@@ -483,57 +487,59 @@ BLOCKS3_MIN_COLUMNS = 64
 BLOCKS3_MIN_TILES = 128
 
 
-def _blocks3_input(x, pads, hp, wp):
-    """The four shifted copies of the padded ``x`` [N, C, H, W] that ``_use_blocks3``'s 3x3
-    convolution reads, as one batch-innermost image [N, 4C, hp, wp] (copy (a, b) in channels
-    (2a + b)*C ...; ``hp``, ``wp`` cover the Winograd tiles, zero past the padded image)."""
+def _blocks3_input(x, pads, hp, wp, s=2):
+    """The s*s shifted copies of the padded ``x`` [N, C, H, W] that ``_use_blocks3``'s 3x3
+    convolution reads, as one batch-innermost image [N, s*s*C, hp, wp] (copy (a, b), shifted
+    by (3a, 3b), in channels (s*a + b)*C ...; ``hp``, ``wp`` cover the Winograd tiles, zero past
+    the padded image)."""
     n, c, h, wd = x.shape
     pt, pl = pads[0], pads[2]
     xc = _pad_input(x, (0, 0, 0, 0))                 # batch-innermost (copied once if not)
     src = xc.transpose(1, 2, 3, 0)                   # [C, H, W, N]
-    out = np.zeros((4, c, hp, wp, n), x.dtype)
-    for a in range(2):
-        for b in range(2):
-            # out[2a + b, :, i, j] = xpad[:, 3a + i, 3b + j] = x[:, 3a + i - pt, 3b + j - pl]
+    out = np.zeros((s * s, c, hp, wp, n), x.dtype)
+    for a in range(s):
+        for b in range(s):
+            # out[s*a + b, :, i, j] = xpad[:, 3a + i, 3b + j] = x[:, 3a + i - pt, 3b + j - pl]
             i0, j0 = max(0, pt - 3 * a), max(0, pl - 3 * b)
             i1, j1 = min(hp, h + pt - 3 * a), min(wp, wd + pl - 3 * b)
             if i1 > i0 and j1 > j0:
-                out[2 * a + b, :, i0:i1, j0:j1] = src[:, i0 + 3 * a - pt:i1 + 3 * a - pt,
+                out[s * a + b, :, i0:i1, j0:j1] = src[:, i0 + 3 * a - pt:i1 + 3 * a - pt,
                                                       j0 + 3 * b - pl:j1 + 3 * b - pl]
-    return out.reshape(4 * c, hp, wp, n).transpose(3, 0, 1, 2)
+    return out.reshape(s * s * c, hp, wp, n).transpose(3, 0, 1, 2)
 
 
-def _blocks3_input_adjoint(gs, c, h, wd, pads):
-    """The adjoint of ``_blocks3_input``: the stacked image's gradient [N, 4C, hp, wp] (laid out
-    batch-innermost) summed back onto [N, C, H, W] (batch-innermost)."""
+def _blocks3_input_adjoint(gs, c, h, wd, pads, s=2):
+    """The adjoint of ``_blocks3_input``: the stacked image's gradient [N, s*s*C, hp, wp] (laid
+    out batch-innermost) summed back onto [N, C, H, W] (batch-innermost)."""
     n, _, hp, wp = gs.shape
     pt, pl = pads[0], pads[2]
-    g = gs.transpose(1, 2, 3, 0).reshape(4, c, hp, wp, n)
+    g = gs.transpose(1, 2, 3, 0).reshape(s * s, c, hp, wp, n)
     out = np.zeros((c, h, wd, n), gs.dtype)
-    for a in range(2):
-        for b in range(2):
+    for a in range(s):
+        for b in range(s):
             i0, j0 = max(0, pt - 3 * a), max(0, pl - 3 * b)
             i1, j1 = min(hp, h + pt - 3 * a), min(wp, wd + pl - 3 * b)
             if i1 > i0 and j1 > j0:
                 out[:, i0 + 3 * a - pt:i1 + 3 * a - pt, j0 + 3 * b - pl:j1 + 3 * b - pl] += \
-                    g[2 * a + b, :, i0:i1, j0:j1]
+                    g[s * a + b, :, i0:i1, j0:j1]
     return out.transpose(3, 0, 1, 2)
 
 
-def _blocks3_weight(w):
-    """[O, C, 5, 5] -> the stacked convolution's [O, 4C, 3, 3]: zero-extended to 6x6, block (a, b)
-    (rows 3a.., columns 3b..) as input channels (2a + b)*C ... (C-contiguous)."""
-    o, c = w.shape[:2]
-    w6 = np.zeros((o, c, 6, 6), w.dtype)
-    w6[:, :, :5, :5] = w
-    return np.ascontiguousarray(w6.reshape(o, c, 2, 3, 2, 3).transpose(0, 2, 4, 1, 3, 5)).reshape(o, 4 * c, 3, 3)
+def _blocks3_weight(w, s=2):
+    """[O, C, k, k] (k <= 3s) -> the stacked convolution's [O, s*s*C, 3, 3]: zero-extended to
+    3s x 3s, block (a, b) (rows 3a.., columns 3b..) as input channels (s*a + b)*C ...
+    (C-contiguous)."""
+    o, c, k = w.shape[:3]
+    wz = np.zeros((o, c, 3 * s, 3 * s), w.dtype)
+    wz[:, :, :k, :k] = w
+    return np.ascontiguousarray(wz.reshape(o, c, s, 3, s, 3).transpose(0, 2, 4, 1, 3, 5)).reshape(o, s * s * c, 3, 3)
 
 
-def _blocks3_weight_adjoint(g3, c):
-    """The adjoint of ``_blocks3_weight``: [O, 4C, 3, 3] -> [O, C, 5, 5]."""
+def _blocks3_weight_adjoint(g3, c, k, s=2):
+    """The adjoint of ``_blocks3_weight``: [O, s*s*C, 3, 3] -> [O, C, k, k]."""
     o = g3.shape[0]
-    g6 = g3.reshape(o, 2, 2, c, 3, 3).transpose(0, 3, 1, 4, 2, 5).reshape(o, c, 6, 6)
-    return np.ascontiguousarray(g6[:, :, :5, :5])
+    gz = g3.reshape(o, s, s, c, 3, 3).transpose(0, 3, 1, 4, 2, 5).reshape(o, c, 3 * s, 3 * s)
+    return np.ascontiguousarray(gz[:, :, :k, :k])
 
 
 def _to_classes(a, d):
@@ -985,13 +991,14 @@ class Conv2d(Function):
         return _from_classes(ys, d, n, h, wd)
 
     def _forward_blocks3(self, x, w, b, oh, ow):
-        # a 5x5 convolution as the 3x3 one of ``_use_blocks3`` on Winograd F(4x4, 3x3); the
+        # a 5x5 / 7x7 convolution as the 3x3 one of ``_use_blocks3`` on Winograd F(4x4, 3x3); the
         # stacked image is made as large as its tiles need, so the inner path pads nothing
         th, tw = -(-oh // 4), -(-ow // 4)
-        xs = _blocks3_input(x, self.pads, 4 * th + 2, 4 * tw + 2)
+        nb = -(-w.shape[2] // 3)
+        xs = _blocks3_input(x, self.pads, 4 * th + 2, 4 * tw + 2, nb)
         ph = self.blocks3 = Conv2d((1, 1), (0, 0, 0, 0), (1, 1), 1)
         ph.cudnn = ph.direct_x = ph.phases = ph.plane = ph.pointwise = ph.gwino = ph.tiled = ph.blocks3 = None
-        y = ph._forward_winograd(xs, _blocks3_weight(w), b, 4 * th, 4 * tw, 4)
+        y = ph._forward_winograd(xs, _blocks3_weight(w, nb), b, 4 * th, 4 * tw, 4)
         self.w, self.x = w, x
         return y[:, :, :oh, :ow]
 
@@ -1007,8 +1014,10 @@ class Conv2d(Function):
             gp[:, :, :oh, :ow] = g
             g = gp
         grads = ph.backward(g)
-        gx = None if grads[0] is None else _blocks3_input_adjoint(grads[0], c, h, wd, self.pads)
-        gw = None if grads[1] is None else _blocks3_weight_adjoint(grads[1], c)
+        k = self.w.shape[2]
+        nb = -(-k // 3)
+        gx = None if grads[0] is None else _blocks3_input_adjoint(grads[0], c, h, wd, self.pads, nb)
+        gw = None if grads[1] is None else _blocks3_weight_adjoint(grads[1], c, k, nb)
         return (gx, gw) + tuple(grads[2:])
 
     def _forward_tiled(self, x, w, b):
