@@ -437,6 +437,44 @@ def test_compiled_lstm_panel_products(B, H, I, reverse, zero_h0, lengths, monkey
         np.testing.assert_allclose(g, r, rtol=0, atol=2e-6 * (np.abs(r).max() + 1))
 
 
+@pytest.mark.parametrize("reverse,lengths", [(False, False), (True, True), (False, True)])
+def test_compiled_lstm_forward_panels_at_batch_16(reverse, lengths, monkeypatch):
+    """At a batch of 16 (from PANEL_MIN_H hidden features on, here 0) the LSTM's forward
+    products run matmul_fm_p from panels and its backward keeps the transposes (no panels):
+    the same bits as without the forward's panels, the float64 path's values; and
+    panel_forward's gate."""
+    from ddg.autograd.ops import rnn
+    from ddg.tensor import rnn_kernels
+    B = 16
+    assert [b for b in range(70) if rnn.panel_forward(b, 512)] == \
+        [b for b in range(70) if rnn.panel_batch(b, 512) or b == 16]
+    assert [b for b in range(70) if rnn.panel_forward(b, 128)] == [b for b in range(70) if rnn.panel_batch(b, 128)]
+    monkeypatch.setattr(rnn, "RELAYOUT_MIN_T", 0)
+    monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_T", 0)
+    monkeypatch.setattr(rnn, "PANEL_MIN_I", 0)
+    seen = []
+    fwd, bwd = rnn_kernels.lstm_forward_loop, rnn_kernels.lstm_backward_loop
+    monkeypatch.setattr(rnn_kernels, "lstm_forward_loop",
+                        lambda *a: (seen.append(("f", a[-2].shape[0], a[-1].shape[0])), fwd(*a))[1])
+    monkeypatch.setattr(rnn_kernels, "lstm_backward_loop",
+                        lambda *a: (seen.append(("b", a[-2].shape[0], a[-1].shape[0])), bwd(*a))[1])
+    rng = np.random.default_rng(36)
+    H, I = 12, 9
+    arrs = _arrays(rng, "LSTM", 6, B, I, H, reverse)
+    lens = np.arange(B) % 6 + 1 if lengths else None
+    monkeypatch.setattr(rnn, "PANEL_MIN_H", 0)
+    got = _seq_run("LSTM", arrs, np.float32, reverse, reverse, lens)
+    w = rnn_kernels.panel_width(B)
+    assert seen == [("f", (4 * H + w - 1) // w, (4 * H + w - 1) // w), ("b", 0, 0)]
+    monkeypatch.setattr(rnn, "PANEL_MIN_H", 1 << 30)
+    other = _seq_run("LSTM", arrs, np.float32, reverse, reverse, lens)
+    assert seen[2:] == [("f", 0, 0), ("b", 0, 0)]
+    ref = _seq_run("LSTM", arrs, np.float64, reverse, reverse, lens)
+    for g, o, r in zip(got, other, ref):
+        np.testing.assert_array_equal(g, o)
+        np.testing.assert_allclose(g, r, rtol=0, atol=2e-6 * (np.abs(r).max() + 1))
+
+
 @pytest.mark.parametrize("mode,reverse,lengths,zero_h0,h0_grad,fm", [
     c[:3] + c[3] + c[4:] for c in itertools.product(("LSTM", "GRU", "RNN_TANH", "RNN_RELU"), (False, True), (None, (5, 1, 3, 5, 2)),
                                                     ((True, False), (True, True), (False, True)), (False, True))])
