@@ -437,6 +437,32 @@ def test_compiled_lstm_panel_products(B, H, I, reverse, zero_h0, lengths, monkey
         np.testing.assert_allclose(g, r, rtol=0, atol=2e-6 * (np.abs(r).max() + 1))
 
 
+@pytest.mark.parametrize("mode,T,lengths", [("LSTM", 1, None), ("GRU", 1, None), ("RNN_TANH", 2, None),
+                                           ("LSTM", 3, (3, 1, 2, 3, 2)), ("GRU", 2, (2, 1, 2, 2, 1)),
+                                           ("RNN_RELU", 3, None)])
+def test_short_sequences_state_gradient_from_the_transposed_small_operand(mode, T, lengths, monkeypatch):
+    """Below BWD_KERNEL_MIN_T steps (a cell called step by step) the state gradient
+    W_hh^T @ g is formed as (g^T @ W_hh)^T from STATE_GRAD_ROWS_MIN weight elements on (here
+    any): the product from the view's values within float32 rounding, the float64 path's."""
+    from ddg.autograd.ops import rnn
+    seen = []
+    real = rnn._state_grad
+    monkeypatch.setattr(rnn, "_state_grad", lambda w, g, out: (seen.append(w.size), real(w, g, out))[1])
+    rng = np.random.default_rng(37)
+    arrs = _arrays(rng, mode, T, 5, 4, 6, False)
+    lens = None if lengths is None else np.array(lengths)
+    monkeypatch.setattr(rnn, "STATE_GRAD_ROWS_MIN", 0)
+    got = _seq_run(mode, arrs, np.float32, False, False, lens)
+    assert seen                           # the numpy route's state gradients ran
+    monkeypatch.setattr(rnn, "STATE_GRAD_ROWS_MIN", 1 << 62)
+    view = _seq_run(mode, arrs, np.float32, False, False, lens)
+    ref = _seq_run(mode, arrs, np.float64, False, False, lens)
+    for g, v, r in zip(got, view, ref):
+        tol = 2e-6 * (np.abs(r).max() + 1)
+        np.testing.assert_allclose(g, r, rtol=0, atol=tol)
+        np.testing.assert_allclose(g, v, rtol=0, atol=tol)
+
+
 @pytest.mark.parametrize("reverse,lengths", [(False, False), (True, True), (False, True)])
 def test_compiled_lstm_forward_panels_at_batch_16(reverse, lengths, monkeypatch):
     """At a batch of 16 (from PANEL_MIN_H hidden features on, here 0) the LSTM's forward
