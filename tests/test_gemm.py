@@ -437,11 +437,11 @@ def test_linear_gradient_central_differences(forced):
 
 
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
-def test_few_row_products(dt):
+def test_few_row_products(dt, monkeypatch):
     """numpy's slow product forms taken another way: one inner index (an outer product,
-    the same values as the product) and few rows times a transposed matrix (through the
-    transposes, C order); against float64, and Linear's gradients at batch 1 and 3 by
-    central differences (float64)."""
+    the same values as the product) and few rows times a transposed matrix of at least
+    FEW_ROWS_MIN_B elements (through the transposes, C order; here any size); against
+    float64, and Linear's gradients at batch 1 and 3 by central differences (float64)."""
     rng = np.random.default_rng(11)
     a, b = rng.standard_normal((7, 1)).astype(dt), rng.standard_normal((1, 9)).astype(dt)
     got = gemm.few_rows_product(a, b)
@@ -450,7 +450,10 @@ def test_few_row_products(dt):
     a = rng.standard_normal((3, 40)).astype(dt)
     w = rng.standard_normal((25, 40)).astype(dt)
     bias = rng.standard_normal(25).astype(dt)
+    assert gemm.few_rows_product(a, w.T) is None              # under FEW_ROWS_MIN_B: numpy's own
+    monkeypatch.setattr(gemm, "FEW_ROWS_MIN_B", w.size)
     assert gemm.few_rows_product(a, w.T) is not None and gemm.few_rows_product(a, w) is None
+    assert gemm.few_rows_product(rng.standard_normal((gemm.FEW_ROWS, 40)).astype(dt), w.T) is None
     got = gemm.product(a, w.T, bias)
     assert got.dtype == dt and got.flags.c_contiguous
     np.testing.assert_allclose(got, _ref(a, w.T, bias), rtol=1e-5 if dt == np.float32 else 1e-12, atol=1e-5)

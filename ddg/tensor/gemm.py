@@ -243,6 +243,12 @@ def bias_product(A, B, bias):
 #: below this many rows of ``A``, ``A @ B`` with B a transposed C-contiguous matrix (a Linear
 #: layer's input gradient ``g @ w.T``) is formed as ``(B.T @ A.T).T``
 FEW_ROWS = 64
+#: ... from this many elements of B on: below, the route's transposed product and copy cost
+#: more than OpenBLAS's own (1 thread, A rows x inner x B columns: 16x32x128 5.4 us by numpy
+#: against 11.8, 16x128x128 16.7 against 20.9, 16x64x64 4.2 against 6.5; from 65k to 150k
+#: elements either way by 5-25 %: 16x256x512 85 against 99, 8x256x512 65 against 49); from
+#: 2^18 on the route pays (16x512x512 202 -> 192, 8x1024x1024 662 -> 516)
+FEW_ROWS_MIN_B = 1 << 18
 
 
 def few_rows_product(A, B):
@@ -258,7 +264,7 @@ def few_rows_product(A, B):
         return None
     if A.shape[1] == 1:
         return np.multiply(A, B, dtype=np.result_type(A, B))
-    if A.shape[0] < FEW_ROWS and not B.flags.c_contiguous and B.T.flags.c_contiguous:
+    if A.shape[0] < FEW_ROWS and B.size >= FEW_ROWS_MIN_B and not B.flags.c_contiguous and B.T.flags.c_contiguous:
         return np.ascontiguousarray((B.T @ A.T).T)
     return None
 
