@@ -26,9 +26,9 @@ else F(2x2, 3x3) (16/36 of them, the tile transforms whole-array adds: cupy, or 
 mixed dtypes); a 5x5 or 7x7 stride-1 one with enough channels is the 3x3 one of its 3x3
 blocks over four or nine shifted copies of the image, on the same Winograd
 (``_use_blocks3``); a depthwise one, or grouped with at most 8 channels per group, is a
-compiled direct loop on numpy (``conv_kernels``; at stride 1 over whole padded planes, in the input's own layout, small
-NCHW planes batch-innermost; at a stride that is at most the kernel,
-depthwise, over the stride's polyphase components, ``ddg.tensor.conv_strided``); a
+compiled direct loop on numpy (``conv_kernels``; at stride 1 over whole padded planes, in
+the input's own layout, small NCHW planes batch-innermost; at a stride that is at most the
+kernel, depthwise, over the stride's polyphase components, ``ddg.tensor.conv_strided``); a
 one-group strided one whose kernel is a multiple
 of its stride (4x4 stride 2), on long enough images, is a stride-1 convolution of the
 polyphase components without columns (``conv_strided``); a grouped 3x3 stride-1 one with
@@ -473,11 +473,11 @@ def _use_blocks3(x, w, stride, dilation, groups, pads):
 
 
 #: the fewest tile columns in one of ``_use_blocks3``'s blocks of tile rows: the 36 products of
-#: a block read the whole transformed weight (36 * O * 4C values, 5.8x im2col's weight), so
-#: narrower blocks wait on it (forward + backward against torch, im2col -> blocks: 16 columns
-#: 128->128 16x16 batch 4 1.10 -> 1.99, 32 columns 64->64 8x8 batch 16 1.45 -> 1.63, 256->256
-#: 16x16 batch 8 1.05 -> 1.25; 48 columns 64->64 8x8 batch 24 1.47 -> 1.45; 64 columns
-#: 64->128 8x8 batch 32 1.37 -> 1.18, 256->256 8x8 batch 32 1.04 -> 0.84)
+#: a block read the whole transformed weight (36 * O * s*s*C values, 5.8x im2col's weight at
+#: 5x5), so narrower blocks wait on it (5x5, forward + backward against torch, im2col ->
+#: blocks: 16 columns 128->128 16x16 batch 4 1.10 -> 1.99, 32 columns 64->64 8x8 batch 16
+#: 1.45 -> 1.63, 256->256 16x16 batch 8 1.05 -> 1.25; 48 columns 64->64 8x8 batch 24 1.47 ->
+#: 1.45; 64 columns 64->128 8x8 batch 32 1.37 -> 1.18, 256->256 8x8 batch 32 1.04 -> 0.84)
 BLOCKS3_MIN_COLUMNS = 64
 
 #: the fewest 4x4 output tiles over the batch for ``_use_blocks3``: below, the transforms of 4C
