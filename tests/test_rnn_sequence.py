@@ -396,6 +396,19 @@ def test_compiled_lstm_input_projections_before_the_loop(B, reverse, lengths, ze
         np.testing.assert_allclose(g, o, rtol=0, atol=tol)
 
 
+def _record_panels(monkeypatch):
+    """A list that gets, per call of the LSTM's compiled loops, ("f" or "b", the panels of
+    W_ih, the panels of W_hh) as counts (0: no panels)."""
+    from ddg.tensor import rnn_kernels
+    seen = []
+    fwd, bwd = rnn_kernels.lstm_forward_loop, rnn_kernels.lstm_backward_loop
+    monkeypatch.setattr(rnn_kernels, "lstm_forward_loop",
+                        lambda *a: (seen.append(("f", a[-2].shape[0], a[-1].shape[0])), fwd(*a))[1])
+    monkeypatch.setattr(rnn_kernels, "lstm_backward_loop",
+                        lambda *a: (seen.append(("b", a[-2].shape[0], a[-1].shape[0])), bwd(*a))[1])
+    return seen
+
+
 @pytest.mark.parametrize("B,H,I,reverse,zero_h0,lengths", [
     (17, 9, 5, False, False, False), (21, 9, 3, True, True, True), (27, 16, 4, False, True, True),
     (33, 7, 6, True, False, False), (44, 12, 9, False, False, True), (24, 5, 2, True, False, True),
@@ -413,12 +426,7 @@ def test_compiled_lstm_panel_products(B, H, I, reverse, zero_h0, lengths, monkey
     monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_T", 0)
     monkeypatch.setattr(rnn, "PANEL_MIN_H", 0)      # below 16, panels from 256 hidden features on
     monkeypatch.setattr(rnn, "PANEL_MIN_I", 0)
-    seen = []
-    fwd, bwd = rnn_kernels.lstm_forward_loop, rnn_kernels.lstm_backward_loop
-    monkeypatch.setattr(rnn_kernels, "lstm_forward_loop",
-                        lambda *a: (seen.append(("f", a[-2].shape[0], a[-1].shape[0])), fwd(*a))[1])
-    monkeypatch.setattr(rnn_kernels, "lstm_backward_loop",
-                        lambda *a: (seen.append(("b", a[-2].shape[0], a[-1].shape[0])), bwd(*a))[1])
+    seen = _record_panels(monkeypatch)
     rng = np.random.default_rng(32)
     arrs = _arrays(rng, "LSTM", 6, B, I, H, reverse)
     if zero_h0:
@@ -478,12 +486,7 @@ def test_compiled_lstm_forward_panels_at_batch_16(reverse, lengths, monkeypatch)
     monkeypatch.setattr(rnn, "RELAYOUT_MIN_T", 0)
     monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_T", 0)
     monkeypatch.setattr(rnn, "PANEL_MIN_I", 0)
-    seen = []
-    fwd, bwd = rnn_kernels.lstm_forward_loop, rnn_kernels.lstm_backward_loop
-    monkeypatch.setattr(rnn_kernels, "lstm_forward_loop",
-                        lambda *a: (seen.append(("f", a[-2].shape[0], a[-1].shape[0])), fwd(*a))[1])
-    monkeypatch.setattr(rnn_kernels, "lstm_backward_loop",
-                        lambda *a: (seen.append(("b", a[-2].shape[0], a[-1].shape[0])), bwd(*a))[1])
+    seen = _record_panels(monkeypatch)
     rng = np.random.default_rng(36)
     H, I = 12, 9
     arrs = _arrays(rng, "LSTM", 6, B, I, H, reverse)

@@ -972,6 +972,15 @@ class Conv2d(Function):
             return gx, gw, (gy.sum(axis=(0, 2, 3)) if needs[2] else None)
         return gx, gw
 
+    @staticmethod
+    def _inner_winograd(pads):
+        """A stride-1 3x3 Conv2d with ``pads`` that a composite path runs ``_forward_winograd`` on
+        directly (the residue classes, the 5x5 / 7x7 blocks): its other paths marked unused, so
+        that its ``backward`` takes the Winograd one."""
+        ph = Conv2d((1, 1), pads, (1, 1), 1)
+        ph.cudnn = ph.direct_x = ph.phases = ph.plane = ph.pointwise = ph.gwino = ph.tiled = ph.blocks3 = None
+        return ph
+
     def _forward_phases(self, x, w, b):
         # a 3x3 convolution dilated by d with "same" padding reads, for each output pixel,
         # only pixels of its own row and column residues modulo d: per class (d*d of them)
@@ -981,8 +990,7 @@ class Conv2d(Function):
         n, c, h, wd = x.shape
         d = self.dilation[0]
         xs = _to_classes(x, d)
-        ph = self.phases = Conv2d((1, 1), (1, 1, 1, 1), (1, 1), 1)
-        ph.cudnn = ph.direct_x = ph.phases = ph.plane = ph.pointwise = ph.gwino = None
+        ph = self.phases = Conv2d._inner_winograd((1, 1, 1, 1))
         hh, ww = xs.shape[2:]
         # F(4x4, 3x3) from classes of 4x4 on (where the compiled transforms apply): the
         # class batch fills the products that small outputs leave short
@@ -996,8 +1004,7 @@ class Conv2d(Function):
         th, tw = -(-oh // 4), -(-ow // 4)
         nb = -(-w.shape[2] // 3)
         xs = _blocks3_input(x, self.pads, 4 * th + 2, 4 * tw + 2, nb)
-        ph = self.blocks3 = Conv2d((1, 1), (0, 0, 0, 0), (1, 1), 1)
-        ph.cudnn = ph.direct_x = ph.phases = ph.plane = ph.pointwise = ph.gwino = ph.tiled = ph.blocks3 = None
+        ph = self.blocks3 = Conv2d._inner_winograd((0, 0, 0, 0))
         y = ph._forward_winograd(xs, _blocks3_weight(w, nb), b, 4 * th, 4 * tw, 4)
         self.w, self.x = w, x
         return y[:, :, :oh, :ow]
