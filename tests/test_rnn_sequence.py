@@ -376,6 +376,7 @@ def test_compiled_lstm_input_projections_before_the_loop(B, reverse, lengths, ze
     monkeypatch.setattr(rnn, "RELAYOUT_MIN_T", 0)
     monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_T", 0)
     monkeypatch.setattr(rnn, "XPROJ_FM_MIN_I", 0)
+    monkeypatch.setattr(rnn, "BLAS_STEPS", False)      # the compiled loop at batch 48 too
     seen = []
     fwd = rnn_kernels.lstm_forward_loop
     monkeypatch.setattr(rnn_kernels, "lstm_forward_loop", lambda *a: (seen.append(a[1].shape[0]), fwd(*a))[1])
@@ -394,6 +395,57 @@ def test_compiled_lstm_input_projections_before_the_loop(B, reverse, lengths, ze
         tol = 2e-6 * (np.abs(r).max() + 1)
         np.testing.assert_allclose(g, r, rtol=0, atol=tol)
         np.testing.assert_allclose(g, o, rtol=0, atol=tol)
+
+
+@pytest.mark.parametrize("B,reverse,lengths,zero_h0,pre,rows,need_x", [
+    (5, False, False, False, False, False, True), (7, True, True, False, True, True, True),
+    (6, False, True, True, False, True, False), (9, True, False, True, True, False, True),
+    (4, True, True, False, False, False, False), (8, False, False, True, True, True, True)])
+def test_lstm_steps_by_numpy_blas(B, reverse, lengths, zero_h0, pre, rows, need_x, monkeypatch):
+    """From BLAS_STEPS_MIN_B in the batch (here 1; without AVX-512's compiled GEMM) the LSTM's
+    feature-major steps run in a Python loop with numpy's products (the compiled loops not
+    called), the input projections per step or all before it, the state gradient from
+    W_hh's transposed copy or as (dp^T @ W_hh)^T (STEPS_ROWS_MIN): the compiled loops'
+    values within float32 rounding and the float64 path's; forward and every gradient, x's
+    wanted or not."""
+    from ddg.autograd.ops import rnn
+    from ddg.tensor import rnn_kernels
+    monkeypatch.setattr(rnn, "RELAYOUT_MIN_T", 0)
+    monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_T", 0)
+    monkeypatch.setattr(rnn, "LSTM_FM_MIN_B", 1)          # feature-major at any batch
+    monkeypatch.setattr(rnn, "XPROJ_FM_MIN_I", 0)
+    monkeypatch.setattr(rnn, "XPROJ_FM_MIN_B", 1 if pre else 1 << 30)
+    monkeypatch.setattr(rnn, "STEPS_ROWS_MIN", 0 if rows else 1 << 62)
+    monkeypatch.setattr(rnn, "BLAS_STEPS_MIN_B", 1)
+    loops = []
+    fwd, bwd = rnn_kernels.lstm_forward_loop, rnn_kernels.lstm_backward_loop
+    monkeypatch.setattr(rnn_kernels, "lstm_forward_loop", lambda *a: (loops.append("f"), fwd(*a))[1])
+    monkeypatch.setattr(rnn_kernels, "lstm_backward_loop", lambda *a: (loops.append("b"), bwd(*a))[1])
+    rng = np.random.default_rng(38)
+    T, I, H = 6, 5, 7
+    arrs = _arrays(rng, "LSTM", T, B, I, H, reverse)
+    if zero_h0:
+        arrs[1], arrs[2] = np.zeros_like(arrs[1]), np.zeros_like(arrs[2])
+    lens = np.arange(B) % T + 1 if lengths else None
+
+    def run(dtype):
+        ts = [ddg.to_tensor(a.astype(dtype), stop_gradient=(i == 0 and not need_x)) for i, a in enumerate(arrs)]
+        outs = RNNSequence("LSTM", reverse, reverse, lens)(*ts)
+        sum(((o * o) * (i + 1)).sum() for i, o in enumerate(outs)).backward()
+        return [o.numpy() for o in outs] + [t.grad.numpy() for t in ts if not t.stop_gradient]
+
+    monkeypatch.setattr(rnn, "BLAS_STEPS", True)
+    got = run(np.float32)
+    assert loops == []                    # neither compiled loop ran
+    monkeypatch.setattr(rnn, "BLAS_STEPS", False)
+    kern = run(np.float32)
+    assert loops == ["f", "b"]
+    ref = run(np.float64)
+    assert len(got) == 3 + 6 + need_x
+    for g, k, r in zip(got, kern, ref):
+        tol = 2e-6 * (np.abs(r).max() + 1)
+        np.testing.assert_allclose(g, r, rtol=0, atol=tol)
+        np.testing.assert_allclose(g, k, rtol=0, atol=tol)
 
 
 def _record_panels(monkeypatch):

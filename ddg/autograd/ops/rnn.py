@@ -194,6 +194,69 @@ def _state_grad(w_hh, g, out):
         np.matmul(w_hh.T, g, out=out)
 
 
+#: The LSTM's feature-major steps at a batch of BLAS_STEPS_MIN_B and more, without AVX-512's
+#: compiled GEMM (``gemm.ENABLED`` off: rnn_kernels' tiles then run in 6-row AVX2 tiles), in a
+#: Python loop whose products are numpy's (OpenBLAS), the step kernels compiled as before:
+#: there OpenBLAS formed ``W_hh @ h`` and ``W_hh^T @ dp`` in 0.77-0.95 of the tiles' time
+#: (Zen 3, 1 thread, H 256-1024 at batch 64 and 128; at batch 16-32 the tiles stay 1.1-1.6x
+#: faster), and a few microseconds of Python per step are nothing beside them. Training steps,
+#: one process, loop / steps: I:H:T:B 64:1024:10:64 0.95, 512:512:20:64 0.96, 256:256:50:48
+#: 0.93, 128:128:50:64 0.87, 128:256:30:128 0.83, 1024:1024:10:48 0.96; 256:512:20:56 1.00
+BLAS_STEPS = not gemm.ENABLED
+BLAS_STEPS_MIN_B = 48
+#: ... and from this many elements of W_hh the backward's state gradient is ``(dp^T @ W_hh)^T``,
+#: the weight read in place, instead of a product with a transposed copy of it (I:H:T:B
+#: 64:1024:10:64 0.96, 1024:1024:10:48 0.98 of the time; at H 512-768 within noise, 1.00-1.04)
+STEPS_ROWS_MIN = 1 << 22
+
+
+def blas_steps(B):
+    """Whether the LSTM's feature-major steps at batch B form their products by numpy."""
+    return BLAS_STEPS and B >= BLAS_STEPS_MIN_B
+
+
+def _lstm_steps_forward(K, w_ih, xf, w_hh, bias, order, first, valid, has_mask, st, act, aux, hp, y, gt, bm):
+    """``rnn_kernels.lstm_forward_loop``'s steps (feature-major) with the products by numpy."""
+    ht, ct = st
+    order = list(order)
+    per_step = xf.shape[0] > 0
+    for k, t in enumerate(order):
+        tn = order[k + 1] if k + 1 < len(order) else -1
+        if per_step:
+            np.matmul(w_ih, xf[t], out=act[t])
+        if t == first:
+            gt.fill(0)
+        else:
+            np.matmul(w_hh, ht, out=gt)
+        K.lstm_step_forward(gt, bias, t, tn, valid, has_mask, ht, ct, act, aux[0], aux[1], hp, y, bm)
+
+
+def _lstm_steps_backward(K, gy, has_gy, order, last, valid, has_mask, act, cs, c0t, tcs, w_hh, whh_t, dht, tmp,
+                         dct, dp, dbs, wih_t, dxf, need_dx, bm):
+    """``rnn_kernels.lstm_backward_loop``'s steps (feature-major) with the products by numpy."""
+    dbs.fill(0)
+    cur, nxt = dht, tmp
+    for k in range(len(order) - 1, -1, -1):
+        t = order[k]
+        g = dp[t]
+        K.lstm_step_backward(gy, has_gy, t, valid, has_mask, act, cs[order[k - 1]] if k else c0t, tcs, cur, dct,
+                             dp, g, False, bm)
+        dbs += g
+        if need_dx:
+            np.matmul(wih_t, g, out=dxf[t])
+        if k < last:
+            break
+        if whh_t is None:
+            np.copyto(nxt, (g.T @ w_hh).T)
+        else:
+            np.matmul(whh_t, g, out=nxt)
+        if has_mask:                       # rows past their length keep theirs
+            np.copyto(nxt, cur, where=~valid[t])
+        cur, nxt = nxt, cur
+    if cur is not dht:
+        dht[...] = cur
+
+
 def _tn(a, b):
     """``a.T @ b`` for 2-D arrays (a weight gradient over all steps) by ``gemm.product``: on
     numpy the compiled kernel, then ``gemm.few_rows_product``'s forms where numpy's own
@@ -532,7 +595,10 @@ class RNNSequence(Function):
         else:
             b_ih, b_hh = np.ascontiguousarray(b_ih), np.ascontiguousarray(b_hh)
         self.w_t = None
-        if lstm:                           # every step in one compiled call
+        if lstm and fm and blas_steps(B):  # a Python loop, numpy's BLAS forming the products
+            _lstm_steps_forward(K, np.ascontiguousarray(w_ih), xf, w_hh, bias, order, first, valid, has_mask, st,
+                                act, aux, hp, y, gt, bm)
+        elif lstm:                         # every step in one compiled call
             w_ih = np.ascontiguousarray(w_ih)
             none = np.empty((0, 0), dt)
             wt = (none, none)
@@ -587,9 +653,12 @@ class RNNSequence(Function):
         dpt = np.empty((T, G * H, B) if fmaj else (T, B, G * H), dt)
         dxf = None
         w_t = getattr(self, "w_t", None)      # the transposes the LSTM's forward made
-        pan = fmaj and panel_batch(B, H)    # matmul_fm_p's panels of W^T instead of W^T
+        steps = fmaj and blas_steps(B)      # a Python loop over the steps, numpy's BLAS forming the products
+        pan = fmaj and not steps and panel_batch(B, H)    # matmul_fm_p's panels of W^T instead of W^T
         if pan:
             whh_t = np.empty((0, 0), dt)
+        elif steps and self.w_hh.size >= STEPS_ROWS_MIN:
+            whh_t = None                     # (dp^T @ W_hh)^T per step, no transposed copy
         elif kern and w_t is not None:
             whh_t = w_t[1]
         elif kern:
@@ -622,10 +691,15 @@ class RNNSequence(Function):
                 elif fmaj and _cols_left(B, self.w_hh.size):
                     wts = (np.ascontiguousarray(self.w_ih) if self.w_ih.size <= COLS_MAX_W else none,
                            np.ascontiguousarray(self.w_hh))
-                K.lstm_backward_loop(gy, has_gy, np.array(order, np.int64), last, valid, has_mask, act, cs, c0t, tcs,
-                                     whh_t, dht, tmp, dct, dpt, sp, dbs, wih_t,
-                                     dxf if need_dx else np.empty((1, 1, 1), dt), need_dx, fmaj, bm, wts[0], wts[1],
-                                     pts[0], pts[1])
+                if steps:
+                    _lstm_steps_backward(K, gy, has_gy, order, last, valid, has_mask, act, cs, c0t, tcs,
+                                         np.ascontiguousarray(self.w_hh), whh_t, dht, tmp, dct, dpt, dbs, wih_t, dxf,
+                                         need_dx, bm)
+                else:
+                    K.lstm_backward_loop(gy, has_gy, np.array(order, np.int64), last, valid, has_mask, act, cs, c0t,
+                                         tcs, whh_t, dht, tmp, dct, dpt, sp, dbs, wih_t,
+                                         dxf if need_dx else np.empty((1, 1, 1), dt), need_dx, fmaj, bm, wts[0],
+                                         wts[1], pts[0], pts[1])
             else:
                 for k in range(T - 1, -1, -1):
                     t = order[k]
