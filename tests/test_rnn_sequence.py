@@ -364,6 +364,18 @@ def test_panel_product_bit_identical_to_the_tiles():
             np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * ((np.abs(w) @ np.abs(x)).max(initial=0) + 1))
 
 
+def _assert_matches(got, other, ref, exact):
+    """Every output and gradient in ``got`` equal to ``other``'s (bit for bit where ``exact``,
+    else within float32 rounding) and within float32 rounding of the float64 ``ref``."""
+    for g, o, r in zip(got, other, ref):
+        tol = 2e-6 * (np.abs(r).max() + 1)
+        if exact:
+            np.testing.assert_array_equal(g, o)
+        else:
+            np.testing.assert_allclose(g, o, rtol=0, atol=tol)
+        np.testing.assert_allclose(g, r, rtol=0, atol=tol)
+
+
 @pytest.mark.parametrize("B,reverse,lengths,zero_h0", [(16, False, False, False), (48, True, True, False),
                                                        (20, False, True, True), (33, True, False, True)])
 def test_compiled_lstm_input_projections_before_the_loop(B, reverse, lengths, zero_h0, monkeypatch):
@@ -390,11 +402,7 @@ def test_compiled_lstm_input_projections_before_the_loop(B, reverse, lengths, ze
     monkeypatch.setattr(rnn, "XPROJ_FM_MIN_B", 1 << 30)
     steps = _seq_run("LSTM", arrs, np.float32, reverse, reverse, lens)
     assert seen == [0, 7]                # the loop given no x: the projections made before it
-    ref = _seq_run("LSTM", arrs, np.float64, reverse, reverse, lens)
-    for g, o, r in zip(got, steps, ref):
-        tol = 2e-6 * (np.abs(r).max() + 1)
-        np.testing.assert_allclose(g, r, rtol=0, atol=tol)
-        np.testing.assert_allclose(g, o, rtol=0, atol=tol)
+    _assert_matches(got, steps, _seq_run("LSTM", arrs, np.float64, reverse, reverse, lens), exact=False)
 
 
 @pytest.mark.parametrize("B,reverse,lengths,zero_h0,pre,rows,need_x", [
@@ -416,6 +424,7 @@ def test_lstm_steps_by_numpy_blas(B, reverse, lengths, zero_h0, pre, rows, need_
     monkeypatch.setattr(rnn, "XPROJ_FM_MIN_I", 0)
     monkeypatch.setattr(rnn, "XPROJ_FM_MIN_B", 1 if pre else 1 << 30)
     monkeypatch.setattr(rnn, "STEPS_ROWS_MIN", 0 if rows else 1 << 62)
+    monkeypatch.setattr(rnn, "STATE_GRAD_ROWS_MIN", 0)   # (dp^T @ W_hh)^T where STEPS_ROWS_MIN asks
     monkeypatch.setattr(rnn, "BLAS_STEPS_MIN_B", 1)
     loops = []
     fwd, bwd = rnn_kernels.lstm_forward_loop, rnn_kernels.lstm_backward_loop
@@ -442,10 +451,7 @@ def test_lstm_steps_by_numpy_blas(B, reverse, lengths, zero_h0, pre, rows, need_
     assert loops == ["f", "b"]
     ref = run(np.float64)
     assert len(got) == 3 + 6 + need_x
-    for g, k, r in zip(got, kern, ref):
-        tol = 2e-6 * (np.abs(r).max() + 1)
-        np.testing.assert_allclose(g, r, rtol=0, atol=tol)
-        np.testing.assert_allclose(g, k, rtol=0, atol=tol)
+    _assert_matches(got, kern, ref, exact=False)
 
 
 def _record_panels(monkeypatch):
@@ -491,10 +497,7 @@ def test_compiled_lstm_panel_products(B, H, I, reverse, zero_h0, lengths, monkey
     monkeypatch.setattr(rnn, "PANEL_COLS", 0)
     other = _seq_run("LSTM", arrs, np.float32, reverse, reverse, lens)
     assert seen[2:] == [("f", 0, 0), ("b", 0, 0)]
-    ref = _seq_run("LSTM", arrs, np.float64, reverse, reverse, lens)
-    for g, o, r in zip(got, other, ref):
-        np.testing.assert_array_equal(g, o)
-        np.testing.assert_allclose(g, r, rtol=0, atol=2e-6 * (np.abs(r).max() + 1))
+    _assert_matches(got, other, _seq_run("LSTM", arrs, np.float64, reverse, reverse, lens), exact=True)
 
 
 @pytest.mark.parametrize("mode,T,lengths", [("LSTM", 1, None), ("GRU", 1, None), ("RNN_TANH", 2, None),
@@ -550,10 +553,7 @@ def test_compiled_lstm_forward_panels_at_batch_16(reverse, lengths, monkeypatch)
     monkeypatch.setattr(rnn, "PANEL_MIN_H", 1 << 30)
     other = _seq_run("LSTM", arrs, np.float32, reverse, reverse, lens)
     assert seen[2:] == [("f", 0, 0), ("b", 0, 0)]
-    ref = _seq_run("LSTM", arrs, np.float64, reverse, reverse, lens)
-    for g, o, r in zip(got, other, ref):
-        np.testing.assert_array_equal(g, o)
-        np.testing.assert_allclose(g, r, rtol=0, atol=2e-6 * (np.abs(r).max() + 1))
+    _assert_matches(got, other, _seq_run("LSTM", arrs, np.float64, reverse, reverse, lens), exact=True)
 
 
 @pytest.mark.parametrize("mode,reverse,lengths,zero_h0,h0_grad,fm", [

@@ -256,8 +256,8 @@ def few_rows_product(A, B):
     one inner index (a rank-1 outer product, a one-row weight gradient ``x.T @ g``) as a
     broadcast multiply (the same values; numpy's product ran 4x its time at 1500x1500), and
     fewer than ``FEW_ROWS`` rows of A times a transposed C-contiguous B of at least
-    ``FEW_ROWS_MIN_B`` elements as ``(B.T @ A.T).T``, copied to C order: OpenBLAS's product with few rows and a transposed
-    operand ran 1.2-2.8x this time (1 thread; 1500x1500 weight at 2-32 rows 1.3-1.8 ms ->
+    ``FEW_ROWS_MIN_B`` elements as ``(B.T @ A.T).T``, copied to C order: OpenBLAS's product
+    with few rows and a transposed operand ran 1.2-2.8x this time (1 thread; 1500x1500 weight at 2-32 rows 1.3-1.8 ms ->
     0.5-1.7 ms, 64 rows 3.8 -> 3.2 ms; equal at 128)."""
     if type(A) is not np.ndarray or type(B) is not np.ndarray or A.ndim != 2 or B.ndim != 2 \
             or A.dtype.kind != "f" or B.dtype.kind != "f" or A.shape[1] != B.shape[0]:

@@ -487,24 +487,32 @@ BLOCKS3_MIN_COLUMNS = 64
 BLOCKS3_MIN_TILES = 128
 
 
+def _blocks3_windows(s, pads, h, wd, hp, wp):
+    """Per shifted copy (a, b) of ``_blocks3_input`` that overlaps the image: ``(s*a + b, dst,
+    org)``, the index of the copy, its window ``[:, i0:i1, j0:j1]`` (of ``[C, hp, wp, N]``) and
+    the image's ``[:, H, W, N]`` window it holds: copy pixel (i, j) is the padded image's
+    (3a + i, 3b + j), the image's (3a + i - pt, 3b + j - pl)."""
+    pt, pl = pads[0], pads[2]
+    for a in range(s):
+        for b in range(s):
+            i0, j0 = max(0, pt - 3 * a), max(0, pl - 3 * b)
+            i1, j1 = min(hp, h + pt - 3 * a), min(wp, wd + pl - 3 * b)
+            if i1 > i0 and j1 > j0:
+                yield (s * a + b, (slice(None), slice(i0, i1), slice(j0, j1)),
+                       (slice(None), slice(i0 + 3 * a - pt, i1 + 3 * a - pt), slice(j0 + 3 * b - pl, j1 + 3 * b - pl)))
+
+
 def _blocks3_input(x, pads, hp, wp, s=2):
     """The s*s shifted copies of the padded ``x`` [N, C, H, W] that ``_use_blocks3``'s 3x3
     convolution reads, as one batch-innermost image [N, s*s*C, hp, wp] (copy (a, b), shifted
     by (3a, 3b), in channels (s*a + b)*C ...; ``hp``, ``wp`` cover the Winograd tiles, zero past
     the padded image)."""
     n, c, h, wd = x.shape
-    pt, pl = pads[0], pads[2]
     xc = _pad_input(x, (0, 0, 0, 0))                 # batch-innermost (copied once if not)
     src = xc.transpose(1, 2, 3, 0)                   # [C, H, W, N]
     out = np.zeros((s * s, c, hp, wp, n), x.dtype)
-    for a in range(s):
-        for b in range(s):
-            # out[s*a + b, :, i, j] = xpad[:, 3a + i, 3b + j] = x[:, 3a + i - pt, 3b + j - pl]
-            i0, j0 = max(0, pt - 3 * a), max(0, pl - 3 * b)
-            i1, j1 = min(hp, h + pt - 3 * a), min(wp, wd + pl - 3 * b)
-            if i1 > i0 and j1 > j0:
-                out[s * a + b, :, i0:i1, j0:j1] = src[:, i0 + 3 * a - pt:i1 + 3 * a - pt,
-                                                      j0 + 3 * b - pl:j1 + 3 * b - pl]
+    for q, dst, org in _blocks3_windows(s, pads, h, wd, hp, wp):
+        out[q][dst] = src[org]
     return out.reshape(s * s * c, hp, wp, n).transpose(3, 0, 1, 2)
 
 
@@ -512,16 +520,10 @@ def _blocks3_input_adjoint(gs, c, h, wd, pads, s=2):
     """The adjoint of ``_blocks3_input``: the stacked image's gradient [N, s*s*C, hp, wp] (laid
     out batch-innermost) summed back onto [N, C, H, W] (batch-innermost)."""
     n, _, hp, wp = gs.shape
-    pt, pl = pads[0], pads[2]
     g = gs.transpose(1, 2, 3, 0).reshape(s * s, c, hp, wp, n)
     out = np.zeros((c, h, wd, n), gs.dtype)
-    for a in range(s):
-        for b in range(s):
-            i0, j0 = max(0, pt - 3 * a), max(0, pl - 3 * b)
-            i1, j1 = min(hp, h + pt - 3 * a), min(wp, wd + pl - 3 * b)
-            if i1 > i0 and j1 > j0:
-                out[:, i0 + 3 * a - pt:i1 + 3 * a - pt, j0 + 3 * b - pl:j1 + 3 * b - pl] += \
-                    g[s * a + b, :, i0:i1, j0:j1]
+    for q, dst, org in _blocks3_windows(s, pads, h, wd, hp, wp):
+        out[org] += g[q][dst]
     return out.transpose(3, 0, 1, 2)
 
 

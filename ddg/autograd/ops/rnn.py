@@ -246,8 +246,8 @@ def _lstm_steps_backward(K, gy, has_gy, order, last, valid, has_mask, act, cs, c
             np.matmul(wih_t, g, out=dxf[t])
         if k < last:
             break
-        if whh_t is None:
-            np.copyto(nxt, (g.T @ w_hh).T)
+        if whh_t is None:                  # (dp^T @ W_hh)^T: W_hh past STATE_GRAD_ROWS_MIN
+            _state_grad(w_hh, g, nxt)
         else:
             np.matmul(whh_t, g, out=nxt)
         if has_mask:                       # rows past their length keep theirs
