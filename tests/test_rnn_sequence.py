@@ -405,17 +405,18 @@ def test_compiled_lstm_input_projections_before_the_loop(B, reverse, lengths, ze
     _assert_matches(got, steps, _seq_run("LSTM", arrs, np.float64, reverse, reverse, lens), exact=False)
 
 
-@pytest.mark.parametrize("B,reverse,lengths,zero_h0,pre,rows,need_x", [
-    (5, False, False, False, False, False, True), (7, True, True, False, True, True, True),
-    (6, False, True, True, False, True, False), (9, True, False, True, True, False, True),
-    (4, True, True, False, False, False, False), (8, False, False, True, True, True, True)])
-def test_lstm_steps_by_numpy_blas(B, reverse, lengths, zero_h0, pre, rows, need_x, monkeypatch):
+@pytest.mark.parametrize("B,reverse,lengths,zero_h0,pre,rows,need_x,parts", [
+    (5, False, False, False, False, False, True, 5), (7, True, True, False, True, True, True, None),
+    (6, False, True, True, False, True, False, 8), (9, True, False, True, True, False, True, 7),
+    (4, True, True, False, False, False, False, None), (8, False, False, True, True, True, True, 28)])
+def test_lstm_steps_by_numpy_blas(B, reverse, lengths, zero_h0, pre, rows, need_x, parts, monkeypatch):
     """From BLAS_STEPS_MIN_B in the batch (here 1; without AVX-512's compiled GEMM) the LSTM's
     feature-major steps run in a Python loop with numpy's products (the compiled loops not
-    called), the input projections per step or all before it, the state gradient from
-    W_hh's transposed copy or as (dp^T @ W_hh)^T (STEPS_ROWS_MIN): the compiled loops'
-    values within float32 rounding and the float64 path's; forward and every gradient, x's
-    wanted or not."""
+    called), the input projections per step or all before it, the forward's products in one
+    call or in row parts of ``parts`` rows (PART_ROWS; 4H = 28 here: a short last part, whole
+    gates and parts across gates), the state gradient from W_hh's transposed copy or as
+    (dp^T @ W_hh)^T (STEPS_ROWS_MIN): the compiled loops' values within float32 rounding and
+    the float64 path's; forward and every gradient, x's wanted or not."""
     from ddg.autograd.ops import rnn
     from ddg.tensor import rnn_kernels
     monkeypatch.setattr(rnn, "RELAYOUT_MIN_T", 0)
@@ -426,6 +427,8 @@ def test_lstm_steps_by_numpy_blas(B, reverse, lengths, zero_h0, pre, rows, need_
     monkeypatch.setattr(rnn, "STEPS_ROWS_MIN", 0 if rows else 1 << 62)
     monkeypatch.setattr(rnn, "STATE_GRAD_ROWS_MIN", 0)   # (dp^T @ W_hh)^T where STEPS_ROWS_MIN asks
     monkeypatch.setattr(rnn, "BLAS_STEPS_MIN_B", 1)
+    monkeypatch.setattr(rnn, "PART_MIN_ROWS", 1 << 62 if parts is None else 1)
+    monkeypatch.setattr(rnn, "PART_ROWS", parts or 1)
     loops = []
     fwd, bwd = rnn_kernels.lstm_forward_loop, rnn_kernels.lstm_backward_loop
     monkeypatch.setattr(rnn_kernels, "lstm_forward_loop", lambda *a: (loops.append("f"), fwd(*a))[1])
@@ -452,6 +455,27 @@ def test_lstm_steps_by_numpy_blas(B, reverse, lengths, zero_h0, pre, rows, need_
     ref = run(np.float64)
     assert len(got) == 3 + 6 + need_x
     _assert_matches(got, kern, ref, exact=False)
+
+
+@pytest.mark.parametrize("B,H,expected", [
+    (47, 512, False), (48, 512, True), (64, 768, True), (40, 768, False), (39, 1024, False),
+    (40, 1024, True), (44, 2048, True), (32, 1024, False)])
+def test_which_lstm_steps_take_numpy_products(B, H, expected, monkeypatch):
+    """Without AVX-512's GEMM the numpy loop takes a batch of BLAS_STEPS_MIN_B (48) and more,
+    and from BLAS_STEPS_WIDE_MIN_B (40) where W_hh has STEPS_ROWS_MIN elements (H 1024); with
+    the compiled GEMM (BLAS_STEPS off) never. The forward's products go in PART_ROWS-row parts
+    from PART_MIN_ROWS rows of the weight on, every row in exactly one part."""
+    from ddg.autograd.ops import rnn
+    monkeypatch.setattr(rnn, "BLAS_STEPS", True)
+    assert rnn.blas_steps(B, 4 * H * H) is expected
+    monkeypatch.setattr(rnn, "BLAS_STEPS", False)
+    assert rnn.blas_steps(B, 4 * H * H) is False
+    w, out = np.zeros((4 * H, H), np.float32), np.zeros((4 * H, B), np.float32)
+    parts = rnn._row_parts(w, out)
+    assert len(parts) == (1 if 4 * H < rnn.PART_MIN_ROWS else -(-4 * H // rnn.PART_ROWS))
+    starts = [(p[0].ctypes.data - w.ctypes.data) // w.strides[0] for p in parts]
+    assert starts == [i * rnn.PART_ROWS for i in range(len(parts))]
+    assert sum(p[0].shape[0] for p in parts) == 4 * H and all(p[0].shape[0] == p[1].shape[0] for p in parts)
 
 
 def _record_panels(monkeypatch):

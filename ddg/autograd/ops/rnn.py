@@ -204,15 +204,39 @@ def _state_grad(w_hh, g, out):
 #: 0.93, 128:128:50:64 0.87, 128:256:30:128 0.83, 1024:1024:10:48 0.96; 256:512:20:56 1.00
 BLAS_STEPS = not gemm.ENABLED
 BLAS_STEPS_MIN_B = 48
+#: ... and from BLAS_STEPS_WIDE_MIN_B where W_hh has STEPS_ROWS_MIN elements (H 1024) or more,
+#: with the forward's products in row parts (PART_ROWS below): loop / compiled steps at I:H:T:B
+#: 100:1024:30:40 0.91, 0.93, 0.94, 0.98 (four runs), 32:1024:20:40 0.85, 64:1024:50:40 0.92,
+#: 512:1024:10:44 0.67; below that it lost (256:1024:20:36 0.96, 32:1024:20:32 1.03, H 896
+#: batch 40 0.97, H 768 batch 40 1.03-1.06)
+BLAS_STEPS_WIDE_MIN_B = 40
 #: ... and from this many elements of W_hh the backward's state gradient is ``(dp^T @ W_hh)^T``,
 #: the weight read in place, instead of a product with a transposed copy of it (I:H:T:B
 #: 64:1024:10:64 0.96, 1024:1024:10:48 0.98 of the time; at H 512-768 within noise, 1.00-1.04)
 STEPS_ROWS_MIN = 1 << 22
 
 
-def blas_steps(B):
-    """Whether the LSTM's feature-major steps at batch B form their products by numpy."""
-    return BLAS_STEPS and B >= BLAS_STEPS_MIN_B
+def blas_steps(B, w_size):
+    """Whether the LSTM's feature-major steps at batch B form their products by numpy
+    (``w_size``: W_hh's elements)."""
+    return BLAS_STEPS and (B >= BLAS_STEPS_MIN_B or (B >= BLAS_STEPS_WIDE_MIN_B and w_size >= STEPS_ROWS_MIN))
+
+
+#: The numpy loop's forward products with a weight of PART_MIN_ROWS rows (4H) or more go in
+#: parts of PART_ROWS rows. OpenBLAS formed ``[3072-4096 x H] @ [H x 48-64]`` (H 768-1024) at
+#: ~36-44 GFLOP/s in one call and at ~42-50 in 768-row parts (the recurrent products' time in
+#: the loop itself, both forms in one process: I:H:T:B 256:768:20:48 -7 % / -16 %,
+#: 32:768:20:48 -16 %, 64:1024:10:64 -11 % / -16 %, 1024:1024:10:48 -12 % / -15 %); at H 512
+#: the parts were 6-7 % slower and at H 640 (1024-row parts) even.
+PART_MIN_ROWS, PART_ROWS = 3072, 768
+
+
+def _row_parts(w, out):
+    """``(rows of w, the same rows of out)`` pairs for ``out = w @ x`` (``_lstm_steps_forward``)."""
+    m = w.shape[0]
+    if m < PART_MIN_ROWS:
+        return ((w, out),)
+    return tuple((w[i:i + PART_ROWS], out[i:i + PART_ROWS]) for i in range(0, m, PART_ROWS))
 
 
 def _lstm_steps_forward(K, w_ih, xf, w_hh, bias, order, first, valid, has_mask, st, act, aux, hp, y, gt, bm):
@@ -220,14 +244,17 @@ def _lstm_steps_forward(K, w_ih, xf, w_hh, bias, order, first, valid, has_mask, 
     ht, ct = st
     order = list(order)
     per_step = xf.shape[0] > 0
+    rec = _row_parts(w_hh, gt)
     for k, t in enumerate(order):
         tn = order[k + 1] if k + 1 < len(order) else -1
         if per_step:
-            np.matmul(w_ih, xf[t], out=act[t])
+            for w, o in _row_parts(w_ih, act[t]):
+                np.matmul(w, xf[t], out=o)
         if t == first:
             gt.fill(0)
         else:
-            np.matmul(w_hh, ht, out=gt)
+            for w, o in rec:
+                np.matmul(w, ht, out=o)
         K.lstm_step_forward(gt, bias, t, tn, valid, has_mask, ht, ct, act, aux[0], aux[1], hp, y, bm)
 
 
@@ -595,7 +622,7 @@ class RNNSequence(Function):
         else:
             b_ih, b_hh = np.ascontiguousarray(b_ih), np.ascontiguousarray(b_hh)
         self.w_t = None
-        if lstm and fm and blas_steps(B):  # a Python loop, numpy's BLAS forming the products
+        if lstm and fm and blas_steps(B, w_hh.size):  # a Python loop, numpy's BLAS forming the products
             _lstm_steps_forward(K, np.ascontiguousarray(w_ih), xf, w_hh, bias, order, first, valid, has_mask, st,
                                 act, aux, hp, y, gt, bm)
         elif lstm:                         # every step in one compiled call
@@ -653,7 +680,7 @@ class RNNSequence(Function):
         dpt = np.empty((T, G * H, B) if fmaj else (T, B, G * H), dt)
         dxf = None
         w_t = getattr(self, "w_t", None)      # the transposes the LSTM's forward made
-        steps = fmaj and blas_steps(B)      # a Python loop over the steps, numpy's BLAS forming the products
+        steps = fmaj and blas_steps(B, self.w_hh.size)   # a Python loop, numpy's BLAS forming the products
         pan = fmaj and not steps and panel_batch(B, H)    # matmul_fm_p's panels of W^T instead of W^T
         if pan:
             whh_t = np.empty((0, 0), dt)
