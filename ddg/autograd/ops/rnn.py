@@ -223,11 +223,12 @@ def blas_steps(B, w_size):
 
 
 #: The numpy loop's forward products with a weight of PART_MIN_ROWS rows (4H) or more go in
-#: parts of PART_ROWS rows. OpenBLAS formed ``[3072-4096 x H] @ [H x 48-64]`` (H 768-1024) at
-#: ~36-44 GFLOP/s in one call and at ~42-50 in 768-row parts (the recurrent products' time in
-#: the loop itself, both forms in one process: I:H:T:B 256:768:20:48 -7 % / -16 %,
-#: 32:768:20:48 -16 %, 64:1024:10:64 -11 % / -16 %, 1024:1024:10:48 -12 % / -15 %); at H 512
-#: the parts were 6-7 % slower and at H 640 (1024-row parts) even.
+#: parts of PART_ROWS rows. OpenBLAS formed ``[3072-4096 x H] @ [H x 48-128]`` (H 768-1024)
+#: at ~36-44 GFLOP/s in one call and at ~42-50 in 768-row parts, whose output blocks stay in
+#: L2 (the recurrent products' time in the loop, both forms in one process, I:H:T:B:
+#: 256:768:20:48 -16 % and -13 %, 32:768:20:48 -15 %, 64:1024:10:64 -16 %, 1024:1024:10:48
+#: -12 %, 64:1024:10:96 -16 %, 128:768:20:128 -8 %); at H 512 the parts were 7 % slower and at
+#: H 640 (1024-row parts) even. docs/cpu_kernels.md has the table.
 PART_MIN_ROWS, PART_ROWS = 3072, 768
 
 
