@@ -457,6 +457,36 @@ def test_lstm_steps_by_numpy_blas(B, reverse, lengths, zero_h0, pre, rows, need_
     _assert_matches(got, kern, ref, exact=False)
 
 
+def test_lstm_numpy_loop_accumulates_every_gradient_of_a_stack(monkeypatch):
+    """The numpy loop's gate gradients, left gate-major ``[4H, T, B]`` for the weight
+    gradients' product (read in place, no transposed copy), through a 2-layer bidirectional
+    LSTM whose gradients accumulate over two backward passes (added into the existing
+    ``.grad``): every parameter's and x's gradient as the compiled loops give them."""
+    from ddg.autograd.ops import rnn
+    monkeypatch.setattr(rnn, "BLAS_STEPS_MIN_B", 1)
+    seen = []
+    steps = rnn._lstm_steps_backward
+    monkeypatch.setattr(rnn, "_lstm_steps_backward", lambda *a: (seen.append(a[16].shape), steps(*a))[1])
+    x0 = np.random.default_rng(5).standard_normal((16, 12, 20)).astype(np.float32)
+
+    def run(blas):
+        monkeypatch.setattr(rnn, "BLAS_STEPS", blas)
+        ddg.seed(3)
+        net = ddg.nn.LSTM(20, 40, direction="bidirect", num_layers=2)
+        x = ddg.to_tensor(x0, stop_gradient=False)
+        for _ in range(2):
+            y, (h, c) = net(x)
+            ((y * y).sum() + (h * c).sum()).backward()
+        return [p.grad.numpy() for p in net.parameters()] + [x.grad.numpy()]
+    got = run(True)
+    assert seen and all(shape == (160, 12, 16) for shape in seen)     # the numpy loop, gate-major
+    n = len(seen)
+    ref = run(False)
+    assert len(seen) == n                                               # the compiled loops
+    for g, r in zip(got, ref):
+        np.testing.assert_allclose(g, r, rtol=2e-5, atol=2e-5 * np.abs(r).max())
+
+
 @pytest.mark.parametrize("B,H,expected", [
     (47, 512, False), (48, 512, True), (64, 768, True), (40, 768, False), (39, 1024, False),
     (40, 1024, True), (44, 2048, True), (32, 1024, False)])

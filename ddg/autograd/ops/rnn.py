@@ -260,15 +260,19 @@ def _lstm_steps_forward(K, w_ih, xf, w_hh, bias, order, first, valid, has_mask, 
 
 
 def _lstm_steps_backward(K, gy, has_gy, order, last, valid, has_mask, act, cs, c0t, tcs, w_hh, whh_t, dht, tmp,
-                         dct, dp, dbs, wih_t, dxf, need_dx, bm):
-    """``rnn_kernels.lstm_backward_loop``'s steps (feature-major) with the products by numpy."""
+                         dct, dp, g, dbs, wih_t, dxf, need_dx, bm):
+    """``rnn_kernels.lstm_backward_loop``'s steps (feature-major) with the products by numpy.
+    Each step's gate gradients are formed in the scratch ``g`` ``[4H, B]`` (in L2 for the
+    products that read them) and copied into step t's columns of ``dp`` ``[4H, T, B]``, the
+    layout the weight gradients' one product reads without a transposed copy of all of it
+    (``_lstm_weight_grads``: 49 ms of a 1150 ms step at I:H:T:B 128:1024:50:48)."""
     dbs.fill(0)
     cur, nxt = dht, tmp
     for k in range(len(order) - 1, -1, -1):
         t = order[k]
-        g = dp[t]
         K.lstm_step_backward(gy, has_gy, t, valid, has_mask, act, cs[order[k - 1]] if k else c0t, tcs, cur, dct,
                              dp, g, False, bm)
+        dp[:, t] = g
         dbs += g
         if need_dx:
             np.matmul(wih_t, g, out=dxf[t])
@@ -678,10 +682,11 @@ class RNNSequence(Function):
         # (written where the step computes them: a transposed copy of each step's block cost
         # 1.4 ms of 6.4 at H=128 T=200); else they are saved as batch rows, [T, B, G*H]
         fmaj = lstm and kern and _lstm_fm(B, H, self.w_hh.size)
-        dpt = np.empty((T, G * H, B) if fmaj else (T, B, G * H), dt)
+        steps = fmaj and blas_steps(B, self.w_hh.size)   # a Python loop, numpy's BLAS forming the products
+        # the numpy loop leaves them gate-major over all steps, [4H, T, B] (_lstm_steps_backward)
+        dpt = np.empty((G * H, T, B) if steps else (T, G * H, B) if fmaj else (T, B, G * H), dt)
         dxf = None
         w_t = getattr(self, "w_t", None)      # the transposes the LSTM's forward made
-        steps = fmaj and blas_steps(B, self.w_hh.size)   # a Python loop, numpy's BLAS forming the products
         pan = fmaj and not steps and panel_batch(B, H)    # matmul_fm_p's panels of W^T instead of W^T
         if pan:
             whh_t = np.empty((0, 0), dt)
@@ -721,8 +726,8 @@ class RNNSequence(Function):
                            np.ascontiguousarray(self.w_hh))
                 if steps:
                     _lstm_steps_backward(K, gy, has_gy, order, last, valid, has_mask, act, cs, c0t, tcs,
-                                         np.ascontiguousarray(self.w_hh), whh_t, dht, tmp, dct, dpt, dbs, wih_t, dxf,
-                                         need_dx, bm)
+                                         np.ascontiguousarray(self.w_hh), whh_t, dht, tmp, dct, dpt, sp, dbs, wih_t,
+                                         dxf, need_dx, bm)
                 else:
                     K.lstm_backward_loop(gy, has_gy, np.array(order, np.int64), last, valid, has_mask, act, cs, c0t,
                                          tcs, whh_t, dht, tmp, dct, dpt, sp, dbs, wih_t,
@@ -764,7 +769,9 @@ class RNNSequence(Function):
         # every input's gradient with one product over all steps
         needs = self.needs
         out = [None] * len(needs)
-        dp, dq = dpt.reshape(T * B, G * H), dqt.reshape(T * B, G * H)
+        # the rows [T*B, G*H] (not where the numpy loop left them gate-major: it formed x's
+        # gradient and the bias sums itself)
+        dp, dq = (None, None) if steps else (dpt.reshape(T * B, G * H), dqt.reshape(T * B, G * H))
         if needs[0] and dxf is not None:     # [T, I, B] from the loop
             out[0] = np.ascontiguousarray(dxf.transpose(2, 0, 1) if bm else dxf.transpose(0, 2, 1))
         elif needs[0]:
@@ -775,7 +782,7 @@ class RNNSequence(Function):
             out[2] = np.ascontiguousarray(dct.T)
         k = 3 if lstm else 2
         if lstm:
-            self._lstm_weight_grads(dpt, fmaj, out, k)
+            self._lstm_weight_grads(dpt, "gates" if steps else fmaj, out, k)
         elif needs[k]:                        # time-major rows of x (a copy when x is batch-major)
             out[k] = self._weight_grad(k, dp, self.xt.reshape(T * B, I))
         if needs[k + 1] and not lstm:
@@ -811,7 +818,8 @@ class RNNSequence(Function):
 
     def _lstm_weight_grads(self, dpt, fmaj, out, k):
         """``dW_hh`` and ``dW_ih`` (into ``out[k + 1]``, ``out[k]``, where needed) from the
-        gate gradients ``dpt`` (``[T, 4H, B]`` where ``fmaj``, else ``[T, B, 4H]``) and the
+        gate gradients ``dpt`` (``[T, 4H, B]`` where ``fmaj``, ``[4H, T, B]`` where ``fmaj`` is
+        ``"gates"``, else ``[T, B, 4H]``) and the
         saved rows ``[h_prev | x]`` (``[T*B, H + I]``) in one pass over all steps,
         ``dp^T @ [h_prev | x]`` by ``rnn_kernels.matmul_tn`` (0.95x OpenBLAS's two products
         at H=128 T=200, 0.94x at H=256 T=50, with AVX-512); without AVX-512 (``gemm.ENABLED``
@@ -834,11 +842,16 @@ class RNNSequence(Function):
         dw_ih, dw_hh = ((a if add and need else np.empty((G * H, n if need else 0), dt))
                         for a, need, n in zip(sinks, needs[k:k + 2], (I, H)))
         rows = hx[steps.start * B:steps.stop * B]
-        if gemm.ENABLED or G * H * (H + I) < TN_BLAS_MIN_OUT:
+        gates = isinstance(fmaj, str)
+        if not gates and (gemm.ENABLED or G * H * (H + I) < TN_BLAS_MIN_OUT):
             K.matmul_tn(dpt[steps], fmaj, rows, dw_hh, H, dw_ih, add)
-        else:   # no AVX-512: OpenBLAS's two products (dp^T contiguous: one copy where feature-major)
-            d = dpt[steps]
-            dpt_t = d.transpose(1, 0, 2).reshape(G * H, rows.shape[0]) if fmaj else d.reshape(rows.shape[0], G * H).T
+        else:   # OpenBLAS's two products (dp^T contiguous: one copy where feature-major, none gate-major)
+            if gates:
+                dpt_t = dpt[:, steps].reshape(G * H, rows.shape[0])
+            else:
+                d = dpt[steps]
+                dpt_t = d.transpose(1, 0, 2).reshape(G * H, rows.shape[0]) if fmaj else \
+                    d.reshape(rows.shape[0], G * H).T
             for need, dw, cols in ((needs[k + 1], dw_hh, slice(0, H)), (needs[k], dw_ih, slice(H, H + I))):
                 if need and add:
                     if not gemm.blas_add_product(dpt_t, rows[:, cols], dw):
@@ -846,7 +859,7 @@ class RNNSequence(Function):
                 elif need:
                     np.matmul(dpt_t, rows[:, cols], out=dw)
         if needs[k] and first is not None:
-            g = dpt[first] if fmaj else dpt[first].T             # [4H, B]
+            g = dpt[:, first] if gates else dpt[first] if fmaj else dpt[first].T     # [4H, B]
             dw_ih += g @ hx[first * B:(first + 1) * B, H:H + I]
         out[k] = (IN_GRAD if add else dw_ih) if needs[k] else None
         out[k + 1] = (IN_GRAD if add else dw_hh) if needs[k + 1] else None
