@@ -268,6 +268,27 @@ def test_compiled_loops_match_float64_and_numpy_path(mode, reverse, batch_major,
         assert not y[1, 1:].any() and not y[2, 3:].any()
 
 
+@pytest.mark.parametrize("m,k,b", [
+    (3072, 300, 48), (4096, 130, 40), (28, 7, 5), (29, 13, 17), (7, 3, 1), (100, 200, 25), (6, 1, 16),
+    (13, 300, 9), (512, 64, 33), (12, 129, 31), (5, 2, 64), (6, 0, 4)])
+def test_six_row_panel_product(m, k, b):
+    """``rnn_kernels.matmul_p6`` (the numpy loop's W_hh products on AVX2) against float64:
+    whole 16-column blocks, a last block of 9-15 (masked 6x16 tile) or 1-8 columns (8 lanes),
+    k in several ``P6_KB`` blocks or one, fewer than 6 rows left past the whole panels, no k;
+    the panels from a weight or from its transposed view."""
+    from ddg.tensor import rnn_kernels
+    rng = np.random.default_rng(m * 131 + k * 7 + b)
+    w = rng.standard_normal((m, k)).astype(np.float32)
+    x = rng.standard_normal((k, b)).astype(np.float32)
+    want = w.astype(np.float64) @ x
+    tol = 1e-6 * (np.abs(w).astype(np.float64) @ np.abs(x)).max(initial=0) + 1e-30
+    for ap in (rnn_kernels.panels6(w), rnn_kernels.panels6(np.ascontiguousarray(w.T).T)):
+        assert ap.shape == (-(-m // 6), k, 6)
+        out = np.full((m, b), np.nan, np.float32)
+        rnn_kernels.matmul_p6(ap, x, out)
+        assert np.abs(out - want).max(initial=0) <= tol
+
+
 def test_compiled_recurrent_product_and_transpose():
     from ddg.tensor import rnn_kernels
     rng = np.random.default_rng(14)
@@ -408,15 +429,18 @@ def test_compiled_lstm_input_projections_before_the_loop(B, reverse, lengths, ze
 @pytest.mark.parametrize("B,reverse,lengths,zero_h0,pre,rows,need_x,parts", [
     (5, False, False, False, False, False, True, 5), (7, True, True, False, True, True, True, None),
     (6, False, True, True, False, True, False, 8), (9, True, False, True, True, False, True, 7),
-    (4, True, True, False, False, False, False, None), (8, False, False, True, True, True, True, 28)])
+    (4, True, True, False, False, False, False, None), (8, False, False, True, True, True, True, 28),
+    (25, False, True, False, False, True, True, None), (40, True, False, True, False, False, True, None)])
 def test_lstm_steps_by_numpy_blas(B, reverse, lengths, zero_h0, pre, rows, need_x, parts, monkeypatch):
     """From BLAS_STEPS_MIN_B in the batch (here 1; without AVX-512's compiled GEMM) the LSTM's
     feature-major steps run in a Python loop with numpy's products (the compiled loops not
     called), the input projections per step or all before it, the forward's products in one
     call or in row parts of ``parts`` rows (PART_ROWS; 4H = 28 here: a short last part, whole
     gates and parts across gates), the state gradient from W_hh's transposed copy or as
-    (dp^T @ W_hh)^T (STEPS_ROWS_MIN): the compiled loops' values within float32 rounding and
-    the float64 path's; forward and every gradient, x's wanted or not."""
+    (dp^T @ W_hh)^T (STEPS_ROWS_MIN), or (``parts`` None) W_hh's products by ``matmul_p6``
+    (P6_STEPS; batch 4-7 in 8 lanes, 25 and 40 with whole 16-column blocks): the compiled
+    loops' values within float32 rounding and the float64 path's; forward and every gradient,
+    x's wanted or not."""
     from ddg.autograd.ops import rnn
     from ddg.tensor import rnn_kernels
     monkeypatch.setattr(rnn, "RELAYOUT_MIN_T", 0)
@@ -429,6 +453,7 @@ def test_lstm_steps_by_numpy_blas(B, reverse, lengths, zero_h0, pre, rows, need_
     monkeypatch.setattr(rnn, "BLAS_STEPS_MIN_B", 1)
     monkeypatch.setattr(rnn, "PART_MIN_ROWS", 1 << 62 if parts is None else 1)
     monkeypatch.setattr(rnn, "PART_ROWS", parts or 1)
+    monkeypatch.setattr(rnn, "P6_STEPS", parts is None)
     loops = []
     fwd, bwd = rnn_kernels.lstm_forward_loop, rnn_kernels.lstm_backward_loop
     monkeypatch.setattr(rnn_kernels, "lstm_forward_loop", lambda *a: (loops.append("f"), fwd(*a))[1])
@@ -488,18 +513,20 @@ def test_lstm_numpy_loop_accumulates_every_gradient_of_a_stack(monkeypatch):
 
 
 @pytest.mark.parametrize("B,H,expected", [
-    (47, 512, False), (48, 512, True), (64, 768, True), (40, 768, False), (39, 1024, False),
-    (40, 1024, True), (44, 2048, True), (32, 1024, False)])
+    (31, 512, False), (32, 512, True), (64, 768, True), (40, 768, True), (16, 1024, False),
+    (63, 1024, True), (128, 2048, True)])
 def test_which_lstm_steps_take_numpy_products(B, H, expected, monkeypatch):
-    """Without AVX-512's GEMM the numpy loop takes a batch of BLAS_STEPS_MIN_B (48) and more,
-    and from BLAS_STEPS_WIDE_MIN_B (40) where W_hh has STEPS_ROWS_MIN elements (H 1024); with
-    the compiled GEMM (BLAS_STEPS off) never. The forward's products go in PART_ROWS-row parts
-    from PART_MIN_ROWS rows of the weight on, every row in exactly one part."""
+    """Without AVX-512's GEMM the numpy loop takes a batch of BLAS_STEPS_MIN_B (32) and more,
+    with the compiled GEMM (BLAS_STEPS off) never; W_hh's products there run matmul_p6 below
+    P6_MAX_B (64) in the batch. The forward's products (where not matmul_p6's) go in
+    PART_ROWS-row parts from PART_MIN_ROWS rows of the weight on, every row in exactly one
+    part."""
     from ddg.autograd.ops import rnn
     monkeypatch.setattr(rnn, "BLAS_STEPS", True)
-    assert rnn.blas_steps(B, 4 * H * H) is expected
+    assert rnn.blas_steps(B) is expected
+    assert rnn._p6(B) is (B < 64)
     monkeypatch.setattr(rnn, "BLAS_STEPS", False)
-    assert rnn.blas_steps(B, 4 * H * H) is False
+    assert rnn.blas_steps(B) is False
     w, out = np.zeros((4 * H, H), np.float32), np.zeros((4 * H, B), np.float32)
     parts = rnn._row_parts(w, out)
     assert len(parts) == (1 if 4 * H < rnn.PART_MIN_ROWS else -(-4 * H // rnn.PART_ROWS))
@@ -538,6 +565,7 @@ def test_compiled_lstm_panel_products(B, H, I, reverse, zero_h0, lengths, monkey
     monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_T", 0)
     monkeypatch.setattr(rnn, "PANEL_MIN_H", 0)      # below 16, panels from 256 hidden features on
     monkeypatch.setattr(rnn, "PANEL_MIN_I", 0)
+    monkeypatch.setattr(rnn, "BLAS_STEPS", False)     # the compiled loops at batch 33 and 44 too
     seen = _record_panels(monkeypatch)
     rng = np.random.default_rng(32)
     arrs = _arrays(rng, "LSTM", 6, B, I, H, reverse)

@@ -539,6 +539,13 @@ _T8, _T1 = _tile(8, False), _tile(1, False)
 _H16, _H8, _H1 = _tile(16, False, lanes=8), _tile(8, False, lanes=8), _tile(1, False, lanes=8)
 _TT8, _TT1 = _tile(8, True), _tile(1, True)
 _TT8P = _tile(8, True, prefetch=_PANEL_AHEAD)     # from an 8-row panel (rnn_kernels.matmul_fm_p)
+# from a 6-row panel on AVX2 (rnn_kernels.matmul_p6): 6 rows x 16 columns, 12 accumulators
+# beside the right-hand side's two vectors and a broadcast in AVX2's 16 registers, one pass
+# (an 8-row tile there runs as two 4-row passes over the same right-hand stripe); masked,
+# the last 9-15 columns; 8 lanes, the last 1-8
+_Q6 = _tile(6, True, lanes=(8, 8), masked=False, prefetch=_PANEL_AHEAD)
+_Q6M = _tile(6, True, lanes=(8, 8), prefetch=_PANEL_AHEAD)
+_Q6H = _tile(6, True, lanes=8, prefetch=_PANEL_AHEAD)
 # a last block of 24 columns (batch 24, 40, ...) in three 8-lane vectors per row, unmasked: the
 # weights stream through once for its 24 columns instead of twice. Three 8-lane vectors ran at
 # 111-113 GFLOP/s, a 16-lane and an 8-lane one at 103 (the 16-lane loads straddle cache lines

@@ -39,8 +39,8 @@ import numpy as np
 
 from .compiled import FASTMATH, I0, kernel
 from .gemm_kernels import (_C3, _C4, _C5, _C6, _C8, _C10, _C12, _H1, _H8, _H16, _P1, _P2, _P3, _P4, _P6, _P8,
-                           _P10, _P12, _S3, _S4, _S5, _S6, _S8, _S10, _S12, _T1, _T8, _TT1, _TT8, _TT8P, _W8,
-                           _t8x8, _tile, VECTOR_BITS, prefetch)
+                           _P10, _P12, _Q6, _Q6H, _Q6M, _S3, _S4, _S5, _S6, _S8, _S10, _S12, _T1, _T8, _TT1, _TT8,
+                           _TT8P, _W8, _t8x8, _tile, VECTOR_BITS, prefetch)
 from .gemm_kernels import transpose  # noqa: F401 - rnn_kernels.transpose
 
 _F = np.float32
@@ -826,6 +826,65 @@ def matmul_fm_p(ap, x, out):
     tmp = np.empty((12, 64), np.float32)
     for p in range((M + W - 1) // W):
         _panel_tile(ap[p], x, out, tmp, I0, I0, B, K, p * W, min(W, M - p * W))
+
+
+def panels6(a):
+    """``a`` ``[M, K]`` as the 6-row panels ``matmul_p6`` reads, ``[ceil(M / 6), K, 6]``:
+    ``ap[p, k, r] = a[6p + r, k]``, zero past a's rows (``a`` may be a transposed view)."""
+    M, K = a.shape
+    P = -(-M // 6)
+    ap = np.empty((P, K, 6), np.float32)
+    full = M // 6
+    if full:
+        np.copyto(ap[:full], a[:6 * full].reshape(full, 6, K).transpose(0, 2, 1))
+    if full < P:
+        ap[full] = 0
+        ap[full, :, :M - 6 * full] = a[6 * full:].T
+    return ap
+
+
+#: the k block of ``matmul_p6``: a 16-column stripe of x (8 KB) and the panel's block (3 KB) in L1
+P6_KB = 128
+
+
+@numba.njit(**_OPTS)
+def _p6_rows(ap, p, x, o, i, B, K, kb):
+    """Rows ``i..i+6`` of ``o`` from panel ``p``: every column, k in blocks of ``kb``."""
+    a = ap[p]
+    nt = B % 16
+    bw = B - nt
+    for k0 in range(0, K, kb):
+        k1 = min(K, k0 + kb)
+        acc = np.int64(1) if k0 > 0 else I0
+        for b0 in range(0, bw, 16):
+            _Q6(a, x, o, i, I0, b0, np.int64(16), k0, k1, I0, acc)
+        if nt > 8:
+            _Q6M(a, x, o, i, I0, bw, nt, k0, k1, I0, acc)
+        elif nt > 0:
+            _Q6H(a, x, o, i, I0, bw, nt, k0, k1, I0, acc)
+
+
+@numba.njit(**_OPTS)
+def matmul_p6(ap, x, out):
+    """``out [M, B] = A @ x`` (``x`` ``[K, B]``) with A given by its ``panels6`` ``ap``
+    (``[ceil(M / 6), K, 6]``), for AVX2: per panel a 6-row x 16-column register tile, k in
+    blocks of ``P6_KB`` (the numpy loop's recurrent products, ``rnn._lstm_steps_*``)."""
+    M, B = out.shape
+    K = x.shape[0]
+    if B == 0 or M == 0:
+        return
+    if K == 0:
+        out[:] = _ZERO
+        return
+    full = M // 6
+    for p in range(full):
+        _p6_rows(ap, p, x, out, 6 * p, B, K, P6_KB)
+    if full * 6 < M:
+        tmp = np.empty((6, B), np.float32)
+        _p6_rows(ap, full, x, tmp, I0, B, K, P6_KB)
+        for r in range(M - 6 * full):
+            for b in range(B):
+                out[6 * full + r, b] = tmp[r, b]
 
 
 # With a few batch columns the tiles above waste most of their 16 lanes (a quarter used at

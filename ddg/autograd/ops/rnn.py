@@ -203,23 +203,21 @@ def _state_grad(w_hh, g, out):
 #: one process, loop / steps: I:H:T:B 64:1024:10:64 0.95, 512:512:20:64 0.96, 256:256:50:48
 #: 0.93, 128:128:50:64 0.87, 128:256:30:128 0.83, 1024:1024:10:48 0.96; 256:512:20:56 1.00
 BLAS_STEPS = not gemm.ENABLED
-BLAS_STEPS_MIN_B = 48
-#: ... and from BLAS_STEPS_WIDE_MIN_B where W_hh has STEPS_ROWS_MIN elements (H 1024) or more,
-#: with the forward's products in row parts (PART_ROWS below): loop / compiled steps at I:H:T:B
-#: 100:1024:30:40 0.91, 0.93, 0.94, 0.98 (four runs), 32:1024:20:40 0.85, 64:1024:50:40 0.92,
-#: 512:1024:10:44 0.67; below that it lost (256:1024:20:36 0.96, 32:1024:20:32 1.03, H 896
-#: batch 40 0.97, H 768 batch 40 1.03-1.06)
-BLAS_STEPS_WIDE_MIN_B = 40
+#: From batch 32 since the W_hh products below 64 columns run ``matmul_p6`` (P6_STEPS below):
+#: loop / compiled steps at I:H:T:B 32:768:20:40 0.94, 64:768:30:40 0.82, 32:512:40:32 0.94,
+#: 128:1024:20:32 0.94, 256:512:20:40 1.05 and 0.90, 32:256:50:32 0.99, 128:384:30:32 0.86,
+#: 32:640:30:36 1.01; below 32 the compiled loops stay (128:768:20:24 0.97, 64:512:50:24 1.04,
+#: 64:1024:20:16 1.13). Before ``matmul_p6`` the loop started at 48 (batch 40 at H 768 1.03-1.06)
+BLAS_STEPS_MIN_B = 32
 #: ... and from this many elements of W_hh the backward's state gradient is ``(dp^T @ W_hh)^T``,
 #: the weight read in place, instead of a product with a transposed copy of it (I:H:T:B
 #: 64:1024:10:64 0.96, 1024:1024:10:48 0.98 of the time; at H 512-768 within noise, 1.00-1.04)
 STEPS_ROWS_MIN = 1 << 22
 
 
-def blas_steps(B, w_size):
-    """Whether the LSTM's feature-major steps at batch B form their products by numpy
-    (``w_size``: W_hh's elements)."""
-    return BLAS_STEPS and (B >= BLAS_STEPS_MIN_B or (B >= BLAS_STEPS_WIDE_MIN_B and w_size >= STEPS_ROWS_MIN))
+def blas_steps(B):
+    """Whether the LSTM's feature-major steps at batch B run in the numpy loop."""
+    return BLAS_STEPS and B >= BLAS_STEPS_MIN_B
 
 
 #: The numpy loop's forward products with a weight of PART_MIN_ROWS rows (4H) or more go in
@@ -240,12 +238,29 @@ def _row_parts(w, out):
     return tuple((w[i:i + PART_ROWS], out[i:i + PART_ROWS]) for i in range(0, m, PART_ROWS))
 
 
+#: ... and below P6_MAX_B in the batch W_hh's products there (forward and backward) by
+#: ``rnn_kernels.matmul_p6``, a 6-row x 16-column AVX2 tile on W_hh's panels made once per call,
+#: instead of numpy's. Training steps, p6 / numpy, in one process: I:H:T:B 32:768:20:48 0.94,
+#: 0.93, 256:768:20:48 0.94, 32:512:40:48 0.90, 128:1024:50:48 0.98, 256:256:50:48 0.96,
+#: 100:1024:30:40 1.01, 0.95, 32:1024:20:40 0.95; at batch 64 even (64:1024:10:64 0.98,
+#: 512:512:20:64 0.99, 128:128:50:64 1.03), from 96 slower (64:768:20:96 1.09, 64:512:40:128
+#: 1.02 and 1.03), where OpenBLAS's products have columns enough
+P6_STEPS, P6_MAX_B = True, 64
+
+
+def _p6(B):
+    """Whether the numpy loop's W_hh products at batch B run ``matmul_p6``."""
+    return P6_STEPS and B < P6_MAX_B
+
+
 def _lstm_steps_forward(K, w_ih, xf, w_hh, bias, order, first, valid, has_mask, st, act, aux, hp, y, gt, bm):
-    """``rnn_kernels.lstm_forward_loop``'s steps (feature-major) with the products by numpy."""
+    """``rnn_kernels.lstm_forward_loop``'s steps (feature-major) with the products by numpy
+    (W_hh's by ``matmul_p6`` where ``P6_STEPS``)."""
     ht, ct = st
     order = list(order)
     per_step = xf.shape[0] > 0
     rec = _row_parts(w_hh, gt)
+    p6 = K.panels6(w_hh) if _p6(gt.shape[1]) and len(order) > 1 else None
     for k, t in enumerate(order):
         tn = order[k + 1] if k + 1 < len(order) else -1
         if per_step:
@@ -253,6 +268,8 @@ def _lstm_steps_forward(K, w_ih, xf, w_hh, bias, order, first, valid, has_mask, 
                 np.matmul(w, xf[t], out=o)
         if t == first:
             gt.fill(0)
+        elif p6 is not None:
+            K.matmul_p6(p6, ht, gt)
         else:
             for w, o in rec:
                 np.matmul(w, ht, out=o)
@@ -260,12 +277,14 @@ def _lstm_steps_forward(K, w_ih, xf, w_hh, bias, order, first, valid, has_mask, 
 
 
 def _lstm_steps_backward(K, gy, has_gy, order, last, valid, has_mask, act, cs, c0t, tcs, w_hh, whh_t, dht, tmp,
-                         dct, dp, g, dbs, wih_t, dxf, need_dx, bm):
+                         dct, dp, g, dbs, wih_t, dxf, need_dx, bm, whh_p=None):
     """``rnn_kernels.lstm_backward_loop``'s steps (feature-major) with the products by numpy.
     Each step's gate gradients are formed in the scratch ``g`` ``[4H, B]`` (in L2 for the
     products that read them) and copied into step t's columns of ``dp`` ``[4H, T, B]``, the
     layout the weight gradients' one product reads without a transposed copy of all of it
-    (``_lstm_weight_grads``: 49 ms of a 1150 ms step at I:H:T:B 128:1024:50:48)."""
+    (``_lstm_weight_grads``: 49 ms of a 1150 ms step at I:H:T:B 128:1024:50:48). ``whh_p``: the
+    ``panels6`` of ``W_hh^T`` for ``matmul_p6`` (``P6_STEPS``), which then forms the state
+    gradient."""
     dbs.fill(0)
     cur, nxt = dht, tmp
     for k in range(len(order) - 1, -1, -1):
@@ -278,7 +297,9 @@ def _lstm_steps_backward(K, gy, has_gy, order, last, valid, has_mask, act, cs, c
             np.matmul(wih_t, g, out=dxf[t])
         if k < last:
             break
-        if whh_t is None:                  # (dp^T @ W_hh)^T: W_hh past STATE_GRAD_ROWS_MIN
+        if whh_p is not None:
+            K.matmul_p6(whh_p, g, nxt)
+        elif whh_t is None:                # (dp^T @ W_hh)^T: W_hh past STATE_GRAD_ROWS_MIN
             _state_grad(w_hh, g, nxt)
         else:
             np.matmul(whh_t, g, out=nxt)
@@ -627,7 +648,7 @@ class RNNSequence(Function):
         else:
             b_ih, b_hh = np.ascontiguousarray(b_ih), np.ascontiguousarray(b_hh)
         self.w_t = None
-        if lstm and fm and blas_steps(B, w_hh.size):  # a Python loop, numpy's BLAS forming the products
+        if lstm and fm and blas_steps(B):  # a Python loop, numpy's BLAS forming the products
             _lstm_steps_forward(K, np.ascontiguousarray(w_ih), xf, w_hh, bias, order, first, valid, has_mask, st,
                                 act, aux, hp, y, gt, bm)
         elif lstm:                         # every step in one compiled call
@@ -682,14 +703,17 @@ class RNNSequence(Function):
         # (written where the step computes them: a transposed copy of each step's block cost
         # 1.4 ms of 6.4 at H=128 T=200); else they are saved as batch rows, [T, B, G*H]
         fmaj = lstm and kern and _lstm_fm(B, H, self.w_hh.size)
-        steps = fmaj and blas_steps(B, self.w_hh.size)   # a Python loop, numpy's BLAS forming the products
+        steps = fmaj and blas_steps(B)   # a Python loop, numpy's BLAS forming the products
         # the numpy loop leaves them gate-major over all steps, [4H, T, B] (_lstm_steps_backward)
         dpt = np.empty((G * H, T, B) if steps else (T, G * H, B) if fmaj else (T, B, G * H), dt)
         dxf = None
         w_t = getattr(self, "w_t", None)      # the transposes the LSTM's forward made
         pan = fmaj and not steps and panel_batch(B, H)    # matmul_fm_p's panels of W^T instead of W^T
+        whh_p = None
         if pan:
             whh_t = np.empty((0, 0), dt)
+        elif steps and _p6(B) and T > 1:
+            whh_t, whh_p = None, K.panels6(self.w_hh.T)     # matmul_p6 forms W_hh^T @ dp
         elif steps and self.w_hh.size >= STEPS_ROWS_MIN:
             whh_t = None                     # (dp^T @ W_hh)^T per step, no transposed copy
         elif kern and w_t is not None:
@@ -727,7 +751,7 @@ class RNNSequence(Function):
                 if steps:
                     _lstm_steps_backward(K, gy, has_gy, order, last, valid, has_mask, act, cs, c0t, tcs,
                                          np.ascontiguousarray(self.w_hh), whh_t, dht, tmp, dct, dpt, sp, dbs, wih_t,
-                                         dxf, need_dx, bm)
+                                         dxf, need_dx, bm, whh_p)
                 else:
                     K.lstm_backward_loop(gy, has_gy, np.array(order, np.int64), last, valid, has_mask, act, cs, c0t,
                                          tcs, whh_t, dht, tmp, dct, dpt, sp, dbs, wih_t,
