@@ -454,6 +454,7 @@ def test_lstm_steps_by_numpy_blas(B, reverse, lengths, zero_h0, pre, rows, need_
     monkeypatch.setattr(rnn, "PART_MIN_ROWS", 1 << 62 if parts is None else 1)
     monkeypatch.setattr(rnn, "PART_ROWS", parts or 1)
     monkeypatch.setattr(rnn, "P6_STEPS", parts is None)
+    monkeypatch.setattr(rnn, "P6_MIN_TB", 0)
     loops = []
     fwd, bwd = rnn_kernels.lstm_forward_loop, rnn_kernels.lstm_backward_loop
     monkeypatch.setattr(rnn_kernels, "lstm_forward_loop", lambda *a: (loops.append("f"), fwd(*a))[1])
@@ -518,13 +519,15 @@ def test_lstm_numpy_loop_accumulates_every_gradient_of_a_stack(monkeypatch):
 def test_which_lstm_steps_take_numpy_products(B, H, expected, monkeypatch):
     """Without AVX-512's GEMM the numpy loop takes a batch of BLAS_STEPS_MIN_B (32) and more,
     with the compiled GEMM (BLAS_STEPS off) never; W_hh's products there run matmul_p6 below
-    P6_MAX_B (64) in the batch. The forward's products (where not matmul_p6's) go in
+    P6_MAX_B (64) in the batch over P6_MIN_TB steps x batch columns. The forward's products (where not matmul_p6's) go in
     PART_ROWS-row parts from PART_MIN_ROWS rows of the weight on, every row in exactly one
     part."""
     from ddg.autograd.ops import rnn
     monkeypatch.setattr(rnn, "BLAS_STEPS", True)
     assert rnn.blas_steps(B) is expected
-    assert rnn._p6(B) is (B < 64)
+    steps = -(-rnn.P6_MIN_TB // B)               # steps x batch: P6_MIN_TB columns and more
+    assert rnn._p6(B, steps) is (B < 64)
+    assert rnn._p6(B, steps - 1) is False        # too few steps to pay for the panels
     monkeypatch.setattr(rnn, "BLAS_STEPS", False)
     assert rnn.blas_steps(B) is False
     w, out = np.zeros((4 * H, H), np.float32), np.zeros((4 * H, B), np.float32)

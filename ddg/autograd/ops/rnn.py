@@ -244,13 +244,16 @@ def _row_parts(w, out):
 #: 0.93, 256:768:20:48 0.94, 32:512:40:48 0.90, 128:1024:50:48 0.98, 256:256:50:48 0.96,
 #: 100:1024:30:40 1.01, 0.95, 32:1024:20:40 0.95; at batch 64 even (64:1024:10:64 0.98,
 #: 512:512:20:64 0.99, 128:128:50:64 1.03), from 96 slower (64:768:20:96 1.09, 64:512:40:128
-#: 1.02 and 1.03), where OpenBLAS's products have columns enough
-P6_STEPS, P6_MAX_B = True, 64
+#: 1.02 and 1.03), where OpenBLAS's products have columns enough. The panels cost a copy of
+#: W_hh per call (forward and backward), which short sequences do not earn back: from
+#: P6_MIN_TB steps x batch columns on (T x B 576-768: 64:512:12:48 0.87, 64:768:16:48 0.89,
+#: 64:1024:24:32 0.88; below: 1024:1024:10:48 1.02, 32:768:5:40 1.06, 64:1024:5:48 1.10)
+P6_STEPS, P6_MAX_B, P6_MIN_TB = True, 64, 512
 
 
-def _p6(B):
-    """Whether the numpy loop's W_hh products at batch B run ``matmul_p6``."""
-    return P6_STEPS and B < P6_MAX_B
+def _p6(B, T):
+    """Whether the numpy loop's W_hh products at batch B over T steps run ``matmul_p6``."""
+    return P6_STEPS and B < P6_MAX_B and T * B >= P6_MIN_TB
 
 
 def _lstm_steps_forward(K, w_ih, xf, w_hh, bias, order, first, valid, has_mask, st, act, aux, hp, y, gt, bm):
@@ -260,7 +263,7 @@ def _lstm_steps_forward(K, w_ih, xf, w_hh, bias, order, first, valid, has_mask, 
     order = list(order)
     per_step = xf.shape[0] > 0
     rec = _row_parts(w_hh, gt)
-    p6 = K.panels6(w_hh) if _p6(gt.shape[1]) and len(order) > 1 else None
+    p6 = K.panels6(w_hh) if _p6(gt.shape[1], len(order)) else None
     for k, t in enumerate(order):
         tn = order[k + 1] if k + 1 < len(order) else -1
         if per_step:
@@ -712,7 +715,7 @@ class RNNSequence(Function):
         whh_p = None
         if pan:
             whh_t = np.empty((0, 0), dt)
-        elif steps and _p6(B) and T > 1:
+        elif steps and _p6(B, T):
             whh_t, whh_p = None, K.panels6(self.w_hh.T)     # matmul_p6 forms W_hh^T @ dp
         elif steps and self.w_hh.size >= STEPS_ROWS_MIN:
             whh_t = None                     # (dp^T @ W_hh)^T per step, no transposed copy
