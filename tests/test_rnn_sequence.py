@@ -515,21 +515,23 @@ def test_lstm_numpy_loop_accumulates_every_gradient_of_a_stack(monkeypatch):
 
 @pytest.mark.parametrize("B,H,expected", [
     (31, 512, False), (32, 512, True), (64, 768, True), (40, 768, True), (16, 1024, False),
-    (63, 1024, True), (128, 2048, True)])
+    (63, 1024, True), (128, 2048, True), (32, 255, False), (32, 256, True), (47, 128, False),
+    (48, 64, True), (48, 16, True)])
 def test_which_lstm_steps_take_numpy_products(B, H, expected, monkeypatch):
-    """Without AVX-512's GEMM the numpy loop takes a batch of BLAS_STEPS_MIN_B (32) and more,
+    """Without AVX-512's GEMM the numpy loop takes a batch of BLAS_STEPS_MIN_B (48) and more,
+    and of BLAS_STEPS_WIDE_MIN_B (32) and more from 256 hidden features (W_hh's elements),
     with the compiled GEMM (BLAS_STEPS off) never; W_hh's products there run matmul_p6 below
     P6_MAX_B (64) in the batch over P6_MIN_TB steps x batch columns. The forward's products (where not matmul_p6's) go in
     PART_ROWS-row parts from PART_MIN_ROWS rows of the weight on, every row in exactly one
     part."""
     from ddg.autograd.ops import rnn
     monkeypatch.setattr(rnn, "BLAS_STEPS", True)
-    assert rnn.blas_steps(B) is expected
+    assert rnn.blas_steps(B, 4 * H * H) is expected
     steps = -(-rnn.P6_MIN_TB // B)               # steps x batch: P6_MIN_TB columns and more
     assert rnn._p6(B, steps) is (B < 64)
     assert rnn._p6(B, steps - 1) is False        # too few steps to pay for the panels
     monkeypatch.setattr(rnn, "BLAS_STEPS", False)
-    assert rnn.blas_steps(B) is False
+    assert rnn.blas_steps(B, 4 * H * H) is False
     w, out = np.zeros((4 * H, H), np.float32), np.zeros((4 * H, B), np.float32)
     parts = rnn._row_parts(w, out)
     assert len(parts) == (1 if 4 * H < rnn.PART_MIN_ROWS else -(-4 * H // rnn.PART_ROWS))

@@ -203,21 +203,26 @@ def _state_grad(w_hh, g, out):
 #: one process, loop / steps: I:H:T:B 64:1024:10:64 0.95, 512:512:20:64 0.96, 256:256:50:48
 #: 0.93, 128:128:50:64 0.87, 128:256:30:128 0.83, 1024:1024:10:48 0.96; 256:512:20:56 1.00
 BLAS_STEPS = not gemm.ENABLED
-#: From batch 32 since the W_hh products below 64 columns run ``matmul_p6`` (P6_STEPS below):
-#: loop / compiled steps at I:H:T:B 32:768:20:40 0.94, 64:768:30:40 0.82, 32:512:40:32 0.94,
+BLAS_STEPS_MIN_B = 48
+#: ... and from BLAS_STEPS_WIDE_MIN_B where W_hh has BLAS_STEPS_WIDE_MIN_W elements (H 256) or
+#: more, since the W_hh products below 64 columns run ``matmul_p6`` (P6_STEPS below): loop /
+#: compiled steps at I:H:T:B 32:768:20:40 0.94, 64:768:30:40 0.82, 32:512:40:32 0.94,
 #: 128:1024:20:32 0.94, 256:512:20:40 1.05 and 0.90, 32:256:50:32 0.99, 128:384:30:32 0.86,
-#: 32:640:30:36 1.01; below 32 the compiled loops stay (128:768:20:24 0.97, 64:512:50:24 1.04,
-#: 64:1024:20:16 1.13). Before ``matmul_p6`` the loop started at 48 (batch 40 at H 768 1.03-1.06)
-BLAS_STEPS_MIN_B = 32
+#: 32:640:30:36 1.01 (before ``matmul_p6``, batch 40 at H 768 1.03-1.06); with fewer hidden
+#: features the loop's Python per step shows (64:64:200:32 1.18, 128:128:50:32 1.09,
+#: 32:64:100:40 1.02, 32:32:50:40 1.12), and below 32 the compiled loops stay at any H
+#: (128:768:20:24 0.97, 64:512:50:24 1.04, 64:1024:20:16 1.13)
+BLAS_STEPS_WIDE_MIN_B, BLAS_STEPS_WIDE_MIN_W = 32, 1 << 18
 #: ... and from this many elements of W_hh the backward's state gradient is ``(dp^T @ W_hh)^T``,
 #: the weight read in place, instead of a product with a transposed copy of it (I:H:T:B
 #: 64:1024:10:64 0.96, 1024:1024:10:48 0.98 of the time; at H 512-768 within noise, 1.00-1.04)
 STEPS_ROWS_MIN = 1 << 22
 
 
-def blas_steps(B):
-    """Whether the LSTM's feature-major steps at batch B run in the numpy loop."""
-    return BLAS_STEPS and B >= BLAS_STEPS_MIN_B
+def blas_steps(B, w_size):
+    """Whether the LSTM's feature-major steps at batch B run in the numpy loop (``w_size``:
+    W_hh's elements)."""
+    return BLAS_STEPS and (B >= BLAS_STEPS_MIN_B or (B >= BLAS_STEPS_WIDE_MIN_B and w_size >= BLAS_STEPS_WIDE_MIN_W))
 
 
 #: The numpy loop's forward products with a weight of PART_MIN_ROWS rows (4H) or more go in
@@ -651,7 +656,7 @@ class RNNSequence(Function):
         else:
             b_ih, b_hh = np.ascontiguousarray(b_ih), np.ascontiguousarray(b_hh)
         self.w_t = None
-        if lstm and fm and blas_steps(B):  # a Python loop, numpy's BLAS forming the products
+        if lstm and fm and blas_steps(B, w_hh.size):  # a Python loop, numpy's BLAS forming the products
             _lstm_steps_forward(K, np.ascontiguousarray(w_ih), xf, w_hh, bias, order, first, valid, has_mask, st,
                                 act, aux, hp, y, gt, bm)
         elif lstm:                         # every step in one compiled call
@@ -706,7 +711,7 @@ class RNNSequence(Function):
         # (written where the step computes them: a transposed copy of each step's block cost
         # 1.4 ms of 6.4 at H=128 T=200); else they are saved as batch rows, [T, B, G*H]
         fmaj = lstm and kern and _lstm_fm(B, H, self.w_hh.size)
-        steps = fmaj and blas_steps(B)   # a Python loop, numpy's BLAS forming the products
+        steps = fmaj and blas_steps(B, self.w_hh.size)   # a Python loop, numpy's BLAS forming the products
         # the numpy loop leaves them gate-major over all steps, [4H, T, B] (_lstm_steps_backward)
         dpt = np.empty((G * H, T, B) if steps else (T, G * H, B) if fmaj else (T, B, G * H), dt)
         dxf = None
