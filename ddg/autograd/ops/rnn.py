@@ -267,8 +267,8 @@ def _lstm_steps_forward(K, w_ih, xf, w_hh, bias, order, first, valid, has_mask, 
     ht, ct = st
     order = list(order)
     per_step = xf.shape[0] > 0
-    rec = _row_parts(w_hh, gt)
     p6 = K.panels6(w_hh) if _p6(gt.shape[1], len(order)) else None
+    rec = _row_parts(w_hh, gt) if p6 is None else ()
     for k, t in enumerate(order):
         tn = order[k + 1] if k + 1 < len(order) else -1
         if per_step:
@@ -814,7 +814,7 @@ class RNNSequence(Function):
             out[2] = np.ascontiguousarray(dct.T)
         k = 3 if lstm else 2
         if lstm:
-            self._lstm_weight_grads(dpt, "gates" if steps else fmaj, out, k)
+            self._lstm_weight_grads(dpt, fmaj, out, k, gate_major=steps)
         elif needs[k]:                        # time-major rows of x (a copy when x is batch-major)
             out[k] = self._weight_grad(k, dp, self.xt.reshape(T * B, I))
         if needs[k + 1] and not lstm:
@@ -848,10 +848,10 @@ class RNNSequence(Function):
             into += got[0]
         return IN_GRAD
 
-    def _lstm_weight_grads(self, dpt, fmaj, out, k):
+    def _lstm_weight_grads(self, dpt, fmaj, out, k, gate_major=False):
         """``dW_hh`` and ``dW_ih`` (into ``out[k + 1]``, ``out[k]``, where needed) from the
-        gate gradients ``dpt`` (``[T, 4H, B]`` where ``fmaj``, ``[4H, T, B]`` where ``fmaj`` is
-        ``"gates"``, else ``[T, B, 4H]``) and the
+        gate gradients ``dpt`` (``[4H, T, B]`` where ``gate_major``, the numpy loop's; else
+        ``[T, 4H, B]`` where ``fmaj``, else ``[T, B, 4H]``) and the
         saved rows ``[h_prev | x]`` (``[T*B, H + I]``) in one pass over all steps,
         ``dp^T @ [h_prev | x]`` by ``rnn_kernels.matmul_tn`` (0.95x OpenBLAS's two products
         at H=128 T=200, 0.94x at H=256 T=50, with AVX-512); without AVX-512 (``gemm.ENABLED``
@@ -874,11 +874,10 @@ class RNNSequence(Function):
         dw_ih, dw_hh = ((a if add and need else np.empty((G * H, n if need else 0), dt))
                         for a, need, n in zip(sinks, needs[k:k + 2], (I, H)))
         rows = hx[steps.start * B:steps.stop * B]
-        gates = isinstance(fmaj, str)
-        if not gates and (gemm.ENABLED or G * H * (H + I) < TN_BLAS_MIN_OUT):
+        if not gate_major and (gemm.ENABLED or G * H * (H + I) < TN_BLAS_MIN_OUT):
             K.matmul_tn(dpt[steps], fmaj, rows, dw_hh, H, dw_ih, add)
         else:   # OpenBLAS's two products (dp^T contiguous: one copy where feature-major, none gate-major)
-            if gates:
+            if gate_major:
                 dpt_t = dpt[:, steps].reshape(G * H, rows.shape[0])
             else:
                 d = dpt[steps]
@@ -891,7 +890,7 @@ class RNNSequence(Function):
                 elif need:
                     np.matmul(dpt_t, rows[:, cols], out=dw)
         if needs[k] and first is not None:
-            g = dpt[:, first] if gates else dpt[first] if fmaj else dpt[first].T     # [4H, B]
+            g = dpt[:, first] if gate_major else dpt[first] if fmaj else dpt[first].T     # [4H, B]
             dw_ih += g @ hx[first * B:(first + 1) * B, H:H + I]
         out[k] = (IN_GRAD if add else dw_ih) if needs[k] else None
         out[k + 1] = (IN_GRAD if add else dw_hh) if needs[k + 1] else None
