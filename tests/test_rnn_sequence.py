@@ -483,6 +483,47 @@ def test_lstm_steps_by_numpy_blas(B, reverse, lengths, zero_h0, pre, rows, need_
     _assert_matches(got, kern, ref, exact=False)
 
 
+@pytest.mark.parametrize("mode", ("GRU", "RNN_TANH", "RNN_RELU"))
+@pytest.mark.parametrize("B,H,reverse,lengths,zero_h0", [
+    (12, 7, False, False, False), (13, 6, True, True, False), (25, 5, False, True, True),
+    (40, 9, True, False, True), (17, 12, False, False, False)])
+def test_gru_and_elman_w_hh_products_by_matmul_p6(mode, B, H, reverse, lengths, zero_h0, monkeypatch):
+    """Without AVX-512's compiled GEMM (BLAS_STEPS) the GRU's and Elman RNN's per-step
+    products with W_hh (forward ``W_hh @ h``, backward ``W_hh^T @ dq``) run ``matmul_p6`` on
+    panels made once per call (P6_RNN; here at any H and sequence length): batch 12-17 in
+    the tile's masked last columns, 25 and 40 past whole 16-column blocks; G*H rows that
+    leave a partial last panel. The values are ``matmul_fm``'s within float32 rounding and
+    the float64 path's; forward and every gradient."""
+    from ddg.autograd.ops import rnn
+    from ddg.tensor import rnn_kernels
+    monkeypatch.setattr(rnn, "BLAS_STEPS", True)
+    monkeypatch.setattr(rnn, "BWD_KERNEL_MIN_T", 0)
+    monkeypatch.setattr(rnn, "P6_RNN_MIN_H", 1)
+    monkeypatch.setattr(rnn, "P6_MIN_TB", 0)
+    calls = []
+    p6 = rnn_kernels.matmul_p6
+    monkeypatch.setattr(rnn_kernels, "matmul_p6", lambda ap, x, out: (calls.append(ap.shape), p6(ap, x, out))[1])
+    rng = np.random.default_rng(44)
+    T, I = 6, 5
+    arrs = _arrays(rng, mode, T, B, I, H, reverse)
+    if zero_h0:
+        arrs[1] = np.zeros_like(arrs[1])
+    lens = np.arange(B) % T + 1 if lengths else None
+    got = _seq_run(mode, arrs, np.float32, reverse, reverse, lens)
+    G = MODES[mode]
+    fwd = T - 1 if zero_h0 else T                 # W_hh @ 0 is not formed
+    assert calls == [(-(-G * H // 6), H, 6)] * fwd + [(-(-H // 6), G * H, 6)] * T   # (h0's gradient too)
+    monkeypatch.setattr(rnn, "P6_RNN", False)
+    calls.clear()
+    fm = _seq_run(mode, arrs, np.float32, reverse, reverse, lens)
+    assert calls == []
+    ref = _seq_run(mode, arrs, np.float64, reverse, reverse, lens)
+    for g, f, r in zip(got, fm, ref):
+        scale = np.abs(r).max() + 1
+        np.testing.assert_allclose(g, f, rtol=0, atol=2e-6 * scale)
+        np.testing.assert_allclose(g, r, rtol=0, atol=_atol(mode) * scale)
+
+
 def test_lstm_numpy_loop_accumulates_every_gradient_of_a_stack(monkeypatch):
     """The numpy loop's gate gradients, left gate-major ``[4H, T, B]`` for the weight
     gradients' product (read in place, no transposed copy), through a 2-layer bidirectional

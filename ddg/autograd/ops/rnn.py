@@ -261,6 +261,23 @@ def _p6(B, T):
     return P6_STEPS and B < P6_MAX_B and T * B >= P6_MIN_TB
 
 
+#: The GRU's and the Elman RNN's per-step products with W_hh (their loops are Python either
+#: way) by ``matmul_p6`` too, under the same batch and steps x batch rules, without AVX-512
+#: (BLAS_STEPS), from P6_RNN_MIN_H hidden features, in place of ``matmul_fm``'s 8-row tiles
+#: (two 4-row passes on AVX2). Training steps, one process, p6 / fm, I:H:T:B: rnn
+#: 128:512:50:48 0.95, 64:1024:30:32 0.87, 32:256:100:32 0.93, 128:768:40:40 0.94,
+#: 64:512:50:16 0.89, 32:256:100:12 0.90; gru 64:512:50:48 0.80, 128:1024:20:32 0.92,
+#: 32:768:40:48 0.89, 64:256:50:32 0.84, 32:192:100:40 0.94, 64:512:50:16 0.97; at H 64-128
+#: within 2 % either way (rnn 64:128:100:48 0.99, 32:64:200:32 1.01, gru 64:64:200:32 1.00)
+P6_RNN, P6_RNN_MIN_H = True, 128
+
+
+def _gru_elman_p6(B, T, H):
+    """Whether the GRU's or the Elman RNN's W_hh products (batch B, T steps, H features) run
+    ``matmul_p6``."""
+    return P6_RNN and BLAS_STEPS and H >= P6_RNN_MIN_H and _p6(B, T)
+
+
 def _lstm_steps_forward(K, w_ih, xf, w_hh, bias, order, first, valid, has_mask, st, act, aux, hp, y, gt, bm):
     """``rnn_kernels.lstm_forward_loop``'s steps (feature-major) with the products by numpy
     (W_hh's by ``matmul_p6`` where ``P6_STEPS``)."""
@@ -676,9 +693,12 @@ class RNNSequence(Function):
         else:
             elman, relu = G == 1, self.mode == "RNN_RELU"
             bias = b_ih + b_hh if elman else None
+            pan = K.panels6(w_hh) if fm and _gru_elman_p6(B, T, H) else None
             for t, tn in zip(order, nxt):
                 if t == first:
                     gt.fill(0)
+                elif pan is not None:
+                    K.matmul_p6(pan, st[0], gt)
                 elif fm:
                     K.matmul_fm(w_hh, st[0], gt)
                 else:                    # on the state saved as batch rows
@@ -718,9 +738,11 @@ class RNNSequence(Function):
         w_t = getattr(self, "w_t", None)      # the transposes the LSTM's forward made
         pan = fmaj and not steps and panel_batch(B, H)    # matmul_fm_p's panels of W^T instead of W^T
         whh_p = None
+        # the GRU's and Elman RNN's W_hh^T @ dq by matmul_p6 (AVX2, batch 12-63)
+        rp6 = not lstm and kern and B >= FM_MIN_B and _gru_elman_p6(B, T, H)
         if pan:
             whh_t = np.empty((0, 0), dt)
-        elif steps and _p6(B, T):
+        elif rp6 or (steps and _p6(B, T)):
             whh_t, whh_p = None, K.panels6(self.w_hh.T)     # matmul_p6 forms W_hh^T @ dp
         elif steps and self.w_hh.size >= STEPS_ROWS_MIN:
             whh_t = None                     # (dp^T @ W_hh)^T per step, no transposed copy
@@ -791,7 +813,9 @@ class RNNSequence(Function):
                                         bm)
                 if k < last:
                     break
-                if kern and B >= FM_MIN_B:
+                if rp6:
+                    K.matmul_p6(whh_p, sq, tmp)
+                elif kern and B >= FM_MIN_B:
                     K.matmul_fm(whh_t, sq, tmp)
                 elif kern:
                     K.matmul_wr(whh_t, dqt[t], tmp)
