@@ -829,19 +829,23 @@ def test_empty_sequences_and_zero_lengths(mode, T, lengths):
 
 
 @pytest.mark.parametrize("wanted,zero_h0,fm,blas", list(itertools.product(((3,), (4,), (3, 4)), (False, True),
-                                                                           (False, True), (False, True))))
+                                                                           (False, True), (None, "swap", "copy"))))
 def test_compiled_lstm_weight_gradients(wanted, zero_h0, fm, blas, monkeypatch):
     """The LSTM's dW_ih and dW_hh from the saved [h_prev | x] rows in one pass
     (rnn_kernels.matmul_tn), or without AVX-512 past TN_BLAS_MIN_OUT by numpy's two
-    products (``blas``), one or both wanted (x's gradient not), with the zero initial
-    state's step left out of dW_hh or not, both directions, the gate gradients as batch
-    rows or feature-major (FM_MIN_B), against the float64 numpy path; a second backward
-    adds the same again into the gradients."""
+    products (``blas``: feature-major gate gradients made gate-major by
+    ``rnn_kernels.swap_leading`` or by numpy's copy), one or both wanted (x's gradient not),
+    with the zero initial state's step left out of dW_hh or not, both directions, the gate
+    gradients as batch rows or feature-major (FM_MIN_B), against the float64 numpy path; a
+    second backward adds the same again into the gradients."""
     from ddg.autograd.ops import rnn
     from ddg.tensor import gemm, rnn_kernels
     if blas:
         monkeypatch.setattr(gemm, "ENABLED", False)
     monkeypatch.setattr(rnn, "TN_BLAS_MIN_OUT", 0 if blas else 1 << 62)
+    monkeypatch.setattr(rnn, "SWAP_KERNEL", blas == "swap")
+    swaps, real_swap = [], rnn_kernels.swap_leading
+    monkeypatch.setattr(rnn_kernels, "swap_leading", lambda *a: (swaps.append(1), real_swap(*a))[1])
     used, real_tn = [], rnn_kernels.matmul_tn
     monkeypatch.setattr(rnn_kernels, "matmul_tn", lambda *a: (used.append(1), real_tn(*a))[1])
     _set_fm_min_b(monkeypatch, 0 if fm else 1000)
@@ -865,7 +869,19 @@ def test_compiled_lstm_weight_gradients(wanted, zero_h0, fm, blas, monkeypatch):
             assert g.dtype == np.float32 and g.shape == r.shape and g.flags.c_contiguous
             np.testing.assert_allclose(g, r, rtol=0, atol=2e-6 * (np.abs(r).max() + 1))
             np.testing.assert_allclose(g2, 2 * r, rtol=0, atol=4e-6 * (np.abs(r).max() + 1))
-    assert bool(used) != blas       # the route asked for ran
+    assert bool(used) != bool(blas)       # the route asked for ran
+    assert bool(swaps) == (blas == "swap")     # (batch 3: the gate gradients feature-major either way)
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (3, 5, 8), (7, 600, 3), (2, 256, 16), (4, 257, 24), (0, 4, 2), (5, 0, 3)])
+def test_swap_leading_axes(shape):
+    """``rnn_kernels.swap_leading``: ``src [T, R, B]`` into ``dst [R, T, B]``, every element,
+    rows past a whole block of SWAP_ROWS included."""
+    from ddg.tensor import rnn_kernels
+    src = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+    dst = np.full(shape[1:2] + shape[:1] + shape[2:], np.nan, np.float32)
+    rnn_kernels.swap_leading(src, dst)
+    np.testing.assert_array_equal(dst, src.transpose(1, 0, 2))
 
 
 @pytest.mark.parametrize("mode,B,fm,IH", list(itertools.product(("LSTM", "GRU", "RNN_TANH", "RNN_RELU"), (1, 2, 3, 5),

@@ -130,6 +130,12 @@ RELAYOUT_MIN_T = 6
 # 200/16/128/128 18.5 -> 17.6); below it matmul_tn stayed ahead (200/16/64/64 5.5 against
 # 6.9 ms, 50/8/128/32 1.5 against 1.8)
 TN_BLAS_MIN_OUT = 100_000
+#: ... where the gate gradients come feature-major ([T, 4H, B], the compiled loops' below
+#: batch 32-48), ``rnn_kernels.swap_leading`` makes them gate-major for those products
+#: instead of numpy's strided copy: the weight gradients' time in training steps (one
+#: process, median of 9), I:H:T:B 200:200:150:8 16.6 -> 14.3 ms, 128:1024:50:8 67.0 -> 63.2,
+#: 32:512:50:24 46.3 -> 43.4, 64:768:30:24 59.1 -> 57.7 and 60.2 -> 57.0
+SWAP_KERNEL = True
 
 
 def panel_batch(B, H):
@@ -903,6 +909,11 @@ class RNNSequence(Function):
         else:   # OpenBLAS's two products (dp^T contiguous: one copy where feature-major, none gate-major)
             if gate_major:
                 dpt_t = dpt[:, steps].reshape(G * H, rows.shape[0])
+            elif fmaj and SWAP_KERNEL:
+                d = dpt[steps]
+                dpt_t = np.empty((G * H, d.shape[0], B), dt)
+                K.swap_leading(d, dpt_t)
+                dpt_t = dpt_t.reshape(G * H, rows.shape[0])
             else:
                 d = dpt[steps]
                 dpt_t = d.transpose(1, 0, 2).reshape(G * H, rows.shape[0]) if fmaj else \
