@@ -573,6 +573,42 @@ def test_lstm_numpy_loop_accumulates_every_gradient_of_a_stack(monkeypatch):
         np.testing.assert_allclose(g, r, rtol=2e-5, atol=2e-5 * np.abs(r).max())
 
 
+@pytest.mark.parametrize("kind,time_major", [("GRU", False), ("SimpleRNN", True), ("GRU", True)])
+def test_gru_and_elman_stacks_by_matmul_p6_accumulate_every_gradient(kind, time_major, monkeypatch):
+    """A 2-layer bidirectional GRU or SimpleRNN at batch 20 over 30 steps (W_hh's products by
+    ``matmul_p6`` from 600 steps x batch columns, H 12 here by a lowered P6_RNN_MIN_H), its
+    gradients added into ``.grad`` over two backward passes: every parameter's and x's
+    gradient as ``matmul_fm``'s loops give them, and the routing as the thresholds say."""
+    from ddg.autograd.ops import rnn
+    from ddg.tensor import rnn_kernels
+    monkeypatch.setattr(rnn, "BLAS_STEPS", True)
+    monkeypatch.setattr(rnn, "P6_RNN_MIN_H", 12)
+    calls = []
+    p6 = rnn_kernels.matmul_p6
+    monkeypatch.setattr(rnn_kernels, "matmul_p6", lambda *a: (calls.append(1), p6(*a))[1])
+    B, T = 20, 30
+    assert rnn._gru_elman_p6(B, T, 12) and not rnn._gru_elman_p6(B, T, 11) and not rnn._gru_elman_p6(B, 25, 12)
+    x0 = np.random.default_rng(6).standard_normal((T, B, 9) if time_major else (B, T, 9)).astype(np.float32)
+
+    def run(p6_on):
+        monkeypatch.setattr(rnn, "P6_RNN", p6_on)
+        ddg.seed(4)
+        net = getattr(ddg.nn, kind)(9, 12, num_layers=2, direction="bidirect", time_major=time_major)
+        x = ddg.to_tensor(x0, stop_gradient=False)
+        for _ in range(2):
+            y, h = net(x)
+            ((y * y).sum() + (h * h).sum()).backward()
+        return [p.grad.numpy() for p in net.parameters()] + [x.grad.numpy()]
+    got = run(True)
+    # passes x layers x directions x steps (forward and backward T - 1 each: the zero h0's products skipped)
+    assert len(calls) == 2 * 2 * 2 * 2 * (T - 1)
+    calls.clear()
+    ref = run(False)
+    assert not calls
+    for g, r in zip(got, ref):
+        np.testing.assert_allclose(g, r, rtol=2e-5, atol=2e-5 * np.abs(r).max())
+
+
 @pytest.mark.parametrize("B,H,expected", [
     (31, 512, False), (32, 512, True), (64, 768, True), (40, 768, True), (16, 1024, False),
     (63, 1024, True), (128, 2048, True), (32, 255, False), (32, 256, True), (47, 128, False),
