@@ -293,7 +293,8 @@ def test_six_row_panel_product(m, k, b):
 def test_six_row_panels_of_every_layout(m, k):
     """``rnn_kernels.panels6``: ``ap[p, k, r] = a[6p + r, k]``, zeros past a's rows, bit for
     bit, from a C-contiguous array, from the transpose of one (tiles of PACK6_K rows x
-    PACK6_P panels of it, with parts of both left over) and from a strided view."""
+    PACK6_P panels of it, with parts of both left over), from a strided view and from a
+    float64 one (float32 panels)."""
     from ddg.tensor import rnn_kernels
     a = np.random.default_rng(m + 7 * k).standard_normal((m, k)).astype(np.float32)
     P = -(-m // 6)
@@ -302,7 +303,7 @@ def test_six_row_panels_of_every_layout(m, k):
     want = want.reshape(P, 6, k).transpose(0, 2, 1)
     wide = np.zeros((m, 2 * k), np.float32)
     wide[:, ::2] = a
-    for view in (a, np.ascontiguousarray(a.T).T, wide[:, ::2]):
+    for view in (a, np.ascontiguousarray(a.T).T, wide[:, ::2], np.ascontiguousarray(a.T, np.float64).T):
         got = rnn_kernels.panels6(view)
         assert got.shape == (P, k, 6) and got.dtype == np.float32
         np.testing.assert_array_equal(got, want)

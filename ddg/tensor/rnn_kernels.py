@@ -858,7 +858,7 @@ def panels6(a):
     of a C-contiguous array, as W_hh^T; other layouts are copied first)."""
     M, K = a.shape
     ap = np.empty((-(-M // 6), K, 6), np.float32)
-    if a.T.flags.c_contiguous and not a.flags.c_contiguous:
+    if a.dtype == np.float32 and a.T.flags.c_contiguous and not a.flags.c_contiguous:
         _pack6(a.T, True, ap)
     else:
         _pack6(np.ascontiguousarray(a, np.float32), False, ap)
