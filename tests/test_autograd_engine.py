@@ -404,6 +404,45 @@ def test_attribute_error_in_forward_blames_the_inputs_only_when_they_lack_the_at
     assert type(info.value) is AttributeError
 
 
+def test_errors_raised_in_forward_keep_their_kind_and_name_the_op():
+    """An op's forward that fails with a TypeError, IndexError or RuntimeError re-raises one
+    of the same class naming the op and its inputs (others become a ValueError); an
+    exception class with a constructor of its own (numpy's ufunc casting and no-loop errors,
+    subclasses of TypeError) becomes a plain TypeError with the message, where building
+    one of its own class had failed with an unrelated TypeError."""
+    from ddg.autograd.function import Function
+
+    class Raises(Function):
+        def __init__(self, make):
+            self.make = make
+
+        def forward(self, a):
+            self.make(a)
+
+    def casting(a):           # numpy's _UFuncOutputCastingError
+        np.add(a, 1.5, out=np.zeros(a.shape, np.int64))
+
+    def no_loop(a):           # numpy's _UFuncNoLoopError
+        np.add(a.astype("U1"), a)
+
+    x = ddg.to_tensor(np.ones((2, 3), dtype="float32"))
+    for make, want in ((casting, TypeError), (no_loop, TypeError)):
+        with pytest.raises(want, match=r"ddg\.Raises: .*inputs: \[2, 3\]:float32@cpu") as info:
+            Raises(make)(x)
+        assert type(info.value) is want
+    for exc, want in ((IndexError, IndexError), (RuntimeError, RuntimeError), (KeyError, None),
+                      (np.exceptions.AxisError, np.exceptions.AxisError)):
+        def boom(a, exc=exc):
+            raise exc("went wrong")
+        if want is None:          # not one the op wraps
+            with pytest.raises(KeyError):
+                Raises(boom)(x)
+            continue
+        with pytest.raises(want, match=r"ddg\.Raises: .*went wrong.*inputs:") as info:
+            Raises(boom)(x)
+        assert type(info.value) is want
+
+
 # -- a Linear's weight gradient added straight into .grad (engine.grad_sink) ---------------------
 @pytest.fixture
 def sinks(monkeypatch):

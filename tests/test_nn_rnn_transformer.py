@@ -155,6 +155,22 @@ def test_bias_attr_false_and_bad_inputs():
         nn.GRU(3, 4)(_t(np.zeros((2, 5, 3), "float32")), _t(np.zeros((2, 2, 4), "float32")))
 
 
+@pytest.mark.parametrize("dtype", ["int64", "int32", "bool"])
+def test_recurrent_layers_and_cells_name_a_non_float_input(dtype):
+    """Integer or bool inputs to the built-in recurrent layers, their cells and the RNN
+    wrapper over a built-in cell: a TypeError naming the layer and the dtype (before, a
+    numpy casting error from inside the sequence op, or an error while building that error)."""
+    x3, x2 = _t(np.zeros((2, 5, 3), dtype)), _t(np.zeros((2, 3), dtype))
+    for make in (nn.LSTM, nn.GRU, nn.SimpleRNN):
+        with pytest.raises(TypeError, match=rf"{make.__name__}: inputs must be floating point .*got {dtype}"):
+            make(3, 4)(x3)
+    for make in (nn.LSTMCell, nn.GRUCell, nn.SimpleRNNCell):
+        with pytest.raises(TypeError, match=rf"{make.__name__}: inputs must be floating point .*got {dtype}"):
+            make(3, 4)(x2)
+        with pytest.raises(TypeError, match=rf"{make.__name__}: inputs must be floating point .*got {dtype}"):
+            nn.RNN(make(3, 4))(x3)
+
+
 @pytest.mark.parametrize("direction", ["forward", "bidirect"])
 def test_sequence_length_masking(direction):
     m = nn.LSTM(3, 4, direction=direction)

@@ -326,8 +326,14 @@ def _op_error(fn, tensors, exc):
     if len(places) > 1:
         return ValueError(f"ddg.{fn.name}: inputs are on different places ({', '.join(sorted(places))}); "
                           f"move them with .to(place) first. Inputs: {_describe(tensors)}")
-    cls = type(exc) if isinstance(exc, (TypeError, IndexError, RuntimeError)) else ValueError
-    return cls(f"ddg.{fn.name}: {exc} (inputs: {_describe(tensors)})")
+    msg = f"ddg.{fn.name}: {exc} (inputs: {_describe(tensors)})"
+    kinds = (TypeError, IndexError, RuntimeError)
+    if not isinstance(exc, kinds):
+        return ValueError(msg)
+    try:
+        return type(exc)(msg)
+    except Exception:   # noqa: BLE001 - a class with a constructor of its own (numpy's ufunc casting errors)
+        return next(k for k in kinds if isinstance(exc, k))(msg)
 
 
 def _blames_inputs(fn, tensors, exc):

@@ -58,6 +58,14 @@ def _check_tensor(x, op, what="input"):
         raise TypeError(f"ddg.nn.{op}: {what} must be a Tensor, got {type(x).__name__}")
 
 
+def _check_float(x, op):
+    """The built-in cells and layers compute in floating point: an integer or bool input is
+    an error naming the layer, not a casting failure deep inside the sequence op."""
+    if x._data.dtype.kind not in "fV":      # (bfloat16's kind is V)
+        raise TypeError(f"ddg.nn.{op}: inputs must be floating point (float16, bfloat16, float32 or float64), "
+                        f"got {x._data.dtype}")
+
+
 # -- cells -----------------------------------------------------------------------------------------------
 class RNNCellBase(Layer):
     """Base class of recurrent cells: ``cell(inputs, states) -> (outputs, new_states)``."""
@@ -137,6 +145,7 @@ class _FusedCell(RNNCellBase):
 
     def forward(self, inputs, states=None):
         _check_tensor(inputs, type(self).__name__)
+        _check_float(inputs, type(self).__name__)
         if states is None:
             states = self.get_initial_states(inputs, self.state_shape)
         if self._seq_mode() is not None and inputs.ndim == 2:
@@ -284,6 +293,8 @@ def _run(cell, inputs, initial_states=None, sequence_length=None, time_major=Fal
         raise ValueError(f"ddg.nn.RNN: inputs have no time steps (shape {inputs.shape})")
     if initial_states is None:
         initial_states = cell.get_initial_states(inputs, batch_dim_idx=b_axis)
+    if isinstance(cell, _FusedCell):
+        _check_float(inputs, type(cell).__name__)
     if isinstance(cell, _FusedCell) and not kwargs and cell._seq_mode() is not None:
         if inputs.shape[-1] != cell.input_size:
             raise ValueError(f"ddg.nn.{type(cell).__name__}: input has {inputs.shape[-1]} features (shape "
@@ -464,6 +475,7 @@ class RNNBase(LayerList):
         if inputs.ndim != 3 or inputs.shape[-1] != self.input_size:
             raise ValueError(f"ddg.nn.{self._name}: inputs must be [batch, time, {self.input_size}] "
                              f"({'time-major' if self.time_major else 'batch-major'}), got shape {inputs.shape}")
+        _check_float(inputs, self._name)
         batch = inputs.shape[1 if self.time_major else 0]
         states = [None] * self.num_layers if initial_states is None else \
             self._split_states(initial_states, batch, inputs)
