@@ -433,3 +433,22 @@ def test_conv_empty_batch(f, xs, ws, kw):
     assert x.grad.shape == [0, *xs]
     assert w.grad.shape == list(ws) and not np.any(w.grad.numpy())
     assert b.grad.shape == [cout] and not np.any(b.grad.numpy())
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int32", "int64", "bool"])
+def test_linear_and_convolutions_name_a_non_float_input(dtype):
+    """Integer or bool data into Linear and every convolution (uint8 images fed as read):
+    a TypeError naming the functional op and the dtype, as Paddle refuses them, where numpy's
+    promotion had returned a float64 result."""
+    import ddg.nn as nn
+    cases = [(nn.Linear(3, 4), (2, 3), "linear"), (nn.Conv1D(3, 4, 3), (1, 3, 8), "conv1d"),
+             (nn.Conv2D(3, 4, 3), (1, 3, 8, 8), "conv2d"), (nn.Conv3D(3, 4, 3), (1, 3, 4, 4, 4), "conv3d"),
+             (nn.Conv1DTranspose(3, 4, 3), (1, 3, 8), "conv1d_transpose"),
+             (nn.Conv2DTranspose(3, 4, 3), (1, 3, 8, 8), "conv2d_transpose"),
+             (nn.Conv3DTranspose(3, 4, 3), (1, 3, 4, 4, 4), "conv3d_transpose")]
+    for layer, shape, op in cases:
+        with pytest.raises(TypeError, match=rf"functional\.{op}: x must be floating point .*got {dtype}"):
+            layer(ddg.to_tensor(np.zeros(shape, dtype)))
+    with pytest.raises(TypeError, match=rf"functional\.conv2d: weight must be floating point .*got {dtype}"):
+        ddg.nn.functional.conv2d(ddg.to_tensor(np.zeros((1, 3, 8, 8), "float32")),
+                                 ddg.to_tensor(np.zeros((4, 3, 3, 3), dtype)))

@@ -15,6 +15,10 @@ from ...tensor.tensor import Tensor
 
 def linear(x, weight, bias=None, name=None):
     """``x @ weight + bias`` with Paddle's weight layout ``[in_features, out_features]``."""
+    for what, t in (("x", x), ("weight", weight)):
+        if isinstance(t, Tensor) and t._data.dtype.kind not in "fV":     # (bfloat16's kind is V)
+            raise TypeError(f"ddg.nn.functional.linear: {what} must be floating point (float16, bfloat16, float32 "
+                            f"or float64), got {t._data.dtype}; cast integer data with .astype('float32')")
     if x.shape[-1] != weight.shape[0]:
         raise ValueError(f"ddg.nn.functional.linear: input has {x.shape[-1]} features (shape {x.shape}) but "
                          f"the weight expects {weight.shape[0]} (weight shape {weight.shape})")
