@@ -387,3 +387,16 @@ def test_cross_entropy_refuses_fractional_float_labels():
     assert a == b
     with pytest.raises(ValueError, match=r"labels must lie in \[0, 4\)"):
         F.cross_entropy(logits, _t(np.array([0, 4, 1])))
+
+
+@pytest.mark.parametrize("make,layer", [
+    (lambda: ddg.nn.Linear(-3, 4), "Linear"), (lambda: ddg.nn.Linear(3.5, 2), "Linear"),
+    (lambda: ddg.nn.BatchNorm2D(-2), "BatchNorm2D"), (lambda: ddg.nn.LayerNorm(-2), "LayerNorm"),
+    (lambda: ddg.nn.Bilinear(-1, 2, 3), "Bilinear"), (lambda: ddg.nn.Embedding(-1, 4), "Embedding"),
+    (lambda: ddg.nn.Conv2D(-1, 4, 3), "Conv2D")])
+def test_negative_layer_sizes_name_the_layer(make, layer):
+    """A negative or fractional size given to a layer is a ValueError naming the layer (before,
+    numpy's "negative dimensions are not allowed" or "math domain error" from inside)."""
+    with pytest.raises(ValueError, match=rf"ddg\.nn\.{layer}: "):
+        make()
+    assert ddg.nn.Linear(3, 0).weight.shape == [3, 0]      # an empty layer stays allowed, as in Paddle

@@ -1,6 +1,8 @@
 """Linear, Bilinear, Identity, Flatten, Unflatten, CosineSimilarity, PairwiseDistance."""
 import math
 
+import numpy as np
+
 from ...autograd.composite.shapes import unflatten
 from ...autograd.ops import movement as M
 from .. import functional as F
@@ -87,6 +89,9 @@ class Bilinear(Layer):
         super().__init__()
         self._in1_features, self._in2_features, self._out_features = in1_features, in2_features, out_features
         self._weight_attr, self._bias_attr, self._name = weight_attr, bias_attr, name
+        if not all(isinstance(n, (int, np.integer)) and n > 0 for n in (in1_features, in2_features, out_features)):
+            raise ValueError(f"ddg.nn.Bilinear: in1_features, in2_features and out_features must be positive "
+                             f"integers, got {in1_features}, {in2_features}, {out_features}")
         bound = 1.0 / math.sqrt(in1_features)
         self.weight = self.create_parameter([out_features, in1_features, in2_features], attr=weight_attr,
                                             default_initializer=Uniform(-bound, bound))
