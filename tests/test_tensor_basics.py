@@ -171,3 +171,17 @@ def test_indexing_forms():
     assert y.numpy()[1].tolist() == [2.0, 5.0, 5.0] and y.numpy()[:, 0].tolist() == [1, 2, 3]
     with pytest.raises(ValueError, match="setitem"):
         y[0] = ddg.ones([5])
+
+
+@pytest.mark.parametrize("call,op", [
+    (lambda: ddg.randn([2, -3]), "randn"), (lambda: ddg.zeros([2, 2.5]), "zeros"), (lambda: ddg.ones(2, -1), "ones"),
+    (lambda: ddg.full([2, "a"], 1.0), "full"), (lambda: ddg.rand([-1]), "rand"), (lambda: ddg.empty([3, -2]), "empty"),
+    (lambda: ddg.randint(0, 5, [-1]), "randint"), (lambda: ddg.uniform([-2]), "uniform"),
+    (lambda: ddg.normal(shape=[2, -2]), "normal"), (lambda: ddg.arange(0, 5, 0), "arange")])
+def test_creation_rejects_bad_shapes_naming_the_call(call, op):
+    """A negative, fractional or non-numeric size, or arange's zero step: a ValueError naming
+    the creation call (numpy had said "negative dimensions are not allowed", "invalid literal
+    for int()" or "division by zero")."""
+    with pytest.raises(ValueError, match=rf"ddg\.{op}: "):
+        call()
+    assert ddg.zeros([2, 0]).shape == [2, 0] and ddg.ones([2.0, np.int64(3)]).shape == [2, 3]

@@ -42,14 +42,23 @@ def from_dlpack(obj):
     return _f(obj)
 
 
-def _shape(shape, more=()):
+def _shape(shape, more=(), op="creation"):
+    """A creation call's shape as a tuple of ints; a ValueError naming ``op`` for anything but
+    non-negative integers (numpy's own messages named neither the call nor the shape)."""
     if more:  # torch style: zeros(2, 3)
         shape = (shape,) + tuple(more)
     if isinstance(shape, Tensor):
         shape = shape.tolist()
     if isinstance(shape, (int, np.integer)):
         shape = (shape,)
-    return tuple(int(s.item()) if isinstance(s, Tensor) else int(s) for s in shape)
+    try:
+        dims = tuple(s.item() if isinstance(s, Tensor) else s for s in shape)
+        out = tuple(int(s) for s in dims)
+    except (TypeError, ValueError):
+        raise ValueError(f"ddg.{op}: shape must be a list of integers, got {shape!r}") from None
+    if any(o < 0 or o != d for o, d in zip(out, dims)):
+        raise ValueError(f"ddg.{op}: shape must be non-negative integers, got {list(dims)}")
+    return out
 
 
 def _shape_dtype(shape, more, dtype, op):
@@ -62,8 +71,8 @@ def _shape_dtype(shape, more, dtype, op):
                             f"arguments")
         if dtype is not None:
             raise TypeError(f"ddg.{op}: dtype given twice ({more[0]!r} and {dtype!r})")
-        return _shape(shape), more[0]
-    return _shape(shape, more), dtype
+        return _shape(shape, op=op), more[0]
+    return _shape(shape, more, op), dtype
 
 
 def _float_dtype(dtype):
@@ -102,7 +111,8 @@ def full(shape, fill_value, dtype=None, name=None, place=None, device=None, requ
         fill_value = fill_value.item()
     if dtype is None:  # Paddle: bools stay bool, every other number takes the default float dtype
         dtype = np.dtype("bool") if isinstance(fill_value, (bool, np.bool_)) else default_float()
-    return _filled(_shape(shape), fill_value, convert_dtype(dtype), place, device, stop_gradient, requires_grad)
+    return _filled(_shape(shape, op="full"), fill_value, convert_dtype(dtype), place, device, stop_gradient,
+                   requires_grad)
 
 
 def _like(x, value, dtype):
@@ -136,6 +146,8 @@ def arange(start=0, end=None, step=1, dtype=None, name=None, place=None, device=
     if end is None:
         start, end = 0, start
     vals = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
+    if vals[2] == 0:
+        raise ValueError(f"ddg.arange: step must not be 0 (start={vals[0]}, end={vals[1]})")
     if dtype is None:
         dtype = "int64" if all(isinstance(v, (int, np.integer)) for v in vals) else default_float()
     return _make(np.arange(*vals, dtype=convert_dtype(dtype)), place, device)
@@ -184,7 +196,7 @@ def randn(shape, *more, dtype=None, name=None, place=None, device=None, requires
 def uniform(shape, dtype=None, min=0.0, max=1.0, seed=0, name=None, place=None, device=None):
     """Uniform numbers in [min, max). Paddle 3 changed the default ``min`` from -1 to 0;
     ddg follows 3.x."""
-    return _random(_shape(shape), dtype, place, device, True, None,
+    return _random(_shape(shape, op="uniform"), dtype, place, device, True, None,
                    lambda g, s: g.uniform(min, max, s))
 
 
@@ -194,7 +206,7 @@ def normal(mean=0.0, std=1.0, shape=None, name=None, place=None, device=None):
         s = std.numpy() if isinstance(std, Tensor) else std
         shape = np.broadcast(np.asarray(m), np.asarray(s)).shape
         return _random(shape, None, place, device, True, None, lambda g, sh: g.normal(m, s, sh))
-    return _random(_shape([1] if shape is None else shape), None, place, device, True, None,
+    return _random(_shape([1] if shape is None else shape, op="normal"), None, place, device, True, None,
                    lambda g, sh: g.normal(mean, std, sh))
 
 
@@ -202,7 +214,7 @@ def randint(low=0, high=None, shape=(1,), dtype=None, name=None, place=None, dev
     if high is None:
         low, high = 0, low
     xp, pl = _xp_for(place, device)
-    arr = backend.rng(np).integers(low, high, size=_shape(shape)).astype(convert_dtype(dtype) or np.int64)
+    arr = backend.rng(np).integers(low, high, size=_shape(shape, op="randint")).astype(convert_dtype(dtype) or np.int64)
     return _make(arr, pl)
 
 

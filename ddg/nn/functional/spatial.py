@@ -63,7 +63,8 @@ def pad(x, pad, mode="constant", value=0.0, data_format=None, name=None):  # noq
         if len(pad) == 1:
             pad = pad * (2 * len(spatial))
         if len(pad) != 2 * len(spatial):
-            raise ValueError(f"ddg.nn.functional.pad: expected {2 * len(spatial)} pads for a {nd}-D {data_format} "
+            layout = data_format or "channels-first"
+            raise ValueError(f"ddg.nn.functional.pad: expected {2 * len(spatial)} pads for a {nd}-D {layout} "
                              f"input (or {2 * nd} in constant mode), got {pad}")
         pairs = {}
         for k, ax in enumerate(reversed(spatial)):  # pad[0:2] is the last spatial dim
