@@ -760,3 +760,34 @@ def test_attention_op_bshd_layout_and_sdpa_differences():
     assert gradgradcheck(lambda *xs: Attention(0.6, bshd=True)(*xs)[0], ts, atol=1e-5, rtol=1e-4)
     with pytest.raises(ValueError, match="heads, d"):
         Attention(0.6, bshd=True)(_t(q[..., 0]), _t(k), _t(v))
+
+
+class _PlainCell(nn.RNNCellBase):
+    """A user's cell (not a built-in one): the RNN wrapper's generic per-step path."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3 + 4, 4)
+
+    @property
+    def state_shape(self):
+        return (4,)
+
+    def forward(self, x, h):
+        h = ddg.tanh(self.lin(ddg.concat([x, h], axis=-1)))
+        return h, h
+
+
+@pytest.mark.parametrize("lengths", [[6, 1], [-1, 2], [2, 9]])
+def test_sequence_lengths_outside_the_steps_are_an_error(lengths):
+    """sequence_length past the input's 5 steps or negative: a ValueError naming the range, in
+    the built-in layers (both directions), the RNN wrapper over a built-in cell and over a
+    user's cell (Paddle 3.3.1 corrupted its heap on a length past the steps). Lengths 0 and 5
+    run."""
+    x = _t(np.zeros((2, 5, 3), "float32"))
+    lens = ddg.to_tensor(np.array(lengths))
+    for net in (nn.LSTM(3, 4), nn.GRU(3, 4, direction="bidirect"), nn.SimpleRNN(3, 4), nn.RNN(nn.GRUCell(3, 4)),
+                nn.RNN(_PlainCell())):
+        with pytest.raises(ValueError, match=r"sequence_length must lie in \[0, 5\]"):
+            net(x, sequence_length=lens)
+        net(x, sequence_length=ddg.to_tensor(np.array([0, 5])))

@@ -270,6 +270,14 @@ class GRUCell(_FusedCell):
 
 
 # -- running a cell over a sequence ----------------------------------------------------------------------
+def _check_lengths(lens, steps):
+    """Every sequence length in [0, steps] (Paddle 3.3.1 corrupted its heap on a length past
+    the steps; a negative one meant nothing)."""
+    if lens.size and (lens.min() < 0 or lens.max() > steps):
+        raise ValueError(f"ddg.nn.RNN: sequence_length must lie in [0, {steps}] (the input's time steps), got "
+                         f"values from {lens.min()} to {lens.max()}")
+
+
 def _step_masks(sequence_length, steps, batch, like):
     """Per time step, ``(m, 1 - m)`` as ``[batch, 1]`` constants (1 where t < length)."""
     xp = backend.get_array_module(like._data)
@@ -277,6 +285,8 @@ def _step_masks(sequence_length, steps, batch, like):
     lens = xp.asarray(lens).reshape(-1)
     if lens.shape[0] != batch:
         raise ValueError(f"ddg.nn.RNN: sequence_length has {lens.shape[0]} entries, the batch has {batch}")
+    if xp is np:        # (on a GPU the check would be a synchronizing copy to the host)
+        _check_lengths(lens, steps)
     keep = (xp.arange(steps)[None, :] < lens[:, None]).astype(like._data.dtype)  # [batch, steps]
     return [(Tensor._wrap(keep[:, t:t + 1]), Tensor._wrap(1 - keep[:, t:t + 1])) for t in range(steps)]
 
@@ -306,6 +316,7 @@ def _run(cell, inputs, initial_states=None, sequence_length=None, time_major=Fal
             if lengths.shape[0] != batch:
                 raise ValueError(f"ddg.nn.RNN: sequence_length has {lengths.shape[0]} entries, the batch has "
                                  f"{batch}")
+            _check_lengths(lengths, steps)
         return cell._sequence(inputs, initial_states, time_major, is_reverse, lengths)
     if isinstance(cell, _FusedCell) and not kwargs:
         # one matmul for the input projection of every step, then one split along time
