@@ -699,12 +699,12 @@ class RNNSequence(Function):
         else:
             elman, relu = G == 1, self.mode == "RNN_RELU"
             bias = b_ih + b_hh if elman else None
-            pan = K.panels6(w_hh) if fm and _gru_elman_p6(B, T, H) else None
+            p6 = K.panels6(w_hh) if fm and _gru_elman_p6(B, T, H) else None
             for t, tn in zip(order, nxt):
                 if t == first:
                     gt.fill(0)
-                elif pan is not None:
-                    K.matmul_p6(pan, st[0], gt)
+                elif p6 is not None:
+                    K.matmul_p6(p6, st[0], gt)
                 elif fm:
                     K.matmul_fm(w_hh, st[0], gt)
                 else:                    # on the state saved as batch rows
@@ -907,17 +907,17 @@ class RNNSequence(Function):
         if not gate_major and (gemm.ENABLED or G * H * (H + I) < TN_BLAS_MIN_OUT):
             K.matmul_tn(dpt[steps], fmaj, rows, dw_hh, H, dw_ih, add)
         else:   # OpenBLAS's two products (dp^T contiguous: one copy where feature-major, none gate-major)
+            d = dpt[:, steps] if gate_major else dpt[steps]
             if gate_major:
-                dpt_t = dpt[:, steps].reshape(G * H, rows.shape[0])
-            elif fmaj and SWAP_KERNEL:
-                d = dpt[steps]
+                dpt_t = d.reshape(G * H, rows.shape[0])
+            elif not fmaj:
+                dpt_t = d.reshape(rows.shape[0], G * H).T
+            elif SWAP_KERNEL:
                 dpt_t = np.empty((G * H, d.shape[0], B), dt)
                 K.swap_leading(d, dpt_t)
                 dpt_t = dpt_t.reshape(G * H, rows.shape[0])
             else:
-                d = dpt[steps]
-                dpt_t = d.transpose(1, 0, 2).reshape(G * H, rows.shape[0]) if fmaj else \
-                    d.reshape(rows.shape[0], G * H).T
+                dpt_t = d.transpose(1, 0, 2).reshape(G * H, rows.shape[0])
             for need, dw, cols in ((needs[k + 1], dw_hh, slice(0, H)), (needs[k], dw_ih, slice(H, H + I))):
                 if need and add:
                     if not gemm.blas_add_product(dpt_t, rows[:, cols], dw):

@@ -13,12 +13,19 @@ from ...tensor import backend
 from ...tensor.tensor import Tensor
 
 
+def require_float(op, **tensors):
+    """A TypeError naming ``op`` (``ddg.<op>``) and the dtype where one of the named tensors
+    holds integers or bools: layers that compute in floating point refuse them, as Paddle
+    does, where numpy's promotion would return float64 results (uint8 images as read)."""
+    for what, t in tensors.items():
+        if isinstance(t, Tensor) and t._data.dtype.kind not in "fV":     # (bfloat16's kind is V)
+            raise TypeError(f"ddg.{op}: {what} must be floating point (float16, bfloat16, float32 or float64), "
+                            f"got {t._data.dtype}; cast integer data with .astype('float32')")
+
+
 def linear(x, weight, bias=None, name=None):
     """``x @ weight + bias`` with Paddle's weight layout ``[in_features, out_features]``."""
-    for what, t in (("x", x), ("weight", weight)):
-        if isinstance(t, Tensor) and t._data.dtype.kind not in "fV":     # (bfloat16's kind is V)
-            raise TypeError(f"ddg.nn.functional.linear: {what} must be floating point (float16, bfloat16, float32 "
-                            f"or float64), got {t._data.dtype}; cast integer data with .astype('float32')")
+    require_float("nn.functional.linear", x=x, weight=weight)
     if x.shape[-1] != weight.shape[0]:
         raise ValueError(f"ddg.nn.functional.linear: input has {x.shape[-1]} features (shape {x.shape}) but "
                          f"the weight expects {weight.shape[0]} (weight shape {weight.shape})")

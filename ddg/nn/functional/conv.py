@@ -6,6 +6,7 @@ over a height-1 image, and channel-last layouts are transposed to NCHW and back.
 from ...autograd.ops import conv as C
 from ...autograd.ops import movement as M
 from ...tensor.tensor import Tensor
+from .common import require_float
 
 
 def _ntuple(v, n, what, op):
@@ -106,21 +107,12 @@ def _check_x(x, ndim, op):
         raise ValueError(f"ddg.nn.functional.{op}: expected a {ndim}-D input, got shape {x.shape}")
 
 
-def _check_float(op, **tensors):
-    """The convolutions compute in floating point: an integer input (uint8 images fed as they
-    were read) or weight is an error naming the op, as in Paddle, not a float64 result."""
-    for what, t in tensors.items():
-        if isinstance(t, Tensor) and t._data.dtype.kind not in "fV":     # (bfloat16's kind is V)
-            raise TypeError(f"ddg.nn.functional.{op}: {what} must be floating point (float16, bfloat16, float32 or "
-                            f"float64), got {t._data.dtype}; cast integer data with .astype('float32')")
-
-
 def _conv(x, weight, bias, stride, padding, dilation, groups, data_format, op, formats, fn_cls, kernel_dims):
     """The N-d convolution shared by conv2d and conv3d: checks, layout, padding, the op."""
     nd = len(formats[0]) - 2
     channel_last = _check_format(data_format, formats, op)
     _check_x(x, nd + 2, op)
-    _check_float(op, x=x, weight=weight)
+    require_float(f"nn.functional.{op}", x=x, weight=weight)
     if weight.ndim != nd + 2:
         raise ValueError(f"ddg.nn.functional.{op}: weight must be {nd + 2}-D [O, C/groups, {kernel_dims}], "
                          f"got {weight.shape}")
@@ -153,7 +145,7 @@ def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, data
     op = "conv1d"
     channel_last = _check_format(data_format, ("NCL", "NLC"), op)
     _check_x(x, 3, op)
-    _check_float(op, x=x, weight=weight)
+    require_float(f"nn.functional.{op}", x=x, weight=weight)
     if weight.ndim != 3:
         raise ValueError(f"ddg.nn.functional.{op}: weight must be 3-D [O, C/groups, k], got {weight.shape}")
     x = _to_nchw(x, channel_last)
@@ -211,7 +203,7 @@ def _conv_transpose(x, weight, bias, stride, padding, output_padding, dilation, 
     nd = len(formats[0]) - 2
     channel_last = _check_format(data_format, formats, op)
     _check_x(x, nd + 2, op)
-    _check_float(op, x=x, weight=weight)
+    require_float(f"nn.functional.{op}", x=x, weight=weight)
     if weight.ndim != nd + 2:
         raise ValueError(f"ddg.nn.functional.{op}: weight must be {nd + 2}-D [C_in, C_out/groups, {kernel_dims}], "
                          f"got {weight.shape}")
@@ -247,7 +239,7 @@ def conv1d_transpose(x, weight, bias=None, stride=1, padding=0, output_padding=0
     op = "conv1d_transpose"
     channel_last = _check_format(data_format, ("NCL", "NLC"), op)
     _check_x(x, 3, op)
-    _check_float(op, x=x, weight=weight)
+    require_float(f"nn.functional.{op}", x=x, weight=weight)
     if weight.ndim != 3:
         raise ValueError(f"ddg.nn.functional.{op}: weight must be 3-D [C_in, C_out/groups, k], got {weight.shape}")
     x = _to_nchw(x, channel_last)

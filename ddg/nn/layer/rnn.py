@@ -32,6 +32,7 @@ from ...autograd.ops.rnn import RNNSequence
 from ...tensor import backend
 from ...tensor.tensor import Tensor
 from .. import functional as F
+from ..functional.common import require_float
 from .. import initializer as I
 from .container import LayerList
 from .layers import Layer
@@ -56,14 +57,6 @@ def _flatten(struct):
 def _check_tensor(x, op, what="input"):
     if not isinstance(x, Tensor):
         raise TypeError(f"ddg.nn.{op}: {what} must be a Tensor, got {type(x).__name__}")
-
-
-def _check_float(x, op):
-    """The built-in cells and layers compute in floating point: an integer or bool input is
-    an error naming the layer, not a casting failure deep inside the sequence op."""
-    if x._data.dtype.kind not in "fV":      # (bfloat16's kind is V)
-        raise TypeError(f"ddg.nn.{op}: inputs must be floating point (float16, bfloat16, float32 or float64), "
-                        f"got {x._data.dtype}")
 
 
 # -- cells -----------------------------------------------------------------------------------------------
@@ -145,7 +138,7 @@ class _FusedCell(RNNCellBase):
 
     def forward(self, inputs, states=None):
         _check_tensor(inputs, type(self).__name__)
-        _check_float(inputs, type(self).__name__)
+        require_float(f"nn.{type(self).__name__}", inputs=inputs)
         if states is None:
             states = self.get_initial_states(inputs, self.state_shape)
         if self._seq_mode() is not None and inputs.ndim == 2:
@@ -304,7 +297,7 @@ def _run(cell, inputs, initial_states=None, sequence_length=None, time_major=Fal
     if initial_states is None:
         initial_states = cell.get_initial_states(inputs, batch_dim_idx=b_axis)
     if isinstance(cell, _FusedCell):
-        _check_float(inputs, type(cell).__name__)
+        require_float(f"nn.{type(cell).__name__}", inputs=inputs)
     if isinstance(cell, _FusedCell) and not kwargs and cell._seq_mode() is not None:
         if inputs.shape[-1] != cell.input_size:
             raise ValueError(f"ddg.nn.{type(cell).__name__}: input has {inputs.shape[-1]} features (shape "
@@ -486,7 +479,7 @@ class RNNBase(LayerList):
         if inputs.ndim != 3 or inputs.shape[-1] != self.input_size:
             raise ValueError(f"ddg.nn.{self._name}: inputs must be [batch, time, {self.input_size}] "
                              f"({'time-major' if self.time_major else 'batch-major'}), got shape {inputs.shape}")
-        _check_float(inputs, self._name)
+        require_float(f"nn.{self._name}", inputs=inputs)
         batch = inputs.shape[1 if self.time_major else 0]
         states = [None] * self.num_layers if initial_states is None else \
             self._split_states(initial_states, batch, inputs)
