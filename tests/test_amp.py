@@ -566,6 +566,41 @@ def test_o1_and_o2_train_like_float32():
     np.testing.assert_allclose(o2, ref, atol=0.05)
 
 
+@pytest.mark.parametrize("level", ["O1", "O2"])
+def test_overflowing_scaled_backward_skips_the_step_without_numpy_warnings(level):
+    """A loss scaled past float16's range overflows in backward on purpose: the scaler
+    detects it and skips the step. numpy's RuntimeWarnings (overflow in the float16 casts,
+    invalid values in the products that meet inf) would only repeat that; outside a
+    scaler's backward they still come."""
+    import warnings
+    ddg.seed(0)
+    net = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 3))
+    opt = ddg.optimizer.Adam(learning_rate=0.01, parameters=net.parameters())
+    if level == "O2":
+        net, opt = ddg.amp.decorate(net, opt, level="O2")
+    scaler = ddg.amp.GradScaler(init_loss_scaling=2.0 ** 30)
+    x = ddg.to_tensor(np.random.default_rng(0).standard_normal((8, 6)).astype(np.float32))
+    y = ddg.to_tensor(np.arange(8) % 3)
+    before = [p.numpy().copy() for p in net.parameters()]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        with ddg.amp.auto_cast(level=level):
+            loss = F.cross_entropy(net(x), y)
+        scaler.scale(loss).backward()
+        assert not all(np.isfinite(p.grad.numpy()).all() for p in net.parameters() if p.grad is not None)
+        scaler.step(opt)
+        scaler.update()
+    assert scaler._scale == 2.0 ** 29                       # skipped, scaling halved
+    for b, p in zip(before, net.parameters()):
+        np.testing.assert_array_equal(p.numpy(), b)
+    # the same overflow in a backward no scaler asked for still warns
+    w = ddg.to_tensor(np.ones([4], np.float16), stop_gradient=False)
+    loss = (w * 4.0).sum()                                  # finite; its gradient 4 * 60000 is not
+    with pytest.warns(RuntimeWarning, match="overflow"):
+        loss.backward(ddg.to_tensor(np.float16(60000.0)))
+    assert np.isinf(w.grad.numpy()).all()
+
+
 # -- hapi ---------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("cfg", ["O1", "O2", {"level": "O1", "init_loss_scaling": 128},
                                  {"level": "O2", "custom_black_list": ["relu"]}])

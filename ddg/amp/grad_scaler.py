@@ -155,7 +155,10 @@ class AmpScaler:
             return var
         if var._data.dtype.itemsize < 4 and var._data.dtype.kind in "fV":
             var = var.astype("float32")
-        return var * self._scale
+        out = var * self._scale
+        if out._node is not None:    # this scaler checks the gradients: backward need not warn
+            out._node.overflow_checked = True
+        return out
 
     def _unscale(self, optimizer):
         if not self._enable:

@@ -132,6 +132,17 @@ def run_backward(roots, root_grads, retain_graph=False, targets=None, create_gra
     returned in a list (None where unreached). With ``create_graph`` the gradients are
     Tensors (``root_grads`` too) computed by the nodes' ``backward_graph`` with grad mode
     on, so the ops of this pass are recorded."""
+    if any(r._node is not None and r._node.overflow_checked for r in roots):
+        # a loss scaled by an enabled GradScaler: its gradients may overflow float16 on
+        # purpose, and the scaler checks them and skips the step; numpy's RuntimeWarnings
+        # ("overflow encountered in cast", "invalid value encountered in matmul") would
+        # only repeat that, where Paddle and PyTorch say nothing
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            return _run_mode(roots, root_grads, retain_graph, targets, create_graph)
+    return _run_mode(roots, root_grads, retain_graph, targets, create_graph)
+
+
+def _run_mode(roots, root_grads, retain_graph, targets, create_graph):
     if create_graph:
         with grad_mode.enable_grad():
             return _run(roots, root_grads, retain_graph, targets, call_backward_graph, _finish_leaf_graph)

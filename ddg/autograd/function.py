@@ -86,6 +86,9 @@ class Function:
     none_grads = False
     keep_half = True     # float16/bfloat16 inputs give outputs of their dtype (see _keep_half)
     n_out = 1
+    # set on the node of a loss scaled by an enabled GradScaler (ddg.amp), which checks the
+    # gradients for inf/nan itself: a backward from it runs without numpy's overflow warnings
+    overflow_checked = False
 
     edges = ()
     _vin = None
