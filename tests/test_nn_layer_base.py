@@ -400,3 +400,10 @@ def test_negative_layer_sizes_name_the_layer(make, layer):
     with pytest.raises(ValueError, match=rf"ddg\.nn\.{layer}: "):
         make()
     assert ddg.nn.Linear(3, 0).weight.shape == [3, 0]      # an empty layer stays allowed, as in Paddle
+
+
+def test_create_parameter_names_itself_on_a_bad_shape():
+    for shape in ([-1, 3], [2.5, 3]):
+        with pytest.raises(ValueError, match=r"ddg\.create_parameter: shape must be non-negative integers"):
+            ddg.create_parameter(shape, "float32")
+    assert ddg.create_parameter([2, 3.0], "float32").shape == [2, 3]

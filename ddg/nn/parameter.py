@@ -3,6 +3,7 @@ import itertools
 
 import numpy as np
 
+from ..tensor.creation import _shape
 from ..tensor.dtypes import convert_dtype, default_float
 from ..tensor.place import current_place, move_array
 from ..static.program import default_main_program
@@ -65,14 +66,16 @@ class Parameter(Tensor):
         return p
 
 
-def create_parameter(shape, dtype=None, attr=None, is_bias=False, default_initializer=None, name=None):
+def create_parameter(shape, dtype=None, attr=None, is_bias=False, default_initializer=None, name=None,
+                     op="create_parameter"):
     """A new Parameter of ``shape``, initialized by ``attr.initializer``, else
-    ``default_initializer``, else Paddle's defaults (Xavier uniform; zeros for biases)."""
+    ``default_initializer``, else Paddle's defaults (Xavier uniform; zeros for biases). A
+    negative or fractional size is a ValueError naming ``op`` (a layer passes its own name)."""
     attr = ParamAttr._to_attr(attr)
     if attr is False:
         return None
     dtype = convert_dtype(dtype) or default_float()
-    shape = [int(s) for s in shape]
+    shape = list(_shape(shape, op=op))
     p = Parameter(move_array(np.zeros(shape, dtype=dtype), current_place()), trainable=attr.trainable,
                   name=attr.name or name, attr=attr)
     initializer = attr.initializer or init._global_initializer(is_bias) or default_initializer or (

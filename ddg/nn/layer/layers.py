@@ -169,16 +169,10 @@ class Layer:
         return self._full_name
 
     def create_parameter(self, shape, attr=None, dtype=None, is_bias=False, default_initializer=None):
-        try:
-            ok = all(int(d) == d and d >= 0 for d in shape)
-        except (TypeError, ValueError):
-            ok = False
-        if not ok:     # (a negative size among the layer's arguments: name the layer, not numpy's empty())
-            raise ValueError(f"ddg.nn.{type(self).__name__}: parameter shape {shape!r} must be non-negative "
-                             f"integers; check the layer's size arguments")
         # Paddle counts weights and biases apart: linear_0.w_0, linear_0.b_0
         name = _unique_name(f"{self._full_name}.{'b' if is_bias else 'w'}")
-        return create_parameter(shape, dtype or self._dtype, attr, is_bias, default_initializer, name=name)
+        return create_parameter(shape, dtype or self._dtype, attr, is_bias, default_initializer, name=name,
+                                op=f"nn.{type(self).__name__}")    # a bad size names the layer
 
     def create_tensor(self, name=None, persistable=None, dtype=None):
         return Tensor(np.zeros([0], dtype=convert_dtype(dtype) or self._dtype))
