@@ -295,6 +295,39 @@ def test_gather_after_step_overlaps_next_forward(comm, level):
     _agree(comm, ok, f"in flight after step {in_flight}, {seen}, diff {diff:.2e}, sync_comm {sync_ok} {diff2:.2e}")
 
 
+@pytest.mark.parametrize("level", ["os", "os_g", "p_g_os"])
+@pytest.mark.parametrize("mode", ["one_pass", "no_sync", "two_synced_passes"])
+def test_uneven_slices_give_the_whole_batch_gradient(comm, level, mode):
+    """Rank r holds 1 + 2r rows of every global batch. At each stage the parameters after
+    three Adam steps are those of one process on the whole batches (the gradient of the
+    mean loss over the global batch: DataParallel's batch-size-weighted mean), with one
+    backward pass per step, with a pass under no_sync() before a synchronized one, and
+    with two synchronized passes and no clear_grad between them (the owner's gradient
+    from the first is kept apart when the second is rescaled)."""
+    counts = [1 + 2 * i for i in range(comm.size)]
+    total, lo = sum(counts), sum(counts[:comm.rank])
+    mine = slice(lo, lo + counts[comm.rank])
+    passes = 1 if mode == "one_pass" else 2
+
+    def run(model, opt, rows, sharded):
+        for step in range(3):
+            for k in range(passes):
+                x, y = _batch(7 * step + k, total)
+                quiet = sharded and mode == "no_sync" and k == 0
+                with model.no_sync() if quiet else _nullcontext():
+                    F.cross_entropy(model(ddg.to_tensor(x[rows])), ddg.to_tensor(y[rows])).backward()
+            opt.step()
+            opt.clear_grad()
+        return _params(model)
+    one = _net()
+    want = run(one, _opt("adam", one.parameters()), slice(None), False)
+    net = _net()
+    model, opt, _ = group_sharded_parallel(net, _opt("adam", net.parameters()), level)
+    got = run(model, opt, mine, True)
+    diff = max(float(np.abs(a - b).max()) for a, b in zip(want, got))
+    _agree(comm, diff < 1e-12, f"rows {counts}: diff {diff:.2e}")
+
+
 @pytest.mark.parametrize("level", ["os", "os_g"])
 def test_join_uneven_inputs(comm, level):
     """Under join(), rank r trains 1 + r steps: a rank out of data keeps answering the

@@ -13,7 +13,8 @@ class ShardedDataParallel(DataParallel):
     """The model side of :func:`~ddg.distributed.sharding.group_sharded_parallel`.
 
     ``stage`` 1: gradients are all-reduced (DataParallel's Reducer, weighted by local
-    batch sizes). ``stage`` 2: each gradient is summed over the ranks and kept by the
+    batch sizes). ``stage`` 2: each gradient is summed over the ranks (weighted by local
+    batch sizes too) and kept by the
     rank that owns the parameter (``owners``: ``{id(param): rank}``, a ShardingOptimizer's ``owners``) and
     dropped elsewhere (:class:`~.stage2.GradShardReducer`; parameters not in ``owners``
     belong to rank 0). ``stage`` 3: as stage 2, and each parameter's data is kept on its

@@ -18,13 +18,22 @@ the mean over ranks into its ``.grad`` when a request completes (at the latest w
 backward ends). Between backward and the step a rank holds the gradients of its own
 shard only (during backward, also the packed buffers in flight).
 
-The mean is taken with equal weights: a leaf hook scales each gradient contribution by
-``1 / world_size`` as it arrives, so that what is reduced is linear in what every rank
-accumulated. Local accumulation (``no_sync()``, gradient merge) and several synchronized
-backward passes without ``clear_grad`` therefore give the sums of the means, as
-DataParallel does. The hook scales only during ``backward()`` passes (from the engine's
-begin callback to the pass's end), so ``ddg.grad`` returns the local gradients. DataParallel's weighting by uneven local batch sizes is not applied
-(ranks' slices are assumed equal, as PyTorch's DDP and FSDP assume).
+The mean is weighted by the ranks' local batch sizes, as DataParallel's
+(:mod:`ddg.parallel.reducer`): the gradient of the mean loss over the whole global batch
+even where ranks hold uneven slices. A leaf hook scales each gradient contribution as it
+arrives by ``(n_r / m) / world_size`` (``n_r`` this rank's latest batch size, ``m`` the
+mean batch size of the previous synchronization, the same on every rank: with equal,
+constant batches exactly ``1 / world_size``), so that what is reduced is linear in what
+every rank accumulated. Each bucket carries the ranks' ``n_r / m`` in one more slot; where
+their sum ``T`` is not ``world_size``, the owner rescales what this synchronization added by
+``world_size / T``. What its ``.grad`` held before the window of backward passes (several
+synchronized passes without ``clear_grad``) is kept apart from that: the owner copies a
+nonzero gradient at the window's first contribution. Local accumulation (``no_sync()``,
+gradient merge) and several synchronized backward passes without ``clear_grad`` therefore
+give the sums of the weighted means, as DataParallel does. The hook scales only during
+``backward()`` passes (from the engine's begin callback to the pass's end), so ``ddg.grad``
+returns the local gradients. A rank out of data under ``join()`` contributes weight 0: the
+mean is over the ranks that still train.
 """
 import weakref
 
@@ -67,9 +76,17 @@ class GradShardReducer:
         self._active = False
         self._next = 0
         # under DataParallel.join(): the number of ranks that contribute to this
-        # synchronization (None: all of them)
+        # synchronization (None: all of them; the weights slot already says so, kept for
+        # the join protocol)
         self.sync_ranks = None
-        self._inflight = []              # (bucket, buffer, request, factor), in launch order
+        self._weight = 1.0               # this rank's local batch size (latest forward)
+        self._mean_weight = 1.0          # mean batch size of the previous synchronization
+        self._total = None               # sum of the ranks' n_r / m in this synchronization
+        # the window of backward passes since the last synchronization: parameters this
+        # rank owns whose first contribution arrived (-> a copy of their nonzero .grad from
+        # before the window, or None)
+        self._before = {}
+        self._inflight = []              # (bucket, buffer, request), in launch order
         # the collective: a reduce onto the bucket's owner (half the bytes) or an
         # all-reduce (see the module docstring for why the all-reduce is the default)
         self.reduce_to_owner = False
@@ -94,17 +111,38 @@ class GradShardReducer:
         weakref.finalize(self, _remove_handles, self._handles)
 
     def _install_hooks(self):
-        inv = 1.0 / self.world_size
         on = self._scaling
+        handles = []
+        for p in self._params:
+            handles.append(p.register_hook(self._scale_hook(p, on)))
+        return handles + install_sync_hooks(self, self.buckets)
+
+    def _scale_hook(self, p, on):
+        ref = weakref.ref(self)
+        mine = self._owner[id(p)] == self.rank
 
         def scale(g):
-            if not on[0]:
+            r = ref()
+            if r is None or not on[0]:
                 return None                  # ddg.grad outside backward(): the local gradient
+            if mine and id(p) not in r._before:
+                # the window's first contribution: what .grad holds now predates it
+                old = p._grad
+                keep = None
+                if old is not None:
+                    a = old._data
+                    keep = a.copy() if type(a) is not np.ndarray or a.any() else None
+                r._before[id(p)] = keep
+            f = r._factor()
             a = g._data
             if a.dtype.itemsize == 2:    # float16/bfloat16: in float32, rounded once (as DataParallel)
-                return Tensor._wrap((a.astype(np.float32) * np.float32(inv)).astype(a.dtype))
-            return Tensor._wrap(a * a.dtype.type(inv))
-        return install_sync_hooks(self, self.buckets, grad_hook=scale)
+                return Tensor._wrap((a.astype(np.float32) * np.float32(f)).astype(a.dtype))
+            return Tensor._wrap(a * a.dtype.type(f))
+        return scale
+
+    def _factor(self):
+        """The scale of a local gradient contribution: ``(n_r / m) / world_size``."""
+        return (self._weight / self._mean_weight) / self.world_size
 
     def remove(self):
         _remove_handles(self._handles)
@@ -112,7 +150,9 @@ class GradShardReducer:
 
     # ------------------------------------------------------------------ forward side
     def set_batch_weight(self, weight):
-        """Accepted for DataParallel's interface; the mean has equal weights."""
+        """This rank's weight in the mean of the next synchronization (its local batch
+        size), as DataParallel's Reducer."""
+        self._weight = float(weight)
 
     def mark_forward(self, training):
         self._owed = bool(training)
@@ -172,12 +212,13 @@ class GradShardReducer:
         self._launch_rest()
 
     def _launch(self, b, shadow=False):
-        """Pack the bucket's gradients (with their flags) and start summing them over the
-        ranks; a rank that does not own the bucket drops its gradients at once."""
+        """Pack the bucket's gradients (with their flags and this rank's weight) and start
+        summing them over the ranks; a rank that does not own the bucket drops its
+        gradients at once."""
         first = b.params[0]._data
         xp = backend.get_array_module(first)
         k = len(b.params)
-        buf = xp.empty(b.numel + k, dtype=first.dtype)     # every slot is written below
+        buf = xp.empty(b.numel + k + 1, dtype=first.dtype)     # every slot is written below
         off = 0
         for slot, (p, n) in enumerate(zip(b.params, b.sizes)):
             g = None if shadow else p._grad
@@ -188,16 +229,22 @@ class GradShardReducer:
                 buf[off:off + n] = 0
                 buf[b.numel + slot] = 0
             off += n
+        if self.rank == b.root and not shadow:
+            for p in b.params:
+                if id(p) not in self._before and p._grad is not None:
+                    # no contribution reached it in this window: its .grad is all from before
+                    a = p._grad._data
+                    self._before[id(p)] = a.copy() if type(a) is not np.ndarray or a.any() else None
+        # n_r / m: 1 for equal, constant batches; 0 for a rank out of data under join()
+        buf[-1] = 0 if shadow else self._weight / self._mean_weight
         if self.rank != b.root:
             for p in b.params:
                 p._grad = None           # this rank does not update it: release the memory
-        factor = self.world_size / self.sync_ranks if self.sync_ranks and self.sync_ranks < self.world_size \
-            else None                    # under join(): the mean over the ranks that train
         if self.reduce_to_owner:
             req = self.comm.ireduce(buf, b.root, "sum")
         else:
             req = self.comm.iallreduce(buf, "sum")
-        self._inflight.append((b, buf, req, factor))
+        self._inflight.append((b, buf, req))
 
     def _progress(self):
         """Let the requests in flight advance (a non-blocking test); finish, in launch
@@ -211,26 +258,53 @@ class GradShardReducer:
     def _wait_all(self):
         inflight = self._inflight
         while inflight:
-            b, buf, req, factor = inflight.pop(0)
+            b, buf, req = inflight.pop(0)
             req.wait()
-            self._complete(b, buf, req, factor)
+            self._complete(b, buf, req)
         unite_sparse_rows(self._params, self.comm)   # lazy updates: every rank's looked-up rows
+        self._end_window()
 
-    def _complete(self, b, buf, _req, factor):
-        """The owner takes the summed gradients; the other ranks drop the buffer."""
+    def _end_window(self):
+        """After a synchronization: the next backward pass opens a new window, and the
+        mean batch size becomes this one's (every rank read the same sum; with
+        ``reduce_to_owner`` only owners do, so the mean stays 1 there)."""
+        self._before.clear()
+        total, self._total = self._total, None
+        if total is not None and total > 0 and not self.reduce_to_owner:
+            self._mean_weight = total * self._mean_weight / self.world_size
+
+    def _complete(self, b, buf, _req):
+        """The owner takes the summed gradients (rescaled where the ranks' weights did not
+        sum to ``world_size``); the other ranks drop the buffer, reading the weights' sum
+        once per synchronization."""
         if self.rank != b.root:
+            if self._total is None and not self.reduce_to_owner:
+                self._total = float(backend.to_host(buf[-1:])[0])
             return
-        if factor is not None:
-            grads = buf[:b.numel]
-            grads *= grads.dtype.type(factor)
-        flags = backend.to_host(buf[b.numel:])
+        tail = backend.to_host(buf[b.numel:])
+        flags, total = tail[:-1], float(tail[-1])
+        self._total = total
+        w = self.world_size
+        rescale = total > 0 and total != w
         off = 0
         for slot, (p, n) in enumerate(zip(b.params, b.sizes)):
             view = buf[off:off + n].reshape(p._data.shape)
             off += n
             if flags[slot] == 0:
                 p._grad = None           # no rank had a gradient: as in one process
-            elif p._grad is not None and p._grad._data.shape == view.shape:
+                continue
+            if rescale:
+                # this synchronization's part (what the window added) times w / total;
+                # what .grad held before the window stays as it was
+                before = self._before.get(id(p))
+                f = view.dtype.type(w / total)
+                if before is None:
+                    view *= f
+                else:
+                    view -= before
+                    view *= f
+                    view += before
+            if p._grad is not None and p._grad._data.shape == view.shape:
                 p._grad._data[...] = view
             else:
                 p._grad = Tensor._wrap(view)
