@@ -386,6 +386,40 @@ def test_sync_batch_norm_equals_single_process(comm, opt_cls):
     gather_ok(comm, stats_ok and same and out_ok, f"stats {stats_ok} same {same} eval {out_ok}")
 
 
+@pytest.mark.parametrize("data_format", ["NCHW", "NHWC"])
+def test_sync_batch_norm_uneven_slices_equal_single_process(comm, data_format):
+    """Rank r holds 1 + 2r rows of each batch: the batch statistics span the uneven slices,
+    and the gradients (DataParallel's batch-weighted mean; SyncBatchNorm's cross-rank sums
+    weighted the same way) are those of ordinary batch norm on the whole batch in one
+    process, step after step, for the layers before the norm too."""
+    counts = [1 + 2 * r for r in range(comm.size)]
+    lo = sum(counts[:comm.rank])
+    sl = slice(lo, lo + counts[comm.rank])
+    steps, batch = 3, sum(counts)
+    xs, ys = data(steps, batch, seed=9)
+
+    class Net(nn.Layer):
+        def __init__(self, group=None):
+            super().__init__()
+            self.fc = nn.Linear(12, 6 * 4)
+            self.bn = nn.SyncBatchNorm(6, group=group, data_format=data_format)
+            self.out = nn.Linear(6 * 4, 5)
+
+        def forward(self, x):
+            h = self.fc(x).reshape([-1, 6, 2, 2] if data_format == "NCHW" else [-1, 2, 2, 6])
+            return self.out(F.relu(self.bn(h)).reshape([-1, 24]))
+    ref = build(lambda: Net(group=C.SingleProcessCommunicator()))
+    dp = ddg.DataParallel(build(Net))
+    ropt, opt = Adam(ref.parameters()), Adam(dp.parameters())
+    for s in range(steps):
+        loss_of(ref, xs[s], ys[s]).backward()
+        loss_of(dp, xs[s, sl], ys[s, sl]).backward()
+        compare(comm, dp, ref, rtol=1e-4, atol=1e-6, grads=True)
+        ropt.step(), opt.step()
+        ropt.clear_grad(), opt.clear_grad()
+    compare(comm, dp, ref)
+
+
 # ---------------------------------------------------------------------- uneven inputs: join
 def test_join_uneven_inputs_equal_single_process(comm):
     # Rank r trains on 2 + r steps of 4 rows each (rank 0 runs out first). At step s the

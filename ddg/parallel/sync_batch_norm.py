@@ -10,6 +10,13 @@ normalization needs:
 
     dx = rstd * (g - mean(g) - xhat * mean(g * xhat))      (means over the global batch)
 
+Each rank's sums enter weighted by its batch rows ``b_r`` (the input's first axis), and a
+rank divides by its own: ``mean(g)`` on rank r is ``sum_q b_q sum(g_q) / (b_r n)``. Each
+rank's ``g`` is the gradient of its own mean loss, and DataParallel weighs rank r's
+gradients by ``b_r / sum_q b_q``; so the parameters get the gradient of the mean loss over
+the global batch, as in one process, even where ranks hold uneven slices. With equal slices
+these are the plain sums.
+
 The statistics are accumulated in float64. Running statistics are updated from the global statistics, so
 they stay identical on every rank. In eval mode (or world size 1) no communication
 happens. With world size 1 (or on running statistics) the layer computes exactly what
@@ -71,6 +78,7 @@ class _SyncStandardize(Function):
         mean = (counts[:, None] * means).sum(axis=0) / n
         var = (m2s + counts[:, None] * xp.square(means - mean)).sum(axis=0) / n
         self.n = n
+        self.rows = float(x.shape[0]) if x.ndim else 1.0   # this rank's weight (DataParallel's)
         rstd = (1.0 / xp.sqrt(var + self.eps)).astype(x.dtype).reshape(keep)
         xhat = (x - mean.astype(x.dtype).reshape(keep)) * rstd
         self.rstd, self.xhat, self.c = rstd, xhat, c
@@ -85,13 +93,20 @@ class _SyncStandardize(Function):
         xp = backend.get_array_module(y)
         if g is None:
             g = xp.zeros_like(y)
+        # weighted by the batch rows (see the module docstring)
+        b = self.rows
         buf = xp.empty(2 * c, dtype=np.float64)
         buf[:c] = g.sum(axis=axes, dtype=np.float64).ravel()
         buf[c:] = (g * y).sum(axis=axes, dtype=np.float64).ravel()
+        if b != 1.0:
+            buf *= b
         self.comm.allreduce(buf, "sum")
+        if not y.size:
+            return (xp.zeros_like(y),)
         keep = self.rstd.shape
-        mg = (buf[:c] / self.n).astype(g.dtype).reshape(keep)
-        mgy = (buf[c:] / self.n).astype(g.dtype).reshape(keep)
+        scale = 1.0 / (b * self.n)
+        mg = (buf[:c] * scale).astype(g.dtype).reshape(keep)
+        mgy = (buf[c:] * scale).astype(g.dtype).reshape(keep)
         return (self.rstd * (g - mg - y * mgy),)
 
 
