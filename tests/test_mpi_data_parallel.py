@@ -421,6 +421,40 @@ def test_sync_batch_norm_uneven_slices_equal_single_process(comm, data_format):
 
 
 # ---------------------------------------------------------------------- uneven inputs: join
+def test_join_with_sync_batch_norm_refuses_the_uneven_tail_at_once(comm):
+    """SyncBatchNorm's statistics are collectives in forward: a rank out of data under
+    join() cannot answer them. Every rank raises a RuntimeError naming the layer at the
+    first training forward after some rank ran out (no hang until the stall timeout), and
+    the communicator stays usable. Even inputs, and an eval forward in the uneven tail,
+    pass."""
+    def net():
+        return nn.Sequential(nn.Linear(12, 6), nn.SyncBatchNorm(6), nn.ReLU(), nn.Linear(6, 5))
+    xs, ys = data(comm.size + 1, 4)
+    dp = ddg.DataParallel(build(net))
+    opt = SGD(dp.parameters())
+    with dp.join():                       # the same number of steps everywhere: fine
+        for s in range(2):
+            loss_of(dp, xs[s], ys[s]).backward()
+            opt.step(), opt.clear_grad()
+    dp.eval()
+    with dp.join():                       # uneven, but eval forwards use the running statistics
+        for s in range(1 + comm.rank):
+            with ddg.no_grad():
+                dp(ddg.to_tensor(xs[s]))
+    dp.train()
+    err = ""
+    try:
+        with dp.join():
+            for s in range(1 + comm.rank):
+                loss_of(dp, xs[s], ys[s]).backward()
+                opt.step(), opt.clear_grad()
+    except RuntimeError as e:
+        err = str(e)
+    alive = comm.allreduce(np.ones(1), "sum")[0] == comm.size
+    gather_ok(comm, "SyncBatchNorm (layer '1')" in err and "run out of data" in err and alive and dp._join is None,
+              f"error {err!r}, alive {alive}")
+
+
 def test_join_uneven_inputs_equal_single_process(comm):
     # Rank r trains on 2 + r steps of 4 rows each (rank 0 runs out first). At step s the
     # reference sees the rows of the ranks that still have data: under join the ranks

@@ -219,8 +219,38 @@ class Join:
         state[:3] = active, int(bool(sync)), int(bool(training and self.model.broadcast_buffers))
         state[3 + comm.rank] = active
         total = comm.allreduce(state, "sum")
+        if 0 < total[0] < comm.size:
+            # a rank out of data; every rank sees the same totals, so all refuse together
+            shadow_training = total[2] > 0 if self.model.broadcast_buffers else self.model._layers.training
+            self._refuse_sync_norms(training if active else shadow_training)
         live = np.flatnonzero(total[3:])
         return [int(v) for v in total[:3]], int(live[0]) if live.size else 0
+
+    def _refuse_sync_norms(self, training):
+        """A training forward while some rank is out of data cannot run a SyncBatchNorm
+        that computes batch statistics: its collectives in forward and backward have no
+        answer from the rank without data (PyTorch's join does not support it either).
+        Raised on every rank at the same round instead of a hang until the stall timeout."""
+        if not training:
+            return
+        from .sync_batch_norm import SyncBatchNorm   # noqa: PLC0415 - only under join()
+        names = []
+        for name, m in self.model._layers.named_sublayers(include_self=True):
+            if not isinstance(m, SyncBatchNorm):
+                continue
+            batch_stats = m.training if m._use_global_stats is None else not m._use_global_stats
+            try:
+                spans = m._communicator().size > 1
+            except ValueError:
+                spans = False
+            if batch_stats and spans:
+                names.append(repr(name) if name else "the model itself")
+        if names:
+            raise RuntimeError(
+                f"ddg.DataParallel.join: a rank has run out of data while the model trains with "
+                f"SyncBatchNorm (layer {', '.join(names[:4])}{' ...' if len(names) > 4 else ''}): its statistics are "
+                f"collectives that a rank without data cannot answer. Give every rank the same number of "
+                f"batches (DistributedBatchSampler(drop_last=True)), or use BatchNorm for the uneven tail")
 
     def __exit__(self, etype, value, tb):
         model = self.model
