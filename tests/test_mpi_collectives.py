@@ -540,6 +540,45 @@ def test_distributed_tensors(comm):
     np.testing.assert_array_equal(sc.numpy(), np.full(2, 10 * R, np.float32))
 
 
+
+def test_distributed_collectives_refuse_ranks_that_disagree(comm):
+    """A rank that passes another shape, dtype, root or reduction, or calls another
+    collective, makes every rank raise the same ValueError naming each rank's call (MPI
+    truncated the message of an all_gather of other shapes and summed buffers of other
+    dtypes); the world stays usable after it."""
+    import ddg
+    import ddg.distributed as dist
+    R, N = comm.rank, comm.size
+    odd = R == N - 1
+
+    def f32(*shape):
+        return ddg.to_tensor(np.zeros(shape, np.float32))
+    cases = [
+        (lambda: dist.all_gather([], f32(3 if odd else 2)), "float32[3]"),
+        (lambda: dist.all_reduce(ddg.to_tensor(np.zeros(2, np.float64 if odd else np.float32))), "float64[2]"),
+        (lambda: dist.all_reduce(f32(2), op=dist.ReduceOp.MAX if odd else dist.ReduceOp.SUM), "op='max'"),
+        (lambda: dist.broadcast(f32(2), src=1 if odd else 0), "src=1"),
+        (lambda: dist.reduce(f32(2, 2) if odd else f32(4), dst=0), "float32[2, 2]"),
+        (lambda: dist.gather(ddg.to_tensor(np.zeros(2, np.int32 if odd else np.int64)), [] if R == 0 else None, dst=0),
+         "int32[2]"),
+        (lambda: dist.scatter(f32(3 if odd else 2), [f32(2) for _ in range(N)] if R == 0 else None, src=0),
+         "float32[3]"),
+        (lambda: (dist.all_reduce if odd else dist.broadcast)(f32(2)), f"rank {N - 1}: all_reduce("),
+    ]
+    results = []
+    for call, needle in cases:
+        try:
+            call()
+            results.append("no error")
+        except ValueError as e:
+            msg = str(e)
+            results.append("ok" if f"rank {N - 1}:" in msg and needle in msg and "disagree" in msg else msg)
+    t = ddg.to_tensor(np.ones(2, np.float32))
+    dist.all_reduce(t)
+    ok = results == ["ok"] * len(cases) and t.numpy().tolist() == [N, N]
+    every = comm.allgather_object((ok, results))
+    assert all(o for o, _ in every), every
+
 def test_save_checkpoint(comm, tmp_path_factory):
     import ddg
     import ddg.distributed as dist

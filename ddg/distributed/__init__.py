@@ -12,6 +12,8 @@ Also here: :func:`spawn` (start N local ranks of a function from Python) and
 """
 import pickle
 
+import os
+
 import numpy as np
 
 from ..io import save
@@ -171,6 +173,47 @@ def _array_of(tensor, fn):
     return data
 
 
+#: whether the tensor collectives check that the ranks agree (``DDG_CHECK_COLLECTIVES=0``: off,
+#: saving one small all-reduce per call)
+_CHECK = [os.environ.get("DDG_CHECK_COLLECTIVES", "1") != "0"]
+
+_CALLS = {fn: i for i, fn in enumerate(("all_reduce", "broadcast", "all_gather", "reduce", "scatter", "gather",
+                                        "reduce_scatter", "alltoall"))}
+_OPS = {"sum": 0, "max": 1, "min": 2, "prod": 3, "avg": 4}
+
+
+def _agree(comm, fn, array, **args):
+    """Check, before a tensor collective, that every rank of ``comm`` calls the same
+    collective on a tensor of the same shape and dtype with the same root and reduction:
+    one all-reduce of a few int64s (~10 us on one node; ``DDG_CHECK_COLLECTIVES=0`` skips it).
+    Where they differ every rank raises the same ValueError, naming each rank's call,
+    instead of MPI truncating a message, summing mismatched buffers, or one rank waiting
+    in another collective."""
+    if comm.size == 1 or not _CHECK[0]:
+        return
+    shape = array.shape
+    key = [_CALLS[fn], array.dtype.num, len(shape)] + list(shape[:6]) + [0] * (6 - len(shape[:6]))
+    key.append(int(np.prod(shape[6:])) if len(shape) > 6 else 0)
+    key += [_OPS.get(v, -2) if isinstance(v, str) else int(v) if isinstance(v, (int, np.integer)) else -3
+            for _, v in sorted(args.items())]
+    # the same on every rank exactly when the maxima of key and -key are this rank's own
+    both = np.array(key + [-v for v in key], dtype=np.int64)
+    # a rank stuck here is reported (stall watchdog) as stuck in this very call
+    watched = getattr(comm, "inner", comm)
+    detail = "; ".join(f"{k}={v}" for k, v in sorted(args.items()))
+    watched._label = (fn, array, f"{detail}{'; ' if detail else ''}checking that the ranks agree")
+    try:
+        agreed = (comm.allreduce(both.copy(), "max") == both).all()
+    finally:
+        watched._label = None
+    if agreed:
+        return
+    mine = (fn, str(array.dtype), tuple(int(d) for d in shape), tuple(sorted(args.items())))
+    calls = "; ".join(f"rank {r}: {f}({d}{list(sh)}{''.join(f', {k}={v!r}' for k, v in a)})"
+                      for r, (f, d, sh, a) in enumerate(comm.allgather_object(mine)))
+    raise ValueError(f"ddg.distributed.{fn}: the ranks disagree about this collective ({calls}); every rank "
+                     f"must call the same collective with the same shape, dtype, root and op")
+
 def _new_tensor(array):
     """A Tensor around ``array`` without copying it (keeps its device)."""
     return Tensor._wrap(array)
@@ -219,6 +262,7 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, sync_op=True):
     comm = _comm(group, "all_reduce")
     if comm is None:
         return _done(sync_op)
+    _agree(comm, "all_reduce", data, op=op)
     if sync_op:
         comm.allreduce(data, op)
         return None
@@ -229,7 +273,9 @@ def broadcast(tensor, src=0, group=None, sync_op=True):
     """Overwrite ``tensor`` on every rank with rank ``src``'s values, in place."""
     comm = _comm(group, "broadcast")
     if comm is not None:
-        comm.broadcast(_array_of(tensor, "broadcast"), _local(src, group, "broadcast", "src"))
+        data, root = _array_of(tensor, "broadcast"), _local(src, group, "broadcast", "src")
+        _agree(comm, "broadcast", data, src=root)
+        comm.broadcast(data, root)
     return _done(sync_op)
 
 
@@ -238,7 +284,9 @@ def all_gather(tensor_list, tensor, group=None, sync_op=True):
     _check_list(tensor_list, "all_gather", "tensor_list")
     comm = _comm(group, "all_gather")
     if comm is not None:
-        gathered = comm.allgather(_array_of(tensor, "all_gather"))
+        data = _array_of(tensor, "all_gather")
+        _agree(comm, "all_gather", data)
+        gathered = comm.allgather(data)
         tensor_list.extend(_new_tensor(gathered[r]) for r in range(gathered.shape[0]))
     return _done(sync_op)
 
@@ -264,7 +312,9 @@ def reduce(tensor, dst=0, op=ReduceOp.SUM, group=None, sync_op=True):
     ranks' tensors are left unchanged."""
     comm = _comm(group, "reduce")
     if comm is not None:
-        comm.reduce(_array_of(tensor, "reduce"), _local(dst, group, "reduce", "dst"), op)
+        data, root = _array_of(tensor, "reduce"), _local(dst, group, "reduce", "dst")
+        _agree(comm, "reduce", data, dst=root, op=op)
+        comm.reduce(data, root, op)
     return _done(sync_op)
 
 
@@ -280,7 +330,9 @@ def scatter(tensor, tensor_list=None, src=0, group=None, sync_op=True):
         if tensor_list is None:
             raise ValueError("ddg.distributed.scatter: the src rank must pass tensor_list")
         arrays = [_array_of(t, "scatter") for t in tensor_list]
-    comm.scatter(arrays, root, out=_array_of(tensor, "scatter"))
+    out = _array_of(tensor, "scatter")
+    _agree(comm, "scatter", out, src=root)
+    comm.scatter(arrays, root, out=out)
     return _done(sync_op)
 
 
@@ -314,7 +366,9 @@ def gather(tensor, gather_list=None, dst=0, group=None, sync_op=True):
     root = _local(dst, group, "gather", "dst")
     if comm.rank == root:
         _check_list(gather_list, "gather", "gather_list on the dst rank")
-    got = comm.gather(_array_of(tensor, "gather"), root)
+    data = _array_of(tensor, "gather")
+    _agree(comm, "gather", data, dst=root)
+    got = comm.gather(data, root)
     if got is not None:
         gather_list.extend(_new_tensor(got[r]) for r in range(got.shape[0]))
     return _done(sync_op)
@@ -333,6 +387,7 @@ def reduce_scatter(tensor, tensor_list, op=ReduceOp.SUM, group=None, sync_op=Tru
     if tuple(stacked.shape[1:]) != tuple(out.shape):
         raise ValueError(f"ddg.distributed.reduce_scatter: tensor has shape {list(out.shape)}, the blocks "
                          f"{list(stacked.shape[1:])}")
+    _agree(comm, "reduce_scatter", stacked, op=op)
     out[...] = comm.reduce_scatter(stacked, op)[0]
     tensor._bump()
     return _done(sync_op)
@@ -351,7 +406,9 @@ def alltoall(out_tensor_list, in_tensor_list, group=None, sync_op=True):
     comm = _comm(group, "alltoall")
     if comm is None:
         return _done(sync_op)
-    got = comm.alltoall(_stack(in_tensor_list, "alltoall", comm.size))
+    stacked = _stack(in_tensor_list, "alltoall", comm.size)
+    _agree(comm, "alltoall", stacked)
+    got = comm.alltoall(stacked)
     if not out_tensor_list:
         out_tensor_list.extend(_new_tensor(got[r]) for r in range(comm.size))
     else:

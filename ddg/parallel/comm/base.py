@@ -248,7 +248,13 @@ class Communicator:
         is a tuple ``(collective name, array or None, detail)``; ``since`` is a
         ``time.monotonic()`` value."""
         since = self._busy_since
-        return (self._busy_what, since) if since else None
+        if not since:
+            return None
+        return (self._label or self._busy_what, since)
+
+    #: what the stall watchdog names instead of the call in progress (set around a
+    #: collective made on behalf of another, e.g. ddg.distributed's agreement check)
+    _label = None
 
     # Two attribute writes, cheap enough for every call.
     def _begin(self, what):
