@@ -10,9 +10,9 @@ single process (world size 1), where no MPI is needed.
 Also here: :func:`spawn` (start N local ranks of a function from Python) and
 ``python -m ddg.distributed.launch`` (Paddle's launcher flags, over ddgrun).
 """
-import pickle
-
 import os
+import pickle
+import zlib
 
 import numpy as np
 
@@ -180,19 +180,30 @@ _CHECK = [os.environ.get("DDG_CHECK_COLLECTIVES", "1") != "0"]
 _CALLS = {fn: i for i, fn in enumerate(("all_reduce", "broadcast", "all_gather", "reduce", "scatter", "gather",
                                         "reduce_scatter", "alltoall"))}
 _OPS = {"sum": 0, "max": 1, "min": 2, "prod": 3, "avg": 4}
+_DTYPE_CODES = {}
+
+
+def _dtype_code(dtype):
+    """A number for ``dtype`` that every process gives alike (numpy's ``dtype.num`` of a
+    registered extension type such as bfloat16 depends on the order of registration)."""
+    code = _DTYPE_CODES.get(dtype)
+    if code is None:
+        code = _DTYPE_CODES[dtype] = zlib.crc32(f"{dtype.name}|{dtype.str}".encode())
+    return code
 
 
 def _agree(comm, fn, array, **args):
     """Check, before a tensor collective, that every rank of ``comm`` calls the same
     collective on a tensor of the same shape and dtype with the same root and reduction:
-    one all-reduce of a few int64s (~10 us on one node; ``DDG_CHECK_COLLECTIVES=0`` skips it).
+    one all-reduce of a few int64s (a call takes ~30 us more on one node;
+    ``DDG_CHECK_COLLECTIVES=0`` skips it).
     Where they differ every rank raises the same ValueError, naming each rank's call,
     instead of MPI truncating a message, summing mismatched buffers, or one rank waiting
     in another collective."""
     if comm.size == 1 or not _CHECK[0]:
         return
     shape = array.shape
-    key = [_CALLS[fn], array.dtype.num, len(shape)] + list(shape[:6]) + [0] * (6 - len(shape[:6]))
+    key = [_CALLS[fn], _dtype_code(array.dtype), len(shape)] + list(shape[:6]) + [0] * (6 - len(shape[:6]))
     key.append(int(np.prod(shape[6:])) if len(shape) > 6 else 0)
     key += [_OPS.get(v, -2) if isinstance(v, str) else int(v) if isinstance(v, (int, np.integer)) else -3
             for _, v in sorted(args.items())]
@@ -213,6 +224,7 @@ def _agree(comm, fn, array, **args):
                       for r, (f, d, sh, a) in enumerate(comm.allgather_object(mine)))
     raise ValueError(f"ddg.distributed.{fn}: the ranks disagree about this collective ({calls}); every rank "
                      f"must call the same collective with the same shape, dtype, root and op")
+
 
 def _new_tensor(array):
     """A Tensor around ``array`` without copying it (keeps its device)."""
