@@ -184,8 +184,26 @@ def _batch_weight(inputs, kwargs):
     return 1.0
 
 
+def _spanning_sync_norms(layer):
+    """``(name, layer)`` of the SyncBatchNorm layers in ``layer`` whose statistics span
+    more than one rank."""
+    from .sync_batch_norm import SyncBatchNorm   # noqa: PLC0415 - only under join()
+    found = []
+    for name, m in layer.named_sublayers(include_self=True):
+        if isinstance(m, SyncBatchNorm):
+            try:
+                spans = m._communicator().size > 1
+            except ValueError:       # this rank is not in the layer's group
+                spans = False
+            if spans:
+                found.append((repr(name) if name else "the model itself", m))
+    return found
+
+
 class Join:
     """The context :meth:`DataParallel.join` returns (see there)."""
+
+    _sync_norms = ()    # the model's SyncBatchNorm layers across ranks (found at the entry)
 
     def __init__(self, model):
         self.model = model
@@ -197,6 +215,7 @@ class Join:
             if model._join is not None:
                 raise RuntimeError("ddg.DataParallel.join: this model is already joined (the context does not nest)")
             model._join = self
+            self._sync_norms = _spanning_sync_norms(model._layers)
         return self
 
     def announce(self, training, sync):
@@ -219,7 +238,7 @@ class Join:
         state[:3] = active, int(bool(sync)), int(bool(training and self.model.broadcast_buffers))
         state[3 + comm.rank] = active
         total = comm.allreduce(state, "sum")
-        if 0 < total[0] < comm.size:
+        if self._sync_norms and 0 < total[0] < comm.size:
             # a rank out of data; every rank sees the same totals, so all refuse together
             shadow_training = total[2] > 0 if self.model.broadcast_buffers else self.model._layers.training
             self._refuse_sync_norms(training if active else shadow_training)
@@ -233,18 +252,8 @@ class Join:
         Raised on every rank at the same round instead of a hang until the stall timeout."""
         if not training:
             return
-        from .sync_batch_norm import SyncBatchNorm   # noqa: PLC0415 - only under join()
-        names = []
-        for name, m in self.model._layers.named_sublayers(include_self=True):
-            if not isinstance(m, SyncBatchNorm):
-                continue
-            batch_stats = m.training if m._use_global_stats is None else not m._use_global_stats
-            try:
-                spans = m._communicator().size > 1
-            except ValueError:
-                spans = False
-            if batch_stats and spans:
-                names.append(repr(name) if name else "the model itself")
+        names = [name for name, m in self._sync_norms
+                 if (m.training if m._use_global_stats is None else not m._use_global_stats)]
         if names:
             raise RuntimeError(
                 f"ddg.DataParallel.join: a rank has run out of data while the model trains with "

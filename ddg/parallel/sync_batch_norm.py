@@ -78,7 +78,7 @@ class _SyncStandardize(Function):
         mean = (counts[:, None] * means).sum(axis=0) / n
         var = (m2s + counts[:, None] * xp.square(means - mean)).sum(axis=0) / n
         self.n = n
-        self.rows = float(x.shape[0]) if x.ndim else 1.0   # this rank's weight (DataParallel's)
+        self.rows = float(x.shape[0])   # this rank's weight (DataParallel's: its batch rows)
         rstd = (1.0 / xp.sqrt(var + self.eps)).astype(x.dtype).reshape(keep)
         xhat = (x - mean.astype(x.dtype).reshape(keep)) * rstd
         self.rstd, self.xhat, self.c = rstd, xhat, c

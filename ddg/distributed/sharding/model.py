@@ -166,13 +166,6 @@ class _ShardedJoin(Join):
         super().__init__(model)
         self.optimizer = optimizer
 
-    def announce(self, training, sync):
-        self.steps += 1
-        (_active, syncing, _training), root = self._round(1, sync and training, training)
-        if self.model.stage >= 2:
-            self.model.reducer.sync_ranks = int(syncing)
-        return root
-
     def _round(self, active, sync, training):
         totals, root = super()._round(active, sync, training)
         sharder = self.model.sharder
@@ -200,9 +193,6 @@ class _ShardedJoin(Join):
                 sharder.shard()
 
     def _shadow(self, syncing):
-        reducer = self.model.reducer
-        if self.model.stage >= 2:
-            reducer.sync_ranks = syncing
-        reducer.shadow_sync()
+        self.model.reducer.shadow_sync()
         self.optimizer.step()
         self.optimizer.clear_grad()

@@ -75,10 +75,6 @@ class GradShardReducer:
         self._owed = False
         self._active = False
         self._next = 0
-        # under DataParallel.join(): the number of ranks that contribute to this
-        # synchronization (None: all of them; the weights slot already says so, kept for
-        # the join protocol)
-        self.sync_ranks = None
         self._weight = 1.0               # this rank's local batch size (latest forward)
         self._mean_weight = 1.0          # mean batch size of the previous synchronization
         self._total = None               # sum of the ranks' n_r / m in this synchronization
@@ -126,19 +122,20 @@ class GradShardReducer:
             if r is None or not on[0]:
                 return None                  # ddg.grad outside backward(): the local gradient
             if mine and id(p) not in r._before:
-                # the window's first contribution: what .grad holds now predates it
-                old = p._grad
-                keep = None
-                if old is not None:
-                    a = old._data
-                    keep = a.copy() if type(a) is not np.ndarray or a.any() else None
-                r._before[id(p)] = keep
+                r._keep_before(p)    # the window's first contribution: .grad predates it
             f = r._factor()
             a = g._data
             if a.dtype.itemsize == 2:    # float16/bfloat16: in float32, rounded once (as DataParallel)
                 return Tensor._wrap((a.astype(np.float32) * np.float32(f)).astype(a.dtype))
             return Tensor._wrap(a * a.dtype.type(f))
         return scale
+
+    def _keep_before(self, p):
+        """Note what an owned parameter's ``.grad`` holds before this window's
+        contributions: a copy where it is nonzero (None: nothing to keep apart)."""
+        g = p._grad
+        a = None if g is None else g._data
+        self._before[id(p)] = a.copy() if a is not None and (type(a) is not np.ndarray or a.any()) else None
 
     def _factor(self):
         """The scale of a local gradient contribution: ``(n_r / m) / world_size``."""
@@ -203,7 +200,6 @@ class GradShardReducer:
 
     def _on_backward_complete(self):
         self._launch_rest()
-        self.sync_ranks = None
         self.stats.steps += 1
 
     def sync_now(self):
@@ -231,10 +227,8 @@ class GradShardReducer:
             off += n
         if self.rank == b.root and not shadow:
             for p in b.params:
-                if id(p) not in self._before and p._grad is not None:
-                    # no contribution reached it in this window: its .grad is all from before
-                    a = p._grad._data
-                    self._before[id(p)] = a.copy() if type(a) is not np.ndarray or a.any() else None
+                if id(p) not in self._before:
+                    self._keep_before(p)    # no contribution reached it in this window
         # n_r / m: 1 for equal, constant batches; 0 for a rank out of data under join()
         buf[-1] = 0 if shadow else self._weight / self._mean_weight
         if self.rank != b.root:
@@ -317,7 +311,6 @@ class GradShardReducer:
         self._wait_all()
         self._next = 0
         self._active = False
-        self.sync_ranks = None
 
 
 def _remove_handles(handles):
